@@ -1,0 +1,149 @@
+# tally - build, run, test and benchmark tallyd.
+#
+#   make deps      install missing Debian packages (as root) and the npm validator
+#   make / all     build build/release/tallyd
+#   make run       deps + build + start tallyd on 127.0.0.1:8080, data in ./data
+#   make test      deps + every test, twice: optimised, then under ASan+UBSan
+#   make bench     deps + benchmarks against Redis and a bare libmicrohttpd server
+#   make fuzz      run each libFuzzer target for FUZZ_SECONDS (clang)
+#   make SANITIZER=address,undefined test    only the sanitizer run
+#
+# Build products go to build/release or build/sanitize; sources are found by
+# wildcard, so a new core/ api/ service/ file or test needs no edit here.
+
+SANITIZER ?=
+CC ?= cc
+ifeq ($(strip $(SANITIZER)),)
+  BUILD := build/release
+  OPTFLAGS := -O2
+else
+  BUILD := build/sanitize
+  OPTFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZER) -fno-sanitize-recover=all
+endif
+
+WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
+CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(WARNINGS) -pthread -I. -MMD -MP
+LDFLAGS := $(OPTFLAGS) -pthread
+LIBS := -lmicrohttpd -ljansson -lroaring -lxxhash -lm
+TEST_LIBS := -lcmocka -lcurl
+
+CORE_SRC := $(wildcard core/*.c)
+API_SRC := $(wildcard api/*.c)
+SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+IT_SRC := $(wildcard tests/integration/it_*.c)
+IT_LIB_SRC := $(filter-out $(IT_SRC),$(wildcard tests/integration/*.c))
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+CORE_OBJ := $(call obj,$(CORE_SRC))
+API_OBJ := $(call obj,$(API_SRC))
+SVC_OBJ := $(call obj,$(SVC_SRC))
+LIBTALLY := $(BUILD)/libtally.a
+TALLYD := $(BUILD)/tallyd
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+IT_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
+IT_LIB_OBJ := $(call obj,$(IT_LIB_SRC))
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRC))
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+DATA_DIR ?= ./data
+PORT ?= 8080
+
+.PHONY: all deps run test test-suite unit integration openapi-check lint-yaml fuzz-regress \
+        bench fuzz clean
+
+all: $(TALLYD)
+
+deps:
+	@sh tools/deps.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	mkdir -p $(DATA_DIR)
+	exec $(TALLYD) --port $(PORT) --data-dir $(DATA_DIR)
+
+# ---------------------------------------------------------------- build --
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBTALLY): $(CORE_OBJ) $(API_OBJ) $(SVC_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+
+# Fuzz targets built with the normal compiler and a file-replaying main(), so
+# `make test` runs every saved input (corpus and past crashes) as a regression.
+$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# ----------------------------------------------------------------- test --
+ifeq ($(strip $(SANITIZER)),)
+test: deps
+	@$(MAKE) --no-print-directory test-suite
+	@$(MAKE) --no-print-directory SANITIZER=address,undefined test-suite
+	@echo "make test: all passed (optimised and ASan+UBSan builds)"
+else
+test: deps
+	@$(MAKE) --no-print-directory test-suite
+endif
+
+test-suite: all unit integration fuzz-regress openapi-check lint-yaml
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+integration: $(TALLYD) $(IT_BIN)
+	@set -e; for t in $(IT_BIN); do echo "== $$t"; TALLYD=$(TALLYD) BUILD=$(BUILD) $$t; done
+
+fuzz-regress: $(FUZZ_BIN)
+	@set -e; for t in $(FUZZ_BIN); do n=$$(basename $$t); \
+	  echo "== $$t"; $$t tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; done
+
+openapi-check: $(TALLYD)
+	node tools/openapi/check.mjs openapi.yaml $(TALLYD)
+
+lint-yaml:
+	yamllint -s -c tools/yamllint.yml openapi.yaml deploy
+
+# ---------------------------------------------------------------- bench --
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_BIN)
+	BUILD=$(BUILD) sh bench/run.sh
+
+# ----------------------------------------------------------------- fuzz --
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := build/fuzz
+fuzz: deps
+	@set -e; mkdir -p $(FUZZ_BUILD); \
+	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
+	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined \
+	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(API_SRC) $(SVC_SRC) $(LIBS) -pthread; \
+	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
+	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
+	  $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \
+	    $(FUZZ_BUILD)/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
+	done
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,127 @@
+/*
+ * json_out.c - JSON text from a jansson tree, with numbers as people expect.
+ *
+ * jansson prints reals with 17 significant digits, so 1.3878 comes out as
+ * 1.3877999999999999.  tally's answers must read like Redis's (GEODIST
+ * "1.3878"), so reals are printed in the shortest form that reads back as the
+ * same double (15, 16 or 17 digits), always with a '.' or an exponent.
+ * Everything else follows RFC 8259 with compact separators.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+
+void api_format_double(double v, char *out, size_t n)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, n, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+    if (!strpbrk(out, ".eEn"))   /* integral: keep it visibly a real */
+        strncat(out, ".0", n - strlen(out) - 1);
+}
+
+static void put_string(wbuf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    wbuf_put_u8(b, '"');
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[6];
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        default:
+            if (c < 0x20) {
+                memcpy(u, "\\u00", 4);
+                u[4] = hex[c >> 4];
+                u[5] = hex[c & 15];
+            }
+        }
+        if (esc || c < 0x20) {
+            wbuf_put_bytes(b, s + i - run, run);
+            run = 0;
+            if (esc)
+                wbuf_put_bytes(b, esc, strlen(esc));
+            else
+                wbuf_put_bytes(b, u, 6);
+        } else {
+            run++;
+        }
+    }
+    wbuf_put_bytes(b, s + n - run, run);
+    wbuf_put_u8(b, '"');
+}
+
+static void put_value(wbuf_t *b, json_t *v)
+{
+    char num[40];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        wbuf_put_u8(b, '{');
+        const char *k;
+        json_t *x;
+        bool first = true;
+        json_object_foreach(v, k, x) {
+            if (!first)
+                wbuf_put_u8(b, ',');
+            first = false;
+            put_string(b, k, strlen(k));
+            wbuf_put_u8(b, ':');
+            put_value(b, x);
+        }
+        wbuf_put_u8(b, '}');
+        break;
+    }
+    case JSON_ARRAY: {
+        wbuf_put_u8(b, '[');
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                wbuf_put_u8(b, ',');
+            put_value(b, json_array_get(v, i));
+        }
+        wbuf_put_u8(b, ']');
+        break;
+    }
+    case JSON_STRING:
+        put_string(b, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER: {
+        int n = snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+        wbuf_put_bytes(b, num, (size_t)n);
+        break;
+    }
+    case JSON_REAL:
+        api_format_double(json_real_value(v), num, sizeof(num));
+        wbuf_put_bytes(b, num, strlen(num));
+        break;
+    case JSON_TRUE: wbuf_put_bytes(b, "true", 4); break;
+    case JSON_FALSE: wbuf_put_bytes(b, "false", 5); break;
+    case JSON_NULL: wbuf_put_bytes(b, "null", 4); break;
+    }
+}
+
+char *api_json_text(json_t *v, size_t *len)
+{
+    wbuf_t b = WBUF_INIT;
+    put_value(&b, v);
+    wbuf_put_u8(&b, '\0');
+    if (b.oom) {
+        wbuf_free(&b);
+        return NULL;
+    }
+    char *s = (char *)wbuf_steal(&b, len);
+    *len -= 1;
+    return s;
+}

@@ -1,0 +1,199 @@
+/*
+ * keys.c - the keyspace itself: listing, inspecting, deleting, TTLs.
+ *
+ *   GET    /keys?prefix=&cursor=&limit=   -> {"keys":[{"key","type","ttl_ms"}],"cursor":"..."|null}
+ *   GET    /keys/{key}                    -> {"key","type","ttl_ms","memory_bytes"} or 404
+ *   DELETE /keys/{key}                    -> {"deleted":true|false}
+ *   PUT    /keys/{key}/ttl {"ttl_ms":N}   -> {"ttl_ms":N} or 404
+ *   DELETE /keys/{key}/ttl                -> {"persisted":true|false} or 404
+ *
+ * ttl_ms is -1 for a key without expiry (as Redis's PTTL).  Listing walks the
+ * shards with Redis's SCAN cursor: a key present for the whole walk is
+ * returned at least once, whatever the tables do in between; a page may hold
+ * fewer than `limit` keys (even none) while the cursor is not null.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/routes.h"
+
+#define KEYS_DEFAULT_LIMIT 100
+#define KEYS_MAX_LIMIT 10000
+#define KEYS_BUCKETS_PER_PAGE 65536   /* bounds the work of one page when a prefix matches little */
+
+static int64_t ttl_ms_of(const ks_entry_t *e, int64_t now_ms)
+{
+    int64_t exp = ks_entry_expire(e);
+    if (exp == KS_NO_EXPIRY)
+        return -1;
+    return exp > now_ms ? exp - now_ms : 0;
+}
+
+struct page {
+    json_t *keys;
+    size_t count;
+    const char *prefix;
+    size_t plen;
+    int64_t now_ms;
+};
+
+static void visit(void *ud, ks_entry_t *e)
+{
+    struct page *pg = ud;
+    size_t klen;
+    const char *key = ks_entry_key(e, &klen);
+    if (klen < pg->plen || memcmp(key, pg->prefix, pg->plen) != 0)
+        return;
+    json_array_append_new(pg->keys, json_pack("{s:s%,s:s,s:I}", "key", key, klen, "type",
+                                              ks_entry_type(e)->name, "ttl_ms",
+                                              (json_int_t)ttl_ms_of(e, pg->now_ms)));
+    pg->count++;
+}
+
+static bool parse_cursor(const char *s, unsigned nshards, unsigned *shard, uint64_t *v)
+{
+    unsigned sh;
+    uint64_t pos;
+    int used = 0;
+    if (sscanf(s, "%u-%" SCNx64 "%n", &sh, &pos, &used) != 2 || s[used] != '\0' || sh >= nshards)
+        return false;
+    *shard = sh;
+    *v = pos;
+    return true;
+}
+
+void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "prefix", "cursor", "limit", NULL };
+    int64_t limit = KEYS_DEFAULT_LIMIT;
+    if (!api_query_allow(req, resp, params) ||
+        !api_query_int(req, resp, "limit", false, 1, KEYS_MAX_LIMIT, &limit, NULL))
+        return;
+    struct page pg = { .keys = json_array(), .now_ms = api_now_ms(req) };
+    pg.prefix = api_query_get(req, "prefix", &pg.plen);
+    if (!pg.prefix)
+        pg.prefix = "";
+
+    ks_t *ks = srv->ks;
+    unsigned shard = 0;
+    uint64_t v = 0;
+    const char *cur = api_query_get(req, "cursor", NULL);
+    if (cur && *cur && !parse_cursor(cur, ks_shard_count(ks), &shard, &v)) {
+        json_decref(pg.keys);
+        api_error_field(resp, API_E_BAD_REQUEST, "cursor", "'cursor' is not a cursor this server returned");
+        return;
+    }
+    size_t budget = KEYS_BUCKETS_PER_PAGE;
+    while (shard < ks_shard_count(ks) && pg.count < (size_t)limit && budget > 0) {
+        ks_shard_t *sh = ks_shard_at(ks, shard);
+        ks_shard_lock(sh);
+        do {
+            ks_shard_scan(ks, sh, &v, 1, pg.now_ms, visit, &pg);
+            budget--;
+        } while (v != 0 && pg.count < (size_t)limit && budget > 0);
+        ks_shard_unlock(sh);
+        if (v == 0)
+            shard++;
+    }
+    json_t *out = json_pack("{s:o}", "keys", pg.keys);
+    if (shard < ks_shard_count(ks)) {
+        char c[40];
+        snprintf(c, sizeof(c), "%u-%" PRIx64, shard, v);
+        json_object_set_new(out, "cursor", json_string(c));
+    } else {
+        json_object_set_new(out, "cursor", json_null());
+    }
+    api_json(resp, 200, out);
+}
+
+/* Looks the {key} up with its shard locked; on success the caller unlocks. */
+static ks_entry_t *find_key(api_server_t *srv, api_req_t *req, api_resp_t *resp, ks_key_t *k, bool must_exist)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen))
+        return NULL;
+    *k = ks_key(srv->ks, key, klen);
+    ks_shard_lock(ks_shard_at(srv->ks, k->shard));
+    ks_entry_t *e = ks_find(srv->ks, k, api_now_ms(req));
+    if (!e && must_exist) {
+        ks_shard_unlock(ks_shard_at(srv->ks, k->shard));
+        api_error(resp, API_E_NOT_FOUND, "no such key");
+    }
+    return e;
+}
+
+void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    ks_key_t k;
+    if (!api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_entry_t *e = find_key(srv, req, resp, &k, true);
+    if (!e)
+        return;
+    size_t klen;
+    const char *key = ks_entry_key(e, &klen);
+    json_t *o = json_pack("{s:s%,s:s,s:I,s:I}", "key", key, klen, "type", ks_entry_type(e)->name, "ttl_ms",
+                          (json_int_t)ttl_ms_of(e, api_now_ms(req)), "memory_bytes",
+                          (json_int_t)ks_entry_memory(e));
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_json(resp, 200, o);
+}
+
+void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    ks_key_t k;
+    if (!api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_entry_t *e = find_key(srv, req, resp, &k, false);
+    if (resp->status)
+        return;   /* bad key */
+    if (e) {
+        ks_entry_delete(srv->ks, e);
+        api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_json(resp, 200, json_pack("{s:b}", "deleted", e != NULL));
+}
+
+void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "ttl_ms", NULL };
+    const char *key;
+    size_t klen;
+    int64_t ttl;
+    json_t *body;
+    /* validate everything before locking */
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) ||
+        !api_obj_int(resp, body, "ttl_ms", true, 1, INT64_MAX / 2 - api_now_ms(req), &ttl, NULL))
+        return;
+    ks_key_t k;
+    ks_entry_t *e = find_key(srv, req, resp, &k, true);
+    if (!e)
+        return;
+    ks_entry_set_expire(srv->ks, e, api_now_ms(req) + ttl);
+    api_journal(srv, req, resp);
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_json(resp, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)ttl));
+}
+
+void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    ks_key_t k;
+    if (!api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_entry_t *e = find_key(srv, req, resp, &k, true);
+    if (!e)
+        return;
+    bool had = ks_entry_expire(e) != KS_NO_EXPIRY;
+    if (had) {
+        ks_entry_set_expire(srv->ks, e, KS_NO_EXPIRY);
+        api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_json(resp, 200, json_pack("{s:b}", "persisted", had));
+}

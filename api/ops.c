@@ -1,0 +1,107 @@
+/*
+ * ops.c - operating the service: liveness, readiness, info, metrics and
+ * on-demand snapshots.
+ *
+ *   GET  /healthz         -> 200 {"status":"ok"} while the process serves HTTP
+ *   GET  /readyz          -> 200 once snapshot and journal are loaded, else 503
+ *   GET  /info            -> JSON: version, keyspace, persistence, server
+ *   GET  /metrics         -> Prometheus text exposition format 0.0.4
+ *   POST /admin/snapshot  -> answers when the snapshot file is durable
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/routes.h"
+#include "core/version.h"
+
+static const char *policy_name(ks_evict_policy_t p)
+{
+    switch (p) {
+    case KS_ALLKEYS_LRU: return "allkeys-lru";
+    case KS_VOLATILE_LRU: return "volatile-lru";
+    default: return "noeviction";
+    }
+}
+
+static bool no_params(const api_req_t *req, api_resp_t *resp)
+{
+    return api_query_allow(req, resp, (const char *const[]){ NULL });
+}
+
+void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    (void)srv;
+    (void)req;
+    api_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    (void)req;
+    if (srv->hooks.ready && !srv->hooks.ready(srv->hooks.ud)) {
+        api_error(resp, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
+        return;
+    }
+    api_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    if (!no_params(req, resp))
+        return;
+    ks_t *ks = srv->ks;
+    json_t *o = json_pack("{s:s,s:{s:I,s:I,s:I,s:s,s:i}}", "version", TALLY_VERSION, "keyspace", "keys",
+                          (json_int_t)ks_total_keys(ks), "memory_bytes", (json_int_t)ks_total_memory(ks),
+                          "maxmemory", (json_int_t)ks_maxmemory(ks), "maxmemory_policy",
+                          policy_name(ks_evict_policy(ks)), "shards", (int)ks_shard_count(ks));
+    if (srv->hooks.info)
+        srv->hooks.info(srv->hooks.ud, o);
+    api_json(resp, 200, o);
+}
+
+void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    if (!no_params(req, resp))
+        return;
+    wbuf_t b = WBUF_INIT;
+    char line[256];
+    int n = snprintf(line, sizeof(line),
+                     "# HELP tally_keys Keys in the keyspace (expired keys not yet removed included).\n"
+                     "# TYPE tally_keys gauge\n"
+                     "tally_keys %llu\n"
+                     "# HELP tally_memory_bytes Bytes charged to keys and their values.\n"
+                     "# TYPE tally_memory_bytes gauge\n"
+                     "tally_memory_bytes %llu\n",
+                     (unsigned long long)ks_total_keys(srv->ks), (unsigned long long)ks_total_memory(srv->ks));
+    wbuf_put_bytes(&b, line, (size_t)n);
+    if (srv->hooks.metrics)
+        srv->hooks.metrics(srv->hooks.ud, &b);
+    if (b.oom) {
+        wbuf_free(&b);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory rendering metrics");
+        return;
+    }
+    api_body(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+    wbuf_free(&b);
+}
+
+void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    if (!no_params(req, resp))
+        return;
+    if (req->replay)
+        return;
+    if (!srv->hooks.snapshot) {
+        api_error(resp, API_E_UNAVAILABLE, "persistence is not configured (no --data-dir)");
+        return;
+    }
+    const char *err = NULL;
+    json_t *o = srv->hooks.snapshot(srv->hooks.ud, &err);
+    if (!o) {
+        api_error(resp, err && strstr(err, "in progress") ? API_E_UNAVAILABLE : API_E_INTERNAL,
+                  "snapshot failed: %s", err ? err : "unknown error");
+        return;
+    }
+    api_json(resp, 200, o);
+}

@@ -1,0 +1,44 @@
+/*
+ * routes.h - the route table's row type and every handler it names.
+ *
+ * The table itself is in routes.c: one declarative list of
+ * {method, pattern, handler} for the whole API.  A pattern segment `{name}`
+ * matches one path segment (percent-decoded, read with api_path_param); a last
+ * segment `{name...}` matches the rest of the path, possibly empty.
+ */
+#ifndef TALLY_ROUTES_H
+#define TALLY_ROUTES_H
+
+#include "api/api.h"
+
+typedef void (*api_handler_fn)(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+struct api_route {
+    api_method_t method;
+    const char *pattern;
+    api_handler_fn handler;
+};
+
+extern const api_route_t api_routes[];
+extern const size_t api_nroutes;
+
+/* api/throttle.c */
+void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/keys.c */
+void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/ops.c */
+void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+#endif

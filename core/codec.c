@@ -1,0 +1,170 @@
+/* codec.c - see codec.h. */
+#include "core/codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Writer                                                                   */
+/* ------------------------------------------------------------------------ */
+
+bool wbuf_reserve(wbuf_t *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (extra <= b->cap - b->len)
+        return true;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return false;
+    }
+    size_t want = b->len + extra;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < want)
+        cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+void wbuf_put_bytes(wbuf_t *b, const void *p, size_t n)
+{
+    if (n == 0 || !wbuf_reserve(b, n))
+        return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+void wbuf_put_u8(wbuf_t *b, uint8_t v) { wbuf_put_bytes(b, &v, 1); }
+
+void wbuf_put_u16(wbuf_t *b, uint16_t v)
+{
+    uint8_t t[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+    wbuf_put_bytes(b, t, 2);
+}
+
+void wbuf_put_u32(wbuf_t *b, uint32_t v)
+{
+    uint8_t t[4];
+    le32_store(t, v);
+    wbuf_put_bytes(b, t, 4);
+}
+
+void wbuf_put_u64(wbuf_t *b, uint64_t v)
+{
+    uint8_t t[8];
+    le64_store(t, v);
+    wbuf_put_bytes(b, t, 8);
+}
+
+void wbuf_put_i64(wbuf_t *b, int64_t v) { wbuf_put_u64(b, (uint64_t)v); }
+
+void wbuf_put_f64(wbuf_t *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    wbuf_put_u64(b, u);
+}
+
+void wbuf_put_blob(wbuf_t *b, const void *p, size_t n)
+{
+    if (n > UINT32_MAX) {
+        b->oom = true;
+        return;
+    }
+    wbuf_put_u32(b, (uint32_t)n);
+    wbuf_put_bytes(b, p, n);
+}
+
+void wbuf_patch_u32(wbuf_t *b, size_t at, uint32_t v)
+{
+    if (!b->oom && at + 4 <= b->len)
+        le32_store(b->data + at, v);
+}
+
+void wbuf_patch_u64(wbuf_t *b, size_t at, uint64_t v)
+{
+    if (!b->oom && at + 8 <= b->len)
+        le64_store(b->data + at, v);
+}
+
+void wbuf_free(wbuf_t *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->oom = false;
+}
+
+uint8_t *wbuf_steal(wbuf_t *b, size_t *len)
+{
+    uint8_t *p = b->data;
+    if (len)
+        *len = b->len;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->oom = false;
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reader                                                                   */
+/* ------------------------------------------------------------------------ */
+
+const uint8_t *rbuf_bytes(rbuf_t *r, size_t n)
+{
+    if (r->err || n > r->len - r->off) {
+        r->err = true;
+        return NULL;
+    }
+    const uint8_t *p = r->p + r->off;
+    r->off += n;
+    return p;
+}
+
+uint8_t rbuf_u8(rbuf_t *r)
+{
+    const uint8_t *p = rbuf_bytes(r, 1);
+    return p ? p[0] : 0;
+}
+
+uint16_t rbuf_u16(rbuf_t *r)
+{
+    const uint8_t *p = rbuf_bytes(r, 2);
+    return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
+}
+
+uint32_t rbuf_u32(rbuf_t *r)
+{
+    const uint8_t *p = rbuf_bytes(r, 4);
+    return p ? le32_load(p) : 0;
+}
+
+uint64_t rbuf_u64(rbuf_t *r)
+{
+    const uint8_t *p = rbuf_bytes(r, 8);
+    return p ? le64_load(p) : 0;
+}
+
+int64_t rbuf_i64(rbuf_t *r) { return (int64_t)rbuf_u64(r); }
+
+double rbuf_f64(rbuf_t *r)
+{
+    uint64_t u = rbuf_u64(r);
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+
+const uint8_t *rbuf_blob(rbuf_t *r, size_t *n)
+{
+    uint32_t len = rbuf_u32(r);
+    const uint8_t *p = rbuf_bytes(r, len);
+    *n = p ? len : 0;
+    return p;
+}

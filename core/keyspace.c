@@ -1,0 +1,717 @@
+/*
+ * keyspace.c - sharded hash tables of typed entries.  See keyspace.h for the
+ * contract; this file explains the mechanics.
+ *
+ * Each shard holds:
+ *   - a chained hash table with a power-of-two number of buckets, grown when
+ *     the load reaches 1 and shrunk below 1/8 (rehashed all at once: shards
+ *     keep tables small enough that this takes microseconds);
+ *   - `all`, a dense array of every entry, and `vol`, a dense array of the
+ *     entries with an expiry; each entry knows its index in both, so adding
+ *     and removing is O(1) (swap with the last) and uniform random sampling
+ *     for expiry and eviction is an array index;
+ *   - the snapshot state (see "Snapshots" below).
+ *
+ * Memory charged per entry: the entry struct with its key, one bucket
+ * pointer, two array slots, plus what the value's type reports.
+ */
+#include "core/keyspace.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hash.h"
+#include "core/persist_fmt.h"
+#include "core/rng.h"
+
+#define KS_MIN_BUCKETS 16         /* a shard's table never shrinks below this */
+#define KS_EVICT_SAMPLES 5        /* keys sampled per eviction, as Redis's maxmemory-samples */
+#define KS_EXPIRE_REPEAT_PCT 25   /* resample a shard while > 25% of samples were expired */
+
+struct ks_entry {
+    struct ks_entry *next;        /* hash chain */
+    const ks_type_t *type;
+    void *value;
+    int64_t expire_ms;            /* KS_NO_EXPIRY or absolute ms */
+    uint64_t hash;
+    size_t mem;                   /* bytes charged to the shard */
+    uint32_t idx;                 /* position in shard->all */
+    uint32_t vidx;                /* position + 1 in shard->vol, 0 = no expiry */
+    uint32_t lru;                 /* last access, seconds (wraps; compared by difference) */
+    uint32_t snap_epoch;          /* snapshot epoch this entry has been handled for */
+    uint32_t snap_slot;           /* index + 1 into shard->items while pinned */
+    uint32_t klen;
+    char key[];                   /* klen bytes, then NUL */
+};
+
+/* An element of a snapshot in progress: either a pinned entry to be encoded
+ * when the snapshot reaches it, or the bytes of an entry's record captured
+ * because a write was about to change it (buf NULL and len 0 when the entry
+ * was captured into an earlier item). */
+typedef struct snap_item {
+    ks_entry_t *entry;
+    uint8_t *buf;
+    size_t len;
+} snap_item_t;
+
+struct ks_shard {
+    pthread_mutex_t lock;
+    ks_entry_t **table;
+    size_t mask;                  /* buckets - 1 */
+    ks_entry_t **all;
+    size_t nall, all_cap;
+    ks_entry_t **vol;
+    size_t nvol, vol_cap;
+    size_t mem;
+    rng_t rng;                    /* sampling for expiry and eviction */
+
+    uint32_t snap_active;         /* epoch of the snapshot in progress, 0 if none */
+    bool snap_collected;          /* pinned entries have been listed */
+    bool snap_failed;             /* a capture ran out of memory */
+    snap_item_t *items;
+    size_t nitems, items_cap, items_next;
+} __attribute__((aligned(64)));
+
+struct ks {
+    unsigned bits;
+    unsigned nshards;
+    uint64_t seed;
+    _Atomic uint64_t keys;
+    _Atomic uint64_t mem;
+    uint64_t maxmemory;
+    ks_evict_policy_t policy;
+    _Atomic unsigned evict_rr;    /* next shard to try evicting from */
+    uint32_t epoch;               /* last snapshot epoch handed out */
+    ks_shard_t *shards;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Creation                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static bool shard_init(ks_shard_t *sh, uint64_t seed)
+{
+    memset(sh, 0, sizeof(*sh));
+    if (pthread_mutex_init(&sh->lock, NULL) != 0)
+        return false;
+    sh->table = calloc(KS_MIN_BUCKETS, sizeof(*sh->table));
+    if (!sh->table)
+        return false;
+    sh->mask = KS_MIN_BUCKETS - 1;
+    rng_seed(&sh->rng, seed);
+    return true;
+}
+
+ks_t *ks_create(unsigned shard_bits, uint64_t seed)
+{
+    if (shard_bits > 12)
+        return NULL;
+    ks_t *ks = calloc(1, sizeof(*ks));
+    if (!ks)
+        return NULL;
+    ks->bits = shard_bits;
+    ks->nshards = 1u << shard_bits;
+    ks->seed = seed;
+    ks->shards = aligned_alloc(64, sizeof(ks_shard_t) * ks->nshards);
+    if (!ks->shards) {
+        free(ks);
+        return NULL;
+    }
+    for (unsigned i = 0; i < ks->nshards; i++) {
+        if (!shard_init(&ks->shards[i], seed + i + 1)) {
+            for (unsigned j = 0; j <= i; j++)
+                free(ks->shards[j].table);
+            free(ks->shards);
+            free(ks);
+            return NULL;
+        }
+    }
+    return ks;
+}
+
+static void entry_free(ks_entry_t *e)
+{
+    if (e->type && e->type->free)
+        e->type->free(e->value);
+    free(e);
+}
+
+void ks_free(ks_t *ks)
+{
+    if (!ks)
+        return;
+    for (unsigned i = 0; i < ks->nshards; i++) {
+        ks_shard_t *sh = &ks->shards[i];
+        for (size_t j = 0; j < sh->nall; j++)
+            entry_free(sh->all[j]);
+        for (size_t j = 0; j < sh->nitems; j++)
+            free(sh->items[j].buf);
+        free(sh->items);
+        free(sh->all);
+        free(sh->vol);
+        free(sh->table);
+        pthread_mutex_destroy(&sh->lock);
+    }
+    free(ks->shards);
+    free(ks);
+}
+
+unsigned ks_shard_count(const ks_t *ks) { return ks->nshards; }
+ks_shard_t *ks_shard_at(ks_t *ks, unsigned index) { return &ks->shards[index]; }
+
+ks_key_t ks_key(const ks_t *ks, const void *p, size_t len)
+{
+    ks_key_t k;
+    k.p = p;
+    k.len = len;
+    k.hash = tally_xxh64(p, len, ks->seed);
+    k.shard = ks->bits ? (unsigned)(k.hash >> (64 - ks->bits)) : 0;
+    return k;
+}
+
+uint64_t ks_total_keys(const ks_t *ks) { return atomic_load_explicit(&ks->keys, memory_order_relaxed); }
+uint64_t ks_total_memory(const ks_t *ks) { return atomic_load_explicit(&ks->mem, memory_order_relaxed); }
+
+void ks_set_maxmemory(ks_t *ks, uint64_t bytes, ks_evict_policy_t policy)
+{
+    ks->maxmemory = bytes;
+    ks->policy = policy;
+}
+
+uint64_t ks_maxmemory(const ks_t *ks) { return ks->maxmemory; }
+ks_evict_policy_t ks_evict_policy(const ks_t *ks) { return ks->policy; }
+
+bool ks_over_limit(const ks_t *ks)
+{
+    return ks->maxmemory && ks_total_memory(ks) >= ks->maxmemory;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Locking                                                                  */
+/* ------------------------------------------------------------------------ */
+
+void ks_shard_lock(ks_shard_t *sh) { pthread_mutex_lock(&sh->lock); }
+void ks_shard_unlock(ks_shard_t *sh) { pthread_mutex_unlock(&sh->lock); }
+
+/* Visits the distinct shard indexes of keys[] in ascending order. */
+static void for_each_key_shard(ks_t *ks, const ks_key_t *keys, size_t n, bool lock)
+{
+    unsigned prev = 0;
+    bool first = true;
+    for (;;) {
+        /* smallest shard index greater than prev: n is small (a request's keys) */
+        bool found = false;
+        unsigned best = 0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned s = keys[i].shard;
+            if ((first || s > prev) && (!found || s < best)) {
+                best = s;
+                found = true;
+            }
+        }
+        if (!found)
+            return;
+        if (lock)
+            ks_shard_lock(&ks->shards[best]);
+        else
+            ks_shard_unlock(&ks->shards[best]);
+        prev = best;
+        first = false;
+    }
+}
+
+void ks_lock_keys(ks_t *ks, const ks_key_t *keys, size_t n) { for_each_key_shard(ks, keys, n, true); }
+void ks_unlock_keys(ks_t *ks, const ks_key_t *keys, size_t n) { for_each_key_shard(ks, keys, n, false); }
+
+void ks_lock_all(ks_t *ks)
+{
+    for (unsigned i = 0; i < ks->nshards; i++)
+        ks_shard_lock(&ks->shards[i]);
+}
+
+void ks_unlock_all(ks_t *ks)
+{
+    for (unsigned i = ks->nshards; i-- > 0;)
+        ks_shard_unlock(&ks->shards[i]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hash table and dense arrays                                              */
+/* ------------------------------------------------------------------------ */
+
+static size_t entry_overhead(size_t klen)
+{
+    return sizeof(ks_entry_t) + klen + 1 + 3 * sizeof(void *);
+}
+
+static void charge(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, size_t mem)
+{
+    if (mem >= e->mem) {
+        sh->mem += mem - e->mem;
+        atomic_fetch_add_explicit(&ks->mem, mem - e->mem, memory_order_relaxed);
+    } else {
+        sh->mem -= e->mem - mem;
+        atomic_fetch_sub_explicit(&ks->mem, e->mem - mem, memory_order_relaxed);
+    }
+    e->mem = mem;
+}
+
+static void table_resize(ks_shard_t *sh, size_t buckets)
+{
+    ks_entry_t **t = calloc(buckets, sizeof(*t));
+    if (!t)
+        return;   /* keep the old table: longer chains, still correct */
+    size_t mask = buckets - 1;
+    for (size_t i = 0; i <= sh->mask; i++) {
+        ks_entry_t *e = sh->table[i];
+        while (e) {
+            ks_entry_t *next = e->next;
+            size_t b = e->hash & mask;
+            e->next = t[b];
+            t[b] = e;
+            e = next;
+        }
+    }
+    free(sh->table);
+    sh->table = t;
+    sh->mask = mask;
+}
+
+static bool array_push(ks_entry_t ***arr, size_t *n, size_t *cap, ks_entry_t *e)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        ks_entry_t **p = realloc(*arr, nc * sizeof(*p));
+        if (!p)
+            return false;
+        *arr = p;
+        *cap = nc;
+    }
+    (*arr)[(*n)++] = e;
+    return true;
+}
+
+static void vol_remove(ks_shard_t *sh, ks_entry_t *e)
+{
+    if (!e->vidx)
+        return;
+    size_t i = e->vidx - 1;
+    ks_entry_t *last = sh->vol[--sh->nvol];
+    sh->vol[i] = last;
+    last->vidx = (uint32_t)(i + 1);
+    e->vidx = 0;
+}
+
+static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
+{
+    for (ks_entry_t *e = sh->table[k->hash & sh->mask]; e; e = e->next)
+        if (e->hash == k->hash && e->klen == k->len && memcmp(e->key, k->p, k->len) == 0)
+            return e;
+    return NULL;
+}
+
+/* Unlinks and frees an entry.  Snapshot capture must already have happened. */
+static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
+{
+    ks_entry_t **pp = &sh->table[e->hash & sh->mask];
+    while (*pp != e)
+        pp = &(*pp)->next;
+    *pp = e->next;
+
+    size_t i = e->idx;
+    ks_entry_t *last = sh->all[--sh->nall];
+    sh->all[i] = last;
+    last->idx = (uint32_t)i;
+    vol_remove(sh, e);
+
+    sh->mem -= e->mem;
+    atomic_fetch_sub_explicit(&ks->mem, e->mem, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&ks->keys, 1, memory_order_relaxed);
+    entry_free(e);
+
+    if (sh->mask + 1 > KS_MIN_BUCKETS && sh->nall < (sh->mask + 1) / 8)
+        table_resize(sh, (sh->mask + 1) / 2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Snapshots                                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * How a consistent snapshot is taken without stopping the world:
+ *
+ * ks_snapshot_begin() runs with every shard locked and stamps each shard
+ * with a new epoch E.  From then on an entry is "handled" for E once its
+ * state as of the barrier is safe: either written to the file, or copied.
+ *
+ *  - The first time the snapshot visits a shard it pins every entry not yet
+ *    handled (snap_slot = its position in `items`) and marks it handled.
+ *  - A writer about to change an entry calls capture(): if the shard's
+ *    entries have not been listed yet and this one is unhandled, or if it is
+ *    pinned, the writer encodes the entry's current record into `items`
+ *    first.  Entries created after the barrier are born handled.
+ *  - The snapshot then encodes pinned entries as it reaches them, and copies
+ *    the captured bytes of the others.
+ *
+ * The encoded records therefore show each key exactly as it was at the
+ * barrier, while the journal after the barrier holds every later change.
+ */
+
+static void record_encode(wbuf_t *out, const ks_entry_t *e)
+{
+    snapfmt_put_record(out, e->type->tag, e->key, e->klen, e->expire_ms, e->type->encode, e->value);
+}
+
+static bool items_push(ks_shard_t *sh, snap_item_t it)
+{
+    if (sh->nitems == sh->items_cap) {
+        size_t nc = sh->items_cap ? sh->items_cap * 2 : 64;
+        snap_item_t *p = realloc(sh->items, nc * sizeof(*p));
+        if (!p)
+            return false;
+        sh->items = p;
+        sh->items_cap = nc;
+    }
+    sh->items[sh->nitems++] = it;
+    return true;
+}
+
+static void capture(ks_shard_t *sh, ks_entry_t *e)
+{
+    if (!sh->snap_active)
+        return;
+    bool unlisted = !sh->snap_collected && e->snap_epoch != sh->snap_active;
+    if (!unlisted && !e->snap_slot)
+        return;
+    wbuf_t b = WBUF_INIT;
+    record_encode(&b, e);
+    if (b.oom) {
+        wbuf_free(&b);
+        sh->snap_failed = true;
+    }
+    snap_item_t it = { NULL, b.data, b.len };
+    if (e->snap_slot) {
+        sh->items[e->snap_slot - 1] = it;
+        e->snap_slot = 0;
+    } else {
+        e->snap_epoch = sh->snap_active;
+        if (!items_push(sh, it)) {
+            free(it.buf);
+            sh->snap_failed = true;
+        }
+    }
+}
+
+void ks_snapshot_begin(ks_t *ks)
+{
+    uint32_t e = ++ks->epoch;
+    if (e == 0)
+        e = ++ks->epoch;   /* 0 means "no snapshot" */
+    for (unsigned i = 0; i < ks->nshards; i++) {
+        ks_shard_t *sh = &ks->shards[i];
+        sh->snap_active = e;
+        sh->snap_collected = false;
+        sh->snap_failed = false;
+        sh->nitems = sh->items_next = 0;
+    }
+}
+
+bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uint64_t *records)
+{
+    (void)ks;
+    if (!sh->snap_active)
+        return true;
+    if (!sh->snap_collected) {
+        for (size_t i = 0; i < sh->nall; i++) {
+            ks_entry_t *e = sh->all[i];
+            if (e->snap_epoch == sh->snap_active)
+                continue;
+            e->snap_epoch = sh->snap_active;
+            snap_item_t it = { e, NULL, 0 };
+            if (!items_push(sh, it)) {
+                sh->snap_failed = true;
+                out->oom = true;
+                return true;
+            }
+            e->snap_slot = (uint32_t)sh->nitems;
+        }
+        sh->snap_collected = true;
+    }
+    size_t start = out->len;
+    while (sh->items_next < sh->nitems && out->len - start < budget) {
+        snap_item_t *it = &sh->items[sh->items_next++];
+        if (it->entry) {
+            record_encode(out, it->entry);
+            it->entry->snap_slot = 0;
+            it->entry = NULL;
+            (*records)++;
+        } else if (it->buf) {
+            wbuf_put_bytes(out, it->buf, it->len);
+            free(it->buf);
+            it->buf = NULL;
+            (*records)++;
+        }
+        if (out->oom)
+            return true;
+    }
+    if (sh->snap_failed)
+        out->oom = true;
+    return sh->items_next == sh->nitems;
+}
+
+bool ks_snapshot_failed(ks_t *ks)
+{
+    for (unsigned i = 0; i < ks->nshards; i++)
+        if (ks->shards[i].snap_failed)
+            return true;
+    return false;
+}
+
+void ks_snapshot_end(ks_t *ks)
+{
+    for (unsigned i = 0; i < ks->nshards; i++) {
+        ks_shard_t *sh = &ks->shards[i];
+        ks_shard_lock(sh);
+        for (size_t j = 0; j < sh->nitems; j++) {
+            if (sh->items[j].entry)
+                sh->items[j].entry->snap_slot = 0;
+            free(sh->items[j].buf);
+        }
+        sh->nitems = sh->items_next = 0;
+        sh->snap_active = 0;
+        sh->snap_collected = false;
+        if (sh->items_cap > 1024) {
+            free(sh->items);
+            sh->items = NULL;
+            sh->items_cap = 0;
+        }
+        ks_shard_unlock(sh);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entries                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static ks_shard_t *entry_shard(ks_t *ks, const ks_entry_t *e)
+{
+    return &ks->shards[ks->bits ? (unsigned)(e->hash >> (64 - ks->bits)) : 0];
+}
+
+static bool expired(const ks_entry_t *e, int64_t now_ms)
+{
+    return e->expire_ms != KS_NO_EXPIRY && e->expire_ms <= now_ms;
+}
+
+static void entry_delete(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
+{
+    capture(sh, e);
+    entry_remove(ks, sh, e);
+}
+
+ks_entry_t *ks_find(ks_t *ks, const ks_key_t *k, int64_t now_ms)
+{
+    ks_shard_t *sh = &ks->shards[k->shard];
+    ks_entry_t *e = table_find(sh, k);
+    if (!e)
+        return NULL;
+    if (expired(e, now_ms)) {
+        entry_delete(ks, sh, e);
+        return NULL;
+    }
+    e->lru = (uint32_t)(now_ms / 1000);
+    return e;
+}
+
+ks_entry_t *ks_find_write(ks_t *ks, const ks_key_t *k, int64_t now_ms)
+{
+    ks_entry_t *e = ks_find(ks, k, now_ms);
+    if (e)
+        capture(&ks->shards[k->shard], e);
+    return e;
+}
+
+void ks_entry_prepare_write(ks_t *ks, ks_entry_t *e)
+{
+    capture(entry_shard(ks, e), e);
+}
+
+ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *value,
+                   int64_t expire_ms, int64_t now_ms)
+{
+    ks_shard_t *sh = &ks->shards[k->shard];
+    if (k->len > KS_KEY_MAX || sh->nall >= UINT32_MAX - 1)
+        return NULL;
+    ks_entry_t *e = malloc(sizeof(*e) + k->len + 1);
+    if (!e)
+        return NULL;
+    memset(e, 0, sizeof(*e));
+    memcpy(e->key, k->p, k->len);
+    e->key[k->len] = '\0';
+    e->klen = (uint32_t)k->len;
+    e->hash = k->hash;
+    e->type = type;
+    e->value = value;
+    e->expire_ms = KS_NO_EXPIRY;
+    e->lru = (uint32_t)(now_ms / 1000);
+    e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
+    e->idx = (uint32_t)sh->nall;
+    if (!array_push(&sh->all, &sh->nall, &sh->all_cap, e)) {
+        free(e);
+        return NULL;
+    }
+    size_t b = e->hash & sh->mask;
+    e->next = sh->table[b];
+    sh->table[b] = e;
+    atomic_fetch_add_explicit(&ks->keys, 1, memory_order_relaxed);
+    charge(ks, sh, e, entry_overhead(k->len) + (type->size ? type->size(value) : 0));
+    if (expire_ms != KS_NO_EXPIRY)
+        ks_entry_set_expire(ks, e, expire_ms);
+    if (sh->nall > sh->mask + 1)
+        table_resize(sh, (sh->mask + 1) * 2);
+    return e;
+}
+
+void ks_entry_delete(ks_t *ks, ks_entry_t *e)
+{
+    ks_key_t k = ks_key(ks, e->key, e->klen);
+    entry_delete(ks, &ks->shards[k.shard], e);
+}
+
+void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
+{
+    ks_shard_t *sh = entry_shard(ks, e);
+    if (expire_ms < 0)
+        expire_ms = 1;   /* already in the past: expires on next access */
+    if (e->expire_ms == expire_ms)
+        return;
+    capture(sh, e);
+    e->expire_ms = expire_ms;
+    if (expire_ms == KS_NO_EXPIRY) {
+        vol_remove(sh, e);
+    } else if (!e->vidx) {
+        if (array_push(&sh->vol, &sh->nvol, &sh->vol_cap, e))
+            e->vidx = (uint32_t)sh->nvol;
+        /* on allocation failure the key still expires lazily on access */
+    }
+}
+
+void ks_entry_changed(ks_t *ks, ks_entry_t *e)
+{
+    charge(ks, entry_shard(ks, e), e, entry_overhead(e->klen) + (e->type->size ? e->type->size(e->value) : 0));
+}
+
+void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value)
+{
+    capture(entry_shard(ks, e), e);
+    if (e->type->free)
+        e->type->free(e->value);
+    e->value = value;
+    ks_entry_changed(ks, e);
+}
+
+const ks_type_t *ks_entry_type(const ks_entry_t *e) { return e->type; }
+void *ks_entry_value(const ks_entry_t *e) { return e->value; }
+int64_t ks_entry_expire(const ks_entry_t *e) { return e->expire_ms; }
+size_t ks_entry_memory(const ks_entry_t *e) { return e->mem; }
+
+const char *ks_entry_key(const ks_entry_t *e, size_t *len)
+{
+    if (len)
+        *len = e->klen;
+    return e->key;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Iteration, expiry, eviction                                              */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t rev64(uint64_t v)
+{
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    return __builtin_bswap64(v);
+}
+
+void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
+                   int64_t now_ms, ks_visit_fn fn, void *ud)
+{
+    (void)ks;
+    uint64_t v = *cursor;
+    if (max_buckets == 0)
+        max_buckets = 1;
+    do {
+        for (ks_entry_t *e = sh->table[v & sh->mask]; e; e = e->next)
+            if (!expired(e, now_ms))
+                fn(ud, e);
+        /* reverse-binary increment over the masked bits (Redis dictScan) */
+        v |= ~(uint64_t)sh->mask;
+        v = rev64(v);
+        v++;
+        v = rev64(v);
+    } while (v != 0 && --max_buckets > 0);
+    *cursor = v;
+}
+
+size_t ks_expire_cycle(ks_t *ks, int64_t now_ms, size_t samples)
+{
+    size_t deleted = 0;
+    for (unsigned i = 0; i < ks->nshards; i++) {
+        ks_shard_t *sh = &ks->shards[i];
+        ks_shard_lock(sh);
+        for (int round = 0; round < 16 && sh->nvol > 0; round++) {
+            size_t n = samples < sh->nvol ? samples : sh->nvol;
+            size_t hit = 0;
+            for (size_t j = 0; j < n && sh->nvol > 0; j++) {
+                ks_entry_t *e = sh->vol[rng_below(&sh->rng, sh->nvol)];
+                if (expired(e, now_ms)) {
+                    entry_delete(ks, sh, e);
+                    hit++;
+                }
+            }
+            deleted += hit;
+            if (hit * 100 <= n * KS_EXPIRE_REPEAT_PCT)
+                break;
+        }
+        ks_shard_unlock(sh);
+    }
+    return deleted;
+}
+
+size_t ks_evict(ks_t *ks, int64_t now_ms, ks_evict_fn on_evict, void *ud)
+{
+    if (ks->policy == KS_NOEVICTION)
+        return 0;
+    uint32_t now_s = (uint32_t)(now_ms / 1000);
+    for (unsigned tries = 0; tries < ks->nshards; tries++) {
+        unsigned i = atomic_fetch_add_explicit(&ks->evict_rr, 1, memory_order_relaxed) & (ks->nshards - 1);
+        ks_shard_t *sh = &ks->shards[i];
+        ks_shard_lock(sh);
+        ks_entry_t **arr = ks->policy == KS_VOLATILE_LRU ? sh->vol : sh->all;
+        size_t n = ks->policy == KS_VOLATILE_LRU ? sh->nvol : sh->nall;
+        if (n == 0) {
+            ks_shard_unlock(sh);
+            continue;
+        }
+        ks_entry_t *best = NULL;
+        uint32_t best_idle = 0;
+        for (int s = 0; s < KS_EVICT_SAMPLES; s++) {
+            ks_entry_t *e = arr[rng_below(&sh->rng, n)];
+            uint32_t idle = now_s - e->lru;
+            if (!best || idle > best_idle) {
+                best = e;
+                best_idle = idle;
+            }
+        }
+        size_t freed = best->mem;
+        if (on_evict)
+            on_evict(ud, best->key, best->klen);
+        entry_delete(ks, sh, best);
+        ks_shard_unlock(sh);
+        return freed;
+    }
+    return 0;
+}

@@ -1,0 +1,168 @@
+/*
+ * keyspace.h - key (bytes, <= 1024) -> typed value, with expiry.
+ *
+ * The keyspace is split into a power-of-two number of shards, each a chained
+ * hash table behind its own mutex, so that requests on different keys run in
+ * parallel on every core.  A key's shard is picked by the top bits of its
+ * 64-bit hash and its bucket by the low bits, so the two never correlate.
+ *
+ * Locking contract: every function taking a ks_shard_t* must be called with
+ * that shard locked (ks_shard_lock), except where noted.  An operation on
+ * several keys locks their shards in ascending index order (ks_lock_keys) so
+ * that two such operations never deadlock.
+ *
+ * Expiry: each entry may carry an absolute expiry in milliseconds.  Lookups
+ * take `now_ms` (core has no clock) and remove an expired entry lazily;
+ * ks_expire_cycle() samples volatile keys actively, like Redis's activeExpire.
+ *
+ * Memory: every entry is charged sizeof(entry) + key + type->size(value).
+ * After changing a value, call ks_entry_changed() so the charge follows it.
+ * With a memory limit, ks_evict() removes approximately least-recently-used
+ * keys by sampling (allkeys-lru or volatile-lru), as Redis does.
+ *
+ * Snapshots: a snapshot is a consistent image of the whole keyspace at one
+ * instant (the "barrier"), written shard by shard while requests continue.
+ * Consistency comes from copy-on-write at entry granularity: after the
+ * barrier, the first write to an entry that the snapshot has not yet written
+ * encodes its old state first.  So every mutation must go through
+ * ks_find_write(), ks_entry_delete(), ks_entry_set_expire() — never modify a
+ * value reached through ks_find() alone.
+ */
+#ifndef TALLY_KEYSPACE_H
+#define TALLY_KEYSPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/codec.h"
+#include "core/types.h"
+
+#define KS_KEY_MAX 1024          /* longest key in bytes (DESIGN §2) */
+#define KS_NO_EXPIRY 0           /* expire_ms value meaning "never" */
+
+typedef struct ks ks_t;
+typedef struct ks_shard ks_shard_t;
+typedef struct ks_entry ks_entry_t;
+
+typedef enum ks_evict_policy {
+    KS_NOEVICTION = 0,
+    KS_ALLKEYS_LRU,
+    KS_VOLATILE_LRU
+} ks_evict_policy_t;
+
+/* A key with its hash and shard computed once. */
+typedef struct ks_key {
+    const char *p;
+    size_t len;
+    uint64_t hash;
+    unsigned shard;
+} ks_key_t;
+
+/* ------------------------------------------------------------------------ */
+/* Whole keyspace (no lock needed)                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Creates a keyspace with 2^shard_bits shards (0..12).  `seed` keys the hash
+ * (pick it at random in production so keys cannot be chosen to collide).
+ * Returns NULL on allocation failure. */
+ks_t *ks_create(unsigned shard_bits, uint64_t seed);
+/* Frees every entry and the keyspace; NULL is a no-op. */
+void ks_free(ks_t *ks);
+
+unsigned ks_shard_count(const ks_t *ks);
+ks_shard_t *ks_shard_at(ks_t *ks, unsigned index);
+ks_key_t ks_key(const ks_t *ks, const void *p, size_t len);
+
+/* Approximate totals, readable without locks. */
+uint64_t ks_total_keys(const ks_t *ks);
+uint64_t ks_total_memory(const ks_t *ks);
+
+void ks_set_maxmemory(ks_t *ks, uint64_t bytes, ks_evict_policy_t policy);
+uint64_t ks_maxmemory(const ks_t *ks);
+ks_evict_policy_t ks_evict_policy(const ks_t *ks);
+/* True when a memory limit is set and current usage is at or above it. */
+bool ks_over_limit(const ks_t *ks);
+
+void ks_shard_lock(ks_shard_t *sh);
+void ks_shard_unlock(ks_shard_t *sh);
+/* Locks the distinct shards of keys[0..n) in ascending order. */
+void ks_lock_keys(ks_t *ks, const ks_key_t *keys, size_t n);
+void ks_unlock_keys(ks_t *ks, const ks_key_t *keys, size_t n);
+void ks_lock_all(ks_t *ks);
+void ks_unlock_all(ks_t *ks);
+
+/* ------------------------------------------------------------------------ */
+/* Entries (shard locked)                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Finds a live entry for reading, or NULL.  An expired entry is deleted. */
+ks_entry_t *ks_find(ks_t *ks, const ks_key_t *k, int64_t now_ms);
+/* Finds a live entry that the caller is about to modify, or NULL. */
+ks_entry_t *ks_find_write(ks_t *ks, const ks_key_t *k, int64_t now_ms);
+/* Declares that the caller is about to modify an entry it found with
+ * ks_find (same effect as having used ks_find_write). */
+void ks_entry_prepare_write(ks_t *ks, ks_entry_t *e);
+/* Adds a new entry owning `value` (the key must not exist: call ks_find
+ * first).  Returns NULL on allocation failure, in which case the caller still
+ * owns `value`. */
+ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *value,
+                   int64_t expire_ms, int64_t now_ms);
+/* Removes the entry and frees its value. */
+void ks_entry_delete(ks_t *ks, ks_entry_t *e);
+/* Sets (or with KS_NO_EXPIRY clears) the absolute expiry. */
+void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);
+/* Re-measures the value after a change (memory accounting). */
+void ks_entry_changed(ks_t *ks, ks_entry_t *e);
+/* Replaces the value (freeing the old one) after ks_find_write. */
+void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value);
+
+const ks_type_t *ks_entry_type(const ks_entry_t *e);
+void *ks_entry_value(const ks_entry_t *e);
+const char *ks_entry_key(const ks_entry_t *e, size_t *len);
+int64_t ks_entry_expire(const ks_entry_t *e);
+size_t ks_entry_memory(const ks_entry_t *e);
+
+/* ------------------------------------------------------------------------ */
+/* Iteration, expiry and eviction                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Calls fn for each live entry of the shard bucket(s) at the cursor and
+ * advances it, Redis-SCAN style: an entry present for the whole scan is
+ * visited at least once even if the table is resized in between.  *cursor is
+ * 0 at the start and becomes 0 when the shard is done.  Visits at most
+ * `max_buckets` buckets. Shard locked. */
+typedef void (*ks_visit_fn)(void *ud, ks_entry_t *e);
+void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
+                   int64_t now_ms, ks_visit_fn fn, void *ud);
+
+/* Samples volatile keys in every shard and deletes expired ones, locking each
+ * shard in turn (call without locks).  Returns how many were deleted. */
+size_t ks_expire_cycle(ks_t *ks, int64_t now_ms, size_t samples_per_shard);
+
+/* Evicts one approximately-LRU key under the configured policy, calling
+ * `on_evict` with the key (under its shard lock) before deleting it, so the
+ * caller can journal the deletion.  Call without locks.  Returns the bytes
+ * freed, 0 when nothing could be evicted. */
+typedef void (*ks_evict_fn)(void *ud, const char *key, size_t len);
+size_t ks_evict(ks_t *ks, int64_t now_ms, ks_evict_fn on_evict, void *ud);
+
+/* ------------------------------------------------------------------------ */
+/* Snapshots                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Starts a snapshot: the caller holds every shard lock (ks_lock_all) and
+ * makes this instant the barrier (e.g. rotates the journal) before unlocking. */
+void ks_snapshot_begin(ks_t *ks);
+/* Encodes up to about `budget` bytes of this shard's snapshot records into
+ * `out`.  Call with the shard locked, repeatedly, releasing the lock between
+ * calls so requests proceed; returns true once the shard is complete.
+ * *records is increased by the number of records written.  Returns true with
+ * out->oom set if encoding ran out of memory. */
+bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uint64_t *records);
+/* Ends (or aborts) the snapshot, releasing copies it kept. Call without locks. */
+void ks_snapshot_end(ks_t *ks);
+/* True if an allocation failed while copying entries for the snapshot. */
+bool ks_snapshot_failed(ks_t *ks);
+
+#endif

@@ -1,0 +1,26 @@
+/* types.c - the table of value types, indexed by on-disk tag. */
+#include "core/types.h"
+
+#include <string.h>
+
+#include "core/throttle.h"
+
+static const ks_type_t *const all_types[] = {
+    &throttle_type,
+};
+
+const ks_type_t *ks_type_by_tag(unsigned tag)
+{
+    for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++)
+        if (all_types[i]->tag == tag)
+            return all_types[i];
+    return NULL;
+}
+
+const ks_type_t *ks_type_by_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++)
+        if (strcmp(all_types[i]->name, name) == 0)
+            return all_types[i];
+    return NULL;
+}

@@ -1,0 +1,67 @@
+/*
+ * types.h - the kinds of value a key can hold, and how each plugs in.
+ *
+ * Every structure module (throttle state, HLL, Bloom, ...) exports one
+ * `const ks_type_t` describing how the keyspace frees it, measures it, and
+ * how snapshots encode and decode it.  The on-disk tag of each type is fixed
+ * forever: a snapshot written today must load in every later version, so a
+ * tag is never renumbered or reused.
+ *
+ * Adding a type: write core/<name>.{h,c} with the four functions, define
+ * `const ks_type_t <name>_type` there, and add it to the table in types.c.
+ */
+#ifndef TALLY_TYPES_H
+#define TALLY_TYPES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/codec.h"
+
+/* On-disk type tags.  Never renumber, never reuse. */
+enum {
+    TYPE_TAG_THROTTLE = 1,   /* rate-limiter state (GCRA and friends) */
+    TYPE_TAG_COUNTER = 2,    /* integer counter with TTL */
+    TYPE_TAG_HLL = 3,        /* HyperLogLog (/uv) */
+    TYPE_TAG_BLOOM = 4,      /* scalable Bloom filter */
+    TYPE_TAG_CUCKOO = 5,     /* Cuckoo filter */
+    TYPE_TAG_CMS = 6,        /* Count-Min sketch */
+    TYPE_TAG_TOPK = 7,       /* HeavyKeeper Top-K */
+    TYPE_TAG_TDIGEST = 8,    /* merging T-Digest */
+    TYPE_TAG_BITS = 9,       /* Redis-style bit string */
+    TYPE_TAG_ACTIVITY = 10,  /* per-day Roaring bitmaps */
+    TYPE_TAG_GEO = 11,       /* geohash-sorted member set */
+    TYPE_TAG_TS = 12,        /* Gorilla-compressed time series */
+    TYPE_TAG_MAX = 63        /* tags are < 64 */
+};
+
+typedef struct ks_type {
+    uint8_t tag;             /* on-disk tag, one of TYPE_TAG_* */
+    const char *name;        /* what /keys reports and WRONGTYPE names: "uv", "bloom", ... */
+
+    /* Frees the value; NULL is a no-op. */
+    void (*free)(void *value);
+
+    /* Heap bytes owned by the value (its allocations, not the pointer).
+     * Must be O(1): it is called after every write for memory accounting. */
+    size_t (*size)(const void *value);
+
+    /* Appends the value's encoding to `out`.  The encoding carries its own
+     * version byte so the module can evolve it.  Allocation failure is
+     * reported through out->oom. */
+    void (*encode)(const void *value, wbuf_t *out);
+
+    /* Builds a value from untrusted bytes.  Every byte is validated: a
+     * truncated, oversized or inconsistent input returns NULL with *why set to
+     * a static message.  Never crashes, never reads outside [p, p+len). */
+    void *(*decode)(const uint8_t *p, size_t len, const char **why);
+} ks_type_t;
+
+/* The type with this on-disk tag, or NULL when no such type exists. */
+const ks_type_t *ks_type_by_tag(unsigned tag);
+
+/* The type with this name ("uv", "bloom", ...), or NULL. */
+const ks_type_t *ks_type_by_name(const char *name);
+
+#endif

@@ -1,0 +1,24 @@
+/* clock.h - the service's clocks (core/ never reads one). */
+#ifndef TALLY_CLOCK_H
+#define TALLY_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Wall-clock time in ns since the epoch: limiter state survives restarts. */
+static inline int64_t clock_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Monotonic ns, for durations. */
+static inline int64_t clock_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * journal.h - the append-only journal with group commit.
+ *
+ * Appending (under the shard locks of the change) only copies the record into
+ * an in-memory buffer and returns its LSN: the byte position just past it in
+ * the endless stream of all journal bytes.  Before answering, the request
+ * calls journal_wait(lsn); one waiting thread becomes the writer, writes
+ * everything buffered so far with one write() (and, with fsync=always, one
+ * fdatasync()), and wakes the others.  So:
+ *
+ *   always    acknowledged => on disk (fdatasync before the answer)
+ *   everysec  acknowledged => in the kernel (write before the answer), on disk
+ *             within about a second (a background fdatasync every second)
+ *   no        acknowledged => in the kernel; the OS decides when it hits disk
+ *
+ * A kill -9 loses nothing acknowledged under any policy; a power loss can
+ * lose the last second under everysec, more under no.
+ *
+ * A failed write (disk full, I/O error) is retried: the buffer keeps the
+ * bytes in order, waiting requests get an error after a timeout, and nothing
+ * that was acknowledged is ever lost.
+ *
+ * Rotation (for snapshots): journal_rotate() marks the current end as the
+ * boundary; bytes before it go to the old file, which is fsynced and closed,
+ * bytes after to the new one.
+ */
+#ifndef TALLY_JOURNAL_H
+#define TALLY_JOURNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/persist_fmt.h"
+#include "service/options.h"
+
+typedef struct journal journal_t;
+
+/* Takes ownership of fd (a journal file positioned at its end). */
+journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode);
+/* Flushes, fsyncs and closes; frees j. */
+void journal_close(journal_t *j);
+
+/* Appends a record; returns its LSN, or 0 when out of memory. */
+uint64_t journal_append(journal_t *j, const journal_req_t *req);
+/* Waits until `lsn` is written (and synced under fsync=always).  Returns
+ * false with *err set if that did not happen within timeout_ms. */
+bool journal_wait(journal_t *j, uint64_t lsn, int timeout_ms, const char **err);
+/* Writes and fsyncs everything appended so far, whatever the policy. */
+bool journal_sync(journal_t *j, const char **err);
+/* Called every second by the service: fdatasync under everysec, and retries
+ * of writes that failed. */
+void journal_tick(journal_t *j);
+
+/* Sets the boundary: records appended from now on go to new_fd (already
+ * holding a header, synced).  Call with every shard locked. */
+void journal_rotate(journal_t *j, int new_fd, uint64_t new_seq);
+/* Completes a pending rotation: the old file gets its last bytes, is fsynced
+ * and closed.  Returns false (with *err) if that failed. */
+bool journal_finish_rotation(journal_t *j, const char **err);
+
+uint64_t journal_seq(journal_t *j);
+uint64_t journal_bytes(journal_t *j);        /* bytes in the current file */
+uint64_t journal_records(journal_t *j);      /* records appended since start */
+bool journal_healthy(journal_t *j);          /* false while writes fail */
+
+#endif

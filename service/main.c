@@ -1,0 +1,215 @@
+/*
+ * main.c - tallyd: flags and environment, start-up, the housekeeping loop,
+ * signals and graceful shutdown.
+ *
+ * Start-up: parse options -> create the keyspace -> listen (answering 503 on
+ * everything but /healthz, /readyz, /info, /metrics) -> load snapshot and
+ * replay journals -> ready.
+ *
+ * The main thread then waits for signals with a 100 ms timeout, and on each
+ * timeout samples expired keys and lets persistence fsync and snapshot.
+ * SIGTERM/SIGINT: not ready -> stop accepting -> let in-flight requests
+ * finish -> close connections -> final snapshot -> exit 0.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "core/keyspace.h"
+#include "core/version.h"
+#include "service/clock.h"
+#include "service/log.h"
+#include "service/metrics.h"
+#include "service/options.h"
+#include "service/persist.h"
+#include "service/server.h"
+
+#define EXPIRE_SAMPLES 20   /* volatile keys sampled per shard per 100 ms, as Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP */
+
+static struct {
+    tally_opts_t opts;
+    ks_t *ks;
+    api_server_t api;
+    server_t *server;
+    persist_t *persist;
+    int64_t started_mono;
+} app;
+
+/* ------------------------------------------------------------------------ */
+/* Hooks the API calls                                                      */
+/* ------------------------------------------------------------------------ */
+
+static bool hook_ready(void *ud)
+{
+    (void)ud;
+    return app.server && server_ready(app.server);
+}
+
+static void hook_metrics(void *ud, wbuf_t *out)
+{
+    (void)ud;
+    metrics_render(out);
+    if (app.persist)
+        persist_metrics(app.persist, out);
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf),
+                     "# HELP tally_uptime_seconds Seconds since tallyd started.\n"
+                     "# TYPE tally_uptime_seconds gauge\n"
+                     "tally_uptime_seconds %.3f\n",
+                     (double)(clock_mono_ns() - app.started_mono) / 1e9);
+    wbuf_put_bytes(out, buf, (size_t)n);
+}
+
+static void hook_info(void *ud, json_t *obj)
+{
+    (void)ud;
+    json_object_set_new(obj, "server",
+                        json_pack("{s:s,s:i,s:i,s:f,s:I,s:b}", "bind", app.opts.bind, "port",
+                                  app.server ? server_port(app.server) : app.opts.port, "threads", app.opts.threads,
+                                  "uptime_seconds", (double)(clock_mono_ns() - app.started_mono) / 1e9,
+                                  "requests_total", (json_int_t)metrics_total_requests(), "ready", hook_ready(NULL)));
+    if (app.persist)
+        persist_info(app.persist, obj);
+    else
+        json_object_set_new(obj, "persistence", json_pack("{s:s}", "mode", "in-memory"));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Main                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t random_seed(void)
+{
+    uint64_t s;
+    if (getrandom(&s, sizeof(s), 0) != (ssize_t)sizeof(s))
+        s = (uint64_t)clock_now_ns() ^ (uint64_t)clock_mono_ns() << 17;
+    return s;
+}
+
+static int run(void)
+{
+    char err[1024];
+    const tally_opts_t *o = &app.opts;
+    app.started_mono = clock_mono_ns();
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* every thread inherits this; main waits for them */
+    signal(SIGPIPE, SIG_IGN);
+
+    app.ks = ks_create(o->shard_bits, random_seed());
+    if (!app.ks) {
+        log_error("out of memory creating the keyspace");
+        return 1;
+    }
+    ks_set_maxmemory(app.ks, o->maxmemory, o->policy);
+    app.api.ks = app.ks;
+    app.api.hooks.ready = hook_ready;
+    app.api.hooks.metrics = hook_metrics;
+    app.api.hooks.info = hook_info;
+    metrics_init();
+
+    server_hooks_t sh = { 0 };
+    app.server = server_start(o, &app.api, &sh, err, sizeof(err));
+    if (!app.server) {
+        log_error("%s", err);
+        ks_free(app.ks);
+        return 1;
+    }
+    log_info("tallyd %s listening on %s:%d (%d threads, %u shards); loading", TALLY_VERSION, o->bind,
+             server_port(app.server), o->threads, ks_shard_count(app.ks));
+
+    if (!o->in_memory) {
+        app.persist = persist_open(o, &app.api, err, sizeof(err));
+        if (!app.persist) {
+            log_error("%s", err);
+            server_stop(app.server);
+            ks_free(app.ks);
+            return 1;
+        }
+        app.api.hooks.ud = app.persist;
+        app.api.hooks.journal = persist_journal_hook;
+        app.api.hooks.snapshot = persist_snapshot_hook;
+        server_hooks_t ph = { app.persist, persist_wait_hook };
+        server_set_hooks(app.server, &ph);
+    } else {
+        log_warn("--in-memory: nothing is written to disk; state is lost when tallyd stops");
+    }
+    server_set_ready(app.server, true);
+    log_info("ready: %llu keys", (unsigned long long)ks_total_keys(app.ks));
+
+    /* housekeeping until a signal says stop */
+    int sig;
+    for (;;) {
+        struct timespec tick = { 0, 100 * 1000000L };
+        sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGTERM || sig == SIGINT)
+            break;
+        if (sig == SIGHUP) {
+            log_info("SIGHUP: no policy file to reload (--config not set)");
+            continue;
+        }
+        ks_expire_cycle(app.ks, clock_now_ns() / 1000000, EXPIRE_SAMPLES);
+        if (app.persist)
+            persist_tick(app.persist);
+    }
+
+    log_info("%s: shutting down: no new connections; waiting for %u in-flight requests", strsignal(sig),
+             server_inflight(app.server));
+    server_set_ready(app.server, false);
+    server_quiesce(app.server);
+    if (!server_drain(app.server, o->shutdown_timeout))
+        log_warn("%u requests still in flight after %d s; closing them", server_inflight(app.server),
+                 o->shutdown_timeout);
+    server_stop(app.server);
+    app.server = NULL;
+    int rc = 0;
+    if (app.persist) {
+        snapshot_stats_t st;
+        if (persist_dirty(app.persist) > 0 && !persist_snapshot(app.persist, &st, err, sizeof(err))) {
+            log_error("final snapshot failed: %s; the journal still holds every change", err);
+            rc = 1;
+        }
+        persist_close(app.persist);
+    }
+    ks_free(app.ks);
+    log_info("stopped");
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *check = NULL;
+    char err[512];
+    switch (opts_parse(&app.opts, argc, argv, &check, err, sizeof(err))) {
+    case OPTS_HELP:
+        opts_usage(stdout);
+        return 0;
+    case OPTS_VERSION:
+        printf("tallyd %s\n", TALLY_VERSION);
+        return 0;
+    case OPTS_ROUTES:
+        for (size_t i = 0; i < api_route_count(); i++) {
+            api_route_meta_t m = api_route_meta(i);
+            printf("%s %s\n", m.method, m.pattern);
+        }
+        return 0;
+    case OPTS_CHECK:
+        return persist_check(check, stdout);
+    case OPTS_ERROR:
+        fprintf(stderr, "tallyd: %s\n", err);
+        return 2;
+    case OPTS_RUN:
+        break;
+    }
+    log_set_level(app.opts.log_level);
+    return run();
+}

@@ -1,0 +1,283 @@
+/* options.c - see options.h.  One table describes every setting: its flag,
+ * its environment variable, how it parses, and its help line. */
+#include "service/options.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "service/log.h"
+
+typedef enum { K_INT, K_STR, K_SIZE, K_BOOL_ONOFF, K_SHARDS, K_POLICY, K_FSYNC, K_LEVEL, K_FLAG } kind_t;
+
+typedef struct opt_def {
+    const char *flag;
+    const char *env;
+    kind_t kind;
+    size_t offset;
+    long min, max;               /* for K_INT */
+    const char *help;
+} opt_def_t;
+
+#define OFF(f) offsetof(tally_opts_t, f)
+
+static const opt_def_t defs[] = {
+    { "port", "TALLY_PORT", K_INT, OFF(port), 0, 65535, "TCP port to listen on (default 8080; 0 picks a free port)" },
+    { "bind", "TALLY_BIND", K_STR, OFF(bind), 0, 0, "address to listen on (default 127.0.0.1; 0.0.0.0 for all IPv4)" },
+    { "threads", "TALLY_THREADS", K_INT, OFF(threads), 1, 1024, "HTTP worker threads (default: online cores)" },
+    { "data-dir", "TALLY_DATA_DIR", K_STR, OFF(data_dir), 0, 0, "directory for snapshot and journal (default ./data)" },
+    { "in-memory", "TALLY_IN_MEMORY", K_FLAG, OFF(in_memory), 0, 0, "keep no files: state is lost on exit" },
+    { "max-body", "TALLY_MAX_BODY", K_SIZE, OFF(body_limit), 0, 0, "largest request body (default 1mb; larger gets 413)" },
+    { "max-url", "TALLY_MAX_URL", K_SIZE, OFF(max_url), 0, 0, "longest request URL (default 64kb; longer gets 414)" },
+    { "timeout", "TALLY_TIMEOUT", K_INT, OFF(conn_timeout), 1, 86400, "seconds before an idle connection is closed (default 60)" },
+    { "max-connections", "TALLY_MAX_CONNECTIONS", K_INT, OFF(max_connections), 1, 1000000, "concurrent connections (default 10000)" },
+    { "shutdown-timeout", "TALLY_SHUTDOWN_TIMEOUT", K_INT, OFF(shutdown_timeout), 0, 3600, "seconds to let in-flight requests finish on SIGTERM (default 10)" },
+    { "shards", "TALLY_SHARDS", K_SHARDS, OFF(shard_bits), 0, 0, "keyspace shards, a power of two 1..4096 (default 256)" },
+    { "maxmemory", "TALLY_MAXMEMORY", K_SIZE, OFF(maxmemory), 0, 0, "memory limit for keys and values, e.g. 512mb (default 0: none)" },
+    { "maxmemory-policy", "TALLY_MAXMEMORY_POLICY", K_POLICY, OFF(policy), 0, 0, "noeviction | allkeys-lru | volatile-lru (default noeviction)" },
+    { "snapshot-interval", "TALLY_SNAPSHOT_INTERVAL", K_INT, OFF(snapshot_interval), 0, 86400 * 365, "seconds between snapshots when anything changed (default 60; 0: only on demand and exit)" },
+    { "journal", "TALLY_JOURNAL", K_BOOL_ONOFF, OFF(journal), 0, 0, "on | off: journal every change (default on)" },
+    { "fsync", "TALLY_FSYNC", K_FSYNC, OFF(fsync), 0, 0, "always | everysec | no: when the journal reaches the disk (default everysec)" },
+    { "config", "TALLY_CONFIG", K_STR, OFF(config), 0, 0, "JSON file of named rate-limit policies (reloaded on SIGHUP)" },
+    { "log-level", "TALLY_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0, "error | warn | info | debug (default info)" },
+};
+
+const char *fsync_mode_name(fsync_mode_t m)
+{
+    return m == FSYNC_ALWAYS ? "always" : m == FSYNC_NO ? "no" : "everysec";
+}
+
+static bool parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return false;
+    uint64_t mul = 1;
+    if (*end) {
+        if (!strcasecmp(end, "b")) mul = 1;
+        else if (!strcasecmp(end, "k") || !strcasecmp(end, "kb")) mul = 1ULL << 10;
+        else if (!strcasecmp(end, "m") || !strcasecmp(end, "mb")) mul = 1ULL << 20;
+        else if (!strcasecmp(end, "g") || !strcasecmp(end, "gb")) mul = 1ULL << 30;
+        else return false;
+    }
+    if (v > UINT64_MAX / mul)
+        return false;
+    *out = v * mul;
+    return true;
+}
+
+static bool set_opt(tally_opts_t *o, const opt_def_t *d, const char *v, char *err, size_t errlen)
+{
+    char *p = (char *)o + d->offset;
+    switch (d->kind) {
+    case K_INT: {
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end || x < d->min || x > d->max) {
+            snprintf(err, errlen, "--%s: '%s' is not an integer between %ld and %ld", d->flag, v, d->min, d->max);
+            return false;
+        }
+        *(int *)p = (int)x;
+        return true;
+    }
+    case K_STR: {
+        size_t cap = d->offset == OFF(bind) ? sizeof(o->bind) : sizeof(o->data_dir);
+        if (strlen(v) >= cap) {
+            snprintf(err, errlen, "--%s: value too long", d->flag);
+            return false;
+        }
+        strcpy(p, v);
+        return true;
+    }
+    case K_SIZE: {
+        uint64_t x;
+        if (!parse_size(v, &x)) {
+            snprintf(err, errlen, "--%s: '%s' is not a size (e.g. 1048576, 512kb, 64mb, 2gb)", d->flag, v);
+            return false;
+        }
+        if (d->offset == OFF(maxmemory))
+            o->maxmemory = x;
+        else
+            *(size_t *)p = (size_t)x;
+        return true;
+    }
+    case K_BOOL_ONOFF:
+        if (!strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "1"))
+            *(bool *)p = true;
+        else if (!strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false") || !strcmp(v, "0"))
+            *(bool *)p = false;
+        else {
+            snprintf(err, errlen, "--%s: '%s' must be on or off", d->flag, v);
+            return false;
+        }
+        return true;
+    case K_FLAG:
+        if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on"))
+            *(bool *)p = true;
+        else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !*v)
+            *(bool *)p = false;
+        else {
+            snprintf(err, errlen, "%s: '%s' must be 1 or 0", d->env, v);
+            return false;
+        }
+        return true;
+    case K_SHARDS: {
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (end == v || *end || x < 1 || x > 4096 || (x & (x - 1))) {
+            snprintf(err, errlen, "--%s: '%s' must be a power of two from 1 to 4096", d->flag, v);
+            return false;
+        }
+        unsigned bits = 0;
+        while ((1L << bits) < x)
+            bits++;
+        o->shard_bits = bits;
+        return true;
+    }
+    case K_POLICY:
+        if (!strcmp(v, "noeviction")) o->policy = KS_NOEVICTION;
+        else if (!strcmp(v, "allkeys-lru")) o->policy = KS_ALLKEYS_LRU;
+        else if (!strcmp(v, "volatile-lru")) o->policy = KS_VOLATILE_LRU;
+        else {
+            snprintf(err, errlen, "--%s: '%s' must be noeviction, allkeys-lru or volatile-lru", d->flag, v);
+            return false;
+        }
+        return true;
+    case K_FSYNC:
+        if (!strcmp(v, "always")) o->fsync = FSYNC_ALWAYS;
+        else if (!strcmp(v, "everysec")) o->fsync = FSYNC_EVERYSEC;
+        else if (!strcmp(v, "no")) o->fsync = FSYNC_NO;
+        else {
+            snprintf(err, errlen, "--%s: '%s' must be always, everysec or no", d->flag, v);
+            return false;
+        }
+        return true;
+    case K_LEVEL: {
+        int l = log_level_parse(v);
+        if (l < 0) {
+            snprintf(err, errlen, "--%s: '%s' must be error, warn, info or debug", d->flag, v);
+            return false;
+        }
+        o->log_level = l;
+        return true;
+    }
+    }
+    return false;
+}
+
+static void defaults(tally_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->port = 8080;
+    strcpy(o->bind, "127.0.0.1");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = n > 0 ? (int)n : 1;
+    strcpy(o->data_dir, "./data");
+    o->body_limit = 1 << 20;
+    o->max_url = 64 << 10;
+    o->conn_timeout = 60;
+    o->max_connections = 10000;
+    o->shutdown_timeout = 10;
+    o->shard_bits = 8;
+    o->policy = KS_NOEVICTION;
+    o->snapshot_interval = 60;
+    o->journal = true;
+    o->fsync = FSYNC_EVERYSEC;
+    o->log_level = LOG_INFO;
+}
+
+opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **check_file, char *err,
+                         size_t errlen)
+{
+    defaults(o);
+    const size_t ndefs = sizeof(defs) / sizeof(defs[0]);
+    for (size_t i = 0; i < ndefs; i++) {
+        const char *v = getenv(defs[i].env);
+        if (v && !set_opt(o, &defs[i], v, err, errlen))
+            return OPTS_ERROR;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return OPTS_HELP;
+        if (!strcmp(a, "--version"))
+            return OPTS_VERSION;
+        if (!strcmp(a, "--routes"))
+            return OPTS_ROUTES;
+        if (!strcmp(a, "--check")) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "--check needs a FILE");
+                return OPTS_ERROR;
+            }
+            *check_file = argv[i + 1];
+            return OPTS_CHECK;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+            return OPTS_ERROR;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_def_t *d = NULL;
+        for (size_t j = 0; j < ndefs; j++)
+            if (strlen(defs[j].flag) == nlen && !strncmp(defs[j].flag, name, nlen))
+                d = &defs[j];
+        if (!d) {
+            snprintf(err, errlen, "unknown option '%s' (see --help)", a);
+            return OPTS_ERROR;
+        }
+        const char *v;
+        if (d->kind == K_FLAG) {
+            v = eq ? eq + 1 : "1";
+        } else if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "option '%s' needs a value", a);
+                return OPTS_ERROR;
+            }
+            v = argv[++i];
+        }
+        if (!set_opt(o, d, v, err, errlen))
+            return OPTS_ERROR;
+    }
+    if (o->body_limit == 0 || o->max_url < 256) {
+        snprintf(err, errlen, "--max-body must be > 0 and --max-url >= 256");
+        return OPTS_ERROR;
+    }
+    if (!o->in_memory && !o->data_dir[0]) {
+        snprintf(err, errlen, "--data-dir is empty (use --in-memory to run without files)");
+        return OPTS_ERROR;
+    }
+    return OPTS_RUN;
+}
+
+void opts_usage(FILE *out)
+{
+    fprintf(out,
+            "tallyd - rate limiting and analytics primitives over HTTP/JSON\n\n"
+            "Usage: tallyd [options]\n"
+            "       tallyd --check FILE   verify a snapshot or journal file and print what it holds\n"
+            "       tallyd --routes       print the HTTP routes served\n"
+            "       tallyd --version\n\n"
+            "Options (each also read from the environment variable shown; flags win):\n");
+    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+        char left[64];
+        snprintf(left, sizeof(left), "--%s%s", defs[i].flag, defs[i].kind == K_FLAG ? "" : " V");
+        fprintf(out, "  %-24s %-26s %s\n", left, defs[i].env, defs[i].help);
+    }
+    fprintf(out,
+            "\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight requests, snapshot, exit 0;\n"
+            "         SIGHUP reloads --config.\n"
+            "Files in --data-dir: snapshot.tly (the latest snapshot), journal.<seq>.tlj (changes\n"
+            "since), LOCK (held while tallyd runs).\n");
+}

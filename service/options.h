@@ -1,0 +1,54 @@
+/*
+ * options.h - tallyd's settings: defaults, then TALLY_* environment
+ * variables, then command-line flags (the last word wins).
+ */
+#ifndef TALLY_OPTIONS_H
+#define TALLY_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/keyspace.h"
+
+typedef enum fsync_mode { FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NO } fsync_mode_t;
+
+typedef struct tally_opts {
+    int port;                    /* --port, TALLY_PORT: 8080 */
+    char bind[64];               /* --bind, TALLY_BIND: 127.0.0.1 */
+    int threads;                 /* --threads, TALLY_THREADS: online cores */
+    char data_dir[512];          /* --data-dir, TALLY_DATA_DIR: ./data */
+    bool in_memory;              /* --in-memory, TALLY_IN_MEMORY: no files at all */
+    size_t body_limit;           /* --max-body, TALLY_MAX_BODY: 1 MiB */
+    size_t max_url;              /* --max-url, TALLY_MAX_URL: 64 KiB */
+    int conn_timeout;            /* --timeout, TALLY_TIMEOUT: idle connection seconds, 60 */
+    int max_connections;         /* --max-connections, TALLY_MAX_CONNECTIONS: 10000 */
+    int shutdown_timeout;        /* --shutdown-timeout, TALLY_SHUTDOWN_TIMEOUT: 10 s for in-flight requests */
+    unsigned shard_bits;         /* --shards, TALLY_SHARDS: 256 (power of two) */
+    uint64_t maxmemory;          /* --maxmemory, TALLY_MAXMEMORY: 0 = unlimited */
+    ks_evict_policy_t policy;    /* --maxmemory-policy, TALLY_MAXMEMORY_POLICY: noeviction */
+    int snapshot_interval;       /* --snapshot-interval, TALLY_SNAPSHOT_INTERVAL: 60 s, 0 = never periodic */
+    bool journal;                /* --journal on|off, TALLY_JOURNAL: on */
+    fsync_mode_t fsync;          /* --fsync always|everysec|no, TALLY_FSYNC: everysec */
+    char config[512];            /* --config, TALLY_CONFIG: policies file, optional */
+    int log_level;               /* --log-level, TALLY_LOG_LEVEL: info */
+} tally_opts_t;
+
+typedef enum opts_action {
+    OPTS_RUN,
+    OPTS_HELP,
+    OPTS_VERSION,
+    OPTS_ROUTES,
+    OPTS_CHECK,
+    OPTS_ERROR
+} opts_action_t;
+
+/* Fills *o from defaults, environment and argv.  For OPTS_CHECK, *check_file
+ * is the file to verify; for OPTS_ERROR, err holds the message. */
+opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **check_file, char *err,
+                         size_t errlen);
+void opts_usage(FILE *out);
+const char *fsync_mode_name(fsync_mode_t m);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * persist.h - durability: the data directory, snapshots and the journal.
+ *
+ * Files in the data directory:
+ *   LOCK                    held (flock) while a tallyd uses the directory
+ *   snapshot.tly            the latest complete snapshot (core/persist_fmt.h)
+ *   snapshot.tly.tmp        a snapshot being written (removed on failure)
+ *   journal.<seq>.tlj       changes after the snapshot, seq = 1, 2, ...
+ *
+ * Start-up loads snapshot.tly, then replays journal.<s>.tlj for s from the
+ * snapshot's journal_seq upward, through the same API handlers that served
+ * the requests.  A torn last record (crash mid-write) is dropped with a log
+ * line naming the offset; any other damage refuses to start and leaves every
+ * file as it is.
+ *
+ * Snapshot: new journal file created and synced -> barrier (all shard locks:
+ * journal boundary + snapshot epoch) -> old journal completed and synced ->
+ * records written shard by shard to snapshot.tly.tmp -> fflush/fsync -> close
+ * -> rename -> fsync(dir) -> older journals deleted.  At every instant some
+ * (snapshot, journals) set on disk holds everything acknowledged.
+ */
+#ifndef TALLY_PERSIST_H
+#define TALLY_PERSIST_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "api/api.h"
+#include "service/options.h"
+
+typedef struct persist persist_t;
+
+typedef struct snapshot_stats {
+    uint64_t bytes;
+    uint64_t records;
+    int64_t duration_ns;
+    int64_t max_lock_ns;         /* longest a shard lock was held by the snapshot */
+    int64_t finished_ms;         /* wall clock */
+    uint64_t journal_seq;
+} snapshot_stats_t;
+
+/* Opens (creating) the data directory, locks it, loads the snapshot and
+ * replays the journals into api->ks.  Returns NULL with a message that names
+ * the file, the offset and what to do when anything is damaged. */
+persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, size_t errlen);
+
+/* api_hooks_t.journal */
+uint64_t persist_journal_hook(void *ud, const journal_req_t *req);
+/* server_hooks_t.journal_wait */
+bool persist_wait_hook(void *ud, uint64_t lsn, const char **err);
+/* api_hooks_t.snapshot */
+json_t *persist_snapshot_hook(void *ud, const char **err);
+
+/* Takes a snapshot now (one at a time: a second caller waits for the first
+ * and then takes its own).  Returns false with err filled on failure. */
+bool persist_snapshot(persist_t *p, snapshot_stats_t *st, char *err, size_t errlen);
+/* Called by the service every ~100 ms: journal fsync/retries each second,
+ * periodic snapshot when due and anything changed. */
+void persist_tick(persist_t *p);
+/* Changes since the last successful snapshot. */
+uint64_t persist_dirty(persist_t *p);
+void persist_info(persist_t *p, json_t *obj);
+void persist_metrics(persist_t *p, wbuf_t *out);
+/* Syncs and closes the journal and releases the directory lock. */
+void persist_close(persist_t *p);
+
+/* `tallyd --check FILE`: verifies a snapshot or journal without loading it
+ * into a server and prints what it holds.  Returns 0 when the file is sound,
+ * 1 when damaged, 2 when it cannot be read. */
+int persist_check(const char *path, FILE *out);
+
+#endif

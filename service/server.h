@@ -1,0 +1,44 @@
+/*
+ * server.h - the HTTP front: libmicrohttpd with epoll and a thread pool.
+ *
+ * Each request's body is accumulated up to the cap (413 beyond it), then
+ * handed with its raw URI to api_dispatch().  Before the response is queued
+ * the server waits, if the handler journaled a change, until the journal
+ * holds it as the fsync policy promises.
+ */
+#ifndef TALLY_SERVER_H
+#define TALLY_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "service/options.h"
+
+typedef struct server server_t;
+
+typedef struct server_hooks {
+    void *ud;
+    /* Blocks until the journal position is as durable as the policy says;
+     * false when the journal cannot be written (the client gets 503). */
+    bool (*journal_wait)(void *ud, uint64_t lsn, const char **err);
+} server_hooks_t;
+
+/* Starts listening.  Until server_set_ready(true) every route but the
+ * operational ones (/healthz, /readyz, /info, /metrics) answers 503. */
+server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_hooks_t *hooks, char *err,
+                       size_t errlen);
+int server_port(const server_t *s);
+/* Installs hooks; call before server_set_ready(true) (ready publishes them). */
+void server_set_hooks(server_t *s, const server_hooks_t *hooks);
+void server_set_ready(server_t *s, bool ready);
+bool server_ready(const server_t *s);
+unsigned server_inflight(const server_t *s);
+/* Stops accepting connections; in-flight requests continue. */
+void server_quiesce(server_t *s);
+/* Waits until no request is in flight, at most timeout_s; true if drained. */
+bool server_drain(server_t *s, int timeout_s);
+/* Closes every connection and stops the threads; frees s. */
+void server_stop(server_t *s);
+
+#endif
