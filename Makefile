@@ -139,9 +139,11 @@ fuzz: deps
 	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(API_SRC) $(SVC_SRC) $(LIBS) -pthread; \
 	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
 	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
-	  $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \
+	  mkdir -p $(FUZZ_BUILD)/corpus-$$n; $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \
 	    $(FUZZ_BUILD)/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
 	done
+
+.SECONDARY:
 
 clean:
 	rm -rf build

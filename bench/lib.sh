@@ -1,0 +1,90 @@
+# bench/lib.sh - shared helpers for the benchmark suites (sourced, POSIX sh).
+#
+# Fairness: on this 2-core machine every server (tallyd, redis-server, the
+# bare libmicrohttpd program) runs pinned to CPU $SERVER_CPU and every load
+# generator (wrk, redis-benchmark) to CPU $CLIENT_CPU, so each comparison is
+# one core of server against one core of client, in the same run.
+
+: "${BUILD:=build/release}"
+: "${SERVER_CPU:=0}"
+: "${CLIENT_CPU:=1}"
+: "${BENCH_SECONDS:=10}"
+: "${BENCH_CONNS:=50}"
+: "${RESULTS:=$BUILD/bench/results.tsv}"
+TALLYD=$BUILD/tallyd
+BENCH_TMP=${BENCH_TMP:-$(mktemp -d /tmp/tally-bench-XXXXXX)}
+export BUILD RESULTS BENCH_TMP
+
+# Background servers are started as `$ON_SERVER prog &` (not through a shell
+# function) so that $! is the server's own pid.
+ON_SERVER="taskset -c $SERVER_CPU"
+on_server() { taskset -c "$SERVER_CPU" "$@"; }
+on_client() { taskset -c "$CLIENT_CPU" "$@"; }
+freeport() { "$BUILD/bench/freeport"; }
+
+wait_http() {   # wait_http PORT PATH
+    i=0
+    while [ $i -lt 500 ]; do
+        if curl -sf -o /dev/null "http://127.0.0.1:$1$2"; then return 0; fi
+        i=$((i + 1)); sleep 0.02
+    done
+    echo "bench: server on port $1 did not answer $2" >&2; return 1
+}
+
+# start_tallyd [extra flags...]: sets TALLY_PORT, TALLY_PID, TALLY_DIR
+start_tallyd() {
+    TALLY_PORT=$(freeport)
+    TALLY_DIR=$(mktemp -d "$BENCH_TMP/data-XXXXXX")
+    $ON_SERVER "$TALLYD" --port "$TALLY_PORT" --data-dir "$TALLY_DIR" --threads "${TALLY_THREADS:-1}" \
+        --log-level warn "$@" 2>>"$BENCH_TMP/tallyd.log" &
+    TALLY_PID=$!
+    wait_http "$TALLY_PORT" /readyz
+}
+stop_tallyd() { kill "$TALLY_PID" 2>/dev/null; wait "$TALLY_PID" 2>/dev/null; rm -rf "$TALLY_DIR"; }
+
+# start_redis: sets REDIS_PORT, REDIS_PID (no persistence: we compare compute)
+start_redis() {
+    REDIS_PORT=$(freeport)
+    $ON_SERVER redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$BENCH_TMP" --logfile "$BENCH_TMP/redis.log" "$@" >/dev/null 2>&1 &
+    REDIS_PID=$!
+    i=0
+    until redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; do
+        i=$((i + 1)); [ $i -gt 500 ] && { echo "bench: redis did not start" >&2; return 1; }; sleep 0.02
+    done
+}
+stop_redis() { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
+rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
+
+# wrk_run URL [lua-script]: prints "RPS P99_MS"
+wrk_run() {
+    out=$(on_client wrk -t1 -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --latency ${2:+-s "$2"} "$1" 2>&1)
+    rps=$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2}')
+    p99=$(printf '%s\n' "$out" | awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}')
+    errs=$(printf '%s\n' "$out" | awk '/Non-2xx|Socket errors/')
+    [ -n "$errs" ] && echo "bench: wrk: $errs" >&2
+    echo "${rps:-0} ${p99:-0}"
+}
+
+# redis_bench [redis-benchmark args...]: prints "RPS P99_MS" for the one test run
+redis_bench() {
+    out=$(on_client redis-benchmark -p "$REDIS_PORT" -c "$BENCH_CONNS" --csv "$@" 2>/dev/null | tail -1)
+    echo "$out" | awk -F'","' '{gsub(/"/,"",$2); gsub(/"/,"",$7); print $2, $7}'
+}
+
+# record NAME VALUE UNIT [REFERENCE_NAME REFERENCE_VALUE TARGET_RATIO]
+# Appends a row to $RESULTS and prints it; with a reference, the ratio
+# value/reference and whether it meets the target.
+record() {
+    name=$1 value=$2 unit=$3 refname=${4:-} refval=${5:-} target=${6:-}
+    if [ -n "$refval" ]; then
+        ratio=$(awk -v a="$value" -v b="$refval" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+        verdict=""
+        [ -n "$target" ] && verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { print (r + 0 >= t + 0) ? "met" : "MISSED" }')
+        printf '%-52s %12s %-8s vs %-34s %12s  ratio %5s  target >= %-5s %s\n' "$name" "$value" "$unit" "$refname" "$refval" "$ratio" "${target:--}" "$verdict"
+    else
+        ratio="" verdict=""
+        printf '%-52s %12s %s\n' "$name" "$value" "$unit"
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$value" "$unit" "$refname" "$refval" "$ratio" "$target" "$verdict" >>"$RESULTS"
+}

@@ -1,0 +1,6 @@
+-- wrk script: GET /throttle/{key} (the gateway form) over 100 000 keys.
+math.randomseed(43)
+request = function()
+  local k = math.random(1, 100000)
+  return wrk.format("GET", "/throttle/user:" .. k .. "?max_burst=15&count_per_period=30&period=60")
+end

@@ -1,0 +1,371 @@
+/* harness.c - see harness.h. */
+#include "tests/integration/harness.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fail_msg("%s", msg);
+    abort();   /* not reached: fail_msg longjmps */
+}
+
+void tmpdir_make(char *out, size_t n)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(out, n, "%s/tally-test-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(out))
+        die("mkdtemp: %s", strerror(errno));
+}
+
+void tmpdir_remove(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "harness: could not remove %s\n", dir);
+}
+
+char *tally_log(const tally_proc_t *p)
+{
+    FILE *f = fopen(p->log, "r");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
+{
+    const char *bin = getenv("TALLYD");
+    if (!bin)
+        bin = "build/release/tallyd";
+    memset(p, 0, sizeof(*p));
+    if (dir) {
+        snprintf(p->dir, sizeof(p->dir), "%s", dir);
+    } else {
+        tmpdir_make(p->dir, sizeof(p->dir));
+        p->own_dir = true;
+    }
+    snprintf(p->log, sizeof(p->log), "%s.log", p->dir);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--bind";
+    argv[n++] = "127.0.0.1";
+    argv[n++] = "--data-dir";
+    argv[n++] = p->dir;
+    argv[n++] = "--threads";
+    argv[n++] = "2";
+    for (int i = 0; args && args[i] && n < 62; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            dup2(fd, 1);
+            close(fd);
+        }
+        execv(bin, (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    p->pid = pid;
+    return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return -WTERMSIG(st);
+}
+
+/* Finds "listening on ADDR:PORT" (the last one) in the log. */
+static int port_from_log(const tally_proc_t *p)
+{
+    char *log = tally_log(p);
+    int port = 0;
+    for (char *s = log; (s = strstr(s, "listening on ")); s++) {
+        char *colon = strchr(s + 13, ' ');
+        if (!colon)
+            break;
+        char *c = colon;
+        while (c > s && *c != ':')
+            c--;
+        port = atoi(c + 1);
+    }
+    free(log);
+    return port;
+}
+
+void tally_start(tally_proc_t *p, const char *dir, const char *const *args)
+{
+    spawn(p, dir, args);
+    struct timespec ts = { 0, 10 * 1000000L };
+    for (int i = 0; i < 1000; i++) {
+        int st;
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            char *log = tally_log(p);
+            p->pid = 0;
+            die("tallyd exited during start-up; log:\n%s", log);
+        }
+        if (!p->port)
+            p->port = port_from_log(p);
+        if (p->port) {
+            http_resp_t r = http(p, "GET", "/readyz", NULL, NULL);
+            long s = r.status;
+            http_free(&r);
+            if (s == 200)
+                return;
+        }
+        nanosleep(&ts, NULL);
+    }
+    char *log = tally_log(p);
+    die("tallyd did not become ready in 10 s; log:\n%s", log);
+}
+
+int tally_start_expect_exit(tally_proc_t *p, const char *dir, const char *const *args)
+{
+    spawn(p, dir, args);
+    for (int i = 0; i < 1000; i++) {
+        int st;
+        pid_t w = waitpid(p->pid, &st, WNOHANG);
+        if (w == p->pid) {
+            p->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+        }
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    kill(p->pid, SIGKILL);
+    wait_status(p->pid);
+    p->pid = 0;
+    die("tallyd was expected to refuse to start but kept running");
+}
+
+int tally_stop(tally_proc_t *p)
+{
+    if (!p->pid)
+        return 0;
+    kill(p->pid, SIGTERM);
+    int st = wait_status(p->pid);
+    p->pid = 0;
+    p->port = 0;
+    return st;
+}
+
+void tally_kill(tally_proc_t *p)
+{
+    if (!p->pid)
+        return;
+    kill(p->pid, SIGKILL);
+    wait_status(p->pid);
+    p->pid = 0;
+    p->port = 0;
+}
+
+void tally_cleanup(tally_proc_t *p)
+{
+    if (p->pid)
+        tally_kill(p);
+    if (p->own_dir) {
+        tmpdir_remove(p->dir);
+        unlink(p->log);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct growbuf {
+    char *p;
+    size_t len;
+} growbuf_t;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    growbuf_t *b = ud;
+    size_t n = size * nmemb;
+    b->p = realloc(b->p, b->len + n + 1);
+    memcpy(b->p + b->len, ptr, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return n;
+}
+
+static CURL *curl_for_thread(void)
+{
+    static __thread CURL *c;
+    if (!c) {
+        static int inited;
+        if (!inited) {
+            curl_global_init(CURL_GLOBAL_DEFAULT);
+            inited = 1;
+        }
+        c = curl_easy_init();
+    }
+    curl_easy_reset(c);
+    return c;
+}
+
+http_resp_t http_bin(const tally_proc_t *p, const char *method, const char *path, const void *body,
+                     size_t len, const char *ctype)
+{
+    http_resp_t r;
+    memset(&r, 0, sizeof(r));
+    CURL *c = curl_for_thread();
+    char url[70000];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", p->port, path);
+    growbuf_t b = { NULL, 0 }, h = { NULL, 0 };
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (!strcmp(method, "HEAD"))
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    struct curl_slist *hdrs = NULL;
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        char ct[200];
+        snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
+        hdrs = curl_slist_append(hdrs, ct);
+    }
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    CURLcode rc = curl_easy_perform(c);
+    curl_slist_free_all(hdrs);
+    if (rc != CURLE_OK) {
+        free(b.p);
+        free(h.p);
+        r.status = -1;
+        return r;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    r.body = b.p ? b.p : strdup("");
+    r.len = b.len;
+    r.headers = h.p ? h.p : strdup("");
+    json_error_t je;
+    r.json = r.len ? json_loadb(r.body, r.len, 0, &je) : NULL;
+    return r;
+}
+
+http_resp_t http(const tally_proc_t *p, const char *method, const char *path, const char *body,
+                 const char *ctype)
+{
+    return http_bin(p, method, path, body, body ? strlen(body) : 0, ctype);
+}
+
+http_resp_t httpf(const tally_proc_t *p, const char *method, const char *body, const char *pathfmt, ...)
+{
+    char path[65536];
+    va_list ap;
+    va_start(ap, pathfmt);
+    vsnprintf(path, sizeof(path), pathfmt, ap);
+    va_end(ap);
+    return http(p, method, path, body, NULL);
+}
+
+void http_free(http_resp_t *r)
+{
+    free(r->body);
+    free(r->headers);
+    json_decref(r->json);
+    memset(r, 0, sizeof(*r));
+}
+
+bool http_header(const http_resp_t *r, const char *name, char *out, size_t n)
+{
+    size_t nl = strlen(name);
+    for (const char *s = r->headers; s && *s;) {
+        const char *eol = strstr(s, "\r\n");
+        size_t len = eol ? (size_t)(eol - s) : strlen(s);
+        if (len > nl && s[nl] == ':' && strncasecmp(s, name, nl) == 0) {
+            const char *v = s + nl + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = (size_t)(s + len - v);
+            if (vl >= n)
+                vl = n - 1;
+            memcpy(out, v, vl);
+            out[vl] = '\0';
+            return true;
+        }
+        if (!eol)
+            break;
+        s = eol + 2;
+    }
+    return false;
+}
+
+void assert_status_at(const http_resp_t *r, long status, const char *file, int line)
+{
+    if (r->status != status) {
+        print_error("expected HTTP %ld, got %ld: %s\n", status, r->status, r->body ? r->body : "");
+        _fail(file, line);
+    }
+}
+
+void assert_error_at(const http_resp_t *r, long status, const char *code, const char *file, int line)
+{
+    assert_status_at(r, status, file, line);
+    json_t *e = r->json ? json_object_get(r->json, "error") : NULL;
+    const char *c = e ? json_string_value(json_object_get(e, "code")) : NULL;
+    const char *m = e ? json_string_value(json_object_get(e, "message")) : NULL;
+    if (!c || strcmp(c, code) != 0 || !m || !*m) {
+        print_error("expected error envelope with code %s, got: %s\n", code, r->body ? r->body : "");
+        _fail(file, line);
+    }
+}
+
+long long json_int_of(const http_resp_t *r, const char *name)
+{
+    json_t *v = r->json ? json_object_get(r->json, name) : NULL;
+    if (!json_is_integer(v))
+        die("response has no integer '%s': %s", name, r->body ? r->body : "");
+    return json_integer_value(v);
+}
+
+bool json_bool_of(const http_resp_t *r, const char *name)
+{
+    json_t *v = r->json ? json_object_get(r->json, name) : NULL;
+    if (!json_is_boolean(v))
+        die("response has no boolean '%s': %s", name, r->body ? r->body : "");
+    return json_is_true(v);
+}

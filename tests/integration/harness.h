@@ -1,0 +1,84 @@
+/*
+ * harness.h - integration tests against a real tallyd process.
+ *
+ * tally_start() runs $TALLYD (the binary under test) on a port it picks
+ * itself (--port 0; the harness reads the port from its log), in a fresh
+ * temporary data directory unless told otherwise, and waits until /readyz
+ * answers 200.  http() sends one request with libcurl and returns status,
+ * headers, body and the body parsed as JSON when it is JSON.
+ *
+ * Tests use cmocka; helpers here abort the test (fail()) on harness errors.
+ */
+#ifndef TALLY_HARNESS_H
+#define TALLY_HARNESS_H
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <cmocka.h>
+
+typedef struct tally_proc {
+    pid_t pid;
+    int port;
+    char dir[256];        /* data directory */
+    char log[300];        /* stderr of the process */
+    bool own_dir;         /* created by the harness: removed by tally_cleanup */
+} tally_proc_t;
+
+typedef struct http_resp {
+    long status;
+    char *body;
+    size_t len;
+    char *headers;        /* raw header block */
+    json_t *json;         /* parsed body, or NULL */
+} http_resp_t;
+
+/* Makes a fresh temporary directory (under $TMPDIR or /tmp). */
+void tmpdir_make(char *out, size_t n);
+/* rm -rf */
+void tmpdir_remove(const char *dir);
+
+/* Starts tallyd.  dir NULL = new temporary data directory.  args: extra
+ * flags, NULL-terminated (may be NULL).  Fails the test if it does not
+ * become ready within 10 s. */
+void tally_start(tally_proc_t *p, const char *dir, const char *const *args);
+/* Like tally_start but expects the process to exit by itself (refusing to
+ * start); returns its exit status and leaves its log in p->log. */
+int tally_start_expect_exit(tally_proc_t *p, const char *dir, const char *const *args);
+/* SIGTERM and wait; returns the exit status (or -signal). */
+int tally_stop(tally_proc_t *p);
+/* SIGKILL and wait. */
+void tally_kill(tally_proc_t *p);
+/* Stops if running and removes the data directory if the harness made it. */
+void tally_cleanup(tally_proc_t *p);
+/* Reads the whole log file (malloc'd). */
+char *tally_log(const tally_proc_t *p);
+
+/* One request.  body may be NULL; ctype NULL means application/json when a
+ * body is given.  path includes the query string. */
+http_resp_t http(const tally_proc_t *p, const char *method, const char *path, const char *body,
+                 const char *ctype);
+http_resp_t http_bin(const tally_proc_t *p, const char *method, const char *path, const void *body,
+                     size_t len, const char *ctype);
+/* printf-style path and body. */
+http_resp_t httpf(const tally_proc_t *p, const char *method, const char *body, const char *pathfmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void http_free(http_resp_t *r);
+/* Value of a response header (case-insensitive), copied into out; false if absent. */
+bool http_header(const http_resp_t *r, const char *name, char *out, size_t n);
+
+/* Assertions with useful messages. */
+#define assert_status(r, s) assert_status_at((r), (s), __FILE__, __LINE__)
+void assert_status_at(const http_resp_t *r, long status, const char *file, int line);
+/* Error envelope with this code (and status). */
+#define assert_error(r, s, code) assert_error_at((r), (s), (code), __FILE__, __LINE__)
+void assert_error_at(const http_resp_t *r, long status, const char *code, const char *file, int line);
+/* Integer member of the JSON body. */
+long long json_int_of(const http_resp_t *r, const char *name);
+bool json_bool_of(const http_resp_t *r, const char *name);
+
+#endif
