@@ -245,6 +245,10 @@ size_t api_escape_segment(const char *key, size_t len, char *out);
  * while over the limit, journaling each eviction.  Returns false (507 set)
  * when the limit is reached and nothing can be evicted. */
 bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
+/* Like api_make_room, for a write known to add about `extra` bytes: evicts
+ * until usage + extra fits under the limit; 507 when it cannot (a single
+ * value larger than the whole limit is refused, not allowed to overshoot). */
+bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra);
 
 /* Sets a 409 WRONGTYPE naming both types. */
 void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted);

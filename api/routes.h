@@ -27,6 +27,24 @@ void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/bits.c */
+void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/activity.c */
+void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_import(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_users(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_retention(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/keys.c */
 void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);

@@ -636,3 +636,24 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp)
     }
     return true;
 }
+
+bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra)
+{
+    if (req->replay)
+        return true;
+    ks_t *ks = srv->ks;
+    uint64_t max = ks_maxmemory(ks);
+    if (!max)
+        return true;
+    struct evict_ctx c = { srv, req, resp };
+    while (ks_total_memory(ks) + extra > max) {
+        if (extra > max || ks_evict(ks, api_now_ms(req), on_evict, &c) == 0) {
+            api_error(resp, API_E_OUT_OF_MEMORY,
+                      "memory limit of %llu bytes reached: this write needs %llu more bytes (maxmemory-policy %s)",
+                      (unsigned long long)max, (unsigned long long)extra,
+                      ks_evict_policy(ks) == KS_NOEVICTION ? "noeviction" : "cannot evict more");
+            return false;
+        }
+    }
+    return true;
+}

@@ -3,10 +3,14 @@
 
 #include <string.h>
 
+#include "core/activity.h"
+#include "core/bits.h"
 #include "core/throttle.h"
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
+    &bits_type,
+    &activity_type,
 };
 
 const ks_type_t *ks_type_by_tag(unsigned tag)
