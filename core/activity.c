@@ -32,6 +32,13 @@ struct activity {
     size_t bm_bytes;           /* sum of every slot's bytes */
 };
 
+/* roaring_bitmap_free() of CRoaring 0.2 does not accept NULL. */
+static void rb_free(roaring_bitmap_t *r)
+{
+    if (r)
+        roaring_bitmap_free(r);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Calendar (proleptic Gregorian, H. Hinnant's days_from_civil)              */
 /* ------------------------------------------------------------------------ */
@@ -219,7 +226,7 @@ static void slots_remove(activity_t *a, slots_t *s, size_t i, size_t count)
 {
     for (size_t k = i; k < i + count; k++) {
         a->bm_bytes -= s->v[k].bytes;
-        roaring_bitmap_free(s->v[k].bm);
+        rb_free(s->v[k].bm);
     }
     memmove(&s->v[i], &s->v[i + count], (s->n - i - count) * sizeof(*s->v));
     s->n -= count;
@@ -236,9 +243,9 @@ void activity_free(activity_t *a)
     if (!a)
         return;
     for (size_t i = 0; i < a->days.n; i++)
-        roaring_bitmap_free(a->days.v[i].bm);
+        rb_free(a->days.v[i].bm);
     for (size_t i = 0; i < a->months.n; i++)
-        roaring_bitmap_free(a->months.v[i].bm);
+        rb_free(a->months.v[i].bm);
     free(a->days.v);
     free(a->months.v);
     free(a);
@@ -286,13 +293,13 @@ static bool month_rebuild(activity_t *a, int32_t mon)
         return false;
     if (!exists) {
         if (!slots_reserve(&a->months, a->months.n + 1)) {
-            roaring_bitmap_free(u);
+            rb_free(u);
             return false;
         }
         slots_insert(&a->months, mi, mon);
     }
     slot_t *m = &a->months.v[mi];
-    roaring_bitmap_free(m->bm);
+    rb_free(m->bm);
     m->bm = u;
     slot_settle(a, m, true);
     return true;
@@ -328,8 +335,8 @@ bool activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, u
     roaring_bitmap_t *nd = day_exists ? NULL : roaring_bitmap_copy(users);
     roaring_bitmap_t *nm = month_exists ? NULL : roaring_bitmap_copy(users);
     if ((!day_exists && !nd) || (!month_exists && !nm)) {
-        roaring_bitmap_free(nd);
-        roaring_bitmap_free(nm);
+        rb_free(nd);
+        rb_free(nm);
         return false;
     }
     slot_t *d;
@@ -368,7 +375,7 @@ bool activity_add(activity_t *a, int32_t day, const uint32_t *users, size_t n, u
     if (!u)
         return false;
     bool ok = activity_merge(a, day, u, added);
-    roaring_bitmap_free(u);
+    rb_free(u);
     return ok;
 }
 
@@ -402,7 +409,7 @@ static bool union_count(const slot_t *const *v, size_t n, uint64_t *out)
         if (!u)
             return false;
         *out = roaring_bitmap_get_cardinality(u);
-        roaring_bitmap_free(u);
+        rb_free(u);
     }
     return true;
 }
@@ -431,7 +438,7 @@ static bool intersect_count(const slot_t **v, size_t n, uint64_t *out)
     for (size_t i = 2; i < n && !roaring_bitmap_is_empty(acc); i++)
         roaring_bitmap_and_inplace(acc, v[i]->bm);
     *out = roaring_bitmap_get_cardinality(acc);
-    roaring_bitmap_free(acc);
+    rb_free(acc);
     return true;
 }
 
@@ -637,7 +644,7 @@ roaring_bitmap_t *activity_bitmap_parse(const uint8_t *p, size_t len, const char
         return NULL;
     }
     if (roaring_bitmap_get_cardinality(bm) != card || roaring_bitmap_portable_size_in_bytes(bm) != len) {
-        roaring_bitmap_free(bm);
+        rb_free(bm);
         *why = "bitmap: decoded contents differ from the header";
         return NULL;
     }

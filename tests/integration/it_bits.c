@@ -24,7 +24,8 @@
 #define NKEYS 6
 #define PROGRAM_OPS 6000
 
-static tally_proc_t T;
+static tally_proc_t T, M, P;   /* the shared server; the memory-limit and 512 MiB tests' own */
+static redis_ref_t R;
 
 static int setup(void **state)
 {
@@ -33,10 +34,14 @@ static int setup(void **state)
     return 0;
 }
 
+/* Also stops what a failed test left running. */
 static int teardown(void **state)
 {
     (void)state;
     tally_cleanup(&T);
+    tally_cleanup(&M);
+    tally_cleanup(&P);
+    redis_ref_stop(&R);
     return 0;
 }
 
@@ -110,7 +115,7 @@ static int64_t field_value(rng_t *g, unsigned w)
 /* The differential program                                                 */
 /* ------------------------------------------------------------------------ */
 
-static void run_program(redis_ref_t *R, uint64_t seed, int nops)
+static void run_program(redis_ref_t *ref, uint64_t seed, int nops)
 {
     rng_t g;
     rng_seed(&g, seed);
@@ -129,7 +134,7 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
                 buf[i] = style == 0 ? (uint8_t)rng_next(&g) : style == 1 ? 0xff : (uint8_t)(rng_below(&g, 4) ? 0 : rng_next(&g));
             const char *argv[] = { "SET", k, (const char *)buf };
             const size_t lens[] = { 3, strlen(k), len };
-            resp_t *v = redis_cmdv(R, 3, argv, lens);
+            resp_t *v = redis_cmdv(ref, 3, argv, lens);
             resp_free(v);
             snprintf(path, sizeof(path), "/bits/%s", k);
             http_resp_t h = http_bin(&T, "PUT", path, buf, len, "application/octet-stream");
@@ -144,7 +149,7 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
             snprintf(vs, sizeof(vs), "%d", val);
             snprintf(what, sizeof(what), "SETBIT %s %s %s", k, os, vs);
             const char *argv[] = { "SETBIT", k, os, vs };
-            long long want = redis_int(R, 4, argv, NULL, what);
+            long long want = redis_int(ref, 4, argv, NULL, what);
             snprintf(path, sizeof(path), "/bits/%s/setbit", k);
             snprintf(body, sizeof(body), "{\"offset\":%s,\"value\":%s}", os, vs);
             same_int(want, tally_int("POST", path, body, "previous", what), step, what);
@@ -154,7 +159,7 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
             snprintf(os, sizeof(os), "%llu", (unsigned long long)off);
             snprintf(what, sizeof(what), "GETBIT %s %s", k, os);
             const char *argv[] = { "GETBIT", k, os };
-            long long want = redis_int(R, 3, argv, NULL, what);
+            long long want = redis_int(ref, 3, argv, NULL, what);
             snprintf(path, sizeof(path), "/bits/%s/getbit?offset=%s", k, os);
             same_int(want, tally_int("GET", path, NULL, "value", what), step, what);
         } else if (kind < 48) { /* BITCOUNT: none, start end, start end unit */
@@ -168,7 +173,7 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
             int argc = form == 0 ? 2 : form == 1 ? 4 : 5;
             snprintf(what, sizeof(what), "BITCOUNT %s%s%s%s%s%s%s", k, argc > 2 ? " " : "", argc > 2 ? s : "",
                      argc > 2 ? " " : "", argc > 2 ? e : "", argc > 4 ? " " : "", argc > 4 ? argv[4] : "");
-            long long want = redis_int(R, argc, argv, NULL, what);
+            long long want = redis_int(ref, argc, argv, NULL, what);
             if (form == 0)
                 snprintf(path, sizeof(path), "/bits/%s/count", k);
             else if (form == 1)
@@ -189,7 +194,7 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
             int argc = 3 + form;
             snprintf(what, sizeof(what), "BITPOS %s %s%s%s%s%s%s%s", k, bit, argc > 3 ? " " : "", argc > 3 ? s : "",
                      argc > 4 ? " " : "", argc > 4 ? e : "", argc > 5 ? " " : "", argc > 5 ? argv[5] : "");
-            long long want = redis_int(R, argc, argv, NULL, what);
+            long long want = redis_int(ref, argc, argv, NULL, what);
             int n = snprintf(path, sizeof(path), "/bits/%s/pos?bit=%s", k, bit);
             if (form >= 1)
                 n += snprintf(path + n, sizeof(path) - (size_t)n, "&start=%s", s);
@@ -214,7 +219,7 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
                 wl += (size_t)snprintf(what + wl, sizeof(what) - wl, " %s", src);
             }
             snprintf(body + n, sizeof(body) - (size_t)n, "]}");
-            long long want = redis_int(R, 3 + ns, argv, NULL, what);
+            long long want = redis_int(ref, 3 + ns, argv, NULL, what);
             snprintf(path, sizeof(path), "/bits/%s/op", k);
             same_int(want, tally_int("POST", path, body, "length", what), step, what);
         } else if (kind < 92) { /* BITFIELD with 1..6 sub-operations */
@@ -273,7 +278,7 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
                 }
             }
             snprintf(body + n, sizeof(body) - (size_t)n, "]}");
-            resp_t *v = redis_cmdv(R, argc, argv, NULL);
+            resp_t *v = redis_cmdv(ref, argc, argv, NULL);
             if (v->kind != RESP_ARRAY || (int)v->n != nres)
                 fail_msg("step %d: %s: redis answered %s", step, what, v->kind == RESP_ERROR ? v->str : "no array");
             snprintf(path, sizeof(path), "/bits/%s/field", k);
@@ -291,9 +296,9 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
             resp_free(v);
             http_free(&h);
         } else if (kind < 97) { /* GET: the bytes */
-            same_bytes(R, k, step);
+            same_bytes(ref, k, step);
         } else { /* DEL */
-            resp_t *v = redis_cmd(R, "DEL", k, NULL);
+            resp_t *v = redis_cmd(ref, "DEL", k, NULL);
             resp_free(v);
             snprintf(path, sizeof(path), "/keys/%s", k);
             http_resp_t h = http(&T, "DELETE", path, NULL, NULL);
@@ -302,25 +307,26 @@ static void run_program(redis_ref_t *R, uint64_t seed, int nops)
         }
     }
     for (int i = 0; i < NKEYS; i++)
-        same_bytes(R, keys[i], nops);
+        same_bytes(ref, keys[i], nops);
 }
 
-static void check_all_keys(redis_ref_t *R, int step)
+static void check_all_keys(redis_ref_t *ref, int step)
 {
     for (int i = 0; i < NKEYS; i++) {
         char k[8];
         snprintf(k, sizeof(k), "d%d", i);
-        same_bytes(R, k, step);
+        same_bytes(ref, k, step);
     }
 }
 
 static void test_differential_vs_redis(void **state)
 {
     (void)state;
-    redis_ref_t R;
     if (!redis_ref_start(&R))
         skip();
-    run_program(&R, 0x5eed0001, PROGRAM_OPS);
+    /* IT_BITS_SEED=n IT_BITS_OPS=m explore other programs */
+    const char *es = getenv("IT_BITS_SEED"), *eo = getenv("IT_BITS_OPS");
+    run_program(&R, es ? strtoull(es, NULL, 0) : 0x5eed0001, eo ? atoi(eo) : PROGRAM_OPS);
     /* crash: the journal alone must rebuild every key */
     char dir[256];
     snprintf(dir, sizeof(dir), "%s", T.dir);
@@ -576,7 +582,6 @@ static void test_bad_input(void **state)
 static void test_memory_limit(void **state)
 {
     (void)state;
-    tally_proc_t M;
     const char *args[] = { "--maxmemory", "20mb", NULL };
     tally_start(&M, NULL, args);
     http_resp_t r = http(&M, "POST", "/bits/huge/setbit", "{\"offset\":4294967295,\"value\":1}", NULL);
@@ -609,7 +614,6 @@ static void test_memory_limit(void **state)
 static void test_512mib_string_persists(void **state)
 {
     (void)state;
-    tally_proc_t P;
     tally_start(&P, NULL, NULL);
     char dir[256];
     snprintf(dir, sizeof(dir), "%s", P.dir);
