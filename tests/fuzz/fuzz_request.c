@@ -77,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!srv.ks) {
         srv.ks = ks_create(2, 42);
+        /* a limit, so that a SETBIT at offset 2^32-1 is refused (507), not a 512 MiB allocation */
+        ks_set_maxmemory(srv.ks, 64u << 20, KS_ALLKEYS_LRU);
         srv.hooks.journal = fake_journal;
     }
     int64_t now = 1700000000LL * 1000000000LL;
@@ -93,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ks_total_keys(srv.ks) > 10000) {
         ks_free(srv.ks);
         srv.ks = ks_create(2, 42);
+        ks_set_maxmemory(srv.ks, 64u << 20, KS_ALLKEYS_LRU);
     }
     return 0;
 }
