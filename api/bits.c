@@ -121,6 +121,75 @@ static bool query_range(const api_req_t *req, api_resp_t *resp, bits_range_t *r,
     return true;
 }
 
+/* The hot path of SETBIT skips building a JSON tree: a body that is exactly
+ * {"offset":N,"value":V} (either order, JSON whitespace, plain integers, a
+ * JSON media type) with valid values is read here; anything else goes
+ * through api_body_object and the usual checks, which give the errors. */
+static const uint8_t *skip_ws(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+static const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int64_t *out)
+{
+    bool neg = p < end && *p == '-';
+    p += neg;
+    const uint8_t *start = p;
+    int64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9' && p - start < 18)
+        v = v * 10 + (*p++ - '0');
+    if (p == start || (p - start > 1 && *start == '0') || (p < end && (*p == '.' || *p == 'e' || *p == 'E' ||
+                                                                      (*p >= '0' && *p <= '9'))))
+        return NULL;
+    *out = neg ? -v : v;
+    return p;
+}
+
+static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
+{
+    if (req->ctype && (strncasecmp(req->ctype, "application/json", 16) != 0 ||
+                       (req->ctype[16] != '\0' && req->ctype[16] != ';')))
+        return false;
+    const uint8_t *p = req->body, *end = req->body + req->body_len;
+    int64_t v[2];
+    bool seen[2] = { false, false };
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '{')
+        return false;
+    for (int i = 0; i < 2; i++) {
+        p = skip_ws(p, end);
+        int which;
+        if (end - p >= 8 && memcmp(p, "\"offset\"", 8) == 0) {
+            which = 0;
+            p += 8;
+        } else if (end - p >= 7 && memcmp(p, "\"value\"", 7) == 0) {
+            which = 1;
+            p += 7;
+        } else {
+            return false;
+        }
+        if (seen[which])
+            return false;
+        seen[which] = true;
+        p = skip_ws(p, end);
+        if (p == end || *p++ != ':')
+            return false;
+        p = skip_ws(p, end);
+        if (!(p = read_int(p, end, &v[which])))
+            return false;
+        p = skip_ws(p, end);
+        if (p == end || *p++ != (i == 0 ? ',' : '}'))
+            return false;
+    }
+    if (skip_ws(p, end) != end || v[0] < 0 || (uint64_t)v[0] > BITS_MAX_OFFSET || (v[1] != 0 && v[1] != 1))
+        return false;
+    *offset = (uint64_t)v[0];
+    *value = v[1];
+    return true;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Keyspace access                                                          */
 /* ------------------------------------------------------------------------ */
@@ -166,7 +235,7 @@ static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
     ks_shard_lock(sh);
     const bits_t *b;
     size_t before = current_bytes(srv, req, k, &b);
-    size_t after = replace ? bits_heap_bytes_after(NULL, len) : bits_heap_bytes_after(b, len);
+    size_t after = bits_heap_bytes_after(replace ? NULL : b, len);
     ks_shard_unlock(sh);
     return after <= before || api_make_room_for(srv, req, resp, after - before);
 }
@@ -175,11 +244,10 @@ static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
  * on allocation failure. */
 static bits_t *new_bits(api_resp_t *resp, size_t len)
 {
-    bits_t *b = bits_from(NULL, 0);
-    if (b && !bits_grow(b, len)) {
-        bits_free(b);
-        b = NULL;
-    }
+    uint8_t *p = calloc(len, 1);
+    bits_t *b = p ? bits_adopt(p, len) : NULL;
+    if (!b)
+        free(p);
     if (!b)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory allocating a %zu-byte bit string", len);
     return b;
@@ -271,9 +339,11 @@ void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *body;
     uint64_t offset;
     int64_t value;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
-        !(body = api_body_object(req, resp, fields)) || !body_offset(resp, body, &offset) ||
-        !api_obj_int(resp, body, "value", true, 0, 1, &value, NULL))
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    if (!setbit_fast(req, &offset, &value) &&
+        (!(body = api_body_object(req, resp, fields)) || !body_offset(resp, body, &offset) ||
+         !api_obj_int(resp, body, "value", true, 0, 1, &value, NULL)))
         return;
     ks_key_t k = ks_key(srv->ks, key, klen);
     size_t need = (size_t)(offset >> 3) + 1;
@@ -306,7 +376,7 @@ void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     ks_shard_unlock(sh);
     if (resp->status == 0)
-        api_json(resp, 200, json_pack("{s:i}", "previous", old));
+        api_body(resp, 200, NULL, old ? "{\"previous\":1}" : "{\"previous\":0}", 14);
 }
 
 void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -325,7 +395,7 @@ void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     int v = b ? bits_getbit(bits_data(b), bits_len(b), offset) : 0;
     ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
-    api_json(resp, 200, json_pack("{s:i}", "value", v));
+    api_body(resp, 200, NULL, v ? "{\"value\":1}" : "{\"value\":0}", 11);
 }
 
 void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)

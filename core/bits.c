@@ -71,7 +71,7 @@ static size_t grown_cap(size_t cap, size_t len)
 
 size_t bits_heap_bytes_after(const bits_t *b, size_t len)
 {
-    return sizeof(bits_t) + grown_cap(b ? b->cap : 0, len);
+    return sizeof(bits_t) + (b ? grown_cap(b->cap, len) : len);
 }
 
 bool bits_grow(bits_t *b, size_t len)

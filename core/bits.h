@@ -25,9 +25,10 @@
  * when looking for 0 and -1 when looking for 1 (but -1 on an existing empty
  * string).
  *
- * Memory: the value owns one allocation of `cap` >= `len` bytes.  Growth
- * doubles while small and adds 1 MiB at a time beyond 1 MiB (as Redis's
- * sdsMakeRoomFor), never past the longest string.
+ * Memory: the value owns one allocation of `cap` >= `len` bytes.  A new
+ * string is allocated exactly; growing one doubles while small and adds 1 MiB
+ * at a time beyond 1 MiB (as Redis's sdsMakeRoomFor), never past the longest
+ * string.
  */
 #ifndef TALLY_BITS_H
 #define TALLY_BITS_H
@@ -76,8 +77,9 @@ const uint8_t *bits_data(const bits_t *b);
 size_t bits_len(const bits_t *b);
 /* Heap bytes owned (the struct and its buffer capacity). */
 size_t bits_heap_bytes(const bits_t *b);
-/* Heap bytes the value would own after growing to `len` bytes (b may be
- * NULL for a new value): what a write must make room for. */
+/* Heap bytes the value would own after growing to `len` bytes, or for a new
+ * value of exactly `len` bytes when b is NULL: what a write must make room
+ * for. */
 size_t bits_heap_bytes_after(const bits_t *b, size_t len);
 
 /* Grows to at least len bytes (zero-filled); false on allocation failure

@@ -651,11 +651,50 @@ static void test_512mib_string_persists(void **state)
     tally_cleanup(&P);
 }
 
+/* SETBIT bodies take a fast path when they are exactly {"offset","value"}:
+ * every other spelling must give the same answers as the general parser. */
+static void test_setbit_body_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body, *ctype;
+        int status;
+    } cases[] = {
+        { "{\"offset\":3,\"value\":1}", NULL, 200 },
+        { " { \"value\" : 1 ,\n \"offset\" :\t4 } ", NULL, 200 },
+        { "{\"offset\":5,\"value\":1}", "application/json; charset=utf-8", 200 },
+        { "{\"offset\":6,\"value\":1}", "text/plain", 200 },
+        { "{\"offset\":-0,\"value\":1}", NULL, 200 },
+        { "{\"offset\":7,\"value\":1,\"offset\":8}", NULL, 400 },
+        { "{\"offset\":1e3,\"value\":1}", NULL, 400 },
+        { "{\"offset\":01,\"value\":1}", NULL, 400 },
+        { "{\"offset\":9.0,\"value\":1}", NULL, 400 },
+        { "{\"offset\":9,\"value\":true}", NULL, 400 },
+        { "{\"offset\":99999999999999999999,\"value\":1}", NULL, 400 },
+        { "{\"offset\":9,\"value\":1}x", NULL, 400 },
+        { "{\"offset\":9,\"value\":1}", "application/xml", 415 },
+        { "{\"offset\":9,\"value\":1}", "application/jsonx", 415 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        http_resp_t r = http(&T, "POST", "/bits/forms/setbit", cases[i].body, cases[i].ctype);
+        if (r.status != cases[i].status)
+            fail_msg("case %zu (%s): expected %d, got %ld %s", i, cases[i].body, cases[i].status, r.status, r.body);
+        if (r.status == 200)
+            assert_int_equal(json_int_of(&r, "previous"), 0);
+        http_free(&r);
+    }
+    http_resp_t r = http(&T, "GET", "/bits/forms", NULL, NULL);
+    assert_int_equal(r.len, 1);
+    assert_int_equal((unsigned char)r.body[0], 0x9e);   /* bits 0, 3, 4, 5, 6 */
+    http_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_examples),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_setbit_body_forms),
         cmocka_unit_test(test_differential_vs_redis),
         cmocka_unit_test(test_memory_limit),
         cmocka_unit_test(test_512mib_string_persists),
