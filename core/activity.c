@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bits.h"
 #include "core/codec.h"
 #include "core/hash.h"
 
@@ -389,29 +390,153 @@ uint64_t activity_day_users(const activity_t *a, int32_t day)
     return s ? s->card : 0;
 }
 
-/* Union cardinality of the slots, building a result only for 3 or more. */
+/* Cardinality of one container. */
+static uint64_t container_card(const void *c, uint8_t type)
+{
+    switch (type) {
+    case BITSET_CONTAINER_TYPE_CODE: {
+        const bitset_container_t *b = c;
+        return b->cardinality >= 0 ? (uint64_t)b->cardinality
+                                   : bits_popcount((const uint8_t *)b->array, ROARING_BITSET_BYTES);
+    }
+    case ARRAY_CONTAINER_TYPE_CODE:
+        return (uint64_t)((const array_container_t *)c)->cardinality;
+    case RUN_CONTAINER_TYPE_CODE: {
+        const run_container_t *r = c;
+        uint64_t n = 0;
+        for (int32_t i = 0; i < r->n_runs; i++)
+            n += (uint64_t)r->runs[i].length + 1;
+        return n;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Sets bits [a, b] of a 65536-bit scratch bitset. */
+static void scratch_set_range(uint64_t *w, uint32_t a, uint32_t b)
+{
+    uint32_t wa = a >> 6, wb = b >> 6;
+    uint64_t first = UINT64_MAX << (a & 63), last = UINT64_MAX >> (63 - (b & 63));
+    if (wa == wb) {
+        w[wa] |= first & last;
+        return;
+    }
+    w[wa] |= first;
+    for (uint32_t i = wa + 1; i < wb; i++)
+        w[i] = UINT64_MAX;
+    w[wb] |= last;
+}
+
+/* w |= b over one bitset container's 1024 words (restrict and a fixed
+ * count let the compiler vectorise it; an AVX2 copy is chosen at run time). */
+static void or_words_generic(uint64_t *restrict w, const uint64_t *restrict b)
+{
+    for (size_t i = 0; i < ROARING_BITSET_BYTES / 8; i++)
+        w[i] |= b[i];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void or_words_avx2(uint64_t *restrict w, const uint64_t *restrict b)
+{
+    for (size_t i = 0; i < ROARING_BITSET_BYTES / 8; i++)
+        w[i] |= b[i];
+}
+#endif
+
+static void or_words(uint64_t *restrict w, const uint64_t *restrict b)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2")) {
+        or_words_avx2(w, b);
+        return;
+    }
+#endif
+    or_words_generic(w, b);
+}
+
+/* ORs a container into the scratch bitset; true when it is full (all 65536
+ * ids), which settles the chunk. */
+static bool scratch_or(uint64_t *w, const void *c, uint8_t type)
+{
+    switch (type) {
+    case BITSET_CONTAINER_TYPE_CODE: {
+        const bitset_container_t *b = c;
+        if (b->cardinality == ROARING_CHUNK_IDS)
+            return true;
+        or_words(w, b->array);
+        return false;
+    }
+    case ARRAY_CONTAINER_TYPE_CODE: {
+        const array_container_t *a = c;
+        for (int32_t i = 0; i < a->cardinality; i++)
+            w[a->array[i] >> 6] |= (uint64_t)1 << (a->array[i] & 63);
+        return false;
+    }
+    case RUN_CONTAINER_TYPE_CODE: {
+        const run_container_t *r = c;
+        for (int32_t i = 0; i < r->n_runs; i++) {
+            if (r->runs[i].length == ROARING_CHUNK_IDS - 1)
+                return true;
+            scratch_set_range(w, r->runs[i].value, (uint32_t)r->runs[i].value + r->runs[i].length);
+        }
+        return false;
+    }
+    default:
+        return false;
+    }
+}
+
+/* Distinct ids over n bitmaps without building their union: chunk by chunk
+ * (16-bit key), a chunk held by one bitmap counts its container's cached
+ * cardinality; otherwise the containers are OR'd into one 8 KiB scratch
+ * bitset, counted with the POPCNT instruction (a full container settles the
+ * chunk at once).  False on allocation failure. */
 static bool union_count(const slot_t *const *v, size_t n, uint64_t *out)
 {
-    if (n == 0) {
-        *out = 0;
-    } else if (n == 1) {
-        *out = v[0]->card;
-    } else if (n == 2) {
-        *out = roaring_bitmap_or_cardinality(v[0]->bm, v[1]->bm);
-    } else {
-        const roaring_bitmap_t **bms = malloc(n * sizeof(*bms));
-        if (!bms)
-            return false;
-        for (size_t i = 0; i < n; i++)
-            bms[i] = v[i]->bm;
-        roaring_bitmap_t *u = roaring_bitmap_or_many(n, bms);
-        free(bms);
-        if (!u)
-            return false;
-        *out = roaring_bitmap_get_cardinality(u);
-        rb_free(u);
+    *out = n == 1 ? v[0]->card : 0;
+    if (n <= 1)
+        return true;
+    int32_t *pos = calloc(n, sizeof(*pos));
+    const void **cs = malloc(n * sizeof(*cs));
+    uint8_t *ts = malloc(n);
+    uint64_t *w = malloc(ROARING_BITSET_BYTES);
+    bool ok = pos && cs && ts && w;
+    uint64_t total = 0;
+    while (ok) {
+        int32_t key = -1;
+        for (size_t i = 0; i < n; i++) {
+            const roaring_array_t *ra = &v[i]->bm->high_low_container;
+            if (pos[i] < ra->size && (key < 0 || ra->keys[pos[i]] < key))
+                key = ra->keys[pos[i]];
+        }
+        if (key < 0)
+            break;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            const roaring_array_t *ra = &v[i]->bm->high_low_container;
+            if (pos[i] < ra->size && ra->keys[pos[i]] == key) {
+                cs[m] = ra->containers[pos[i]];
+                ts[m++] = ra->typecodes[pos[i]];
+                pos[i]++;
+            }
+        }
+        if (m == 1) {
+            total += container_card(cs[0], ts[0]);
+            continue;
+        }
+        memset(w, 0, ROARING_BITSET_BYTES);
+        bool full = false;
+        for (size_t i = 0; i < m && !full; i++)
+            full = scratch_or(w, cs[i], ts[i]);
+        total += full ? ROARING_CHUNK_IDS : bits_popcount((const uint8_t *)w, ROARING_BITSET_BYTES);
     }
-    return true;
+    free(pos);
+    free(cs);
+    free(ts);
+    free(w);
+    *out = total;
+    return ok;
 }
 
 static int by_card(const void *x, const void *y)

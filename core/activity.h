@@ -26,11 +26,13 @@
  * holding the union of its days, updated in step with every write.  A window
  * is answered from the months it covers entirely plus the loose days at its
  * two ends, so a 365-day window unions at most 12 months and ~60 days (a
- * dozen or a few dozen bitmaps, not 365), with CRoaring's many-way lazy union;
- * one or two bitmaps are counted without building a result (cached
- * cardinality, or_cardinality / and_cardinality).  Run optimisation is applied
- * after every write.  "All days" windows intersect the days smallest first and
- * stop as soon as the intersection is empty.
+ * dozen or a few dozen bitmaps, not 365).  The union is never built: chunk by
+ * chunk, a chunk held by one bitmap counts its container's cached
+ * cardinality, several are OR'd into one 8 KiB scratch bitset counted with
+ * POPCNT, and a full chunk (all 65536 ids) settles at once.  Run optimisation
+ * is applied after every write.  "All days" windows intersect the days
+ * smallest first (CRoaring's and / and_cardinality) and stop as soon as the
+ * intersection is empty.
  *
  * Retention.  A key keeps the ACTIVITY_RETAIN_DAYS (731: two years, a leap
  * day included) days ending at the newest day it has recorded: recording a
