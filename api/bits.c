@@ -152,6 +152,8 @@ static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
     if (req->ctype && (strncasecmp(req->ctype, "application/json", 16) != 0 ||
                        (req->ctype[16] != '\0' && req->ctype[16] != ';')))
         return false;
+    if (!req->body_len)
+        return false;
     const uint8_t *p = req->body, *end = req->body + req->body_len;
     int64_t v[2];
     bool seen[2] = { false, false };
@@ -320,8 +322,8 @@ void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     bits_t *b;
     if (!find_bits(srv, req, resp, &k, &e, &b))
         return;
-    if (b)
-        api_body(resp, 200, "application/octet-stream", bits_data(b), bits_len(b));
+    if (b)   /* an empty string has no buffer */
+        api_body(resp, 200, "application/octet-stream", bits_len(b) ? (const void *)bits_data(b) : "", bits_len(b));
     ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
     if (!b)
         api_error(resp, API_E_NOT_FOUND, "no such key");

@@ -101,11 +101,13 @@ static int64_t rand_range(rng_t *g, int64_t lo, int64_t hi) { return lo + (int64
  * 64-bit extremes, or anything. */
 static int64_t field_value(rng_t *g, unsigned w)
 {
+    /* sums in unsigned arithmetic: they wrap instead of overflowing */
+    uint64_t d = (uint64_t)rand_range(g, -3, 3);
     switch (rng_below(g, 6)) {
     case 0: return rand_range(g, -10, 10);
-    case 1: return (int64_t)((uint64_t)1 << (w - 1)) + rand_range(g, -3, 3);
-    case 2: return w < 63 ? (int64_t)((uint64_t)1 << w) + rand_range(g, -3, 3) : rand_range(g, -3, 3);
-    case 3: return -(int64_t)((uint64_t)1 << (w - 1)) + rand_range(g, -3, 3);
+    case 1: return (int64_t)(((uint64_t)1 << (w - 1)) + d);
+    case 2: return w < 63 ? (int64_t)(((uint64_t)1 << w) + d) : (int64_t)d;
+    case 3: return (int64_t)(0 - ((uint64_t)1 << (w - 1)) + d);
     case 4: return rng_below(g, 2) ? INT64_MAX - rand_range(g, 0, 200) : INT64_MIN + rand_range(g, 0, 200);
     default: return (int64_t)rng_next(g);
     }
@@ -119,7 +121,7 @@ static void run_program(redis_ref_t *ref, uint64_t seed, int nops)
 {
     rng_t g;
     rng_seed(&g, seed);
-    char keys[NKEYS][8];
+    char keys[NKEYS][16];
     for (int i = 0; i < NKEYS; i++)
         snprintf(keys[i], sizeof(keys[i]), "d%d", i);
     static char path[4096], body[65536], what[65536];
@@ -313,7 +315,7 @@ static void run_program(redis_ref_t *ref, uint64_t seed, int nops)
 static void check_all_keys(redis_ref_t *ref, int step)
 {
     for (int i = 0; i < NKEYS; i++) {
-        char k[8];
+        char k[16];
         snprintf(k, sizeof(k), "d%d", i);
         same_bytes(ref, k, step);
     }
