@@ -7,6 +7,14 @@ const api_route_t api_routes[] = {
     { API_GET,    "/throttle/{key}",       h_throttle_get },
     { API_DELETE, "/throttle/{key}",       h_throttle_delete },
 
+    /* geo (GET /geo/nearby before /geo/{key}, so a key may be called "nearby") */
+    { API_GET,    "/geo/nearby",           h_geo_nearby },
+    { API_POST,   "/geo/{key}",            h_geo_add },
+    { API_GET,    "/geo/{key}/pos",        h_geo_pos },
+    { API_GET,    "/geo/{key}/dist",       h_geo_dist },
+    { API_GET,    "/geo/{key}/hash",       h_geo_hash },
+    { API_POST,   "/geo/{key}/remove",     h_geo_remove },
+
     /* keys */
     { API_GET,    "/keys",                 h_keys_list },
     { API_GET,    "/keys/{key}",           h_key_get },

@@ -27,6 +27,14 @@ void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/geo.c */
+void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/keys.c */
 void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);

@@ -822,7 +822,9 @@ static void insertion_sort(geo_hit_t *a, size_t n, int (*cmp)(const void *, cons
  * NetBSD's libc has it, recursing only into partitions that overlap the
  * wanted index range [lo, hi] (absolute indexes; `base` is a's offset).
  * Redis uses this for COUNT; its exact comparisons and swaps decide the
- * order of equal distances, so they are reproduced step by step. */
+ * order of equal distances, so they are reproduced step by step.  Measured
+ * against redis-server 7.0: it never takes the original's shortcut to
+ * insertion sort when a partition pass swapped nothing, so neither do we. */
 static void pqsort_range(geo_hit_t *a, size_t n, size_t base, size_t lo, size_t hi,
                          int (*cmp)(const void *, const void *))
 {
@@ -845,12 +847,10 @@ static void pqsort_range(geo_hit_t *a, size_t n, size_t base, size_t lo, size_t 
         hit_swap(&a[0], &a[pm]);
         /* [0] pivot | [1, pa) equal | [pa, pb) less | (pc, pd] greater | (pd, n) equal */
         ptrdiff_t pa = 1, pb = 1, pc = (ptrdiff_t)n - 1, pd = (ptrdiff_t)n - 1;
-        bool swapped = false;
         for (;;) {
             int r;
             while (pb <= pc && (r = cmp(&a[pb], &a[0])) <= 0) {
                 if (r == 0) {
-                    swapped = true;
                     hit_swap(&a[pa], &a[pb]);
                     pa++;
                 }
@@ -858,7 +858,6 @@ static void pqsort_range(geo_hit_t *a, size_t n, size_t base, size_t lo, size_t 
             }
             while (pb <= pc && (r = cmp(&a[pc], &a[0])) >= 0) {
                 if (r == 0) {
-                    swapped = true;
                     hit_swap(&a[pc], &a[pd]);
                     pd--;
                 }
@@ -867,13 +866,8 @@ static void pqsort_range(geo_hit_t *a, size_t n, size_t base, size_t lo, size_t 
             if (pb > pc)
                 break;
             hit_swap(&a[pb], &a[pc]);
-            swapped = true;
             pb++;
             pc--;
-        }
-        if (!swapped) {   /* already partitioned: finish by insertion */
-            insertion_sort(a, n, cmp);
-            return;
         }
         ptrdiff_t pn = (ptrdiff_t)n;
         ptrdiff_t r = pa < pb - pa ? pa : pb - pa;

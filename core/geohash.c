@@ -2,6 +2,7 @@
 #include "core/geohash.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #define DEG_TO_RAD (M_PI / 180.0)              /* Redis's D_R, folded the same way */
 #define EVEN_BITS 0x5555555555555555ULL        /* latitude positions */
@@ -303,6 +304,13 @@ double geo_distance(double lon1, double lat1, double lon2, double lat2)
     double u = sin((lat2r - lat1r) / 2);
     double v = sin((lon2r - lon1r) / 2);
     return 2.0 * GEO_EARTH_RADIUS_M * asin(sqrt(u * u + cos(lat1r) * cos(lat2r) * v * v));
+}
+
+int geo_format_distance(double d, char *out, size_t n)
+{
+    long long v = llrint(d * 1e4);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    return snprintf(out, n, "%s%llu.%04llu", v < 0 ? "-" : "", u / 10000, u % 10000);
 }
 
 bool geo_in_shape(const geo_shape_t *s, double lon, double lat, double *dist_m)

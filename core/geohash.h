@@ -37,6 +37,7 @@
 #define TALLY_GEOHASH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define GEO_LON_MIN (-180.0)
@@ -117,6 +118,12 @@ unsigned geohash_estimate_steps(double range_m, double lat);
 void geo_bounding_box(const geo_shape_t *s, double bounds[4]);
 /* The 9 cells (some pruned) whose union covers the shape. */
 void geo_search_cells(const geo_shape_t *s, geo_cells_t *out);
+
+/* GEODIST's text of a distance: four decimals, rounded as Redis 7 does it
+ * (the double times 10^4, rounded half-to-even by llrint), which differs from
+ * printf's "%.4f" when the scaled value lands exactly on a half.  Returns
+ * the length written to out (NUL-terminated; 32 bytes suffice). */
+int geo_format_distance(double d, char *out, size_t n);
 
 /* Haversine distance in metres between two (decoded) points. */
 double geo_distance(double lon1, double lat1, double lon2, double lat2);
