@@ -767,7 +767,8 @@ static bool hits_push(hits_t *h, const elem_t *e, uint64_t score, double lon, do
 
 /* Candidates with min <= score < max that fall in the shape, in order;
  * stops once `limit` (0 = none) hits are collected. */
-static void scan_cell(const geo_t *g, const geo_shape_t *s, uint64_t min, uint64_t max, hits_t *h, uint64_t limit)
+static void scan_cell(const geo_t *g, const geo_matcher_t *mt, uint64_t min, uint64_t max, hits_t *h,
+                      uint64_t limit)
 {
     int i;
     for (leaf_t *l = seek_score(g, min, &i); l; l = l->next, i = 0)
@@ -776,46 +777,53 @@ static void scan_cell(const geo_t *g, const geo_shape_t *s, uint64_t min, uint64
             if (score >= max)
                 return;
             double lon, lat, dist;
-            geohash_decode_score(score, &lon, &lat);
-            if (geo_in_shape(s, lon, lat, &dist) && !hits_push(h, l->e[i], score, lon, lat, dist))
+            if (geo_matcher_score(mt, score, &lon, &lat, &dist) && !hits_push(h, l->e[i], score, lon, lat, dist))
                 return;
             if (h->n && limit && h->n >= limit)
                 return;
         }
 }
 
-static int hit_asc(const void *a, const void *b)
+/* Sorting works on (distance, index) pairs, then permutes the hits: the
+ * permutation depends only on the comparisons, never on the element size,
+ * and small elements sort much faster. */
+typedef struct sortkey {
+    double dist;
+    size_t idx;
+} sortkey_t;
+
+static int key_asc(const void *a, const void *b)
 {
-    double x = ((const geo_hit_t *)a)->dist, y = ((const geo_hit_t *)b)->dist;
+    double x = ((const sortkey_t *)a)->dist, y = ((const sortkey_t *)b)->dist;
     return x > y ? 1 : x == y ? 0 : -1;
 }
 
-static int hit_desc(const void *a, const void *b) { return -hit_asc(a, b); }
+static int key_desc(const void *a, const void *b) { return -key_asc(a, b); }
 
-static inline void hit_swap(geo_hit_t *a, geo_hit_t *b)
+static inline void key_swap(sortkey_t *a, sortkey_t *b)
 {
-    geo_hit_t t = *a;
+    sortkey_t t = *a;
     *a = *b;
     *b = t;
 }
 
-static inline void hits_vecswap(geo_hit_t *a, geo_hit_t *b, size_t n)
+static inline void keys_vecswap(sortkey_t *a, sortkey_t *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        hit_swap(&a[i], &b[i]);
+        key_swap(&a[i], &b[i]);
 }
 
-static size_t med3(const geo_hit_t *a, size_t i, size_t j, size_t k, int (*cmp)(const void *, const void *))
+static size_t med3(const sortkey_t *a, size_t i, size_t j, size_t k, int (*cmp)(const void *, const void *))
 {
     return cmp(&a[i], &a[j]) < 0 ? (cmp(&a[j], &a[k]) < 0 ? j : (cmp(&a[i], &a[k]) < 0 ? k : i))
                                  : (cmp(&a[j], &a[k]) > 0 ? j : (cmp(&a[i], &a[k]) < 0 ? i : k));
 }
 
-static void insertion_sort(geo_hit_t *a, size_t n, int (*cmp)(const void *, const void *))
+static void insertion_sort(sortkey_t *a, size_t n, int (*cmp)(const void *, const void *))
 {
     for (size_t m = 1; m < n; m++)
         for (size_t l = m; l > 0 && cmp(&a[l - 1], &a[l]) > 0; l--)
-            hit_swap(&a[l], &a[l - 1]);
+            key_swap(&a[l], &a[l - 1]);
 }
 
 /* Bentley & McIlroy's quicksort ("Engineering a Sort Function", 1993) as
@@ -825,7 +833,7 @@ static void insertion_sort(geo_hit_t *a, size_t n, int (*cmp)(const void *, cons
  * order of equal distances, so they are reproduced step by step.  Measured
  * against redis-server 7.0: it never takes the original's shortcut to
  * insertion sort when a partition pass swapped nothing, so neither do we. */
-static void pqsort_range(geo_hit_t *a, size_t n, size_t base, size_t lo, size_t hi,
+static void pqsort_range(sortkey_t *a, size_t n, size_t base, size_t lo, size_t hi,
                          int (*cmp)(const void *, const void *))
 {
     for (;;) {
@@ -844,36 +852,36 @@ static void pqsort_range(geo_hit_t *a, size_t n, size_t base, size_t lo, size_t 
             }
             pm = med3(a, pl, pm, pn, cmp);
         }
-        hit_swap(&a[0], &a[pm]);
+        key_swap(&a[0], &a[pm]);
         /* [0] pivot | [1, pa) equal | [pa, pb) less | (pc, pd] greater | (pd, n) equal */
         ptrdiff_t pa = 1, pb = 1, pc = (ptrdiff_t)n - 1, pd = (ptrdiff_t)n - 1;
         for (;;) {
             int r;
             while (pb <= pc && (r = cmp(&a[pb], &a[0])) <= 0) {
                 if (r == 0) {
-                    hit_swap(&a[pa], &a[pb]);
+                    key_swap(&a[pa], &a[pb]);
                     pa++;
                 }
                 pb++;
             }
             while (pb <= pc && (r = cmp(&a[pc], &a[0])) >= 0) {
                 if (r == 0) {
-                    hit_swap(&a[pc], &a[pd]);
+                    key_swap(&a[pc], &a[pd]);
                     pd--;
                 }
                 pc--;
             }
             if (pb > pc)
                 break;
-            hit_swap(&a[pb], &a[pc]);
+            key_swap(&a[pb], &a[pc]);
             pb++;
             pc--;
         }
         ptrdiff_t pn = (ptrdiff_t)n;
         ptrdiff_t r = pa < pb - pa ? pa : pb - pa;
-        hits_vecswap(a, a + (pb - r), (size_t)r);
+        keys_vecswap(a, a + (pb - r), (size_t)r);
         r = (pd - pc) < (pn - pd - 1) ? (pd - pc) : (pn - pd - 1);
-        hits_vecswap(a + pb, a + (pn - r), (size_t)r);
+        keys_vecswap(a + pb, a + (pn - r), (size_t)r);
         size_t left = (size_t)(pb - pa), right = (size_t)(pd - pc);
         if (left > 1 && !(hi < base || lo >= base + left))
             pqsort_range(a, left, base, lo, hi, cmp);
@@ -887,9 +895,47 @@ static void pqsort_range(geo_hit_t *a, size_t n, size_t base, size_t lo, size_t 
     }
 }
 
+/* Sorts hits[0..n) by distance as Redis does: libc qsort for a full sort,
+ * pqsort when only the first `returned` are wanted.  Returns false on
+ * allocation failure (hits untouched). */
+static bool sort_hits(geo_hit_t *hits, size_t n, size_t returned, bool desc)
+{
+    sortkey_t *k = malloc(n * sizeof(*k));
+    geo_hit_t *tmp = malloc(returned * sizeof(*tmp));
+    if (!k || !tmp) {
+        free(k);
+        free(tmp);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        k[i] = (sortkey_t){ hits[i].dist, i };
+    int (*cmp)(const void *, const void *) = desc ? key_desc : key_asc;
+    if (returned == n)
+        qsort(k, n, sizeof(*k), cmp);
+    else
+        pqsort_range(k, n, 0, 0, returned - 1, cmp);
+    for (size_t i = 0; i < returned; i++)
+        tmp[i] = hits[k[i].idx];
+    memcpy(hits, tmp, returned * sizeof(*tmp));
+    free(tmp);
+    free(k);
+    return true;
+}
+
 void geo_pqsort(geo_hit_t *a, size_t n, bool desc, size_t lo, size_t hi)
 {
-    pqsort_range(a, n, 0, lo, hi, desc ? hit_desc : hit_asc);
+    sortkey_t *k = malloc(n * sizeof(*k));
+    geo_hit_t *tmp = malloc(n * sizeof(*tmp));
+    if (!k || !tmp)
+        abort();   /* test helper */
+    for (size_t i = 0; i < n; i++)
+        k[i] = (sortkey_t){ a[i].dist, i };
+    pqsort_range(k, n, 0, lo, hi, desc ? key_desc : key_asc);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = a[k[i].idx];
+    memcpy(a, tmp, n * sizeof(*tmp));
+    free(tmp);
+    free(k);
 }
 
 bool geo_search(const geo_t *g, const geo_query_t *q, geo_hit_t **out, size_t *nout)
@@ -902,6 +948,8 @@ bool geo_search(const geo_t *g, const geo_query_t *q, geo_hit_t **out, size_t *n
     geo_search_cells(&q->shape, &c);
     hits_t h = { NULL, 0, 0, false };
     uint64_t limit = q->any ? q->count : 0;
+    geo_matcher_t mt;
+    geo_matcher_init(&mt, &q->shape);
     int last = 0;
     for (int i = 0; i < 9; i++) {
         geohash_t cell = c.cell[i];
@@ -914,7 +962,7 @@ bool geo_search(const geo_t *g, const geo_query_t *q, geo_hit_t **out, size_t *n
             break;
         uint64_t min, max;
         geohash_score_range(cell, &min, &max);
-        scan_cell(g, &q->shape, min, max, &h, limit);
+        scan_cell(g, &mt, min, max, &h, limit);
         if (h.oom) {
             free(h.a);
             return false;
@@ -926,12 +974,9 @@ bool geo_search(const geo_t *g, const geo_query_t *q, geo_hit_t **out, size_t *n
     if (q->count && sort == GEO_SORT_NONE && !q->any)
         sort = GEO_SORT_ASC;   /* COUNT means the nearest ones */
     size_t returned = (q->count == 0 || h.n < q->count) ? h.n : (size_t)q->count;
-    if (sort != GEO_SORT_NONE && h.n > 0) {
-        int (*cmp)(const void *, const void *) = sort == GEO_SORT_ASC ? hit_asc : hit_desc;
-        if (returned == h.n)
-            qsort(h.a, h.n, sizeof(h.a[0]), cmp);
-        else
-            pqsort_range(h.a, h.n, 0, 0, returned - 1, cmp);
+    if (sort != GEO_SORT_NONE && h.n > 0 && !sort_hits(h.a, h.n, returned, sort == GEO_SORT_DESC)) {
+        free(h.a);
+        return false;
     }
     for (size_t i = 0; i < returned; i++)
         h.a[i].dist /= q->shape.to_m;

@@ -327,3 +327,65 @@ bool geo_in_shape(const geo_shape_t *s, double lon, double lat, double *dist_m)
     *dist_m = geo_distance(s->lon, s->lat, lon, lat);
     return true;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Prepared shapes                                                          */
+/* ------------------------------------------------------------------------ */
+
+#define BOUND_MARGIN_M 10.0          /* >> the worst rounding of the haversine (~0.4 m near antipodes) */
+#define BOUND_SLACK 1e-9             /* relative slack on computed bounds */
+
+void geo_matcher_init(geo_matcher_t *m, const geo_shape_t *s)
+{
+    m->s = *s;
+    m->cos_lat = cos(deg_rad(s->lat));
+    double reach_m = (s->kind == GEO_SHAPE_RADIUS ? s->radius : s->height / 2) * s->to_m + BOUND_MARGIN_M;
+    m->lat_limit = rad_deg(reach_m / GEO_EARTH_RADIUS_M) * (1 + BOUND_SLACK);
+    m->lon_limit = -1;
+    if (s->kind == GEO_SHAPE_RADIUS) {
+        double rho = (s->radius * s->to_m + BOUND_MARGIN_M) / GEO_EARTH_RADIUS_M;
+        double c = cos(deg_rad(fabs(s->lat)));
+        /* only when the circle stays away from the poles */
+        if (rho < M_PI / 4 && sin(rho) < c * (1 - 1e-6))
+            m->lon_limit = rad_deg(asin(sin(rho) / c)) * (1 + BOUND_SLACK) + 1e-9;
+    }
+}
+
+/* One coordinate of a 26-step cell centre, as geohash_decode_score computes
+ * it (dividing by 2^26 is exact, so multiplying by 2^-26 gives the same bits). */
+static inline double centre26(uint32_t idx, double min, double max, double lo, double hi)
+{
+    double scale = max - min;
+    double a = min + (idx * 1.0 * 0x1p-26) * scale;
+    double b = min + ((idx + 1) * 1.0 * 0x1p-26) * scale;
+    double c = (a + b) / 2;
+    return c > hi ? hi : c < lo ? lo : c;
+}
+
+bool geo_matcher_score(const geo_matcher_t *m, uint64_t score, double *lon, double *lat, double *dist_m)
+{
+    const geo_shape_t *s = &m->s;
+    *lat = centre26(gather32(score), GEO_LAT_MIN, GEO_LAT_MAX, GEO_LAT_MIN, GEO_LAT_MAX);
+    if (fabs(*lat - s->lat) > m->lat_limit)
+        return false;
+    *lon = centre26(gather32(score >> 1), GEO_LON_MIN, GEO_LON_MAX, GEO_LON_MIN, GEO_LON_MAX);
+    if (m->lon_limit >= 0) {
+        double dl = fabs(*lon - s->lon);
+        if (dl > 180)
+            dl = 360 - dl;
+        if (dl > m->lon_limit)
+            return false;
+    }
+    if (s->kind != GEO_SHAPE_RADIUS)
+        return geo_in_shape(s, *lon, *lat, dist_m);
+    /* geo_distance(s->lon, s->lat, lon, lat) with the centre's cosine hoisted:
+     * the same operations in the same order, so the same bits */
+    double lat1r = deg_rad(s->lat);
+    double lon1r = deg_rad(s->lon);
+    double lat2r = deg_rad(*lat);
+    double lon2r = deg_rad(*lon);
+    double u = sin((lat2r - lat1r) / 2);
+    double v = sin((lon2r - lon1r) / 2);
+    *dist_m = 2.0 * GEO_EARTH_RADIUS_M * asin(sqrt(u * u + m->cos_lat * cos(lat2r) * v * v));
+    return !(*dist_m > s->radius * s->to_m);
+}

@@ -132,4 +132,23 @@ double geo_distance(double lon1, double lat1, double lon2, double lat2);
  * the point's parallel (as Redis). */
 bool geo_in_shape(const geo_shape_t *s, double lon, double lat, double *dist_m);
 
+/* A shape prepared for testing many candidates: the same answers (and the
+ * same distances, bit for bit) as geo_in_shape, but most points outside are
+ * rejected by latitude/longitude bounds before any trigonometry.  The bounds
+ * are geometric (a point's great-circle distance is at least R times its
+ * latitude difference; a circle of angular radius r around latitude c spans
+ * at most asin(sin r / cos c) of longitude) and padded by 10 m, far more
+ * than the formula's rounding error, so no point Redis keeps is dropped. */
+typedef struct geo_matcher {
+    geo_shape_t s;
+    double cos_lat;               /* cos of the centre's latitude (radius) */
+    double lat_limit;             /* degrees: farther in latitude is outside */
+    double lon_limit;             /* degrees (wrapped difference); < 0 = no bound */
+} geo_matcher_t;
+
+void geo_matcher_init(geo_matcher_t *m, const geo_shape_t *s);
+/* Decodes a stored score (as geohash_decode_score) and tests it; *lon and
+ * *lat are set whenever the answer is true. */
+bool geo_matcher_score(const geo_matcher_t *m, uint64_t score, double *lon, double *lat, double *dist_m);
+
 #endif

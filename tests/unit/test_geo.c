@@ -495,6 +495,53 @@ static void test_search_vs_brute_force(void **state)
     geo_free(g);
 }
 
+/* The prepared shape answers exactly as geo_in_shape, distances bit for
+ * bit, including points exactly on the radius and around poles and the
+ * antimeridian, where its latitude/longitude shortcuts must not cut. */
+static void test_matcher_equals_in_shape(void **state)
+{
+    (void)state;
+    rng_t r;
+    rng_seed(&r, 31337);
+    long agree_in = 0;
+    for (int k = 0; k < 200000; k++) {
+        double clon = -180 + 360 * rng_double(&r), clat = GEO_LAT_MIN + 2 * GEO_LAT_MAX * rng_double(&r);
+        if (k % 5 == 0)
+            clat = (k % 2 ? 1 : -1) * (80 + 5.05 * rng_double(&r));
+        if (k % 7 == 0)
+            clon = (k % 2 ? 1 : -1) * (179 + rng_double(&r));
+        /* a point nearby (sometimes across the antimeridian), sometimes anywhere */
+        double plon = clon + (rng_double(&r) - 0.5) * (k % 3 ? 2 : 400);
+        double plat = clat + (rng_double(&r) - 0.5) * (k % 3 ? 2 : 200);
+        if (plon > 180) plon -= 360;
+        if (plon < -180) plon += 360;
+        if (plat > GEO_LAT_MAX) plat = GEO_LAT_MAX;
+        if (plat < GEO_LAT_MIN) plat = GEO_LAT_MIN;
+        uint64_t score = geohash_score(plon, plat);
+        double lon, lat;
+        geohash_decode_score(score, &lon, &lat);
+        geo_shape_t s = { .kind = k % 4 == 0 ? GEO_SHAPE_BOX : GEO_SHAPE_RADIUS, .lon = clon, .lat = clat, .to_m = 1 };
+        double exact = geo_distance(clon, clat, lon, lat);
+        if (s.kind == GEO_SHAPE_RADIUS) {
+            /* on the boundary, just inside it, or anywhere */
+            s.radius = k % 8 == 1 ? exact : k % 8 == 3 ? nextafter(exact, 0) : 1e6 * rng_double(&r);
+        } else {
+            s.width = 4e5 * rng_double(&r);
+            s.height = 4e5 * rng_double(&r);
+        }
+        geo_matcher_t m;
+        geo_matcher_init(&m, &s);
+        double d1 = -1, d2 = -1, mlon = 0, mlat = 0;
+        bool a = geo_in_shape(&s, lon, lat, &d1);
+        bool b = geo_matcher_score(&m, score, &mlon, &mlat, &d2);
+        if (a != b || (a && (d1 != d2 || mlon != lon || mlat != lat)))
+            fail_msg("case %d: in_shape %d (%.17g) matcher %d (%.17g) centre %.17g,%.17g point %.17g,%.17g", k, a,
+                     d1, b, d2, clon, clat, lon, lat);
+        agree_in += a;
+    }
+    assert_true(agree_in > 20000);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Hostile encodings                                                        */
 /* ------------------------------------------------------------------------ */
@@ -581,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_sequential_and_memory),
         cmocka_unit_test(test_pqsort_prefix),
         cmocka_unit_test(test_search_vs_brute_force),
+        cmocka_unit_test(test_matcher_equals_in_shape),
         cmocka_unit_test(test_decode_rejects),
     };
     return cmocka_run_group_tests_name("geo", tests, NULL, NULL);
