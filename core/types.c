@@ -3,12 +3,16 @@
 
 #include <string.h>
 
+#include "core/bloom.h"
+#include "core/cuckoo.h"
 #include "core/hll.h"
 #include "core/throttle.h"
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
     &hll_type,
+    &bloom_type,
+    &cuckoo_type,
 };
 
 const ks_type_t *ks_type_by_tag(unsigned tag)
