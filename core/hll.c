@@ -114,6 +114,7 @@ const uint8_t *hll_bytes(const hll_t *h, size_t *len)
 
 bool hll_is_sparse(const hll_t *h) { return hdr_sparse(h); }
 void hll_invalidate_cache(hll_t *h) { invalidate_cache(h); }
+bool hll_cache_valid(const hll_t *h) { return cache_valid(h->buf); }
 size_t hll_memory(const hll_t *h) { return sizeof(*h) + h->cap; }
 
 /* Builds the dense string of a (validated) sparse one into `dense`, which

@@ -109,6 +109,9 @@ uint64_t hll_count_registers(const uint8_t *regs);
  * Returns 0, or -1 on allocation failure with h unchanged. */
 int hll_merge_registers(hll_t *h, const uint8_t *max, bool to_dense);
 
+/* True when the header's cached cardinality is valid. */
+bool hll_cache_valid(const hll_t *h);
+
 /* Marks the cached cardinality invalid, as PFADD does when it creates the
  * key or changes a register. */
 void hll_invalidate_cache(hll_t *h);
