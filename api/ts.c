@@ -201,6 +201,12 @@ static bool parse_bound(const api_req_t *req, api_resp_t *resp, const char *name
     return true;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out)
 {
     static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
@@ -225,12 +231,14 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
     q->count = (uint64_t)count;
 
     /* aggregation */
+    static const char *const once[] = { "agg", "align", "bucket_timestamp" };
+    for (size_t i = 0; i < sizeof(once) / sizeof(once[0]); i++)
+        if (api_query_count(req, once[i]) > 1) {
+            api_error_field(resp, API_E_BAD_REQUEST, once[i], "query parameter '%s' given more than once", once[i]);
+            return false;
+        }
     size_t len;
     const char *agg = api_query_get(req, "agg", &len);
-    if (api_query_count(req, "agg") > 1) {
-        api_error_field(resp, API_E_BAD_REQUEST, "agg", "query parameter 'agg' given more than once");
-        return false;
-    }
     if (!api_query_int(req, resp, "bucket_ms", false, 1, INT64_MAX, &q->bucket_ms, &present))
         return false;
     if (agg) {
@@ -271,7 +279,7 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
                 return false;
             }
             q->align = q->to;
-        } else if (!api_parse_i64(align, len, &q->align) || q->align < 0 || api_query_count(req, "align") > 1) {
+        } else if (!api_parse_i64(align, len, &q->align) || q->align < 0) {
             api_error_field(resp, API_E_BAD_REQUEST, "align", "'align' must be start, end or a timestamp >= 0");
             return false;
         }
@@ -313,12 +321,7 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
             }
             k++;
         }
-        for (size_t i = 1; i < nf; i++)   /* insertion sort: a handful of values */
-            for (size_t j = i; j > 0 && f[j - 1] > f[j]; j--) {
-                int64_t x = f[j];
-                f[j] = f[j - 1];
-                f[j - 1] = x;
-            }
+        qsort(f, nf, sizeof(*f), cmp_i64);
         q->filter_ts = f;
         q->nfilter_ts = nf;
         *fts_out = f;
@@ -487,11 +490,14 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             st = TS_ERR_NOMEM;
     }
     if (st != TS_OK) {
-        int64_t newest_ts = -1;
+        int64_t newest_ts = -1;   /* the newest sample when the failing one came: stored or earlier in the batch */
         if (st == TS_ERR_TOO_OLD) {
             ts_info_t info;
             ts_get_info(ts, &info);
             newest_ts = info.last_ts;
+            for (size_t i = 0; i < failed; i++)
+                if (s[i].ts > newest_ts)
+                    newest_ts = s[i].ts;
         }
         int64_t retention = ts ? ts_retention(ts) : 0;
         if (!e)

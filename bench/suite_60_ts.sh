@@ -95,3 +95,9 @@ record "tally range day -> 24 hourly avgs (req/s)" "$day_rps" req/s "redis EVALS
 record "tally range last hour -> 60 minute avgs (req/s)" "$hour_rps" req/s "redis EVALSHA zset" "$redis_hour_rps" 1.0
 record "memory: redis zset bytes/sample over tally's" "$redis_bps" ratio "tally bytes/sample" "$bps" 10
 record "memory target: 2 bytes/sample over tally's" 2 ratio "tally bytes/sample" "$bps" 1.0
+
+# the core alone (no HTTP), one CPU
+on_server "$BUILD/bench/ts_micro" >"$BENCH_TMP/ts_micro.tsv"
+while IFS='	' read -r name value unit; do
+    record "$name" "$value" "$unit"
+done <"$BENCH_TMP/ts_micro.tsv"

@@ -28,11 +28,11 @@
  * slowly changing values costs about 1 bit of timestamp and a few bits of
  * value per sample (Gorilla reports 1.37 bytes/sample on Facebook's data).
  *
- *   chunk header (in memory)           bytes
+ *   chunk (one allocation)             bytes
  *   first_ts, last_ts, prev_delta        24   last_ts/prev_delta/prev_bits/lead/trail
  *   prev_bits                             8   are the encoder's state, so appending
  *   count, nbits, cap                    12   is O(1) (no decode)
- *   lead, trail (+ padding)               8
+ *   lead, trail (+ padding)               4
  *   data[cap]                           cap   the bit stream; bits past nbits are 0
  *
  * Index: the chunk pointers form one array sorted by time, with
@@ -48,10 +48,13 @@
  * a time as the cutoff passes a chunk's end; a rewritten chunk drops them.
  * Invariant: only the first chunk may hold samples below the cutoff.
  *
- * Memory for one day of 1-second samples (86 400), measured by the unit test:
- *   slowly changing value (0.1 steps, ~10% of seconds)   ~1.1 bytes/sample
- *   constant value                                        ~0.3 bytes/sample
- *   random doubles (incompressible)                       ~8.8 bytes/sample
+ * Memory for one day of 1-second samples (86 400), everything counted
+ * (headers, index, slack), measured by tests/unit/test_ts.c:
+ *   slowly changing value (0.1 steps in ~10% of seconds)   0.96 bytes/sample
+ *   constant value                                          0.32 bytes/sample
+ *   random doubles in [0, 1000) (incompressible)            7.76 bytes/sample
+ * (a Redis sorted set holding the same samples: ~130 bytes/sample).
+ * Per chunk: 48 bytes of header + the stream + 8 bytes in the index.
  *
  * Aggregation follows RedisTimeSeries's compaction.c: bucket start
  * t - ((t - align) mod b), sum accumulated in time order, avg = sum / n with
@@ -91,56 +94,82 @@
 /* Bit streams                                                              */
 /* ======================================================================== */
 
-/* Appends the low n bits of v (n <= 64) at bit position *pos; the bytes
- * from *pos on must be zero. */
-static void bits_put(uint8_t *d, uint32_t *pos, uint64_t v, unsigned n)
+/* Appends the low n bits of v (1 <= n <= 64; higher bits of v must be 0)
+ * at bit position *pos; the bytes from *pos on must be zero. */
+static inline void bits_put(uint8_t *d, uint32_t *pos, uint64_t v, unsigned n)
 {
     uint32_t p = *pos;
-    while (n) {
-        unsigned room = 8 - (p & 7);
-        unsigned take = n < room ? n : room;
-        unsigned part = (unsigned)(v >> (n - take)) & ((1u << take) - 1);
-        d[p >> 3] |= (uint8_t)(part << (room - take));
-        p += take;
-        n -= take;
+    unsigned room = 8 - (p & 7);
+    *pos = p + n;
+    if (n <= room) {               /* fits in the current byte: most codes */
+        d[p >> 3] |= (uint8_t)(v << (room - n));
+        return;
     }
-    *pos = p;
+    n -= room;
+    d[p >> 3] |= (uint8_t)(v >> n);
+    p += room;
+    while (n >= 8) {
+        n -= 8;
+        d[p >> 3] = (uint8_t)(v >> n);
+        p += 8;
+    }
+    if (n)
+        d[p >> 3] = (uint8_t)(v << (8 - n));
 }
 
 typedef struct bitr {
     const uint8_t *d;
-    uint32_t pos, end;
+    uint32_t pos, end;      /* in bits; the buffer holds (end + 7) / 8 bytes */
     bool err;
 } bitr_t;
 
-static uint64_t bits_get(bitr_t *r, unsigned n)
+/* The 64 bits starting at bit `pos` (zeros past the end of the buffer). */
+static inline uint64_t bits_peek(const bitr_t *r)
+{
+    uint32_t b = r->pos >> 3, sh = r->pos & 7, nbytes = (r->end + 7) >> 3;
+    uint64_t hi;
+    unsigned lo;
+    if (b + 9 <= nbytes) {          /* the common case: one unaligned load */
+        memcpy(&hi, r->d + b, 8);
+        hi = __builtin_bswap64(hi);
+        lo = r->d[b + 8];
+    } else {
+        hi = 0;
+        for (unsigned i = 0; i < 8; i++)
+            hi = hi << 8 | (b + i < nbytes ? r->d[b + i] : 0);
+        lo = b + 8 < nbytes ? r->d[b + 8] : 0;
+    }
+    return sh ? hi << sh | lo >> (8 - sh) : hi;
+}
+
+/* Reads n bits (1..64); past the end sets err and returns 0. */
+static inline uint64_t bits_get(bitr_t *r, unsigned n)
 {
     if (n > r->end - r->pos) {
         r->err = true;
         r->pos = r->end;
         return 0;
     }
-    uint64_t v = 0;
-    uint32_t p = r->pos;
-    while (n) {
-        unsigned room = 8 - (p & 7);
-        unsigned take = n < room ? n : room;
-        unsigned part = ((unsigned)r->d[p >> 3] >> (room - take)) & ((1u << take) - 1);
-        v = (v << take) | part;
-        p += take;
-        n -= take;
-    }
-    r->pos = p;
+    uint64_t v = bits_peek(r) >> (64 - n);
+    r->pos += n;
     return v;
 }
 
-/* Counts 1 bits up to `max`, consuming them and the terminating 0 (if fewer
- * than max ones). */
-static unsigned bits_ones(bitr_t *r, unsigned max)
+/* Counts 1 bits up to `max` (< 64), consuming them and the 0 that ends them
+ * (when there are fewer than max). */
+static inline unsigned bits_ones(bitr_t *r, unsigned max)
 {
-    unsigned k = 0;
-    while (k < max && bits_get(r, 1))
-        k++;
+    uint64_t w = bits_peek(r);
+    unsigned k = w == UINT64_MAX ? 64 : (unsigned)__builtin_clzll(~w);
+    if (k > max)
+        k = max;
+    unsigned used = k < max ? k + 1 : k;
+    if (used > r->end - r->pos) {
+        r->err = true;
+        r->pos = r->end;
+        return 0;
+    }
+    r->pos += used;
     return k;
 }
 
@@ -270,6 +299,19 @@ static bool stream_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int6
         v[0] = val;
     for (uint32_t i = 1; i < count; i++) {
         static const unsigned zbits[6] = { 0, 7, 12, 20, 32, 64 };
+        if (r.end - r.pos >= 2 && (bits_peek(&r) >> 62) == 0) {
+            /* '0' '0': the same interval and the same value, the usual case of a
+             * regular series (no overflow possible: delta was checked) */
+            if ((uint64_t)ts > (uint64_t)TS_MAX_TIMESTAMP - (uint64_t)delta || delta == 0)
+                return false;
+            r.pos += 2;
+            ts += delta;
+            if (t)
+                t[i] = ts;
+            if (v)
+                v[i] = val;
+            continue;
+        }
         unsigned cls = bits_ones(&r, 5);
         uint64_t z = cls ? bits_get(&r, zbits[cls]) : 0;
         int64_t dod = (int64_t)((z >> 1) ^ (0 - (z & 1)));
@@ -278,9 +320,10 @@ static bool stream_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int6
             return false;
         delta = (int64_t)nd;
         ts += delta;
-        if (bits_get(&r, 1)) {
+        unsigned vcls = bits_ones(&r, 2);     /* '0' same, '10' window, '11' new window */
+        if (vcls) {
             uint64_t x;
-            if (bits_get(&r, 1) == 0) {            /* '10': the previous window */
+            if (vcls == 1) {                       /* '10': the previous window */
                 if (lead == NO_WINDOW)
                     return false;
                 x = bits_get(&r, 64u - lead - trail) << trail;
@@ -1250,14 +1293,17 @@ static void feed(qrun_t *r, int64_t t, double v)
         out(r, t, v);
         return;
     }
-    int64_t b = ts_bucket_start(t, q->bucket_ms, q->align);
-    if (r->have_bucket && b != r->bucket) {
-        flush_bucket(r);
-        if (r->done)
-            return;
+    /* still in the current bucket? (a compare, not a division, per sample) */
+    bool same = r->have_bucket && t >= r->bucket && (uint64_t)t - (uint64_t)r->bucket < (uint64_t)q->bucket_ms;
+    if (!same) {
+        if (r->have_bucket) {
+            flush_bucket(r);
+            if (r->done)
+                return;
+        }
+        r->have_bucket = true;
+        r->bucket = ts_bucket_start(t, q->bucket_ms, q->align);
     }
-    r->have_bucket = true;
-    r->bucket = b;
     if (q->reverse) {
         if (r->rn == r->rcap) {
             size_t ncap = r->rcap ? r->rcap * 2 : 256;
