@@ -333,14 +333,41 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
 /* Answers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static void put_double(wbuf_t *b, double v)
+/* The text of the last value printed: a slowly changing series repeats it. */
+typedef struct dtext {
+    double v;
+    bool valid;
+    char s[40];
+    size_t len;
+} dtext_t;
+
+static void put_double(wbuf_t *b, dtext_t *cache, double v)
 {
-    char num[40];
-    if (isfinite(v))
-        api_format_double(v, num, sizeof(num));
-    else
-        snprintf(num, sizeof(num), "\"%s\"", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-    wbuf_put_bytes(b, num, strlen(num));
+    if (!cache->valid || memcmp(&v, &cache->v, sizeof(v)) != 0) {
+        if (isfinite(v))
+            api_format_double(v, cache->s, sizeof(cache->s));
+        else
+            snprintf(cache->s, sizeof(cache->s), "\"%s\"", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        cache->len = strlen(cache->s);
+        cache->v = v;
+        cache->valid = true;
+    }
+    wbuf_put_bytes(b, cache->s, cache->len);
+}
+
+/* Appends a decimal integer (snprintf costs more than the rest of an add). */
+static void put_i64(wbuf_t *b, int64_t v)
+{
+    char buf[24];
+    char *p = buf + sizeof(buf);
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    wbuf_put_bytes(b, p, (size_t)(buf + sizeof(buf) - p));
 }
 
 /* Hands a built body to the response. */
@@ -533,10 +560,10 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 32 + n * 16);
     wbuf_put_bytes(&b, "{\"timestamps\":[", 15);
-    char num[24];
     for (size_t i = 0; i < n; i++) {
-        int len = snprintf(num, sizeof(num), i ? ",%lld" : "%lld", (long long)s[i].ts);
-        wbuf_put_bytes(&b, num, (size_t)len);
+        if (i)
+            wbuf_put_u8(&b, ',');
+        put_i64(&b, s[i].ts);
     }
     wbuf_put_bytes(&b, created ? "],\"created\":true}" : "],\"created\":false}", created ? 17 : 18);
     free(s);
@@ -609,11 +636,12 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 16 + c.n * 32);
     wbuf_put_bytes(&b, "{\"samples\":[", 12);
-    char num[24];
+    dtext_t last = { 0 };
     for (size_t i = 0; i < c.n; i++) {
-        int len = snprintf(num, sizeof(num), i ? ",[%lld," : "[%lld,", (long long)c.s[i].ts);
-        wbuf_put_bytes(&b, num, (size_t)len);
-        put_double(&b, c.s[i].value);
+        wbuf_put_bytes(&b, i ? ",[" : "[", i ? 2 : 1);
+        put_i64(&b, c.s[i].ts);
+        wbuf_put_u8(&b, ',');
+        put_double(&b, &last, c.s[i].value);
         wbuf_put_u8(&b, ']');
     }
     wbuf_put_bytes(&b, "]}", 2);

@@ -6,9 +6,12 @@
 #   2. memory: one day of 1-second samples of a slowly changing value
 #      (86 400), bytes/sample: our series' memory_bytes vs Redis used_memory
 #      delta; target <= 2 bytes/sample;
-#   3. range aggregation: avg over hourly buckets of the whole day and over
-#      minute buckets of its last hour, vs ZRANGEBYSCORE + the same
-#      bucketing in a Lua script (EVALSHA), so both answer in-process.
+#   3. range-aggregation latency (one connection, one query at a time): avg
+#      over hourly buckets of the whole day and over minute buckets of its
+#      last hour, vs ZRANGEBYSCORE + the same bucketing in a Lua script
+#      (EVALSHA), so both answer in-process;
+#   4. the core alone (bench/ts_micro.c): ns per append, out-of-order insert,
+#      decode.
 set -eu
 . bench/lib.sh
 
@@ -47,18 +50,23 @@ after=$(rcli INFO memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
 [ "$(rcli ZCARD day)" = "$DAY" ] || { echo "bench: redis has $(rcli ZCARD day) samples, not $DAY" >&2; exit 1; }
 redis_bps=$(awk -v a="$before" -v b="$after" -v n=$DAY 'BEGIN { printf "%.2f", (b - a) / n }')
 sha=$(rcli SCRIPT LOAD "$(cat bench/lua/ts_zset_avg.lua)")
-set -- $(redis_bench -n $((BENCH_SECONDS * 20)) EVALSHA "$sha" 1 day $T0 $END 3600000)
+# latency: one connection, one query at a time (mean = 1000 / rate)
+conns=$BENCH_CONNS
+BENCH_CONNS=1
+set -- $(redis_bench -n $((BENCH_SECONDS * 3 + 5)) EVALSHA "$sha" 1 day $T0 $END 3600000)
 redis_day_rps=$1 redis_day_p99=$2
-set -- $(redis_bench -n $((BENCH_SECONDS * 400)) EVALSHA "$sha" 1 day $((END - 3600000)) $END 60000)
+set -- $(redis_bench -n $((BENCH_SECONDS * 150)) EVALSHA "$sha" 1 day $((END - 3600000)) $END 60000)
 redis_hour_rps=$1 redis_hour_p99=$2
+BENCH_CONNS=$conns
 stop_redis
 record "redis ZADD 1000 pairs/command (samples/s)" "$redis_ingest" samples/s
 record "redis ZADD 1000 pairs/command p99" "$redis_ingest_p99" ms
 record "redis zset memory, 1 day of 1-s samples" "$redis_bps" bytes/sample
-record "redis EVALSHA zset day -> 24 hourly avgs (req/s)" "$redis_day_rps" req/s
-record "redis EVALSHA zset day -> 24 hourly avgs p99" "$redis_day_p99" ms
-record "redis EVALSHA zset last hour -> 60 minute avgs (req/s)" "$redis_hour_rps" req/s
-record "redis EVALSHA zset last hour -> 60 minute avgs p99" "$redis_hour_p99" ms
+ms() { awk -v r="$1" 'BEGIN { if (r > 0) printf "%.3f", 1000 / r; else print 0 }'; }
+record "redis EVALSHA zset day -> 24 hourly avgs, mean" "$(ms "$redis_day_rps")" ms
+record "redis EVALSHA zset day -> 24 hourly avgs, p99" "$redis_day_p99" ms
+record "redis EVALSHA zset last hour -> 60 minute avgs, mean" "$(ms "$redis_hour_rps")" ms
+record "redis EVALSHA zset last hour -> 60 minute avgs, p99" "$redis_hour_p99" ms
 
 # ---------------------------------------------------------------- tally --
 start_tallyd --in-memory
@@ -73,10 +81,12 @@ samples=$(printf '%s' "$info" | sed 's/.*"samples":\([0-9]*\).*/\1/')
 [ "$samples" = "$DAY" ] || { echo "bench: tally has $samples samples, not $DAY" >&2; exit 1; }
 bps=$(printf '%s' "$info" | sed 's/.*"bytes_per_sample":\([0-9.e+-]*\).*/\1/')
 bps=$(awk -v b="$bps" 'BEGIN { printf "%.2f", b }')
+BENCH_CONNS=1
 set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/ts/day/range?from=$T0&to=$END&agg=avg&bucket_ms=3600000")
 day_rps=$1 day_p99=$2
 set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/ts/day/range?from=$((END - 3600000))&to=$END&agg=avg&bucket_ms=60000")
 hour_rps=$1 hour_p99=$2
+BENCH_CONNS=$conns
 stop_tallyd
 
 # durability on: the same ingest with the journal (fsync everysec)
@@ -87,12 +97,14 @@ stop_tallyd
 
 record "tally POST /ts 1000 samples/request p99" "$ingest_p99" ms
 record "tally ts memory, 1 day of 1-s samples" "$bps" bytes/sample
-record "tally GET /ts range day -> 24 hourly avgs p99" "$day_p99" ms
-record "tally GET /ts range last hour -> 60 minute avgs p99" "$hour_p99" ms
+record "tally GET /ts range day -> 24 hourly avgs, mean" "$(ms "$day_rps")" ms
+record "tally GET /ts range day -> 24 hourly avgs, p99" "$day_p99" ms
+record "tally GET /ts range last hour -> 60 minute avgs, mean" "$(ms "$hour_rps")" ms
+record "tally GET /ts range last hour -> 60 minute avgs, p99" "$hour_p99" ms
 record "tally POST /ts 1000 samples/request (samples/s)" "$ingest" samples/s "redis ZADD 1000 pairs" "$redis_ingest" 1.0
 record "tally POST /ts, journal on (samples/s)" "$ingest_journal" samples/s "redis ZADD 1000 pairs" "$redis_ingest"
-record "tally range day -> 24 hourly avgs (req/s)" "$day_rps" req/s "redis EVALSHA zset" "$redis_day_rps" 1.0
-record "tally range last hour -> 60 minute avgs (req/s)" "$hour_rps" req/s "redis EVALSHA zset" "$redis_hour_rps" 1.0
+record "tally range day -> 24 hourly avgs, 1 conn (req/s)" "$day_rps" req/s "redis EVALSHA zset" "$redis_day_rps" 1.0
+record "tally range last hour -> 60 minute avgs, 1 conn (req/s)" "$hour_rps" req/s "redis EVALSHA zset" "$redis_hour_rps" 1.0
 record "memory: redis zset bytes/sample over tally's" "$redis_bps" ratio "tally bytes/sample" "$bps" 10
 record "memory target: 2 bytes/sample over tally's" 2 ratio "tally bytes/sample" "$bps" 1.0
 
