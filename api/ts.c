@@ -529,6 +529,8 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         int64_t retention = ts ? ts_retention(ts) : 0;
         if (!e)
             ts_free(ts);
+        else
+            ks_entry_changed(ks, e);   /* unchanged samples, but spare capacity may have moved */
         ks_shard_unlock(sh);
         switch (st) {
         case TS_ERR_TOO_OLD:
