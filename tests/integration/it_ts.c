@@ -631,6 +631,79 @@ static void test_random_vs_core(void **state)
     ts_free(ref);
 }
 
+/* The benchmark's reference (bench/lua/ts_zset_avg.lua on a sorted set, the
+ * seed's pattern) gives the same buckets and averages as /ts: the two sides
+ * of bench/suite_60_ts.sh compute the same answer. */
+static void test_same_answer_as_zset_script(void **state)
+{
+    (void)state;
+    redis_ref_t rr;
+    if (!redis_ref_start(&rr))
+        skip();
+    FILE *f = fopen("bench/lua/ts_zset_avg.lua", "r");
+    if (!f) {
+        redis_ref_stop(&rr);
+        skip();
+    }
+    static char script[4096];
+    size_t sl = fread(script, 1, sizeof(script) - 1, f);
+    script[sl] = '\0';
+    fclose(f);
+    rng_t r;
+    rng_seed(&r, 11);
+    char *body = malloc(1000 * 48 + 32);
+    const char **argv = malloc((2 + 2 * 1000) * sizeof(*argv));
+    char(*args)[2][48] = malloc(1000 * sizeof(*args));
+    int64_t t0 = 1686697976000LL;
+    double v = 21;
+    for (int b = 0; b < 5; b++) {
+        size_t o = (size_t)sprintf(body, "{\"samples\":[");
+        argv[0] = "ZADD";
+        argv[1] = "zday";
+        for (int i = 0; i < 1000; i++) {
+            if (rng_below(&r, 5) == 0)
+                v = round((v + (rng_below(&r, 2) ? 0.1 : -0.1)) * 10) / 10;
+            long long t = (long long)(t0 + (b * 1000 + i) * 1000LL);
+            o += (size_t)sprintf(body + o, "%s[%lld,%.1f]", i ? "," : "", t, v);
+            snprintf(args[i][0], 48, "%lld", t);
+            snprintf(args[i][1], 48, "%lld:%.1f", t, v);
+            argv[2 + 2 * i] = args[i][0];
+            argv[3 + 2 * i] = args[i][1];
+        }
+        strcpy(body + o, "]}");
+        http_resp_t h = http(&T, "POST", "/ts/zday", body, NULL);
+        assert_status(&h, 200);
+        http_free(&h);
+        resp_t *x = redis_cmdv(&rr, 2 + 2 * 1000, argv, NULL);
+        assert_int_equal(x->integer, 1000);
+        resp_free(x);
+    }
+    static const long long buckets[] = { 60000, 3600000, 7000 };
+    for (size_t k = 0; k < 3; k++) {
+        char from[24], to[24], bucket[24], path[160];
+        snprintf(from, sizeof(from), "%lld", (long long)t0 + 1234);
+        snprintf(to, sizeof(to), "%lld", (long long)t0 + 4321000);
+        snprintf(bucket, sizeof(bucket), "%lld", buckets[k]);
+        resp_t *x = redis_cmd(&rr, "EVAL", script, "1", "zday", from, to, bucket, NULL);
+        assert_int_equal(x->kind, RESP_ARRAY);
+        snprintf(path, sizeof(path), "/ts/zday/range?from=%s&to=%s&agg=avg&bucket_ms=%s", from, to, bucket);
+        http_resp_t h = http(&T, "GET", path, NULL, NULL);
+        json_t *s = samples_of(&h);
+        assert_int_equal(json_array_size(s), x->n);
+        for (size_t i = 0; i < x->n; i++) {
+            assert_int_equal(ts_at(s, i), x->elems[i]->elems[0]->integer);
+            double want = strtod(x->elems[i]->elems[1]->str, NULL);   /* Lua prints 14 digits */
+            assert_true(fabs(val_at(s, i) - want) <= 1e-12 * fabs(want));
+        }
+        http_free(&h);
+        resp_free(x);
+    }
+    free(body);
+    free(argv);
+    free(args);
+    redis_ref_stop(&rr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -641,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_delete_range),
         cmocka_unit_test(test_random_vs_core),
+        cmocka_unit_test(test_same_answer_as_zset_script),
         cmocka_unit_test(test_star_and_persistence),
     };
     return cmocka_run_group_tests_name("ts (integration)", tests, setup, teardown);
