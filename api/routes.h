@@ -27,6 +27,14 @@ void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/ts.c */
+void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_revrange(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/keys.c */
 void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);

@@ -4,9 +4,11 @@
 #include <string.h>
 
 #include "core/throttle.h"
+#include "core/ts.h"
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
+    &ts_type,
 };
 
 const ks_type_t *ks_type_by_tag(unsigned tag)
