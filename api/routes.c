@@ -29,6 +29,14 @@ const api_route_t api_routes[] = {
     { API_POST,   "/cuckoo/{key}/remove",  h_cuckoo_remove },
     { API_GET,    "/cuckoo/{key}/count",   h_cuckoo_count },
 
+    /* time series (RedisTimeSeries) */
+    { API_PUT,    "/ts/{key}",             h_ts_create },
+    { API_POST,   "/ts/{key}",             h_ts_add },
+    { API_GET,    "/ts/{key}",             h_ts_info },
+    { API_GET,    "/ts/{key}/range",       h_ts_range },
+    { API_GET,    "/ts/{key}/revrange",    h_ts_revrange },
+    { API_DELETE, "/ts/{key}/range",       h_ts_delete_range },
+
     /* keys */
     { API_GET,    "/keys",                 h_keys_list },
     { API_GET,    "/keys/{key}",           h_key_get },

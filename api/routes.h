@@ -49,6 +49,14 @@ void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_cuckoo_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/ts.c */
+void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_revrange(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/keys.c */
 void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
