@@ -73,10 +73,23 @@ static void put_json_string(wbuf_t *b, const char *s, size_t n)
     wbuf_put_u8(b, '"');
 }
 
+static void put_u64(wbuf_t *b, uint64_t v)
+{
+    char tmp[24];
+    int k = (int)sizeof(tmp);
+    do {
+        tmp[--k] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    wbuf_put_bytes(b, tmp + k, sizeof(tmp) - (size_t)k);
+}
+
+/* A coordinate as tally prints reals (shortest round-trip text). */
 static void put_double(wbuf_t *b, double v)
 {
     char num[40];
-    api_format_double(v, num, sizeof(num));
+    if (!geo_format_coord(v, num))
+        api_format_double(v, num, sizeof(num));
     put_str(b, num);
 }
 
@@ -692,7 +705,6 @@ void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 16 + n * (32 + (nb.withdist ? 24 : 0) + (nb.withhash ? 28 : 0) + (nb.withcoord ? 48 : 0)));
     put_str(&b, "{\"results\":[");
-    char num[32];
     for (size_t i = 0; i < n; i++) {
         const geo_hit_t *h = &hits[i];
         put_str(&b, i ? ",{\"member\":" : "{\"member\":");
@@ -702,8 +714,8 @@ void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             put_distance(&b, h->dist);
         }
         if (nb.withhash) {
-            int len = snprintf(num, sizeof(num), ",\"hash\":%llu", (unsigned long long)h->score);
-            wbuf_put_bytes(&b, num, (size_t)len);
+            put_str(&b, ",\"hash\":");
+            put_u64(&b, h->score);
         }
         if (nb.withcoord) {
             put_str(&b, ",\"lon\":");

@@ -34,6 +34,8 @@ set -- $(redis_bench -n "$reqs" GEOSEARCH $KEY FROMLONLAT $LON $LAT BYRADIUS $RA
 redis_rps=$1 redis_p99=$2
 set -- $(redis_bench -n "$reqs" GEOSEARCH $KEY FROMLONLAT $LON $LAT BYRADIUS $RADIUS km WITHDIST ASC)
 redis_d_rps=$1 redis_d_p99=$2
+set -- $(redis_bench -n "$reqs" GEOSEARCH $KEY FROMLONLAT $LON $LAT BYRADIUS $RADIUS km WITHDIST WITHHASH WITHCOORD ASC)
+redis_a_rps=$1
 stop_redis
 
 # --------------------------------------------------------------- tallyd --
@@ -55,6 +57,8 @@ set -- $(wrk_run "$url")
 tally_rps=$1 tally_p99=$2
 set -- $(wrk_run "$url&withdist=1&sort=asc")
 tally_d_rps=$1 tally_d_p99=$2
+set -- $(wrk_run "$url&withdist=1&withhash=1&withcoord=1&sort=asc")
+tally_a_rps=$1
 mem=$(curl -sf "http://127.0.0.1:$TALLY_PORT/keys/$KEY" | sed -n 's/.*"memory_bytes":\([0-9]*\).*/\1/p')
 stop_tallyd
 
@@ -66,3 +70,4 @@ record "redis GEOSEARCH 1M, ~100 results p99" "$redis_p99" ms
 record "tally GET /geo/nearby 1M, ~100 results p99" "$tally_p99" ms
 record "tally GET /geo/nearby 1M, ~100 results (req/s)" "$tally_rps" req/s "redis GEOSEARCH BYRADIUS" "$redis_rps" 1.0
 record "tally /geo/nearby withdist sort=asc (req/s)" "$tally_d_rps" req/s "redis GEOSEARCH WITHDIST ASC" "$redis_d_rps" 1.0
+record "tally /geo/nearby withdist,hash,coord asc (req/s)" "$tally_a_rps" req/s "redis GEOSEARCH WITHDIST WITHHASH WITHCOORD" "$redis_a_rps" 1.0

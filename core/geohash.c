@@ -3,6 +3,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define DEG_TO_RAD (M_PI / 180.0)              /* Redis's D_R, folded the same way */
 #define EVEN_BITS 0x5555555555555555ULL        /* latitude positions */
@@ -306,11 +308,127 @@ double geo_distance(double lon1, double lat1, double lon2, double lat2)
     return 2.0 * GEO_EARTH_RADIUS_M * asin(sqrt(u * u + cos(lat1r) * cos(lat2r) * v * v));
 }
 
+/* Correctly rounded (ties to even, as printf) significant digits of
+ * v = m / 2^k, 0 < v < 1000, 43 <= k <= 66: p digits into dig[], the
+ * decimal exponent of the first into *x. */
+static void coord_digits(uint64_t m, int k, int p, char dig[17], int *x)
+{
+    unsigned __int128 mask = ((unsigned __int128)1 << k) - 1, half = (unsigned __int128)1 << (k - 1);
+    unsigned ip = (unsigned)((unsigned __int128)m >> k);
+    unsigned __int128 f = m & mask;
+    int n = 0;
+    if (ip) {
+        char t[4];
+        int tn = 0;
+        for (; ip; ip /= 10)
+            t[tn++] = (char)(ip % 10);
+        *x = tn - 1;
+        while (tn && n < p)
+            dig[n++] = t[--tn];
+        if (tn) {   /* p smaller than the integer part: never for p >= 15 */
+            *x = 99;
+            return;
+        }
+    } else {
+        *x = -1;
+        for (;;) {
+            f *= 10;
+            int d = (int)(f >> k);
+            f &= mask;
+            if (d) {
+                dig[n++] = (char)d;
+                break;
+            }
+            (*x)--;
+        }
+    }
+    while (n < p) {
+        f *= 10;
+        dig[n++] = (char)(f >> k);
+        f &= mask;
+    }
+    if (f > half || (f == half && (dig[p - 1] & 1))) {
+        int i = p - 1;
+        while (i >= 0 && dig[i] == 9)
+            dig[i--] = 0;
+        if (i >= 0) {
+            dig[i]++;
+        } else {   /* 999.. rounded up to 1000.. */
+            dig[0] = 1;
+            (*x)++;
+        }
+    }
+}
+
+bool geo_format_coord(double v, char out[32])
+{
+    double a = fabs(v);
+    if (!(a >= 1e-4 && a < 1000))
+        return false;
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    int k = 1075 - (int)((bits >> 52) & 0x7ff);
+    uint64_t m = (bits & ((1ULL << 52) - 1)) | (1ULL << 52);
+    if (k < 43 || k > 66)
+        return false;
+    for (int p = 15; p <= 17; p++) {
+        char dig[17];
+        int x;
+        coord_digits(m, k, p, dig, &x);
+        if (x > 2 || x < -4)
+            return false;
+        /* %.pg in fixed notation: trailing zeros (and a bare point) removed */
+        int last = p - 1;
+        while (last > 0 && dig[last] == 0 && last > x)
+            last--;
+        char *o = out;
+        if (v < 0)
+            *o++ = '-';
+        if (x < 0) {
+            *o++ = '0';
+            *o++ = '.';
+            for (int z = -1; z > x; z--)
+                *o++ = '0';
+            for (int i = 0; i <= last; i++)
+                *o++ = (char)('0' + dig[i]);
+        } else {
+            for (int i = 0; i <= x; i++)
+                *o++ = (char)('0' + dig[i]);
+            *o++ = '.';
+            if (last > x)
+                for (int i = x + 1; i <= last; i++)
+                    *o++ = (char)('0' + dig[i]);
+            else
+                *o++ = '0';   /* integral: printed with ".0", as tally prints reals */
+        }
+        *o = '\0';
+        if (p == 17 || strtod(out, NULL) == v)
+            return true;
+    }
+    return true;
+}
+
 int geo_format_distance(double d, char *out, size_t n)
 {
     long long v = llrint(d * 1e4);
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    return snprintf(out, n, "%s%llu.%04llu", v < 0 ? "-" : "", u / 10000, u % 10000);
+    char tmp[32];
+    int k = (int)sizeof(tmp);
+    for (int i = 0; i < 4; i++, u /= 10)   /* the four decimals */
+        tmp[--k] = (char)('0' + u % 10);
+    tmp[--k] = '.';
+    do {                                   /* the integer part, at least "0" */
+        tmp[--k] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--k] = '-';
+    int len = (int)sizeof(tmp) - k;
+    if ((size_t)len >= n)
+        return snprintf(out, n, "%.*s", len, tmp + k);
+    memcpy(out, tmp + k, (size_t)len);
+    out[len] = '\0';
+    return len;
 }
 
 bool geo_in_shape(const geo_shape_t *s, double lon, double lat, double *dist_m)

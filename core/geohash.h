@@ -125,6 +125,14 @@ void geo_search_cells(const geo_shape_t *s, geo_cells_t *out);
  * the length written to out (NUL-terminated; 32 bytes suffice). */
 int geo_format_distance(double d, char *out, size_t n);
 
+/* The shortest of the "%.15g", "%.16g", "%.17g" texts of v that reads back
+ * as v, with ".0" appended when it has no '.' - what tally's JSON writer
+ * prints for a real - computed exactly with integer arithmetic for
+ * 1e-4 <= |v| < 1000 (every coordinate but the tiniest) instead of up to
+ * three printf/strtod rounds.  Returns false (out untouched) for other
+ * values; the caller then uses the general routine.  out needs 32 bytes. */
+bool geo_format_coord(double v, char out[32]);
+
 /* Haversine distance in metres between two (decoded) points. */
 double geo_distance(double lon1, double lat1, double lon2, double lat2);
 /* Whether (lon, lat) is inside the shape; *dist_m = distance from the centre.

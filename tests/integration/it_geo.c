@@ -13,6 +13,9 @@
  *     and updates, every answer compared exactly: members and their order,
  *     distances (Redis's 4-decimal text), hashes, and coordinates (our double
  *     printed as Redis prints it must give Redis's text).
+ *
+ * GEO_SEED=n runs the differential test on another random dataset;
+ * GEO_DEBUG_DUMP=file writes its points, to replay a failure by hand.
  */
 #include <math.h>
 #include <stdio.h>
@@ -665,22 +668,6 @@ static void test_differential(void **state)
         http_resp_t hr = http(&T, "GET", path, NULL, NULL);
         char ctx[1100];
         snprintf(ctx, sizeof(ctx), "query %d %s", q, path);
-        if (getenv("GEO_DEBUG_Q") && atoi(getenv("GEO_DEBUG_Q")) == q) {
-            /* the same search unsorted and uncut: the raw scan order */
-            int argc2 = by_member ? 4 : 5;
-            argc2 += box ? 4 : 3;
-            const char *v2[16];
-            memcpy(v2, argv, (size_t)argc2 * sizeof(*v2));
-            v2[argc2++] = "WITHDIST";
-            resp_t *rv2 = redis_cmdv(&rr, argc2, v2, NULL);
-            char p2[1024];
-            snprintf(p2, sizeof(p2), "%.*s&withdist=1", (int)(strstr(path, "&unit=") - path + 6 + strlen(unit)), path);
-            http_resp_t h2 = http(&T, "GET", p2, NULL, NULL);
-            print_message("%s\n", p2);
-            dump_both(rv2, json_object_get(h2.json, "results"), true);
-            resp_free(rv2);
-            http_free(&h2);
-        }
         compare_search(rv, &hr, wd, wh, wc, ctx);
         nonempty += rv->n > 0;
         cut += count && rv->n == count;
