@@ -5,10 +5,20 @@
 
 #include "core/activity.h"
 #include "core/bits.h"
+#include "core/bloom.h"
+#include "core/cuckoo.h"
+#include "core/geo.h"
+#include "core/hll.h"
 #include "core/throttle.h"
+#include "core/ts.h"
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
+    &hll_type,
+    &bloom_type,
+    &cuckoo_type,
+    &ts_type,
+    &geo_type,
     &bits_type,
     &activity_type,
 };
