@@ -3,10 +3,12 @@
 
 #include <string.h>
 
+#include "core/counter.h"
 #include "core/throttle.h"
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
+    &counter_type,
 };
 
 const ks_type_t *ks_type_by_tag(unsigned tag)
