@@ -129,7 +129,7 @@ bool slog_commit(slog_t **logp, const slog_params_t *p, int64_t now_ns, int64_t 
             c = (uint64_t)p->max_count;
         want = (uint32_t)c;
     } else if (cap > SLOG_MIN_CAP && need <= cap / 4) {
-        want = cap / 2;   /* shrink, keeping room to grow without thrashing */
+        want = cap / 2 > SLOG_MIN_CAP ? cap / 2 : SLOG_MIN_CAP;   /* shrink, keeping room to grow */
     }
 
     if (want != cap) {
