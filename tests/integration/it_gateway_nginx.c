@@ -9,12 +9,14 @@
  * Keys from a header (X-Api-Key) and from the client address
  * (X-Forwarded-For: $remote_addr).  nginx runs unprivileged-friendly: one
  * process, pid file, logs and temp paths inside a temporary directory, ports
- * picked free.  The configuration is the one in deploy/gateways/nginx with the
- * addresses filled in.
+ * picked free.  Next to the test's own server, the shipped example
+ * deploy/gateways/nginx/tally.conf runs as is (addresses substituted) with
+ * deploy/gateways/policies.json, in front of a static "application".
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,8 +30,11 @@
 
 #include "tests/integration/harness.h"
 
+#define DEPLOY_DIR "deploy/gateways"   /* tests run from the repository root */
+
 static tally_proc_t T;
-static tally_proc_t N;   /* nginx: only .port is used, for http() */
+static tally_proc_t N;   /* nginx, the test's server: only .port is used, for http() */
+static tally_proc_t D;   /* nginx, the deploy example's server */
 static pid_t nginx_pid;
 static char dir[256];
 
@@ -40,6 +45,63 @@ static const char POLICIES[] =
     "  \"per_ip\": {\"algorithm\": \"fixed_window\", \"max_count\": 2, \"period\": 3600,\n"
     "             \"key\": \"{ip}\", \"deny_status\": 403}\n"
     "}}\n";
+
+/* The deploy example's policies plus the test's own. */
+static char *merged_policies(void)
+{
+    json_error_t je;
+    json_t *deploy = json_load_file(DEPLOY_DIR "/policies.json", 0, &je);
+    if (!deploy)
+        fail_msg("%s/policies.json: line %d: %s", DEPLOY_DIR, je.line, je.text);
+    json_t *mine = json_loads(POLICIES, 0, &je);
+    assert_non_null(mine);
+    json_object_update(json_object_get(deploy, "policies"), json_object_get(mine, "policies"));
+    char *text = json_dumps(deploy, JSON_INDENT(2));
+    json_decref(deploy);
+    json_decref(mine);
+    return text;
+}
+
+/* The shipped snippet with this test's addresses; malloc'd. */
+static char *deploy_snippet(int tally_port, int app_port, int listen_port)
+{
+    FILE *f = fopen(DEPLOY_DIR "/nginx/tally.conf", "r");
+    if (!f)
+        fail_msg("%s/nginx/tally.conf: %s", DEPLOY_DIR, strerror(errno));
+    char *in = calloc(1, 65536);
+    size_t n = fread(in, 1, 65535, f);
+    fclose(f);
+    in[n] = '\0';
+    char headers[PATH_MAX];
+    if (!realpath(DEPLOY_DIR "/nginx/tally-headers.conf", headers))
+        fail_msg("tally-headers.conf: %s", strerror(errno));
+    char tally[64], app[64], listen[64], include[PATH_MAX + 16];
+    snprintf(tally, sizeof(tally), "server 127.0.0.1:%d;", tally_port);
+    snprintf(app, sizeof(app), "server 127.0.0.1:%d;", app_port);
+    snprintf(listen, sizeof(listen), "listen 127.0.0.1:%d;", listen_port);
+    snprintf(include, sizeof(include), "include %s;", headers);
+    const char *from[] = { "server 127.0.0.1:8080;", "server 127.0.0.1:3000;", "listen 8000;",
+                           "include conf.d/tally-headers.conf;" };
+    const char *to[] = { tally, app, listen, include };
+    char *out = calloc(1, 2 * 65536);
+    size_t o = 0;
+    for (const char *p = in; *p;) {
+        size_t k = 0;
+        for (; k < 4; k++)
+            if (!strncmp(p, from[k], strlen(from[k])))
+                break;
+        if (k < 4) {
+            o += (size_t)snprintf(out + o, 2 * 65536 - o, "%s", to[k]);
+            p += strlen(from[k]);
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    free(in);
+    if (!strstr(out, tally) || !strstr(out, app) || !strstr(out, listen) || !strstr(out, include))
+        fail_msg("deploy/gateways/nginx/tally.conf no longer has the addresses this test substitutes");
+    return out;
+}
 
 static const char *nginx_bin(void)
 {
@@ -104,7 +166,9 @@ static int location(char *out, size_t n, const char *prefix, const char *policy)
 static void start_nginx(int tally_port)
 {
     N.port = free_port();
-    char path[400], conf[8192];
+    D.port = free_port();
+    int app_port = free_port();
+    char path[400], conf[16384];
     snprintf(path, sizeof(path), "%s/www", dir);
     mkdir(path, 0755);
     snprintf(path, sizeof(path), "%s/www/ok.txt", dir);
@@ -122,12 +186,11 @@ static void start_nginx(int tally_port)
                      "  fastcgi_temp_path %s/fastcgi;\n"
                      "  uwsgi_temp_path %s/uwsgi;\n"
                      "  scgi_temp_path %s/scgi;\n"
-                     "  upstream tally { server 127.0.0.1:%d; keepalive 16; }\n"
                      "  server {\n"
                      "    listen 127.0.0.1:%d;\n"
                      "    root %s/www;\n"
                      "    default_type text/plain;\n",
-                     dir, dir, dir, dir, dir, dir, dir, tally_port, N.port, dir);
+                     dir, dir, dir, dir, dir, dir, dir, N.port, dir);
     o += location(conf + o, sizeof(conf) - (size_t)o, "/keyed/", "per_key");
     o += location(conf + o, sizeof(conf) - (size_t)o, "/byip/", "per_ip");
     snprintf(conf + o, sizeof(conf) - (size_t)o,
@@ -139,7 +202,17 @@ static void start_nginx(int tally_port)
              "      return 429 \"rate limited\\n\";\n"
              "    }\n"
              "  }\n"
-             "}\n");
+             "  server {\n"
+             "    listen 127.0.0.1:%d;\n"
+             "    root %s/www;\n"
+             "    default_type text/plain;\n"
+             "    location / { return 200 \"backend ok\\n\"; }\n"
+             "  }\n",
+             app_port, dir);
+    o += (int)strlen(conf + o);
+    char *snippet = deploy_snippet(tally_port, app_port, D.port);
+    snprintf(conf + o, sizeof(conf) - (size_t)o, "%s}\n", snippet);
+    free(snippet);
     snprintf(path, sizeof(path), "%s/nginx.conf", dir);
     write_file(path, conf);
 
@@ -188,7 +261,9 @@ static int setup(void **state)
     chmod(dir, 0755);
     char cfg[400];
     snprintf(cfg, sizeof(cfg), "%s/policies.json", dir);
-    write_file(cfg, POLICIES);
+    char *policies = merged_policies();
+    write_file(cfg, policies);
+    free(policies);
     const char *args[] = { "--config", cfg, "--in-memory", NULL };
     tally_start(&T, NULL, args);
     start_nginx(T.port);
@@ -287,12 +362,58 @@ static void test_errors_are_not_limits(void **state)
     http_free(&r);
 }
 
+/* The shipped example, as is: policy api_nginx (GCRA, 10/s, bursts of 21,
+ * per API key) and login_nginx (5 per 5 minutes per address and path). */
+static void test_deploy_example(void **state)
+{
+    (void)state;
+    const char *key[] = { "X-Api-Key: deploy-key", NULL };
+    int allowed = 0, limited_at = -1;
+    char v[64];
+    for (int i = 0; i < 40 && limited_at < 0; i++) {
+        http_resp_t r = http_h(&D, "GET", "/orders/17?expand=1", NULL, NULL, key);
+        if (r.status == 200) {
+            assert_string_equal(r.body, "backend ok\n");
+            assert_true(http_header(&r, "RateLimit-Limit", v, sizeof(v)));
+            assert_string_equal(v, "21");
+            allowed++;
+        } else if (r.status == 429) {
+            limited_at = i;
+            assert_true(http_header(&r, "Retry-After", v, sizeof(v)));
+            assert_int_equal(atoi(v), 1);
+            assert_non_null(strstr(r.body, "RATE_LIMITED"));
+        } else {
+            fail_msg("GET through the deploy example: %ld %s", r.status, r.body);
+        }
+        http_free(&r);
+    }
+    if (limited_at < 0 || allowed < 21 || allowed > 24)
+        fail_msg("deploy example: %d allowed before the first 429 (expected 21, a few more if slow)", allowed);
+    http_resp_t r = http(&T, "GET", "/keys/api:deploy-key", NULL, NULL);   /* shared with policy "api" */
+    assert_status(&r, 200);
+    http_free(&r);
+    for (int i = 0; i < 5; i++) {
+        r = http(&D, "POST", "/login", "user=a", "application/x-www-form-urlencoded");
+        assert_status(&r, 200);
+        http_free(&r);
+    }
+    r = http(&D, "POST", "/login", "user=a", "application/x-www-form-urlencoded");
+    assert_status(&r, 429);
+    assert_true(http_header(&r, "Retry-After", v, sizeof(v)));
+    assert_true(atoi(v) >= 299 && atoi(v) <= 300);
+    http_free(&r);
+    r = http(&T, "GET", "/keys/login:127.0.0.1:%2Flogin", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_from_header),
         cmocka_unit_test(test_key_from_address),
         cmocka_unit_test(test_errors_are_not_limits),
+        cmocka_unit_test(test_deploy_example),
     };
     return cmocka_run_group_tests_name("nginx auth_request -> tallyd (integration)", tests, setup, teardown);
 }
