@@ -470,7 +470,13 @@ api_policies_t *api_policies_create(void)
     api_policies_t *r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
-    pthread_rwlock_init(&r->lock, NULL);
+    /* writer-preferring: a reload must not starve behind a steady stream of
+     * overlapping requests (readers never take the lock twice) */
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&r->lock, &a);
+    pthread_rwlockattr_destroy(&a);
     pthread_mutex_init(&r->stats_lock, NULL);
     return r;
 }

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLOG_MIN_CAP 4   /* smallest ring: a 48-byte allocation */
+#define SLOG_MIN_CAP 4     /* smallest ring after shrinking: a 48-byte allocation */
+#define SLOG_FIRST_CAP 16  /* a new ring (or max_count if smaller): skips three early regrowths */
 
 struct slog {
     uint32_t cap;        /* slots in ts[] */
@@ -38,10 +39,15 @@ static slog_t *ring_new(uint32_t cap)
     return l;
 }
 
-/* Index of the first timestamp > cutoff (the first live one). */
+/* Index of the first timestamp > cutoff (the first live one).  Expired
+ * actions sit at the front and are few between two commits: look at the first
+ * ones, then bisect. */
 static uint32_t first_after(const slog_t *l, int64_t cutoff)
 {
-    uint32_t lo = 0, hi = l ? l->len : 0;
+    uint32_t hi = l ? l->len : 0, lo = 0;
+    for (; lo < hi && lo < 8; lo++)
+        if (at(l, lo) > cutoff)
+            return lo;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (at(l, mid) <= cutoff)
@@ -122,7 +128,7 @@ bool slog_commit(slog_t **logp, const slog_params_t *p, int64_t now_ns, int64_t 
     uint32_t want = cap;
     if (need > cap) {
         /* grow by doubling, but never past what max_count can use */
-        uint64_t c = cap ? (uint64_t)cap * 2 : SLOG_MIN_CAP;
+        uint64_t c = cap ? (uint64_t)cap * 2 : SLOG_FIRST_CAP;
         while (c < need)
             c *= 2;
         if (c > (uint64_t)p->max_count && (uint64_t)p->max_count >= need)

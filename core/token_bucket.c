@@ -22,11 +22,25 @@ tbucket_state_t tbucket_full(const tbucket_params_t *p, int64_t now_ns)
     return s;
 }
 
-/* ceil(a / b) for a >= 0, b > 0, as nanoseconds (saturated). */
+/* ceil(a / b) for a >= 0, b > 0, as nanoseconds (saturated).  64-bit
+ * division when a fits (any capacity below 9223 tokens): a 128-bit one is a
+ * library call several times slower. */
 static int64_t ceil_ns(tb_level_t a, int64_t b)
 {
+    if (a <= (tb_level_t)UINT64_MAX) {
+        uint64_t x = (uint64_t)a, y = (uint64_t)b;
+        uint64_t q = x / y + (x % y != 0);
+        return q > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)q;
+    }
     tb_level_t q = a / b + (a % b != 0);
     return q > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)q;
+}
+
+static int64_t whole_tokens(tb_level_t level)
+{
+    if (level <= (tb_level_t)UINT64_MAX)
+        return (int64_t)((uint64_t)level / (uint64_t)TB_UNIT);
+    return (int64_t)(level / TB_UNIT);
 }
 
 bool tbucket_update(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_ns, int64_t quantity,
@@ -58,7 +72,7 @@ bool tbucket_update(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_n
         r->allowed = true;
         level -= need;
     }
-    r->remaining = (int64_t)(level / TB_UNIT);
+    r->remaining = whole_tokens(level);
     r->reset_after_ns = level == full ? 0 : wait + ceil_ns(full - level, p->rate_micro);
     if (!r->allowed || quantity == 0)
         return false;

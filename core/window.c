@@ -117,7 +117,12 @@ bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t 
         curr += quantity;
     }
     i128 left = budget - prev_part - (i128)curr * period;
-    r->remaining = left > 0 ? (int64_t)(left / period) : 0;
+    if (left <= 0)
+        r->remaining = 0;
+    else if (left <= (i128)UINT64_MAX)   /* 64-bit division: a 128-bit one is a slow library call */
+        r->remaining = (int64_t)((uint64_t)left / (uint64_t)period);
+    else
+        r->remaining = (int64_t)(left / period);
     int64_t forget_at = curr > 0 ? start + 2 * period : prev > 0 ? start + period : now_ns;
     r->reset_after_ns = max64(forget_at - now_ns, 0);
     if (!r->allowed || quantity == 0)

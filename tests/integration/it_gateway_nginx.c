@@ -153,6 +153,7 @@ static int location(char *out, size_t n, const char *prefix, const char *policy)
                     "    location = /_tally/%s {\n"
                     "      internal;\n"
                     "      proxy_pass http://tally/hook/%s$request_uri;\n"
+                    "      proxy_method HEAD;\n"
                     "      proxy_pass_request_body off;\n"
                     "      proxy_set_header Content-Length \"\";\n"
                     "      proxy_set_header X-Original-URI $request_uri;\n"
