@@ -123,6 +123,7 @@ openapi-check: $(TALLYD)
 
 lint-yaml:
 	yamllint -s -c tools/yamllint.yml openapi.yaml deploy
+	node tools/openapi/check-deploy.mjs Dockerfile deploy/kubernetes/*.yaml
 
 # ---------------------------------------------------------------- bench --
 bench: deps

@@ -33,8 +33,8 @@ static int64_t ttl_ms_of(const ks_entry_t *e, int64_t now_ms)
 }
 
 struct page {
-    json_t *keys;
-    size_t count;
+    json_t *keys;          /* the page */
+    json_t *bucket;        /* matches of the bucket being visited */
     const char *prefix;
     size_t plen;
     int64_t now_ms;
@@ -47,10 +47,9 @@ static void visit(void *ud, ks_entry_t *e)
     const char *key = ks_entry_key(e, &klen);
     if (klen < pg->plen || memcmp(key, pg->prefix, pg->plen) != 0)
         return;
-    json_array_append_new(pg->keys, json_pack("{s:s%,s:s,s:I}", "key", key, klen, "type",
-                                              ks_entry_type(e)->name, "ttl_ms",
-                                              (json_int_t)ttl_ms_of(e, pg->now_ms)));
-    pg->count++;
+    json_array_append_new(pg->bucket, json_pack("{s:s%,s:s,s:I}", "key", key, klen, "type",
+                                                ks_entry_type(e)->name, "ttl_ms",
+                                                (json_int_t)ttl_ms_of(e, pg->now_ms)));
 }
 
 static bool parse_cursor(const char *s, unsigned nshards, unsigned *shard, uint64_t *v)
@@ -72,7 +71,7 @@ void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_query_allow(req, resp, params) ||
         !api_query_int(req, resp, "limit", false, 1, KEYS_MAX_LIMIT, &limit, NULL))
         return;
-    struct page pg = { .keys = json_array(), .now_ms = api_now_ms(req) };
+    struct page pg = { .keys = json_array(), .bucket = json_array(), .now_ms = api_now_ms(req) };
     pg.prefix = api_query_get(req, "prefix", &pg.plen);
     if (!pg.prefix)
         pg.prefix = "";
@@ -83,21 +82,37 @@ void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *cur = api_query_get(req, "cursor", NULL);
     if (cur && *cur && !parse_cursor(cur, ks_shard_count(ks), &shard, &v)) {
         json_decref(pg.keys);
+        json_decref(pg.bucket);
         api_error_field(resp, API_E_BAD_REQUEST, "cursor", "'cursor' is not a cursor this server returned");
         return;
     }
+    /* Buckets are taken whole (the cursor cannot point inside one): a bucket
+     * whose keys would overflow the page is left for the next page. */
     size_t budget = KEYS_BUCKETS_PER_PAGE;
-    while (shard < ks_shard_count(ks) && pg.count < (size_t)limit && budget > 0) {
+    bool full = false;
+    while (shard < ks_shard_count(ks) && !full && budget > 0) {
         ks_shard_t *sh = ks_shard_at(ks, shard);
         ks_shard_lock(sh);
         do {
-            ks_shard_scan(ks, sh, &v, 1, pg.now_ms, visit, &pg);
+            uint64_t next = v;
+            json_array_clear(pg.bucket);
+            ks_shard_scan(ks, sh, &next, 1, pg.now_ms, visit, &pg);
+            size_t have = json_array_size(pg.keys), more = json_array_size(pg.bucket);
+            if (have > 0 && have + more > (size_t)limit) {
+                full = true;
+                break;
+            }
+            json_array_extend(pg.keys, pg.bucket);
+            v = next;
             budget--;
-        } while (v != 0 && pg.count < (size_t)limit && budget > 0);
+            if (have + more >= (size_t)limit)
+                full = true;
+        } while (v != 0 && !full && budget > 0);
         ks_shard_unlock(sh);
         if (v == 0)
             shard++;
     }
+    json_decref(pg.bucket);
     json_t *out = json_pack("{s:o}", "keys", pg.keys);
     if (shard < ks_shard_count(ks)) {
         char c[40];

@@ -241,7 +241,13 @@ const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
 
 void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    memset(resp, 0, sizeof(*resp));
+    /* not memset: the header array is large and written only as used */
+    resp->status = 0;
+    resp->ctype = NULL;
+    resp->body = NULL;
+    resp->len = 0;
+    resp->nheaders = 0;
+    resp->journal_lsn = 0;
     resp->route_index = -1;
     if (!split_path(req, resp))
         return;

@@ -10,6 +10,36 @@ const api_route_t api_routes[] = {
     { API_POST,   "/counter/{key}",        h_counter_post },
     { API_GET,    "/counter/{key}",        h_counter_get },
 
+    /* unique counting (HyperLogLog) */
+    { API_POST,   "/uv/{key}",             h_uv_add },
+    { API_GET,    "/uv/{key}",             h_uv_get },
+    { API_PUT,    "/uv/{key}",             h_uv_put },
+    { API_POST,   "/uv/{key}/merge",       h_uv_merge },
+
+    /* membership: Bloom */
+    { API_PUT,    "/bloom/{key}",          h_bloom_reserve },
+    { API_POST,   "/bloom/{key}",          h_bloom_add },
+    { API_GET,    "/bloom/{key}",          h_bloom_info },
+    { API_POST,   "/bloom/{key}/exists",   h_bloom_mexists },
+    { API_GET,    "/bloom/{key}/exists",   h_bloom_exists },
+
+    /* membership: Cuckoo */
+    { API_PUT,    "/cuckoo/{key}",         h_cuckoo_reserve },
+    { API_POST,   "/cuckoo/{key}",         h_cuckoo_add },
+    { API_GET,    "/cuckoo/{key}",         h_cuckoo_info },
+    { API_POST,   "/cuckoo/{key}/exists",  h_cuckoo_mexists },
+    { API_GET,    "/cuckoo/{key}/exists",  h_cuckoo_exists },
+    { API_POST,   "/cuckoo/{key}/remove",  h_cuckoo_remove },
+    { API_GET,    "/cuckoo/{key}/count",   h_cuckoo_count },
+
+    /* time series (RedisTimeSeries) */
+    { API_PUT,    "/ts/{key}",             h_ts_create },
+    { API_POST,   "/ts/{key}",             h_ts_add },
+    { API_GET,    "/ts/{key}",             h_ts_info },
+    { API_GET,    "/ts/{key}/range",       h_ts_range },
+    { API_GET,    "/ts/{key}/revrange",    h_ts_revrange },
+    { API_DELETE, "/ts/{key}/range",       h_ts_delete_range },
+
     /* keys */
     { API_GET,    "/keys",                 h_keys_list },
     { API_GET,    "/keys/{key}",           h_key_get },

@@ -34,6 +34,36 @@ void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/uv.c */
+void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/bloom.c */
+void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/cuckoo.c */
+void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/ts.c */
+void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_revrange(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/keys.c */
 void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);

@@ -3,12 +3,20 @@
 
 #include <string.h>
 
+#include "core/bloom.h"
 #include "core/counter.h"
+#include "core/cuckoo.h"
+#include "core/hll.h"
 #include "core/throttle.h"
+#include "core/ts.h"
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
     &counter_type,
+    &hll_type,
+    &bloom_type,
+    &cuckoo_type,
+    &ts_type,
 };
 
 const ks_type_t *ks_type_by_tag(unsigned tag)

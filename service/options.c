@@ -31,7 +31,7 @@ static const opt_def_t defs[] = {
     { "data-dir", "TALLY_DATA_DIR", K_STR, OFF(data_dir), 0, 0, "directory for snapshot and journal (default ./data)" },
     { "in-memory", "TALLY_IN_MEMORY", K_FLAG, OFF(in_memory), 0, 0, "keep no files: state is lost on exit" },
     { "max-body", "TALLY_MAX_BODY", K_SIZE, OFF(body_limit), 0, 0, "largest request body (default 1mb; larger gets 413)" },
-    { "max-url", "TALLY_MAX_URL", K_SIZE, OFF(max_url), 0, 0, "longest request URL (default 64kb; longer gets 414)" },
+    { "max-url", "TALLY_MAX_URL", K_SIZE, OFF(max_url), 0, 0, "longest request URL (default 16kb; longer gets 414)" },
     { "timeout", "TALLY_TIMEOUT", K_INT, OFF(conn_timeout), 1, 86400, "seconds before an idle connection is closed (default 60)" },
     { "max-connections", "TALLY_MAX_CONNECTIONS", K_INT, OFF(max_connections), 1, 1000000, "concurrent connections (default 10000)" },
     { "shutdown-timeout", "TALLY_SHUTDOWN_TIMEOUT", K_INT, OFF(shutdown_timeout), 0, 3600, "seconds to let in-flight requests finish on SIGTERM (default 10)" },
@@ -41,6 +41,7 @@ static const opt_def_t defs[] = {
     { "snapshot-interval", "TALLY_SNAPSHOT_INTERVAL", K_INT, OFF(snapshot_interval), 0, 86400 * 365, "seconds between snapshots when anything changed (default 60; 0: only on demand and exit)" },
     { "journal", "TALLY_JOURNAL", K_BOOL_ONOFF, OFF(journal), 0, 0, "on | off: journal every change (default on)" },
     { "fsync", "TALLY_FSYNC", K_FSYNC, OFF(fsync), 0, 0, "always | everysec | no: when the journal reaches the disk (default everysec)" },
+    { "journal-timeout", "TALLY_JOURNAL_TIMEOUT", K_INT, OFF(journal_timeout), 1, 3600, "seconds a change waits for a failing disk before it is answered 503 (default 5)" },
     { "config", "TALLY_CONFIG", K_STR, OFF(config), 0, 0, "JSON file of named rate-limit policies (reloaded on SIGHUP)" },
     { "log-level", "TALLY_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0, "error | warn | info | debug (default info)" },
 };
@@ -182,7 +183,7 @@ static void defaults(tally_opts_t *o)
     o->threads = n > 0 ? (int)n : 1;
     strcpy(o->data_dir, "./data");
     o->body_limit = 1 << 20;
-    o->max_url = 64 << 10;
+    o->max_url = 16 << 10;
     o->conn_timeout = 60;
     o->max_connections = 10000;
     o->shutdown_timeout = 10;
@@ -191,6 +192,7 @@ static void defaults(tally_opts_t *o)
     o->snapshot_interval = 60;
     o->journal = true;
     o->fsync = FSYNC_EVERYSEC;
+    o->journal_timeout = 5;
     o->log_level = LOG_INFO;
 }
 

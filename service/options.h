@@ -21,7 +21,7 @@ typedef struct tally_opts {
     char data_dir[512];          /* --data-dir, TALLY_DATA_DIR: ./data */
     bool in_memory;              /* --in-memory, TALLY_IN_MEMORY: no files at all */
     size_t body_limit;           /* --max-body, TALLY_MAX_BODY: 1 MiB */
-    size_t max_url;              /* --max-url, TALLY_MAX_URL: 64 KiB */
+    size_t max_url;              /* --max-url, TALLY_MAX_URL: 16 KiB */
     int conn_timeout;            /* --timeout, TALLY_TIMEOUT: idle connection seconds, 60 */
     int max_connections;         /* --max-connections, TALLY_MAX_CONNECTIONS: 10000 */
     int shutdown_timeout;        /* --shutdown-timeout, TALLY_SHUTDOWN_TIMEOUT: 10 s for in-flight requests */
@@ -31,6 +31,7 @@ typedef struct tally_opts {
     int snapshot_interval;       /* --snapshot-interval, TALLY_SNAPSHOT_INTERVAL: 60 s, 0 = never periodic */
     bool journal;                /* --journal on|off, TALLY_JOURNAL: on */
     fsync_mode_t fsync;          /* --fsync always|everysec|no, TALLY_FSYNC: everysec */
+    int journal_timeout;         /* --journal-timeout, TALLY_JOURNAL_TIMEOUT: 5 s before a change that cannot be journaled gets 503 */
     char config[512];            /* --config, TALLY_CONFIG: policies file, optional */
     int log_level;               /* --log-level, TALLY_LOG_LEVEL: info */
 } tally_opts_t;

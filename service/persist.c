@@ -26,7 +26,6 @@
 #define SNAPSHOT_TMP "snapshot.tly.tmp"
 #define LOCK_NAME "LOCK"
 #define SNAP_DRAIN_BUDGET (256 * 1024)    /* bytes encoded per shard-lock hold */
-#define JOURNAL_WAIT_MS 5000              /* a request waits this long for a failing disk */
 
 struct persist {
     char dir[512];
@@ -34,6 +33,7 @@ struct persist {
     ks_t *ks;
     bool journal_on;
     fsync_mode_t fsync;
+    int journal_wait_ms;                  /* a request waits this long for a failing disk */
     int snapshot_interval;
     int lock_fd;
     journal_t *j;
@@ -437,12 +437,18 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
     p->ks = api->ks;
     p->journal_on = o->journal;
     p->fsync = o->fsync;
+    p->journal_wait_ms = o->journal_timeout * 1000;
     p->snapshot_interval = o->snapshot_interval;
     p->lock_fd = -1;
     pthread_mutex_init(&p->snap_mu, NULL);
 
     if (mkdir(p->dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create data directory %s: %s", p->dir, strerror(errno));
+        goto fail;
+    }
+    struct stat dsb;
+    if (stat(p->dir, &dsb) != 0 || !S_ISDIR(dsb.st_mode)) {
+        snprintf(err, errlen, "data directory %s exists and is not a directory", p->dir);
         goto fail;
     }
     char path[600];
@@ -471,8 +477,9 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
         snprintf(err, errlen, "cannot list data directory %s: %s", p->dir, strerror(e));
         goto fail;
     }
-    /* journals from the snapshot's boundary on must be contiguous */
-    uint64_t start = snap_seq ? snap_seq : (nseq ? seqs[0] : 1);
+    /* Journals from the snapshot's boundary on must be contiguous.  Without a
+     * snapshot nothing was ever allowed to delete a journal, so they start at 1. */
+    uint64_t start = snap_seq ? snap_seq : 1;
     size_t first = 0;
     while (first < nseq && seqs[first] < start)
         first++;
@@ -481,8 +488,11 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
         if (seqs[i] != expect) {
             char want[600];
             journal_path(p, expect, want, sizeof(want));
-            snprintf(err, errlen, "journal %s is missing, but later journals exist: changes would be lost. %s",
-                     want, DAMAGE_HELP);
+            snprintf(err, errlen,
+                     "journal %s is missing, but later journals exist: the changes it held would be lost. "
+                     "tallyd will not start; restore the file (or the snapshot that covered it), or, to accept "
+                     "the loss, move every journal before the first present one out of the data directory",
+                     want);
             free(seqs);
             goto fail;
         }
@@ -563,7 +573,7 @@ bool persist_wait_hook(void *ud, uint64_t lsn, const char **err)
         *err = "out of memory buffering the journal record";
         return false;
     }
-    return journal_wait(p->j, lsn, JOURNAL_WAIT_MS, err);
+    return journal_wait(p->j, lsn, p->journal_wait_ms, err);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -103,7 +103,12 @@ static enum MHD_Result send_error(server_t *s, struct MHD_Connection *c, req_sta
                                   const char *msg)
 {
     api_resp_t r;
-    memset(&r, 0, sizeof(r));
+    r.status = 0;
+    r.ctype = NULL;
+    r.body = NULL;
+    r.len = 0;
+    r.nheaders = 0;
+    r.journal_lsn = 0;
     r.route_index = -1;
     api_error(&r, code, "%s", msg);
     enum MHD_Result ret = send_resp(s, c, st, &r);
@@ -260,7 +265,12 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
         free(s);
         return NULL;
     }
-    size_t conn_mem = o->max_url + 64 * 1024;   /* request line + headers must fit */
+    /* The request line and headers must fit in MHD's per-connection pool.
+     * MHD clears the pool between requests, so its size is paid per request:
+     * keep it as small as the URL limit allows. */
+    size_t conn_mem = o->max_url + 16 * 1024;
+    if (conn_mem < 32 * 1024)
+        conn_mem = 32 * 1024;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, addr,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads,

@@ -4,11 +4,13 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,19 +58,32 @@ char *tally_log(const tally_proc_t *p)
     return s;
 }
 
+static long long file_limit;
+
+void tally_set_file_limit(long long bytes) { file_limit = bytes; }
+
 static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
 {
     const char *bin = getenv("TALLYD");
     if (!bin)
         bin = "build/release/tallyd";
+    char dircopy[256] = "";
+    if (dir)
+        snprintf(dircopy, sizeof(dircopy), "%s", dir);   /* dir may be p->dir itself */
     memset(p, 0, sizeof(*p));
     if (dir) {
-        snprintf(p->dir, sizeof(p->dir), "%s", dir);
+        snprintf(p->dir, sizeof(p->dir), "%s", dircopy);
     } else {
         tmpdir_make(p->dir, sizeof(p->dir));
         p->own_dir = true;
     }
     snprintf(p->log, sizeof(p->log), "%s.log", p->dir);
+    FILE *lf = fopen(p->log, "r");
+    if (lf) {
+        fseek(lf, 0, SEEK_END);
+        p->log_start = ftell(lf);
+        fclose(lf);
+    }
     const char *argv[64];
     int n = 0;
     argv[n++] = bin;
@@ -93,6 +108,11 @@ static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
             dup2(fd, 1);
             close(fd);
         }
+        if (file_limit > 0) {
+            struct rlimit rl = { (rlim_t)file_limit, (rlim_t)file_limit };
+            setrlimit(RLIMIT_FSIZE, &rl);
+            signal(SIGXFSZ, SIG_IGN);
+        }
         execv(bin, (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
         _exit(127);
@@ -116,7 +136,8 @@ static int port_from_log(const tally_proc_t *p)
 {
     char *log = tally_log(p);
     int port = 0;
-    for (char *s = log; (s = strstr(s, "listening on ")); s++) {
+    size_t skip = strlen(log) >= (size_t)p->log_start ? (size_t)p->log_start : 0;
+    for (char *s = log + skip; (s = strstr(s, "listening on ")); s++) {
         char *colon = strchr(s + 13, ' ');
         if (!colon)
             break;
@@ -129,11 +150,11 @@ static int port_from_log(const tally_proc_t *p)
     return port;
 }
 
-void tally_start(tally_proc_t *p, const char *dir, const char *const *args)
+static void start(tally_proc_t *p, const char *dir, const char *const *args, bool wait_ready)
 {
     spawn(p, dir, args);
-    struct timespec ts = { 0, 10 * 1000000L };
-    for (int i = 0; i < 1000; i++) {
+    struct timespec ts = { 0, 2 * 1000000L };
+    for (int i = 0; i < 5000; i++) {
         int st;
         if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
             char *log = tally_log(p);
@@ -142,6 +163,8 @@ void tally_start(tally_proc_t *p, const char *dir, const char *const *args)
         }
         if (!p->port)
             p->port = port_from_log(p);
+        if (p->port && !wait_ready)
+            return;
         if (p->port) {
             http_resp_t r = http(p, "GET", "/readyz", NULL, NULL);
             long s = r.status;
@@ -154,6 +177,9 @@ void tally_start(tally_proc_t *p, const char *dir, const char *const *args)
     char *log = tally_log(p);
     die("tallyd did not become ready in 10 s; log:\n%s", log);
 }
+
+void tally_start(tally_proc_t *p, const char *dir, const char *const *args) { start(p, dir, args, true); }
+void tally_start_nowait(tally_proc_t *p, const char *dir, const char *const *args) { start(p, dir, args, false); }
 
 int tally_start_expect_exit(tally_proc_t *p, const char *dir, const char *const *args)
 {
@@ -195,10 +221,29 @@ void tally_kill(tally_proc_t *p)
     p->port = 0;
 }
 
+/* A sanitizer report anywhere in a tallyd log fails the test that ran it. */
+static void check_sanitizers(const tally_proc_t *p)
+{
+    char *log = tally_log(p);
+    const char *bad = strstr(log, "ERROR: AddressSanitizer");
+    if (!bad)
+        bad = strstr(log, "ERROR: LeakSanitizer");
+    if (!bad)
+        bad = strstr(log, "runtime error:");
+    if (bad) {
+        print_error("tallyd sanitizer report in %s:\n%.4000s\n", p->log, bad);
+        free(log);
+        fail();
+    }
+    free(log);
+}
+
 void tally_cleanup(tally_proc_t *p)
 {
     if (p->pid)
-        tally_kill(p);
+        tally_stop(p);   /* a clean exit lets LeakSanitizer report */
+    if (p->log[0])
+        check_sanitizers(p);
     if (p->own_dir) {
         tmpdir_remove(p->dir);
         unlink(p->log);
@@ -225,16 +270,25 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* One easy handle per thread, cleaned up when the thread exits. */
+static pthread_key_t curl_key;
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_release(void *c) { curl_easy_cleanup(c); }
+
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    pthread_key_create(&curl_key, curl_release);
+}
+
 static CURL *curl_for_thread(void)
 {
-    static __thread CURL *c;
+    pthread_once(&curl_once, curl_init_once);
+    CURL *c = pthread_getspecific(curl_key);
     if (!c) {
-        static int inited;
-        if (!inited) {
-            curl_global_init(CURL_GLOBAL_DEFAULT);
-            inited = 1;
-        }
         c = curl_easy_init();
+        pthread_setspecific(curl_key, c);
     }
     curl_easy_reset(c);
     return c;

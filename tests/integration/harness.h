@@ -27,6 +27,7 @@ typedef struct tally_proc {
     char dir[256];        /* data directory */
     char log[300];        /* stderr of the process */
     bool own_dir;         /* created by the harness: removed by tally_cleanup */
+    long log_start;       /* size of the log before this process started */
 } tally_proc_t;
 
 typedef struct http_resp {
@@ -46,9 +47,16 @@ void tmpdir_remove(const char *dir);
  * flags, NULL-terminated (may be NULL).  Fails the test if it does not
  * become ready within 10 s. */
 void tally_start(tally_proc_t *p, const char *dir, const char *const *args);
+/* Like tally_start but returns as soon as the port is known (the process
+ * listens before it has loaded its data), without waiting for /readyz. */
+void tally_start_nowait(tally_proc_t *p, const char *dir, const char *const *args);
 /* Like tally_start but expects the process to exit by itself (refusing to
  * start); returns its exit status and leaves its log in p->log. */
 int tally_start_expect_exit(tally_proc_t *p, const char *dir, const char *const *args);
+/* Limits the size of files the next started tallyd may write (RLIMIT_FSIZE,
+ * with SIGXFSZ ignored, so writes fail with EFBIG as on a full disk); 0 = no
+ * limit. */
+void tally_set_file_limit(long long bytes);
 /* SIGTERM and wait; returns the exit status (or -signal). */
 int tally_stop(tally_proc_t *p);
 /* SIGKILL and wait. */

@@ -1,0 +1,572 @@
+/*
+ * it_durability.c - snapshots and the journal with real processes: kill -9
+ * mid-stream loses nothing acknowledged; SIGTERM restarts to identical state;
+ * every kind of damage is either dropped as promised (a torn last record) or
+ * refused with the file and offset named, and damaged files are left as they
+ * were; a full disk refuses to acknowledge rather than lose data.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/rng.h"
+#include "tests/integration/harness.h"
+
+/* A limiter whose remaining count reveals exactly how many requests it took:
+ * T = 10^6 s, so nothing refills during a test; limit 1001. */
+#define COUNTING_BODY "{\"key\":\"%s\",\"max_burst\":1000,\"count_per_period\":1,\"period\":1000000%s}"
+
+static void post_count(const tally_proc_t *p, const char *key, long *status)
+{
+    char body[256];
+    snprintf(body, sizeof(body), COUNTING_BODY, key, "");
+    http_resp_t r = http(p, "POST", "/throttle", body, NULL);
+    *status = r.status == 200 && r.json && json_bool_of(&r, "allowed") ? 200 : (r.status == 200 ? 429 : r.status);
+    http_free(&r);
+}
+
+/* How many requests the key has taken (peek). */
+static long taken(const tally_proc_t *p, const char *key)
+{
+    char body[256];
+    snprintf(body, sizeof(body), COUNTING_BODY, key, ",\"quantity\":0");
+    http_resp_t r = http(p, "POST", "/throttle", body, NULL);
+    assert_status(&r, 200);
+    long n = 1001 - (long)json_int_of(&r, "remaining");
+    http_free(&r);
+    return n;
+}
+
+static void read_file(const char *path, char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *data = malloc(*len + 1);
+    assert_int_equal(fread(*data, 1, *len, f), *len);
+    fclose(f);
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+/* The newest journal file of a data directory. */
+static void last_journal(const char *dir, char *out, size_t n)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char best[256] = "";
+    while ((de = readdir(d)))
+        if (strncmp(de->d_name, "journal.", 8) == 0 && strcmp(de->d_name, best) > 0)
+            snprintf(best, sizeof(best), "%s", de->d_name);
+    closedir(d);
+    assert_true(best[0] != '\0');
+    snprintf(out, n, "%s/%s", dir, best);
+}
+
+/* ------------------------------------------------------------------------ */
+/* (a) kill -9 mid-stream, fsync always                                     */
+/* ------------------------------------------------------------------------ */
+
+#define WRITERS 4
+
+struct writer {
+    tally_proc_t *p;
+    char key[32];
+    long acked;
+    _Atomic int *stop;
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    while (!atomic_load(w->stop)) {
+        long st;
+        post_count(w->p, w->key, &st);
+        if (st == 200)
+            w->acked++;
+        else if (st < 0)
+            break;   /* the server is gone */
+    }
+    return NULL;
+}
+
+static void test_kill9_loses_nothing_acknowledged(void **state)
+{
+    (void)state;
+    const char *args[] = { "--fsync", "always", "--snapshot-interval", "1", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p.dir);
+    rng_t r;
+    rng_seed(&r, 2026);
+    long total[WRITERS] = { 0 };
+    for (int round = 0; round < 4; round++) {
+        _Atomic int stop = 0;
+        struct writer w[WRITERS];
+        pthread_t t[WRITERS];
+        for (int i = 0; i < WRITERS; i++) {
+            w[i].p = &p;
+            snprintf(w[i].key, sizeof(w[i].key), "kill9:%d", i);
+            w[i].acked = 0;
+            w[i].stop = &stop;
+            pthread_create(&t[i], NULL, writer_main, &w[i]);
+        }
+        usleep((useconds_t)(50000 + rng_below(&r, 400000)));   /* a random instant */
+        tally_kill(&p);
+        atomic_store(&stop, 1);
+        for (int i = 0; i < WRITERS; i++)
+            pthread_join(t[i], NULL);
+        tally_start(&p, dir, args);
+        for (int i = 0; i < WRITERS; i++) {
+            total[i] += w[i].acked;
+            long n = taken(&p, w[i].key);
+            /* everything acknowledged is there; at most the one in-flight request more */
+            if (n < total[i] || n > total[i] + 1)
+                fail_msg("round %d key %s: %ld acknowledged, %ld present", round, w[i].key, total[i], n);
+            total[i] = n;   /* an unacknowledged in-flight request may have landed */
+        }
+    }
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* (b) SIGTERM -> restart -> identical state                                */
+/* ------------------------------------------------------------------------ */
+
+static json_t *state_of(const tally_proc_t *p)
+{
+    json_t *all = json_object();
+    char cursor[64] = "";
+    for (;;) {
+        http_resp_t r = httpf(p, "GET", NULL, "/keys?limit=1000%s%s", cursor[0] ? "&cursor=" : "", cursor);
+        json_t *keys = json_object_get(r.json, "keys");
+        for (size_t i = 0; i < json_array_size(keys); i++) {
+            json_t *k = json_array_get(keys, i);
+            const char *name = json_string_value(json_object_get(k, "key"));
+            json_t *v = json_pack("{s:O}", "type", json_object_get(k, "type"));
+            if (strcmp(json_string_value(json_object_get(k, "type")), "throttle") == 0)
+                json_object_set_new(v, "taken", json_integer(taken(p, name)));
+            json_object_set_new(all, name, v);
+        }
+        json_t *c = json_object_get(r.json, "cursor");
+        if (json_is_null(c)) {
+            http_free(&r);
+            break;
+        }
+        snprintf(cursor, sizeof(cursor), "%s", json_string_value(c));
+        http_free(&r);
+    }
+    return all;
+}
+
+static void test_sigterm_restart_identical(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    tally_start(&p, NULL, NULL);
+    char key[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof(key), "term:%d", i % 37);
+        long st;
+        post_count(&p, key, &st);
+    }
+    http_resp_t r = http(&p, "POST", "/admin/snapshot", NULL, NULL);   /* some before, some after a snapshot */
+    assert_status(&r, 200);
+    assert_true(json_int_of(&r, "bytes") > 0);
+    assert_int_equal(json_int_of(&r, "keys"), 37);
+    http_free(&r);
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "term2:%d", i % 11);
+        long st;
+        post_count(&p, key, &st);
+    }
+    r = http(&p, "DELETE", "/keys/term%3A3", NULL, NULL);
+    http_free(&r);
+    json_t *before = state_of(&p);
+    assert_int_equal(tally_stop(&p), 0);
+    tally_start(&p, p.dir, NULL);
+    p.own_dir = true;
+    json_t *after = state_of(&p);
+    if (!json_equal(before, after)) {
+        char *a = json_dumps(before, JSON_SORT_KEYS), *b = json_dumps(after, JSON_SORT_KEYS);
+        fail_msg("state differs after restart:\nbefore %s\nafter  %s", a, b);
+    }
+    assert_int_equal(json_object_size(after), 37 - 1 + 11);
+    json_decref(before);
+    json_decref(after);
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* (c) damage                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* A data directory with a snapshot holding `snap_n` requests on key "d" and
+ * a journal holding `jn` more; the process is killed (no final snapshot). */
+static void make_dir(tally_proc_t *p, int snap_n, int jn)
+{
+    tally_start(p, NULL, (const char *[]){ "--snapshot-interval", "0", NULL });
+    long st;
+    for (int i = 0; i < snap_n; i++)
+        post_count(p, "d", &st);
+    if (snap_n) {
+        http_resp_t r = http(p, "POST", "/admin/snapshot", NULL, NULL);
+        assert_status(&r, 200);
+        http_free(&r);
+    }
+    for (int i = 0; i < jn; i++)
+        post_count(p, "d", &st);
+    tally_kill(p);
+}
+
+static void expect_refusal(tally_proc_t *p, const char *file, const char *what)
+{
+    int rc = tally_start_expect_exit(p, p->dir, (const char *[]){ "--snapshot-interval", "0", NULL });
+    assert_int_not_equal(rc, 0);
+    char *log = tally_log(p);
+    if (!strstr(log, file) || !strstr(log, "offset") || !strstr(log, what))
+        fail_msg("refusal log does not name %s, an offset and '%s':\n%s", file, what, log);
+    free(log);
+}
+
+static void test_torn_journal_tail_dropped(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    make_dir(&p, 0, 10);
+    char jp[512];
+    last_journal(p.dir, jp, sizeof(jp));
+    char *data;
+    size_t len;
+    read_file(jp, &data, &len);
+    /* a crash mid-write: the last record cut in the middle */
+    write_file(jp, data, len - 7);
+    free(data);
+    tally_start(&p, p.dir, NULL);
+    assert_int_equal(taken(&p, "d"), 9);
+    char *log = tally_log(&p);
+    assert_non_null(strstr(log, "torn last record at offset"));
+    free(log);
+    /* and a restart after that is clean */
+    assert_int_equal(tally_stop(&p), 0);
+    tally_start(&p, p.dir, NULL);
+    assert_int_equal(taken(&p, "d"), 9);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+static void test_zero_tail_dropped(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    make_dir(&p, 3, 4);
+    char jp[512];
+    last_journal(p.dir, jp, sizeof(jp));
+    FILE *f = fopen(jp, "ab");
+    static const char zeros[4096];
+    fwrite(zeros, 1, sizeof(zeros), f);   /* blocks allocated, never written */
+    fclose(f);
+    tally_start(&p, p.dir, NULL);
+    assert_int_equal(taken(&p, "d"), 7);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+static void test_damaged_journal_refused(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    make_dir(&p, 0, 5);
+    char jp[512];
+    last_journal(p.dir, jp, sizeof(jp));
+    char *data;
+    size_t len;
+    read_file(jp, &data, &len);
+    data[24 + 20] ^= 0x40;   /* inside the first record, with good records after it */
+    write_file(jp, data, len);
+    expect_refusal(&p, jp, "checksum");
+    char *after;
+    size_t alen;
+    read_file(jp, &after, &alen);
+    assert_int_equal(alen, len);
+    assert_memory_equal(after, data, len);   /* left exactly as it was */
+    free(after);
+    free(data);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+static void snapshot_damage(void (*damage)(char *data, size_t *len), const char *what)
+{
+    tally_proc_t p;
+    make_dir(&p, 5, 2);
+    char sp[512];
+    snprintf(sp, sizeof(sp), "%s/snapshot.tly", p.dir);
+    char *data;
+    size_t len;
+    read_file(sp, &data, &len);
+    data = realloc(data, len + 64);
+    damage(data, &len);
+    write_file(sp, data, len);
+    expect_refusal(&p, sp, what);
+    char *after;
+    size_t alen;
+    read_file(sp, &after, &alen);
+    assert_int_equal(alen, len);
+    if (len)
+        assert_memory_equal(after, data, len);
+    free(after);
+    free(data);
+    /* `tallyd --check` agrees */
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "%s --check %s >/dev/null", getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd",
+             sp);
+    assert_int_not_equal(system(cmd), 0);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+static void flip_middle(char *d, size_t *len) { d[*len / 2] ^= 0x01; }
+static void flip_last(char *d, size_t *len) { d[*len - 1] ^= 0x80; }
+static void bad_magic(char *d, size_t *len) { (void)len; memcpy(d, "REDIS000", 8); }
+static void future_version(char *d, size_t *len) { (void)len; d[8] = 99; }
+static void empty(char *d, size_t *len) { (void)d; *len = 0; }
+static void truncated(char *d, size_t *len) { (void)d; *len -= 30; }
+static void trailing(char *d, size_t *len) { memcpy(d + *len, "junk", 4); *len += 4; }
+
+static void test_snapshot_flipped_byte(void **s) { (void)s; snapshot_damage(flip_middle, "checksum"); }
+static void test_snapshot_flipped_trailer(void **s) { (void)s; snapshot_damage(flip_last, "checksum"); }
+static void test_snapshot_bad_magic(void **s) { (void)s; snapshot_damage(bad_magic, "magic"); }
+static void test_snapshot_future_version(void **s) { (void)s; snapshot_damage(future_version, "newer"); }
+static void test_snapshot_empty(void **s) { (void)s; snapshot_damage(empty, "empty"); }
+static void test_snapshot_truncated(void **s) { (void)s; snapshot_damage(truncated, "truncated"); }
+static void test_snapshot_trailing_garbage(void **s) { (void)s; snapshot_damage(trailing, "after the trailer"); }
+
+static void test_missing_middle_journal_refused(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    make_dir(&p, 0, 3);
+    tally_start(&p, p.dir, NULL);   /* a second journal */
+    long st;
+    post_count(&p, "d", &st);
+    tally_kill(&p);
+    char jp[512];
+    snprintf(jp, sizeof(jp), "%s/journal.0000000001.tlj", p.dir);
+    char moved[600];
+    snprintf(moved, sizeof(moved), "%s.away", p.dir);
+    assert_int_equal(rename(jp, moved), 0);
+    int rc = tally_start_expect_exit(&p, p.dir, NULL);
+    assert_int_not_equal(rc, 0);
+    char *log = tally_log(&p);
+    assert_non_null(strstr(log, "journal.0000000001.tlj is missing"));
+    free(log);
+    unlink(moved);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+static void test_check_tool(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    make_dir(&p, 4, 3);
+    const char *bin = getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd";
+    char cmd[700], jp[512], out[4096];
+    snprintf(cmd, sizeof(cmd), "%s --check %s/snapshot.tly", bin, p.dir);
+    FILE *f = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    assert_int_equal(pclose(f), 0);
+    assert_non_null(strstr(out, "1 keys"));
+    assert_non_null(strstr(out, "throttle"));
+    assert_non_null(strstr(out, "OK"));
+    last_journal(p.dir, jp, sizeof(jp));
+    snprintf(cmd, sizeof(cmd), "%s --check %s", bin, jp);
+    f = popen(cmd, "r");
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    assert_int_equal(pclose(f), 0);
+    assert_non_null(strstr(out, "3 records"));
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+static void test_unusable_directory(void **state)
+{
+    (void)state;
+    char base[256], dir[300];
+    tmpdir_make(base, sizeof(base));
+    snprintf(dir, sizeof(dir), "%s/file", base);
+    write_file(dir, "x", 1);
+    snprintf(dir, sizeof(dir), "%s/file", base);   /* a regular file where the directory should be */
+    tally_proc_t p;
+    int rc = tally_start_expect_exit(&p, dir, NULL);
+    assert_int_not_equal(rc, 0);
+    char *log = tally_log(&p);
+    assert_non_null(strstr(log, "is not a directory"));
+    free(log);
+    unlink(p.log);
+    tmpdir_remove(base);
+}
+
+static void test_second_process_refused(void **state)
+{
+    (void)state;
+    tally_proc_t p, q;
+    tally_start(&p, NULL, NULL);
+    int rc = tally_start_expect_exit(&q, p.dir, NULL);
+    assert_int_not_equal(rc, 0);
+    char *log = tally_log(&q);
+    assert_non_null(strstr(log, "in use by another tallyd"));
+    free(log);
+    tally_cleanup(&p);
+}
+
+/* A full disk (RLIMIT_FSIZE: writes fail with EFBIG): requests that cannot
+ * be journaled are not acknowledged (503), snapshots fail without harming
+ * the previous one, and after a restart everything acknowledged is there. */
+static void test_disk_full(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    tally_set_file_limit(16 * 1024);
+    tally_start(&p, NULL, (const char *[]){ "--snapshot-interval", "0", "--journal-timeout", "1", NULL });
+    tally_set_file_limit(0);
+    long acked = 0, refused = 0, st;
+    char snap_before[600];
+    snprintf(snap_before, sizeof(snap_before), "%s/snapshot.tly", p.dir);
+    for (int i = 0; i < 40 && refused == 0; i++) {
+        post_count(&p, "full", &st);
+        if (st == 200)
+            acked++;
+        else if (st == 503)
+            refused++;
+    }
+    http_resp_t r = http(&p, "POST", "/admin/snapshot", NULL, NULL);
+    assert_status(&r, 200);   /* a small snapshot still fits */
+    http_free(&r);
+    for (int i = 0; i < 400 && refused < 3; i++) {
+        post_count(&p, "full", &st);
+        if (st == 200)
+            acked++;
+        else if (st == 503)
+            refused++;
+        else
+            fail_msg("unexpected status %ld", st);
+    }
+    assert_true(refused >= 3);
+    assert_true(acked > 10);
+    /* a snapshot now fails, names the step, and leaves the old one */
+    struct stat sb;
+    assert_int_equal(stat(snap_before, &sb), 0);
+    r = http(&p, "GET", "/info", NULL, NULL);
+    assert_false(json_is_true(json_object_get(json_object_get(r.json, "persistence"), "journal_healthy")));
+    http_free(&r);
+    tally_kill(&p);
+    /* the disk has room again */
+    tally_start(&p, p.dir, NULL);
+    long n = taken(&p, "full");
+    if (n < acked || n > acked + refused)
+        fail_msg("%ld acknowledged before the disk filled, %ld present after restart", acked, n);
+    char *log = tally_log(&p);
+    assert_null(strstr(log, "damaged"));
+    free(log);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+/* The same with a real ENOSPC: a tiny tmpfs (needs mount permission; the
+ * test is skipped where the sandbox forbids it). */
+static void test_real_enospc(void **state)
+{
+    (void)state;
+    char base[256], mnt[300], cmd[1200];
+    tmpdir_make(base, sizeof(base));
+    snprintf(mnt, sizeof(mnt), "%s/mnt", base);
+    mkdir(mnt, 0755);
+    snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=96k tmpfs %s 2>/dev/null", mnt);
+    if (system(cmd) != 0) {
+        tmpdir_remove(base);
+        skip();
+    }
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/data", mnt);
+    tally_proc_t p;
+    tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", "--journal-timeout", "1", NULL });
+    long acked = 0, refused = 0, st;
+    char key[32];
+    for (int i = 0; i < 5000 && refused < 2; i++) {
+        snprintf(key, sizeof(key), "enospc%d", i % 50);
+        post_count(&p, key, &st);
+        if (st == 200)
+            acked++;
+        else if (st == 503)
+            refused++;
+        else
+            fail_msg("unexpected status %ld", st);
+    }
+    assert_true(refused >= 2);
+    http_resp_t r = http(&p, "POST", "/admin/snapshot", NULL, NULL);
+    assert_int_not_equal(r.status, 200);   /* no room: the snapshot fails cleanly */
+    http_free(&r);
+    snprintf(cmd, sizeof(cmd), "%s/snapshot.tly.tmp", dir);
+    assert_int_not_equal(access(cmd, F_OK), 0);   /* the temp file was removed */
+    tally_kill(&p);
+    /* move the files to a disk with room and start there */
+    char dir2[300];
+    snprintf(dir2, sizeof(dir2), "%s/moved", base);
+    snprintf(cmd, sizeof(cmd), "cp -a %s %s && umount %s", dir, dir2, mnt);
+    assert_int_equal(system(cmd), 0);
+    tally_start(&p, dir2, NULL);
+    long total = 0;
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "enospc%d", i);
+        total += taken(&p, key);
+    }
+    if (total < acked || total > acked + refused)
+        fail_msg("%ld acknowledged, %ld present after moving to a disk with room", acked, total);
+    tally_cleanup(&p);
+    unlink(p.log);
+    tmpdir_remove(base);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kill9_loses_nothing_acknowledged),
+        cmocka_unit_test(test_sigterm_restart_identical),
+        cmocka_unit_test(test_torn_journal_tail_dropped),
+        cmocka_unit_test(test_zero_tail_dropped),
+        cmocka_unit_test(test_damaged_journal_refused),
+        cmocka_unit_test(test_snapshot_flipped_byte),
+        cmocka_unit_test(test_snapshot_flipped_trailer),
+        cmocka_unit_test(test_snapshot_bad_magic),
+        cmocka_unit_test(test_snapshot_future_version),
+        cmocka_unit_test(test_snapshot_empty),
+        cmocka_unit_test(test_snapshot_truncated),
+        cmocka_unit_test(test_snapshot_trailing_garbage),
+        cmocka_unit_test(test_missing_middle_journal_refused),
+        cmocka_unit_test(test_check_tool),
+        cmocka_unit_test(test_unusable_directory),
+        cmocka_unit_test(test_second_process_refused),
+        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_real_enospc),
+    };
+    return cmocka_run_group_tests_name("durability (integration)", tests, NULL, NULL);
+}
