@@ -33,6 +33,17 @@ stop_redis
 record "redis EVALSHA sliding_log.lua (req/s)" "$redis_rps" req/s
 record "redis EVALSHA sliding_log.lua p99" "$redis_p99" ms
 
+# --- the HTTP ceiling: a bare libmicrohttpd server answering a fixed body ----
+bare_port=$(freeport)
+$ON_SERVER "$BUILD/bench/bare_mhd" "$bare_port" "${TALLY_THREADS:-1}" &
+bare_pid=$!
+wait_http "$bare_port" /
+export RL_PREFIX=bare: RL_PARAMS='"max_burst":15,"count_per_period":30,"period":60'
+set -- $(wrk_run "http://127.0.0.1:$bare_port/throttle" bench/lua/ratelimit_post.lua)
+bare_rps=$1
+kill $bare_pid; wait $bare_pid 2>/dev/null || true
+record "ceiling: bare libmicrohttpd vs Redis sliding log" "$bare_rps" req/s "redis EVALSHA sliding_log.lua" "$redis_rps"
+
 # --- tally: each algorithm, same run, same server --------------------------
 start_tallyd
 run_algo() {   # run_algo NAME PARAMS -> sets rps, p99
