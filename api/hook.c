@@ -73,7 +73,7 @@ void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *none = json_pack("{s:s}", "policy", p->name);
     if (!none) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-    } else if (!rl_item_parse(srv, req, none, NULL, 0, rest, rlen, &it, &e)) {
+    } else if (!rl_item_parse(srv, req, none, NULL, 0, rest, rlen, true, &it, &e)) {
         rl_err_respond(resp, &e);
     } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
         rl_answer(resp, all ? 200 : p->deny_status, &it);

@@ -119,13 +119,16 @@ bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err)
     const char *const *mine = p->algo == THROTTLE_GCRA          ? gcra_params
                               : p->algo == THROTTLE_TOKEN_BUCKET ? bucket_params
                                                                  : count_params;
-    for (const char *const *n = all_params; *n; n++)
-        if (json_object_get(obj, *n) && !in_list(mine, *n)) {
-            rl_err_set(err, API_E_BAD_REQUEST, *n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
-                       *n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
+    const char *n;
+    json_t *v;
+    json_object_foreach(obj, n, v) {
+        if (in_list(all_params, n) && !in_list(mine, n)) {
+            rl_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
+                       n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
                        mine[1] && mine[2] ? ", " : "", mine[1] && mine[2] ? mine[2] : "");
             return false;
         }
+    }
 
     int64_t period_s = 0;
     switch (p->algo) {
@@ -152,7 +155,7 @@ bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err)
     case THROTTLE_TOKEN_BUCKET: {
         if (!get_int(obj, "capacity", 1, INT64_MAX, &p->u.tb.capacity, err))
             return false;
-        json_t *v = json_object_get(obj, "refill_rate");
+        v = json_object_get(obj, "refill_rate");
         if (!v) {
             rl_err_set(err, API_E_BAD_REQUEST, "refill_rate", "missing field 'refill_rate'");
             return false;

@@ -139,9 +139,11 @@ typedef struct rl_item {
 
 /* Resolves one request object ({"key", params...} or {"policy", "key"?}).
  * `path_key` (may be NULL) is the key from the URL, used instead of a "key"
- * member.  `rest` as for policy_key.  Call with the policies read-locked. */
+ * member.  `rest` as for policy_key.  `fields_checked`: the caller already
+ * refused members that are not request fields.  Call with the policies
+ * read-locked. */
 bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
-                   const char *rest, size_t rest_len, rl_item_t *it, rl_err_t *err);
+                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, rl_err_t *err);
 void rl_item_release(rl_item_t *it);
 
 /* Decides every item atomically under the locks of all their keys: when all

@@ -85,18 +85,19 @@ static bool item_key(rl_item_t *it, const char *prefix, size_t plen, const char 
 }
 
 bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
-                   const char *rest, size_t rest_len, rl_item_t *it, rl_err_t *err)
+                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, rl_err_t *err)
 {
     memset(it, 0, sizeof(*it));
     it->quantity = 1;
     const char *name;
     json_t *v;
-    json_object_foreach(obj, name, v) {
-        if (!listed(item_fields, name)) {
-            rl_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
-            return false;
+    if (!fields_checked)
+        json_object_foreach(obj, name, v) {
+            if (!listed(item_fields, name)) {
+                rl_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
+                return false;
+            }
         }
-    }
     if ((v = json_object_get(obj, "quantity"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
             rl_err_set(err, API_E_BAD_REQUEST, "quantity", "'quantity' must be an integer >= 0");
@@ -494,19 +495,75 @@ static secs_t secs_of(const rl_result_t *r, bool allowed)
     return s;
 }
 
+/* Formatting without printf: these run on every gateway request. */
+static char *put_i64(char *p, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do
+        tmp[n++] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *p++ = '-';
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Appends a header whose value the caller writes (at most 191 bytes). */
+static char *header_start(api_resp_t *resp, const char *name)
+{
+    if (resp->nheaders == API_MAX_HEADERS)
+        return NULL;
+    api_header_t *h = &resp->headers[resp->nheaders++];
+    h->name = name;
+    return h->value;
+}
+
+static void header_i64(api_resp_t *resp, const char *name, int64_t v)
+{
+    char *p = header_start(resp, name);
+    if (p)
+        *put_i64(p, v) = '\0';
+}
+
+/* "name";<k1><v1><k2><v2> (policy names are short: POLICY_NAME_MAX). */
+static void header_draft(api_resp_t *resp, const char *hname, const char *policy, const char *k1, int64_t v1,
+                         const char *k2, int64_t v2)
+{
+    char *p = header_start(resp, hname);
+    if (!p)
+        return;
+    *p++ = '"';
+    p = put_str(p, policy);
+    *p++ = '"';
+    p = put_str(p, k1);
+    p = put_i64(p, v1);
+    p = put_str(p, k2);
+    *put_i64(p, v2) = '\0';
+}
+
 static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed)
 {
     const rl_result_t *r = &it->r;
     secs_t s = secs_of(r, allowed);
     const char *name = it->policy ? it->policy->name : DEFAULT_POLICY_NAME;
     int64_t window_s = rl_ceil_div(throttle_window_ns(&it->p), NS_PER_SEC);
-    api_add_header(resp, "RateLimit-Limit", "%lld", (long long)r->limit);
-    api_add_header(resp, "RateLimit-Remaining", "%lld", (long long)r->remaining);
-    api_add_header(resp, "RateLimit-Reset", "%lld", (long long)s.reset_s);
-    api_add_header(resp, "RateLimit-Policy", "\"%s\";q=%lld;w=%lld", name, (long long)r->limit, (long long)window_s);
-    api_add_header(resp, "RateLimit", "\"%s\";r=%lld;t=%lld", name, (long long)r->remaining, (long long)s.reset_s);
+    header_i64(resp, "RateLimit-Limit", r->limit);
+    header_i64(resp, "RateLimit-Remaining", r->remaining);
+    header_i64(resp, "RateLimit-Reset", s.reset_s);
+    header_draft(resp, "RateLimit-Policy", name, ";q=", r->limit, ";w=", window_s);
+    header_draft(resp, "RateLimit", name, ";r=", r->remaining, ";t=", s.reset_s);
     if (!allowed && s.retry_s >= 0)
-        api_add_header(resp, "Retry-After", "%lld", (long long)s.retry_s);
+        header_i64(resp, "Retry-After", s.retry_s);
 }
 
 void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
@@ -514,18 +571,28 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
     const rl_result_t *r = &it->r;
     bool allowed = r->allowed || it->shadow;
     secs_t s = secs_of(r, allowed);
-    char body[384];
-    int n = snprintf(body, sizeof(body),
-                     "{\"allowed\":%s,\"limit\":%lld,\"remaining\":%lld,\"retry_after\":%lld,"
-                     "\"reset_after\":%lld,\"retry_after_ms\":%lld,\"reset_after_ms\":%lld",
-                     allowed ? "true" : "false", (long long)r->limit, (long long)r->remaining, (long long)s.retry_s,
-                     (long long)s.reset_s, (long long)s.retry_ms, (long long)s.reset_ms);
-    if (it->policy)
-        n += snprintf(body + n, sizeof(body) - (size_t)n, ",\"policy\":\"%s\"", it->policy->name);
+    char body[384], *p = body;
+    p = put_str(p, allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
+    p = put_i64(p, r->limit);
+    p = put_str(p, ",\"remaining\":");
+    p = put_i64(p, r->remaining);
+    p = put_str(p, ",\"retry_after\":");
+    p = put_i64(p, s.retry_s);
+    p = put_str(p, ",\"reset_after\":");
+    p = put_i64(p, s.reset_s);
+    p = put_str(p, ",\"retry_after_ms\":");
+    p = put_i64(p, s.retry_ms);
+    p = put_str(p, ",\"reset_after_ms\":");
+    p = put_i64(p, s.reset_ms);
+    if (it->policy) {
+        p = put_str(p, ",\"policy\":\"");
+        p = put_str(p, it->policy->name);   /* [A-Za-z0-9_.-]: nothing to escape */
+        *p++ = '"';
+    }
     if (it->shadow && !r->allowed)
-        n += snprintf(body + n, sizeof(body) - (size_t)n, ",\"shadow_limited\":true");
-    n += snprintf(body + n, sizeof(body) - (size_t)n, "}");
-    api_body(resp, status, NULL, body, (size_t)n);
+        p = put_str(p, ",\"shadow_limited\":true");
+    *p++ = '}';
+    api_body(resp, status, NULL, body, (size_t)(p - body));
     add_headers(resp, it, allowed);
 }
 
@@ -624,7 +691,7 @@ static void post_batch(api_server_t *srv, api_req_t *req, api_resp_t *resp, json
         if (!ok)
             rl_err_set(&e, API_E_BAD_REQUEST, NULL, "must be an object");
         else
-            ok = rl_item_parse(srv, req, o, NULL, 0, NULL, 0, &items[parsed], &e);
+            ok = rl_item_parse(srv, req, o, NULL, 0, NULL, 0, false, &items[parsed], &e);
         if (!ok) {
             char field[128];
             snprintf(field, sizeof(field), "requests[%zu]%s%s", parsed, e.field[0] ? "." : "", e.field);
@@ -658,7 +725,7 @@ void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         rl_item_t it;
         rl_err_t e;
         bool all;
-        if (!rl_item_parse(srv, req, body, NULL, 0, NULL, 0, &it, &e))
+        if (!rl_item_parse(srv, req, body, NULL, 0, NULL, 0, true, &it, &e))
             rl_err_respond(resp, &e);
         else if (rl_run(srv, req, resp, &it, 1, false, &all))
             rl_answer(resp, 200, &it);
@@ -724,7 +791,7 @@ void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     rl_item_t it;
     rl_err_t e;
     bool all;
-    if (!rl_item_parse(srv, req, q, key, klen, NULL, 0, &it, &e)) {
+    if (!rl_item_parse(srv, req, q, key, klen, NULL, 0, true, &it, &e)) {
         rl_err_respond(resp, &e);
     } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
         int status = all ? 200 : deny_given ? (int)deny : it.policy ? it.policy->deny_status : 429;
