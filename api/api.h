@@ -71,6 +71,7 @@ typedef struct api_param {
 
 typedef struct api_route api_route_t;
 typedef struct api_server api_server_t;
+typedef struct api_policies api_policies_t;   /* named rate-limit policies (api/ratelimit.h) */
 
 typedef struct api_req {
     /* Filled by the caller of api_dispatch. */
@@ -141,6 +142,7 @@ typedef struct api_route_meta {
 struct api_server {
     ks_t *ks;
     api_hooks_t hooks;
+    api_policies_t *policies;    /* --config policies; NULL = none configured */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -190,6 +192,8 @@ void api_add_header(api_resp_t *resp, const char *name, const char *fmt, ...)
 const char *api_path_param(const api_req_t *req, const char *name, size_t *len);
 /* Validates a key (non-empty, <= 1024 bytes, UTF-8 without NUL). */
 bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t len);
+/* The same rules without a response: false with *why ("must not be empty"...). */
+bool api_key_ok(const char *key, size_t len, const char **why);
 /* The {key} path parameter, validated. */
 bool api_path_key(const api_req_t *req, api_resp_t *resp, const char **key, size_t *len);
 

@@ -6,6 +6,9 @@ const api_route_t api_routes[] = {
     { API_POST,   "/throttle",             h_throttle_post },
     { API_GET,    "/throttle/{key}",       h_throttle_get },
     { API_DELETE, "/throttle/{key}",       h_throttle_delete },
+    { API_ANY,    "/hook/{policy}/{path...}", h_hook },
+    { API_POST,   "/counter/{key}",        h_counter_post },
+    { API_GET,    "/counter/{key}",        h_counter_get },
 
     /* unique counting (HyperLogLog) */
     { API_POST,   "/uv/{key}",             h_uv_add },

@@ -27,6 +27,13 @@ void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/hook.c */
+void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/counter.c */
+void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/uv.c */
 void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);

@@ -657,3 +657,20 @@ bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp
     }
     return true;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Keys without a response (rate-limit policies build keys from templates)  */
+/* ------------------------------------------------------------------------ */
+
+bool api_key_ok(const char *key, size_t len, const char **why)
+{
+    if (len == 0)
+        *why = "must not be empty";
+    else if (len > KS_KEY_MAX)
+        *why = "is longer than 1024 bytes";
+    else if (!valid_utf8((const unsigned char *)key, len))
+        *why = "must be UTF-8 text without NUL bytes";
+    else
+        return true;
+    return false;
+}

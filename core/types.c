@@ -6,6 +6,7 @@
 #include "core/activity.h"
 #include "core/bits.h"
 #include "core/bloom.h"
+#include "core/counter.h"
 #include "core/cuckoo.h"
 #include "core/geo.h"
 #include "core/hll.h"
@@ -14,6 +15,7 @@
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
+    &counter_type,
     &hll_type,
     &bloom_type,
     &cuckoo_type,

@@ -294,8 +294,23 @@ static CURL *curl_for_thread(void)
     return c;
 }
 
+static http_resp_t http_full(const tally_proc_t *p, const char *method, const char *path, const void *body,
+                             size_t len, const char *ctype, const char *const *extra);
+
 http_resp_t http_bin(const tally_proc_t *p, const char *method, const char *path, const void *body,
                      size_t len, const char *ctype)
+{
+    return http_full(p, method, path, body, len, ctype, NULL);
+}
+
+http_resp_t http_h(const tally_proc_t *p, const char *method, const char *path, const char *body,
+                   const char *ctype, const char *const *headers)
+{
+    return http_full(p, method, path, body, body ? strlen(body) : 0, ctype, headers);
+}
+
+static http_resp_t http_full(const tally_proc_t *p, const char *method, const char *path, const void *body,
+                             size_t len, const char *ctype, const char *const *extra)
 {
     http_resp_t r;
     memset(&r, 0, sizeof(r));
@@ -322,6 +337,8 @@ http_resp_t http_bin(const tally_proc_t *p, const char *method, const char *path
         hdrs = curl_slist_append(hdrs, ct);
     }
     hdrs = curl_slist_append(hdrs, "Expect:");
+    for (int i = 0; extra && extra[i]; i++)
+        hdrs = curl_slist_append(hdrs, extra[i]);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(hdrs);
