@@ -98,6 +98,7 @@ typedef struct api_req {
     api_param_t *params;         /* decoded query parameters */
     int nparams;
     json_t *json;                /* parsed body, owned by the request */
+    char *arena;                 /* decoded segments and parameters live here */
 } api_req_t;
 
 typedef struct api_header {

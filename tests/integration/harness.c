@@ -60,6 +60,34 @@ char *tally_log(const tally_proc_t *p)
 
 static long long file_limit;
 
+/* Every tallyd this test process started, so that a failed test (cmocka
+ * longjmps past its cleanup) never leaves one running. */
+#define MAX_CHILDREN 256
+static pid_t children[MAX_CHILDREN];
+
+static void kill_children(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] > 0 && kill(children[i], 0) == 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+        }
+}
+
+static void remember_child(pid_t pid)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(kill_children);
+        registered = true;
+    }
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] <= 0 || kill(children[i], 0) != 0) {
+            children[i] = pid;
+            return;
+        }
+}
+
 void tally_set_file_limit(long long bytes) { file_limit = bytes; }
 
 static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
@@ -118,6 +146,7 @@ static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
         _exit(127);
     }
     p->pid = pid;
+    remember_child(pid);
     return pid;
 }
 
