@@ -12,7 +12,6 @@
  * finish -> close connections -> final snapshot -> exit 0.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,10 +150,6 @@ static int run(void)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* every thread inherits this; main waits for them */
     signal(SIGPIPE, SIG_IGN);
-    /* libmicrohttpd allocates each response object above the tcache size, so
-     * with fastbins on every request paid a malloc_consolidate (~9% of
-     * /throttle's CPU in perf). Small blocks still come from the tcache. */
-    mallopt(M_MXFAST, 0);
 
     app.ks = ks_create(o->shard_bits, random_seed());
     if (!app.ks) {
