@@ -71,6 +71,7 @@ typedef struct api_param {
 
 typedef struct api_route api_route_t;
 typedef struct api_server api_server_t;
+typedef struct api_resp api_resp_t;
 typedef struct api_policies api_policies_t;   /* named rate-limit policies (api/ratelimit.h) */
 
 typedef struct api_req {
@@ -106,7 +107,7 @@ typedef struct api_header {
     char value[192];
 } api_header_t;
 
-typedef struct api_resp {
+struct api_resp {
     int status;
     const char *ctype;           /* NULL = application/json */
     char *body;                  /* malloc'd, owned by the response */
@@ -114,8 +115,12 @@ typedef struct api_resp {
     api_header_t headers[API_MAX_HEADERS];
     int nheaders;
     uint64_t journal_lsn;        /* wait for this journal position before answering */
+    /* Slow work (a snapshot) is not done in the HTTP worker: the handler sets
+     * `deferred`, and the server runs it on another thread, which fills in
+     * the response, and answers when it returns. */
+    void (*deferred)(api_server_t *srv, api_resp_t *resp);
     int route_index;             /* for metrics: index in the route table, -1 none */
-} api_resp_t;
+};
 
 /* What the API needs from the service, as callbacks, so that api/ never
  * depends on service/. */

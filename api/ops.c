@@ -88,6 +88,19 @@ void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     wbuf_free(&b);
 }
 
+/* Runs on a thread of the server's, not in the HTTP worker. */
+static void snapshot_job(api_server_t *srv, api_resp_t *resp)
+{
+    const char *err = NULL;
+    json_t *o = srv->hooks.snapshot(srv->hooks.ud, &err);
+    if (!o) {
+        api_error(resp, err && strstr(err, "in progress") ? API_E_UNAVAILABLE : API_E_INTERNAL,
+                  "snapshot failed: %s", err ? err : "unknown error");
+        return;
+    }
+    api_json(resp, 200, o);
+}
+
 void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     if (!no_params(req, resp))
@@ -98,12 +111,5 @@ void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_UNAVAILABLE, "persistence is not configured (no --data-dir)");
         return;
     }
-    const char *err = NULL;
-    json_t *o = srv->hooks.snapshot(srv->hooks.ud, &err);
-    if (!o) {
-        api_error(resp, err && strstr(err, "in progress") ? API_E_UNAVAILABLE : API_E_INTERNAL,
-                  "snapshot failed: %s", err ? err : "unknown error");
-        return;
-    }
-    api_json(resp, 200, o);
+    resp->deferred = snapshot_job;
 }

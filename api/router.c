@@ -262,6 +262,7 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     resp->len = 0;
     resp->nheaders = 0;
     resp->journal_lsn = 0;
+    resp->deferred = NULL;
     resp->route_index = -1;
     pthread_once(&compile_once, compile_routes);
     size_t nparts = 1;

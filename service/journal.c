@@ -34,7 +34,22 @@ struct journal {
     bool failing;           /* the last write failed */
     int last_errno;
     int64_t last_fail_ns;
+
+    /* asynchronous waiters, served by the flusher thread */
+    struct waiter {
+        uint64_t lsn;
+        int64_t deadline_ns;
+        journal_done_fn done;
+        void *ud;
+    } *waiters;
+    size_t nwaiters, waiters_cap;
+    pthread_cond_t flush_cv;   /* wakes the flusher */
+    pthread_t flusher;
+    bool flusher_started;
+    bool stopping;
 };
+
+static void *flusher_main(void *arg);
 
 journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
 {
@@ -52,6 +67,11 @@ journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
     j->mode = mode;
     j->file_bytes = (uint64_t)lseek(fd, 0, SEEK_END);
     j->new_fd = -1;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->flush_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    j->flusher_started = pthread_create(&j->flusher, NULL, flusher_main, j) == 0;
     return j;
 }
 
@@ -103,6 +123,9 @@ static void flush_locked(journal_t *j, bool want_sync)
     bool rot = j->rotating;
     uint64_t rat = j->rotate_at;
     int fd = j->fd, nfd = j->new_fd;
+    /* sync when asked and something written is not yet synced, even if
+     * nothing new is buffered (an earlier write may not have synced) */
+    bool need_sync = want_sync && (b.len > 0 || j->synced < base);
     pthread_mutex_unlock(&j->mu);
 
     size_t first = rot ? (size_t)(rat - base) : b.len;
@@ -128,7 +151,7 @@ static void flush_locked(journal_t *j, bool want_sync)
         done += more;
     }
     bool synced = false;
-    if (!err && want_sync && b.len > 0) {
+    if (!err && need_sync) {
         if (fdatasync(fd) != 0)
             err = errno;
         else
@@ -222,6 +245,119 @@ bool journal_wait(journal_t *j, uint64_t lsn, int timeout_ms, const char **err)
     return ok;
 }
 
+/* mu held */
+static bool try_locked(journal_t *j, uint64_t lsn)
+{
+    bool sync = j->mode == FSYNC_ALWAYS;
+    if ((sync ? j->synced : j->written) >= lsn)
+        return true;
+    /* everysec/no on a healthy disk: one write() here is cheaper than a
+     * hand-off to the flusher */
+    if (!sync && !j->failing && j->flusher_started) {
+        while (j->writing)
+            pthread_cond_wait(&j->cv, &j->mu);
+        if (j->written < lsn && !j->failing)
+            flush_locked(j, false);
+        return j->written >= lsn;
+    }
+    return false;
+}
+
+bool journal_try(journal_t *j, uint64_t lsn)
+{
+    pthread_mutex_lock(&j->mu);
+    bool ok = try_locked(j, lsn);
+    pthread_mutex_unlock(&j->mu);
+    return ok;
+}
+
+bool journal_wait_async(journal_t *j, uint64_t lsn, int timeout_ms, journal_done_fn done, void *ud)
+{
+    pthread_mutex_lock(&j->mu);
+    bool sync = j->mode == FSYNC_ALWAYS;
+    if (try_locked(j, lsn)) {
+        pthread_mutex_unlock(&j->mu);
+        return true;
+    }
+    if (!j->flusher_started) {
+        const char *err = NULL;
+        bool ok = wait_locked(j, lsn, sync, timeout_ms, &err);
+        pthread_mutex_unlock(&j->mu);
+        done(ud, ok, err);
+        return false;
+    }
+    if (j->nwaiters == j->waiters_cap) {
+        size_t nc = j->waiters_cap ? j->waiters_cap * 2 : 64;
+        struct waiter *w = realloc(j->waiters, nc * sizeof(*w));
+        if (!w) {
+            pthread_mutex_unlock(&j->mu);
+            done(ud, false, "out of memory waiting for the journal");
+            return false;
+        }
+        j->waiters = w;
+        j->waiters_cap = nc;
+    }
+    j->waiters[j->nwaiters++] = (struct waiter){ lsn, clock_mono_ns() + (int64_t)timeout_ms * 1000000LL, done, ud };
+    pthread_cond_signal(&j->flush_cv);
+    pthread_mutex_unlock(&j->mu);
+    return false;
+}
+
+/* The flusher: writes (and under fsync=always syncs) whatever is pending
+ * while anyone waits, then answers every waiter it satisfied or that timed
+ * out.  Requests arriving during an fdatasync form the next batch. */
+static void *flusher_main(void *arg)
+{
+    journal_t *j = arg;
+    struct waiter *ready = NULL;
+    size_t ready_cap = 0;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        while (!j->stopping && j->nwaiters == 0)
+            pthread_cond_wait(&j->flush_cv, &j->mu);
+        if (j->stopping && j->nwaiters == 0)
+            break;
+        bool sync = j->mode == FSYNC_ALWAYS;
+        bool may_retry = !j->failing || clock_mono_ns() - j->last_fail_ns >= JOURNAL_RETRY_NS;
+        if (!j->writing && may_retry && (j->written < j->appended || (sync && j->synced < j->written)))
+            flush_locked(j, sync);
+        /* answer the satisfied and the timed out */
+        uint64_t have = sync ? j->synced : j->written;
+        int64_t now = clock_mono_ns();
+        size_t nready = 0, keep = 0;
+        if (ready_cap < j->nwaiters) {
+            struct waiter *r = realloc(ready, j->nwaiters * sizeof(*r));
+            if (r) {
+                ready = r;
+                ready_cap = j->nwaiters;
+            }
+        }
+        for (size_t i = 0; i < j->nwaiters; i++) {
+            struct waiter w = j->waiters[i];
+            bool finished = w.lsn <= have || now >= w.deadline_ns || j->stopping;
+            if (finished && nready < ready_cap) {
+                w.lsn = w.lsn <= have;   /* reuse as the outcome */
+                ready[nready++] = w;
+            } else {
+                j->waiters[keep++] = w;
+            }
+        }
+        j->nwaiters = keep;
+        const char *err = j->failing ? strerror(j->last_errno) : "timed out waiting for the journal";
+        pthread_mutex_unlock(&j->mu);
+        for (size_t i = 0; i < nready; i++)
+            ready[i].done(ready[i].ud, ready[i].lsn != 0, ready[i].lsn ? NULL : err);
+        pthread_mutex_lock(&j->mu);
+        if (j->nwaiters > 0 && (j->failing || j->writing)) {
+            struct timespec ts = deadline_in(j->failing ? JOURNAL_RETRY_NS / 4 : 1000000LL);
+            pthread_cond_timedwait(&j->flush_cv, &j->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    free(ready);
+    return NULL;
+}
+
 bool journal_sync(journal_t *j, const char **err)
 {
     pthread_mutex_lock(&j->mu);
@@ -294,6 +430,15 @@ void journal_close(journal_t *j)
     const char *err;
     if (!journal_sync(j, &err))
         log_error("journal: final sync failed: %s", err);
+    if (j->flusher_started) {
+        pthread_mutex_lock(&j->mu);
+        j->stopping = true;
+        pthread_cond_signal(&j->flush_cv);
+        pthread_mutex_unlock(&j->mu);
+        pthread_join(j->flusher, NULL);
+    }
+    free(j->waiters);
+    pthread_cond_destroy(&j->flush_cv);
     pthread_mutex_lock(&j->mu);
     while (j->writing || j->sync_busy)
         pthread_cond_wait(&j->cv, &j->mu);

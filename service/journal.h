@@ -45,6 +45,17 @@ uint64_t journal_append(journal_t *j, const journal_req_t *req);
 /* Waits until `lsn` is written (and synced under fsync=always).  Returns
  * false with *err set if that did not happen within timeout_ms. */
 bool journal_wait(journal_t *j, uint64_t lsn, int timeout_ms, const char **err);
+/* The same without blocking the caller: returns true when `lsn` is already
+ * as durable as the policy asks (after writing it inline when that is quick:
+ * a healthy journal under everysec/no).  Otherwise returns false and
+ * `done(ud, ok, err)` is called later, from the journal's flusher thread,
+ * once it is (ok) or after timeout_ms (not ok).  Under fsync=always the
+ * flusher gives every waiting request of a batch one shared fdatasync. */
+typedef void (*journal_done_fn)(void *ud, bool ok, const char *err);
+/* Only the inline part: true when `lsn` is (or was just made) as durable as
+ * the policy asks without waiting for the disk. */
+bool journal_try(journal_t *j, uint64_t lsn);
+bool journal_wait_async(journal_t *j, uint64_t lsn, int timeout_ms, journal_done_fn done, void *ud);
 /* Writes and fsyncs everything appended so far, whatever the policy. */
 bool journal_sync(journal_t *j, const char **err);
 /* Called every second by the service: fdatasync under everysec, and retries

@@ -184,7 +184,7 @@ static int run(void)
         app.api.hooks.ud = app.persist;
         app.api.hooks.journal = persist_journal_hook;
         app.api.hooks.snapshot = persist_snapshot_hook;
-        server_hooks_t ph = { app.persist, persist_wait_hook };
+        server_hooks_t ph = { app.persist, persist_wait_hook, persist_try_hook, persist_wait_async_hook };
         server_set_hooks(app.server, &ph);
     } else {
         log_warn("--in-memory: nothing is written to disk; state is lost when tallyd stops");

@@ -576,6 +576,24 @@ bool persist_wait_hook(void *ud, uint64_t lsn, const char **err)
     return journal_wait(p->j, lsn, p->journal_wait_ms, err);
 }
 
+bool persist_try_hook(void *ud, uint64_t lsn)
+{
+    persist_t *p = ud;
+    return !p->j || (lsn != UINT64_MAX && journal_try(p->j, lsn));
+}
+
+bool persist_wait_async_hook(void *ud, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err), void *dud)
+{
+    persist_t *p = ud;
+    if (!p->j)
+        return true;
+    if (lsn == UINT64_MAX) {
+        done(dud, false, "out of memory buffering the journal record");
+        return false;
+    }
+    return journal_wait_async(p->j, lsn, p->journal_wait_ms, done, dud);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Snapshots                                                                */
 /* ------------------------------------------------------------------------ */

@@ -50,6 +50,10 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
 uint64_t persist_journal_hook(void *ud, const journal_req_t *req);
 /* server_hooks_t.journal_wait */
 bool persist_wait_hook(void *ud, uint64_t lsn, const char **err);
+/* server_hooks_t.journal_try */
+bool persist_try_hook(void *ud, uint64_t lsn);
+/* server_hooks_t.journal_wait_async */
+bool persist_wait_async_hook(void *ud, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err), void *dud);
 /* api_hooks_t.snapshot */
 json_t *persist_snapshot_hook(void *ud, const char **err);
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,15 @@ typedef struct req_state {
     bool started;
     bool too_large;
     int64_t start_ns;
+    /* A suspended request: its answer is computed or made durable on another
+     * thread, which stores it here and resumes the connection. */
+    server_t *server;
+    struct MHD_Connection *conn;
+    bool suspended;
+    _Atomic bool answered;
+    bool durable_ok;
+    const char *durable_err;
+    api_resp_t resp;
 } req_state_t;
 
 /* ------------------------------------------------------------------------ */
@@ -62,6 +72,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req_state_t *st = *con_cls;
     if (!st)
         return;
+    if (st->suspended)
+        api_resp_release(&st->resp);
     free(st->uri);
     wbuf_free(&st->body);
     free(st);
@@ -125,6 +137,52 @@ static bool operational_path(const char *p, size_t n)
     return false;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Suspended requests                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Called (from any thread) once a suspended request's answer is ready. */
+static void answer_ready(req_state_t *st)
+{
+    atomic_store_explicit(&st->answered, true, memory_order_release);
+    MHD_resume_connection(st->conn);
+}
+
+static void on_durable(void *ud, bool ok, const char *err)
+{
+    req_state_t *st = ud;
+    st->durable_ok = ok;
+    st->durable_err = err;
+    answer_ready(st);
+}
+
+static void *deferred_main(void *arg)
+{
+    req_state_t *st = arg;
+    st->resp.deferred(st->server->api, &st->resp);
+    st->resp.deferred = NULL;
+    st->durable_ok = true;
+    answer_ready(st);
+    return NULL;
+}
+
+static void not_durable(api_resp_t *resp, const char *err)
+{
+    int route = resp->route_index;
+    api_error(resp, API_E_UNAVAILABLE, "the change could not be made durable: %s", err ? err : "journal unavailable");
+    resp->route_index = route;
+}
+
+/* Suspends the connection until another thread fills st->resp. */
+static enum MHD_Result suspend(req_state_t *st, struct MHD_Connection *c, api_resp_t *resp)
+{
+    st->resp = *resp;
+    st->conn = c;
+    st->suspended = true;
+    MHD_suspend_connection(c);
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -160,6 +218,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         *upload_size = 0;
         return MHD_YES;
+    }
+    if (st->suspended) {
+        if (!atomic_load_explicit(&st->answered, memory_order_acquire))
+            return MHD_YES;   /* not ours to answer yet */
+        if (!st->durable_ok)
+            not_durable(&st->resp, st->durable_err);
+        st->suspended = false;
+        enum MHD_Result ret = send_resp(s, c, st, &st->resp);
+        api_resp_release(&st->resp);
+        return ret;
     }
     if (st->too_large) {
         char msg[96];
@@ -202,18 +270,41 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(s, c, st, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
     }
     api_dispatch(s->api, &req, &resp);
-    if (resp.journal_lsn && s->hooks.journal_wait) {
-        const char *err = NULL;
-        if (!s->hooks.journal_wait(s->hooks.ud, resp.journal_lsn, &err)) {
-            int route = resp.route_index;
-            api_error(&resp, API_E_UNAVAILABLE, "the change could not be made durable: %s",
-                      err ? err : "journal unavailable");
-            resp.route_index = route;
+    api_req_release(&req);
+    st->server = s;
+    if (resp.deferred) {
+        /* slow work runs on its own thread; this worker keeps serving */
+        suspend(st, c, &resp);
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, deferred_main, st) != 0) {
+            st->resp.deferred = NULL;
+            api_error(&st->resp, API_E_INTERNAL, "cannot start a thread for this request");
+            st->durable_ok = true;
+            answer_ready(st);
         }
+        pthread_attr_destroy(&attr);
+        return MHD_YES;
+    }
+    if (resp.journal_lsn && s->hooks.journal_wait_async &&
+        !(s->hooks.journal_try && s->hooks.journal_try(s->hooks.ud, resp.journal_lsn))) {
+        /* suspend first: the journal may answer from its thread at once */
+        suspend(st, c, &resp);
+        if (s->hooks.journal_wait_async(s->hooks.ud, resp.journal_lsn, on_durable, st)) {
+            st->durable_ok = true;
+            answer_ready(st);
+        }
+        return MHD_YES;
+    }
+    if (resp.journal_lsn && !s->hooks.journal_wait_async && s->hooks.journal_wait) {
+        const char *err = NULL;
+        if (!s->hooks.journal_wait(s->hooks.ud, resp.journal_lsn, &err))
+            not_durable(&resp, err);
     }
     enum MHD_Result ret = send_resp(s, c, st, &resp);
     api_resp_release(&resp);
-    api_req_release(&req);
     return ret;
 }
 
@@ -248,7 +339,8 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     struct sockaddr *addr;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_USE_TURBO |
+                     MHD_ALLOW_SUSPEND_RESUME;
     memset(&a4, 0, sizeof(a4));
     memset(&a6, 0, sizeof(a6));
     if (inet_pton(AF_INET, o->bind, &a4.sin_addr) == 1) {
