@@ -640,6 +640,9 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
         goto fail;
     }
     XXH64_reset(xs, 0);
+    /* room for a large record up front: growing the buffer while a shard is
+     * locked (fresh pages, copies) is what made the longest holds */
+    wbuf_reserve(&b, 2 * SNAP_DRAIN_BUDGET + (8 << 20));
     snap_header_t h = { SNAP_VERSION, 0, clock_now_ns() / 1000000, seq };
     snapfmt_put_header(&b, &h);
     step = "write";
@@ -647,8 +650,8 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
         ks_shard_t *sh = ks_shard_at(p->ks, i);
         bool done;
         do {
-            int64_t l0 = clock_mono_ns();
             ks_shard_lock(sh);
+            int64_t l0 = clock_mono_ns();
             done = ks_snapshot_drain(p->ks, sh, &b, SNAP_DRAIN_BUDGET, &records);
             ks_shard_unlock(sh);
             int64_t held = clock_mono_ns() - l0;
