@@ -3,10 +3,16 @@
 
 #include <string.h>
 
+#include "core/cms.h"
+#include "core/tdigest.h"
 #include "core/throttle.h"
+#include "core/topk.h"
 
 static const ks_type_t *const all_types[] = {
     &throttle_type,
+    &cms_type,
+    &topk_type,
+    &tdigest_type,
 };
 
 const ks_type_t *ks_type_by_tag(unsigned tag)
