@@ -329,9 +329,10 @@ static double quantile_of(const tdigest_t *td, double q)
 {
     if (td->merged == 0)
         return NAN;
-    if (td->merged == 1)
-        return td->nodes[0].mean;
-    return value_at(td, q * (double)td->merged_weight);
+    double index = q * (double)td->merged_weight;
+    if (td->merged == 1)   /* the extremes are known exactly; the rest is the mean */
+        return index < 1 ? td->min : index > (double)td->merged_weight - 1 ? td->max : td->nodes[0].mean;
+    return value_at(td, index);
 }
 
 double tdigest_quantile(const tdigest_t *td, double q)

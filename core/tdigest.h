@@ -46,7 +46,10 @@
  * Edge cases, as RedisBloom: an empty digest answers NaN to quantile, CDF,
  * min, max, by-rank and trimmed mean; rank -2; a value below the minimum has
  * rank -1 and reverse rank n, above the maximum rank n and reverse rank -1;
- * by-rank with rank >= n is +inf (by-reverse-rank -inf).
+ * by-rank with rank >= n is +inf (by-reverse-rank -inf).  Quantile 0 is always
+ * the minimum and quantile 1 the maximum, also when every value fell into one
+ * centroid (RedisBloom answers that centroid's mean for every q; its merge
+ * never folds the extremes into a centroid, k₁ at a tiny c may).
  *
  * Encoding (version 1), little-endian:
  *
