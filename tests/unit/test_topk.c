@@ -67,8 +67,10 @@ static double precision(const topk_t *t, const uint32_t *exact)
     topk_entry_t *v = malloc(k * sizeof(*v));
     size_t n = topk_list(t, v), hits = 0;
     for (size_t i = 0; i < n; i++) {
-        assert_true(v[i].len > 5 && memcmp(v[i].item, "item:", 5) == 0);
-        if (exact[atoi(v[i].item + 5)] >= threshold)
+        char id[16] = { 0 };
+        assert_true(v[i].len > 5 && v[i].len < 5 + sizeof(id) && memcmp(v[i].item, "item:", 5) == 0);
+        memcpy(id, v[i].item + 5, v[i].len - 5);   /* items are not NUL-terminated */
+        if (exact[atoi(id)] >= threshold)
             hits++;
         if (i > 0)
             assert_true(v[i - 1].count >= v[i].count);   /* descending */
