@@ -6,6 +6,7 @@
  *   POST /cms/{key}        {"increments":[{"item","by"=1}]} or {"items":[...]}
  *                          -> {"counts":[...]}                 (CMS.INCRBY)
  *   GET  /cms/{key}/count?item=a&item=b -> {"counts":[...]}    (CMS.QUERY)
+ *   POST /cms/{key}/count  {"items":[...]} -> {"counts":[...]}  (the same, for long batches)
  *   POST /cms/{key}/merge  {"sources":[...],"weights":[...]} -> info   (CMS.MERGE)
  *   GET  /cms/{key}        -> {"width","depth","count","conservative","size_bytes"}  (CMS.INFO)
  *
@@ -168,16 +169,10 @@ out:
     json_decref(counts);
 }
 
-void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+/* Answers the estimates of items[0..n) (freed here). */
+static void count_items(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                        freq_item_t *items, size_t n)
 {
-    static const char *const params[] = { "item", NULL };
-    const char *key;
-    size_t klen, n;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params))
-        return;
-    freq_item_t *items = freq_query_items(req, resp, "item", &n);
-    if (!items)
-        return;
     json_t *counts = json_array();
     ks_t *ks = srv->ks;
     ks_key_t k = ks_key(ks, key, klen);
@@ -196,6 +191,33 @@ void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_json(resp, 200, json_pack("{s:o}", "counts", counts));
     else
         json_decref(counts);
+}
+
+void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "item", NULL };
+    const char *key;
+    size_t klen, n;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params))
+        return;
+    freq_item_t *items = freq_query_items(req, resp, "item", &n);
+    if (items)
+        count_items(srv, req, resp, key, klen, items, n);
+}
+
+/* The same with the items in a JSON body, for batches too long for a URL. */
+void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", NULL };
+    const char *key;
+    size_t klen, n;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
+    if (items)
+        count_items(srv, req, resp, key, klen, items, n);
 }
 
 void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -12,6 +12,7 @@ const api_route_t api_routes[] = {
     { API_POST,   "/cms/{key}",                    h_cms_incr },
     { API_GET,    "/cms/{key}",                    h_cms_info },
     { API_GET,    "/cms/{key}/count",              h_cms_count },
+    { API_POST,   "/cms/{key}/count",              h_cms_count_post },
     { API_POST,   "/cms/{key}/merge",              h_cms_merge },
     { API_PUT,    "/topk/{key}",                   h_topk_put },
     { API_POST,   "/topk/{key}",                   h_topk_add },

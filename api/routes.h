@@ -32,6 +32,7 @@ void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
 /* api/topk.c */

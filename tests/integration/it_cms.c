@@ -57,6 +57,10 @@ static void test_create_incr_count(void **state)
            200, "{\"counts\":[3,1,3]}");
     expect(&T, "POST", "/cms/c1", "{\"items\":[\"a\",\"c\",\"c\"]}", 200, "{\"counts\":[4,1,2]}");
     expect(&T, "GET", "/cms/c1/count?item=a&item=b&item=c&item=never", NULL, 200, "{\"counts\":[4,1,2,0]}");
+    expect(&T, "POST", "/cms/c1/count", "{\"items\":[\"a\",\"b\",\"c\",\"never\"]}", 200, "{\"counts\":[4,1,2,0]}");
+    expect(&T, "POST", "/cms/c1/count", "{\"increments\":[{\"item\":\"a\"}]}", 400, NULL);
+    expect(&T, "POST", "/cms/c1/count", "{\"items\":[]}", 400, NULL);
+    expect(&T, "POST", "/cms/nope/count", "{\"items\":[\"a\"]}", 404, NULL);
     expect(&T, "GET", "/cms/c1", NULL, 200,
            "{\"width\":2000,\"depth\":9,\"count\":7,\"conservative\":false,\"size_bytes\":144032}");
     /* items are bytes: a percent-encoded query item equals the JSON one */
