@@ -145,7 +145,7 @@ void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         goto out;
     cms_t *c = ks_entry_value(e);
     if (sum > CMS_MAX_COUNT || !cms_can_add(c, sum)) {
-        api_error_field(resp, API_E_BAD_REQUEST, "increments",
+        api_error_field(resp, API_E_BAD_REQUEST, json_object_get(body, "increments") ? "increments" : "items",
                         "overflow: the increments would take the sketch's total count past %llu; nothing was added",
                         (unsigned long long)CMS_MAX_COUNT);
         goto out;
