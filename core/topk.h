@@ -27,19 +27,26 @@
  * tiny for a large count) while small ones wash each other out.
  *
  * Defaults as RedisBloom: width 8, depth 7, decay 0.9.  Recommended for a
- * given k: width = k·ln(k), depth = max(5, ln(k)).  Precision (share of the
- * listed items that are among the true k most frequent, ties included) on
- * Zipf(1.0) streams of 1M events over 100k items, with those dimensions:
- *     k = 10  (23 × 5):  mean 99.5% over 100 streams; 95 at 100%, 5 at 90%
- *     k = 100 (461 × 5): mean 99.2% over 30 streams; 10 at 100%, 17 at 99%,
- *                        2 at 98%, 1 at 97%
- * (tests/unit/test_topk.c checks >= 99% on its seeded streams).  The misses
- * are HeavyKeeper's: with 23 buckets per row and 100k items, about 3% of all
- * events land in each bucket, so an item with 0.9% of the stream loses its
- * buckets to the flood of light items while its count is small, and can be
- * stuck near 1 for a third of the stream; at k = 100 the early decay costs
- * the items ranked near 100 about 16 ± 13 counts, more than the gap between
- * neighbours.  Wider sketches fix both: 664 × 7 gives 99.8% at k = 100.
+ * given k: width = k·log2(k), depth = max(5, log2(k)) (RedisBloom writes
+ * "k·log(k)" without a base).  Precision - the share of listed items that are
+ * among the true k most frequent, ties included - on Zipf(1.0) streams of 1M
+ * events over 100k items, each stream with its own item names (so its own
+ * layout in the buckets):
+ *
+ *     k     width × depth        mean      streams below 99%
+ *     10    34 × 5   (log2)      99.7%     3 of 100 (one item missed: 90%)
+ *     100   665 × 7  (log2)      99.8%     0 of 40  (all >= 99%)
+ *     10    24 × 5   (ln)        95.5%     45 of 100
+ *     100   461 × 5  (ln)        99.4%     3 of 40  (97-98%)
+ *
+ * (tests/unit/test_topk.c checks the log2 rows on 8 seeded streams.)  The
+ * misses are HeavyKeeper's: with ~24 buckets per row and 100k items, about 3%
+ * of all events land in each bucket, so an item with 1% of the stream keeps
+ * losing its buckets to the flood of light items while its count is small
+ * (decay^count is large), and can stay stuck near 1 for a third of the
+ * stream; at k = 100 the early decay costs the items ranked near 100 about
+ * 16 ± 13 counts, more than the gap between neighbours.  Wider sketches fix
+ * both (k = 10 at 50 × 5: 100% on 40 of 40 streams).
  *
  * Determinism: RedisBloom draws decay decisions from rand().  Here they come
  * from a xoshiro256** generator whose 32-byte state is part of the structure
