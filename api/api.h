@@ -71,6 +71,7 @@ typedef struct api_param {
 
 typedef struct api_route api_route_t;
 typedef struct api_server api_server_t;
+typedef struct api_policies api_policies_t;   /* named rate-limit policies (api/ratelimit.h) */
 
 typedef struct api_req {
     /* Filled by the caller of api_dispatch. */
@@ -97,6 +98,7 @@ typedef struct api_req {
     api_param_t *params;         /* decoded query parameters */
     int nparams;
     json_t *json;                /* parsed body, owned by the request */
+    char *arena;                 /* decoded segments and parameters live here */
 } api_req_t;
 
 typedef struct api_header {
@@ -141,6 +143,7 @@ typedef struct api_route_meta {
 struct api_server {
     ks_t *ks;
     api_hooks_t hooks;
+    api_policies_t *policies;    /* --config policies; NULL = none configured */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -190,6 +193,8 @@ void api_add_header(api_resp_t *resp, const char *name, const char *fmt, ...)
 const char *api_path_param(const api_req_t *req, const char *name, size_t *len);
 /* Validates a key (non-empty, <= 1024 bytes, UTF-8 without NUL). */
 bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t len);
+/* The same rules without a response: false with *why ("must not be empty"...). */
+bool api_key_ok(const char *key, size_t len, const char **why);
 /* The {key} path parameter, validated. */
 bool api_path_key(const api_req_t *req, api_resp_t *resp, const char **key, size_t *len);
 
@@ -245,6 +250,10 @@ size_t api_escape_segment(const char *key, size_t len, char *out);
  * while over the limit, journaling each eviction.  Returns false (507 set)
  * when the limit is reached and nothing can be evicted. */
 bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
+/* Like api_make_room, for a write known to add about `extra` bytes: evicts
+ * until usage + extra fits under the limit; 507 when it cannot (a single
+ * value larger than the whole limit is refused, not allowed to overshoot). */
+bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra);
 
 /* Sets a 409 WRONGTYPE naming both types. */
 void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted);

@@ -92,6 +92,7 @@ void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     bool full = false;
     while (shard < ks_shard_count(ks) && !full && budget > 0) {
         ks_shard_t *sh = ks_shard_at(ks, shard);
+        bool shard_done = false;   /* v == 0 also means "not started" */
         ks_shard_lock(sh);
         do {
             uint64_t next = v;
@@ -104,12 +105,13 @@ void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             }
             json_array_extend(pg.keys, pg.bucket);
             v = next;
+            shard_done = v == 0;
             budget--;
             if (have + more >= (size_t)limit)
                 full = true;
-        } while (v != 0 && !full && budget > 0);
+        } while (!shard_done && !full && budget > 0);
         ks_shard_unlock(sh);
-        if (v == 0)
+        if (shard_done)
             shard++;
     }
     json_decref(pg.bucket);

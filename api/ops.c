@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/ratelimit.h"
 #include "api/routes.h"
 #include "core/version.h"
 
@@ -77,6 +78,7 @@ void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     wbuf_put_bytes(&b, line, (size_t)n);
     if (srv->hooks.metrics)
         srv->hooks.metrics(srv->hooks.ud, &b);
+    api_policies_metrics(srv->policies, &b);
     if (b.oom) {
         wbuf_free(&b);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory rendering metrics");

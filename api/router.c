@@ -8,6 +8,7 @@
  * decoded as HTML forms do ('+' is a space, %XX a byte), which is what HTTP
  * client libraries produce.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,12 @@ api_route_meta_t api_route_meta(size_t i)
 /* Decoding                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Everything a request decodes (path segments, query names and values) goes
+ * into one arena allocated once: decoding never makes a string longer, so
+ * the raw path and query lengths plus a NUL per piece bound its size.
+ */
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')
@@ -66,25 +73,16 @@ static int hexval(char c)
     return -1;
 }
 
-/* Decodes s[0..n) into a new NUL-terminated string; NULL on a bad escape or
- * allocation failure (*bad distinguishes them). */
-static char *pct_decode(const char *s, size_t n, bool plus_is_space, size_t *out_len, bool *bad)
+/* Decodes s[0..n) to out (NUL-terminated); returns the length, or -1 on a bad escape. */
+static long pct_decode(const char *s, size_t n, bool plus_is_space, char *out)
 {
-    char *out = malloc(n + 1);
-    if (!out) {
-        *bad = false;
-        return NULL;
-    }
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c == '%') {
             int hi, lo;
-            if (n - i < 3 || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0) {
-                free(out);
-                *bad = true;
-                return NULL;
-            }
+            if (n - i < 3 || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0)
+                return -1;
             out[j++] = (char)(hi << 4 | lo);
             i += 2;
         } else if (c == '+' && plus_is_space) {
@@ -94,11 +92,10 @@ static char *pct_decode(const char *s, size_t n, bool plus_is_space, size_t *out
         }
     }
     out[j] = '\0';
-    *out_len = j;
-    return out;
+    return (long)j;
 }
 
-static bool split_path(api_req_t *req, api_resp_t *resp)
+static bool split_path(api_req_t *req, api_resp_t *resp, char **arena)
 {
     const char *p = req->path;
     size_t n = req->path_len;
@@ -115,19 +112,15 @@ static bool split_path(api_req_t *req, api_resp_t *resp)
             api_error(resp, API_E_NOT_FOUND, "no such route");
             return false;
         }
-        bool bad;
-        size_t len;
-        char *seg = pct_decode(p + start, i - start, false, &len, &bad);
-        if (!seg) {
-            if (bad)
-                api_error(resp, API_E_BAD_REQUEST, "malformed percent-encoding in the path");
-            else
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory decoding the path");
+        long len = pct_decode(p + start, i - start, false, *arena);
+        if (len < 0) {
+            api_error(resp, API_E_BAD_REQUEST, "malformed percent-encoding in the path");
             return false;
         }
-        req->seg[req->nseg] = seg;
-        req->seg_len[req->nseg] = len;
+        req->seg[req->nseg] = *arena;
+        req->seg_len[req->nseg] = (size_t)len;
         req->nseg++;
+        *arena += len + 1;
         if (i >= n)
             break;
         i++;   /* skip '/' */
@@ -135,7 +128,7 @@ static bool split_path(api_req_t *req, api_resp_t *resp)
     return true;
 }
 
-static bool parse_query(api_req_t *req, api_resp_t *resp)
+static bool parse_query(api_req_t *req, api_resp_t *resp, char **arena)
 {
     if (!req->query || req->query_len == 0)
         return true;
@@ -147,7 +140,7 @@ static bool parse_query(api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_BAD_REQUEST, "too many query parameters (at most %d)", API_MAX_PARAMS);
         return false;
     }
-    req->params = calloc(count, sizeof(*req->params));
+    req->params = malloc(count * sizeof(*req->params));
     if (!req->params) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory decoding the query");
         return false;
@@ -165,24 +158,19 @@ static bool parse_query(api_req_t *req, api_resp_t *resp)
         size_t eq = start;
         while (eq < end && q[eq] != '=')
             eq++;
-        bool bad;
-        size_t nlen, vlen;
-        char *name = pct_decode(q + start, eq - start, true, &nlen, &bad);
-        char *value = name ? pct_decode(q + (eq < end ? eq + 1 : end), eq < end ? end - eq - 1 : 0, true,
-                                        &vlen, &bad)
-                           : NULL;
-        if (!value) {
-            free(name);
-            if (bad)
-                api_error(resp, API_E_BAD_REQUEST, "malformed percent-encoding in the query string");
-            else
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory decoding the query");
+        api_param_t *pp = &req->params[req->nparams];
+        long nlen = pct_decode(q + start, eq - start, true, *arena);
+        pp->name = *arena;
+        *arena += nlen + 1;
+        long vlen = nlen < 0 ? -1 : pct_decode(q + (eq < end ? eq + 1 : end), eq < end ? end - eq - 1 : 0, true, *arena);
+        pp->value = *arena;
+        *arena += vlen + 1;
+        if (nlen < 0 || vlen < 0) {
+            api_error(resp, API_E_BAD_REQUEST, "malformed percent-encoding in the query string");
             return false;
         }
-        api_param_t *pp = &req->params[req->nparams++];
-        pp->name = name;
-        pp->value = value;
-        pp->vlen = vlen;
+        pp->vlen = (size_t)vlen;
+        req->nparams++;
     }
     return true;
 }
@@ -191,52 +179,78 @@ static bool parse_query(api_req_t *req, api_resp_t *resp)
 /* Matching                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Does the decoded path match the pattern?  Pattern segments are compared
- * without allocating: literal segments byte for byte, `{x}` any one segment,
- * a final `{x...}` any remainder. */
-static bool route_matches(const api_route_t *r, const api_req_t *req)
+/* Each pattern is split once into segments: literals compared byte for
+ * byte, `{x}` matching any one segment, a final `{x...}` any remainder. */
+typedef struct pattern_seg {
+    const char *text;    /* literal text, or the parameter's name */
+    size_t len;
+    bool param;
+} pattern_seg_t;
+
+typedef struct compiled_route {
+    pattern_seg_t seg[API_MAX_SEGMENTS];
+    int nseg;            /* segments before a rest parameter */
+    bool rest;           /* ends with {x...} */
+} compiled_route_t;
+
+static compiled_route_t *compiled;
+static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+
+static void compile_routes(void)
 {
-    const char *p = r->pattern + 1;   /* skip leading '/' */
-    int si = 0;
-    for (;;) {
-        const char *end = strchr(p, '/');
-        size_t plen = end ? (size_t)(end - p) : strlen(p);
-        bool param = plen >= 2 && p[0] == '{' && p[plen - 1] == '}';
-        if (param && plen >= 5 && memcmp(p + plen - 4, "...}", 4) == 0)
-            return si <= req->nseg;
-        if (si >= req->nseg)
-            return false;
-        if (!param && (req->seg_len[si] != plen || memcmp(req->seg[si], p, plen) != 0))
-            return false;
-        si++;
-        if (!end)
-            return si == req->nseg;
-        p = end + 1;
+    compiled = calloc(api_nroutes, sizeof(*compiled));
+    if (!compiled)
+        abort();   /* at start-up: nothing can be served without the table */
+    for (size_t r = 0; r < api_nroutes; r++) {
+        compiled_route_t *c = &compiled[r];
+        const char *p = api_routes[r].pattern + 1;
+        for (;;) {
+            const char *end = strchr(p, '/');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            bool param = len >= 2 && p[0] == '{' && p[len - 1] == '}';
+            if (param && len >= 5 && memcmp(p + len - 4, "...}", 4) == 0) {
+                c->rest = true;
+                c->seg[c->nseg].text = p + 1;
+                c->seg[c->nseg].len = len - 5;
+                break;   /* the rest parameter's name sits after the counted segments */
+            }
+            c->seg[c->nseg].text = param ? p + 1 : p;
+            c->seg[c->nseg].len = param ? len - 2 : len;
+            c->seg[c->nseg].param = param;
+            c->nseg++;
+            if (!end)
+                break;
+            p = end + 1;
+        }
     }
+}
+
+static bool route_matches(size_t r, const api_req_t *req)
+{
+    const compiled_route_t *c = &compiled[r];
+    if (c->rest ? req->nseg < c->nseg : req->nseg != c->nseg)
+        return false;
+    for (int i = 0; i < c->nseg; i++) {
+        const pattern_seg_t *s = &c->seg[i];
+        if (!s->param && (req->seg_len[i] != s->len || memcmp(req->seg[i], s->text, s->len) != 0))
+            return false;
+    }
+    return true;
 }
 
 const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
 {
     if (!req->route)
         return NULL;
+    const compiled_route_t *c = &compiled[req->route - api_routes];
     size_t nlen = strlen(name);
-    const char *p = req->route->pattern + 1;
-    int si = 0;
-    for (;;) {
-        const char *end = strchr(p, '/');
-        size_t plen = end ? (size_t)(end - p) : strlen(p);
-        if (plen == nlen + 2 && p[0] == '{' && memcmp(p + 1, name, nlen) == 0 && p[plen - 1] == '}') {
-            if (si >= req->nseg)
-                return NULL;
+    for (int i = 0; i < c->nseg; i++)
+        if (c->seg[i].param && c->seg[i].len == nlen && memcmp(c->seg[i].text, name, nlen) == 0) {
             if (len)
-                *len = req->seg_len[si];
-            return req->seg[si];
+                *len = req->seg_len[i];
+            return req->seg[i];
         }
-        if (!end)
-            return NULL;
-        si++;
-        p = end + 1;
-    }
+    return NULL;
 }
 
 void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -249,14 +263,24 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     resp->nheaders = 0;
     resp->journal_lsn = 0;
     resp->route_index = -1;
-    if (!split_path(req, resp))
+    pthread_once(&compile_once, compile_routes);
+    size_t nparts = 1;
+    for (size_t i = 0; i < req->query_len; i++)
+        nparts += req->query[i] == '&' || req->query[i] == '=';
+    req->arena = malloc(req->path_len + req->query_len + API_MAX_SEGMENTS + 2 * nparts + 2);
+    if (!req->arena) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory decoding the request");
+        return;
+    }
+    char *arena = req->arena;
+    if (!split_path(req, resp, &arena))
         return;
 
     const api_route_t *match = NULL;
     char allow[96] = "";
     for (size_t i = 0; i < api_nroutes; i++) {
         const api_route_t *r = &api_routes[i];
-        if (!route_matches(r, req))
+        if (!route_matches(i, req))
             continue;
         if (r->method == API_ANY || r->method == req->method) {
             match = r;
@@ -279,20 +303,16 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     req->route = match;
-    if (!parse_query(req, resp))
+    if (!parse_query(req, resp, &arena))
         return;
     match->handler(srv, req, resp);
 }
 
 void api_req_release(api_req_t *req)
 {
-    for (int i = 0; i < req->nseg; i++)
-        free(req->seg[i]);
+    free(req->arena);
+    req->arena = NULL;
     req->nseg = 0;
-    for (int i = 0; i < req->nparams; i++) {
-        free(req->params[i].name);
-        free(req->params[i].value);
-    }
     free(req->params);
     req->params = NULL;
     req->nparams = 0;

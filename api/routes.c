@@ -6,6 +6,65 @@ const api_route_t api_routes[] = {
     { API_POST,   "/throttle",             h_throttle_post },
     { API_GET,    "/throttle/{key}",       h_throttle_get },
     { API_DELETE, "/throttle/{key}",       h_throttle_delete },
+    { API_ANY,    "/hook/{policy}/{path...}", h_hook },
+    { API_POST,   "/counter/{key}",        h_counter_post },
+    { API_GET,    "/counter/{key}",        h_counter_get },
+
+    /* unique counting (HyperLogLog) */
+    { API_POST,   "/uv/{key}",             h_uv_add },
+    { API_GET,    "/uv/{key}",             h_uv_get },
+    { API_PUT,    "/uv/{key}",             h_uv_put },
+    { API_POST,   "/uv/{key}/merge",       h_uv_merge },
+
+    /* membership: Bloom */
+    { API_PUT,    "/bloom/{key}",          h_bloom_reserve },
+    { API_POST,   "/bloom/{key}",          h_bloom_add },
+    { API_GET,    "/bloom/{key}",          h_bloom_info },
+    { API_POST,   "/bloom/{key}/exists",   h_bloom_mexists },
+    { API_GET,    "/bloom/{key}/exists",   h_bloom_exists },
+
+    /* membership: Cuckoo */
+    { API_PUT,    "/cuckoo/{key}",         h_cuckoo_reserve },
+    { API_POST,   "/cuckoo/{key}",         h_cuckoo_add },
+    { API_GET,    "/cuckoo/{key}",         h_cuckoo_info },
+    { API_POST,   "/cuckoo/{key}/exists",  h_cuckoo_mexists },
+    { API_GET,    "/cuckoo/{key}/exists",  h_cuckoo_exists },
+    { API_POST,   "/cuckoo/{key}/remove",  h_cuckoo_remove },
+    { API_GET,    "/cuckoo/{key}/count",   h_cuckoo_count },
+
+    /* time series (RedisTimeSeries) */
+    { API_PUT,    "/ts/{key}",             h_ts_create },
+    { API_POST,   "/ts/{key}",             h_ts_add },
+    { API_GET,    "/ts/{key}",             h_ts_info },
+    { API_GET,    "/ts/{key}/range",       h_ts_range },
+    { API_GET,    "/ts/{key}/revrange",    h_ts_revrange },
+    { API_DELETE, "/ts/{key}/range",       h_ts_delete_range },
+
+    /* geo (GET /geo/nearby before /geo/{key}, so a key may be called "nearby") */
+    { API_GET,    "/geo/nearby",           h_geo_nearby },
+    { API_POST,   "/geo/{key}",            h_geo_add },
+    { API_GET,    "/geo/{key}/pos",        h_geo_pos },
+    { API_GET,    "/geo/{key}/dist",       h_geo_dist },
+    { API_GET,    "/geo/{key}/hash",       h_geo_hash },
+    { API_POST,   "/geo/{key}/remove",     h_geo_remove },
+
+    /* bitmaps (api/bits.c) */
+    { API_PUT,    "/bits/{key}",           h_bits_put },
+    { API_GET,    "/bits/{key}",           h_bits_get },
+    { API_POST,   "/bits/{key}/setbit",    h_bits_setbit },
+    { API_GET,    "/bits/{key}/getbit",    h_bits_getbit },
+    { API_GET,    "/bits/{key}/count",     h_bits_count },
+    { API_GET,    "/bits/{key}/pos",       h_bits_pos },
+    { API_POST,   "/bits/{key}/op",        h_bits_op },
+    { API_POST,   "/bits/{key}/field",     h_bits_field },
+
+    /* activity analytics (api/activity.c) */
+    { API_POST,   "/activity/{key}",           h_activity_add },
+    { API_GET,    "/activity/{key}",           h_activity_info },
+    { API_POST,   "/activity/{key}/import",    h_activity_import },
+    { API_GET,    "/activity/{key}/count",     h_activity_count },
+    { API_GET,    "/activity/{key}/users",     h_activity_users },
+    { API_GET,    "/activity/{key}/retention", h_activity_retention },
 
     /* frequency and quantiles: Count-Min, Top-K, T-Digest */
     { API_PUT,    "/cms/{key}",                    h_cms_put },

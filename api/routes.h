@@ -27,6 +27,68 @@ void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/hook.c */
+void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/counter.c */
+void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/uv.c */
+void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/bloom.c */
+void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/cuckoo.c */
+void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/ts.c */
+void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_revrange(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/geo.c */
+void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+/* api/bits.c */
+void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/activity.c */
+void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_import(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_users(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_activity_retention(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/cms.c */
 void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp);

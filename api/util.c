@@ -636,3 +636,41 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp)
     }
     return true;
 }
+
+bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra)
+{
+    if (req->replay)
+        return true;
+    ks_t *ks = srv->ks;
+    uint64_t max = ks_maxmemory(ks);
+    if (!max)
+        return true;
+    struct evict_ctx c = { srv, req, resp };
+    while (ks_total_memory(ks) + extra > max) {
+        if (extra > max || ks_evict(ks, api_now_ms(req), on_evict, &c) == 0) {
+            api_error(resp, API_E_OUT_OF_MEMORY,
+                      "memory limit of %llu bytes reached: this write needs %llu more bytes (maxmemory-policy %s)",
+                      (unsigned long long)max, (unsigned long long)extra,
+                      ks_evict_policy(ks) == KS_NOEVICTION ? "noeviction" : "cannot evict more");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Keys without a response (rate-limit policies build keys from templates)  */
+/* ------------------------------------------------------------------------ */
+
+bool api_key_ok(const char *key, size_t len, const char **why)
+{
+    if (len == 0)
+        *why = "must not be empty";
+    else if (len > KS_KEY_MAX)
+        *why = "is longer than 1024 bytes";
+    else if (!valid_utf8((const unsigned char *)key, len))
+        *why = "must be UTF-8 text without NUL bytes";
+    else
+        return true;
+    return false;
+}

@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="gcc make pkg-config
-libmicrohttpd-dev libjansson-dev libroaring-dev libxxhash-dev
+libmicrohttpd-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev
 libcmocka-dev libcurl4-openssl-dev
 clang libclang-rt-14-dev
 redis-server redis-tools nginx wrk yamllint curl procps"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/ratelimit.h"
 #include "core/keyspace.h"
 
 static api_server_t srv;
@@ -77,7 +78,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!srv.ks) {
         srv.ks = ks_create(2, 42);
+        /* a limit, so that a SETBIT at offset 2^32-1 is refused (507), not a 512 MiB allocation */
+        ks_set_maxmemory(srv.ks, 64u << 20, KS_ALLKEYS_LRU);
         srv.hooks.journal = fake_journal;
+        /* policies reachable without headers: literal and {path} keys */
+        static const char policies[] =
+            "{\"policies\": {"
+            "\"lit\": {\"algorithm\": \"sliding_log\", \"max_count\": 3, \"period\": 60, \"key\": \"all\"},"
+            "\"path\": {\"algorithm\": \"token_bucket\", \"capacity\": 2, \"refill_rate\": 0.5, \"key\": \"{path}\","
+            " \"deny_status\": 403},"
+            "\"sh\": {\"algorithm\": \"sliding_window\", \"max_count\": 1, \"period\": 1, \"key\": \"{method}{path}\","
+            " \"shadow\": true, \"prefix\": \"\"},"
+            "\"hdr\": {\"algorithm\": \"fixed_window\", \"max_count\": 2, \"period\": 10, \"key\": \"{header:X-K}\"}}}";
+        size_t n;
+        char err[256];
+        srv.policies = api_policies_create();
+        if (!srv.policies || !api_policies_load(srv.policies, policies, sizeof(policies) - 1, &n, err, sizeof(err)))
+            abort();
     }
     int64_t now = 1700000000LL * 1000000000LL;
     size_t start = 0;
@@ -93,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ks_total_keys(srv.ks) > 10000) {
         ks_free(srv.ks);
         srv.ks = ks_create(2, 42);
+        ks_set_maxmemory(srv.ks, 64u << 20, KS_ALLKEYS_LRU);
     }
     return 0;
 }

@@ -60,6 +60,34 @@ char *tally_log(const tally_proc_t *p)
 
 static long long file_limit;
 
+/* Every tallyd this test process started, so that a failed test (cmocka
+ * longjmps past its cleanup) never leaves one running. */
+#define MAX_CHILDREN 256
+static pid_t children[MAX_CHILDREN];
+
+static void kill_children(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] > 0 && kill(children[i], 0) == 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+        }
+}
+
+static void remember_child(pid_t pid)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(kill_children);
+        registered = true;
+    }
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] <= 0 || kill(children[i], 0) != 0) {
+            children[i] = pid;
+            return;
+        }
+}
+
 void tally_set_file_limit(long long bytes) { file_limit = bytes; }
 
 static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
@@ -118,6 +146,7 @@ static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
         _exit(127);
     }
     p->pid = pid;
+    remember_child(pid);
     return pid;
 }
 
@@ -294,8 +323,23 @@ static CURL *curl_for_thread(void)
     return c;
 }
 
+static http_resp_t http_full(const tally_proc_t *p, const char *method, const char *path, const void *body,
+                             size_t len, const char *ctype, const char *const *extra);
+
 http_resp_t http_bin(const tally_proc_t *p, const char *method, const char *path, const void *body,
                      size_t len, const char *ctype)
+{
+    return http_full(p, method, path, body, len, ctype, NULL);
+}
+
+http_resp_t http_h(const tally_proc_t *p, const char *method, const char *path, const char *body,
+                   const char *ctype, const char *const *headers)
+{
+    return http_full(p, method, path, body, body ? strlen(body) : 0, ctype, headers);
+}
+
+static http_resp_t http_full(const tally_proc_t *p, const char *method, const char *path, const void *body,
+                             size_t len, const char *ctype, const char *const *extra)
 {
     http_resp_t r;
     memset(&r, 0, sizeof(r));
@@ -322,6 +366,8 @@ http_resp_t http_bin(const tally_proc_t *p, const char *method, const char *path
         hdrs = curl_slist_append(hdrs, ct);
     }
     hdrs = curl_slist_append(hdrs, "Expect:");
+    for (int i = 0; extra && extra[i]; i++)
+        hdrs = curl_slist_append(hdrs, extra[i]);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(hdrs);

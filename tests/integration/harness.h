@@ -72,6 +72,10 @@ http_resp_t http(const tally_proc_t *p, const char *method, const char *path, co
                  const char *ctype);
 http_resp_t http_bin(const tally_proc_t *p, const char *method, const char *path, const void *body,
                      size_t len, const char *ctype);
+/* With extra request headers: "Name: value" strings, NULL-terminated (a
+ * header given as "Name:" removes one curl would send). */
+http_resp_t http_h(const tally_proc_t *p, const char *method, const char *path, const char *body,
+                   const char *ctype, const char *const *headers);
 /* printf-style path and body. */
 http_resp_t httpf(const tally_proc_t *p, const char *method, const char *body, const char *pathfmt, ...)
     __attribute__((format(printf, 4, 5)));

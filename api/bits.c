@@ -1,0 +1,789 @@
+/*
+ * bits.c - /bits: Redis string bitmaps with Redis's exact answers.
+ *
+ *   PUT  /bits/{key}           raw body        -> {"length":N}            SET
+ *   GET  /bits/{key}                           -> the bytes (404 if none)  GET
+ *   POST /bits/{key}/setbit    {"offset","value"} -> {"previous":0|1}     SETBIT
+ *   GET  /bits/{key}/getbit?offset=            -> {"value":0|1}           GETBIT
+ *   GET  /bits/{key}/count?start=&end=&unit=   -> {"count":N}             BITCOUNT
+ *   GET  /bits/{key}/pos?bit=&start=&end=&unit= -> {"position":N}         BITPOS
+ *   POST /bits/{key}/op        {"op","sources"} -> {"length":N}           BITOP ({key} = destination)
+ *   POST /bits/{key}/field     {"ops":[...]}   -> {"results":[...]}       BITFIELD
+ *
+ * Deviation from Redis, on purpose: Redis's SET and BITOP overwrite a key of
+ * any type; here a destination holding another type is a 409 WRONGTYPE (an
+ * HLL or a Bloom filter is not silently replaced by a bit string).
+ *
+ * Memory: a write that grows a string first makes room for the growth
+ * (api_make_room_for), so SETBIT at offset 2^32-1 under a 100 MB limit is a
+ * 507, not a 512 MiB allocation.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api.h"
+#include "api/routes.h"
+#include "core/bitfield.h"
+#include "core/bits.h"
+
+#define OFFSET_LIMIT_MSG "between 0 and 4294967295 (2^32-1: a bit string holds at most 512 MiB)"
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                               */
+/* ------------------------------------------------------------------------ */
+
+static bool offset_ok(api_resp_t *resp, const char *field, int64_t v, bool parsed)
+{
+    if (!parsed || v < 0 || (uint64_t)v > BITS_MAX_OFFSET) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be an integer " OFFSET_LIMIT_MSG, field);
+        return false;
+    }
+    return true;
+}
+
+static bool body_offset(api_resp_t *resp, json_t *body, uint64_t *out)
+{
+    json_t *v = json_object_get(body, "offset");
+    if (!v) {
+        api_error_field(resp, API_E_BAD_REQUEST, "offset", "missing field 'offset'");
+        return false;
+    }
+    int64_t x = json_is_integer(v) ? json_integer_value(v) : -1;
+    if (!offset_ok(resp, "offset", x, json_is_integer(v)))
+        return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
+static bool query_offset(const api_req_t *req, api_resp_t *resp, uint64_t *out)
+{
+    size_t n = api_query_count(req, "offset");
+    if (n == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "offset", "missing query parameter 'offset'");
+        return false;
+    }
+    if (n > 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, "offset", "query parameter 'offset' given %zu times", n);
+        return false;
+    }
+    size_t len;
+    const char *s = api_query_get(req, "offset", &len);
+    int64_t x = -1;
+    bool parsed = api_parse_i64(s, len, &x);
+    if (!offset_ok(resp, "offset", x, parsed))
+        return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
+static bool query_unit(const api_req_t *req, api_resp_t *resp, bits_unit_t *unit, bool *present)
+{
+    size_t n = api_query_count(req, "unit");
+    *present = n > 0;
+    *unit = BITS_UNIT_BYTE;
+    if (n == 0)
+        return true;
+    const char *s = api_query_get(req, "unit", NULL);
+    if (n > 1 || (strcasecmp(s, "byte") != 0 && strcasecmp(s, "bit") != 0)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "unit", "query parameter 'unit' must be byte or bit");
+        return false;
+    }
+    *unit = strcasecmp(s, "bit") == 0 ? BITS_UNIT_BIT : BITS_UNIT_BYTE;
+    return true;
+}
+
+/* start/end/unit for BITCOUNT (`need_end`: both or neither) and BITPOS
+ * (end needs start; unit needs both, as Redis's argument positions). */
+static bool query_range(const api_req_t *req, api_resp_t *resp, bits_range_t *r, bool need_end)
+{
+    bool unit_given;
+    memset(r, 0, sizeof(*r));
+    if (!api_query_int(req, resp, "start", false, INT64_MIN, INT64_MAX, &r->start, &r->has_start) ||
+        !api_query_int(req, resp, "end", false, INT64_MIN, INT64_MAX, &r->end, &r->has_end) ||
+        !query_unit(req, resp, &r->unit, &unit_given))
+        return false;
+    if (need_end && r->has_start != r->has_end) {
+        const char *missing = r->has_start ? "end" : "start";
+        api_error_field(resp, API_E_BAD_REQUEST, missing, "'start' and 'end' go together: '%s' is missing",
+                        missing);
+        return false;
+    }
+    if (r->has_end && !r->has_start) {
+        api_error_field(resp, API_E_BAD_REQUEST, "start", "'end' needs 'start'");
+        return false;
+    }
+    if (unit_given && !(r->has_start && r->has_end)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "unit", "'unit' needs both 'start' and 'end'");
+        return false;
+    }
+    return true;
+}
+
+/* The hot path of SETBIT skips building a JSON tree: a body that is exactly
+ * {"offset":N,"value":V} (either order, JSON whitespace, plain integers, a
+ * JSON media type) with valid values is read here; anything else goes
+ * through api_body_object and the usual checks, which give the errors. */
+static const uint8_t *skip_ws(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+static const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int64_t *out)
+{
+    bool neg = p < end && *p == '-';
+    p += neg;
+    const uint8_t *start = p;
+    int64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9' && p - start < 18)
+        v = v * 10 + (*p++ - '0');
+    if (p == start || (p - start > 1 && *start == '0') || (p < end && (*p == '.' || *p == 'e' || *p == 'E' ||
+                                                                      (*p >= '0' && *p <= '9'))))
+        return NULL;
+    *out = neg ? -v : v;
+    return p;
+}
+
+static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
+{
+    if (req->ctype && (strncasecmp(req->ctype, "application/json", 16) != 0 ||
+                       (req->ctype[16] != '\0' && req->ctype[16] != ';')))
+        return false;
+    if (!req->body_len)
+        return false;
+    const uint8_t *p = req->body, *end = req->body + req->body_len;
+    int64_t v[2];
+    bool seen[2] = { false, false };
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '{')
+        return false;
+    for (int i = 0; i < 2; i++) {
+        p = skip_ws(p, end);
+        int which;
+        if (end - p >= 8 && memcmp(p, "\"offset\"", 8) == 0) {
+            which = 0;
+            p += 8;
+        } else if (end - p >= 7 && memcmp(p, "\"value\"", 7) == 0) {
+            which = 1;
+            p += 7;
+        } else {
+            return false;
+        }
+        if (seen[which])
+            return false;
+        seen[which] = true;
+        p = skip_ws(p, end);
+        if (p == end || *p++ != ':')
+            return false;
+        p = skip_ws(p, end);
+        if (!(p = read_int(p, end, &v[which])))
+            return false;
+        p = skip_ws(p, end);
+        if (p == end || *p++ != (i == 0 ? ',' : '}'))
+            return false;
+    }
+    if (skip_ws(p, end) != end || v[0] < 0 || (uint64_t)v[0] > BITS_MAX_OFFSET || (v[1] != 0 && v[1] != 1))
+        return false;
+    *offset = (uint64_t)v[0];
+    *value = v[1];
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Keyspace access                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Looks {key} up with its shard locked.  Returns false (shard unlocked,
+ * error set) on a wrong type; *b is NULL for a missing key. */
+static bool find_bits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
+                      ks_entry_t **e, bits_t **b)
+{
+    ks_shard_t *sh = ks_shard_at(srv->ks, k->shard);
+    ks_shard_lock(sh);
+    *e = ks_find(srv->ks, k, api_now_ms(req));
+    if (*e && ks_entry_type(*e) != &bits_type) {
+        ks_shard_unlock(sh);
+        api_wrongtype(resp, *e, "bits");
+        return false;
+    }
+    *b = *e ? ks_entry_value(*e) : NULL;
+    return true;
+}
+
+/* Heap bytes the key's string owns now (0 when missing or another type). */
+static size_t current_bytes(api_server_t *srv, const api_req_t *req, const ks_key_t *k, const bits_t **out)
+{
+    ks_entry_t *e = ks_find(srv->ks, k, api_now_ms(req));
+    const bits_t *b = e && ks_entry_type(e) == &bits_type ? ks_entry_value(e) : NULL;
+    if (out)
+        *out = b;
+    return b ? bits_heap_bytes(b) : 0;
+}
+
+/* Makes room before a write that leaves the string at `len` bytes: grown in
+ * place (replace = false) or replaced by an exact-size buffer.  Call without
+ * locks. */
+static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k, size_t len,
+                      bool replace)
+{
+    if (!api_make_room(srv, req, resp))
+        return false;
+    if (req->replay || !ks_maxmemory(srv->ks))
+        return true;
+    ks_shard_t *sh = ks_shard_at(srv->ks, k->shard);
+    ks_shard_lock(sh);
+    const bits_t *b;
+    size_t before = current_bytes(srv, req, k, &b);
+    size_t after = bits_heap_bytes_after(replace ? NULL : b, len);
+    ks_shard_unlock(sh);
+    return after <= before || api_make_room_for(srv, req, resp, after - before);
+}
+
+/* Creates the value for a missing key, already grown to len; NULL (507 set)
+ * on allocation failure. */
+static bits_t *new_bits(api_resp_t *resp, size_t len)
+{
+    uint8_t *p = calloc(len, 1);
+    bits_t *b = p ? bits_adopt(p, len) : NULL;
+    if (!b)
+        free(p);
+    if (!b)
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory allocating a %zu-byte bit string", len);
+    return b;
+}
+
+static bool add_bits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k, bits_t *b,
+                     ks_entry_t **e)
+{
+    *e = ks_add(srv->ks, k, &bits_type, b, KS_NO_EXPIRY, api_now_ms(req));
+    if (!*e) {
+        bits_free(b);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the key");
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Raw bytes                                                                */
+/* ------------------------------------------------------------------------ */
+
+void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    if (req->body_len > BITS_MAX_LEN) {
+        api_error(resp, API_E_PAYLOAD_TOO_LARGE, "a bit string holds at most %llu bytes",
+                  (unsigned long long)BITS_MAX_LEN);
+        return;
+    }
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    if (!bits_room(srv, req, resp, &k, req->body_len, true))
+        return;
+    bits_t *nb = bits_from(req->body, req->body_len);
+    if (!nb) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing %zu bytes", req->body_len);
+        return;
+    }
+    ks_entry_t *e;
+    bits_t *b;
+    if (!find_bits(srv, req, resp, &k, &e, &b)) {
+        bits_free(nb);
+        return;
+    }
+    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
+    if (e) {
+        ks_entry_prepare_write(srv->ks, e);
+        ks_entry_replace_value(srv->ks, e, nb);
+        ks_entry_changed(srv->ks, e);
+    } else if (!add_bits(srv, req, resp, &k, nb, &e)) {
+        ks_shard_unlock(sh);
+        return;
+    }
+    api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    if (resp->status == 0)
+        api_json(resp, 200, json_pack("{s:I}", "length", (json_int_t)req->body_len));
+}
+
+void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    ks_entry_t *e;
+    bits_t *b;
+    if (!find_bits(srv, req, resp, &k, &e, &b))
+        return;
+    if (b)   /* an empty string has no buffer */
+        api_body(resp, 200, "application/octet-stream", bits_len(b) ? (const void *)bits_data(b) : "", bits_len(b));
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    if (!b)
+        api_error(resp, API_E_NOT_FOUND, "no such key");
+}
+
+/* ------------------------------------------------------------------------ */
+/* SETBIT / GETBIT / BITCOUNT / BITPOS                                      */
+/* ------------------------------------------------------------------------ */
+
+void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "offset", "value", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    uint64_t offset;
+    int64_t value;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    if (!setbit_fast(req, &offset, &value) &&
+        (!(body = api_body_object(req, resp, fields)) || !body_offset(resp, body, &offset) ||
+         !api_obj_int(resp, body, "value", true, 0, 1, &value, NULL)))
+        return;
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    size_t need = (size_t)(offset >> 3) + 1;
+    if (!bits_room(srv, req, resp, &k, need, false))
+        return;
+    ks_entry_t *e;
+    bits_t *b;
+    if (!find_bits(srv, req, resp, &k, &e, &b))
+        return;
+    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
+    int old = b ? bits_getbit(bits_data(b), bits_len(b), offset) : 0;
+    bool grows = !b || bits_len(b) < need;
+    if (grows || old != value) {
+        if (!b) {
+            if (!(b = new_bits(resp, need)) || !add_bits(srv, req, resp, &k, b, &e)) {
+                ks_shard_unlock(sh);
+                return;
+            }
+        } else {
+            ks_entry_prepare_write(srv->ks, e);
+            if (!bits_grow(b, need)) {
+                ks_shard_unlock(sh);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory growing the bit string to %zu bytes", need);
+                return;
+            }
+        }
+        bits_setbit(bits_mut(b), offset, (int)value);
+        ks_entry_changed(srv->ks, e);
+        api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(sh);
+    if (resp->status == 0)
+        api_body(resp, 200, NULL, old ? "{\"previous\":1}" : "{\"previous\":0}", 14);
+}
+
+void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "offset", NULL };
+    const char *key;
+    size_t klen;
+    uint64_t offset;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !query_offset(req, resp, &offset))
+        return;
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    ks_entry_t *e;
+    bits_t *b;
+    if (!find_bits(srv, req, resp, &k, &e, &b))
+        return;
+    int v = b ? bits_getbit(bits_data(b), bits_len(b), offset) : 0;
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_body(resp, 200, NULL, v ? "{\"value\":1}" : "{\"value\":0}", 11);
+}
+
+void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "start", "end", "unit", NULL };
+    const char *key;
+    size_t klen;
+    bits_range_t r;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !query_range(req, resp, &r, true))
+        return;
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    ks_entry_t *e;
+    bits_t *b;
+    if (!find_bits(srv, req, resp, &k, &e, &b))
+        return;
+    int64_t n = b ? bits_count(bits_data(b), bits_len(b), &r) : 0;
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_json(resp, 200, json_pack("{s:I}", "count", (json_int_t)n));
+}
+
+void h_bits_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "bit", "start", "end", "unit", NULL };
+    const char *key;
+    size_t klen;
+    bits_range_t r;
+    int64_t bit;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !api_query_int(req, resp, "bit", true, 0, 1, &bit, NULL) || !query_range(req, resp, &r, false))
+        return;
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    ks_entry_t *e;
+    bits_t *b;
+    if (!find_bits(srv, req, resp, &k, &e, &b))
+        return;
+    int64_t pos = b ? bits_pos(bits_data(b), bits_len(b), true, (int)bit, &r) : bits_pos(NULL, 0, false, (int)bit, &r);
+    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_json(resp, 200, json_pack("{s:I}", "position", (json_int_t)pos));
+}
+
+/* ------------------------------------------------------------------------ */
+/* BITOP                                                                    */
+/* ------------------------------------------------------------------------ */
+
+void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "op", "sources", NULL };
+    static const struct {
+        const char *name;
+        bits_op_t op;
+    } ops[] = { { "and", BITS_OP_AND }, { "or", BITS_OP_OR }, { "xor", BITS_OP_XOR }, { "not", BITS_OP_NOT } };
+    const char *key, *opname;
+    size_t klen;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) || !api_obj_string(resp, body, "op", true, &opname, NULL))
+        return;
+    int op = -1;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (strcasecmp(opname, ops[i].name) == 0)
+            op = (int)ops[i].op;
+    if (op < 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "op", "'op' must be and, or, xor or not");
+        return;
+    }
+    json_t *srcs = json_object_get(body, "sources");
+    size_t n = json_array_size(srcs);
+    if (!json_is_array(srcs) || n == 0 || n > API_MAX_BATCH) {
+        api_error_field(resp, API_E_BAD_REQUEST, "sources",
+                        "'sources' must be an array of 1 to %d keys", API_MAX_BATCH);
+        return;
+    }
+    if (op == BITS_OP_NOT && n != 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, "sources", "BITOP NOT takes exactly one source key, not %zu", n);
+        return;
+    }
+    ks_key_t *keys = malloc((n + 1) * sizeof(*keys));
+    const uint8_t **data = malloc(n * sizeof(*data));
+    size_t *lens = malloc(n * sizeof(*lens));
+    if (!keys || !data || !lens) {
+        free(keys);
+        free(data);
+        free(lens);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    keys[0] = ks_key(srv->ks, key, klen);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_array_get(srcs, i);
+        char field[32];
+        snprintf(field, sizeof(field), "sources[%zu]", i);
+        if (!json_is_string(s)) {
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be a key (a string)", field);
+            goto out;
+        }
+        if (!api_check_key(resp, field, json_string_value(s), json_string_length(s)))
+            goto out;
+        keys[i + 1] = ks_key(srv->ks, json_string_value(s), json_string_length(s));
+    }
+    if (!api_make_room(srv, req, resp))
+        goto out;
+
+    ks_t *ks = srv->ks;
+    int64_t now_ms = api_now_ms(req);
+    for (int attempt = 0;; attempt++) {
+        ks_lock_keys(ks, keys, n + 1);
+        size_t maxlen = 0;
+        for (size_t i = 0; i < n; i++) {
+            ks_entry_t *se = ks_find(ks, &keys[i + 1], now_ms);
+            if (se && ks_entry_type(se) != &bits_type) {
+                ks_unlock_keys(ks, keys, n + 1);
+                char what[48];
+                snprintf(what, sizeof(what), "bits (sources[%zu])", i);
+                api_wrongtype(resp, se, what);
+                goto out;
+            }
+            const bits_t *sb = se ? ks_entry_value(se) : NULL;
+            data[i] = sb ? bits_data(sb) : NULL;
+            lens[i] = sb ? bits_len(sb) : 0;
+            if (lens[i] > maxlen)
+                maxlen = lens[i];
+        }
+        ks_entry_t *de = ks_find(ks, &keys[0], now_ms);
+        if (de && ks_entry_type(de) != &bits_type) {
+            ks_unlock_keys(ks, keys, n + 1);
+            api_wrongtype(resp, de, "bits (destination)");
+            goto out;
+        }
+        /* the result replaces the destination: make room for the difference */
+        size_t before = de ? bits_heap_bytes(ks_entry_value(de)) : 0;
+        size_t after = maxlen ? bits_heap_bytes_after(NULL, maxlen) : 0;
+        uint64_t max = ks_maxmemory(ks);
+        if (attempt == 0 && !req->replay && max && after > before && ks_total_memory(ks) + (after - before) > max) {
+            ks_unlock_keys(ks, keys, n + 1);
+            if (!api_make_room_for(srv, req, resp, after - before))
+                goto out;
+            continue;
+        }
+        uint8_t *res;
+        size_t rlen;
+        if (!bits_bitop((bits_op_t)op, data, lens, n, &res, &rlen)) {
+            ks_unlock_keys(ks, keys, n + 1);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory computing a %zu-byte result", maxlen);
+            goto out;
+        }
+        bool changed = false;
+        if (rlen == 0) {
+            if (de) {   /* an empty result deletes the destination */
+                ks_entry_delete(ks, de);
+                changed = true;
+            }
+        } else {
+            bits_t *nb = bits_adopt(res, rlen);
+            if (!nb) {
+                free(res);
+                ks_unlock_keys(ks, keys, n + 1);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+                goto out;
+            }
+            if (de) {
+                ks_entry_prepare_write(ks, de);
+                ks_entry_replace_value(ks, de, nb);
+                ks_entry_changed(ks, de);
+            } else if (!add_bits(srv, req, resp, &keys[0], nb, &de)) {
+                ks_unlock_keys(ks, keys, n + 1);
+                goto out;
+            }
+            changed = true;
+        }
+        if (changed)
+            api_journal(srv, req, resp);
+        ks_unlock_keys(ks, keys, n + 1);
+        if (resp->status == 0)
+            api_json(resp, 200, json_pack("{s:I}", "length", (json_int_t)rlen));
+        break;
+    }
+out:
+    free(keys);
+    free(data);
+    free(lens);
+}
+
+/* ------------------------------------------------------------------------ */
+/* BITFIELD                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* An offset: an integer, or a string "N" / "#N" (N times the width), as
+ * Redis parses it (no sign, spaces or leading zeros in strings). */
+static bool field_offset(api_resp_t *resp, const char *field, json_t *v, unsigned width, uint64_t *out)
+{
+    int64_t x = -1;
+    bool ok = false;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+        ok = true;
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t len = json_string_length(v);
+        bool hash = len > 0 && s[0] == '#';
+        s += hash;
+        len -= hash;
+        ok = len > 0 && len <= 19 && (s[0] != '0' || len == 1) && api_parse_i64(s, len, &x) && s[0] != '-';
+        if (ok && hash) {
+            if (x > (int64_t)(BITS_MAX_OFFSET / width) + 1)
+                x = -1;   /* beyond the limit whatever the width */
+            else
+                x *= (int64_t)width;
+        }
+    }
+    if (!ok || x < 0 || (uint64_t)x > BITS_MAX_OFFSET) {
+        api_error_field(resp, API_E_BAD_REQUEST, field,
+                        "'%s' must be a bit offset (an integer or \"#N\" for N times the width) " OFFSET_LIMIT_MSG,
+                        field);
+        return false;
+    }
+    *out = (uint64_t)x;
+    return true;
+}
+
+/* Parses ops[] into bf_op_t (the overflow in force copied into each). */
+static bool parse_field_ops(api_resp_t *resp, json_t *arr, bf_op_t *ops, size_t *nops)
+{
+    bf_overflow_t ow = BF_WRAP;
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *o = json_array_get(arr, i);
+        char field[64];
+        snprintf(field, sizeof(field), "ops[%zu]", i);
+        if (!json_is_object(o)) {
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be an object", field);
+            return false;
+        }
+        static const char *const verbs[] = { "get", "set", "incrby", "overflow" };
+        int verb = -1;
+        for (int v = 0; v < 4; v++)
+            if (json_object_get(o, verbs[v])) {
+                if (verb >= 0) {
+                    api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' names two operations (%s and %s)", field,
+                                    verbs[verb], verbs[v]);
+                    return false;
+                }
+                verb = v;
+            }
+        if (verb < 0) {
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must have one of get, set, incrby, overflow",
+                            field);
+            return false;
+        }
+        const char *argname = verb == 1 ? "value" : verb == 2 ? "increment" : NULL;
+        const char *k;
+        json_t *v;
+        json_object_foreach(o, k, v) {
+            if (strcmp(k, verbs[verb]) != 0 && (verb == 3 || strcmp(k, "offset") != 0) &&
+                (!argname || strcmp(k, argname) != 0)) {
+                char f[96];
+                snprintf(f, sizeof(f), "%s.%s", field, k);
+                api_error_field(resp, API_E_BAD_REQUEST, f, "unknown field '%s'", f);
+                return false;
+            }
+        }
+        char f[96];
+        snprintf(f, sizeof(f), "%s.%s", field, verbs[verb]);
+        json_t *arg = json_object_get(o, verbs[verb]);
+        if (verb == 3) {
+            const char *s = json_is_string(arg) ? json_string_value(arg) : "";
+            if (strcasecmp(s, "wrap") == 0)
+                ow = BF_WRAP;
+            else if (strcasecmp(s, "sat") == 0)
+                ow = BF_SAT;
+            else if (strcasecmp(s, "fail") == 0)
+                ow = BF_FAIL;
+            else {
+                api_error_field(resp, API_E_BAD_REQUEST, f, "Invalid OVERFLOW type specified: '%s' must be wrap, sat or fail",
+                                f);
+                return false;
+            }
+            continue;
+        }
+        bf_op_t *op = &ops[n];
+        memset(op, 0, sizeof(*op));
+        op->opcode = verb == 0 ? BF_GET : verb == 1 ? BF_SET : BF_INCRBY;
+        op->overflow = (uint8_t)ow;
+        if (!json_is_string(arg) || !bf_parse_type(json_string_value(arg), json_string_length(arg), &op->sign,
+                                                    &op->width)) {
+            api_error_field(resp, API_E_BAD_REQUEST, f,
+                            "Invalid bitfield type in '%s'. Use something like i16 u8. Note that u64 is not "
+                            "supported but i64 is.",
+                            f);
+            return false;
+        }
+        snprintf(f, sizeof(f), "%s.offset", field);
+        json_t *off = json_object_get(o, "offset");
+        if (!off) {
+            api_error_field(resp, API_E_BAD_REQUEST, f, "missing field '%s'", f);
+            return false;
+        }
+        if (!field_offset(resp, f, off, op->width, &op->offset))
+            return false;
+        if (argname) {
+            snprintf(f, sizeof(f), "%s.%s", field, argname);
+            json_t *a = json_object_get(o, argname);
+            if (!json_is_integer(a)) {
+                api_error_field(resp, API_E_BAD_REQUEST, f, a ? "'%s' must be a 64-bit integer" : "missing field '%s'",
+                                f);
+                return false;
+            }
+            op->arg = json_integer_value(a);
+        }
+        n++;
+    }
+    *nops = n;
+    return true;
+}
+
+void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "ops", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    json_t *arr = json_object_get(body, "ops");
+    size_t total = json_array_size(arr);
+    if (!json_is_array(arr) || total > API_MAX_BATCH) {
+        api_error_field(resp, API_E_BAD_REQUEST, "ops", "'ops' must be an array of at most %d operations",
+                        API_MAX_BATCH);
+        return;
+    }
+    bf_op_t *ops = malloc((total ? total : 1) * sizeof(*ops));
+    bf_result_t *res = malloc((total ? total : 1) * sizeof(*res));
+    size_t n = 0;
+    if (!ops || !res) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    if (!parse_field_ops(resp, arr, ops, &n))
+        goto out;
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    size_t need = (size_t)bf_needed_len(ops, n);
+    if (need && !bits_room(srv, req, resp, &k, need, false))
+        goto out;
+    ks_entry_t *e;
+    bits_t *b;
+    if (!find_bits(srv, req, resp, &k, &e, &b))
+        goto out;
+    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
+    bool changed = false;
+    if (need) {
+        if (!b) {
+            if (!(b = new_bits(resp, need)) || !add_bits(srv, req, resp, &k, b, &e)) {
+                ks_shard_unlock(sh);
+                goto out;
+            }
+            changed = true;
+        } else {
+            ks_entry_prepare_write(srv->ks, e);
+            changed = bits_len(b) < need;
+            if (!bits_grow(b, need)) {
+                ks_shard_unlock(sh);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory growing the bit string to %zu bytes", need);
+                goto out;
+            }
+        }
+        bool wrote;
+        bf_exec(bits_mut(b), bits_len(b), ops, n, res, &wrote);
+        changed = changed || wrote;
+        if (changed) {
+            ks_entry_changed(srv->ks, e);
+            api_journal(srv, req, resp);
+        }
+    } else {
+        /* only GETs: nothing is written, so the read-only bytes are safe */
+        bool wrote;
+        bf_exec(b ? bits_mut(b) : NULL, b ? bits_len(b) : 0, ops, n, res, &wrote);
+    }
+    ks_shard_unlock(sh);
+    if (resp->status == 0) {
+        json_t *out = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(out, res[i].nil ? json_null() : json_integer(res[i].value));
+        api_json(resp, 200, json_pack("{s:o}", "results", out));
+    }
+out:
+    free(ops);
+    free(res);
+}

@@ -1,0 +1,248 @@
+/*
+ * bloom.c - /bloom: RedisBloom's BF.* over HTTP.
+ *
+ *   PUT  /bloom/{key}         {"error_rate":0.01,"capacity":100,"expansion":2,"scaling":true}   BF.RESERVE
+ *   POST /bloom/{key}         {"items":[...]} -> {"added":[true,false]}   BF.MADD (creates with defaults)
+ *   POST /bloom/{key}/exists  {"items":[...]} -> {"exists":[true,false]}  BF.MEXISTS
+ *   GET  /bloom/{key}/exists?item=x           -> {"exists":true}          BF.EXISTS
+ *   GET  /bloom/{key}                         -> info                     BF.INFO
+ *
+ * A batch is all or nothing: when a non-scaling filter fills up part-way
+ * (RedisBloom answers "non scaling filter is full" for those items) the
+ * whole request is refused with 507 and the filter is rolled back.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/items.h"
+#include "api/routes.h"
+#include "core/bloom.h"
+
+void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "error_rate", "capacity", "expansion", "scaling", NULL };
+    const char *key, *field;
+    size_t klen;
+    json_t *body;
+    double error = BLOOM_DEFAULT_ERROR;
+    int64_t capacity = BLOOM_DEFAULT_CAPACITY, expansion = BLOOM_DEFAULT_EXPANSION;
+    bool scaling = true, has_exp = false;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) ||
+        !api_obj_double(resp, body, "error_rate", false, -1e308, 1e308, &error, NULL) ||
+        !api_obj_int(resp, body, "capacity", false, INT64_MIN, INT64_MAX, &capacity, NULL) ||
+        !api_obj_int(resp, body, "expansion", false, INT64_MIN, INT64_MAX, &expansion, &has_exp) ||
+        !api_obj_bool(resp, body, "scaling", &scaling, NULL))
+        return;
+    if (!scaling && has_exp) {
+        api_error_field(resp, API_E_BAD_REQUEST, "expansion", "a non-scaling filter cannot expand");
+        return;
+    }
+    if (capacity < 0 || expansion < 0 || expansion > UINT32_MAX) {
+        api_error_field(resp, API_E_BAD_REQUEST, capacity < 0 ? "capacity" : "expansion", "'%s' must be positive",
+                        capacity < 0 ? "capacity" : "expansion");
+        return;
+    }
+    const char *why = bloom_validate(error, (uint64_t)capacity, (uint32_t)expansion, &field);
+    if (why) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        return;
+    bloom_t *b = bloom_create(error, (uint64_t)capacity, (uint32_t)expansion, scaling);
+    if (!b) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+        return;
+    }
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e) {
+        ks_shard_unlock(sh);
+        bloom_free(b);
+        if (ks_entry_type(e) != &bloom_type)
+            api_wrongtype(resp, e, "bloom");
+        else
+            api_error(resp, API_E_EXISTS, "a bloom filter already exists at this key");
+        return;
+    }
+    if (!ks_add(ks, &k, &bloom_type, b, KS_NO_EXPIRY, api_now_ms(req))) {
+        ks_shard_unlock(sh);
+        bloom_free(b);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+        return;
+    }
+    api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    api_json(resp, 201, json_pack("{s:b}", "created", 1));
+}
+
+void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    api_items_t it;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+        return;
+    bool *added = malloc(it.n * sizeof(*added));
+    if (!added) {
+        api_items_free(&it);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        goto out;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e && ks_entry_type(e) != &bloom_type) {
+        ks_shard_unlock(sh);
+        api_wrongtype(resp, e, "bloom");
+        goto out;
+    }
+    bloom_t *b;
+    bool created = !e;
+    if (e) {
+        ks_entry_prepare_write(ks, e);
+        b = ks_entry_value(e);
+    } else {
+        b = bloom_create(BLOOM_DEFAULT_ERROR, BLOOM_DEFAULT_CAPACITY, BLOOM_DEFAULT_EXPANSION, true);
+    }
+    bloom_undo_t *u = b ? bloom_undo_begin(b) : NULL;
+    int rc = u ? BLOOM_ADDED : BLOOM_NOMEM;
+    bool changed = created;
+    for (size_t i = 0; i < it.n && rc >= 0; i++) {
+        rc = bloom_add(b, it.p[i], it.len[i], u);
+        added[i] = rc == BLOOM_ADDED;
+        changed |= added[i];
+    }
+    if (rc < 0) {
+        bloom_undo_rollback(b, u);
+        if (created)
+            bloom_free(b);
+        ks_shard_unlock(sh);
+        if (rc == BLOOM_FULL)
+            api_error(resp, API_E_OUT_OF_MEMORY,
+                      "the filter is full (non-scaling, or at its limit of %d sub-filters); nothing was added",
+                      BLOOM_MAX_FILTERS);
+        else
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding to the filter; nothing was added");
+        goto out;
+    }
+    bloom_undo_commit(u);
+    if (created && !ks_add(ks, &k, &bloom_type, b, KS_NO_EXPIRY, api_now_ms(req))) {
+        bloom_free(b);
+        ks_shard_unlock(sh);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+        goto out;
+    }
+    if (changed) {
+        if (e)
+            ks_entry_changed(ks, e);
+        api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(sh);
+    api_bool_array(resp, "added", added, it.n);
+out:
+    free(added);
+    api_items_free(&it);
+}
+
+/* Looks items up; a missing key answers false for all (BF.MEXISTS). */
+static void bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                         const api_items_t *it, bool single)
+{
+    bool *found = calloc(it->n, sizeof(*found));
+    if (!found) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e && ks_entry_type(e) != &bloom_type) {
+        ks_shard_unlock(sh);
+        free(found);
+        api_wrongtype(resp, e, "bloom");
+        return;
+    }
+    if (e)
+        for (size_t i = 0; i < it->n; i++)
+            found[i] = bloom_check(ks_entry_value(e), it->p[i], it->len[i]);
+    ks_shard_unlock(sh);
+    if (single)
+        api_body(resp, 200, NULL, found[0] ? "{\"exists\":true}" : "{\"exists\":false}", found[0] ? 15 : 16);
+    else
+        api_bool_array(resp, "exists", found, it->n);
+    free(found);
+}
+
+void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    api_items_t it;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+        return;
+    bloom_exists(srv, req, resp, key, klen, &it, false);
+    api_items_free(&it);
+}
+
+void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "item", NULL };
+    const char *key, *item;
+    size_t klen, ilen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !api_query_item(req, resp, "item", &item, &ilen))
+        return;
+    api_items_t it = { 1, &item, &ilen, NULL };
+    bloom_exists(srv, req, resp, key, klen, &it, true);
+}
+
+void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    bloom_info_t in;
+    if (e && ks_entry_type(e) == &bloom_type)
+        bloom_get_info(ks_entry_value(e), &in);
+    ks_shard_unlock(sh);
+    if (!e) {
+        api_error(resp, API_E_NOT_FOUND, "no bloom filter at this key");
+        return;
+    }
+    if (ks_entry_type(e) != &bloom_type) {
+        api_wrongtype(resp, e, "bloom");
+        return;
+    }
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:f,s:b,s:I,s:f}", "capacity", (json_int_t)in.capacity, "size_bytes",
+                          (json_int_t)in.size_bytes, "filters", (json_int_t)in.filters, "items",
+                          (json_int_t)in.items, "error_rate", in.error_rate, "scaling", in.scaling, "hashes",
+                          (json_int_t)in.hashes, "bits_per_item",
+                          in.capacity ? (double)in.bits / (double)in.capacity : 0.0);
+    json_object_set_new(o, "expansion", in.scaling ? json_integer(in.expansion) : json_null());
+    api_json(resp, 200, o);
+}

@@ -1,0 +1,132 @@
+/*
+ * counter.c - /counter: the seeds' counter pattern (MULTI; INCR key; EXPIRE
+ * key ttl; EXEC) as one atomic call.
+ *
+ *   POST /counter/{key}  {"by":1,"ttl":60}  -> {"value":N,"ttl_ms":T}
+ *   GET  /counter/{key}                      -> {"value":N,"ttl_ms":T}
+ *
+ * POST adds `by` (default 1; negative subtracts, like INCRBY/DECRBY; 0 reads
+ * and may set the TTL) to the counter, creating it at 0.  An increment that
+ * would leave the signed 64-bit range is refused and changes nothing (Redis:
+ * "increment or decrement would overflow").
+ *
+ * TTL: "ttl" (seconds) or "ttl_ms" sets the expiry on every call, like EXPIRE
+ * after each INCR - so a counter written at least once per TTL never expires;
+ * put the window in the key (the seeds' "apikey:minute") or use
+ * /throttle's fixed_window for a self-resetting counter.  Without a TTL the
+ * key's expiry is kept (INCRBY keeps it) and a new key never expires.
+ *
+ * GET of a missing key answers {"value":0,"ttl_ms":-2}: what INCRBY would
+ * start from, with PTTL's -2 for "no such key"; ttl_ms -1 means no expiry.
+ */
+#include <string.h>
+
+#include "api/api.h"
+#include "api/routes.h"
+#include "core/counter.h"
+
+#define COUNTER_MAX_TTL_MS 315360000000000LL   /* 10 000 years: keeps now + ttl far from overflow */
+
+static void answer(api_resp_t *resp, int64_t value, int64_t ttl_ms)
+{
+    api_json(resp, 200, json_pack("{s:I,s:I}", "value", (json_int_t)value, "ttl_ms", (json_int_t)ttl_ms));
+}
+
+static int64_t ttl_left(const ks_entry_t *e, int64_t now_ms)
+{
+    int64_t x = ks_entry_expire(e);
+    if (x == KS_NO_EXPIRY)
+        return -1;
+    return x > now_ms ? x - now_ms : 0;
+}
+
+void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "by", "ttl", "ttl_ms", NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    int64_t by = 1, ttl = 0, ttl_ms = 0;
+    bool has_ttl = false, has_ttl_ms = false;
+    /* an empty body means {"by":1} */
+    json_t *body = req->body_len ? api_body_object(req, resp, fields) : NULL;
+    if (req->body_len && !body)
+        return;
+    if (body && (!api_obj_int(resp, body, "by", false, INT64_MIN, INT64_MAX, &by, NULL) ||
+                 !api_obj_int(resp, body, "ttl", false, 1, COUNTER_MAX_TTL_MS / 1000, &ttl, &has_ttl) ||
+                 !api_obj_int(resp, body, "ttl_ms", false, 1, COUNTER_MAX_TTL_MS, &ttl_ms, &has_ttl_ms)))
+        return;
+    if (has_ttl && has_ttl_ms) {
+        api_error_field(resp, API_E_BAD_REQUEST, "ttl_ms", "give 'ttl' or 'ttl_ms', not both");
+        return;
+    }
+    if (has_ttl)
+        ttl_ms = ttl * 1000;
+    int64_t now_ms = api_now_ms(req);
+    if (!api_make_room(srv, req, resp))
+        return;
+
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, now_ms);
+    if (e && ks_entry_type(e) != &counter_type) {
+        ks_shard_unlock(sh);
+        api_wrongtype(resp, e, "counter");
+        return;
+    }
+    int64_t value;
+    if (!counter_add_fits(e ? counter_value(ks_entry_value(e)) : 0, by, &value)) {
+        ks_shard_unlock(sh);
+        api_error_field(resp, API_E_BAD_REQUEST, "by", "increment or decrement would overflow");
+        return;
+    }
+    bool changed = by != 0 || has_ttl || has_ttl_ms;
+    if (e) {
+        if (by != 0) {
+            ks_entry_prepare_write(ks, e);
+            counter_set(ks_entry_value(e), value);
+        }
+    } else if (changed) {
+        counter_t *c = counter_new(value);
+        e = c ? ks_add(ks, &k, &counter_type, c, KS_NO_EXPIRY, now_ms) : NULL;
+        if (!e) {
+            counter_free(c);
+            ks_shard_unlock(sh);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the counter");
+            return;
+        }
+    }
+    if (e && (has_ttl || has_ttl_ms))
+        ks_entry_set_expire(ks, e, now_ms + ttl_ms);
+    int64_t left = e ? ttl_left(e, now_ms) : -2;
+    if (changed)
+        api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    answer(resp, value, left);
+}
+
+void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    int64_t now_ms = api_now_ms(req);
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, now_ms);
+    if (e && ks_entry_type(e) != &counter_type) {
+        ks_shard_unlock(sh);
+        api_wrongtype(resp, e, "counter");
+        return;
+    }
+    int64_t value = e ? counter_value(ks_entry_value(e)) : 0;
+    int64_t left = e ? ttl_left(e, now_ms) : -2;
+    ks_shard_unlock(sh);
+    answer(resp, value, left);
+}

@@ -1,0 +1,315 @@
+/*
+ * cuckoo.c - /cuckoo: RedisBloom's CF.* over HTTP.
+ *
+ *   PUT  /cuckoo/{key}        {"capacity":1000,"bucket_size":2,"max_iterations":20,
+ *                              "expansion":1,"fingerprint_bits":8}        CF.RESERVE
+ *   POST /cuckoo/{key}        {"items":[...],"nx":false} -> {"added":[...]}   CF.ADD / CF.ADDNX
+ *                             (creates with defaults, capacity 1024)
+ *   POST /cuckoo/{key}/exists {"items":[...]} -> {"exists":[...]}        CF.MEXISTS
+ *   GET  /cuckoo/{key}/exists?item=x          -> {"exists":true}         CF.EXISTS
+ *   POST /cuckoo/{key}/remove {"items":[...]} -> {"removed":[...]}       CF.DEL
+ *   GET  /cuckoo/{key}/count?item=x           -> {"count":N}             CF.COUNT
+ *   GET  /cuckoo/{key}                        -> info                    CF.INFO
+ *
+ * An add batch is all or nothing: if the filter cannot take an item (no
+ * slot, no sub-filter can be added) the request is refused with 507 and the
+ * filter rolled back.  The eviction generator is seeded from the key, so a
+ * key rebuilt by journal replay makes the same choices.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/items.h"
+#include "api/routes.h"
+#include "core/cuckoo.h"
+#include "core/hash.h"
+
+#define CUCKOO_SEED_SALT 0x6375636b6f6fULL   /* "cuckoo": seeds evictions from the key */
+
+static uint64_t key_seed(const char *key, size_t klen) { return tally_xxh64(key, klen, CUCKOO_SEED_SALT); }
+
+void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "capacity", "bucket_size", "max_iterations", "expansion",
+                                          "fingerprint_bits", NULL };
+    const char *key, *field;
+    size_t klen;
+    json_t *body;
+    int64_t cap, bs = CUCKOO_DEFAULT_BUCKET_SIZE, mi = CUCKOO_DEFAULT_MAX_ITERATIONS,
+                 exp = CUCKOO_DEFAULT_EXPANSION, fp = CUCKOO_DEFAULT_FP_BITS;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) ||
+        !api_obj_int(resp, body, "capacity", true, 1, INT64_MAX, &cap, NULL) ||
+        !api_obj_int(resp, body, "bucket_size", false, 1, CUCKOO_MAX_BUCKET_SIZE, &bs, NULL) ||
+        !api_obj_int(resp, body, "max_iterations", false, 1, CUCKOO_MAX_ITERATIONS, &mi, NULL) ||
+        !api_obj_int(resp, body, "expansion", false, 0, CUCKOO_MAX_EXPANSION, &exp, NULL) ||
+        !api_obj_int(resp, body, "fingerprint_bits", false, 8, 16, &fp, NULL))
+        return;
+    cuckoo_params_t p = { (uint64_t)cap, (uint32_t)bs, (uint32_t)mi, (uint32_t)exp, (uint32_t)fp };
+    const char *why = cuckoo_validate(&p, &field);
+    if (why) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        return;
+    cuckoo_t *c = cuckoo_create(&p, key_seed(key, klen));
+    if (!c) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+        return;
+    }
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e) {
+        ks_shard_unlock(sh);
+        cuckoo_free(c);
+        if (ks_entry_type(e) != &cuckoo_type)
+            api_wrongtype(resp, e, "cuckoo");
+        else
+            api_error(resp, API_E_EXISTS, "a cuckoo filter already exists at this key");
+        return;
+    }
+    if (!ks_add(ks, &k, &cuckoo_type, c, KS_NO_EXPIRY, api_now_ms(req))) {
+        ks_shard_unlock(sh);
+        cuckoo_free(c);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+        return;
+    }
+    api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    api_json(resp, 201, json_pack("{s:b}", "created", 1));
+}
+
+void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", "nx", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    api_items_t it;
+    bool nx = false;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
+        !api_items_parse(resp, body, "items", &it))
+        return;
+    bool *added = malloc(it.n * sizeof(*added));
+    if (!added) {
+        api_items_free(&it);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        goto out;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e && ks_entry_type(e) != &cuckoo_type) {
+        ks_shard_unlock(sh);
+        api_wrongtype(resp, e, "cuckoo");
+        goto out;
+    }
+    cuckoo_t *c;
+    bool created = !e;
+    if (e) {
+        ks_entry_prepare_write(ks, e);
+        c = ks_entry_value(e);
+    } else {
+        cuckoo_params_t p = { CUCKOO_DEFAULT_CAPACITY, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
+                              CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
+        c = cuckoo_create(&p, key_seed(key, klen));
+    }
+    cuckoo_undo_t *u = c ? cuckoo_undo_begin(c) : NULL;
+    int rc = u ? CUCKOO_ADDED : CUCKOO_NOMEM;
+    bool changed = created;
+    for (size_t i = 0; i < it.n && rc >= 0; i++) {
+        rc = cuckoo_add(c, it.p[i], it.len[i], nx, u);
+        added[i] = rc == CUCKOO_ADDED;
+        changed |= added[i];
+    }
+    if (rc < 0) {
+        cuckoo_undo_rollback(c, u);
+        if (created)
+            cuckoo_free(c);
+        ks_shard_unlock(sh);
+        if (rc == CUCKOO_FULL)
+            api_error(resp, API_E_OUT_OF_MEMORY,
+                      "the filter is full (no free slot after max_iterations evictions, and it cannot grow); "
+                      "nothing was added");
+        else
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding to the filter; nothing was added");
+        goto out;
+    }
+    cuckoo_undo_commit(u);
+    if (created && !ks_add(ks, &k, &cuckoo_type, c, KS_NO_EXPIRY, api_now_ms(req))) {
+        cuckoo_free(c);
+        ks_shard_unlock(sh);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+        goto out;
+    }
+    if (changed) {
+        if (e)
+            ks_entry_changed(ks, e);
+        api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(sh);
+    api_bool_array(resp, "added", added, it.n);
+out:
+    free(added);
+    api_items_free(&it);
+}
+
+/* Runs a read-only lookup on every item; a missing key answers with zeros. */
+typedef enum { Q_EXISTS, Q_COUNT } query_t;
+
+static void cuckoo_lookup(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                          const api_items_t *it, query_t q, bool single)
+{
+    bool *found = calloc(it->n, sizeof(*found));
+    if (!found) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    uint64_t count = 0;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e && ks_entry_type(e) != &cuckoo_type) {
+        ks_shard_unlock(sh);
+        free(found);
+        api_wrongtype(resp, e, "cuckoo");
+        return;
+    }
+    if (e) {
+        if (q == Q_COUNT)
+            count = cuckoo_count(ks_entry_value(e), it->p[0], it->len[0]);
+        else
+            for (size_t i = 0; i < it->n; i++)
+                found[i] = cuckoo_check(ks_entry_value(e), it->p[i], it->len[i]);
+    }
+    ks_shard_unlock(sh);
+    if (q == Q_COUNT) {
+        char b[48];
+        int n = snprintf(b, sizeof(b), "{\"count\":%llu}", (unsigned long long)count);
+        api_body(resp, 200, NULL, b, (size_t)n);
+    } else if (single) {
+        api_body(resp, 200, NULL, found[0] ? "{\"exists\":true}" : "{\"exists\":false}", found[0] ? 15 : 16);
+    } else {
+        api_bool_array(resp, "exists", found, it->n);
+    }
+    free(found);
+}
+
+void h_cuckoo_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    api_items_t it;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+        return;
+    cuckoo_lookup(srv, req, resp, key, klen, &it, Q_EXISTS, false);
+    api_items_free(&it);
+}
+
+static void single_query(api_server_t *srv, api_req_t *req, api_resp_t *resp, query_t q)
+{
+    static const char *const params[] = { "item", NULL };
+    const char *key, *item;
+    size_t klen, ilen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !api_query_item(req, resp, "item", &item, &ilen))
+        return;
+    api_items_t it = { 1, &item, &ilen, NULL };
+    cuckoo_lookup(srv, req, resp, key, klen, &it, q, true);
+}
+
+void h_cuckoo_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp) { single_query(srv, req, resp, Q_EXISTS); }
+void h_cuckoo_count(api_server_t *srv, api_req_t *req, api_resp_t *resp) { single_query(srv, req, resp, Q_COUNT); }
+
+void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    api_items_t it;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+        return;
+    bool *removed = calloc(it.n, sizeof(*removed));
+    if (!removed) {
+        api_items_free(&it);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (!e || ks_entry_type(e) != &cuckoo_type) {
+        ks_shard_unlock(sh);
+        if (e)
+            api_wrongtype(resp, e, "cuckoo");
+        else
+            api_error(resp, API_E_NOT_FOUND, "no cuckoo filter at this key");
+        goto out;
+    }
+    ks_entry_prepare_write(ks, e);
+    bool changed = false;
+    for (size_t i = 0; i < it.n; i++) {
+        removed[i] = cuckoo_delete(ks_entry_value(e), it.p[i], it.len[i], NULL);
+        changed |= removed[i];
+    }
+    if (changed)
+        api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    api_bool_array(resp, "removed", removed, it.n);
+out:
+    free(removed);
+    api_items_free(&it);
+}
+
+void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    cuckoo_info_t in;
+    if (e && ks_entry_type(e) == &cuckoo_type)
+        cuckoo_get_info(ks_entry_value(e), &in);
+    ks_shard_unlock(sh);
+    if (!e) {
+        api_error(resp, API_E_NOT_FOUND, "no cuckoo filter at this key");
+        return;
+    }
+    if (ks_entry_type(e) != &cuckoo_type) {
+        api_wrongtype(resp, e, "cuckoo");
+        return;
+    }
+    double slots = (double)in.buckets * in.bucket_size;
+    api_json(resp, 200,
+             json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "size_bytes", (json_int_t)in.size_bytes,
+                       "buckets", (json_int_t)in.buckets, "filters", (json_int_t)in.filters, "items",
+                       (json_int_t)in.items, "deletes", (json_int_t)in.deletes, "capacity",
+                       (json_int_t)in.capacity, "bucket_size", (json_int_t)in.bucket_size, "max_iterations",
+                       (json_int_t)in.max_iterations, "expansion", (json_int_t)in.expansion, "fingerprint_bits",
+                       (json_int_t)in.fp_bits, "load", slots > 0 ? (double)in.items / slots : 0.0));
+}

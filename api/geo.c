@@ -1,0 +1,732 @@
+/*
+ * geo.c - /geo: Redis GEO commands over HTTP, with Redis's exact numbers.
+ *
+ *   POST /geo/{key}          {"members":[{"member","lon","lat"}],"nx","xx"}  -> {"added":N}      GEOADD
+ *   GET  /geo/{key}/pos?member=a&member=b   -> {"positions":[{"lon","lat"},null]}                  GEOPOS
+ *   GET  /geo/{key}/dist?from=&to=&unit=    -> {"distance":1.3878} (null if either is missing)    GEODIST
+ *   GET  /geo/{key}/hash?member=a           -> {"hashes":["wx4gdg0tx40",null]}                     GEOHASH
+ *   POST /geo/{key}/remove   {"members":[..]}                         -> {"removed":N}             ZREM
+ *   GET  /geo/nearby?key=&member=|lon=&lat=&radius=|width=&height=&unit=&count=&any=&sort=
+ *                   &withdist=&withcoord=&withhash=  -> {"results":[{"member",...}]}          GEOSEARCH
+ *
+ * Numbers: positions are the decoded cell centres (GEOPOS), printed as the
+ * shortest decimal that reads back as the same double (Redis prints 17
+ * decimals of the same double).  Distances are printed with exactly four
+ * decimals, the very text Redis replies (so 0.0000, 25.2590), which is a
+ * JSON number.  Hashes are the stored 52-bit integers.
+ *
+ * Missing things answer like Redis: a missing key holds no members (pos and
+ * hash give nulls, dist null, nearby no results); a missing member is null
+ * in pos, hash and dist; a missing centre member in nearby is 404 (Redis:
+ * "could not decode requested zset member").  The key is deleted when its
+ * last member is removed.  Units: m (default), km, ft, mi, any case.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api.h"
+#include "api/routes.h"
+#include "core/geo.h"
+
+#define GEO_WANTED "geo"                  /* type name in WRONGTYPE messages */
+
+/* ------------------------------------------------------------------------ */
+/* Output helpers                                                           */
+/* ------------------------------------------------------------------------ */
+
+static void put_str(wbuf_t *b, const char *s) { wbuf_put_bytes(b, s, strlen(s)); }
+
+/* A JSON string of UTF-8 text (members are validated UTF-8 without NUL). */
+static void put_json_string(wbuf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    wbuf_put_u8(b, '"');
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            run++;
+            continue;
+        }
+        wbuf_put_bytes(b, s + i - run, run);
+        run = 0;
+        char esc[6] = { '\\', (char)c, 0, 0, 0, 0 };
+        size_t el = 2;
+        switch (c) {
+        case '"': case '\\': break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            el = 6;
+        }
+        wbuf_put_bytes(b, esc, el);
+    }
+    wbuf_put_bytes(b, s + n - run, run);
+    wbuf_put_u8(b, '"');
+}
+
+static void put_u64(wbuf_t *b, uint64_t v)
+{
+    char tmp[24];
+    int k = (int)sizeof(tmp);
+    do {
+        tmp[--k] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    wbuf_put_bytes(b, tmp + k, sizeof(tmp) - (size_t)k);
+}
+
+/* A coordinate as tally prints reals (shortest round-trip text). */
+static void put_double(wbuf_t *b, double v)
+{
+    char num[40];
+    if (!geo_format_coord(v, num))
+        api_format_double(v, num, sizeof(num));
+    put_str(b, num);
+}
+
+/* GEODIST's text: four decimals, rounded exactly as Redis rounds them. */
+static void put_distance(wbuf_t *b, double v)
+{
+    char num[40];
+    int n = geo_format_distance(v, num, sizeof(num));
+    wbuf_put_bytes(b, num, (size_t)n);
+}
+
+static void put_lonlat(wbuf_t *b, double lon, double lat)
+{
+    put_str(b, "{\"lon\":");
+    put_double(b, lon);
+    put_str(b, ",\"lat\":");
+    put_double(b, lat);
+    wbuf_put_u8(b, '}');
+}
+
+/* Sends the buffer as a 200 JSON answer (or 507 when it ran out of memory). */
+static void answer(api_resp_t *resp, wbuf_t *b)
+{
+    if (b->oom)
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory building the answer");
+    else
+        api_body(resp, 200, NULL, b->data, b->len);
+    wbuf_free(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Input helpers                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Metres per unit, or 0 for an unknown unit (Redis accepts any case). */
+static double unit_factor(const char *u)
+{
+    static const struct {
+        const char *name;
+        double to_m;
+    } units[] = { { "m", GEO_UNIT_M }, { "km", GEO_UNIT_KM }, { "ft", GEO_UNIT_FT }, { "mi", GEO_UNIT_MI } };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcasecmp(u, units[i].name) == 0)
+            return units[i].to_m;
+    return 0;
+}
+
+static bool query_unit(const api_req_t *req, api_resp_t *resp, double *to_m)
+{
+    if (api_query_count(req, "unit") > 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, "unit", "query parameter 'unit' given more than once");
+        return false;
+    }
+    const char *u = api_query_get(req, "unit", NULL);
+    *to_m = u ? unit_factor(u) : GEO_UNIT_M;
+    if (*to_m == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "unit", "unsupported unit provided. please use M, KM, FT, MI");
+        return false;
+    }
+    return true;
+}
+
+static bool lonlat_ok(api_resp_t *resp, const char *field, double lon, double lat)
+{
+    if (geo_valid_lonlat(lon, lat))
+        return true;
+    api_error_field(resp, API_E_BAD_REQUEST, field,
+                    "invalid longitude,latitude pair %f,%f (longitude -180..180, latitude -85.05112878..85.05112878)",
+                    lon, lat);
+    return false;
+}
+
+/* The query's `name` parameters as members: 1..API_MAX_BATCH, each a valid
+ * member.  Fills names/lens (caller frees both). */
+static bool query_members(const api_req_t *req, api_resp_t *resp, const char *name, const char ***names,
+                          size_t **lens, size_t *n)
+{
+    size_t count = api_query_count(req, name);
+    if (count == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
+        return false;
+    }
+    if (count > API_MAX_BATCH) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "%zu members given; the limit is %d per request", count,
+                        API_MAX_BATCH);
+        return false;
+    }
+    *names = malloc(count * sizeof(**names));
+    *lens = malloc(count * sizeof(**lens));
+    if (!*names || !*lens) {
+        free(*names);
+        free(*lens);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return false;
+    }
+    size_t k = 0;
+    for (int i = 0; i < req->nparams; i++) {
+        if (strcmp(req->params[i].name, name) != 0)
+            continue;
+        if (!api_check_key(resp, name, req->params[i].value, req->params[i].vlen)) {
+            free(*names);
+            free(*lens);
+            return false;
+        }
+        (*names)[k] = req->params[i].value;
+        (*lens)[k] = req->params[i].vlen;
+        k++;
+    }
+    *n = k;
+    return true;
+}
+
+/* Finds the key for reading: *g is NULL when it does not exist.  On a wrong
+ * type the shard is unlocked and 409 is set. */
+static bool find_geo(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
+                     ks_entry_t **e, geo_t **g)
+{
+    *e = ks_find(srv->ks, k, api_now_ms(req));
+    if (*e && ks_entry_type(*e) != &geo_type) {
+        ks_shard_unlock(ks_shard_at(srv->ks, k->shard));
+        api_wrongtype(resp, *e, GEO_WANTED);
+        return false;
+    }
+    *g = *e ? ks_entry_value(*e) : NULL;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* POST /geo/{key}: GEOADD                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct add_item {
+    const char *member;
+    size_t len;
+    uint64_t score;
+} add_item_t;
+
+/* One applied change, for rolling back a batch that runs out of memory. */
+typedef struct undo {
+    size_t item;
+    bool added;
+    uint64_t old_score;
+} undo_t;
+
+static bool parse_add_items(api_resp_t *resp, json_t *body, add_item_t **items, size_t *n)
+{
+    json_t *arr = json_object_get(body, "members");
+    if (!arr) {
+        api_error_field(resp, API_E_BAD_REQUEST, "members", "missing field 'members'");
+        return false;
+    }
+    if (!json_is_array(arr) || json_array_size(arr) == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "members",
+                        "'members' must be a non-empty array of {\"member\",\"lon\",\"lat\"}");
+        return false;
+    }
+    size_t count = json_array_size(arr);
+    if (count > API_MAX_BATCH) {
+        api_error_field(resp, API_E_BAD_REQUEST, "members", "%zu members given; the limit is %d per request", count,
+                        API_MAX_BATCH);
+        return false;
+    }
+    add_item_t *it = malloc(count * sizeof(*it));
+    if (!it) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < count; i++) {
+        json_t *o = json_array_get(arr, i);
+        char field[48];
+        snprintf(field, sizeof(field), "members[%zu]", i);
+        if (!json_is_object(o)) {
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be an object {\"member\",\"lon\",\"lat\"}",
+                            field);
+            goto fail;
+        }
+        const char *name;
+        json_t *v;
+        json_object_foreach(o, name, v) {
+            if (strcmp(name, "member") && strcmp(name, "lon") && strcmp(name, "lat")) {
+                api_error_field(resp, API_E_BAD_REQUEST, field, "unknown field '%s' in '%s'", name, field);
+                goto fail;
+            }
+        }
+        json_t *m = json_object_get(o, "member"), *lon = json_object_get(o, "lon"), *lat = json_object_get(o, "lat");
+        if (!json_is_string(m)) {
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s.member' must be a string", field);
+            goto fail;
+        }
+        if (!json_is_number(lon) || !json_is_number(lat)) {
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' needs numbers 'lon' and 'lat'", field);
+            goto fail;
+        }
+        it[i].member = json_string_value(m);
+        it[i].len = json_string_length(m);
+        if (!api_check_key(resp, field, it[i].member, it[i].len) ||
+            !lonlat_ok(resp, field, json_number_value(lon), json_number_value(lat)))
+            goto fail;
+        it[i].score = geohash_score(json_number_value(lon), json_number_value(lat));
+    }
+    *items = it;
+    *n = count;
+    return true;
+fail:
+    free(it);
+    return false;
+}
+
+void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "members", "nx", "xx", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    bool nx = false, xx = false;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
+        !api_obj_bool(resp, body, "xx", &xx, NULL))
+        return;
+    if (nx && xx) {
+        api_error_field(resp, API_E_BAD_REQUEST, "xx", "'nx' and 'xx' cannot both be true");
+        return;
+    }
+    add_item_t *items;
+    size_t n;
+    if (!parse_add_items(resp, body, &items, &n))
+        return;
+    undo_t *undo = malloc(n * sizeof(*undo));
+    if (!undo) {
+        free(items);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        goto out;
+
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e;
+    geo_t *g;
+    if (!find_geo(srv, req, resp, &k, &e, &g))
+        goto out;
+    if (!g && xx) {   /* XX on a missing key: nothing to update, no key created */
+        ks_shard_unlock(sh);
+        api_json(resp, 200, json_pack("{s:i}", "added", 0));
+        goto out;
+    }
+    bool fresh = g == NULL;
+    if (fresh && !(g = geo_create())) {
+        ks_shard_unlock(sh);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the geo set");
+        goto out;
+    }
+    if (!fresh)
+        ks_entry_prepare_write(ks, e);
+    geo_add_mode_t mode = nx ? GEO_ADD_NX : xx ? GEO_ADD_XX : GEO_ADD;
+    size_t added = 0, nundo = 0;
+    bool oom = false;
+    for (size_t i = 0; i < n && !oom; i++) {
+        uint64_t old = 0;
+        geo_score(g, items[i].member, items[i].len, &old);
+        switch (geo_set(g, items[i].member, items[i].len, items[i].score, mode)) {
+        case GEO_SET_ADDED:
+            added++;
+            undo[nundo++] = (undo_t){ i, true, 0 };
+            break;
+        case GEO_SET_UPDATED:
+            undo[nundo++] = (undo_t){ i, false, old };
+            break;
+        case GEO_SET_OOM:
+            oom = true;
+            break;
+        default:
+            break;
+        }
+    }
+    if (oom) {   /* put everything back: a failed request changes nothing */
+        while (nundo--) {
+            const undo_t *u = &undo[nundo];
+            if (u->added)
+                geo_remove(g, items[u->item].member, items[u->item].len);
+            else
+                geo_set(g, items[u->item].member, items[u->item].len, u->old_score, GEO_ADD);
+        }
+        if (fresh)
+            geo_free(g);
+        else
+            ks_entry_changed(ks, e);
+        ks_shard_unlock(sh);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding members");
+        goto out;
+    }
+    if (fresh) {
+        if (!ks_add(ks, &k, &geo_type, g, KS_NO_EXPIRY, api_now_ms(req))) {
+            geo_free(g);
+            ks_shard_unlock(sh);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the geo set");
+            goto out;
+        }
+    } else {
+        ks_entry_changed(ks, e);
+    }
+    if (nundo > 0)
+        api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    api_json(resp, 200, json_pack("{s:I}", "added", (json_int_t)added));
+out:
+    free(undo);
+    free(items);
+}
+
+/* ------------------------------------------------------------------------ */
+/* POST /geo/{key}/remove: ZREM                                             */
+/* ------------------------------------------------------------------------ */
+
+void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "members", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    json_t *arr = json_object_get(body, "members");
+    if (!json_is_array(arr) || json_array_size(arr) == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "members", "'members' must be a non-empty array of strings");
+        return;
+    }
+    size_t n = json_array_size(arr);
+    if (n > API_MAX_BATCH) {
+        api_error_field(resp, API_E_BAD_REQUEST, "members", "%zu members given; the limit is %d per request", n,
+                        API_MAX_BATCH);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(arr, i);
+        char field[32];
+        snprintf(field, sizeof(field), "members[%zu]", i);
+        if (!json_is_string(m)) {
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be a string", field);
+            return;
+        }
+        if (!api_check_key(resp, field, json_string_value(m), json_string_length(m)))
+            return;
+    }
+
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e;
+    geo_t *g;
+    if (!find_geo(srv, req, resp, &k, &e, &g))
+        return;
+    size_t removed = 0;
+    if (g) {
+        ks_entry_prepare_write(ks, e);
+        for (size_t i = 0; i < n; i++) {
+            json_t *m = json_array_get(arr, i);
+            removed += geo_remove(g, json_string_value(m), json_string_length(m));
+        }
+        if (geo_count(g) == 0)
+            ks_entry_delete(ks, e);   /* like Redis, an empty set is no key */
+        else
+            ks_entry_changed(ks, e);
+        if (removed)
+            api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(sh);
+    api_json(resp, 200, json_pack("{s:I}", "removed", (json_int_t)removed));
+}
+
+/* ------------------------------------------------------------------------ */
+/* GET /geo/{key}/pos, /hash, /dist                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Shared by pos and hash: one entry per requested member, null if absent. */
+static void per_member(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool hashes)
+{
+    const char *key;
+    size_t klen, n;
+    const char **names;
+    size_t *lens;
+    if (!api_path_key(req, resp, &key, &klen) ||
+        !api_query_allow(req, resp, (const char *const[]){ "member", NULL }) ||
+        !query_members(req, resp, "member", &names, &lens, &n))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e;
+    geo_t *g;
+    if (find_geo(srv, req, resp, &k, &e, &g)) {
+        wbuf_t b = WBUF_INIT;
+        put_str(&b, hashes ? "{\"hashes\":[" : "{\"positions\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                wbuf_put_u8(&b, ',');
+            uint64_t score;
+            if (!g || !geo_score(g, names[i], lens[i], &score)) {
+                put_str(&b, "null");
+            } else if (hashes) {
+                char h[12];
+                geohash_string(score, h);
+                wbuf_put_u8(&b, '"');
+                put_str(&b, h);
+                wbuf_put_u8(&b, '"');
+            } else {
+                double lon, lat;
+                geohash_decode_score(score, &lon, &lat);
+                put_lonlat(&b, lon, lat);
+            }
+        }
+        put_str(&b, "]}");
+        ks_shard_unlock(sh);
+        answer(resp, &b);
+    }
+    free(names);
+    free(lens);
+}
+
+void h_geo_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, false); }
+void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, true); }
+
+static bool query_member(const api_req_t *req, api_resp_t *resp, const char *name, bool required,
+                         const char **m, size_t *len)
+{
+    size_t count = api_query_count(req, name);
+    if (count > 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, count);
+        return false;
+    }
+    *m = api_query_get(req, name, len);
+    if (!*m) {
+        if (required)
+            api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
+        return !required;
+    }
+    return api_check_key(resp, name, *m, *len);
+}
+
+void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key, *from, *to;
+    size_t klen, flen, tlen;
+    double to_m;
+    if (!api_path_key(req, resp, &key, &klen) ||
+        !api_query_allow(req, resp, (const char *const[]){ "from", "to", "unit", NULL }) ||
+        !query_member(req, resp, "from", true, &from, &flen) || !query_member(req, resp, "to", true, &to, &tlen) ||
+        !query_unit(req, resp, &to_m))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e;
+    geo_t *g;
+    if (!find_geo(srv, req, resp, &k, &e, &g))
+        return;
+    uint64_t s1, s2;
+    bool both = g && geo_score(g, from, flen, &s1) && geo_score(g, to, tlen, &s2);
+    ks_shard_unlock(sh);
+    wbuf_t b = WBUF_INIT;
+    put_str(&b, "{\"distance\":");
+    if (both) {
+        double x1, y1, x2, y2;
+        geohash_decode_score(s1, &x1, &y1);
+        geohash_decode_score(s2, &x2, &y2);
+        put_distance(&b, geo_distance(x1, y1, x2, y2) / to_m);
+    } else {
+        put_str(&b, "null");
+    }
+    wbuf_put_u8(&b, '}');
+    answer(resp, &b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* GET /geo/nearby: GEOSEARCH                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct nearby {
+    const char *key, *member;
+    size_t klen, mlen;
+    geo_query_t q;
+    bool withdist, withcoord, withhash;
+} nearby_t;
+
+static bool parse_nearby(const api_req_t *req, api_resp_t *resp, nearby_t *nb)
+{
+    static const char *const params[] = { "key", "member", "lon", "lat", "radius", "width", "height", "unit", "count",
+                                          "any", "sort", "withdist", "withcoord", "withhash", NULL };
+    memset(nb, 0, sizeof(*nb));
+    geo_shape_t *s = &nb->q.shape;
+    bool has_lon, has_lat, has_radius, has_w, has_h, has_count;
+    int64_t count = 0;
+    if (!api_query_allow(req, resp, params) || !query_member(req, resp, "key", true, &nb->key, &nb->klen) ||
+        !query_member(req, resp, "member", false, &nb->member, &nb->mlen) ||
+        !api_query_double(req, resp, "lon", false, -1e300, 1e300, &s->lon, &has_lon) ||
+        !api_query_double(req, resp, "lat", false, -1e300, 1e300, &s->lat, &has_lat) ||
+        !api_query_double(req, resp, "radius", false, -1e300, 1e300, &s->radius, &has_radius) ||
+        !api_query_double(req, resp, "width", false, -1e300, 1e300, &s->width, &has_w) ||
+        !api_query_double(req, resp, "height", false, -1e300, 1e300, &s->height, &has_h) ||
+        !query_unit(req, resp, &s->to_m) ||
+        !api_query_int(req, resp, "count", false, INT64_MIN, INT64_MAX, &count, &has_count) ||
+        !api_query_bool(req, resp, "any", &nb->q.any, NULL) ||
+        !api_query_bool(req, resp, "withdist", &nb->withdist, NULL) ||
+        !api_query_bool(req, resp, "withcoord", &nb->withcoord, NULL) ||
+        !api_query_bool(req, resp, "withhash", &nb->withhash, NULL))
+        return false;
+
+    /* the centre: a member, or a longitude/latitude pair */
+    if (has_lon != has_lat) {
+        api_error_field(resp, API_E_BAD_REQUEST, has_lon ? "lat" : "lon", "'lon' and 'lat' go together");
+        return false;
+    }
+    if ((nb->member != NULL) == has_lon) {
+        api_error_field(resp, API_E_BAD_REQUEST, "member",
+                        "exactly one of 'member' or 'lon'/'lat' must be given for the centre");
+        return false;
+    }
+    if (has_lon && !lonlat_ok(resp, "lon", s->lon, s->lat))
+        return false;
+
+    /* the shape: a radius, or a box */
+    if (has_w != has_h) {
+        api_error_field(resp, API_E_BAD_REQUEST, has_w ? "height" : "width", "'width' and 'height' go together");
+        return false;
+    }
+    if (has_radius == has_w) {
+        api_error_field(resp, API_E_BAD_REQUEST, "radius",
+                        "exactly one of 'radius' or 'width'/'height' must be given for the shape");
+        return false;
+    }
+    s->kind = has_radius ? GEO_SHAPE_RADIUS : GEO_SHAPE_BOX;
+    if (has_radius && s->radius < 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "radius", "radius cannot be negative");
+        return false;
+    }
+    if (has_w && (s->width < 0 || s->height < 0)) {
+        api_error_field(resp, API_E_BAD_REQUEST, s->width < 0 ? "width" : "height",
+                        "height or width cannot be negative");
+        return false;
+    }
+
+    if (has_count && count <= 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "count", "COUNT must be > 0");
+        return false;
+    }
+    nb->q.count = has_count ? (uint64_t)count : 0;
+    if (nb->q.any && !has_count) {
+        api_error_field(resp, API_E_BAD_REQUEST, "any", "the ANY argument requires COUNT argument");
+        return false;
+    }
+    const char *sort = api_query_get(req, "sort", NULL);
+    if (api_query_count(req, "sort") > 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, "sort", "query parameter 'sort' given more than once");
+        return false;
+    }
+    if (!sort) {
+        nb->q.sort = GEO_SORT_NONE;
+    } else if (strcasecmp(sort, "asc") == 0) {
+        nb->q.sort = GEO_SORT_ASC;
+    } else if (strcasecmp(sort, "desc") == 0) {
+        nb->q.sort = GEO_SORT_DESC;
+    } else {
+        api_error_field(resp, API_E_BAD_REQUEST, "sort", "'sort' must be asc or desc");
+        return false;
+    }
+    return true;
+}
+
+void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    nearby_t nb;
+    if (!parse_nearby(req, resp, &nb))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, nb.key, nb.klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e;
+    geo_t *g;
+    if (!find_geo(srv, req, resp, &k, &e, &g))
+        return;
+    if (!g) {   /* as Redis: a missing key has no members, even around a member */
+        ks_shard_unlock(sh);
+        api_body(resp, 200, NULL, "{\"results\":[]}", 14);
+        return;
+    }
+    if (nb.member) {
+        uint64_t score;
+        if (!geo_score(g, nb.member, nb.mlen, &score)) {
+            ks_shard_unlock(sh);
+            api_error_field(resp, API_E_NOT_FOUND, "member",
+                            "could not decode requested zset member: '%.*s' is not in this geo set",
+                            (int)(nb.mlen > 200 ? 200 : nb.mlen), nb.member);
+            return;
+        }
+        geohash_decode_score(score, &nb.q.shape.lon, &nb.q.shape.lat);
+    }
+    geo_hit_t *hits;
+    size_t n;
+    if (!geo_search(g, &nb.q, &hits, &n)) {
+        ks_shard_unlock(sh);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory searching");
+        return;
+    }
+    /* members point into the set: write the answer before unlocking */
+    wbuf_t b = WBUF_INIT;
+    wbuf_reserve(&b, 16 + n * (32 + (nb.withdist ? 24 : 0) + (nb.withhash ? 28 : 0) + (nb.withcoord ? 48 : 0)));
+    put_str(&b, "{\"results\":[");
+    for (size_t i = 0; i < n; i++) {
+        const geo_hit_t *h = &hits[i];
+        put_str(&b, i ? ",{\"member\":" : "{\"member\":");
+        put_json_string(&b, h->member, h->len);
+        if (nb.withdist) {
+            put_str(&b, ",\"distance\":");
+            put_distance(&b, h->dist);
+        }
+        if (nb.withhash) {
+            put_str(&b, ",\"hash\":");
+            put_u64(&b, h->score);
+        }
+        if (nb.withcoord) {
+            put_str(&b, ",\"lon\":");
+            put_double(&b, h->lon);
+            put_str(&b, ",\"lat\":");
+            put_double(&b, h->lat);
+        }
+        wbuf_put_u8(&b, '}');
+    }
+    put_str(&b, "]}");
+    ks_shard_unlock(sh);
+    free(hits);
+    answer(resp, &b);
+}

@@ -1,0 +1,161 @@
+/* items.c - see items.h. */
+#include "api/items.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ITEM_NUM_MAX 24   /* decimal text of an int64 plus NUL */
+
+static bool list_of(api_resp_t *resp, json_t *body, const char *field, size_t max, json_t **arr)
+{
+    *arr = json_object_get(body, field);
+    if (!*arr) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "missing field '%s'", field);
+        return false;
+    }
+    if (!json_is_array(*arr)) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be an array", field);
+        return false;
+    }
+    size_t n = json_array_size(*arr);
+    if (n == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must not be empty", field);
+        return false;
+    }
+    if (n > max) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' has %zu entries; the limit is %zu", field, n, max);
+        return false;
+    }
+    return true;
+}
+
+static bool alloc_items(api_resp_t *resp, size_t n, api_items_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->p = malloc(n * sizeof(*out->p));
+    out->len = malloc(n * sizeof(*out->len));
+    if (!out->p || !out->len) {
+        api_items_free(out);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return false;
+    }
+    out->n = n;
+    return true;
+}
+
+bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_items_t *out)
+{
+    json_t *arr;
+    if (!list_of(resp, body, field, API_MAX_BATCH, &arr))
+        return false;
+    size_t n = json_array_size(arr);
+    if (!alloc_items(resp, n, out))
+        return false;
+    size_t nums = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (json_is_string(v)) {
+            out->p[i] = json_string_value(v);
+            out->len[i] = json_string_length(v);
+        } else if (json_is_integer(v)) {
+            nums++;
+        } else {
+            api_items_free(out);
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s[%zu]' must be a string or an integer", field, i);
+            return false;
+        }
+    }
+    if (nums) {
+        out->numbuf = malloc(nums * ITEM_NUM_MAX);
+        if (!out->numbuf) {
+            api_items_free(out);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return false;
+        }
+        char *b = out->numbuf;
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(arr, i);
+            if (json_is_integer(v)) {
+                int k = snprintf(b, ITEM_NUM_MAX, "%lld", (long long)json_integer_value(v));
+                out->p[i] = b;
+                out->len[i] = (size_t)k;
+                b += ITEM_NUM_MAX;
+            }
+        }
+    }
+    return true;
+}
+
+bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t max, api_items_t *out)
+{
+    json_t *arr;
+    if (!list_of(resp, body, field, max, &arr))
+        return false;
+    size_t n = json_array_size(arr);
+    if (!alloc_items(resp, n, out))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_string(v)) {
+            api_items_free(out);
+            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s[%zu]' must be a key (a string)", field, i);
+            return false;
+        }
+        out->p[i] = json_string_value(v);
+        out->len[i] = json_string_length(v);
+        if (!api_check_key(resp, field, out->p[i], out->len[i])) {
+            api_items_free(out);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, const char **item, size_t *len)
+{
+    size_t n = api_query_count(req, name);
+    if (n == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
+        return false;
+    }
+    if (n > 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times; one is expected",
+                        name, n);
+        return false;
+    }
+    *item = api_query_get(req, name, len);
+    return true;
+}
+
+void api_items_free(api_items_t *it)
+{
+    free(it->p);
+    free(it->len);
+    free(it->numbuf);
+    memset(it, 0, sizeof(*it));
+}
+
+void api_bool_array(api_resp_t *resp, const char *name, const bool *v, size_t n)
+{
+    size_t cap = strlen(name) + 8 + n * 6;
+    char *b = malloc(cap);
+    if (!b) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    size_t o = (size_t)snprintf(b, cap, "{\"%s\":[", name);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            b[o++] = ',';
+        memcpy(b + o, v[i] ? "true" : "false", v[i] ? 4 : 5);
+        o += v[i] ? 4 : 5;
+    }
+    b[o++] = ']';
+    b[o++] = '}';
+    free(resp->body);
+    resp->body = b;
+    resp->len = o;
+    resp->status = 200;
+    resp->ctype = NULL;
+}

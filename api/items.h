@@ -1,0 +1,38 @@
+/*
+ * items.h - item lists and key lists in request bodies, for the sketch
+ * handlers (/uv, /bloom, /cuckoo).
+ *
+ * An item is a JSON string (any bytes JSON can carry, "" included) or an
+ * integer, which stands for its decimal text (7 and "7" are the same item,
+ * as Redis clients send numbers).  A list holds 1 to API_MAX_BATCH items;
+ * anything else (missing, not an array, empty, too long, an element of
+ * another type) is a 400 naming the field and, for an element, its index.
+ */
+#ifndef TALLY_API_ITEMS_H
+#define TALLY_API_ITEMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api/api.h"
+
+typedef struct api_items {
+    size_t n;
+    const char **p;      /* item bytes (borrowed from the JSON body or numbuf) */
+    size_t *len;
+    char *numbuf;        /* text of integer items */
+} api_items_t;
+
+/* Reads body[field] as an item list.  On failure sets a 400 and returns false
+ * (nothing to free). */
+bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_items_t *out);
+/* Reads body[field] as a list of 1..max keys (validated like path keys). */
+bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t max, api_items_t *out);
+/* Reads the single query parameter `name` as one item (400 if absent or repeated). */
+bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, const char **item, size_t *len);
+void api_items_free(api_items_t *it);
+
+/* Sets a 200 response {"<name>":[true,false,...]}. */
+void api_bool_array(api_resp_t *resp, const char *name, const bool *v, size_t n);
+
+#endif

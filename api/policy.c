@@ -1,0 +1,822 @@
+/*
+ * policy.c - named rate-limit policies: the config file (parsed here, read by
+ * service/main.c), key templates, algorithm parameters shared by requests and
+ * policies, and per-policy decision counters.  See api/ratelimit.h for the
+ * file format and the template language.
+ *
+ * Concurrency: the current set of policies is read under a rwlock held for
+ * the whole request that uses it; a reload builds the new set outside the lock
+ * and swaps it in under the write lock, so requests see either the old or the
+ * new policies, never a mix.  Counters live in a table that only grows (one
+ * entry per policy name ever loaded), so a reload keeps them.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/ratelimit.h"
+
+#define THROTTLE_MAX_PERIOD_S 2305843009LL   /* 2^61 ns: see GCRA_MAX_TAU_NS */
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void rl_err_set(rl_err_t *e, api_code_t code, const char *field, const char *fmt, ...)
+{
+    e->code = code;
+    snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+}
+
+void rl_err_respond(api_resp_t *resp, const rl_err_t *e)
+{
+    if (e->field[0])
+        api_error_field(resp, e->code, e->field, "%s", e->msg);
+    else
+        api_error(resp, e->code, "%s", e->msg);
+}
+
+bool rl_deny_status_ok(int64_t s)
+{
+    static const int errors[] = { 400, 401, 404, 405, 409, 413, 414, 415 };
+    if (s < 400 || s > 499)
+        return false;
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (s == errors[i])
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Algorithm parameters                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const char *const all_params[] = { "max_burst", "count_per_period", "period", "max_count", "capacity",
+                                          "refill_rate", NULL };
+static const char *const gcra_params[] = { "max_burst", "count_per_period", "period", NULL };
+static const char *const count_params[] = { "max_count", "period", NULL };
+static const char *const bucket_params[] = { "capacity", "refill_rate", NULL };
+
+static bool in_list(const char *const *list, const char *name)
+{
+    for (; *list; list++)
+        if (strcmp(*list, name) == 0)
+            return true;
+    return false;
+}
+
+bool rl_is_param_name(const char *name) { return in_list(all_params, name); }
+
+static bool get_int(json_t *obj, const char *name, int64_t min, int64_t max, int64_t *out, rl_err_t *err)
+{
+    json_t *v = json_object_get(obj, name);
+    if (!v) {
+        rl_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
+        return false;
+    }
+    if (!json_is_integer(v)) {
+        rl_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be an integer", name);
+        return false;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < min || x > max) {
+        if (max == INT64_MAX)
+            rl_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be >= %lld", name, (long long)min);
+        else
+            rl_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be between %lld and %lld", name, (long long)min,
+                       (long long)max);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err)
+{
+    memset(p, 0, sizeof(*p));
+    p->algo = THROTTLE_GCRA;
+    json_t *a = json_object_get(obj, "algorithm");
+    if (a) {
+        if (!json_is_string(a)) {
+            rl_err_set(err, API_E_BAD_REQUEST, "algorithm", "'algorithm' must be a string");
+            return false;
+        }
+        p->algo = throttle_algo_parse(json_string_value(a));
+        if (!p->algo) {
+            rl_err_set(err, API_E_BAD_REQUEST, "algorithm",
+                       "unknown algorithm '%s' (gcra, sliding_log, sliding_window, fixed_window, token_bucket)",
+                       json_string_value(a));
+            return false;
+        }
+    }
+    const char *const *mine = p->algo == THROTTLE_GCRA          ? gcra_params
+                              : p->algo == THROTTLE_TOKEN_BUCKET ? bucket_params
+                                                                 : count_params;
+    const char *n;
+    json_t *v;
+    json_object_foreach(obj, n, v) {
+        if (in_list(all_params, n) && !in_list(mine, n)) {
+            rl_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
+                       n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
+                       mine[1] && mine[2] ? ", " : "", mine[1] && mine[2] ? mine[2] : "");
+            return false;
+        }
+    }
+
+    int64_t period_s = 0;
+    switch (p->algo) {
+    case THROTTLE_GCRA:
+        if (!get_int(obj, "max_burst", 0, INT64_MAX, &p->u.gcra.max_burst, err) ||
+            !get_int(obj, "count_per_period", 1, INT64_MAX, &p->u.gcra.count, err) ||
+            !get_int(obj, "period", 1, THROTTLE_MAX_PERIOD_S, &period_s, err))
+            return false;
+        p->u.gcra.period_ns = period_s * NS_PER_SEC;
+        break;
+    case THROTTLE_SLIDING_LOG:
+        if (!get_int(obj, "max_count", 1, INT64_MAX, &p->u.log.max_count, err) ||
+            !get_int(obj, "period", 1, THROTTLE_MAX_PERIOD_S, &period_s, err))
+            return false;
+        p->u.log.period_ns = period_s * NS_PER_SEC;
+        break;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW:
+        if (!get_int(obj, "max_count", 1, INT64_MAX, &p->u.win.max_count, err) ||
+            !get_int(obj, "period", 1, THROTTLE_MAX_PERIOD_S, &period_s, err))
+            return false;
+        p->u.win.period_ns = period_s * NS_PER_SEC;
+        break;
+    case THROTTLE_TOKEN_BUCKET: {
+        if (!get_int(obj, "capacity", 1, INT64_MAX, &p->u.tb.capacity, err))
+            return false;
+        v = json_object_get(obj, "refill_rate");
+        if (!v) {
+            rl_err_set(err, API_E_BAD_REQUEST, "refill_rate", "missing field 'refill_rate'");
+            return false;
+        }
+        double rate = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!json_is_number(v) || !isfinite(rate) || rate < 0.000001 || rate > 1e12) {
+            rl_err_set(err, API_E_BAD_REQUEST, "refill_rate",
+                       "'refill_rate' must be a number of tokens per second between 0.000001 and 10^12");
+            return false;
+        }
+        p->u.tb.rate_micro = llround(rate * 1e6);
+        break;
+    }
+    }
+    const char *field = NULL;
+    const char *why = throttle_validate(p, &field);
+    if (why) {
+        rl_err_set(err, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Key templates                                                            */
+/* ------------------------------------------------------------------------ */
+
+enum { SRC_HEADER, SRC_IP, SRC_PATH, SRC_METHOD, SRC_HOST };
+
+typedef struct tmpl_alt {
+    int kind;
+    char *header;                /* SRC_HEADER: the header name */
+} tmpl_alt_t;
+
+struct tmpl_part {
+    char *lit;                   /* literal text, or NULL for a placeholder */
+    size_t lit_len;
+    tmpl_alt_t *alts;
+    int nalts;
+};
+
+static void parts_free(tmpl_part_t *parts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(parts[i].lit);
+        for (int k = 0; k < parts[i].nalts; k++)
+            free(parts[i].alts[k].header);
+        free(parts[i].alts);
+    }
+    free(parts);
+}
+
+static bool header_token(const char *s, size_t n)
+{
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c)))
+            return false;
+    }
+    return true;
+}
+
+/* Parses one source ("ip", "header:X-Api-Key", ...). */
+static bool parse_alt(const char *s, size_t n, tmpl_alt_t *a, char *why, size_t wn)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } plain[] = { { "ip", SRC_IP }, { "path", SRC_PATH }, { "method", SRC_METHOD }, { "host", SRC_HOST } };
+    a->header = NULL;
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+        if (strlen(plain[i].name) == n && memcmp(plain[i].name, s, n) == 0) {
+            a->kind = plain[i].kind;
+            return true;
+        }
+    if (n > 7 && memcmp(s, "header:", 7) == 0) {
+        if (!header_token(s + 7, n - 7)) {
+            snprintf(why, wn, "'%.*s' is not a valid header name", (int)(n - 7), s + 7);
+            return false;
+        }
+        a->kind = SRC_HEADER;
+        a->header = strndup(s + 7, n - 7);
+        if (!a->header) {
+            snprintf(why, wn, "out of memory");
+            return false;
+        }
+        return true;
+    }
+    snprintf(why, wn, "unknown source '{%.*s}' (use {header:NAME}, {ip}, {path}, {method} or {host})", (int)n, s);
+    return false;
+}
+
+/* Parses a template into parts; false with a reason. */
+static bool tmpl_parse(const char *t, tmpl_part_t **out, int *nout, char *why, size_t wn)
+{
+    tmpl_part_t *parts = NULL;
+    int n = 0;
+    size_t len = strlen(t);
+    if (len == 0) {
+        snprintf(why, wn, "the key template is empty");
+        return false;
+    }
+    for (size_t i = 0; i < len;) {
+        tmpl_part_t *np = realloc(parts, sizeof(*parts) * (size_t)(n + 1));
+        if (!np) {
+            snprintf(why, wn, "out of memory");
+            goto fail;
+        }
+        parts = np;
+        tmpl_part_t *p = &parts[n];
+        memset(p, 0, sizeof(*p));
+        if (t[i] == '{') {
+            const char *close = strchr(t + i, '}');
+            if (!close) {
+                snprintf(why, wn, "'{' at offset %zu is not closed", i);
+                goto fail;
+            }
+            n++;
+            size_t start = i + 1, end = (size_t)(close - t);
+            if (end == start || memchr(t + start, '{', end - start)) {
+                snprintf(why, wn, "empty or nested placeholder at offset %zu", i);
+                goto fail;
+            }
+            for (size_t s = start; s <= end;) {
+                size_t e = s;
+                while (e < end && t[e] != '|')
+                    e++;
+                if (e == s) {
+                    snprintf(why, wn, "empty alternative in placeholder at offset %zu", i);
+                    goto fail;
+                }
+                tmpl_alt_t *na = realloc(p->alts, sizeof(*p->alts) * (size_t)(p->nalts + 1));
+                if (!na) {
+                    snprintf(why, wn, "out of memory");
+                    goto fail;
+                }
+                p->alts = na;
+                if (!parse_alt(t + s, e - s, &p->alts[p->nalts], why, wn))
+                    goto fail;
+                p->nalts++;
+                s = e + 1;
+            }
+            i = end + 1;
+        } else {
+            size_t e = i;
+            while (e < len && t[e] != '{' && t[e] != '}')
+                e++;
+            if (e < len && t[e] == '}') {
+                snprintf(why, wn, "'}' at offset %zu has no '{'", e);
+                n++;
+                goto fail;
+            }
+            p->lit = strndup(t + i, e - i);
+            p->lit_len = e - i;
+            n++;
+            if (!p->lit) {
+                snprintf(why, wn, "out of memory");
+                goto fail;
+            }
+            i = e;
+        }
+    }
+    *out = parts;
+    *nout = n;
+    return true;
+fail:
+    parts_free(parts, n);
+    return false;
+}
+
+static const char *hdr(const api_req_t *req, const char *name)
+{
+    const char *v = req->header ? req->header(req->hctx, name) : NULL;
+    return v && *v ? v : NULL;
+}
+
+/* Trims spaces and tabs around s[0..n). */
+static const char *trim(const char *s, size_t *n)
+{
+    while (*n && (*s == ' ' || *s == '\t')) {
+        s++;
+        (*n)--;
+    }
+    while (*n && (s[*n - 1] == ' ' || s[*n - 1] == '\t'))
+        (*n)--;
+    return s;
+}
+
+/* The value of one source for this request, or NULL when absent. */
+static const char *source_value(const tmpl_alt_t *a, const api_req_t *req, const char *rest, size_t rest_len,
+                                size_t *n)
+{
+    const char *v;
+    switch (a->kind) {
+    case SRC_HEADER:
+        v = hdr(req, a->header);
+        if (v)
+            *n = strlen(v);
+        return v;
+    case SRC_IP:
+        if ((v = hdr(req, "X-Forwarded-For"))) {
+            *n = strcspn(v, ",");
+            v = trim(v, n);
+            if (*n)
+                return v;
+        }
+        if ((v = hdr(req, "X-Real-IP"))) {
+            *n = strlen(v);
+            v = trim(v, n);
+            if (*n)
+                return v;
+        }
+        if (req->client_ip && *req->client_ip) {
+            *n = strlen(req->client_ip);
+            return req->client_ip;
+        }
+        return NULL;
+    case SRC_PATH:
+        if ((v = hdr(req, "X-Forwarded-Uri")) || (v = hdr(req, "X-Original-URI"))) {
+            *n = strcspn(v, "?#");
+            return *n ? v : NULL;
+        }
+        if (rest) {
+            *n = rest_len;
+            return rest;
+        }
+        return NULL;
+    case SRC_METHOD:
+        if ((v = hdr(req, "X-Forwarded-Method")) || (v = hdr(req, "X-Original-Method"))) {
+            *n = strlen(v);
+            return v;
+        }
+        v = api_method_name(req->method);
+        *n = strlen(v);
+        return v;
+    case SRC_HOST:
+        if ((v = hdr(req, "X-Forwarded-Host")) || (v = hdr(req, "Host"))) {
+            *n = strlen(v);
+            return v;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+static const char *source_name(const tmpl_alt_t *a, char *buf, size_t n)
+{
+    switch (a->kind) {
+    case SRC_HEADER: snprintf(buf, n, "the %s header", a->header); break;
+    case SRC_IP: snprintf(buf, n, "a client address"); break;
+    case SRC_PATH: snprintf(buf, n, "a path (X-Forwarded-Uri, X-Original-URI or /hook/{policy}/...)"); break;
+    case SRC_METHOD: snprintf(buf, n, "a method"); break;
+    default: snprintf(buf, n, "a host (X-Forwarded-Host or Host)"); break;
+    }
+    return buf;
+}
+
+bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, char *out,
+                size_t *len, rl_err_t *err)
+{
+    size_t o = 0;
+    memcpy(out, p->prefix, p->prefix_len);
+    o = p->prefix_len;
+    for (int i = 0; i < p->nparts; i++) {
+        const tmpl_part_t *part = &p->parts[i];
+        const char *v = part->lit;
+        size_t n = part->lit_len;
+        for (int k = 0; !v && k < part->nalts; k++)
+            v = source_value(&part->alts[k], req, rest, rest_len, &n);
+        if (!v) {
+            char what[128];
+            rl_err_set(err, API_E_BAD_REQUEST, "key", "policy '%s' takes its key from %s, which the request does not have",
+                       p->name, source_name(&part->alts[part->nalts - 1], what, sizeof(what)));
+            return false;
+        }
+        if (n > KS_KEY_MAX - o) {
+            rl_err_set(err, API_E_BAD_REQUEST, "key", "policy '%s': the key would be longer than %d bytes", p->name,
+                       KS_KEY_MAX);
+            return false;
+        }
+        memcpy(out + o, v, n);
+        o += n;
+    }
+    out[o] = '\0';
+    *len = o;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Registry                                                                 */
+/* ------------------------------------------------------------------------ */
+
+struct api_policies {
+    pthread_rwlock_t lock;
+    policy_t *set;               /* current policies */
+    size_t n;
+    policy_stats_t **stats;      /* every policy name ever loaded (grows only) */
+    size_t nstats;
+    pthread_mutex_t stats_lock;
+};
+
+static void set_free(policy_t *set, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        parts_free(set[i].parts, set[i].nparts);
+        free(set[i].prefix);
+    }
+    free(set);
+}
+
+api_policies_t *api_policies_create(void)
+{
+    api_policies_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    /* writer-preferring: a reload must not starve behind a steady stream of
+     * overlapping requests (readers never take the lock twice) */
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&r->lock, &a);
+    pthread_rwlockattr_destroy(&a);
+    pthread_mutex_init(&r->stats_lock, NULL);
+    return r;
+}
+
+void api_policies_free(api_policies_t *r)
+{
+    if (!r)
+        return;
+    set_free(r->set, r->n);
+    for (size_t i = 0; i < r->nstats; i++)
+        free(r->stats[i]);
+    free(r->stats);
+    pthread_rwlock_destroy(&r->lock);
+    pthread_mutex_destroy(&r->stats_lock);
+    free(r);
+}
+
+void policies_read_lock(api_policies_t *r)
+{
+    if (r)
+        pthread_rwlock_rdlock(&r->lock);
+}
+
+void policies_read_unlock(api_policies_t *r)
+{
+    if (r)
+        pthread_rwlock_unlock(&r->lock);
+}
+
+const policy_t *policy_find(api_policies_t *r, const char *name)
+{
+    for (size_t i = 0; r && i < r->n; i++)
+        if (strcmp(r->set[i].name, name) == 0)
+            return &r->set[i];
+    return NULL;
+}
+
+void policy_count(const policy_t *p, policy_decision_t d)
+{
+    _Atomic uint64_t *c = d == POLICY_ALLOWED ? &p->stats->allowed
+                          : d == POLICY_LIMITED ? &p->stats->limited
+                                                : &p->stats->shadow_limited;
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+static policy_stats_t *stats_for(api_policies_t *r, const char *name)
+{
+    pthread_mutex_lock(&r->stats_lock);
+    policy_stats_t *s = NULL;
+    for (size_t i = 0; i < r->nstats && !s; i++)
+        if (strcmp(r->stats[i]->name, name) == 0)
+            s = r->stats[i];
+    if (!s) {
+        policy_stats_t **ns = realloc(r->stats, sizeof(*ns) * (r->nstats + 1));
+        if (ns) {
+            r->stats = ns;
+            s = calloc(1, sizeof(*s));
+            if (s) {
+                snprintf(s->name, sizeof(s->name), "%s", name);
+                r->stats[r->nstats++] = s;
+            }
+        }
+    }
+    pthread_mutex_unlock(&r->stats_lock);
+    return s;
+}
+
+void api_policies_metrics(api_policies_t *r, wbuf_t *out)
+{
+    if (!r)
+        return;
+    static const char head[] = "# HELP tally_ratelimit_decisions_total Rate-limit decisions by policy: allowed, limited, "
+                               "and limited but allowed because the policy is in shadow mode.\n"
+                               "# TYPE tally_ratelimit_decisions_total counter\n";
+    pthread_rwlock_rdlock(&r->lock);
+    if (r->n)
+        wbuf_put_bytes(out, head, sizeof(head) - 1);
+    for (size_t i = 0; i < r->n; i++) {
+        const policy_stats_t *s = r->set[i].stats;
+        char line[512];
+        int len = snprintf(line, sizeof(line),
+                           "tally_ratelimit_decisions_total{policy=\"%s\",decision=\"allowed\"} %llu\n"
+                           "tally_ratelimit_decisions_total{policy=\"%s\",decision=\"limited\"} %llu\n"
+                           "tally_ratelimit_decisions_total{policy=\"%s\",decision=\"shadow_limited\"} %llu\n",
+                           s->name, (unsigned long long)atomic_load(&s->allowed), s->name,
+                           (unsigned long long)atomic_load(&s->limited), s->name,
+                           (unsigned long long)atomic_load(&s->shadow_limited));
+        wbuf_put_bytes(out, line, (size_t)len);
+    }
+    pthread_rwlock_unlock(&r->lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The policies file                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Line (1-based) of the member at the path keys[0..n) of nested objects in
+ * the (already valid) JSON text: where its key starts.  Falls back to the
+ * deepest ancestor found, then to line 1.  Keys are compared as written
+ * (escapes are not decoded), which is exact for plain names. */
+static int json_member_line(const char *s, size_t len, const char *const *keys, int n)
+{
+    enum { MAXD = 8 };
+    bool is_obj[MAXD + 1] = { false };
+    bool expect_key[MAXD + 1] = { false };
+    int matched[MAXD + 1];   /* matched[d]: path keys[0..d) match the enclosing members */
+    int depth = 0, line = 1, best_line = 1, best = 0;
+    matched[0] = 1;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '\n') {
+            line++;
+        } else if (c == '{' || c == '[') {
+            if (depth < MAXD) {
+                depth++;
+                is_obj[depth] = c == '{';
+                expect_key[depth] = c == '{';
+                matched[depth] = 0;
+            } else {
+                depth++;
+            }
+        } else if (c == '}' || c == ']') {
+            depth--;
+            if (depth < 0)
+                return best_line;
+        } else if (c == ',' && depth <= MAXD && depth > 0) {
+            if (is_obj[depth])
+                expect_key[depth] = true;
+        } else if (c == ':' && depth <= MAXD && depth > 0) {
+            expect_key[depth] = false;
+        } else if (c == '"') {
+            size_t st = ++i;
+            while (i < len && s[i] != '"') {
+                if (s[i] == '\\')
+                    i++;
+                i++;
+            }
+            if (depth > 0 && depth <= MAXD && is_obj[depth] && expect_key[depth]) {
+                /* a member key at this depth: does it extend the path? */
+                int d = depth;   /* keys[d-1] */
+                bool parent_ok = d == 1 || matched[d - 1];
+                bool hit = parent_ok && d <= n && strlen(keys[d - 1]) == i - st &&
+                           memcmp(keys[d - 1], s + st, i - st) == 0;
+                /* matched[d] tells the children of this member that their parents match */
+                matched[d] = hit;
+                if (hit && d > best) {
+                    best = d;
+                    best_line = line;
+                    if (d == n)
+                        return line;
+                }
+            }
+        }
+    }
+    return best_line;
+}
+
+/* Sets err to "line L: ..." for the member path. */
+static void cfg_err(char *err, size_t errlen, const char *text, size_t len, const char *policy, const char *field,
+                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void cfg_err(char *err, size_t errlen, const char *text, size_t len, const char *policy, const char *field,
+                    const char *fmt, ...)
+{
+    const char *path[3] = { "policies", policy, field };
+    int n = policy ? (field && *field ? 3 : 2) : (field && *field ? 1 : 0);
+    if (!policy && field && *field)
+        path[0] = field;
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    int line = n ? json_member_line(text, len, path, n) : 1;
+    if (policy)
+        snprintf(err, errlen, "line %d: policy '%s': %s", line, policy, msg);
+    else
+        snprintf(err, errlen, "line %d: %s", line, msg);
+}
+
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > POLICY_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, policy_t *p, const char *text, size_t len,
+                         char *err, size_t errlen)
+{
+    static const char *const fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
+                                          "capacity", "refill_rate", "key", "prefix", "shadow", "deny_status",
+                                          NULL };
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    if (!name_ok(name)) {
+        cfg_err(err, errlen, text, len, name, NULL,
+                "a policy name is 1 to %d characters of letters, digits, '_', '-' and '.'", POLICY_NAME_MAX);
+        return false;
+    }
+    if (!json_is_object(o)) {
+        cfg_err(err, errlen, text, len, name, NULL, "must be an object");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (!in_list(fields, k)) {
+            cfg_err(err, errlen, text, len, name, k, "unknown field '%s'", k);
+            return false;
+        }
+    }
+    rl_err_t e;
+    if (!rl_params_parse(o, &p->params, &e)) {
+        cfg_err(err, errlen, text, len, name, e.field, "%s", e.msg);
+        return false;
+    }
+    json_t *key = json_object_get(o, "key");
+    const char *tmpl = "{ip}";
+    if (key) {
+        if (!json_is_string(key)) {
+            cfg_err(err, errlen, text, len, name, "key", "'key' must be a string (a key template)");
+            return false;
+        }
+        tmpl = json_string_value(key);
+    }
+    char why[300];
+    if (!tmpl_parse(tmpl, &p->parts, &p->nparts, why, sizeof(why))) {
+        cfg_err(err, errlen, text, len, name, key ? "key" : NULL, "key template \"%s\": %s", tmpl, why);
+        return false;
+    }
+    json_t *prefix = json_object_get(o, "prefix");
+    if (prefix && !json_is_string(prefix)) {
+        cfg_err(err, errlen, text, len, name, "prefix", "'prefix' must be a string");
+        return false;
+    }
+    if (prefix) {
+        p->prefix = strdup(json_string_value(prefix));
+    } else {
+        p->prefix = malloc(strlen(name) + 2);
+        if (p->prefix)
+            sprintf(p->prefix, "%s:", name);
+    }
+    if (!p->prefix) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    p->prefix_len = strlen(p->prefix);
+    if (p->prefix_len >= KS_KEY_MAX) {
+        cfg_err(err, errlen, text, len, name, "prefix", "'prefix' is longer than keys may be");
+        return false;
+    }
+    json_t *shadow = json_object_get(o, "shadow");
+    if (shadow && !json_is_boolean(shadow)) {
+        cfg_err(err, errlen, text, len, name, "shadow", "'shadow' must be true or false");
+        return false;
+    }
+    p->shadow = shadow && json_is_true(shadow);
+    json_t *deny = json_object_get(o, "deny_status");
+    p->deny_status = 429;
+    if (deny) {
+        if (!json_is_integer(deny) || !rl_deny_status_ok(json_integer_value(deny))) {
+            cfg_err(err, errlen, text, len, name, "deny_status",
+                    "'deny_status' must be a 4xx status tally does not use for errors (e.g. 429, or 403 for nginx "
+                    "auth_request; not 400, 401, 404, 405, 409, 413, 414 or 415)");
+            return false;
+        }
+        p->deny_status = (int)json_integer_value(deny);
+    }
+    p->stats = stats_for(reg, name);
+    if (!p->stats) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+bool api_policies_load(api_policies_t *reg, const char *text, size_t len, size_t *count, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(err, errlen, "line %d column %d: %s", je.line, je.column, je.text);
+        return false;
+    }
+    policy_t *set = NULL;
+    size_t n = 0;
+    bool ok = false;
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "line 1: the file must hold a JSON object {\"policies\": {...}}");
+        goto done;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (strcmp(k, "policies") != 0) {
+            cfg_err(err, errlen, text, len, NULL, k, "unknown field '%s' (the file holds {\"policies\": {...}})", k);
+            goto done;
+        }
+    }
+    json_t *pol = json_object_get(root, "policies");
+    if (!json_is_object(pol)) {
+        cfg_err(err, errlen, text, len, NULL, pol ? "policies" : NULL, "'policies' must be an object of named policies");
+        goto done;
+    }
+    set = calloc(json_object_size(pol) ? json_object_size(pol) : 1, sizeof(*set));
+    if (!set) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    json_object_foreach(pol, k, v) {
+        if (!parse_policy(reg, k, v, &set[n], text, len, err, errlen)) {
+            n++;
+            goto done;
+        }
+        n++;
+    }
+    ok = true;
+done:
+    json_decref(root);
+    if (!ok) {
+        set_free(set, n);
+        return false;
+    }
+    pthread_rwlock_wrlock(&reg->lock);
+    policy_t *old = reg->set;
+    size_t oldn = reg->n;
+    reg->set = set;
+    reg->n = n;
+    pthread_rwlock_unlock(&reg->lock);
+    set_free(old, oldn);
+    *count = n;
+    return true;
+}

@@ -1,0 +1,161 @@
+/*
+ * ratelimit.h - the rate-limiting family of the API: named policies from a
+ * config file, key templates, and the engine that runs one or several
+ * limiter decisions atomically (api/throttle.c, api/hook.c, api/policy.c).
+ *
+ * Policies file (--config FILE, JSON; reloaded on SIGHUP):
+ *
+ *   {"policies": {
+ *      "api":   {"algorithm": "gcra", "max_burst": 15, "count_per_period": 30, "period": 60,
+ *                "key": "{header:X-Api-Key}"},
+ *      "login": {"algorithm": "sliding_log", "max_count": 5, "period": 60,
+ *                "key": "{ip}:{path}", "deny_status": 403, "shadow": true}}}
+ *
+ *   algorithm + its parameters   as in POST /throttle (default gcra)
+ *   key          template for the hook and key-less requests (default "{ip}")
+ *   prefix       prepended to every key of the policy (default "<name>:"), so
+ *                two policies never share a counter
+ *   shadow       decide and count, but always allow (default false)
+ *   deny_status  status of a limited hook request (default 429; 403 for nginx
+ *                auth_request; any 4xx that tally does not answer errors with,
+ *                i.e. not 400, 401, 404, 405, 409, 413, 414 or 415, so that an
+ *                error is never taken for "limited")
+ *
+ * Key templates: literal text with placeholders.
+ *   {header:NAME}  that request header (empty counts as absent)
+ *   {ip}           first address of X-Forwarded-For, else X-Real-IP, else the peer
+ *   {path}         X-Forwarded-Uri (Traefik), else X-Original-URI (nginx), else the
+ *                  hook path after /hook/{policy}; without the query string
+ *   {method}       X-Forwarded-Method, else X-Original-Method, else the method
+ *   {host}         X-Forwarded-Host, else Host
+ *   {a|b|...}      the first of these sources that is present, e.g. {header:X-Api-Key|ip}
+ * A template whose source is absent (no alternative present) is refused with
+ * 400 naming the missing header: the request is not counted under a shared
+ * fallback key by accident.  Write {header:X-Api-Key|ip} to fall back.
+ */
+#ifndef TALLY_API_RATELIMIT_H
+#define TALLY_API_RATELIMIT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "core/throttle.h"
+
+#define POLICY_NAME_MAX 64        /* policy names: [A-Za-z0-9_.-], in URLs and metric labels */
+
+/* ------------------------------------------------------------------------ */
+/* Policies (service-facing)                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Creates an empty registry; NULL on allocation failure. */
+api_policies_t *api_policies_create(void);
+void api_policies_free(api_policies_t *reg);
+/* Parses a policies file and, when it is valid, replaces the current
+ * policies (requests in flight finish with the old ones; counters and
+ * metrics of policies that keep their name carry over).  On error returns
+ * false with "line L: reason" in err and changes nothing. */
+bool api_policies_load(api_policies_t *reg, const char *text, size_t len, size_t *count, char *err,
+                       size_t errlen);
+/* Appends tally_ratelimit_decisions_total{policy,decision} lines. */
+void api_policies_metrics(api_policies_t *reg, wbuf_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Policies (inside the API)                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct policy_stats {
+    char name[POLICY_NAME_MAX + 1];
+    _Atomic uint64_t allowed, limited, shadow_limited;
+} policy_stats_t;
+
+typedef struct tmpl_part tmpl_part_t;
+
+typedef struct policy {
+    char name[POLICY_NAME_MAX + 1];
+    throttle_params_t params;
+    tmpl_part_t *parts;
+    int nparts;
+    char *prefix;
+    size_t prefix_len;
+    bool shadow;
+    int deny_status;
+    policy_stats_t *stats;
+} policy_t;
+
+/* The policies are read under a shared lock, held from lookup until the
+ * request is answered (a reload waits for it). NULL-safe. */
+void policies_read_lock(api_policies_t *reg);
+void policies_read_unlock(api_policies_t *reg);
+const policy_t *policy_find(api_policies_t *reg, const char *name);
+
+/* What a decision counts as in the metrics. */
+typedef enum { POLICY_ALLOWED, POLICY_LIMITED, POLICY_SHADOW_LIMITED } policy_decision_t;
+void policy_count(const policy_t *p, policy_decision_t d);
+
+/* A detailed failure, turned into the error envelope by the caller. */
+typedef struct rl_err {
+    api_code_t code;
+    char field[80];
+    char msg[400];
+} rl_err_t;
+
+void rl_err_set(rl_err_t *e, api_code_t code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void rl_err_respond(api_resp_t *resp, const rl_err_t *e);
+
+/* Builds the policy's key (prefix + template) for this request into out
+ * (KS_KEY_MAX + 1 bytes).  `rest` is the hook path after /hook/{policy}
+ * (NULL outside the hook).  False with *err when a source is absent or the key
+ * is too long. */
+bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, char *out,
+                size_t *len, rl_err_t *err);
+
+/* True for a status a limited request may be answered with (see deny_status). */
+bool rl_deny_status_ok(int64_t status);
+
+/* Reads "algorithm" (default gcra) and that algorithm's parameters from obj;
+ * a parameter of another algorithm is refused, naming it. */
+bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err);
+/* True if `name` is one of the algorithm parameter names. */
+bool rl_is_param_name(const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* The engine                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rl_item {
+    const policy_t *policy;      /* NULL for a request with explicit parameters */
+    const char *key;             /* the full key (policy prefix included) */
+    size_t klen;
+    char *key_buf;               /* owned storage of key when it was built */
+    throttle_params_t p;
+    int64_t quantity;
+    bool shadow;                 /* decide but always allow */
+    rl_result_t r;               /* filled by rl_run */
+} rl_item_t;
+
+/* Resolves one request object ({"key", params...} or {"policy", "key"?}).
+ * `path_key` (may be NULL) is the key from the URL, used instead of a "key"
+ * member.  `rest` as for policy_key.  `fields_checked`: the caller already
+ * refused members that are not request fields.  Call with the policies
+ * read-locked. */
+bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
+                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, rl_err_t *err);
+void rl_item_release(rl_item_t *it);
+
+/* Decides every item atomically under the locks of all their keys: when all
+ * allow (a shadow item always does), every item is recorded; otherwise none
+ * is.  Journals the change (canonically, with resolved parameters, when any
+ * item came from a policy).  Counts policy metrics.  Returns false with an
+ * error response (nothing changed); true with each item's r filled and
+ * *all_allowed set. */
+bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n,
+            bool batch, bool *all_allowed);
+
+/* The decision of one item as JSON body + RateLimit headers. */
+void rl_answer(api_resp_t *resp, int status, const rl_item_t *it);
+
+#endif

@@ -1,0 +1,698 @@
+/*
+ * ts.c - /ts: RedisTimeSeries (TS.*) over HTTP.
+ *
+ *   PUT    /ts/{key}            {"retention_ms":0,"duplicate_policy":"block","labels":{"room":"kitchen"}}
+ *                               -> 201 {"created":true}; 409 EXISTS if the key exists     (TS.CREATE)
+ *   POST   /ts/{key}            {"samples":[[1686697976001,21],["*",22]],"on_duplicate":"sum"}
+ *                               -> {"timestamps":[...],"created":false}          (TS.ADD / TS.MADD)
+ *   GET    /ts/{key}            -> info                                           (TS.INFO)
+ *   GET    /ts/{key}/range      ?from=-&to=+&agg=avg&bucket_ms=60000&align=&bucket_timestamp=&count=
+ *                                &filter_by_value_min=&filter_by_value_max=&filter_by_ts=...
+ *                               -> {"samples":[[ts,value],...]}                   (TS.RANGE)
+ *   GET    /ts/{key}/revrange   the same, newest first                            (TS.REVRANGE)
+ *   DELETE /ts/{key}/range      ?from=&to= -> {"deleted":N}                       (TS.DEL)
+ *
+ * Adding to a missing key creates it, as TS.ADD does, with retention_ms,
+ * duplicate_policy and labels from the same body when given (ignored when the
+ * key exists, as TS.ADD ignores them).  A batch is all or nothing: the first
+ * sample that would fail (older than retention: 400; a duplicate under the
+ * BLOCK policy: 409 EXISTS) is named and nothing is stored.  "*" as a
+ * timestamp is the time the request is served (req->now_ns, which the journal
+ * records, so replay gives the same timestamps).
+ *
+ * `from`/`to` take "-" (the earliest) and "+" (the latest).  Query strings
+ * decode '+' as a space, so "+" must be sent as %2B; a lone space is read as
+ * "+" too, so `to=+` typed in a browser or curl still works.
+ *
+ * Reads of a missing key are 404 (TS.RANGE and TS.INFO fail on one).
+ * Aggregated values that are not finite (a sum of huge values) are printed as
+ * the strings "inf", "-inf", "nan": JSON has no such numbers.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/routes.h"
+#include "core/ts.h"
+
+#define TS_TYPE_NAME "ts"
+
+/* ------------------------------------------------------------------------ */
+/* Parsing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ts_opts {
+    int64_t retention;
+    ts_policy_t policy;
+    ts_label_t labels[TS_MAX_LABELS];
+    size_t nlabels;
+} ts_opts_t;
+
+static bool parse_policy(api_resp_t *resp, json_t *body, const char *name, ts_policy_t *out, bool *present)
+{
+    const char *s = NULL;
+    if (present)
+        *present = false;
+    if (!api_obj_string(resp, body, name, false, &s, NULL))
+        return false;
+    if (!s)
+        return true;
+    if (!ts_policy_parse(s, out)) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "'%s' must be one of block, first, last, min, max, sum",
+                        name);
+        return false;
+    }
+    if (present)
+        *present = true;
+    return true;
+}
+
+/* retention_ms, duplicate_policy, labels: the creation options. */
+static bool parse_opts(api_resp_t *resp, json_t *body, ts_opts_t *o)
+{
+    o->retention = 0;
+    o->policy = TS_DUP_BLOCK;
+    o->nlabels = 0;
+    if (!body)
+        return true;
+    if (!api_obj_int(resp, body, "retention_ms", false, 0, INT64_MAX, &o->retention, NULL) ||
+        !parse_policy(resp, body, "duplicate_policy", &o->policy, NULL))
+        return false;
+    json_t *labels = json_object_get(body, "labels");
+    if (!labels)
+        return true;
+    if (!json_is_object(labels)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "labels", "'labels' must be an object of strings");
+        return false;
+    }
+    if (json_object_size(labels) > TS_MAX_LABELS) {
+        api_error_field(resp, API_E_BAD_REQUEST, "labels", "at most %d labels", TS_MAX_LABELS);
+        return false;
+    }
+    const char *name;
+    json_t *v;
+    json_object_foreach(labels, name, v) {
+        size_t nlen = strlen(name);
+        if (!json_is_string(v) || json_string_length(v) == 0 || nlen == 0 || nlen > TS_MAX_LABEL_LEN ||
+            json_string_length(v) > TS_MAX_LABEL_LEN || memchr(json_string_value(v), 0, json_string_length(v))) {
+            api_error_field(resp, API_E_BAD_REQUEST, "labels",
+                            "label '%.64s': names and values must be non-empty strings of at most %d bytes", name,
+                            TS_MAX_LABEL_LEN);
+            return false;
+        }
+        o->labels[o->nlabels++] = (ts_label_t){ name, nlen, json_string_value(v), json_string_length(v) };
+    }
+    return true;
+}
+
+/* The samples array: [[ts|"*", value], ...], "*" = now. */
+static ts_sample_t *parse_samples(const api_req_t *req, api_resp_t *resp, json_t *body, size_t *n)
+{
+    json_t *arr = json_object_get(body, "samples");
+    if (!arr) {
+        api_error_field(resp, API_E_BAD_REQUEST, "samples", "missing field 'samples'");
+        return NULL;
+    }
+    if (!json_is_array(arr) || json_array_size(arr) == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "samples", "'samples' must be a non-empty array of [timestamp, value]");
+        return NULL;
+    }
+    size_t cnt = json_array_size(arr);
+    if (cnt > API_MAX_BATCH) {
+        api_error_field(resp, API_E_BAD_REQUEST, "samples", "at most %d samples per request, got %zu", API_MAX_BATCH,
+                        cnt);
+        return NULL;
+    }
+    ts_sample_t *s = malloc(cnt * sizeof(*s));
+    if (!s) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    int64_t now_ms = api_now_ms(req);
+    for (size_t i = 0; i < cnt; i++) {
+        json_t *e = json_array_get(arr, i);
+        if (!json_is_array(e) || json_array_size(e) != 2) {
+            api_error_field(resp, API_E_BAD_REQUEST, "samples", "samples[%zu] must be [timestamp, value]", i);
+            goto bad;
+        }
+        json_t *t = json_array_get(e, 0), *v = json_array_get(e, 1);
+        if (json_is_string(t) && strcmp(json_string_value(t), "*") == 0) {
+            if (now_ms < 0) {
+                api_error_field(resp, API_E_BAD_REQUEST, "samples", "samples[%zu]: the clock is before 1970", i);
+                goto bad;
+            }
+            s[i].ts = now_ms;
+        } else if (json_is_integer(t) && json_integer_value(t) >= 0) {
+            s[i].ts = json_integer_value(t);
+        } else {
+            api_error_field(resp, API_E_BAD_REQUEST, "samples",
+                            "samples[%zu]: the timestamp must be \"*\" or an integer from 0 to %lld (ms)", i,
+                            (long long)TS_MAX_TIMESTAMP);
+            goto bad;
+        }
+        if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+            api_error_field(resp, API_E_BAD_REQUEST, "samples", "samples[%zu]: the value must be a finite number", i);
+            goto bad;
+        }
+        s[i].value = json_number_value(v);
+    }
+    *n = cnt;
+    return s;
+bad:
+    free(s);
+    return NULL;
+}
+
+/* "-" (or absent), "+" (or " ", what a literal '+' decodes to), or an
+ * integer timestamp.  *explicit_ts tells whether a number was given. */
+static bool parse_bound(const api_req_t *req, api_resp_t *resp, const char *name, int64_t dflt, int64_t *out,
+                        bool *explicit_ts)
+{
+    *explicit_ts = false;
+    size_t n = api_query_count(req, name), len;
+    if (n > 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
+        return false;
+    }
+    const char *v = api_query_get(req, name, &len);
+    if (!v) {
+        *out = dflt;
+        return true;
+    }
+    if (strcmp(v, "-") == 0) {
+        *out = 0;
+        return true;
+    }
+    if (strcmp(v, "+") == 0 || strcmp(v, " ") == 0) {
+        *out = TS_MAX_TIMESTAMP;
+        return true;
+    }
+    int64_t x;
+    if (!api_parse_i64(v, len, &x) || x < 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, name,
+                        "query parameter '%s' must be '-', '+' (sent as %%2B) or a timestamp from 0 to %lld (ms)",
+                        name, (long long)TS_MAX_TIMESTAMP);
+        return false;
+    }
+    *out = x;
+    *explicit_ts = true;
+    return true;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out)
+{
+    static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
+                                          "filter_by_value_min", "filter_by_value_max", "filter_by_ts", NULL };
+    memset(q, 0, sizeof(*q));
+    *fts_out = NULL;
+    bool from_explicit, to_explicit, present;
+    if (!api_query_allow(req, resp, params) ||
+        !parse_bound(req, resp, "from", 0, &q->from, &from_explicit) ||
+        !parse_bound(req, resp, "to", TS_MAX_TIMESTAMP, &q->to, &to_explicit))
+        return false;
+    if (q->from > q->to) {
+        api_error_field(resp, API_E_BAD_REQUEST, "from", "'from' (%lld) is after 'to' (%lld)", (long long)q->from,
+                        (long long)q->to);
+        return false;
+    }
+    int64_t count = 0;
+    if (!api_query_int(req, resp, "count", false, 1, INT64_MAX, &count, NULL) ||
+        !api_query_double(req, resp, "filter_by_value_min", false, -INFINITY, INFINITY, &q->min, &q->has_min) ||
+        !api_query_double(req, resp, "filter_by_value_max", false, -INFINITY, INFINITY, &q->max, &q->has_max))
+        return false;
+    q->count = (uint64_t)count;
+
+    /* aggregation */
+    static const char *const once[] = { "agg", "align", "bucket_timestamp" };
+    for (size_t i = 0; i < sizeof(once) / sizeof(once[0]); i++)
+        if (api_query_count(req, once[i]) > 1) {
+            api_error_field(resp, API_E_BAD_REQUEST, once[i], "query parameter '%s' given more than once", once[i]);
+            return false;
+        }
+    size_t len;
+    const char *agg = api_query_get(req, "agg", &len);
+    if (!api_query_int(req, resp, "bucket_ms", false, 1, INT64_MAX, &q->bucket_ms, &present))
+        return false;
+    if (agg) {
+        if (strcmp(agg, "twa") == 0) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg", "the 'twa' aggregation is not supported");
+            return false;
+        }
+        if (!ts_agg_parse(agg, &q->agg)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg",
+                            "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
+                            "std.s, var.p, var.s)",
+                            agg);
+            return false;
+        }
+        if (!present) {
+            api_error_field(resp, API_E_BAD_REQUEST, "bucket_ms", "'agg' needs 'bucket_ms' (> 0)");
+            return false;
+        }
+    } else if (present) {
+        api_error_field(resp, API_E_BAD_REQUEST, "bucket_ms", "'bucket_ms' needs 'agg'");
+        return false;
+    }
+    const char *align = api_query_get(req, "align", &len);
+    if (align) {
+        if (!agg) {
+            api_error_field(resp, API_E_BAD_REQUEST, "align", "'align' can only be used with 'agg'");
+            return false;
+        }
+        if (strcmp(align, "start") == 0 || strcmp(align, "-") == 0) {
+            if (!from_explicit) {
+                api_error_field(resp, API_E_BAD_REQUEST, "align", "align=start needs an explicit 'from' timestamp");
+                return false;
+            }
+            q->align = q->from;
+        } else if (strcmp(align, "end") == 0 || strcmp(align, "+") == 0 || strcmp(align, " ") == 0) {
+            if (!to_explicit) {
+                api_error_field(resp, API_E_BAD_REQUEST, "align", "align=end needs an explicit 'to' timestamp");
+                return false;
+            }
+            q->align = q->to;
+        } else if (!api_parse_i64(align, len, &q->align) || q->align < 0) {
+            api_error_field(resp, API_E_BAD_REQUEST, "align", "'align' must be start, end or a timestamp >= 0");
+            return false;
+        }
+    }
+    const char *bts = api_query_get(req, "bucket_timestamp", &len);
+    if (bts) {
+        if (!agg) {
+            api_error_field(resp, API_E_BAD_REQUEST, "bucket_timestamp", "'bucket_timestamp' can only be used with 'agg'");
+            return false;
+        }
+        if (strcmp(bts, "start") == 0 || strcmp(bts, "-") == 0)
+            q->bucket_ts = TS_BUCKET_START;
+        else if (strcmp(bts, "end") == 0 || strcmp(bts, "+") == 0 || strcmp(bts, " ") == 0)
+            q->bucket_ts = TS_BUCKET_END;
+        else if (strcmp(bts, "mid") == 0 || strcmp(bts, "~") == 0)
+            q->bucket_ts = TS_BUCKET_MID;
+        else {
+            api_error_field(resp, API_E_BAD_REQUEST, "bucket_timestamp", "'bucket_timestamp' must be start, end or mid");
+            return false;
+        }
+    }
+
+    /* filter_by_ts, repeatable: sorted for binary search */
+    size_t nf = api_query_count(req, "filter_by_ts");
+    if (nf) {
+        int64_t *f = malloc(nf * sizeof(*f));
+        if (!f) {
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return false;
+        }
+        size_t k = 0;
+        for (int i = 0; i < req->nparams; i++) {
+            if (strcmp(req->params[i].name, "filter_by_ts") != 0)
+                continue;
+            if (!api_parse_i64(req->params[i].value, req->params[i].vlen, &f[k]) || f[k] < 0) {
+                free(f);
+                api_error_field(resp, API_E_BAD_REQUEST, "filter_by_ts", "'filter_by_ts' values must be timestamps >= 0");
+                return false;
+            }
+            k++;
+        }
+        qsort(f, nf, sizeof(*f), cmp_i64);
+        q->filter_ts = f;
+        q->nfilter_ts = nf;
+        *fts_out = f;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Answers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The text of the last value printed: a slowly changing series repeats it. */
+typedef struct dtext {
+    double v;
+    bool valid;
+    char s[40];
+    size_t len;
+} dtext_t;
+
+static void put_double(wbuf_t *b, dtext_t *cache, double v)
+{
+    if (!cache->valid || memcmp(&v, &cache->v, sizeof(v)) != 0) {
+        if (isfinite(v))
+            api_format_double(v, cache->s, sizeof(cache->s));
+        else
+            snprintf(cache->s, sizeof(cache->s), "\"%s\"", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        cache->len = strlen(cache->s);
+        cache->v = v;
+        cache->valid = true;
+    }
+    wbuf_put_bytes(b, cache->s, cache->len);
+}
+
+/* Appends a decimal integer (snprintf costs more than the rest of an add). */
+static void put_i64(wbuf_t *b, int64_t v)
+{
+    char buf[24];
+    char *p = buf + sizeof(buf);
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    wbuf_put_bytes(b, p, (size_t)(buf + sizeof(buf) - p));
+}
+
+/* Hands a built body to the response. */
+static void answer(api_resp_t *resp, int status, wbuf_t *b)
+{
+    if (b->oom) {
+        wbuf_free(b);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory building the answer");
+        return;
+    }
+    size_t len;
+    char *body = (char *)wbuf_steal(b, &len);
+    free(resp->body);
+    resp->body = body;
+    resp->len = len;
+    resp->status = status;
+    resp->ctype = NULL;
+}
+
+typedef struct collected {
+    ts_sample_t *s;
+    size_t n, cap;
+} collected_t;
+
+static bool collect(void *ud, int64_t t, double v)
+{
+    collected_t *c = ud;
+    if (c->n == c->cap) {
+        size_t ncap = c->cap ? c->cap * 2 : 256;
+        ts_sample_t *ns = realloc(c->s, ncap * sizeof(*ns));
+        if (!ns)
+            return false;
+        c->s = ns;
+        c->cap = ncap;
+    }
+    c->s[c->n++] = (ts_sample_t){ t, v };
+    return true;
+}
+
+/* Finds the key for reading: NULL with 404/409 set when it is not a series. */
+static ks_entry_t *find_series(ks_t *ks, const api_req_t *req, api_resp_t *resp, const ks_key_t *k)
+{
+    ks_entry_t *e = ks_find(ks, k, api_now_ms(req));
+    if (!e) {
+        api_error(resp, API_E_NOT_FOUND, "no such time series");
+        return NULL;
+    }
+    if (ks_entry_type(e) != &ts_type) {
+        api_wrongtype(resp, e, TS_TYPE_NAME);
+        return NULL;
+    }
+    return e;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Handlers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    json_t *body = NULL;
+    if (req->body_len > 0 && !(body = api_body_object(req, resp, fields)))
+        return;
+    ts_opts_t o;
+    if (!parse_opts(resp, body, &o) || !api_make_room(srv, req, resp))
+        return;
+
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e) {
+        const char *type = ks_entry_type(e)->name;
+        ks_shard_unlock(sh);
+        api_error(resp, API_E_EXISTS, "key already exists (a %s)", type);
+        return;
+    }
+    ts_t *ts = ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    e = ts ? ks_add(ks, &k, &ts_type, ts, KS_NO_EXPIRY, api_now_ms(req)) : NULL;
+    if (!e) {
+        ts_free(ts);
+        ks_shard_unlock(sh);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the time series");
+        return;
+    }
+    api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    api_json(resp, 201, json_pack("{s:b}", "created", 1));
+}
+
+void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "samples", "on_duplicate", "retention_ms", "duplicate_policy", "labels",
+                                          NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    json_t *body = api_body_object(req, resp, fields);
+    if (!body)
+        return;
+    ts_opts_t o;
+    ts_policy_t over = TS_DUP_BLOCK;
+    bool has_over;
+    size_t n;
+    if (!parse_opts(resp, body, &o) || !parse_policy(resp, body, "on_duplicate", &over, &has_over))
+        return;
+    ts_sample_t *s = parse_samples(req, resp, body, &n);
+    if (!s)
+        return;
+    if (!api_make_room(srv, req, resp)) {
+        free(s);
+        return;
+    }
+
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e && ks_entry_type(e) != &ts_type) {
+        ks_shard_unlock(sh);
+        free(s);
+        api_wrongtype(resp, e, TS_TYPE_NAME);
+        return;
+    }
+    /* A new series gets the samples before it joins the keyspace, so a
+     * refused batch leaves no empty key behind. */
+    bool created = !e;
+    ts_t *ts = e ? ks_entry_value(e) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    size_t failed = 0;
+    ts_status_t st = TS_ERR_NOMEM;
+    if (ts) {
+        if (e)
+            ks_entry_prepare_write(ks, e);
+        st = ts_add(ts, s, n, has_over ? over : ts_policy(ts), &failed);
+    }
+    if (st == TS_OK && !e) {
+        e = ks_add(ks, &k, &ts_type, ts, KS_NO_EXPIRY, api_now_ms(req));
+        if (!e)
+            st = TS_ERR_NOMEM;
+    }
+    if (st != TS_OK) {
+        int64_t newest_ts = -1;   /* the newest sample when the failing one came: stored or earlier in the batch */
+        if (st == TS_ERR_TOO_OLD) {
+            ts_info_t info;
+            ts_get_info(ts, &info);
+            newest_ts = info.last_ts;
+            for (size_t i = 0; i < failed; i++)
+                if (s[i].ts > newest_ts)
+                    newest_ts = s[i].ts;
+        }
+        int64_t retention = ts ? ts_retention(ts) : 0;
+        if (!e)
+            ts_free(ts);
+        else
+            ks_entry_changed(ks, e);   /* unchanged samples, but spare capacity may have moved */
+        ks_shard_unlock(sh);
+        switch (st) {
+        case TS_ERR_TOO_OLD:
+            api_error_field(resp, API_E_BAD_REQUEST, "samples",
+                            "samples[%zu]: timestamp %lld is older than retention (newest %lld, retention_ms %lld); "
+                            "nothing was added",
+                            failed, (long long)s[failed].ts, (long long)newest_ts, (long long)retention);
+            break;
+        case TS_ERR_DUPLICATE:
+            api_error_field(resp, API_E_EXISTS, "samples",
+                            "samples[%zu]: a sample already exists at timestamp %lld and the duplicate policy is "
+                            "block (set on_duplicate to first, last, min, max or sum); nothing was added",
+                            failed, (long long)s[failed].ts);
+            break;
+        case TS_ERR_OVERFLOW:
+            api_error_field(resp, API_E_BAD_REQUEST, "samples",
+                            "samples[%zu]: the duplicate policy's result at timestamp %lld is not finite; nothing was "
+                            "added",
+                            failed, (long long)s[failed].ts);
+            break;
+        default: api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding samples"); break;
+        }
+        free(s);
+        return;
+    }
+    ks_entry_changed(ks, e);
+    api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    wbuf_t b = WBUF_INIT;
+    wbuf_reserve(&b, 32 + n * 16);
+    wbuf_put_bytes(&b, "{\"timestamps\":[", 15);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            wbuf_put_u8(&b, ',');
+        put_i64(&b, s[i].ts);
+    }
+    wbuf_put_bytes(&b, created ? "],\"created\":true}" : "],\"created\":false}", created ? 17 : 18);
+    free(s);
+    answer(resp, 200, &b);
+}
+
+void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = find_series(ks, req, resp, &k);
+    if (!e) {
+        ks_shard_unlock(sh);
+        return;
+    }
+    const ts_t *ts = ks_entry_value(e);
+    ts_info_t info;
+    ts_get_info(ts, &info);
+    json_t *labels = json_object();
+    for (size_t i = 0; i < ts_label_count(ts); i++) {
+        ts_label_t l = ts_label_at(ts, i);
+        json_object_set_new(labels, l.name, json_stringn(l.value, l.value_len));
+    }
+    json_t *o = json_pack("{s:I,s:I,s:o,s:o,s:o,s:I,s:s,s:o,s:I,s:I}", "samples", (json_int_t)info.samples,
+                          "memory_bytes", (json_int_t)info.memory_bytes, "bytes_per_sample",
+                          info.samples ? json_real((double)info.memory_bytes / (double)info.samples) : json_null(),
+                          "first_timestamp", info.samples ? json_integer(info.first_ts) : json_null(),
+                          "last_timestamp", info.samples ? json_integer(info.last_ts) : json_null(), "retention_ms",
+                          (json_int_t)ts_retention(ts), "duplicate_policy", ts_policy_name(ts_policy(ts)), "labels",
+                          labels, "chunks", (json_int_t)info.chunks, "compressed_bytes",
+                          (json_int_t)info.data_bytes);
+    ks_shard_unlock(sh);
+    api_json(resp, 200, o);
+}
+
+static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
+{
+    const char *key;
+    size_t klen;
+    ts_query_t q;
+    int64_t *fts;
+    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts))
+        return;
+    q.reverse = reverse;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    collected_t c = { 0 };
+    ks_shard_lock(sh);
+    ks_entry_t *e = find_series(ks, req, resp, &k);
+    ts_status_t st = e ? ts_range(ks_entry_value(e), &q, collect, &c) : TS_OK;
+    ks_shard_unlock(sh);
+    free(fts);
+    if (!e) {
+        free(c.s);
+        return;
+    }
+    if (st != TS_OK) {
+        free(c.s);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory running the query");
+        return;
+    }
+    /* formatted outside the shard lock */
+    wbuf_t b = WBUF_INIT;
+    wbuf_reserve(&b, 16 + c.n * 32);
+    wbuf_put_bytes(&b, "{\"samples\":[", 12);
+    dtext_t last = { 0 };
+    for (size_t i = 0; i < c.n; i++) {
+        wbuf_put_bytes(&b, i ? ",[" : "[", i ? 2 : 1);
+        put_i64(&b, c.s[i].ts);
+        wbuf_put_u8(&b, ',');
+        put_double(&b, &last, c.s[i].value);
+        wbuf_put_u8(&b, ']');
+    }
+    wbuf_put_bytes(&b, "]}", 2);
+    free(c.s);
+    answer(resp, 200, &b);
+}
+
+void h_ts_range(api_server_t *srv, api_req_t *req, api_resp_t *resp) { range(srv, req, resp, false); }
+void h_ts_revrange(api_server_t *srv, api_req_t *req, api_resp_t *resp) { range(srv, req, resp, true); }
+
+void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "from", "to", NULL };
+    const char *key;
+    size_t klen;
+    int64_t from, to;
+    bool ex;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params))
+        return;
+    if (!api_query_get(req, "from", NULL) || !api_query_get(req, "to", NULL)) {
+        const char *f = api_query_get(req, "from", NULL) ? "to" : "from";
+        api_error_field(resp, API_E_BAD_REQUEST, f, "missing query parameter '%s' ('-' and '+' for the ends)", f);
+        return;
+    }
+    if (!parse_bound(req, resp, "from", 0, &from, &ex) || !parse_bound(req, resp, "to", TS_MAX_TIMESTAMP, &to, &ex))
+        return;
+    if (from > to) {
+        api_error_field(resp, API_E_BAD_REQUEST, "from", "'from' (%lld) is after 'to' (%lld)", (long long)from,
+                        (long long)to);
+        return;
+    }
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = find_series(ks, req, resp, &k);
+    if (!e) {
+        ks_shard_unlock(sh);
+        return;
+    }
+    ks_entry_prepare_write(ks, e);
+    int64_t deleted = ts_delete_range(ks_entry_value(e), from, to);
+    if (deleted > 0) {
+        ks_entry_changed(ks, e);
+        api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(sh);
+    if (deleted < 0)
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory deleting samples");
+    else
+        api_json(resp, 200, json_pack("{s:I}", "deleted", (json_int_t)deleted));
+}

@@ -1,0 +1,1564 @@
+/*
+ * ts.c - Gorilla-compressed time series (see ts.h for the semantics).
+ *
+ * Compression: Pelkonen et al., "Gorilla: A Fast, Scalable, In-Memory Time
+ * Series Database", VLDB 2015, as RedisTimeSeries does.  Samples are kept in
+ * time order in chunks of at most TS_CHUNK_MAX_SAMPLES samples; each chunk is
+ * one bit stream (most significant bit first):
+ *
+ *   sample 0:  64 bits  the value's IEEE-754 pattern   (its timestamp is in the header)
+ *   sample k:  timestamp as delta-of-delta D = (t_k - t_k-1) - (t_k-1 - t_k-2),
+ *              zigzag-coded Z = (D << 1) ^ (D >> 63), with the first delta
+ *              taken against a previous delta of 0:
+ *                '0'                      Z = 0        (regular interval: 1 bit)
+ *                '10'    +  7 bits        Z < 2^7      (jitter up to +-64 ms)
+ *                '110'   + 12 bits        Z < 2^12
+ *                '1110'  + 20 bits        Z < 2^20
+ *                '11110' + 32 bits        Z < 2^32
+ *                '11111' + 64 bits        anything
+ *              then the value as X = bits(v_k) XOR bits(v_k-1):
+ *                '0'                      X = 0        (same value: 1 bit)
+ *                '10' + meaningful bits   X fits the previous window
+ *                                         (>= its leading and trailing zeros)
+ *                '11' + 5 bits leading zeros (capped at 31)
+ *                     + 6 bits (length - 1) + `length` meaningful bits,
+ *                                         which sets the window
+ *
+ * At worst a sample takes 5+64 + 2+5+6+64 = 146 bits.  A regular series of
+ * slowly changing values costs about 1 bit of timestamp and a few bits of
+ * value per sample (Gorilla reports 1.37 bytes/sample on Facebook's data).
+ *
+ *   chunk (one allocation)             bytes
+ *   first_ts, last_ts, prev_delta        24   last_ts/prev_delta/prev_bits/lead/trail
+ *   prev_bits                             8   are the encoder's state, so appending
+ *   count, nbits, cap                    12   is O(1) (no decode)
+ *   lead, trail (+ padding)               4
+ *   data[cap]                           cap   the bit stream; bits past nbits are 0
+ *
+ * Index: the chunk pointers form one array sorted by time, with
+ * non-overlapping ranges (chunk i+1 starts after chunk i ends), found by
+ * binary search.  Appending in time order extends the last chunk in place;
+ * anything else (an out-of-order sample, a duplicate resolved by the policy,
+ * a deletion) decodes the chunks it touches, merges, and re-encodes them into
+ * new chunks (split evenly when over the limits) that replace the old ones
+ * only once everything succeeded, so a failed request changes nothing.
+ *
+ * Retention: with R > 0 samples older than newest - R are invisible at once
+ * (queries start at that cutoff, counts skip them) and freed a whole chunk at
+ * a time as the cutoff passes a chunk's end; a rewritten chunk drops them.
+ * Invariant: only the first chunk may hold samples below the cutoff.
+ *
+ * Memory for one day of 1-second samples (86 400), everything counted
+ * (headers, index, slack), measured by tests/unit/test_ts.c:
+ *   slowly changing value (0.1 steps in ~10% of seconds)   0.96 bytes/sample
+ *   constant value                                          0.32 bytes/sample
+ *   random doubles in [0, 1000) (incompressible)            7.76 bytes/sample
+ * (a Redis sorted set holding the same samples: ~130 bytes/sample).
+ * Per chunk: 48 bytes of header + the stream + 8 bytes in the index.
+ *
+ * Aggregation follows RedisTimeSeries's compaction.c: bucket start
+ * t - ((t - align) mod b), sum accumulated in time order, avg = sum / n with
+ * its long-double fallback when the sum would overflow, variance
+ * (Σx² - 2·Σx·Σx/n + (Σx/n)²·n) / n and the sample variance var·n/(n-1)
+ * (0 for n = 1); std is its square root.  One deviation: a variance that
+ * rounding makes slightly negative is reported as 0 (RedisTimeSeries would
+ * print it, and NaN for std).
+ *
+ * Snapshot encoding (version 1), little-endian:
+ *   u8 version | u8 policy | i64 retention_ms | u32 nlabels
+ *   nlabels x (blob name | blob value)            blob = u32 length + bytes
+ *   u32 nchunks
+ *   nchunks x (u32 count | u32 nbits | i64 first_ts | ceil(nbits/8) bytes of stream)
+ * The decoder replays every stream, checking timestamps strictly increase
+ * across the whole series, values are finite, padding bits are zero, and
+ * the retention invariant above, then rebuilds each chunk's encoder state.
+ */
+#include "core/ts.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define TS_ENC_VERSION 1              /* first byte of every encoding */
+#define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
+#define TS_CHUNK_MAX_BYTES 4096       /* a chunk is full past this many stream bytes (RedisTimeSeries's default chunk size) */
+#define TS_SAMPLE_MAX_BITS 146        /* 5+64 timestamp + 2+5+6+64 value: the worst case */
+#define TS_CHUNK_CAP_MAX (TS_CHUNK_MAX_BYTES + (TS_SAMPLE_MAX_BITS + 7) / 8)   /* room for one more sample */
+#define TS_CHUNK_MIN_CAP 32           /* first allocation of a chunk's stream */
+#define TS_MIN_SAMPLES_PER_FULL_CHUNK ((TS_CHUNK_MAX_BYTES * 8) / TS_SAMPLE_MAX_BITS)   /* 224 */
+#define NO_WINDOW 0xff                /* lead value before any '11' value record */
+
+/* ======================================================================== */
+/* Bit streams                                                              */
+/* ======================================================================== */
+
+/* Appends the low n bits of v (1 <= n <= 64; higher bits of v must be 0)
+ * at bit position *pos; the bytes from *pos on must be zero. */
+static inline void bits_put(uint8_t *d, uint32_t *pos, uint64_t v, unsigned n)
+{
+    uint32_t p = *pos;
+    unsigned room = 8 - (p & 7);
+    *pos = p + n;
+    if (n <= room) {               /* fits in the current byte: most codes */
+        d[p >> 3] |= (uint8_t)(v << (room - n));
+        return;
+    }
+    n -= room;
+    d[p >> 3] |= (uint8_t)(v >> n);
+    p += room;
+    while (n >= 8) {
+        n -= 8;
+        d[p >> 3] = (uint8_t)(v >> n);
+        p += 8;
+    }
+    if (n)
+        d[p >> 3] = (uint8_t)(v << (8 - n));
+}
+
+typedef struct bitr {
+    const uint8_t *d;
+    uint32_t pos, end;      /* in bits; the buffer holds (end + 7) / 8 bytes */
+    bool err;
+} bitr_t;
+
+/* The 64 bits starting at bit `pos` (zeros past the end of the buffer). */
+static inline uint64_t bits_peek(const bitr_t *r)
+{
+    uint32_t b = r->pos >> 3, sh = r->pos & 7, nbytes = (r->end + 7) >> 3;
+    uint64_t hi;
+    unsigned lo;
+    if (b + 9 <= nbytes) {          /* the common case: one unaligned load */
+        memcpy(&hi, r->d + b, 8);
+        hi = __builtin_bswap64(hi);
+        lo = r->d[b + 8];
+    } else {
+        hi = 0;
+        for (unsigned i = 0; i < 8; i++)
+            hi = hi << 8 | (b + i < nbytes ? r->d[b + i] : 0);
+        lo = b + 8 < nbytes ? r->d[b + 8] : 0;
+    }
+    return sh ? hi << sh | lo >> (8 - sh) : hi;
+}
+
+/* Reads n bits (1..64); past the end sets err and returns 0. */
+static inline uint64_t bits_get(bitr_t *r, unsigned n)
+{
+    if (n > r->end - r->pos) {
+        r->err = true;
+        r->pos = r->end;
+        return 0;
+    }
+    uint64_t v = bits_peek(r) >> (64 - n);
+    r->pos += n;
+    return v;
+}
+
+/* Counts 1 bits up to `max` (< 64), consuming them and the 0 that ends them
+ * (when there are fewer than max). */
+static inline unsigned bits_ones(bitr_t *r, unsigned max)
+{
+    uint64_t w = bits_peek(r);
+    unsigned k = w == UINT64_MAX ? 64 : (unsigned)__builtin_clzll(~w);
+    if (k > max)
+        k = max;
+    unsigned used = k < max ? k + 1 : k;
+    if (used > r->end - r->pos) {
+        r->err = true;
+        r->pos = r->end;
+        return 0;
+    }
+    r->pos += used;
+    return k;
+}
+
+static uint64_t dbl_bits(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, 8);
+    return b;
+}
+
+static double bits_dbl(uint64_t b)
+{
+    double v;
+    memcpy(&v, &b, 8);
+    return v;
+}
+
+/* ======================================================================== */
+/* Chunks                                                                   */
+/* ======================================================================== */
+
+typedef struct ts_chunk {
+    int64_t first_ts;
+    int64_t last_ts;
+    int64_t prev_delta;     /* last_ts - the timestamp before it (0 with one sample) */
+    uint64_t prev_bits;     /* the last value's bit pattern */
+    uint32_t count;
+    uint32_t nbits;
+    uint32_t cap;           /* bytes of data[] */
+    uint8_t lead, trail;    /* the XOR window, lead = NO_WINDOW before the first '11' */
+    uint8_t data[];
+} ts_chunk_t;
+
+static size_t chunk_bytes(const ts_chunk_t *c) { return sizeof(ts_chunk_t) + c->cap; }
+
+static bool chunk_full(const ts_chunk_t *c)
+{
+    return c->count >= TS_CHUNK_MAX_SAMPLES || c->nbits >= TS_CHUNK_MAX_BYTES * 8;
+}
+
+/* Encodes one sample after the chunk's last (t > last_ts); the stream must
+ * have room for TS_SAMPLE_MAX_BITS more bits. */
+static void chunk_put(ts_chunk_t *c, int64_t t, double v)
+{
+    uint64_t bits = dbl_bits(v);
+    if (c->count == 0) {
+        c->first_ts = t;
+        c->prev_delta = 0;
+        bits_put(c->data, &c->nbits, bits, 64);
+        c->lead = NO_WINDOW;
+        c->trail = 0;
+    } else {
+        int64_t delta = t - c->last_ts;              /* in [1, INT64_MAX] */
+        int64_t dod = delta - c->prev_delta;         /* prev_delta >= 0: no overflow */
+        uint64_t z = ((uint64_t)dod << 1) ^ (dod < 0 ? UINT64_MAX : 0);
+        if (z == 0) {
+            bits_put(c->data, &c->nbits, 0, 1);
+        } else if (z < (1ULL << 7)) {
+            bits_put(c->data, &c->nbits, 2, 2);
+            bits_put(c->data, &c->nbits, z, 7);
+        } else if (z < (1ULL << 12)) {
+            bits_put(c->data, &c->nbits, 6, 3);
+            bits_put(c->data, &c->nbits, z, 12);
+        } else if (z < (1ULL << 20)) {
+            bits_put(c->data, &c->nbits, 14, 4);
+            bits_put(c->data, &c->nbits, z, 20);
+        } else if (z < (1ULL << 32)) {
+            bits_put(c->data, &c->nbits, 30, 5);
+            bits_put(c->data, &c->nbits, z, 32);
+        } else {
+            bits_put(c->data, &c->nbits, 31, 5);
+            bits_put(c->data, &c->nbits, z, 64);
+        }
+        uint64_t x = bits ^ c->prev_bits;
+        if (x == 0) {
+            bits_put(c->data, &c->nbits, 0, 1);
+        } else {
+            unsigned lz = (unsigned)__builtin_clzll(x), tz = (unsigned)__builtin_ctzll(x);
+            if (lz > 31)
+                lz = 31;
+            if (c->lead != NO_WINDOW && lz >= c->lead && tz >= c->trail) {
+                bits_put(c->data, &c->nbits, 2, 2);
+                bits_put(c->data, &c->nbits, x >> c->trail, 64u - c->lead - c->trail);
+            } else {
+                unsigned len = 64 - lz - tz;
+                bits_put(c->data, &c->nbits, 3, 2);
+                bits_put(c->data, &c->nbits, lz, 5);
+                bits_put(c->data, &c->nbits, len - 1, 6);
+                bits_put(c->data, &c->nbits, x >> tz, len);
+                c->lead = (uint8_t)lz;
+                c->trail = (uint8_t)tz;
+            }
+        }
+        c->prev_delta = delta;
+    }
+    c->last_ts = t;
+    c->prev_bits = bits;
+    c->count++;
+}
+
+/* The encoder state at the end of a stream. */
+typedef struct gstate {
+    int64_t last_ts, prev_delta;
+    uint64_t prev_bits;
+    uint8_t lead, trail;
+} gstate_t;
+
+/* Decodes a stream of `count` samples starting at first_ts into t[]/v[]
+ * (either may be NULL).  Validates everything: the stream is exactly nbits
+ * long, timestamps increase strictly and stay <= TS_MAX_TIMESTAMP, values are
+ * finite.  Returns false on any inconsistency. */
+static bool stream_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int64_t first_ts, int64_t *t,
+                          double *v, gstate_t *end)
+{
+    if (count == 0 || first_ts < 0)
+        return false;
+    bitr_t r = { d, 0, nbits, false };
+    uint64_t bits = bits_get(&r, 64);
+    double val = bits_dbl(bits);
+    if (r.err || !isfinite(val))
+        return false;
+    int64_t ts = first_ts, delta = 0;
+    uint8_t lead = NO_WINDOW, trail = 0;
+    if (t)
+        t[0] = ts;
+    if (v)
+        v[0] = val;
+    for (uint32_t i = 1; i < count; i++) {
+        static const unsigned zbits[6] = { 0, 7, 12, 20, 32, 64 };
+        if (r.end - r.pos >= 2 && (bits_peek(&r) >> 62) == 0) {
+            /* '0' '0': the same interval and the same value, the usual case of a
+             * regular series (no overflow possible: delta was checked) */
+            if ((uint64_t)ts > (uint64_t)TS_MAX_TIMESTAMP - (uint64_t)delta || delta == 0)
+                return false;
+            r.pos += 2;
+            ts += delta;
+            if (t)
+                t[i] = ts;
+            if (v)
+                v[i] = val;
+            continue;
+        }
+        unsigned cls = bits_ones(&r, 5);
+        uint64_t z = cls ? bits_get(&r, zbits[cls]) : 0;
+        int64_t dod = (int64_t)((z >> 1) ^ (0 - (z & 1)));
+        uint64_t nd = (uint64_t)delta + (uint64_t)dod;     /* wraps on hostile input: checked below */
+        if (nd == 0 || nd > (uint64_t)INT64_MAX || (uint64_t)ts > (uint64_t)TS_MAX_TIMESTAMP - nd)
+            return false;
+        delta = (int64_t)nd;
+        ts += delta;
+        unsigned vcls = bits_ones(&r, 2);     /* '0' same, '10' window, '11' new window */
+        if (vcls) {
+            uint64_t x;
+            if (vcls == 1) {                       /* '10': the previous window */
+                if (lead == NO_WINDOW)
+                    return false;
+                x = bits_get(&r, 64u - lead - trail) << trail;
+            } else {                               /* '11': a new window */
+                unsigned lz = (unsigned)bits_get(&r, 5);
+                unsigned len = (unsigned)bits_get(&r, 6) + 1;
+                if (lz + len > 64)
+                    return false;
+                unsigned tz = 64 - lz - len;
+                x = bits_get(&r, len) << tz;
+                lead = (uint8_t)lz;
+                trail = (uint8_t)tz;
+            }
+            bits ^= x;
+            val = bits_dbl(bits);
+            if (!isfinite(val))
+                return false;
+        }
+        if (r.err)
+            return false;
+        if (t)
+            t[i] = ts;
+        if (v)
+            v[i] = val;
+    }
+    if (r.err || r.pos != nbits)
+        return false;
+    if (end) {
+        end->last_ts = ts;
+        end->prev_delta = delta;
+        end->prev_bits = bits;
+        end->lead = lead;
+        end->trail = trail;
+    }
+    return true;
+}
+
+/* Decodes a chunk we wrote (cannot fail on our own streams). */
+static void chunk_decode(const ts_chunk_t *c, int64_t *t, double *v)
+{
+    (void)stream_decode(c->data, c->nbits, c->count, c->first_ts, t, v, NULL);
+}
+
+/* ======================================================================== */
+/* The series and its memory accounting                                     */
+/* ======================================================================== */
+
+typedef struct ts_lbl {
+    char *name;             /* one allocation: name NUL value NUL */
+    char *value;
+    uint32_t nlen, vlen;
+} ts_lbl_t;
+
+struct ts {
+    ts_chunk_t **chunks;    /* sorted by time, non-overlapping */
+    size_t nchunks, cap;
+    uint64_t total;         /* samples stored, including any below the retention cutoff */
+    int64_t retention;      /* ms, 0 = forever */
+    ts_policy_t policy;
+    ts_lbl_t *labels;
+    size_t nlabels;
+    size_t mem;             /* heap bytes owned, kept current for O(1) ts_type.size */
+};
+
+static ts_chunk_t *chunk_new(ts_t *ts, uint32_t cap)
+{
+    ts_chunk_t *c = calloc(1, sizeof(ts_chunk_t) + cap);
+    if (!c)
+        return NULL;
+    c->cap = cap;
+    c->lead = NO_WINDOW;
+    ts->mem += chunk_bytes(c);
+    return c;
+}
+
+static void chunk_release(ts_t *ts, ts_chunk_t *c)
+{
+    if (!c)
+        return;
+    ts->mem -= chunk_bytes(c);
+    free(c);
+}
+
+/* Makes room for one more sample; false on allocation failure (unchanged). */
+static bool chunk_room(ts_t *ts, ts_chunk_t **pc)
+{
+    ts_chunk_t *c = *pc;
+    uint64_t need = ((uint64_t)c->nbits + TS_SAMPLE_MAX_BITS + 7) / 8;
+    if (need <= c->cap)
+        return true;
+    uint64_t ncap = c->cap * 2ULL;
+    if (ncap < TS_CHUNK_MIN_CAP)
+        ncap = TS_CHUNK_MIN_CAP;
+    if (ncap < need)
+        ncap = need;
+    if (ncap > TS_CHUNK_CAP_MAX)
+        ncap = TS_CHUNK_CAP_MAX;
+    if (ncap < need)
+        return false;   /* cannot happen: a chunk that is not full always fits one more */
+    size_t old = chunk_bytes(c);
+    ts_chunk_t *n = realloc(c, sizeof(ts_chunk_t) + ncap);
+    if (!n)
+        return false;
+    memset(n->data + n->cap, 0, ncap - n->cap);
+    n->cap = (uint32_t)ncap;
+    ts->mem += chunk_bytes(n) - old;
+    *pc = n;
+    return true;
+}
+
+/* Trims a chunk's stream allocation to its size (a failure keeps it as is). */
+static ts_chunk_t *chunk_shrink(ts_t *ts, ts_chunk_t *c)
+{
+    uint32_t used = (c->nbits + 7) / 8;
+    if (used >= c->cap)
+        return c;
+    size_t old = chunk_bytes(c);
+    ts_chunk_t *n = realloc(c, sizeof(ts_chunk_t) + used);
+    if (!n)
+        return c;
+    n->cap = used;
+    ts->mem -= old - chunk_bytes(n);
+    return n;
+}
+
+static bool ensure_array(ts_t *ts, size_t want)
+{
+    if (want <= ts->cap)
+        return true;
+    size_t ncap = ts->cap ? ts->cap : 4;
+    while (ncap < want)
+        ncap *= 2;
+    ts_chunk_t **n = realloc(ts->chunks, ncap * sizeof(*n));
+    if (!n)
+        return false;
+    ts->mem += (ncap - ts->cap) * sizeof(*n);
+    ts->chunks = n;
+    ts->cap = ncap;
+    return true;
+}
+
+static bool has_samples(const ts_t *ts) { return ts->nchunks > 0; }
+static int64_t newest(const ts_t *ts) { return ts->chunks[ts->nchunks - 1]->last_ts; }
+
+/* Samples below this are gone (INT64_MIN: none). */
+static int64_t cutoff_for(int64_t retention, int64_t newest_ts)
+{
+    return retention > 0 ? newest_ts - retention : INT64_MIN;
+}
+
+static int64_t cutoff(const ts_t *ts)
+{
+    return has_samples(ts) ? cutoff_for(ts->retention, newest(ts)) : INT64_MIN;
+}
+
+/* Frees whole chunks that ended before the cutoff (the last chunk holds the
+ * newest sample, so it always stays). */
+static void trim(ts_t *ts)
+{
+    int64_t cut = cutoff(ts);
+    size_t k = 0;
+    while (k + 1 < ts->nchunks && ts->chunks[k]->last_ts < cut) {
+        ts->total -= ts->chunks[k]->count;
+        chunk_release(ts, ts->chunks[k]);
+        k++;
+    }
+    if (k) {
+        memmove(ts->chunks, ts->chunks + k, (ts->nchunks - k) * sizeof(ts->chunks[0]));
+        ts->nchunks -= k;
+    }
+}
+
+/* Index of the last chunk starting at or before t, or 0 if t precedes all;
+ * the series has chunks. */
+static size_t chunk_for(const ts_t *ts, int64_t t)
+{
+    size_t lo = 0, hi = ts->nchunks;   /* answer in [lo, hi) */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ts->chunks[mid]->first_ts <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* First index in t[0..n) with t[i] >= x. */
+static size_t lower_bound(const int64_t *t, size_t n, int64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* ======================================================================== */
+/* Names                                                                    */
+/* ======================================================================== */
+
+static const char *const policy_names[TS_DUP__COUNT] = { "block", "first", "last", "min", "max", "sum" };
+static const char *const agg_names[TS_AGG__COUNT] = { NULL,    "avg",   "sum",   "min",   "max",   "range", "count",
+                                                      "first", "last",  "std.p", "std.s", "var.p", "var.s" };
+
+const char *ts_policy_name(ts_policy_t p) { return (unsigned)p < TS_DUP__COUNT ? policy_names[p] : "?"; }
+
+bool ts_policy_parse(const char *s, ts_policy_t *out)
+{
+    for (int i = 0; i < TS_DUP__COUNT; i++)
+        if (strcasecmp(s, policy_names[i]) == 0) {
+            *out = (ts_policy_t)i;
+            return true;
+        }
+    return false;
+}
+
+const char *ts_agg_name(ts_agg_t a) { return (unsigned)a < TS_AGG__COUNT && agg_names[a] ? agg_names[a] : "none"; }
+
+bool ts_agg_parse(const char *s, ts_agg_t *out)
+{
+    for (int i = 1; i < TS_AGG__COUNT; i++)
+        if (strcasecmp(s, agg_names[i]) == 0) {
+            *out = (ts_agg_t)i;
+            return true;
+        }
+    return false;
+}
+
+/* ======================================================================== */
+/* Create, free, accessors                                                  */
+/* ======================================================================== */
+
+ts_t *ts_create(int64_t retention_ms, ts_policy_t policy, const ts_label_t *labels, size_t nlabels)
+{
+    ts_t *ts = calloc(1, sizeof(*ts));
+    if (!ts)
+        return NULL;
+    ts->retention = retention_ms;
+    ts->policy = policy;
+    ts->mem = sizeof(*ts);
+    if (nlabels) {
+        ts->labels = calloc(nlabels, sizeof(ts_lbl_t));
+        if (!ts->labels) {
+            free(ts);
+            return NULL;
+        }
+        ts->mem += nlabels * sizeof(ts_lbl_t);
+        for (size_t i = 0; i < nlabels; i++) {
+            size_t sz = labels[i].name_len + labels[i].value_len + 2;
+            char *p = malloc(sz);
+            if (!p) {
+                ts_free(ts);
+                return NULL;
+            }
+            memcpy(p, labels[i].name, labels[i].name_len);
+            p[labels[i].name_len] = '\0';
+            memcpy(p + labels[i].name_len + 1, labels[i].value, labels[i].value_len);
+            p[sz - 1] = '\0';
+            ts->labels[i].name = p;
+            ts->labels[i].value = p + labels[i].name_len + 1;
+            ts->labels[i].nlen = (uint32_t)labels[i].name_len;
+            ts->labels[i].vlen = (uint32_t)labels[i].value_len;
+            ts->nlabels = i + 1;
+            ts->mem += sz;
+        }
+    }
+    return ts;
+}
+
+void ts_free(ts_t *ts)
+{
+    if (!ts)
+        return;
+    for (size_t i = 0; i < ts->nchunks; i++)
+        free(ts->chunks[i]);
+    free(ts->chunks);
+    for (size_t i = 0; i < ts->nlabels; i++)
+        free(ts->labels[i].name);
+    free(ts->labels);
+    free(ts);
+}
+
+int64_t ts_retention(const ts_t *ts) { return ts->retention; }
+ts_policy_t ts_policy(const ts_t *ts) { return ts->policy; }
+size_t ts_label_count(const ts_t *ts) { return ts->nlabels; }
+
+ts_label_t ts_label_at(const ts_t *ts, size_t i)
+{
+    ts_label_t l = { ts->labels[i].name, ts->labels[i].nlen, ts->labels[i].value, ts->labels[i].vlen };
+    return l;
+}
+
+/* ======================================================================== */
+/* Rewriting chunks (everything but in-order appends)                       */
+/* ======================================================================== */
+
+/* A growable list of chunk pointers. */
+typedef struct cvec {
+    ts_chunk_t **v;
+    size_t n, cap;
+} cvec_t;
+
+static bool cvec_push(cvec_t *cv, ts_chunk_t *c)
+{
+    if (cv->n == cv->cap) {
+        size_t ncap = cv->cap ? cv->cap * 2 : 8;
+        ts_chunk_t **nv = realloc(cv->v, ncap * sizeof(*nv));
+        if (!nv)
+            return false;
+        cv->v = nv;
+        cv->cap = ncap;
+    }
+    cv->v[cv->n++] = c;
+    return true;
+}
+
+static void cvec_discard(ts_t *ts, cvec_t *cv)
+{
+    for (size_t i = 0; i < cv->n; i++)
+        chunk_release(ts, cv->v[i]);
+    free(cv->v);
+    cv->v = NULL;
+    cv->n = cv->cap = 0;
+}
+
+/* Encodes t[]/v[] (n > 0, strictly increasing) into new chunks appended to
+ * cv, split evenly when more than one chunk is needed. */
+static bool encode_run(ts_t *ts, const int64_t *t, const double *v, size_t n, cvec_t *cv)
+{
+    size_t k = (n + TS_CHUNK_MAX_SAMPLES - 1) / TS_CHUNK_MAX_SAMPLES;
+    size_t per = (n + k - 1) / k;
+    ts_chunk_t *c = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (c && (c->count >= per || chunk_full(c))) {
+            c = chunk_shrink(ts, c);
+            if (!cvec_push(cv, c)) {
+                chunk_release(ts, c);
+                return false;
+            }
+            c = NULL;
+        }
+        if (!c && !(c = chunk_new(ts, TS_CHUNK_MIN_CAP)))
+            return false;
+        if (!chunk_room(ts, &c)) {
+            chunk_release(ts, c);
+            return false;
+        }
+        chunk_put(c, t[i], v[i]);
+    }
+    c = chunk_shrink(ts, c);
+    if (!cvec_push(cv, c)) {
+        chunk_release(ts, c);
+        return false;
+    }
+    return true;
+}
+
+/* Replaces the old chunk at index aff[k] (ascending) by the new chunks
+ * repl->v[rstart[k] .. rstart[k+1]), for each k < naff; when the series has
+ * no chunks (naff = 0) all of repl becomes the series.  On success takes the
+ * new chunks (repl is emptied) and frees the old ones; on allocation failure
+ * changes nothing. */
+static bool install(ts_t *ts, const size_t *aff, size_t naff, const size_t *rstart, cvec_t *repl)
+{
+    size_t nn = ts->nchunks - naff + repl->n;
+    ts_chunk_t **arr = NULL;
+    size_t acap = 0;
+    if (nn) {
+        acap = nn < 4 ? 4 : nn;
+        arr = malloc(acap * sizeof(*arr));
+        if (!arr)
+            return false;
+    }
+    size_t o = 0, k = 0;
+    if (ts->nchunks == 0) {
+        for (size_t j = 0; j < repl->n; j++)
+            arr[o++] = repl->v[j];
+    }
+    for (size_t i = 0; i < ts->nchunks; i++) {
+        if (k < naff && aff[k] == i) {
+            for (size_t j = rstart[k]; j < rstart[k + 1]; j++)
+                arr[o++] = repl->v[j];
+            ts->total -= ts->chunks[i]->count;
+            chunk_release(ts, ts->chunks[i]);
+            k++;
+        } else {
+            arr[o++] = ts->chunks[i];
+        }
+    }
+    for (size_t j = 0; j < repl->n; j++)
+        ts->total += repl->v[j]->count;
+    ts->mem -= ts->cap * sizeof(*arr);
+    ts->mem += acap * sizeof(*arr);
+    free(ts->chunks);
+    ts->chunks = arr;
+    ts->nchunks = o;
+    ts->cap = acap;
+    free(repl->v);
+    repl->v = NULL;
+    repl->n = repl->cap = 0;
+    return true;
+}
+
+/* ======================================================================== */
+/* Adding samples                                                           */
+/* ======================================================================== */
+
+/* A decoded chunk cache for lookups in ascending timestamp order. */
+typedef struct dcache {
+    int64_t t[TS_CHUNK_MAX_SAMPLES];
+    double v[TS_CHUNK_MAX_SAMPLES];
+    size_t idx;             /* decoded chunk, SIZE_MAX none */
+} dcache_t;
+
+/* Looks for a sample at exactly t; on success stores its value. */
+static bool lookup(const ts_t *ts, dcache_t *dc, int64_t t, double *v)
+{
+    if (!has_samples(ts))
+        return false;
+    size_t j = chunk_for(ts, t);
+    const ts_chunk_t *c = ts->chunks[j];
+    if (t < c->first_ts || t > c->last_ts)
+        return false;
+    if (dc->idx != j) {
+        chunk_decode(c, dc->t, dc->v);
+        dc->idx = j;
+    }
+    size_t i = lower_bound(dc->t, c->count, t);
+    if (i < c->count && dc->t[i] == t) {
+        *v = dc->v[i];
+        return true;
+    }
+    return false;
+}
+
+static double apply_policy(ts_policy_t p, double cur, double v)
+{
+    switch (p) {
+    case TS_DUP_FIRST: return cur;
+    case TS_DUP_LAST: return v;
+    case TS_DUP_MIN: return v < cur ? v : cur;
+    case TS_DUP_MAX: return v > cur ? v : cur;
+    case TS_DUP_SUM: return cur + v;
+    default: return cur;
+    }
+}
+
+/* In-order appends after the newest sample: extends the last chunk in place,
+ * opening new chunks as they fill; rolled back on allocation failure. */
+static ts_status_t append_run(ts_t *ts, const ts_sample_t *s, size_t n)
+{
+    if (!ensure_array(ts, ts->nchunks + n / TS_MIN_SAMPLES_PER_FULL_CHUNK + 2))
+        return TS_ERR_NOMEM;
+    size_t old_n = ts->nchunks;
+    ts_chunk_t saved;
+    if (old_n)
+        saved = *ts->chunks[old_n - 1];
+    for (size_t i = 0; i < n; i++) {
+        ts_chunk_t **pc = ts->nchunks ? &ts->chunks[ts->nchunks - 1] : NULL;
+        if (!pc || chunk_full(*pc)) {
+            if (pc)
+                *pc = chunk_shrink(ts, *pc);
+            ts_chunk_t *c = chunk_new(ts, TS_CHUNK_MIN_CAP);
+            if (!c)
+                goto rollback;
+            ts->chunks[ts->nchunks++] = c;
+            pc = &ts->chunks[ts->nchunks - 1];
+        }
+        if (!chunk_room(ts, pc))
+            goto rollback;
+        chunk_put(*pc, s[i].ts, s[i].value);
+    }
+    ts->total += n;
+    trim(ts);
+    return TS_OK;
+
+rollback:
+    while (ts->nchunks > old_n)
+        chunk_release(ts, ts->chunks[--ts->nchunks]);
+    if (old_n) {
+        ts_chunk_t *c = ts->chunks[old_n - 1];
+        uint32_t from = saved.nbits, to = c->nbits;
+        if (from & 7)
+            c->data[from >> 3] &= (uint8_t)(0xff << (8 - (from & 7)));
+        uint32_t b = (from + 7) / 8, e = (to + 7) / 8;
+        if (e > b)
+            memset(c->data + b, 0, e - b);
+        c->first_ts = saved.first_ts;
+        c->last_ts = saved.last_ts;
+        c->prev_delta = saved.prev_delta;
+        c->prev_bits = saved.prev_bits;
+        c->count = saved.count;
+        c->nbits = saved.nbits;
+        c->lead = saved.lead;
+        c->trail = saved.trail;
+    }
+    return TS_ERR_NOMEM;
+}
+
+typedef struct order {
+    int64_t ts;
+    size_t i;
+} order_t;
+
+static int order_cmp(const void *a, const void *b)
+{
+    const order_t *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+/* Merges the sorted, resolved updates ut[]/uv[] (unique timestamps) into the
+ * series, dropping whatever ends below the new retention cutoff. */
+static ts_status_t merge_updates(ts_t *ts, const int64_t *ut, const double *uv, size_t nu)
+{
+    int64_t new_newest = has_samples(ts) && newest(ts) > ut[nu - 1] ? newest(ts) : ut[nu - 1];
+    int64_t cut = cutoff_for(ts->retention, new_newest);
+    ts_status_t st = TS_ERR_NOMEM;
+    cvec_t repl = { 0 };
+    size_t *aff = NULL, *rstart = NULL, naff = 0;
+    int64_t *mt = malloc((TS_CHUNK_MAX_SAMPLES + nu) * sizeof(*mt));
+    double *mv = malloc((TS_CHUNK_MAX_SAMPLES + nu) * sizeof(*mv));
+    int64_t *ct = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*ct));
+    double *cv = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*cv));
+    aff = malloc((nu + 1) * sizeof(*aff));
+    rstart = malloc((nu + 2) * sizeof(*rstart));
+    if (!mt || !mv || !ct || !cv || !aff || !rstart)
+        goto out;
+
+    if (!has_samples(ts)) {
+        size_t m = 0;
+        for (size_t i = 0; i < nu; i++)
+            if (ut[i] >= cut) {
+                mt[m] = ut[i];
+                mv[m++] = uv[i];
+            }
+        if (m && !encode_run(ts, mt, mv, m, &repl))
+            goto out;
+        rstart[0] = 0;
+    } else {
+        size_t u = 0;
+        while (u < nu) {
+            size_t j = chunk_for(ts, ut[u]);
+            size_t ue = u + 1;
+            while (ue < nu && chunk_for(ts, ut[ue]) == j)
+                ue++;
+            const ts_chunk_t *c = ts->chunks[j];
+            chunk_decode(c, ct, cv);
+            size_t a = 0, m = 0, b = u;
+            while (a < c->count || b < ue) {
+                int64_t t;
+                double v;
+                if (b >= ue || (a < c->count && ct[a] < ut[b])) {
+                    t = ct[a];
+                    v = cv[a++];
+                } else {
+                    if (a < c->count && ct[a] == ut[b])
+                        a++;   /* replaced by its resolved value */
+                    t = ut[b];
+                    v = uv[b++];
+                }
+                if (t >= cut) {
+                    mt[m] = t;
+                    mv[m++] = v;
+                }
+            }
+            aff[naff] = j;
+            rstart[naff++] = repl.n;
+            if (m && !encode_run(ts, mt, mv, m, &repl))
+                goto out;
+            u = ue;
+        }
+        rstart[naff] = repl.n;
+    }
+    if (!install(ts, aff, naff, rstart, &repl))
+        goto out;
+    trim(ts);
+    st = TS_OK;
+out:
+    cvec_discard(ts, &repl);
+    free(mt);
+    free(mv);
+    free(ct);
+    free(cv);
+    free(aff);
+    free(rstart);
+    return st;
+}
+
+ts_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t policy, size_t *failed)
+{
+    size_t dummy;
+    if (!failed)
+        failed = &dummy;
+    *failed = 0;
+    if (n == 0)
+        return TS_OK;
+
+    /* The common case: every sample newer than everything before it. */
+    bool in_order = true;
+    int64_t prev = has_samples(ts) ? newest(ts) : -1;
+    for (size_t i = 0; i < n && in_order; i++) {
+        in_order = s[i].ts > prev;
+        prev = s[i].ts;
+    }
+    if (in_order)
+        return append_run(ts, s, n);
+
+    ts_status_t st = TS_ERR_NOMEM;
+    order_t *ord = malloc(n * sizeof(*ord));
+    uint8_t *dup = calloc(n, 1);          /* 1: earlier sample in the batch, 2: in the series */
+    dcache_t *dc = malloc(sizeof(*dc));
+    int64_t *ut = malloc(n * sizeof(*ut));
+    double *uv = malloc(n * sizeof(*uv));
+    if (!ord || !dup || !dc || !ut || !uv)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        ord[i].ts = s[i].ts;
+        ord[i].i = i;
+    }
+    qsort(ord, n, sizeof(*ord), order_cmp);
+
+    /* Duplicates, found in timestamp order so each chunk is decoded once. */
+    dc->idx = SIZE_MAX;
+    for (size_t g = 0; g < n;) {
+        size_t ge = g + 1;
+        while (ge < n && ord[ge].ts == ord[g].ts)
+            dup[ord[ge++].i] = 1;
+        double ev;
+        if (lookup(ts, dc, ord[g].ts, &ev))
+            dup[ord[g].i] = 2;
+        g = ge;
+    }
+
+    /* The first sample that fails when applied one at a time. */
+    size_t fail = n;
+    ts_status_t why = TS_OK;
+    bool have = has_samples(ts);
+    int64_t top = have ? newest(ts) : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ts->retention > 0 && have && s[i].ts < top && top - s[i].ts > ts->retention) {
+            fail = i;
+            why = TS_ERR_TOO_OLD;
+            break;
+        }
+        if (policy == TS_DUP_BLOCK && dup[i]) {
+            fail = i;
+            why = TS_ERR_DUPLICATE;
+            break;
+        }
+        if (!have || s[i].ts > top)
+            top = s[i].ts;
+        have = true;
+    }
+
+    /* Resolve each timestamp's final value, in batch order within it. */
+    size_t nu = 0, overflow = n;
+    dc->idx = SIZE_MAX;
+    for (size_t g = 0; g < n;) {
+        size_t ge = g + 1;
+        while (ge < n && ord[ge].ts == ord[g].ts)
+            ge++;
+        double cur;
+        size_t k = g;
+        if (!(dup[ord[g].i] == 2 && lookup(ts, dc, ord[g].ts, &cur)))
+            cur = s[ord[k++].i].value;
+        for (; k < ge && ord[k].i < fail; k++) {
+            cur = apply_policy(policy, cur, s[ord[k].i].value);
+            if (!isfinite(cur) && ord[k].i < overflow)
+                overflow = ord[k].i;
+        }
+        ut[nu] = ord[g].ts;
+        uv[nu++] = cur;
+        g = ge;
+    }
+    if (overflow < fail) {
+        *failed = overflow;
+        st = TS_ERR_OVERFLOW;
+        goto out;
+    }
+    if (fail < n) {
+        *failed = fail;
+        st = why;
+        goto out;
+    }
+    st = merge_updates(ts, ut, uv, nu);
+out:
+    free(ord);
+    free(dup);
+    free(dc);
+    free(ut);
+    free(uv);
+    return st;
+}
+
+/* ======================================================================== */
+/* Deleting                                                                 */
+/* ======================================================================== */
+
+int64_t ts_delete_range(ts_t *ts, int64_t from, int64_t to)
+{
+    if (!has_samples(ts))
+        return 0;
+    int64_t cut = cutoff(ts);
+    if (from < cut)
+        from = cut;
+    if (from > to)
+        return 0;
+    int64_t *ct = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*ct));
+    double *cv = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*cv));
+    size_t *aff = malloc((ts->nchunks + 1) * sizeof(*aff));
+    size_t *rstart = malloc((ts->nchunks + 2) * sizeof(*rstart));
+    cvec_t repl = { 0 };
+    int64_t deleted = -1;
+    if (!ct || !cv || !aff || !rstart)
+        goto out;
+
+    /* Count first: a deletion of nothing must change nothing. */
+    int64_t count = 0;
+    size_t j0 = chunk_for(ts, from);
+    if (ts->chunks[j0]->last_ts < from)
+        j0++;
+    size_t j1 = j0;
+    for (; j1 < ts->nchunks && ts->chunks[j1]->first_ts <= to; j1++) {
+        const ts_chunk_t *c = ts->chunks[j1];
+        if (c->first_ts >= from && c->last_ts <= to) {
+            count += c->count;
+        } else {
+            chunk_decode(c, ct, cv);
+            for (uint32_t i = 0; i < c->count; i++)
+                count += ct[i] >= from && ct[i] <= to;
+        }
+    }
+    if (count == 0) {
+        deleted = 0;
+        goto out;
+    }
+    /* Rewrite the chunks in [j0, j1), and the first chunk if it still holds
+     * samples below the cutoff (the newest sample may go, and those must not
+     * come back into view). */
+    size_t naff = 0;
+    for (size_t j = (ts->chunks[0]->first_ts < cut ? 0 : j0); j < j1; j++) {
+        if (j > 0 && j < j0)
+            continue;
+        const ts_chunk_t *c = ts->chunks[j];
+        aff[naff] = j;
+        rstart[naff++] = repl.n;
+        if (c->first_ts >= from && c->last_ts <= to)
+            continue;   /* entirely deleted */
+        chunk_decode(c, ct, cv);
+        size_t m = 0;
+        for (uint32_t i = 0; i < c->count; i++)
+            if (ct[i] >= cut && (ct[i] < from || ct[i] > to)) {
+                ct[m] = ct[i];
+                cv[m++] = cv[i];
+            }
+        if (m && !encode_run(ts, ct, cv, m, &repl))
+            goto out;
+    }
+    rstart[naff] = repl.n;
+    if (!install(ts, aff, naff, rstart, &repl))
+        goto out;
+    deleted = count;
+out:
+    cvec_discard(ts, &repl);
+    free(ct);
+    free(cv);
+    free(aff);
+    free(rstart);
+    return deleted;
+}
+
+/* ======================================================================== */
+/* Info                                                                     */
+/* ======================================================================== */
+
+void ts_get_info(const ts_t *ts, ts_info_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->memory_bytes = ts->mem;
+    out->chunks = ts->nchunks;
+    out->first_ts = out->last_ts = -1;
+    for (size_t i = 0; i < ts->nchunks; i++)
+        out->data_bytes += (ts->chunks[i]->nbits + 7) / 8;
+    if (!has_samples(ts))
+        return;
+    out->samples = ts->total;
+    out->last_ts = newest(ts);
+    const ts_chunk_t *c = ts->chunks[0];
+    int64_t cut = cutoff(ts);
+    out->first_ts = c->first_ts;
+    if (c->first_ts < cut) {   /* only the first chunk may hold samples below the cutoff */
+        int64_t t[TS_CHUNK_MAX_SAMPLES];
+        chunk_decode(c, t, NULL);
+        size_t hidden = lower_bound(t, c->count, cut);
+        out->samples -= hidden;
+        out->first_ts = t[hidden];
+    }
+}
+
+/* ======================================================================== */
+/* Queries and aggregation                                                  */
+/* ======================================================================== */
+
+int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align)
+{
+    int64_t m = (t - align) % bucket_ms;   /* t, align >= 0: the difference fits */
+    if (m < 0)
+        m += bucket_ms;
+    return t - m;
+}
+
+typedef struct agg {
+    ts_agg_t type;
+    uint64_t n;
+    double sum, sum2;
+    double min, max, first, last;
+    double avg_val, avg_cnt;   /* RedisTimeSeries's AvgContext */
+    bool avg_ovf;
+} agg_t;
+
+static void agg_reset(agg_t *a)
+{
+    ts_agg_t type = a->type;
+    memset(a, 0, sizeof(*a));
+    a->type = type;
+    a->min = DBL_MAX;
+    a->max = -DBL_MAX;
+}
+
+static void agg_add(agg_t *a, double v)
+{
+    if (a->n == 0)
+        a->first = v;
+    a->n++;
+    a->last = v;
+    switch (a->type) {
+    case TS_AGG_AVG:
+        a->avg_cnt++;
+        if (((a->avg_val < 0.0) == (v < 0.0) && fabs(a->avg_val) > DBL_MAX - fabs(v)) || a->avg_ovf) {
+            /* the running sum would overflow: continue as a running mean */
+            long double lv = a->avg_val;
+            if (a->avg_ovf)
+                lv = lv / a->avg_cnt * (long double)(a->avg_cnt - 1);
+            else
+                lv /= a->avg_cnt;
+            lv += (long double)v / (long double)a->avg_cnt;
+            a->avg_val = (double)lv;
+            a->avg_ovf = true;
+        } else {
+            a->avg_val += v;
+        }
+        break;
+    case TS_AGG_SUM: a->sum += v; break;
+    case TS_AGG_MIN:
+    case TS_AGG_MAX:
+    case TS_AGG_RANGE:
+        if (v < a->min)
+            a->min = v;
+        if (v > a->max)
+            a->max = v;
+        break;
+    case TS_AGG_STD_P:
+    case TS_AGG_STD_S:
+    case TS_AGG_VAR_P:
+    case TS_AGG_VAR_S:
+        a->sum += v;
+        a->sum2 += v * v;
+        break;
+    default: break;
+    }
+}
+
+static double variance(double sum, double sum2, uint64_t n)
+{
+    double c = (double)n;
+    double var = (sum2 - 2 * sum * sum / c + pow(sum / c, 2) * c) / c;
+    return var < 0 ? 0 : var;   /* rounding can dip below 0; the true value cannot */
+}
+
+static double agg_final(const agg_t *a)
+{
+    switch (a->type) {
+    case TS_AGG_AVG: return a->avg_ovf ? a->avg_val : a->avg_val / a->avg_cnt;
+    case TS_AGG_SUM: return a->sum;
+    case TS_AGG_MIN: return a->min;
+    case TS_AGG_MAX: return a->max;
+    case TS_AGG_RANGE: return a->max - a->min;
+    case TS_AGG_COUNT: return (double)a->n;
+    case TS_AGG_FIRST: return a->first;
+    case TS_AGG_LAST: return a->last;
+    case TS_AGG_VAR_P: return variance(a->sum, a->sum2, a->n);
+    case TS_AGG_VAR_S: return a->n == 1 ? 0 : variance(a->sum, a->sum2, a->n) * (double)a->n / (double)(a->n - 1);
+    case TS_AGG_STD_P: return sqrt(variance(a->sum, a->sum2, a->n));
+    case TS_AGG_STD_S:
+        return a->n == 1 ? 0 : sqrt(variance(a->sum, a->sum2, a->n) * (double)a->n / (double)(a->n - 1));
+    default: return 0;
+    }
+}
+
+typedef struct qrun {
+    const ts_query_t *q;
+    ts_emit_fn emit;
+    void *ud;
+    uint64_t emitted;
+    bool done;             /* count reached or emit failed */
+    bool oom;
+    agg_t agg;
+    bool have_bucket;
+    int64_t bucket;
+    double *rbuf;          /* reverse: the current bucket's values, newest first */
+    size_t rn, rcap;
+} qrun_t;
+
+static void out(qrun_t *r, int64_t t, double v)
+{
+    if (!r->emit(r->ud, t, v)) {
+        r->oom = r->done = true;
+        return;
+    }
+    if (++r->emitted == r->q->count)
+        r->done = true;
+}
+
+static int64_t report_ts(const ts_query_t *q, int64_t start)
+{
+    int64_t base = start < 0 ? 0 : start;
+    int64_t add = q->bucket_ts == TS_BUCKET_END ? q->bucket_ms : q->bucket_ts == TS_BUCKET_MID ? q->bucket_ms / 2 : 0;
+    return base > INT64_MAX - add ? INT64_MAX : base + add;
+}
+
+static void flush_bucket(qrun_t *r)
+{
+    if (!r->have_bucket)
+        return;
+    if (r->q->reverse) {
+        agg_reset(&r->agg);
+        for (size_t i = r->rn; i-- > 0;)
+            agg_add(&r->agg, r->rbuf[i]);
+        r->rn = 0;
+    }
+    out(r, report_ts(r->q, r->bucket), agg_final(&r->agg));
+    r->have_bucket = false;
+    agg_reset(&r->agg);
+}
+
+static bool ts_filtered(const ts_query_t *q, int64_t t)
+{
+    size_t i = lower_bound(q->filter_ts, q->nfilter_ts, t);
+    return i < q->nfilter_ts && q->filter_ts[i] == t;
+}
+
+static void feed(qrun_t *r, int64_t t, double v)
+{
+    const ts_query_t *q = r->q;
+    if (q->filter_ts && !ts_filtered(q, t))
+        return;
+    if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+        return;
+    if (q->agg == TS_AGG_NONE) {
+        out(r, t, v);
+        return;
+    }
+    /* still in the current bucket? (a compare, not a division, per sample) */
+    bool same = r->have_bucket && t >= r->bucket && (uint64_t)t - (uint64_t)r->bucket < (uint64_t)q->bucket_ms;
+    if (!same) {
+        if (r->have_bucket) {
+            flush_bucket(r);
+            if (r->done)
+                return;
+        }
+        r->have_bucket = true;
+        r->bucket = ts_bucket_start(t, q->bucket_ms, q->align);
+    }
+    if (q->reverse) {
+        if (r->rn == r->rcap) {
+            size_t ncap = r->rcap ? r->rcap * 2 : 256;
+            double *nb = realloc(r->rbuf, ncap * sizeof(*nb));
+            if (!nb) {
+                r->oom = r->done = true;
+                return;
+            }
+            r->rbuf = nb;
+            r->rcap = ncap;
+        }
+        r->rbuf[r->rn++] = v;
+    } else {
+        agg_add(&r->agg, v);
+    }
+}
+
+ts_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud)
+{
+    if (!has_samples(ts))
+        return TS_OK;
+    int64_t from = q->from, to = q->to;
+    int64_t cut = cutoff(ts);
+    if (from < cut)
+        from = cut;
+    if (from > to)
+        return TS_OK;
+    qrun_t r = { .q = q, .emit = emit, .ud = ud };
+    r.agg.type = q->agg;
+    agg_reset(&r.agg);
+    int64_t *t = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*t));
+    double *v = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*v));
+    if (!t || !v) {
+        free(t);
+        free(v);
+        return TS_ERR_NOMEM;
+    }
+    if (!q->reverse) {
+        size_t j = chunk_for(ts, from);
+        for (; j < ts->nchunks && !r.done && ts->chunks[j]->first_ts <= to; j++) {
+            const ts_chunk_t *c = ts->chunks[j];
+            if (c->last_ts < from)
+                continue;
+            chunk_decode(c, t, v);
+            for (size_t i = lower_bound(t, c->count, from); i < c->count && t[i] <= to && !r.done; i++)
+                feed(&r, t[i], v[i]);
+        }
+    } else {
+        size_t j = chunk_for(ts, to) + 1;
+        while (j-- > 0 && !r.done && ts->chunks[j]->last_ts >= from) {
+            const ts_chunk_t *c = ts->chunks[j];
+            if (c->first_ts > to)
+                continue;
+            chunk_decode(c, t, v);
+            size_t lo = lower_bound(t, c->count, from);
+            size_t hi = to == INT64_MAX ? c->count : lower_bound(t, c->count, to + 1);
+            for (size_t i = hi; i > lo && !r.done; i--)
+                feed(&r, t[i - 1], v[i - 1]);
+        }
+    }
+    if (!r.done)
+        flush_bucket(&r);
+    free(t);
+    free(v);
+    free(r.rbuf);
+    return r.oom ? TS_ERR_NOMEM : TS_OK;
+}
+
+/* ======================================================================== */
+/* Keyspace type: snapshot encoding                                         */
+/* ======================================================================== */
+
+static void type_free(void *v) { ts_free(v); }
+static size_t type_size(const void *v) { return ((const ts_t *)v)->mem; }
+
+static void type_encode(const void *value, wbuf_t *out)
+{
+    const ts_t *ts = value;
+    wbuf_put_u8(out, TS_ENC_VERSION);
+    wbuf_put_u8(out, (uint8_t)ts->policy);
+    wbuf_put_i64(out, ts->retention);
+    wbuf_put_u32(out, (uint32_t)ts->nlabels);
+    for (size_t i = 0; i < ts->nlabels; i++) {
+        wbuf_put_blob(out, ts->labels[i].name, ts->labels[i].nlen);
+        wbuf_put_blob(out, ts->labels[i].value, ts->labels[i].vlen);
+    }
+    wbuf_put_u32(out, (uint32_t)ts->nchunks);
+    for (size_t i = 0; i < ts->nchunks; i++) {
+        const ts_chunk_t *c = ts->chunks[i];
+        wbuf_put_u32(out, c->count);
+        wbuf_put_u32(out, c->nbits);
+        wbuf_put_i64(out, c->first_ts);
+        wbuf_put_bytes(out, c->data, (c->nbits + 7) / 8);
+    }
+}
+
+/* Strict UTF-8 without NUL (labels are printed as JSON strings). */
+static bool utf8_ok(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            len = 2;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+static void *type_decode(const uint8_t *p, size_t len, const char **why)
+{
+    rbuf_t r = rbuf_make(p, len);
+    uint8_t ver = rbuf_u8(&r);
+    uint8_t policy = rbuf_u8(&r);
+    int64_t retention = rbuf_i64(&r);
+    uint32_t nlabels = rbuf_u32(&r);
+    if (r.err) {
+        *why = "ts: truncated header";
+        return NULL;
+    }
+    if (ver != TS_ENC_VERSION) {
+        *why = "ts: unknown encoding version";
+        return NULL;
+    }
+    if (policy >= TS_DUP__COUNT || retention < 0) {
+        *why = "ts: bad policy or retention";
+        return NULL;
+    }
+    if (nlabels > TS_MAX_LABELS) {
+        *why = "ts: too many labels";
+        return NULL;
+    }
+    ts_label_t lab[TS_MAX_LABELS];
+    for (uint32_t i = 0; i < nlabels; i++) {
+        size_t nl, vl;
+        const uint8_t *np = rbuf_blob(&r, &nl);
+        const uint8_t *vp = rbuf_blob(&r, &vl);
+        if (!np || !vp || nl == 0 || vl == 0 || nl > TS_MAX_LABEL_LEN || vl > TS_MAX_LABEL_LEN || !utf8_ok(np, nl) ||
+            !utf8_ok(vp, vl)) {
+            *why = "ts: bad label";
+            return NULL;
+        }
+        for (uint32_t k = 0; k < i; k++)
+            if (lab[k].name_len == nl && memcmp(lab[k].name, np, nl) == 0) {
+                *why = "ts: duplicate label";
+                return NULL;
+            }
+        lab[i] = (ts_label_t){ (const char *)np, nl, (const char *)vp, vl };
+    }
+    uint32_t nchunks = rbuf_u32(&r);
+    if (r.err || (uint64_t)nchunks * 17 > rbuf_left(&r)) {   /* each chunk takes >= 16 + 1 bytes */
+        *why = "ts: bad chunk count";
+        return NULL;
+    }
+    ts_t *ts = ts_create(retention, (ts_policy_t)policy, lab, nlabels);
+    if (!ts || (nchunks && !ensure_array(ts, nchunks))) {
+        ts_free(ts);
+        *why = "out of memory";
+        return NULL;
+    }
+    for (uint32_t i = 0; i < nchunks; i++) {
+        uint32_t count = rbuf_u32(&r);
+        uint32_t nbits = rbuf_u32(&r);
+        int64_t first = rbuf_i64(&r);
+        if (r.err || count == 0 || count > TS_CHUNK_MAX_SAMPLES || nbits < 64 ||
+            nbits > (uint32_t)TS_CHUNK_CAP_MAX * 8 || first < 0) {
+            *why = "ts: bad chunk header";
+            goto fail;
+        }
+        uint32_t nbytes = (nbits + 7) / 8;
+        const uint8_t *d = rbuf_bytes(&r, nbytes);
+        if (!d) {
+            *why = "ts: truncated chunk";
+            goto fail;
+        }
+        if ((nbits & 7) && (d[nbytes - 1] & (0xff >> (nbits & 7)))) {
+            *why = "ts: nonzero padding bits";
+            goto fail;
+        }
+        gstate_t g;
+        if (!stream_decode(d, nbits, count, first, NULL, NULL, &g)) {
+            *why = "ts: corrupt chunk stream";
+            goto fail;
+        }
+        if (i > 0 && first <= ts->chunks[i - 1]->last_ts) {
+            *why = "ts: chunks out of order";
+            goto fail;
+        }
+        ts_chunk_t *c = chunk_new(ts, nbytes);
+        if (!c) {
+            *why = "out of memory";
+            goto fail;
+        }
+        memcpy(c->data, d, nbytes);
+        c->first_ts = first;
+        c->last_ts = g.last_ts;
+        c->prev_delta = g.prev_delta;
+        c->prev_bits = g.prev_bits;
+        c->lead = g.lead;
+        c->trail = g.trail;
+        c->count = count;
+        c->nbits = nbits;
+        ts->chunks[ts->nchunks++] = c;
+        ts->total += count;
+    }
+    if (!rbuf_done(&r)) {
+        *why = "ts: trailing bytes";
+        goto fail;
+    }
+    if (ts->nchunks) {
+        int64_t cut = cutoff(ts);
+        for (size_t i = 0; i < ts->nchunks; i++)
+            if ((i > 0 && ts->chunks[i]->first_ts < cut) || ts->chunks[i]->last_ts < cut) {
+                *why = "ts: samples past retention beyond the first chunk";
+                goto fail;
+            }
+    }
+    return ts;
+fail:
+    ts_free(ts);
+    return NULL;
+}
+
+const ks_type_t ts_type = {
+    .tag = TYPE_TAG_TS,
+    .name = "ts",
+    .free = type_free,
+    .size = type_size,
+    .encode = type_encode,
+    .decode = type_decode,
+};

@@ -1,0 +1,185 @@
+/*
+ * ts.h - a time series with RedisTimeSeries semantics, stored in
+ * Gorilla-compressed chunks.
+ *
+ * A series is a set of samples (timestamp in ms, double value) with at most
+ * one sample per timestamp, plus its configuration: retention, duplicate
+ * policy and labels.  It answers what TS.ADD / TS.MADD / TS.RANGE /
+ * TS.REVRANGE / TS.DEL / TS.INFO answer; the algorithm and byte layouts are
+ * described at the top of ts.c.
+ *
+ * Semantics (RedisTimeSeries, see ../shared/REFERENCE.md):
+ *   - Timestamps are integers in [0, TS_MAX_TIMESTAMP] (RedisTimeSeries uses
+ *     uint64 ms and refuses negative input; we keep them in int64).
+ *   - Values are finite doubles (NaN and infinities are refused upstream and
+ *     never stored).
+ *   - Retention R (ms, 0 = keep everything) is measured from the newest
+ *     sample N: samples older than N - R are gone; adding a sample with
+ *     N - t > R fails with TS_ERR_TOO_OLD ("Timestamp is older than
+ *     retention").  t = N - R is still accepted and visible.
+ *   - A sample at a timestamp that already holds one is resolved by the
+ *     duplicate policy: BLOCK refuses it (TS_ERR_DUPLICATE), FIRST keeps the
+ *     old value, LAST takes the new one, MIN/MAX keep the smaller/larger, SUM
+ *     adds.  Never silently lost: with BLOCK the caller is told.
+ *   - ts_add() of a batch is all or nothing: either every sample is applied
+ *     as if added one at a time in the given order, or nothing changes.
+ *
+ * Ownership: ts_create() returns a series owned by the caller (normally
+ * handed to the keyspace, which frees it through ts_type.free).  Label
+ * strings passed in are copied.  Nothing here locks: the caller holds the
+ * shard lock.
+ */
+#ifndef TALLY_TS_H
+#define TALLY_TS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/types.h"
+
+#define TS_MAX_TIMESTAMP INT64_MAX   /* largest timestamp (ms): RedisTimeSeries parses a long long >= 0 */
+#define TS_MAX_LABELS 128            /* labels per series: enough for any real tagging scheme */
+#define TS_MAX_LABEL_LEN 1024        /* bytes in a label name or value, like a key */
+
+typedef enum ts_policy {
+    TS_DUP_BLOCK = 0,   /* RedisTimeSeries's default */
+    TS_DUP_FIRST,
+    TS_DUP_LAST,
+    TS_DUP_MIN,
+    TS_DUP_MAX,
+    TS_DUP_SUM,
+    TS_DUP__COUNT
+} ts_policy_t;
+
+typedef enum ts_agg {
+    TS_AGG_NONE = 0,
+    TS_AGG_AVG,
+    TS_AGG_SUM,
+    TS_AGG_MIN,
+    TS_AGG_MAX,
+    TS_AGG_RANGE,
+    TS_AGG_COUNT,
+    TS_AGG_FIRST,
+    TS_AGG_LAST,
+    TS_AGG_STD_P,
+    TS_AGG_STD_S,
+    TS_AGG_VAR_P,
+    TS_AGG_VAR_S,
+    TS_AGG__COUNT
+} ts_agg_t;
+
+/* Which instant of a bucket its result is reported at (BUCKETTIMESTAMP). */
+typedef enum ts_bucket_ts {
+    TS_BUCKET_START = 0,
+    TS_BUCKET_END,
+    TS_BUCKET_MID
+} ts_bucket_ts_t;
+
+typedef enum ts_status {
+    TS_OK = 0,
+    TS_ERR_TOO_OLD,      /* older than retention, measured from the newest sample */
+    TS_ERR_DUPLICATE,    /* the timestamp holds a sample and the policy is BLOCK */
+    TS_ERR_OVERFLOW,     /* the policy's result is not finite (SUM of huge values) */
+    TS_ERR_NOMEM
+} ts_status_t;
+
+typedef struct ts ts_t;
+
+typedef struct ts_sample {
+    int64_t ts;
+    double value;
+} ts_sample_t;
+
+typedef struct ts_label {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+} ts_label_t;
+
+extern const ks_type_t ts_type;
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* "block", "first", ...; and back (case-insensitive).  Parse returns false
+ * for an unknown name. */
+const char *ts_policy_name(ts_policy_t p);
+bool ts_policy_parse(const char *s, ts_policy_t *out);
+/* "avg", "sum", ..., "std.p", "var.s"; TS_AGG_NONE has no name. */
+const char *ts_agg_name(ts_agg_t a);
+bool ts_agg_parse(const char *s, ts_agg_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Series                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A new empty series; labels are copied (names must be distinct, the caller
+ * checks lengths against TS_MAX_LABEL_LEN and count against TS_MAX_LABELS).
+ * NULL on allocation failure. */
+ts_t *ts_create(int64_t retention_ms, ts_policy_t policy, const ts_label_t *labels, size_t nlabels);
+/* NULL is a no-op. */
+void ts_free(ts_t *ts);
+
+int64_t ts_retention(const ts_t *ts);
+ts_policy_t ts_policy(const ts_t *ts);
+size_t ts_label_count(const ts_t *ts);
+ts_label_t ts_label_at(const ts_t *ts, size_t i);
+
+/* Adds n samples as if one at a time in order, resolving duplicates with
+ * `policy` (the series' own policy or a per-request ON_DUPLICATE).  All or
+ * nothing: on any error nothing changed and *failed (if not NULL) is the
+ * index of the first sample that fails in that order (0 for TS_ERR_NOMEM).
+ * Timestamps must be in [0, TS_MAX_TIMESTAMP] and values finite. */
+ts_status_t ts_add(ts_t *ts, const ts_sample_t *samples, size_t n, ts_policy_t policy, size_t *failed);
+
+/* Deletes the samples with from <= t <= to (TS.DEL).  Returns how many went
+ * (0 leaves the series untouched), or -1 on allocation failure (unchanged). */
+int64_t ts_delete_range(ts_t *ts, int64_t from, int64_t to);
+
+typedef struct ts_info {
+    uint64_t samples;        /* visible samples (within retention) */
+    int64_t first_ts;        /* -1 when empty */
+    int64_t last_ts;         /* -1 when empty */
+    size_t memory_bytes;     /* heap owned by the series, as ts_type.size */
+    size_t chunks;
+    size_t data_bytes;       /* compressed sample bytes in use (without headers and slack) */
+} ts_info_t;
+
+void ts_get_info(const ts_t *ts, ts_info_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Queries                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ts_query {
+    int64_t from, to;              /* inclusive, from <= to */
+    bool reverse;                  /* newest first (TS.REVRANGE) */
+    uint64_t count;                /* most samples/buckets to emit; 0 = all */
+    bool has_min, has_max;         /* FILTER_BY_VALUE, inclusive bounds */
+    double min, max;
+    const int64_t *filter_ts;      /* FILTER_BY_TS: sorted ascending, or NULL */
+    size_t nfilter_ts;
+    ts_agg_t agg;                  /* TS_AGG_NONE: raw samples */
+    int64_t bucket_ms;             /* > 0 with an aggregation */
+    int64_t align;                 /* buckets start where (t - align) mod bucket_ms == 0 */
+    ts_bucket_ts_t bucket_ts;
+} ts_query_t;
+
+/* Receives each result in order; returns false to stop with TS_ERR_NOMEM. */
+typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
+
+/* Runs a range query: samples in [from, to] within retention, filtered by
+ * timestamp then value, optionally aggregated into buckets starting at
+ * t - ((t - align) mod bucket_ms) (reported as max(0, start) [+ bucket or
+ * bucket/2]), in time order or reversed, at most `count` results.  Within a
+ * bucket samples are aggregated in time order whatever the direction, with
+ * RedisTimeSeries's formulas (see ts.c).  Returns TS_OK or TS_ERR_NOMEM. */
+ts_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
+
+/* The first timestamp of the bucket holding t (may be negative). */
+int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align);
+
+#endif

@@ -1,0 +1,135 @@
+/* window.c - see window.h for both algorithms. */
+#include "core/window.h"
+
+#include <stddef.h>
+
+__extension__ typedef __int128 i128;
+
+const char *window_validate(const window_params_t *p, const char **field)
+{
+    if (p->max_count < 1 || p->max_count > WINDOW_MAX_COUNT) {
+        *field = "max_count";
+        return "must be an integer between 1 and 10^15";
+    }
+    if (p->period_ns < 1 || p->period_ns > WINDOW_MAX_PERIOD_NS) {
+        *field = "period";
+        return "must be between 1 second and 73 years";
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fixed window                                                             */
+/* ------------------------------------------------------------------------ */
+
+bool fixed_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
+                         rl_result_t *r, int64_t *expire_ns)
+{
+    int64_t aligned = now_ns - now_ns % p->period_ns;
+    int64_t start = aligned, count = 0;
+    if (s->start >= aligned && s->curr > 0) {
+        /* the current window, or (clock stepped back) a later one: keep it */
+        start = s->start;
+        count = s->curr;
+    }
+    int64_t end = start + p->period_ns;
+
+    r->limit = p->max_count;
+    r->retry_after_ns = RL_NEVER;
+    if (quantity > p->max_count) {
+        r->allowed = false;
+    } else if (count > p->max_count - quantity) {
+        r->allowed = false;
+        r->retry_after_ns = end - now_ns;
+    } else {
+        r->allowed = true;
+        count += quantity;
+    }
+    r->remaining = count < p->max_count ? p->max_count - count : 0;
+    r->reset_after_ns = count > 0 ? end - now_ns : 0;
+    if (!r->allowed || quantity == 0)
+        return false;
+    s->start = start;
+    s->curr = count;
+    s->prev = 0;
+    *expire_ns = end;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sliding window                                                           */
+/* ------------------------------------------------------------------------ */
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Smallest e in [0, period] with weight·(period - e) <= room·period, for
+ * weight > 0 and room >= 0. */
+static int64_t first_fit(int64_t weight, int64_t room, int64_t period)
+{
+    i128 q = (i128)room * period / weight;   /* floor: period - e <= q */
+    if (q >= period)
+        return 0;
+    return period - (int64_t)q;
+}
+
+bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
+                           rl_result_t *r, int64_t *expire_ns)
+{
+    const int64_t period = p->period_ns, max = p->max_count;
+    int64_t aligned = now_ns - now_ns % period;
+    int64_t start = aligned, prev = 0, curr = 0;
+    if (s->curr > 0 || s->prev > 0) {
+        if (s->start >= aligned) {
+            /* the current window, or (clock stepped back) a later one */
+            start = s->start;
+            prev = s->prev;
+            curr = s->curr;
+        } else if (s->start + period == aligned) {
+            prev = s->curr;   /* the stored window is now the previous one */
+        }
+    }
+    int64_t elapsed = max64(now_ns - start, 0);
+    int64_t weight_span = period - elapsed;   /* (0, period] */
+    i128 budget = (i128)max * period;
+    i128 prev_part = (i128)prev * weight_span;
+
+    r->limit = max;
+    r->retry_after_ns = RL_NEVER;
+    if (quantity > max) {
+        r->allowed = false;
+    } else if (prev_part + (i128)(curr + quantity) * period > budget) {
+        r->allowed = false;
+        int64_t room = max - curr - quantity;
+        int64_t at = -1;
+        if (room >= 0 && prev > 0) {
+            int64_t e = first_fit(prev, room, period);
+            if (e < period)
+                at = start + e;
+        }
+        if (at < 0) {
+            /* next window: curr becomes the weighted previous count */
+            int64_t e = curr > 0 ? first_fit(curr, max - quantity, period) : 0;
+            at = start + period + e;
+        }
+        r->retry_after_ns = at - now_ns;
+    } else {
+        r->allowed = true;
+        curr += quantity;
+    }
+    i128 left = budget - prev_part - (i128)curr * period;
+    if (left <= 0)
+        r->remaining = 0;
+    else if (left <= (i128)UINT64_MAX)   /* 64-bit division: a 128-bit one is a slow library call */
+        r->remaining = (int64_t)((uint64_t)left / (uint64_t)period);
+    else
+        r->remaining = (int64_t)(left / period);
+    int64_t forget_at = curr > 0 ? start + 2 * period : prev > 0 ? start + period : now_ns;
+    r->reset_after_ns = max64(forget_at - now_ns, 0);
+    if (!r->allowed || quantity == 0)
+        return false;
+    s->start = start;
+    s->curr = curr;
+    s->prev = prev;
+    *expire_ns = forget_at;
+    return true;
+}

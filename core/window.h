@@ -1,0 +1,84 @@
+/*
+ * window.h - counters over epoch-aligned windows: fixed_window and the
+ * two-window weighted approximation, sliding_window.
+ *
+ * Both cut time into windows [k·period, (k+1)·period) counted from the Unix
+ * epoch, so every key and every tallyd agrees on where a window starts.
+ *
+ * fixed_window - the seeds' INCR + EXPIRE pattern (a counter per window whose
+ * key expires with the window):
+ *
+ *   count     = actions in the current window
+ *   allowed  <=> count + quantity <= max_count
+ *   reset     = end of the window - now (0 while the window is empty)
+ *   retry     = end of the window - now; "never" when quantity > max_count
+ *
+ * It allows bursts of up to 2·max_count across a window boundary (max_count at
+ * the end of one window, max_count at the start of the next).
+ *
+ * sliding_window - Cloudflare's approximation of a sliding log with two
+ * counters ("How we built rate limiting capable of scaling to millions of
+ * domains", 2017): the previous window's count is assumed spread evenly over
+ * it, so the part of it still inside the sliding period is weighted by the
+ * fraction of the previous window that the period still covers:
+ *
+ *   elapsed   = now - start of the current window
+ *   estimate  = prev · (period - elapsed) / period + curr
+ *   allowed  <=> estimate + quantity <= max_count
+ *
+ * The comparison is done exactly, in 128-bit integers:
+ *   prev·(period - elapsed) + (curr + quantity)·period <= max_count·period.
+ * remaining = floor(max_count - estimate) after this request; retry is the
+ * first instant at which the estimate has fallen enough (solved exactly, in
+ * this window or the next); reset = when both counters have aged out.
+ *
+ * Error: the estimate equals the true count of the last `period` when the
+ * previous window's actions were evenly spread; it is wrong by at most
+ * prev·(fraction of the misplaced actions), and the limit is never exceeded
+ * within one aligned window (curr <= max_count) nor by more than max_count
+ * over any sliding period.  Cloudflare measured 0.003% of requests wrongly
+ * allowed or refused over 400 million requests.  tests/unit/test_window.c
+ * measures it against the exact sliding log on seeded uniform traffic at
+ * 1.5x the limit: 0.4% fewer admissions than the log, an estimate off by
+ * 0.6% of the limit on average and 11% at worst.
+ *
+ * Memory: three integers per key (24 bytes), whatever max_count is.
+ *
+ * Refused requests count nothing (unlike INCR-then-compare), so a client that
+ * keeps retrying is not locked out beyond the window.
+ */
+#ifndef TALLY_WINDOW_H
+#define TALLY_WINDOW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/ratelimit.h"
+
+#define WINDOW_MAX_COUNT INT64_C(1000000000000000)  /* 10^15: keeps every product inside 128 bits */
+#define WINDOW_MAX_PERIOD_NS (INT64_C(1) << 61)      /* keeps start + 2·period below INT64_MAX */
+
+typedef struct window_params {
+    int64_t max_count;   /* 1..WINDOW_MAX_COUNT */
+    int64_t period_ns;   /* 1..WINDOW_MAX_PERIOD_NS */
+} window_params_t;
+
+/* A key's counters; the zero value is the state of an absent key. */
+typedef struct window_state {
+    int64_t start;       /* start of the window `curr` counts (ns since the epoch) */
+    int64_t curr;        /* actions in that window */
+    int64_t prev;        /* actions in the window before it (sliding_window only) */
+} window_state_t;
+
+const char *window_validate(const window_params_t *p, const char **field);
+
+/* One decision for `quantity` (>= 0) at now_ns (>= 0).  Fills *r.  When the
+ * request is allowed and quantity > 0, writes the new state to *s and the
+ * instant the key can be forgotten to *expire_ns, and returns true; otherwise
+ * *s is untouched and it returns false. */
+bool fixed_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
+                         rl_result_t *r, int64_t *expire_ns);
+bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
+                           rl_result_t *r, int64_t *expire_ns);
+
+#endif

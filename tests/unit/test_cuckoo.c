@@ -1,0 +1,344 @@
+/*
+ * test_cuckoo.c - the cuckoo filter against a brute-force model and theory.
+ *
+ * No false negatives while items are added and removed (a multiset model
+ * says what must be present); deleting an added item never removes another
+ * item's presence; ADD keeps duplicates, ADDNX does not; COUNT; a filter
+ * that cannot grow answers FULL instead of looping, and a failed batch is
+ * rolled back byte for byte; measured false-positive rate per fingerprint
+ * size against 2b/(2^f - 1); determinism (same seed, same bytes);
+ * encode/decode round trips and refusal of damaged encodings.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/cuckoo.h"
+#include "core/rng.h"
+
+static cuckoo_params_t params(uint64_t cap, uint32_t bs, uint32_t exp, uint32_t fp)
+{
+    cuckoo_params_t p = { cap, bs, CUCKOO_DEFAULT_MAX_ITERATIONS, exp, fp };
+    return p;
+}
+
+static void name(char *out, size_t n, const char *pfx, uint64_t i)
+{
+    snprintf(out, n, "%s%llu", pfx, (unsigned long long)i);
+}
+
+static void test_validate(void **state)
+{
+    (void)state;
+    const char *f;
+    cuckoo_params_t p = params(1024, 2, 1, 8);
+    assert_null(cuckoo_validate(&p, &f));
+    p.fp_bits = 10;
+    assert_non_null(cuckoo_validate(&p, &f));
+    assert_string_equal(f, "fingerprint_bits");
+    p = params(3, 2, 1, 8);
+    assert_non_null(cuckoo_validate(&p, &f));   /* capacity < 2 * bucket_size */
+    assert_string_equal(f, "capacity");
+    p = params(1024, 0, 1, 8);
+    assert_non_null(cuckoo_validate(&p, &f));
+    p = params(1024, 256, 1, 8);
+    assert_non_null(cuckoo_validate(&p, &f));
+    p = params(1024, 2, 40000, 8);
+    assert_non_null(cuckoo_validate(&p, &f));
+    p = params(1024, 2, 1, 8);
+    p.max_iterations = 0;
+    assert_non_null(cuckoo_validate(&p, &f));
+    p = params(1ULL << 32, 1, 1, 16);   /* 8 GiB */
+    assert_non_null(cuckoo_validate(&p, &f));
+}
+
+/* Random adds/removes against a multiset: every item added more times than
+ * removed must be present, and COUNT >= its multiplicity. */
+static void test_model(void **state)
+{
+    (void)state;
+    static const uint32_t fps[] = { 8, 12, 16 };
+    for (size_t fi = 0; fi < 3; fi++) {
+        cuckoo_params_t p = params(4096, 4, 1, fps[fi]);
+        cuckoo_t *c = cuckoo_create(&p, 42 + fi);
+        enum { N = 3000 };
+        static int mult[N];
+        memset(mult, 0, sizeof(mult));
+        rng_t g;
+        rng_seed(&g, 7 + fi);
+        char k[32];
+        for (int step = 0; step < 20000; step++) {
+            uint64_t i = rng_below(&g, N);
+            name(k, sizeof(k), "m", i);
+            uint64_t op = rng_below(&g, 10);
+            if (op < 6) {
+                int rc = cuckoo_add(c, k, strlen(k), false, NULL);
+                assert_int_equal(rc, CUCKOO_ADDED);
+                mult[i]++;
+            } else if (op < 9 && mult[i] > 0) {
+                assert_true(cuckoo_delete(c, k, strlen(k), NULL));
+                mult[i]--;
+            } else {
+                int rc = cuckoo_add(c, k, strlen(k), true, NULL);
+                if (mult[i] > 0)
+                    assert_int_equal(rc, CUCKOO_EXISTS);
+                else if (rc == CUCKOO_ADDED)
+                    mult[i]++;
+            }
+            if (step % 1000 == 999)
+                for (int j = 0; j < N; j++)
+                    if (mult[j] > 0) {
+                        name(k, sizeof(k), "m", (uint64_t)j);
+                        assert_true(cuckoo_check(c, k, strlen(k)));
+                        assert_true(cuckoo_count(c, k, strlen(k)) >= (uint64_t)mult[j]);
+                    }
+        }
+        uint64_t total = 0;
+        for (int j = 0; j < N; j++)
+            total += (uint64_t)mult[j];
+        cuckoo_info_t info;
+        cuckoo_get_info(c, &info);
+        assert_int_equal(info.items, total);
+        cuckoo_free(c);
+    }
+}
+
+/* Two items with the same fingerprint and bucket (found by search): adding
+ * both and deleting one leaves the other present. */
+static void test_delete_keeps_colliding_item(void **state)
+{
+    (void)state;
+    cuckoo_params_t p = params(64, 2, 0, 8);   /* 32 buckets: collisions are easy */
+    cuckoo_t *probe = cuckoo_create(&p, 1);
+    char a[32], b[32];
+    name(a, sizeof(a), "c", 0);
+    uint64_t j = 1;
+    for (;; j++) {
+        /* a colliding item is one whose presence a lone `a` fakes */
+        cuckoo_t *one = cuckoo_create(&p, 1);
+        cuckoo_add(one, a, strlen(a), false, NULL);
+        name(b, sizeof(b), "c", j);
+        bool fake = cuckoo_check(one, b, strlen(b)) && cuckoo_count(one, b, strlen(b)) == 1;
+        cuckoo_free(one);
+        if (fake)
+            break;
+    }
+    cuckoo_free(probe);
+    cuckoo_t *c = cuckoo_create(&p, 9);
+    assert_int_equal(cuckoo_add(c, a, strlen(a), false, NULL), CUCKOO_ADDED);
+    assert_int_equal(cuckoo_add(c, b, strlen(b), false, NULL), CUCKOO_ADDED);
+    assert_int_equal(cuckoo_count(c, a, strlen(a)), 2);
+    assert_true(cuckoo_delete(c, a, strlen(a), NULL));
+    assert_true(cuckoo_check(c, b, strlen(b)));
+    assert_true(cuckoo_delete(c, b, strlen(b), NULL));
+    assert_false(cuckoo_check(c, b, strlen(b)));
+    assert_false(cuckoo_delete(c, b, strlen(b), NULL));
+    cuckoo_free(c);
+}
+
+static void test_duplicates_and_nx(void **state)
+{
+    (void)state;
+    cuckoo_params_t p = params(1024, 2, 1, 8);
+    cuckoo_t *c = cuckoo_create(&p, 5);
+    assert_int_equal(cuckoo_add(c, "x", 1, false, NULL), CUCKOO_ADDED);
+    assert_int_equal(cuckoo_add(c, "x", 1, false, NULL), CUCKOO_ADDED);
+    assert_int_equal(cuckoo_count(c, "x", 1), 2);
+    assert_int_equal(cuckoo_add(c, "x", 1, true, NULL), CUCKOO_EXISTS);
+    assert_true(cuckoo_delete(c, "x", 1, NULL));
+    assert_true(cuckoo_check(c, "x", 1));
+    assert_true(cuckoo_delete(c, "x", 1, NULL));
+    assert_false(cuckoo_check(c, "x", 1));
+    assert_int_equal(cuckoo_count(c, "x", 1), 0);
+    assert_int_equal(cuckoo_add(c, "y", 1, true, NULL), CUCKOO_ADDED);
+    cuckoo_info_t info;
+    cuckoo_get_info(c, &info);
+    assert_int_equal(info.items, 1);
+    assert_int_equal(info.deletes, 2);
+    cuckoo_free(c);
+}
+
+/* expansion 0: the filter fills and then says FULL (quickly, unchanged);
+ * a batch that hits FULL is rolled back byte for byte. */
+static void test_full_and_undo(void **state)
+{
+    (void)state;
+    cuckoo_params_t p = params(256, 2, 0, 8);
+    cuckoo_t *c = cuckoo_create(&p, 3);
+    char k[32];
+    uint64_t i = 0;
+    int rc;
+    while ((rc = cuckoo_add(c, k, (size_t)snprintf(k, sizeof(k), "f%llu", (unsigned long long)i), false, NULL)) ==
+           CUCKOO_ADDED)
+        i++;
+    assert_int_equal(rc, CUCKOO_FULL);
+    print_message("cuckoo b=2 filled to %llu of 256 slots before FULL\n", (unsigned long long)i);
+    assert_true(i > 150);
+    /* every added item is still present */
+    for (uint64_t j = 0; j < i; j++) {
+        name(k, sizeof(k), "f", j);
+        assert_true(cuckoo_check(c, k, strlen(k)));
+    }
+    wbuf_t before = WBUF_INIT, after = WBUF_INIT;
+    cuckoo_type.encode(c, &before);
+    assert_int_equal(cuckoo_add(c, k, strlen(k), false, NULL), CUCKOO_FULL);   /* the refused item again */
+    cuckoo_type.encode(c, &after);
+    assert_memory_equal(before.data, after.data, before.len);   /* a failed add changes nothing */
+    wbuf_free(&after);
+    cuckoo_free(c);
+
+    /* batch rollback: half-full filter, a batch that overflows it */
+    c = cuckoo_create(&p, 4);
+    for (i = 0; i < 100; i++) {
+        name(k, sizeof(k), "h", i);
+        cuckoo_add(c, k, strlen(k), false, NULL);
+    }
+    wbuf_free(&before);
+    cuckoo_type.encode(c, &before);
+    cuckoo_undo_t *u = cuckoo_undo_begin(c);
+    for (i = 0;; i++) {
+        name(k, sizeof(k), "b", i);
+        if (cuckoo_add(c, k, strlen(k), false, u) == CUCKOO_FULL)
+            break;
+    }
+    cuckoo_undo_rollback(c, u);
+    cuckoo_type.encode(c, &after);
+    assert_int_equal(before.len, after.len);
+    assert_memory_equal(before.data, after.data, before.len);
+    wbuf_free(&before);
+    wbuf_free(&after);
+    cuckoo_free(c);
+
+    /* growth: 32 sub-filters at most, then FULL */
+    p = params(4, 2, 1, 8);
+    c = cuckoo_create(&p, 6);
+    for (i = 0; i < 100000; i++) {
+        name(k, sizeof(k), "g", i);
+        rc = cuckoo_add(c, k, strlen(k), false, NULL);
+        if (rc != CUCKOO_ADDED)
+            break;
+    }
+    assert_int_equal(rc, CUCKOO_FULL);
+    cuckoo_info_t info;
+    cuckoo_get_info(c, &info);
+    assert_int_equal(info.filters, CUCKOO_MAX_FILTERS);
+    cuckoo_free(c);
+}
+
+/* FPR per fingerprint size, at ~90% fill of one sub-filter. */
+static void test_fpr_per_fingerprint(void **state)
+{
+    (void)state;
+    static const uint32_t fps[] = { 8, 12, 16 };
+    for (size_t fi = 0; fi < 3; fi++) {
+        cuckoo_params_t p = params(1 << 16, 2, 0, fps[fi]);
+        p.max_iterations = 500;   /* Fan et al.'s setting: ~84% load at b=2 */
+        cuckoo_t *c = cuckoo_create(&p, 11);
+        char k[32];
+        uint64_t n = 0;
+        while (n < 58000) {   /* ~88% of 65536 slots */
+            name(k, sizeof(k), "a", n);
+            if (cuckoo_add(c, k, strlen(k), false, NULL) != CUCKOO_ADDED)
+                break;
+            n++;
+        }
+        uint64_t probes = 2000000, fp = 0;
+        for (uint64_t i = 0; i < probes; i++) {
+            name(k, sizeof(k), "z", i);
+            fp += cuckoo_check(c, k, strlen(k));
+        }
+        double fpr = (double)fp / (double)probes;
+        double bound = 2.0 * 2 / (double)((1u << fps[fi]) - 1);   /* 2b / (2^f - 1) */
+        cuckoo_info_t info;
+        cuckoo_get_info(c, &info);
+        print_message("cuckoo f=%u b=2: %llu items (load %.1f%%), fpr %.6f (bound %.6f), %.2f bits/item\n", fps[fi],
+                      (unsigned long long)n, 100.0 * (double)n / 65536.0, fpr, bound,
+                      8.0 * (double)info.size_bytes / (double)n);
+        assert_true(n >= 50000);
+        assert_true(fpr <= bound);
+        cuckoo_free(c);
+    }
+}
+
+static void test_deterministic_and_encoding(void **state)
+{
+    (void)state;
+    static const uint32_t fps[] = { 8, 12, 16 };
+    for (size_t fi = 0; fi < 3; fi++) {
+        cuckoo_params_t p = params(101, 3, 2, fps[fi]);   /* odd slot count for 12-bit padding */
+        cuckoo_t *a = cuckoo_create(&p, 99), *b = cuckoo_create(&p, 99);
+        char k[32];
+        for (int i = 0; i < 500; i++) {
+            name(k, sizeof(k), "d", (uint64_t)i);
+            cuckoo_add(a, k, strlen(k), false, NULL);
+            cuckoo_add(b, k, strlen(k), false, NULL);
+            if (i % 7 == 0) {
+                name(k, sizeof(k), "d", (uint64_t)i / 2);
+                cuckoo_delete(a, k, strlen(k), NULL);
+                cuckoo_delete(b, k, strlen(k), NULL);
+            }
+        }
+        wbuf_t ea = WBUF_INIT, eb = WBUF_INIT, ec = WBUF_INIT;
+        cuckoo_type.encode(a, &ea);
+        cuckoo_type.encode(b, &eb);
+        assert_int_equal(ea.len, eb.len);
+        assert_memory_equal(ea.data, eb.data, ea.len);   /* replay makes the same choices */
+        const char *why;
+        cuckoo_t *c = cuckoo_type.decode(ea.data, ea.len, &why);
+        if (!c)
+            fail_msg("decode: %s", why);
+        cuckoo_type.encode(c, &ec);
+        assert_memory_equal(ea.data, ec.data, ea.len);
+        /* continuing after the reload makes the same choices too */
+        for (int i = 500; i < 700; i++) {
+            name(k, sizeof(k), "d", (uint64_t)i);
+            cuckoo_add(a, k, strlen(k), false, NULL);
+            cuckoo_add(c, k, strlen(k), false, NULL);
+        }
+        wbuf_free(&ea);
+        wbuf_free(&ec);
+        cuckoo_type.encode(a, &ea);
+        cuckoo_type.encode(c, &ec);
+        assert_memory_equal(ea.data, ec.data, ea.len);
+        for (size_t cut = 0; cut < ea.len; cut += (cut < 100 ? 1 : 37))
+            assert_null(cuckoo_type.decode(ea.data, cut, &why));
+        uint8_t *m = malloc(ea.len);
+        for (size_t i = 0; i < ea.len; i += (i < 80 ? 1 : 13)) {
+            memcpy(m, ea.data, ea.len);
+            m[i] ^= 0x41;
+            cuckoo_t *d = cuckoo_type.decode(m, ea.len, &why);
+            if (d) {
+                cuckoo_add(d, "q", 1, false, NULL);
+                cuckoo_delete(d, "q", 1, NULL);
+            }
+            cuckoo_free(d);
+        }
+        free(m);
+        wbuf_free(&ea);
+        wbuf_free(&eb);
+        wbuf_free(&ec);
+        cuckoo_free(a);
+        cuckoo_free(b);
+        cuckoo_free(c);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_duplicates_and_nx),
+        cmocka_unit_test(test_delete_keeps_colliding_item),
+        cmocka_unit_test(test_model),
+        cmocka_unit_test(test_full_and_undo),
+        cmocka_unit_test(test_deterministic_and_encoding),
+        cmocka_unit_test(test_fpr_per_fingerprint),
+    };
+    return cmocka_run_group_tests_name("cuckoo", tests, NULL, NULL);
+}

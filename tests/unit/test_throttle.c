@@ -1,0 +1,154 @@
+/*
+ * test_throttle.c - the keyspace value every algorithm shares: check/commit
+ * through one entry point, expiry instants, clones, and the encodings
+ * (version 1 from the first release still loads; version 2 round-trips every
+ * algorithm; hostile bytes are refused).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/throttle.h"
+
+#define S(x) ((int64_t)((x) * 1e9))
+#define BASE S(1700000040)
+
+static throttle_params_t params_of(throttle_algo_t a)
+{
+    throttle_params_t p;
+    memset(&p, 0, sizeof(p));
+    p.algo = a;
+    switch (a) {
+    case THROTTLE_GCRA: p.u.gcra = (gcra_params_t){ 2, 1, S(1) }; break;
+    case THROTTLE_SLIDING_LOG: p.u.log = (slog_params_t){ 3, S(10) }; break;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW: p.u.win = (window_params_t){ 3, S(60) }; break;
+    case THROTTLE_TOKEN_BUCKET: p.u.tb = (tbucket_params_t){ 3, 500000 }; break;
+    }
+    return p;
+}
+
+/* Every algorithm: three allowed, the fourth limited, and the key's expiry is
+ * the instant its state equals an absent key's. */
+static void test_every_algorithm(void **state)
+{
+    (void)state;
+    static const int64_t expect_expire[] = {
+        [THROTTLE_GCRA] = BASE + S(3),
+        [THROTTLE_SLIDING_LOG] = BASE + S(10),
+        [THROTTLE_SLIDING_WINDOW] = BASE + S(120),
+        [THROTTLE_FIXED_WINDOW] = BASE + S(60),
+        [THROTTLE_TOKEN_BUCKET] = BASE + S(6),
+    };
+    for (int a = THROTTLE_GCRA; a <= THROTTLE_ALGO_MAX; a++) {
+        throttle_params_t p = params_of((throttle_algo_t)a);
+        const char *field;
+        assert_null(throttle_validate(&p, &field));
+        assert_string_equal(throttle_algo_name((throttle_algo_t)a),
+                            throttle_algo_name(throttle_algo_parse(throttle_algo_name((throttle_algo_t)a))));
+        throttle_t *t = NULL;
+        rl_result_t r;
+        int64_t exp = 0;
+        for (int i = 0; i < 3; i++) {
+            assert_true(throttle_check(t, &p, BASE, 1, &r));
+            assert_true(r.allowed);
+            assert_int_equal(r.limit, 3);
+            assert_int_equal(r.remaining, 2 - i);
+            assert_true(throttle_commit(&t, &p, BASE, 1, &exp));
+            assert_int_equal(throttle_algo(t), a);
+        }
+        assert_int_equal(exp, expect_expire[a]);
+        assert_false(throttle_check(t, &p, BASE, 1, &r));
+        assert_false(r.allowed);
+        assert_true(r.retry_after_ns > 0);
+        assert_false(throttle_check(t, &p, BASE, 0, &r));   /* peeks never record */
+        assert_false(throttle_check(t, &p, BASE, 4, &r));
+        assert_int_equal(r.retry_after_ns, RL_NEVER);
+
+        /* a clone is independent */
+        throttle_t *c = throttle_clone(t);
+        assert_non_null(c);
+        assert_true(throttle_check(c, &p, BASE + S(200), 1, &r));
+        assert_true(throttle_commit(&c, &p, BASE + S(200), 1, &exp));
+        assert_false(throttle_check(t, &p, BASE, 1, &r));
+
+        /* v2 round trip: same decisions afterwards */
+        wbuf_t b = WBUF_INIT;
+        throttle_type.encode(t, &b);
+        assert_int_equal(b.data[0], 2);
+        assert_int_equal(b.data[1], a);
+        const char *why;
+        throttle_t *d = throttle_type.decode(b.data, b.len, &why);
+        assert_non_null(d);
+        rl_result_t r1, r2;
+        for (int k = 0; k < 5; k++) {
+            throttle_check(t, &p, BASE + S(k), 1, &r1);
+            throttle_check(d, &p, BASE + S(k), 1, &r2);
+            assert_int_equal(r1.allowed, r2.allowed);
+            assert_int_equal(r1.remaining, r2.remaining);
+            assert_int_equal(r1.retry_after_ns, r2.retry_after_ns);
+            assert_int_equal(r1.reset_after_ns, r2.reset_after_ns);
+        }
+        /* every truncation is refused */
+        for (size_t n = 0; n < b.len; n++)
+            assert_null(throttle_type.decode(b.data, n, &why));
+        throttle_type.free(d);
+        wbuf_free(&b);
+        throttle_free(c);
+        throttle_free(t);
+    }
+}
+
+/* A snapshot written by the first release (version 1, GCRA) still loads. */
+static void test_version1(void **state)
+{
+    (void)state;
+    uint8_t v1[10] = { 1, 1 };
+    le64_store(v1 + 2, (uint64_t)(BASE + S(2)));
+    const char *why;
+    throttle_t *t = throttle_type.decode(v1, sizeof(v1), &why);
+    assert_non_null(t);
+    assert_int_equal(throttle_algo(t), THROTTLE_GCRA);
+    assert_int_equal(throttle_gcra_tat(t), BASE + S(2));
+    throttle_free(t);
+    v1[1] = 2;   /* version 1 knew only GCRA */
+    assert_null(throttle_type.decode(v1, sizeof(v1), &why));
+}
+
+static void test_hostile(void **state)
+{
+    (void)state;
+    const char *why;
+    uint8_t b[40];
+    memset(b, 0, sizeof(b));
+    b[0] = 3;   /* unknown version */
+    b[1] = 1;
+    assert_null(throttle_type.decode(b, 10, &why));
+    b[0] = 2;
+    b[1] = 9;   /* unknown algorithm */
+    assert_null(throttle_type.decode(b, 10, &why));
+    b[1] = THROTTLE_FIXED_WINDOW;
+    le64_store(b + 2, 5);
+    le64_store(b + 10, (uint64_t)-1);   /* negative count */
+    assert_null(throttle_type.decode(b, 18, &why));
+    b[1] = THROTTLE_TOKEN_BUCKET;
+    memset(b + 2, 0xff, 16);            /* negative level */
+    le64_store(b + 18, 5);
+    assert_null(throttle_type.decode(b, 26, &why));
+    b[1] = THROTTLE_GCRA;
+    le64_store(b + 2, 5);
+    assert_null(throttle_type.decode(b, 11, &why));   /* trailing byte */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_algorithm),
+        cmocka_unit_test(test_version1),
+        cmocka_unit_test(test_hostile),
+    };
+    return cmocka_run_group_tests_name("throttle", tests, NULL, NULL);
+}

@@ -1,0 +1,885 @@
+/*
+ * test_ts.c - the Gorilla time series against a brute-force model.
+ *
+ * The model is a sorted array of (timestamp, value) to which samples are
+ * added one at a time with RedisTimeSeries's rules (retention measured from
+ * the newest sample, the duplicate policy, all-or-nothing batches), and whose
+ * range queries filter and aggregate the plain array.  Seeded random
+ * operations (in-order appends, out-of-order samples, duplicates, samples
+ * older than retention, deletions) run against both; after every operation
+ * the visible samples, the info and random range queries (every aggregation,
+ * bucket sizes hitting sample timestamps exactly, alignments, reverse, count,
+ * value and timestamp filters) must agree exactly, floats included: the
+ * model computes aggregates with the same formulas in the same order.
+ *
+ * Also: the compression target (<= 2 bytes/sample for a regular 1-second
+ * series of slowly changing values), snapshot round trips, hostile encodings,
+ * timestamps at the ends of the range, and the bucket arithmetic.
+ */
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/rng.h"
+#include "core/ts.h"
+
+/* ------------------------------------------------------------------------ */
+/* The model                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct model {
+    int64_t *t;
+    double *v;
+    size_t n, cap;
+    int64_t retention;
+    ts_policy_t policy;
+} model_t;
+
+static void m_reserve(model_t *m, size_t want)
+{
+    if (want <= m->cap)
+        return;
+    size_t ncap = m->cap ? m->cap : 64;
+    while (ncap < want)
+        ncap *= 2;
+    m->t = realloc(m->t, ncap * sizeof(*m->t));
+    m->v = realloc(m->v, ncap * sizeof(*m->v));
+    assert_non_null(m->t);
+    assert_non_null(m->v);
+    m->cap = ncap;
+}
+
+static void m_copy(model_t *dst, const model_t *src)
+{
+    *dst = *src;
+    dst->t = NULL;
+    dst->v = NULL;
+    dst->cap = 0;
+    m_reserve(dst, src->n + 1);
+    if (src->n) {
+        memcpy(dst->t, src->t, src->n * sizeof(*src->t));
+        memcpy(dst->v, src->v, src->n * sizeof(*src->v));
+    }
+}
+
+static void m_free(model_t *m)
+{
+    free(m->t);
+    free(m->v);
+    memset(m, 0, sizeof(*m));
+}
+
+static size_t m_find(const model_t *m, int64_t t)   /* first index with m->t[i] >= t */
+{
+    size_t i = 0;
+    while (i < m->n && m->t[i] < t)
+        i++;
+    return i;
+}
+
+/* One TS.ADD with the rules; returns the status, changing m only on success. */
+static ts_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
+{
+    if (m->n && m->retention > 0 && t < m->t[m->n - 1] && m->t[m->n - 1] - t > m->retention)
+        return TS_ERR_TOO_OLD;
+    size_t i = m_find(m, t);
+    if (i < m->n && m->t[i] == t) {
+        double cur = m->v[i];
+        switch (p) {
+        case TS_DUP_BLOCK: return TS_ERR_DUPLICATE;
+        case TS_DUP_FIRST: break;
+        case TS_DUP_LAST: cur = v; break;
+        case TS_DUP_MIN: cur = v < cur ? v : cur; break;
+        case TS_DUP_MAX: cur = v > cur ? v : cur; break;
+        case TS_DUP_SUM: cur += v; break;
+        default: fail();
+        }
+        if (!isfinite(cur))
+            return TS_ERR_OVERFLOW;
+        m->v[i] = cur;
+        return TS_OK;
+    }
+    m_reserve(m, m->n + 1);
+    memmove(m->t + i + 1, m->t + i, (m->n - i) * sizeof(*m->t));
+    memmove(m->v + i + 1, m->v + i, (m->n - i) * sizeof(*m->v));
+    m->t[i] = t;
+    m->v[i] = v;
+    m->n++;
+    if (m->retention > 0) {   /* trim below newest - retention */
+        int64_t cut = m->t[m->n - 1] - m->retention;
+        size_t k = 0;
+        while (k < m->n && m->t[k] < cut)
+            k++;
+        memmove(m->t, m->t + k, (m->n - k) * sizeof(*m->t));
+        memmove(m->v, m->v + k, (m->n - k) * sizeof(*m->v));
+        m->n -= k;
+    }
+    return TS_OK;
+}
+
+static ts_status_t m_add(model_t *m, const ts_sample_t *s, size_t n, ts_policy_t p, size_t *failed)
+{
+    model_t work;
+    m_copy(&work, m);
+    for (size_t i = 0; i < n; i++) {
+        ts_status_t st = m_add1(&work, s[i].ts, s[i].value, p);
+        if (st != TS_OK) {
+            *failed = i;
+            m_free(&work);
+            return st;
+        }
+    }
+    m_free(m);
+    *m = work;
+    return TS_OK;
+}
+
+static int64_t m_delete(model_t *m, int64_t from, int64_t to)
+{
+    size_t o = 0;
+    int64_t del = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->t[i] >= from && m->t[i] <= to) {
+            del++;
+        } else {
+            m->t[o] = m->t[i];
+            m->v[o++] = m->v[i];
+        }
+    }
+    m->n = o;
+    return del;
+}
+
+/* Aggregation as RedisTimeSeries's compaction.c computes it. */
+static double m_aggregate(ts_agg_t a, const double *v, size_t n)
+{
+    double sum = 0, sum2 = 0, mn = DBL_MAX, mx = -DBL_MAX;
+    for (size_t i = 0; i < n; i++) {
+        sum += v[i];
+        sum2 += v[i] * v[i];
+        if (v[i] < mn)
+            mn = v[i];
+        if (v[i] > mx)
+            mx = v[i];
+    }
+    /* avg: RedisTimeSeries keeps a sum, and once adding the next value would
+     * overflow, a running mean in long double: mean' = mean*(k-1)/k + x/k */
+    double acc = 0, cnt = 0;
+    bool running = false;
+    for (size_t i = 0; i < n; i++) {
+        cnt++;
+        bool would = (acc < 0.0) == (v[i] < 0.0) && fabs(acc) > DBL_MAX - fabs(v[i]);
+        if (running || would) {
+            long double mean = running ? (long double)acc / cnt * (long double)(cnt - 1) : (long double)acc / cnt;
+            acc = (double)(mean + (long double)v[i] / (long double)cnt);
+            running = true;
+        } else {
+            acc += v[i];
+        }
+    }
+    double avg = running ? acc : acc / cnt;
+    double c = (double)n;
+    double var = (sum2 - 2 * sum * sum / c + pow(sum / c, 2) * c) / c;
+    if (var < 0)
+        var = 0;
+    double vars = n == 1 ? 0 : var * c / (double)(n - 1);
+    switch (a) {
+    case TS_AGG_AVG: return avg;
+    case TS_AGG_SUM: return sum;
+    case TS_AGG_MIN: return mn;
+    case TS_AGG_MAX: return mx;
+    case TS_AGG_RANGE: return mx - mn;
+    case TS_AGG_COUNT: return c;
+    case TS_AGG_FIRST: return v[0];
+    case TS_AGG_LAST: return v[n - 1];
+    case TS_AGG_VAR_P: return var;
+    case TS_AGG_VAR_S: return vars;
+    case TS_AGG_STD_P: return sqrt(var);
+    case TS_AGG_STD_S: return sqrt(vars);
+    default: fail(); return 0;
+    }
+}
+
+typedef struct res {
+    int64_t *t;
+    double *v;
+    size_t n, cap;
+} res_t;
+
+static bool res_push(void *ud, int64_t t, double v)
+{
+    res_t *r = ud;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 64;
+        r->t = realloc(r->t, r->cap * sizeof(*r->t));
+        r->v = realloc(r->v, r->cap * sizeof(*r->v));
+    }
+    r->t[r->n] = t;
+    r->v[r->n++] = v;
+    return true;
+}
+
+static void res_free(res_t *r)
+{
+    free(r->t);
+    free(r->v);
+    memset(r, 0, sizeof(*r));
+}
+
+static int64_t m_report(const ts_query_t *q, int64_t start)
+{
+    __int128 base = start < 0 ? 0 : start;
+    if (q->bucket_ts == TS_BUCKET_END)
+        base += q->bucket_ms;
+    if (q->bucket_ts == TS_BUCKET_MID)
+        base += q->bucket_ms / 2;
+    return base > INT64_MAX ? INT64_MAX : (int64_t)base;   /* saturates at the end of time */
+}
+
+static void m_range(const model_t *m, const ts_query_t *q, res_t *out)
+{
+    res_t sel = { 0 };
+    for (size_t i = 0; i < m->n; i++) {
+        int64_t t = m->t[i];
+        double v = m->v[i];
+        if (t < q->from || t > q->to)
+            continue;
+        if (q->filter_ts) {
+            bool hit = false;
+            for (size_t k = 0; k < q->nfilter_ts; k++)
+                hit |= q->filter_ts[k] == t;
+            if (!hit)
+                continue;
+        }
+        if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+            continue;
+        res_push(&sel, t, v);
+    }
+    res_t all = { 0 };
+    if (q->agg == TS_AGG_NONE) {
+        all = sel;
+        memset(&sel, 0, sizeof(sel));
+    } else {
+        size_t i = 0;
+        while (i < sel.n) {
+            /* bucket start by brute force: the largest s <= t with s = align + k*bucket */
+            int64_t t = sel.t[i];
+            __int128 k = ((__int128)t - q->align) / q->bucket_ms;
+            if ((__int128)q->align + k * q->bucket_ms > t)
+                k--;
+            int64_t start = (int64_t)((__int128)q->align + k * q->bucket_ms);
+            assert_true(start <= t && (__int128)start + q->bucket_ms > t);
+            size_t j = i;
+            while (j < sel.n && sel.t[j] < (__int128)start + q->bucket_ms)
+                j++;
+            res_push(&all, m_report(q, start), m_aggregate(q->agg, sel.v + i, j - i));
+            i = j;
+        }
+    }
+    res_free(&sel);
+    for (size_t k = 0; k < all.n; k++) {
+        size_t src = q->reverse ? all.n - 1 - k : k;
+        if (q->count && out->n == q->count)
+            break;
+        res_push(out, all.t[src], all.v[src]);
+    }
+    res_free(&all);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Comparisons                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void describe(const ts_query_t *q, char *buf, size_t n)
+{
+    snprintf(buf, n, "from=%lld to=%lld rev=%d count=%llu agg=%s bucket=%lld align=%lld bts=%d min=%d:%g max=%d:%g fts=%zu",
+             (long long)q->from, (long long)q->to, q->reverse, (unsigned long long)q->count, ts_agg_name(q->agg),
+             (long long)q->bucket_ms, (long long)q->align, q->bucket_ts, q->has_min, q->min, q->has_max, q->max,
+             q->nfilter_ts);
+}
+
+static void check_query(const ts_t *ts, const model_t *m, const ts_query_t *q)
+{
+    res_t got = { 0 }, want = { 0 };
+    assert_int_equal(ts_range(ts, q, res_push, &got), TS_OK);
+    m_range(m, q, &want);
+    char d[256];
+    describe(q, d, sizeof(d));
+    if (got.n != want.n)
+        fail_msg("query %s: %zu results, model %zu", d, got.n, want.n);
+    for (size_t i = 0; i < got.n; i++) {
+        if (got.t[i] != want.t[i] || memcmp(&got.v[i], &want.v[i], sizeof(double)) != 0)
+            fail_msg("query %s: result %zu is [%lld, %.17g], model [%lld, %.17g]", d, i, (long long)got.t[i],
+                     got.v[i], (long long)want.t[i], want.v[i]);
+    }
+    res_free(&got);
+    res_free(&want);
+}
+
+static void check_all(const ts_t *ts, const model_t *m)
+{
+    ts_info_t info;
+    ts_get_info(ts, &info);
+    assert_int_equal(info.samples, m->n);
+    assert_int_equal(info.first_ts, m->n ? m->t[0] : -1);
+    assert_int_equal(info.last_ts, m->n ? m->t[m->n - 1] : -1);
+    ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP };
+    check_query(ts, m, &q);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Random operations                                                        */
+/* ------------------------------------------------------------------------ */
+
+static double rand_value(rng_t *r, int style)
+{
+    switch (style) {
+    case 0: return (double)rng_below(r, 6) * 0.5 - 1;                 /* few distinct values: duplicates of values */
+    case 1: return round((rng_double(r) * 200 - 100) * 10) / 10;     /* decimals */
+    case 2: return (rng_double(r) - 0.5) * 1e6;                       /* arbitrary doubles */
+    default: return rng_below(r, 50) == 0 ? 1.5e308 : (double)rng_below(r, 1000);   /* SUM may overflow */
+    }
+}
+
+static void random_query(rng_t *r, const model_t *m, ts_query_t *q, int64_t *fts)
+{
+    memset(q, 0, sizeof(*q));
+    int64_t lo = m->n ? m->t[0] : 0, hi = m->n ? m->t[m->n - 1] : 1000;
+    int64_t span = hi - lo + 1;
+    q->from = rng_below(r, 4) == 0 ? 0 : lo + (int64_t)rng_below(r, (uint64_t)span) - span / 10;
+    if (q->from < 0)
+        q->from = 0;
+    q->to = rng_below(r, 4) == 0 ? TS_MAX_TIMESTAMP : q->from + (int64_t)rng_below(r, (uint64_t)span + 1);
+    q->reverse = rng_below(r, 2);
+    q->count = rng_below(r, 3) == 0 ? 1 + rng_below(r, 20) : 0;
+    if (rng_below(r, 5) == 0) {
+        q->has_min = true;
+        q->min = rand_value(r, 0);
+    }
+    if (rng_below(r, 5) == 0) {
+        q->has_max = true;
+        q->max = rand_value(r, 0) + 1;
+    }
+    if (rng_below(r, 8) == 0 && m->n) {
+        size_t k = 1 + rng_below(r, 10);
+        for (size_t i = 0; i < k; i++)
+            fts[i] = rng_below(r, 2) ? m->t[rng_below(r, m->n)] : (int64_t)rng_below(r, (uint64_t)hi + 2);
+        /* sorted, as the API hands them over */
+        for (size_t i = 1; i < k; i++)
+            for (size_t j = i; j > 0 && fts[j - 1] > fts[j]; j--) {
+                int64_t x = fts[j];
+                fts[j] = fts[j - 1];
+                fts[j - 1] = x;
+            }
+        q->filter_ts = fts;
+        q->nfilter_ts = k;
+    }
+    if (rng_below(r, 5) != 0) {
+        static const int64_t buckets[] = { 1, 3, 10, 250, 1000, 2000, 5000, 60000, 1000000 };
+        q->agg = (ts_agg_t)(1 + rng_below(r, TS_AGG__COUNT - 1));
+        q->bucket_ms = buckets[rng_below(r, sizeof(buckets) / sizeof(buckets[0]))];
+        switch (rng_below(r, 4)) {
+        case 0: q->align = 0; break;
+        case 1: q->align = q->from; break;        /* ALIGN start */
+        case 2: q->align = q->to == TS_MAX_TIMESTAMP ? hi : q->to; break;   /* ALIGN end */
+        default: q->align = (int64_t)rng_below(r, (uint64_t)hi + 5000); break;
+        }
+        q->bucket_ts = (ts_bucket_ts_t)rng_below(r, 3);
+    }
+}
+
+typedef struct scenario {
+    uint64_t seed;
+    int64_t retention;
+    ts_policy_t policy;
+    int64_t t0;          /* first timestamp */
+    int value_style;
+    int steps;
+} scenario_t;
+
+static void run_scenario(const scenario_t *sc)
+{
+    rng_t r;
+    rng_seed(&r, sc->seed);
+    ts_t *ts = ts_create(sc->retention, sc->policy, NULL, 0);
+    assert_non_null(ts);
+    model_t m = { .retention = sc->retention, .policy = sc->policy };
+    int64_t clock = sc->t0;
+    ts_sample_t *batch = malloc(3000 * sizeof(*batch));
+    int64_t fts[16];
+    size_t adds_ok = 0, adds_failed = 0;
+    for (int step = 0; step < sc->steps; step++) {
+        unsigned op = (unsigned)rng_below(&r, 100);
+        if (op < 75) {
+            size_t n = rng_below(&r, 10) == 0 ? 200 + rng_below(&r, 2500) : 1 + rng_below(&r, 8);
+            for (size_t i = 0; i < n; i++) {
+                unsigned kind = (unsigned)rng_below(&r, 100);
+                int64_t t;
+                if (kind < 70 || m.n == 0) {
+                    clock += 1000 + (rng_below(&r, 4) == 0 ? (int64_t)rng_below(&r, 41) - 20 : 0);
+                    t = clock;
+                } else if (kind < 85) {           /* out of order, maybe older than retention */
+                    int64_t back = (int64_t)rng_below(&r, sc->retention ? (uint64_t)sc->retention * 3 / 2 + 2 : 50000);
+                    t = clock - back < 0 ? 0 : clock - back;
+                } else if (kind < 97) {           /* an existing timestamp */
+                    t = m.t[rng_below(&r, m.n)];
+                } else {                          /* exactly at the retention boundary */
+                    t = sc->retention && m.n && m.t[m.n - 1] > sc->retention
+                            ? m.t[m.n - 1] - sc->retention - (int64_t)rng_below(&r, 2)
+                            : clock;
+                }
+                batch[i].ts = t;
+                batch[i].value = rand_value(&r, sc->value_style);
+            }
+            ts_policy_t p = rng_below(&r, 4) == 0 ? (ts_policy_t)rng_below(&r, TS_DUP__COUNT) : sc->policy;
+            size_t f1 = 0, f2 = 0;
+            ts_status_t s1 = ts_add(ts, batch, n, p, &f1);
+            ts_status_t s2 = m_add(&m, batch, n, p, &f2);
+            if (s1 != s2 || (s1 != TS_OK && f1 != f2))
+                fail_msg("seed %llu step %d: add of %zu -> %d at %zu, model %d at %zu", (unsigned long long)sc->seed,
+                         step, n, s1, f1, s2, f2);
+            if (s1 == TS_OK)
+                adds_ok++;
+            else
+                adds_failed++;
+        } else if (op < 82) {
+            int64_t lo = m.n ? m.t[rng_below(&r, m.n)] : 0;
+            int64_t hi = lo + (int64_t)rng_below(&r, 20000);
+            if (rng_below(&r, 3) == 0)
+                hi = TS_MAX_TIMESTAMP;   /* may delete the newest sample */
+            int64_t d1 = ts_delete_range(ts, lo, hi);
+            int64_t d2 = m_delete(&m, lo, hi);
+            assert_int_equal(d1, d2);
+        } else {
+            for (int k = 0; k < 5; k++) {
+                ts_query_t q;
+                random_query(&r, &m, &q, fts);
+                if (q.from <= q.to)
+                    check_query(ts, &m, &q);
+            }
+        }
+        check_all(ts, &m);
+    }
+    /* Both outcomes must have been exercised. */
+    assert_true(adds_ok > 0);
+    if (sc->policy == TS_DUP_BLOCK || sc->retention)
+        assert_true(adds_failed > 0);
+
+    /* The snapshot encoding round-trips to the same series and bytes. */
+    wbuf_t a = WBUF_INIT, b = WBUF_INIT;
+    ts_type.encode(ts, &a);
+    const char *why = NULL;
+    ts_t *back = ts_type.decode(a.data, a.len, &why);
+    if (!back)
+        fail_msg("decode of our own encoding failed: %s", why);
+    check_all(back, &m);
+    ts_type.encode(back, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    /* and keeps working after the round trip */
+    ts_sample_t more = { clock + 1000, 42 };
+    size_t f;
+    assert_int_equal(ts_add(back, &more, 1, TS_DUP_LAST, &f), TS_OK);
+    assert_int_equal(m_add(&m, &more, 1, TS_DUP_LAST, &f), TS_OK);
+    check_all(back, &m);
+
+    wbuf_free(&a);
+    wbuf_free(&b);
+    ts_free(back);
+    ts_free(ts);
+    m_free(&m);
+    free(batch);
+}
+
+static void test_random_policies(void **state)
+{
+    (void)state;
+    for (int p = 0; p < TS_DUP__COUNT; p++) {
+        scenario_t sc = { .seed = 1000 + (uint64_t)p, .retention = 0, .policy = (ts_policy_t)p, .t0 = 1686697976001LL,
+                          .value_style = p % 3, .steps = 400 };
+        run_scenario(&sc);
+    }
+}
+
+static void test_random_retention(void **state)
+{
+    (void)state;
+    static const int64_t ret[] = { 1, 1000, 7000, 60000, 250000 };
+    for (size_t i = 0; i < sizeof(ret) / sizeof(ret[0]); i++) {
+        scenario_t sc = { .seed = 2000 + i, .retention = ret[i], .policy = (ts_policy_t)(i % TS_DUP__COUNT),
+                          .t0 = (int64_t)i * 3, .value_style = (int)(i % 3), .steps = 400 };
+        run_scenario(&sc);
+    }
+}
+
+static void test_random_sum_overflow(void **state)
+{
+    (void)state;
+    scenario_t sc = { .seed = 3000, .retention = 0, .policy = TS_DUP_SUM, .t0 = 5, .value_style = 3, .steps = 400 };
+    run_scenario(&sc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Targeted cases                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The seed's three temperatures: all kept (a zset would lose one). */
+static void test_seed_example(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t s[] = { { 1686697976001, 21 }, { 1686697977001, 22 }, { 1686697978001, 21 } };
+    assert_int_equal(ts_add(ts, s, 3, TS_DUP_BLOCK, NULL), TS_OK);
+    ts_info_t info;
+    ts_get_info(ts, &info);
+    assert_int_equal(info.samples, 3);
+    /* a duplicate timestamp under BLOCK is refused, nothing changes */
+    ts_sample_t d[] = { { 1686697979001, 23 }, { 1686697977001, 99 } };
+    size_t f = 99;
+    assert_int_equal(ts_add(ts, d, 2, TS_DUP_BLOCK, &f), TS_ERR_DUPLICATE);
+    assert_int_equal(f, 1);
+    ts_get_info(ts, &info);
+    assert_int_equal(info.samples, 3);
+    assert_int_equal(info.last_ts, 1686697978001);
+    /* the same with SUM adds */
+    assert_int_equal(ts_add(ts, d + 1, 1, TS_DUP_SUM, &f), TS_OK);
+    res_t got = { 0 };
+    ts_query_t q = { .from = 1686697977001, .to = 1686697977001 };
+    ts_range(ts, &q, res_push, &got);
+    assert_int_equal(got.n, 1);
+    assert_true(got.v[0] == 121);
+    res_free(&got);
+    ts_free(ts);
+}
+
+/* Retention: t = newest - R is accepted and visible; newest - R - 1 is not. */
+static void test_retention_boundary(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(100, TS_DUP_LAST, NULL, 0);
+    ts_sample_t s = { 1000, 1 };
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), TS_OK);
+    s = (ts_sample_t){ 900, 2 };
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), TS_OK);
+    s = (ts_sample_t){ 899, 3 };
+    size_t f;
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, &f), TS_ERR_TOO_OLD);
+    ts_info_t info;
+    ts_get_info(ts, &info);
+    assert_int_equal(info.samples, 2);
+    assert_int_equal(info.first_ts, 900);
+    /* a newer sample pushes 900 out of view */
+    s = (ts_sample_t){ 1001, 4 };
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), TS_OK);
+    ts_get_info(ts, &info);
+    assert_int_equal(info.samples, 2);
+    assert_int_equal(info.first_ts, 1000);
+    /* deleting the newest must not bring 900 back */
+    assert_int_equal(ts_delete_range(ts, 1001, 1001), 1);
+    ts_get_info(ts, &info);
+    assert_int_equal(info.samples, 1);
+    assert_int_equal(info.first_ts, 1000);
+    assert_int_equal(info.last_ts, 1000);
+    ts_free(ts);
+}
+
+/* Buckets: start = t - ((t - align) mod b); a start before 0 is reported as 0. */
+static void test_bucket_arithmetic(void **state)
+{
+    (void)state;
+    assert_int_equal(ts_bucket_start(0, 10, 0), 0);
+    assert_int_equal(ts_bucket_start(9, 10, 0), 0);
+    assert_int_equal(ts_bucket_start(10, 10, 0), 10);
+    assert_int_equal(ts_bucket_start(10, 10, 3), 3);
+    assert_int_equal(ts_bucket_start(12, 10, 3), 3);
+    assert_int_equal(ts_bucket_start(13, 10, 3), 13);
+    assert_int_equal(ts_bucket_start(2, 10, 3), -7);
+    assert_int_equal(ts_bucket_start(2, 10, 25), -5);
+    assert_int_equal(ts_bucket_start(TS_MAX_TIMESTAMP, 1000, 0), TS_MAX_TIMESTAMP - TS_MAX_TIMESTAMP % 1000);
+    assert_int_equal(ts_bucket_start(0, TS_MAX_TIMESTAMP, TS_MAX_TIMESTAMP), 0);
+    assert_int_equal(ts_bucket_start(5, TS_MAX_TIMESTAMP, TS_MAX_TIMESTAMP - 1), -1);
+
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t s[] = { { 1, 1 }, { 2, 2 }, { 3, 3 }, { 12, 4 }, { 13, 5 } };
+    assert_int_equal(ts_add(ts, s, 5, TS_DUP_BLOCK, NULL), TS_OK);
+    res_t got = { 0 };
+    ts_query_t q = { .from = 0, .to = 100, .agg = TS_AGG_SUM, .bucket_ms = 10, .align = 3 };
+    ts_range(ts, &q, res_push, &got);   /* buckets [-7,3) [3,13) [13,23) */
+    assert_int_equal(got.n, 3);
+    assert_int_equal(got.t[0], 0);
+    assert_true(got.v[0] == 3);
+    assert_int_equal(got.t[1], 3);
+    assert_true(got.v[1] == 7);
+    assert_int_equal(got.t[2], 13);
+    assert_true(got.v[2] == 5);
+    res_free(&got);
+    q.bucket_ts = TS_BUCKET_END;
+    ts_range(ts, &q, res_push, &got);
+    assert_int_equal(got.t[0], 10);   /* max(0, -7) + 10, as RedisTimeSeries normalises first */
+    assert_int_equal(got.t[1], 13);
+    res_free(&got);
+    q.reverse = true;
+    q.count = 2;
+    q.bucket_ts = TS_BUCKET_MID;
+    ts_range(ts, &q, res_push, &got);
+    assert_int_equal(got.n, 2);
+    assert_int_equal(got.t[0], 18);
+    assert_int_equal(got.t[1], 8);
+    res_free(&got);
+    ts_free(ts);
+}
+
+/* Timestamps at both ends of the range and huge jumps between them. */
+static void test_extreme_timestamps(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(0, TS_DUP_LAST, NULL, 0);
+    model_t m = { .policy = TS_DUP_LAST };
+    ts_sample_t s[] = { { 0, 1 },        { 1, -0.0 },  { TS_MAX_TIMESTAMP, 3 }, { TS_MAX_TIMESTAMP / 2, DBL_MAX },
+                        { 2, -DBL_MAX }, { 3, 5e-324 }, { TS_MAX_TIMESTAMP - 1, 7 }, { 4, DBL_MIN } };
+    size_t f;
+    for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+        assert_int_equal(ts_add(ts, &s[i], 1, TS_DUP_LAST, &f), TS_OK);
+        assert_int_equal(m_add(&m, &s[i], 1, TS_DUP_LAST, &f), TS_OK);
+        check_all(ts, &m);
+    }
+    ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .agg = TS_AGG_COUNT, .bucket_ms = TS_MAX_TIMESTAMP };
+    check_query(ts, &m, &q);
+    q.bucket_ts = TS_BUCKET_END;
+    check_query(ts, &m, &q);
+    q.reverse = true;
+    q.agg = TS_AGG_MAX;
+    q.bucket_ms = 2;
+    check_query(ts, &m, &q);
+    /* an in-order run after the maximum is impossible; one before it is a merge */
+    ts_sample_t run[100];
+    for (int i = 0; i < 100; i++)
+        run[i] = (ts_sample_t){ 1000 + i * 1000, i };
+    assert_int_equal(ts_add(ts, run, 100, TS_DUP_LAST, &f), TS_OK);
+    assert_int_equal(m_add(&m, run, 100, TS_DUP_LAST, &f), TS_OK);
+    check_all(ts, &m);
+    ts_free(ts);
+    m_free(&m);
+}
+
+/* avg switches to a running mean instead of overflowing (RedisTimeSeries). */
+static void test_avg_overflow(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t s[] = { { 1, 1.5e308 }, { 2, 1.5e308 }, { 3, 1.5e308 }, { 4, -1e308 } };
+    assert_int_equal(ts_add(ts, s, 4, TS_DUP_BLOCK, NULL), TS_OK);
+    res_t got = { 0 };
+    ts_query_t q = { .from = 0, .to = 10, .agg = TS_AGG_AVG, .bucket_ms = 100 };
+    ts_range(ts, &q, res_push, &got);
+    assert_int_equal(got.n, 1);
+    assert_true(isfinite(got.v[0]));
+    assert_true(fabs(got.v[0] - 0.875e308) < 1e295);
+    res_free(&got);
+    q.agg = TS_AGG_SUM;   /* the plain sum does overflow: reported as inf */
+    ts_range(ts, &q, res_push, &got);
+    assert_true(isinf(got.v[0]));
+    res_free(&got);
+    ts_free(ts);
+}
+
+/* The variance formula agrees with a two-pass computation. */
+static void test_variance_accuracy(void **state)
+{
+    (void)state;
+    rng_t r;
+    rng_seed(&r, 77);
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    double v[500], sum = 0;
+    for (int i = 0; i < 500; i++) {
+        v[i] = 20 + rng_double(&r) * 5;
+        sum += v[i];
+        ts_sample_t s = { i, v[i] };
+        assert_int_equal(ts_add(ts, &s, 1, TS_DUP_BLOCK, NULL), TS_OK);
+    }
+    double mean = sum / 500, ss = 0;
+    for (int i = 0; i < 500; i++)
+        ss += (v[i] - mean) * (v[i] - mean);
+    static const struct {
+        ts_agg_t a;
+        double want;
+    } cases[] = { { TS_AGG_VAR_P, 0 }, { TS_AGG_VAR_S, 0 }, { TS_AGG_STD_P, 0 }, { TS_AGG_STD_S, 0 } };
+    double wants[4] = { ss / 500, ss / 499, sqrt(ss / 500), sqrt(ss / 499) };
+    for (int i = 0; i < 4; i++) {
+        res_t got = { 0 };
+        ts_query_t q = { .from = 0, .to = 1000, .agg = cases[i].a, .bucket_ms = 1000 };
+        ts_range(ts, &q, res_push, &got);
+        assert_int_equal(got.n, 1);
+        assert_true(fabs(got.v[0] - wants[i]) <= 1e-9 * wants[i]);
+        res_free(&got);
+    }
+    /* identical values: exactly 0, never NaN */
+    ts_t *flat = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    for (int i = 0; i < 7; i++) {
+        ts_sample_t s = { i, 0.1 };
+        ts_add(flat, &s, 1, TS_DUP_BLOCK, NULL);
+    }
+    res_t got = { 0 };
+    ts_query_t q = { .from = 0, .to = 10, .agg = TS_AGG_STD_S, .bucket_ms = 100 };
+    ts_range(flat, &q, res_push, &got);
+    assert_false(isnan(got.v[0]));
+    assert_true(got.v[0] >= 0 && got.v[0] < 1e-7);
+    res_free(&got);
+    ts_free(flat);
+    ts_free(ts);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compression                                                              */
+/* ------------------------------------------------------------------------ */
+
+static double bytes_per_sample(int style, uint64_t seed, size_t batch)
+{
+    rng_t r;
+    rng_seed(&r, seed);
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    const size_t n = 86400;
+    ts_sample_t *s = malloc(n * sizeof(*s));
+    double temp = 21.0;
+    int64_t t0 = 1686697976000LL;
+    for (size_t i = 0; i < n; i++) {
+        if (style == 0 && rng_below(&r, 10) == 0)   /* slowly changing: a 0.1 step in ~10% of seconds */
+            temp = round((temp + (rng_below(&r, 2) ? 0.1 : -0.1)) * 10) / 10;
+        s[i].ts = t0 + (int64_t)i * 1000;
+        s[i].value = style == 0 ? temp : style == 1 ? 42.0 : rng_double(&r) * 1000;
+    }
+    for (size_t i = 0; i < n; i += batch) {
+        size_t k = n - i < batch ? n - i : batch;
+        assert_int_equal(ts_add(ts, s + i, k, TS_DUP_BLOCK, NULL), TS_OK);
+    }
+    ts_info_t info;
+    ts_get_info(ts, &info);
+    assert_int_equal(info.samples, n);
+    assert_int_equal(info.memory_bytes, ts_type.size(ts));
+    double bps = (double)info.memory_bytes / (double)n;
+    /* the query path decodes what was written */
+    res_t got = { 0 };
+    ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP };
+    ts_range(ts, &q, res_push, &got);
+    assert_int_equal(got.n, n);
+    for (size_t i = 0; i < n; i++)
+        assert_true(got.t[i] == s[i].ts && got.v[i] == s[i].value);
+    res_free(&got);
+    print_message("  style %d, batches of %zu: %zu bytes for %zu samples = %.3f bytes/sample (%zu chunks, %zu stream bytes)\n",
+                  style, batch, info.memory_bytes, n, bps, info.chunks, info.data_bytes);
+    free(s);
+    ts_free(ts);
+    return bps;
+}
+
+static void test_compression_target(void **state)
+{
+    (void)state;
+    assert_true(bytes_per_sample(0, 1, 1) <= 2.0);      /* one TS.ADD per second */
+    assert_true(bytes_per_sample(0, 2, 1000) <= 2.0);   /* batches of 1000 */
+    assert_true(bytes_per_sample(1, 3, 1000) <= 0.5);   /* constant */
+    assert_true(bytes_per_sample(2, 4, 1000) <= 10.0);  /* random doubles: ~8 bytes of entropy */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hostile encodings                                                        */
+/* ------------------------------------------------------------------------ */
+
+static void test_decode_hostile(void **state)
+{
+    (void)state;
+    rng_t r;
+    rng_seed(&r, 99);
+    ts_label_t lab[] = { { "sensor", 6, "t1", 2 }, { "room", 4, "kitchen", 7 } };
+    ts_t *ts = ts_create(5000, TS_DUP_MAX, lab, 2);
+    for (int i = 0; i < 3000; i++) {
+        ts_sample_t s = { 1000 + i * 7 + (int64_t)rng_below(&r, 5), rand_value(&r, 1) };
+        ts_add(ts, &s, 1, TS_DUP_MAX, NULL);
+    }
+    wbuf_t a = WBUF_INIT;
+    ts_type.encode(ts, &a);
+    const char *why;
+    ts_t *ok = ts_type.decode(a.data, a.len, &why);
+    assert_non_null(ok);
+    assert_int_equal(ts_label_count(ok), 2);
+    ts_label_t l = ts_label_at(ok, 1);
+    assert_int_equal(l.value_len, 7);
+    assert_memory_equal(l.value, "kitchen", 7);
+    assert_int_equal(ts_retention(ok), 5000);
+    assert_int_equal(ts_policy(ok), TS_DUP_MAX);
+    ts_free(ok);
+    /* every truncation fails cleanly */
+    for (size_t n = 0; n < a.len; n += 1 + n / 16)
+        assert_null(ts_type.decode(a.data, n, &why));
+    /* random corruption never crashes; what decodes re-encodes stably */
+    uint8_t *buf = malloc(a.len);
+    for (int k = 0; k < 3000; k++) {
+        memcpy(buf, a.data, a.len);
+        int flips = 1 + (int)rng_below(&r, 3);
+        for (int i = 0; i < flips; i++)
+            buf[rng_below(&r, a.len)] ^= (uint8_t)(1u << rng_below(&r, 8));
+        ts_t *v = ts_type.decode(buf, a.len, &why);
+        if (v) {
+            wbuf_t b = WBUF_INIT, c = WBUF_INIT;
+            ts_type.encode(v, &b);
+            ts_t *w = ts_type.decode(b.data, b.len, &why);
+            assert_non_null(w);
+            ts_type.encode(w, &c);
+            assert_int_equal(b.len, c.len);
+            assert_memory_equal(b.data, c.data, b.len);
+            res_t got = { 0 };
+            ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .agg = TS_AGG_AVG, .bucket_ms = 100 };
+            assert_int_equal(ts_range(v, &q, res_push, &got), TS_OK);
+            res_free(&got);
+            ts_free(w);
+            ts_free(v);
+            wbuf_free(&b);
+            wbuf_free(&c);
+        }
+    }
+    free(buf);
+    wbuf_free(&a);
+    ts_free(ts);
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    ts_policy_t p;
+    assert_true(ts_policy_parse("BLOCK", &p) && p == TS_DUP_BLOCK);
+    assert_true(ts_policy_parse("sum", &p) && p == TS_DUP_SUM);
+    assert_false(ts_policy_parse("ignore", &p));
+    ts_agg_t a;
+    assert_true(ts_agg_parse("std.p", &a) && a == TS_AGG_STD_P);
+    assert_true(ts_agg_parse("VAR.S", &a) && a == TS_AGG_VAR_S);
+    assert_false(ts_agg_parse("twa", &a));
+    assert_false(ts_agg_parse("median", &a));
+    for (int i = 1; i < TS_AGG__COUNT; i++)
+        assert_true(ts_agg_parse(ts_agg_name((ts_agg_t)i), &a) && a == (ts_agg_t)i);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_seed_example),
+        cmocka_unit_test(test_retention_boundary),
+        cmocka_unit_test(test_bucket_arithmetic),
+        cmocka_unit_test(test_extreme_timestamps),
+        cmocka_unit_test(test_avg_overflow),
+        cmocka_unit_test(test_variance_accuracy),
+        cmocka_unit_test(test_random_policies),
+        cmocka_unit_test(test_random_retention),
+        cmocka_unit_test(test_random_sum_overflow),
+        cmocka_unit_test(test_compression_target),
+        cmocka_unit_test(test_decode_hostile),
+    };
+    return cmocka_run_group_tests_name("ts", tests, NULL, NULL);
+}
