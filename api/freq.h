@@ -18,9 +18,11 @@ typedef struct freq_item {
 /* Reads the batch of a body holding exactly one of
  *   "items":      ["a", "b", ...]                      (each by 1), or
  *   "increments": [{"item": "a", "by": n}, ...]        (by in [min_by, max_by], default 1)
- * (increments only when allow_increments).  1..API_MAX_BATCH entries.
- * Returns a malloc'd array (the strings belong to the body) and its length,
- * or NULL with a 400 naming the field. */
+ * (increments only when allow_increments).  1..API_MAX_BATCH entries.  An
+ * item is a string or an integer standing for its decimal text, as in
+ * api/items.h.  Returns a malloc'd array (string items point into the body,
+ * integer items into the array's own allocation; one free() releases it) and
+ * its length, or NULL with a 400 naming the field. */
 freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_increments, uint64_t min_by,
                              uint64_t max_by, size_t *n);
 

@@ -63,6 +63,12 @@ static void test_create_incr_count(void **state)
     expect(&T, "POST", "/cms/nope/count", "{\"items\":[\"a\"]}", 404, NULL);
     expect(&T, "GET", "/cms/c1", NULL, 200,
            "{\"width\":2000,\"depth\":9,\"count\":7,\"conservative\":false,\"size_bytes\":144032}");
+    /* an integer item stands for its decimal text */
+    expect(&T, "POST", "/cms/c1", "{\"items\":[7,\"7\"],\"increments\":null}", 400, NULL);
+    expect(&T, "POST", "/cms/c1", "{\"items\":[7,\"7\",-1]}", 200, "{\"counts\":[1,2,1]}");
+    expect(&T, "POST", "/cms/c1", "{\"increments\":[{\"item\":7,\"by\":5}]}", 200, "{\"counts\":[7]}");
+    expect(&T, "GET", "/cms/c1/count?item=7&item=-1", NULL, 200, "{\"counts\":[7,1]}");
+    expect(&T, "POST", "/cms/c1", "{\"items\":[7.5]}", 400, NULL);
     /* items are bytes: a percent-encoded query item equals the JSON one */
     expect(&T, "POST", "/cms/c1", "{\"items\":[\"a b/é\"]}", 200, "{\"counts\":[1]}");
     expect(&T, "GET", "/cms/c1/count?item=a+b%2F%C3%A9", NULL, 200, "{\"counts\":[1]}");
@@ -191,7 +197,8 @@ static void test_bad_input(void **state)
         { "POST", "/cms/keep", "{}", "items", 400 },
         { "POST", "/cms/keep", "{\"items\":[]}", "items", 400 },
         { "POST", "/cms/keep", "{\"items\":\"a\"}", "items", 400 },
-        { "POST", "/cms/keep", "{\"items\":[\"a\",1]}", "items", 400 },
+        { "POST", "/cms/keep", "{\"items\":[\"a\",1.5]}", "items", 400 },
+        { "POST", "/cms/keep", "{\"items\":[true]}", "items", 400 },
         { "POST", "/cms/keep", "{\"items\":[\"a\"],\"increments\":[]}", "items", 400 },
         { "POST", "/cms/keep", "{\"increments\":[{\"item\":\"a\",\"by\":-1}]}", "increments", 400 },
         { "POST", "/cms/keep", "{\"increments\":[{\"item\":\"a\",\"by\":1.5}]}", "increments", 400 },

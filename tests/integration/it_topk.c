@@ -70,6 +70,11 @@ static void test_semantics(void **state)
     assert_int_equal(json_integer_value(json_array_get(j, 2)), 0);
     http_free(&r);
     expect(&T, "GET", "/topk/t", NULL, 200, NULL);
+    /* integer items are their decimal text */
+    expect(&T, "PUT", "/topk/nums", "{\"k\":2,\"width\":50}", 201, NULL);
+    expect(&T, "POST", "/topk/nums", "{\"items\":[42,\"42\",42]}", 200, "{\"expelled\":[null,null,null]}");
+    expect(&T, "GET", "/topk/nums/list", NULL, 200, "{\"items\":[{\"item\":\"42\",\"count\":3}]}");
+    expect(&T, "POST", "/topk/nums/query", "{\"items\":[42]}", 200, "{\"in_topk\":[true],\"counts\":[3]}");
     /* all defaults but k; custom parameters */
     expect(&T, "PUT", "/topk/custom", "{\"k\":50,\"width\":2000,\"depth\":7,\"decay\":0.925}", 201, NULL);
     j = get_json(&T, "/topk/custom");
@@ -198,7 +203,7 @@ static void test_bad_input(void **state)
         { "POST", "/topk/keep", "{\"items\":[null]}", "items", 400 },
         { "POST", "/topk/keep", "{\"increments\":[{\"item\":\"a\",\"by\":0}]}", "increments", 400 },
         { "POST", "/topk/keep", "{\"increments\":[{\"item\":\"a\",\"by\":100001}]}", "increments", 400 },
-        { "POST", "/topk/keep", "{\"increments\":[{\"item\":5}]}", "increments", 400 },
+        { "POST", "/topk/keep", "{\"increments\":[{\"item\":5.5}]}", "increments", 400 },
         { "POST", "/topk/keep/query", "{}", "items", 400 },
         { "POST", "/topk/keep/query", "{\"increments\":[]}", "increments", 400 },
         { "POST", "/topk/keep/query", "{\"items\":[]}", "items", 400 },
