@@ -89,6 +89,37 @@ void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_activity_users(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_activity_retention(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
+/* api/cms.c */
+void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/topk.c */
+void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* api/tdigest.c */
+void h_tdigest_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_quantile(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_cdf(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_rank(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_revrank(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_byrank(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_byrevrank(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_trimmed_mean(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_min(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_max(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
 /* api/keys.c */
 void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp);

@@ -6,11 +6,14 @@
 #include "core/activity.h"
 #include "core/bits.h"
 #include "core/bloom.h"
+#include "core/cms.h"
 #include "core/counter.h"
 #include "core/cuckoo.h"
 #include "core/geo.h"
 #include "core/hll.h"
+#include "core/tdigest.h"
 #include "core/throttle.h"
+#include "core/topk.h"
 #include "core/ts.h"
 
 static const ks_type_t *const all_types[] = {
@@ -19,6 +22,9 @@ static const ks_type_t *const all_types[] = {
     &hll_type,
     &bloom_type,
     &cuckoo_type,
+    &cms_type,
+    &topk_type,
+    &tdigest_type,
     &ts_type,
     &geo_type,
     &bits_type,

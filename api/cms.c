@@ -1,0 +1,329 @@
+/*
+ * cms.c - /cms: RedisBloom's Count-Min sketch (CMS.*) over HTTP.
+ *
+ *   PUT  /cms/{key}        {"width","depth"} or {"error","probability"}, "conservative"=false
+ *                          -> 201 info                         (CMS.INITBYDIM / CMS.INITBYPROB)
+ *   POST /cms/{key}        {"increments":[{"item","by"=1}]} or {"items":[...]}
+ *                          -> {"counts":[...]}                 (CMS.INCRBY)
+ *   GET  /cms/{key}/count?item=a&item=b -> {"counts":[...]}    (CMS.QUERY)
+ *   POST /cms/{key}/count  {"items":[...]} -> {"counts":[...]}  (the same, for long batches)
+ *   POST /cms/{key}/merge  {"sources":[...],"weights":[...]} -> info   (CMS.MERGE)
+ *   GET  /cms/{key}        -> {"width","depth","count","conservative","size_bytes"}  (CMS.INFO)
+ *
+ * Like RedisBloom, a sketch must be created before use (404 otherwise) and
+ * CMS.MERGE overwrites the destination (which must exist) with the weighted
+ * sum of the sources.  An increment batch that would take the total past
+ * 2^63 - 1 is refused whole; nothing is applied.
+ */
+#include <stdlib.h>
+
+#include "api/api.h"
+#include "api/freq.h"
+#include "api/routes.h"
+#include "core/cms.h"
+
+static json_t *info_json(const cms_t *c)
+{
+    return json_pack("{s:I,s:I,s:I,s:b,s:I}", "width", (json_int_t)cms_width(c), "depth",
+                     (json_int_t)cms_depth(c), "count", (json_int_t)cms_total(c), "conservative",
+                     cms_conservative(c), "size_bytes", (json_int_t)cms_type.size(c));
+}
+
+/* Reads an optional member that must be strictly between 0 and 1. */
+static bool open_unit(api_resp_t *resp, json_t *body, const char *name, double *out)
+{
+    if (!api_obj_double(resp, body, name, true, 0, 1, out, NULL))
+        return false;
+    if (*out <= 0 || *out >= 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "'%s' must be strictly between 0 and 1", name);
+        return false;
+    }
+    return true;
+}
+
+void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "width", "depth", "error", "probability", "conservative", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    bool by_dim = json_object_get(body, "width") || json_object_get(body, "depth");
+    bool by_prob = json_object_get(body, "error") || json_object_get(body, "probability");
+    if (by_dim && by_prob) {
+        api_error_field(resp, API_E_BAD_REQUEST, "error", "give either width and depth, or error and probability");
+        return;
+    }
+    if (!by_dim && !by_prob) {
+        api_error_field(resp, API_E_BAD_REQUEST, "width", "missing 'width' and 'depth' (or 'error' and 'probability')");
+        return;
+    }
+    uint64_t width, depth;
+    const char *size_field = by_dim ? "width" : "error";
+    if (by_dim) {
+        int64_t w, d;
+        if (!api_obj_int(resp, body, "width", true, 1, UINT32_MAX, &w, NULL) ||
+            !api_obj_int(resp, body, "depth", true, 1, UINT32_MAX, &d, NULL))
+            return;
+        width = (uint64_t)w;
+        depth = (uint64_t)d;
+    } else {
+        double error, prob;
+        if (!open_unit(resp, body, "error", &error) || !open_unit(resp, body, "probability", &prob))
+            return;
+        cms_dims_from_prob(error, prob, &width, &depth);
+    }
+    bool conservative = false;
+    if (!api_obj_bool(resp, body, "conservative", &conservative, NULL))
+        return;
+    if (width > UINT32_MAX || depth > CMS_MAX_CELLS || width * depth > CMS_MAX_CELLS) {
+        api_error_field(resp, API_E_BAD_REQUEST, size_field,
+                        "a %llu × %llu sketch is too large: at most %llu counters", (unsigned long long)width,
+                        (unsigned long long)depth, (unsigned long long)CMS_MAX_CELLS);
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        return;
+
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e) {
+        ks_shard_unlock(sh);
+        if (ks_entry_type(e) == &cms_type)
+            api_error(resp, API_E_EXISTS, "the key already holds a cms");
+        else
+            api_wrongtype(resp, e, "cms");
+        return;
+    }
+    cms_t *c = cms_create((uint32_t)width, (uint32_t)depth, conservative);
+    e = c ? ks_add(ks, &k, &cms_type, c, KS_NO_EXPIRY, api_now_ms(req)) : NULL;
+    if (!e) {
+        ks_shard_unlock(sh);
+        cms_free(c);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating a %llu × %llu sketch",
+                  (unsigned long long)width, (unsigned long long)depth);
+        return;
+    }
+    api_journal(srv, req, resp);
+    json_t *info = info_json(c);
+    ks_shard_unlock(sh);
+    api_json(resp, 201, info);
+}
+
+void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", "increments", NULL };
+    const char *key;
+    size_t klen, n;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    freq_item_t *items = freq_body_items(resp, body, true, 0, CMS_MAX_COUNT, &n);
+    if (!items)
+        return;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        sum += items[i].by;   /* each <= 2^63 - 1: checking every step keeps the sum exact */
+        if (sum > CMS_MAX_COUNT)
+            break;
+    }
+    json_t *counts = json_array();
+
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = freq_find(srv, req, resp, &k, &cms_type, false, true, &failed);
+    if (!e)
+        goto out;
+    cms_t *c = ks_entry_value(e);
+    if (sum > CMS_MAX_COUNT || !cms_can_add(c, sum)) {
+        api_error_field(resp, API_E_BAD_REQUEST, json_object_get(body, "increments") ? "increments" : "items",
+                        "overflow: the increments would take the sketch's total count past %llu; nothing was added",
+                        (unsigned long long)CMS_MAX_COUNT);
+        goto out;
+    }
+    if (sum > 0)
+        ks_entry_prepare_write(ks, e);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = items[i].by ? cms_incr(c, items[i].p, items[i].len, items[i].by)
+                                 : cms_query(c, items[i].p, items[i].len);
+        json_array_append_new(counts, json_integer((json_int_t)v));
+    }
+    if (sum > 0)
+        api_journal(srv, req, resp);
+    ks_shard_unlock(sh);
+    free(items);
+    api_json(resp, 200, json_pack("{s:o}", "counts", counts));
+    return;
+out:
+    ks_shard_unlock(sh);
+    free(items);
+    json_decref(counts);
+}
+
+/* Answers the estimates of items[0..n) (freed here). */
+static void count_items(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                        freq_item_t *items, size_t n)
+{
+    json_t *counts = json_array();
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = freq_find(srv, req, resp, &k, &cms_type, false, true, &failed);
+    if (e) {
+        const cms_t *c = ks_entry_value(e);
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(counts, json_integer((json_int_t)cms_query(c, items[i].p, items[i].len)));
+    }
+    ks_shard_unlock(sh);
+    free(items);
+    if (e)
+        api_json(resp, 200, json_pack("{s:o}", "counts", counts));
+    else
+        json_decref(counts);
+}
+
+void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "item", NULL };
+    const char *key;
+    size_t klen, n;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params))
+        return;
+    freq_item_t *items = freq_query_items(req, resp, "item", &n);
+    if (items)
+        count_items(srv, req, resp, key, klen, items, n);
+}
+
+/* The same with the items in a JSON body, for batches too long for a URL. */
+void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", NULL };
+    const char *key;
+    size_t klen, n;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
+    if (items)
+        count_items(srv, req, resp, key, klen, items, n);
+}
+
+void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "sources", "weights", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    json_t *sources = json_object_get(body, "sources"), *weights = json_object_get(body, "weights");
+    size_t n = json_array_size(sources);
+    if (!json_is_array(sources) || n == 0 || n > API_MAX_BATCH) {
+        api_error_field(resp, API_E_BAD_REQUEST, "sources", "'sources' must be an array of 1 to %d keys",
+                        API_MAX_BATCH);
+        return;
+    }
+    if (weights && (!json_is_array(weights) || json_array_size(weights) != n)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "weights", "'weights' must be an array as long as 'sources'");
+        return;
+    }
+    ks_t *ks = srv->ks;
+    ks_key_t *keys = malloc((n + 1) * sizeof(*keys));
+    uint64_t *w = malloc(n * sizeof(*w));
+    const cms_t **srcs = malloc(n * sizeof(*srcs));
+    if (!keys || !w || !srcs) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    keys[0] = ks_key(ks, key, klen);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_array_get(sources, i);
+        if (!json_is_string(s)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "sources", "sources[%zu] must be a string", i);
+            goto done;
+        }
+        if (!api_check_key(resp, "sources", json_string_value(s), json_string_length(s)))
+            goto done;
+        keys[i + 1] = ks_key(ks, json_string_value(s), json_string_length(s));
+        w[i] = 1;
+        if (weights) {
+            json_t *x = json_array_get(weights, i);
+            if (!json_is_integer(x) || json_integer_value(x) < 0) {
+                api_error_field(resp, API_E_BAD_REQUEST, "weights", "weights[%zu] must be an integer >= 0", i);
+                goto done;
+            }
+            w[i] = (uint64_t)json_integer_value(x);
+        }
+    }
+
+    ks_lock_keys(ks, keys, n + 1);
+    bool failed;
+    ks_entry_t *dst = freq_find(srv, req, resp, &keys[0], &cms_type, false, true, &failed);
+    for (size_t i = 0; dst && i < n; i++) {
+        ks_entry_t *e = freq_find(srv, req, resp, &keys[i + 1], &cms_type, false, false, &failed);
+        if (!e) {
+            if (!failed)
+                api_error_field(resp, API_E_NOT_FOUND, "sources", "source '%s' does not exist",
+                                json_string_value(json_array_get(sources, i)));
+            dst = NULL;
+            break;
+        }
+        srcs[i] = ks_entry_value(e);
+    }
+    if (dst) {
+        cms_t *c = ks_entry_value(dst);
+        ks_entry_prepare_write(ks, dst);
+        switch (cms_merge(c, srcs, w, n)) {
+        case CMS_MERGE_OK:
+            api_journal(srv, req, resp);
+            api_json(resp, 200, info_json(c));
+            break;
+        case CMS_MERGE_DIMENSIONS:
+            api_error_field(resp, API_E_BAD_REQUEST, "sources",
+                            "every source must have the destination's width and depth (%u × %u)", cms_width(c),
+                            cms_depth(c));
+            break;
+        case CMS_MERGE_OVERFLOW:
+            api_error_field(resp, API_E_BAD_REQUEST, "weights",
+                            "overflow: the weighted total would exceed %llu; nothing was merged",
+                            (unsigned long long)CMS_MAX_COUNT);
+            break;
+        }
+    }
+    ks_unlock_keys(ks, keys, n + 1);
+done:
+    free(keys);
+    free(w);
+    free(srcs);
+}
+
+void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = freq_find(srv, req, resp, &k, &cms_type, false, true, &failed);
+    json_t *info = e ? info_json(ks_entry_value(e)) : NULL;
+    ks_shard_unlock(sh);
+    if (info)
+        api_json(resp, 200, info);
+}

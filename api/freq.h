@@ -1,0 +1,56 @@
+/*
+ * freq.h - request pieces shared by the frequency and quantile families
+ * (api/cms.c, api/topk.c, api/tdigest.c): item lists, increments, value
+ * lists, non-finite numbers in JSON, and finding a key of a given type.
+ */
+#ifndef TALLY_API_FREQ_H
+#define TALLY_API_FREQ_H
+
+#include "api/api.h"
+
+/* One item of a batch: the bytes of a JSON string and its increment. */
+typedef struct freq_item {
+    const char *p;
+    size_t len;
+    uint64_t by;
+} freq_item_t;
+
+/* Reads the batch of a body holding exactly one of
+ *   "items":      ["a", "b", ...]                      (each by 1), or
+ *   "increments": [{"item": "a", "by": n}, ...]        (by in [min_by, max_by], default 1)
+ * (increments only when allow_increments).  1..API_MAX_BATCH entries.  An
+ * item is a string or an integer standing for its decimal text, as in
+ * api/items.h.  Returns a malloc'd array (string items point into the body,
+ * integer items into the array's own allocation; one free() releases it) and
+ * its length, or NULL with a 400 naming the field. */
+freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_increments, uint64_t min_by,
+                             uint64_t max_by, size_t *n);
+
+/* Every value of the repeated query parameter `name` (1..API_MAX_BATCH of
+ * them), as items with by = 1.  NULL with a 400 when there are none or too
+ * many, or when out of memory (507). */
+freq_item_t *freq_query_items(const api_req_t *req, api_resp_t *resp, const char *name, size_t *n);
+
+/* Every value of the repeated query parameter `name` as a finite number in
+ * [min, max]; malloc'd, NULL with a 400 naming it. */
+double *freq_query_doubles(const api_req_t *req, api_resp_t *resp, const char *name, double min, double max,
+                           size_t *n);
+
+/* A number for JSON: a real, or the string "nan", "inf" or "-inf". */
+json_t *freq_real(double v);
+
+/* A count as a JSON integer, capped at INT64_MAX (JSON integers are signed). */
+json_t *freq_count(uint64_t v);
+
+/* The JSON string of item bytes (null if they are not valid UTF-8, which
+ * only a hand-made snapshot can produce). */
+json_t *freq_string(const char *p, size_t len);
+
+/* Looks up `k` (its shard locked) expecting `type`: returns the entry, or
+ * NULL with *resp set - 404 when missing (if must_exist), 409 WRONGTYPE when
+ * of another type.  With write, the entry is prepared for modification.
+ * *found tells a missing key apart from an error when !must_exist. */
+ks_entry_t *freq_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
+                      const ks_type_t *type, bool write, bool must_exist, bool *failed);
+
+#endif

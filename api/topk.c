@@ -1,0 +1,216 @@
+/*
+ * topk.c - /topk: RedisBloom's HeavyKeeper Top-K (TOPK.*) over HTTP.
+ *
+ *   PUT  /topk/{key}        {"k","width"=8,"depth"=7,"decay"=0.9} -> 201 info   (TOPK.RESERVE)
+ *   POST /topk/{key}        {"items":[...]} or {"increments":[{"item","by"}]}
+ *                           -> {"expelled":[null,"x",...]}        (TOPK.ADD / TOPK.INCRBY)
+ *   GET  /topk/{key}/list   -> {"items":[{"item","count"}]}       (TOPK.LIST WITHCOUNT)
+ *   POST /topk/{key}/query  {"items":[...]} -> {"in_topk":[...],"counts":[...]}
+ *                                                              (TOPK.QUERY, TOPK.COUNT)
+ *   GET  /topk/{key}        -> {"k","width","depth","decay","size_bytes"}  (TOPK.INFO)
+ *
+ * The structure's decay decisions come from a generator seeded from the key
+ * at creation (see core/topk.h), so the same requests on the same key always
+ * give the same answers, live, replayed or reloaded.
+ */
+#include <stdlib.h>
+
+#include "api/api.h"
+#include "api/freq.h"
+#include "api/routes.h"
+#include "core/hash.h"
+#include "core/topk.h"
+
+#define TOPK_SEED_SALT 0x746f706b2d726e67ULL   /* "topk-rng": seeds decay from the key's bytes */
+
+static json_t *info_json(const topk_t *t)
+{
+    return json_pack("{s:I,s:I,s:I,s:o,s:I}", "k", (json_int_t)topk_k(t), "width", (json_int_t)topk_width(t),
+                     "depth", (json_int_t)topk_depth(t), "decay", json_real(topk_decay(t)), "size_bytes",
+                     (json_int_t)topk_type.size(t));
+}
+
+void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "k", "width", "depth", "decay", NULL };
+    const char *key;
+    size_t klen;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    int64_t k, width = TOPK_DEFAULT_WIDTH, depth = TOPK_DEFAULT_DEPTH;
+    double decay = TOPK_DEFAULT_DECAY;
+    if (!api_obj_int(resp, body, "k", true, 1, TOPK_MAX_K, &k, NULL) ||
+        !api_obj_int(resp, body, "width", false, 1, (int64_t)TOPK_MAX_BUCKETS, &width, NULL) ||
+        !api_obj_int(resp, body, "depth", false, 1, (int64_t)TOPK_MAX_BUCKETS, &depth, NULL) ||
+        !api_obj_double(resp, body, "decay", false, 0, 1, &decay, NULL))
+        return;
+    if (decay <= 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "decay", "'decay' must be > 0 and <= 1");
+        return;
+    }
+    if ((uint64_t)width * (uint64_t)depth > TOPK_MAX_BUCKETS) {
+        api_error_field(resp, API_E_BAD_REQUEST, "width", "a %lld × %lld sketch is too large: at most %llu buckets",
+                        (long long)width, (long long)depth, (unsigned long long)TOPK_MAX_BUCKETS);
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        return;
+
+    ks_t *ks = srv->ks;
+    ks_key_t kk = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, kk.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &kk, api_now_ms(req));
+    if (e) {
+        ks_shard_unlock(sh);
+        if (ks_entry_type(e) == &topk_type)
+            api_error(resp, API_E_EXISTS, "the key already holds a topk");
+        else
+            api_wrongtype(resp, e, "topk");
+        return;
+    }
+    topk_t *t = topk_create((uint32_t)k, (uint32_t)width, (uint32_t)depth, decay,
+                            tally_xxh64(key, klen, TOPK_SEED_SALT));
+    e = t ? ks_add(ks, &kk, &topk_type, t, KS_NO_EXPIRY, api_now_ms(req)) : NULL;
+    if (!e) {
+        ks_shard_unlock(sh);
+        topk_free(t);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the top-k");
+        return;
+    }
+    api_journal(srv, req, resp);
+    json_t *info = info_json(t);
+    ks_shard_unlock(sh);
+    api_json(resp, 201, info);
+}
+
+void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", "increments", NULL };
+    const char *key;
+    size_t klen, n;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    freq_item_t *items = freq_body_items(resp, body, true, 1, TOPK_MAX_INCREMENT, &n);
+    if (!items)
+        return;
+    if (!api_make_room(srv, req, resp)) {
+        free(items);
+        return;
+    }
+    json_t *expelled = json_array();
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, true, true, &failed);
+    if (e) {
+        topk_t *t = ks_entry_value(e);
+        for (size_t i = 0; i < n; i++) {
+            char *out;
+            size_t olen;
+            topk_add(t, items[i].p, items[i].len, (uint32_t)items[i].by, &out, &olen);
+            json_array_append_new(expelled, out ? freq_string(out, olen) : json_null());
+            free(out);
+        }
+        ks_entry_changed(ks, e);
+        api_journal(srv, req, resp);
+    }
+    ks_shard_unlock(sh);
+    free(items);
+    if (e)
+        api_json(resp, 200, json_pack("{s:o}", "expelled", expelled));
+    else
+        json_decref(expelled);
+}
+
+void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, false, true, &failed);
+    json_t *list = NULL;
+    if (e) {
+        const topk_t *t = ks_entry_value(e);
+        topk_entry_t *v = malloc(topk_k(t) * sizeof(*v));
+        if (v) {
+            size_t m = topk_list(t, v);
+            list = json_array();
+            for (size_t i = 0; i < m; i++)
+                json_array_append_new(list, json_pack("{s:o,s:o}", "item", freq_string(v[i].item, v[i].len),
+                                                      "count", freq_count(v[i].count)));
+            free(v);
+        } else {
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    ks_shard_unlock(sh);
+    if (list)
+        api_json(resp, 200, json_pack("{s:o}", "items", list));
+}
+
+void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "items", NULL };
+    const char *key;
+    size_t klen, n;
+    json_t *body;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+        !(body = api_body_object(req, resp, fields)))
+        return;
+    freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
+    if (!items)
+        return;
+    json_t *in = json_array(), *counts = json_array();
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, false, true, &failed);
+    if (e) {
+        const topk_t *t = ks_entry_value(e);
+        for (size_t i = 0; i < n; i++) {
+            json_array_append_new(in, json_boolean(topk_query(t, items[i].p, items[i].len)));
+            json_array_append_new(counts, freq_count(topk_count(t, items[i].p, items[i].len)));
+        }
+    }
+    ks_shard_unlock(sh);
+    free(items);
+    if (e) {
+        api_json(resp, 200, json_pack("{s:o,s:o}", "in_topk", in, "counts", counts));
+    } else {
+        json_decref(in);
+        json_decref(counts);
+    }
+}
+
+void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+        return;
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, false, true, &failed);
+    json_t *info = e ? info_json(ks_entry_value(e)) : NULL;
+    ks_shard_unlock(sh);
+    if (info)
+        api_json(resp, 200, info);
+}
