@@ -59,6 +59,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     if (!st)
         return NULL;
     st->uri = strdup(uri);
+    /* The router decodes the query string from this copy.  libmicrohttpd
+     * would also parse it, into its per-connection memory pool, after this
+     * callback returns: with a few hundred parameters the pool runs out and
+     * the request is dropped unanswered.  Ending the string just after '?'
+     * (in MHD's own read buffer, where it would write a NUL itself) leaves it
+     * nothing to parse. */
+    char *q = strchr(uri, '?');
+    if (q && q[1])
+        q[1] = '\0';
     st->start_ns = clock_mono_ns();
     atomic_fetch_add(&s->inflight, 1);
     return st;
@@ -373,7 +382,6 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
                             MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not permitted)", o->bind, o->port);
