@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -668,6 +669,9 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
                 bytes += b.len;
                 b.len = 0;
             }
+            /* On a busy core, let request threads run between slices rather
+             * than at the end of the scheduler's time slice. */
+            sched_yield();
         } while (!done);
     }
     if (ks_snapshot_failed(p->ks)) {
