@@ -2,9 +2,11 @@
 #include "service/journal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,14 +14,103 @@
 #include "service/log.h"
 
 #define JOURNAL_RETRY_NS (100 * 1000000LL)   /* after a failed write, retry at most every 100 ms */
+#define JOURNAL_WINDOW (4u << 20)             /* file space reserved and mapped at a time */
+
+/*
+ * A journal file is written through a shared memory mapping of space
+ * reserved in advance (posix_fallocate), 4 MiB at a time: "writing" a record
+ * is a memcpy into the page cache, which survives the process dying just as
+ * a write() would, without a system call per request.  A full disk shows up
+ * when the space is reserved, as ENOSPC, never as SIGBUS on a store.  The
+ * reserved space not yet used reads as zeros; on close the file is cut to
+ * its data, and after a crash start-up drops the zero tail (and a record cut
+ * short before it) as a torn end.
+ */
+typedef struct jfile {
+    int fd;
+    uint8_t *map;           /* the mapped window, or NULL */
+    uint64_t map_off;       /* its offset in the file (a multiple of the window) */
+    uint64_t end;           /* bytes of data in the file, header included */
+    uint64_t alloc;         /* bytes reserved (the file's size) */
+} jfile_t;
+
+static void jfile_init(jfile_t *f, int fd)
+{
+    memset(f, 0, sizeof(*f));
+    f->fd = fd;
+    off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
+    f->end = f->alloc = size > 0 ? (uint64_t)size : 0;
+}
+
+/* Copies n bytes to the end of the file's data; *done says how many made
+ * it.  Returns 0 or an errno (ENOSPC, EFBIG, ENOMEM...). */
+static int jfile_write(jfile_t *f, const uint8_t *p, size_t n, size_t *done)
+{
+    *done = 0;
+    while (*done < n) {
+        if (!f->map || f->end >= f->map_off + JOURNAL_WINDOW) {
+            uint64_t off = f->end & ~(uint64_t)(JOURNAL_WINDOW - 1);
+            void *m = mmap(NULL, JOURNAL_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)off);
+            if (m == MAP_FAILED)
+                return errno;
+            if (f->map)
+                munmap(f->map, JOURNAL_WINDOW);
+            f->map = m;
+            f->map_off = off;
+        }
+        uint64_t win_end = f->map_off + JOURNAL_WINDOW;
+        if (f->end >= f->alloc) {
+            /* reserve the rest of the window; on a nearly full disk, only
+             * the pages this write needs.  Never store past the reserved
+             * size: that page would not exist (SIGBUS). */
+            int e = posix_fallocate(f->fd, (off_t)f->alloc, (off_t)(win_end - f->alloc));
+            if (e == 0) {
+                f->alloc = win_end;
+            } else {
+                uint64_t want = (f->end + (n - *done) + 4095) & ~(uint64_t)4095;
+                if (want > win_end)
+                    want = win_end;
+                e = posix_fallocate(f->fd, (off_t)f->alloc, (off_t)(want - f->alloc));
+                if (e)
+                    return e;
+                f->alloc = want;
+            }
+        }
+        uint64_t limit = f->alloc < win_end ? f->alloc : win_end;
+        size_t room = (size_t)(limit - f->end);
+        size_t k = n - *done < room ? n - *done : room;
+        memcpy(f->map + (f->end - f->map_off), p + *done, k);
+        f->end += k;
+        *done += k;
+    }
+    return 0;
+}
+
+/* Unmaps, cuts the file to its data, syncs and closes.  Returns 0 or errno. */
+static int jfile_close(jfile_t *f)
+{
+    if (f->fd < 0)
+        return 0;
+    int e = 0;
+    if (f->map)
+        munmap(f->map, JOURNAL_WINDOW);
+    f->map = NULL;
+    if (ftruncate(f->fd, (off_t)f->end) != 0)
+        e = errno;
+    if (fdatasync(f->fd) != 0 && !e)
+        e = errno;
+    close(f->fd);
+    f->fd = -1;
+    return e;
+}
 
 struct journal {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     fsync_mode_t mode;
-    int fd;
+    jfile_t cur;            /* the file being appended to */
+    jfile_t next;           /* after a rotation boundary */
     uint64_t seq;
-    uint64_t file_bytes;
     wbuf_t buf;             /* appended, not yet written; starts at LSN `written` */
     uint64_t appended;      /* LSN of the end of everything appended */
     uint64_t written;       /* LSN handed to the kernel */
@@ -29,7 +120,6 @@ struct journal {
     int sync_busy;          /* fdatasync running outside the lock */
     bool rotating;          /* a boundary is set ... */
     uint64_t rotate_at;     /* ... at this LSN */
-    int new_fd;
     uint64_t new_seq;
     bool failing;           /* the last write failed */
     int last_errno;
@@ -62,34 +152,16 @@ journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&j->cv, &ca);
     pthread_condattr_destroy(&ca);
-    j->fd = fd;
+    jfile_init(&j->cur, fd);
+    jfile_init(&j->next, -1);
     j->seq = seq;
     j->mode = mode;
-    j->file_bytes = (uint64_t)lseek(fd, 0, SEEK_END);
-    j->new_fd = -1;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&j->flush_cv, &ca);
     pthread_condattr_destroy(&ca);
     j->flusher_started = pthread_create(&j->flusher, NULL, flusher_main, j) == 0;
     return j;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n, size_t *done)
-{
-    *done = 0;
-    while (*done < n) {
-        ssize_t w = write(fd, p + *done, n - *done);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (w == 0)
-            return EIO;
-        *done += (size_t)w;
-    }
-    return 0;
 }
 
 /* Puts unwritten bytes back in front of whatever was appended meanwhile. */
@@ -122,7 +194,7 @@ static void flush_locked(journal_t *j, bool want_sync)
     uint64_t base = j->written;
     bool rot = j->rotating;
     uint64_t rat = j->rotate_at;
-    int fd = j->fd, nfd = j->new_fd;
+    jfile_t *f = &j->cur, *nf = &j->next;
     /* sync when asked and something written is not yet synced, even if
      * nothing new is buffered (an earlier write may not have synced) */
     bool need_sync = want_sync && (b.len > 0 || j->synced < base);
@@ -130,29 +202,27 @@ static void flush_locked(journal_t *j, bool want_sync)
 
     size_t first = rot ? (size_t)(rat - base) : b.len;
     size_t done = 0, more = 0;
-    int err = write_all(fd, b.data, first, &done);
+    int err = jfile_write(f, b.data, first, &done);
     bool rotated = false;
     if (!err && rot) {
         /* the old file is complete: make it durable, then switch */
-        if (fdatasync(fd) != 0) {
-            err = errno;
-        } else {
-            pthread_mutex_lock(&j->mu);
-            while (j->sync_busy)
-                pthread_cond_wait(&j->cv, &j->mu);
-            pthread_mutex_unlock(&j->mu);
-            close(fd);
+        pthread_mutex_lock(&j->mu);
+        while (j->sync_busy)
+            pthread_cond_wait(&j->cv, &j->mu);
+        pthread_mutex_unlock(&j->mu);
+        err = jfile_close(f);
+        if (!err) {
             rotated = true;
-            fd = nfd;
+            f = nf;
         }
     }
     if (!err && first < b.len) {
-        err = write_all(fd, b.data + first, b.len - first, &more);
+        err = jfile_write(f, b.data + first, b.len - first, &more);
         done += more;
     }
     bool synced = false;
     if (!err && need_sync) {
-        if (fdatasync(fd) != 0)
+        if (fdatasync(f->fd) != 0)
             err = errno;
         else
             synced = true;
@@ -160,23 +230,20 @@ static void flush_locked(journal_t *j, bool want_sync)
 
     pthread_mutex_lock(&j->mu);
     if (rotated) {
-        j->fd = nfd;
+        j->cur = j->next;
+        jfile_init(&j->next, -1);
         j->seq = j->new_seq;
-        j->new_fd = -1;
         j->rotating = false;
-        j->file_bytes = JOURNAL_HEADER_SIZE + more;
-    } else {
-        j->file_bytes += done;
     }
     j->written = base + done;
     if (synced)
         j->synced = j->written;
     else if (rotated && rat > j->synced)
-        j->synced = rat;   /* the old file was fdatasynced before the switch */
+        j->synced = rat;   /* the old file was synced before the switch */
     if (err) {
         requeue(j, b.data + done, b.len - done);
         if (!j->failing)
-            log_error("journal: write to journal %llu failed: %s (retrying; requests wait and get 503)",
+            log_error("journal: writing journal %llu failed: %s (retrying; requests wait and get 503)",
                       (unsigned long long)j->seq, strerror(err));
         j->failing = true;
         j->last_errno = err;
@@ -373,7 +440,8 @@ void journal_tick(journal_t *j)
         flush_locked(j, false);
     if (j->mode == FSYNC_EVERYSEC && j->written > j->synced && !j->sync_busy) {
         /* fdatasync outside the lock so requests keep writing meanwhile */
-        int fd = j->fd;
+        int fd = j->cur.fd;
+        uint64_t seq = j->seq;
         uint64_t target = j->written;
         j->sync_busy++;
         pthread_mutex_unlock(&j->mu);
@@ -381,7 +449,7 @@ void journal_tick(journal_t *j)
         int e = errno;
         pthread_mutex_lock(&j->mu);
         j->sync_busy--;
-        if (rc == 0 && fd == j->fd && target > j->synced)
+        if (rc == 0 && seq == j->seq && target > j->synced)
             j->synced = target;
         else if (rc != 0)
             log_error("journal: fdatasync failed: %s", strerror(e));
@@ -395,7 +463,7 @@ void journal_rotate(journal_t *j, int new_fd, uint64_t new_seq)
     pthread_mutex_lock(&j->mu);
     j->rotating = true;
     j->rotate_at = j->appended;
-    j->new_fd = new_fd;
+    jfile_init(&j->next, new_fd);
     j->new_seq = new_seq;
     pthread_mutex_unlock(&j->mu);
 }
@@ -443,13 +511,22 @@ void journal_close(journal_t *j)
     while (j->writing || j->sync_busy)
         pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
-    close(j->fd);
-    if (j->new_fd >= 0)
-        close(j->new_fd);
+    int e = jfile_close(&j->cur);
+    if (e)
+        log_error("journal: closing journal %llu failed: %s", (unsigned long long)j->seq, strerror(e));
+    jfile_close(&j->next);
     wbuf_free(&j->buf);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
+}
+
+bool journal_rotation_pending(journal_t *j)
+{
+    pthread_mutex_lock(&j->mu);
+    bool r = j->rotating;
+    pthread_mutex_unlock(&j->mu);
+    return r;
 }
 
 uint64_t journal_seq(journal_t *j)
@@ -463,7 +540,7 @@ uint64_t journal_seq(journal_t *j)
 uint64_t journal_bytes(journal_t *j)
 {
     pthread_mutex_lock(&j->mu);
-    uint64_t b = j->file_bytes;
+    uint64_t b = j->cur.end;
     pthread_mutex_unlock(&j->mu);
     return b;
 }

@@ -69,6 +69,8 @@ void journal_rotate(journal_t *j, int new_fd, uint64_t new_seq);
  * and closed.  Returns false (with *err) if that failed. */
 bool journal_finish_rotation(journal_t *j, const char **err);
 
+/* True while a boundary set by journal_rotate has not been completed. */
+bool journal_rotation_pending(journal_t *j);
 uint64_t journal_seq(journal_t *j);
 uint64_t journal_bytes(journal_t *j);        /* bytes in the current file */
 uint64_t journal_records(journal_t *j);      /* records appended since start */

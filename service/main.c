@@ -150,6 +150,7 @@ static int run(void)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* every thread inherits this; main waits for them */
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);   /* a file size limit fails writes (EFBIG) instead of killing us */
 
     app.ks = ks_create(o->shard_bits, random_seed());
     if (!app.ks) {

@@ -184,7 +184,8 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
 {
     char path[600];
     journal_path(p, seq, path, sizeof(path));
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    /* read-write: the journal writes through a shared mapping */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         snprintf(err, errlen, "cannot create journal %s: %s", path, strerror(errno));
         return -1;
@@ -321,6 +322,23 @@ static bool all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
+/* Is the bad record at p (n bytes to the end of the file) the torn end of
+ * the journal?  Journal files are written into space reserved in advance
+ * that reads as zeros, so a crash leaves a last record cut short (its
+ * length field may be whole and its payload partly zeros) followed by
+ * zeros.  It is torn when no byte beyond the extent it claims is non-zero;
+ * anything else is damage. */
+static bool torn_tail(const uint8_t *p, size_t n)
+{
+    size_t claimed = n;
+    if (n >= 4) {
+        uint64_t len = 8 + (uint64_t)le32_load(p);
+        if (len < n)
+            claimed = (size_t)len;
+    }
+    return all_zero(p + claimed, n - claimed);
+}
+
 /* Counts the records of a journal file (to decide whether a torn tail is
  * followed by later data). */
 static bool journal_has_records(const char *path)
@@ -328,7 +346,8 @@ static bool journal_has_records(const char *path)
     mapped_t m;
     if (map_file(path, &m) != 0)
         return true;   /* unreadable: treat as holding data, so we refuse */
-    bool has = m.len > JOURNAL_HEADER_SIZE;
+    /* space reserved but never written reads as zeros */
+    bool has = m.len > JOURNAL_HEADER_SIZE && !all_zero(m.p + JOURNAL_HEADER_SIZE, m.len - JOURNAL_HEADER_SIZE);
     unmap_file(&m);
     return has;
 }
@@ -367,7 +386,7 @@ static bool replay_journal(persist_t *p, uint64_t seq, bool last, char *err, siz
         journal_req_t q;
         size_t used = 0;
         persist_parse_t pr = journalfmt_parse_record(m.p + off, m.len - off, &q, &used, &why);
-        bool torn = pr == PARSE_TRUNCATED || (pr == PARSE_CORRUPT && all_zero(m.p + off, m.len - off));
+        bool torn = (pr == PARSE_TRUNCATED || pr == PARSE_CORRUPT) && torn_tail(m.p + off, m.len - off);
         if (torn) {
             if (!last) {
                 why = "record cut short, and later journals hold records";
@@ -607,6 +626,13 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
     snprintf(tmp, sizeof(tmp), "%s/%s", p->dir, SNAPSHOT_TMP);
     snprintf(final, sizeof(final), "%s/%s", p->dir, SNAPSHOT_NAME);
 
+    /* 0. a boundary left by a snapshot that failed is completed first */
+    const char *jerr;
+    if (p->j && journal_rotation_pending(p->j) && !journal_finish_rotation(p->j, &jerr)) {
+        snprintf(err, errlen, "the journal is still failing: %s", jerr);
+        return false;
+    }
+
     /* 1. the journal that will follow this snapshot exists and is durable */
     uint64_t seq = p->j ? journal_seq(p->j) + 1 : p->next_seq;
     int nfd = -1;
@@ -622,7 +648,6 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
     ks_unlock_all(p->ks);
 
     /* 3. the journal before the barrier is complete and synced */
-    const char *jerr;
     if (p->j && !journal_finish_rotation(p->j, &jerr)) {
         snprintf(err, errlen, "completing journal before snapshot: %s", jerr);
         ks_snapshot_end(p->ks);
@@ -974,7 +999,7 @@ static int check_journal(const char *path, const mapped_t *m, FILE *out)
         journal_req_t q;
         size_t used = 0;
         persist_parse_t pr = journalfmt_parse_record(m->p + off, m->len - off, &q, &used, &why);
-        if (pr == PARSE_TRUNCATED || (pr == PARSE_CORRUPT && all_zero(m->p + off, m->len - off))) {
+        if ((pr == PARSE_TRUNCATED || pr == PARSE_CORRUPT) && torn_tail(m->p + off, m->len - off)) {
             fprintf(out, "  torn last record at offset %zu (%zu bytes): dropped at start-up\n", off, m->len - off);
             break;
         }

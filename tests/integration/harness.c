@@ -60,6 +60,10 @@ char *tally_log(const tally_proc_t *p)
 
 static long long file_limit;
 
+/* A hung test must fail rather than stall CI: every integration test
+ * program dies after 20 minutes. */
+__attribute__((constructor)) static void watchdog(void) { alarm(1200); }
+
 /* Every tallyd this test process started, so that a failed test (cmocka
  * longjmps past its cleanup) never leaves one running. */
 #define MAX_CHILDREN 256

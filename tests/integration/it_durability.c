@@ -244,18 +244,42 @@ static void expect_refusal(tally_proc_t *p, const char *file, const char *what)
     free(log);
 }
 
-static void test_torn_journal_tail_dropped(void **state)
+/* Where the records of a journal file end, and where its last one starts. */
+static void journal_records_extent(const char *data, size_t len, size_t *last_start, size_t *end)
 {
-    (void)state;
+    size_t off = 24;
+    *last_start = *end = off;
+    while (off + 8 <= len) {
+        uint32_t plen = (uint32_t)(unsigned char)data[off] | (uint32_t)(unsigned char)data[off + 1] << 8 |
+                        (uint32_t)(unsigned char)data[off + 2] << 16 | (uint32_t)(unsigned char)data[off + 3] << 24;
+        if (plen == 0 || off + 8 + plen > len)
+            break;
+        *last_start = off;
+        off += 8 + plen;
+        *end = off;
+    }
+}
+
+/* The two shapes a crash mid-append leaves: the last record cut short at
+ * the end of the file, or cut short inside space reserved in advance (its
+ * last bytes still zero).  Either is dropped, with the offset logged. */
+static void torn_case(bool cut_file)
+{
     tally_proc_t p;
     make_dir(&p, 0, 10);
     char jp[512];
     last_journal(p.dir, jp, sizeof(jp));
     char *data;
-    size_t len;
+    size_t len, last, end;
     read_file(jp, &data, &len);
-    /* a crash mid-write: the last record cut in the middle */
-    write_file(jp, data, len - 7);
+    journal_records_extent(data, len, &last, &end);
+    assert_true(end > last && last > 24);
+    if (cut_file) {
+        write_file(jp, data, end - 7);
+    } else {
+        memset(data + end - 7, 0, 7);
+        write_file(jp, data, len > end + 4096 ? len : end + 4096);
+    }
     free(data);
     tally_start(&p, p.dir, NULL);
     assert_int_equal(taken(&p, "d"), 9);
@@ -268,6 +292,13 @@ static void test_torn_journal_tail_dropped(void **state)
     assert_int_equal(taken(&p, "d"), 9);
     p.own_dir = true;
     tally_cleanup(&p);
+}
+
+static void test_torn_journal_tail_dropped(void **state)
+{
+    (void)state;
+    torn_case(true);
+    torn_case(false);
 }
 
 static void test_zero_tail_dropped(void **state)
