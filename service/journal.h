@@ -3,26 +3,27 @@
  *
  * Appending (under the shard locks of the change) only copies the record into
  * an in-memory buffer and returns its LSN: the byte position just past it in
- * the endless stream of all journal bytes.  Before answering, the request
- * calls journal_wait(lsn); one waiting thread becomes the writer, writes
- * everything buffered so far with one write() (and, with fsync=always, one
- * fdatasync()), and wakes the others.  So:
+ * the endless stream of all journal bytes.  Before answering, the server asks
+ * for that LSN (journal_try / journal_wait_async): the buffered bytes are
+ * copied into the file through a shared mapping of space reserved in advance
+ * (no system call per change), and under fsync=always a flusher thread gives
+ * every waiting request of a batch one shared fdatasync().  So:
  *
  *   always    acknowledged => on disk (fdatasync before the answer)
- *   everysec  acknowledged => in the kernel (write before the answer), on disk
- *             within about a second (a background fdatasync every second)
- *   no        acknowledged => in the kernel; the OS decides when it hits disk
+ *   everysec  acknowledged => in the kernel's page cache before the answer, on
+ *             disk within about a second (a background fdatasync every second)
+ *   no        acknowledged => in the page cache; the OS decides when it hits disk
  *
  * A kill -9 loses nothing acknowledged under any policy; a power loss can
  * lose the last second under everysec, more under no.
  *
- * A failed write (disk full, I/O error) is retried: the buffer keeps the
- * bytes in order, waiting requests get an error after a timeout, and nothing
- * that was acknowledged is ever lost.
+ * A failed write (no space can be reserved, I/O error) is retried: the buffer
+ * keeps the bytes in order, waiting requests get an error after a timeout,
+ * and nothing that was acknowledged is ever lost.
  *
  * Rotation (for snapshots): journal_rotate() marks the current end as the
- * boundary; bytes before it go to the old file, which is fsynced and closed,
- * bytes after to the new one.
+ * boundary; bytes before it go to the old file, which is cut to its data,
+ * synced and closed, bytes after to the new one.
  */
 #ifndef TALLY_JOURNAL_H
 #define TALLY_JOURNAL_H
