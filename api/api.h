@@ -263,4 +263,14 @@ bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp
 /* Sets a 409 WRONGTYPE naming both types. */
 void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted);
 
+/* The create routes (PUT /bloom/{key}, /cuckoo, /cms, /topk, /tdigest, /ts):
+ * stores `value`, a new object of `type`, at the key and answers 201 with
+ * info(value) (built under the shard lock), or {"created": true} when info is
+ * NULL.  409 EXISTS when the key already holds a `type`, 409 WRONGTYPE when it
+ * holds another type, 507 when out of memory (also when value is NULL, the
+ * caller's allocation having failed).  Journals the request on success; on
+ * failure frees the value and changes nothing. */
+void api_create_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                    const ks_type_t *type, void *value, json_t *(*info)(const void *value));
+
 #endif

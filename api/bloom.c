@@ -52,34 +52,8 @@ void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!api_make_room(srv, req, resp))
         return;
-    bloom_t *b = bloom_create(error, (uint64_t)capacity, (uint32_t)expansion, scaling);
-    if (!b) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
-        return;
-    }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e) {
-        ks_shard_unlock(sh);
-        bloom_free(b);
-        if (ks_entry_type(e) != &bloom_type)
-            api_wrongtype(resp, e, "bloom");
-        else
-            api_error(resp, API_E_EXISTS, "a bloom filter already exists at this key");
-        return;
-    }
-    if (!ks_add(ks, &k, &bloom_type, b, KS_NO_EXPIRY, api_now_ms(req))) {
-        ks_shard_unlock(sh);
-        bloom_free(b);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
-        return;
-    }
-    api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
-    api_json(resp, 201, json_pack("{s:b}", "created", 1));
+    api_create_key(srv, req, resp, key, klen, &bloom_type,
+                   bloom_create(error, (uint64_t)capacity, (uint32_t)expansion, scaling), NULL);
 }
 
 void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -22,8 +22,9 @@
 #include "api/routes.h"
 #include "core/cms.h"
 
-static json_t *info_json(const cms_t *c)
+static json_t *info_json(const void *value)
 {
+    const cms_t *c = value;
     return json_pack("{s:I,s:I,s:I,s:b,s:I}", "width", (json_int_t)cms_width(c), "depth",
                      (json_int_t)cms_depth(c), "count", (json_int_t)cms_total(c), "conservative",
                      cms_conservative(c), "size_bytes", (json_int_t)cms_type.size(c));
@@ -87,32 +88,8 @@ void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_make_room(srv, req, resp))
         return;
 
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e) {
-        ks_shard_unlock(sh);
-        if (ks_entry_type(e) == &cms_type)
-            api_error(resp, API_E_EXISTS, "the key already holds a cms");
-        else
-            api_wrongtype(resp, e, "cms");
-        return;
-    }
-    cms_t *c = cms_create((uint32_t)width, (uint32_t)depth, conservative);
-    e = c ? ks_add(ks, &k, &cms_type, c, KS_NO_EXPIRY, api_now_ms(req)) : NULL;
-    if (!e) {
-        ks_shard_unlock(sh);
-        cms_free(c);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating a %llu × %llu sketch",
-                  (unsigned long long)width, (unsigned long long)depth);
-        return;
-    }
-    api_journal(srv, req, resp);
-    json_t *info = info_json(c);
-    ks_shard_unlock(sh);
-    api_json(resp, 201, info);
+    api_create_key(srv, req, resp, key, klen, &cms_type, cms_create((uint32_t)width, (uint32_t)depth, conservative),
+                   info_json);
 }
 
 void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -55,34 +55,7 @@ void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!api_make_room(srv, req, resp))
         return;
-    cuckoo_t *c = cuckoo_create(&p, key_seed(key, klen));
-    if (!c) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
-        return;
-    }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e) {
-        ks_shard_unlock(sh);
-        cuckoo_free(c);
-        if (ks_entry_type(e) != &cuckoo_type)
-            api_wrongtype(resp, e, "cuckoo");
-        else
-            api_error(resp, API_E_EXISTS, "a cuckoo filter already exists at this key");
-        return;
-    }
-    if (!ks_add(ks, &k, &cuckoo_type, c, KS_NO_EXPIRY, api_now_ms(req))) {
-        ks_shard_unlock(sh);
-        cuckoo_free(c);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
-        return;
-    }
-    api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
-    api_json(resp, 201, json_pack("{s:b}", "created", 1));
+    api_create_key(srv, req, resp, key, klen, &cuckoo_type, cuckoo_create(&p, key_seed(key, klen)), NULL);
 }
 
 void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -28,8 +28,9 @@
 #include "api/routes.h"
 #include "core/tdigest.h"
 
-static json_t *info_json(const tdigest_t *td)
+static json_t *info_json(const void *value)
 {
+    const tdigest_t *td = value;
     tdigest_info_t in;
     tdigest_get_info(td, &in);
     return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o}", "compression", (json_int_t)in.compression,
@@ -63,31 +64,7 @@ void h_tdigest_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!api_make_room(srv, req, resp))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e) {
-        ks_shard_unlock(sh);
-        if (ks_entry_type(e) == &tdigest_type)
-            api_error(resp, API_E_EXISTS, "the key already holds a tdigest");
-        else
-            api_wrongtype(resp, e, "tdigest");
-        return;
-    }
-    tdigest_t *td = tdigest_create((uint32_t)compression);
-    e = td ? ks_add(ks, &k, &tdigest_type, td, KS_NO_EXPIRY, api_now_ms(req)) : NULL;
-    if (!e) {
-        ks_shard_unlock(sh);
-        tdigest_free(td);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the tdigest");
-        return;
-    }
-    api_journal(srv, req, resp);
-    json_t *info = info_json(td);
-    ks_shard_unlock(sh);
-    api_json(resp, 201, info);
+    api_create_key(srv, req, resp, key, klen, &tdigest_type, tdigest_create((uint32_t)compression), info_json);
 }
 
 void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -23,8 +23,9 @@
 
 #define TOPK_SEED_SALT 0x746f706b2d726e67ULL   /* "topk-rng": seeds decay from the key's bytes */
 
-static json_t *info_json(const topk_t *t)
+static json_t *info_json(const void *value)
 {
+    const topk_t *t = value;
     return json_pack("{s:I,s:I,s:I,s:o,s:I}", "k", (json_int_t)topk_k(t), "width", (json_int_t)topk_width(t),
                      "depth", (json_int_t)topk_depth(t), "decay", json_real(topk_decay(t)), "size_bytes",
                      (json_int_t)topk_type.size(t));
@@ -58,32 +59,10 @@ void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_make_room(srv, req, resp))
         return;
 
-    ks_t *ks = srv->ks;
-    ks_key_t kk = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, kk.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &kk, api_now_ms(req));
-    if (e) {
-        ks_shard_unlock(sh);
-        if (ks_entry_type(e) == &topk_type)
-            api_error(resp, API_E_EXISTS, "the key already holds a topk");
-        else
-            api_wrongtype(resp, e, "topk");
-        return;
-    }
-    topk_t *t = topk_create((uint32_t)k, (uint32_t)width, (uint32_t)depth, decay,
-                            tally_xxh64(key, klen, TOPK_SEED_SALT));
-    e = t ? ks_add(ks, &kk, &topk_type, t, KS_NO_EXPIRY, api_now_ms(req)) : NULL;
-    if (!e) {
-        ks_shard_unlock(sh);
-        topk_free(t);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the top-k");
-        return;
-    }
-    api_journal(srv, req, resp);
-    json_t *info = info_json(t);
-    ks_shard_unlock(sh);
-    api_json(resp, 201, info);
+    api_create_key(srv, req, resp, key, klen, &topk_type,
+                   topk_create((uint32_t)k, (uint32_t)width, (uint32_t)depth, decay,
+                               tally_xxh64(key, klen, TOPK_SEED_SALT)),
+                   info_json);
 }
 
 void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -440,28 +440,7 @@ void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!parse_opts(resp, body, &o) || !api_make_room(srv, req, resp))
         return;
 
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e) {
-        const char *type = ks_entry_type(e)->name;
-        ks_shard_unlock(sh);
-        api_error(resp, API_E_EXISTS, "key already exists (a %s)", type);
-        return;
-    }
-    ts_t *ts = ts_create(o.retention, o.policy, o.labels, o.nlabels);
-    e = ts ? ks_add(ks, &k, &ts_type, ts, KS_NO_EXPIRY, api_now_ms(req)) : NULL;
-    if (!e) {
-        ts_free(ts);
-        ks_shard_unlock(sh);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the time series");
-        return;
-    }
-    api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
-    api_json(resp, 201, json_pack("{s:b}", "created", 1));
+    api_create_key(srv, req, resp, key, klen, &ts_type, ts_create(o.retention, o.policy, o.labels, o.nlabels), NULL);
 }
 
 void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -121,50 +121,42 @@ void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted)
     api_error(resp, API_E_WRONGTYPE, "key holds a %s, not a %s", ks_entry_type(e)->name, wanted);
 }
 
+void api_create_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                    const ks_type_t *type, void *value, json_t *(*info)(const void *value))
+{
+    if (!value) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the %s", type->name);
+        return;
+    }
+    ks_t *ks = srv->ks;
+    ks_key_t k = ks_key(ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    if (e) {
+        ks_shard_unlock(sh);
+        type->free(value);
+        if (ks_entry_type(e) == type)
+            api_error(resp, API_E_EXISTS, "a %s already exists at this key", type->name);
+        else
+            api_wrongtype(resp, e, type->name);
+        return;
+    }
+    if (!ks_add(ks, &k, type, value, KS_NO_EXPIRY, api_now_ms(req))) {
+        ks_shard_unlock(sh);
+        type->free(value);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the %s", type->name);
+        return;
+    }
+    api_journal(srv, req, resp);
+    json_t *answer = info ? info(value) : json_pack("{s:b}", "created", 1);
+    ks_shard_unlock(sh);
+    api_json(resp, 201, answer);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Keys                                                                     */
 /* ------------------------------------------------------------------------ */
-
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF) without NUL. */
-static bool valid_utf8(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        unsigned cp;
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-            cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i <= need)
-            return false;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return false;
-        i += need + 1;
-    }
-    return true;
-}
 
 bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t len)
 {
@@ -177,7 +169,7 @@ bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t 
                         KS_KEY_MAX);
         return false;
     }
-    if (!valid_utf8((const unsigned char *)key, len)) {
+    if (!codec_text_ok(key, len)) {
         api_error_field(resp, API_E_BAD_REQUEST, field, "%s must be UTF-8 text without NUL bytes", field);
         return false;
     }
@@ -668,7 +660,7 @@ bool api_key_ok(const char *key, size_t len, const char **why)
         *why = "must not be empty";
     else if (len > KS_KEY_MAX)
         *why = "is longer than 1024 bytes";
-    else if (!valid_utf8((const unsigned char *)key, len))
+    else if (!codec_text_ok(key, len))
         *why = "must be UTF-8 text without NUL bytes";
     else
         return true;

@@ -168,3 +168,45 @@ const uint8_t *rbuf_blob(rbuf_t *r, size_t *n)
     *n = p ? len : 0;
     return p;
 }
+
+bool codec_text_ok(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        unsigned cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (n - i <= need)
+            return false;
+        for (size_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        i += need + 1;
+    }
+    return true;
+}
+

@@ -100,4 +100,9 @@ static inline void le64_store(uint8_t *p, uint64_t v)
     le32_store(p + 4, (uint32_t)(v >> 32));
 }
 
+/* True when [p, p+n) is strict UTF-8 (no overlong forms, no surrogates, at
+ * most U+10FFFF) without NUL: what keys and geo members must be, so they
+ * always come back as JSON strings. */
+bool codec_text_ok(const void *p, size_t n);
+
 #endif

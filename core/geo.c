@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/codec.h"
 #include "core/hash.h"
 
 #define GEO_ENC_VERSION 1            /* first byte of every encoding */
@@ -1005,47 +1006,6 @@ static void type_encode(const void *v, wbuf_t *out)
         }
 }
 
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF) without NUL. */
-static bool member_text_ok(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        unsigned cp;
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-            cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i <= need)
-            return false;
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-            (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return false;
-        i += need + 1;
-    }
-    return true;
-}
-
 static void *decode_fail(geo_t *g, elem_t **es, size_t n, const char *msg, const char **why)
 {
     if (g && g->slots)
@@ -1092,7 +1052,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
             return decode_fail(g, es, i, "geo: truncated member", why);
         if (score >= SCORE_LIMIT || (uint64_t)(double)score != score)
             return decode_fail(g, es, i, "geo: score is not a geohash", why);
-        if (mlen == 0 || mlen > GEO_MEMBER_MAX || !member_text_ok(m, mlen))
+        if (mlen == 0 || mlen > GEO_MEMBER_MAX || !codec_text_ok(m, mlen))
             return decode_fail(g, es, i, "geo: bad member", why);
         elem_t *e = malloc(elem_bytes(mlen));
         if (!e)

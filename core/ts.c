@@ -81,6 +81,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/codec.h"
+
 #define TS_ENC_VERSION 1              /* first byte of every encoding */
 #define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
 #define TS_CHUNK_MAX_BYTES 4096       /* a chunk is full past this many stream bytes (RedisTimeSeries's default chunk size) */
@@ -1400,46 +1402,6 @@ static void type_encode(const void *value, wbuf_t *out)
     }
 }
 
-/* Strict UTF-8 without NUL (labels are printed as JSON strings). */
-static bool utf8_ok(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        uint32_t cp;
-        if (c >= 0xc2 && c <= 0xdf) {
-            len = 2;
-            cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            len = 3;
-            cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i < len)
-            return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = cp << 6 | (s[i + k] & 0x3f);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-            return false;
-        i += len;
-    }
-    return true;
-}
-
 static void *type_decode(const uint8_t *p, size_t len, const char **why)
 {
     rbuf_t r = rbuf_make(p, len);
@@ -1468,8 +1430,8 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         size_t nl, vl;
         const uint8_t *np = rbuf_blob(&r, &nl);
         const uint8_t *vp = rbuf_blob(&r, &vl);
-        if (!np || !vp || nl == 0 || vl == 0 || nl > TS_MAX_LABEL_LEN || vl > TS_MAX_LABEL_LEN || !utf8_ok(np, nl) ||
-            !utf8_ok(vp, vl)) {
+        if (!np || !vp || nl == 0 || vl == 0 || nl > TS_MAX_LABEL_LEN || vl > TS_MAX_LABEL_LEN || !codec_text_ok(np, nl) ||
+            !codec_text_ok(vp, vl)) {
             *why = "ts: bad label";
             return NULL;
         }

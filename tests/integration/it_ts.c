@@ -473,7 +473,7 @@ static void test_bad_input(void **state)
         http_free(&r);
     }
     r = http(&T, "PUT", "/ts/other", NULL, NULL);
-    assert_error(&r, 409, "EXISTS");
+    assert_error(&r, 409, "WRONGTYPE");
     http_free(&r);
     r = http(&T, "POST", "/throttle", "{\"key\":\"bad\",\"max_burst\":1,\"count_per_period\":1,\"period\":1}", NULL);
     assert_error(&r, 409, "WRONGTYPE");
