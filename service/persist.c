@@ -27,6 +27,7 @@
 #define SNAPSHOT_TMP "snapshot.tly.tmp"
 #define LOCK_NAME "LOCK"
 #define SNAP_DRAIN_BUDGET (256 * 1024)    /* bytes encoded per shard-lock hold */
+#define SNAP_WRITEBACK_STEP (16u << 20)  /* bytes written between writeback starts */
 
 struct persist {
     char dir[512];
@@ -660,7 +661,7 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     XXH64_state_t *xs = XXH64_createState();
     wbuf_t b = WBUF_INIT;
-    uint64_t records = 0, bytes = 0;
+    uint64_t records = 0, bytes = 0, flushed = 0;
     if (fd < 0 || !xs) {
         e = fd < 0 ? errno : ENOMEM;
         goto fail;
@@ -693,6 +694,12 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
                     goto fail;
                 bytes += b.len;
                 b.len = 0;
+                /* start writeback now, so the fsync at the end waits for the
+                 * last stretch only, not for the whole file */
+                if (bytes - flushed >= SNAP_WRITEBACK_STEP) {
+                    (void)sync_file_range(fd, (off_t)flushed, (off_t)(bytes - flushed), SYNC_FILE_RANGE_WRITE);
+                    flushed = bytes;
+                }
             }
             /* On a busy core, let request threads run between slices rather
              * than at the end of the scheduler's time slice. */
