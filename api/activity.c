@@ -59,11 +59,11 @@ static bool query_day(const api_req_t *req, api_resp_t *resp, const char *name, 
 static bool find_activity(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
                           ks_entry_t **e, activity_t **a)
 {
+    bool failed;
     ks_shard_lock(ks_shard_at(srv->ks, k->shard));
-    *e = ks_find(srv->ks, k, api_now_ms(req));
-    if (*e && ks_entry_type(*e) != &activity_type) {
+    *e = api_find(srv, req, resp, k, &activity_type, false, false, &failed);
+    if (failed) {
         ks_shard_unlock(ks_shard_at(srv->ks, k->shard));
-        api_wrongtype(resp, *e, "activity");
         return false;
     }
     *a = *e ? ks_entry_value(*e) : NULL;

@@ -263,6 +263,19 @@ bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp
 /* Sets a 409 WRONGTYPE naming both types. */
 void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted);
 
+/* Looks up `k` (its shard locked) expecting `type`: returns the entry, or
+ * NULL with *resp set - 404 when missing (if must_exist), 409 WRONGTYPE when
+ * of another type.  With write, the entry is prepared for modification.
+ * *failed is set when *resp holds an error (telling a missing key apart from
+ * an error when !must_exist).  The shard lock is left as it was. */
+ks_entry_t *api_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
+                     const ks_type_t *type, bool write, bool must_exist, bool *failed);
+
+/* The info routes (GET /cms/{key}, /topk, /tdigest): 200 with info(value)
+ * built under the shard lock; 404 when missing, 409 WRONGTYPE. */
+void api_answer_info(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                     const ks_type_t *type, json_t *(*info)(const void *value));
+
 /* The create routes (PUT /bloom/{key}, /cuckoo, /cms, /topk, /tdigest, /ts):
  * stores `value`, a new object of `type`, at the key and answers 201 with
  * info(value) (built under the shard lock), or {"created": true} when info is

@@ -201,12 +201,12 @@ static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
 static bool find_bits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
                       ks_entry_t **e, bits_t **b)
 {
+    bool failed;
     ks_shard_t *sh = ks_shard_at(srv->ks, k->shard);
     ks_shard_lock(sh);
-    *e = ks_find(srv->ks, k, api_now_ms(req));
-    if (*e && ks_entry_type(*e) != &bits_type) {
+    *e = api_find(srv, req, resp, k, &bits_type, false, false, &failed);
+    if (failed) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, *e, "bits");
         return false;
     }
     *b = *e ? ks_entry_value(*e) : NULL;

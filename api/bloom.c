@@ -78,10 +78,10 @@ void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &bloom_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &bloom_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, e, "bloom");
         goto out;
     }
     bloom_t *b;
@@ -145,11 +145,11 @@ static void bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &bloom_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &bloom_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
         free(found);
-        api_wrongtype(resp, e, "bloom");
         return;
     }
     if (e)
@@ -199,17 +199,15 @@ void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &bloom_type, false, false, &wrong);
     bloom_info_t in;
-    if (e && ks_entry_type(e) == &bloom_type)
+    if (e)
         bloom_get_info(ks_entry_value(e), &in);
     ks_shard_unlock(sh);
     if (!e) {
-        api_error(resp, API_E_NOT_FOUND, "no bloom filter at this key");
-        return;
-    }
-    if (ks_entry_type(e) != &bloom_type) {
-        api_wrongtype(resp, e, "bloom");
+        if (!wrong)
+            api_error(resp, API_E_NOT_FOUND, "no bloom filter at this key");
         return;
     }
     json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:f,s:b,s:I,s:f}", "capacity", (json_int_t)in.capacity, "size_bytes",

@@ -117,7 +117,7 @@ void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &cms_type, false, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &cms_type, false, true, &failed);
     if (!e)
         goto out;
     cms_t *c = ks_entry_value(e);
@@ -156,7 +156,7 @@ static void count_items(api_server_t *srv, api_req_t *req, api_resp_t *resp, con
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &cms_type, false, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &cms_type, false, true, &failed);
     if (e) {
         const cms_t *c = ks_entry_value(e);
         for (size_t i = 0; i < n; i++)
@@ -248,9 +248,9 @@ void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
     ks_lock_keys(ks, keys, n + 1);
     bool failed;
-    ks_entry_t *dst = freq_find(srv, req, resp, &keys[0], &cms_type, false, true, &failed);
+    ks_entry_t *dst = api_find(srv, req, resp, &keys[0], &cms_type, false, true, &failed);
     for (size_t i = 0; dst && i < n; i++) {
-        ks_entry_t *e = freq_find(srv, req, resp, &keys[i + 1], &cms_type, false, false, &failed);
+        ks_entry_t *e = api_find(srv, req, resp, &keys[i + 1], &cms_type, false, false, &failed);
         if (!e) {
             if (!failed)
                 api_error_field(resp, API_E_NOT_FOUND, "sources", "source '%s' does not exist",
@@ -293,14 +293,5 @@ void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &cms_type, false, true, &failed);
-    json_t *info = e ? info_json(ks_entry_value(e)) : NULL;
-    ks_shard_unlock(sh);
-    if (info)
-        api_json(resp, 200, info);
+    api_answer_info(srv, req, resp, key, klen, &cms_type, info_json);
 }

@@ -71,10 +71,10 @@ void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, now_ms);
-    if (e && ks_entry_type(e) != &counter_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &counter_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, e, "counter");
         return;
     }
     int64_t value;
@@ -119,10 +119,10 @@ void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, now_ms);
-    if (e && ks_entry_type(e) != &counter_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &counter_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, e, "counter");
         return;
     }
     int64_t value = e ? counter_value(ks_entry_value(e)) : 0;

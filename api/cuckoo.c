@@ -82,10 +82,10 @@ void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &cuckoo_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, e, "cuckoo");
         goto out;
     }
     cuckoo_t *c;
@@ -154,11 +154,11 @@ static void cuckoo_lookup(api_server_t *srv, api_req_t *req, api_resp_t *resp, c
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &cuckoo_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
         free(found);
-        api_wrongtype(resp, e, "cuckoo");
         return;
     }
     if (e) {
@@ -230,16 +230,14 @@ void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (!e || ks_entry_type(e) != &cuckoo_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, true, false, &wrong);
+    if (!e) {
         ks_shard_unlock(sh);
-        if (e)
-            api_wrongtype(resp, e, "cuckoo");
-        else
+        if (!wrong)
             api_error(resp, API_E_NOT_FOUND, "no cuckoo filter at this key");
         goto out;
     }
-    ks_entry_prepare_write(ks, e);
     bool changed = false;
     for (size_t i = 0; i < it.n; i++) {
         removed[i] = cuckoo_delete(ks_entry_value(e), it.p[i], it.len[i], NULL);
@@ -264,17 +262,15 @@ void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, false, false, &wrong);
     cuckoo_info_t in;
-    if (e && ks_entry_type(e) == &cuckoo_type)
+    if (e)
         cuckoo_get_info(ks_entry_value(e), &in);
     ks_shard_unlock(sh);
     if (!e) {
-        api_error(resp, API_E_NOT_FOUND, "no cuckoo filter at this key");
-        return;
-    }
-    if (ks_entry_type(e) != &cuckoo_type) {
-        api_wrongtype(resp, e, "cuckoo");
+        if (!wrong)
+            api_error(resp, API_E_NOT_FOUND, "no cuckoo filter at this key");
         return;
     }
     double slots = (double)in.buckets * in.bucket_size;

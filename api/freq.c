@@ -162,26 +162,3 @@ json_t *freq_string(const char *p, size_t len)
     json_t *s = json_stringn(p, len);
     return s ? s : json_null();
 }
-
-ks_entry_t *freq_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
-                      const ks_type_t *type, bool write, bool must_exist, bool *failed)
-{
-    *failed = false;
-    ks_entry_t *e = ks_find(srv->ks, k, api_now_ms(req));
-    if (!e) {
-        if (must_exist) {
-            api_error(resp, API_E_NOT_FOUND, "no such key (create the %s with PUT /%s/{key})", type->name,
-                      type->name);
-            *failed = true;
-        }
-        return NULL;
-    }
-    if (ks_entry_type(e) != type) {
-        api_wrongtype(resp, e, type->name);
-        *failed = true;
-        return NULL;
-    }
-    if (write)
-        ks_entry_prepare_write(srv->ks, e);
-    return e;
-}

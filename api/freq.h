@@ -1,7 +1,7 @@
 /*
  * freq.h - request pieces shared by the frequency and quantile families
  * (api/cms.c, api/topk.c, api/tdigest.c): item lists, increments, value
- * lists, non-finite numbers in JSON, and finding a key of a given type.
+ * lists and non-finite numbers in JSON.
  */
 #ifndef TALLY_API_FREQ_H
 #define TALLY_API_FREQ_H
@@ -45,12 +45,5 @@ json_t *freq_count(uint64_t v);
 /* The JSON string of item bytes (null if they are not valid UTF-8, which
  * only a hand-made snapshot can produce). */
 json_t *freq_string(const char *p, size_t len);
-
-/* Looks up `k` (its shard locked) expecting `type`: returns the entry, or
- * NULL with *resp set - 404 when missing (if must_exist), 409 WRONGTYPE when
- * of another type.  With write, the entry is prepared for modification.
- * *found tells a missing key apart from an error when !must_exist. */
-ks_entry_t *freq_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
-                      const ks_type_t *type, bool write, bool must_exist, bool *failed);
 
 #endif

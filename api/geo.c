@@ -30,7 +30,6 @@
 #include "api/routes.h"
 #include "core/geo.h"
 
-#define GEO_WANTED "geo"                  /* type name in WRONGTYPE messages */
 
 /* ------------------------------------------------------------------------ */
 /* Output helpers                                                           */
@@ -207,10 +206,10 @@ static bool query_members(const api_req_t *req, api_resp_t *resp, const char *na
 static bool find_geo(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
                      ks_entry_t **e, geo_t **g)
 {
-    *e = ks_find(srv->ks, k, api_now_ms(req));
-    if (*e && ks_entry_type(*e) != &geo_type) {
+    bool failed;
+    *e = api_find(srv, req, resp, k, &geo_type, false, false, &failed);
+    if (failed) {
         ks_shard_unlock(ks_shard_at(srv->ks, k->shard));
-        api_wrongtype(resp, *e, GEO_WANTED);
         return false;
     }
     *g = *e ? ks_entry_value(*e) : NULL;

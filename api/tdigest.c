@@ -106,7 +106,7 @@ void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
     uint64_t total = 0;
     if (e) {
         tdigest_t *td = ks_entry_value(e);
@@ -175,7 +175,7 @@ static void query(api_server_t *srv, api_req_t *req, api_resp_t *resp, query_kin
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
     if (e) {
         const tdigest_t *td = ks_entry_value(e);
         for (size_t i = 0; i < n; i++) {
@@ -238,7 +238,7 @@ static void scalar(api_server_t *srv, api_req_t *req, api_resp_t *resp, scalar_k
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
     double v = 0;
     if (e) {
         const tdigest_t *td = ks_entry_value(e);
@@ -261,16 +261,7 @@ void h_tdigest_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !no_query(req, resp))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
-    json_t *info = e ? info_json(ks_entry_value(e)) : NULL;
-    ks_shard_unlock(sh);
-    if (info)
-        api_json(resp, 200, info);
+    api_answer_info(srv, req, resp, key, klen, &tdigest_type, info_json);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -322,11 +313,11 @@ void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
     ks_lock_keys(ks, keys, n + 1);
     bool failed;
-    ks_entry_t *dst = freq_find(srv, req, resp, &keys[0], &tdigest_type, false, false, &failed);
+    ks_entry_t *dst = api_find(srv, req, resp, &keys[0], &tdigest_type, false, false, &failed);
     if (failed)
         goto unlock;
     for (size_t i = 0; i < n; i++) {
-        ks_entry_t *e = freq_find(srv, req, resp, &keys[i + 1], &tdigest_type, false, false, &failed);
+        ks_entry_t *e = api_find(srv, req, resp, &keys[i + 1], &tdigest_type, false, false, &failed);
         if (failed)
             goto unlock;
         if (!e) {
@@ -389,7 +380,7 @@ void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &tdigest_type, true, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, true, true, &failed);
     json_t *info = NULL;
     if (e) {
         tdigest_t *td = ks_entry_value(e);

@@ -268,10 +268,10 @@ static bool run_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, r
     ks_key_t k = ks_key(ks, it->key, it->klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &throttle_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &throttle_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, e, "throttle");
         return false;
     }
     throttle_t *t = e ? ks_entry_value(e) : NULL;
@@ -833,10 +833,10 @@ void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, it.key, it.klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *ent = ks_find(ks, &k, api_now_ms(req));
-    if (ent && ks_entry_type(ent) != &throttle_type) {
+    bool wrong;
+    ks_entry_t *ent = api_find(srv, req, resp, &k, &throttle_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, ent, "throttle");
         rl_item_release(&it);
         return;
     }

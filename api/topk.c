@@ -87,7 +87,7 @@ void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, true, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &topk_type, true, true, &failed);
     if (e) {
         topk_t *t = ks_entry_value(e);
         for (size_t i = 0; i < n; i++) {
@@ -119,7 +119,7 @@ void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, false, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &topk_type, false, true, &failed);
     json_t *list = NULL;
     if (e) {
         const topk_t *t = ks_entry_value(e);
@@ -158,7 +158,7 @@ void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
     bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, false, true, &failed);
+    ks_entry_t *e = api_find(srv, req, resp, &k, &topk_type, false, true, &failed);
     if (e) {
         const topk_t *t = ks_entry_value(e);
         for (size_t i = 0; i < n; i++) {
@@ -182,14 +182,5 @@ void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = freq_find(srv, req, resp, &k, &topk_type, false, true, &failed);
-    json_t *info = e ? info_json(ks_entry_value(e)) : NULL;
-    ks_shard_unlock(sh);
-    if (info)
-        api_json(resp, 200, info);
+    api_answer_info(srv, req, resp, key, klen, &topk_type, info_json);
 }

@@ -37,8 +37,6 @@
 #include "api/routes.h"
 #include "core/ts.h"
 
-#define TS_TYPE_NAME "ts"
-
 /* ------------------------------------------------------------------------ */
 /* Parsing                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -408,17 +406,12 @@ static bool collect(void *ud, int64_t t, double v)
 }
 
 /* Finds the key for reading: NULL with 404/409 set when it is not a series. */
-static ks_entry_t *find_series(ks_t *ks, const api_req_t *req, api_resp_t *resp, const ks_key_t *k)
+static ks_entry_t *find_series(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k)
 {
-    ks_entry_t *e = ks_find(ks, k, api_now_ms(req));
-    if (!e) {
+    bool failed;
+    ks_entry_t *e = api_find(srv, req, resp, k, &ts_type, false, false, &failed);
+    if (!e && !failed)
         api_error(resp, API_E_NOT_FOUND, "no such time series");
-        return NULL;
-    }
-    if (ks_entry_type(e) != &ts_type) {
-        api_wrongtype(resp, e, TS_TYPE_NAME);
-        return NULL;
-    }
     return e;
 }
 
@@ -472,11 +465,11 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &ts_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &ts_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
         free(s);
-        api_wrongtype(resp, e, TS_TYPE_NAME);
         return;
     }
     /* A new series gets the samples before it joins the keyspace, so a
@@ -561,7 +554,7 @@ void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = find_series(ks, req, resp, &k);
+    ks_entry_t *e = find_series(srv, req, resp, &k);
     if (!e) {
         ks_shard_unlock(sh);
         return;
@@ -600,7 +593,7 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     collected_t c = { 0 };
     ks_shard_lock(sh);
-    ks_entry_t *e = find_series(ks, req, resp, &k);
+    ks_entry_t *e = find_series(srv, req, resp, &k);
     ts_status_t st = e ? ts_range(ks_entry_value(e), &q, collect, &c) : TS_OK;
     ks_shard_unlock(sh);
     free(fts);
@@ -658,7 +651,7 @@ void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = find_series(ks, req, resp, &k);
+    ks_entry_t *e = find_series(srv, req, resp, &k);
     if (!e) {
         ks_shard_unlock(sh);
         return;

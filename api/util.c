@@ -121,6 +121,45 @@ void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted)
     api_error(resp, API_E_WRONGTYPE, "key holds a %s, not a %s", ks_entry_type(e)->name, wanted);
 }
 
+ks_entry_t *api_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
+                     const ks_type_t *type, bool write, bool must_exist, bool *failed)
+{
+    *failed = false;
+    ks_entry_t *e = ks_find(srv->ks, k, api_now_ms(req));
+    if (!e) {
+        if (must_exist) {
+            api_error(resp, API_E_NOT_FOUND, "no such key (create the %s with PUT /%s/{key})", type->name,
+                      type->name);
+            *failed = true;
+        }
+        return NULL;
+    }
+    if (ks_entry_type(e) != type) {
+        api_wrongtype(resp, e, type->name);
+        *failed = true;
+        return NULL;
+    }
+    if (write)
+        ks_entry_prepare_write(srv->ks, e);
+    return e;
+}
+
+void api_answer_info(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                     const ks_type_t *type, json_t *(*info)(const void *value))
+{
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
+    ks_shard_lock(sh);
+    bool failed;
+    ks_entry_t *e = api_find(srv, req, resp, &k, type, false, true, &failed);
+    json_t *answer = e ? info(ks_entry_value(e)) : NULL;
+    ks_shard_unlock(sh);
+    if (answer)
+        api_json(resp, 200, answer);
+    else if (e)
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+}
+
 void api_create_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
                     const ks_type_t *type, void *value, json_t *(*info)(const void *value))
 {

@@ -53,11 +53,11 @@ void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     int updated;
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &hll_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &hll_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
         api_items_free(&it);
-        api_wrongtype(resp, e, "uv");
         return;
     }
     if (e) {
@@ -170,10 +170,10 @@ void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &hll_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &hll_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
-        api_wrongtype(resp, e, "uv");
         return;
     }
     if (raw) {
@@ -228,11 +228,11 @@ void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_key_t k = ks_key(ks, key, klen);
     ks_shard_t *sh = ks_shard_at(ks, k.shard);
     ks_shard_lock(sh);
-    ks_entry_t *e = ks_find(ks, &k, api_now_ms(req));
-    if (e && ks_entry_type(e) != &hll_type) {
+    bool wrong;
+    ks_entry_t *e = api_find(srv, req, resp, &k, &hll_type, false, false, &wrong);
+    if (wrong) {
         ks_shard_unlock(sh);
         hll_free(h);
-        api_wrongtype(resp, e, "uv");
         return;
     }
     uint64_t count = hll_count(h, false, NULL);
