@@ -473,3 +473,25 @@ bool json_bool_of(const http_resp_t *r, const char *name)
         die("response has no boolean '%s': %s", name, r->body ? r->body : "");
     return json_is_true(v);
 }
+
+/* The JSON of a GET (owned by the caller); fails unless 200. */
+json_t *http_get_json(const tally_proc_t *p, const char *path)
+{
+    http_resp_t r = http(p, "GET", path, NULL, NULL);
+    if (r.status != 200 || !r.json)
+        fail_msg("GET %s: %ld %s", path, r.status, r.body);
+    json_t *j = json_incref(r.json);
+    http_free(&r);
+    return j;
+}
+
+/* Fails unless the request answers `status` (and exactly `want_body`, when given). */
+void http_expect(const tally_proc_t *p, const char *method, const char *path, const char *body, long status,
+                 const char *want_body)
+{
+    http_resp_t r = http(p, method, path, body, NULL);
+    if (r.status != status || (want_body && strcmp(r.body, want_body) != 0))
+        fail_msg("%s %s %s: got %ld %s, want %ld %s", method, path, body ? body : "", r.status, r.body, status,
+                 want_body ? want_body : "");
+    http_free(&r);
+}

@@ -92,5 +92,10 @@ void assert_error_at(const http_resp_t *r, long status, const char *code, const 
 /* Integer member of the JSON body. */
 long long json_int_of(const http_resp_t *r, const char *name);
 bool json_bool_of(const http_resp_t *r, const char *name);
+/* The JSON of a GET (owned by the caller); fails unless 200. */
+json_t *http_get_json(const tally_proc_t *p, const char *path);
+/* Fails unless the request answers `status` (and exactly `want_body`, when given). */
+void http_expect(const tally_proc_t *p, const char *method, const char *path, const char *body, long status,
+                 const char *want_body);
 
 #endif

@@ -26,63 +26,42 @@ static int teardown(void **state)
     return 0;
 }
 
-/* The JSON of a GET (owned by the caller); fails unless 200. */
-static json_t *get_json(const tally_proc_t *p, const char *path)
-{
-    http_resp_t r = http(p, "GET", path, NULL, NULL);
-    if (r.status != 200 || !r.json)
-        fail_msg("GET %s: %ld %s", path, r.status, r.body);
-    json_t *j = json_incref(r.json);
-    http_free(&r);
-    return j;
-}
-
-static void expect(const tally_proc_t *p, const char *method, const char *path, const char *body, long status,
-                   const char *want_body)
-{
-    http_resp_t r = http(p, method, path, body, NULL);
-    if (r.status != status || (want_body && strcmp(r.body, want_body) != 0))
-        fail_msg("%s %s %s: got %ld %s, want %ld %s", method, path, body ? body : "", r.status, r.body, status,
-                 want_body ? want_body : "");
-    http_free(&r);
-}
-
 static void test_create_incr_count(void **state)
 {
     (void)state;
-    expect(&T, "PUT", "/cms/c1", "{\"error\":0.001,\"probability\":0.002}", 201,
-           "{\"width\":2000,\"depth\":9,\"count\":0,\"conservative\":false,\"size_bytes\":144032}");
-    expect(&T, "PUT", "/cms/c1", "{\"width\":10,\"depth\":2}", 409, NULL);
-    expect(&T, "POST", "/cms/c1", "{\"increments\":[{\"item\":\"a\",\"by\":3},{\"item\":\"b\"},{\"item\":\"a\",\"by\":0}]}",
-           200, "{\"counts\":[3,1,3]}");
-    expect(&T, "POST", "/cms/c1", "{\"items\":[\"a\",\"c\",\"c\"]}", 200, "{\"counts\":[4,1,2]}");
-    expect(&T, "GET", "/cms/c1/count?item=a&item=b&item=c&item=never", NULL, 200, "{\"counts\":[4,1,2,0]}");
-    expect(&T, "POST", "/cms/c1/count", "{\"items\":[\"a\",\"b\",\"c\",\"never\"]}", 200, "{\"counts\":[4,1,2,0]}");
-    expect(&T, "POST", "/cms/c1/count", "{\"increments\":[{\"item\":\"a\"}]}", 400, NULL);
-    expect(&T, "POST", "/cms/c1/count", "{\"items\":[]}", 400, NULL);
-    expect(&T, "POST", "/cms/nope/count", "{\"items\":[\"a\"]}", 404, NULL);
-    expect(&T, "GET", "/cms/c1", NULL, 200,
-           "{\"width\":2000,\"depth\":9,\"count\":7,\"conservative\":false,\"size_bytes\":144032}");
+    http_expect(&T, "PUT", "/cms/c1", "{\"error\":0.001,\"probability\":0.002}", 201,
+                "{\"width\":2000,\"depth\":9,\"count\":0,\"conservative\":false,\"size_bytes\":144032}");
+    http_expect(&T, "PUT", "/cms/c1", "{\"width\":10,\"depth\":2}", 409, NULL);
+    http_expect(&T, "POST", "/cms/c1", "{\"increments\":[{\"item\":\"a\",\"by\":3},{\"item\":\"b\"},{\"item\":\"a\",\"by\":0}]}",
+                200, "{\"counts\":[3,1,3]}");
+    http_expect(&T, "POST", "/cms/c1", "{\"items\":[\"a\",\"c\",\"c\"]}", 200, "{\"counts\":[4,1,2]}");
+    http_expect(&T, "GET", "/cms/c1/count?item=a&item=b&item=c&item=never", NULL, 200, "{\"counts\":[4,1,2,0]}");
+    http_expect(&T, "POST", "/cms/c1/count", "{\"items\":[\"a\",\"b\",\"c\",\"never\"]}", 200, "{\"counts\":[4,1,2,0]}");
+    http_expect(&T, "POST", "/cms/c1/count", "{\"increments\":[{\"item\":\"a\"}]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/c1/count", "{\"items\":[]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/nope/count", "{\"items\":[\"a\"]}", 404, NULL);
+    http_expect(&T, "GET", "/cms/c1", NULL, 200,
+                "{\"width\":2000,\"depth\":9,\"count\":7,\"conservative\":false,\"size_bytes\":144032}");
     /* an integer item stands for its decimal text */
-    expect(&T, "POST", "/cms/c1", "{\"items\":[7,\"7\"],\"increments\":null}", 400, NULL);
-    expect(&T, "POST", "/cms/c1", "{\"items\":[7,\"7\",-1]}", 200, "{\"counts\":[1,2,1]}");
-    expect(&T, "POST", "/cms/c1", "{\"increments\":[{\"item\":7,\"by\":5}]}", 200, "{\"counts\":[7]}");
-    expect(&T, "GET", "/cms/c1/count?item=7&item=-1", NULL, 200, "{\"counts\":[7,1]}");
-    expect(&T, "POST", "/cms/c1", "{\"items\":[7.5]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/c1", "{\"items\":[7,\"7\"],\"increments\":null}", 400, NULL);
+    http_expect(&T, "POST", "/cms/c1", "{\"items\":[7,\"7\",-1]}", 200, "{\"counts\":[1,2,1]}");
+    http_expect(&T, "POST", "/cms/c1", "{\"increments\":[{\"item\":7,\"by\":5}]}", 200, "{\"counts\":[7]}");
+    http_expect(&T, "GET", "/cms/c1/count?item=7&item=-1", NULL, 200, "{\"counts\":[7,1]}");
+    http_expect(&T, "POST", "/cms/c1", "{\"items\":[7.5]}", 400, NULL);
     /* items are bytes: a percent-encoded query item equals the JSON one */
-    expect(&T, "POST", "/cms/c1", "{\"items\":[\"a b/é\"]}", 200, "{\"counts\":[1]}");
-    expect(&T, "GET", "/cms/c1/count?item=a+b%2F%C3%A9", NULL, 200, "{\"counts\":[1]}");
+    http_expect(&T, "POST", "/cms/c1", "{\"items\":[\"a b/é\"]}", 200, "{\"counts\":[1]}");
+    http_expect(&T, "GET", "/cms/c1/count?item=a+b%2F%C3%A9", NULL, 200, "{\"counts\":[1]}");
     /* conservative update */
-    expect(&T, "PUT", "/cms/cons", "{\"width\":5,\"depth\":2,\"conservative\":true}", 201,
-           "{\"width\":5,\"depth\":2,\"count\":0,\"conservative\":true,\"size_bytes\":112}");
-    expect(&T, "GET", "/keys/cons", NULL, 200, NULL);
+    http_expect(&T, "PUT", "/cms/cons", "{\"width\":5,\"depth\":2,\"conservative\":true}", 201,
+                "{\"width\":5,\"depth\":2,\"count\":0,\"conservative\":true,\"size_bytes\":112}");
+    http_expect(&T, "GET", "/keys/cons", NULL, 200, NULL);
 }
 
 /* Many items with skewed counts: every answer is >= the exact count. */
 static void test_never_undercounts(void **state)
 {
     (void)state;
-    expect(&T, "PUT", "/cms/skew", "{\"width\":50,\"depth\":4}", 201, NULL);
+    http_expect(&T, "PUT", "/cms/skew", "{\"width\":50,\"depth\":4}", 201, NULL);
     enum { ITEMS = 300 };
     long exact[ITEMS] = { 0 };
     char *body = malloc(1 << 20), *path = malloc(1 << 16);
@@ -101,7 +80,7 @@ static void test_never_undercounts(void **state)
     size_t n = (size_t)snprintf(path, 32, "/cms/skew/count?");
     for (int i = 0; i < ITEMS; i++)
         n += (size_t)snprintf(path + n, 32, "%sitem=u%d", i ? "&" : "", i);
-    json_t *j = get_json(&T, path);
+    json_t *j = http_get_json(&T, path);
     json_t *counts = json_object_get(j, "counts");
     assert_int_equal(json_array_size(counts), ITEMS);
     for (int i = 0; i < ITEMS; i++)
@@ -117,51 +96,51 @@ static void test_never_undercounts(void **state)
 static void test_merge(void **state)
 {
     (void)state;
-    expect(&T, "PUT", "/cms/test1", "{\"width\":100,\"depth\":5}", 201, NULL);
-    expect(&T, "PUT", "/cms/test2", "{\"width\":100,\"depth\":5}", 201, NULL);
-    expect(&T, "PUT", "/cms/dest", "{\"width\":100,\"depth\":5}", 201, NULL);
-    expect(&T, "PUT", "/cms/other", "{\"width\":101,\"depth\":5}", 201, NULL);
-    expect(&T, "POST", "/cms/test1", "{\"increments\":[{\"item\":\"x\",\"by\":2},{\"item\":\"y\"}]}", 200, NULL);
-    expect(&T, "POST", "/cms/test2", "{\"increments\":[{\"item\":\"x\",\"by\":5}]}", 200, NULL);
-    expect(&T, "POST", "/cms/dest", "{\"items\":[\"old\"]}", 200, NULL);
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\",\"test2\"],\"weights\":[1,3]}", 200,
-           "{\"width\":100,\"depth\":5,\"count\":18,\"conservative\":false,\"size_bytes\":4032}");
+    http_expect(&T, "PUT", "/cms/test1", "{\"width\":100,\"depth\":5}", 201, NULL);
+    http_expect(&T, "PUT", "/cms/test2", "{\"width\":100,\"depth\":5}", 201, NULL);
+    http_expect(&T, "PUT", "/cms/dest", "{\"width\":100,\"depth\":5}", 201, NULL);
+    http_expect(&T, "PUT", "/cms/other", "{\"width\":101,\"depth\":5}", 201, NULL);
+    http_expect(&T, "POST", "/cms/test1", "{\"increments\":[{\"item\":\"x\",\"by\":2},{\"item\":\"y\"}]}", 200, NULL);
+    http_expect(&T, "POST", "/cms/test2", "{\"increments\":[{\"item\":\"x\",\"by\":5}]}", 200, NULL);
+    http_expect(&T, "POST", "/cms/dest", "{\"items\":[\"old\"]}", 200, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\",\"test2\"],\"weights\":[1,3]}", 200,
+                "{\"width\":100,\"depth\":5,\"count\":18,\"conservative\":false,\"size_bytes\":4032}");
     /* the destination was overwritten: "old" is gone */
-    expect(&T, "GET", "/cms/dest/count?item=x&item=y&item=old", NULL, 200, "{\"counts\":[17,1,0]}");
+    http_expect(&T, "GET", "/cms/dest/count?item=x&item=y&item=old", NULL, 200, "{\"counts\":[17,1,0]}");
     /* default weights 1; the destination may be a source */
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"dest\",\"test1\"]}", 200, NULL);
-    expect(&T, "GET", "/cms/dest/count?item=x&item=y", NULL, 200, "{\"counts\":[19,2]}");
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"dest\",\"test1\"]}", 200, NULL);
+    http_expect(&T, "GET", "/cms/dest/count?item=x&item=y", NULL, 200, "{\"counts\":[19,2]}");
     /* refusals change nothing */
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\",\"other\"]}", 400, NULL);
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\",\"missing\"]}", 404, NULL);
-    expect(&T, "POST", "/cms/nodest/merge", "{\"sources\":[\"test1\"]}", 404, NULL);
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\"],\"weights\":[1,2]}", 400, NULL);
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\"],\"weights\":[-1]}", 400, NULL);
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\"],\"weights\":[4611686018427387904]}", 400, NULL);
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[]}", 400, NULL);
-    expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"\"]}", 400, NULL);
-    expect(&T, "GET", "/cms/dest/count?item=x&item=y", NULL, 200, "{\"counts\":[19,2]}");
-    expect(&T, "GET", "/cms/nodest", NULL, 404, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\",\"other\"]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\",\"missing\"]}", 404, NULL);
+    http_expect(&T, "POST", "/cms/nodest/merge", "{\"sources\":[\"test1\"]}", 404, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\"],\"weights\":[1,2]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\"],\"weights\":[-1]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"test1\"],\"weights\":[4611686018427387904]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/dest/merge", "{\"sources\":[\"\"]}", 400, NULL);
+    http_expect(&T, "GET", "/cms/dest/count?item=x&item=y", NULL, 200, "{\"counts\":[19,2]}");
+    http_expect(&T, "GET", "/cms/nodest", NULL, 404, NULL);
 }
 
 /* A batch that would overflow the total is refused whole. */
 static void test_overflow_atomic(void **state)
 {
     (void)state;
-    expect(&T, "PUT", "/cms/big", "{\"width\":10,\"depth\":3}", 201, NULL);
-    expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"a\",\"by\":9223372036854775800}]}", 200,
-           "{\"counts\":[9223372036854775800]}");
-    expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"b\",\"by\":3},{\"item\":\"c\",\"by\":5}]}", 400, NULL);
-    expect(&T, "GET", "/cms/big/count?item=b&item=c", NULL, 200, NULL);
-    json_t *j = get_json(&T, "/cms/big");
+    http_expect(&T, "PUT", "/cms/big", "{\"width\":10,\"depth\":3}", 201, NULL);
+    http_expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"a\",\"by\":9223372036854775800}]}", 200,
+                "{\"counts\":[9223372036854775800]}");
+    http_expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"b\",\"by\":3},{\"item\":\"c\",\"by\":5}]}", 400, NULL);
+    http_expect(&T, "GET", "/cms/big/count?item=b&item=c", NULL, 200, NULL);
+    json_t *j = http_get_json(&T, "/cms/big");
     assert_int_equal(json_integer_value(json_object_get(j, "count")), 9223372036854775800LL);
     json_decref(j);
-    expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"b\",\"by\":3},{\"item\":\"c\",\"by\":4}]}", 200, NULL);
-    expect(&T, "POST", "/cms/big", "{\"items\":[\"d\"]}", 400, NULL);
-    expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"d\",\"by\":0}]}", 200, NULL);
+    http_expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"b\",\"by\":3},{\"item\":\"c\",\"by\":4}]}", 200, NULL);
+    http_expect(&T, "POST", "/cms/big", "{\"items\":[\"d\"]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/big", "{\"increments\":[{\"item\":\"d\",\"by\":0}]}", 200, NULL);
     /* merging it with itself would overflow */
-    expect(&T, "POST", "/cms/big/merge", "{\"sources\":[\"big\",\"big\"]}", 400, NULL);
-    j = get_json(&T, "/cms/big");
+    http_expect(&T, "POST", "/cms/big/merge", "{\"sources\":[\"big\",\"big\"]}", 400, NULL);
+    j = http_get_json(&T, "/cms/big");
     assert_int_equal(json_integer_value(json_object_get(j, "count")), 9223372036854775807LL);
     json_decref(j);
 }
@@ -209,8 +188,8 @@ static void test_bad_input(void **state)
         { "GET", "/cms/keep/count?item=a&x=1", NULL, "x", 400 },
         { "GET", "/cms/keep?item=a", NULL, "item", 400 },
     };
-    expect(&T, "PUT", "/cms/keep", "{\"width\":10,\"depth\":2}", 201, NULL);
-    expect(&T, "POST", "/cms/keep", "{\"items\":[\"a\"]}", 200, NULL);
+    http_expect(&T, "PUT", "/cms/keep", "{\"width\":10,\"depth\":2}", 201, NULL);
+    http_expect(&T, "POST", "/cms/keep", "{\"items\":[\"a\"]}", 200, NULL);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         http_resp_t r = http(&T, cases[i].method, cases[i].path, cases[i].body, NULL);
         if (r.status != cases[i].status)
@@ -243,9 +222,9 @@ static void test_bad_input(void **state)
     free(body);
     free(path);
     /* nothing changed */
-    expect(&T, "GET", "/cms/keep", NULL, 200,
-           "{\"width\":10,\"depth\":2,\"count\":1,\"conservative\":false,\"size_bytes\":192}");
-    expect(&T, "GET", "/keys/bad", NULL, 404, NULL);
+    http_expect(&T, "GET", "/cms/keep", NULL, 200,
+                "{\"width\":10,\"depth\":2,\"count\":1,\"conservative\":false,\"size_bytes\":192}");
+    http_expect(&T, "GET", "/keys/bad", NULL, 404, NULL);
 }
 
 static void test_wrongtype(void **state)
@@ -279,29 +258,29 @@ static void test_persistence(void **state)
     (void)state;
     tally_proc_t p;
     tally_start(&p, NULL, NULL);
-    expect(&p, "PUT", "/cms/p", "{\"width\":64,\"depth\":4,\"conservative\":true}", 201, NULL);
-    expect(&p, "POST", "/cms/p", "{\"increments\":[{\"item\":\"a\",\"by\":5},{\"item\":\"b\",\"by\":2}]}", 200, NULL);
-    expect(&p, "PUT", "/cms/q", "{\"width\":64,\"depth\":4}", 201, NULL);
-    expect(&p, "POST", "/cms/q/merge", "{\"sources\":[\"p\",\"p\"],\"weights\":[2,1]}", 200, NULL);
+    http_expect(&p, "PUT", "/cms/p", "{\"width\":64,\"depth\":4,\"conservative\":true}", 201, NULL);
+    http_expect(&p, "POST", "/cms/p", "{\"increments\":[{\"item\":\"a\",\"by\":5},{\"item\":\"b\",\"by\":2}]}", 200, NULL);
+    http_expect(&p, "PUT", "/cms/q", "{\"width\":64,\"depth\":4}", 201, NULL);
+    http_expect(&p, "POST", "/cms/q/merge", "{\"sources\":[\"p\",\"p\"],\"weights\":[2,1]}", 200, NULL);
     const char *probe = "/cms/q/count?item=a&item=b&item=c";
-    json_t *before = get_json(&p, probe), *info = get_json(&p, "/cms/q");
+    json_t *before = http_get_json(&p, probe), *info = http_get_json(&p, "/cms/q");
     assert_int_equal(tally_stop(&p), 0);
     tally_start(&p, p.dir, NULL);
     p.own_dir = true;
-    json_t *after = get_json(&p, probe), *info2 = get_json(&p, "/cms/q");
+    json_t *after = http_get_json(&p, probe), *info2 = http_get_json(&p, "/cms/q");
     assert_true(json_equal(before, after));
     assert_true(json_equal(info, info2));
     json_decref(after);
     json_decref(info2);
-    expect(&p, "POST", "/cms/q", "{\"items\":[\"c\"]}", 200, NULL);
-    after = get_json(&p, probe);
+    http_expect(&p, "POST", "/cms/q", "{\"items\":[\"c\"]}", 200, NULL);
+    after = http_get_json(&p, probe);
     tally_kill(&p);
     tally_start(&p, p.dir, NULL);
     p.own_dir = true;
-    json_t *replayed = get_json(&p, probe);
+    json_t *replayed = http_get_json(&p, probe);
     assert_true(json_equal(after, replayed));
-    expect(&p, "GET", "/cms/p", NULL, 200,
-           "{\"width\":64,\"depth\":4,\"count\":7,\"conservative\":true,\"size_bytes\":2080}");
+    http_expect(&p, "GET", "/cms/p", NULL, 200,
+                "{\"width\":64,\"depth\":4,\"count\":7,\"conservative\":true,\"size_bytes\":2080}");
     json_decref(before);
     json_decref(info);
     json_decref(after);

@@ -26,39 +26,19 @@ static int teardown(void **state)
     return 0;
 }
 
-static json_t *get_json(const tally_proc_t *p, const char *path)
-{
-    http_resp_t r = http(p, "GET", path, NULL, NULL);
-    if (r.status != 200 || !r.json)
-        fail_msg("GET %s: %ld %s", path, r.status, r.body);
-    json_t *j = json_incref(r.json);
-    http_free(&r);
-    return j;
-}
-
-static void expect(const tally_proc_t *p, const char *method, const char *path, const char *body, long status,
-                   const char *want_body)
-{
-    http_resp_t r = http(p, method, path, body, NULL);
-    if (r.status != status || (want_body && strcmp(r.body, want_body) != 0))
-        fail_msg("%s %s %s: got %ld %s, want %ld %s", method, path, body ? body : "", r.status, r.body, status,
-                 want_body ? want_body : "");
-    http_free(&r);
-}
-
 static void test_semantics(void **state)
 {
     (void)state;
-    expect(&T, "PUT", "/topk/t", "{\"k\":2}", 201,
-           "{\"k\":2,\"width\":8,\"depth\":7,\"decay\":0.9,\"size_bytes\":2888}");
-    expect(&T, "PUT", "/topk/t", "{\"k\":3}", 409, NULL);
-    expect(&T, "GET", "/topk/t/list", NULL, 200, "{\"items\":[]}");
-    expect(&T, "POST", "/topk/t", "{\"items\":[\"a\",\"b\",\"c\"]}", 200, "{\"expelled\":[null,null,null]}");
-    expect(&T, "POST", "/topk/t", "{\"items\":[\"c\"]}", 200, "{\"expelled\":[\"b\"]}");
-    expect(&T, "POST", "/topk/t", "{\"increments\":[{\"item\":\"z\",\"by\":10},{\"item\":\"a\",\"by\":1}]}", 200,
-           NULL);
-    expect(&T, "GET", "/topk/t/list", NULL, 200, "{\"items\":[{\"item\":\"z\",\"count\":10},{\"item\":\"c\",\"count\":2}]}");
-    expect(&T, "POST", "/topk/t/query", "{\"items\":[\"z\",\"c\",\"a\",\"nope\"]}", 200, NULL);
+    http_expect(&T, "PUT", "/topk/t", "{\"k\":2}", 201,
+                "{\"k\":2,\"width\":8,\"depth\":7,\"decay\":0.9,\"size_bytes\":2888}");
+    http_expect(&T, "PUT", "/topk/t", "{\"k\":3}", 409, NULL);
+    http_expect(&T, "GET", "/topk/t/list", NULL, 200, "{\"items\":[]}");
+    http_expect(&T, "POST", "/topk/t", "{\"items\":[\"a\",\"b\",\"c\"]}", 200, "{\"expelled\":[null,null,null]}");
+    http_expect(&T, "POST", "/topk/t", "{\"items\":[\"c\"]}", 200, "{\"expelled\":[\"b\"]}");
+    http_expect(&T, "POST", "/topk/t", "{\"increments\":[{\"item\":\"z\",\"by\":10},{\"item\":\"a\",\"by\":1}]}", 200,
+                NULL);
+    http_expect(&T, "GET", "/topk/t/list", NULL, 200, "{\"items\":[{\"item\":\"z\",\"count\":10},{\"item\":\"c\",\"count\":2}]}");
+    http_expect(&T, "POST", "/topk/t/query", "{\"items\":[\"z\",\"c\",\"a\",\"nope\"]}", 200, NULL);
     json_t *j = NULL;
     http_resp_t r = http(&T, "POST", "/topk/t/query", "{\"items\":[\"z\",\"c\",\"nope\"]}", NULL);
     assert_status(&r, 200);
@@ -69,26 +49,26 @@ static void test_semantics(void **state)
     assert_int_equal(json_integer_value(json_array_get(j, 0)), 10);
     assert_int_equal(json_integer_value(json_array_get(j, 2)), 0);
     http_free(&r);
-    expect(&T, "GET", "/topk/t", NULL, 200, NULL);
+    http_expect(&T, "GET", "/topk/t", NULL, 200, NULL);
     /* integer items are their decimal text */
-    expect(&T, "PUT", "/topk/nums", "{\"k\":2,\"width\":50}", 201, NULL);
-    expect(&T, "POST", "/topk/nums", "{\"items\":[42,\"42\",42]}", 200, "{\"expelled\":[null,null,null]}");
-    expect(&T, "GET", "/topk/nums/list", NULL, 200, "{\"items\":[{\"item\":\"42\",\"count\":3}]}");
-    expect(&T, "POST", "/topk/nums/query", "{\"items\":[42]}", 200, "{\"in_topk\":[true],\"counts\":[3]}");
+    http_expect(&T, "PUT", "/topk/nums", "{\"k\":2,\"width\":50}", 201, NULL);
+    http_expect(&T, "POST", "/topk/nums", "{\"items\":[42,\"42\",42]}", 200, "{\"expelled\":[null,null,null]}");
+    http_expect(&T, "GET", "/topk/nums/list", NULL, 200, "{\"items\":[{\"item\":\"42\",\"count\":3}]}");
+    http_expect(&T, "POST", "/topk/nums/query", "{\"items\":[42]}", 200, "{\"in_topk\":[true],\"counts\":[3]}");
     /* all defaults but k; custom parameters */
-    expect(&T, "PUT", "/topk/custom", "{\"k\":50,\"width\":2000,\"depth\":7,\"decay\":0.925}", 201, NULL);
-    j = get_json(&T, "/topk/custom");
+    http_expect(&T, "PUT", "/topk/custom", "{\"k\":50,\"width\":2000,\"depth\":7,\"decay\":0.925}", 201, NULL);
+    j = http_get_json(&T, "/topk/custom");
     assert_int_equal(json_integer_value(json_object_get(j, "width")), 2000);
     assert_true(json_real_value(json_object_get(j, "decay")) == 0.925);
     json_decref(j);
-    expect(&T, "GET", "/keys/custom", NULL, 200, NULL);
+    http_expect(&T, "GET", "/keys/custom", NULL, 200, NULL);
 }
 
 /* A skewed stream: the heaviest items are listed, largest first. */
 static void test_heavy_hitters(void **state)
 {
     (void)state;
-    expect(&T, "PUT", "/topk/hh", "{\"k\":5,\"width\":50,\"depth\":5}", 201, NULL);
+    http_expect(&T, "PUT", "/topk/hh", "{\"k\":5,\"width\":50,\"depth\":5}", 201, NULL);
     char *body = malloc(1 << 20);
     rng_t r;
     rng_seed(&r, 8);
@@ -106,7 +86,7 @@ static void test_heavy_hitters(void **state)
         http_free(&resp);
     }
     free(body);
-    json_t *j = get_json(&T, "/topk/hh/list");
+    json_t *j = http_get_json(&T, "/topk/hh/list");
     json_t *items = json_object_get(j, "items");
     assert_int_equal(json_array_size(items), 5);
     assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "item")), "h0");
@@ -146,14 +126,14 @@ static void test_replay_reproduces_decay(void **state)
     tally_start(&ref, NULL, NULL);
     tally_start(&p, NULL, NULL);
     /* small sketch: constant collisions, so decay decisions shape the result */
-    expect(&ref, "PUT", "/topk/d", "{\"k\":8,\"width\":6,\"depth\":3}", 201, NULL);
-    expect(&p, "PUT", "/topk/d", "{\"k\":8,\"width\":6,\"depth\":3}", 201, NULL);
+    http_expect(&ref, "PUT", "/topk/d", "{\"k\":8,\"width\":6,\"depth\":3}", 201, NULL);
+    http_expect(&p, "PUT", "/topk/d", "{\"k\":8,\"width\":6,\"depth\":3}", 201, NULL);
     stream(&ref, "d", 1, 10);
     stream(&p, "d", 1, 10);
     tally_kill(&p);
     tally_start(&p, p.dir, NULL);
     p.own_dir = true;
-    json_t *a = get_json(&ref, "/topk/d/list"), *b = get_json(&p, "/topk/d/list");
+    json_t *a = http_get_json(&ref, "/topk/d/list"), *b = http_get_json(&p, "/topk/d/list");
     if (!json_equal(a, b))
         fail_msg("after journal replay: %s vs %s", json_dumps(a, 0), json_dumps(b, 0));
     json_decref(a);
@@ -165,8 +145,8 @@ static void test_replay_reproduces_decay(void **state)
     p.own_dir = true;
     stream(&ref, "d", 3, 10);
     stream(&p, "d", 3, 10);
-    a = get_json(&ref, "/topk/d/list");
-    b = get_json(&p, "/topk/d/list");
+    a = http_get_json(&ref, "/topk/d/list");
+    b = http_get_json(&p, "/topk/d/list");
     if (!json_equal(a, b))
         fail_msg("after snapshot and more adds: %s vs %s", json_dumps(a, 0), json_dumps(b, 0));
     json_decref(a);
@@ -209,9 +189,9 @@ static void test_bad_input(void **state)
         { "POST", "/topk/keep/query", "{\"items\":[]}", "items", 400 },
         { "GET", "/topk/keep/list?withcount=1", NULL, "withcount", 400 },
     };
-    expect(&T, "PUT", "/topk/keep", "{\"k\":3}", 201, NULL);
-    expect(&T, "POST", "/topk/keep", "{\"items\":[\"a\",\"a\"]}", 200, NULL);
-    json_t *before = get_json(&T, "/topk/keep/list");
+    http_expect(&T, "PUT", "/topk/keep", "{\"k\":3}", 201, NULL);
+    http_expect(&T, "POST", "/topk/keep", "{\"items\":[\"a\",\"a\"]}", 200, NULL);
+    json_t *before = http_get_json(&T, "/topk/keep/list");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         http_resp_t r = http(&T, cases[i].method, cases[i].path, cases[i].body, NULL);
         if (r.status != cases[i].status)
@@ -234,15 +214,15 @@ static void test_bad_input(void **state)
     assert_error(&r, 400, "BAD_REQUEST");
     http_free(&r);
     free(body);
-    json_t *after = get_json(&T, "/topk/keep/list");
+    json_t *after = http_get_json(&T, "/topk/keep/list");
     assert_true(json_equal(before, after));
     json_decref(before);
     json_decref(after);
-    expect(&T, "GET", "/keys/bad", NULL, 404, NULL);
+    http_expect(&T, "GET", "/keys/bad", NULL, 404, NULL);
 
     /* another type's key */
-    expect(&T, "PUT", "/cms/acms", "{\"width\":10,\"depth\":2}", 201, NULL);
-    expect(&T, "PUT", "/topk/acms", "{\"k\":3}", 409, NULL);
+    http_expect(&T, "PUT", "/cms/acms", "{\"width\":10,\"depth\":2}", 201, NULL);
+    http_expect(&T, "PUT", "/topk/acms", "{\"k\":3}", 409, NULL);
     r = http(&T, "POST", "/topk/acms", "{\"items\":[\"a\"]}", NULL);
     assert_error(&r, 409, "WRONGTYPE");
     http_free(&r);
