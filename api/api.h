@@ -87,7 +87,9 @@ typedef struct api_req {
     /* Request headers (NULL-safe): returns the value or NULL. */
     const char *(*header)(void *hctx, const char *name);
     void *hctx;
-    const char *client_ip;       /* peer address, or NULL */
+    /* The peer's address as text, or NULL; computed when asked (only {ip}
+     * rate-limit keys need it).  NULL-safe like header. */
+    const char *(*client_ip)(void *hctx);
     int64_t now_ns;              /* the time this request is served at */
     bool replay;                 /* re-executed from the journal */
 

@@ -58,13 +58,10 @@ void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "items", NULL };
     const char *key;
     size_t klen;
-    json_t *body;
     api_items_t it;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
-        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+    if (!api_items_request(req, resp, &key, &klen, &it))
         return;
     bool *added = malloc(it.n * sizeof(*added));
     if (!added) {
@@ -165,13 +162,10 @@ static void bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
 
 void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "items", NULL };
     const char *key;
     size_t klen;
-    json_t *body;
     api_items_t it;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
-        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+    if (!api_items_request(req, resp, &key, &klen, &it))
         return;
     bloom_exists(srv, req, resp, key, klen, &it, false);
     api_items_free(&it);

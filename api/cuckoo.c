@@ -183,13 +183,10 @@ static void cuckoo_lookup(api_server_t *srv, api_req_t *req, api_resp_t *resp, c
 
 void h_cuckoo_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "items", NULL };
     const char *key;
     size_t klen;
-    json_t *body;
     api_items_t it;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
-        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+    if (!api_items_request(req, resp, &key, &klen, &it))
         return;
     cuckoo_lookup(srv, req, resp, key, klen, &it, Q_EXISTS, false);
     api_items_free(&it);
@@ -212,13 +209,10 @@ void h_cuckoo_count(api_server_t *srv, api_req_t *req, api_resp_t *resp) { singl
 
 void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "items", NULL };
     const char *key;
     size_t klen;
-    json_t *body;
     api_items_t it;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
-        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+    if (!api_items_request(req, resp, &key, &klen, &it))
         return;
     bool *removed = calloc(it.n, sizeof(*removed));
     if (!removed) {

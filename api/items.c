@@ -159,3 +159,11 @@ void api_bool_array(api_resp_t *resp, const char *name, const bool *v, size_t n)
     resp->status = 200;
     resp->ctype = NULL;
 }
+
+bool api_items_request(api_req_t *req, api_resp_t *resp, const char **key, size_t *klen, api_items_t *it)
+{
+    static const char *const fields[] = { "items", NULL };
+    json_t *body;
+    return api_path_key(req, resp, key, klen) && api_query_allow(req, resp, (const char *const[]){ NULL }) &&
+           (body = api_body_object(req, resp, fields)) && api_items_parse(resp, body, "items", it);
+}

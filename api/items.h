@@ -31,6 +31,9 @@ bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t ma
 /* Reads the single query parameter `name` as one item (400 if absent or repeated). */
 bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, const char **item, size_t *len);
 void api_items_free(api_items_t *it);
+/* The common request shape POST /{family}/{key} {"items": [...]}, no query
+ * parameters: the key and the items, or false with a 400 set. */
+bool api_items_request(api_req_t *req, api_resp_t *resp, const char **key, size_t *klen, api_items_t *it);
 
 /* Sets a 200 response {"<name>":[true,false,...]}. */
 void api_bool_array(api_resp_t *resp, const char *name, const bool *v, size_t n);

@@ -370,9 +370,9 @@ static const char *source_value(const tmpl_alt_t *a, const api_req_t *req, const
             if (*n)
                 return v;
         }
-        if (req->client_ip && *req->client_ip) {
-            *n = strlen(req->client_ip);
-            return req->client_ip;
+        if (req->client_ip && (v = req->client_ip(req->hctx)) && *v) {
+            *n = strlen(v);
+            return v;
         }
         return NULL;
     case SRC_PATH:

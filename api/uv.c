@@ -36,13 +36,10 @@ static bool octet_stream(const char *ct)
 
 void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "items", NULL };
     const char *key;
     size_t klen;
-    json_t *body;
     api_items_t it;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
-        !(body = api_body_object(req, resp, fields)) || !api_items_parse(resp, body, "items", &it))
+    if (!api_items_request(req, resp, &key, &klen, &it))
         return;
     if (!api_make_room(srv, req, resp)) {
         api_items_free(&it);

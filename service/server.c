@@ -45,6 +45,7 @@ typedef struct req_state {
     bool durable_ok;
     const char *durable_err;
     api_resp_t resp;
+    char ip[INET6_ADDRSTRLEN];     /* the peer's address, once asked for */
 } req_state_t;
 
 /* ------------------------------------------------------------------------ */
@@ -100,7 +101,24 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
 
 static const char *header_of(void *hctx, const char *name)
 {
-    return MHD_lookup_connection_value(hctx, MHD_HEADER_KIND, name);
+    const req_state_t *st = hctx;
+    return MHD_lookup_connection_value(st->conn, MHD_HEADER_KIND, name);
+}
+
+static const char *client_ip_of(void *hctx)
+{
+    req_state_t *st = hctx;
+    if (st->ip[0])
+        return st->ip;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(st->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return NULL;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, st->ip, sizeof(st->ip));
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, st->ip, sizeof(st->ip));
+    return st->ip[0] ? st->ip : NULL;
 }
 
 static enum MHD_Result send_resp(server_t *s, struct MHD_Connection *c, req_state_t *st, api_resp_t *r)
@@ -260,18 +278,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     req.body = st->body.data;
     req.body_len = st->body.len;
+    st->conn = c;
     req.header = header_of;
-    req.hctx = c;
-    char ip[INET6_ADDRSTRLEN] = "";
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ci && ci->client_addr) {
-        const struct sockaddr *sa = ci->client_addr;
-        if (sa->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, ip, sizeof(ip));
-        else if (sa->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, ip, sizeof(ip));
-        req.client_ip = ip;
-    }
+    req.client_ip = client_ip_of;
+    req.hctx = st;
     req.now_ns = clock_now_ns();
 
     api_resp_t resp;

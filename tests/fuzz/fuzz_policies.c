@@ -16,6 +16,12 @@ static const char *no_header(void *h, const char *n)
     return "v";
 }
 
+static const char *fixed_ip(void *h)
+{
+    (void)h;
+    return "192.0.2.1";
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     api_policies_t *reg = api_policies_create();
@@ -29,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&req, 0, sizeof(req));
         req.method = API_GET;
         req.header = no_header;
-        req.client_ip = "192.0.2.1";
+        req.client_ip = fixed_ip;
         json_t *root = json_loadb((const char *)data, size, 0, NULL);
         json_t *pol = json_object_get(root, "policies");
         const char *name;

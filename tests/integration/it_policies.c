@@ -266,6 +266,11 @@ static void test_hook_nginx(void **state)
     assert_status(&r, 200);
     http_free(&r);
     assert_key("nginx:key-1", true);
+    /* with neither header nor forwarding headers, the peer's address */
+    r = http(&T, "GET", "/hook/nginx/", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    assert_key("nginx:127.0.0.1", true);
     /* HEAD works the same (nginx may forward any method) */
     const char *k2[] = { "X-Api-Key: key-2", NULL };
     r = http_h(&T, "HEAD", "/hook/nginx", NULL, NULL, k2);
