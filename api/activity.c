@@ -141,7 +141,7 @@ void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen, dlen = 0;
     json_t *body;
     int32_t day;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) || !api_obj_string(resp, body, "day", true, &ds, &dlen) ||
         !day_value(resp, "day", ds, dlen, &day))
         return;
@@ -335,7 +335,7 @@ void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     ks_key_t k = ks_key(srv->ks, key, klen);
     ks_entry_t *e;

@@ -275,7 +275,7 @@ void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     if (req->body_len > BITS_MAX_LEN) {
         api_error(resp, API_E_PAYLOAD_TOO_LARGE, "a bit string holds at most %llu bytes",
@@ -315,7 +315,7 @@ void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     ks_key_t k = ks_key(srv->ks, key, klen);
     ks_entry_t *e;
@@ -341,7 +341,7 @@ void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *body;
     uint64_t offset;
     int64_t value;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     if (!setbit_fast(req, &offset, &value) &&
         (!(body = api_body_object(req, resp, fields)) || !body_offset(resp, body, &offset) ||
@@ -453,7 +453,7 @@ void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key, *opname;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) || !api_obj_string(resp, body, "op", true, &opname, NULL))
         return;
     int op = -1;
@@ -719,7 +719,7 @@ void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     json_t *arr = json_object_get(body, "ops");

@@ -29,7 +29,7 @@ void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     double error = BLOOM_DEFAULT_ERROR;
     int64_t capacity = BLOOM_DEFAULT_CAPACITY, expansion = BLOOM_DEFAULT_EXPANSION;
     bool scaling = true, has_exp = false;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) ||
         !api_obj_double(resp, body, "error_rate", false, -1e308, 1e308, &error, NULL) ||
         !api_obj_int(resp, body, "capacity", false, INT64_MIN, INT64_MAX, &capacity, NULL) ||
@@ -187,7 +187,7 @@ void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     ks_t *ks = srv->ks;
     ks_key_t k = ks_key(ks, key, klen);

@@ -48,7 +48,7 @@ void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     bool by_dim = json_object_get(body, "width") || json_object_get(body, "depth");
@@ -98,7 +98,7 @@ void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     freq_item_t *items = freq_body_items(resp, body, true, 0, CMS_MAX_COUNT, &n);
@@ -189,7 +189,7 @@ void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
@@ -203,7 +203,7 @@ void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     json_t *sources = json_object_get(body, "sources"), *weights = json_object_get(body, "weights");
@@ -291,7 +291,7 @@ void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     api_answer_info(srv, req, resp, key, klen, &cms_type, info_json);
 }

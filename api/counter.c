@@ -45,7 +45,7 @@ void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     static const char *const fields[] = { "by", "ttl", "ttl_ms", NULL };
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     int64_t by = 1, ttl = 0, ttl_ms = 0;
     bool has_ttl = false, has_ttl_ms = false;
@@ -112,7 +112,7 @@ void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     int64_t now_ms = api_now_ms(req);
     ks_t *ks = srv->ks;

@@ -39,7 +39,7 @@ void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *body;
     int64_t cap, bs = CUCKOO_DEFAULT_BUCKET_SIZE, mi = CUCKOO_DEFAULT_MAX_ITERATIONS,
                  exp = CUCKOO_DEFAULT_EXPANSION, fp = CUCKOO_DEFAULT_FP_BITS;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) ||
         !api_obj_int(resp, body, "capacity", true, 1, INT64_MAX, &cap, NULL) ||
         !api_obj_int(resp, body, "bucket_size", false, 1, CUCKOO_MAX_BUCKET_SIZE, &bs, NULL) ||
@@ -66,7 +66,7 @@ void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *body;
     api_items_t it;
     bool nx = false;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
         !api_items_parse(resp, body, "items", &it))
         return;
@@ -250,7 +250,7 @@ void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     ks_t *ks = srv->ks;
     ks_key_t k = ks_key(ks, key, klen);

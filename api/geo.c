@@ -304,7 +304,7 @@ void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     json_t *body;
     bool nx = false, xx = false;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
         !api_obj_bool(resp, body, "xx", &xx, NULL))
         return;
@@ -412,7 +412,7 @@ void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     json_t *arr = json_object_get(body, "members");

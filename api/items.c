@@ -164,6 +164,6 @@ bool api_items_request(api_req_t *req, api_resp_t *resp, const char **key, size_
 {
     static const char *const fields[] = { "items", NULL };
     json_t *body;
-    return api_path_key(req, resp, key, klen) && api_query_allow(req, resp, (const char *const[]){ NULL }) &&
+    return api_path_key(req, resp, key, klen) && api_no_query(req, resp) &&
            (body = api_body_object(req, resp, fields)) && api_items_parse(resp, body, "items", it);
 }

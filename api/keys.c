@@ -146,7 +146,7 @@ static ks_entry_t *find_key(api_server_t *srv, api_req_t *req, api_resp_t *resp,
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     ks_key_t k;
-    if (!api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_no_query(req, resp))
         return;
     ks_entry_t *e = find_key(srv, req, resp, &k, true);
     if (!e)
@@ -163,7 +163,7 @@ void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     ks_key_t k;
-    if (!api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_no_query(req, resp))
         return;
     ks_entry_t *e = find_key(srv, req, resp, &k, false);
     if (resp->status)
@@ -184,7 +184,7 @@ void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     int64_t ttl;
     json_t *body;
     /* validate everything before locking */
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) ||
         !api_obj_int(resp, body, "ttl_ms", true, 1, INT64_MAX / 2 - api_now_ms(req), &ttl, NULL))
         return;
@@ -201,7 +201,7 @@ void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     ks_key_t k;
-    if (!api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_no_query(req, resp))
         return;
     ks_entry_t *e = find_key(srv, req, resp, &k, true);
     if (!e)

@@ -27,7 +27,7 @@ static const char *policy_name(ks_evict_policy_t p)
 
 static bool no_params(const api_req_t *req, api_resp_t *resp)
 {
-    return api_query_allow(req, resp, (const char *const[]){ NULL });
+    return api_no_query(req, resp);
 }
 
 void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp)

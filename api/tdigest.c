@@ -43,17 +43,12 @@ static json_t *info_json(const void *value)
                      freq_real(tdigest_max(td)));
 }
 
-static bool no_query(const api_req_t *req, api_resp_t *resp)
-{
-    return api_query_allow(req, resp, (const char *const[]){ NULL });
-}
-
 void h_tdigest_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "compression", NULL };
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !no_query(req, resp))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     int64_t compression = TDIGEST_DEFAULT_COMPRESSION;
     if (req->body_len > 0) {   /* the body is optional: {} or nothing means the default */
@@ -73,7 +68,7 @@ void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !no_query(req, resp) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     json_t *values = json_object_get(body, "values");
@@ -230,7 +225,7 @@ static void scalar(api_server_t *srv, api_req_t *req, api_resp_t *resp, scalar_k
             api_error_field(resp, API_E_BAD_REQUEST, "low", "'low' must be lower than 'high'");
             return;
         }
-    } else if (!no_query(req, resp)) {
+    } else if (!api_no_query(req, resp)) {
         return;
     }
     ks_t *ks = srv->ks;
@@ -259,7 +254,7 @@ void h_tdigest_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !no_query(req, resp))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     api_answer_info(srv, req, resp, key, klen, &tdigest_type, info_json);
 }
@@ -274,7 +269,7 @@ void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !no_query(req, resp) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     json_t *sources = json_object_get(body, "sources");
@@ -371,7 +366,7 @@ void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !no_query(req, resp))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     if (req->body_len > 0 && !api_body_object(req, resp, (const char *const[]){ NULL }))
         return;

@@ -37,7 +37,7 @@ void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     int64_t k, width = TOPK_DEFAULT_WIDTH, depth = TOPK_DEFAULT_DEPTH;
@@ -71,7 +71,7 @@ void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     freq_item_t *items = freq_body_items(resp, body, true, 1, TOPK_MAX_INCREMENT, &n);
@@ -112,7 +112,7 @@ void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     ks_t *ks = srv->ks;
     ks_key_t k = ks_key(ks, key, klen);
@@ -146,7 +146,7 @@ void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)))
         return;
     freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
@@ -180,7 +180,7 @@ void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     api_answer_info(srv, req, resp, key, klen, &topk_type, info_json);
 }

@@ -424,7 +424,7 @@ void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", NULL };
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     json_t *body = NULL;
     if (req->body_len > 0 && !(body = api_body_object(req, resp, fields)))
@@ -442,7 +442,7 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                                           NULL };
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     json_t *body = api_body_object(req, resp, fields);
     if (!body)
@@ -548,7 +548,7 @@ void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     ks_t *ks = srv->ks;
     ks_key_t k = ks_key(ks, key, klen);

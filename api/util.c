@@ -414,6 +414,11 @@ bool api_obj_key(api_resp_t *resp, json_t *obj, const char *name, bool required,
 /* Query strings                                                            */
 /* ------------------------------------------------------------------------ */
 
+bool api_no_query(const api_req_t *req, api_resp_t *resp)
+{
+    return api_query_allow(req, resp, (const char *const[]){ NULL });
+}
+
 bool api_query_allow(const api_req_t *req, api_resp_t *resp, const char *const *allowed)
 {
     for (int i = 0; i < req->nparams; i++) {

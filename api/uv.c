@@ -204,7 +204,7 @@ void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }))
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     if (!octet_stream(req->ctype)) {
         api_error(resp, API_E_UNSUPPORTED_MEDIA_TYPE,
@@ -257,7 +257,7 @@ void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     json_t *body;
     api_items_t src;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, (const char *const[]){ NULL }) ||
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
         !(body = api_body_object(req, resp, fields)) ||
         !api_keys_parse(resp, body, "sources", UV_MAX_KEYS - 1, &src))
         return;
