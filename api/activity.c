@@ -141,9 +141,8 @@ void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen, dlen = 0;
     json_t *body;
     int32_t day;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) || !api_obj_string(resp, body, "day", true, &ds, &dlen) ||
-        !day_value(resp, "day", ds, dlen, &day))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
+        !api_obj_string(resp, body, "day", true, &ds, &dlen) || !day_value(resp, "day", ds, dlen, &day))
         return;
     json_t *arr = json_object_get(body, "users");
     size_t n = json_array_size(arr);

@@ -225,6 +225,9 @@ bool api_obj_key(api_resp_t *resp, json_t *obj, const char *name, bool required,
 bool api_query_allow(const api_req_t *req, api_resp_t *resp, const char *const *allowed);
 /* api_query_allow with nothing allowed: the route takes no query parameters. */
 bool api_no_query(const api_req_t *req, api_resp_t *resp);
+/* The usual shape of a write: the {key} of the path, no query parameters, a
+ * JSON object body with members among `fields` (NULL with a 4xx set). */
+json_t *api_key_body(api_req_t *req, api_resp_t *resp, const char *const *fields, const char **key, size_t *klen);
 const char *api_query_get(const api_req_t *req, const char *name, size_t *len);
 size_t api_query_count(const api_req_t *req, const char *name);
 bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, bool required, int64_t min,

@@ -453,8 +453,8 @@ void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key, *opname;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) || !api_obj_string(resp, body, "op", true, &opname, NULL))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
+        !api_obj_string(resp, body, "op", true, &opname, NULL))
         return;
     int op = -1;
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
@@ -719,8 +719,7 @@ void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     json_t *arr = json_object_get(body, "ops");
     size_t total = json_array_size(arr);

@@ -29,8 +29,7 @@ void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     double error = BLOOM_DEFAULT_ERROR;
     int64_t capacity = BLOOM_DEFAULT_CAPACITY, expansion = BLOOM_DEFAULT_EXPANSION;
     bool scaling = true, has_exp = false;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) ||
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
         !api_obj_double(resp, body, "error_rate", false, -1e308, 1e308, &error, NULL) ||
         !api_obj_int(resp, body, "capacity", false, INT64_MIN, INT64_MAX, &capacity, NULL) ||
         !api_obj_int(resp, body, "expansion", false, INT64_MIN, INT64_MAX, &expansion, &has_exp) ||

@@ -48,8 +48,7 @@ void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     bool by_dim = json_object_get(body, "width") || json_object_get(body, "depth");
     bool by_prob = json_object_get(body, "error") || json_object_get(body, "probability");
@@ -98,8 +97,7 @@ void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     freq_item_t *items = freq_body_items(resp, body, true, 0, CMS_MAX_COUNT, &n);
     if (!items)
@@ -189,8 +187,7 @@ void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
     if (items)
@@ -203,8 +200,7 @@ void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     json_t *sources = json_object_get(body, "sources"), *weights = json_object_get(body, "weights");
     size_t n = json_array_size(sources);

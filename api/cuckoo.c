@@ -39,8 +39,7 @@ void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *body;
     int64_t cap, bs = CUCKOO_DEFAULT_BUCKET_SIZE, mi = CUCKOO_DEFAULT_MAX_ITERATIONS,
                  exp = CUCKOO_DEFAULT_EXPANSION, fp = CUCKOO_DEFAULT_FP_BITS;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) ||
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
         !api_obj_int(resp, body, "capacity", true, 1, INT64_MAX, &cap, NULL) ||
         !api_obj_int(resp, body, "bucket_size", false, 1, CUCKOO_MAX_BUCKET_SIZE, &bs, NULL) ||
         !api_obj_int(resp, body, "max_iterations", false, 1, CUCKOO_MAX_ITERATIONS, &mi, NULL) ||
@@ -66,8 +65,7 @@ void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *body;
     api_items_t it;
     bool nx = false;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
         !api_items_parse(resp, body, "items", &it))
         return;
     bool *added = malloc(it.n * sizeof(*added));

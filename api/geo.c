@@ -304,8 +304,7 @@ void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     json_t *body;
     bool nx = false, xx = false;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
         !api_obj_bool(resp, body, "xx", &xx, NULL))
         return;
     if (nx && xx) {
@@ -412,8 +411,7 @@ void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     json_t *arr = json_object_get(body, "members");
     if (!json_is_array(arr) || json_array_size(arr) == 0) {

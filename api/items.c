@@ -163,7 +163,6 @@ void api_bool_array(api_resp_t *resp, const char *name, const bool *v, size_t n)
 bool api_items_request(api_req_t *req, api_resp_t *resp, const char **key, size_t *klen, api_items_t *it)
 {
     static const char *const fields[] = { "items", NULL };
-    json_t *body;
-    return api_path_key(req, resp, key, klen) && api_no_query(req, resp) &&
-           (body = api_body_object(req, resp, fields)) && api_items_parse(resp, body, "items", it);
+    json_t *body = api_key_body(req, resp, fields, key, klen);
+    return body && api_items_parse(resp, body, "items", it);
 }

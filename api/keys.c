@@ -184,8 +184,7 @@ void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     int64_t ttl;
     json_t *body;
     /* validate everything before locking */
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) ||
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
         !api_obj_int(resp, body, "ttl_ms", true, 1, INT64_MAX / 2 - api_now_ms(req), &ttl, NULL))
         return;
     ks_key_t k;

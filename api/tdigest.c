@@ -68,8 +68,7 @@ void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     json_t *values = json_object_get(body, "values");
     size_t n = json_array_size(values);
@@ -269,8 +268,7 @@ void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     json_t *sources = json_object_get(body, "sources");
     size_t n = json_array_size(sources);

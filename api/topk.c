@@ -37,8 +37,7 @@ void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     int64_t k, width = TOPK_DEFAULT_WIDTH, depth = TOPK_DEFAULT_DEPTH;
     double decay = TOPK_DEFAULT_DECAY;
@@ -71,8 +70,7 @@ void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     freq_item_t *items = freq_body_items(resp, body, true, 1, TOPK_MAX_INCREMENT, &n);
     if (!items)
@@ -146,8 +144,7 @@ void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen, n;
     json_t *body;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
     freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
     if (!items)

@@ -414,6 +414,13 @@ bool api_obj_key(api_resp_t *resp, json_t *obj, const char *name, bool required,
 /* Query strings                                                            */
 /* ------------------------------------------------------------------------ */
 
+json_t *api_key_body(api_req_t *req, api_resp_t *resp, const char *const *fields, const char **key, size_t *klen)
+{
+    if (!api_path_key(req, resp, key, klen) || !api_no_query(req, resp))
+        return NULL;
+    return api_body_object(req, resp, fields);
+}
+
 bool api_no_query(const api_req_t *req, api_resp_t *resp)
 {
     return api_query_allow(req, resp, (const char *const[]){ NULL });

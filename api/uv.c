@@ -257,8 +257,7 @@ void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     json_t *body;
     api_items_t src;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp) ||
-        !(body = api_body_object(req, resp, fields)) ||
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
         !api_keys_parse(resp, body, "sources", UV_MAX_KEYS - 1, &src))
         return;
     ks_t *ks = srv->ks;
