@@ -1,12 +1,11 @@
 /* freq.c - see freq.h. */
 #include "api/freq.h"
+#include "api/items.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-
-#define FREQ_INT_TEXT 21   /* "-9223372036854775808" and its NUL */
 
 freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_increments, uint64_t min_by,
                              uint64_t max_by, size_t *n)
@@ -35,7 +34,7 @@ freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_incremen
         return NULL;
     }
     /* the items, then room for the decimal text of integer items */
-    freq_item_t *out = malloc(count * (sizeof(*out) + FREQ_INT_TEXT));
+    freq_item_t *out = malloc(count * (sizeof(*out) + API_ITEM_TEXT));
     if (!out) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return NULL;
@@ -71,19 +70,12 @@ freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_incremen
                 out[i].by = (uint64_t)json_integer_value(by);
             }
         }
-        if (json_is_integer(s)) {   /* 7 and "7" are the same item, as Redis clients send numbers */
-            char *t = numbuf + i * FREQ_INT_TEXT;
-            out[i].len = (size_t)snprintf(t, FREQ_INT_TEXT, "%lld", (long long)json_integer_value(s));
-            out[i].p = t;
-            continue;
-        }
-        if (!json_is_string(s)) {
+        /* 7 and "7" are the same item, as Redis clients send numbers */
+        if (!api_item_text(s, numbuf + i * API_ITEM_TEXT, &out[i].p, &out[i].len)) {
             api_error_field(resp, API_E_BAD_REQUEST, field, incs ? "increments[%zu].item must be a string or an integer"
                                                                 : "items[%zu] must be a string or an integer", i);
             goto bad;
         }
-        out[i].p = json_string_value(s);
-        out[i].len = json_string_length(s);
     }
     *n = count;
     return out;

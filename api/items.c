@@ -5,7 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ITEM_NUM_MAX 24   /* decimal text of an int64 plus NUL */
+
+bool api_item_text(const json_t *v, char *buf, const char **p, size_t *len)
+{
+    if (json_is_string(v)) {
+        *p = json_string_value(v);
+        *len = json_string_length(v);
+        return true;
+    }
+    if (!json_is_integer(v))
+        return false;
+    *len = (size_t)snprintf(buf, API_ITEM_TEXT, "%lld", (long long)json_integer_value(v));
+    *p = buf;
+    return true;
+}
 
 static bool list_of(api_resp_t *resp, json_t *body, const char *field, size_t max, json_t **arr)
 {
@@ -67,7 +80,7 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
         }
     }
     if (nums) {
-        out->numbuf = malloc(nums * ITEM_NUM_MAX);
+        out->numbuf = malloc(nums * API_ITEM_TEXT);
         if (!out->numbuf) {
             api_items_free(out);
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
@@ -77,10 +90,8 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
         for (size_t i = 0; i < n; i++) {
             json_t *v = json_array_get(arr, i);
             if (json_is_integer(v)) {
-                int k = snprintf(b, ITEM_NUM_MAX, "%lld", (long long)json_integer_value(v));
-                out->p[i] = b;
-                out->len[i] = (size_t)k;
-                b += ITEM_NUM_MAX;
+                api_item_text(v, b, &out->p[i], &out->len[i]);
+                b += API_ITEM_TEXT;
             }
         }
     }

@@ -23,6 +23,12 @@ typedef struct api_items {
     char *numbuf;        /* text of integer items */
 } api_items_t;
 
+/* Room for an integer item's decimal text ("-9223372036854775808" and NUL). */
+#define API_ITEM_TEXT 24
+/* An item's bytes: a JSON string's own, or an integer's decimal text written
+ * into buf (API_ITEM_TEXT bytes).  False when v is neither. */
+bool api_item_text(const json_t *v, char *buf, const char **p, size_t *len);
+
 /* Reads body[field] as an item list.  On failure sets a 400 and returns false
  * (nothing to free). */
 bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_items_t *out);
