@@ -382,16 +382,18 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
     size_t conn_mem = o->max_url + 16 * 1024;
     if (conn_mem < 32 * 1024)
         conn_mem = 32 * 1024;
+    /* the logger first, so MHD's complaints about later options reach it;
+     * one thread is MHD's own epoll thread, not a pool of one */
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_SOCK_ADDR, addr,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads,
+                            MHD_OPTION_THREAD_POOL_SIZE, o->threads > 1 ? (unsigned)o->threads : 0u,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_mem,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not permitted)", o->bind, o->port);
