@@ -109,7 +109,19 @@ static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
         tmpdir_make(p->dir, sizeof(p->dir));
         p->own_dir = true;
     }
-    snprintf(p->log, sizeof(p->log), "%s.log", p->dir);
+    if (p->dir[0] == '/') {
+        snprintf(p->log, sizeof(p->log), "%s.log", p->dir);
+    } else {
+        /* A relative or empty data directory (a test of how tallyd refuses
+         * it) must not leave its log in the current directory. */
+        const char *base = getenv("TMPDIR");
+        snprintf(p->log, sizeof(p->log), "%s/tally-test-XXXXXX.log", base && *base ? base : "/tmp");
+        int fd = mkstemps(p->log, 4);
+        if (fd < 0)
+            die("mkstemps: %s", strerror(errno));
+        close(fd);
+        p->own_log = true;
+    }
     FILE *lf = fopen(p->log, "r");
     if (lf) {
         fseek(lf, 0, SEEK_END);
@@ -277,10 +289,10 @@ void tally_cleanup(tally_proc_t *p)
         tally_stop(p);   /* a clean exit lets LeakSanitizer report */
     if (p->log[0])
         check_sanitizers(p);
-    if (p->own_dir) {
-        tmpdir_remove(p->dir);
+    if (p->own_dir || p->own_log)
         unlink(p->log);
-    }
+    if (p->own_dir)
+        tmpdir_remove(p->dir);
 }
 
 /* ------------------------------------------------------------------------ */

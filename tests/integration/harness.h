@@ -27,6 +27,7 @@ typedef struct tally_proc {
     char dir[256];        /* data directory */
     char log[300];        /* stderr of the process */
     bool own_dir;         /* created by the harness: removed by tally_cleanup */
+    bool own_log;         /* log in a temporary file of its own (removed by tally_cleanup) */
     long log_start;       /* size of the log before this process started */
 } tally_proc_t;
 
