@@ -54,22 +54,6 @@ static bool query_day(const api_req_t *req, api_resp_t *resp, const char *name, 
     return day_value(resp, name, s, len, day);
 }
 
-/* Looks {key} up with its shard locked.  Returns false (unlocked, error
- * set) on a wrong type; *a is NULL for a missing key. */
-static bool find_activity(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
-                          ks_entry_t **e, activity_t **a)
-{
-    bool failed;
-    ks_shard_lock(ks_shard_at(srv->ks, k->shard));
-    *e = api_find(srv, req, resp, k, &activity_type, false, false, &failed);
-    if (failed) {
-        ks_shard_unlock(ks_shard_at(srv->ks, k->shard));
-        return false;
-    }
-    *a = *e ? ks_entry_value(*e) : NULL;
-    return true;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Writes                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -78,19 +62,17 @@ static bool find_activity(api_server_t *srv, const api_req_t *req, api_resp_t *r
 static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen, int32_t day,
                    const uint32_t *users, size_t n, const roaring_bitmap_t *bm, uint64_t extra_bytes)
 {
-    ks_key_t k = ks_key(srv->ks, key, klen);
     if (!api_make_room(srv, req, resp) || !api_make_room_for(srv, req, resp, extra_bytes))
         return;
-    ks_entry_t *e;
-    activity_t *a;
-    if (!find_activity(srv, req, resp, &k, &e, &a))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &activity_type, API_WRITE, &h))
         return;
-    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
+    activity_t *a = api_key_value(&h);
     if (a && day < activity_oldest_writable(a)) {
         char oldest[11], newest[11];
         activity_format_day(activity_oldest_writable(a), oldest);
         activity_format_day(activity_last_day(a), newest);
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         api_error_field(resp, API_E_BAD_REQUEST, "day",
                         "'day' is older than the retained range: this key keeps %d days, %s to %s",
                         ACTIVITY_RETAIN_DAYS, oldest, newest);
@@ -98,38 +80,29 @@ static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const ch
     }
     bool created = !a;
     if (created && !(a = activity_create())) {
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    if (!created)
-        ks_entry_prepare_write(srv->ks, e);
     uint64_t added = 0;
     bool ok = bm ? activity_merge(a, day, bm, &added) : activity_add(a, day, users, n, &added);
     if (!ok) {
         if (created)
             activity_free(a);
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory recording the day");
         return;
     }
-    if (created && added > 0) {
-        e = ks_add(srv->ks, &k, &activity_type, a, KS_NO_EXPIRY, api_now_ms(req));
-        if (!e) {
-            activity_free(a);
-            ks_shard_unlock(sh);
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the key");
-            return;
-        }
+    if (created && added > 0 && !api_key_add(&h, &activity_type, a, KS_NO_EXPIRY)) {
+        activity_free(a);
+        api_key_close(&h, false);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the key");
+        return;
     }
     uint64_t day_users = activity_day_users(a, day);
     if (created && added == 0)
         activity_free(a);
-    if (added > 0) {
-        ks_entry_changed(srv->ks, e);
-        api_journal(srv, req, resp);
-    }
-    ks_shard_unlock(sh);
+    api_key_close(&h, added > 0);
     if (resp->status == 0)
         api_json(resp, 200, json_pack("{s:I,s:I}", "added", (json_int_t)added, "day_users", (json_int_t)day_users));
 }
@@ -226,14 +199,13 @@ void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         (int)(to - from + 1), ACTIVITY_RETAIN_DAYS);
         return;
     }
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    activity_t *a;
-    if (!find_activity(srv, req, resp, &k, &e, &a))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &activity_type, API_READ, &h))
         return;
+    const activity_t *a = api_key_value(&h);
     uint64_t n = 0;
     bool ok = !a || activity_count(a, from, to, mode, &n);
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     if (!ok)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory counting");
     else
@@ -257,16 +229,15 @@ void h_activity_users(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    activity_t *a;
-    if (!find_activity(srv, req, resp, &k, &e, &a)) {
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &activity_type, API_READ, &h)) {
         free(ids);
         return;
     }
+    const activity_t *a = api_key_value(&h);
     uint64_t next = UINT64_MAX;
     size_t got = a ? activity_users(a, day, (uint64_t)cursor, ids, (size_t)limit, &next) : 0;
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     json_t *list = json_array();
     for (size_t i = 0; i < got; i++)
         json_array_append_new(list, json_integer(ids[i]));
@@ -304,19 +275,18 @@ void h_activity_retention(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    activity_t *a;
-    if (!find_activity(srv, req, resp, &k, &e, &a)) {
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &activity_type, API_READ, &h)) {
         free(counts);
         return;
     }
+    const activity_t *a = api_key_value(&h);
     uint64_t size = 0;
     if (a)
         activity_retention(a, cohort, (int32_t)days, &size, counts);
     else
         memset(counts, 0, (size_t)days * sizeof(*counts));
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     json_t *list = json_array();
     for (int64_t i = 0; i < days; i++) {
         char d[11];
@@ -336,16 +306,10 @@ void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    activity_t *a;
-    if (!find_activity(srv, req, resp, &k, &e, &a))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &activity_type, API_MUST_EXIST, &h))
         return;
-    if (!a) {
-        ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
-        api_error(resp, API_E_NOT_FOUND, "no such key");
-        return;
-    }
+    const activity_t *a = api_key_value(&h);
     char first[11], last[11], oldest[11];
     activity_format_day(activity_first_day(a), first);
     activity_format_day(activity_last_day(a), last);
@@ -354,6 +318,6 @@ void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           (json_int_t)activity_nmonths(a), "first_day", first, "last_day", last, "oldest_writable",
                           oldest, "retain_days", ACTIVITY_RETAIN_DAYS, "memory_bytes",
                           (json_int_t)activity_heap_bytes(a));
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     api_json(resp, 200, o);
 }

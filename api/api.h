@@ -12,8 +12,10 @@
  * Handler contract:
  *   - validate everything before touching state: a failed request changes
  *     nothing;
- *   - mutate only under the shard locks of the keys involved, and while still
- *     holding them call api_journal() when (and only when) state changed;
+ *   - reach keys through the key handle (api_key_open / api_keys_lock, then
+ *     api_key_close), which locks, finds, type-checks, prepares writes, and
+ *     on close re-measures and journals the request when (and only when)
+ *     state changed, still under the lock;
  *   - set the response with api_json()/api_error().
  */
 #ifndef TALLY_API_H
@@ -251,7 +253,9 @@ bool api_parse_double(const char *s, size_t len, double *out);
 static inline int64_t api_now_ms(const api_req_t *req) { return req->now_ns / 1000000; }
 
 /* Journals this request as received (call under the shard locks, only when
- * state changed).  Returns false and sets a 500 if the journal refused. */
+ * state changed; api_key_close does it for handlers).  Raises
+ * resp->journal_lsn to the record's position, which the server waits for
+ * before answering when fsync is "always". */
 void api_journal(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
 /* Journals a different, canonical request (resolved parameters). */
 void api_journal_as(api_server_t *srv, const api_req_t *req, api_resp_t *resp, api_method_t method,
@@ -275,13 +279,61 @@ bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp
  * multi-key request it is, e.g. "sources[1]". */
 void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted, const char *role);
 
-/* Looks up `k` (its shard locked) expecting `type`: returns the entry, or
- * NULL with *resp set - 404 when missing (if must_exist), 409 WRONGTYPE when
- * of another type.  With write, the entry is prepared for modification.
- * *failed is set when *resp holds an error (telling a missing key apart from
- * an error when !must_exist).  The shard lock is left as it was. */
-ks_entry_t *api_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
-                     const ks_type_t *type, bool write, bool must_exist, bool *failed);
+/* ------------------------------------------------------------------------ */
+/* The key handle (api/key.c): open, work under the lock, close             */
+/* ------------------------------------------------------------------------ */
+
+#define API_READ 0u              /* look the key up */
+#define API_WRITE 1u             /* the handler may change the value: prepare it */
+#define API_MUST_EXIST 2u        /* a missing key is a 404 */
+
+typedef struct api_key {
+    api_server_t *srv;
+    const api_req_t *req;
+    api_resp_t *resp;
+    ks_key_t *keys;              /* the keys locked (one, or a multi-key request's) */
+    size_t n;
+    ks_entry_t *e;               /* the entry opened (for writing); NULL when missing */
+    ks_key_t key;                /* storage of the key of api_key_open */
+    bool locked;
+} api_key_t;
+
+/* Locks the key's shard and looks it up expecting `type` (NULL: any type).
+ * Returns true with the shard locked and h->e the entry (NULL when the key
+ * does not exist), prepared for modification with API_WRITE.  Returns false
+ * with nothing locked and *resp set: 404 when missing under API_MUST_EXIST,
+ * 409 WRONGTYPE when the key holds another type. */
+bool api_key_open(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t len,
+                  const ks_type_t *type, unsigned flags, api_key_t *h);
+/* The value of the open entry, NULL when the key does not exist. */
+static inline void *api_key_value(const api_key_t *h) { return h->e ? ks_entry_value(h->e) : NULL; }
+/* Stores `value` (owned by the keyspace from then on) at the missing key -
+ * keys[0] of a multi-key handle - and makes it the open entry.  False when
+ * out of memory: nothing is stored, the caller still owns `value` and
+ * answers. */
+bool api_key_add(api_key_t *h, const ks_type_t *type, void *value, int64_t expire_ms);
+/* Replaces the open entry's value (the old one is freed). */
+void api_key_replace(api_key_t *h, void *value);
+/* Deletes the open entry; h->e becomes NULL. */
+void api_key_delete(api_key_t *h);
+/* Ends the work on the key(s): when `changed`, re-measures the open entry
+ * (memory accounting) and journals the request, still under the lock; then
+ * unlocks.  Does nothing on a handle already closed (a failed open or
+ * api_keys_find has closed it). */
+void api_key_close(api_key_t *h, bool changed);
+
+/* The multi-key form: locks the shards of keys[0..n) in ascending order
+ * (never deadlocks with another such request).  keys[0] is the destination
+ * when there is one.  End with api_key_close. */
+void api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks_key_t *keys, size_t n,
+                   api_key_t *h);
+/* Looks keys[i] up with the rules of api_key_open; `role` (may be NULL)
+ * names the key in a WRONGTYPE message ("sources[1]").  With API_WRITE the
+ * entry becomes the open entry that api_key_close re-measures.  *e (may be
+ * NULL) is the entry, NULL when missing.  On failure every lock is
+ * released, *resp is set and false is returned. */
+bool api_keys_find(api_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role,
+                   ks_entry_t **e);
 
 /* The info routes (GET /cms/{key}, /topk, /tdigest): 200 with info(value)
  * built under the shard lock; 404 when missing, 409 WRONGTYPE. */

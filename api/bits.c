@@ -196,49 +196,22 @@ static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
 /* Keyspace access                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Looks {key} up with its shard locked.  Returns false (shard unlocked,
- * error set) on a wrong type; *b is NULL for a missing key. */
-static bool find_bits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
-                      ks_entry_t **e, bits_t **b)
-{
-    bool failed;
-    ks_shard_t *sh = ks_shard_at(srv->ks, k->shard);
-    ks_shard_lock(sh);
-    *e = api_find(srv, req, resp, k, &bits_type, false, false, &failed);
-    if (failed) {
-        ks_shard_unlock(sh);
-        return false;
-    }
-    *b = *e ? ks_entry_value(*e) : NULL;
-    return true;
-}
-
-/* Heap bytes the key's string owns now (0 when missing or another type). */
-static size_t current_bytes(api_server_t *srv, const api_req_t *req, const ks_key_t *k, const bits_t **out)
-{
-    ks_entry_t *e = ks_find(srv->ks, k, api_now_ms(req));
-    const bits_t *b = e && ks_entry_type(e) == &bits_type ? ks_entry_value(e) : NULL;
-    if (out)
-        *out = b;
-    return b ? bits_heap_bytes(b) : 0;
-}
-
 /* Makes room before a write that leaves the string at `len` bytes: grown in
  * place (replace = false) or replaced by an exact-size buffer.  Call without
  * locks. */
-static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k, size_t len,
-                      bool replace)
+static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                      size_t len, bool replace)
 {
     if (!api_make_room(srv, req, resp))
         return false;
     if (req->replay || !ks_maxmemory(srv->ks))
         return true;
-    ks_shard_t *sh = ks_shard_at(srv->ks, k->shard);
-    ks_shard_lock(sh);
-    const bits_t *b;
-    size_t before = current_bytes(srv, req, k, &b);
+    api_key_t h;
+    api_key_open(srv, req, resp, key, klen, NULL, API_READ, &h);   /* any type: cannot fail */
+    const bits_t *b = h.e && ks_entry_type(h.e) == &bits_type ? api_key_value(&h) : NULL;
+    size_t before = b ? bits_heap_bytes(b) : 0;
     size_t after = bits_heap_bytes_after(replace ? NULL : b, len);
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     return after <= before || api_make_room_for(srv, req, resp, after - before);
 }
 
@@ -255,16 +228,15 @@ static bits_t *new_bits(api_resp_t *resp, size_t len)
     return b;
 }
 
-static bool add_bits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k, bits_t *b,
-                     ks_entry_t **e)
+/* Stores b at the missing key of h (keys[0]); false (b freed, 507 set) when
+ * out of memory. */
+static bool add_bits(api_key_t *h, bits_t *b)
 {
-    *e = ks_add(srv->ks, k, &bits_type, b, KS_NO_EXPIRY, api_now_ms(req));
-    if (!*e) {
-        bits_free(b);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the key");
-        return false;
-    }
-    return true;
+    if (api_key_add(h, &bits_type, b, KS_NO_EXPIRY))
+        return true;
+    bits_free(b);
+    api_error(h->resp, API_E_OUT_OF_MEMORY, "out of memory adding the key");
+    return false;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -282,31 +254,25 @@ void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                   (unsigned long long)BITS_MAX_LEN);
         return;
     }
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    if (!bits_room(srv, req, resp, &k, req->body_len, true))
+    if (!bits_room(srv, req, resp, key, klen, req->body_len, true))
         return;
     bits_t *nb = bits_from(req->body, req->body_len);
     if (!nb) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing %zu bytes", req->body_len);
         return;
     }
-    ks_entry_t *e;
-    bits_t *b;
-    if (!find_bits(srv, req, resp, &k, &e, &b)) {
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_WRITE, &h)) {
         bits_free(nb);
         return;
     }
-    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
-    if (e) {
-        ks_entry_prepare_write(srv->ks, e);
-        ks_entry_replace_value(srv->ks, e, nb);
-        ks_entry_changed(srv->ks, e);
-    } else if (!add_bits(srv, req, resp, &k, nb, &e)) {
-        ks_shard_unlock(sh);
+    if (h.e) {
+        api_key_replace(&h, nb);
+    } else if (!add_bits(&h, nb)) {
+        api_key_close(&h, false);
         return;
     }
-    api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    api_key_close(&h, true);
     if (resp->status == 0)
         api_json(resp, 200, json_pack("{s:I}", "length", (json_int_t)req->body_len));
 }
@@ -317,16 +283,12 @@ void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    bits_t *b;
-    if (!find_bits(srv, req, resp, &k, &e, &b))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_MUST_EXIST, &h))
         return;
-    if (b)   /* an empty string has no buffer */
-        api_body(resp, 200, "application/octet-stream", bits_len(b) ? (const void *)bits_data(b) : "", bits_len(b));
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
-    if (!b)
-        api_error(resp, API_E_NOT_FOUND, "no such key");
+    const bits_t *b = api_key_value(&h);   /* an empty string has no buffer */
+    api_body(resp, 200, "application/octet-stream", bits_len(b) ? (const void *)bits_data(b) : "", bits_len(b));
+    api_key_close(&h, false);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -347,36 +309,29 @@ void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         (!(body = api_body_object(req, resp, fields)) || !body_offset(resp, body, &offset) ||
          !api_obj_int(resp, body, "value", true, 0, 1, &value, NULL)))
         return;
-    ks_key_t k = ks_key(srv->ks, key, klen);
     size_t need = (size_t)(offset >> 3) + 1;
-    if (!bits_room(srv, req, resp, &k, need, false))
+    if (!bits_room(srv, req, resp, key, klen, need, false))
         return;
-    ks_entry_t *e;
-    bits_t *b;
-    if (!find_bits(srv, req, resp, &k, &e, &b))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_WRITE, &h))
         return;
-    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
+    bits_t *b = api_key_value(&h);
     int old = b ? bits_getbit(bits_data(b), bits_len(b), offset) : 0;
     bool grows = !b || bits_len(b) < need;
     if (grows || old != value) {
         if (!b) {
-            if (!(b = new_bits(resp, need)) || !add_bits(srv, req, resp, &k, b, &e)) {
-                ks_shard_unlock(sh);
+            if (!(b = new_bits(resp, need)) || !add_bits(&h, b)) {
+                api_key_close(&h, false);
                 return;
             }
-        } else {
-            ks_entry_prepare_write(srv->ks, e);
-            if (!bits_grow(b, need)) {
-                ks_shard_unlock(sh);
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory growing the bit string to %zu bytes", need);
-                return;
-            }
+        } else if (!bits_grow(b, need)) {
+            api_key_close(&h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory growing the bit string to %zu bytes", need);
+            return;
         }
         bits_setbit(bits_mut(b), offset, (int)value);
-        ks_entry_changed(srv->ks, e);
-        api_journal(srv, req, resp);
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, grows || old != value);
     if (resp->status == 0)
         api_body(resp, 200, NULL, old ? "{\"previous\":1}" : "{\"previous\":0}", 14);
 }
@@ -390,13 +345,12 @@ void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
         !query_offset(req, resp, &offset))
         return;
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    bits_t *b;
-    if (!find_bits(srv, req, resp, &k, &e, &b))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_READ, &h))
         return;
+    const bits_t *b = api_key_value(&h);
     int v = b ? bits_getbit(bits_data(b), bits_len(b), offset) : 0;
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     api_body(resp, 200, NULL, v ? "{\"value\":1}" : "{\"value\":0}", 11);
 }
 
@@ -409,13 +363,12 @@ void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
         !query_range(req, resp, &r, true))
         return;
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    bits_t *b;
-    if (!find_bits(srv, req, resp, &k, &e, &b))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_READ, &h))
         return;
+    const bits_t *b = api_key_value(&h);
     int64_t n = b ? bits_count(bits_data(b), bits_len(b), &r) : 0;
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     api_json(resp, 200, json_pack("{s:I}", "count", (json_int_t)n));
 }
 
@@ -429,13 +382,12 @@ void h_bits_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
         !api_query_int(req, resp, "bit", true, 0, 1, &bit, NULL) || !query_range(req, resp, &r, false))
         return;
-    ks_key_t k = ks_key(srv->ks, key, klen);
-    ks_entry_t *e;
-    bits_t *b;
-    if (!find_bits(srv, req, resp, &k, &e, &b))
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_READ, &h))
         return;
+    const bits_t *b = api_key_value(&h);
     int64_t pos = b ? bits_pos(bits_data(b), bits_len(b), true, (int)bit, &r) : bits_pos(NULL, 0, false, (int)bit, &r);
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     api_json(resp, 200, json_pack("{s:I}", "position", (json_int_t)pos));
 }
 
@@ -502,37 +454,30 @@ void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         goto out;
 
     ks_t *ks = srv->ks;
-    int64_t now_ms = api_now_ms(req);
     for (int attempt = 0;; attempt++) {
-        ks_lock_keys(ks, keys, n + 1);
+        api_key_t h;
+        api_keys_lock(srv, req, resp, keys, n + 1, &h);
         size_t maxlen = 0;
         for (size_t i = 0; i < n; i++) {
-            ks_entry_t *se = ks_find(ks, &keys[i + 1], now_ms);
-            if (se && ks_entry_type(se) != &bits_type) {
-                ks_unlock_keys(ks, keys, n + 1);
-                char what[32];
-                snprintf(what, sizeof(what), "sources[%zu]", i);
-                api_wrongtype(resp, se, "bits", what);
+            char what[32];
+            snprintf(what, sizeof(what), "sources[%zu]", i);
+            ks_entry_t *se;
+            if (!api_keys_find(&h, i + 1, &bits_type, API_READ, what, &se))
                 goto out;
-            }
             const bits_t *sb = se ? ks_entry_value(se) : NULL;
             data[i] = sb ? bits_data(sb) : NULL;
             lens[i] = sb ? bits_len(sb) : 0;
             if (lens[i] > maxlen)
                 maxlen = lens[i];
         }
-        ks_entry_t *de = ks_find(ks, &keys[0], now_ms);
-        if (de && ks_entry_type(de) != &bits_type) {
-            ks_unlock_keys(ks, keys, n + 1);
-            api_wrongtype(resp, de, "bits", "destination");
+        if (!api_keys_find(&h, 0, &bits_type, API_WRITE, "destination", NULL))
             goto out;
-        }
         /* the result replaces the destination: make room for the difference */
-        size_t before = de ? bits_heap_bytes(ks_entry_value(de)) : 0;
+        size_t before = h.e ? bits_heap_bytes(api_key_value(&h)) : 0;
         size_t after = maxlen ? bits_heap_bytes_after(NULL, maxlen) : 0;
         uint64_t max = ks_maxmemory(ks);
         if (attempt == 0 && !req->replay && max && after > before && ks_total_memory(ks) + (after - before) > max) {
-            ks_unlock_keys(ks, keys, n + 1);
+            api_key_close(&h, false);
             if (!api_make_room_for(srv, req, resp, after - before))
                 goto out;
             continue;
@@ -540,37 +485,33 @@ void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         uint8_t *res;
         size_t rlen;
         if (!bits_bitop((bits_op_t)op, data, lens, n, &res, &rlen)) {
-            ks_unlock_keys(ks, keys, n + 1);
+            api_key_close(&h, false);
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory computing a %zu-byte result", maxlen);
             goto out;
         }
         bool changed = false;
         if (rlen == 0) {
-            if (de) {   /* an empty result deletes the destination */
-                ks_entry_delete(ks, de);
+            if (h.e) {   /* an empty result deletes the destination */
+                api_key_delete(&h);
                 changed = true;
             }
         } else {
             bits_t *nb = bits_adopt(res, rlen);
             if (!nb) {
                 free(res);
-                ks_unlock_keys(ks, keys, n + 1);
+                api_key_close(&h, false);
                 api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
                 goto out;
             }
-            if (de) {
-                ks_entry_prepare_write(ks, de);
-                ks_entry_replace_value(ks, de, nb);
-                ks_entry_changed(ks, de);
-            } else if (!add_bits(srv, req, resp, &keys[0], nb, &de)) {
-                ks_unlock_keys(ks, keys, n + 1);
+            if (h.e) {
+                api_key_replace(&h, nb);
+            } else if (!add_bits(&h, nb)) {
+                api_key_close(&h, false);
                 goto out;
             }
             changed = true;
         }
-        if (changed)
-            api_journal(srv, req, resp);
-        ks_unlock_keys(ks, keys, n + 1);
+        api_key_close(&h, changed);
         if (resp->status == 0)
             api_json(resp, 200, json_pack("{s:I}", "length", (json_int_t)rlen));
         break;
@@ -737,45 +678,34 @@ void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!parse_field_ops(resp, arr, ops, &n))
         goto out;
-    ks_key_t k = ks_key(srv->ks, key, klen);
     size_t need = (size_t)bf_needed_len(ops, n);
-    if (need && !bits_room(srv, req, resp, &k, need, false))
+    if (need && !bits_room(srv, req, resp, key, klen, need, false))
         goto out;
-    ks_entry_t *e;
-    bits_t *b;
-    if (!find_bits(srv, req, resp, &k, &e, &b))
+    /* only GETs (need == 0): nothing is written, so the read-only bytes are safe */
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bits_type, need ? API_WRITE : API_READ, &h))
         goto out;
-    ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
+    bits_t *b = api_key_value(&h);
     bool changed = false;
     if (need) {
         if (!b) {
-            if (!(b = new_bits(resp, need)) || !add_bits(srv, req, resp, &k, b, &e)) {
-                ks_shard_unlock(sh);
+            if (!(b = new_bits(resp, need)) || !add_bits(&h, b)) {
+                api_key_close(&h, false);
                 goto out;
             }
             changed = true;
         } else {
-            ks_entry_prepare_write(srv->ks, e);
             changed = bits_len(b) < need;
             if (!bits_grow(b, need)) {
-                ks_shard_unlock(sh);
+                api_key_close(&h, false);
                 api_error(resp, API_E_OUT_OF_MEMORY, "out of memory growing the bit string to %zu bytes", need);
                 goto out;
             }
         }
-        bool wrote;
-        bf_exec(bits_mut(b), bits_len(b), ops, n, res, &wrote);
-        changed = changed || wrote;
-        if (changed) {
-            ks_entry_changed(srv->ks, e);
-            api_journal(srv, req, resp);
-        }
-    } else {
-        /* only GETs: nothing is written, so the read-only bytes are safe */
-        bool wrote;
-        bf_exec(b ? bits_mut(b) : NULL, b ? bits_len(b) : 0, ops, n, res, &wrote);
     }
-    ks_shard_unlock(sh);
+    bool wrote;
+    bf_exec(b ? bits_mut(b) : NULL, b ? bits_len(b) : 0, ops, n, res, &wrote);
+    api_key_close(&h, changed || (need && wrote));
     if (resp->status == 0) {
         json_t *out = json_array();
         for (size_t i = 0; i < n; i++)

@@ -70,24 +70,13 @@ void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!api_make_room(srv, req, resp))
         goto out;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &bloom_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_WRITE, &h))
         goto out;
-    }
-    bloom_t *b;
-    bool created = !e;
-    if (e) {
-        ks_entry_prepare_write(ks, e);
-        b = ks_entry_value(e);
-    } else {
+    bloom_t *b = api_key_value(&h);
+    bool created = !b;
+    if (created)
         b = bloom_create(BLOOM_DEFAULT_ERROR, BLOOM_DEFAULT_CAPACITY, BLOOM_DEFAULT_EXPANSION, true);
-    }
     bloom_undo_t *u = b ? bloom_undo_begin(b) : NULL;
     int rc = u ? BLOOM_ADDED : BLOOM_NOMEM;
     bool changed = created;
@@ -100,7 +89,7 @@ void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         bloom_undo_rollback(b, u);
         if (created)
             bloom_free(b);
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         if (rc == BLOOM_FULL)
             api_error(resp, API_E_OUT_OF_MEMORY,
                       "the filter is full (non-scaling, or at its limit of %d sub-filters); nothing was added",
@@ -110,18 +99,13 @@ void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         goto out;
     }
     bloom_undo_commit(u);
-    if (created && !ks_add(ks, &k, &bloom_type, b, KS_NO_EXPIRY, api_now_ms(req))) {
+    if (created && !api_key_add(&h, &bloom_type, b, KS_NO_EXPIRY)) {
         bloom_free(b);
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
         goto out;
     }
-    if (changed) {
-        if (e)
-            ks_entry_changed(ks, e);
-        api_journal(srv, req, resp);
-    }
-    ks_shard_unlock(sh);
+    api_key_close(&h, changed);
     api_bool_array(resp, "added", added, it.n);
 out:
     free(added);
@@ -137,21 +121,15 @@ static void bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &bloom_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_READ, &h)) {
         free(found);
         return;
     }
-    if (e)
-        for (size_t i = 0; i < it->n; i++)
-            found[i] = bloom_check(ks_entry_value(e), it->p[i], it->len[i]);
-    ks_shard_unlock(sh);
+    const bloom_t *b = api_key_value(&h);
+    for (size_t i = 0; b && i < it->n; i++)
+        found[i] = bloom_check(b, it->p[i], it->len[i]);
+    api_key_close(&h, false);
     if (single)
         api_body(resp, 200, NULL, found[0] ? "{\"exists\":true}" : "{\"exists\":false}", found[0] ? 15 : 16);
     else
@@ -188,21 +166,12 @@ void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &bloom_type, false, false, &wrong);
-    bloom_info_t in;
-    if (e)
-        bloom_get_info(ks_entry_value(e), &in);
-    ks_shard_unlock(sh);
-    if (!e) {
-        if (!wrong)
-            api_error(resp, API_E_NOT_FOUND, "no bloom filter at this key");
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_MUST_EXIST, &h))
         return;
-    }
+    bloom_info_t in;
+    bloom_get_info(api_key_value(&h), &in);
+    api_key_close(&h, false);
     json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:f,s:b,s:I,s:f}", "capacity", (json_int_t)in.capacity, "size_bytes",
                           (json_int_t)in.size_bytes, "filters", (json_int_t)in.filters, "items",
                           (json_int_t)in.items, "error_rate", in.error_rate, "scaling", in.scaling, "hashes",

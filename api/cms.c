@@ -109,37 +109,27 @@ void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             break;
     }
     json_t *counts = json_array();
-
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &cms_type, false, true, &failed);
-    if (!e)
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &cms_type, API_WRITE | API_MUST_EXIST, &h))
         goto out;
-    cms_t *c = ks_entry_value(e);
+    cms_t *c = api_key_value(&h);
     if (sum > CMS_MAX_COUNT || !cms_can_add(c, sum)) {
+        api_key_close(&h, false);
         api_error_field(resp, API_E_BAD_REQUEST, json_object_get(body, "increments") ? "increments" : "items",
                         "overflow: the increments would take the sketch's total count past %llu; nothing was added",
                         (unsigned long long)CMS_MAX_COUNT);
         goto out;
     }
-    if (sum > 0)
-        ks_entry_prepare_write(ks, e);
     for (size_t i = 0; i < n; i++) {
         uint64_t v = items[i].by ? cms_incr(c, items[i].p, items[i].len, items[i].by)
                                  : cms_query(c, items[i].p, items[i].len);
         json_array_append_new(counts, json_integer((json_int_t)v));
     }
-    if (sum > 0)
-        api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    api_key_close(&h, sum > 0);
     free(items);
     api_json(resp, 200, json_pack("{s:o}", "counts", counts));
     return;
 out:
-    ks_shard_unlock(sh);
     free(items);
     json_decref(counts);
 }
@@ -149,20 +139,16 @@ static void count_items(api_server_t *srv, api_req_t *req, api_resp_t *resp, con
                         freq_item_t *items, size_t n)
 {
     json_t *counts = json_array();
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &cms_type, false, true, &failed);
-    if (e) {
-        const cms_t *c = ks_entry_value(e);
+    api_key_t h;
+    bool found = api_key_open(srv, req, resp, key, klen, &cms_type, API_MUST_EXIST, &h);
+    if (found) {
+        const cms_t *c = api_key_value(&h);
         for (size_t i = 0; i < n; i++)
             json_array_append_new(counts, json_integer((json_int_t)cms_query(c, items[i].p, items[i].len)));
+        api_key_close(&h, false);
     }
-    ks_shard_unlock(sh);
     free(items);
-    if (e)
+    if (found)
         api_json(resp, 200, json_pack("{s:o}", "counts", counts));
     else
         json_decref(counts);
@@ -242,41 +228,42 @@ void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         }
     }
 
-    ks_lock_keys(ks, keys, n + 1);
-    bool failed;
-    ks_entry_t *dst = api_find(srv, req, resp, &keys[0], &cms_type, false, true, &failed);
-    for (size_t i = 0; dst && i < n; i++) {
-        ks_entry_t *e = api_find(srv, req, resp, &keys[i + 1], &cms_type, false, false, &failed);
+    api_key_t h;
+    api_keys_lock(srv, req, resp, keys, n + 1, &h);
+    if (!api_keys_find(&h, 0, &cms_type, API_WRITE | API_MUST_EXIST, NULL, NULL))
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        ks_entry_t *e;
+        if (!api_keys_find(&h, i + 1, &cms_type, API_READ, NULL, &e))
+            goto done;
         if (!e) {
-            if (!failed)
-                api_error_field(resp, API_E_NOT_FOUND, "sources", "source '%s' does not exist",
-                                json_string_value(json_array_get(sources, i)));
-            dst = NULL;
-            break;
+            api_key_close(&h, false);
+            api_error_field(resp, API_E_NOT_FOUND, "sources", "source '%s' does not exist",
+                            json_string_value(json_array_get(sources, i)));
+            goto done;
         }
         srcs[i] = ks_entry_value(e);
     }
-    if (dst) {
-        cms_t *c = ks_entry_value(dst);
-        ks_entry_prepare_write(ks, dst);
-        switch (cms_merge(c, srcs, w, n)) {
-        case CMS_MERGE_OK:
-            api_journal(srv, req, resp);
-            api_json(resp, 200, info_json(c));
-            break;
-        case CMS_MERGE_DIMENSIONS:
-            api_error_field(resp, API_E_BAD_REQUEST, "sources",
-                            "every source must have the destination's width and depth (%u × %u)", cms_width(c),
-                            cms_depth(c));
-            break;
-        case CMS_MERGE_OVERFLOW:
-            api_error_field(resp, API_E_BAD_REQUEST, "weights",
-                            "overflow: the weighted total would exceed %llu; nothing was merged",
-                            (unsigned long long)CMS_MAX_COUNT);
-            break;
-        }
+    cms_t *c = api_key_value(&h);
+    switch (cms_merge(c, srcs, w, n)) {
+    case CMS_MERGE_OK: {
+        json_t *info = info_json(c);
+        api_key_close(&h, true);
+        api_json(resp, 200, info);
+        break;
     }
-    ks_unlock_keys(ks, keys, n + 1);
+    case CMS_MERGE_DIMENSIONS:
+        api_error_field(resp, API_E_BAD_REQUEST, "sources",
+                        "every source must have the destination's width and depth (%u × %u)", cms_width(c),
+                        cms_depth(c));
+        break;
+    case CMS_MERGE_OVERFLOW:
+        api_error_field(resp, API_E_BAD_REQUEST, "weights",
+                        "overflow: the weighted total would exceed %llu; nothing was merged",
+                        (unsigned long long)CMS_MAX_COUNT);
+        break;
+    }
+    api_key_close(&h, false);
 done:
     free(keys);
     free(w);

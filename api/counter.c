@@ -67,44 +67,32 @@ void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_make_room(srv, req, resp))
         return;
 
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &counter_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &counter_type, API_WRITE, &h))
         return;
-    }
+    counter_t *c = api_key_value(&h);
     int64_t value;
-    if (!counter_add_fits(e ? counter_value(ks_entry_value(e)) : 0, by, &value)) {
-        ks_shard_unlock(sh);
+    if (!counter_add_fits(c ? counter_value(c) : 0, by, &value)) {
+        api_key_close(&h, false);
         api_error_field(resp, API_E_BAD_REQUEST, "by", "increment or decrement would overflow");
         return;
     }
     bool changed = by != 0 || has_ttl || has_ttl_ms;
-    if (e) {
-        if (by != 0) {
-            ks_entry_prepare_write(ks, e);
-            counter_set(ks_entry_value(e), value);
-        }
+    if (c) {
+        counter_set(c, value);
     } else if (changed) {
-        counter_t *c = counter_new(value);
-        e = c ? ks_add(ks, &k, &counter_type, c, KS_NO_EXPIRY, now_ms) : NULL;
-        if (!e) {
+        c = counter_new(value);
+        if (!c || !api_key_add(&h, &counter_type, c, KS_NO_EXPIRY)) {
             counter_free(c);
-            ks_shard_unlock(sh);
+            api_key_close(&h, false);
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the counter");
             return;
         }
     }
-    if (e && (has_ttl || has_ttl_ms))
-        ks_entry_set_expire(ks, e, now_ms + ttl_ms);
-    int64_t left = e ? ttl_left(e, now_ms) : -2;
-    if (changed)
-        api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    if (h.e && (has_ttl || has_ttl_ms))
+        ks_entry_set_expire(srv->ks, h.e, now_ms + ttl_ms);
+    int64_t left = h.e ? ttl_left(h.e, now_ms) : -2;
+    api_key_close(&h, changed);
     answer(resp, value, left);
 }
 
@@ -115,18 +103,11 @@ void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     int64_t now_ms = api_now_ms(req);
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &counter_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &counter_type, API_READ, &h))
         return;
-    }
-    int64_t value = e ? counter_value(ks_entry_value(e)) : 0;
-    int64_t left = e ? ttl_left(e, now_ms) : -2;
-    ks_shard_unlock(sh);
+    int64_t value = h.e ? counter_value(api_key_value(&h)) : 0;
+    int64_t left = h.e ? ttl_left(h.e, now_ms) : -2;
+    api_key_close(&h, false);
     answer(resp, value, left);
 }

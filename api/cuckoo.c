@@ -76,22 +76,12 @@ void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!api_make_room(srv, req, resp))
         goto out;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_WRITE, &h))
         goto out;
-    }
-    cuckoo_t *c;
-    bool created = !e;
-    if (e) {
-        ks_entry_prepare_write(ks, e);
-        c = ks_entry_value(e);
-    } else {
+    cuckoo_t *c = api_key_value(&h);
+    bool created = !c;
+    if (created) {
         cuckoo_params_t p = { CUCKOO_DEFAULT_CAPACITY, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
                               CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
         c = cuckoo_create(&p, key_seed(key, klen));
@@ -108,7 +98,7 @@ void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         cuckoo_undo_rollback(c, u);
         if (created)
             cuckoo_free(c);
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         if (rc == CUCKOO_FULL)
             api_error(resp, API_E_OUT_OF_MEMORY,
                       "the filter is full (no free slot after max_iterations evictions, and it cannot grow); "
@@ -118,18 +108,13 @@ void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         goto out;
     }
     cuckoo_undo_commit(u);
-    if (created && !ks_add(ks, &k, &cuckoo_type, c, KS_NO_EXPIRY, api_now_ms(req))) {
+    if (created && !api_key_add(&h, &cuckoo_type, c, KS_NO_EXPIRY)) {
         cuckoo_free(c);
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
         goto out;
     }
-    if (changed) {
-        if (e)
-            ks_entry_changed(ks, e);
-        api_journal(srv, req, resp);
-    }
-    ks_shard_unlock(sh);
+    api_key_close(&h, changed);
     api_bool_array(resp, "added", added, it.n);
 out:
     free(added);
@@ -148,25 +133,20 @@ static void cuckoo_lookup(api_server_t *srv, api_req_t *req, api_resp_t *resp, c
         return;
     }
     uint64_t count = 0;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_READ, &h)) {
         free(found);
         return;
     }
-    if (e) {
+    const cuckoo_t *c = api_key_value(&h);
+    if (c) {
         if (q == Q_COUNT)
-            count = cuckoo_count(ks_entry_value(e), it->p[0], it->len[0]);
+            count = cuckoo_count(c, it->p[0], it->len[0]);
         else
             for (size_t i = 0; i < it->n; i++)
-                found[i] = cuckoo_check(ks_entry_value(e), it->p[i], it->len[i]);
+                found[i] = cuckoo_check(c, it->p[i], it->len[i]);
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     if (q == Q_COUNT) {
         char b[48];
         int n = snprintf(b, sizeof(b), "{\"count\":%llu}", (unsigned long long)count);
@@ -218,26 +198,16 @@ void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, true, false, &wrong);
-    if (!e) {
-        ks_shard_unlock(sh);
-        if (!wrong)
-            api_error(resp, API_E_NOT_FOUND, "no cuckoo filter at this key");
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_WRITE | API_MUST_EXIST, &h))
         goto out;
-    }
+    cuckoo_t *c = api_key_value(&h);
     bool changed = false;
     for (size_t i = 0; i < it.n; i++) {
-        removed[i] = cuckoo_delete(ks_entry_value(e), it.p[i], it.len[i], NULL);
+        removed[i] = cuckoo_delete(c, it.p[i], it.len[i], NULL);
         changed |= removed[i];
     }
-    if (changed)
-        api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    api_key_close(&h, changed);
     api_bool_array(resp, "removed", removed, it.n);
 out:
     free(removed);
@@ -250,21 +220,12 @@ void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &cuckoo_type, false, false, &wrong);
-    cuckoo_info_t in;
-    if (e)
-        cuckoo_get_info(ks_entry_value(e), &in);
-    ks_shard_unlock(sh);
-    if (!e) {
-        if (!wrong)
-            api_error(resp, API_E_NOT_FOUND, "no cuckoo filter at this key");
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_MUST_EXIST, &h))
         return;
-    }
+    cuckoo_info_t in;
+    cuckoo_get_info(api_key_value(&h), &in);
+    api_key_close(&h, false);
     double slots = (double)in.buckets * in.bucket_size;
     api_json(resp, 200,
              json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "size_bytes", (json_int_t)in.size_bytes,

@@ -201,21 +201,6 @@ static bool query_members(const api_req_t *req, api_resp_t *resp, const char *na
     return true;
 }
 
-/* Finds the key for reading: *g is NULL when it does not exist.  On a wrong
- * type the shard is unlocked and 409 is set. */
-static bool find_geo(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
-                     ks_entry_t **e, geo_t **g)
-{
-    bool failed;
-    *e = api_find(srv, req, resp, k, &geo_type, false, false, &failed);
-    if (failed) {
-        ks_shard_unlock(ks_shard_at(srv->ks, k->shard));
-        return false;
-    }
-    *g = *e ? ks_entry_value(*e) : NULL;
-    return true;
-}
-
 /* ------------------------------------------------------------------------ */
 /* POST /geo/{key}: GEOADD                                                  */
 /* ------------------------------------------------------------------------ */
@@ -324,27 +309,21 @@ void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_make_room(srv, req, resp))
         goto out;
 
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e;
-    geo_t *g;
-    if (!find_geo(srv, req, resp, &k, &e, &g))
+    api_key_t hk;
+    if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_WRITE, &hk))
         goto out;
+    geo_t *g = api_key_value(&hk);
     if (!g && xx) {   /* XX on a missing key: nothing to update, no key created */
-        ks_shard_unlock(sh);
+        api_key_close(&hk, false);
         api_json(resp, 200, json_pack("{s:i}", "added", 0));
         goto out;
     }
     bool fresh = g == NULL;
     if (fresh && !(g = geo_create())) {
-        ks_shard_unlock(sh);
+        api_key_close(&hk, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the geo set");
         goto out;
     }
-    if (!fresh)
-        ks_entry_prepare_write(ks, e);
     geo_add_mode_t mode = nx ? GEO_ADD_NX : xx ? GEO_ADD_XX : GEO_ADD;
     size_t added = 0, nundo = 0;
     bool oom = false;
@@ -377,24 +356,20 @@ void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (fresh)
             geo_free(g);
         else
-            ks_entry_changed(ks, e);
-        ks_shard_unlock(sh);
+            ks_entry_changed(srv->ks, hk.e);
+        api_key_close(&hk, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding members");
         goto out;
     }
-    if (fresh) {
-        if (!ks_add(ks, &k, &geo_type, g, KS_NO_EXPIRY, api_now_ms(req))) {
-            geo_free(g);
-            ks_shard_unlock(sh);
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the geo set");
-            goto out;
-        }
-    } else {
-        ks_entry_changed(ks, e);
+    if (fresh && !api_key_add(&hk, &geo_type, g, KS_NO_EXPIRY)) {
+        geo_free(g);
+        api_key_close(&hk, false);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the geo set");
+        goto out;
     }
-    if (nundo > 0)
-        api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    if (!fresh)
+        ks_entry_changed(srv->ks, hk.e);
+    api_key_close(&hk, nundo > 0);
     api_json(resp, 200, json_pack("{s:I}", "added", (json_int_t)added));
 out:
     free(undo);
@@ -436,29 +411,22 @@ void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             return;
     }
 
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e;
-    geo_t *g;
-    if (!find_geo(srv, req, resp, &k, &e, &g))
+    api_key_t hk;
+    if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_WRITE, &hk))
         return;
+    geo_t *g = api_key_value(&hk);
     size_t removed = 0;
     if (g) {
-        ks_entry_prepare_write(ks, e);
         for (size_t i = 0; i < n; i++) {
             json_t *m = json_array_get(arr, i);
             removed += geo_remove(g, json_string_value(m), json_string_length(m));
         }
         if (geo_count(g) == 0)
-            ks_entry_delete(ks, e);   /* like Redis, an empty set is no key */
+            api_key_delete(&hk);   /* like Redis, an empty set is no key */
         else
-            ks_entry_changed(ks, e);
-        if (removed)
-            api_journal(srv, req, resp);
+            ks_entry_changed(srv->ks, hk.e);
     }
-    ks_shard_unlock(sh);
+    api_key_close(&hk, removed > 0);
     api_json(resp, 200, json_pack("{s:I}", "removed", (json_int_t)removed));
 }
 
@@ -477,13 +445,9 @@ static void per_member(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool
         !api_query_allow(req, resp, (const char *const[]){ "member", NULL }) ||
         !query_members(req, resp, "member", &names, &lens, &n))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e;
-    geo_t *g;
-    if (find_geo(srv, req, resp, &k, &e, &g)) {
+    api_key_t hk;
+    if (api_key_open(srv, req, resp, key, klen, &geo_type, API_READ, &hk)) {
+        const geo_t *g = api_key_value(&hk);
         wbuf_t b = WBUF_INIT;
         put_str(&b, hashes ? "{\"hashes\":[" : "{\"positions\":[");
         for (size_t i = 0; i < n; i++) {
@@ -505,7 +469,7 @@ static void per_member(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool
             }
         }
         put_str(&b, "]}");
-        ks_shard_unlock(sh);
+        api_key_close(&hk, false);
         answer(resp, &b);
     }
     free(names);
@@ -542,17 +506,13 @@ void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         !query_member(req, resp, "from", true, &from, &flen) || !query_member(req, resp, "to", true, &to, &tlen) ||
         !query_unit(req, resp, &to_m))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e;
-    geo_t *g;
-    if (!find_geo(srv, req, resp, &k, &e, &g))
+    api_key_t hk;
+    if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_READ, &hk))
         return;
+    const geo_t *g = api_key_value(&hk);
     uint64_t s1, s2;
     bool both = g && geo_score(g, from, flen, &s1) && geo_score(g, to, tlen, &s2);
-    ks_shard_unlock(sh);
+    api_key_close(&hk, false);
     wbuf_t b = WBUF_INIT;
     put_str(&b, "{\"distance\":");
     if (both) {
@@ -667,23 +627,19 @@ void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     nearby_t nb;
     if (!parse_nearby(req, resp, &nb))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, nb.key, nb.klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e;
-    geo_t *g;
-    if (!find_geo(srv, req, resp, &k, &e, &g))
+    api_key_t hk;
+    if (!api_key_open(srv, req, resp, nb.key, nb.klen, &geo_type, API_READ, &hk))
         return;
+    const geo_t *g = api_key_value(&hk);
     if (!g) {   /* as Redis: a missing key has no members, even around a member */
-        ks_shard_unlock(sh);
+        api_key_close(&hk, false);
         api_body(resp, 200, NULL, "{\"results\":[]}", 14);
         return;
     }
     if (nb.member) {
         uint64_t score;
         if (!geo_score(g, nb.member, nb.mlen, &score)) {
-            ks_shard_unlock(sh);
+            api_key_close(&hk, false);
             api_error_field(resp, API_E_NOT_FOUND, "member",
                             "could not decode requested zset member: '%.*s' is not in this geo set",
                             (int)(nb.mlen > 200 ? 200 : nb.mlen), nb.member);
@@ -694,7 +650,7 @@ void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     geo_hit_t *hits;
     size_t n;
     if (!geo_search(g, &nb.q, &hits, &n)) {
-        ks_shard_unlock(sh);
+        api_key_close(&hk, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory searching");
         return;
     }
@@ -723,7 +679,7 @@ void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         wbuf_put_u8(&b, '}');
     }
     put_str(&b, "]}");
-    ks_shard_unlock(sh);
+    api_key_close(&hk, false);
     free(hits);
     answer(resp, &b);
 }

@@ -126,54 +126,43 @@ void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, out);
 }
 
-/* Looks the {key} up with its shard locked; on success the caller unlocks. */
-static ks_entry_t *find_key(api_server_t *srv, api_req_t *req, api_resp_t *resp, ks_key_t *k, bool must_exist)
+/* Opens the {key} of the path, whatever its type (NULL with 400/404 set). */
+static ks_entry_t *open_key(api_server_t *srv, api_req_t *req, api_resp_t *resp, unsigned flags, api_key_t *h)
 {
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen))
+    if (!api_path_key(req, resp, &key, &klen) || !api_key_open(srv, req, resp, key, klen, NULL, flags, h))
         return NULL;
-    *k = ks_key(srv->ks, key, klen);
-    ks_shard_lock(ks_shard_at(srv->ks, k->shard));
-    ks_entry_t *e = ks_find(srv->ks, k, api_now_ms(req));
-    if (!e && must_exist) {
-        ks_shard_unlock(ks_shard_at(srv->ks, k->shard));
-        api_error(resp, API_E_NOT_FOUND, "no such key");
-    }
-    return e;
+    return h->e;
 }
 
 void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    ks_key_t k;
-    if (!api_no_query(req, resp))
-        return;
-    ks_entry_t *e = find_key(srv, req, resp, &k, true);
-    if (!e)
+    api_key_t h;
+    ks_entry_t *e;
+    if (!api_no_query(req, resp) || !(e = open_key(srv, req, resp, API_MUST_EXIST, &h)))
         return;
     size_t klen;
     const char *key = ks_entry_key(e, &klen);
     json_t *o = json_pack("{s:s%,s:s,s:I,s:I}", "key", key, klen, "type", ks_entry_type(e)->name, "ttl_ms",
                           (json_int_t)ttl_ms_of(e, api_now_ms(req)), "memory_bytes",
                           (json_int_t)ks_entry_memory(e));
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, false);
     api_json(resp, 200, o);
 }
 
 void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    ks_key_t k;
+    api_key_t h;
     if (!api_no_query(req, resp))
         return;
-    ks_entry_t *e = find_key(srv, req, resp, &k, false);
+    bool found = open_key(srv, req, resp, API_WRITE, &h) != NULL;
     if (resp->status)
         return;   /* bad key */
-    if (e) {
-        ks_entry_delete(srv->ks, e);
-        api_journal(srv, req, resp);
-    }
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
-    api_json(resp, 200, json_pack("{s:b}", "deleted", e != NULL));
+    if (found)
+        api_key_delete(&h);
+    api_key_close(&h, found);
+    api_json(resp, 200, json_pack("{s:b}", "deleted", found));
 }
 
 void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -187,29 +176,24 @@ void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
         !api_obj_int(resp, body, "ttl_ms", true, 1, INT64_MAX / 2 - api_now_ms(req), &ttl, NULL))
         return;
-    ks_key_t k;
-    ks_entry_t *e = find_key(srv, req, resp, &k, true);
+    api_key_t h;
+    ks_entry_t *e = open_key(srv, req, resp, API_MUST_EXIST, &h);
     if (!e)
         return;
     ks_entry_set_expire(srv->ks, e, api_now_ms(req) + ttl);
-    api_journal(srv, req, resp);
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, true);
     api_json(resp, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)ttl));
 }
 
 void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    ks_key_t k;
-    if (!api_no_query(req, resp))
-        return;
-    ks_entry_t *e = find_key(srv, req, resp, &k, true);
-    if (!e)
+    api_key_t h;
+    ks_entry_t *e;
+    if (!api_no_query(req, resp) || !(e = open_key(srv, req, resp, API_MUST_EXIST, &h)))
         return;
     bool had = ks_entry_expire(e) != KS_NO_EXPIRY;
-    if (had) {
+    if (had)
         ks_entry_set_expire(srv->ks, e, KS_NO_EXPIRY);
-        api_journal(srv, req, resp);
-    }
-    ks_shard_unlock(ks_shard_at(srv->ks, k.shard));
+    api_key_close(&h, had);
     api_json(resp, 200, json_pack("{s:b}", "persisted", had));
 }

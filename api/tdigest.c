@@ -95,28 +95,25 @@ void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         }
         v[i] = json_number_value(x);   /* JSON numbers are finite; jansson refuses overflowing ones */
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
+    api_key_t h;
+    ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &tdigest_type, API_MUST_EXIST, &h) ? h.e : NULL;
     uint64_t total = 0;
+    bool changed = false;
     if (e) {
         tdigest_t *td = ks_entry_value(e);
         if (!tdigest_can_add(td, n)) {
             api_error_field(resp, API_E_BAD_REQUEST, "values", "overflow: the digest would hold more than 2^53 values");
             e = NULL;
         } else {
-            ks_entry_prepare_write(ks, e);
+            ks_entry_prepare_write(srv->ks, e);
             for (size_t i = 0; i < n; i++)
                 tdigest_add(td, v[i]);
             tdigest_flush(td);
             total = tdigest_count(td);
-            api_journal(srv, req, resp);
+            changed = true;
         }
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, changed);
     free(v);
     if (e)
         api_json(resp, 200, json_pack("{s:I}", "observations", (json_int_t)total));
@@ -164,12 +161,8 @@ static void query(api_server_t *srv, api_req_t *req, api_resp_t *resp, query_kin
         return;
     }
     json_t *out = json_array();
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
+    api_key_t h;
+    ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &tdigest_type, API_MUST_EXIST, &h) ? h.e : NULL;
     if (e) {
         const tdigest_t *td = ks_entry_value(e);
         for (size_t i = 0; i < n; i++) {
@@ -185,7 +178,7 @@ static void query(api_server_t *srv, api_req_t *req, api_resp_t *resp, query_kin
             json_array_append_new(out, a);
         }
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     free(x);
     free(ranks);
     if (e)
@@ -227,19 +220,15 @@ static void scalar(api_server_t *srv, api_req_t *req, api_resp_t *resp, scalar_k
     } else if (!api_no_query(req, resp)) {
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, false, true, &failed);
+    api_key_t h;
+    ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &tdigest_type, API_MUST_EXIST, &h) ? h.e : NULL;
     double v = 0;
     if (e) {
         const tdigest_t *td = ks_entry_value(e);
         v = kind == S_TRIMMED ? tdigest_trimmed_mean(td, low, high) : kind == S_MIN ? tdigest_min(td)
                                                                                     : tdigest_max(td);
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     if (e)
         api_json(resp, 200, json_pack("{s:o}", kind == S_TRIMMED ? "mean" : kind == S_MIN ? "min" : "max",
                                       freq_real(v)));
@@ -304,15 +293,15 @@ void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_make_room(srv, req, resp))
         goto done;
 
-    ks_lock_keys(ks, keys, n + 1);
-    bool failed;
-    ks_entry_t *dst = api_find(srv, req, resp, &keys[0], &tdigest_type, false, false, &failed);
-    if (failed)
-        goto unlock;
+    api_key_t h;
+    api_keys_lock(srv, req, resp, keys, n + 1, &h);
+    ks_entry_t *dst;
+    if (!api_keys_find(&h, 0, &tdigest_type, API_WRITE, NULL, &dst))
+        goto done;
     for (size_t i = 0; i < n; i++) {
-        ks_entry_t *e = api_find(srv, req, resp, &keys[i + 1], &tdigest_type, false, false, &failed);
-        if (failed)
-            goto unlock;
+        ks_entry_t *e;
+        if (!api_keys_find(&h, i + 1, &tdigest_type, API_READ, NULL, &e))
+            goto done;
         if (!e) {
             api_error_field(resp, API_E_NOT_FOUND, "sources", "source '%s' does not exist",
                             json_string_value(json_array_get(sources, i)));
@@ -344,17 +333,17 @@ void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         goto unlock;
     }
     if (dst) {
-        ks_entry_prepare_write(ks, dst);
-        ks_entry_replace_value(ks, dst, td);
-    } else if (!ks_add(ks, &keys[0], &tdigest_type, td, KS_NO_EXPIRY, api_now_ms(req))) {
+        api_key_replace(&h, td);
+    } else if (!api_key_add(&h, &tdigest_type, td, KS_NO_EXPIRY)) {
         tdigest_free(td);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the merge");
         goto unlock;
     }
-    api_journal(srv, req, resp);
-    api_json(resp, 200, info_json(td));
+    json_t *info = info_json(td);
+    api_key_close(&h, true);
+    api_json(resp, 200, info);
 unlock:
-    ks_unlock_keys(ks, keys, n + 1);
+    api_key_close(&h, false);
 done:
     free(keys);
     free(srcs);
@@ -368,20 +357,15 @@ void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     if (req->body_len > 0 && !api_body_object(req, resp, (const char *const[]){ NULL }))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &tdigest_type, true, true, &failed);
+    api_key_t h;
+    ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &tdigest_type, API_WRITE | API_MUST_EXIST, &h) ? h.e : NULL;
     json_t *info = NULL;
     if (e) {
         tdigest_t *td = ks_entry_value(e);
         tdigest_reset(td);
-        api_journal(srv, req, resp);
         info = info_json(td);
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, e != NULL);
     if (info)
         api_json(resp, 200, info);
 }

@@ -264,44 +264,34 @@ static void count_metrics(const api_req_t *req, const rl_item_t *items, size_t n
 
 static bool run_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *it)
 {
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, it->key, it->klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &throttle_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, it->key, it->klen, &throttle_type, API_WRITE, &h))
         return false;
-    }
-    throttle_t *t = e ? ks_entry_value(e) : NULL;
+    throttle_t *t = api_key_value(&h);
     if (algo_conflict(resp, it, t)) {
-        ks_shard_unlock(sh);
+        api_key_close(&h, false);
         return false;
     }
     if (throttle_check(t, &it->p, req->now_ns, it->quantity, &it->r)) {
         int64_t expire_ns;
-        if (e) {
-            ks_entry_prepare_write(ks, e);
+        if (h.e) {
             if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns)) {
-                ks_shard_unlock(sh);
+                api_key_close(&h, false);
                 api_error(resp, API_E_OUT_OF_MEMORY, "out of memory recording the request");
                 return false;
             }
-            ks_entry_changed(ks, e);
-        } else {
-            if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns) ||
-                !(e = ks_add(ks, &k, &throttle_type, t, KS_NO_EXPIRY, api_now_ms(req)))) {
-                throttle_free(t);
-                ks_shard_unlock(sh);
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiter");
-                return false;
-            }
+            ks_entry_changed(srv->ks, h.e);
+        } else if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns) ||
+                   !api_key_add(&h, &throttle_type, t, KS_NO_EXPIRY)) {
+            throttle_free(t);
+            api_key_close(&h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiter");
+            return false;
         }
-        ks_entry_set_expire(ks, e, expire_ms_of(expire_ns));
-        journal_items(srv, req, resp, it, 1, false);
+        ks_entry_set_expire(srv->ks, h.e, expire_ms_of(expire_ns));
+        journal_items(srv, req, resp, it, 1, false);   /* canonical form: not the request as received */
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     return true;
 }
 
@@ -363,17 +353,11 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
-    ks_lock_keys(ks, keys, n);
-    for (size_t i = 0; i < n; i++) {
-        if (slot_of[i] != i)
-            continue;
-        slot_t *s = &slots[i];
-        s->e = ks_find(ks, &keys[i], now_ms);
-        if (s->e && ks_entry_type(s->e) != &throttle_type) {
-            api_wrongtype(resp, s->e, "throttle", NULL);
+    api_key_t h;
+    api_keys_lock(srv, req, resp, keys, n, &h);
+    for (size_t i = 0; i < n; i++)
+        if (slot_of[i] == i && !api_keys_find(&h, i, &throttle_type, API_READ, NULL, &slots[i].e))
             goto unlock;
-        }
-    }
     /* decide in order; later items on a key see what earlier ones recorded */
     *all = true;
     bool changed = false;
@@ -444,7 +428,7 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
     }
     ok = true;
 unlock:
-    ks_unlock_keys(ks, keys, n);
+    api_key_close(&h, false);   /* journaled in canonical form above */
 out:
     if (slots)
         for (size_t i = 0; i < n; i++)
@@ -829,19 +813,14 @@ void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         rl_item_release(&it);
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, it.key, it.klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *ent = api_find(srv, req, resp, &k, &throttle_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, it.key, it.klen, &throttle_type, API_WRITE, &h)) {
         rl_item_release(&it);
         return;
     }
-    if (ent) {
-        ks_entry_delete(ks, ent);
+    bool found = h.e != NULL;
+    if (found) {
+        api_key_delete(&h);
         if (p) {
             /* journal the resolved key, so replay needs no policies */
             char *path = malloc(10 + 3 * it.klen + 1);
@@ -855,7 +834,7 @@ void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             api_journal(srv, req, resp);
         }
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);   /* journaled above, the resolved key when a policy named it */
     rl_item_release(&it);
-    api_json(resp, 200, json_pack("{s:b}", "deleted", ent != NULL));
+    api_json(resp, 200, json_pack("{s:b}", "deleted", found));
 }

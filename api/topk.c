@@ -80,12 +80,8 @@ void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     json_t *expelled = json_array();
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &topk_type, true, true, &failed);
+    api_key_t h;
+    ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &topk_type, API_WRITE | API_MUST_EXIST, &h) ? h.e : NULL;
     if (e) {
         topk_t *t = ks_entry_value(e);
         for (size_t i = 0; i < n; i++) {
@@ -95,10 +91,8 @@ void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             json_array_append_new(expelled, out ? freq_string(out, olen) : json_null());
             free(out);
         }
-        ks_entry_changed(ks, e);
-        api_journal(srv, req, resp);
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, e != NULL);
     free(items);
     if (e)
         api_json(resp, 200, json_pack("{s:o}", "expelled", expelled));
@@ -112,12 +106,8 @@ void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &topk_type, false, true, &failed);
+    api_key_t h;
+    ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &topk_type, API_MUST_EXIST, &h) ? h.e : NULL;
     json_t *list = NULL;
     if (e) {
         const topk_t *t = ks_entry_value(e);
@@ -133,7 +123,7 @@ void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         }
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     if (list)
         api_json(resp, 200, json_pack("{s:o}", "items", list));
 }
@@ -150,12 +140,8 @@ void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!items)
         return;
     json_t *in = json_array(), *counts = json_array();
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &topk_type, false, true, &failed);
+    api_key_t h;
+    ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &topk_type, API_MUST_EXIST, &h) ? h.e : NULL;
     if (e) {
         const topk_t *t = ks_entry_value(e);
         for (size_t i = 0; i < n; i++) {
@@ -163,7 +149,7 @@ void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             json_array_append_new(counts, freq_count(topk_count(t, items[i].p, items[i].len)));
         }
     }
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     free(items);
     if (e) {
         api_json(resp, 200, json_pack("{s:o,s:o}", "in_topk", in, "counts", counts));

@@ -405,16 +405,6 @@ static bool collect(void *ud, int64_t t, double v)
     return true;
 }
 
-/* Finds the key for reading: NULL with 404/409 set when it is not a series. */
-static ks_entry_t *find_series(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k)
-{
-    bool failed;
-    ks_entry_t *e = api_find(srv, req, resp, k, &ts_type, false, false, &failed);
-    if (!e && !failed)
-        api_error(resp, API_E_NOT_FOUND, "no such time series");
-    return e;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -461,33 +451,21 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
 
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &ts_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE, &h)) {
         free(s);
         return;
     }
     /* A new series gets the samples before it joins the keyspace, so a
      * refused batch leaves no empty key behind. */
-    bool created = !e;
-    ts_t *ts = e ? ks_entry_value(e) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    bool created = !h.e;
+    ts_t *ts = h.e ? api_key_value(&h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
     size_t failed = 0;
     ts_status_t st = TS_ERR_NOMEM;
-    if (ts) {
-        if (e)
-            ks_entry_prepare_write(ks, e);
+    if (ts)
         st = ts_add(ts, s, n, has_over ? over : ts_policy(ts), &failed);
-    }
-    if (st == TS_OK && !e) {
-        e = ks_add(ks, &k, &ts_type, ts, KS_NO_EXPIRY, api_now_ms(req));
-        if (!e)
-            st = TS_ERR_NOMEM;
-    }
+    if (st == TS_OK && created && !api_key_add(&h, &ts_type, ts, KS_NO_EXPIRY))
+        st = TS_ERR_NOMEM;
     if (st != TS_OK) {
         int64_t newest_ts = -1;   /* the newest sample when the failing one came: stored or earlier in the batch */
         if (st == TS_ERR_TOO_OLD) {
@@ -499,11 +477,11 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                     newest_ts = s[i].ts;
         }
         int64_t retention = ts ? ts_retention(ts) : 0;
-        if (!e)
+        if (created)
             ts_free(ts);
         else
-            ks_entry_changed(ks, e);   /* unchanged samples, but spare capacity may have moved */
-        ks_shard_unlock(sh);
+            ks_entry_changed(srv->ks, h.e);   /* unchanged samples, but spare capacity may have moved */
+        api_key_close(&h, false);
         switch (st) {
         case TS_ERR_TOO_OLD:
             api_error_field(resp, API_E_BAD_REQUEST, "samples",
@@ -528,9 +506,7 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         free(s);
         return;
     }
-    ks_entry_changed(ks, e);
-    api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    api_key_close(&h, true);
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 32 + n * 16);
     wbuf_put_bytes(&b, "{\"timestamps\":[", 15);
@@ -550,16 +526,10 @@ void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = find_series(srv, req, resp, &k);
-    if (!e) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, &h))
         return;
-    }
-    const ts_t *ts = ks_entry_value(e);
+    const ts_t *ts = api_key_value(&h);
     ts_info_t info;
     ts_get_info(ts, &info);
     json_t *labels = json_object();
@@ -575,7 +545,7 @@ void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           (json_int_t)ts_retention(ts), "duplicate_policy", ts_policy_name(ts_policy(ts)), "labels",
                           labels, "chunks", (json_int_t)info.chunks, "compressed_bytes",
                           (json_int_t)info.data_bytes);
-    ks_shard_unlock(sh);
+    api_key_close(&h, false);
     api_json(resp, 200, o);
 }
 
@@ -588,19 +558,15 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts))
         return;
     q.reverse = reverse;
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
     collected_t c = { 0 };
-    ks_shard_lock(sh);
-    ks_entry_t *e = find_series(srv, req, resp, &k);
-    ts_status_t st = e ? ts_range(ks_entry_value(e), &q, collect, &c) : TS_OK;
-    ks_shard_unlock(sh);
-    free(fts);
-    if (!e) {
-        free(c.s);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, &h)) {
+        free(fts);
         return;
     }
+    ts_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
+    api_key_close(&h, false);
+    free(fts);
     if (st != TS_OK) {
         free(c.s);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory running the query");
@@ -647,22 +613,11 @@ void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         (long long)to);
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    ks_entry_t *e = find_series(srv, req, resp, &k);
-    if (!e) {
-        ks_shard_unlock(sh);
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE | API_MUST_EXIST, &h))
         return;
-    }
-    ks_entry_prepare_write(ks, e);
-    int64_t deleted = ts_delete_range(ks_entry_value(e), from, to);
-    if (deleted > 0) {
-        ks_entry_changed(ks, e);
-        api_journal(srv, req, resp);
-    }
-    ks_shard_unlock(sh);
+    int64_t deleted = ts_delete_range(api_key_value(&h), from, to);
+    api_key_close(&h, deleted > 0);
     if (deleted < 0)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory deleting samples");
     else

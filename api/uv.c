@@ -45,38 +45,27 @@ void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_items_free(&it);
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
     int updated;
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &hll_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t hk;
+    if (!api_key_open(srv, req, resp, key, klen, &hll_type, API_WRITE, &hk)) {
         api_items_free(&it);
         return;
     }
-    if (e) {
-        ks_entry_prepare_write(ks, e);
-        updated = hll_add_batch(ks_entry_value(e), it.p, it.len, it.n);
-        if (updated > 0)
-            ks_entry_changed(ks, e);
+    if (hk.e) {
+        updated = hll_add_batch(api_key_value(&hk), it.p, it.len, it.n);
     } else {
         hll_t *h = hll_create();
         updated = h ? hll_add_batch(h, it.p, it.len, it.n) : -1;
         if (updated >= 0) {
             hll_invalidate_cache(h);   /* PFADD creating the key is an update */
             updated = 1;
-            if (!ks_add(ks, &k, &hll_type, h, KS_NO_EXPIRY, api_now_ms(req)))
+            if (!api_key_add(&hk, &hll_type, h, KS_NO_EXPIRY))
                 updated = -1;
         }
         if (updated < 0)
             hll_free(h);
     }
-    if (updated > 0)
-        api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    api_key_close(&hk, updated > 0);
     api_items_free(&it);
     if (updated < 0) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding to the HyperLogLog");
@@ -121,19 +110,17 @@ static void uv_union(api_server_t *srv, api_req_t *req, api_resp_t *resp, const 
         }
         keys[j++] = ks_key(ks, req->params[i].value, req->params[i].vlen);
     }
-    ks_lock_keys(ks, keys, n);
-    const ks_entry_t *bad = NULL;
-    for (size_t i = 0; i < n && !bad; i++) {
-        ks_entry_t *e = ks_find(ks, &keys[i], api_now_ms(req));
-        if (e && ks_entry_type(e) != &hll_type)
-            bad = e;
-        else if (e)
+    api_key_t h;
+    api_keys_lock(srv, req, resp, keys, n, &h);
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        ks_entry_t *e;
+        ok = api_keys_find(&h, i, &hll_type, API_READ, NULL, &e);
+        if (ok && e)
             hll_max_into(ks_entry_value(e), max);
     }
-    if (bad)
-        api_wrongtype(resp, bad, "uv", NULL);
-    ks_unlock_keys(ks, keys, n);
-    if (!bad)
+    api_key_close(&h, false);
+    if (ok)
         count_answer(resp, hll_count_registers(max));
     free(keys);
     free(max);
@@ -163,40 +150,34 @@ void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         uv_union(srv, req, resp, key, klen);
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &hll_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t hk;
+    if (!api_key_open(srv, req, resp, key, klen, &hll_type, API_READ, &hk))
         return;
-    }
+    hll_t *h = api_key_value(&hk);
     if (raw) {
-        if (e) {
+        if (h) {
             size_t len;
-            const uint8_t *b = hll_bytes(ks_entry_value(e), &len);
+            const uint8_t *b = hll_bytes(h, &len);
             api_body(resp, 200, "application/octet-stream", b, len);
         }
-        ks_shard_unlock(sh);
-        if (!e)
+        api_key_close(&hk, false);
+        if (!h)
             api_error(resp, API_E_NOT_FOUND, "no HyperLogLog at this key");
         return;
     }
     uint64_t count = 0;
-    if (e) {
-        hll_t *h = ks_entry_value(e);
+    bool stored = false;
+    if (h) {
         if (hll_cache_valid(h)) {
             count = hll_count(h, false, NULL);
         } else {
             /* Redis's PFCOUNT stores the fresh count in the header */
-            ks_entry_prepare_write(ks, e);
+            ks_entry_prepare_write(srv->ks, hk.e);
             count = hll_count(h, true, NULL);
-            api_journal(srv, req, resp);
+            stored = true;
         }
     }
-    ks_shard_unlock(sh);
+    api_key_close(&hk, stored);
     count_answer(resp, count);
 }
 
@@ -221,33 +202,26 @@ void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         hll_free(h);
         return;
     }
-    ks_t *ks = srv->ks;
-    ks_key_t k = ks_key(ks, key, klen);
-    ks_shard_t *sh = ks_shard_at(ks, k.shard);
-    ks_shard_lock(sh);
-    bool wrong;
-    ks_entry_t *e = api_find(srv, req, resp, &k, &hll_type, false, false, &wrong);
-    if (wrong) {
-        ks_shard_unlock(sh);
+    api_key_t hk;
+    if (!api_key_open(srv, req, resp, key, klen, &hll_type, API_WRITE, &hk)) {
         hll_free(h);
         return;
     }
     uint64_t count = hll_count(h, false, NULL);
     bool sparse = hll_is_sparse(h);
-    if (e) {
-        ks_entry_prepare_write(ks, e);
-        ks_entry_replace_value(ks, e, h);
-    } else if (!ks_add(ks, &k, &hll_type, h, KS_NO_EXPIRY, api_now_ms(req))) {
-        ks_shard_unlock(sh);
+    bool replaced = hk.e != NULL;
+    if (replaced) {
+        api_key_replace(&hk, h);
+    } else if (!api_key_add(&hk, &hll_type, h, KS_NO_EXPIRY)) {
+        api_key_close(&hk, false);
         hll_free(h);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the HyperLogLog");
         return;
     }
-    api_journal(srv, req, resp);
-    ks_shard_unlock(sh);
+    api_key_close(&hk, true);
     api_json(resp, 200,
              json_pack("{s:I,s:s,s:I,s:b}", "count", (json_int_t)count, "encoding", sparse ? "sparse" : "dense",
-                       "bytes", (json_int_t)req->body_len, "replaced", e != NULL));
+                       "bytes", (json_int_t)req->body_len, "replaced", replaced));
 }
 
 void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -278,43 +252,30 @@ void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     keys[0] = ks_key(ks, key, klen);
     for (size_t i = 0; i < src.n; i++)
         keys[i + 1] = ks_key(ks, src.p[i], src.len[i]);
-    ks_lock_keys(ks, keys, n);
+    api_key_t hk;
+    api_keys_lock(srv, req, resp, keys, n, &hk);
     /* registers of every HLL involved, the destination's included */
-    const ks_entry_t *bad = NULL;
     bool to_dense = false;
-    ks_entry_t *dst = NULL;
-    for (size_t i = 0; i < n && !bad; i++) {
-        ks_entry_t *e = ks_find(ks, &keys[i], api_now_ms(req));
-        if (i == 0)
-            dst = e;
-        if (e && ks_entry_type(e) != &hll_type) {
-            bad = e;
-        } else if (e) {
+    for (size_t i = 0; i < n; i++) {
+        ks_entry_t *e;
+        if (!api_keys_find(&hk, i, &hll_type, i == 0 ? API_WRITE : API_READ, NULL, &e))
+            goto out;
+        if (e) {
             hll_max_into(ks_entry_value(e), max);
             to_dense |= !hll_is_sparse(ks_entry_value(e));
         }
     }
-    if (bad) {
-        ks_unlock_keys(ks, keys, n);
-        api_wrongtype(resp, bad, "uv", NULL);
-        goto out;
-    }
-    hll_t *h = dst ? ks_entry_value(dst) : fresh;
-    if (dst)
-        ks_entry_prepare_write(ks, dst);
-    if (hll_merge_registers(h, max, to_dense) != 0 ||
-        (!dst && !ks_add(ks, &keys[0], &hll_type, fresh, KS_NO_EXPIRY, api_now_ms(req)))) {
-        ks_unlock_keys(ks, keys, n);
+    bool created = !hk.e;
+    hll_t *h = created ? fresh : api_key_value(&hk);
+    if (hll_merge_registers(h, max, to_dense) != 0 || (created && !api_key_add(&hk, &hll_type, fresh, KS_NO_EXPIRY))) {
+        api_key_close(&hk, false);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory merging HyperLogLogs");
         goto out;
     }
-    if (!dst)
+    if (created)
         fresh = NULL;   /* owned by the keyspace */
-    else
-        ks_entry_changed(ks, dst);
     uint64_t count = hll_count(h, true, NULL);   /* PFMERGE then PFCOUNT */
-    api_journal(srv, req, resp);
-    ks_unlock_keys(ks, keys, n);
+    api_key_close(&hk, true);
     count_answer(resp, count);
 out:
     free(keys);

@@ -1,0 +1,211 @@
+/*
+ * key.c - the key handle: how every handler reaches a value in the keyspace.
+ *
+ * A handler that reads or changes one key makes two calls around its work:
+ *
+ *     api_key_t h;
+ *     if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_WRITE, &h))
+ *         return;                      404 / 409 answered, nothing locked
+ *     bloom_t *b = api_key_value(&h);  NULL: the key does not exist
+ *     ... change b, or api_key_add / api_key_replace / api_key_delete ...
+ *     api_key_close(&h, changed);      re-measured and journaled if changed, unlocked
+ *
+ * api_key_open locks the key's shard, finds the key (an expired one is
+ * gone), checks its type (409 WRONGTYPE naming both types), answers 404 when
+ * the key must exist, and with API_WRITE prepares the entry for modification
+ * (the snapshot in progress keeps its old state first).  api_key_close does
+ * the rest of the handler contract in api.h under the lock: the memory charge
+ * follows the value, and the request is journaled only when state changed.
+ *
+ * Requests on several keys (unions, BITOP, merges) lock them all at once
+ * with api_keys_lock, which orders the shard locks so that two such requests
+ * never deadlock, and then look each key up with api_keys_find in the order
+ * their errors should be reported; the same api_key_close ends them.
+ */
+#include <string.h>
+
+#include "api/api.h"
+
+/* What a value of each type is called in messages, with its article ("key
+ * holds a bit string (bits), not an activity set (activity)"), and what a
+ * 404 says when the key must exist (NULL: "no such key (create the cms with
+ * PUT /cms/{key})", for the types created by a PUT only). */
+static const struct {
+    const char *type;
+    const char *noun;
+    const char *missing;
+} type_words[] = {
+    { "throttle", "a rate limiter", "no such key" },
+    { "counter", "a counter", "no such key" },
+    { "uv", "a HyperLogLog", "no HyperLogLog at this key" },
+    { "bloom", "a Bloom filter", "no bloom filter at this key" },
+    { "cuckoo", "a Cuckoo filter", "no cuckoo filter at this key" },
+    { "cms", "a Count-Min sketch", NULL },
+    { "topk", "a Top-K", NULL },
+    { "tdigest", "a T-Digest", NULL },
+    { "bits", "a bit string", "no such key" },
+    { "activity", "an activity set", "no such key" },
+    { "geo", "a geo set", "no such key" },
+    { "ts", "a time series", "no such time series" },
+};
+
+static size_t type_index(const char *type)
+{
+    size_t i = 0;
+    while (i < sizeof(type_words) / sizeof(type_words[0]) && strcmp(type_words[i].type, type) != 0)
+        i++;
+    return i;
+}
+
+static const char *type_noun(const char *type)
+{
+    size_t i = type_index(type);
+    return i < sizeof(type_words) / sizeof(type_words[0]) ? type_words[i].noun : "a value";
+}
+
+static void answer_missing(api_resp_t *resp, const ks_type_t *type)
+{
+    size_t i = type ? type_index(type->name) : 0;
+    if (!type || (i < sizeof(type_words) / sizeof(type_words[0]) && type_words[i].missing))
+        api_error(resp, API_E_NOT_FOUND, "%s", type ? type_words[i].missing : "no such key");
+    else
+        api_error(resp, API_E_NOT_FOUND, "no such key (create the %s with PUT /%s/{key})", type->name, type->name);
+}
+
+void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted, const char *role)
+{
+    const char *held = ks_entry_type(e)->name;
+    api_error(resp, API_E_WRONGTYPE, "%s%skey holds %s (%s), not %s (%s)", role ? role : "", role ? ": " : "",
+              type_noun(held), held, type_noun(wanted), wanted);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The handle                                                               */
+/* ------------------------------------------------------------------------ */
+
+void api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks_key_t *keys, size_t n,
+                   api_key_t *h)
+{
+    h->srv = srv;
+    h->req = req;
+    h->resp = resp;
+    h->keys = keys;
+    h->n = n;
+    h->e = NULL;
+    h->locked = true;
+    if (n == 1)
+        ks_shard_lock(ks_shard_at(srv->ks, keys[0].shard));
+    else
+        ks_lock_keys(srv->ks, keys, n);
+}
+
+bool api_keys_find(api_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role,
+                   ks_entry_t **out)
+{
+    ks_entry_t *e = ks_find(h->srv->ks, &h->keys[i], api_now_ms(h->req));
+    if (!e && (flags & API_MUST_EXIST)) {
+        api_key_close(h, false);
+        answer_missing(h->resp, type);
+        return false;
+    }
+    if (e && type && ks_entry_type(e) != type) {
+        api_key_close(h, false);
+        api_wrongtype(h->resp, e, type->name, role);
+        return false;
+    }
+    if (e && (flags & API_WRITE))
+        ks_entry_prepare_write(h->srv->ks, e);
+    if (flags & API_WRITE || h->n == 1)
+        h->e = e;
+    if (out)
+        *out = e;
+    return true;
+}
+
+bool api_key_open(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t len,
+                  const ks_type_t *type, unsigned flags, api_key_t *h)
+{
+    h->key = ks_key(srv->ks, key, len);
+    api_keys_lock(srv, req, resp, &h->key, 1, h);
+    return api_keys_find(h, 0, type, flags, NULL, NULL);
+}
+
+bool api_key_add(api_key_t *h, const ks_type_t *type, void *value, int64_t expire_ms)
+{
+    ks_entry_t *e = ks_add(h->srv->ks, &h->keys[0], type, value, expire_ms, api_now_ms(h->req));
+    if (!e)
+        return false;
+    h->e = e;
+    return true;
+}
+
+void api_key_replace(api_key_t *h, void *value) { ks_entry_replace_value(h->srv->ks, h->e, value); }
+
+void api_key_delete(api_key_t *h)
+{
+    ks_entry_delete(h->srv->ks, h->e);
+    h->e = NULL;
+}
+
+void api_key_close(api_key_t *h, bool changed)
+{
+    if (!h->locked)
+        return;
+    if (changed) {
+        if (h->e)
+            ks_entry_changed(h->srv->ks, h->e);
+        api_journal(h->srv, h->req, h->resp);
+    }
+    h->locked = false;
+    if (h->n == 1)
+        ks_shard_unlock(ks_shard_at(h->srv->ks, h->keys[0].shard));
+    else
+        ks_unlock_keys(h->srv->ks, h->keys, h->n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Whole requests: info and create                                          */
+/* ------------------------------------------------------------------------ */
+
+void api_answer_info(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                     const ks_type_t *type, json_t *(*info)(const void *value))
+{
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, type, API_MUST_EXIST, &h))
+        return;
+    json_t *answer = info(api_key_value(&h));
+    api_key_close(&h, false);
+    if (answer)
+        api_json(resp, 200, answer);
+    else
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+}
+
+void api_create_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                    const ks_type_t *type, void *value, json_t *(*info)(const void *value))
+{
+    if (!value) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the %s", type->name);
+        return;
+    }
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, type, API_READ, &h)) {
+        type->free(value);
+        return;
+    }
+    if (h.e) {
+        api_key_close(&h, false);
+        type->free(value);
+        api_error(resp, API_E_EXISTS, "a %s already exists at this key", type->name);
+        return;
+    }
+    if (!api_key_add(&h, type, value, KS_NO_EXPIRY)) {
+        api_key_close(&h, false);
+        type->free(value);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the %s", type->name);
+        return;
+    }
+    json_t *answer = info ? info(value) : json_pack("{s:b}", "created", 1);
+    api_key_close(&h, true);
+    api_json(resp, 201, answer);
+}
