@@ -190,10 +190,11 @@ void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (hll_cache_valid(h)) {
             count = hll_count(h, false, NULL);
         } else {
-            /* Redis's PFCOUNT stores the fresh count in the header */
+            /* Redis's PFCOUNT stores the fresh count in the header.  The
+             * cache is derived data: not journaled, so a read never needs
+             * the journal (a restart recomputes it on the next count). */
             ks_entry_prepare_write(ks, e);
             count = hll_count(h, true, NULL);
-            api_journal(srv, req, resp);
         }
     }
     ks_shard_unlock(sh);
