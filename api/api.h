@@ -62,6 +62,7 @@ typedef enum api_code {
     API_E_OUT_OF_MEMORY,
     API_E_INTERNAL,
     API_E_UNAVAILABLE,
+    API_E_NO_SPACE,              /* 507: the disk is full */
     API_E__COUNT
 } api_code_t;
 
@@ -133,6 +134,11 @@ typedef struct api_hooks {
     /* Appends a journal record; returns its LSN (0 when journaling is off).
      * Called with the shards of the keys involved locked. */
     uint64_t (*journal)(void *ud, const journal_req_t *req);
+    /* Secures journal space for a change of about `bytes` before it is
+     * applied (false with *err when the disk cannot take it); the promise
+     * is given back with journal_release once the handler returned. */
+    bool (*journal_reserve)(void *ud, uint64_t bytes, const char **err);
+    void (*journal_release)(void *ud, uint64_t bytes);
     /* True once snapshot and journal are loaded and the server accepts work. */
     bool (*ready)(void *ud);
     /* Appends the Prometheus exposition of service metrics. */
@@ -252,10 +258,19 @@ bool api_parse_double(const char *s, size_t len, double *out);
 
 static inline int64_t api_now_ms(const api_req_t *req) { return req->now_ns / 1000000; }
 
+/* Before a request that may change state: secures journal space for it, so
+ * that a change that could not be made durable is never applied.  Returns
+ * false with a 503 set (nothing changed) when the space cannot be had;
+ * otherwise *held receives what api_journal_unreserve gives back after the
+ * handler.  api_dispatch calls it for every route that may write. */
+bool api_journal_reserve(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t *held);
+void api_journal_unreserve(api_server_t *srv, uint64_t held);
+
 /* Journals this request as received (call under the shard locks, only when
- * state changed; api_key_close does it for handlers).  Raises
- * resp->journal_lsn to the record's position, which the server waits for
- * before answering when fsync is "always". */
+ * state changed; api_key_close does it for handlers).  The space was
+ * secured by api_journal_reserve.  Raises resp->journal_lsn to the record's
+ * position, which the server waits for before answering when fsync is
+ * "always". */
 void api_journal(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
 /* Journals a different, canonical request (resolved parameters). */
 void api_journal_as(api_server_t *srv, const api_req_t *req, api_resp_t *resp, api_method_t method,

@@ -10,6 +10,7 @@
  *   POST /admin/snapshot  -> answers when the snapshot file is durable
  *   POST /admin/reload    -> re-reads the --config policies file (as SIGHUP)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -117,7 +118,11 @@ static void snapshot_job(api_server_t *srv, api_resp_t *resp)
     const char *err = NULL;
     json_t *o = srv->hooks.snapshot(srv->hooks.ud, &err);
     if (!o) {
-        api_error(resp, err && strstr(err, "in progress") ? API_E_UNAVAILABLE : API_E_INTERNAL,
+        bool no_space = err && (strstr(err, strerror(ENOSPC)) || strstr(err, strerror(EFBIG)) ||
+                                strstr(err, strerror(EDQUOT)));
+        api_error(resp, no_space                                ? API_E_NO_SPACE
+                        : err && strstr(err, "in progress") ? API_E_UNAVAILABLE
+                                                            : API_E_INTERNAL,
                   "snapshot failed: %s", err ? err : "unknown error");
         return;
     }

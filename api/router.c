@@ -353,7 +353,13 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     req->route = match;
     if (!parse_query(req, resp, &arena))
         return;
+    /* journal space first: a change that cannot be made durable is refused
+     * before anything is touched */
+    uint64_t held = 0;
+    if (api_route_writes(match) && !api_journal_reserve(srv, req, resp, &held))
+        return;
     match->handler(srv, req, resp);
+    api_journal_unreserve(srv, held);
 }
 
 void api_req_release(api_req_t *req)

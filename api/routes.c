@@ -114,3 +114,20 @@ const api_route_t api_routes[] = {
 };
 
 const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
+
+/* POST routes that never change state: they need no journal space. */
+static const api_handler_fn read_posts[] = {
+    h_bloom_mexists, h_cuckoo_mexists, h_cms_count_post, h_topk_query, h_admin_snapshot,
+};
+
+bool api_route_writes(const api_route_t *r)
+{
+    if (r->handler == h_throttle_get)
+        return true;   /* a rate-limit decision */
+    if (r->method == API_GET || r->method == API_HEAD)
+        return false;
+    for (size_t i = 0; i < sizeof(read_posts) / sizeof(read_posts[0]); i++)
+        if (r->handler == read_posts[i])
+            return false;
+    return true;
+}

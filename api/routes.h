@@ -19,6 +19,12 @@ struct api_route {
     api_handler_fn handler;
 };
 
+/* True for the routes that may change state (and so need journal space
+ * before they run): every method but GET and HEAD, the hook and GET
+ * /throttle/{key} (decisions), minus the POST routes that only read (listed
+ * in routes.c). */
+bool api_route_writes(const api_route_t *r);
+
 extern const api_route_t api_routes[];
 extern const size_t api_nroutes;
 

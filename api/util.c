@@ -34,6 +34,7 @@ static const struct {
     [API_E_OUT_OF_MEMORY] = { "OUT_OF_MEMORY", 507 },
     [API_E_INTERNAL] = { "INTERNAL", 500 },
     [API_E_UNAVAILABLE] = { "UNAVAILABLE", 503 },
+    [API_E_NO_SPACE] = { "NO_SPACE", 507 },
 };
 
 int api_code_status(api_code_t code) { return codes[code].status; }
@@ -521,6 +522,31 @@ bool api_query_bool(const api_req_t *req, api_resp_t *resp, const char *name, bo
 /* ------------------------------------------------------------------------ */
 /* Journal and eviction                                                     */
 /* ------------------------------------------------------------------------ */
+
+bool api_journal_reserve(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t *held)
+{
+    *held = 0;
+    if (req->replay || !srv->hooks.journal_reserve)
+        return true;
+    /* the record is this request, or a canonical form of it (resolved
+     * parameters, evictions as deletions): twice its size plus a page */
+    uint64_t bytes = 2 * (64 + (uint64_t)req->path_len + req->query_len + req->body_len +
+                          (req->ctype ? strlen(req->ctype) : 0)) + 4096;
+    const char *err = "journal unavailable";
+    if (!srv->hooks.journal_reserve(srv->hooks.ud, bytes, &err)) {
+        api_error(resp, API_E_UNAVAILABLE,
+                  "the change cannot be made durable: no journal space (%s); nothing was changed, retry later", err);
+        return false;
+    }
+    *held = bytes;
+    return true;
+}
+
+void api_journal_unreserve(api_server_t *srv, uint64_t held)
+{
+    if (held && srv->hooks.journal_release)
+        srv->hooks.journal_release(srv->hooks.ud, held);
+}
 
 static void journal_record(api_server_t *srv, api_resp_t *resp, const journal_req_t *jr)
 {

@@ -166,18 +166,18 @@ void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     uint64_t count = 0;
-    bool stored = false;
     if (h) {
         if (hll_cache_valid(h)) {
             count = hll_count(h, false, NULL);
         } else {
-            /* Redis's PFCOUNT stores the fresh count in the header */
+            /* Redis's PFCOUNT stores the fresh count in the header.  The
+             * cache is derived data: not journaled, so a read never needs
+             * the journal (a restart recomputes it on the next count). */
             ks_entry_prepare_write(srv->ks, hk.e);
             count = hll_count(h, true, NULL);
-            stored = true;
         }
     }
-    api_key_close(&hk, stored);
+    api_key_close(&hk, false);
     count_answer(resp, count);
 }
 

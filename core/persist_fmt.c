@@ -150,7 +150,7 @@ bool journalfmt_parse_header(const uint8_t *p, size_t len, journal_header_t *h, 
     h->version = rbuf_u32(&r);
     h->flags = rbuf_u32(&r);
     h->seq = rbuf_u64(&r);
-    if (h->version != JOURNAL_VERSION) {
+    if (h->version != JOURNAL_VERSION && h->version != 1) {
         *why = h->version > JOURNAL_VERSION ? "journal written by a newer tally (unknown version)"
                                             : "unknown journal version";
         return false;
@@ -233,4 +233,208 @@ persist_parse_t journalfmt_parse_record(const uint8_t *p, size_t len, journal_re
         q->ctype = "";
     *used = r.off;
     return PARSE_OK;
+}
+
+void journalfmt_put_seal(wbuf_t *out, uint64_t records, uint64_t offset, uint64_t next_seq)
+{
+    size_t start = out->len;
+    wbuf_put_u32(out, 0);
+    wbuf_put_u32(out, 0);
+    size_t pstart = out->len;
+    wbuf_put_u8(out, JOURNAL_REC_SEAL);
+    wbuf_put_u64(out, records);
+    wbuf_put_u64(out, offset);
+    wbuf_put_u64(out, next_seq);
+    if (out->oom)
+        return;
+    uint32_t len = (uint32_t)(out->len - pstart);
+    wbuf_patch_u32(out, start, len);
+    wbuf_patch_u32(out, start + 4, (uint32_t)tally_xxh64(out->data + pstart, len, len));
+}
+
+/* ------------------------------------------------------------------------ */
+/* The readers                                                              */
+/* ------------------------------------------------------------------------ */
+
+static bool scan_fail(size_t *bad_off, const char **why_out, size_t off, const char *why)
+{
+    *bad_off = off;
+    *why_out = why;
+    return false;
+}
+
+bool snapfmt_scan(const uint8_t *p, size_t len, snapfmt_record_fn fn, void *ud, snap_scan_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    const char *why = NULL;
+    if (!snapfmt_parse_header(p, len, &s->h, &why))
+        return scan_fail(&s->bad_off, &s->why, 0, why);
+    size_t off = SNAP_HEADER_SIZE;
+    for (;;) {
+        snap_record_t r;
+        size_t used = 0;
+        uint64_t count = 0;
+        persist_parse_t pr = snapfmt_parse_record(p + off, len - off, &r, &used, &count, &why);
+        if (pr == PARSE_TRUNCATED)
+            return scan_fail(&s->bad_off, &s->why, off, "file ends inside a record (truncated)");
+        if (pr == PARSE_CORRUPT)
+            return scan_fail(&s->bad_off, &s->why, off, why);
+        if (pr == PARSE_END) {
+            if (count != s->records)
+                return scan_fail(&s->bad_off, &s->why, off, "record count in the trailer does not match");
+            if (off + used != len)
+                return scan_fail(&s->bad_off, &s->why, off + used, "unexpected bytes after the trailer");
+            if (tally_xxh64(p, len - 8, 0) != le64_load(p + len - 8))
+                return scan_fail(&s->bad_off, &s->why, len - 8, "file checksum mismatch");
+            break;
+        }
+        if (fn && (why = fn(ud, off, &r)) != NULL)
+            return scan_fail(&s->bad_off, &s->why, off, why);
+        s->records++;
+        off += used;
+    }
+    s->ok = true;
+    return true;
+}
+
+/* Index just past the last non-zero byte of [p, p+n), 0 when all zero. */
+static size_t nonzero_end(const uint8_t *p, size_t n)
+{
+    while (n > 0 && p[n - 1] == 0)
+        n--;
+    return n;
+}
+
+/* Does a whole, valid record (any kind) start anywhere in [from, to)? */
+static bool record_starts_in(const uint8_t *p, size_t len, size_t from, size_t to)
+{
+    for (size_t q = from; q < to && q + JOURNAL_FRAME_SIZE <= len; q++) {
+        uint32_t l = le32_load(p + q);
+        if (l == 0 || l > JOURNAL_MAX_RECORD || l > len - q - JOURNAL_FRAME_SIZE)
+            continue;
+        if ((uint32_t)tally_xxh64(p + q + JOURNAL_FRAME_SIZE, l, l) == le32_load(p + q + 4))
+            return true;
+    }
+    return false;
+}
+
+/* The bad thing at `off` is the end of the data if it is reserved space
+ * (zeros), or a torn last record: a frame never stored (zeros), part of a
+ * payload, then zeros - and no whole record hides in that stretch. */
+static bool scan_tail(const uint8_t *p, size_t len, size_t off, journal_scan_t *s)
+{
+    size_t z = off + nonzero_end(p + off, len - off);
+    if (z == off) {
+        s->end = JEND_RESERVE;
+        s->tail_bytes = len - off;
+        return true;
+    }
+    if (s->h.version < 2 || len - off < JOURNAL_FRAME_SIZE || le64_load(p + off) != 0)
+        return false;
+    if (z - off - JOURNAL_FRAME_SIZE > JOURNAL_MAX_RECORD || record_starts_in(p, len, off + 1, z))
+        return false;
+    s->end = JEND_TORN;
+    s->tail_bytes = len - off;
+    return true;
+}
+
+/* Version 1 wrote the frame before the payload: a record cut by a crash has a
+ * whole frame and a payload ending in zeros, then zeros. */
+static bool scan_tail_v1(const uint8_t *p, size_t len, size_t off, journal_scan_t *s)
+{
+    uint64_t claimed = JOURNAL_FRAME_SIZE + (uint64_t)le32_load(p + off);
+    if (claimed > len - off)
+        return false;
+    if (nonzero_end(p + off + claimed, len - off - (size_t)claimed) != 0 || p[off + claimed - 1] != 0)
+        return false;
+    s->end = JEND_TORN;
+    s->tail_bytes = len - off;
+    return true;
+}
+
+bool journalfmt_scan(const uint8_t *p, size_t len, journalfmt_record_fn fn, void *ud, journal_scan_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    const char *why = NULL;
+    if (!journalfmt_parse_header(p, len, &s->h, &why))
+        return scan_fail(&s->bad_off, &s->why, 0, why);
+    size_t off = JOURNAL_HEADER_SIZE;
+    s->data_end = off;
+    while (off < len) {
+        if (len - off < JOURNAL_FRAME_SIZE || le64_load(p + off) == 0) {
+            if (scan_tail(p, len, off, s))
+                break;
+            return scan_fail(&s->bad_off, &s->why, off,
+                             len - off < JOURNAL_FRAME_SIZE
+                                 ? "file ends inside a record frame (truncated)"
+                                 : "a record frame is zero but records or data follow it");
+        }
+        uint32_t plen = le32_load(p + off);
+        if (plen == 0 || plen > JOURNAL_MAX_RECORD)
+            return scan_fail(&s->bad_off, &s->why, off, "record length out of range");
+        if (plen > len - off - JOURNAL_FRAME_SIZE)
+            return scan_fail(&s->bad_off, &s->why, off,
+                             "file ends inside a record (truncated: a crash leaves whole records and "
+                             "reserved space, never a record cut short)");
+        const uint8_t *payload = p + off + JOURNAL_FRAME_SIZE;
+        if ((uint32_t)tally_xxh64(payload, plen, plen) != le32_load(p + off + 4)) {
+            if (s->h.version < 2 && scan_tail_v1(p, len, off, s))
+                break;
+            return scan_fail(&s->bad_off, &s->why, off, "record checksum mismatch");
+        }
+        if (payload[0] == JOURNAL_REC_SEAL && s->h.version >= 2) {
+            rbuf_t r = rbuf_make(payload + 1, plen - 1);
+            uint64_t records = rbuf_u64(&r), at = rbuf_u64(&r), next = rbuf_u64(&r);
+            if (!rbuf_done(&r))
+                return scan_fail(&s->bad_off, &s->why, off, "malformed seal record");
+            if (records != s->records || at != off)
+                return scan_fail(&s->bad_off, &s->why, off,
+                                 "the seal record does not match the records before it (some are missing)");
+            if (next != s->h.seq + 1)
+                return scan_fail(&s->bad_off, &s->why, off, "the seal record names the wrong next journal");
+            if (off + JOURNAL_FRAME_SIZE + plen != len)
+                return scan_fail(&s->bad_off, &s->why, off + JOURNAL_FRAME_SIZE + plen,
+                                 "unexpected bytes after the seal record");
+            s->end = JEND_SEALED;
+            s->next_seq = next;
+            break;
+        }
+        journal_req_t q;
+        size_t used = 0;
+        if (journalfmt_parse_record(p + off, len - off, &q, &used, &why) != PARSE_OK)
+            return scan_fail(&s->bad_off, &s->why, off, why);
+        if (fn && (why = fn(ud, off, &q)) != NULL)
+            return scan_fail(&s->bad_off, &s->why, off, why);
+        if (!s->records)
+            s->first_ns = q.now_ns;
+        s->last_ns = q.now_ns;
+        s->records++;
+        off += used;
+        s->data_end = off;
+    }
+    s->ok = true;
+    return true;
+}
+
+bool journalfmt_check_place(journal_scan_t *s, size_t len, bool newest)
+{
+    if (!s->ok)
+        return false;
+    if (s->h.version < 2) {
+        if (!newest && s->end == JEND_TORN)
+            return scan_fail(&s->bad_off, &s->why, s->data_end,
+                             "record cut short, and later journals hold records");
+        return true;
+    }
+    if (!newest && s->end != JEND_SEALED)
+        return scan_fail(&s->bad_off, &s->why, s->data_end,
+                         "the journal has no seal record although later journals hold records: its end is "
+                         "missing (the file was cut)");
+    /* the newest, unsealed, without reserved space: a crash leaves the file
+     * at its header size or at a whole number of reserved pages */
+    if (s->end == JEND_EOF && len != JOURNAL_HEADER_SIZE && len % JOURNAL_PAGE != 0)
+        return scan_fail(&s->bad_off, &s->why, s->data_end,
+                         "the journal ends without a seal record or reserved space: the file was cut "
+                         "(truncated)");
+    return true;
 }

@@ -27,13 +27,36 @@
  *   | len | check | payload (len bytes) |                          record, repeated
  *   | u32 |  u32  |                     |
  *   +-----+-------+---------------------+
- *   payload: u8 kind=1 | i64 now_ns | u8 method | u16 plen | path | u32 qlen | query
- *            | u16 ctlen | content type | u32 blen | body
+ *   request payload: u8 kind=1 | i64 now_ns | u8 method | u16 plen | path
+ *            | u32 qlen | query | u16 ctlen | content type | u32 blen | body
+ *   seal payload:    u8 kind=2 | u64 records | u64 offset | u64 next_seq
  *
  *   A journal record is a request as the API layer re-executes it (the
  *   "canonical request": parameters resolved, server time recorded), so
  *   replay runs exactly the code that served it.  `check` is the low 32 bits
  *   of XXH64(payload, seed = len).
+ *
+ * Version 2 (written since the fault-injection work of issue 12) adds two
+ * rules that let a reader tell a crash from damage:
+ *
+ *   - A record's payload is stored first and its 8-byte frame (len, check)
+ *     last, in one store, into space reserved in advance (zeros).  So after
+ *     a crash every record with a non-zero frame is whole, and the only torn
+ *     thing possible is a last record whose frame is still zero, followed by
+ *     part of its payload and zeros.
+ *   - A journal that is closed (rotation at a snapshot, shutdown, or
+ *     start-up after a crash) ends with a seal record: how many records the
+ *     file holds, the seal's own offset, and the next journal's seq.  A
+ *     journal followed by a journal holding records must be sealed, so a
+ *     missing tail of an older journal is detected.
+ *
+ * Version 1 files (no seal, frame written before the payload) still load;
+ * a missing tail of a version-1 journal cut at a record boundary cannot be
+ * detected.
+ *
+ * journalfmt_scan() and snapfmt_scan() are the only readers of these files:
+ * start-up, `tallyd --check` and the fuzzers all call them, so they cannot
+ * disagree about what is damaged.  They report damage as (offset, what).
  */
 #ifndef TALLY_PERSIST_FMT_H
 #define TALLY_PERSIST_FMT_H
@@ -52,9 +75,13 @@
 #define SNAP_TRAILER_SIZE 17     /* EOF byte + record count + checksum */
 
 #define JOURNAL_MAGIC "TALLYJNL"
-#define JOURNAL_VERSION 1
+#define JOURNAL_VERSION 2          /* 1: no seal, frame written first */
 #define JOURNAL_HEADER_SIZE 24
 #define JOURNAL_REC_REQUEST 1
+#define JOURNAL_REC_SEAL 2
+#define JOURNAL_SEAL_SIZE 33       /* frame + kind + 3 x u64 */
+#define JOURNAL_FRAME_SIZE 8
+#define JOURNAL_PAGE 4096          /* journal space is reserved in whole pages */
 #define JOURNAL_MAX_RECORD (64u << 20)  /* no request is larger than the body cap; 64 MiB is a sanity bound */
 
 typedef struct snap_header {
@@ -120,5 +147,65 @@ void journalfmt_put_request(wbuf_t *out, const journal_req_t *req);
  * `len` (a torn tail when it is the last thing in the file). */
 persist_parse_t journalfmt_parse_record(const uint8_t *p, size_t len, journal_req_t *req, size_t *used,
                                         const char **why);
+
+/* Appends a seal record (see above). */
+void journalfmt_put_seal(wbuf_t *out, uint64_t records, uint64_t offset, uint64_t next_seq);
+
+/* ------------------------------------------------------------------------ */
+/* The readers                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Called for each record; returns NULL, or what is wrong with it (the scan
+ * then stops and reports damage at the record's offset). */
+typedef const char *(*snapfmt_record_fn)(void *ud, size_t off, const snap_record_t *rec);
+
+typedef struct snap_scan {
+    snap_header_t h;
+    uint64_t records;
+    bool ok;                /* false: damaged at bad_off, because of why */
+    size_t bad_off;
+    const char *why;
+} snap_scan_t;
+
+/* Walks a whole snapshot file: header, every record (passed to fn, which may
+ * be NULL), the record count and the file checksum. */
+bool snapfmt_scan(const uint8_t *p, size_t len, snapfmt_record_fn fn, void *ud, snap_scan_t *out);
+
+/* How the data of a journal file ends. */
+typedef enum journal_end {
+    JEND_EOF = 0,           /* the last record ends at the end of the file */
+    JEND_RESERVE,           /* followed only by zeros: reserved space never used */
+    JEND_TORN,              /* a last record whose frame was never stored (a write
+                             * interrupted by a crash: never acknowledged), then zeros */
+    JEND_SEALED             /* a seal record ends the file */
+} journal_end_t;
+
+typedef const char *(*journalfmt_record_fn)(void *ud, size_t off, const journal_req_t *req);
+
+typedef struct journal_scan {
+    journal_header_t h;
+    uint64_t records;
+    size_t data_end;        /* just past the last request record (where a seal goes) */
+    journal_end_t end;
+    size_t tail_bytes;      /* bytes after data_end that are not records (torn or reserve) */
+    uint64_t next_seq;      /* JEND_SEALED: the seq the seal names */
+    int64_t first_ns, last_ns;
+    bool ok;                /* false: damaged at bad_off, because of why */
+    size_t bad_off;
+    const char *why;
+} journal_scan_t;
+
+/* Walks a whole journal file, passing each request record to fn (may be
+ * NULL).  Damage (anything but the ends above) stops the walk.  The rules
+ * that depend on other files - an older journal must be sealed, a torn
+ * record is only allowed in the newest journal - are the caller's, with
+ * journalfmt_check_place(). */
+bool journalfmt_scan(const uint8_t *p, size_t len, journalfmt_record_fn fn, void *ud, journal_scan_t *out);
+
+/* The rules for where a scanned journal sits: `newest` says no later journal
+ * holds records.  Returns false with s->bad_off/why set when the file cannot
+ * be accepted in that place (for example an older journal that is not
+ * sealed: its tail is missing). `len` is the file's size. */
+bool journalfmt_check_place(journal_scan_t *s, size_t len, bool newest);
 
 #endif

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,35 +22,78 @@
  * reserved in advance (posix_fallocate), 4 MiB at a time: "writing" a record
  * is a memcpy into the page cache, which survives the process dying just as
  * a write() would, without a system call per request.  A full disk shows up
- * when the space is reserved, as ENOSPC, never as SIGBUS on a store.  The
- * reserved space not yet used reads as zeros; on close the file is cut to
- * its data, and after a crash start-up drops the zero tail (and a record cut
- * short before it) as a torn end.
+ * when the space is reserved - by journal_reserve(), before the change is
+ * applied - as ENOSPC, never as SIGBUS on a store.
+ *
+ * Each record's payload is copied first and its 8-byte frame (length,
+ * checksum) stored last, so after a kill -9 every record with a frame is
+ * whole and the reserved space not yet used reads as zeros.  On close the
+ * file gets a seal record (core/persist_fmt.h) and is cut to its data.
+ *
+ * `end` and `alloc` are atomics: the writer advances `end` outside the
+ * journal mutex while metrics read it; `alloc` only grows, under the mutex.
  */
 typedef struct jfile {
     int fd;
-    uint8_t *map;           /* the mapped window, or NULL */
+    uint8_t *map;           /* the mapped window, or NULL (writer only) */
     uint64_t map_off;       /* its offset in the file (a multiple of the window) */
-    uint64_t end;           /* bytes of data in the file, header included */
-    uint64_t alloc;         /* bytes reserved (the file's size) */
+    _Atomic uint64_t end;   /* bytes of data in the file, header included */
+    _Atomic uint64_t alloc; /* bytes reserved (the file's size) */
+    uint64_t records;       /* request records in the file (writer only) */
 } jfile_t;
 
 static void jfile_init(jfile_t *f, int fd)
 {
-    memset(f, 0, sizeof(*f));
     f->fd = fd;
+    f->map = NULL;
+    f->map_off = 0;
+    f->records = 0;
     off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
-    f->end = f->alloc = size > 0 ? (uint64_t)size : 0;
+    atomic_store(&f->end, size > 0 ? (uint64_t)size : 0);
+    atomic_store(&f->alloc, size > 0 ? (uint64_t)size : 0);
 }
 
-/* Copies n bytes to the end of the file's data; *done says how many made
- * it.  Returns 0 or an errno (ENOSPC, EFBIG, ENOMEM...). */
-static int jfile_write(jfile_t *f, const uint8_t *p, size_t n, size_t *done)
+/* dst takes src's file; src becomes empty.  Under the journal mutex. */
+static void jfile_move(jfile_t *dst, jfile_t *src)
 {
-    *done = 0;
-    while (*done < n) {
-        if (!f->map || f->end >= f->map_off + JOURNAL_WINDOW) {
-            uint64_t off = f->end & ~(uint64_t)(JOURNAL_WINDOW - 1);
+    dst->fd = src->fd;
+    dst->map = src->map;
+    dst->map_off = src->map_off;
+    dst->records = src->records;
+    atomic_store(&dst->end, atomic_load(&src->end));
+    atomic_store(&dst->alloc, atomic_load(&src->alloc));
+    jfile_init(src, -1);
+}
+
+/* Makes the file's reserved size at least `need` bytes (call with the journal
+ * mutex held): the rest of the current window when the disk has room, else
+ * whole pages.  Returns 0 or an errno (ENOSPC, EFBIG...). */
+static int jfile_grow(jfile_t *f, uint64_t need)
+{
+    uint64_t alloc = atomic_load(&f->alloc);
+    if (need <= alloc)
+        return 0;
+    uint64_t win_end = (need + JOURNAL_WINDOW - 1) & ~(uint64_t)(JOURNAL_WINDOW - 1);
+    if (posix_fallocate(f->fd, (off_t)alloc, (off_t)(win_end - alloc)) == 0) {
+        atomic_store(&f->alloc, win_end);
+        return 0;
+    }
+    uint64_t want = (need + JOURNAL_PAGE - 1) & ~(uint64_t)(JOURNAL_PAGE - 1);
+    int e = posix_fallocate(f->fd, (off_t)alloc, (off_t)(want - alloc));
+    if (e)
+        return e;
+    atomic_store(&f->alloc, want);
+    return 0;
+}
+
+/* Stores one framed record (n bytes at p) at the end of the file's data:
+ * payload first, frame last.  The space is already reserved. */
+static int jfile_put(jfile_t *f, const uint8_t *p, size_t n)
+{
+    uint64_t end = atomic_load_explicit(&f->end, memory_order_relaxed);
+    uint64_t off = end & ~(uint64_t)(JOURNAL_WINDOW - 1);
+    if (end + n <= off + JOURNAL_WINDOW) {
+        if (!f->map || f->map_off != off) {
             void *m = mmap(NULL, JOURNAL_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)off);
             if (m == MAP_FAILED)
                 return errno;
@@ -58,36 +102,33 @@ static int jfile_write(jfile_t *f, const uint8_t *p, size_t n, size_t *done)
             f->map = m;
             f->map_off = off;
         }
-        uint64_t win_end = f->map_off + JOURNAL_WINDOW;
-        if (f->end >= f->alloc) {
-            /* reserve the rest of the window; on a nearly full disk, only
-             * the pages this write needs.  Never store past the reserved
-             * size: that page would not exist (SIGBUS). */
-            int e = posix_fallocate(f->fd, (off_t)f->alloc, (off_t)(win_end - f->alloc));
-            if (e == 0) {
-                f->alloc = win_end;
-            } else {
-                uint64_t want = (f->end + (n - *done) + 4095) & ~(uint64_t)4095;
-                if (want > win_end)
-                    want = win_end;
-                e = posix_fallocate(f->fd, (off_t)f->alloc, (off_t)(want - f->alloc));
-                if (e)
-                    return e;
-                f->alloc = want;
-            }
-        }
-        uint64_t limit = f->alloc < win_end ? f->alloc : win_end;
-        size_t room = (size_t)(limit - f->end);
-        size_t k = n - *done < room ? n - *done : room;
-        memcpy(f->map + (f->end - f->map_off), p + *done, k);
-        f->end += k;
-        *done += k;
+        uint8_t *dst = f->map + (end - off);
+        memcpy(dst + JOURNAL_FRAME_SIZE, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE);
+        atomic_signal_fence(memory_order_release);
+        uint64_t frame;
+        memcpy(&frame, p, sizeof(frame));
+        memcpy(dst, &frame, sizeof(frame));   /* one 8-byte store */
+    } else {
+        /* a record across windows goes through the page cache the same way */
+        if (pwrite(f->fd, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE, (off_t)(end + JOURNAL_FRAME_SIZE)) !=
+                (ssize_t)(n - JOURNAL_FRAME_SIZE) ||
+            pwrite(f->fd, p, JOURNAL_FRAME_SIZE, (off_t)end) != JOURNAL_FRAME_SIZE)
+            return errno ? errno : EIO;
     }
+    atomic_store_explicit(&f->end, end + n, memory_order_relaxed);
     return 0;
 }
 
-/* Unmaps, cuts the file to its data, syncs and closes.  Returns 0 or errno. */
-static int jfile_close(jfile_t *f)
+/* Copies whole records (n bytes of them) to the end of the file's data; *done
+ * says how many bytes made it.  Space not reserved by journal_reserve (never
+ * expected) is reserved here, under mu.  Returns 0 or an errno. */
+static int jfile_write(journal_t *j, jfile_t *f, const uint8_t *p, size_t n, size_t *done);
+
+/* Appends the seal, unmaps, cuts the file to its data, syncs and closes.
+ * Without a seal (`seal` false) the unused reserve is kept, so the file
+ * still reads as "not closed" rather than "cut".  Returns 0 or errno.  The
+ * fd field is left for the caller to reset under the journal mutex. */
+static int jfile_close(jfile_t *f, bool seal, uint64_t seq)
 {
     if (f->fd < 0)
         return 0;
@@ -95,12 +136,29 @@ static int jfile_close(jfile_t *f)
     if (f->map)
         munmap(f->map, JOURNAL_WINDOW);
     f->map = NULL;
-    if (ftruncate(f->fd, (off_t)f->end) != 0)
+    uint64_t end = atomic_load(&f->end);
+    if (seal) {
+        wbuf_t b = WBUF_INIT;
+        journalfmt_put_seal(&b, f->records, end, seq + 1);
+        if (b.oom)
+            e = ENOMEM;
+        else if (end + b.len > atomic_load(&f->alloc) && posix_fallocate(f->fd, (off_t)end, (off_t)b.len) != 0)
+            e = ENOSPC;
+        else if (pwrite(f->fd, b.data + JOURNAL_FRAME_SIZE, b.len - JOURNAL_FRAME_SIZE,
+                        (off_t)(end + JOURNAL_FRAME_SIZE)) != (ssize_t)(b.len - JOURNAL_FRAME_SIZE) ||
+                 pwrite(f->fd, b.data, JOURNAL_FRAME_SIZE, (off_t)end) != JOURNAL_FRAME_SIZE)
+            e = errno ? errno : EIO;
+        else
+            end += b.len;
+        wbuf_free(&b);
+        if (e)
+            return e;   /* still open: the caller retries the seal */
+    }
+    if (!e && seal && ftruncate(f->fd, (off_t)end) != 0)
         e = errno;
     if (fdatasync(f->fd) != 0 && !e)
         e = errno;
     close(f->fd);
-    f->fd = -1;
     return e;
 }
 
@@ -121,6 +179,9 @@ struct journal {
     bool rotating;          /* a boundary is set ... */
     uint64_t rotate_at;     /* ... at this LSN */
     uint64_t new_seq;
+    uint64_t tail;          /* file offset the next appended byte lands at (in `next` while rotating) */
+    uint64_t reserved;      /* bytes promised by journal_reserve, not yet released */
+    bool closing;           /* the writer is closing the old file of a rotation */
     bool failing;           /* the last write failed */
     int last_errno;
     int64_t last_fail_ns;
@@ -141,6 +202,28 @@ struct journal {
 
 static void *flusher_main(void *arg);
 
+static int jfile_write(journal_t *j, jfile_t *f, const uint8_t *p, size_t n, size_t *done)
+{
+    *done = 0;
+    while (*done < n) {
+        size_t rec = JOURNAL_FRAME_SIZE + le32_load(p + *done);
+        uint64_t need = atomic_load_explicit(&f->end, memory_order_relaxed) + rec + JOURNAL_SEAL_SIZE;
+        if (need > atomic_load(&f->alloc)) {
+            pthread_mutex_lock(&j->mu);
+            int e = jfile_grow(f, need);
+            pthread_mutex_unlock(&j->mu);
+            if (e)
+                return e;
+        }
+        int e = jfile_put(f, p + *done, rec);
+        if (e)
+            return e;
+        f->records++;
+        *done += rec;
+    }
+    return 0;
+}
+
 journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
 {
     journal_t *j = calloc(1, sizeof(*j));
@@ -154,6 +237,7 @@ journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
     pthread_condattr_destroy(&ca);
     jfile_init(&j->cur, fd);
     jfile_init(&j->next, -1);
+    j->tail = atomic_load(&j->cur.end);
     j->seq = seq;
     j->mode = mode;
     pthread_condattr_init(&ca);
@@ -202,22 +286,30 @@ static void flush_locked(journal_t *j, bool want_sync)
 
     size_t first = rot ? (size_t)(rat - base) : b.len;
     size_t done = 0, more = 0;
-    int err = jfile_write(f, b.data, first, &done);
+    int err = jfile_write(j, f, b.data, first, &done);
     bool rotated = false;
     if (!err && rot) {
-        /* the old file is complete: make it durable, then switch */
+        /* the old file is complete: seal it, make it durable, then switch.
+         * journal_tick must not fdatasync its fd meanwhile. */
         pthread_mutex_lock(&j->mu);
         while (j->sync_busy)
             pthread_cond_wait(&j->cv, &j->mu);
+        j->closing = true;
+        uint64_t old_seq = j->seq;
         pthread_mutex_unlock(&j->mu);
-        err = jfile_close(f);
+        err = jfile_close(f, true, old_seq);
+        pthread_mutex_lock(&j->mu);
+        j->closing = false;
         if (!err) {
+            f->fd = -1;
             rotated = true;
-            f = nf;
         }
+        pthread_mutex_unlock(&j->mu);
+        if (rotated)
+            f = nf;
     }
     if (!err && first < b.len) {
-        err = jfile_write(f, b.data + first, b.len - first, &more);
+        err = jfile_write(j, f, b.data + first, b.len - first, &more);
         done += more;
     }
     bool synced = false;
@@ -230,8 +322,7 @@ static void flush_locked(journal_t *j, bool want_sync)
 
     pthread_mutex_lock(&j->mu);
     if (rotated) {
-        j->cur = j->next;
-        jfile_init(&j->next, -1);
+        jfile_move(&j->cur, &j->next);
         j->seq = j->new_seq;
         j->rotating = false;
     }
@@ -268,6 +359,7 @@ uint64_t journal_append(journal_t *j, const journal_req_t *req)
         j->buf.len = before;
     } else {
         j->appended += j->buf.len - before;
+        j->tail += j->buf.len - before;
         j->records++;
         lsn = j->appended;
     }
@@ -438,7 +530,7 @@ void journal_tick(journal_t *j)
     pthread_mutex_lock(&j->mu);
     if (j->buf.len > 0 && !j->writing && (!j->failing || clock_mono_ns() - j->last_fail_ns >= JOURNAL_RETRY_NS))
         flush_locked(j, false);
-    if (j->mode == FSYNC_EVERYSEC && j->written > j->synced && !j->sync_busy) {
+    if (j->mode == FSYNC_EVERYSEC && j->written > j->synced && !j->sync_busy && !j->closing && j->cur.fd >= 0) {
         /* fdatasync outside the lock so requests keep writing meanwhile */
         int fd = j->cur.fd;
         uint64_t seq = j->seq;
@@ -458,13 +550,48 @@ void journal_tick(journal_t *j)
     pthread_mutex_unlock(&j->mu);
 }
 
-void journal_rotate(journal_t *j, int new_fd, uint64_t new_seq)
+bool journal_rotate(journal_t *j, int new_fd, uint64_t new_seq, const char **err)
 {
     pthread_mutex_lock(&j->mu);
+    jfile_init(&j->next, new_fd);
+    /* the new file must hold what is already promised to requests */
+    uint64_t tail = atomic_load(&j->next.end);
+    int e = jfile_grow(&j->next, tail + j->reserved + JOURNAL_SEAL_SIZE);
+    if (e) {
+        *err = strerror(e);
+        close(new_fd);
+        jfile_init(&j->next, -1);
+        pthread_mutex_unlock(&j->mu);
+        return false;
+    }
     j->rotating = true;
     j->rotate_at = j->appended;
-    jfile_init(&j->next, new_fd);
+    j->tail = tail;
     j->new_seq = new_seq;
+    pthread_mutex_unlock(&j->mu);
+    return true;
+}
+
+bool journal_reserve(journal_t *j, uint64_t bytes, const char **err)
+{
+    pthread_mutex_lock(&j->mu);
+    int e = 0;
+    if (j->failing && j->last_errno != ENOSPC && j->last_errno != EFBIG)
+        e = j->last_errno;   /* an I/O error, not space: the change could not be made durable */
+    else
+        e = jfile_grow(j->rotating ? &j->next : &j->cur, j->tail + j->reserved + bytes + JOURNAL_SEAL_SIZE);
+    if (!e)
+        j->reserved += bytes;
+    pthread_mutex_unlock(&j->mu);
+    if (e)
+        *err = strerror(e);
+    return e == 0;
+}
+
+void journal_release(journal_t *j, uint64_t bytes)
+{
+    pthread_mutex_lock(&j->mu);
+    j->reserved -= bytes < j->reserved ? bytes : j->reserved;
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -511,10 +638,12 @@ void journal_close(journal_t *j)
     while (j->writing || j->sync_busy)
         pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
-    int e = jfile_close(&j->cur);
+    int e = jfile_close(&j->cur, !j->failing && !j->rotating, j->seq);
+    if (e && j->cur.fd >= 0)
+        close(j->cur.fd);
     if (e)
         log_error("journal: closing journal %llu failed: %s", (unsigned long long)j->seq, strerror(e));
-    jfile_close(&j->next);
+    jfile_close(&j->next, false, 0);
     wbuf_free(&j->buf);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -540,7 +669,7 @@ uint64_t journal_seq(journal_t *j)
 uint64_t journal_bytes(journal_t *j)
 {
     pthread_mutex_lock(&j->mu);
-    uint64_t b = j->cur.end;
+    uint64_t b = atomic_load(&j->cur.end);
     pthread_mutex_unlock(&j->mu);
     return b;
 }

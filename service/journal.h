@@ -22,8 +22,9 @@
  * and nothing that was acknowledged is ever lost.
  *
  * Rotation (for snapshots): journal_rotate() marks the current end as the
- * boundary; bytes before it go to the old file, which is cut to its data,
- * synced and closed, bytes after to the new one.
+ * boundary; bytes before it go to the old file, which gets a seal record
+ * (core/persist_fmt.h), is cut to its data, synced and closed, bytes after
+ * to the new one.  journal_close() seals the file the same way.
  */
 #ifndef TALLY_JOURNAL_H
 #define TALLY_JOURNAL_H
@@ -64,8 +65,18 @@ bool journal_sync(journal_t *j, const char **err);
 void journal_tick(journal_t *j);
 
 /* Sets the boundary: records appended from now on go to new_fd (already
- * holding a header, synced).  Call with every shard locked. */
-void journal_rotate(journal_t *j, int new_fd, uint64_t new_seq);
+ * holding a header, synced).  Call with every shard locked.  Fails (closing
+ * new_fd, *err set) when the new file cannot get the space already promised
+ * by journal_reserve. */
+bool journal_rotate(journal_t *j, int new_fd, uint64_t new_seq, const char **err);
+
+/* Secures file space for `bytes` of records about to be appended (call
+ * before applying a change, so a change that could not be made durable is
+ * refused untouched): false with *err (ENOSPC...) when the space cannot be
+ * reserved or the journal fails with an I/O error.  journal_release() gives
+ * the promise back once the change is appended (or was not made). */
+bool journal_reserve(journal_t *j, uint64_t bytes, const char **err);
+void journal_release(journal_t *j, uint64_t bytes);
 /* Completes a pending rotation: the old file gets its last bytes, is fsynced
  * and closed.  Returns false (with *err) if that failed. */
 bool journal_finish_rotation(journal_t *j, const char **err);

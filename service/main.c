@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,13 @@ static struct {
     server_t *server;
     persist_t *persist;
     int64_t started_mono;
+    /* What the serving threads may see: published once complete (the
+     * server answers /readyz, /metrics and /info while data loads). */
+    _Atomic(server_t *) live_server;
+    _Atomic(persist_t *) live_persist;
 } app;
+
+static persist_t *live_persist(void) { return atomic_load_explicit(&app.live_persist, memory_order_acquire); }
 
 /* ------------------------------------------------------------------------ */
 /* Hooks the API calls                                                      */
@@ -50,15 +57,74 @@ static struct {
 static bool hook_ready(void *ud)
 {
     (void)ud;
-    return app.server && server_ready(app.server);
+    server_t *s = atomic_load_explicit(&app.live_server, memory_order_acquire);
+    return s && server_ready(s);
+}
+
+/* The persistence hooks are installed before the server starts and forward
+ * to the data directory once it is loaded (before that, only the
+ * operational routes are served, which do not journal). */
+static uint64_t hook_journal(void *ud, const journal_req_t *req)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    return p ? persist_journal_hook(p, req) : 0;
+}
+
+static bool hook_reserve(void *ud, uint64_t bytes, const char **err)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    return !p || persist_reserve_hook(p, bytes, err);
+}
+
+static void hook_release(void *ud, uint64_t bytes)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    if (p)
+        persist_release_hook(p, bytes);
+}
+
+static json_t *hook_snapshot(void *ud, const char **err)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    if (!p) {
+        *err = "persistence is not configured (--in-memory)";
+        return NULL;
+    }
+    return persist_snapshot_hook(p, err);
+}
+
+static bool hook_wait(void *ud, uint64_t lsn, const char **err)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    return !p || persist_wait_hook(p, lsn, err);
+}
+
+static bool hook_try(void *ud, uint64_t lsn)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    return !p || persist_try_hook(p, lsn);
+}
+
+static bool hook_wait_async(void *ud, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err), void *dud)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    return !p || persist_wait_async_hook(p, lsn, done, dud);
 }
 
 static void hook_metrics(void *ud, wbuf_t *out)
 {
     (void)ud;
     metrics_render(out);
-    if (app.persist)
-        persist_metrics(app.persist, out);
+    persist_t *p = live_persist();
+    if (p)
+        persist_metrics(p, out);
     char buf[256];
     int n = snprintf(buf, sizeof(buf),
                      "# HELP tally_uptime_seconds Seconds since tallyd started.\n"
@@ -73,11 +139,14 @@ static void hook_info(void *ud, json_t *obj)
     (void)ud;
     json_object_set_new(obj, "server",
                         json_pack("{s:s,s:i,s:i,s:f,s:I,s:b}", "bind", app.opts.bind, "port",
-                                  app.server ? server_port(app.server) : app.opts.port, "threads", app.opts.threads,
+                                  atomic_load(&app.live_server) ? server_port(atomic_load(&app.live_server))
+                                                                : app.opts.port,
+                                  "threads", app.opts.threads,
                                   "uptime_seconds", (double)(clock_mono_ns() - app.started_mono) / 1e9,
                                   "requests_total", (json_int_t)metrics_total_requests(), "ready", hook_ready(NULL)));
-    if (app.persist)
-        persist_info(app.persist, obj);
+    persist_t *p = live_persist();
+    if (p)
+        persist_info(p, obj);
     else
         json_object_set_new(obj, "persistence", json_pack("{s:s}", "mode", "in-memory"));
 }
@@ -237,15 +306,24 @@ static int run(void)
     app.api.hooks.metrics = hook_metrics;
     app.api.hooks.info = hook_info;
     app.api.hooks.reload = hook_reload;
+    if (!o->in_memory) {
+        app.api.hooks.journal = hook_journal;
+        app.api.hooks.journal_reserve = hook_reserve;
+        app.api.hooks.journal_release = hook_release;
+        app.api.hooks.snapshot = hook_snapshot;
+    }
     metrics_init();
 
     server_hooks_t sh = { 0 };
+    if (!o->in_memory)
+        sh = (server_hooks_t){ NULL, hook_wait, hook_try, hook_wait_async };
     app.server = server_start(o, &app.api, &sh, err, sizeof(err));
     if (!app.server) {
         log_error("%s", err);
         ks_free(app.ks);
         return 1;
     }
+    atomic_store_explicit(&app.live_server, app.server, memory_order_release);
     log_info("tallyd %s listening on %s:%d (%d threads, %u shards); loading", TALLY_VERSION, o->bind,
              server_port(app.server), o->threads, ks_shard_count(app.ks));
     if (o->pid_file[0] && !pid_file_write(err, sizeof(err))) {
@@ -264,11 +342,7 @@ static int run(void)
             ks_free(app.ks);
             return 1;
         }
-        app.api.hooks.ud = app.persist;
-        app.api.hooks.journal = persist_journal_hook;
-        app.api.hooks.snapshot = persist_snapshot_hook;
-        server_hooks_t ph = { app.persist, persist_wait_hook, persist_try_hook, persist_wait_async_hook };
-        server_set_hooks(app.server, &ph);
+        atomic_store_explicit(&app.live_persist, app.persist, memory_order_release);
     } else {
         log_warn("--in-memory: nothing is written to disk; state is lost when tallyd stops");
     }
@@ -300,6 +374,7 @@ static int run(void)
         log_warn("%u requests still in flight after %d s; closing them", server_inflight(app.server),
                  o->shutdown_timeout);
     server_stop(app.server);
+    atomic_store(&app.live_server, NULL);
     app.server = NULL;
     int rc = 0;
     if (app.persist) {
@@ -308,6 +383,7 @@ static int run(void)
             log_error("final snapshot failed: %s; the journal still holds every change", err);
             rc = 1;
         }
+        atomic_store(&app.live_persist, NULL);
         persist_close(app.persist);
     }
     ks_free(app.ks);

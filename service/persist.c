@@ -42,7 +42,7 @@ struct persist {
     uint64_t next_seq;                    /* journal seq a snapshot taken now would start at (journal off) */
     _Atomic uint64_t dirty;
     pthread_mutex_t snap_mu;
-    int64_t last_snapshot_mono;
+    _Atomic int64_t last_snapshot_mono;   /* written by whoever snapshots, read by persist_tick */
     int64_t last_tick_sec;
     /* last snapshot outcome, under snap_mu */
     bool have_last;
@@ -180,15 +180,20 @@ static int list_journals(const persist_t *p, uint64_t **out, size_t *n)
     return 0;
 }
 
-/* Creates journal.<seq>.tlj with its header, synced with its directory. */
+/* Creates journal.<seq>.tlj with its header, synced with its directory.  The
+ * header is written to a temporary name first and renamed, so a journal file
+ * always has its header: a journal without one is damage, never "a crash
+ * while creating it". */
 static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, size_t errlen)
 {
-    char path[600];
+    char path[600], tmp[640];
     journal_path(p, seq, path, sizeof(path));
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    unlink(tmp);
     /* read-write: the journal writes through a shared mapping */
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot create journal %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot create journal %s: %s", tmp, strerror(errno));
         return -1;
     }
     wbuf_t b = WBUF_INIT;
@@ -198,12 +203,16 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
     wbuf_free(&b);
     if (!e && fdatasync(fd) != 0)
         e = errno;
+    if (!e && access(path, F_OK) == 0)
+        e = EEXIST;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
     if (!e)
         e = fsync_dir(p->dir);
     if (e) {
         snprintf(err, errlen, "cannot write journal %s: %s", path, strerror(e));
         close(fd);
-        unlink(path);
+        unlink(tmp);
         return -1;
     }
     *fd_out = fd;
@@ -218,6 +227,32 @@ static const char *const DAMAGE_HELP =
     "tallyd will not start on damaged data and has not modified the file. Inspect it with "
     "`tallyd --check FILE`; then restore it from a backup, or move it out of the data directory "
     "to start without what it holds";
+
+/* snapfmt_scan callback of the loader: decodes and adds one key. */
+static const char *load_record(void *ud, size_t off, const snap_record_t *r)
+{
+    (void)off;
+    persist_t *p = ud;
+    const ks_type_t *t = ks_type_by_tag(r->tag);
+    if (!t)
+        return "unknown type tag (written by a newer tally?)";
+    const char *why = NULL;
+    void *v = t->decode(r->value, r->vlen, &why);
+    if (!v)
+        return why ? why : "value does not decode";
+    ks_key_t k = ks_key(p->ks, r->key, r->klen);
+    ks_shard_t *sh = ks_shard_at(p->ks, k.shard);
+    ks_shard_lock(sh);
+    /* expired entries are kept: journal records before their expiry may read them */
+    bool dup = ks_find(p->ks, &k, INT64_MIN) != NULL;
+    ks_entry_t *ent = dup ? NULL : ks_add(p->ks, &k, t, v, r->expire_ms, clock_now_ns() / 1000000);
+    ks_shard_unlock(sh);
+    if (!ent) {
+        t->free(v);
+        return dup ? "duplicate key" : "out of memory";
+    }
+    return NULL;
+}
 
 /* Loads snapshot.tly (if any) into the keyspace; *seq receives its
  * journal_seq (0 when there is no snapshot). */
@@ -234,75 +269,16 @@ static bool load_snapshot(persist_t *p, uint64_t *seq, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read snapshot %s: %s", path, strerror(e));
         return false;
     }
-    snap_header_t h;
-    const char *why = NULL;
-    size_t off = 0;
-    uint64_t records = 0, count = 0;
-    bool ok = false;
-    if (!snapfmt_parse_header(m.p, m.len, &h, &why))
-        goto done;
-    off = SNAP_HEADER_SIZE;
-    int64_t now_ms = clock_now_ns() / 1000000;
-    for (;;) {
-        snap_record_t r;
-        size_t used = 0;
-        persist_parse_t pr = snapfmt_parse_record(m.p + off, m.len - off, &r, &used, &count, &why);
-        if (pr == PARSE_TRUNCATED) {
-            why = "file ends inside a record (truncated)";
-            goto done;
-        }
-        if (pr == PARSE_CORRUPT)
-            goto done;
-        if (pr == PARSE_END) {
-            if (count != records) {
-                why = "record count in the trailer does not match";
-                goto done;
-            }
-            if (off + used != m.len) {
-                off += used;
-                why = "unexpected bytes after the trailer";
-                goto done;
-            }
-            uint64_t stored = le64_load(m.p + m.len - 8);
-            if (XXH64(m.p, m.len - 8, 0) != stored) {
-                off = m.len - 8;
-                why = "file checksum mismatch";
-                goto done;
-            }
-            break;
-        }
-        const ks_type_t *t = ks_type_by_tag(r.tag);
-        if (!t) {
-            why = "unknown type tag (written by a newer tally?)";
-            goto done;
-        }
-        void *v = t->decode(r.value, r.vlen, &why);
-        if (!v)
-            goto done;
-        ks_key_t k = ks_key(p->ks, r.key, r.klen);
-        ks_shard_t *sh = ks_shard_at(p->ks, k.shard);
-        ks_shard_lock(sh);
-        /* expired entries are kept: journal records before their expiry may read them */
-        bool dup = ks_find(p->ks, &k, INT64_MIN) != NULL;
-        ks_entry_t *ent = dup ? NULL : ks_add(p->ks, &k, t, v, r.expire_ms, now_ms);
-        ks_shard_unlock(sh);
-        if (!ent) {
-            t->free(v);
-            why = dup ? "duplicate key" : "out of memory";
-            goto done;
-        }
-        records++;
-        off += used;
+    snap_scan_t sc;
+    bool ok = snapfmt_scan(m.p, m.len, load_record, p, &sc);
+    if (ok) {
+        *seq = sc.h.journal_seq;
+        p->loaded_keys = sc.records;
+        log_info("loaded snapshot %s: %" PRIu64 " keys, %zu bytes, taken at %" PRId64 " ms", path, sc.records,
+                 m.len, sc.h.created_ms);
+    } else {
+        snprintf(err, errlen, "snapshot %s is damaged at offset %zu: %s. %s", path, sc.bad_off, sc.why, DAMAGE_HELP);
     }
-    ok = true;
-    *seq = h.journal_seq;
-    p->loaded_keys = records;
-    log_info("loaded snapshot %s: %" PRIu64 " keys, %zu bytes, taken at %" PRId64 " ms", path, records, m.len,
-             h.created_ms);
-done:
-    if (!ok)
-        snprintf(err, errlen, "snapshot %s is damaged at offset %zu: %s. %s", path, off, why ? why : "invalid",
-                 DAMAGE_HELP);
     unmap_file(&m);
     return ok;
 }
@@ -314,48 +290,84 @@ static const char *replay_header(void *hctx, const char *name)
     return NULL;
 }
 
-/* True if [p, p+n) is all zero bytes (a preallocated, never-written tail). */
-static bool all_zero(const uint8_t *p, size_t n)
+struct replay_ctx {
+    persist_t *p;
+    const char *path;
+};
+
+/* journalfmt_scan callback of the loader: re-executes one request. */
+static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
 {
-    for (size_t i = 0; i < n; i++)
-        if (p[i])
-            return false;
-    return true;
+    struct replay_ctx *c = ud;
+    if (q->method < API_GET || q->method > API_OTHER)
+        return "unknown method in record";
+    char ctype[256];
+    size_t cl = q->ctype_len < sizeof(ctype) - 1 ? q->ctype_len : sizeof(ctype) - 1;
+    memcpy(ctype, q->ctype, cl);
+    ctype[cl] = '\0';
+    api_req_t req;
+    memset(&req, 0, sizeof(req));
+    req.method = (api_method_t)q->method;
+    req.path = q->path;
+    req.path_len = q->path_len;
+    req.query = q->query;
+    req.query_len = q->query_len;
+    req.ctype = cl ? ctype : NULL;
+    req.body = q->body;
+    req.body_len = q->body_len;
+    req.header = replay_header;
+    req.now_ns = q->now_ns;
+    req.replay = true;
+    api_resp_t resp;
+    api_dispatch(c->p->api, &req, &resp);
+    if (resp.status >= 400)
+        log_warn("journal %s offset %zu: %s %.*s replayed with status %d: %.*s", c->path, off,
+                 api_method_name(req.method), (int)q->path_len, q->path, resp.status, (int)resp.len,
+                 resp.body ? resp.body : "");
+    api_resp_release(&resp);
+    api_req_release(&req);
+    return NULL;
 }
 
-/* Is the bad record at p (n bytes to the end of the file) the torn end of
- * the journal?  Journal files are written into space reserved in advance
- * that reads as zeros, so a crash leaves a last record cut short (its
- * length field may be whole and its payload partly zeros) followed by
- * zeros.  It is torn when no byte beyond the extent it claims is non-zero;
- * anything else is damage. */
-static bool torn_tail(const uint8_t *p, size_t n)
+/* What a scan found past the last record, in words that say whether anything
+ * was lost (nothing, in every case that is accepted). */
+static void describe_end(const journal_scan_t *s, char *out, size_t n)
 {
-    size_t claimed = n;
-    if (n >= 4) {
-        uint64_t len = 8 + (uint64_t)le32_load(p);
-        if (len < n)
-            claimed = (size_t)len;
+    switch (s->end) {
+    case JEND_SEALED:
+        snprintf(out, n, "sealed at offset %zu (next journal %" PRIu64 ")", s->data_end, s->next_seq);
+        break;
+    case JEND_RESERVE:
+        snprintf(out, n, "not sealed (the process stopped without closing it); %zu bytes of unused reserved "
+                 "space after offset %zu, nothing lost", s->tail_bytes, s->data_end);
+        break;
+    case JEND_TORN:
+        snprintf(out, n, "a write interrupted by a crash at offset %zu (%zu bytes incl. reserved space): a change "
+                 "that was never acknowledged, dropped", s->data_end, s->tail_bytes);
+        break;
+    case JEND_EOF:
+        snprintf(out, n, "not sealed, ends at offset %zu", s->data_end);
+        break;
     }
-    return all_zero(p + claimed, n - claimed);
 }
 
-/* Counts the records of a journal file (to decide whether a torn tail is
- * followed by later data). */
+/* Does the journal file hold any record (or anything that is not one)?
+ * Decides whether the journal before it counts as the newest. */
 static bool journal_has_records(const char *path)
 {
     mapped_t m;
     if (map_file(path, &m) != 0)
         return true;   /* unreadable: treat as holding data, so we refuse */
-    /* space reserved but never written reads as zeros */
-    bool has = m.len > JOURNAL_HEADER_SIZE && !all_zero(m.p + JOURNAL_HEADER_SIZE, m.len - JOURNAL_HEADER_SIZE);
+    journal_scan_t sc;
+    bool has = !journalfmt_scan(m.p, m.len, NULL, NULL, &sc) || sc.records > 0;
     unmap_file(&m);
     return has;
 }
 
-/* Replays one journal file.  `last` says no later file holds records, so a
- * torn tail may be dropped (and is cut off the file). */
-static bool replay_journal(persist_t *p, uint64_t seq, bool last, char *err, size_t errlen)
+/* Replays one journal file.  `newest` says no later file holds records (a
+ * torn last record is allowed only there).  *sc receives the scan. */
+static bool replay_journal(persist_t *p, uint64_t seq, bool newest, journal_scan_t *sc, size_t *len, char *err,
+                           size_t errlen)
 {
     char path[600];
     journal_path(p, seq, path, sizeof(path));
@@ -365,84 +377,57 @@ static bool replay_journal(persist_t *p, uint64_t seq, bool last, char *err, siz
         snprintf(err, errlen, "cannot read journal %s: %s", path, strerror(e));
         return false;
     }
-    journal_header_t h;
-    const char *why = NULL;
-    size_t off = 0;
-    uint64_t n = 0;
-    bool ok = false;
-    if (!journalfmt_parse_header(m.p, m.len, &h, &why)) {
-        if (m.len < JOURNAL_HEADER_SIZE && last && all_zero(m.p, m.len)) {
-            /* created but the header never reached the disk: nothing was in it */
-            log_warn("journal %s has no header (crash while creating it): treated as empty", path);
-            ok = true;
-        }
-        goto done;
+    *len = m.len;
+    struct replay_ctx c = { p, path };
+    bool ok = journalfmt_scan(m.p, m.len, replay_record, &c, sc);
+    if (ok && sc->h.seq != seq) {
+        ok = sc->ok = false;
+        sc->bad_off = 0;
+        sc->why = "header sequence number does not match the file name";
     }
-    if (h.seq != seq) {
-        why = "header sequence number does not match the file name";
-        goto done;
-    }
-    off = JOURNAL_HEADER_SIZE;
-    while (off < m.len) {
-        journal_req_t q;
-        size_t used = 0;
-        persist_parse_t pr = journalfmt_parse_record(m.p + off, m.len - off, &q, &used, &why);
-        bool torn = (pr == PARSE_TRUNCATED || pr == PARSE_CORRUPT) && torn_tail(m.p + off, m.len - off);
-        if (torn) {
-            if (!last) {
-                why = "record cut short, and later journals hold records";
-                goto done;
-            }
-            log_warn("journal %s: dropping a torn last record at offset %zu (%zu bytes; the process stopped "
-                     "mid-write, it was never acknowledged)",
-                     path, off, m.len - off);
-            if (truncate(path, (off_t)off) != 0)
-                log_warn("journal %s: could not cut the torn tail: %s", path, strerror(errno));
-            break;
-        }
-        if (pr != PARSE_OK)
-            goto done;
-        if (q.method < API_GET || q.method > API_OTHER) {
-            why = "unknown method in record";
-            goto done;
-        }
-        char ctype[256];
-        size_t cl = q.ctype_len < sizeof(ctype) - 1 ? q.ctype_len : sizeof(ctype) - 1;
-        memcpy(ctype, q.ctype, cl);
-        ctype[cl] = '\0';
-        api_req_t req;
-        memset(&req, 0, sizeof(req));
-        req.method = (api_method_t)q.method;
-        req.path = q.path;
-        req.path_len = q.path_len;
-        req.query = q.query;
-        req.query_len = q.query_len;
-        req.ctype = cl ? ctype : NULL;
-        req.body = q.body;
-        req.body_len = q.body_len;
-        req.header = replay_header;
-        req.now_ns = q.now_ns;
-        req.replay = true;
-        api_resp_t resp;
-        api_dispatch(p->api, &req, &resp);
-        if (resp.status >= 400)
-            log_warn("journal %s offset %zu: %s %.*s replayed with status %d: %.*s", path, off,
-                     api_method_name(req.method), (int)q.path_len, q.path, resp.status, (int)resp.len,
-                     resp.body ? resp.body : "");
-        api_resp_release(&resp);
-        api_req_release(&req);
-        n++;
-        off += used;
-    }
-    ok = true;
-    p->replayed_records += n;
-    log_info("replayed journal %s: %" PRIu64 " records", path, n);
-done:
-    if (!ok)
-        snprintf(err, errlen, "journal %s is damaged at offset %zu: %s. %s", path, off, why ? why : "invalid",
+    ok = ok && journalfmt_check_place(sc, m.len, newest);
+    if (ok) {
+        char end[256];
+        describe_end(sc, end, sizeof(end));
+        p->replayed_records += sc->records;
+        if (sc->end == JEND_TORN)
+            log_warn("replayed journal %s: %" PRIu64 " records; %s", path, sc->records, end);
+        else
+            log_info("replayed journal %s: %" PRIu64 " records; %s", path, sc->records, end);
+    } else {
+        snprintf(err, errlen, "journal %s is damaged at offset %zu: %s. %s", path, sc->bad_off, sc->why,
                  DAMAGE_HELP);
+    }
     unmap_file(&m);
     return ok;
+}
+
+/* Closes a journal left open by a crash: the seal goes where its data ends
+ * (over a torn record and the unused reserve), the file is cut there and
+ * synced.  Version 1 files are only cut. */
+static bool seal_journal(persist_t *p, uint64_t seq, const journal_scan_t *sc, char *err, size_t errlen)
+{
+    char path[600];
+    journal_path(p, seq, path, sizeof(path));
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int e = fd < 0 ? errno : 0;
+    uint64_t end = sc->data_end;
+    if (!e && sc->h.version >= 2) {
+        wbuf_t b = WBUF_INIT;
+        journalfmt_put_seal(&b, sc->records, sc->data_end, seq + 1);
+        e = b.oom ? ENOMEM : (pwrite(fd, b.data, b.len, (off_t)end) == (ssize_t)b.len ? 0 : (errno ? errno : EIO));
+        end += b.len;
+        wbuf_free(&b);
+    }
+    if (!e && ftruncate(fd, (off_t)end) != 0)
+        e = errno;
+    if (!e && fdatasync(fd) != 0)
+        e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (e)
+        snprintf(err, errlen, "cannot seal journal %s: %s", path, strerror(e));
+    return e == 0;
 }
 
 persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, size_t errlen)
@@ -519,12 +504,20 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
         }
     }
     for (size_t i = first; i < nseq; i++) {
-        bool last = true;
-        for (size_t k = i + 1; k < nseq && last; k++) {
+        bool newest = true;
+        for (size_t k = i + 1; k < nseq && newest; k++) {
             journal_path(p, seqs[k], path, sizeof(path));
-            last = !journal_has_records(path);
+            newest = !journal_has_records(path);
         }
-        if (!replay_journal(p, seqs[i], last, err, errlen)) {
+        journal_scan_t sc;
+        size_t len;
+        if (!replay_journal(p, seqs[i], newest, &sc, &len, err, errlen)) {
+            free(seqs);
+            goto fail;
+        }
+        /* a journal left open by a crash is closed before a new one starts */
+        bool open_end = sc.end != JEND_SEALED && (sc.h.version >= 2 || sc.data_end != len);
+        if (p->journal_on && open_end && !seal_journal(p, seqs[i], &sc, err, errlen)) {
             free(seqs);
             goto fail;
         }
@@ -585,6 +578,19 @@ uint64_t persist_journal_hook(void *ud, const journal_req_t *req)
     return lsn;
 }
 
+bool persist_reserve_hook(void *ud, uint64_t bytes, const char **err)
+{
+    persist_t *p = ud;
+    return !p->j || journal_reserve(p->j, bytes, err);
+}
+
+void persist_release_hook(void *ud, uint64_t bytes)
+{
+    persist_t *p = ud;
+    if (p->j)
+        journal_release(p->j, bytes);
+}
+
 bool persist_wait_hook(void *ud, uint64_t lsn, const char **err)
 {
     persist_t *p = ud;
@@ -642,8 +648,14 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
 
     /* 2. the barrier */
     ks_lock_all(p->ks);
-    if (p->j)
-        journal_rotate(p->j, nfd, seq);
+    if (p->j && !journal_rotate(p->j, nfd, seq, &jerr)) {
+        ks_unlock_all(p->ks);
+        char jp[600];
+        journal_path(p, seq, jp, sizeof(jp));
+        unlink(jp);
+        snprintf(err, errlen, "cannot reserve space in the new journal %s: %s", jp, jerr);
+        return false;
+    }
     ks_snapshot_begin(p->ks);
     uint64_t dirty0 = atomic_load(&p->dirty);
     ks_unlock_all(p->ks);
@@ -919,118 +931,138 @@ void persist_close(persist_t *p)
 /* tallyd --check                                                           */
 /* ------------------------------------------------------------------------ */
 
+struct check_ctx {
+    uint64_t per_type[TYPE_TAG_MAX + 1], bytes_type[TYPE_TAG_MAX + 1];
+    uint64_t with_ttl;
+    uint64_t by_method[API_OTHER + 1];
+    char why[256];
+};
+
+/* snapfmt_scan callback of --check: decodes the value (as the loader does). */
+static const char *check_record(void *ud, size_t off, const snap_record_t *r)
+{
+    (void)off;
+    struct check_ctx *c = ud;
+    const ks_type_t *t = ks_type_by_tag(r->tag);
+    if (!t)
+        return "unknown type tag (written by a newer tally?)";
+    const char *why = NULL;
+    void *v = t->decode(r->value, r->vlen, &why);
+    if (!v) {
+        snprintf(c->why, sizeof(c->why), "key '%.*s': %s", (int)(r->klen > 64 ? 64 : r->klen), r->key,
+                 why ? why : "value does not decode");
+        return c->why;
+    }
+    t->free(v);
+    c->per_type[r->tag]++;
+    c->bytes_type[r->tag] += r->vlen;
+    if (r->expire_ms)
+        c->with_ttl++;
+    return NULL;
+}
+
 static int check_snapshot(const char *path, const mapped_t *m, FILE *out)
 {
-    snap_header_t h;
-    const char *why = NULL;
-    size_t off = 0;
-    if (!snapfmt_parse_header(m->p, m->len, &h, &why)) {
-        fprintf(out, "DAMAGED at offset 0: %s\n", why);
-        return 1;
+    struct check_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return 2;
+    snap_scan_t sc;
+    int rc = 0;
+    if (!snapfmt_scan(m->p, m->len, check_record, c, &sc)) {
+        fprintf(out, "snapshot %s\nDAMAGED at offset %zu: %s\n", path, sc.bad_off, sc.why);
+        rc = 1;
+    } else {
+        fprintf(out, "snapshot %s\n  format version %u, taken at %" PRId64 " ms, journal_seq %" PRIu64 "\n", path,
+                sc.h.version, sc.h.created_ms, sc.h.journal_seq);
+        fprintf(out, "  %" PRIu64 " keys (%" PRIu64 " with expiry), %zu bytes, checksums OK\n", sc.records,
+                c->with_ttl, m->len);
+        for (unsigned t = 0; t <= TYPE_TAG_MAX; t++)
+            if (c->per_type[t])
+                fprintf(out, "  %-10s %10" PRIu64 " keys %14" PRIu64 " value bytes\n", ks_type_by_tag(t)->name,
+                        c->per_type[t], c->bytes_type[t]);
+        fprintf(out, "OK\n");
     }
-    fprintf(out, "snapshot %s\n  format version %u, taken at %" PRId64 " ms, journal_seq %" PRIu64 "\n", path,
-            h.version, h.created_ms, h.journal_seq);
-    uint64_t per_type[TYPE_TAG_MAX + 1] = { 0 }, bytes_type[TYPE_TAG_MAX + 1] = { 0 };
-    uint64_t records = 0, with_ttl = 0, count = 0;
-    off = SNAP_HEADER_SIZE;
-    for (;;) {
-        snap_record_t r;
-        size_t used = 0;
-        persist_parse_t pr = snapfmt_parse_record(m->p + off, m->len - off, &r, &used, &count, &why);
-        if (pr == PARSE_TRUNCATED) {
-            fprintf(out, "DAMAGED at offset %zu: file ends inside a record (truncated)\n", off);
-            return 1;
-        }
-        if (pr == PARSE_CORRUPT) {
-            fprintf(out, "DAMAGED at offset %zu: %s\n", off, why);
-            return 1;
-        }
-        if (pr == PARSE_END) {
-            if (count != records) {
-                fprintf(out, "DAMAGED at offset %zu: trailer counts %" PRIu64 " records, file holds %" PRIu64 "\n",
-                        off, count, records);
-                return 1;
-            }
-            if (off + used != m->len) {
-                fprintf(out, "DAMAGED at offset %zu: unexpected bytes after the trailer\n", off + used);
-                return 1;
-            }
-            if (XXH64(m->p, m->len - 8, 0) != le64_load(m->p + m->len - 8)) {
-                fprintf(out, "DAMAGED at offset %zu: file checksum mismatch\n", m->len - 8);
-                return 1;
-            }
-            break;
-        }
-        const ks_type_t *t = ks_type_by_tag(r.tag);
-        if (!t) {
-            fprintf(out, "DAMAGED at offset %zu: unknown type tag %u\n", off, r.tag);
-            return 1;
-        }
-        void *v = t->decode(r.value, r.vlen, &why);
-        if (!v) {
-            fprintf(out, "DAMAGED at offset %zu: key '%.*s': %s\n", off, (int)r.klen, r.key, why);
-            return 1;
-        }
-        t->free(v);
-        per_type[r.tag]++;
-        bytes_type[r.tag] += r.vlen;
-        if (r.expire_ms)
-            with_ttl++;
-        records++;
-        off += used;
+    free(c);
+    return rc;
+}
+
+/* journalfmt_scan callback of --check: counts by method. */
+static const char *check_request(void *ud, size_t off, const journal_req_t *q)
+{
+    (void)off;
+    struct check_ctx *c = ud;
+    if (q->method < API_GET || q->method > API_OTHER)
+        return "unknown method in record";
+    c->by_method[q->method]++;
+    return NULL;
+}
+
+/* Is a later journal (journal.<seq+1>...) next to this one holding records?
+ * Decides whether the rules of the newest or of an older journal apply. */
+static bool check_later_records(const char *path, uint64_t seq)
+{
+    persist_t tmp;
+    snprintf(tmp.dir, sizeof(tmp.dir), "%.500s", path);
+    char *slash = strrchr(tmp.dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(tmp.dir, sizeof(tmp.dir), ".");
+    uint64_t *seqs;
+    size_t n;
+    if (list_journals(&tmp, &seqs, &n) != 0)
+        return false;
+    bool later = false;
+    for (size_t i = 0; i < n && !later; i++) {
+        if (seqs[i] <= seq)
+            continue;
+        char jp[600];
+        journal_path(&tmp, seqs[i], jp, sizeof(jp));
+        later = journal_has_records(jp);
     }
-    fprintf(out, "  %" PRIu64 " keys (%" PRIu64 " with expiry), %zu bytes, checksums OK\n", records, with_ttl,
-            m->len);
-    for (unsigned t = 0; t <= TYPE_TAG_MAX; t++)
-        if (per_type[t])
-            fprintf(out, "  %-10s %10" PRIu64 " keys %14" PRIu64 " value bytes\n", ks_type_by_tag(t)->name,
-                    per_type[t], bytes_type[t]);
-    fprintf(out, "OK\n");
-    return 0;
+    free(seqs);
+    return later;
 }
 
 static int check_journal(const char *path, const mapped_t *m, FILE *out)
 {
-    journal_header_t h;
-    const char *why = NULL;
-    if (!journalfmt_parse_header(m->p, m->len, &h, &why)) {
-        fprintf(out, "DAMAGED at offset 0: %s\n", why);
-        return 1;
+    struct check_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return 2;
+    journal_scan_t sc;
+    bool ok = journalfmt_scan(m->p, m->len, check_request, c, &sc);
+    uint64_t name_seq;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (ok && parse_journal_name(base, &name_seq) && name_seq != sc.h.seq) {
+        ok = sc.ok = false;
+        sc.bad_off = 0;
+        sc.why = "header sequence number does not match the file name";
     }
-    fprintf(out, "journal %s\n  format version %u, sequence %" PRIu64 "\n", path, h.version, h.seq);
-    size_t off = JOURNAL_HEADER_SIZE;
-    uint64_t n = 0;
-    int64_t first_ns = 0, last_ns = 0;
-    uint64_t by_method[API_OTHER + 1] = { 0 };
-    while (off < m->len) {
-        journal_req_t q;
-        size_t used = 0;
-        persist_parse_t pr = journalfmt_parse_record(m->p + off, m->len - off, &q, &used, &why);
-        if ((pr == PARSE_TRUNCATED || pr == PARSE_CORRUPT) && torn_tail(m->p + off, m->len - off)) {
-            fprintf(out, "  torn last record at offset %zu (%zu bytes): dropped at start-up\n", off, m->len - off);
-            break;
-        }
-        if (pr != PARSE_OK) {
-            fprintf(out, "DAMAGED at offset %zu: %s\n", off, why);
-            return 1;
-        }
-        if (!n)
-            first_ns = q.now_ns;
-        last_ns = q.now_ns;
-        if (q.method <= API_OTHER)
-            by_method[q.method]++;
-        n++;
-        off += used;
+    bool newest = !ok || !check_later_records(path, sc.h.seq);
+    ok = ok && journalfmt_check_place(&sc, m->len, newest);
+    fprintf(out, "journal %s\n", path);
+    int rc = 0;
+    if (!ok) {
+        fprintf(out, "DAMAGED at offset %zu: %s\n", sc.bad_off, sc.why);
+        rc = 1;
+    } else {
+        fprintf(out, "  format version %u, sequence %" PRIu64 " (%s)\n", sc.h.version, sc.h.seq,
+                newest ? "the newest journal with records" : "later journals hold records");
+        fprintf(out, "  %" PRIu64 " records", sc.records);
+        if (sc.records)
+            fprintf(out, " from %" PRId64 " ms to %" PRId64 " ms", sc.first_ns / 1000000, sc.last_ns / 1000000);
+        fprintf(out, "\n");
+        for (unsigned i = 0; i <= API_OTHER; i++)
+            if (c->by_method[i])
+                fprintf(out, "  %-7s %" PRIu64 "\n", api_method_name((api_method_t)i), c->by_method[i]);
+        char end[256];
+        describe_end(&sc, end, sizeof(end));
+        fprintf(out, "  end: %s\n", end);
+        fprintf(out, "OK\n");
     }
-    fprintf(out, "  %" PRIu64 " records", n);
-    if (n)
-        fprintf(out, " from %" PRId64 " ms to %" PRId64 " ms", first_ns / 1000000, last_ns / 1000000);
-    fprintf(out, "\n");
-    for (unsigned i = 0; i <= API_OTHER; i++)
-        if (by_method[i])
-            fprintf(out, "  %-7s %" PRIu64 "\n", api_method_name((api_method_t)i), by_method[i]);
-    fprintf(out, "OK\n");
-    return 0;
+    free(c);
+    return rc;
 }
 
 int persist_check(const char *path, FILE *out)
@@ -1047,7 +1079,7 @@ int persist_check(const char *path, FILE *out)
     else if (m.len >= 8 && memcmp(m.p, JOURNAL_MAGIC, 8) == 0)
         rc = check_journal(path, &m, out);
     else {
-        fprintf(out, "%s: DAMAGED at offset 0: %s\n", path,
+        fprintf(out, "%s\nDAMAGED at offset 0: %s\n", path,
                 m.len == 0 ? "empty file" : "neither a tally snapshot nor a journal (bad magic)");
         rc = 1;
     }

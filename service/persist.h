@@ -48,6 +48,9 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
 
 /* api_hooks_t.journal */
 uint64_t persist_journal_hook(void *ud, const journal_req_t *req);
+/* api_hooks_t.journal_reserve / journal_release */
+bool persist_reserve_hook(void *ud, uint64_t bytes, const char **err);
+void persist_release_hook(void *ud, uint64_t bytes);
 /* server_hooks_t.journal_wait */
 bool persist_wait_hook(void *ud, uint64_t lsn, const char **err);
 /* server_hooks_t.journal_try */

@@ -1,31 +1,45 @@
-/* fuzz_journal.c - the journal decoder: header and framed records. */
+/* fuzz_journal.c - the journal reader (journalfmt_scan, the one start-up and
+ * `tallyd --check` use) on any bytes, in both places a file can sit, plus
+ * the record decoder from offset 0, header or not. */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core/persist_fmt.h"
 
+static const char *touch(void *ud, size_t off, const journal_req_t *q)
+{
+    (void)ud;
+    (void)off;
+    volatile uint8_t sink = 0;
+    for (size_t i = 0; i < q->path_len; i++)
+        sink ^= (uint8_t)q->path[i];
+    for (size_t i = 0; i < q->body_len; i++)
+        sink ^= q->body[i];
+    (void)sink;
+    return NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    journal_header_t h;
-    const char *why;
-    size_t off = 0;
-    if (journalfmt_parse_header(data, size, &h, &why))
-        off = JOURNAL_HEADER_SIZE;
-    /* records are also parsed from the start, header or not */
-    for (int pass = 0; pass < 2; pass++) {
-        size_t o = pass ? 0 : off;
-        while (o < size) {
-            journal_req_t q;
-            size_t used = 0;
-            if (journalfmt_parse_record(data + o, size - o, &q, &used, &why) != PARSE_OK)
-                break;
-            volatile uint8_t sink = 0;
-            for (size_t i = 0; i < q.path_len; i++)
-                sink ^= (uint8_t)q.path[i];
-            for (size_t i = 0; i < q.body_len; i++)
-                sink ^= q.body[i];
-            (void)sink;
-            o += used;
-        }
+    journal_scan_t s;
+    if (journalfmt_scan(data, size, touch, NULL, &s)) {
+        if (s.data_end > size || s.data_end + s.tail_bytes > size)
+            abort();   /* the scan never reports beyond the bytes */
+        journal_scan_t older = s;
+        journalfmt_check_place(&s, size, true);
+        journalfmt_check_place(&older, size, false);
+    } else if (s.bad_off > size || !s.why) {
+        abort();       /* damage is always located inside the file and named */
+    }
+    size_t o = 0;
+    while (o < size) {
+        journal_req_t q;
+        size_t used = 0;
+        const char *why;
+        if (journalfmt_parse_record(data + o, size - o, &q, &used, &why) != PARSE_OK)
+            break;
+        touch(NULL, o, &q);
+        o += used;
     }
     return 0;
 }

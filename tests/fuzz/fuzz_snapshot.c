@@ -1,4 +1,5 @@
-/* fuzz_snapshot.c - the snapshot decoder: header, records, and every type's
+/* fuzz_snapshot.c - the snapshot reader (snapfmt_scan, shared with start-up
+ * and `tallyd --check`), and every type's
  * _decode on whatever bytes a record claims to hold.  Decoded values are
  * re-encoded and decoded again, which must give identical bytes. */
 #include <stdint.h>
@@ -26,6 +27,21 @@ static void roundtrip(const ks_type_t *t, void *v)
     wbuf_free(&b);
 }
 
+static const char *decode_record(void *ud, size_t off, const snap_record_t *r)
+{
+    (void)ud;
+    (void)off;
+    const ks_type_t *t = ks_type_by_tag(r->tag);
+    if (!t)
+        return "unknown type tag";
+    const char *why = NULL;
+    void *v = t->decode(r->value, r->vlen, &why);
+    if (!v)
+        return why ? why : "value does not decode";
+    t->free(v);
+    return NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* Every type's decoder directly: first byte picks the tag. */
@@ -40,26 +56,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
     }
-    /* The file layout. */
-    snap_header_t h;
-    const char *why;
-    if (!snapfmt_parse_header(data, size, &h, &why))
-        return 0;
-    size_t off = SNAP_HEADER_SIZE;
-    while (off < size) {
-        snap_record_t r;
-        size_t used = 0;
-        uint64_t count;
-        persist_parse_t pr = snapfmt_parse_record(data + off, size - off, &r, &used, &count, &why);
-        if (pr != PARSE_OK)
-            break;
-        const ks_type_t *t = ks_type_by_tag(r.tag);
-        if (t) {
-            void *v = t->decode(r.value, r.vlen, &why);
-            if (v)
-                t->free(v);
-        }
-        off += used;
-    }
+    /* The file layout, through the reader start-up and --check use. */
+    snap_scan_t sc;
+    if (!snapfmt_scan(data, size, decode_record, NULL, &sc) && (sc.bad_off > size || !sc.why))
+        abort();   /* damage is always located inside the file and named */
     return 0;
 }

