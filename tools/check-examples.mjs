@@ -12,8 +12,8 @@
 // - Each file gets its own fresh tallyd (binary from the command line, free
 //   port, scratch data directory); blocks run in order, so state carries from
 //   one block to the next, as for a reader going down the page.
-// - `$ tallyd ARGS &` (re)starts that tallyd with ARGS, its --port and
-//   --data-dir replaced by the test's.  The port the document uses (ARGS'
+// - `$ tallyd ARGS &` (re)starts that tallyd with ARGS, its --port,
+//   --data-dir and --pid-file replaced by the test's.  The port the document uses (ARGS'
 //   --port, else 8080) is the document's address: `localhost:PORT` and
 //   `127.0.0.1:PORT` in commands are rewritten to the test's port.
 // - Commands run with sh in a scratch directory holding links to the
@@ -80,7 +80,7 @@ function markdown_blocks(text) {
   let prev = "";
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
-    const marker = line.match(/^<!--\s*example:\s*skip\b\s*(.*?)\s*-->\s*$/);
+    const marker = line.match(/^\s*<!--\s*example:\s*skip\b\s*(.*?)\s*-->\s*$/);
     if (marker) { skip = { line: i + 1, reason: marker[1] }; continue; }
     if (line.trim() === "") continue;
     const fence = line.match(/^(\s*)(```+|~~~+)\s*([\w-]*)/);
@@ -155,7 +155,8 @@ class Server {
     const own = [];
     for (let k = 0; k < argv.length; k++) {
       if (argv[k] === "--port" || argv[k] === "--data-dir") { k++; continue; }
-      if (/^--(port|data-dir)=/.test(argv[k])) continue;
+      if (argv[k] === "--pid-file") { k++; own.push(argv[k - 1], join(this.scratch, `tallyd-${this.docPort}.pid`)); continue; }
+      if (/^--(port|data-dir|pid-file)=/.test(argv[k])) continue;
       own.push(argv[k]);
     }
     const own_dir = /(^|\s)--data-dir\b/.test(args);
