@@ -12,10 +12,11 @@
 // - Each file gets its own fresh tallyd (binary from the command line, free
 //   port, scratch data directory); blocks run in order, so state carries from
 //   one block to the next, as for a reader going down the page.
-// - `$ tallyd ARGS &` (re)starts that tallyd with ARGS, its --port,
-//   --data-dir and --pid-file replaced by the test's.  The port the document uses (ARGS'
-//   --port, else 8080) is the document's address: `localhost:PORT` and
-//   `127.0.0.1:PORT` in commands are rewritten to the test's port.
+// - `$ tallyd ARGS &` (re)starts a tallyd with ARGS, its --port, --data-dir
+//   and --pid-file replaced by the test's.  The port a document uses (ARGS'
+//   --port, else 8080) names that server: `localhost:PORT` and
+//   `127.0.0.1:PORT` in commands are rewritten to its real port.  The 8080
+//   one starts by itself, with no options, on first use.
 // - Commands run with sh in a scratch directory holding links to the
 //   repository's top-level files (so `deploy/gateways/policies.json` works)
 //   and `data` (the tallyd's data directory); `tallyd` on PATH is the binary
@@ -162,7 +163,7 @@ class Server {
     const own_dir = /(^|\s)--data-dir\b/.test(args);
     const data = join(this.scratch, own_dir ? `data-${this.docPort}` : "data");
     const log = join(this.scratch, `tallyd-${this.docPort}.log`);
-    const fd = openSync(log, "a");
+    const fd = openSync(log, "w");
     this.proc = spawn(tallyd, ["--port", "0", "--data-dir", data, ...own],
       { cwd: this.scratch, stdio: ["ignore", fd, fd] });
     closeSync(fd);
@@ -178,24 +179,31 @@ class Server {
     return false;
   }
 
+  // SIGTERM (a clean stop, final snapshot), SIGKILL if that hangs.
   async stop() {
     if (!this.proc) return;
-    if (this.proc.exitCode === null) { this.proc.kill("SIGTERM"); await this.exited; }
+    if (this.proc.exitCode === null) {
+      this.proc.kill("SIGTERM");
+      const timer = setTimeout(() => this.proc.kill("SIGKILL"), COMMAND_TIMEOUT_MS);
+      await this.exited;
+      clearTimeout(timer);
+    }
     this.proc = null;
   }
-
 }
 
 const ADDRESS = /\b(localhost|127\.0\.0\.1):(\d+)\b/g;
 
+// Runs one command with sh in its own process group, killed whole when it
+// outlives COMMAND_TIMEOUT_MS.
 function run_shell(text, cwd, env) {
   return new Promise((resolveRun) => {
-    const p = spawn("sh", ["-c", text], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    const p = spawn("sh", ["-c", text], { cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     let out = "";
     let err = "";
     p.stdout.on("data", (d) => { out += d; });
     p.stderr.on("data", (d) => { err += d; });
-    const timer = setTimeout(() => p.kill("SIGKILL"), COMMAND_TIMEOUT_MS);
+    const timer = setTimeout(() => process.kill(-p.pid, "SIGKILL"), COMMAND_TIMEOUT_MS);
     p.on("close", (code, signal) => { clearTimeout(timer); resolveRun({ code, signal, out, err }); });
   });
 }
@@ -259,7 +267,7 @@ async function check_file(file) {
         const answer = r.out + r.err;
         if (process.env.EXAMPLES_SHOW) console.log(`${at}: $ ${cmd.text}\n${answer}`);
         if (r.code !== 0) {
-          fail(at, `\`${cmd.text}\` exited with ${r.signal || r.code}:\n${answer}`);
+          fail(at, `\`${cmd.text}\` ${r.signal === "SIGKILL" ? `timed out (${COMMAND_TIMEOUT_MS / 1000} s)` : `exited with ${r.signal || r.code}`}:\n${answer}`);
         } else if (cmd.expected.length === 0) {
           if (/^\s*\{"error":/m.test(r.out)) fail(at, `\`${cmd.text}\` answered an error:\n${r.out}`);
         } else if (!answer_matches(cmd.expected, r.out)) {
