@@ -66,7 +66,7 @@ DATA_DIR ?= ./data
 PORT ?= 8080
 
 .PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite unit integration \
-        openapi-check openapi-lint lint-yaml monitoring-check man-check install-check fuzz-regress \
+        openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
         bench fuzz clean
 
 all: $(TALLYD)
@@ -157,11 +157,12 @@ test: deps-test
 	@$(MAKE) --no-print-directory test-suite
 endif
 
-# The checks of files (OpenAPI, YAML, monitoring, man page, install) do not
-# depend on the build flavour: they run once, in the optimised pass.
+# The checks of files (OpenAPI, YAML, monitoring, man page, install, the
+# docs' examples) do not depend on the build flavour: they run once, in the
+# optimised pass.
 ifeq ($(strip $(SANITIZER)),)
 test-suite: all unit integration fuzz-regress openapi-check openapi-lint lint-yaml monitoring-check man-check \
-            install-check
+            install-check examples-check
 else
 test-suite: all unit integration fuzz-regress
 endif
@@ -206,6 +207,13 @@ man-check: $(TALLYD)
 # make uninstall leaves nothing behind.
 install-check: $(TALLYD)
 	sh tools/check-install.sh
+
+# Every example of the READMEs, run as written against a fresh tallyd on a
+# free port, each answer compared with the one shown (HACKING.md, "Examples
+# in the docs", has the convention).
+EXAMPLE_DOCS := README.md $(wildcard deploy/README.md deploy/*/README.md deploy/*/*/README.md)
+examples-check: $(TALLYD)
+	node tools/check-examples.mjs $(TALLYD) $(EXAMPLE_DOCS)
 
 # ---------------------------------------------------------------- bench --
 bench: deps-bench
