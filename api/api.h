@@ -168,7 +168,13 @@ struct api_server {
 /* Dispatch                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Routes the request and runs its handler; always fills *resp. */
+/* An empty request (no query, body or headers) for method and path, served
+ * at now_ns; the caller sets the rest it has. */
+void api_req_init(api_req_t *req, api_method_t method, const char *path, size_t path_len, int64_t now_ns);
+/* An empty response (status 0, no body, no headers, nothing deferred). */
+void api_resp_init(api_resp_t *resp);
+/* Routes the request and runs its handler; always fills *resp (initialised
+ * here). */
 void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 /* Frees what api_dispatch allocated in req and resp. */
 void api_req_release(api_req_t *req);
@@ -183,6 +189,21 @@ api_method_t api_method_parse(const char *s);
 /* ------------------------------------------------------------------------ */
 /* Responses                                                                */
 /* ------------------------------------------------------------------------ */
+
+/* A failure described before it is answered (jansson's json_error_t is the
+ * model): readers that cannot write the response yet - policy files, batch
+ * items, rate-limit requests - fill one, and api_err_respond turns it into
+ * the error envelope. */
+typedef struct api_err {
+    api_code_t code;
+    char field[80];              /* the offending field; "" for none */
+    char message[400];
+} api_err_t;
+
+void api_err_set(api_err_t *err, api_code_t code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Sets the error envelope of err: {"error":{"code","message"[,"field"]}}. */
+void api_err_respond(api_resp_t *resp, const api_err_t *err);
 
 int api_code_status(api_code_t code);
 const char *api_code_name(api_code_t code);
@@ -216,13 +237,24 @@ bool api_key_ok(const char *key, size_t len, const char **why);
 /* The {key} path parameter, validated. */
 bool api_path_key(const api_req_t *req, api_resp_t *resp, const char **key, size_t *len);
 
+/* True when the media type of Content-Type value ct (parameters and case
+ * aside) is `type`; false for NULL. */
+bool api_media_type_is(const char *ct, const char *type);
 /* Parses the body as a JSON object (415 for a non-JSON media type, 400 for
  * bad JSON or a non-object).  `allowed` lists accepted members (NULL-ended):
  * any other member is refused, naming it.  Returns the object (owned by req). */
 json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *allowed);
 /* Members of a JSON object, type-checked and range-checked with messages that
  * name the member.  `present` (may be NULL) tells whether it was given;
- * optional members keep *out untouched when absent. */
+ * optional members keep *out untouched when absent.  The api_member_* forms
+ * fill *err; the api_obj_* forms answer it. */
+bool api_member_int(json_t *obj, const char *name, bool required, int64_t min, int64_t max, int64_t *out,
+                    bool *present, api_err_t *err);
+bool api_member_double(json_t *obj, const char *name, bool required, double min, double max, double *out,
+                       bool *present, api_err_t *err);
+bool api_member_bool(json_t *obj, const char *name, bool *out, bool *present, api_err_t *err);
+bool api_member_string(json_t *obj, const char *name, bool required, const char **out, size_t *len,
+                       api_err_t *err);
 bool api_obj_int(api_resp_t *resp, json_t *obj, const char *name, bool required, int64_t min, int64_t max,
                  int64_t *out, bool *present);
 bool api_obj_double(api_resp_t *resp, json_t *obj, const char *name, bool required, double min, double max,

@@ -149,8 +149,7 @@ static const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int64_t *ou
 
 static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
 {
-    if (req->ctype && (strncasecmp(req->ctype, "application/json", 16) != 0 ||
-                       (req->ctype[16] != '\0' && req->ctype[16] != ';')))
+    if (req->ctype && !api_media_type_is(req->ctype, "application/json"))
         return false;
     if (!req->body_len)
         return false;

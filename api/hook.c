@@ -68,13 +68,13 @@ void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t rlen;
     const char *rest = path_rest(req, &rlen);
     rl_item_t it;
-    rl_err_t e;
+    api_err_t e;
     bool all;
     json_t *none = json_pack("{s:s}", "policy", p->name);
     if (!none) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
     } else if (!rl_item_parse(srv, req, none, NULL, 0, rest, rlen, true, &it, &e)) {
-        rl_err_respond(resp, &e);
+        api_err_respond(resp, &e);
     } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
         rl_answer(resp, all ? 200 : p->deny_status, &it);
     }

@@ -21,28 +21,6 @@
 
 #define THROTTLE_MAX_PERIOD_S 2305843009LL   /* 2^61 ns: see GCRA_MAX_TAU_NS */
 
-/* ------------------------------------------------------------------------ */
-/* Errors                                                                   */
-/* ------------------------------------------------------------------------ */
-
-void rl_err_set(rl_err_t *e, api_code_t code, const char *field, const char *fmt, ...)
-{
-    e->code = code;
-    snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-    va_end(ap);
-}
-
-void rl_err_respond(api_resp_t *resp, const rl_err_t *e)
-{
-    if (e->field[0])
-        api_error_field(resp, e->code, e->field, "%s", e->msg);
-    else
-        api_error(resp, e->code, "%s", e->msg);
-}
-
 bool rl_deny_status_ok(int64_t s)
 {
     static const int errors[] = { 400, 401, 404, 405, 409, 413, 414, 415 };
@@ -74,43 +52,19 @@ static bool in_list(const char *const *list, const char *name)
 
 bool rl_is_param_name(const char *name) { return in_list(all_params, name); }
 
-static bool get_int(json_t *obj, const char *name, int64_t min, int64_t max, int64_t *out, rl_err_t *err)
-{
-    json_t *v = json_object_get(obj, name);
-    if (!v) {
-        rl_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
-        return false;
-    }
-    if (!json_is_integer(v)) {
-        rl_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be an integer", name);
-        return false;
-    }
-    json_int_t x = json_integer_value(v);
-    if (x < min || x > max) {
-        if (max == INT64_MAX)
-            rl_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be >= %lld", name, (long long)min);
-        else
-            rl_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be between %lld and %lld", name, (long long)min,
-                       (long long)max);
-        return false;
-    }
-    *out = x;
-    return true;
-}
-
-bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err)
+bool rl_params_parse(json_t *obj, throttle_params_t *p, api_err_t *err)
 {
     memset(p, 0, sizeof(*p));
     p->algo = THROTTLE_GCRA;
     json_t *a = json_object_get(obj, "algorithm");
     if (a) {
         if (!json_is_string(a)) {
-            rl_err_set(err, API_E_BAD_REQUEST, "algorithm", "'algorithm' must be a string");
+            api_err_set(err, API_E_BAD_REQUEST, "algorithm", "'algorithm' must be a string");
             return false;
         }
         p->algo = throttle_algo_parse(json_string_value(a));
         if (!p->algo) {
-            rl_err_set(err, API_E_BAD_REQUEST, "algorithm",
+            api_err_set(err, API_E_BAD_REQUEST, "algorithm",
                        "unknown algorithm '%s' (gcra, sliding_log, sliding_window, fixed_window, token_bucket)",
                        json_string_value(a));
             return false;
@@ -123,7 +77,7 @@ bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err)
     json_t *v;
     json_object_foreach(obj, n, v) {
         if (in_list(all_params, n) && !in_list(mine, n)) {
-            rl_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
+            api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
                        n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
                        mine[1] && mine[2] ? ", " : "", mine[1] && mine[2] ? mine[2] : "");
             return false;
@@ -133,36 +87,36 @@ bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err)
     int64_t period_s = 0;
     switch (p->algo) {
     case THROTTLE_GCRA:
-        if (!get_int(obj, "max_burst", 0, INT64_MAX, &p->u.gcra.max_burst, err) ||
-            !get_int(obj, "count_per_period", 1, INT64_MAX, &p->u.gcra.count, err) ||
-            !get_int(obj, "period", 1, THROTTLE_MAX_PERIOD_S, &period_s, err))
+        if (!api_member_int(obj, "max_burst", true, 0, INT64_MAX, &p->u.gcra.max_burst, NULL, err) ||
+            !api_member_int(obj, "count_per_period", true, 1, INT64_MAX, &p->u.gcra.count, NULL, err) ||
+            !api_member_int(obj, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.gcra.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_SLIDING_LOG:
-        if (!get_int(obj, "max_count", 1, INT64_MAX, &p->u.log.max_count, err) ||
-            !get_int(obj, "period", 1, THROTTLE_MAX_PERIOD_S, &period_s, err))
+        if (!api_member_int(obj, "max_count", true, 1, INT64_MAX, &p->u.log.max_count, NULL, err) ||
+            !api_member_int(obj, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.log.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_SLIDING_WINDOW:
     case THROTTLE_FIXED_WINDOW:
-        if (!get_int(obj, "max_count", 1, INT64_MAX, &p->u.win.max_count, err) ||
-            !get_int(obj, "period", 1, THROTTLE_MAX_PERIOD_S, &period_s, err))
+        if (!api_member_int(obj, "max_count", true, 1, INT64_MAX, &p->u.win.max_count, NULL, err) ||
+            !api_member_int(obj, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.win.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_TOKEN_BUCKET: {
-        if (!get_int(obj, "capacity", 1, INT64_MAX, &p->u.tb.capacity, err))
+        if (!api_member_int(obj, "capacity", true, 1, INT64_MAX, &p->u.tb.capacity, NULL, err))
             return false;
         v = json_object_get(obj, "refill_rate");
         if (!v) {
-            rl_err_set(err, API_E_BAD_REQUEST, "refill_rate", "missing field 'refill_rate'");
+            api_err_set(err, API_E_BAD_REQUEST, "refill_rate", "missing field 'refill_rate'");
             return false;
         }
         double rate = json_is_number(v) ? json_number_value(v) : NAN;
         if (!json_is_number(v) || !isfinite(rate) || rate < 0.000001 || rate > 1e12) {
-            rl_err_set(err, API_E_BAD_REQUEST, "refill_rate",
+            api_err_set(err, API_E_BAD_REQUEST, "refill_rate",
                        "'refill_rate' must be a number of tokens per second between 0.000001 and 10^12");
             return false;
         }
@@ -173,7 +127,7 @@ bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err)
     const char *field = NULL;
     const char *why = throttle_validate(p, &field);
     if (why) {
-        rl_err_set(err, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
+        api_err_set(err, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
         return false;
     }
     return true;
@@ -416,7 +370,7 @@ static const char *source_name(const tmpl_alt_t *a, char *buf, size_t n)
 }
 
 bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, char *out,
-                size_t *len, rl_err_t *err)
+                size_t *len, api_err_t *err)
 {
     size_t o = 0;
     memcpy(out, p->prefix, p->prefix_len);
@@ -429,12 +383,12 @@ bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_
             v = source_value(&part->alts[k], req, rest, rest_len, &n);
         if (!v) {
             char what[128];
-            rl_err_set(err, API_E_BAD_REQUEST, "key", "policy '%s' takes its key from %s, which the request does not have",
+            api_err_set(err, API_E_BAD_REQUEST, "key", "policy '%s' takes its key from %s, which the request does not have",
                        p->name, source_name(&part->alts[part->nalts - 1], what, sizeof(what)));
             return false;
         }
         if (n > KS_KEY_MAX - o) {
-            rl_err_set(err, API_E_BAD_REQUEST, "key", "policy '%s': the key would be longer than %d bytes", p->name,
+            api_err_set(err, API_E_BAD_REQUEST, "key", "policy '%s': the key would be longer than %d bytes", p->name,
                        KS_KEY_MAX);
             return false;
         }
@@ -698,9 +652,9 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
             return false;
         }
     }
-    rl_err_t e;
+    api_err_t e;
     if (!rl_params_parse(o, &p->params, &e)) {
-        cfg_err(err, errlen, text, len, name, e.field, "%s", e.msg);
+        cfg_err(err, errlen, text, len, name, e.field, "%s", e.message);
         return false;
     }
     json_t *key = json_object_get(o, "key");

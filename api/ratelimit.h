@@ -95,30 +95,19 @@ const policy_t *policy_find(api_policies_t *reg, const char *name);
 typedef enum { POLICY_ALLOWED, POLICY_LIMITED, POLICY_SHADOW_LIMITED } policy_decision_t;
 void policy_count(const policy_t *p, policy_decision_t d);
 
-/* A detailed failure, turned into the error envelope by the caller. */
-typedef struct rl_err {
-    api_code_t code;
-    char field[80];
-    char msg[400];
-} rl_err_t;
-
-void rl_err_set(rl_err_t *e, api_code_t code, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-void rl_err_respond(api_resp_t *resp, const rl_err_t *e);
-
 /* Builds the policy's key (prefix + template) for this request into out
  * (KS_KEY_MAX + 1 bytes).  `rest` is the hook path after /hook/{policy}
  * (NULL outside the hook).  False with *err when a source is absent or the key
  * is too long. */
 bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, char *out,
-                size_t *len, rl_err_t *err);
+                size_t *len, api_err_t *err);
 
 /* True for a status a limited request may be answered with (see deny_status). */
 bool rl_deny_status_ok(int64_t status);
 
 /* Reads "algorithm" (default gcra) and that algorithm's parameters from obj;
  * a parameter of another algorithm is refused, naming it. */
-bool rl_params_parse(json_t *obj, throttle_params_t *p, rl_err_t *err);
+bool rl_params_parse(json_t *obj, throttle_params_t *p, api_err_t *err);
 /* True if `name` is one of the algorithm parameter names. */
 bool rl_is_param_name(const char *name);
 
@@ -143,7 +132,7 @@ typedef struct rl_item {
  * refused members that are not request fields.  Call with the policies
  * read-locked. */
 bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
-                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, rl_err_t *err);
+                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, api_err_t *err);
 void rl_item_release(rl_item_t *it);
 
 /* Decides every item atomically under the locks of all their keys: when all

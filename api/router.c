@@ -299,7 +299,16 @@ const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
     return NULL;
 }
 
-void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+void api_req_init(api_req_t *req, api_method_t method, const char *path, size_t path_len, int64_t now_ns)
+{
+    memset(req, 0, sizeof(*req));
+    req->method = method;
+    req->path = path;
+    req->path_len = path_len;
+    req->now_ns = now_ns;
+}
+
+void api_resp_init(api_resp_t *resp)
 {
     /* not memset: the header array is large and written only as used */
     resp->status = 0;
@@ -310,6 +319,11 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     resp->journal_lsn = 0;
     resp->deferred = NULL;
     resp->route_index = -1;
+}
+
+void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    api_resp_init(resp);
     pthread_once(&compile_once, compile_routes);
     size_t nparts = 1;
     for (size_t i = 0; i < req->query_len; i++)

@@ -54,11 +54,11 @@ void rl_item_release(rl_item_t *it)
     it->key_buf = NULL;
 }
 
-static bool item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key, size_t klen, rl_err_t *err)
+static bool item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key, size_t klen, api_err_t *err)
 {
     const char *why;
     if (!api_key_ok(key, klen, &why)) {
-        rl_err_set(err, API_E_BAD_REQUEST, "key", "key %s", why);
+        api_err_set(err, API_E_BAD_REQUEST, "key", "key %s", why);
         return false;
     }
     if (plen == 0) {
@@ -67,13 +67,13 @@ static bool item_key(rl_item_t *it, const char *prefix, size_t plen, const char 
         return true;
     }
     if (klen > KS_KEY_MAX - plen) {
-        rl_err_set(err, API_E_BAD_REQUEST, "key", "key with the policy's prefix '%s' is longer than %d bytes", prefix,
+        api_err_set(err, API_E_BAD_REQUEST, "key", "key with the policy's prefix '%s' is longer than %d bytes", prefix,
                    KS_KEY_MAX);
         return false;
     }
     it->key_buf = malloc(plen + klen + 1);
     if (!it->key_buf) {
-        rl_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
+        api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
         return false;
     }
     memcpy(it->key_buf, prefix, plen);
@@ -85,7 +85,7 @@ static bool item_key(rl_item_t *it, const char *prefix, size_t plen, const char 
 }
 
 bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
-                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, rl_err_t *err)
+                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, api_err_t *err)
 {
     memset(it, 0, sizeof(*it));
     it->quantity = 1;
@@ -94,37 +94,37 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const c
     if (!fields_checked)
         json_object_foreach(obj, name, v) {
             if (!listed(item_fields, name)) {
-                rl_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
+                api_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
                 return false;
             }
         }
     if ((v = json_object_get(obj, "quantity"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
-            rl_err_set(err, API_E_BAD_REQUEST, "quantity", "'quantity' must be an integer >= 0");
+            api_err_set(err, API_E_BAD_REQUEST, "quantity", "'quantity' must be an integer >= 0");
             return false;
         }
         it->quantity = json_integer_value(v);
     }
     json_t *key = json_object_get(obj, "key");
     if (key && !json_is_string(key)) {
-        rl_err_set(err, API_E_BAD_REQUEST, "key", "'key' must be a string");
+        api_err_set(err, API_E_BAD_REQUEST, "key", "'key' must be a string");
         return false;
     }
     json_t *pol = json_object_get(obj, "policy");
     if (pol) {
         if (!json_is_string(pol)) {
-            rl_err_set(err, API_E_BAD_REQUEST, "policy", "'policy' must be a string");
+            api_err_set(err, API_E_BAD_REQUEST, "policy", "'policy' must be a string");
             return false;
         }
         const policy_t *p = policy_find(srv->policies, json_string_value(pol));
         if (!p) {
-            rl_err_set(err, API_E_BAD_REQUEST, "policy", "unknown policy '%s'%s", json_string_value(pol),
+            api_err_set(err, API_E_BAD_REQUEST, "policy", "unknown policy '%s'%s", json_string_value(pol),
                        srv->policies ? "" : " (no policies file is loaded: tallyd --config FILE)");
             return false;
         }
         json_object_foreach(obj, name, v) {
             if (rl_is_param_name(name) || !strcmp(name, "algorithm") || !strcmp(name, "shadow")) {
-                rl_err_set(err, API_E_BAD_REQUEST, name, "'%s' cannot be given with 'policy' (the policy sets it)",
+                api_err_set(err, API_E_BAD_REQUEST, name, "'%s' cannot be given with 'policy' (the policy sets it)",
                            name);
                 return false;
             }
@@ -137,14 +137,14 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const c
                             path_key ? path_klen : json_string_length(key), err);
         it->key_buf = malloc(KS_KEY_MAX + 1);
         if (!it->key_buf) {
-            rl_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
+            api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
             return false;
         }
         if (!policy_key(p, req, rest, rest_len, it->key_buf, &it->klen, err))
             return false;
         const char *why;
         if (!api_key_ok(it->key_buf, it->klen, &why)) {
-            rl_err_set(err, API_E_BAD_REQUEST, "key", "the key policy '%s' built from the request %s", p->name, why);
+            api_err_set(err, API_E_BAD_REQUEST, "key", "the key policy '%s' built from the request %s", p->name, why);
             return false;
         }
         it->key = it->key_buf;
@@ -152,13 +152,13 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const c
     }
     if ((v = json_object_get(obj, "shadow"))) {
         if (!json_is_boolean(v)) {
-            rl_err_set(err, API_E_BAD_REQUEST, "shadow", "'shadow' must be true or false");
+            api_err_set(err, API_E_BAD_REQUEST, "shadow", "'shadow' must be true or false");
             return false;
         }
         it->shadow = json_is_true(v);
     }
     if (!path_key && !key) {
-        rl_err_set(err, API_E_BAD_REQUEST, "key", "missing field 'key'");
+        api_err_set(err, API_E_BAD_REQUEST, "key", "missing field 'key'");
         return false;
     }
     if (!rl_params_parse(obj, &it->p, err))
@@ -670,16 +670,16 @@ static void post_batch(api_server_t *srv, api_req_t *req, api_resp_t *resp, json
     size_t parsed = 0;
     for (; parsed < n; parsed++) {
         json_t *o = json_array_get(arr, parsed);
-        rl_err_t e;
+        api_err_t e;
         bool ok = json_is_object(o);
         if (!ok)
-            rl_err_set(&e, API_E_BAD_REQUEST, NULL, "must be an object");
+            api_err_set(&e, API_E_BAD_REQUEST, NULL, "must be an object");
         else
             ok = rl_item_parse(srv, req, o, NULL, 0, NULL, 0, false, &items[parsed], &e);
         if (!ok) {
             char field[128];
             snprintf(field, sizeof(field), "requests[%zu]%s%s", parsed, e.field[0] ? "." : "", e.field);
-            api_error_field(resp, e.code, field, "requests[%zu]: %s (nothing was counted)", parsed, e.msg);
+            api_error_field(resp, e.code, field, "requests[%zu]: %s (nothing was counted)", parsed, e.message);
             rl_item_release(&items[parsed]);
             goto done;
         }
@@ -707,10 +707,10 @@ void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         post_batch(srv, req, resp, body, arr);
     } else {
         rl_item_t it;
-        rl_err_t e;
+        api_err_t e;
         bool all;
         if (!rl_item_parse(srv, req, body, NULL, 0, NULL, 0, true, &it, &e))
-            rl_err_respond(resp, &e);
+            api_err_respond(resp, &e);
         else if (rl_run(srv, req, resp, &it, 1, false, &all))
             rl_answer(resp, 200, &it);
         rl_item_release(&it);
@@ -773,10 +773,10 @@ void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     policies_read_lock(srv->policies);
     rl_item_t it;
-    rl_err_t e;
+    api_err_t e;
     bool all;
     if (!rl_item_parse(srv, req, q, key, klen, NULL, 0, true, &it, &e)) {
-        rl_err_respond(resp, &e);
+        api_err_respond(resp, &e);
     } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
         int status = all ? 200 : deny_given ? (int)deny : it.policy ? it.policy->deny_status : 429;
         rl_answer(resp, status, &it);
@@ -797,7 +797,7 @@ void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *pname = api_query_get(req, "policy", &plen);
     rl_item_t it;
     memset(&it, 0, sizeof(it));
-    rl_err_t e;
+    api_err_t e;
     policies_read_lock(srv->policies);
     const policy_t *p = pname ? policy_find(srv->policies, pname) : NULL;
     bool ok = true;
@@ -805,7 +805,7 @@ void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error_field(resp, API_E_BAD_REQUEST, "policy", "unknown policy '%s'", pname);
         ok = false;
     } else if (!item_key(&it, p ? p->prefix : NULL, p ? p->prefix_len : 0, key, klen, &e)) {
-        rl_err_respond(resp, &e);
+        api_err_respond(resp, &e);
         ok = false;
     }
     policies_read_unlock(srv->policies);

@@ -24,16 +24,6 @@
 
 #define UV_MAX_KEYS 1000   /* keys in one union count or merge */
 
-static bool octet_stream(const char *ct)
-{
-    if (!ct)
-        return false;
-    size_t n = strcspn(ct, ";");
-    while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
-        n--;
-    return n == 24 && strncasecmp(ct, "application/octet-stream", n) == 0;
-}
-
 void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
@@ -187,7 +177,7 @@ void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    if (!octet_stream(req->ctype)) {
+    if (!api_media_type_is(req->ctype, "application/octet-stream")) {
         api_error(resp, API_E_UNSUPPORTED_MEDIA_TYPE,
                   "PUT /uv/{key} takes the bytes of a Redis HyperLogLog (Content-Type: application/octet-stream)");
         return;

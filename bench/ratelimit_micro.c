@@ -105,16 +105,12 @@ int main(void)
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             size_t b = x % NBODIES;
             api_req_t req;
-            memset(&req, 0, sizeof(req));
-            req.method = API_POST;
-            req.path = "/throttle";
-            req.path_len = 9;
+            now += 20000;
+            api_req_init(&req, API_POST, "/throttle", 9, now);
             req.ctype = "application/json";
             req.body = (const uint8_t *)bodies + b * 128;
             req.body_len = (size_t)lens[b];
             req.header = no_header;
-            now += 20000;
-            req.now_ns = now;
             api_resp_t resp;
             api_dispatch(&srv, &req, &resp);
             if (resp.status != 200) {

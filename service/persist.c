@@ -306,17 +306,13 @@ static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
     memcpy(ctype, q->ctype, cl);
     ctype[cl] = '\0';
     api_req_t req;
-    memset(&req, 0, sizeof(req));
-    req.method = (api_method_t)q->method;
-    req.path = q->path;
-    req.path_len = q->path_len;
+    api_req_init(&req, (api_method_t)q->method, q->path, q->path_len, q->now_ns);
     req.query = q->query;
     req.query_len = q->query_len;
     req.ctype = cl ? ctype : NULL;
     req.body = q->body;
     req.body_len = q->body_len;
     req.header = replay_header;
-    req.now_ns = q->now_ns;
     req.replay = true;
     api_resp_t resp;
     api_dispatch(c->p->api, &req, &resp);

@@ -142,13 +142,7 @@ static enum MHD_Result send_error(server_t *s, struct MHD_Connection *c, req_sta
                                   const char *msg)
 {
     api_resp_t r;
-    r.status = 0;
-    r.ctype = NULL;
-    r.body = NULL;
-    r.len = 0;
-    r.nheaders = 0;
-    r.journal_lsn = 0;
-    r.route_index = -1;
+    api_resp_init(&r);
     api_error(&r, code, "%s", msg);
     enum MHD_Result ret = send_resp(s, c, st, &r);
     api_resp_release(&r);
@@ -265,11 +259,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(s, c, st, API_E_OUT_OF_MEMORY, "out of memory reading the request body");
 
     api_req_t req;
-    memset(&req, 0, sizeof(req));
-    req.method = api_method_parse(method);
-    req.path = st->uri;
     const char *q = strchr(st->uri, '?');
-    req.path_len = q ? (size_t)(q - st->uri) : strlen(st->uri);
+    api_req_init(&req, api_method_parse(method), st->uri, q ? (size_t)(q - st->uri) : strlen(st->uri),
+                 clock_now_ns());
     if (q) {
         req.query = q + 1;
         /* a fragment is never sent by clients, but do not let one reach the router */
@@ -282,7 +274,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.header = header_of;
     req.client_ip = client_ip_of;
     req.hctx = st;
-    req.now_ns = clock_now_ns();
 
     api_resp_t resp;
     if (!atomic_load_explicit(&s->ready, memory_order_acquire) && !operational_path(req.path, req.path_len)) {

@@ -32,8 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (api_policies_load(reg, (const char *)data, size, &n, err, sizeof(err))) {
         /* every policy keys a request with all sources present */
         api_req_t req;
-        memset(&req, 0, sizeof(req));
-        req.method = API_GET;
+        api_req_init(&req, API_GET, "", 0, 0);
         req.header = no_header;
         req.client_ip = fixed_ip;
         json_t *root = json_loadb((const char *)data, size, 0, NULL);
@@ -47,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();   /* every policy of a loaded file is there */
             char key[KS_KEY_MAX + 1];
             size_t klen;
-            rl_err_t e;
+            api_err_t e;
             if (policy_key(p, &req, "/rest", 5, key, &klen, &e) && klen > KS_KEY_MAX)
                 abort();
         }

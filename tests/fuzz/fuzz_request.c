@@ -37,9 +37,8 @@ static void one(const uint8_t *d, size_t n, int64_t now_ns)
     if (n < 1)
         return;
     api_req_t req;
-    memset(&req, 0, sizeof(req));
     static const api_method_t methods[] = { API_GET, API_POST, API_PUT, API_DELETE, API_PATCH, API_HEAD };
-    req.method = methods[d[0] % 6];
+    api_req_init(&req, methods[d[0] % 6], "", 0, now_ns);
     const char *p = (const char *)d + 1, *end = (const char *)d + n;
     const char *fields[3] = { "", "", "" };
     size_t lens[3] = { 0, 0, 0 };
@@ -62,7 +61,6 @@ static void one(const uint8_t *d, size_t n, int64_t now_ns)
     req.body = (const uint8_t *)p;
     req.body_len = (size_t)(end - p);
     req.header = no_header;
-    req.now_ns = now_ns;
     api_resp_t resp;
     api_dispatch(&srv, &req, &resp);
     if (resp.status < 100 || resp.status > 599)

@@ -1,0 +1,469 @@
+/*
+ * params.c - reading a request's parameters: the {key} of the path and key
+ * rules, the JSON body (one media-type check), its members, the query string
+ * and strict numbers.  Every reader validates type and range and names the
+ * offending field in its error, so handlers only chain calls.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+
+/* ------------------------------------------------------------------------ */
+/* Keys                                                                     */
+/* ------------------------------------------------------------------------ */
+
+bool api_key_ok(const char *key, size_t len, const char **why)
+{
+    if (len == 0)
+        *why = "must not be empty";
+    else if (len > KS_KEY_MAX)
+        *why = "is longer than 1024 bytes";
+    else if (!codec_text_ok(key, len))
+        *why = "must be UTF-8 text without NUL bytes";
+    else
+        return true;
+    return false;
+}
+
+bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t len)
+{
+    const char *why;
+    if (api_key_ok(key, len, &why))
+        return true;
+    if (len > KS_KEY_MAX)   /* the size, as the client may not know it in bytes */
+        api_error_field(resp, API_E_BAD_REQUEST, field, "%s is %zu bytes; the limit is %d", field, len, KS_KEY_MAX);
+    else
+        api_error_field(resp, API_E_BAD_REQUEST, field, "%s %s", field, why);
+    return false;
+}
+
+bool api_path_key(const api_req_t *req, api_resp_t *resp, const char **key, size_t *len)
+{
+    *key = api_path_param(req, "key", len);
+    if (!*key) {
+        api_error(resp, API_E_INTERNAL, "route has no {key}");
+        return false;
+    }
+    return api_check_key(resp, "key", *key, *len);
+}
+
+size_t api_escape_segment(const char *key, size_t len, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t j = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+            c == '_' || c == '.' || c == '~') {
+            out[j++] = (char)c;
+        } else {
+            out[j++] = '%';
+            out[j++] = hex[c >> 4];
+            out[j++] = hex[c & 15];
+        }
+    }
+    out[j] = '\0';
+    return j;
+}
+
+/* ------------------------------------------------------------------------ */
+/* JSON bodies                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Length of the media type of a Content-Type value (before parameters). */
+static size_t media_len(const char *ct)
+{
+    size_t n = strcspn(ct, ";");
+    while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    return n;
+}
+
+bool api_media_type_is(const char *ct, const char *type)
+{
+    return ct && strlen(type) == media_len(ct) && strncasecmp(ct, type, strlen(type)) == 0;
+}
+
+/* Media types a JSON body may arrive with: JSON itself, none, and what
+ * `curl -d` sends by default (form-urlencoded) or text/plain. */
+static bool json_media_type(const char *ct)
+{
+    if (!ct || !*ct)
+        return true;
+    static const char *const ok[] = { "application/json", "application/x-www-form-urlencoded", "text/plain",
+                                      "*/*" };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        if (api_media_type_is(ct, ok[i]))
+            return true;
+    /* application/<something>+json */
+    size_t n = media_len(ct);
+    return n > 5 && strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
+json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *allowed)
+{
+    if (!json_media_type(req->ctype)) {
+        api_error(resp, API_E_UNSUPPORTED_MEDIA_TYPE, "the body must be JSON (Content-Type: application/json), not %s",
+                  req->ctype);
+        return NULL;
+    }
+    if (req->body_len == 0) {
+        api_error(resp, API_E_BAD_REQUEST, "a JSON object body is required");
+        return NULL;
+    }
+    json_error_t err;
+    json_t *j = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &err);
+    if (!j) {
+        api_error(resp, API_E_BAD_REQUEST, "invalid JSON at line %d column %d: %s", err.line, err.column,
+                  err.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        api_error(resp, API_E_BAD_REQUEST, "the body must be a JSON object");
+        return NULL;
+    }
+    if (allowed) {
+        const char *name;
+        json_t *v;
+        json_object_foreach(j, name, v) {
+            bool ok = false;
+            for (const char *const *a = allowed; *a; a++)
+                if (strcmp(*a, name) == 0)
+                    ok = true;
+            if (!ok) {
+                api_error_field(resp, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
+                json_decref(j);
+                return NULL;
+            }
+        }
+    }
+    json_decref(req->json);
+    req->json = j;
+    return j;
+}
+
+bool api_member_int(json_t *obj, const char *name, bool required, int64_t min, int64_t max, int64_t *out,
+                    bool *present, api_err_t *err)
+{
+    json_t *v = json_object_get(obj, name);
+    if (present)
+        *present = v != NULL;
+    if (!v) {
+        if (required)
+            api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
+        return !required;
+    }
+    if (!json_is_integer(v)) {
+        api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be an integer", name);
+        return false;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < min || x > max) {
+        if (max == INT64_MAX)
+            api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be >= %lld", name, (long long)min);
+        else
+            api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be between %lld and %lld", name, (long long)min,
+                        (long long)max);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool api_member_double(json_t *obj, const char *name, bool required, double min, double max, double *out,
+                       bool *present, api_err_t *err)
+{
+    json_t *v = json_object_get(obj, name);
+    if (present)
+        *present = v != NULL;
+    if (!v) {
+        if (required)
+            api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
+        return !required;
+    }
+    if (!json_is_number(v)) {
+        api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be a number", name);
+        return false;
+    }
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < min || x > max) {
+        api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be between %g and %g", name, min, max);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool api_member_bool(json_t *obj, const char *name, bool *out, bool *present, api_err_t *err)
+{
+    json_t *v = json_object_get(obj, name);
+    if (present)
+        *present = v != NULL;
+    if (!v)
+        return true;
+    if (!json_is_boolean(v)) {
+        api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be true or false", name);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+bool api_member_string(json_t *obj, const char *name, bool required, const char **out, size_t *len,
+                       api_err_t *err)
+{
+    json_t *v = json_object_get(obj, name);
+    if (!v) {
+        if (required)
+            api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
+        return !required;
+    }
+    if (!json_is_string(v)) {
+        api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be a string", name);
+        return false;
+    }
+    *out = json_string_value(v);
+    if (len)
+        *len = json_string_length(v);
+    return true;
+}
+
+/* The response forms: the reader, and its failure answered. */
+static bool answered(api_resp_t *resp, bool ok, const api_err_t *err)
+{
+    if (!ok)
+        api_err_respond(resp, err);
+    return ok;
+}
+
+bool api_obj_int(api_resp_t *resp, json_t *obj, const char *name, bool required, int64_t min, int64_t max,
+                 int64_t *out, bool *present)
+{
+    api_err_t err;
+    return answered(resp, api_member_int(obj, name, required, min, max, out, present, &err), &err);
+}
+
+bool api_obj_double(api_resp_t *resp, json_t *obj, const char *name, bool required, double min, double max,
+                    double *out, bool *present)
+{
+    api_err_t err;
+    return answered(resp, api_member_double(obj, name, required, min, max, out, present, &err), &err);
+}
+
+bool api_obj_bool(api_resp_t *resp, json_t *obj, const char *name, bool *out, bool *present)
+{
+    api_err_t err;
+    return answered(resp, api_member_bool(obj, name, out, present, &err), &err);
+}
+
+bool api_obj_string(api_resp_t *resp, json_t *obj, const char *name, bool required, const char **out,
+                    size_t *len)
+{
+    api_err_t err;
+    return answered(resp, api_member_string(obj, name, required, out, len, &err), &err);
+}
+
+bool api_obj_key(api_resp_t *resp, json_t *obj, const char *name, bool required, const char **out, size_t *len)
+{
+    const char *k = NULL;
+    size_t n = 0;
+    if (!api_obj_string(resp, obj, name, required, &k, &n))
+        return false;
+    if (!k)
+        return true;
+    if (!api_check_key(resp, name, k, n))
+        return false;
+    *out = k;
+    *len = n;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Query strings                                                            */
+/* ------------------------------------------------------------------------ */
+
+json_t *api_key_body(api_req_t *req, api_resp_t *resp, const char *const *fields, const char **key, size_t *klen)
+{
+    if (!api_path_key(req, resp, key, klen) || !api_no_query(req, resp))
+        return NULL;
+    return api_body_object(req, resp, fields);
+}
+
+bool api_no_query(const api_req_t *req, api_resp_t *resp)
+{
+    return api_query_allow(req, resp, (const char *const[]){ NULL });
+}
+
+bool api_query_allow(const api_req_t *req, api_resp_t *resp, const char *const *allowed)
+{
+    for (int i = 0; i < req->nparams; i++) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a; a++)
+            if (strcmp(*a, req->params[i].name) == 0)
+                ok = true;
+        if (!ok) {
+            api_error_field(resp, API_E_BAD_REQUEST, req->params[i].name, "unknown query parameter '%s'",
+                            req->params[i].name);
+            return false;
+        }
+    }
+    return true;
+}
+
+const char *api_query_get(const api_req_t *req, const char *name, size_t *len)
+{
+    for (int i = 0; i < req->nparams; i++)
+        if (strcmp(req->params[i].name, name) == 0) {
+            if (len)
+                *len = req->params[i].vlen;
+            return req->params[i].value;
+        }
+    return NULL;
+}
+
+size_t api_query_count(const api_req_t *req, const char *name)
+{
+    size_t n = 0;
+    for (int i = 0; i < req->nparams; i++)
+        if (strcmp(req->params[i].name, name) == 0)
+            n++;
+    return n;
+}
+
+bool api_parse_i64(const char *s, size_t len, int64_t *out)
+{
+    if (len == 0 || len > 20)
+        return false;
+    char buf[24];
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (!(buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end || end == buf)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool api_parse_double(const char *s, size_t len, double *out)
+{
+    if (len == 0 || len > 64)
+        return false;
+    char buf[72];
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (!(buf[0] == '-' || buf[0] == '+' || buf[0] == '.' || (buf[0] >= '0' && buf[0] <= '9')))
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (*end || end == buf || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool query_once(const api_req_t *req, api_resp_t *resp, const char *name, bool required,
+                       const char **v, size_t *len)
+{
+    size_t n = api_query_count(req, name);
+    if (n > 1) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
+        return false;
+    }
+    *v = api_query_get(req, name, len);
+    if (!*v && required) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
+        return false;
+    }
+    return true;
+}
+
+bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, bool required, int64_t min,
+                   int64_t max, int64_t *out, bool *present)
+{
+    const char *v;
+    size_t len;
+    if (present)
+        *present = false;
+    if (!query_once(req, resp, name, required, &v, &len))
+        return false;
+    if (!v)
+        return true;
+    int64_t x;
+    if (!api_parse_i64(v, len, &x)) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be an integer", name);
+        return false;
+    }
+    if (x < min || x > max) {
+        if (max == INT64_MAX)
+            api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be >= %lld", name,
+                            (long long)min);
+        else
+            api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be between %lld and %lld",
+                            name, (long long)min, (long long)max);
+        return false;
+    }
+    *out = x;
+    if (present)
+        *present = true;
+    return true;
+}
+
+bool api_query_double(const api_req_t *req, api_resp_t *resp, const char *name, bool required, double min,
+                      double max, double *out, bool *present)
+{
+    const char *v;
+    size_t len;
+    if (present)
+        *present = false;
+    if (!query_once(req, resp, name, required, &v, &len))
+        return false;
+    if (!v)
+        return true;
+    double x;
+    if (!api_parse_double(v, len, &x)) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be a finite number", name);
+        return false;
+    }
+    if (x < min || x > max) {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be between %g and %g", name,
+                        min, max);
+        return false;
+    }
+    *out = x;
+    if (present)
+        *present = true;
+    return true;
+}
+
+bool api_query_bool(const api_req_t *req, api_resp_t *resp, const char *name, bool *out, bool *present)
+{
+    const char *v;
+    size_t len;
+    if (present)
+        *present = false;
+    if (!query_once(req, resp, name, false, &v, &len))
+        return false;
+    if (!v)
+        return true;
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "") == 0) {
+        *out = true;
+    } else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
+        *out = false;
+    } else {
+        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be true or false", name);
+        return false;
+    }
+    if (present)
+        *present = true;
+    return true;
+}
