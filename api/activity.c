@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/routes.h"
 #include "core/activity.h"
 
 #define USERS_DEFAULT_LIMIT 1000   /* ids per page of /users */
@@ -107,7 +106,7 @@ static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const ch
         api_json(resp, 200, json_pack("{s:I,s:I}", "added", (json_int_t)added, "day_users", (json_int_t)day_users));
 }
 
-void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "day", "users", NULL };
     const char *key, *ds = NULL;
@@ -147,7 +146,7 @@ void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     free(users);
 }
 
-void h_activity_import(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_activity_import(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "day", NULL };
     const char *key;
@@ -171,7 +170,7 @@ void h_activity_import(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 /* Reads                                                                    */
 /* ------------------------------------------------------------------------ */
 
-void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "from", "to", "mode", NULL };
     const char *key;
@@ -212,7 +211,7 @@ void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_json(resp, 200, json_pack("{s:I}", "users", (json_int_t)n));
 }
 
-void h_activity_users(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_activity_users(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "day", "cursor", "limit", NULL };
     const char *key;
@@ -249,7 +248,7 @@ void h_activity_users(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
-void h_activity_retention(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_activity_retention(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "cohort", "days", NULL };
     const char *key;
@@ -300,7 +299,7 @@ void h_activity_retention(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:s,s:I,s:o}", "cohort", c, "cohort_users", (json_int_t)size, "retained", list));
 }
 
-void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -321,3 +320,18 @@ void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_key_close(&h, false);
     api_json(resp, 200, o);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_POST,   "/activity/{key}",           h_activity_add, 0 },
+    { API_GET,    "/activity/{key}",           h_activity_info, 0 },
+    { API_POST,   "/activity/{key}/import",    h_activity_import, 0 },
+    { API_GET,    "/activity/{key}/count",     h_activity_count, 0 },
+    { API_GET,    "/activity/{key}/users",     h_activity_users, 0 },
+    { API_GET,    "/activity/{key}/retention", h_activity_retention, 0 },
+};
+
+const api_family_t api_activity_family = { "activity", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -153,6 +153,40 @@ typedef struct api_hooks {
     bool (*reload)(void *ud, size_t *count, char *err, size_t errlen);
 } api_hooks_t;
 
+/* ------------------------------------------------------------------------ */
+/* Routes and families                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef void (*api_handler_fn)(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+
+/* Route flags.  A route changes state (and so needs journal space before
+ * its handler runs) when its method is not GET or HEAD, unless it READS;
+ * a GET that decides (GET /throttle/{key} records a request) WRITES. */
+#define API_ROUTE_READS 1u       /* a POST that only reads */
+#define API_ROUTE_WRITES 2u      /* a GET that changes state */
+#define API_ROUTE_OPERATIONAL 4u /* served while loading or shutting down (probes, metrics) */
+
+/* One row: {method, pattern, handler, flags}.  A pattern segment `{name}`
+ * matches one path segment (percent-decoded, read with api_path_param); a
+ * last segment `{name...}` matches the rest of the path, possibly empty. */
+struct api_route {
+    api_method_t method;
+    const char *pattern;
+    api_handler_fn handler;
+    unsigned flags;
+};
+
+/* What each api/<family>.c exports: its routes (handlers static behind
+ * them).  api/routes.c lists the families in matching order. */
+typedef struct api_family {
+    const char *name;
+    const api_route_t *routes;
+    size_t nroutes;
+} api_family_t;
+
+extern const api_family_t *const api_families[];
+extern const size_t api_nfamilies;
+
 typedef struct api_route_meta {
     const char *pattern;
     const char *method;
@@ -183,6 +217,9 @@ void api_resp_release(api_resp_t *resp);
 /* The route table, for metrics labels, `tallyd --routes` and the OpenAPI check. */
 size_t api_route_count(void);
 api_route_meta_t api_route_meta(size_t i);
+/* True when the path is served while the server is not ready (a route
+ * flagged API_ROUTE_OPERATIONAL: /healthz, /readyz, /info, /metrics). */
+bool api_path_operational(const char *path, size_t len);
 const char *api_method_name(api_method_t m);
 api_method_t api_method_parse(const char *s);
 

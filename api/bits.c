@@ -24,7 +24,6 @@
 #include <strings.h>
 
 #include "api/api.h"
-#include "api/routes.h"
 #include "core/bitfield.h"
 #include "core/bits.h"
 
@@ -242,7 +241,7 @@ static bool add_bits(api_key_t *h, bits_t *b)
 /* Raw bytes                                                                */
 /* ------------------------------------------------------------------------ */
 
-void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -276,7 +275,7 @@ void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_json(resp, 200, json_pack("{s:I}", "length", (json_int_t)req->body_len));
 }
 
-void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -294,7 +293,7 @@ void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 /* SETBIT / GETBIT / BITCOUNT / BITPOS                                      */
 /* ------------------------------------------------------------------------ */
 
-void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "offset", "value", NULL };
     const char *key;
@@ -335,7 +334,7 @@ void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_body(resp, 200, NULL, old ? "{\"previous\":1}" : "{\"previous\":0}", 14);
 }
 
-void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "offset", NULL };
     const char *key;
@@ -353,7 +352,7 @@ void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_body(resp, 200, NULL, v ? "{\"value\":1}" : "{\"value\":0}", 11);
 }
 
-void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "start", "end", "unit", NULL };
     const char *key;
@@ -371,7 +370,7 @@ void h_bits_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:I}", "count", (json_int_t)n));
 }
 
-void h_bits_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "bit", "start", "end", "unit", NULL };
     const char *key;
@@ -394,7 +393,7 @@ void h_bits_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 /* BITOP                                                                    */
 /* ------------------------------------------------------------------------ */
 
-void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "op", "sources", NULL };
     static const struct {
@@ -653,7 +652,7 @@ static bool parse_field_ops(api_resp_t *resp, json_t *arr, bf_op_t *ops, size_t 
     return true;
 }
 
-void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "ops", NULL };
     const char *key;
@@ -715,3 +714,20 @@ out:
     free(ops);
     free(res);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_PUT,    "/bits/{key}",        h_bits_put, 0 },
+    { API_GET,    "/bits/{key}",        h_bits_get, 0 },
+    { API_POST,   "/bits/{key}/setbit", h_bits_setbit, 0 },
+    { API_GET,    "/bits/{key}/getbit", h_bits_getbit, 0 },
+    { API_GET,    "/bits/{key}/count",  h_bits_count, 0 },
+    { API_GET,    "/bits/{key}/pos",    h_bits_pos, 0 },
+    { API_POST,   "/bits/{key}/op",     h_bits_op, 0 },
+    { API_POST,   "/bits/{key}/field",  h_bits_field, 0 },
+};
+
+const api_family_t api_bits_family = { "bits", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -17,10 +17,9 @@
 
 #include "api/api.h"
 #include "api/items.h"
-#include "api/routes.h"
 #include "core/bloom.h"
 
-void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bloom_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "error_rate", "capacity", "expansion", "scaling", NULL };
     const char *key, *field;
@@ -55,7 +54,7 @@ void h_bloom_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                    bloom_create(error, (uint64_t)capacity, (uint32_t)expansion, scaling), NULL);
 }
 
-void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -137,7 +136,7 @@ static void bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
     free(found);
 }
 
-void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -148,7 +147,7 @@ void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_items_free(&it);
 }
 
-void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "item", NULL };
     const char *key, *item;
@@ -160,7 +159,7 @@ void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     bloom_exists(srv, req, resp, key, klen, &it, true);
 }
 
-void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -180,3 +179,17 @@ void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_object_set_new(o, "expansion", in.scaling ? json_integer(in.expansion) : json_null());
     api_json(resp, 200, o);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_PUT,    "/bloom/{key}",        h_bloom_put, 0 },
+    { API_POST,   "/bloom/{key}",        h_bloom_add, 0 },
+    { API_GET,    "/bloom/{key}",        h_bloom_info, 0 },
+    { API_POST,   "/bloom/{key}/exists", h_bloom_mexists, API_ROUTE_READS },
+    { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0 },
+};
+
+const api_family_t api_bloom_family = { "bloom", routes, sizeof(routes) / sizeof(routes[0]) };

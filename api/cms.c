@@ -19,7 +19,6 @@
 
 #include "api/api.h"
 #include "api/freq.h"
-#include "api/routes.h"
 #include "core/cms.h"
 
 static json_t *info_json(const void *value)
@@ -42,7 +41,7 @@ static bool open_unit(api_resp_t *resp, json_t *body, const char *name, double *
     return true;
 }
 
-void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "width", "depth", "error", "probability", "conservative", NULL };
     const char *key;
@@ -91,7 +90,7 @@ void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                    info_json);
 }
 
-void h_cms_incr(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cms_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "items", "increments", NULL };
     const char *key;
@@ -154,7 +153,7 @@ static void count_items(api_server_t *srv, api_req_t *req, api_resp_t *resp, con
         json_decref(counts);
 }
 
-void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "item", NULL };
     const char *key;
@@ -167,7 +166,7 @@ void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 }
 
 /* The same with the items in a JSON body, for batches too long for a URL. */
-void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "items", NULL };
     const char *key;
@@ -180,7 +179,7 @@ void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         count_items(srv, req, resp, key, klen, items, n);
 }
 
-void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "sources", "weights", NULL };
     const char *key;
@@ -270,7 +269,7 @@ done:
     free(srcs);
 }
 
-void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -278,3 +277,18 @@ void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     api_answer_info(srv, req, resp, key, klen, &cms_type, info_json);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_PUT,    "/cms/{key}",       h_cms_put, 0 },
+    { API_POST,   "/cms/{key}",       h_cms_add, 0 },
+    { API_GET,    "/cms/{key}",       h_cms_info, 0 },
+    { API_GET,    "/cms/{key}/count", h_cms_count, 0 },
+    { API_POST,   "/cms/{key}/count", h_cms_count_post, API_ROUTE_READS },
+    { API_POST,   "/cms/{key}/merge", h_cms_merge, 0 },
+};
+
+const api_family_t api_cms_family = { "cms", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/routes.h"
 #include "core/counter.h"
 
 #define COUNTER_MAX_TTL_MS 315360000000000LL   /* 10 000 years: keeps now + ttl far from overflow */
@@ -40,7 +39,7 @@ static int64_t ttl_left(const ks_entry_t *e, int64_t now_ms)
     return x > now_ms ? x - now_ms : 0;
 }
 
-void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_counter_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "by", "ttl", "ttl_ms", NULL };
     const char *key;
@@ -96,7 +95,7 @@ void h_counter_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     answer(resp, value, left);
 }
 
-void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -111,3 +110,14 @@ void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_key_close(&h, false);
     answer(resp, value, left);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_POST,   "/counter/{key}", h_counter_add, 0 },
+    { API_GET,    "/counter/{key}", h_counter_get, 0 },
+};
+
+const api_family_t api_counter_family = { "counter", routes, sizeof(routes) / sizeof(routes[0]) };

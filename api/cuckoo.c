@@ -22,7 +22,6 @@
 
 #include "api/api.h"
 #include "api/items.h"
-#include "api/routes.h"
 #include "core/cuckoo.h"
 #include "core/hash.h"
 
@@ -30,7 +29,7 @@
 
 static uint64_t key_seed(const char *key, size_t klen) { return tally_xxh64(key, klen, CUCKOO_SEED_SALT); }
 
-void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cuckoo_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "capacity", "bucket_size", "max_iterations", "expansion",
                                           "fingerprint_bits", NULL };
@@ -57,7 +56,7 @@ void h_cuckoo_reserve(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_create_key(srv, req, resp, key, klen, &cuckoo_type, cuckoo_create(&p, key_seed(key, klen)), NULL);
 }
 
-void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "items", "nx", NULL };
     const char *key;
@@ -159,7 +158,7 @@ static void cuckoo_lookup(api_server_t *srv, api_req_t *req, api_resp_t *resp, c
     free(found);
 }
 
-void h_cuckoo_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cuckoo_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -182,10 +181,10 @@ static void single_query(api_server_t *srv, api_req_t *req, api_resp_t *resp, qu
     cuckoo_lookup(srv, req, resp, key, klen, &it, q, true);
 }
 
-void h_cuckoo_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp) { single_query(srv, req, resp, Q_EXISTS); }
-void h_cuckoo_count(api_server_t *srv, api_req_t *req, api_resp_t *resp) { single_query(srv, req, resp, Q_COUNT); }
+static void h_cuckoo_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp) { single_query(srv, req, resp, Q_EXISTS); }
+static void h_cuckoo_count(api_server_t *srv, api_req_t *req, api_resp_t *resp) { single_query(srv, req, resp, Q_COUNT); }
 
-void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -214,7 +213,7 @@ out:
     api_items_free(&it);
 }
 
-void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -235,3 +234,19 @@ void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                        (json_int_t)in.max_iterations, "expansion", (json_int_t)in.expansion, "fingerprint_bits",
                        (json_int_t)in.fp_bits, "load", slots > 0 ? (double)in.items / slots : 0.0));
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_PUT,    "/cuckoo/{key}",        h_cuckoo_put, 0 },
+    { API_POST,   "/cuckoo/{key}",        h_cuckoo_add, 0 },
+    { API_GET,    "/cuckoo/{key}",        h_cuckoo_info, 0 },
+    { API_POST,   "/cuckoo/{key}/exists", h_cuckoo_mexists, API_ROUTE_READS },
+    { API_GET,    "/cuckoo/{key}/exists", h_cuckoo_exists, 0 },
+    { API_POST,   "/cuckoo/{key}/remove", h_cuckoo_remove, 0 },
+    { API_GET,    "/cuckoo/{key}/count",  h_cuckoo_count, 0 },
+};
+
+const api_family_t api_cuckoo_family = { "cuckoo", routes, sizeof(routes) / sizeof(routes[0]) };

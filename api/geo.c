@@ -27,7 +27,6 @@
 #include <strings.h>
 
 #include "api/api.h"
-#include "api/routes.h"
 #include "core/geo.h"
 
 
@@ -282,7 +281,7 @@ fail:
     return false;
 }
 
-void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "members", "nx", "xx", NULL };
     const char *key;
@@ -380,7 +379,7 @@ out:
 /* POST /geo/{key}/remove: ZREM                                             */
 /* ------------------------------------------------------------------------ */
 
-void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "members", NULL };
     const char *key;
@@ -476,8 +475,8 @@ static void per_member(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool
     free(lens);
 }
 
-void h_geo_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, false); }
-void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, true); }
+static void h_geo_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, false); }
+static void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, true); }
 
 static bool query_member(const api_req_t *req, api_resp_t *resp, const char *name, bool required,
                          const char **m, size_t *len)
@@ -496,7 +495,7 @@ static bool query_member(const api_req_t *req, api_resp_t *resp, const char *nam
     return api_check_key(resp, name, *m, *len);
 }
 
-void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key, *from, *to;
     size_t klen, flen, tlen;
@@ -622,7 +621,7 @@ static bool parse_nearby(const api_req_t *req, api_resp_t *resp, nearby_t *nb)
     return true;
 }
 
-void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     nearby_t nb;
     if (!parse_nearby(req, resp, &nb))
@@ -683,3 +682,18 @@ void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     free(hits);
     answer(resp, &b);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_GET,    "/geo/nearby",       h_geo_nearby, 0 },
+    { API_POST,   "/geo/{key}",        h_geo_add, 0 },
+    { API_GET,    "/geo/{key}/pos",    h_geo_pos, 0 },
+    { API_GET,    "/geo/{key}/dist",   h_geo_dist, 0 },
+    { API_GET,    "/geo/{key}/hash",   h_geo_hash, 0 },
+    { API_POST,   "/geo/{key}/remove", h_geo_remove, 0 },
+};
+
+const api_family_t api_geo_family = { "geo", routes, sizeof(routes) / sizeof(routes[0]) };

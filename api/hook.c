@@ -29,7 +29,6 @@
 #include <string.h>
 
 #include "api/ratelimit.h"
-#include "api/routes.h"
 
 /* The raw path after /hook/{policy}, starting with '/', or "/" when none. */
 static const char *path_rest(const api_req_t *req, size_t *len)
@@ -49,7 +48,7 @@ static const char *path_rest(const api_req_t *req, size_t *len)
     return p;
 }
 
-void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     size_t nlen;
     const char *name = api_path_param(req, "policy", &nlen);
@@ -83,3 +82,13 @@ void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_decref(none);
     policies_read_unlock(srv->policies);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_ANY,    "/hook/{policy}/{path...}", h_hook, 0 },
+};
+
+const api_family_t api_hook_family = { "hook", routes, sizeof(routes) / sizeof(routes[0]) };

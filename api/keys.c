@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/routes.h"
 
 #define KEYS_DEFAULT_LIMIT 100
 #define KEYS_MAX_LIMIT 10000
@@ -64,7 +63,7 @@ static bool parse_cursor(const char *s, unsigned nshards, unsigned *shard, uint6
     return true;
 }
 
-void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "prefix", "cursor", "limit", NULL };
     int64_t limit = KEYS_DEFAULT_LIMIT;
@@ -136,7 +135,7 @@ static ks_entry_t *open_key(api_server_t *srv, api_req_t *req, api_resp_t *resp,
     return h->e;
 }
 
-void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     api_key_t h;
     ks_entry_t *e;
@@ -151,7 +150,7 @@ void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
-void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     api_key_t h;
     if (!api_no_query(req, resp))
@@ -165,7 +164,7 @@ void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:b}", "deleted", found));
 }
 
-void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "ttl_ms", NULL };
     const char *key;
@@ -185,7 +184,7 @@ void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)ttl));
 }
 
-void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     api_key_t h;
     ks_entry_t *e;
@@ -197,3 +196,17 @@ void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_key_close(&h, had);
     api_json(resp, 200, json_pack("{s:b}", "persisted", had));
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_GET,    "/keys",           h_keys_list, 0 },
+    { API_GET,    "/keys/{key}",     h_key_get, 0 },
+    { API_DELETE, "/keys/{key}",     h_key_delete, 0 },
+    { API_PUT,    "/keys/{key}/ttl", h_key_ttl_put, 0 },
+    { API_DELETE, "/keys/{key}/ttl", h_key_ttl_delete, 0 },
+};
+
+const api_family_t api_keys_family = { "keys", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -16,7 +16,6 @@
 
 #include "api/api.h"
 #include "api/ratelimit.h"
-#include "api/routes.h"
 #include "core/version.h"
 
 static const char *policy_name(ks_evict_policy_t p)
@@ -33,7 +32,7 @@ static bool no_params(const api_req_t *req, api_resp_t *resp)
     return api_no_query(req, resp);
 }
 
-void h_index(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_index(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     (void)srv;
     if (!no_params(req, resp))
@@ -50,14 +49,14 @@ void h_index(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                        "routes", routes));
 }
 
-void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     (void)srv;
     (void)req;
     api_json(resp, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     (void)req;
     if (srv->hooks.ready && !srv->hooks.ready(srv->hooks.ud)) {
@@ -67,7 +66,7 @@ void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:s}", "status", "ready"));
 }
 
-void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     if (!no_params(req, resp))
         return;
@@ -81,7 +80,7 @@ void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
-void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     if (!no_params(req, resp))
         return;
@@ -129,7 +128,7 @@ static void snapshot_job(api_server_t *srv, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
-void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     if (!no_params(req, resp))
         return;
@@ -142,7 +141,7 @@ void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     resp->deferred = snapshot_job;
 }
 
-void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     if (!no_params(req, resp))
         return;
@@ -157,3 +156,19 @@ void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     api_json(resp, 200, json_pack("{s:b,s:I}", "reloaded", 1, "policies", (json_int_t)count));
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_GET,    "/",               h_index, 0 },
+    { API_GET,    "/healthz",        h_healthz, API_ROUTE_OPERATIONAL },
+    { API_GET,    "/readyz",         h_readyz, API_ROUTE_OPERATIONAL },
+    { API_GET,    "/info",           h_info, API_ROUTE_OPERATIONAL },
+    { API_GET,    "/metrics",        h_metrics, API_ROUTE_OPERATIONAL },
+    { API_POST,   "/admin/snapshot", h_admin_snapshot, API_ROUTE_READS },
+    { API_POST,   "/admin/reload",   h_admin_reload, 0 },
+};
+
+const api_family_t api_ops_family = { "ops", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/routes.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
@@ -48,12 +47,77 @@ api_method_t api_method_parse(const char *s)
     return API_OTHER;
 }
 
-size_t api_route_count(void) { return api_nroutes; }
+/* ------------------------------------------------------------------------ */
+/* The table: the families' routes, flattened once                          */
+/* ------------------------------------------------------------------------ */
+
+static api_route_t *table;          /* every route, in family order */
+static size_t nroutes;
+
+/* Each pattern is split once into segments: literals compared byte for
+ * byte, `{x}` matching any one segment, a final `{x...}` any remainder. */
+typedef struct pattern_seg {
+    const char *text;    /* literal text, or the parameter's name */
+    size_t len;
+    bool param;
+} pattern_seg_t;
+
+typedef struct compiled_route {
+    pattern_seg_t seg[API_MAX_SEGMENTS];
+    int nseg;            /* segments before a rest parameter */
+    bool rest;           /* ends with {x...} */
+} compiled_route_t;
+
+static compiled_route_t *compiled;
+static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+
+static void compile_route(compiled_route_t *c, const char *pattern);
+
+static void compile_routes(void)
+{
+    for (size_t f = 0; f < api_nfamilies; f++)
+        nroutes += api_families[f]->nroutes;
+    table = malloc(nroutes * sizeof(*table));
+    compiled = calloc(nroutes, sizeof(*compiled));
+    if (!table || !compiled)
+        abort();   /* at start-up: nothing can be served without the table */
+    size_t r = 0;
+    for (size_t f = 0; f < api_nfamilies; f++)
+        for (size_t i = 0; i < api_families[f]->nroutes; i++, r++) {
+            table[r] = api_families[f]->routes[i];
+            compile_route(&compiled[r], table[r].pattern);
+        }
+}
+
+size_t api_route_count(void)
+{
+    pthread_once(&compile_once, compile_routes);
+    return nroutes;
+}
 
 api_route_meta_t api_route_meta(size_t i)
 {
-    api_route_meta_t m = { api_routes[i].pattern, api_method_name(api_routes[i].method) };
+    pthread_once(&compile_once, compile_routes);
+    api_route_meta_t m = { table[i].pattern, api_method_name(table[i].method) };
     return m;
+}
+
+bool api_path_operational(const char *path, size_t len)
+{
+    pthread_once(&compile_once, compile_routes);
+    for (size_t r = 0; r < nroutes; r++)
+        if ((table[r].flags & API_ROUTE_OPERATIONAL) && strlen(table[r].pattern) == len &&
+            memcmp(table[r].pattern, path, len) == 0)
+            return true;
+    return false;
+}
+
+/* Whether the route may change state: it needs journal space first. */
+static bool route_writes(const api_route_t *r)
+{
+    if (r->flags & (API_ROUTE_WRITES | API_ROUTE_READS))
+        return r->flags & API_ROUTE_WRITES;
+    return r->method != API_GET && r->method != API_HEAD;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -184,49 +248,26 @@ static bool parse_query(api_req_t *req, api_resp_t *resp, char **arena)
 /* Matching                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Each pattern is split once into segments: literals compared byte for
- * byte, `{x}` matching any one segment, a final `{x...}` any remainder. */
-typedef struct pattern_seg {
-    const char *text;    /* literal text, or the parameter's name */
-    size_t len;
-    bool param;
-} pattern_seg_t;
-
-typedef struct compiled_route {
-    pattern_seg_t seg[API_MAX_SEGMENTS];
-    int nseg;            /* segments before a rest parameter */
-    bool rest;           /* ends with {x...} */
-} compiled_route_t;
-
-static compiled_route_t *compiled;
-static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
-
-static void compile_routes(void)
+static void compile_route(compiled_route_t *c, const char *pattern)
 {
-    compiled = calloc(api_nroutes, sizeof(*compiled));
-    if (!compiled)
-        abort();   /* at start-up: nothing can be served without the table */
-    for (size_t r = 0; r < api_nroutes; r++) {
-        compiled_route_t *c = &compiled[r];
-        const char *p = api_routes[r].pattern + 1;
-        for (;;) {
-            const char *end = strchr(p, '/');
-            size_t len = end ? (size_t)(end - p) : strlen(p);
-            bool param = len >= 2 && p[0] == '{' && p[len - 1] == '}';
-            if (param && len >= 5 && memcmp(p + len - 4, "...}", 4) == 0) {
-                c->rest = true;
-                c->seg[c->nseg].text = p + 1;
-                c->seg[c->nseg].len = len - 5;
-                break;   /* the rest parameter's name sits after the counted segments */
-            }
-            c->seg[c->nseg].text = param ? p + 1 : p;
-            c->seg[c->nseg].len = param ? len - 2 : len;
-            c->seg[c->nseg].param = param;
-            c->nseg++;
-            if (!end)
-                break;
-            p = end + 1;
+    const char *p = pattern + 1;
+    for (;;) {
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        bool param = len >= 2 && p[0] == '{' && p[len - 1] == '}';
+        if (param && len >= 5 && memcmp(p + len - 4, "...}", 4) == 0) {
+            c->rest = true;
+            c->seg[c->nseg].text = p + 1;
+            c->seg[c->nseg].len = len - 5;
+            break;   /* the rest parameter's name sits after the counted segments */
         }
+        c->seg[c->nseg].text = param ? p + 1 : p;
+        c->seg[c->nseg].len = param ? len - 2 : len;
+        c->seg[c->nseg].param = param;
+        c->nseg++;
+        if (!end)
+            break;
+        p = end + 1;
     }
 }
 
@@ -257,12 +298,12 @@ static void not_found(const api_req_t *req, api_resp_t *resp)
     size_t used = 0;
     int shown = 0;
     const char *prev = NULL;
-    for (size_t r = 0; r < api_nroutes; r++) {
+    for (size_t r = 0; r < nroutes; r++) {
         const pattern_seg_t *first = &compiled[r].seg[0];
         if (req->nseg == 0 || first->param || first->len == 0 || first->len != req->seg_len[0] ||
             memcmp(first->text, req->seg[0], first->len) != 0)
             continue;
-        const char *pat = api_routes[r].pattern;
+        const char *pat = table[r].pattern;
         if (prev && strcmp(prev, pat) == 0)
             continue;   /* the same pattern with another method */
         prev = pat;
@@ -288,7 +329,7 @@ const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
 {
     if (!req->route)
         return NULL;
-    const compiled_route_t *c = &compiled[req->route - api_routes];
+    const compiled_route_t *c = &compiled[req->route - table];
     size_t nlen = strlen(name);
     for (int i = 0; i < c->nseg; i++)
         if (c->seg[i].param && c->seg[i].len == nlen && memcmp(c->seg[i].text, name, nlen) == 0) {
@@ -339,8 +380,8 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
     const api_route_t *match = NULL;
     char allow[128] = "";
-    for (size_t i = 0; i < api_nroutes; i++) {
-        const api_route_t *r = &api_routes[i];
+    for (size_t i = 0; i < nroutes; i++) {
+        const api_route_t *r = &table[i];
         if (!route_matches(i, req))
             continue;
         if (method_matches(r->method, req->method)) {
@@ -370,7 +411,7 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     /* journal space first: a change that cannot be made durable is refused
      * before anything is touched */
     uint64_t held = 0;
-    if (api_route_writes(match) && !api_journal_reserve(srv, req, resp, &held))
+    if (route_writes(match) && !api_journal_reserve(srv, req, resp, &held))
         return;
     match->handler(srv, req, resp);
     api_journal_unreserve(srv, held);

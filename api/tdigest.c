@@ -25,7 +25,6 @@
 
 #include "api/api.h"
 #include "api/freq.h"
-#include "api/routes.h"
 #include "core/tdigest.h"
 
 static json_t *info_json(const void *value)
@@ -43,7 +42,7 @@ static json_t *info_json(const void *value)
                      freq_real(tdigest_max(td)));
 }
 
-void h_tdigest_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_tdigest_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "compression", NULL };
     const char *key;
@@ -62,7 +61,7 @@ void h_tdigest_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_create_key(srv, req, resp, key, klen, &tdigest_type, tdigest_create((uint32_t)compression), info_json);
 }
 
-void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_tdigest_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "values", NULL };
     const char *key;
@@ -187,12 +186,12 @@ static void query(api_server_t *srv, api_req_t *req, api_resp_t *resp, query_kin
         json_decref(out);
 }
 
-void h_tdigest_quantile(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_QUANTILE); }
-void h_tdigest_cdf(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_CDF); }
-void h_tdigest_rank(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_RANK); }
-void h_tdigest_revrank(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_REVRANK); }
-void h_tdigest_byrank(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_BYRANK); }
-void h_tdigest_byrevrank(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_tdigest_quantile(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_QUANTILE); }
+static void h_tdigest_cdf(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_CDF); }
+static void h_tdigest_rank(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_RANK); }
+static void h_tdigest_revrank(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_REVRANK); }
+static void h_tdigest_byrank(api_server_t *srv, api_req_t *req, api_resp_t *resp) { query(srv, req, resp, Q_BYRANK); }
+static void h_tdigest_byrevrank(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     query(srv, req, resp, Q_BYREVRANK);
 }
@@ -234,11 +233,11 @@ static void scalar(api_server_t *srv, api_req_t *req, api_resp_t *resp, scalar_k
                                       freq_real(v)));
 }
 
-void h_tdigest_trimmed_mean(api_server_t *srv, api_req_t *req, api_resp_t *resp) { scalar(srv, req, resp, S_TRIMMED); }
-void h_tdigest_min(api_server_t *srv, api_req_t *req, api_resp_t *resp) { scalar(srv, req, resp, S_MIN); }
-void h_tdigest_max(api_server_t *srv, api_req_t *req, api_resp_t *resp) { scalar(srv, req, resp, S_MAX); }
+static void h_tdigest_trimmed_mean(api_server_t *srv, api_req_t *req, api_resp_t *resp) { scalar(srv, req, resp, S_TRIMMED); }
+static void h_tdigest_min(api_server_t *srv, api_req_t *req, api_resp_t *resp) { scalar(srv, req, resp, S_MIN); }
+static void h_tdigest_max(api_server_t *srv, api_req_t *req, api_resp_t *resp) { scalar(srv, req, resp, S_MAX); }
 
-void h_tdigest_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_tdigest_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -251,7 +250,7 @@ void h_tdigest_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 /* Merge and reset                                                          */
 /* ------------------------------------------------------------------------ */
 
-void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "sources", "compression", "override", NULL };
     const char *key;
@@ -349,7 +348,7 @@ done:
     free(srcs);
 }
 
-void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -369,3 +368,26 @@ void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (info)
         api_json(resp, 200, info);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_PUT,    "/tdigest/{key}",              h_tdigest_put, 0 },
+    { API_POST,   "/tdigest/{key}",              h_tdigest_add, 0 },
+    { API_GET,    "/tdigest/{key}",              h_tdigest_info, 0 },
+    { API_GET,    "/tdigest/{key}/quantile",     h_tdigest_quantile, 0 },
+    { API_GET,    "/tdigest/{key}/cdf",          h_tdigest_cdf, 0 },
+    { API_GET,    "/tdigest/{key}/rank",         h_tdigest_rank, 0 },
+    { API_GET,    "/tdigest/{key}/revrank",      h_tdigest_revrank, 0 },
+    { API_GET,    "/tdigest/{key}/byrank",       h_tdigest_byrank, 0 },
+    { API_GET,    "/tdigest/{key}/byrevrank",    h_tdigest_byrevrank, 0 },
+    { API_GET,    "/tdigest/{key}/trimmed_mean", h_tdigest_trimmed_mean, 0 },
+    { API_GET,    "/tdigest/{key}/min",          h_tdigest_min, 0 },
+    { API_GET,    "/tdigest/{key}/max",          h_tdigest_max, 0 },
+    { API_POST,   "/tdigest/{key}/merge",        h_tdigest_merge, 0 },
+    { API_POST,   "/tdigest/{key}/reset",        h_tdigest_reset, 0 },
+};
+
+const api_family_t api_tdigest_family = { "tdigest", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -29,7 +29,6 @@
 #include <string.h>
 
 #include "api/ratelimit.h"
-#include "api/routes.h"
 
 #define DEFAULT_POLICY_NAME "default"   /* name in the draft headers without a policy */
 
@@ -693,7 +692,7 @@ done:
     free(items);
 }
 
-void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
                                           "max_count", "capacity", "refill_rate", "quantity", "shadow", "requests",
@@ -750,7 +749,7 @@ static json_t *query_object(const api_req_t *req, api_resp_t *resp, const char *
     return o;
 }
 
-void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "policy", "algorithm", "max_burst", "count_per_period", "period",
                                           "max_count", "capacity", "refill_rate", "quantity", "shadow",
@@ -786,7 +785,7 @@ void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_decref(q);
 }
 
-void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "policy", NULL };
     const char *key;
@@ -838,3 +837,15 @@ void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     rl_item_release(&it);
     api_json(resp, 200, json_pack("{s:b}", "deleted", found));
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_POST,   "/throttle",       h_throttle_post, 0 },
+    { API_GET,    "/throttle/{key}", h_throttle_get, API_ROUTE_WRITES },
+    { API_DELETE, "/throttle/{key}", h_throttle_delete, 0 },
+};
+
+const api_family_t api_throttle_family = { "throttle", routes, sizeof(routes) / sizeof(routes[0]) };

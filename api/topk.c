@@ -17,7 +17,6 @@
 
 #include "api/api.h"
 #include "api/freq.h"
-#include "api/routes.h"
 #include "core/hash.h"
 #include "core/topk.h"
 
@@ -31,7 +30,7 @@ static json_t *info_json(const void *value)
                      (json_int_t)topk_type.size(t));
 }
 
-void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "k", "width", "depth", "decay", NULL };
     const char *key;
@@ -64,7 +63,7 @@ void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                    info_json);
 }
 
-void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "items", "increments", NULL };
     const char *key;
@@ -100,7 +99,7 @@ void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         json_decref(expelled);
 }
 
-void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -128,7 +127,7 @@ void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_json(resp, 200, json_pack("{s:o}", "items", list));
 }
 
-void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "items", NULL };
     const char *key;
@@ -159,7 +158,7 @@ void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
 }
 
-void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -167,3 +166,17 @@ void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     api_answer_info(srv, req, resp, key, klen, &topk_type, info_json);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_PUT,    "/topk/{key}",       h_topk_put, 0 },
+    { API_POST,   "/topk/{key}",       h_topk_add, 0 },
+    { API_GET,    "/topk/{key}",       h_topk_info, 0 },
+    { API_GET,    "/topk/{key}/list",  h_topk_list, 0 },
+    { API_POST,   "/topk/{key}/query", h_topk_query, API_ROUTE_READS },
+};
+
+const api_family_t api_topk_family = { "topk", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -34,7 +34,6 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/routes.h"
 #include "core/ts.h"
 
 /* ------------------------------------------------------------------------ */
@@ -409,7 +408,7 @@ static bool collect(void *ud, int64_t t, double v)
 /* Handlers                                                                 */
 /* ------------------------------------------------------------------------ */
 
-void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", NULL };
     const char *key;
@@ -426,7 +425,7 @@ void h_ts_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_create_key(srv, req, resp, key, klen, &ts_type, ts_create(o.retention, o.policy, o.labels, o.nlabels), NULL);
 }
 
-void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "samples", "on_duplicate", "retention_ms", "duplicate_policy", "labels",
                                           NULL };
@@ -520,7 +519,7 @@ void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     answer(resp, 200, &b);
 }
 
-void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -589,10 +588,10 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     answer(resp, 200, &b);
 }
 
-void h_ts_range(api_server_t *srv, api_req_t *req, api_resp_t *resp) { range(srv, req, resp, false); }
-void h_ts_revrange(api_server_t *srv, api_req_t *req, api_resp_t *resp) { range(srv, req, resp, true); }
+static void h_ts_range(api_server_t *srv, api_req_t *req, api_resp_t *resp) { range(srv, req, resp, false); }
+static void h_ts_revrange(api_server_t *srv, api_req_t *req, api_resp_t *resp) { range(srv, req, resp, true); }
 
-void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "from", "to", NULL };
     const char *key;
@@ -623,3 +622,18 @@ void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     else
         api_json(resp, 200, json_pack("{s:I}", "deleted", (json_int_t)deleted));
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_PUT,    "/ts/{key}",          h_ts_put, 0 },
+    { API_POST,   "/ts/{key}",          h_ts_add, 0 },
+    { API_GET,    "/ts/{key}",          h_ts_info, 0 },
+    { API_GET,    "/ts/{key}/range",    h_ts_range, 0 },
+    { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0 },
+    { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0 },
+};
+
+const api_family_t api_ts_family = { "ts", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -19,12 +19,11 @@
 
 #include "api/api.h"
 #include "api/items.h"
-#include "api/routes.h"
 #include "core/hll.h"
 
 #define UV_MAX_KEYS 1000   /* keys in one union count or merge */
 
-void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -116,7 +115,7 @@ static void uv_union(api_server_t *srv, api_req_t *req, api_resp_t *resp, const 
     free(max);
 }
 
-void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "union", "format", NULL };
     const char *key, *format;
@@ -171,7 +170,7 @@ void h_uv_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     count_answer(resp, count);
 }
 
-void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
@@ -214,7 +213,7 @@ void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                        "bytes", (json_int_t)req->body_len, "replaced", replaced));
 }
 
-void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+static void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "sources", NULL };
     const char *key;
@@ -273,3 +272,16 @@ out:
     hll_free(fresh);
     api_items_free(&src);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static const api_route_t routes[] = {
+    { API_POST,   "/uv/{key}",       h_uv_add, 0 },
+    { API_GET,    "/uv/{key}",       h_uv_get, 0 },
+    { API_PUT,    "/uv/{key}",       h_uv_put, 0 },
+    { API_POST,   "/uv/{key}/merge", h_uv_merge, 0 },
+};
+
+const api_family_t api_uv_family = { "uv", routes, sizeof(routes) / sizeof(routes[0]) };

@@ -149,15 +149,6 @@ static enum MHD_Result send_error(server_t *s, struct MHD_Connection *c, req_sta
     return ret;
 }
 
-static bool operational_path(const char *p, size_t n)
-{
-    static const char *const ops[] = { "/healthz", "/readyz", "/metrics", "/info" };
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-        if (strlen(ops[i]) == n && memcmp(ops[i], p, n) == 0)
-            return true;
-    return false;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Suspended requests                                                       */
 /* ------------------------------------------------------------------------ */
@@ -276,7 +267,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.hctx = st;
 
     api_resp_t resp;
-    if (!atomic_load_explicit(&s->ready, memory_order_acquire) && !operational_path(req.path, req.path_len)) {
+    if (!atomic_load_explicit(&s->ready, memory_order_acquire) && !api_path_operational(req.path, req.path_len)) {
         return send_error(s, c, st, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
     }
     api_dispatch(s->api, &req, &resp);
