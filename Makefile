@@ -7,6 +7,7 @@
 #   make test      test dependencies + every test, twice: optimised, then under ASan+UBSan
 #   make bench     bench dependencies + benchmarks against Redis and a bare libmicrohttpd server
 #   make fuzz      run each libFuzzer target for FUZZ_SECONDS (clang)
+#   make valgrind  the unit tests under valgrind (leaks and invalid accesses are errors)
 #   make SANITIZER=address,undefined test    only the sanitizer run
 #
 # Dependencies come in sets (tools/deps.sh): `make deps` installs what
@@ -31,7 +32,9 @@ endif
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
 CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(WARNINGS) -pthread -I. -MMD -MP
 LDFLAGS := $(OPTFLAGS) -pthread
-BASE_LIBS := -lmicrohttpd -ljansson -lroaring -lxxhash -lm
+# core/ links against these and nothing else (checked by $(CORE_PURE)).
+CORE_LIBS := -lroaring -lxxhash -lm
+BASE_LIBS := -lmicrohttpd -ljansson $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%
 # faster than glibc's malloc on /throttle; sanitizer builds keep their own
@@ -45,6 +48,9 @@ CORE_SRC := $(wildcard core/*.c)
 API_SRC := $(wildcard api/*.c)
 SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
+# Unit tests of api/ (in-process: router, readers, envelope, replay); every
+# other unit test is of core/ and links only core.
+API_UNIT_SRC := $(wildcard tests/unit/test_api*.c)
 IT_SRC := $(wildcard tests/integration/it_*.c)
 IT_LIB_SRC := $(filter-out $(IT_SRC),$(wildcard tests/integration/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -54,9 +60,12 @@ obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC))
 API_OBJ := $(call obj,$(API_SRC))
 SVC_OBJ := $(call obj,$(SVC_SRC))
+LIBCORE := $(BUILD)/libtallycore.a
 LIBTALLY := $(BUILD)/libtally.a
+CORE_PURE := $(BUILD)/core-pure
 TALLYD := $(BUILD)/tallyd
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+API_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(API_UNIT_SRC))
 IT_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 IT_LIB_OBJ := $(call obj,$(IT_LIB_SRC))
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRC))
@@ -66,7 +75,7 @@ DATA_DIR ?= ./data
 PORT ?= 8080
 
 .PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite unit integration \
-        openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
+        valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
         bench fuzz clean
 
 all: $(TALLYD)
@@ -79,6 +88,8 @@ deps-bench: deps
 	@sh tools/deps.sh bench
 deps-fuzz: deps
 	@sh tools/deps.sh fuzz
+deps-valgrind: deps
+	@sh tools/deps.sh valgrind
 
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -120,30 +131,45 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIBTALLY): $(CORE_OBJ) $(API_OBJ) $(SVC_OBJ)
+# core/ is a library of its own.  CORE_PURE links every one of its objects
+# (--whole-archive) with nothing but CORE_LIBS: the linker proves that core
+# calls no I/O library (no jansson, no libmicrohttpd, no service code).
+$(LIBCORE): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY)
+$(CORE_PURE): $(LIBCORE)
+	printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -x c -o $@ - -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive \
+	  $(CORE_LIBS) -pthread
+
+$(LIBTALLY): $(API_OBJ) $(SVC_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCORE) | $(CORE_PURE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY)
+$(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY)
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS) -lcmocka
+
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 # Fuzz targets built with the normal compiler and a file-replaying main(), so
 # `make test` runs every saved input (corpus and past crashes) as a regression.
-$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY)
+$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # ----------------------------------------------------------------- test --
@@ -176,6 +202,13 @@ integration: $(TALLYD) $(IT_BIN)
 fuzz-regress: $(FUZZ_BIN)
 	@set -e; for t in $(FUZZ_BIN); do n=$$(basename $$t); \
 	  echo "== $$t"; $$t tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; done
+
+# valgrind on the unit tests (STYLE.md: a valgrind target next to make test);
+# not part of make test, which runs the sanitizer build instead.
+valgrind: deps-valgrind
+	@$(MAKE) --no-print-directory $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== valgrind $$t"; \
+	  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $$t; done
 
 openapi-check: $(TALLYD)
 	node tools/openapi/check.mjs openapi.yaml $(TALLYD)

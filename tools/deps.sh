@@ -8,6 +8,7 @@
 #                              in tools/openapi (pinned by package-lock.json)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx
 #   sh tools/deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
+#   sh tools/deps.sh valgrind + cmocka and valgrind (make valgrind)
 #
 # Each set includes `build`.  As root it runs apt-get for what is missing;
 # otherwise it prints the exact command and fails, so nothing is
@@ -23,7 +24,8 @@ test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl procps
 redis-server redis-tools nginx yamllint prometheus systemd groff-base" ;;
 bench) PKGS="$BUILD redis-server redis-tools nginx wrk curl procps" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
-*) echo "deps: unknown set '$set_name' (build, test, bench or fuzz)" >&2; exit 2 ;;
+valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
+*) echo "deps: unknown set '$set_name' (build, test, bench, fuzz or valgrind)" >&2; exit 2 ;;
 esac
 
 missing=""

@@ -20,7 +20,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/api.h"
 #include "core/geo.h"
 #include "core/geohash.h"
 #include "core/rng.h"
@@ -222,29 +221,8 @@ static void test_distance_text(void **state)
 static void test_coord_text(void **state)
 {
     (void)state;
-    rng_t r;
-    rng_seed(&r, 77);
-    char a[40], b[32];
-    long fast = 0;
-    for (long i = 0; i < 300000; i++) {
-        double v, lon, lat;
-        switch (i % 4) {
-        case 0:
-            geohash_decode_score(rng_next(&r) & ((1ULL << 52) - 1), &lon, &lat);
-            v = i % 8 ? lon : lat;
-            break;
-        case 1: v = (rng_double(&r) - 0.5) * 2000; break;
-        case 2: v = (rng_double(&r) - 0.5) * 2e-3; break;
-        default: v = (double)(long)((rng_double(&r) - 0.5) * 360) + (i % 3 ? 0.5 : 0); break;
-        }
-        if (!geo_format_coord(v, b))
-            continue;
-        fast++;
-        api_format_double(v, a, sizeof(a));
-        if (strcmp(a, b) != 0)
-            fail_msg("%.17g: JSON writer %s, fast path %s", v, a, b);
-    }
-    assert_true(fast > 250000);
+    /* the fast path against the general JSON number writer: tests/unit/test_api.c */
+    char b[32];
     assert_true(geo_format_coord(180, b));
     assert_string_equal(b, "180.0");
     assert_true(geo_format_coord(116.48903220891952515, b));

@@ -1,0 +1,437 @@
+/*
+ * test_api.c - api/ in process, without a socket: the router (404 and 405
+ * kept apart, the Allow header, HEAD on GET routes), the readers and the
+ * error envelope they produce, the key handle's answers (404, WRONGTYPE),
+ * and replay determinism: every journaled request, replayed into a fresh
+ * keyspace at its recorded time, rebuilds state that answers exactly as the
+ * original.  Also the JSON number writer against core's coordinate fast
+ * path (the answer of GET /geo/{key}/pos must not depend on which one runs).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "api/api.h"
+#include "core/geo.h"
+#include "core/geohash.h"
+#include "core/keyspace.h"
+#include "core/rng.h"
+
+/* ------------------------------------------------------------------------ */
+/* An in-process server with a journal kept in memory                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct record {
+    int64_t now_ns;
+    api_method_t method;
+    char *path, *query, *ctype;
+    uint8_t *body;
+    size_t body_len;
+} record_t;
+
+typedef struct journal {
+    record_t *r;
+    size_t n, cap;
+} journal_t;
+
+static char *dupn(const void *p, size_t n)
+{
+    char *s = malloc(n + 1);
+    assert_non_null(s);
+    memcpy(s, p, n);
+    s[n] = '\0';
+    return s;
+}
+
+static uint64_t keep_record(void *ud, const journal_req_t *q)
+{
+    journal_t *j = ud;
+    if (j->n == j->cap) {
+        j->cap = j->cap ? 2 * j->cap : 64;
+        j->r = realloc(j->r, j->cap * sizeof(*j->r));
+        assert_non_null(j->r);
+    }
+    record_t *r = &j->r[j->n++];
+    r->now_ns = q->now_ns;
+    r->method = (api_method_t)q->method;
+    r->path = dupn(q->path, q->path_len);
+    r->query = dupn(q->query, q->query_len);
+    r->ctype = dupn(q->ctype, q->ctype_len);
+    r->body = (uint8_t *)dupn(q->body, q->body_len);
+    r->body_len = q->body_len;
+    return j->n;
+}
+
+static void journal_free(journal_t *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        free(j->r[i].path);
+        free(j->r[i].query);
+        free(j->r[i].ctype);
+        free(j->r[i].body);
+    }
+    free(j->r);
+}
+
+static void server_init(api_server_t *srv, journal_t *j)
+{
+    memset(srv, 0, sizeof(*srv));
+    srv->ks = ks_create(2, 42);
+    assert_non_null(srv->ks);
+    if (j) {
+        srv->hooks.ud = j;
+        srv->hooks.journal = keep_record;
+    }
+}
+
+/* Serves one request; returns its status, the body in *body (malloc'd, may
+ * be NULL when the caller does not want it). */
+static int serve_at(api_server_t *srv, api_method_t m, const char *path, const char *query, const char *ctype,
+                    const char *body, int64_t now_ns, bool replay, char **out, api_resp_t *keep)
+{
+    api_req_t req;
+    api_req_init(&req, m, path, strlen(path), now_ns);
+    req.query = query;
+    req.query_len = query ? strlen(query) : 0;
+    req.ctype = ctype && *ctype ? ctype : NULL;
+    req.body = (const uint8_t *)body;
+    req.body_len = body ? strlen(body) : 0;
+    req.replay = replay;
+    api_resp_t resp;
+    api_dispatch(srv, &req, &resp);
+    int status = resp.status;
+    if (out)
+        *out = resp.body ? dupn(resp.body, resp.len) : NULL;
+    if (keep)
+        *keep = resp;
+    else
+        api_resp_release(&resp);
+    api_req_release(&req);
+    return status;
+}
+
+#define T0 1700000000000000000LL
+
+static int serve(api_server_t *srv, api_method_t m, const char *path, const char *query, const char *body,
+                 char **out)
+{
+    return serve_at(srv, m, path, query, "application/json", body, T0, false, out, NULL);
+}
+
+static void expect_error(api_server_t *srv, api_method_t m, const char *path, const char *query, const char *body,
+                         int status, const char *code, const char *field)
+{
+    char *b;
+    assert_int_equal(serve(srv, m, path, query, body, &b), status);
+    json_t *j = json_loads(b, 0, NULL);
+    assert_non_null(j);
+    json_t *e = json_object_get(j, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "code")), code);
+    assert_non_null(json_string_value(json_object_get(e, "message")));
+    if (field)
+        assert_string_equal(json_string_value(json_object_get(e, "field")), field);
+    else
+        assert_null(json_object_get(e, "field"));
+    json_decref(j);
+    free(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Router                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void test_router(void **state)
+{
+    (void)state;
+    api_server_t srv;
+    server_init(&srv, NULL);
+    /* a path no pattern matches: 404 naming the neighbours */
+    char *b;
+    assert_int_equal(serve(&srv, API_GET, "/bloomm/x", NULL, NULL, &b), 404);
+    assert_non_null(strstr(b, "GET / lists every route"));
+    free(b);
+    assert_int_equal(serve(&srv, API_GET, "/bloom/x/nope", NULL, NULL, &b), 404);
+    assert_non_null(strstr(b, "routes under /bloom"));
+    free(b);
+    /* a path that matches with another method: 405 with Allow */
+    api_resp_t r;
+    assert_int_equal(serve_at(&srv, API_DELETE, "/bloom/x", NULL, NULL, NULL, T0, false, NULL, &r), 405);
+    bool allow = false;
+    for (int i = 0; i < r.nheaders; i++)
+        if (strcmp(r.headers[i].name, "Allow") == 0) {
+            allow = true;
+            assert_non_null(strstr(r.headers[i].value, "PUT"));
+            assert_non_null(strstr(r.headers[i].value, "GET, HEAD"));
+        }
+    assert_true(allow);
+    api_resp_release(&r);
+    /* HEAD runs the GET route */
+    assert_int_equal(serve(&srv, API_HEAD, "/healthz", NULL, NULL, NULL), 200);
+    /* percent-decoding: one segment, '/' inside a key */
+    assert_int_equal(serve(&srv, API_POST, "/counter/a%2Fb", NULL, "{\"by\":2}", NULL), 200);
+    assert_int_equal(serve(&srv, API_GET, "/keys/a%2Fb", NULL, NULL, &b), 200);
+    assert_non_null(strstr(b, "\"key\":\"a/b\""));
+    free(b);
+    expect_error(&srv, API_GET, "/keys/a%zz", NULL, NULL, 400, "BAD_REQUEST", NULL);
+    /* the operational routes are known to the service by their flag */
+    assert_true(api_path_operational("/healthz", 8));
+    assert_true(api_path_operational("/metrics", 8));
+    assert_false(api_path_operational("/keys", 5));
+    assert_false(api_path_operational("/healthzz", 9));
+    /* every route has a method and a pattern starting with '/' */
+    assert_true(api_route_count() > 80);
+    for (size_t i = 0; i < api_route_count(); i++)
+        assert_int_equal(api_route_meta(i).pattern[0], '/');
+    ks_free(srv.ks);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Readers and the envelope                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_readers(void **state)
+{
+    (void)state;
+    api_server_t srv;
+    server_init(&srv, NULL);
+    /* body */
+    expect_error(&srv, API_PUT, "/keys/k/ttl", NULL, "{\"ttl_ms\":", 400, "BAD_REQUEST", NULL);
+    expect_error(&srv, API_PUT, "/keys/k/ttl", NULL, "[1]", 400, "BAD_REQUEST", NULL);
+    expect_error(&srv, API_PUT, "/keys/k/ttl", NULL, "{\"ttl_ms\":1,\"x\":2}", 400, "BAD_REQUEST", "x");
+    expect_error(&srv, API_PUT, "/keys/k/ttl", NULL, "{}", 400, "BAD_REQUEST", "ttl_ms");
+    expect_error(&srv, API_PUT, "/keys/k/ttl", NULL, "{\"ttl_ms\":\"1\"}", 400, "BAD_REQUEST", "ttl_ms");
+    expect_error(&srv, API_PUT, "/keys/k/ttl", NULL, "{\"ttl_ms\":0}", 400, "BAD_REQUEST", "ttl_ms");
+    api_req_t req;
+    api_req_init(&req, API_PUT, "/bloom/k", 8, T0);
+    req.ctype = "image/png";
+    req.body = (const uint8_t *)"{}";
+    req.body_len = 2;
+    api_resp_t resp;
+    api_dispatch(&srv, &req, &resp);
+    assert_int_equal(resp.status, 415);
+    api_resp_release(&resp);
+    api_req_release(&req);
+    /* media types: parameters and case aside */
+    assert_true(api_media_type_is("Application/JSON; charset=utf-8", "application/json"));
+    assert_true(api_media_type_is("application/octet-stream ;x=1", "application/octet-stream"));
+    assert_false(api_media_type_is("application/jsonx", "application/json"));
+    assert_false(api_media_type_is(NULL, "application/json"));
+    /* query */
+    expect_error(&srv, API_GET, "/keys", "limit=0", NULL, 400, "BAD_REQUEST", "limit");
+    expect_error(&srv, API_GET, "/keys", "limit=1&limit=2", NULL, 400, "BAD_REQUEST", "limit");
+    expect_error(&srv, API_GET, "/keys", "nope=1", NULL, 400, "BAD_REQUEST", "nope");
+    assert_int_equal(serve(&srv, API_GET, "/keys", "limit=5", NULL, NULL), 200);
+    /* keys */
+    char longkey[1100 + 8] = "/counter/";
+    memset(longkey + 9, 'k', 1030);
+    longkey[9 + 1030] = '\0';
+    expect_error(&srv, API_GET, longkey, NULL, NULL, 400, "BAD_REQUEST", "key");
+    const char *why;
+    assert_false(api_key_ok("", 0, &why));
+    assert_false(api_key_ok("a\0b", 3, &why));
+    assert_true(api_key_ok("page/home", 9, &why));
+    /* numbers */
+    int64_t i;
+    double d;
+    assert_true(api_parse_i64("-42", 3, &i) && i == -42);
+    assert_false(api_parse_i64("4 2", 3, &i));
+    assert_false(api_parse_i64("99999999999999999999", 20, &i));
+    assert_true(api_parse_double("1e3", 3, &d) && d == 1000);
+    assert_false(api_parse_double("inf", 3, &d));
+    /* a deferred error and the envelope it becomes */
+    api_err_t e;
+    api_err_set(&e, API_E_WRONGTYPE, "sources", "key %s is %d", "x", 7);
+    api_resp_init(&resp);
+    api_err_respond(&resp, &e);
+    assert_int_equal(resp.status, 409);
+    assert_string_equal(resp.body,
+                        "{\"error\":{\"code\":\"WRONGTYPE\",\"message\":\"key x is 7\",\"field\":\"sources\"}}");
+    api_resp_release(&resp);
+    /* the member readers fill an api_err_t without answering */
+    json_t *o = json_pack("{s:i,s:s}", "n", 5, "s", "x");
+    int64_t n;
+    assert_false(api_member_int(o, "n", true, 6, 9, &n, NULL, &e));
+    assert_string_equal(e.field, "n");
+    assert_string_equal(e.message, "'n' must be between 6 and 9");
+    assert_false(api_member_int(o, "s", true, 0, 9, &n, NULL, &e));
+    assert_string_equal(e.message, "'s' must be an integer");
+    assert_true(api_member_int(o, "missing", false, 0, 9, &n, NULL, &e));
+    json_decref(o);
+    ks_free(srv.ks);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The key handle's answers                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_key_handle_answers(void **state)
+{
+    (void)state;
+    api_server_t srv;
+    server_init(&srv, NULL);
+    assert_int_equal(serve(&srv, API_POST, "/counter/c", NULL, "{\"by\":1}", NULL), 200);
+    char *b;
+    /* another type's route on the key: 409 naming both */
+    assert_int_equal(serve(&srv, API_GET, "/bloom/c", NULL, NULL, &b), 409);
+    assert_non_null(strstr(b, "key holds a counter (counter), not a Bloom filter (bloom)"));
+    free(b);
+    /* a read that needs the key: 404 in the family's words */
+    assert_int_equal(serve(&srv, API_GET, "/bloom/none", NULL, NULL, &b), 404);
+    assert_non_null(strstr(b, "no bloom filter at this key"));
+    free(b);
+    assert_int_equal(serve(&srv, API_GET, "/cms/none", NULL, NULL, &b), 404);
+    assert_non_null(strstr(b, "create the cms with PUT /cms/{key}"));
+    free(b);
+    /* a multi-key request names the key of another type */
+    assert_int_equal(serve(&srv, API_PUT, "/bits/d", NULL, NULL, NULL), 200);
+    assert_int_equal(serve(&srv, API_POST, "/bits/d/op", NULL, "{\"op\":\"or\",\"sources\":[\"d\",\"c\"]}", &b), 409);
+    assert_non_null(strstr(b, "sources[1]: key holds a counter"));
+    free(b);
+    /* a failed write leaves nothing behind */
+    assert_int_equal(serve(&srv, API_POST, "/ts/t", NULL, "{\"samples\":[[5,1],[5,2]]}", NULL), 409);
+    assert_int_equal(serve(&srv, API_GET, "/keys/t", NULL, NULL, NULL), 404);
+    ks_free(srv.ks);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Replay determinism                                                       */
+/* ------------------------------------------------------------------------ */
+
+static const struct {
+    api_method_t m;
+    const char *path, *query, *body;
+} script[] = {
+    { API_POST, "/throttle", NULL, "{\"key\":\"u1\",\"max_burst\":2,\"count_per_period\":5,\"period\":60}" },
+    { API_POST, "/throttle", NULL, "{\"key\":\"u1\",\"max_burst\":2,\"count_per_period\":5,\"period\":60}" },
+    { API_POST, "/counter/hits", NULL, "{\"by\":7,\"ttl\":100}" },
+    { API_POST, "/uv/visitors", NULL, "{\"items\":[\"a\",\"b\",\"c\",1,2,3]}" },
+    { API_POST, "/uv/other", NULL, "{\"items\":[\"c\",\"d\"]}" },
+    { API_POST, "/uv/all/merge", NULL, "{\"sources\":[\"visitors\",\"other\"]}" },
+    { API_PUT, "/bloom/seen", NULL, "{\"error_rate\":0.01,\"capacity\":100}" },
+    { API_POST, "/bloom/seen", NULL, "{\"items\":[\"x\",\"y\"]}" },
+    { API_POST, "/cuckoo/cf", NULL, "{\"items\":[\"x\",\"y\",\"x\"]}" },
+    { API_POST, "/cuckoo/cf/remove", NULL, "{\"items\":[\"y\"]}" },
+    { API_PUT, "/cms/words", NULL, "{\"width\":100,\"depth\":4}" },
+    { API_POST, "/cms/words", NULL, "{\"items\":[\"a\",\"b\",\"a\"]}" },
+    { API_PUT, "/topk/top", NULL, "{\"k\":3}" },
+    { API_POST, "/topk/top", NULL, "{\"items\":[\"a\",\"b\",\"a\",\"c\",\"d\"]}" },
+    { API_PUT, "/tdigest/lat", NULL, NULL },
+    { API_POST, "/tdigest/lat", NULL, "{\"values\":[1,2,3,4,5,100]}" },
+    { API_POST, "/bits/b/setbit", NULL, "{\"offset\":100,\"value\":1}" },
+    { API_POST, "/bits/b/field", NULL, "{\"ops\":[{\"incrby\":\"u8\",\"offset\":0,\"increment\":200}]}" },
+    { API_POST, "/bits/b2/op", NULL, "{\"op\":\"not\",\"sources\":[\"b\"]}" },
+    { API_POST, "/activity/act", NULL, "{\"day\":\"2024-01-02\",\"users\":[1,2,3]}" },
+    { API_POST, "/geo/places", NULL, "{\"members\":[{\"member\":\"p\",\"lon\":13.36,\"lat\":38.11}]}" },
+    { API_POST, "/ts/temp", NULL, "{\"samples\":[[1000,20.5],[2000,21]]}" },
+    { API_DELETE, "/ts/temp/range", "from=1500&to=2500", NULL },
+    { API_PUT, "/keys/hits/ttl", NULL, "{\"ttl_ms\":5000}" },
+    { API_DELETE, "/keys/other", NULL, NULL },
+};
+
+static const char *const reads[] = {
+    "/throttle/u1", "/counter/hits", "/uv/visitors", "/uv/all", "/bloom/seen", "/cuckoo/cf", "/cms/words",
+    "/topk/top/list", "/tdigest/lat", "/bits/b", "/bits/b2/count", "/activity/act", "/geo/places/pos?member=p",
+    "/ts/temp", "/keys", "/keys/hits", "/keys/other",
+};
+
+static char *read_answer(api_server_t *srv, const char *pq, int64_t now_ns)
+{
+    char path[128];
+    const char *q = strchr(pq, '?');
+    size_t n = q ? (size_t)(q - pq) : strlen(pq);
+    memcpy(path, pq, n);
+    path[n] = '\0';
+    char *b = NULL;
+    int st = serve_at(srv, API_GET, path, q ? q + 1 : NULL, NULL, NULL, now_ns, false, &b, NULL);
+    char *out;
+    assert_true(asprintf(&out, "%d %s", st, b ? b : "") > 0);
+    free(b);
+    return out;
+}
+
+static void test_replay_determinism(void **state)
+{
+    (void)state;
+    journal_t j = { 0 };
+    api_server_t a, r;
+    server_init(&a, &j);
+    server_init(&r, NULL);
+    int64_t t = T0;
+    for (size_t i = 0; i < sizeof(script) / sizeof(script[0]); i++, t += 1000000) {
+        char *b;
+        int st = serve_at(&a, script[i].m, script[i].path, script[i].query, script[i].body ? "application/json" : NULL,
+                          script[i].body, t, false, &b, NULL);
+        if (st >= 300)
+            fail_msg("%s %s: %d %s", api_method_name(script[i].m), script[i].path, st, b);
+        free(b);
+    }
+    assert_true(j.n >= sizeof(script) / sizeof(script[0]) - 1);
+    for (size_t i = 0; i < j.n; i++) {
+        const record_t *q = &j.r[i];
+        char *b;
+        int st = serve_at(&r, q->method, q->path, q->query, q->ctype, (const char *)q->body, q->now_ns, true, &b,
+                          NULL);
+        if (st >= 300)
+            fail_msg("replay of %s %s: %d %s", api_method_name(q->method), q->path, st, b);
+        free(b);
+    }
+    for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+        char *x = read_answer(&a, reads[i], t), *y = read_answer(&r, reads[i], t);
+        if (strcmp(x, y) != 0)
+            fail_msg("GET %s differs after replay:\n  served:   %s\n  replayed: %s", reads[i], x, y);
+        free(x);
+        free(y);
+    }
+    journal_free(&j);
+    ks_free(a.ks);
+    ks_free(r.ks);
+}
+
+/* ------------------------------------------------------------------------ */
+/* JSON numbers vs core's coordinate fast path                              */
+/* ------------------------------------------------------------------------ */
+
+static void test_coord_text(void **state)
+{
+    (void)state;
+    rng_t r;
+    rng_seed(&r, 77);
+    char a[40], b[32];
+    long fast = 0;
+    for (long i = 0; i < 300000; i++) {
+        double v, lon, lat;
+        switch (i % 4) {
+        case 0:
+            geohash_decode_score(rng_next(&r) & ((1ULL << 52) - 1), &lon, &lat);
+            v = i % 8 ? lon : lat;
+            break;
+        case 1: v = (rng_double(&r) - 0.5) * 2000; break;
+        case 2: v = (rng_double(&r) - 0.5) * 2e-3; break;
+        default: v = (double)(long)((rng_double(&r) - 0.5) * 360) + (i % 3 ? 0.5 : 0); break;
+        }
+        if (!geo_format_coord(v, b))
+            continue;
+        fast++;
+        api_format_double(v, a, sizeof(a));
+        if (strcmp(a, b) != 0)
+            fail_msg("%.17g: JSON writer %s, fast path %s", v, a, b);
+    }
+    assert_true(fast > 250000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_router),
+        cmocka_unit_test(test_readers),
+        cmocka_unit_test(test_key_handle_answers),
+        cmocka_unit_test(test_replay_determinism),
+        cmocka_unit_test(test_coord_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
