@@ -140,7 +140,7 @@ $(LIBCORE): $(CORE_OBJ)
 	ar rcs $@ $^
 
 $(CORE_PURE): $(LIBCORE)
-	printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -x c -o $@ - -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive \
+	printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -x c -o $@ - -x none -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive \
 	  $(CORE_LIBS) -pthread
 
 $(LIBTALLY): $(API_OBJ) $(SVC_OBJ)
