@@ -27,10 +27,12 @@ ifeq ($(strip $(SANITIZER)),)
 else
   BUILD := build/sanitize
   OPTFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZER) -fno-sanitize-recover=all
+  # debug checks: keyspace entry points assert that the caller holds the shard lock
+  DEBUGFLAGS := -DTALLY_DEBUG_LOCKS
 endif
 
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
-CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(WARNINGS) -pthread -I. -MMD -MP
+CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthread -I. -MMD -MP
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
 CORE_LIBS := -lroaring -lxxhash -lm

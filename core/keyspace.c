@@ -17,6 +17,7 @@
  */
 #include "core/keyspace.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,6 +59,9 @@ typedef struct snap_item {
 
 struct ks_shard {
     pthread_mutex_t lock;
+#ifdef TALLY_DEBUG_LOCKS
+    _Atomic uintptr_t owner;      /* the holder's thread_tag address, 0 when free */
+#endif
     ks_entry_t **table;
     size_t mask;                  /* buckets - 1 */
     ks_entry_t **all;
@@ -192,8 +196,32 @@ bool ks_over_limit(const ks_t *ks)
 /* Locking                                                                  */
 /* ------------------------------------------------------------------------ */
 
+#ifdef TALLY_DEBUG_LOCKS
+/* Debug builds know which thread holds each shard lock, so that every entry
+ * point asserts its caller holds the shard it touches (SQLite's
+ * assert(sqlite3_mutex_held(...)) habit).  A thread is named by the address
+ * of its own copy of thread_tag. */
+static _Thread_local char thread_tag;
+#define SHARD_HELD(sh) (atomic_load_explicit(&(sh)->owner, memory_order_relaxed) == (uintptr_t)&thread_tag)
+
+void ks_shard_lock(ks_shard_t *sh)
+{
+    assert(!SHARD_HELD(sh));   /* not recursive */
+    pthread_mutex_lock(&sh->lock);
+    atomic_store_explicit(&sh->owner, (uintptr_t)&thread_tag, memory_order_relaxed);
+}
+
+void ks_shard_unlock(ks_shard_t *sh)
+{
+    assert(SHARD_HELD(sh));
+    atomic_store_explicit(&sh->owner, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&sh->lock);
+}
+#else
+#define SHARD_HELD(sh) true
 void ks_shard_lock(ks_shard_t *sh) { pthread_mutex_lock(&sh->lock); }
 void ks_shard_unlock(ks_shard_t *sh) { pthread_mutex_unlock(&sh->lock); }
+#endif
 
 /* Visits the distinct shard indexes of keys[] in ascending order. */
 static void for_each_key_shard(ks_t *ks, const ks_key_t *keys, size_t n, bool lock)
@@ -420,6 +448,7 @@ void ks_snapshot_begin(ks_t *ks)
 
 bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uint64_t *records)
 {
+    assert(SHARD_HELD(sh));
     (void)ks;
     if (!sh->snap_active)
         return true;
@@ -514,6 +543,7 @@ static void entry_delete(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 ks_entry_t *ks_find(ks_t *ks, const ks_key_t *k, int64_t now_ms)
 {
     ks_shard_t *sh = &ks->shards[k->shard];
+    assert(SHARD_HELD(sh));
     ks_entry_t *e = table_find(sh, k);
     if (!e)
         return NULL;
@@ -535,6 +565,7 @@ ks_entry_t *ks_find_write(ks_t *ks, const ks_key_t *k, int64_t now_ms)
 
 void ks_entry_prepare_write(ks_t *ks, ks_entry_t *e)
 {
+    assert(SHARD_HELD(entry_shard(ks, e)));
     capture(entry_shard(ks, e), e);
 }
 
@@ -542,6 +573,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
                    int64_t expire_ms, int64_t now_ms)
 {
     ks_shard_t *sh = &ks->shards[k->shard];
+    assert(SHARD_HELD(sh));
     if (k->len > KS_KEY_MAX || sh->nall >= UINT32_MAX - 1)
         return NULL;
     ks_entry_t *e = malloc(sizeof(*e) + k->len + 1);
@@ -577,12 +609,14 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
 void ks_entry_delete(ks_t *ks, ks_entry_t *e)
 {
     ks_key_t k = ks_key(ks, e->key, e->klen);
+    assert(SHARD_HELD(&ks->shards[k.shard]));
     entry_delete(ks, &ks->shards[k.shard], e);
 }
 
 void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
 {
     ks_shard_t *sh = entry_shard(ks, e);
+    assert(SHARD_HELD(sh));
     if (expire_ms < 0)
         expire_ms = 1;   /* already in the past: expires on next access */
     if (e->expire_ms == expire_ms)
@@ -600,11 +634,13 @@ void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
 
 void ks_entry_changed(ks_t *ks, ks_entry_t *e)
 {
+    assert(SHARD_HELD(entry_shard(ks, e)));
     charge(ks, entry_shard(ks, e), e, entry_overhead(e->klen) + (e->type->size ? e->type->size(e->value) : 0));
 }
 
 void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value)
 {
+    assert(SHARD_HELD(entry_shard(ks, e)));
     capture(entry_shard(ks, e), e);
     if (e->type->free)
         e->type->free(e->value);
@@ -639,6 +675,7 @@ static uint64_t rev64(uint64_t v)
 void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
                    int64_t now_ms, ks_visit_fn fn, void *ud)
 {
+    assert(SHARD_HELD(sh));
     (void)ks;
     uint64_t v = *cursor;
     if (max_buckets == 0)

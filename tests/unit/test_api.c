@@ -43,7 +43,8 @@ static char *dupn(const void *p, size_t n)
 {
     char *s = malloc(n + 1);
     assert_non_null(s);
-    memcpy(s, p, n);
+    if (n)
+        memcpy(s, p, n);
     s[n] = '\0';
     return s;
 }
