@@ -334,4 +334,11 @@ static const api_route_t routes[] = {
     { API_GET,    "/activity/{key}/retention", h_activity_retention, 0 },
 };
 
-const api_family_t api_activity_family = { "activity", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_activity_family = {
+    .name = "activity",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &activity_type,
+    .noun = "an activity set",
+    .missing = "no such key",
+};

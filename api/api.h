@@ -177,11 +177,16 @@ struct api_route {
 };
 
 /* What each api/<family>.c exports: its routes (handlers static behind
- * them).  api/routes.c lists the families in matching order. */
+ * them) and, for a family that stores a type, how messages name it.
+ * api/routes.c lists the families in matching order. */
 typedef struct api_family {
     const char *name;
     const api_route_t *routes;
     size_t nroutes;
+    const ks_type_t *type;       /* the type its keys hold; NULL for hook, keys, ops */
+    const char *noun;            /* with its article: "a Bloom filter" (WRONGTYPE messages) */
+    const char *missing;         /* the 404 of a key that must exist; NULL: "no such key (create the
+                                    <type> with PUT /<type>/{key})" */
 } api_family_t;
 
 extern const api_family_t *const api_families[];
@@ -357,11 +362,6 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
  * until usage + extra fits under the limit; 507 when it cannot (a single
  * value larger than the whole limit is refused, not allowed to overshoot). */
 bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra);
-
-/* Sets a 409 WRONGTYPE naming both types ("key holds a counter (counter),
- * not a geo set (geo)"); `role` (may be NULL) names which key of a
- * multi-key request it is, e.g. "sources[1]". */
-void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted, const char *role);
 
 /* ------------------------------------------------------------------------ */
 /* The key handle (api/key.c): open, work under the lock, close             */

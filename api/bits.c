@@ -730,4 +730,11 @@ static const api_route_t routes[] = {
     { API_POST,   "/bits/{key}/field",  h_bits_field, 0 },
 };
 
-const api_family_t api_bits_family = { "bits", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_bits_family = {
+    .name = "bits",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &bits_type,
+    .noun = "a bit string",
+    .missing = "no such key",
+};

@@ -192,4 +192,11 @@ static const api_route_t routes[] = {
     { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0 },
 };
 
-const api_family_t api_bloom_family = { "bloom", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_bloom_family = {
+    .name = "bloom",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &bloom_type,
+    .noun = "a Bloom filter",
+    .missing = "no bloom filter at this key",
+};

@@ -291,4 +291,11 @@ static const api_route_t routes[] = {
     { API_POST,   "/cms/{key}/merge", h_cms_merge, 0 },
 };
 
-const api_family_t api_cms_family = { "cms", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_cms_family = {
+    .name = "cms",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &cms_type,
+    .noun = "a Count-Min sketch",
+    .missing = NULL   /* "no such key (create the cms with PUT /cms/{key})" */,
+};

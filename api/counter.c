@@ -120,4 +120,11 @@ static const api_route_t routes[] = {
     { API_GET,    "/counter/{key}", h_counter_get, 0 },
 };
 
-const api_family_t api_counter_family = { "counter", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_counter_family = {
+    .name = "counter",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &counter_type,
+    .noun = "a counter",
+    .missing = "no such key",
+};

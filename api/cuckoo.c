@@ -249,4 +249,11 @@ static const api_route_t routes[] = {
     { API_GET,    "/cuckoo/{key}/count",  h_cuckoo_count, 0 },
 };
 
-const api_family_t api_cuckoo_family = { "cuckoo", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_cuckoo_family = {
+    .name = "cuckoo",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &cuckoo_type,
+    .noun = "a Cuckoo filter",
+    .missing = "no cuckoo filter at this key",
+};

@@ -696,4 +696,11 @@ static const api_route_t routes[] = {
     { API_POST,   "/geo/{key}/remove", h_geo_remove, 0 },
 };
 
-const api_family_t api_geo_family = { "geo", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_geo_family = {
+    .name = "geo",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &geo_type,
+    .noun = "a geo set",
+    .missing = "no such key",
+};

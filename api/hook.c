@@ -91,4 +91,4 @@ static const api_route_t routes[] = {
     { API_ANY,    "/hook/{policy}/{path...}", h_hook, 0 },
 };
 
-const api_family_t api_hook_family = { "hook", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_hook_family = { .name = "hook", .routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0]) };

@@ -26,57 +26,38 @@
 
 #include "api/api.h"
 
-/* What a value of each type is called in messages, with its article ("key
- * holds a bit string (bits), not an activity set (activity)"), and what a
- * 404 says when the key must exist (NULL: "no such key (create the cms with
- * PUT /cms/{key})", for the types created by a PUT only). */
-static const struct {
-    const char *type;
-    const char *noun;
-    const char *missing;
-} type_words[] = {
-    { "throttle", "a rate limiter", "no such key" },
-    { "counter", "a counter", "no such key" },
-    { "uv", "a HyperLogLog", "no HyperLogLog at this key" },
-    { "bloom", "a Bloom filter", "no bloom filter at this key" },
-    { "cuckoo", "a Cuckoo filter", "no cuckoo filter at this key" },
-    { "cms", "a Count-Min sketch", NULL },
-    { "topk", "a Top-K", NULL },
-    { "tdigest", "a T-Digest", NULL },
-    { "bits", "a bit string", "no such key" },
-    { "activity", "an activity set", "no such key" },
-    { "geo", "a geo set", "no such key" },
-    { "ts", "a time series", "no such time series" },
-};
-
-static size_t type_index(const char *type)
+/* The family whose keys hold `type` (it names the type in messages). */
+static const api_family_t *family_of(const ks_type_t *type)
 {
-    size_t i = 0;
-    while (i < sizeof(type_words) / sizeof(type_words[0]) && strcmp(type_words[i].type, type) != 0)
-        i++;
-    return i;
+    for (size_t i = 0; type && i < api_nfamilies; i++)
+        if (api_families[i]->type == type)
+            return api_families[i];
+    return NULL;
 }
 
-static const char *type_noun(const char *type)
+static const char *type_noun(const ks_type_t *type)
 {
-    size_t i = type_index(type);
-    return i < sizeof(type_words) / sizeof(type_words[0]) ? type_words[i].noun : "a value";
+    const api_family_t *f = family_of(type);
+    return f ? f->noun : "a value";
 }
 
 static void answer_missing(api_resp_t *resp, const ks_type_t *type)
 {
-    size_t i = type ? type_index(type->name) : 0;
-    if (!type || (i < sizeof(type_words) / sizeof(type_words[0]) && type_words[i].missing))
-        api_error(resp, API_E_NOT_FOUND, "%s", type ? type_words[i].missing : "no such key");
+    const api_family_t *f = family_of(type);
+    if (!type || (f && f->missing))
+        api_error(resp, API_E_NOT_FOUND, "%s", type ? f->missing : "no such key");
     else
         api_error(resp, API_E_NOT_FOUND, "no such key (create the %s with PUT /%s/{key})", type->name, type->name);
 }
 
-void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted, const char *role)
+/* The 409 naming both types ("key holds a counter (counter), not a geo set
+ * (geo)"); `role` (may be NULL) names the key of a multi-key request
+ * ("sources[1]"). */
+static void answer_wrongtype(api_resp_t *resp, const ks_entry_t *e, const ks_type_t *wanted, const char *role)
 {
-    const char *held = ks_entry_type(e)->name;
+    const ks_type_t *held = ks_entry_type(e);
     api_error(resp, API_E_WRONGTYPE, "%s%skey holds %s (%s), not %s (%s)", role ? role : "", role ? ": " : "",
-              type_noun(held), held, type_noun(wanted), wanted);
+              type_noun(held), held->name, type_noun(wanted), wanted->name);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -110,7 +91,7 @@ bool api_keys_find(api_key_t *h, size_t i, const ks_type_t *type, unsigned flags
     }
     if (e && type && ks_entry_type(e) != type) {
         api_key_close(h, false);
-        api_wrongtype(h->resp, e, type->name, role);
+        answer_wrongtype(h->resp, e, type, role);
         return false;
     }
     if (e && (flags & API_WRITE))

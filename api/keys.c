@@ -209,4 +209,4 @@ static const api_route_t routes[] = {
     { API_DELETE, "/keys/{key}/ttl", h_key_ttl_delete, 0 },
 };
 
-const api_family_t api_keys_family = { "keys", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_keys_family = { .name = "keys", .routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0]) };

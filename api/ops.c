@@ -171,4 +171,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/admin/reload",   h_admin_reload, 0 },
 };
 
-const api_family_t api_ops_family = { "ops", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_ops_family = { .name = "ops", .routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0]) };

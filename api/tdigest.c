@@ -390,4 +390,11 @@ static const api_route_t routes[] = {
     { API_POST,   "/tdigest/{key}/reset",        h_tdigest_reset, 0 },
 };
 
-const api_family_t api_tdigest_family = { "tdigest", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_tdigest_family = {
+    .name = "tdigest",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &tdigest_type,
+    .noun = "a T-Digest",
+    .missing = NULL   /* "no such key (create the tdigest with PUT /tdigest/{key})" */,
+};

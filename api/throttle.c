@@ -848,4 +848,11 @@ static const api_route_t routes[] = {
     { API_DELETE, "/throttle/{key}", h_throttle_delete, 0 },
 };
 
-const api_family_t api_throttle_family = { "throttle", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_throttle_family = {
+    .name = "throttle",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &throttle_type,
+    .noun = "a rate limiter",
+    .missing = "no such key",
+};

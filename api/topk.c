@@ -179,4 +179,11 @@ static const api_route_t routes[] = {
     { API_POST,   "/topk/{key}/query", h_topk_query, API_ROUTE_READS },
 };
 
-const api_family_t api_topk_family = { "topk", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_topk_family = {
+    .name = "topk",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &topk_type,
+    .noun = "a Top-K",
+    .missing = NULL   /* "no such key (create the topk with PUT /topk/{key})" */,
+};

@@ -636,4 +636,11 @@ static const api_route_t routes[] = {
     { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0 },
 };
 
-const api_family_t api_ts_family = { "ts", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_ts_family = {
+    .name = "ts",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &ts_type,
+    .noun = "a time series",
+    .missing = "no such time series",
+};

@@ -284,4 +284,11 @@ static const api_route_t routes[] = {
     { API_POST,   "/uv/{key}/merge", h_uv_merge, 0 },
 };
 
-const api_family_t api_uv_family = { "uv", routes, sizeof(routes) / sizeof(routes[0]) };
+const api_family_t api_uv_family = {
+    .name = "uv",
+    .routes = routes,
+    .nroutes = sizeof(routes) / sizeof(routes[0]),
+    .type = &hll_type,
+    .noun = "a HyperLogLog",
+    .missing = "no HyperLogLog at this key",
+};
