@@ -134,6 +134,9 @@ typedef struct rl_item {
 bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
                    const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, api_err_t *err);
 void rl_item_release(rl_item_t *it);
+/* Sets the item's key: the policy's prefix (plen may be 0) then key,
+ * checked by the key rules; false with *err set. */
+bool rl_item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key, size_t klen, api_err_t *err);
 
 /* Decides every item atomically under the locks of all their keys: when all
  * allow (a shadow item always does), every item is recorded; otherwise none
@@ -146,5 +149,8 @@ bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t
 
 /* The decision of one item as JSON body + RateLimit headers. */
 void rl_answer(api_resp_t *resp, int status, const rl_item_t *it);
+/* The decision of a batch (all allowed or not): the deciding item's fields,
+ * every item's in "results", the deciding item's headers. */
+void rl_answer_batch(api_resp_t *resp, const rl_item_t *items, size_t n, bool all);
 
 #endif

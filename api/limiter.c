@@ -1,0 +1,624 @@
+/*
+ * limiter.c - the rate-limit engine that /throttle and /hook share: an item
+ * (key, algorithm and parameters, or a named policy) parsed from JSON or a
+ * query, the decision taken under the key locks (one key, or a batch that is
+ * all or nothing), the canonical journal record of a resolved policy, and
+ * the answer with its headers: Retry-After, the legacy RateLimit-Limit /
+ * -Remaining / -Reset trio, and the IETF draft's RateLimit-Policy and
+ * RateLimit.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "api/ratelimit.h"
+
+#define DEFAULT_POLICY_NAME "default"   /* name in the draft headers without a policy */
+
+static const char *const item_fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
+                                           "max_count", "capacity", "refill_rate", "quantity", "shadow", NULL };
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static bool listed(const char *const *list, const char *name)
+{
+    for (; *list; list++)
+        if (strcmp(*list, name) == 0)
+            return true;
+    return false;
+}
+
+void rl_item_release(rl_item_t *it)
+{
+    free(it->key_buf);
+    it->key_buf = NULL;
+}
+
+bool rl_item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key, size_t klen, api_err_t *err)
+{
+    const char *why;
+    if (!api_key_ok(key, klen, &why)) {
+        api_err_set(err, API_E_BAD_REQUEST, "key", "key %s", why);
+        return false;
+    }
+    if (plen == 0) {
+        it->key = key;
+        it->klen = klen;
+        return true;
+    }
+    if (klen > KS_KEY_MAX - plen) {
+        api_err_set(err, API_E_BAD_REQUEST, "key", "key with the policy's prefix '%s' is longer than %d bytes", prefix,
+                   KS_KEY_MAX);
+        return false;
+    }
+    it->key_buf = malloc(plen + klen + 1);
+    if (!it->key_buf) {
+        api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
+        return false;
+    }
+    memcpy(it->key_buf, prefix, plen);
+    memcpy(it->key_buf + plen, key, klen);
+    it->key_buf[plen + klen] = '\0';
+    it->key = it->key_buf;
+    it->klen = plen + klen;
+    return true;
+}
+
+bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
+                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, api_err_t *err)
+{
+    memset(it, 0, sizeof(*it));
+    it->quantity = 1;
+    const char *name;
+    json_t *v;
+    if (!fields_checked)
+        json_object_foreach(obj, name, v) {
+            if (!listed(item_fields, name)) {
+                api_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
+                return false;
+            }
+        }
+    if ((v = json_object_get(obj, "quantity"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            api_err_set(err, API_E_BAD_REQUEST, "quantity", "'quantity' must be an integer >= 0");
+            return false;
+        }
+        it->quantity = json_integer_value(v);
+    }
+    json_t *key = json_object_get(obj, "key");
+    if (key && !json_is_string(key)) {
+        api_err_set(err, API_E_BAD_REQUEST, "key", "'key' must be a string");
+        return false;
+    }
+    json_t *pol = json_object_get(obj, "policy");
+    if (pol) {
+        if (!json_is_string(pol)) {
+            api_err_set(err, API_E_BAD_REQUEST, "policy", "'policy' must be a string");
+            return false;
+        }
+        const policy_t *p = policy_find(srv->policies, json_string_value(pol));
+        if (!p) {
+            api_err_set(err, API_E_BAD_REQUEST, "policy", "unknown policy '%s'%s", json_string_value(pol),
+                       srv->policies ? "" : " (no policies file is loaded: tallyd --config FILE)");
+            return false;
+        }
+        json_object_foreach(obj, name, v) {
+            if (rl_is_param_name(name) || !strcmp(name, "algorithm") || !strcmp(name, "shadow")) {
+                api_err_set(err, API_E_BAD_REQUEST, name, "'%s' cannot be given with 'policy' (the policy sets it)",
+                           name);
+                return false;
+            }
+        }
+        it->policy = p;
+        it->p = p->params;
+        it->shadow = p->shadow;
+        if (path_key || key)
+            return rl_item_key(it, p->prefix, p->prefix_len, path_key ? path_key : json_string_value(key),
+                            path_key ? path_klen : json_string_length(key), err);
+        it->key_buf = malloc(KS_KEY_MAX + 1);
+        if (!it->key_buf) {
+            api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
+            return false;
+        }
+        if (!policy_key(p, req, rest, rest_len, it->key_buf, &it->klen, err))
+            return false;
+        const char *why;
+        if (!api_key_ok(it->key_buf, it->klen, &why)) {
+            api_err_set(err, API_E_BAD_REQUEST, "key", "the key policy '%s' built from the request %s", p->name, why);
+            return false;
+        }
+        it->key = it->key_buf;
+        return true;
+    }
+    if ((v = json_object_get(obj, "shadow"))) {
+        if (!json_is_boolean(v)) {
+            api_err_set(err, API_E_BAD_REQUEST, "shadow", "'shadow' must be true or false");
+            return false;
+        }
+        it->shadow = json_is_true(v);
+    }
+    if (!path_key && !key) {
+        api_err_set(err, API_E_BAD_REQUEST, "key", "missing field 'key'");
+        return false;
+    }
+    if (!rl_params_parse(obj, &it->p, err))
+        return false;
+    return rl_item_key(it, NULL, 0, path_key ? path_key : json_string_value(key),
+                    path_key ? path_klen : json_string_length(key), err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Journal: the canonical form of resolved items                            */
+/* ------------------------------------------------------------------------ */
+
+static json_t *item_json(const rl_item_t *it)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "key", json_stringn(it->key, it->klen));
+    json_object_set_new(o, "algorithm", json_string(throttle_algo_name(it->p.algo)));
+    const throttle_params_t *p = &it->p;
+    switch (p->algo) {
+    case THROTTLE_GCRA:
+        json_object_set_new(o, "max_burst", json_integer(p->u.gcra.max_burst));
+        json_object_set_new(o, "count_per_period", json_integer(p->u.gcra.count));
+        json_object_set_new(o, "period", json_integer(p->u.gcra.period_ns / NS_PER_SEC));
+        break;
+    case THROTTLE_SLIDING_LOG:
+        json_object_set_new(o, "max_count", json_integer(p->u.log.max_count));
+        json_object_set_new(o, "period", json_integer(p->u.log.period_ns / NS_PER_SEC));
+        break;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW:
+        json_object_set_new(o, "max_count", json_integer(p->u.win.max_count));
+        json_object_set_new(o, "period", json_integer(p->u.win.period_ns / NS_PER_SEC));
+        break;
+    case THROTTLE_TOKEN_BUCKET:
+        json_object_set_new(o, "capacity", json_integer(p->u.tb.capacity));
+        json_object_set_new(o, "refill_rate", json_real((double)p->u.tb.rate_micro / 1e6));
+        break;
+    }
+    json_object_set_new(o, "quantity", json_integer(it->quantity));
+    if (it->shadow)
+        json_object_set_new(o, "shadow", json_true());
+    return o;
+}
+
+/* Journals the change (under the key locks). */
+static void journal_items(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const rl_item_t *items,
+                          size_t n, bool batch)
+{
+    if (req->replay || !srv->hooks.journal)
+        return;
+    bool canonical = false;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].policy)
+            canonical = true;
+    if (!canonical) {
+        api_journal(srv, req, resp);
+        return;
+    }
+    json_t *j;
+    if (batch) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(arr, item_json(&items[i]));
+        j = json_pack("{s:o}", "requests", arr);
+    } else {
+        j = item_json(&items[0]);
+    }
+    size_t len = 0;
+    char *text = j ? api_json_text(j, &len) : NULL;
+    json_decref(j);
+    if (text)
+        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", text, len);
+    free(text);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The engine                                                               */
+/* ------------------------------------------------------------------------ */
+
+static bool algo_conflict(api_resp_t *resp, const rl_item_t *it, const throttle_t *t)
+{
+    if (!t || throttle_algo(t) == it->p.algo)
+        return false;
+    api_error(resp, API_E_WRONGTYPE,
+              "key '%.*s' holds %s limiter state; this request uses %s (DELETE /throttle/{key} resets it)",
+              (int)(it->klen > 200 ? 200 : it->klen), it->key, throttle_algo_name(throttle_algo(t)),
+              throttle_algo_name(it->p.algo));
+    return true;
+}
+
+static int64_t expire_ms_of(int64_t expire_ns) { return rl_ceil_div(expire_ns, NS_PER_MS); }
+
+static void count_metrics(const api_req_t *req, const rl_item_t *items, size_t n)
+{
+    if (req->replay)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].policy)
+            policy_count(items[i].policy, items[i].r.allowed ? POLICY_ALLOWED
+                                          : items[i].shadow  ? POLICY_SHADOW_LIMITED
+                                                             : POLICY_LIMITED);
+}
+
+static bool run_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *it)
+{
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, it->key, it->klen, &throttle_type, API_WRITE, &h))
+        return false;
+    throttle_t *t = api_key_value(&h);
+    if (algo_conflict(resp, it, t)) {
+        api_key_close(&h, false);
+        return false;
+    }
+    if (throttle_check(t, &it->p, req->now_ns, it->quantity, &it->r)) {
+        int64_t expire_ns;
+        if (h.e) {
+            if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns)) {
+                api_key_close(&h, false);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory recording the request");
+                return false;
+            }
+            ks_entry_changed(srv->ks, h.e);
+        } else if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns) ||
+                   !api_key_add(&h, &throttle_type, t, KS_NO_EXPIRY)) {
+            throttle_free(t);
+            api_key_close(&h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiter");
+            return false;
+        }
+        ks_entry_set_expire(srv->ks, h.e, expire_ms_of(expire_ns));
+        journal_items(srv, req, resp, it, 1, false);   /* canonical form: not the request as received */
+    }
+    api_key_close(&h, false);
+    return true;
+}
+
+/* Per distinct key of a batch. */
+typedef struct slot {
+    ks_entry_t *e;               /* stored entry, or NULL */
+    throttle_t *work;            /* working copy once the batch changes the key */
+    int64_t expire_ns;
+    bool added;
+} slot_t;
+
+/* slot_of[i] = index of the first item with the same key. */
+static bool dedup(const ks_key_t *keys, size_t n, size_t *slot_of)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    size_t *tab = malloc(cap * sizeof(*tab));
+    if (!tab)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        tab[i] = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        size_t h = (size_t)keys[i].hash & (cap - 1);
+        for (;;) {
+            size_t j = tab[h];
+            if (j == SIZE_MAX) {
+                tab[h] = i;
+                slot_of[i] = i;
+                break;
+            }
+            if (keys[j].hash == keys[i].hash && keys[j].len == keys[i].len && !memcmp(keys[j].p, keys[i].p, keys[i].len)) {
+                slot_of[i] = j;
+                break;
+            }
+            h = (h + 1) & (cap - 1);
+        }
+    }
+    free(tab);
+    return true;
+}
+
+static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n,
+                      bool *all)
+{
+    ks_t *ks = srv->ks;
+    int64_t now_ms = api_now_ms(req);
+    ks_key_t *keys = malloc(n * sizeof(*keys));
+    size_t *slot_of = malloc(n * sizeof(*slot_of));
+    slot_t *slots = calloc(n, sizeof(*slots));
+    bool ok = false;
+    if (!keys || !slot_of || !slots) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        keys[i] = ks_key(ks, items[i].key, items[i].klen);
+    if (!dedup(keys, n, slot_of)) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    api_key_t h;
+    api_keys_lock(srv, req, resp, keys, n, &h);
+    for (size_t i = 0; i < n; i++)
+        if (slot_of[i] == i && !api_keys_find(&h, i, &throttle_type, API_READ, NULL, &slots[i].e))
+            goto unlock;
+    /* decide in order; later items on a key see what earlier ones recorded */
+    *all = true;
+    bool changed = false;
+    for (size_t i = 0; i < n; i++) {
+        rl_item_t *it = &items[i];
+        slot_t *s = &slots[slot_of[i]];
+        const throttle_t *cur = s->work ? s->work : s->e ? ks_entry_value(s->e) : NULL;
+        if (algo_conflict(resp, it, cur))
+            goto unlock;
+        if (!throttle_check(cur, &it->p, req->now_ns, it->quantity, &it->r)) {
+            if (!it->r.allowed && !it->shadow)
+                *all = false;
+            continue;
+        }
+        if (!s->work && s->e && !(s->work = throttle_clone(ks_entry_value(s->e)))) {
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            goto unlock;
+        }
+        if (!throttle_commit(&s->work, &it->p, req->now_ns, it->quantity, &s->expire_ns)) {
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            goto unlock;
+        }
+        changed = true;
+    }
+    if (!*all) {
+        /* nothing is recorded: report what the stored state allows now */
+        for (size_t i = 0; i < n; i++) {
+            rl_item_t *it = &items[i];
+            if (!it->r.allowed || it->quantity == 0)
+                continue;
+            const slot_t *s = &slots[slot_of[i]];
+            rl_result_t peek;
+            throttle_check(s->e ? ks_entry_value(s->e) : NULL, &it->p, req->now_ns, 0, &peek);
+            it->r.remaining = peek.remaining;
+            it->r.reset_after_ns = peek.reset_after_ns;
+        }
+    } else if (changed) {
+        /* new keys first: the only step that can fail, undone on failure */
+        for (size_t i = 0; i < n; i++) {
+            slot_t *s = &slots[i];
+            if (!s->work || s->e)
+                continue;
+            s->e = ks_add(ks, &keys[i], &throttle_type, s->work, KS_NO_EXPIRY, now_ms);
+            if (!s->e) {
+                for (size_t k = 0; k < i; k++)
+                    if (slots[k].added) {
+                        ks_entry_delete(ks, slots[k].e);   /* frees the working copy */
+                        slots[k].work = NULL;
+                        slots[k].e = NULL;
+                    }
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiters");
+                goto unlock;
+            }
+            s->added = true;
+        }
+        for (size_t i = 0; i < n; i++) {
+            slot_t *s = &slots[i];
+            if (!s->work)
+                continue;
+            if (!s->added) {
+                ks_entry_prepare_write(ks, s->e);
+                ks_entry_replace_value(ks, s->e, s->work);
+            }
+            s->work = NULL;   /* owned by the keyspace now */
+            ks_entry_set_expire(ks, s->e, expire_ms_of(s->expire_ns));
+        }
+        journal_items(srv, req, resp, items, n, true);
+    }
+    ok = true;
+unlock:
+    api_key_close(&h, false);   /* journaled in canonical form above */
+out:
+    if (slots)
+        for (size_t i = 0; i < n; i++)
+            if (slots[i].work && !slots[i].added)
+                throttle_free(slots[i].work);
+    free(slots);
+    free(slot_of);
+    free(keys);
+    return ok;
+}
+
+bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n, bool batch,
+            bool *all_allowed)
+{
+    bool grows = false;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].quantity > 0)
+            grows = true;
+    if (grows && !api_make_room(srv, req, resp))
+        return false;
+    bool ok;
+    if (n == 1 && !batch) {
+        ok = run_one(srv, req, resp, &items[0]);
+        *all_allowed = items[0].r.allowed || items[0].shadow;
+    } else {
+        ok = run_batch(srv, req, resp, items, n, all_allowed);
+    }
+    if (ok)
+        count_metrics(req, items, n);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Answers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct secs {
+    int64_t retry_s, retry_ms, reset_s, reset_ms;
+} secs_t;
+
+static secs_t secs_of(const rl_result_t *r, bool allowed)
+{
+    secs_t s;
+    s.retry_s = allowed ? RL_NEVER : rl_ceil_div(r->retry_after_ns, NS_PER_SEC);
+    s.retry_ms = allowed ? RL_NEVER : rl_ceil_div(r->retry_after_ns, NS_PER_MS);
+    s.reset_s = rl_ceil_div(r->reset_after_ns, NS_PER_SEC);
+    s.reset_ms = rl_ceil_div(r->reset_after_ns, NS_PER_MS);
+    return s;
+}
+
+/* Formatting without printf: these run on every gateway request. */
+static char *put_i64(char *p, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do
+        tmp[n++] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *p++ = '-';
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Appends a header whose value the caller writes (at most 191 bytes). */
+static char *header_start(api_resp_t *resp, const char *name)
+{
+    if (resp->nheaders == API_MAX_HEADERS)
+        return NULL;
+    api_header_t *h = &resp->headers[resp->nheaders++];
+    h->name = name;
+    return h->value;
+}
+
+static void header_i64(api_resp_t *resp, const char *name, int64_t v)
+{
+    char *p = header_start(resp, name);
+    if (p)
+        *put_i64(p, v) = '\0';
+}
+
+/* "name";<k1><v1><k2><v2> (policy names are short: POLICY_NAME_MAX). */
+static void header_draft(api_resp_t *resp, const char *hname, const char *policy, const char *k1, int64_t v1,
+                         const char *k2, int64_t v2)
+{
+    char *p = header_start(resp, hname);
+    if (!p)
+        return;
+    *p++ = '"';
+    p = put_str(p, policy);
+    *p++ = '"';
+    p = put_str(p, k1);
+    p = put_i64(p, v1);
+    p = put_str(p, k2);
+    *put_i64(p, v2) = '\0';
+}
+
+static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed)
+{
+    const rl_result_t *r = &it->r;
+    secs_t s = secs_of(r, allowed);
+    const char *name = it->policy ? it->policy->name : DEFAULT_POLICY_NAME;
+    int64_t window_s = rl_ceil_div(throttle_window_ns(&it->p), NS_PER_SEC);
+    header_i64(resp, "RateLimit-Limit", r->limit);
+    header_i64(resp, "RateLimit-Remaining", r->remaining);
+    header_i64(resp, "RateLimit-Reset", s.reset_s);
+    header_draft(resp, "RateLimit-Policy", name, ";q=", r->limit, ";w=", window_s);
+    header_draft(resp, "RateLimit", name, ";r=", r->remaining, ";t=", s.reset_s);
+    if (!allowed && s.retry_s >= 0)
+        header_i64(resp, "Retry-After", s.retry_s);
+}
+
+void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
+{
+    const rl_result_t *r = &it->r;
+    bool allowed = r->allowed || it->shadow;
+    secs_t s = secs_of(r, allowed);
+    char body[384], *p = body;
+    p = put_str(p, allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
+    p = put_i64(p, r->limit);
+    p = put_str(p, ",\"remaining\":");
+    p = put_i64(p, r->remaining);
+    p = put_str(p, ",\"retry_after\":");
+    p = put_i64(p, s.retry_s);
+    p = put_str(p, ",\"reset_after\":");
+    p = put_i64(p, s.reset_s);
+    p = put_str(p, ",\"retry_after_ms\":");
+    p = put_i64(p, s.retry_ms);
+    p = put_str(p, ",\"reset_after_ms\":");
+    p = put_i64(p, s.reset_ms);
+    if (it->policy) {
+        p = put_str(p, ",\"policy\":\"");
+        p = put_str(p, it->policy->name);   /* [A-Za-z0-9_.-]: nothing to escape */
+        *p++ = '"';
+    }
+    if (it->shadow && !r->allowed)
+        p = put_str(p, ",\"shadow_limited\":true");
+    *p++ = '}';
+    api_body(resp, status, NULL, body, (size_t)(p - body));
+    add_headers(resp, it, allowed);
+}
+
+static json_t *result_json(const rl_item_t *it, bool with_key)
+{
+    bool allowed = it->r.allowed || it->shadow;
+    secs_t s = secs_of(&it->r, allowed);
+    json_t *o = json_object();
+    if (with_key)
+        json_object_set_new(o, "key", json_stringn(it->key, it->klen));
+    if (it->policy)
+        json_object_set_new(o, "policy", json_string(it->policy->name));
+    json_object_set_new(o, "allowed", json_boolean(allowed));
+    json_object_set_new(o, "limit", json_integer(it->r.limit));
+    json_object_set_new(o, "remaining", json_integer(it->r.remaining));
+    json_object_set_new(o, "retry_after", json_integer(s.retry_s));
+    json_object_set_new(o, "reset_after", json_integer(s.reset_s));
+    json_object_set_new(o, "retry_after_ms", json_integer(s.retry_ms));
+    json_object_set_new(o, "reset_after_ms", json_integer(s.reset_ms));
+    if (it->shadow && !it->r.allowed)
+        json_object_set_new(o, "shadow_limited", json_true());
+    return o;
+}
+
+/* The item that speaks for a batch: when refused, the limited item that
+ * frees up last (one that can never fit first); when allowed, the one with
+ * the fewest remaining. */
+static const rl_item_t *deciding_item(const rl_item_t *items, size_t n, bool all)
+{
+    const rl_item_t *best = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const rl_item_t *it = &items[i];
+        if (!all) {
+            if (it->r.allowed || it->shadow)
+                continue;
+            if (!best || (best->r.retry_after_ns != RL_NEVER &&
+                          (it->r.retry_after_ns == RL_NEVER || it->r.retry_after_ns > best->r.retry_after_ns)))
+                best = it;
+        } else if (!best || it->r.remaining < best->r.remaining) {
+            best = it;
+        }
+    }
+    return best ? best : &items[0];
+}
+
+void rl_answer_batch(api_resp_t *resp, const rl_item_t *items, size_t n, bool all)
+{
+    const rl_item_t *d = deciding_item(items, n, all);
+    json_t *o = result_json(d, false);
+    json_object_del(o, "policy");
+    json_object_del(o, "shadow_limited");
+    json_object_set_new(o, "allowed", json_boolean(all));
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, result_json(&items[i], true));
+    json_object_set_new(o, "results", arr);
+    api_json(resp, 200, o);
+    if (resp->status == 200) {
+        rl_item_t shown = *d;
+        shown.shadow = false;
+        shown.r.allowed = all;
+        add_headers(resp, &shown, all);
+    }
+}
