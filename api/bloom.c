@@ -155,7 +155,7 @@ static void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
         !api_query_item(req, resp, "item", &item, &ilen))
         return;
-    api_items_t it = { 1, &item, &ilen, NULL };
+    api_items_t it = { .n = 1, .p = &item, .len = &ilen };
     bloom_exists(srv, req, resp, key, klen, &it, true);
 }
 

@@ -98,12 +98,13 @@ static void h_cms_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *body;
     if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
-    freq_item_t *items = freq_body_items(resp, body, true, 0, CMS_MAX_COUNT, &n);
-    if (!items)
+    api_items_t it;
+    if (!freq_body_items(resp, body, true, 0, CMS_MAX_COUNT, &it))
         return;
+    n = it.n;
     uint64_t sum = 0;
     for (size_t i = 0; i < n; i++) {
-        sum += items[i].by;   /* each <= 2^63 - 1: checking every step keeps the sum exact */
+        sum += it.by[i];   /* each <= 2^63 - 1: checking every step keeps the sum exact */
         if (sum > CMS_MAX_COUNT)
             break;
     }
@@ -120,33 +121,32 @@ static void h_cms_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        uint64_t v = items[i].by ? cms_incr(c, items[i].p, items[i].len, items[i].by)
-                                 : cms_query(c, items[i].p, items[i].len);
+        uint64_t v = it.by[i] ? cms_incr(c, it.p[i], it.len[i], it.by[i]) : cms_query(c, it.p[i], it.len[i]);
         json_array_append_new(counts, json_integer((json_int_t)v));
     }
     api_key_close(&h, sum > 0);
-    free(items);
+    api_items_free(&it);
     api_json(resp, 200, json_pack("{s:o}", "counts", counts));
     return;
 out:
-    free(items);
+    api_items_free(&it);
     json_decref(counts);
 }
 
-/* Answers the estimates of items[0..n) (freed here). */
+/* Answers the estimates of the items (freed here). */
 static void count_items(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
-                        freq_item_t *items, size_t n)
+                        api_items_t *it)
 {
     json_t *counts = json_array();
     api_key_t h;
     bool found = api_key_open(srv, req, resp, key, klen, &cms_type, API_MUST_EXIST, &h);
     if (found) {
         const cms_t *c = api_key_value(&h);
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(counts, json_integer((json_int_t)cms_query(c, items[i].p, items[i].len)));
+        for (size_t i = 0; i < it->n; i++)
+            json_array_append_new(counts, json_integer((json_int_t)cms_query(c, it->p[i], it->len[i])));
         api_key_close(&h, false);
     }
-    free(items);
+    api_items_free(it);
     if (found)
         api_json(resp, 200, json_pack("{s:o}", "counts", counts));
     else
@@ -157,12 +157,11 @@ static void h_cms_count(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "item", NULL };
     const char *key;
-    size_t klen, n;
-    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params))
-        return;
-    freq_item_t *items = freq_query_items(req, resp, "item", &n);
-    if (items)
-        count_items(srv, req, resp, key, klen, items, n);
+    size_t klen;
+    api_items_t it;
+    if (api_path_key(req, resp, &key, &klen) && api_query_allow(req, resp, params) &&
+        freq_query_items(req, resp, "item", &it))
+        count_items(srv, req, resp, key, klen, &it);
 }
 
 /* The same with the items in a JSON body, for batches too long for a URL. */
@@ -170,13 +169,11 @@ static void h_cms_count_post(api_server_t *srv, api_req_t *req, api_resp_t *resp
 {
     static const char *const fields[] = { "items", NULL };
     const char *key;
-    size_t klen, n;
+    size_t klen;
     json_t *body;
-    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
-        return;
-    freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
-    if (items)
-        count_items(srv, req, resp, key, klen, items, n);
+    api_items_t it;
+    if ((body = api_key_body(req, resp, fields, &key, &klen)) && freq_body_items(resp, body, false, 1, 1, &it))
+        count_items(srv, req, resp, key, klen, &it);
 }
 
 static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)

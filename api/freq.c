@@ -7,42 +7,45 @@
 #include <stdio.h>
 #include <string.h>
 
-freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_increments, uint64_t min_by,
-                             uint64_t max_by, size_t *n)
+bool freq_body_items(api_resp_t *resp, json_t *body, bool allow_increments, uint64_t min_by, uint64_t max_by,
+                     api_items_t *out)
 {
     json_t *items = json_object_get(body, "items");
     json_t *incs = allow_increments ? json_object_get(body, "increments") : NULL;
     const char *field = incs ? "increments" : "items";
     if (items && incs) {
         api_error_field(resp, API_E_BAD_REQUEST, "items", "give either 'items' or 'increments', not both");
-        return NULL;
+        return false;
     }
     json_t *arr = incs ? incs : items;
     if (!arr) {
         api_error_field(resp, API_E_BAD_REQUEST, "items",
                         allow_increments ? "missing field 'items' (or 'increments')" : "missing field 'items'");
-        return NULL;
+        return false;
     }
     if (!json_is_array(arr)) {
         api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be an array", field);
-        return NULL;
+        return false;
     }
     size_t count = json_array_size(arr);
     if (count == 0 || count > API_MAX_BATCH) {
         api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must hold 1 to %d entries, not %zu", field,
                         API_MAX_BATCH, count);
-        return NULL;
+        return false;
     }
-    /* the items, then room for the decimal text of integer items */
-    freq_item_t *out = malloc(count * (sizeof(*out) + API_ITEM_TEXT));
-    if (!out) {
+    if (!api_items_alloc(resp, count, out))
+        return false;
+    /* the increments, and room for the decimal text of integer items */
+    out->by = malloc(count * sizeof(*out->by));
+    out->numbuf = malloc(count * API_ITEM_TEXT);
+    if (!out->by || !out->numbuf) {
+        api_items_free(out);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        return NULL;
+        return false;
     }
-    char *numbuf = (char *)(out + count);
     for (size_t i = 0; i < count; i++) {
         json_t *e = json_array_get(arr, i), *s = e;
-        out[i].by = 1;
+        out->by[i] = 1;
         if (incs) {
             if (!json_is_object(e)) {
                 api_error_field(resp, API_E_BAD_REQUEST, field, "increments[%zu] must be an object {\"item\",\"by\"}",
@@ -67,59 +70,56 @@ freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_incremen
                                     (unsigned long long)min_by, (unsigned long long)max_by);
                     goto bad;
                 }
-                out[i].by = (uint64_t)json_integer_value(by);
+                out->by[i] = (uint64_t)json_integer_value(by);
             }
         }
         /* 7 and "7" are the same item, as Redis clients send numbers */
-        if (!api_item_text(s, numbuf + i * API_ITEM_TEXT, &out[i].p, &out[i].len)) {
+        if (!api_item_text(s, out->numbuf + i * API_ITEM_TEXT, &out->p[i], &out->len[i])) {
             api_error_field(resp, API_E_BAD_REQUEST, field, incs ? "increments[%zu].item must be a string or an integer"
                                                                 : "items[%zu] must be a string or an integer", i);
             goto bad;
         }
     }
-    *n = count;
-    return out;
+    return true;
 bad:
-    free(out);
-    return NULL;
+    api_items_free(out);
+    return false;
 }
 
-freq_item_t *freq_query_items(const api_req_t *req, api_resp_t *resp, const char *name, size_t *n)
+bool freq_query_items(const api_req_t *req, api_resp_t *resp, const char *name, api_items_t *out)
 {
     size_t count = api_query_count(req, name);
     if (count == 0 || count > API_MAX_BATCH) {
         api_error_field(resp, API_E_BAD_REQUEST, name, "give 1 to %d '%s' query parameters, not %zu", API_MAX_BATCH,
                         name, count);
-        return NULL;
+        return false;
     }
-    freq_item_t *out = malloc(count * sizeof(*out));
-    if (!out) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        return NULL;
-    }
+    if (!api_items_alloc(resp, count, out))
+        return false;
     size_t j = 0;
     for (int i = 0; i < req->nparams; i++)
-        if (strcmp(req->params[i].name, name) == 0)
-            out[j++] = (freq_item_t){ req->params[i].value, req->params[i].vlen, 1 };
-    *n = count;
-    return out;
+        if (strcmp(req->params[i].name, name) == 0) {
+            out->p[j] = req->params[i].value;
+            out->len[j++] = req->params[i].vlen;
+        }
+    return true;
 }
 
 double *freq_query_doubles(const api_req_t *req, api_resp_t *resp, const char *name, double min, double max,
                            size_t *n)
 {
-    size_t count;
-    freq_item_t *raw = freq_query_items(req, resp, name, &count);
-    if (!raw)
+    api_items_t raw;
+    if (!freq_query_items(req, resp, name, &raw))
         return NULL;
+    size_t count = raw.n;
     double *out = malloc(count * sizeof(double));
     if (!out) {
-        free(raw);
+        api_items_free(&raw);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return NULL;
     }
     for (size_t i = 0; i < count; i++) {
-        if (!api_parse_double(raw[i].p, raw[i].len, &out[i])) {
+        if (!api_parse_double(raw.p[i], raw.len[i], &out[i])) {
             api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be a finite number", name);
             goto bad;
         }
@@ -129,11 +129,11 @@ double *freq_query_doubles(const api_req_t *req, api_resp_t *resp, const char *n
             goto bad;
         }
     }
-    free(raw);
+    api_items_free(&raw);
     *n = count;
     return out;
 bad:
-    free(raw);
+    api_items_free(&raw);
     free(out);
     return NULL;
 }

@@ -7,29 +7,22 @@
 #define TALLY_API_FREQ_H
 
 #include "api/api.h"
-
-/* One item of a batch: the bytes of a JSON string and its increment. */
-typedef struct freq_item {
-    const char *p;
-    size_t len;
-    uint64_t by;
-} freq_item_t;
+#include "api/items.h"
 
 /* Reads the batch of a body holding exactly one of
  *   "items":      ["a", "b", ...]                      (each by 1), or
  *   "increments": [{"item": "a", "by": n}, ...]        (by in [min_by, max_by], default 1)
  * (increments only when allow_increments).  1..API_MAX_BATCH entries.  An
  * item is a string or an integer standing for its decimal text, as in
- * api/items.h.  Returns a malloc'd array (string items point into the body,
- * integer items into the array's own allocation; one free() releases it) and
- * its length, or NULL with a 400 naming the field. */
-freq_item_t *freq_body_items(api_resp_t *resp, json_t *body, bool allow_increments, uint64_t min_by,
-                             uint64_t max_by, size_t *n);
+ * api/items.h.  Fills *out (with out->by; release with api_items_free), or
+ * returns false with a 400 naming the field. */
+bool freq_body_items(api_resp_t *resp, json_t *body, bool allow_increments, uint64_t min_by, uint64_t max_by,
+                     api_items_t *out);
 
 /* Every value of the repeated query parameter `name` (1..API_MAX_BATCH of
- * them), as items with by = 1.  NULL with a 400 when there are none or too
- * many, or when out of memory (507). */
-freq_item_t *freq_query_items(const api_req_t *req, api_resp_t *resp, const char *name, size_t *n);
+ * them), as items (out->by NULL: 1 each).  False with a 400 when there are
+ * none or too many, or when out of memory (507). */
+bool freq_query_items(const api_req_t *req, api_resp_t *resp, const char *name, api_items_t *out);
 
 /* Every value of the repeated query parameter `name` as a finite number in
  * [min, max]; malloc'd, NULL with a 400 naming it. */

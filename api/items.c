@@ -43,7 +43,7 @@ static bool list_of(api_resp_t *resp, json_t *body, const char *field, size_t ma
     return true;
 }
 
-static bool alloc_items(api_resp_t *resp, size_t n, api_items_t *out)
+bool api_items_alloc(api_resp_t *resp, size_t n, api_items_t *out)
 {
     memset(out, 0, sizeof(*out));
     out->p = malloc(n * sizeof(*out->p));
@@ -63,7 +63,7 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
     if (!list_of(resp, body, field, API_MAX_BATCH, &arr))
         return false;
     size_t n = json_array_size(arr);
-    if (!alloc_items(resp, n, out))
+    if (!api_items_alloc(resp, n, out))
         return false;
     size_t nums = 0;
     for (size_t i = 0; i < n; i++) {
@@ -104,7 +104,7 @@ bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t ma
     if (!list_of(resp, body, field, max, &arr))
         return false;
     size_t n = json_array_size(arr);
-    if (!alloc_items(resp, n, out))
+    if (!api_items_alloc(resp, n, out))
         return false;
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(arr, i);
@@ -143,6 +143,7 @@ void api_items_free(api_items_t *it)
 {
     free(it->p);
     free(it->len);
+    free(it->by);
     free(it->numbuf);
     memset(it, 0, sizeof(*it));
 }

@@ -18,8 +18,9 @@
 
 typedef struct api_items {
     size_t n;
-    const char **p;      /* item bytes (borrowed from the JSON body or numbuf) */
+    const char **p;      /* item bytes (borrowed from the JSON body, the query or numbuf) */
     size_t *len;
+    uint64_t *by;        /* each item's increment (freq_body_items); NULL: 1 each */
     char *numbuf;        /* text of integer items */
 } api_items_t;
 
@@ -36,6 +37,8 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
 bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t max, api_items_t *out);
 /* Reads the single query parameter `name` as one item (400 if absent or repeated). */
 bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, const char **item, size_t *len);
+/* An empty list of n items (p and len allocated); false with a 507 set. */
+bool api_items_alloc(api_resp_t *resp, size_t n, api_items_t *out);
 void api_items_free(api_items_t *it);
 /* The common request shape POST /{family}/{key} {"items": [...]}, no query
  * parameters: the key and the items, or false with a 400 set. */

@@ -137,21 +137,22 @@ static void query(api_server_t *srv, api_req_t *req, api_resp_t *resp, query_kin
     double *x = NULL;
     uint64_t *ranks = NULL;
     if (kind == Q_BYRANK || kind == Q_BYREVRANK) {
-        freq_item_t *raw = freq_query_items(req, resp, pname, &n);
-        if (!raw)
+        api_items_t raw;
+        if (!freq_query_items(req, resp, pname, &raw))
             return;
+        n = raw.n;
         ranks = malloc(n * sizeof(*ranks));
         for (size_t i = 0; ranks && i < n; i++) {
             int64_t r;
-            if (!api_parse_i64(raw[i].p, raw[i].len, &r) || r < 0) {
+            if (!api_parse_i64(raw.p[i], raw.len[i], &r) || r < 0) {
                 api_error_field(resp, API_E_BAD_REQUEST, pname, "query parameter 'rank' must be an integer >= 0");
-                free(raw);
+                api_items_free(&raw);
                 free(ranks);
                 return;
             }
             ranks[i] = (uint64_t)r;
         }
-        free(raw);
+        api_items_free(&raw);
         if (!ranks) {
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
             return;

@@ -67,15 +67,15 @@ static void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "items", "increments", NULL };
     const char *key;
-    size_t klen, n;
+    size_t klen;
     json_t *body;
     if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
-    freq_item_t *items = freq_body_items(resp, body, true, 1, TOPK_MAX_INCREMENT, &n);
-    if (!items)
+    api_items_t it;
+    if (!freq_body_items(resp, body, true, 1, TOPK_MAX_INCREMENT, &it))
         return;
     if (!api_make_room(srv, req, resp)) {
-        free(items);
+        api_items_free(&it);
         return;
     }
     json_t *expelled = json_array();
@@ -83,16 +83,16 @@ static void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &topk_type, API_WRITE | API_MUST_EXIST, &h) ? h.e : NULL;
     if (e) {
         topk_t *t = ks_entry_value(e);
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < it.n; i++) {
             char *out;
             size_t olen;
-            topk_add(t, items[i].p, items[i].len, (uint32_t)items[i].by, &out, &olen);
+            topk_add(t, it.p[i], it.len[i], (uint32_t)it.by[i], &out, &olen);
             json_array_append_new(expelled, out ? freq_string(out, olen) : json_null());
             free(out);
         }
     }
     api_key_close(&h, e != NULL);
-    free(items);
+    api_items_free(&it);
     if (e)
         api_json(resp, 200, json_pack("{s:o}", "expelled", expelled));
     else
@@ -131,25 +131,25 @@ static void h_topk_query(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "items", NULL };
     const char *key;
-    size_t klen, n;
+    size_t klen;
     json_t *body;
     if (!(body = api_key_body(req, resp, fields, &key, &klen)))
         return;
-    freq_item_t *items = freq_body_items(resp, body, false, 1, 1, &n);
-    if (!items)
+    api_items_t it;
+    if (!freq_body_items(resp, body, false, 1, 1, &it))
         return;
     json_t *in = json_array(), *counts = json_array();
     api_key_t h;
     ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &topk_type, API_MUST_EXIST, &h) ? h.e : NULL;
     if (e) {
         const topk_t *t = ks_entry_value(e);
-        for (size_t i = 0; i < n; i++) {
-            json_array_append_new(in, json_boolean(topk_query(t, items[i].p, items[i].len)));
-            json_array_append_new(counts, freq_count(topk_count(t, items[i].p, items[i].len)));
+        for (size_t i = 0; i < it.n; i++) {
+            json_array_append_new(in, json_boolean(topk_query(t, it.p[i], it.len[i])));
+            json_array_append_new(counts, freq_count(topk_count(t, it.p[i], it.len[i])));
         }
     }
     api_key_close(&h, false);
-    free(items);
+    api_items_free(&it);
     if (e) {
         api_json(resp, 200, json_pack("{s:o,s:o}", "in_topk", in, "counts", counts));
     } else {
