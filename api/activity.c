@@ -321,10 +321,7 @@ static void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_POST,   "/activity/{key}",           h_activity_add, 0 },
     { API_GET,    "/activity/{key}",           h_activity_info, 0 },
@@ -334,11 +331,4 @@ static const api_route_t routes[] = {
     { API_GET,    "/activity/{key}/retention", h_activity_retention, 0 },
 };
 
-const api_family_t api_activity_family = {
-    .name = "activity",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &activity_type,
-    .noun = "an activity set",
-    .missing = "no such key",
-};
+API_FAMILY(activity, &activity_type, "an activity set", "no such key");

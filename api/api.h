@@ -189,6 +189,12 @@ typedef struct api_family {
                                     <type> with PUT /<type>/{key})" */
 } api_family_t;
 
+/* Defines api_<name>_family from the file's `routes` table: the type its
+ * keys hold (or NULL), its noun and its 404 text (NULL: the default). */
+#define API_FAMILY(name, type_, noun_, missing_)                                                              \
+    const api_family_t api_##name##_family = { #name, routes, sizeof(routes) / sizeof(routes[0]), type_, noun_, \
+                                               missing_ }
+
 extern const api_family_t *const api_families[];
 extern const size_t api_nfamilies;
 

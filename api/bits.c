@@ -715,10 +715,7 @@ out:
     free(res);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/bits/{key}",        h_bits_put, 0 },
     { API_GET,    "/bits/{key}",        h_bits_get, 0 },
@@ -730,11 +727,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/bits/{key}/field",  h_bits_field, 0 },
 };
 
-const api_family_t api_bits_family = {
-    .name = "bits",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &bits_type,
-    .noun = "a bit string",
-    .missing = "no such key",
-};
+API_FAMILY(bits, &bits_type, "a bit string", "no such key");

@@ -180,10 +180,7 @@ static void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/bloom/{key}",        h_bloom_put, 0 },
     { API_POST,   "/bloom/{key}",        h_bloom_add, 0 },
@@ -192,11 +189,4 @@ static const api_route_t routes[] = {
     { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0 },
 };
 
-const api_family_t api_bloom_family = {
-    .name = "bloom",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &bloom_type,
-    .noun = "a Bloom filter",
-    .missing = "no bloom filter at this key",
-};
+API_FAMILY(bloom, &bloom_type, "a Bloom filter", "no bloom filter at this key");

@@ -275,10 +275,7 @@ static void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_answer_info(srv, req, resp, key, klen, &cms_type, info_json);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/cms/{key}",       h_cms_put, 0 },
     { API_POST,   "/cms/{key}",       h_cms_add, 0 },
@@ -288,11 +285,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/cms/{key}/merge", h_cms_merge, 0 },
 };
 
-const api_family_t api_cms_family = {
-    .name = "cms",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &cms_type,
-    .noun = "a Count-Min sketch",
-    .missing = NULL   /* "no such key (create the cms with PUT /cms/{key})" */,
-};
+API_FAMILY(cms, &cms_type, "a Count-Min sketch", NULL);

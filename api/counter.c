@@ -111,20 +111,10 @@ static void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     answer(resp, value, left);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_POST,   "/counter/{key}", h_counter_add, 0 },
     { API_GET,    "/counter/{key}", h_counter_get, 0 },
 };
 
-const api_family_t api_counter_family = {
-    .name = "counter",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &counter_type,
-    .noun = "a counter",
-    .missing = "no such key",
-};
+API_FAMILY(counter, &counter_type, "a counter", "no such key");

@@ -235,10 +235,7 @@ static void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                        (json_int_t)in.fp_bits, "load", slots > 0 ? (double)in.items / slots : 0.0));
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/cuckoo/{key}",        h_cuckoo_put, 0 },
     { API_POST,   "/cuckoo/{key}",        h_cuckoo_add, 0 },
@@ -249,11 +246,4 @@ static const api_route_t routes[] = {
     { API_GET,    "/cuckoo/{key}/count",  h_cuckoo_count, 0 },
 };
 
-const api_family_t api_cuckoo_family = {
-    .name = "cuckoo",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &cuckoo_type,
-    .noun = "a Cuckoo filter",
-    .missing = "no cuckoo filter at this key",
-};
+API_FAMILY(cuckoo, &cuckoo_type, "a Cuckoo filter", "no cuckoo filter at this key");

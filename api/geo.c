@@ -683,10 +683,7 @@ static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     answer(resp, &b);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_GET,    "/geo/nearby",       h_geo_nearby, 0 },
     { API_POST,   "/geo/{key}",        h_geo_add, 0 },
@@ -696,11 +693,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/geo/{key}/remove", h_geo_remove, 0 },
 };
 
-const api_family_t api_geo_family = {
-    .name = "geo",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &geo_type,
-    .noun = "a geo set",
-    .missing = "no such key",
-};
+API_FAMILY(geo, &geo_type, "a geo set", "no such key");

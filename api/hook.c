@@ -83,12 +83,9 @@ static void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     policies_read_unlock(srv->policies);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_ANY,    "/hook/{policy}/{path...}", h_hook, 0 },
 };
 
-const api_family_t api_hook_family = { .name = "hook", .routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0]) };
+API_FAMILY(hook, NULL, NULL, NULL);

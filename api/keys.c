@@ -197,10 +197,7 @@ static void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp
     api_json(resp, 200, json_pack("{s:b}", "persisted", had));
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_GET,    "/keys",           h_keys_list, 0 },
     { API_GET,    "/keys/{key}",     h_key_get, 0 },
@@ -209,4 +206,4 @@ static const api_route_t routes[] = {
     { API_DELETE, "/keys/{key}/ttl", h_key_ttl_delete, 0 },
 };
 
-const api_family_t api_keys_family = { .name = "keys", .routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0]) };
+API_FAMILY(keys, NULL, NULL, NULL);

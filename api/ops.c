@@ -157,10 +157,7 @@ static void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:b,s:I}", "reloaded", 1, "policies", (json_int_t)count));
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_GET,    "/",               h_index, 0 },
     { API_GET,    "/healthz",        h_healthz, API_ROUTE_OPERATIONAL },
@@ -171,4 +168,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/admin/reload",   h_admin_reload, 0 },
 };
 
-const api_family_t api_ops_family = { .name = "ops", .routes = routes, .nroutes = sizeof(routes) / sizeof(routes[0]) };
+API_FAMILY(ops, NULL, NULL, NULL);

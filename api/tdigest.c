@@ -370,10 +370,7 @@ static void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_json(resp, 200, info);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/tdigest/{key}",              h_tdigest_put, 0 },
     { API_POST,   "/tdigest/{key}",              h_tdigest_add, 0 },
@@ -391,11 +388,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/tdigest/{key}/reset",        h_tdigest_reset, 0 },
 };
 
-const api_family_t api_tdigest_family = {
-    .name = "tdigest",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &tdigest_type,
-    .noun = "a T-Digest",
-    .missing = NULL   /* "no such key (create the tdigest with PUT /tdigest/{key})" */,
-};
+API_FAMILY(tdigest, &tdigest_type, "a T-Digest", NULL);

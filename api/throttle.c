@@ -227,21 +227,11 @@ static void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *res
     api_json(resp, 200, json_pack("{s:b}", "deleted", found));
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_POST,   "/throttle",       h_throttle_post, 0 },
     { API_GET,    "/throttle/{key}", h_throttle_get, API_ROUTE_WRITES },
     { API_DELETE, "/throttle/{key}", h_throttle_delete, 0 },
 };
 
-const api_family_t api_throttle_family = {
-    .name = "throttle",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &throttle_type,
-    .noun = "a rate limiter",
-    .missing = "no such key",
-};
+API_FAMILY(throttle, &throttle_type, "a rate limiter", "no such key");

@@ -167,10 +167,7 @@ static void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_answer_info(srv, req, resp, key, klen, &topk_type, info_json);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/topk/{key}",       h_topk_put, 0 },
     { API_POST,   "/topk/{key}",       h_topk_add, 0 },
@@ -179,11 +176,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/topk/{key}/query", h_topk_query, API_ROUTE_READS },
 };
 
-const api_family_t api_topk_family = {
-    .name = "topk",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &topk_type,
-    .noun = "a Top-K",
-    .missing = NULL   /* "no such key (create the topk with PUT /topk/{key})" */,
-};
+API_FAMILY(topk, &topk_type, "a Top-K", NULL);

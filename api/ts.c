@@ -623,10 +623,7 @@ static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *res
         api_json(resp, 200, json_pack("{s:I}", "deleted", (json_int_t)deleted));
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/ts/{key}",          h_ts_put, 0 },
     { API_POST,   "/ts/{key}",          h_ts_add, 0 },
@@ -636,11 +633,4 @@ static const api_route_t routes[] = {
     { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0 },
 };
 
-const api_family_t api_ts_family = {
-    .name = "ts",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &ts_type,
-    .noun = "a time series",
-    .missing = "no such time series",
-};
+API_FAMILY(ts, &ts_type, "a time series", "no such time series");

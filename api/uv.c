@@ -273,10 +273,7 @@ out:
     api_items_free(&src);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Routes                                                                   */
-/* ------------------------------------------------------------------------ */
-
+/* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_POST,   "/uv/{key}",       h_uv_add, 0 },
     { API_GET,    "/uv/{key}",       h_uv_get, 0 },
@@ -284,11 +281,4 @@ static const api_route_t routes[] = {
     { API_POST,   "/uv/{key}/merge", h_uv_merge, 0 },
 };
 
-const api_family_t api_uv_family = {
-    .name = "uv",
-    .routes = routes,
-    .nroutes = sizeof(routes) / sizeof(routes[0]),
-    .type = &hll_type,
-    .noun = "a HyperLogLog",
-    .missing = "no HyperLogLog at this key",
-};
+API_FAMILY(uv, &hll_type, "a HyperLogLog", "no HyperLogLog at this key");
