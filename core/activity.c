@@ -7,6 +7,7 @@
 #include "core/bits.h"
 #include "core/codec.h"
 #include "core/hash.h"
+#include "core/roaring_fence.h"
 
 #define ACTIVITY_ENC_VERSION 1     /* first byte of every encoding */
 #define ACTIVITY_SHRINK_DIV 8      /* shrink a bitmap whose spare capacity exceeds 1/8 of it */
@@ -121,42 +122,6 @@ void activity_format_day(int32_t day, char out[11])
 /* Bitmap memory                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Heap bytes of a bitmap from its containers' capacities (CRoaring 0.2.x
- * layout, whose headers we compile against), and the bytes it would need
- * with no spare capacity. */
-static void rb_measure(const roaring_bitmap_t *r, size_t *alloc, size_t *used)
-{
-    const roaring_array_t *ra = &r->high_low_container;
-    size_t per = sizeof(void *) + sizeof(uint16_t) + sizeof(uint8_t);
-    size_t a = sizeof(*r) + (size_t)ra->allocation_size * per;
-    size_t u = sizeof(*r) + (size_t)ra->size * per;
-    for (int32_t i = 0; i < ra->size; i++) {
-        const void *c = ra->containers[i];
-        switch (ra->typecodes[i]) {
-        case BITSET_CONTAINER_TYPE_CODE:
-            a += sizeof(bitset_container_t) + ROARING_BITSET_BYTES;
-            u += sizeof(bitset_container_t) + ROARING_BITSET_BYTES;
-            break;
-        case ARRAY_CONTAINER_TYPE_CODE: {
-            const array_container_t *ac = c;
-            a += sizeof(*ac) + (size_t)ac->capacity * sizeof(uint16_t);
-            u += sizeof(*ac) + (size_t)ac->cardinality * sizeof(uint16_t);
-            break;
-        }
-        case RUN_CONTAINER_TYPE_CODE: {
-            const run_container_t *rc = c;
-            a += sizeof(*rc) + (size_t)rc->capacity * sizeof(rle16_t);
-            u += sizeof(*rc) + (size_t)rc->n_runs * sizeof(rle16_t);
-            break;
-        }
-        default:   /* shared containers exist only with copy-on-write, never enabled here */
-            break;
-        }
-    }
-    *alloc = a;
-    *used = u;
-}
-
 /* After a change: compress runs, give back spare capacity when it is large,
  * and refresh the slot's cached cardinality and size. */
 static void slot_settle(activity_t *a, slot_t *s, bool optimise)
@@ -164,10 +129,10 @@ static void slot_settle(activity_t *a, slot_t *s, bool optimise)
     if (optimise)
         roaring_bitmap_run_optimize(s->bm);
     size_t alloc, used;
-    rb_measure(s->bm, &alloc, &used);
+    rfence_measure(s->bm, &alloc, &used);
     if (optimise && alloc - used > alloc / ACTIVITY_SHRINK_DIV) {
         roaring_bitmap_shrink_to_fit(s->bm);
-        rb_measure(s->bm, &alloc, &used);
+        rfence_measure(s->bm, &alloc, &used);
     }
     a->bm_bytes = a->bm_bytes - s->bytes + alloc;
     s->bytes = alloc;
@@ -390,152 +355,20 @@ uint64_t activity_day_users(const activity_t *a, int32_t day)
     return s ? s->card : 0;
 }
 
-/* Cardinality of one container. */
-static uint64_t container_card(const void *c, uint8_t type)
-{
-    switch (type) {
-    case BITSET_CONTAINER_TYPE_CODE: {
-        const bitset_container_t *b = c;
-        return b->cardinality >= 0 ? (uint64_t)b->cardinality
-                                   : bits_popcount((const uint8_t *)b->array, ROARING_BITSET_BYTES);
-    }
-    case ARRAY_CONTAINER_TYPE_CODE:
-        return (uint64_t)((const array_container_t *)c)->cardinality;
-    case RUN_CONTAINER_TYPE_CODE: {
-        const run_container_t *r = c;
-        uint64_t n = 0;
-        for (int32_t i = 0; i < r->n_runs; i++)
-            n += (uint64_t)r->runs[i].length + 1;
-        return n;
-    }
-    default:
-        return 0;
-    }
-}
-
-/* Sets bits [a, b] of a 65536-bit scratch bitset. */
-static void scratch_set_range(uint64_t *w, uint32_t a, uint32_t b)
-{
-    uint32_t wa = a >> 6, wb = b >> 6;
-    uint64_t first = UINT64_MAX << (a & 63), last = UINT64_MAX >> (63 - (b & 63));
-    if (wa == wb) {
-        w[wa] |= first & last;
-        return;
-    }
-    w[wa] |= first;
-    for (uint32_t i = wa + 1; i < wb; i++)
-        w[i] = UINT64_MAX;
-    w[wb] |= last;
-}
-
-/* w |= b over one bitset container's 1024 words (restrict and a fixed
- * count let the compiler vectorise it; an AVX2 copy is chosen at run time). */
-static void or_words_generic(uint64_t *restrict w, const uint64_t *restrict b)
-{
-    for (size_t i = 0; i < ROARING_BITSET_BYTES / 8; i++)
-        w[i] |= b[i];
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void or_words_avx2(uint64_t *restrict w, const uint64_t *restrict b)
-{
-    for (size_t i = 0; i < ROARING_BITSET_BYTES / 8; i++)
-        w[i] |= b[i];
-}
-#endif
-
-static void or_words(uint64_t *restrict w, const uint64_t *restrict b)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) {
-        or_words_avx2(w, b);
-        return;
-    }
-#endif
-    or_words_generic(w, b);
-}
-
-/* ORs a container into the scratch bitset; true when it is full (all 65536
- * ids), which settles the chunk. */
-static bool scratch_or(uint64_t *w, const void *c, uint8_t type)
-{
-    switch (type) {
-    case BITSET_CONTAINER_TYPE_CODE: {
-        const bitset_container_t *b = c;
-        if (b->cardinality == ROARING_CHUNK_IDS)
-            return true;
-        or_words(w, b->array);
-        return false;
-    }
-    case ARRAY_CONTAINER_TYPE_CODE: {
-        const array_container_t *a = c;
-        for (int32_t i = 0; i < a->cardinality; i++)
-            w[a->array[i] >> 6] |= (uint64_t)1 << (a->array[i] & 63);
-        return false;
-    }
-    case RUN_CONTAINER_TYPE_CODE: {
-        const run_container_t *r = c;
-        for (int32_t i = 0; i < r->n_runs; i++) {
-            if (r->runs[i].length == ROARING_CHUNK_IDS - 1)
-                return true;
-            scratch_set_range(w, r->runs[i].value, (uint32_t)r->runs[i].value + r->runs[i].length);
-        }
-        return false;
-    }
-    default:
-        return false;
-    }
-}
-
-/* Distinct ids over n bitmaps without building their union: chunk by chunk
- * (16-bit key), a chunk held by one bitmap counts its container's cached
- * cardinality; otherwise the containers are OR'd into one 8 KiB scratch
- * bitset, counted with the POPCNT instruction (a full container settles the
- * chunk at once).  False on allocation failure. */
+/* Distinct ids over the slots' bitmaps (core/roaring_fence.c counts a
+ * union without building it).  False on allocation failure. */
 static bool union_count(const slot_t *const *v, size_t n, uint64_t *out)
 {
     *out = n == 1 ? v[0]->card : 0;
     if (n <= 1)
         return true;
-    int32_t *pos = calloc(n, sizeof(*pos));
-    const void **cs = malloc(n * sizeof(*cs));
-    uint8_t *ts = malloc(n);
-    uint64_t *w = malloc(ROARING_BITSET_BYTES);
-    bool ok = pos && cs && ts && w;
-    uint64_t total = 0;
-    while (ok) {
-        int32_t key = -1;
-        for (size_t i = 0; i < n; i++) {
-            const roaring_array_t *ra = &v[i]->bm->high_low_container;
-            if (pos[i] < ra->size && (key < 0 || ra->keys[pos[i]] < key))
-                key = ra->keys[pos[i]];
-        }
-        if (key < 0)
-            break;
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++) {
-            const roaring_array_t *ra = &v[i]->bm->high_low_container;
-            if (pos[i] < ra->size && ra->keys[pos[i]] == key) {
-                cs[m] = ra->containers[pos[i]];
-                ts[m++] = ra->typecodes[pos[i]];
-                pos[i]++;
-            }
-        }
-        if (m == 1) {
-            total += container_card(cs[0], ts[0]);
-            continue;
-        }
-        memset(w, 0, ROARING_BITSET_BYTES);
-        bool full = false;
-        for (size_t i = 0; i < m && !full; i++)
-            full = scratch_or(w, cs[i], ts[i]);
-        total += full ? ROARING_CHUNK_IDS : bits_popcount((const uint8_t *)w, ROARING_BITSET_BYTES);
-    }
-    free(pos);
-    free(cs);
-    free(ts);
-    free(w);
-    *out = total;
+    const roaring_bitmap_t **bms = malloc(n * sizeof(*bms));
+    if (!bms)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        bms[i] = v[i]->bm;
+    bool ok = rfence_union_count(bms, n, out);
+    free(bms);
     return ok;
 }
 
