@@ -209,8 +209,10 @@ static void test_kill9_random_instants(void **state)
             check_model(&p, ws, &checked);
         _Atomic int stop = 0;
         pthread_t th[WRITERS];
+        tally_proc_t copies[WRITERS];   /* the writers' view: tally_kill changes p */
         for (int i = 0; i < WRITERS; i++) {
-            ws[i].p = &p;
+            copies[i] = p;
+            ws[i].p = &copies[i];
             ws[i].id = i;
             ws[i].stop = &stop;
             if (c == 0)
