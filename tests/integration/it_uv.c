@@ -468,7 +468,10 @@ static void test_persistence(void **state)
     snprintf(dir, sizeof(dir), "%s", p.dir);
     t_add(&p, "ps", 1, 0, 40);
     t_add(&p, "pd", 1, 0, 9000);
-    t_count(&p, "pd");   /* caches the count: journaled like Redis's PFCOUNT */
+    /* caches the count in the header like Redis's PFCOUNT; the cache is
+     * derived data and a read never journals, so after a journal replay the
+     * header says "stale" and the next count recomputes it */
+    long long pd_count = t_count(&p, "pd");
     http_resp_t r = http(&p, "POST", "/uv/pm/merge", "{\"sources\":[\"ps\",\"pd\"]}", NULL);
     http_free(&r);
     size_t l1, l2, l3;
@@ -485,7 +488,10 @@ static void test_persistence(void **state)
         assert_int_equal(l2, m2);
         assert_int_equal(l3, m3);
         assert_memory_equal(a, x, l1);
-        assert_memory_equal(b, y, l2);
+        /* everything but the cached count (bytes 8..15 of the header) */
+        assert_memory_equal(b, y, 8);
+        assert_memory_equal(b + 16, y + 16, l2 - 16);
+        assert_int_equal(t_count(&p, "pd"), pd_count);
         assert_memory_equal(c, z, l3);
         free(x);
         free(y);
