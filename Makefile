@@ -4,11 +4,14 @@
 #   make run       build dependencies + build + start tallyd on 127.0.0.1:8080, data in ./data
 #   make install   install tallyd, its man page and systemd unit under PREFIX (default
 #                  /usr/local; DESTDIR for staging); make uninstall removes them
-#   make test      test dependencies + every test, twice: optimised, then under ASan+UBSan
+#   make test      test dependencies + every test, twice: optimised, then under ASan+UBSan;
+#                  then the multi-threaded integration tests under TSan
 #   make bench     bench dependencies + benchmarks against Redis and a bare libmicrohttpd server
 #   make fuzz      run each libFuzzer target for FUZZ_SECONDS (clang)
 #   make valgrind  the unit tests under valgrind (leaks and invalid accesses are errors)
 #   make SANITIZER=address,undefined test    only the sanitizer run
+#
+#   make SANITIZER=thread tsan-suite         the ThreadSanitizer run alone
 #
 # Dependencies come in sets (tools/deps.sh): `make deps` installs what
 # building needs and nothing else (run and install call it); `make deps-test`,
@@ -16,7 +19,7 @@
 # fuzz call them).  Only the test set uses npm.  As root the missing Debian
 # packages are installed; otherwise the exact apt-get command is printed.
 #
-# Build products go to build/release or build/sanitize; sources are found by
+# Build products go to build/release, build/sanitize or build/tsan; sources are found by
 # wildcard, so a new core/ api/ service/ file or test needs no edit here.
 
 SANITIZER ?=
@@ -24,6 +27,9 @@ CC ?= cc
 ifeq ($(strip $(SANITIZER)),)
   BUILD := build/release
   OPTFLAGS := -O2
+else ifeq ($(strip $(SANITIZER)),thread)
+  BUILD := build/tsan
+  OPTFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=thread
 else
   BUILD := build/sanitize
   OPTFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZER) -fno-sanitize-recover=all
@@ -76,7 +82,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DATA_DIR ?= ./data
 PORT ?= 8080
 
-.PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite unit integration \
+.PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
         valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
         bench fuzz clean
 
@@ -179,7 +185,8 @@ ifeq ($(strip $(SANITIZER)),)
 test: deps-test
 	@$(MAKE) --no-print-directory test-suite
 	@$(MAKE) --no-print-directory SANITIZER=address,undefined test-suite
-	@echo "make test: all passed (optimised and ASan+UBSan builds)"
+	@$(MAKE) --no-print-directory SANITIZER=thread tsan-suite
+	@echo "make test: all passed (optimised, ASan+UBSan and ThreadSanitizer builds)"
 else
 test: deps-test
 	@$(MAKE) --no-print-directory test-suite
@@ -194,6 +201,18 @@ test-suite: all unit integration fuzz-regress openapi-check openapi-lint lint-ya
 else
 test-suite: all unit integration fuzz-regress
 endif
+
+# ThreadSanitizer (make SANITIZER=thread tsan-suite): the integration tests
+# that load tallyd from many threads at once - mixed writes, snapshots,
+# SIGHUP reloads, kill -9, a full disk - with --shards 32 (TSan's deadlock
+# detector holds at most 64 locks; the snapshot barrier takes every shard's).
+# A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
+# loops for the slower build.
+TSAN_IT := it_faults it_durability it_server it_policies
+tsan-suite: $(TALLYD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
+	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
+	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \
+	  timeout 600 $(BUILD)/tests/integration/$$t; done
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done

@@ -57,10 +57,25 @@ static bool query_day(const api_req_t *req, api_resp_t *resp, const char *name, 
 /* Writes                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* How far past the server's UTC date a day may be recorded: one day, for
+ * clients ahead of UTC (up to +14 h).  A day further ahead would move the
+ * key's retained range forward and drop its oldest days, so one bad input
+ * could wipe two years of data: it is refused instead. */
+#define ACTIVITY_AHEAD_DAYS 1
+
 /* Records users (a list or a bitmap) on `day` under the key's lock. */
 static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen, int32_t day,
                    const uint32_t *users, size_t n, const roaring_bitmap_t *bm, uint64_t extra_bytes)
 {
+    int32_t today = (int32_t)(api_now_ms(req) / 86400000);
+    if (day > today + ACTIVITY_AHEAD_DAYS) {
+        char latest[11];
+        activity_format_day(today + ACTIVITY_AHEAD_DAYS, latest);
+        api_error_field(resp, API_E_BAD_REQUEST, "day",
+                        "'day' is in the future: the latest day that can be recorded now is %s (the server's UTC "
+                        "date plus %d)", latest, ACTIVITY_AHEAD_DAYS);
+        return;
+    }
     if (!api_make_room(srv, req, resp) || !api_make_room_for(srv, req, resp, extra_bytes))
         return;
     api_key_t h;

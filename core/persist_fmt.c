@@ -430,9 +430,11 @@ bool journalfmt_check_place(journal_scan_t *s, size_t len, bool newest)
         return scan_fail(&s->bad_off, &s->why, s->data_end,
                          "the journal has no seal record although later journals hold records: its end is "
                          "missing (the file was cut)");
-    /* the newest, unsealed, without reserved space: a crash leaves the file
-     * at its header size or at a whole number of reserved pages */
-    if (s->end == JEND_EOF && len != JOURNAL_HEADER_SIZE && len % JOURNAL_PAGE != 0)
+    /* the newest, unsealed, without reserved space: a journal is created
+     * with a page reserved and grows by whole pages, so a crash leaves it
+     * at a whole number of pages (a header alone, or records ending where
+     * the file ends elsewhere, means it was cut) */
+    if (s->end == JEND_EOF && len % JOURNAL_PAGE != 0)
         return scan_fail(&s->bad_off, &s->why, s->data_end,
                          "the journal ends without a seal record or reserved space: the file was cut "
                          "(truncated)");

@@ -44,6 +44,9 @@
  *     a crash every record with a non-zero frame is whole, and the only torn
  *     thing possible is a last record whose frame is still zero, followed by
  *     part of its payload and zeros.
+ *   - A journal file is created with its first page reserved and grows by
+ *     whole pages, so an unsealed journal whose size is not a multiple of
+ *     4096 bytes and whose data runs to its end was cut.
  *   - A journal that is closed (rotation at a snapshot, shutdown, or
  *     start-up after a crash) ends with a seal record: how many records the
  *     file holds, the seal's own offset, and the next journal's seq.  A

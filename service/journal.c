@@ -42,6 +42,7 @@ typedef struct jfile {
     uint64_t records;       /* request records in the file (writer only) */
 } jfile_t;
 
+/* A new journal file: its header written, space reserved after it. */
 static void jfile_init(jfile_t *f, int fd)
 {
     f->fd = fd;
@@ -49,7 +50,7 @@ static void jfile_init(jfile_t *f, int fd)
     f->map_off = 0;
     f->records = 0;
     off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
-    atomic_store(&f->end, size > 0 ? (uint64_t)size : 0);
+    atomic_store(&f->end, fd >= 0 ? (uint64_t)JOURNAL_HEADER_SIZE : 0);
     atomic_store(&f->alloc, size > 0 ? (uint64_t)size : 0);
 }
 

@@ -37,7 +37,7 @@
 
 typedef struct journal journal_t;
 
-/* Takes ownership of fd (a journal file positioned at its end). */
+/* Takes ownership of fd (a new journal file: its header, then reserved space). */
 journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode);
 /* Flushes, fsyncs and closes; frees j. */
 void journal_close(journal_t *j);

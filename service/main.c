@@ -122,6 +122,9 @@ static void hook_metrics(void *ud, wbuf_t *out)
 {
     (void)ud;
     metrics_render(out);
+    server_t *s = atomic_load_explicit(&app.live_server, memory_order_acquire);
+    if (s)
+        server_metrics(s, out);
     persist_t *p = live_persist();
     if (p)
         persist_metrics(p, out);
@@ -364,6 +367,7 @@ static int run(void)
         ks_expire_cycle(app.ks, clock_now_ns() / 1000000, EXPIRE_SAMPLES);
         if (app.persist)
             persist_tick(app.persist);
+        server_tick(app.server);
     }
 
     log_info("%s: shutting down: no new connections; waiting for %u in-flight requests", strsignal(sig),

@@ -35,6 +35,8 @@ static const opt_def_t defs[] = {
     { "max-url", "TALLY_MAX_URL", K_SIZE, OFF(max_url), 0, 0, "longest request URL (default 16kb; longer gets 414)" },
     { "timeout", "TALLY_TIMEOUT", K_INT, OFF(conn_timeout), 1, 86400, "seconds before an idle connection is closed (default 60)" },
     { "max-connections", "TALLY_MAX_CONNECTIONS", K_INT, OFF(max_connections), 1, 1000000, "concurrent connections (default 10000)" },
+    { "max-connections-per-ip", "TALLY_MAX_CONNECTIONS_PER_IP", K_INT, OFF(max_conn_per_ip), 0, 1000000, "concurrent connections from one client address (default 0: half of --max-connections)" },
+    { "header-timeout", "TALLY_HEADER_TIMEOUT", K_INT, OFF(header_timeout), 1, 3600, "seconds a connection has to send a complete request head (default 10)" },
     { "shutdown-timeout", "TALLY_SHUTDOWN_TIMEOUT", K_INT, OFF(shutdown_timeout), 0, 3600, "seconds to let in-flight requests finish on SIGTERM (default 10)" },
     { "shards", "TALLY_SHARDS", K_SHARDS, OFF(shard_bits), 0, 0, "keyspace shards, a power of two 1..4096 (default 256)" },
     { "maxmemory", "TALLY_MAXMEMORY", K_SIZE, OFF(maxmemory), 0, 0, "memory limit for keys and values, e.g. 512mb (default 0: none)" },
@@ -187,6 +189,7 @@ static void defaults(tally_opts_t *o)
     o->max_url = 16 << 10;
     o->conn_timeout = 60;
     o->max_connections = 10000;
+    o->header_timeout = 10;
     o->shutdown_timeout = 10;
     o->shard_bits = 8;
     o->policy = KS_NOEVICTION;

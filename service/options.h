@@ -24,6 +24,8 @@ typedef struct tally_opts {
     size_t max_url;              /* --max-url, TALLY_MAX_URL: 16 KiB */
     int conn_timeout;            /* --timeout, TALLY_TIMEOUT: idle connection seconds, 60 */
     int max_connections;         /* --max-connections, TALLY_MAX_CONNECTIONS: 10000 */
+    int max_conn_per_ip;         /* --max-connections-per-ip, TALLY_MAX_CONNECTIONS_PER_IP: 0 = half of max-connections */
+    int header_timeout;          /* --header-timeout, TALLY_HEADER_TIMEOUT: 10 s for a complete request head */
     int shutdown_timeout;        /* --shutdown-timeout, TALLY_SHUTDOWN_TIMEOUT: 10 s for in-flight requests */
     unsigned shard_bits;         /* --shards, TALLY_SHARDS: 256 (power of two) */
     uint64_t maxmemory;          /* --maxmemory, TALLY_MAXMEMORY: 0 = unlimited */

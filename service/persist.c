@@ -201,6 +201,10 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
     journalfmt_put_header(&b, &h);
     int e = b.oom ? ENOMEM : write_all_fd(fd, b.data, b.len);
     wbuf_free(&b);
+    /* the first page reserved before the file is visible: a journal of
+     * fewer bytes was cut (core/persist_fmt.h) */
+    if (!e)
+        e = posix_fallocate(fd, 0, JOURNAL_PAGE);
     if (!e && fdatasync(fd) != 0)
         e = errno;
     if (!e && access(path, F_OK) == 0)

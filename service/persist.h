@@ -9,9 +9,12 @@
  *
  * Start-up loads snapshot.tly, then replays journal.<s>.tlj for s from the
  * snapshot's journal_seq upward, through the same API handlers that served
- * the requests.  A torn last record (crash mid-write) is dropped with a log
- * line naming the offset; any other damage refuses to start and leaves every
- * file as it is.
+ * the requests.  Both kinds of file are read by the one reader of
+ * core/persist_fmt (shared with --check).  A torn last record of the newest
+ * journal (a crash mid-write, never acknowledged) is dropped with a log line
+ * naming the offset; any other damage refuses to start and leaves every file
+ * as it is.  A journal left open by a crash is then sealed before the next
+ * one is created.
  *
  * Snapshot: new journal file created and synced -> barrier (all shard locks:
  * journal boundary + snapshot epoch) -> old journal completed and synced ->

@@ -9,12 +9,54 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "service/clock.h"
 #include "service/log.h"
 #include "service/metrics.h"
+
+/*
+ * Connections.  libmicrohttpd closes a connection only when it is idle for
+ * --timeout, which every byte resets, so a client sending its request head
+ * one byte a second, or thousands of idle keep-alive connections, could hold
+ * every slot.  So tallyd tracks each connection (MHD's connection
+ * notifications) and the housekeeping tick (server_tick, every 100 ms):
+ *
+ *   - closes a connection that has not delivered a complete request head
+ *     --header-timeout seconds after it started waiting for one (a fresh
+ *     connection, or a request line without its headers);
+ *   - above --max-connections (MHD itself accepts up to a headroom more, so
+ *     /healthz, /readyz and new clients still get in), closes idle
+ *     keep-alive connections, oldest first, and answers with
+ *     "Connection: close" until the count is back under the cap;
+ *   - refuses, at accept, more than --max-connections-per-ip from one
+ *     client address.
+ *
+ * Closing is shutdown(2) on the socket: MHD sees the end of the stream and
+ * releases the connection itself.  The connection list is under conn_mu; a
+ * connection's state and timestamps are atomics its MHD thread updates.
+ */
+enum conn_state { CONN_IDLE = 0, CONN_HEAD, CONN_BUSY };
+
+typedef struct conn {
+    struct conn *prev, *next;      /* in server.conns, under conn_mu */
+    struct ipcount *ip;            /* its address's count */
+    int fd;
+    bool shut;                     /* shutdown(2) already issued */
+    _Atomic int state;             /* enum conn_state */
+    _Atomic int64_t since_ns;      /* when the state was entered (monotonic) */
+    _Atomic bool served;           /* a request was answered on it */
+} conn_t;
+
+/* Connections per client address (a small chained hash, under conn_mu). */
+typedef struct ipcount {
+    struct ipcount *next;
+    uint8_t addr[16];
+    int count;
+} ipcount_t;
+#define IP_BUCKETS 1024
 
 struct server {
     struct MHD_Daemon *d;
@@ -26,6 +68,15 @@ struct server {
     _Atomic bool ready;
     _Atomic bool closing;          /* shutting down: answer with Connection: close */
     _Atomic unsigned inflight;
+    /* connections (see above) */
+    pthread_mutex_t conn_mu;
+    conn_t *conns;                 /* newest first */
+    ipcount_t *ips[IP_BUCKETS];
+    _Atomic unsigned nconns;
+    unsigned max_conns, max_per_ip;
+    int64_t header_timeout_ns;
+    size_t conn_mem;               /* MHD's pool per connection */
+    _Atomic uint64_t refused_per_ip, closed_head_timeout, closed_over_cap;
 };
 
 /* Per-request state, created by the URI callback (the first thing MHD calls
@@ -35,6 +86,7 @@ typedef struct req_state {
     wbuf_t body;
     bool started;
     bool too_large;
+    bool close;                    /* answer with Connection: close */
     int64_t start_ns;
     /* A suspended request: its answer is computed or made durable on another
      * thread, which stores it here and resumes the connection. */
@@ -49,13 +101,215 @@ typedef struct req_state {
 } req_state_t;
 
 /* ------------------------------------------------------------------------ */
+/* Connection tracking                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The address bytes of a peer (IPv4 mapped into 16 bytes); false if none. */
+static bool addr_key(const struct sockaddr *sa, uint8_t key[16])
+{
+    memset(key, 0, 16);
+    if (!sa)
+        return false;
+    if (sa->sa_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        return true;
+    }
+    if (sa->sa_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
+/* The count of an address (created when `create`); conn_mu held. */
+static ipcount_t *ip_find(server_t *s, const uint8_t key[16], bool create)
+{
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ key[i]) * 16777619u;
+    ipcount_t **b = &s->ips[h % IP_BUCKETS];
+    for (ipcount_t *e = *b; e; e = e->next)
+        if (memcmp(e->addr, key, 16) == 0)
+            return e;
+    if (!create)
+        return NULL;
+    ipcount_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    memcpy(e->addr, key, 16);
+    e->next = *b;
+    *b = e;
+    return e;
+}
+
+static void ip_release(server_t *s, ipcount_t *e)
+{
+    if (--e->count > 0)
+        return;
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ e->addr[i]) * 16777619u;
+    for (ipcount_t **b = &s->ips[h % IP_BUCKETS]; *b; b = &(*b)->next)
+        if (*b == e) {
+            *b = e->next;
+            free(e);
+            return;
+        }
+}
+
+/* Accept policy: at most max_per_ip connections from one address. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addrlen;
+    server_t *s = cls;
+    uint8_t key[16];
+    if (!s->max_per_ip || !addr_key(addr, key))
+        return MHD_YES;
+    pthread_mutex_lock(&s->conn_mu);
+    ipcount_t *e = ip_find(s, key, false);
+    bool ok = !e || (unsigned)e->count < s->max_per_ip;
+    pthread_mutex_unlock(&s->conn_mu);
+    if (!ok && atomic_fetch_add(&s->refused_per_ip, 1) % 1000 == 0)
+        log_warn("connections: refusing a client address over --max-connections-per-ip %u", s->max_per_ip);
+    return ok ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    server_t *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_t *k = calloc(1, sizeof(*k));
+        *socket_context = k;
+        if (!k)
+            return;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        k->fd = ci ? ci->connect_fd : -1;
+        atomic_store(&k->since_ns, clock_mono_ns());
+        ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        uint8_t key[16];
+        bool have = ci && addr_key(ci->client_addr, key);
+        pthread_mutex_lock(&s->conn_mu);
+        k->ip = have ? ip_find(s, key, true) : NULL;
+        if (k->ip)
+            k->ip->count++;
+        k->next = s->conns;
+        if (s->conns)
+            s->conns->prev = k;
+        s->conns = k;
+        atomic_fetch_add(&s->nconns, 1);
+        pthread_mutex_unlock(&s->conn_mu);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_t *k = *socket_context;
+        if (!k)
+            return;
+        pthread_mutex_lock(&s->conn_mu);
+        if (k->prev)
+            k->prev->next = k->next;
+        else
+            s->conns = k->next;
+        if (k->next)
+            k->next->prev = k->prev;
+        if (k->ip)
+            ip_release(s, k->ip);
+        atomic_fetch_sub(&s->nconns, 1);
+        pthread_mutex_unlock(&s->conn_mu);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+
+static conn_t *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void conn_set(struct MHD_Connection *c, enum conn_state state)
+{
+    conn_t *k = conn_of(c);
+    if (!k)
+        return;
+    atomic_store_explicit(&k->since_ns, clock_mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&k->state, state, memory_order_relaxed);
+    if (state == CONN_IDLE)
+        atomic_store_explicit(&k->served, true, memory_order_relaxed);
+}
+
+static bool over_cap(const server_t *s)
+{
+    return atomic_load_explicit(&s->nconns, memory_order_relaxed) > s->max_conns;
+}
+
+void server_tick(server_t *s)
+{
+    int64_t now = clock_mono_ns();
+    pthread_mutex_lock(&s->conn_mu);
+    unsigned open = atomic_load(&s->nconns), shut = 0;
+    conn_t *oldest = s->conns;
+    for (conn_t *k = s->conns; k; k = k->next) {
+        oldest = k;
+        if (k->shut) {
+            shut++;
+            continue;
+        }
+        int st = atomic_load_explicit(&k->state, memory_order_relaxed);
+        int64_t age = now - atomic_load_explicit(&k->since_ns, memory_order_relaxed);
+        bool waiting_head = st == CONN_HEAD || (st == CONN_IDLE && !atomic_load(&k->served));
+        if (waiting_head && age > s->header_timeout_ns && k->fd >= 0) {
+            shutdown(k->fd, SHUT_RDWR);
+            k->shut = true;
+            shut++;
+            atomic_fetch_add(&s->closed_head_timeout, 1);
+        }
+    }
+    /* over the cap: idle keep-alive connections go, oldest first */
+    for (conn_t *k = oldest; k && open - shut > s->max_conns; k = k->prev) {
+        if (k->shut || k->fd < 0 || atomic_load_explicit(&k->state, memory_order_relaxed) != CONN_IDLE)
+            continue;
+        shutdown(k->fd, SHUT_RDWR);
+        k->shut = true;
+        shut++;
+        atomic_fetch_add(&s->closed_over_cap, 1);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+void server_metrics(server_t *s, wbuf_t *out)
+{
+    char buf[1400];
+    unsigned n = atomic_load(&s->nconns);
+    int len = snprintf(buf, sizeof(buf),
+                       "# HELP tally_connections_open Client connections open now.\n"
+                       "# TYPE tally_connections_open gauge\n"
+                       "tally_connections_open %u\n"
+                       "# HELP tally_connections_memory_bytes Memory held by open connections (libmicrohttpd's "
+                       "per-connection pool plus tallyd's tracking; kernel socket buffers not included).\n"
+                       "# TYPE tally_connections_memory_bytes gauge\n"
+                       "tally_connections_memory_bytes %llu\n"
+                       "# HELP tally_connections_closed_total Connections closed by tallyd, by reason.\n"
+                       "# TYPE tally_connections_closed_total counter\n"
+                       "tally_connections_closed_total{reason=\"header_timeout\"} %llu\n"
+                       "tally_connections_closed_total{reason=\"over_cap\"} %llu\n"
+                       "# HELP tally_connections_refused_total Connections refused at accept, by reason.\n"
+                       "# TYPE tally_connections_refused_total counter\n"
+                       "tally_connections_refused_total{reason=\"per_ip\"} %llu\n",
+                       n, (unsigned long long)n * (s->conn_mem + SERVER_CONN_OVERHEAD),
+                       (unsigned long long)atomic_load(&s->closed_head_timeout),
+                       (unsigned long long)atomic_load(&s->closed_over_cap),
+                       (unsigned long long)atomic_load(&s->refused_per_ip));
+    wbuf_put_bytes(out, buf, (size_t)len);
+}
+
+/* ------------------------------------------------------------------------ */
 /* MHD callbacks                                                            */
 /* ------------------------------------------------------------------------ */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-    (void)c;
     server_t *s = cls;
+    conn_set(c, CONN_HEAD);
     req_state_t *st = calloc(1, sizeof(*st));
     if (!st)
         return NULL;
@@ -76,9 +330,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)c;
     (void)toe;
     server_t *s = cls;
+    conn_set(c, CONN_IDLE);
     req_state_t *st = *con_cls;
     if (!st)
         return;
@@ -130,7 +384,7 @@ static enum MHD_Result send_resp(server_t *s, struct MHD_Connection *c, req_stat
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, r->ctype ? r->ctype : "application/json");
     for (int i = 0; i < r->nheaders; i++)
         MHD_add_response_header(mr, r->headers[i].name, r->headers[i].value);
-    if (atomic_load_explicit(&s->closing, memory_order_relaxed))
+    if (atomic_load_explicit(&s->closing, memory_order_relaxed) || over_cap(s) || (st && st->close))
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, mr);
     MHD_destroy_response(mr);
@@ -195,6 +449,41 @@ static enum MHD_Result suspend(req_state_t *st, struct MHD_Connection *c, api_re
     return MHD_YES;
 }
 
+struct cl_scan {
+    const char *first;
+    bool differ;
+};
+
+static enum MHD_Result cl_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct cl_scan *c = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (!c->first)
+        c->first = value;
+    else if (strcmp(c->first, value) != 0)
+        c->differ = true;
+    return MHD_YES;
+}
+
+/* Request framing a proxy in front could read differently (request
+ * smuggling), or that would leave the connection waiting: two different
+ * Content-Length headers, a Transfer-Encoding other than chunked. */
+static const char *framing_error(struct MHD_Connection *c)
+{
+    struct cl_scan cl = { NULL, false };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_header, &cl);
+    if (cl.differ)
+        return "the request has two different Content-Length headers";
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te && strcasecmp(te, "chunked") != 0)
+        return "Transfer-Encoding other than chunked is not supported (send the body as is, or chunked)";
+    if (te && cl.first)
+        return "the request has both Transfer-Encoding and Content-Length";
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -207,8 +496,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
     if (!st->started) {
         st->started = true;
+        conn_set(c, CONN_BUSY);
         if (!st->uri)
             return MHD_NO;
+        const char *why = framing_error(c);
+        if (why) {
+            st->close = true;   /* the rest of the stream cannot be trusted */
+            return send_error(s, c, st, API_E_BAD_REQUEST, why);
+        }
         if (strlen(st->uri) > s->max_url)
             return send_error(s, c, st, API_E_URI_TOO_LONG, "the request URL is longer than the limit");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -336,6 +631,11 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
     s->hooks = *hooks;
     s->body_limit = o->body_limit;
     s->max_url = o->max_url;
+    pthread_mutex_init(&s->conn_mu, NULL);
+    s->max_conns = (unsigned)o->max_connections;
+    s->max_per_ip = o->max_conn_per_ip ? (unsigned)o->max_conn_per_ip
+                                       : (o->max_connections > 1 ? (unsigned)o->max_connections / 2 : 1u);
+    s->header_timeout_ns = (int64_t)o->header_timeout * 1000000000LL;
 
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
@@ -366,12 +666,17 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
         conn_mem = 32 * 1024;
     /* the logger first, so MHD's complaints about later options reach it;
      * one thread is MHD's own epoll thread, not a pool of one */
-    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
+    s->conn_mem = conn_mem;
+    /* MHD accepts a headroom above the cap: over the cap, idle connections
+     * are closed and answers carry Connection: close (server_tick) */
+    unsigned headroom = 64 + s->max_conns / 16;
+    s->d = MHD_start_daemon(flags, (uint16_t)o->port, on_accept, s, on_request, s,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_SOCK_ADDR, addr,
                             MHD_OPTION_THREAD_POOL_SIZE, o->threads > 1 ? (unsigned)o->threads : 0u,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                            MHD_OPTION_CONNECTION_LIMIT, s->max_conns + headroom,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_mem,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
@@ -379,6 +684,7 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
                             MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not permitted)", o->bind, o->port);
+        pthread_mutex_destroy(&s->conn_mu);
         free(s);
         return NULL;
     }
@@ -417,5 +723,12 @@ void server_stop(server_t *s)
     if (!s)
         return;
     MHD_stop_daemon(s->d);
+    for (size_t i = 0; i < IP_BUCKETS; i++)
+        while (s->ips[i]) {
+            ipcount_t *e = s->ips[i];
+            s->ips[i] = e->next;
+            free(e);
+        }
+    pthread_mutex_destroy(&s->conn_mu);
     free(s);
 }

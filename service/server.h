@@ -1,6 +1,10 @@
 /*
  * server.h - the HTTP front: libmicrohttpd with epoll and a thread pool.
  *
+ * Connections are bounded: --max-connections (with a headroom in which idle
+ * keep-alive connections are closed to make room), --max-connections-per-ip,
+ * and --header-timeout for a complete request head (see server.c).
+ *
  * Each request's body is accumulated up to the cap (413 beyond it), then
  * handed with its raw URI to api_dispatch().  Before the response is queued
  * the server waits, if the handler journaled a change, until the journal
@@ -40,6 +44,15 @@ void server_set_hooks(server_t *s, const server_hooks_t *hooks);
 void server_set_ready(server_t *s, bool ready);
 bool server_ready(const server_t *s);
 unsigned server_inflight(const server_t *s);
+/* Housekeeping, every ~100 ms: closes connections past --header-timeout
+ * without a complete request head, and idle keep-alive connections while
+ * more than --max-connections are open. */
+void server_tick(server_t *s);
+/* Appends the connection metrics (open, memory, closed/refused by reason). */
+void server_metrics(server_t *s, wbuf_t *out);
+/* tallyd's own memory per connection besides MHD's pool (tracking, request
+ * state), for tally_connections_memory_bytes. */
+#define SERVER_CONN_OVERHEAD 512
 /* Stops accepting connections; in-flight requests continue. */
 void server_quiesce(server_t *s);
 /* Waits until no request is in flight, at most timeout_s; true if drained. */

@@ -139,6 +139,13 @@ static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
     argv[n++] = p->dir;
     argv[n++] = "--threads";
     argv[n++] = "2";
+    /* $TALLYD_ARGS: flags for every tallyd of the run (the ThreadSanitizer
+     * run passes --shards 32: its deadlock detector holds at most 64 locks) */
+    static char extra[256];
+    const char *env = getenv("TALLYD_ARGS");
+    snprintf(extra, sizeof(extra), "%s", env ? env : "");
+    for (char *save = NULL, *t = strtok_r(extra, " ", &save); t && n < 40; t = strtok_r(NULL, " ", &save))
+        argv[n++] = t;
     for (int i = 0; args && args[i] && n < 62; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
@@ -195,27 +202,31 @@ static int port_from_log(const tally_proc_t *p)
     return port;
 }
 
-static void start(tally_proc_t *p, const char *dir, const char *const *args, bool wait_ready)
+/* Starts tallyd; returns -1 once it is ready (or listening, without
+ * wait_ready), or its exit status when it exits first and may_exit. */
+static int start_or_exit(tally_proc_t *p, const char *dir, const char *const *args, bool wait_ready, bool may_exit)
 {
     spawn(p, dir, args);
     struct timespec ts = { 0, 2 * 1000000L };
     for (int i = 0; i < 5000; i++) {
         int st;
         if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
-            char *log = tally_log(p);
             p->pid = 0;
+            if (may_exit)
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            char *log = tally_log(p);
             die("tallyd exited during start-up; log:\n%s", log);
         }
         if (!p->port)
             p->port = port_from_log(p);
         if (p->port && !wait_ready)
-            return;
+            return -1;
         if (p->port) {
             http_resp_t r = http(p, "GET", "/readyz", NULL, NULL);
             long s = r.status;
             http_free(&r);
             if (s == 200)
-                return;
+                return -1;
         }
         nanosleep(&ts, NULL);
     }
@@ -223,8 +234,15 @@ static void start(tally_proc_t *p, const char *dir, const char *const *args, boo
     die("tallyd did not become ready in 10 s; log:\n%s", log);
 }
 
-void tally_start(tally_proc_t *p, const char *dir, const char *const *args) { start(p, dir, args, true); }
-void tally_start_nowait(tally_proc_t *p, const char *dir, const char *const *args) { start(p, dir, args, false); }
+void tally_start(tally_proc_t *p, const char *dir, const char *const *args) { start_or_exit(p, dir, args, true, false); }
+void tally_start_nowait(tally_proc_t *p, const char *dir, const char *const *args)
+{
+    start_or_exit(p, dir, args, false, false);
+}
+int tally_start_or_exit(tally_proc_t *p, const char *dir, const char *const *args)
+{
+    return start_or_exit(p, dir, args, true, true);
+}
 
 int tally_start_expect_exit(tally_proc_t *p, const char *dir, const char *const *args)
 {
@@ -275,6 +293,8 @@ static void check_sanitizers(const tally_proc_t *p)
         bad = strstr(log, "ERROR: LeakSanitizer");
     if (!bad)
         bad = strstr(log, "runtime error:");
+    if (!bad)
+        bad = strstr(log, "WARNING: ThreadSanitizer");
     if (bad) {
         print_error("tallyd sanitizer report in %s:\n%.4000s\n", p->log, bad);
         free(log);

@@ -51,6 +51,9 @@ void tally_start(tally_proc_t *p, const char *dir, const char *const *args);
 /* Like tally_start but returns as soon as the port is known (the process
  * listens before it has loaded its data), without waiting for /readyz. */
 void tally_start_nowait(tally_proc_t *p, const char *dir, const char *const *args);
+/* Like tally_start, but the process may also exit by itself (refusing to
+ * start): returns -1 once it is ready, else its exit status. */
+int tally_start_or_exit(tally_proc_t *p, const char *dir, const char *const *args);
 /* Like tally_start but expects the process to exit by itself (refusing to
  * start); returns its exit status and leaves its log in p->log. */
 int tally_start_expect_exit(tally_proc_t *p, const char *dir, const char *const *args);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <roaring/roaring.h>
 
@@ -347,15 +348,47 @@ static void test_bad_input(void **state)
         assert_int_equal(h.len, 1);
         http_free(&h);
     }
-    /* the newest day moves the range: 2026-03-01 is kept with 2028-02-29 (730 days later), dropped with 2028-03-01 */
-    r = http(&T, "POST", "/activity/b", "{\"day\":\"2028-02-29\",\"users\":[99]}", NULL);
+    /* the newest day moves the range: a day is kept with the day 730 days
+     * later, dropped with the one after (days relative to today: days more
+     * than one ahead of the server's UTC date are refused) */
+    int32_t today = (int32_t)(time(NULL) / 86400);
+    char d_old[11], d_now[11], d_next[11], d_far[11], body[128], path[160], count[160];
+    day_name(today - 730, d_old);
+    day_name(today, d_now);
+    day_name(today + 1, d_next);
+    day_name(today + 2, d_far);
+    snprintf(count, sizeof(count), "/activity/mv/count?from=%s&to=%s", d_old, d_old);
+    snprintf(body, sizeof(body), "{\"day\":\"%s\",\"users\":[1,2]}", d_old);
+    r = http(&T, "POST", "/activity/mv", body, NULL);
     assert_status(&r, 200);
     http_free(&r);
-    assert_int_equal(get_int("/activity/b/count?from=2026-03-01&to=2026-03-31", "users"), 2);
-    r = http(&T, "POST", "/activity/b", "{\"day\":\"2028-03-01\",\"users\":[99]}", NULL);
+    snprintf(body, sizeof(body), "{\"day\":\"%s\",\"users\":[99]}", d_now);
+    r = http(&T, "POST", "/activity/mv", body, NULL);
+    assert_status(&r, 200);
     http_free(&r);
-    assert_int_equal(get_int("/activity/b/count?from=2026-03-01&to=2026-03-31", "users"), 0);
-    r = http(&T, "POST", "/activity/b", "{\"day\":\"2026-03-01\",\"users\":[1]}", NULL);
+    assert_int_equal(get_int(count, "users"), 2);
+    /* a day too far ahead (9999-12-31 used to wipe the key's whole range) is
+     * refused and changes nothing */
+    for (int i = 0; i < 2; i++) {
+        const char *far = i ? "9999-12-31" : d_far;
+        snprintf(body, sizeof(body), "{\"day\":\"%s\",\"users\":[99]}", far);
+        r = http(&T, "POST", "/activity/mv", body, NULL);
+        assert_error(&r, 400, "BAD_REQUEST");
+        assert_non_null(strstr(r.body, "future"));
+        http_free(&r);
+        snprintf(path, sizeof(path), "/activity/mv/import?day=%s", far);
+        r = http_bin(&T, "POST", path, "\x3a\x30\0\0\0\0\0\0", 8, "application/octet-stream");
+        assert_error(&r, 400, "BAD_REQUEST");
+        http_free(&r);
+        assert_int_equal(get_int(count, "users"), 2);
+    }
+    snprintf(body, sizeof(body), "{\"day\":\"%s\",\"users\":[99]}", d_next);
+    r = http(&T, "POST", "/activity/mv", body, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    assert_int_equal(get_int(count, "users"), 0);
+    snprintf(body, sizeof(body), "{\"day\":\"%s\",\"users\":[1]}", d_old);
+    r = http(&T, "POST", "/activity/mv", body, NULL);
     assert_error(&r, 400, "BAD_REQUEST");
     http_free(&r);
 }

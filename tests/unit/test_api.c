@@ -326,7 +326,7 @@ static const struct {
     { API_POST, "/bits/b/setbit", NULL, "{\"offset\":100,\"value\":1}" },
     { API_POST, "/bits/b/field", NULL, "{\"ops\":[{\"incrby\":\"u8\",\"offset\":0,\"increment\":200}]}" },
     { API_POST, "/bits/b2/op", NULL, "{\"op\":\"not\",\"sources\":[\"b\"]}" },
-    { API_POST, "/activity/act", NULL, "{\"day\":\"2024-01-02\",\"users\":[1,2,3]}" },
+    { API_POST, "/activity/act", NULL, "{\"day\":\"2023-11-14\",\"users\":[1,2,3]}" },
     { API_POST, "/geo/places", NULL, "{\"members\":[{\"member\":\"p\",\"lon\":13.36,\"lat\":38.11}]}" },
     { API_POST, "/ts/temp", NULL, "{\"samples\":[[1000,20.5],[2000,21]]}" },
     { API_DELETE, "/ts/temp/range", "from=1500&to=2500", NULL },
