@@ -245,6 +245,19 @@ static void expect_refusal(tally_proc_t *p, const char *file, const char *what)
     free(log);
 }
 
+/* The refusal, and the file left exactly as it was (data, len). */
+static void expect_refusal_untouched(tally_proc_t *p, const char *file, const char *what, const char *data,
+                                     size_t len)
+{
+    expect_refusal(p, file, what);
+    char *after;
+    size_t alen;
+    read_file(file, &after, &alen);
+    assert_int_equal(alen, len);
+    assert_memory_equal(after, data, len);
+    free(after);
+}
+
 /* Where the records of a journal file end, and where its last one starts. */
 static void journal_records_extent(const char *data, size_t len, size_t *last_start, size_t *end)
 {
@@ -314,13 +327,7 @@ static void refused_tail(bool cut_file)
         memset(data + end - 7, 0, 7);
     }
     write_file(jp, data, len);
-    expect_refusal(&p, jp, cut_file ? "truncated" : "checksum");
-    char *after;
-    size_t alen;
-    read_file(jp, &after, &alen);
-    assert_int_equal(alen, len);
-    assert_memory_equal(after, data, len);   /* left exactly as it was */
-    free(after);
+    expect_refusal_untouched(&p, jp, cut_file ? "truncated" : "checksum", data, len);
     free(data);
     p.own_dir = true;
     tally_cleanup(&p);
@@ -362,13 +369,7 @@ static void test_damaged_journal_refused(void **state)
     read_file(jp, &data, &len);
     data[24 + 20] ^= 0x40;   /* inside the first record, with good records after it */
     write_file(jp, data, len);
-    expect_refusal(&p, jp, "checksum");
-    char *after;
-    size_t alen;
-    read_file(jp, &after, &alen);
-    assert_int_equal(alen, len);
-    assert_memory_equal(after, data, len);   /* left exactly as it was */
-    free(after);
+    expect_refusal_untouched(&p, jp, "checksum", data, len);
     free(data);
     p.own_dir = true;
     tally_cleanup(&p);
