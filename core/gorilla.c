@@ -198,7 +198,7 @@ void gorilla_put(gorilla_enc_t *c, uint8_t *data, int64_t t, double v)
 bool gorilla_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int64_t first_ts, int64_t max_ts,
                     int64_t *t, double *v, gorilla_enc_t *end)
 {
-    if (count == 0 || first_ts < 0)
+    if (count == 0 || first_ts < 0 || first_ts > max_ts || max_ts < 0)
         return false;
     bitr_t r = { d, 0, nbits, false };
     uint64_t bits = bits_get(&r, 64);
@@ -216,7 +216,7 @@ bool gorilla_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int64_t fi
         if (r.end - r.pos >= 2 && (bits_peek(&r) >> 62) == 0) {
             /* '0' '0': the same interval and the same value, the usual case of a
              * regular series (no overflow possible: delta was checked) */
-            if ((uint64_t)ts > (uint64_t)max_ts - (uint64_t)delta || delta == 0)
+            if (delta == 0 || (uint64_t)delta > (uint64_t)(max_ts - ts))   /* ts <= max_ts: no overflow */
                 return false;
             r.pos += 2;
             ts += delta;
@@ -230,7 +230,7 @@ bool gorilla_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int64_t fi
         uint64_t z = cls ? bits_get(&r, zbits[cls]) : 0;
         int64_t dod = (int64_t)((z >> 1) ^ (0 - (z & 1)));
         uint64_t nd = (uint64_t)delta + (uint64_t)dod;     /* wraps on hostile input: checked below */
-        if (nd == 0 || nd > (uint64_t)INT64_MAX || (uint64_t)ts > (uint64_t)max_ts - nd)
+        if (nd == 0 || nd > (uint64_t)(max_ts - ts))
             return false;
         delta = (int64_t)nd;
         ts += delta;
