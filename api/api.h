@@ -29,6 +29,7 @@
 #include "core/codec.h"
 #include "core/keyspace.h"
 #include "core/persist_fmt.h"
+#include "core/status.h"
 
 #define API_MAX_SEGMENTS 16      /* deepest path any route has, plus slack */
 #define API_MAX_PARAMS 10000     /* query parameters per request (batches of item=) */
@@ -255,6 +256,13 @@ void api_err_respond(api_resp_t *resp, const api_err_t *err);
 
 int api_code_status(api_code_t code);
 const char *api_code_name(api_code_t code);
+/* The API code answering a core status (the one mapping of core_status_t;
+ * CORE_OK maps to API_E_INTERNAL: it is no error to answer). */
+api_code_t api_status_code(core_status_t st);
+/* Sets the error envelope of a core status, with the family's message;
+ * field may be NULL. */
+void api_error_status(api_resp_t *resp, core_status_t st, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Sets an error response: {"error":{"code","message"[,"field"]}}. */
 void api_error(api_resp_t *resp, api_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

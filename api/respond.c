@@ -41,6 +41,19 @@ static const struct {
 int api_code_status(api_code_t code) { return codes[code].status; }
 const char *api_code_name(api_code_t code) { return codes[code].name; }
 
+api_code_t api_status_code(core_status_t st)
+{
+    switch (st) {
+    case CORE_NOMEM:
+    case CORE_FULL: return API_E_OUT_OF_MEMORY;
+    case CORE_TOO_OLD:
+    case CORE_OVERFLOW: return API_E_BAD_REQUEST;
+    case CORE_DUPLICATE: return API_E_EXISTS;
+    case CORE_OK: break;
+    }
+    return API_E_INTERNAL;
+}
+
 /* The one place an error envelope is built. */
 static void envelope(api_resp_t *resp, api_code_t code, const char *field, const char *msg)
 {
@@ -89,6 +102,14 @@ void api_error_field(api_resp_t *resp, api_code_t code, const char *field, const
     va_list ap;
     va_start(ap, fmt);
     error_v(resp, code, field, fmt, ap);
+    va_end(ap);
+}
+
+void api_error_status(api_resp_t *resp, core_status_t st, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_v(resp, api_status_code(st), field, fmt, ap);
     va_end(ap);
 }
 

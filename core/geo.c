@@ -642,7 +642,7 @@ void geo_free(geo_t *g)
 size_t geo_count(const geo_t *g) { return g->count; }
 size_t geo_memory(const geo_t *g) { return sizeof(*g) + g->bytes; }
 
-geo_set_result_t geo_set(geo_t *g, const char *member, size_t len, uint64_t score, geo_add_mode_t mode)
+int geo_set(geo_t *g, const char *member, size_t len, uint64_t score, geo_add_mode_t mode)
 {
     uint32_t h = member_hash(member, len);
     size_t i = slot_find(g, member, len, h);
@@ -655,7 +655,7 @@ geo_set_result_t geo_set(geo_t *g, const char *member, size_t len, uint64_t scor
         /* insert the new key first: only it can fail, and then nothing changed */
         uint64_t old = e->score;
         if (!tree_insert(g, score, e))
-            return GEO_SET_OOM;
+            return CORE_NOMEM;
         tree_delete(g, old, e);
         e->score = score;
         return GEO_SET_UPDATED;
@@ -663,17 +663,17 @@ geo_set_result_t geo_set(geo_t *g, const char *member, size_t len, uint64_t scor
     if (mode == GEO_ADD_XX)
         return GEO_SET_SKIPPED;
     if (len > GEO_MEMBER_MAX || !table_reserve(g))
-        return GEO_SET_OOM;
+        return CORE_NOMEM;
     elem_t *e = malloc(elem_bytes(len));
     if (!e)
-        return GEO_SET_OOM;
+        return CORE_NOMEM;
     e->score = score;
     e->hash = h;
     e->len = (uint16_t)len;
     memcpy(e->m, member, len);
     if (!tree_insert(g, score, e)) {
         free(e);
-        return GEO_SET_OOM;
+        return CORE_NOMEM;
     }
     slot_put(g->slots, g->nslots, e);
     g->count++;

@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "core/geohash.h"
+#include "core/status.h"
 #include "core/types.h"
 
 #define GEO_MEMBER_MAX 1024       /* longest member in bytes, like keys */
@@ -66,12 +67,12 @@ size_t geo_memory(const geo_t *g);
 
 /* GEOADD's flags. */
 typedef enum { GEO_ADD = 0, GEO_ADD_NX = 1, GEO_ADD_XX = 2 } geo_add_mode_t;
-typedef enum { GEO_SET_ADDED, GEO_SET_UPDATED, GEO_SET_UNCHANGED, GEO_SET_SKIPPED, GEO_SET_OOM } geo_set_result_t;
+typedef enum { GEO_SET_ADDED, GEO_SET_UPDATED, GEO_SET_UNCHANGED, GEO_SET_SKIPPED } geo_set_result_t;
 
 /* Adds `member` with `score` (from geohash_score), or moves it (unless NX).
- * XX only updates existing members; NX only adds new ones.  On GEO_SET_OOM
- * nothing changed. */
-geo_set_result_t geo_set(geo_t *g, const char *member, size_t len, uint64_t score, geo_add_mode_t mode);
+ * XX only updates existing members; NX only adds new ones.  Returns a
+ * geo_set_result_t, or CORE_NOMEM with nothing changed. */
+int geo_set(geo_t *g, const char *member, size_t len, uint64_t score, geo_add_mode_t mode);
 /* The member's score; false when absent. */
 bool geo_score(const geo_t *g, const char *member, size_t len, uint64_t *score);
 /* Removes the member; false when absent. */
