@@ -47,7 +47,8 @@ api_code_t api_status_code(core_status_t st)
     case CORE_NOMEM:
     case CORE_FULL: return API_E_OUT_OF_MEMORY;
     case CORE_TOO_OLD:
-    case CORE_OVERFLOW: return API_E_BAD_REQUEST;
+    case CORE_OVERFLOW:
+    case CORE_UNORDERED: return API_E_BAD_REQUEST;
     case CORE_DUPLICATE: return API_E_EXISTS;
     case CORE_OK: break;
     }
@@ -69,7 +70,7 @@ static void envelope(api_resp_t *resp, api_code_t code, const char *field, const
 
 static void error_v(api_resp_t *resp, api_code_t code, const char *field, const char *fmt, va_list ap)
 {
-    char msg[512];
+    char msg[sizeof(((api_err_t *)0)->message)];   /* the same text, answered at once or deferred */
     vsnprintf(msg, sizeof(msg), fmt, ap);
     envelope(resp, code, field, msg);
 }
@@ -78,6 +79,7 @@ void api_err_set(api_err_t *err, api_code_t code, const char *field, const char 
 {
     err->code = code;
     snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
+    err->long_field = field && strlen(field) >= sizeof(err->field) ? field : NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
@@ -86,7 +88,14 @@ void api_err_set(api_err_t *err, api_code_t code, const char *field, const char 
 
 void api_err_respond(api_resp_t *resp, const api_err_t *err)
 {
-    envelope(resp, err->code, err->field[0] ? err->field : NULL, err->message);
+    envelope(resp, err->code, err->long_field ? err->long_field : err->field[0] ? err->field : NULL, err->message);
+}
+
+bool api_err_answered(api_resp_t *resp, bool ok, const api_err_t *err)
+{
+    if (!ok)
+        api_err_respond(resp, err);
+    return ok;
 }
 
 void api_error(api_resp_t *resp, api_code_t code, const char *fmt, ...)
