@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/types.h"
 
 /* ------------------------------------------------------------------------ */
 /* Snapshot                                                                 */
@@ -150,7 +151,7 @@ bool journalfmt_parse_header(const uint8_t *p, size_t len, journal_header_t *h, 
     h->version = rbuf_u32(&r);
     h->flags = rbuf_u32(&r);
     h->seq = rbuf_u64(&r);
-    if (h->version != JOURNAL_VERSION) {
+    if (h->version < JOURNAL_VERSION_MIN || h->version > JOURNAL_VERSION) {
         *why = h->version > JOURNAL_VERSION ? "journal written by a newer tally (unknown version)"
                                             : "unknown journal version";
         return false;
@@ -160,6 +161,11 @@ bool journalfmt_parse_header(const uint8_t *p, size_t len, journal_header_t *h, 
         return false;
     }
     return true;
+}
+
+unsigned journalfmt_generation(const journal_header_t *h)
+{
+    return h->version == 1 ? TALLY_GEN_1 : TALLY_GEN_2;
 }
 
 void journalfmt_put_request(wbuf_t *out, const journal_req_t *q)

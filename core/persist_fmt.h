@@ -33,7 +33,9 @@
  *   A journal record is a request as the API layer re-executes it (the
  *   "canonical request": parameters resolved, server time recorded), so
  *   replay runs exactly the code that served it.  `check` is the low 32 bits
- *   of XXH64(payload, seed = len).
+ *   of XXH64(payload, seed = len).  The header's version names the algorithm
+ *   generation that served the records (core/types.h): version 1 files are
+ *   replayed with generation 1's rules, version 2 with generation 2's.
  */
 #ifndef TALLY_PERSIST_FMT_H
 #define TALLY_PERSIST_FMT_H
@@ -52,7 +54,8 @@
 #define SNAP_TRAILER_SIZE 17     /* EOF byte + record count + checksum */
 
 #define JOURNAL_MAGIC "TALLYJNL"
-#define JOURNAL_VERSION 1
+#define JOURNAL_VERSION 2        /* version 2: records served by generation-2 algorithms */
+#define JOURNAL_VERSION_MIN 1    /* version 1 (generation 1) is still replayed */
 #define JOURNAL_HEADER_SIZE 24
 #define JOURNAL_REC_REQUEST 1
 #define JOURNAL_MAX_RECORD (64u << 20)  /* no request is larger than the body cap; 64 MiB is a sanity bound */
@@ -114,6 +117,9 @@ typedef struct journal_req {
 
 void journalfmt_put_header(wbuf_t *out, const journal_header_t *h);
 bool journalfmt_parse_header(const uint8_t *p, size_t len, journal_header_t *h, const char **why);
+/* The algorithm generation (TALLY_GEN_*) whose rules replay the records of a
+ * journal with this (valid) header. */
+unsigned journalfmt_generation(const journal_header_t *h);
 /* Appends a framed record holding `req`. */
 void journalfmt_put_request(wbuf_t *out, const journal_req_t *req);
 /* Parses the framed record at p. PARSE_TRUNCATED means the record runs past

@@ -423,6 +423,7 @@ static bool replay_journal(persist_t *p, uint64_t seq, bool last, char *err, siz
         req.header = replay_header;
         req.now_ns = q.now_ns;
         req.replay = true;
+        req.gen = journalfmt_generation(&h);
         api_resp_t resp;
         api_dispatch(p->api, &req, &resp);
         if (resp.status >= 400)
