@@ -14,6 +14,8 @@
  *   Top-K k 2 (no shared buckets), a b c:   gen 2 lists b, c (c's 1 reaches
  *                                           the minimum and expels a);
  *                                           gen 1 lists a, b
+ *   cuckoo capacity 64 + "0".."999":        RedisBloom (gen 2) 17 sub-filters,
+ *                                           gen 1 (random evictions) 16
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -24,12 +26,15 @@
 
 #define ARGS ((const char *[]){ "--snapshot-interval", "0", NULL })
 
-static void expect_generation(const tally_proc_t *p, int filters, const char *list)
+static void expect_generation(const tally_proc_t *p, int filters, const char *list, int cuckoo_filters)
 {
     json_t *j = http_get_json(p, "/bloom/b");
     assert_int_equal(json_integer_value(json_object_get(j, "filters")), filters);
     json_decref(j);
     http_expect(p, "GET", "/topk/t/list", NULL, 200, list);
+    j = http_get_json(p, "/cuckoo/c");
+    assert_int_equal(json_integer_value(json_object_get(j, "filters")), cuckoo_filters);
+    json_decref(j);
 }
 
 /* Rewrites the version field of every journal file in dir. */
@@ -69,16 +74,25 @@ static void test_v1_journal_replays_generation_1(void **state)
         n += (size_t)snprintf(body + n, sizeof(body) - n, "%s\"%d\"", i ? "," : "", i);
     snprintf(body + n, sizeof(body) - n, "]}");
     http_expect(&p, "POST", "/bloom/b", body, 200, NULL);
+    http_expect(&p, "PUT", "/cuckoo/c", "{\"capacity\":64}", 201, NULL);
+    char big[8192];
+    for (int part = 0; part < 10; part++) {
+        n = (size_t)snprintf(big, sizeof(big), "{\"items\":[");
+        for (int i = part * 100; i < part * 100 + 100; i++)
+            n += (size_t)snprintf(big + n, sizeof(big) - n, "%s\"%d\"", i % 100 ? "," : "", i);
+        snprintf(big + n, sizeof(big) - n, "]}");
+        http_expect(&p, "POST", "/cuckoo/c", big, 200, NULL);
+    }
     http_expect(&p, "PUT", "/topk/t", "{\"k\":2,\"width\":1000}", 201, NULL);
     http_expect(&p, "POST", "/topk/t", "{\"items\":[\"a\",\"b\",\"c\"]}", 200, "{\"expelled\":[null,null,\"a\"]}");
-    expect_generation(&p, 23, "{\"items\":[{\"item\":\"b\",\"count\":1},{\"item\":\"c\",\"count\":1}]}");
+    expect_generation(&p, 23, "{\"items\":[{\"item\":\"b\",\"count\":1},{\"item\":\"c\",\"count\":1}]}", 17);
 
     tally_kill(&p);   /* no final snapshot: everything is in the journal */
     relabel_journals(p.dir, 1);
     tally_start(&p, p.dir, ARGS);
     p.own_dir = true;
     const char *gen1_list = "{\"items\":[{\"item\":\"a\",\"count\":1},{\"item\":\"b\",\"count\":1}]}";
-    expect_generation(&p, 24, gen1_list);
+    expect_generation(&p, 24, gen1_list, 16);
     /* the values keep their rules in a snapshot, and for new requests */
     http_resp_t r = http(&p, "POST", "/admin/snapshot", NULL, NULL);
     assert_status(&r, 200);
@@ -86,7 +100,7 @@ static void test_v1_journal_replays_generation_1(void **state)
     assert_int_equal(tally_stop(&p), 0);
     tally_start(&p, p.dir, ARGS);
     p.own_dir = true;
-    expect_generation(&p, 24, gen1_list);
+    expect_generation(&p, 24, gen1_list, 16);
     /* c's 2 beats the minimum 1 and expels the root, b (generation 2's
      * heap would hold [b, c] here, and expel nothing) */
     http_expect(&p, "POST", "/topk/t", "{\"items\":[\"c\"]}", 200, "{\"expelled\":[\"b\"]}");

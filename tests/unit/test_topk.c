@@ -263,10 +263,13 @@ static void test_redisbloom_cases(void **state)
         char *out;
         size_t olen;
         topk_add(t, in2[i], strlen(in2[i]), by2[i], &out, &olen);
-        if (exp2[i])
-            assert_string_equal(out ? out : "", exp2[i]);
-        else
+        if (exp2[i]) {
+            assert_non_null(out);
+            assert_int_equal(olen, strlen(exp2[i]));
+            assert_memory_equal(out, exp2[i], olen);
+        } else {
             assert_null(out);
+        }
         free(out);
     }
     static const char *const q[] = { "bar", "baz", "42", "xyzzy", "4" };
