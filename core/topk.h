@@ -58,7 +58,9 @@
  *     10    24 × 5   (ln)        95.5%     45 of 100
  *     100   461 × 5  (ln)        99.4%     3 of 40  (97-98%)
  *
- * (tests/unit/test_topk.c checks the log2 rows on 8 seeded streams.)  The
+ * (measured with generation 1's rules, see below; tests/unit/test_topk.c
+ * checks the log2 rows on 8 seeded streams, where generation 2 lists the
+ * true top k on all 8 for both k.)  The
  * misses are HeavyKeeper's: with ~24 buckets per row and 100k items, about 3%
  * of all events land in each bucket, so an item with 1% of the stream keeps
  * losing its buckets to the flood of light items while its count is small
