@@ -652,10 +652,11 @@ cuckoo_t *cuckoo_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, b
     c->gen = TALLY_GEN_2;
     c->items = items;
     c->deletes = deletes;
-    uint64_t total = 0;
+    uint64_t total = 0;   /* slot bytes of all sub-filters, checked before allocating them */
     for (uint32_t i = 0; i < nfilters; i++) {
         uint64_t n = subf_buckets(&c->p, c->buckets0, i);
-        if (!n || (total += n * c->p.bucket_size, max_bytes && total > max_bytes)) {
+        total += n * c->p.bucket_size;
+        if (!n || (max_bytes && total > max_bytes)) {
             *why = n ? "cuckoo: the filter is larger than the memory limit" : "cuckoo: a sub-filter is too large";
             cuckoo_free(c);
             return NULL;

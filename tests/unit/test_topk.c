@@ -168,6 +168,17 @@ static void test_zipf_precision(void **state)
 /* Semantics                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Adds each of a NULL-terminated list of items once, whatever it expels. */
+static void add_all(topk_t *t, const char *const *items)
+{
+    for (; *items; items++) {
+        char *out;
+        size_t olen;
+        topk_add(t, *items, strlen(*items), 1, &out, &olen);
+        free(out);
+    }
+}
+
 static void list_is(const topk_t *t, const char *const *items, const uint64_t *counts, size_t n)
 {
     topk_entry_t v[8];
@@ -203,13 +214,8 @@ static void test_add_expel_list(void **state)
     /* a wide sketch (no collisions) counts exactly; w's 1 reaches the
      * minimum 1 and takes z's place */
     t = topk_create(3, 1000, 4, 0.9, 1);
-    const char *stream[] = { "x", "y", "x", "z", "x", "y", "w", "x" };
-    for (size_t i = 0; i < sizeof(stream) / sizeof(stream[0]); i++) {
-        char *out;
-        size_t olen;
-        topk_add(t, stream[i], 1, 1, &out, &olen);
-        free(out);
-    }
+    static const char *const stream[] = { "x", "y", "x", "z", "x", "y", "w", "x", NULL };
+    add_all(t, stream);
     static const char *const l2[] = { "x", "y", "w" };
     static const uint64_t c2[] = { 4, 2, 1 };
     list_is(t, l2, c2, 3);
@@ -224,18 +230,13 @@ static void test_redisbloom_cases(void **state)
 {
     (void)state;
     topk_t *t = topk_create(2, 50, 5, 0.9, 5);
-    static const char *const adds[][7] = {
-        { "foo", "bar", "baz", "42", "foo", "bar", "baz" },
+    static const char *const adds[][8] = {
+        { "foo", "bar", "baz", "42", "foo", "bar", "baz", NULL },
         { "foo", "baz", "42", "foo", "baz", NULL },
         { "foo", "bar", "baz", "foo", "baz", NULL },
     };
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 7 && adds[i][j]; j++) {
-            char *out;
-            size_t olen;
-            topk_add(t, adds[i][j], strlen(adds[i][j]), 1, &out, &olen);
-            free(out);
-        }
+        add_all(t, adds[i]);
     static const char *const l1[] = { "foo", "baz" };
     static const uint64_t c1[] = { 6, 6 };
     list_is(t, l1, c1, 2);
@@ -320,13 +321,8 @@ static void test_gen1_rules(void **state)
 
     /* a wide sketch (no collisions) counts exactly */
     t = topk_create_gen(TALLY_GEN_1, 3, 1000, 4, 0.9, 1);
-    const char *stream[] = { "x", "y", "x", "z", "x", "y", "w", "x" };
-    for (size_t i = 0; i < sizeof(stream) / sizeof(stream[0]); i++) {
-        char *out;
-        size_t olen;
-        topk_add(t, stream[i], 1, 1, &out, &olen);
-        free(out);
-    }
+    static const char *const stream[] = { "x", "y", "x", "z", "x", "y", "w", "x", NULL };
+    add_all(t, stream);
     topk_entry_t all[3];
     n = topk_list(t, all);
     assert_int_equal(n, 3);
