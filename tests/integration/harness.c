@@ -257,8 +257,7 @@ int tally_stop(tally_proc_t *p)
         return 0;
     kill(p->pid, SIGTERM);
     int st = wait_status(p->pid);
-    p->pid = 0;
-    p->port = 0;
+    p->pid = 0;   /* the port is kept: client threads may still read it */
     return st;
 }
 
@@ -268,8 +267,7 @@ void tally_kill(tally_proc_t *p)
         return;
     kill(p->pid, SIGKILL);
     wait_status(p->pid);
-    p->pid = 0;
-    p->port = 0;
+    p->pid = 0;   /* the port is kept: client threads may still read it */
 }
 
 /* A sanitizer report anywhere in a tallyd log fails the test that ran it. */
