@@ -226,7 +226,9 @@ typedef struct journal_scan {
 } journal_scan_t;
 
 /* Walks a whole journal file, passing each request record to fn (may be
- * NULL).  Damage (anything but the ends above) stops the walk.  The rules
+ * NULL); out->h holds the parsed header before fn is first called (replay
+ * takes the generation from it).  Damage (anything but the ends above)
+ * stops the walk.  The rules
  * that depend on other files - an older journal must be sealed, a torn
  * record is only allowed in the newest journal - are the caller's, with
  * journalfmt_check_place(). */
