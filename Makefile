@@ -1,15 +1,21 @@
-# tally - build, run, test and benchmark tallyd.
+# tally - build, run, install, test and benchmark tallyd.
 #
-#   make deps      install missing Debian packages (as root) and the npm validator
 #   make / all     build build/release/tallyd
-#   make run       deps + build + start tallyd on 127.0.0.1:8080, data in ./data
-#   make test      deps + every test, twice: optimised, then under ASan+UBSan;
+#   make run       build dependencies + build + start tallyd on 127.0.0.1:8080, data in ./data
+#   make install   install tallyd, its man page and systemd unit under PREFIX (default
+#                  /usr/local; DESTDIR for staging); make uninstall removes them
+#   make test      test dependencies + every test, twice: optimised, then under ASan+UBSan;
 #                  then the multi-threaded integration tests under TSan
-#   make bench     deps + benchmarks against Redis and a bare libmicrohttpd server
+#   make bench     bench dependencies + benchmarks against Redis and a bare libmicrohttpd server
 #   make fuzz      run each libFuzzer target for FUZZ_SECONDS (clang)
 #   make SANITIZER=address,undefined test    only the sanitizer run
-#
 #   make SANITIZER=thread tsan-suite         the ThreadSanitizer run alone
+#
+# Dependencies come in sets (tools/deps.sh): `make deps` installs what
+# building needs and nothing else (run and install call it); `make deps-test`,
+# `deps-bench` and `deps-fuzz` add what those targets need (test, bench and
+# fuzz call them).  Only the test set uses npm.  As root the missing Debian
+# packages are installed; otherwise the exact apt-get command is printed.
 #
 # Build products go to build/release, build/sanitize or build/tsan; sources are found by
 # wildcard, so a new core/ api/ service/ file or test needs no edit here.
@@ -64,18 +70,55 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 DATA_DIR ?= ./data
 PORT ?= 8080
 
-.PHONY: all deps run test test-suite tsan-suite unit integration openapi-check lint-yaml fuzz-regress \
+.PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
+        openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
         bench fuzz clean
 
 all: $(TALLYD)
 
 deps:
-	@sh tools/deps.sh
+	@sh tools/deps.sh build
+deps-test: deps
+	@sh tools/deps.sh test
+deps-bench: deps
+	@sh tools/deps.sh bench
+deps-fuzz: deps
+	@sh tools/deps.sh fuzz
 
 run: deps
 	@$(MAKE) --no-print-directory all
 	mkdir -p $(DATA_DIR)
 	exec $(TALLYD) --port $(PORT) --data-dir $(DATA_DIR)
+
+# -------------------------------------------------------------- install --
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/tally
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL ?= install
+# What `make install` puts where (uninstall removes exactly these).
+INSTALLED := $(BINDIR)/tallyd $(MANDIR)/man8/tallyd.8 $(UNITDIR)/tallyd.service \
+             $(DOCDIR)/README.md $(DOCDIR)/openapi.yaml $(DOCDIR)/examples/policies.json \
+             $(DOCDIR)/monitoring/grafana-dashboard.json $(DOCDIR)/monitoring/alerts.yml
+
+install: deps
+	@$(MAKE) --no-print-directory all
+	$(INSTALL) -D -m 0755 $(TALLYD) $(DESTDIR)$(BINDIR)/tallyd
+	$(INSTALL) -D -m 0644 man/tallyd.8 $(DESTDIR)$(MANDIR)/man8/tallyd.8
+	@mkdir -p $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/tallyd|$(BINDIR)/tallyd|' deploy/systemd/tallyd.service > $(DESTDIR)$(UNITDIR)/tallyd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/tallyd.service
+	$(INSTALL) -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	$(INSTALL) -D -m 0644 openapi.yaml $(DESTDIR)$(DOCDIR)/openapi.yaml
+	$(INSTALL) -D -m 0644 deploy/gateways/policies.json $(DESTDIR)$(DOCDIR)/examples/policies.json
+	$(INSTALL) -D -m 0644 deploy/monitoring/grafana-dashboard.json $(DESTDIR)$(DOCDIR)/monitoring/grafana-dashboard.json
+	$(INSTALL) -D -m 0644 deploy/monitoring/alerts.yml $(DESTDIR)$(DOCDIR)/monitoring/alerts.yml
+	@echo "installed $(DESTDIR)$(BINDIR)/tallyd; as a service: systemctl daemon-reload && systemctl enable --now tallyd"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/monitoring $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # ---------------------------------------------------------------- build --
 $(BUILD)/%.o: %.c
@@ -110,17 +153,25 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY)
 
 # ----------------------------------------------------------------- test --
 ifeq ($(strip $(SANITIZER)),)
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory test-suite
 	@$(MAKE) --no-print-directory SANITIZER=address,undefined test-suite
 	@$(MAKE) --no-print-directory SANITIZER=thread tsan-suite
 	@echo "make test: all passed (optimised, ASan+UBSan and ThreadSanitizer builds)"
 else
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory test-suite
 endif
 
-test-suite: all unit integration fuzz-regress openapi-check lint-yaml
+# The checks of files (OpenAPI, YAML, monitoring, man page, install, the
+# docs' examples) do not depend on the build flavour: they run once, in the
+# optimised pass.
+ifeq ($(strip $(SANITIZER)),)
+test-suite: all unit integration fuzz-regress openapi-check openapi-lint lint-yaml monitoring-check man-check \
+            install-check examples-check
+else
+test-suite: all unit integration fuzz-regress
+endif
 
 # ThreadSanitizer (make SANITIZER=thread tsan-suite): the integration tests
 # that load tallyd from many threads at once - mixed writes, snapshots,
@@ -147,19 +198,50 @@ fuzz-regress: $(FUZZ_BIN)
 openapi-check: $(TALLYD)
 	node tools/openapi/check.mjs openapi.yaml $(TALLYD)
 
+# Redocly CLI's recommended-strict rules (tools/openapi/README.md says why).
+openapi-lint:
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+	  tools/openapi/node_modules/.bin/redocly lint --config tools/openapi/redocly.yaml --format=stylish openapi.yaml
+
 lint-yaml:
 	yamllint -s -c tools/yamllint.yml openapi.yaml deploy
-	node tools/openapi/check-deploy.mjs Dockerfile deploy/kubernetes/*.yaml
+	node tools/openapi/check-deploy.mjs Dockerfile deploy/kubernetes/*.yaml deploy/gateways/kubernetes-sidecar/*.yaml \
+	  deploy/gateways/traefik/middleware-k8s.yaml
+
+# Alert rules: syntax and semantics (promtool check), behaviour on made-up
+# series (promtool test); every metric the dashboard and the rules use is one
+# tallyd exports.
+monitoring-check:
+	promtool check rules deploy/monitoring/alerts.yml
+	promtool test rules deploy/monitoring/alerts-test.yml
+	node tools/openapi/check-monitoring.mjs deploy/monitoring/grafana-dashboard.json deploy/monitoring/alerts.yml
+
+# The man page renders without a warning and covers every option of --help.
+man-check: $(TALLYD)
+	sh tools/check-man.sh man/tallyd.8 $(TALLYD)
+
+# make install into a scratch DESTDIR: the files land, the binary runs, the
+# unit verifies (systemd-analyze, with the installed man page), and
+# make uninstall leaves nothing behind.
+install-check: $(TALLYD)
+	sh tools/check-install.sh
+
+# Every example of the READMEs, run as written against a fresh tallyd on a
+# free port, each answer compared with the one shown (HACKING.md, "Examples
+# in the docs", has the convention).
+EXAMPLE_DOCS := README.md $(wildcard deploy/README.md deploy/*/README.md deploy/*/*/README.md)
+examples-check: $(TALLYD)
+	node tools/check-examples.mjs $(TALLYD) $(EXAMPLE_DOCS)
 
 # ---------------------------------------------------------------- bench --
-bench: deps
+bench: deps-bench
 	@$(MAKE) --no-print-directory all $(BENCH_BIN)
 	BUILD=$(BUILD) sh bench/run.sh
 
 # ----------------------------------------------------------------- fuzz --
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := build/fuzz
-fuzz: deps
+fuzz: deps-fuzz
 	@set -e; mkdir -p $(FUZZ_BUILD); \
 	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined \

@@ -148,6 +148,9 @@ typedef struct api_hooks {
     /* Takes a snapshot now; returns an object describing it, or NULL with
      * *err set to a message. */
     json_t *(*snapshot)(void *ud, const char **err);
+    /* Re-reads the --config policies file; false with a message in err
+     * (no file configured, or the file is refused: the old policies stay). */
+    bool (*reload)(void *ud, size_t *count, char *err, size_t errlen);
 } api_hooks_t;
 
 typedef struct api_route_meta {
@@ -286,8 +289,10 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
  * value larger than the whole limit is refused, not allowed to overshoot). */
 bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra);
 
-/* Sets a 409 WRONGTYPE naming both types. */
-void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted);
+/* Sets a 409 WRONGTYPE naming both types ("key holds a counter (counter),
+ * not a geo set (geo)"); `role` (may be NULL) names which key of a
+ * multi-key request it is, e.g. "sources[1]". */
+void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted, const char *role);
 
 /* Looks up `k` (its shard locked) expecting `type`: returns the entry, or
  * NULL with *resp set - 404 when missing (if must_exist), 409 WRONGTYPE when

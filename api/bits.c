@@ -510,9 +510,9 @@ void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             ks_entry_t *se = ks_find(ks, &keys[i + 1], now_ms);
             if (se && ks_entry_type(se) != &bits_type) {
                 ks_unlock_keys(ks, keys, n + 1);
-                char what[48];
-                snprintf(what, sizeof(what), "bits (sources[%zu])", i);
-                api_wrongtype(resp, se, what);
+                char what[32];
+                snprintf(what, sizeof(what), "sources[%zu]", i);
+                api_wrongtype(resp, se, "bits", what);
                 goto out;
             }
             const bits_t *sb = se ? ks_entry_value(se) : NULL;
@@ -524,7 +524,7 @@ void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         ks_entry_t *de = ks_find(ks, &keys[0], now_ms);
         if (de && ks_entry_type(de) != &bits_type) {
             ks_unlock_keys(ks, keys, n + 1);
-            api_wrongtype(resp, de, "bits (destination)");
+            api_wrongtype(resp, de, "bits", "destination");
             goto out;
         }
         /* the result replaces the destination: make room for the difference */

@@ -2,11 +2,13 @@
  * ops.c - operating the service: liveness, readiness, info, metrics and
  * on-demand snapshots.
  *
+ *   GET  /                -> 200: a short index (version, links, every route)
  *   GET  /healthz         -> 200 {"status":"ok"} while the process serves HTTP
  *   GET  /readyz          -> 200 once snapshot and journal are loaded, else 503
  *   GET  /info            -> JSON: version, keyspace, persistence, server
  *   GET  /metrics         -> Prometheus text exposition format 0.0.4
  *   POST /admin/snapshot  -> answers when the snapshot file is durable
+ *   POST /admin/reload    -> re-reads the --config policies file (as SIGHUP)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +31,23 @@ static const char *policy_name(ks_evict_policy_t p)
 static bool no_params(const api_req_t *req, api_resp_t *resp)
 {
     return api_no_query(req, resp);
+}
+
+void h_index(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    (void)srv;
+    if (!no_params(req, resp))
+        return;
+    json_t *routes = json_array();
+    for (size_t i = 0; i < api_route_count(); i++) {
+        api_route_meta_t m = api_route_meta(i);
+        json_array_append_new(routes, json_sprintf("%s %s", m.method, m.pattern));
+    }
+    api_json(resp, 200,
+             json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s},s:s,s:o}", "service", "tallyd", "version", TALLY_VERSION,
+                       "links", "health", "/healthz", "ready", "/readyz", "info", "/info", "metrics", "/metrics",
+                       "docs", "man 8 tallyd; openapi.yaml describes every route (share/doc/tally once installed)",
+                       "routes", routes));
 }
 
 void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -67,15 +86,19 @@ void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!no_params(req, resp))
         return;
     wbuf_t b = WBUF_INIT;
-    char line[256];
+    char line[512];
     int n = snprintf(line, sizeof(line),
                      "# HELP tally_keys Keys in the keyspace (expired keys not yet removed included).\n"
                      "# TYPE tally_keys gauge\n"
                      "tally_keys %llu\n"
                      "# HELP tally_memory_bytes Bytes charged to keys and their values.\n"
                      "# TYPE tally_memory_bytes gauge\n"
-                     "tally_memory_bytes %llu\n",
-                     (unsigned long long)ks_total_keys(srv->ks), (unsigned long long)ks_total_memory(srv->ks));
+                     "tally_memory_bytes %llu\n"
+                     "# HELP tally_maxmemory_bytes The --maxmemory limit (0: none).\n"
+                     "# TYPE tally_maxmemory_bytes gauge\n"
+                     "tally_maxmemory_bytes %llu\n",
+                     (unsigned long long)ks_total_keys(srv->ks), (unsigned long long)ks_total_memory(srv->ks),
+                     (unsigned long long)ks_maxmemory(srv->ks));
     wbuf_put_bytes(&b, line, (size_t)n);
     if (srv->hooks.metrics)
         srv->hooks.metrics(srv->hooks.ud, &b);
@@ -117,4 +140,20 @@ void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     resp->deferred = snapshot_job;
+}
+
+void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    if (!no_params(req, resp))
+        return;
+    if (req->replay)
+        return;
+    size_t count = 0;
+    char err[1024];
+    if (!srv->hooks.reload || !srv->hooks.reload(srv->hooks.ud, &count, err, sizeof(err))) {
+        api_error_field(resp, API_E_BAD_REQUEST, "config", "%s",
+                        srv->hooks.reload ? err : "this server cannot reload its configuration");
+        return;
+    }
+    api_json(resp, 200, json_pack("{s:b,s:I}", "reloaded", 1, "policies", (json_int_t)count));
 }

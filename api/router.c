@@ -3,7 +3,11 @@
  *
  * Matching works on decoded path segments.  A path that matches some route's
  * pattern but not with this method gets 405 with an Allow header; a path that
- * matches no pattern gets 404.  Path segments are percent-decoded one by one,
+ * matches no pattern gets 404 naming the routes under its first segment
+ * (GET / lists them all).  HEAD is served by a path's GET route: the handler
+ * runs as for GET and the server sends no body (HTTP's rule for HEAD; the
+ * Content-Length stays that of the GET answer).  Path segments are
+ * percent-decoded one by one,
  * so `/uv/page%2Fhome` addresses the key "page/home".  Query strings are
  * decoded as HTML forms do ('+' is a space, %XX a byte), which is what HTTP
  * client libraries produce.
@@ -109,7 +113,8 @@ static bool split_path(api_req_t *req, api_resp_t *resp, char **arena)
         while (i < n && p[i] != '/')
             i++;
         if (req->nseg == API_MAX_SEGMENTS) {
-            api_error(resp, API_E_NOT_FOUND, "no such route");
+            api_error(resp, API_E_NOT_FOUND, "no route has more than %d path segments (GET / lists every route)",
+                      API_MAX_SEGMENTS);
             return false;
         }
         long len = pct_decode(p + start, i - start, false, *arena);
@@ -238,6 +243,47 @@ static bool route_matches(size_t r, const api_req_t *req)
     return true;
 }
 
+/* A route serves this method: its own, any (ANY), or HEAD on a GET route. */
+static bool method_matches(api_method_t route, api_method_t m)
+{
+    return route == API_ANY || route == m || (route == API_GET && m == API_HEAD);
+}
+
+/* The 404 for a path no pattern matches: which routes exist under its first
+ * segment, so a typo shows its neighbours. */
+static void not_found(const api_req_t *req, api_resp_t *resp)
+{
+    char list[320] = "";
+    size_t used = 0;
+    int shown = 0;
+    const char *prev = NULL;
+    for (size_t r = 0; r < api_nroutes; r++) {
+        const pattern_seg_t *first = &compiled[r].seg[0];
+        if (req->nseg == 0 || first->param || first->len == 0 || first->len != req->seg_len[0] ||
+            memcmp(first->text, req->seg[0], first->len) != 0)
+            continue;
+        const char *pat = api_routes[r].pattern;
+        if (prev && strcmp(prev, pat) == 0)
+            continue;   /* the same pattern with another method */
+        prev = pat;
+        int n = snprintf(list + used, sizeof(list) - used, "%s%s", shown ? ", " : "", pat);
+        if (n < 0 || (size_t)n >= sizeof(list) - used) {
+            list[used] = '\0';
+            snprintf(list + used, sizeof(list) - used, ", ...");
+            break;
+        }
+        used += (size_t)n;
+        shown++;
+    }
+    int plen = req->path_len > 120 ? 120 : (int)req->path_len;
+    if (shown)
+        api_error(resp, API_E_NOT_FOUND, "no route matches %.*s%s; routes under /%.*s: %s (GET / lists every route)",
+                  plen, req->path, req->path_len > 120 ? "..." : "", (int)req->seg_len[0], req->seg[0], list);
+    else
+        api_error(resp, API_E_NOT_FOUND, "no route matches %.*s%s; GET / lists every route", plen, req->path,
+                  req->path_len > 120 ? "..." : "");
+}
+
 const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
 {
     if (!req->route)
@@ -278,12 +324,12 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
 
     const api_route_t *match = NULL;
-    char allow[96] = "";
+    char allow[128] = "";
     for (size_t i = 0; i < api_nroutes; i++) {
         const api_route_t *r = &api_routes[i];
         if (!route_matches(i, req))
             continue;
-        if (r->method == API_ANY || r->method == req->method) {
+        if (method_matches(r->method, req->method)) {
             match = r;
             resp->route_index = (int)i;
             break;
@@ -291,7 +337,8 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (resp->route_index < 0)
             resp->route_index = (int)i;
         size_t al = strlen(allow);
-        snprintf(allow + al, sizeof(allow) - al, "%s%s", al ? ", " : "", api_method_name(r->method));
+        snprintf(allow + al, sizeof(allow) - al, "%s%s%s", al ? ", " : "", api_method_name(r->method),
+                 r->method == API_GET ? ", HEAD" : "");
     }
     if (!match) {
         if (resp->route_index >= 0) {
@@ -299,7 +346,7 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                       api_method_name(req->method), allow);
             api_add_header(resp, "Allow", "%s", allow);
         } else {
-            api_error(resp, API_E_NOT_FOUND, "no such route");
+            not_found(req, resp);
         }
         return;
     }

@@ -1,4 +1,7 @@
-/* routes.c - every route tallyd serves, in one table (see routes.h). */
+/* routes.c - every route tallyd serves, in one table (see routes.h).  A HEAD
+ * request is served by the GET route of its path (the router runs the GET
+ * handler; the server sends the headers, Content-Length included, without
+ * the body). */
 #include "api/routes.h"
 
 const api_route_t api_routes[] = {
@@ -101,18 +104,20 @@ const api_route_t api_routes[] = {
     { API_DELETE, "/keys/{key}/ttl",       h_key_ttl_delete },
 
     /* operations */
+    { API_GET,    "/",                     h_index },
     { API_GET,    "/healthz",              h_healthz },
     { API_GET,    "/readyz",               h_readyz },
     { API_GET,    "/info",                 h_info },
     { API_GET,    "/metrics",              h_metrics },
     { API_POST,   "/admin/snapshot",       h_admin_snapshot },
+    { API_POST,   "/admin/reload",         h_admin_reload },
 };
 
 const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
 
-/* POST routes that never change state: they need no journal space. */
+/* POST routes that never change the keyspace: they need no journal space. */
 static const api_handler_fn read_posts[] = {
-    h_bloom_mexists, h_cuckoo_mexists, h_cms_count_post, h_topk_query, h_admin_snapshot,
+    h_bloom_mexists, h_cuckoo_mexists, h_cms_count_post, h_topk_query, h_admin_snapshot, h_admin_reload,
 };
 
 bool api_route_writes(const api_route_t *r)

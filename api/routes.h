@@ -134,10 +134,12 @@ void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
 /* api/ops.c */
+void h_index(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 
 #endif

@@ -370,7 +370,7 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
         slot_t *s = &slots[i];
         s->e = ks_find(ks, &keys[i], now_ms);
         if (s->e && ks_entry_type(s->e) != &throttle_type) {
-            api_wrongtype(resp, s->e, "throttle");
+            api_wrongtype(resp, s->e, "throttle", NULL);
             goto unlock;
         }
     }

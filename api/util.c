@@ -117,9 +117,31 @@ void api_add_header(api_resp_t *resp, const char *name, const char *fmt, ...)
     va_end(ap);
 }
 
-void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted)
+/* What a value of each type is called in messages, with its article: "key
+ * holds a bit string (bits), not an activity set (activity)". */
+static const struct {
+    const char *type;
+    const char *noun;
+} type_nouns[] = {
+    { "throttle", "a rate limiter" },  { "counter", "a counter" },         { "uv", "a HyperLogLog" },
+    { "bloom", "a Bloom filter" },     { "cuckoo", "a Cuckoo filter" },   { "cms", "a Count-Min sketch" },
+    { "topk", "a Top-K" },             { "tdigest", "a T-Digest" },       { "bits", "a bit string" },
+    { "activity", "an activity set" }, { "geo", "a geo set" },            { "ts", "a time series" },
+};
+
+static const char *type_noun(const char *type)
 {
-    api_error(resp, API_E_WRONGTYPE, "key holds a %s, not a %s", ks_entry_type(e)->name, wanted);
+    for (size_t i = 0; i < sizeof(type_nouns) / sizeof(type_nouns[0]); i++)
+        if (strcmp(type_nouns[i].type, type) == 0)
+            return type_nouns[i].noun;
+    return "a value";
+}
+
+void api_wrongtype(api_resp_t *resp, const ks_entry_t *e, const char *wanted, const char *role)
+{
+    const char *held = ks_entry_type(e)->name;
+    api_error(resp, API_E_WRONGTYPE, "%s%skey holds %s (%s), not %s (%s)", role ? role : "", role ? ": " : "",
+              type_noun(held), held, type_noun(wanted), wanted);
 }
 
 ks_entry_t *api_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *k,
@@ -136,7 +158,7 @@ ks_entry_t *api_find(api_server_t *srv, const api_req_t *req, api_resp_t *resp, 
         return NULL;
     }
     if (ks_entry_type(e) != type) {
-        api_wrongtype(resp, e, type->name);
+        api_wrongtype(resp, e, type->name, NULL);
         *failed = true;
         return NULL;
     }
@@ -179,7 +201,7 @@ void api_create_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, c
         if (ks_entry_type(e) == type)
             api_error(resp, API_E_EXISTS, "a %s already exists at this key", type->name);
         else
-            api_wrongtype(resp, e, type->name);
+            api_wrongtype(resp, e, type->name, NULL);
         return;
     }
     if (!ks_add(ks, &k, type, value, KS_NO_EXPIRY, api_now_ms(req))) {

@@ -131,7 +131,7 @@ static void uv_union(api_server_t *srv, api_req_t *req, api_resp_t *resp, const 
             hll_max_into(ks_entry_value(e), max);
     }
     if (bad)
-        api_wrongtype(resp, bad, "uv");
+        api_wrongtype(resp, bad, "uv", NULL);
     ks_unlock_keys(ks, keys, n);
     if (!bad)
         count_answer(resp, hll_count_registers(max));
@@ -297,7 +297,7 @@ void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (bad) {
         ks_unlock_keys(ks, keys, n);
-        api_wrongtype(resp, bad, "uv");
+        api_wrongtype(resp, bad, "uv", NULL);
         goto out;
     }
     hll_t *h = dst ? ks_entry_value(dst) : fresh;

@@ -12,6 +12,7 @@
  * finish -> close connections -> final snapshot -> exit 0.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/ratelimit.h"
@@ -186,6 +188,78 @@ static bool load_policies(char *err, size_t errlen, size_t *count)
     return ok;
 }
 
+static const char *policies_word(size_t count)
+{
+    return count == 1 ? "rate-limit policy" : "rate-limit policies";
+}
+
+/* Reloads --config for SIGHUP and POST /admin/reload, one at a time; logs
+ * the outcome with `who` asked.  False with a message (the policies loaded
+ * before stay). */
+static bool reload_policies(const char *who, size_t *count, char *err, size_t errlen)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    if (!app.opts.config[0]) {
+        snprintf(err, errlen, "no policy file to reload: tallyd was started without --config");
+        log_info("%s: %s", who, err);
+        return false;
+    }
+    pthread_mutex_lock(&mu);
+    bool ok = load_policies(err, errlen, count);
+    pthread_mutex_unlock(&mu);
+    if (ok) {
+        log_info("%s: reloaded %s: %zu %s", who, app.opts.config, *count, policies_word(*count));
+    } else {
+        log_error("%s: %s; keeping the policies loaded before", who, err);
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, "; the policies loaded before stay");
+    }
+    return ok;
+}
+
+static bool hook_reload(void *ud, size_t *count, char *err, size_t errlen)
+{
+    (void)ud;
+    return reload_policies("POST /admin/reload", count, err, errlen);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pid file                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Writes our pid to --pid-file (via a temporary file and rename, so a reader
+ * never sees a partial file); false with a message. */
+static bool pid_file_write(char *err, size_t errlen)
+{
+    const char *path = app.opts.pid_file;
+    char tmp[sizeof(app.opts.pid_file) + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "--pid-file %s: %s", path, strerror(errno));
+        if (f)
+            unlink(tmp);
+        return false;
+    }
+    return true;
+}
+
+/* Removes --pid-file on the way out, if it still names this process. */
+static void pid_file_remove(void)
+{
+    if (!app.opts.pid_file[0])
+        return;
+    FILE *f = fopen(app.opts.pid_file, "r");
+    long pid = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    if (pid == (long)getpid())
+        unlink(app.opts.pid_file);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Main                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -212,7 +286,7 @@ static int run(void)
             api_policies_free(app.api.policies);
             return 1;
         }
-        log_info("--config %s: %zu rate-limit policies", o->config, count);
+        log_info("--config %s: %zu %s", o->config, count, policies_word(count));
     }
 
     sigset_t sigs;
@@ -240,6 +314,7 @@ static int run(void)
         app.api.hooks.journal_release = hook_release;
         app.api.hooks.snapshot = hook_snapshot;
     }
+    app.api.hooks.reload = hook_reload;
     metrics_init();
 
     server_hooks_t sh = { 0 };
@@ -254,12 +329,19 @@ static int run(void)
     atomic_store_explicit(&app.live_server, app.server, memory_order_release);
     log_info("tallyd %s listening on %s:%d (%d threads, %u shards); loading", TALLY_VERSION, o->bind,
              server_port(app.server), o->threads, ks_shard_count(app.ks));
+    if (o->pid_file[0] && !pid_file_write(err, sizeof(err))) {
+        log_error("%s; refusing to start", err);
+        server_stop(app.server);
+        ks_free(app.ks);
+        return 1;
+    }
 
     if (!o->in_memory) {
         app.persist = persist_open(o, &app.api, err, sizeof(err));
         if (!app.persist) {
             log_error("%s", err);
             server_stop(app.server);
+            pid_file_remove();
             ks_free(app.ks);
             return 1;
         }
@@ -279,12 +361,7 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            if (!o->config[0])
-                log_info("SIGHUP: no policy file to reload (--config not set)");
-            else if (load_policies(err, sizeof(err), &count))
-                log_info("SIGHUP: reloaded %s: %zu rate-limit policies", o->config, count);
-            else
-                log_error("SIGHUP: %s; keeping the policies loaded before", err);
+            reload_policies("SIGHUP", &count, err, sizeof(err));
             continue;
         }
         ks_expire_cycle(app.ks, clock_now_ns() / 1000000, EXPIRE_SAMPLES);
@@ -315,6 +392,7 @@ static int run(void)
     }
     ks_free(app.ks);
     api_policies_free(app.api.policies);
+    pid_file_remove();
     log_info("stopped");
     return rc;
 }

@@ -18,17 +18,18 @@ typedef struct opt_def {
     const char *env;
     kind_t kind;
     size_t offset;
-    long min, max;               /* for K_INT */
+    long min, max;               /* for K_INT; max is the buffer size for K_STR */
     const char *help;
 } opt_def_t;
 
 #define OFF(f) offsetof(tally_opts_t, f)
+#define CAP(f) ((long)sizeof(((tally_opts_t *)0)->f))
 
 static const opt_def_t defs[] = {
     { "port", "TALLY_PORT", K_INT, OFF(port), 0, 65535, "TCP port to listen on (default 8080; 0 picks a free port)" },
-    { "bind", "TALLY_BIND", K_STR, OFF(bind), 0, 0, "address to listen on (default 127.0.0.1; 0.0.0.0 for all IPv4)" },
+    { "bind", "TALLY_BIND", K_STR, OFF(bind), 0, CAP(bind), "address to listen on (default 127.0.0.1; 0.0.0.0 for all IPv4)" },
     { "threads", "TALLY_THREADS", K_INT, OFF(threads), 1, 1024, "HTTP worker threads (default: online cores)" },
-    { "data-dir", "TALLY_DATA_DIR", K_STR, OFF(data_dir), 0, 0, "directory for snapshot and journal (default ./data)" },
+    { "data-dir", "TALLY_DATA_DIR", K_STR, OFF(data_dir), 0, CAP(data_dir), "directory for snapshot and journal (default ./data)" },
     { "in-memory", "TALLY_IN_MEMORY", K_FLAG, OFF(in_memory), 0, 0, "keep no files: state is lost on exit" },
     { "max-body", "TALLY_MAX_BODY", K_SIZE, OFF(body_limit), 0, 0, "largest request body (default 1mb; larger gets 413)" },
     { "max-url", "TALLY_MAX_URL", K_SIZE, OFF(max_url), 0, 0, "longest request URL (default 16kb; longer gets 414)" },
@@ -44,7 +45,8 @@ static const opt_def_t defs[] = {
     { "journal", "TALLY_JOURNAL", K_BOOL_ONOFF, OFF(journal), 0, 0, "on | off: journal every change (default on)" },
     { "fsync", "TALLY_FSYNC", K_FSYNC, OFF(fsync), 0, 0, "always | everysec | no: when the journal reaches the disk (default everysec)" },
     { "journal-timeout", "TALLY_JOURNAL_TIMEOUT", K_INT, OFF(journal_timeout), 1, 3600, "seconds a change waits for a failing disk before it is answered 503 (default 5)" },
-    { "config", "TALLY_CONFIG", K_STR, OFF(config), 0, 0, "JSON file of named rate-limit policies (reloaded on SIGHUP)" },
+    { "config", "TALLY_CONFIG", K_STR, OFF(config), 0, CAP(config), "JSON file of named rate-limit policies (reloaded on SIGHUP and POST /admin/reload)" },
+    { "pid-file", "TALLY_PID_FILE", K_STR, OFF(pid_file), 0, CAP(pid_file), "write the process id to this file once listening; removed on exit (default: none)" },
     { "log-level", "TALLY_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0, "error | warn | info | debug (default info)" },
 };
 
@@ -92,8 +94,7 @@ static bool set_opt(tally_opts_t *o, const opt_def_t *d, const char *v, char *er
         return true;
     }
     case K_STR: {
-        size_t cap = d->offset == OFF(bind) ? sizeof(o->bind) : sizeof(o->data_dir);
-        if (strlen(v) >= cap) {
+        if (strlen(v) >= (size_t)d->max) {
             snprintf(err, errlen, "--%s: value too long", d->flag);
             return false;
         }
@@ -222,6 +223,11 @@ opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **ch
                 snprintf(err, errlen, "--check needs a FILE");
                 return OPTS_ERROR;
             }
+            if (i + 2 < argc) {
+                snprintf(err, errlen, "--check takes one FILE; unexpected argument '%s' (check one file at a time)",
+                         argv[i + 2]);
+                return OPTS_ERROR;
+            }
             *check_file = argv[i + 1];
             return OPTS_CHECK;
         }
@@ -282,7 +288,7 @@ void opts_usage(FILE *out)
     }
     fprintf(out,
             "\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight requests, snapshot, exit 0;\n"
-            "         SIGHUP reloads --config.\n"
+            "         SIGHUP reloads --config (as does POST /admin/reload).\n"
             "Files in --data-dir: snapshot.tly (the latest snapshot), journal.<seq>.tlj (changes\n"
             "since), LOCK (held while tallyd runs).\n");
 }

@@ -35,6 +35,7 @@ typedef struct tally_opts {
     fsync_mode_t fsync;          /* --fsync always|everysec|no, TALLY_FSYNC: everysec */
     int journal_timeout;         /* --journal-timeout, TALLY_JOURNAL_TIMEOUT: 5 s before a change that cannot be journaled gets 503 */
     char config[512];            /* --config, TALLY_CONFIG: policies file, optional */
+    char pid_file[512];          /* --pid-file, TALLY_PID_FILE: optional */
     int log_level;               /* --log-level, TALLY_LOG_LEVEL: info */
 } tally_opts_t;
 

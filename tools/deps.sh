@@ -1,14 +1,30 @@
 #!/bin/sh
-# Installs what building, testing and benchmarking tally needs on Debian 12.
-# As root it runs apt-get for the missing packages; otherwise it prints the
-# exact command and fails, so nothing is half-installed.
+# Installs the Debian packages one task needs on Debian 12, in sets:
+#
+#   sh tools/deps.sh build   compiling tallyd (make, make run)
+#   sh tools/deps.sh test    + what `make test` runs: cmocka, libcurl, the
+#                              reference redis-server, nginx, yamllint, promtool,
+#                              systemd-analyze, groff, Node.js + the npm tools
+#                              in tools/openapi (pinned by package-lock.json)
+#   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx
+#   sh tools/deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
+#
+# Each set includes `build`.  As root it runs apt-get for what is missing;
+# otherwise it prints the exact command and fails, so nothing is
+# half-installed.  Only the test set uses the npm registry.
 set -eu
 
-PKGS="gcc make pkg-config
-libmicrohttpd-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev
-libcmocka-dev libcurl4-openssl-dev
-clang libclang-rt-14-dev
-redis-server redis-tools nginx wrk yamllint curl procps"
+set_name=${1:-build}
+BUILD="gcc make pkg-config
+libmicrohttpd-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev"
+case "$set_name" in
+build) PKGS="$BUILD" ;;
+test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl procps
+redis-server redis-tools nginx yamllint prometheus systemd groff-base" ;;
+bench) PKGS="$BUILD redis-server redis-tools nginx wrk curl procps" ;;
+fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
+*) echo "deps: unknown set '$set_name' (build, test, bench or fuzz)" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PKGS; do
@@ -16,16 +32,17 @@ for p in $PKGS; do
         missing="$missing $p"
     fi
 done
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+if [ "$set_name" = test ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
     missing="$missing nodejs npm"
 fi
 
 if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ]; then
-        echo "deps: installing:$missing"
+        echo "deps ($set_name): installing:$missing"
         export DEBIAN_FRONTEND=noninteractive
-        # Packages such as redis-server and nginx would start system services
-        # on install; tally's tests start their own on free ports instead.
+        # Packages such as redis-server, nginx and prometheus would start
+        # system services on install; tally's tests start their own on free
+        # ports instead.
         if [ ! -e /usr/sbin/policy-rc.d ]; then
             printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
             chmod +x /usr/sbin/policy-rc.d
@@ -35,15 +52,22 @@ if [ -n "$missing" ]; then
         # shellcheck disable=SC2086
         apt-get install -y -qq --no-install-recommends $missing
     else
-        echo "deps: missing Debian packages:$missing" >&2
+        echo "deps: missing Debian packages for '$set_name':$missing" >&2
         echo "deps: run as root:  apt-get install -y$missing" >&2
         exit 1
     fi
 fi
 
-# The OpenAPI validator (npm, pinned by package-lock.json).
-dir=$(dirname "$0")/openapi
-if [ ! -d "$dir/node_modules/@seriousme/openapi-schema-validator" ] || [ ! -d "$dir/node_modules/yaml" ]; then
-    echo "deps: installing the OpenAPI validator (npm ci)"
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+if [ "$set_name" = test ]; then
+    # The npm tools (Redocly CLI, the OpenAPI schema validator, yaml), pinned
+    # by tools/openapi/package-lock.json.  Redocly CLI needs Node.js >= 20.19.
+    node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' || {
+        echo "deps: Node.js $(node --version) is too old for Redocly CLI (>= 20.19 needed)" >&2
+        exit 1
+    }
+    dir=$(dirname "$0")/openapi
+    if ! (cd "$dir" && npm ls --depth=0 >/dev/null 2>&1); then
+        echo "deps: installing the npm tools in $dir (npm ci)"
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
 fi

@@ -80,7 +80,7 @@ static char *deploy_snippet(int tally_port, int app_port, int listen_port)
     snprintf(app, sizeof(app), "server 127.0.0.1:%d;", app_port);
     snprintf(listen, sizeof(listen), "listen 127.0.0.1:%d;", listen_port);
     snprintf(include, sizeof(include), "include %s;", headers);
-    const char *from[] = { "server 127.0.0.1:8080;", "server 127.0.0.1:3000;", "listen 8000;",
+    const char *from[] = { "server 127.0.0.1:8081;", "server 127.0.0.1:3000;", "listen 8000;",
                            "include conf.d/tally-headers.conf;" };
     const char *to[] = { tally, app, listen, include };
     char *out = calloc(1, 2 * 65536);

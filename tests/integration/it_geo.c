@@ -263,7 +263,7 @@ static void test_wrongtype(void **state)
     for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
         r = http(&T, reqs[i][0], reqs[i][1], reqs[i][2], NULL);
         assert_error(&r, 409, "WRONGTYPE");
-        assert_non_null(strstr(r.body, "key holds a throttle, not a geo"));
+        assert_non_null(strstr(r.body, "key holds a rate limiter (throttle), not a geo set (geo)"));
         http_free(&r);
     }
     /* and the other way round */

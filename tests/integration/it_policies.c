@@ -433,6 +433,26 @@ static void test_reload(void **state)
     r = http_h(&T, "GET", "/hook/r/", NULL, NULL, h);
     assert_status(&r, 200);
     http_free(&r);
+    /* POST /admin/reload does what SIGHUP does, and answers how it went */
+    r = http(&T, "POST", "/admin/reload", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "No such file"));
+    assert_non_null(strstr(r.body, "the policies loaded before stay"));
+    http_free(&r);
+    write_file(path, "{\"policies\": {\"r\": {\"algorithm\": \"sliding_log\", \"max_count\": 9, \"period\": 600}}}");
+    r = http(&T, "POST", "/admin/reload", NULL, NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "policies"), 1);
+    http_free(&r);
+    assert_true(log_has(&T, "POST /admin/reload: reloaded"));
+    assert_true(log_has(&T, ": 1 rate-limit policy\n"));
+    r = http_h(&T, "GET", "/hook/r/", NULL, NULL, h);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "remaining"), 9 - 6);   /* 5 used before, this one */
+    http_free(&r);
+    r = http_h(&T, "GET", "/hook/s/", NULL, NULL, h);   /* gone with the reload */
+    assert_error(&r, 404, "NOT_FOUND");
+    http_free(&r);
     tally_cleanup(&T);
     T = saved;
 }
@@ -484,6 +504,11 @@ static void test_replay_without_config(void **state)
     /* and the hook without policies is an error, not a denial */
     r = http_h(&T, "GET", "/hook/log/a", NULL, NULL, h);
     assert_error(&r, 404, "NOT_FOUND");
+    http_free(&r);
+    /* and there is nothing to reload */
+    r = http(&T, "POST", "/admin/reload", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "without --config"));
     http_free(&r);
     tally_stop(&T);
     tmpdir_remove(dir);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
@@ -322,6 +323,101 @@ static void test_ready_while_loading(void **state)
     tally_cleanup(&L);
 }
 
+/* HEAD on every GET route: the GET answer's status and headers
+ * (Content-Length included), no body. */
+static void test_head_on_get_routes(void **state)
+{
+    (void)state;
+    throttle(&T, "headk");
+    const char *paths[] = { "/", "/healthz", "/readyz", "/info", "/metrics", "/keys/headk", "/throttle/headk?max_burst=5&count_per_period=1&period=3600",
+                            "/keys/missing", "/uv/missing" };
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        http_resp_t g = http(&T, "GET", paths[i], NULL, NULL);
+        http_resp_t h = http(&T, "HEAD", paths[i], NULL, NULL);
+        if (h.status != g.status)
+            fail_msg("HEAD %s: %ld, GET: %ld", paths[i], h.status, g.status);
+        assert_int_equal(h.len, 0);
+        char glen[32], hlen[32], ct[128];
+        assert_true(http_header(&h, "Content-Length", hlen, sizeof(hlen)));
+        assert_true(http_header(&g, "Content-Length", glen, sizeof(glen)));
+        /* /metrics and /info change between the two requests; the rest must match */
+        if (i != 3 && i != 4 && i != 6 && strcmp(glen, hlen) != 0)
+            fail_msg("HEAD %s: Content-Length %s, GET: %s", paths[i], hlen, glen);
+        assert_true(http_header(&h, "Content-Type", ct, sizeof(ct)));
+        http_free(&g);
+        http_free(&h);
+    }
+    /* HEAD does not make a GET-less route exist, and 405 lists HEAD with GET */
+    http_resp_t r = http(&T, "HEAD", "/admin/snapshot", NULL, NULL);
+    assert_int_equal(r.status, 405);
+    http_free(&r);
+    r = http(&T, "POST", "/healthz", "{}", NULL);
+    assert_error(&r, 405, "METHOD_NOT_ALLOWED");
+    char allow[64];
+    assert_true(http_header(&r, "Allow", allow, sizeof(allow)));
+    assert_string_equal(allow, "GET, HEAD");
+    http_free(&r);
+}
+
+/* GET / lists every route tallyd serves; a 404 names the routes under the
+ * path's first segment. */
+static void test_index_and_not_found(void **state)
+{
+    (void)state;
+    http_resp_t r = http(&T, "GET", "/", NULL, NULL);
+    assert_status(&r, 200);
+    assert_string_equal(json_string_value(json_object_get(r.json, "service")), "tallyd");
+    assert_non_null(json_string_value(json_object_get(r.json, "version")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r.json, "links"), "health")), "/healthz");
+    json_t *routes = json_object_get(r.json, "routes");
+    assert_true(json_array_size(routes) > 80);
+    bool has_throttle = false;
+    for (size_t i = 0; i < json_array_size(routes); i++)
+        has_throttle |= !strcmp(json_string_value(json_array_get(routes, i)), "POST /throttle");
+    assert_true(has_throttle);
+    http_free(&r);
+    r = http(&T, "GET", "/uv/a/b/c", NULL, NULL);
+    assert_error(&r, 404, "NOT_FOUND");
+    const char *msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+    assert_string_equal(msg, "no route matches /uv/a/b/c; routes under /uv: /uv/{key}, /uv/{key}/merge "
+                             "(GET / lists every route)");
+    http_free(&r);
+    r = http(&T, "GET", "/nothing/here", NULL, NULL);
+    assert_error(&r, 404, "NOT_FOUND");
+    msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+    assert_string_equal(msg, "no route matches /nothing/here; GET / lists every route");
+    http_free(&r);
+}
+
+/* --pid-file: written once listening, holds the pid, removed on exit. */
+static void test_pid_file(void **state)
+{
+    (void)state;
+    char dir[256], pidf[300];
+    tmpdir_make(dir, sizeof(dir));
+    snprintf(pidf, sizeof(pidf), "%s/tallyd.pid", dir);
+    const char *args[] = { "--in-memory", "--pid-file", pidf, NULL };
+    tally_proc_t P;
+    tally_start(&P, NULL, args);
+    FILE *f = fopen(pidf, "r");
+    assert_non_null(f);
+    long pid = 0;
+    assert_int_equal(fscanf(f, "%ld", &pid), 1);
+    fclose(f);
+    assert_int_equal(pid, (long)P.pid);
+    assert_int_equal(tally_stop(&P), 0);
+    assert_int_not_equal(access(pidf, F_OK), 0);
+    tally_cleanup(&P);
+    /* an unwritable pid file stops tallyd at start */
+    const char *bad[] = { "--in-memory", "--pid-file", "/nonexistent-dir/tallyd.pid", NULL };
+    assert_int_not_equal(tally_start_expect_exit(&P, NULL, bad), 0);
+    char *log = tally_log(&P);
+    assert_non_null(strstr(log, "--pid-file /nonexistent-dir/tallyd.pid"));
+    free(log);
+    tally_cleanup(&P);
+    tmpdir_remove(dir);
+}
+
 static void test_help_and_bad_flags(void **state)
 {
     (void)state;
@@ -335,7 +431,7 @@ static void test_help_and_bad_flags(void **state)
     assert_int_equal(pclose(f), 0);
     const char *flags[] = { "--port", "TALLY_PORT", "--bind", "TALLY_BIND", "--threads", "TALLY_THREADS",
                             "--data-dir", "TALLY_DATA_DIR", "--snapshot-interval", "--journal", "--fsync",
-                            "--max-body", "--maxmemory", "--check" };
+                            "--max-body", "--maxmemory", "--check", "--pid-file", "TALLY_PID_FILE" };
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strstr(buf, flags[i]))
             fail_msg("--help does not mention %s", flags[i]);
@@ -345,6 +441,14 @@ static void test_help_and_bad_flags(void **state)
     assert_int_not_equal(system(cmd), 0);
     snprintf(cmd, sizeof(cmd), "%s --no-such-flag 2>/dev/null", bin);
     assert_int_not_equal(system(cmd), 0);
+    /* --check takes exactly one file: a second one is refused, not ignored */
+    snprintf(cmd, sizeof(cmd), "%s --check a b 2>&1", bin);
+    f = popen(cmd, "r");
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    assert_int_equal(WEXITSTATUS(pclose(f)), 2);
+    if (!strstr(buf, "unexpected argument 'b'"))
+        fail_msg("tallyd --check a b: %s", buf);
 }
 
 int main(void)
@@ -355,6 +459,9 @@ int main(void)
         cmocka_unit_test(test_keys_api),
         cmocka_unit_test(test_graceful_shutdown),
         cmocka_unit_test(test_ready_while_loading),
+        cmocka_unit_test(test_head_on_get_routes),
+        cmocka_unit_test(test_index_and_not_found),
+        cmocka_unit_test(test_pid_file),
         cmocka_unit_test(test_help_and_bad_flags),
     };
     return cmocka_run_group_tests_name("server (integration)", tests, setup, teardown);

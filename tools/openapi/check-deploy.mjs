@@ -2,8 +2,12 @@
 // parse, name their kind, probe /healthz (liveness) and /readyz (readiness)
 // on tallyd, run as non-root; the Dockerfile is multi-stage on Debian 12,
 // non-root, with a data volume, a HEALTHCHECK and 0.0.0.0 inside.
-// Usage: node tools/openapi/check-deploy.mjs Dockerfile deploy/kubernetes/*.yaml
-import { readFileSync } from "node:fs";
+// Every gateway configuration under deploy/gateways asks only for policies
+// that exist: /hook/<name> (and nginx's /_tally/<name>) must name a policy of
+// deploy/gateways/policies.json, or of the policies ConfigMap in the same file.
+// Usage: node tools/openapi/check-deploy.mjs Dockerfile deploy/kubernetes/*.yaml ...
+import { readFileSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import YAML from "yaml";
 
 let failed = false;
@@ -41,5 +45,24 @@ for (const f of manifests) {
     if (!env.TALLY_DATA_DIR) fail(`${f}: tallyd has no TALLY_DATA_DIR`);
   }
 }
+const policiesOf = (text) => Object.keys(JSON.parse(text).policies || {});
+const shared = policiesOf(readFileSync("deploy/gateways/policies.json", "utf8"));
+const walk = (d) => readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? walk(join(d, n)) : [join(d, n)]));
+let hooks = 0;
+for (const f of walk("deploy/gateways").filter((n) => /\.(ya?ml|conf)$/.test(n))) {
+  const text = readFileSync(f, "utf8");
+  let known = shared;
+  if (/\.ya?ml$/.test(f)) {
+    for (const d of YAML.parseAllDocuments(text).map((x) => x.toJS())) {
+      if (d?.kind === "ConfigMap" && d.data?.["policies.json"]) known = policiesOf(d.data["policies.json"]);
+    }
+  }
+  for (const m of text.matchAll(/\/(?:hook|_tally)\/([A-Za-z0-9_.-]+)/g)) {
+    hooks++;
+    if (!known.includes(m[1])) fail(`${f}: asks for policy '${m[1]}', which is not among ${known.join(", ")}`);
+  }
+}
+if (hooks === 0) fail("found no /hook/<policy> in deploy/gateways");
+
 if (failed) process.exit(1);
-console.log(`deploy: Dockerfile and ${manifests.length} manifest files check out`);
+console.log(`deploy: Dockerfile and ${manifests.length} manifest files check out; ${hooks} gateway hooks name existing policies`);

@@ -46,6 +46,7 @@ for (const line of routes) {
     if (!item[m]) fail(`route ${method} ${pattern}: openapi.yaml has no '${m}' operation under ${path}`);
     else if (!item[m].responses) fail(`${m} ${path}: no responses`);
   }
+  if (method === "GET") served.add(`head ${path}`);   // every GET route answers HEAD too
   if (method === "ANY") for (const m of ["put", "delete", "patch", "head", "options"]) if (item[m]) served.add(`${m} ${path}`);
 }
 for (const [path, item] of Object.entries(spec.paths || {})) {
