@@ -96,6 +96,8 @@ typedef struct api_req {
     const char *(*client_ip)(void *hctx);
     int64_t now_ns;              /* the time this request is served at */
     bool replay;                 /* re-executed from the journal */
+    unsigned gen;                /* algorithm generation of a replayed record (core/types.h);
+                                    0 = the current one (see api_gen) */
 
     /* Filled by the router. */
     const api_route_t *route;
@@ -352,6 +354,9 @@ bool api_parse_double(const char *s, size_t len, double *out);
 /* ------------------------------------------------------------------------ */
 
 static inline int64_t api_now_ms(const api_req_t *req) { return req->now_ns / 1000000; }
+/* The algorithm generation whose rules serve this request: the current one
+ * live, the recording journal's on replay (core/types.h). */
+static inline unsigned api_gen(const api_req_t *req) { return req->gen ? req->gen : TALLY_GEN_CURRENT; }
 
 /* Before a request that may change state: secures journal space for it, so
  * that a change that could not be made durable is never applied.  Returns

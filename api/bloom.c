@@ -14,10 +14,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/items.h"
 #include "core/bloom.h"
+
+/* The most bytes a filter's bit arrays may take: --maxmemory, or without it
+ * the machine's memory (a larger filter could never be filled); none on
+ * replay, so that what was acknowledged always rebuilds. */
+static uint64_t bloom_byte_limit(api_server_t *srv, const api_req_t *req)
+{
+    if (req->replay)
+        return 0;
+    uint64_t max = ks_maxmemory(srv->ks);
+    if (max)
+        return max;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
 
 static void h_bloom_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
@@ -43,7 +58,8 @@ static void h_bloom_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         capacity < 0 ? "capacity" : "expansion");
         return;
     }
-    const char *why = bloom_validate(error, (uint64_t)capacity, (uint32_t)expansion, &field);
+    const char *why =
+        bloom_validate(error, (uint64_t)capacity, (uint32_t)expansion, scaling, bloom_byte_limit(srv, req), &field);
     if (why) {
         api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
         return;
@@ -51,7 +67,7 @@ static void h_bloom_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_make_room(srv, req, resp))
         return;
     api_create_key(srv, req, resp, key, klen, &bloom_type,
-                   bloom_create(error, (uint64_t)capacity, (uint32_t)expansion, scaling), NULL);
+                   bloom_create_gen(api_gen(req), error, (uint64_t)capacity, (uint32_t)expansion, scaling), NULL);
 }
 
 static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -75,12 +91,14 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     bloom_t *b = api_key_value(&h);
     bool created = !b;
     if (created)
-        b = bloom_create(BLOOM_DEFAULT_ERROR, BLOOM_DEFAULT_CAPACITY, BLOOM_DEFAULT_EXPANSION, true);
+        b = bloom_create_gen(api_gen(req), BLOOM_DEFAULT_ERROR, BLOOM_DEFAULT_CAPACITY, BLOOM_DEFAULT_EXPANSION,
+                             true);
+    uint64_t limit = bloom_byte_limit(srv, req);
     bloom_undo_t *u = b ? bloom_undo_begin(b) : NULL;
     int rc = u ? BLOOM_ADDED : BLOOM_NOMEM;
     bool changed = created;
     for (size_t i = 0; i < it.n && rc >= 0; i++) {
-        rc = bloom_add(b, it.p[i], it.len[i], u);
+        rc = bloom_add(b, it.p[i], it.len[i], limit, u);
         added[i] = rc == BLOOM_ADDED;
         changed |= added[i];
     }
@@ -90,9 +108,11 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             bloom_free(b);
         api_key_close(&h, false);
         if (rc == BLOOM_FULL)
+            api_error_status(resp, rc, NULL, "non scaling filter is full; nothing was added");
+        else if (rc == BLOOM_LIMIT)
             api_error_status(resp, rc, NULL,
-                             "the filter is full (non-scaling, or at its limit of %d sub-filters); nothing was added",
-                             BLOOM_MAX_FILTERS);
+                             "the filter cannot grow: its next sub-filter would pass the memory limit (or its error "
+                             "rate underflows); nothing was added");
         else
             api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
         goto out;

@@ -197,7 +197,7 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     ks_t *ks = srv->ks;
     ks_key_t *keys = malloc((n + 1) * sizeof(*keys));
-    uint64_t *w = malloc(n * sizeof(*w));
+    int64_t *w = malloc(n * sizeof(*w));
     const cms_t **srcs = malloc(n * sizeof(*srcs));
     if (!keys || !w || !srcs) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
@@ -220,7 +220,7 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                 api_error_field(resp, API_E_BAD_REQUEST, "weights", "weights[%zu] must be an integer >= 0", i);
                 goto done;
             }
-            w[i] = (uint64_t)json_integer_value(x);
+            w[i] = (int64_t)json_integer_value(x);
         }
     }
 

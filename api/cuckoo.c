@@ -53,7 +53,8 @@ static void h_cuckoo_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!api_make_room(srv, req, resp))
         return;
-    api_create_key(srv, req, resp, key, klen, &cuckoo_type, cuckoo_create(&p, key_seed(key, klen)), NULL);
+    api_create_key(srv, req, resp, key, klen, &cuckoo_type, cuckoo_create_gen(api_gen(req), &p, key_seed(key, klen)),
+                   NULL);
 }
 
 static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -83,7 +84,7 @@ static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (created) {
         cuckoo_params_t p = { CUCKOO_DEFAULT_CAPACITY, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
                               CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
-        c = cuckoo_create(&p, key_seed(key, klen));
+        c = cuckoo_create_gen(api_gen(req), &p, key_seed(key, klen));
     }
     cuckoo_undo_t *u = c ? cuckoo_undo_begin(c) : NULL;
     int rc = u ? CUCKOO_ADDED : CUCKOO_NOMEM;
@@ -102,6 +103,10 @@ static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             api_error_status(resp, rc, NULL,
                              "the filter is full (no free slot after max_iterations evictions, and it cannot grow); "
                              "nothing was added");
+        else if (rc == CUCKOO_MAXEXP)
+            api_error_status(resp, rc, NULL,
+                             "maximum expansions reached: the filter has %d sub-filters; nothing was added",
+                             CUCKOO_MAX_FILTERS);
         else
             api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
         goto out;

@@ -58,8 +58,8 @@ static void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
 
     api_create_key(srv, req, resp, key, klen, &topk_type,
-                   topk_create((uint32_t)k, (uint32_t)width, (uint32_t)depth, decay,
-                               tally_xxh64(key, klen, TOPK_SEED_SALT)),
+                   topk_create_gen(api_gen(req), (uint32_t)k, (uint32_t)width, (uint32_t)depth, decay,
+                                   tally_xxh64(key, klen, TOPK_SEED_SALT)),
                    info_json);
 }
 

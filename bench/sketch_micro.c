@@ -64,7 +64,7 @@ static void hll_sparse_op(void *c, size_t i)
         sink += (uint64_t)hll_add(h, it(i * 100 + k), lens[(i * 100 + k) % N]);
     hll_free(h);
 }
-static void bloom_add_op(void *c, size_t i) { sink += (uint64_t)bloom_add(c, it(i), lens[i % N], NULL); }
+static void bloom_add_op(void *c, size_t i) { sink += (uint64_t)bloom_add(c, it(i), lens[i % N], 0, NULL); }
 static void bloom_check_op(void *c, size_t i) { sink += bloom_check(c, it(i), lens[i % N]); }
 static void cuckoo_add_op(void *c, size_t i) { sink += (uint64_t)cuckoo_add(c, it(i), lens[i % N], false, NULL); }
 static void cuckoo_check_op(void *c, size_t i) { sink += cuckoo_check(c, it(i), lens[i % N]); }

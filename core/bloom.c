@@ -1,4 +1,4 @@
-/* bloom.c - see bloom.h for the algorithm, the hashing and the encoding. */
+/* bloom.c - see bloom.h for the algorithm, the hashing and the formats. */
 #include "core/bloom.h"
 
 #include <math.h>
@@ -8,40 +8,53 @@
 #include "core/codec.h"
 #include "core/hash.h"
 
-#define BLOOM_SEED 0xc6a4a7935bd1e995ULL      /* RedisBloom's first-hash seed */
+#define BLOOM_SEED64 0xc6a4a7935bd1e995ULL    /* RedisBloom's first 64-bit hash seed */
+#define BLOOM_SEED32 0x9747b28cu              /* its first 32-bit hash seed (no FORCE64) */
 #define BLOOM_LN2_SQUARED 0.480453013918201   /* ln(2)^2, RedisBloom's constant */
-#define BLOOM_LN2 0.69314718055994530942      /* ln(2) */
-#define BLOOM_TIGHTENING 0.5                  /* error ratio between sub-filters */
-#define BLOOM_ENC_VERSION 1                   /* first byte of the keyspace encoding */
-#define BLOOM_FLAG_SCALING 1                  /* flags bit in the encoding */
+#define BLOOM_LN2_RB 0.693147180559945        /* ln(2) as RedisBloom writes it (hash count) */
+#define BLOOM_LN2_GEN1 0.69314718055994530942 /* ln(2) as generation 1 wrote it */
+#define BLOOM_TIGHTENING 0.5                  /* error ratio between links */
+#define BLOOM_ENC_V1 1                        /* generation-1 keyspace encoding */
+#define BLOOM_ENC_V2 2                        /* version byte + dump header + arrays */
+#define BLOOM_V1_FLAG_SCALING 1               /* flags bit of the version-1 encoding */
+#define BLOOM_RB_CHAIN_BYTES 32               /* sizeof(SBChain) in RedisBloom's Size */
+#define BLOOM_RB_LINK_BYTES 64                /* sizeof(SBLink) in RedisBloom's Size */
+#define BLOOM_MAX_BYTES (UINT64_C(1) << 60)   /* a link's bytes * 8 must fit in 64 bits */
+#define BLOOM_BPE_TOLERANCE 1e-9              /* a dump's bpe vs -ln(error)/ln2^2 (libm ulps) */
+#define BLOOM_KNOWN_OPTS (BLOOM_OPT_NOROUND | BLOOM_OPT_ENTS_IS_BITS | BLOOM_OPT_FORCE64 | \
+                          BLOOM_OPT_NO_SCALING | BLOOM_OPT_TALLY_ODD_STEP)
 
 typedef struct link {
-    uint64_t entries;   /* capacity of this sub-filter */
+    uint64_t entries;   /* capacity of this link */
     double error;
+    double bpe;
     uint32_t hashes;
-    uint64_t bits;      /* a multiple of 64 */
-    uint64_t items;
-    uint8_t *data;      /* bits / 8 bytes */
+    uint8_t n2;         /* 0: probes mod bits; else mod 2^n2 */
+    uint64_t bytes;     /* a multiple of 8 */
+    uint64_t bits;      /* bytes * 8 */
+    uint64_t items;     /* RedisBloom's link "size" */
+    uint8_t *data;
 } link_t;
 
 struct bloom {
-    double error;       /* as configured */
-    uint64_t capacity;  /* as configured */
-    uint32_t expansion;
-    bool scaling;
-    uint64_t items;
+    uint64_t items;     /* sum of the links' items */
+    uint32_t options;   /* BLOOM_OPT_* */
+    uint32_t growth;    /* expansion */
     uint32_t nfilters;
     uint32_t nalloc;    /* slots in links */
+    uint64_t bytes;     /* sum of the links' bytes */
     link_t *links;
 };
 
-/* Room for one more sub-filter in b->links. */
+/* Room for one more link in b->links. */
 static bool links_reserve(bloom_t *b)
 {
     if (b->nfilters < b->nalloc)
         return true;
-    uint32_t n = b->nalloc ? b->nalloc * 2 : 2;
-    link_t *l = realloc(b->links, n * sizeof(*l));
+    if (b->nalloc == UINT32_MAX)
+        return false;
+    uint32_t n = b->nalloc ? (b->nalloc > UINT32_MAX / 2 ? UINT32_MAX : b->nalloc * 2) : 2;
+    link_t *l = realloc(b->links, (size_t)n * sizeof(*l));
     if (!l)
         return false;
     b->links = l;
@@ -50,7 +63,7 @@ static bool links_reserve(bloom_t *b)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Geometry                                                                 */
+/* Geometry (RedisBloom's bloom_init)                                       */
 /* ------------------------------------------------------------------------ */
 
 static double bits_per_entry(double error)
@@ -59,40 +72,53 @@ static double bits_per_entry(double error)
     return bpe < 0 ? -bpe : bpe;
 }
 
-/* Fills entries/error/hashes/bits of sub-filter `i`; false if it cannot
- * exist (overflow or over the size limit). */
-static bool link_geometry(double error, uint64_t capacity, uint32_t expansion, bool scaling, uint32_t i,
-                          link_t *l)
+static double ln2_of(uint32_t options) { return options & BLOOM_OPT_TALLY_ODD_STEP ? BLOOM_LN2_GEN1 : BLOOM_LN2_RB; }
+
+/* Fills a link for `entries` items at `error` under the chain's options,
+ * data NULL.  False when RedisBloom would refuse (bad arguments, a power of
+ * two past 2^63) or the array cannot be represented. */
+static bool link_init(link_t *l, uint64_t entries, double error, uint32_t options)
 {
-    double e = error * (scaling ? BLOOM_TIGHTENING : 1);
-    uint64_t entries = capacity;
-    for (uint32_t k = 0; k < i; k++) {
-        e *= BLOOM_TIGHTENING;
-        if (__builtin_mul_overflow(entries, (uint64_t)expansion, &entries))
-            return false;
-    }
-    if (!(e > 0))
+    if (entries < 1 || !(error > 0) || !(error < 1))
         return false;
-    double bpe = bits_per_entry(e);
-    double dbits = (double)entries * bpe;
-    if (!(dbits < (double)(BLOOM_MAX_FILTER_BYTES * 8)))
-        return false;
-    uint64_t bits = (uint64_t)dbits;
-    uint64_t bytes = bits % 64 ? (bits / 64 + 1) * 8 : bits / 8;
-    if (bytes == 0)
-        bytes = 8;   /* RedisBloom would divide by zero here */
-    if (bytes > BLOOM_MAX_FILTER_BYTES)
-        return false;
+    memset(l, 0, sizeof(*l));
+    l->error = error;
     l->entries = entries;
-    l->error = e;
-    l->hashes = (uint32_t)ceil(BLOOM_LN2 * bpe);
-    l->bits = bytes * 8;
-    l->items = 0;
-    l->data = NULL;
+    l->bpe = bits_per_entry(error);
+    uint64_t bits;
+    double want = (double)entries * l->bpe;
+    if (options & BLOOM_OPT_ENTS_IS_BITS) {
+        if (entries > 63)
+            return false;
+        l->n2 = (uint8_t)entries;
+        bits = UINT64_C(1) << l->n2;
+        l->entries = (uint64_t)((double)bits / l->bpe);
+    } else if (options & BLOOM_OPT_NOROUND) {
+        if (!(want < 9.2e18))
+            return false;
+        bits = (uint64_t)want;
+        if (bits == 0)
+            bits = 1;
+    } else {
+        double bn2 = logb(want);
+        if (!(bn2 <= 62))
+            return false;
+        l->n2 = bn2 < 0 ? 0 : (uint8_t)(bn2 + 1);
+        bits = UINT64_C(1) << l->n2;
+        /* the rounding up leaves room for more items */
+        uint64_t bit_diff = (uint64_t)((double)bits - want);
+        l->entries += (uint64_t)((double)bit_diff / l->bpe);
+    }
+    l->bytes = bits % 64 ? (bits / 64 + 1) * 8 : bits / 8;
+    if (l->bytes > BLOOM_MAX_BYTES)
+        return false;
+    l->bits = l->bytes * 8;
+    l->hashes = (uint32_t)ceil(ln2_of(options) * l->bpe);
     return true;
 }
 
-const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, const char **field)
+const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, bool scaling, uint64_t max_bytes,
+                           const char **field)
 {
     if (!(error > 0 && error < 1)) {
         *field = "error_rate";
@@ -102,42 +128,65 @@ const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, 
         *field = "capacity";
         return "must be between 1 and 4294967294";
     }
-    if (expansion < 1 || expansion > BLOOM_MAX_EXPANSION) {
+    if (expansion > BLOOM_MAX_EXPANSION) {
         *field = "expansion";
-        return "must be between 1 and 32768";
+        return "must be between 0 and 32768";
     }
     link_t l;
-    if (!link_geometry(error, capacity, expansion, true, 0, &l) ||
-        !link_geometry(error, capacity, expansion, false, 0, &l)) {
+    double e = error > BLOOM_ERROR_CAP ? BLOOM_ERROR_CAP : error;
+    if (scaling && expansion > 0)
+        e *= BLOOM_TIGHTENING;
+    if (!link_init(&l, capacity, e, BLOOM_OPT_NOROUND | BLOOM_OPT_FORCE64)) {
         *field = "capacity";
-        return "needs a bit array over 1 GiB at this error rate";
+        return "needs a bit array too large to represent at this error rate";
+    }
+    if (max_bytes && l.bytes > max_bytes) {
+        *field = "capacity";
+        return "needs a bit array larger than the memory limit at this error rate";
     }
     return NULL;
 }
 
-static bool link_alloc(link_t *l)
+/* Appends a zeroed link (room reserved by the caller); false on allocation
+ * failure. */
+static bool link_push(bloom_t *b, const link_t *geometry)
 {
-    l->data = calloc(l->bits / 8, 1);
-    return l->data != NULL;
+    link_t *l = &b->links[b->nfilters];
+    *l = *geometry;
+    l->data = calloc(l->bytes, 1);
+    if (!l->data)
+        return false;
+    b->nfilters++;
+    b->bytes += l->bytes;
+    return true;
 }
 
-bloom_t *bloom_create(double error, uint64_t capacity, uint32_t expansion, bool scaling)
+bloom_t *bloom_create_gen(unsigned gen, double error, uint64_t capacity, uint32_t expansion, bool scaling)
 {
     bloom_t *b = calloc(1, sizeof(*b));
     if (!b)
         return NULL;
-    b->error = error;
-    b->capacity = capacity;
-    b->expansion = expansion;
-    b->scaling = scaling;
-    if (!links_reserve(b) || !link_geometry(error, capacity, expansion, scaling, 0, &b->links[0]) ||
-        !link_alloc(&b->links[0])) {
+    if (expansion == 0)
+        scaling = false;
+    b->options = BLOOM_OPT_NOROUND | BLOOM_OPT_FORCE64 | (scaling ? 0 : BLOOM_OPT_NO_SCALING);
+    if (gen == TALLY_GEN_1)
+        b->options |= BLOOM_OPT_TALLY_ODD_STEP;   /* nor did generation 1 cap the error */
+    else if (error > BLOOM_ERROR_CAP)
+        error = BLOOM_ERROR_CAP;
+    b->growth = expansion;
+    link_t l;
+    if (!links_reserve(b) || !link_init(&l, capacity, error * (scaling ? BLOOM_TIGHTENING : 1), b->options) ||
+        !link_push(b, &l)) {
         free(b->links);
         free(b);
         return NULL;
     }
-    b->nfilters = 1;
     return b;
+}
+
+bloom_t *bloom_create(double error, uint64_t capacity, uint32_t expansion, bool scaling)
+{
+    return bloom_create_gen(TALLY_GEN_CURRENT, error, capacity, expansion, scaling);
 }
 
 void bloom_free(bloom_t *b)
@@ -150,13 +199,7 @@ void bloom_free(bloom_t *b)
     free(b);
 }
 
-size_t bloom_memory(const bloom_t *b)
-{
-    size_t m = sizeof(*b) + b->nalloc * sizeof(link_t);
-    for (uint32_t i = 0; i < b->nfilters; i++)
-        m += b->links[i].bits / 8;
-    return m;
-}
+size_t bloom_memory(const bloom_t *b) { return sizeof(*b) + (size_t)b->nalloc * sizeof(link_t) + b->bytes; }
 
 /* ------------------------------------------------------------------------ */
 /* Undo log                                                                 */
@@ -189,7 +232,7 @@ bloom_undo_t *bloom_undo_begin(const bloom_t *b)
 static bool undo_log(bloom_undo_t *u, uint32_t filter, uint64_t byte, uint8_t old)
 {
     if (!u || filter >= u->nfilters)
-        return true;   /* a sub-filter added in this batch is dropped whole */
+        return true;   /* a link added in this batch is dropped whole */
     if (u->n == u->cap) {
         size_t cap = u->cap ? u->cap * 2 : 256;
         undo_entry_t *e = realloc(u->e, cap * sizeof(*e));
@@ -209,6 +252,7 @@ void bloom_undo_rollback(bloom_t *b, bloom_undo_t *u)
     for (size_t i = u->n; i-- > 0;)
         b->links[u->e[i].filter].data[u->e[i].byte] = u->e[i].old;
     for (uint32_t i = u->nfilters; i < b->nfilters; i++) {
+        b->bytes -= b->links[i].bytes;
         free(b->links[i].data);
         b->links[i].data = NULL;
     }
@@ -234,18 +278,28 @@ typedef struct hashval {
     uint64_t a, b;
 } hashval_t;
 
-static inline hashval_t item_hash(const void *item, size_t len)
+static inline hashval_t item_hash(const bloom_t *b, const void *item, size_t len)
 {
     hashval_t h;
-    h.a = murmur64a(item, len, BLOOM_SEED);
-    h.b = murmur64a(item, len, h.a) | 1;
+    if (b->options & BLOOM_OPT_FORCE64) {
+        h.a = murmur64a(item, len, BLOOM_SEED64);
+        h.b = murmur64a(item, len, h.a);
+    } else {
+        h.a = murmur2(item, len, BLOOM_SEED32);
+        h.b = murmur2(item, len, (uint32_t)h.a);
+    }
+    if (b->options & BLOOM_OPT_TALLY_ODD_STEP)
+        h.b |= 1;
     return h;
 }
 
+static inline uint64_t link_mod(const link_t *l) { return l->n2 ? UINT64_C(1) << l->n2 : l->bits; }
+
 static inline bool link_check(const link_t *l, hashval_t h)
 {
+    uint64_t mod = link_mod(l);
     for (uint64_t i = 0; i < l->hashes; i++) {
-        uint64_t x = (h.a + i * h.b) % l->bits;
+        uint64_t x = (h.a + i * h.b) % mod;
         if (!(l->data[x >> 3] & (1u << (x & 7))))
             return false;
     }
@@ -254,41 +308,51 @@ static inline bool link_check(const link_t *l, hashval_t h)
 
 bool bloom_check(const bloom_t *b, const void *item, size_t len)
 {
-    hashval_t h = item_hash(item, len);
+    hashval_t h = item_hash(b, item, len);
     for (uint32_t i = b->nfilters; i-- > 0;)
         if (link_check(&b->links[i], h))
             return true;
     return false;
 }
 
-int bloom_add(bloom_t *b, const void *item, size_t len, bloom_undo_t *undo)
+/* Appends the link that follows the newest (RedisBloom's SBChain_AddLink). */
+static int grow(bloom_t *b, uint64_t max_bytes)
 {
-    hashval_t h = item_hash(item, len);
+    const link_t *cur = &b->links[b->nfilters - 1];
+    uint64_t entries;
+    link_t l;
+    if (__builtin_mul_overflow(cur->entries, (uint64_t)b->growth, &entries) ||
+        !link_init(&l, entries, cur->error * BLOOM_TIGHTENING, b->options) ||
+        (max_bytes && (l.bytes > max_bytes || b->bytes > max_bytes - l.bytes)))
+        return BLOOM_LIMIT;
+    if (!links_reserve(b) || !link_push(b, &l))
+        return BLOOM_NOMEM;
+    return BLOOM_ADDED;
+}
+
+int bloom_add(bloom_t *b, const void *item, size_t len, uint64_t max_bytes, bloom_undo_t *undo)
+{
+    hashval_t h = item_hash(b, item, len);
     for (uint32_t i = b->nfilters; i-- > 0;)
         if (link_check(&b->links[i], h))
             return BLOOM_PRESENT;
 
-    uint32_t ci = b->nfilters - 1;
-    if (b->links[ci].items >= b->links[ci].entries) {
-        if (!b->scaling || b->nfilters == BLOOM_MAX_FILTERS)
+    if (b->links[b->nfilters - 1].items >= b->links[b->nfilters - 1].entries) {
+        if (b->options & BLOOM_OPT_NO_SCALING)
             return BLOOM_FULL;
-        if (!links_reserve(b))
-            return BLOOM_NOMEM;
-        link_t *nl = &b->links[b->nfilters];
-        if (!link_geometry(b->error, b->capacity, b->expansion, true, b->nfilters, nl))
-            return BLOOM_FULL;
-        if (!link_alloc(nl))
-            return BLOOM_NOMEM;
-        b->nfilters++;
-        ci++;
+        int rc = grow(b, max_bytes);
+        if (rc != BLOOM_ADDED)
+            return rc;
     }
+    uint32_t ci = b->nfilters - 1;
     link_t *l = &b->links[ci];
+    uint64_t mod = link_mod(l);
     for (uint64_t i = 0; i < l->hashes; i++) {
-        uint64_t x = (h.a + i * h.b) % l->bits;
+        uint64_t x = (h.a + i * h.b) % mod;
         uint8_t mask = (uint8_t)(1u << (x & 7)), old = l->data[x >> 3];
         if (!(old & mask)) {
             if (!undo_log(undo, ci, x >> 3, old))
-                return BLOOM_NOMEM;
+                return BLOOM_NOMEM;   /* bits set so far stay logged: the caller rolls back */
             l->data[x >> 3] = old | mask;
         }
     }
@@ -304,13 +368,204 @@ void bloom_get_info(const bloom_t *b, bloom_info_t *out)
         out->capacity += b->links[i].entries;
         out->bits += b->links[i].bits;
     }
-    out->size_bytes = bloom_memory(b);
+    out->size_bytes = BLOOM_RB_CHAIN_BYTES + (uint64_t)b->nfilters * BLOOM_RB_LINK_BYTES + b->bytes;
     out->filters = b->nfilters;
     out->items = b->items;
-    out->expansion = b->expansion;
-    out->scaling = b->scaling;
-    out->error_rate = b->error;
+    out->expansion = b->growth;
+    out->scaling = !(b->options & BLOOM_OPT_NO_SCALING);
+    out->error_rate = b->links[0].error / (out->scaling ? BLOOM_TIGHTENING : 1);
     out->hashes = b->links[b->nfilters - 1].hashes;
+}
+
+bool bloom_get_link(const bloom_t *b, uint32_t i, bloom_link_info_t *out)
+{
+    if (i >= b->nfilters)
+        return false;
+    const link_t *l = &b->links[i];
+    *out = (bloom_link_info_t){ l->bytes, l->bits, l->hashes, b->options & BLOOM_OPT_FORCE64 ? 64 : 32,
+                                l->entries, l->items, l->error };
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dump and load (BF.SCANDUMP / BF.LOADCHUNK), shared with the encoding     */
+/* ------------------------------------------------------------------------ */
+
+void bloom_dump_header(const bloom_t *b, wbuf_t *out)
+{
+    wbuf_put_u64(out, b->items);
+    wbuf_put_u32(out, b->nfilters);
+    wbuf_put_u32(out, b->options);
+    wbuf_put_u32(out, b->growth);
+    for (uint32_t i = 0; i < b->nfilters; i++) {
+        const link_t *l = &b->links[i];
+        wbuf_put_u64(out, l->bytes);
+        wbuf_put_u64(out, l->bits);
+        wbuf_put_u64(out, l->items);
+        wbuf_put_f64(out, l->error);
+        wbuf_put_f64(out, l->bpe);
+        wbuf_put_u32(out, l->hashes);
+        wbuf_put_u64(out, l->entries);
+        wbuf_put_u8(out, l->n2);
+    }
+}
+
+/* The link holding byte `pos` of the concatenated arrays, and the offset in
+ * it; NULL past the end. */
+static link_t *link_at(const bloom_t *b, uint64_t pos, uint64_t *offset)
+{
+    uint64_t seek = 0;
+    for (uint32_t i = 0; i < b->nfilters; i++) {
+        if (pos - seek < b->links[i].bytes) {
+            *offset = pos - seek;
+            return &b->links[i];
+        }
+        seek += b->links[i].bytes;
+    }
+    return NULL;
+}
+
+const uint8_t *bloom_dump_chunk(const bloom_t *b, int64_t *cursor, size_t max_len, size_t *len)
+{
+    uint64_t off;
+    const link_t *l = *cursor >= 1 ? link_at(b, (uint64_t)*cursor - 1, &off) : NULL;
+    *len = 0;
+    if (!l) {
+        *cursor = 0;
+        return NULL;
+    }
+    uint64_t n = l->bytes - off < max_len ? l->bytes - off : max_len;
+    *len = (size_t)n;
+    *cursor += (int64_t)n;
+    return l->data + off;
+}
+
+/* Parses and validates a dump header at the start of r (RedisBloom checks
+ * less: here every field must be one its code could have produced, so that
+ * lookups stay bounded and growth well-defined).  Returns a filter with its
+ * links described but no arrays allocated, or NULL with *why set. */
+static bloom_t *header_parse(rbuf_t *r, const char **why)
+{
+    uint64_t items = rbuf_u64(r);
+    uint32_t nfilters = rbuf_u32(r), options = rbuf_u32(r), growth = rbuf_u32(r);
+    if (r->err) {
+        *why = "bloom: truncated header";
+        return NULL;
+    }
+    if (nfilters == 0 || rbuf_left(r) / BLOOM_DUMP_LINK < nfilters) {
+        *why = "bloom: header length does not match its number of filters";
+        return NULL;
+    }
+    if (options & ~(uint32_t)BLOOM_KNOWN_OPTS) {
+        *why = "bloom: unknown options";
+        return NULL;
+    }
+    bloom_t *b = calloc(1, sizeof(*b));
+    link_t *links = b ? calloc(nfilters, sizeof(*links)) : NULL;
+    if (!links) {
+        free(b);
+        *why = "out of memory";
+        return NULL;
+    }
+    b->links = links;
+    b->nalloc = nfilters;
+    b->options = options;
+    b->growth = growth;
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < nfilters; i++) {
+        link_t *l = &links[i];
+        l->bytes = rbuf_u64(r);
+        l->bits = rbuf_u64(r);
+        l->items = rbuf_u64(r);
+        l->error = rbuf_f64(r);
+        l->bpe = rbuf_f64(r);
+        l->hashes = rbuf_u32(r);
+        l->entries = rbuf_u64(r);
+        l->n2 = rbuf_u8(r);
+        if (!(l->error > 0 && l->error < 1) || !(l->bpe > 0) ||
+            fabs(l->bpe - bits_per_entry(l->error)) > BLOOM_BPE_TOLERANCE * l->bpe ||
+            l->hashes != (uint32_t)ceil(ln2_of(options) * l->bpe)) {
+            *why = "bloom: a filter's error rate, bits per entry and hash count disagree";
+            goto fail;
+        }
+        if (l->bytes == 0 || l->bytes % 8 || l->bytes > BLOOM_MAX_BYTES || l->bits != l->bytes * 8 ||
+            l->n2 > 63 || (l->n2 && (UINT64_C(1) << l->n2) > l->bits)) {
+            *why = "bloom: a filter's bit array size is inconsistent";
+            goto fail;
+        }
+        if (__builtin_add_overflow(sum, l->items, &sum) || __builtin_add_overflow(b->bytes, l->bytes, &b->bytes)) {
+            *why = "bloom: sizes overflow";
+            goto fail;
+        }
+    }
+    if (sum != items) {
+        *why = "bloom: item count does not match its filters";
+        goto fail;
+    }
+    b->items = items;
+    b->nfilters = nfilters;   /* arrays still NULL */
+    return b;
+fail:
+    free(links);
+    free(b);
+    return NULL;
+}
+
+/* Allocates zeroed arrays for every link of a parsed header. */
+static bool arrays_alloc(bloom_t *b)
+{
+    for (uint32_t i = 0; i < b->nfilters; i++) {
+        b->links[i].data = calloc(b->links[i].bytes, 1);
+        if (!b->links[i].data)
+            return false;
+    }
+    return true;
+}
+
+bloom_t *bloom_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
+{
+    rbuf_t r = rbuf_make(p, len);
+    *nomem = false;
+    bloom_t *b = header_parse(&r, why);
+    if (!b)
+        return NULL;
+    if (!rbuf_done(&r)) {
+        *why = "bloom: header length does not match its number of filters";
+        bloom_free(b);
+        return NULL;
+    }
+    if (max_bytes && b->bytes > max_bytes) {
+        *why = "bloom: the filter is larger than the memory limit";
+        bloom_free(b);
+        return NULL;
+    }
+    if (!arrays_alloc(b)) {
+        *nomem = true;
+        *why = "out of memory";
+        bloom_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+bool bloom_load_chunk(bloom_t *b, int64_t cursor, const uint8_t *p, size_t len, const char **why)
+{
+    if (cursor <= 0 || (uint64_t)cursor < len) {
+        *why = "received bad data";
+        return false;
+    }
+    uint64_t start = (uint64_t)cursor - len, off;
+    link_t *l = start >= 1 ? link_at(b, start - 1, &off) : NULL;
+    if (!l) {
+        *why = "invalid offset - no link found";
+        return false;
+    }
+    if (len > l->bytes - off) {
+        *why = "invalid chunk - Too big for current filter";
+        return false;
+    }
+    memcpy(l->data + off, p, len);
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -323,90 +578,118 @@ static size_t type_size(const void *v) { return bloom_memory(v); }
 static void type_encode(const void *v, wbuf_t *out)
 {
     const bloom_t *b = v;
-    wbuf_put_u8(out, BLOOM_ENC_VERSION);
-    wbuf_put_u8(out, b->scaling ? BLOOM_FLAG_SCALING : 0);
-    wbuf_put_u32(out, b->expansion);
-    wbuf_put_f64(out, b->error);
-    wbuf_put_u64(out, b->capacity);
-    wbuf_put_u32(out, b->nfilters);
-    for (uint32_t i = 0; i < b->nfilters; i++) {
-        wbuf_put_u64(out, b->links[i].items);
-        wbuf_put_bytes(out, b->links[i].data, b->links[i].bits / 8);
+    wbuf_put_u8(out, BLOOM_ENC_V2);
+    bloom_dump_header(b, out);
+    if (!wbuf_reserve(out, b->bytes))
+        return;
+    for (uint32_t i = 0; i < b->nfilters; i++)
+        wbuf_put_bytes(out, b->links[i].data, b->links[i].bytes);
+}
+
+static void *decode_v2(rbuf_t *r, const char **why)
+{
+    bloom_t *b = header_parse(r, why);
+    if (!b)
+        return NULL;
+    if (rbuf_left(r) != b->bytes) {   /* checked before allocating what the header claims */
+        *why = "bloom: bit arrays do not match the header";
+        bloom_free(b);
+        return NULL;
     }
+    for (uint32_t i = 0; i < b->nfilters; i++) {
+        link_t *l = &b->links[i];
+        const uint8_t *d = rbuf_bytes(r, l->bytes);
+        l->data = d ? malloc(l->bytes) : NULL;
+        if (!l->data) {
+            *why = "out of memory";
+            bloom_free(b);
+            return NULL;
+        }
+        memcpy(l->data, d, l->bytes);
+    }
+    return b;
+}
+
+/* Generation 1: the geometry follows from (error, capacity, expansion), each
+ * link computed afresh with generation 1's ln 2. */
+static void *decode_v1(rbuf_t *r, const char **why)
+{
+    uint8_t flags = rbuf_u8(r);
+    uint32_t expansion = rbuf_u32(r);
+    double error = rbuf_f64(r);
+    uint64_t capacity = rbuf_u64(r);
+    uint32_t nfilters = rbuf_u32(r);
+    const char *field;
+    if (r->err) {
+        *why = "bloom: truncated header";
+        return NULL;
+    }
+    bool scaling = flags & BLOOM_V1_FLAG_SCALING;
+    if ((flags & ~BLOOM_V1_FLAG_SCALING) || expansion == 0 ||
+        bloom_validate(error, capacity, expansion, scaling, 0, &field)) {
+        *why = "bloom: invalid parameters";
+        return NULL;
+    }
+    if (nfilters < 1 || (!scaling && nfilters != 1) || rbuf_left(r) / 9 < nfilters) {
+        *why = "bloom: invalid sub-filter count";
+        return NULL;
+    }
+    bloom_t *b = bloom_create_gen(TALLY_GEN_1, error, capacity, expansion, scaling);
+    if (!b) {
+        *why = "out of memory";
+        return NULL;
+    }
+    for (uint32_t i = 0; i < nfilters; i++) {
+        if (i > 0) {
+            const link_t *cur = &b->links[i - 1];
+            uint64_t entries;
+            link_t l;
+            if (__builtin_mul_overflow(cur->entries, (uint64_t)expansion, &entries) ||
+                !link_init(&l, entries, cur->error * BLOOM_TIGHTENING, b->options) ||
+                rbuf_left(r) < l.bytes + 8) {
+                *why = "bloom: truncated or impossible sub-filter";
+                goto fail;
+            }
+            if (!links_reserve(b) || !link_push(b, &l)) {
+                *why = "out of memory";
+                goto fail;
+            }
+        }
+        link_t *l = &b->links[i];
+        uint64_t items = rbuf_u64(r);
+        const uint8_t *data = rbuf_bytes(r, l->bytes);
+        /* earlier sub-filters are exactly full; the newest holds at most
+         * its capacity */
+        if (!data || (i + 1 < nfilters ? items != l->entries : items > l->entries)) {
+            *why = r->err ? "bloom: truncated bit array" : "bloom: item count does not fit its sub-filter";
+            goto fail;
+        }
+        memcpy(l->data, data, l->bytes);
+        l->items = items;
+        b->items += items;
+    }
+    return b;
+fail:
+    bloom_free(b);
+    return NULL;
 }
 
 static void *type_decode(const uint8_t *p, size_t len, const char **why)
 {
     rbuf_t r = rbuf_make(p, len);
     uint8_t ver = rbuf_u8(&r);
-    uint8_t flags = rbuf_u8(&r);
-    uint32_t expansion = rbuf_u32(&r);
-    double error = rbuf_f64(&r);
-    uint64_t capacity = rbuf_u64(&r);
-    uint32_t nfilters = rbuf_u32(&r);
-    const char *field;
-    if (r.err) {
-        *why = "bloom: truncated header";
-        return NULL;
-    }
-    if (ver != BLOOM_ENC_VERSION || (flags & ~BLOOM_FLAG_SCALING)) {
-        *why = "bloom: unknown encoding version or flags";
-        return NULL;
-    }
-    if (bloom_validate(error, capacity, expansion, &field)) {
-        *why = "bloom: invalid parameters";
-        return NULL;
-    }
-    bool scaling = flags & BLOOM_FLAG_SCALING;
-    if (nfilters < 1 || nfilters > BLOOM_MAX_FILTERS || (!scaling && nfilters != 1)) {
-        *why = "bloom: invalid sub-filter count";
-        return NULL;
-    }
-    bloom_t *b = calloc(1, sizeof(*b));
+    bloom_t *b = ver == BLOOM_ENC_V2 ? decode_v2(&r, why) : ver == BLOOM_ENC_V1 ? decode_v1(&r, why) : NULL;
     if (!b) {
-        *why = "out of memory";
+        if (ver != BLOOM_ENC_V1 && ver != BLOOM_ENC_V2)
+            *why = "bloom: unknown encoding version";
         return NULL;
-    }
-    b->error = error;
-    b->capacity = capacity;
-    b->expansion = expansion;
-    b->scaling = scaling;
-    for (uint32_t i = 0; i < nfilters; i++) {
-        if (!links_reserve(b)) {
-            *why = "out of memory";
-            goto fail;
-        }
-        link_t *l = &b->links[i];
-        uint64_t items = rbuf_u64(&r);
-        if (!link_geometry(error, capacity, expansion, scaling, i, l)) {
-            *why = "bloom: sub-filter cannot exist";
-            goto fail;
-        }
-        const uint8_t *data = rbuf_bytes(&r, l->bits / 8);
-        /* earlier sub-filters are exactly full; the newest holds at most
-         * its capacity */
-        if (!data || (i + 1 < nfilters ? items != l->entries : items > l->entries)) {
-            *why = r.err ? "bloom: truncated bit array" : "bloom: item count does not fit its sub-filter";
-            goto fail;
-        }
-        l->data = malloc(l->bits / 8);
-        if (!l->data) {
-            *why = "out of memory";
-            goto fail;
-        }
-        memcpy(l->data, data, l->bits / 8);
-        l->items = items;
-        b->items += items;
-        b->nfilters = i + 1;
     }
     if (!rbuf_done(&r)) {
         *why = "bloom: trailing bytes";
-        goto fail;
+        bloom_free(b);
+        return NULL;
     }
     return b;
-fail:
-    bloom_free(b);
-    return NULL;
 }
 
 const ks_type_t bloom_type = {

@@ -1,5 +1,5 @@
 /*
- * bloom.h - scalable Bloom filter with RedisBloom's BF.* semantics.
+ * bloom.h - scalable Bloom filter, bit for bit RedisBloom's BF.*.
  *
  * A Bloom filter (Bloom, 1970) answers "maybe present" / "certainly absent"
  * from a bit array: an item sets k bits; a lookup that finds all k set says
@@ -10,33 +10,70 @@
  *     hashes         k   = ceil(ln(2) * bpe)    (1% -> 7,    0.1% -> 10)
  *
  * Scaling (Almeida et al., "Scalable Bloom Filters", 2007), as RedisBloom
- * does it: a filter is a chain of sub-filters.  The first is sized for
- * `capacity` items at error * 0.5; when the newest is full (its item count
- * reached its capacity) a new one is added with capacity * expansion and
- * half the previous error, so the compound rate stays below
- * error * (0.5 + 0.25 + ...) < error.  A non-scaling filter has one
- * sub-filter at the full error and refuses items once full.
+ * does it: a filter is a chain of sub-filters ("links").  The first is sized
+ * for `capacity` items at error * 0.5; when the newest holds as many items as
+ * its capacity, the next add first appends a link with capacity * expansion
+ * and half the newest link's error, so the compound rate stays below
+ * error * (0.5 + 0.25 + ...) < error.  A non-scaling filter (expansion 0)
+ * has one link at the full error and refuses items once full.  Error rates
+ * above 0.25 are taken as 0.25.  There is no fixed limit on the number of
+ * links or their size: growth is refused only when the filter would exceed
+ * the memory limit the caller passes (tally's --maxmemory), when a link's
+ * error rate underflows, or when memory runs out.
  *
- * Hashing is RedisBloom's: h1 = MurmurHash64A(item, seed 0xc6a4a7935bd1e995),
- * h2 = MurmurHash64A(item, seed h1); probe i tests bit (h1 + i*h2) mod bits,
- * bit x being (byte x/8, mask 1 << x%8).  A sub-filter has bits =
- * floor(capacity * bpe) rounded up to a multiple of 64, hence even; so one
- * change: h2 is forced odd.  With an even step the k probes stay in one
- * residue class and the measured rate of RedisBloom's defaults grown 100x
- * was 0.0101 (> the configured 0.01); with an odd step it is 0.0087, the
- * theoretical 0.0088.
+ * Geometry of a link (RedisBloom's bloom_init with NOROUND, what BF.RESERVE
+ * and BF.ADD build): bits = floor(capacity * bpe) (at least 1), rounded up to
+ * a multiple of 64; hashes = ceil(0.693147180559945 * bpe).  Filters loaded
+ * from older RedisBloom dumps may instead have power-of-two links (n2 > 0:
+ * probes are taken mod 2^n2, capacity grown to fill the rounding) and 32-bit
+ * hashing (no FORCE64 option); both are supported, and such a chain grows by
+ * the same rules it was made with.
  *
- * An add first checks every sub-filter (newest first): "maybe present" adds
- * nothing and answers false, exactly BF.ADD's 0.
+ * Hashing: h1 = MurmurHash64A(item, seed 0xc6a4a7935bd1e995), h2 =
+ * MurmurHash64A(item, seed h1) (FORCE64; otherwise the 32-bit MurmurHash2
+ * with seed 0x9747b28c, then seeded with h1); probe i tests bit
+ * (h1 + i*h2) mod m (64-bit arithmetic, m = bits, or 2^n2), bit x being byte
+ * x/8, mask 1 << x%8.  An add first checks every link, newest first: "maybe
+ * present" adds nothing and answers false (BF.ADD's 0); otherwise the item's
+ * bits are set in the newest link.
  *
- * Memory (one sub-filter): capacity 1e6 at 1% -> 1.2 MB; at 0.1% -> 1.8 MB.
+ * Because bits is a multiple of 64, an item whose h2 is even probes only one
+ * residue class of the array, so the measured false-positive rate of small
+ * filters sits slightly above the configured one (RedisBloom's defaults grown
+ * 100x: 0.0101 for 0.01).  Generation 1 of tally forced h2 odd to avoid
+ * that; filters created by generation 1 (core/types.h) keep that rule, so
+ * that old snapshots and journals answer as they did (their dumps carry the
+ * option bit BLOOM_OPT_TALLY_ODD_STEP, which RedisBloom refuses to load
+ * rather than answer wrongly).
  *
- * Keyspace encoding (version 1):
- *   u8 version | u8 flags (bit 0 scaling) | u32 expansion | f64 error |
+ * BF.SCANDUMP / BF.LOADCHUNK format (RedisBloom's, little-endian, packed):
+ *
+ *   header chunk, cursor 1:  20 + 53 * nfilters bytes
+ *     +----------+----------+---------+--------+
+ *     | u64 size | u32 nfil | u32 opt | u32 gr |   size = items in all links
+ *     +----------+----------+---------+--------+
+ *     nfilters x +-----------+----------+----------+-----------+---------+
+ *                | u64 bytes | u64 bits | u64 size | f64 error | f64 bpe |
+ *                +-----------+----------+----------+-----------+---------+
+ *                | u32 hashes | u64 entries | u8 n2 |
+ *                +------------+-------------+-------+
+ *   data chunks: the links' bit arrays, concatenated, cut into pieces of at
+ *   most 16 MiB that never span two links.  SCANDUMP at cursor 0 answers
+ *   (1, header); at cursor c >= 1 it answers the bytes from offset c - 1 of
+ *   the concatenation and the cursor c + length; past the end (0, "").
+ *   LOADCHUNK takes (cursor, bytes) as SCANDUMP returned them: the header
+ *   with cursor 1 creates the filter (zeroed), a data chunk is written at
+ *   offset cursor - length - 1.
+ *
+ * Memory: one link of capacity 1e6 at 1% takes 1.2 MB, at 0.1% 1.8 MB.
+ * BF.INFO's Size is RedisBloom's accounting, 32 + 64 per link + bit arrays
+ * (296 for BF.RESERVE 0.001 100), reported as size_bytes.
+ *
+ * Keyspace encoding: version 2 is u8 2 | the dump header | the bit arrays;
+ * version 1 (generation 1) was
+ *   u8 1 | u8 flags (bit 0 scaling) | u32 expansion | f64 error |
  *   u64 capacity | u32 nfilters | nfilters x (u64 items | bit array bytes)
- * The geometry of every sub-filter follows from (error, capacity,
- * expansion, index), so it is recomputed, not stored, and decode checks the
- * array lengths against it.
+ * and decodes to a generation-1 filter.
  */
 #ifndef TALLY_BLOOM_H
 #define TALLY_BLOOM_H
@@ -51,10 +88,19 @@
 #define BLOOM_DEFAULT_ERROR 0.01          /* RedisBloom's BF.ADD defaults */
 #define BLOOM_DEFAULT_CAPACITY 100
 #define BLOOM_DEFAULT_EXPANSION 2
-#define BLOOM_MAX_CAPACITY 4294967294ULL  /* RedisBloom refuses >= UINT32_MAX */
-#define BLOOM_MAX_EXPANSION 32768         /* keeps capacity * expansion^k in range for long */
-#define BLOOM_MAX_FILTERS 128             /* sub-filters; beyond, the filter is full */
-#define BLOOM_MAX_FILTER_BYTES (1ULL << 30)   /* one sub-filter's bit array, 1 GiB */
+#define BLOOM_ERROR_CAP 0.25              /* RedisBloom builds larger error rates at 0.25 */
+#define BLOOM_MAX_CAPACITY 4294967294ULL  /* RedisBloom 2.x refused >= UINT32_MAX (2.8 caps at 2^30) */
+#define BLOOM_MAX_EXPANSION 32768         /* RedisBloom's bf-expansion-factor maximum */
+#define BLOOM_DUMP_CHUNK (16u << 20)      /* RedisBloom's MAX_SCANDUMP_SIZE */
+#define BLOOM_DUMP_HEADER_FIXED 20        /* dump header bytes before the links */
+#define BLOOM_DUMP_LINK 53                /* dump header bytes per link */
+
+/* RedisBloom's option bits, as in the dump header. */
+#define BLOOM_OPT_NOROUND 1               /* exact bit counts, not powers of two */
+#define BLOOM_OPT_ENTS_IS_BITS 2          /* capacity given as log2 of the bits */
+#define BLOOM_OPT_FORCE64 4               /* 64-bit hashing */
+#define BLOOM_OPT_NO_SCALING 8
+#define BLOOM_OPT_TALLY_ODD_STEP 0x10000  /* generation 1: h2 forced odd (tally only) */
 
 typedef struct bloom bloom_t;
 
@@ -65,17 +111,24 @@ enum {
     BLOOM_ADDED = 1,        /* new: some bit was clear */
     BLOOM_PRESENT = 0,      /* maybe present already: nothing changed */
     BLOOM_NOMEM = CORE_NOMEM,   /* allocation failed */
-    BLOOM_FULL = CORE_FULL,     /* non-scaling and full, or no more sub-filters allowed */
+    BLOOM_FULL = CORE_FULL,     /* non-scaling and full ("non scaling filter is full") */
+    BLOOM_LIMIT = CORE_LIMIT,   /* the next link would pass the memory limit, or cannot be
+                                   built (its error rate underflowed, its size overflowed) */
 };
 
-/* Why parameters are refused, or NULL if they are fine: the error rate must
- * be in (0, 1), capacity 1..BLOOM_MAX_CAPACITY, expansion
- * 1..BLOOM_MAX_EXPANSION, and the first sub-filter must fit in
- * BLOOM_MAX_FILTER_BYTES.  *field names the culprit. */
-const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, const char **field);
+/* Why creation parameters are refused, or NULL if they are fine: the error
+ * rate must be in (0, 1), capacity 1..BLOOM_MAX_CAPACITY, expansion
+ * 0..BLOOM_MAX_EXPANSION (0 = non-scaling), and the first link must be
+ * computable and, when max_bytes > 0, hold at most max_bytes.  *field names
+ * the culprit. */
+const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, bool scaling, uint64_t max_bytes,
+                           const char **field);
 
-/* A new empty filter (parameters validated); NULL on allocation failure. */
+/* A new empty filter of the current generation (parameters validated; an
+ * expansion of 0 makes it non-scaling); NULL on allocation failure. */
 bloom_t *bloom_create(double error, uint64_t capacity, uint32_t expansion, bool scaling);
+/* The same with the rules of generation `gen` (TALLY_GEN_*). */
+bloom_t *bloom_create_gen(unsigned gen, double error, uint64_t capacity, uint32_t expansion, bool scaling);
 void bloom_free(bloom_t *b);
 
 /* Undo log for a batch: every byte an add changes is recorded, so that a
@@ -87,26 +140,57 @@ void bloom_undo_rollback(bloom_t *b, bloom_undo_t *u);
 /* Keeps the changes and frees the log. */
 void bloom_undo_commit(bloom_undo_t *u);
 
-/* BF.ADD: one of BLOOM_ADDED / PRESENT / NOMEM / FULL.  On NOMEM or FULL
- * the filter is unchanged by this item.  `undo` may be NULL. */
-int bloom_add(bloom_t *b, const void *item, size_t len, bloom_undo_t *undo);
+/* BF.ADD: one of BLOOM_ADDED / PRESENT / NOMEM / FULL / LIMIT.  A new link
+ * is added only if the filter's bit arrays then total at most max_bytes
+ * (0 = no limit).  On an error the filter is unchanged by this item.  `undo`
+ * may be NULL. */
+int bloom_add(bloom_t *b, const void *item, size_t len, uint64_t max_bytes, bloom_undo_t *undo);
 /* BF.EXISTS. */
 bool bloom_check(const bloom_t *b, const void *item, size_t len);
 
-/* BF.INFO */
+/* BF.INFO (and BF.CARD = items) */
 typedef struct bloom_info {
-    uint64_t capacity;      /* sum of the sub-filters' capacities */
-    uint64_t size_bytes;    /* bit arrays plus bookkeeping */
+    uint64_t capacity;      /* sum of the links' capacities */
+    uint64_t size_bytes;    /* RedisBloom's accounting: 32 + 64 per link + bit arrays */
     uint64_t bits;          /* bits in all bit arrays */
     uint32_t filters;
     uint64_t items;
-    uint32_t expansion;
+    uint32_t expansion;     /* meaningful only when scaling */
     bool scaling;
-    double error_rate;      /* as configured */
-    uint32_t hashes;        /* of the newest sub-filter */
+    double error_rate;      /* as built: the first link's, doubled when scaling */
+    uint32_t hashes;        /* of the newest link */
 } bloom_info_t;
 void bloom_get_info(const bloom_t *b, bloom_info_t *out);
 
+/* BF.DEBUG: link i (0 = oldest); false when there is no such link. */
+typedef struct bloom_link_info {
+    uint64_t bytes, bits;
+    uint32_t hashes;
+    uint32_t hash_width;    /* 64 or 32 */
+    uint64_t capacity, items;
+    double error;
+} bloom_link_info_t;
+bool bloom_get_link(const bloom_t *b, uint32_t i, bloom_link_info_t *out);
+
+/* Heap bytes actually used (the keyspace's accounting). */
 size_t bloom_memory(const bloom_t *b);
+
+/* BF.SCANDUMP.  The header chunk (cursor 0 answers it with next cursor 1): */
+void bloom_dump_header(const bloom_t *b, wbuf_t *out);
+/* The data chunk at *cursor (>= 1), at most max_len bytes: returns a
+ * pointer into the filter (valid until it changes), sets *len and advances
+ * *cursor past it.  Past the end, or for a cursor < 1, returns NULL with
+ * *len 0 and *cursor 0. */
+const uint8_t *bloom_dump_chunk(const bloom_t *b, int64_t *cursor, size_t max_len, size_t *len);
+
+/* BF.LOADCHUNK with cursor 1 on a missing key: a new zeroed filter from a
+ * header chunk, validated completely (untrusted bytes); its bit arrays may
+ * total at most max_bytes (0 = no limit).  NULL with *why set on refusal
+ * (*nomem true when only memory was missing). */
+bloom_t *bloom_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
+/* BF.LOADCHUNK of a data chunk: writes it where (cursor, len) say
+ * (offset cursor - len - 1 of the concatenated arrays, inside one link).
+ * False with *why set, changing nothing, when it does not fit. */
+bool bloom_load_chunk(bloom_t *b, int64_t cursor, const uint8_t *p, size_t len, const char **why);
 
 #endif

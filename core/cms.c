@@ -114,29 +114,59 @@ uint64_t cms_incr(cms_t *c, const void *item, size_t len, uint64_t by)
     return m;
 }
 
-cms_merge_status_t cms_merge(cms_t *dst, const cms_t *const *srcs, const uint64_t *weights, size_t n)
+/* a + w * x, false when the exact value leaves the int64 range. */
+static bool weighted_add(int64_t *acc, uint64_t x, int64_t w)
 {
-    uint64_t total = 0;
+    int64_t part;
+    return x <= (uint64_t)INT64_MAX && !__builtin_mul_overflow((int64_t)x, w, &part) &&
+           !__builtin_add_overflow(*acc, part, acc);
+}
+
+/* Counter j of the weighted sum, or -1 when it leaves [0, CMS_MAX_COUNT]. */
+static int64_t merged_cell(const cms_t *const *srcs, const int64_t *weights, size_t n, size_t j)
+{
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!weighted_add(&v, srcs[i]->cells[j], weights[i]))
+            return -1;
+    return v;
+}
+
+cms_merge_status_t cms_merge(cms_t *dst, const cms_t *const *srcs, const int64_t *weights, size_t n)
+{
+    int64_t total = 0;
+    bool negative = false;
     for (size_t i = 0; i < n; i++) {
         if (srcs[i]->width != dst->width || srcs[i]->depth != dst->depth)
             return CMS_MERGE_DIMENSIONS;
-        uint64_t part;
-        if (__builtin_mul_overflow(srcs[i]->total, weights[i], &part) ||
-            __builtin_add_overflow(total, part, &total) || total > CMS_MAX_COUNT)
+        negative |= weights[i] < 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!weighted_add(&total, srcs[i]->total, weights[i]))
             return CMS_MERGE_OVERFLOW;
-    }
-    /* Each counter is <= its sketch's total, so every weighted counter sum is
-     * <= the weighted total checked above.  Counter j of the result depends
-     * only on counter j of the sources: computing in place is safe even when
-     * dst is a source. */
+    if (total < 0)
+        return CMS_MERGE_OVERFLOW;
+    /* With weights >= 0 each counter is <= its sketch's total, so every
+     * weighted counter sum is <= the weighted total checked above, and each
+     * row's sum is too.  A negative weight can push a counter below zero, or
+     * (subtracting a sketch whose rows sum to less than its total, as
+     * conservative update leaves them) a row's sum above the new total: a
+     * first pass checks every counter and row before anything is written. */
     size_t cells = (size_t)dst->width * dst->depth;
-    for (size_t j = 0; j < cells; j++) {
-        uint64_t v = 0;
-        for (size_t i = 0; i < n; i++)
-            v += srcs[i]->cells[j] * weights[i];
-        dst->cells[j] = v;
+    for (size_t row = 0; negative && row < dst->depth; row++) {
+        uint64_t sum = 0;
+        for (size_t j = row * dst->width; j < (row + 1) * dst->width; j++) {
+            int64_t v = merged_cell(srcs, weights, n, j);
+            if (v < 0 || (uint64_t)v > (uint64_t)total - sum)
+                return CMS_MERGE_OVERFLOW;
+            sum += (uint64_t)v;
+        }
     }
-    dst->total = total;
+    /* Counter j of the result depends only on counter j of the sources:
+     * computing in place is safe even when dst is a source. */
+    for (size_t j = 0; j < cells; j++)
+        dst->cells[j] = (uint64_t)merged_cell(srcs, weights, n, j);
+    dst->total = (uint64_t)total;
     return CMS_MERGE_OK;
 }
 

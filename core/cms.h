@@ -30,8 +30,14 @@
  *
  * MERGE (CMS.MERGE) overwrites the destination with the weighted sum of
  * sources of the same width and depth, counter by counter (the destination
- * may be one of the sources).  Weights are >= 0 here (RedisBloom also takes
- * negative ones, which can make a sketch under-count).
+ * may be one of the sources).  Weights may be negative, as in RedisBloom:
+ * merging A and B with weights 1, -1 subtracts B's increments from A's (the
+ * estimates stay upper bounds only if B's items were all counted in A).  As
+ * RedisBloom does, a merge where any counter or the total would leave its
+ * range - below 0, or above CMS_MAX_COUNT here (RedisBloom's counters are
+ * 32-bit) - is refused as a whole; so is one that would leave a row holding
+ * more than the total (possible only when subtracting a sketch built with
+ * conservative update), which would break the invariant above.
  *
  * Memory: 8 bytes per counter.
  *
@@ -91,11 +97,12 @@ uint64_t cms_query(const cms_t *c, const void *item, size_t len);
 typedef enum cms_merge_status {
     CMS_MERGE_OK = 0,
     CMS_MERGE_DIMENSIONS,    /* a source's width or depth differs from the destination's */
-    CMS_MERGE_OVERFLOW       /* the weighted total would exceed CMS_MAX_COUNT */
+    CMS_MERGE_OVERFLOW       /* a counter or the total would leave [0, CMS_MAX_COUNT], or a row would
+                                hold more than the total (RedisBloom's "MERGE overflow") */
 } cms_merge_status_t;
 
 /* dst := Σ weights[i]·srcs[i], counter by counter, total likewise.  srcs may
  * include dst.  On failure nothing changes. */
-cms_merge_status_t cms_merge(cms_t *dst, const cms_t *const *srcs, const uint64_t *weights, size_t n);
+cms_merge_status_t cms_merge(cms_t *dst, const cms_t *const *srcs, const int64_t *weights, size_t n);
 
 #endif

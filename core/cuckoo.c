@@ -10,7 +10,11 @@
 
 #define CUCKOO_HASH_SEED 0                /* MurmurHash64A seed for items */
 #define CUCKOO_ALT_MULT 0x5bd1e995ULL     /* RedisBloom's alternate-bucket multiplier */
-#define CUCKOO_ENC_VERSION 1              /* first byte of the keyspace encoding */
+#define CUCKOO_ENC_V1 1                   /* keyspace encoding of a generation-1 filter */
+#define CUCKOO_ENC_V2 2                   /* the same layout, generation-2 rules */
+#define CUCKOO_RB_FILTER_BYTES 40         /* sizeof(CuckooFilter) in RedisBloom's Size */
+#define CUCKOO_RB_SUBF_BYTES 16           /* sizeof(SubCF) in RedisBloom's Size */
+#define CUCKOO_COMPACT_RATIO 0.10         /* RedisBloom compacts once deletes pass 10% of items */
 
 typedef struct subf {
     uint64_t buckets;   /* a power of two */
@@ -18,6 +22,7 @@ typedef struct subf {
 } subf_t;
 
 struct cuckoo {
+    unsigned gen;       /* TALLY_GEN_*: whose rules it follows (cuckoo.h) */
     cuckoo_params_t p;  /* expansion already rounded to a power of two (or 0) */
     uint64_t buckets0;  /* buckets of the first sub-filter */
     uint64_t items, deletes;
@@ -136,7 +141,8 @@ static inline lookup_t lookup_of(const cuckoo_t *c, const void *item, size_t len
 {
     lookup_t l;
     l.h = murmur64a(item, len, CUCKOO_HASH_SEED);
-    l.fp = (uint32_t)((l.h >> 32) % ((1u << c->p.fp_bits) - 1)) + 1;
+    uint64_t from = c->gen == TALLY_GEN_1 ? l.h >> 32 : l.h;
+    l.fp = (uint32_t)(from % ((1u << c->p.fp_bits) - 1)) + 1;
     return l;
 }
 
@@ -188,17 +194,24 @@ static cuckoo_t *alloc_shell(const cuckoo_params_t *p)
     return c;
 }
 
-cuckoo_t *cuckoo_create(const cuckoo_params_t *p, uint64_t seed)
+cuckoo_t *cuckoo_create_gen(unsigned gen, const cuckoo_params_t *p, uint64_t seed)
 {
     cuckoo_t *c = alloc_shell(p);
     if (!c)
         return NULL;
-    rng_seed(&c->rng, seed);
+    c->gen = gen == TALLY_GEN_1 ? TALLY_GEN_1 : TALLY_GEN_2;
+    if (c->gen == TALLY_GEN_1)   /* generation 2 draws nothing: its state stays zero */
+        rng_seed(&c->rng, seed);
     if (!subf_add(c)) {
         free(c);
         return NULL;
     }
     return c;
+}
+
+cuckoo_t *cuckoo_create(const cuckoo_params_t *p, uint64_t seed)
+{
+    return cuckoo_create_gen(TALLY_GEN_CURRENT, p, seed);
 }
 
 void cuckoo_free(cuckoo_t *c)
@@ -228,6 +241,8 @@ struct cuckoo_undo {
     rng_t rng;
     undo_entry_t *e;
     size_t n, cap;
+    uint32_t ndropped;  /* sub-filters a compaction freed, newest first: kept until commit */
+    subf_t dropped[CUCKOO_MAX_FILTERS];
 };
 
 static void undo_init(cuckoo_undo_t *u, const cuckoo_t *c)
@@ -247,10 +262,15 @@ cuckoo_undo_t *cuckoo_undo_begin(const cuckoo_t *c)
     return u;
 }
 
-/* Writes slot s of sub-filter fi, logging its old value first. */
+/* Writes slot s of sub-filter fi, logging its old value first (u may be
+ * NULL: no log). */
 static bool put_logged(cuckoo_t *c, cuckoo_undo_t *u, uint32_t fi, uint64_t s, uint32_t v)
 {
     uint8_t *d = c->f[fi].data;
+    if (!u) {
+        slot_put(d, c->p.fp_bits, s, v);
+        return true;
+    }
     if (u->n == u->cap) {
         size_t cap = u->cap ? u->cap * 2 : 64;
         undo_entry_t *e = realloc(u->e, cap * sizeof(*e));
@@ -279,6 +299,11 @@ void cuckoo_undo_rollback(cuckoo_t *c, cuckoo_undo_t *u)
 {
     if (!u)
         return;
+    while (u->ndropped > 0) {   /* sub-filters a compaction emptied come back first */
+        c->f[c->nfilters] = u->dropped[--u->ndropped];
+        c->mem += slot_bytes(c->f[c->nfilters].buckets * c->p.bucket_size, c->p.fp_bits);
+        c->nfilters++;
+    }
     undo_to(c, u, 0);
     while (c->nfilters > u->nfilters)
         subf_drop_last(c);
@@ -292,6 +317,8 @@ void cuckoo_undo_commit(cuckoo_undo_t *u)
 {
     if (!u)
         return;
+    for (uint32_t i = 0; i < u->ndropped; i++)
+        free(u->dropped[i].data);
     free(u->e);
     free(u);
 }
@@ -374,18 +401,22 @@ static int insert_fp(cuckoo_t *c, lookup_t l, cuckoo_undo_t *u)
         if (s >= 0)
             return put_logged(c, u, fi, (uint64_t)s, l.fp) ? CUCKOO_ADDED : CUCKOO_NOMEM;
     }
-    /* Evict along a chain in the newest sub-filter: kick a random resident
-     * of the current bucket to its other bucket. */
+    /* Evict along a chain in the newest sub-filter: kick a resident of the
+     * current bucket to its other bucket.  Generation 2 (RedisBloom's
+     * Filter_KOInsert) starts at the first bucket and takes slot 0, 1, ...
+     * in turn; generation 1 chose the bucket and the slots at random. */
     uint32_t fi = c->nfilters - 1;
     uint64_t n = c->f[fi].buckets;
     size_t mark = u->n;
     rng_t saved = c->rng;
     uint32_t fp = l.fp;
     uint64_t i = l.h & (n - 1);
-    if (rng_next(&c->rng) & 1)
+    bool random = c->gen == TALLY_GEN_1;
+    if (random && (rng_next(&c->rng) & 1))
         i = alt_index(i, fp, n);
     for (uint32_t it = 0; it < c->p.max_iterations; it++) {
-        uint64_t victim = i * c->p.bucket_size + rng_below(&c->rng, c->p.bucket_size);
+        uint64_t victim = i * c->p.bucket_size +
+                          (random ? rng_below(&c->rng, c->p.bucket_size) : it % c->p.bucket_size);
         uint32_t out = slot_get(c->f[fi].data, c->p.fp_bits, victim);
         if (!put_logged(c, u, fi, victim, fp)) {
             undo_to(c, u, mark);
@@ -412,6 +443,8 @@ static int insert_fp(cuckoo_t *c, lookup_t l, cuckoo_undo_t *u)
 
 int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t *undo)
 {
+    if (c->gen != TALLY_GEN_1 && c->nfilters >= CUCKOO_MAX_FILTERS)
+        return CUCKOO_MAXEXP;
     lookup_t l = lookup_of(c, item, len);
     if (nx && lookup_check(c, l))
         return CUCKOO_EXISTS;
@@ -436,20 +469,77 @@ int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t
     return rc;
 }
 
+/* Moves the fingerprint in slot `slot` (bucket b) of sub-filter fi to a
+ * free slot of one of its buckets in an older sub-filter (RedisBloom's
+ * relocateSlot): 1 moved or empty, 0 no room, -1 out of memory. */
+static int relocate(cuckoo_t *c, uint32_t fi, uint64_t b, uint64_t slot, cuckoo_undo_t *u)
+{
+    uint32_t fp = slot_get(c->f[fi].data, c->p.fp_bits, slot);
+    if (fp == 0)
+        return 1;
+    /* an older sub-filter has as many buckets or a power of two fewer: the
+     * bucket index masked to its size is one of the item's buckets there */
+    for (uint32_t old = 0; old < fi; old++) {
+        uint64_t n = c->f[old].buckets, i1 = b & (n - 1), i2 = alt_index(i1, fp, n);
+        int64_t s = free_slot(c, old, i1);
+        if (s < 0)
+            s = free_slot(c, old, i2);
+        if (s >= 0)
+            return put_logged(c, u, old, (uint64_t)s, fp) && put_logged(c, u, fi, slot, 0) ? 1 : -1;
+    }
+    return 0;
+}
+
+/* RedisBloom's CuckooFilter_Compact: from the newest sub-filter down to the
+ * second, moves every fingerprint that finds room into an older one; a
+ * newest sub-filter left empty is freed.  Unless `cont`, stops at the first
+ * sub-filter that cannot be emptied.  Resets the delete count.  False when
+ * the undo log ran out of memory (the caller rolls back). */
+static bool compact(cuckoo_t *c, bool cont, cuckoo_undo_t *u)
+{
+    for (uint32_t fi = c->nfilters; fi-- > 1;) {
+        bool emptied = true;
+        for (uint64_t b = 0; b < c->f[fi].buckets; b++)
+            for (uint64_t s = b * c->p.bucket_size; s < (b + 1) * c->p.bucket_size; s++) {
+                int rc = relocate(c, fi, b, s, u);
+                if (rc < 0)
+                    return false;
+                emptied &= rc == 1;
+            }
+        if (emptied && fi == c->nfilters - 1) {
+            if (u) {
+                u->dropped[u->ndropped++] = c->f[fi];
+                c->mem -= slot_bytes(c->f[fi].buckets * c->p.bucket_size, c->p.fp_bits);
+                c->f[--c->nfilters] = (subf_t){ 0, NULL };
+            } else {
+                subf_drop_last(c);
+            }
+        } else if (!emptied && !cont) {
+            break;
+        }
+    }
+    c->deletes = 0;
+    return true;
+}
+
+void cuckoo_compact(cuckoo_t *c)
+{
+    compact(c, true, NULL);
+}
+
 bool cuckoo_delete(cuckoo_t *c, const void *item, size_t len, cuckoo_undo_t *undo)
 {
     lookup_t l = lookup_of(c, item, len);
     for (uint32_t fi = c->nfilters; fi-- > 0;) {
         uint64_t n = c->f[fi].buckets, i1 = l.h & (n - 1), i2 = alt_index(i1, l.fp, n), s;
         if (bucket_has(c, fi, i1, l.fp, &s) || bucket_has(c, fi, i2, l.fp, &s)) {
-            if (undo) {
-                if (!put_logged(c, undo, fi, s, 0))
-                    return false;
-            } else {
-                slot_put(c->f[fi].data, c->p.fp_bits, s, 0);
-            }
+            if (!put_logged(c, undo, fi, s, 0))
+                return false;
             c->items--;
             c->deletes++;
+            if (c->gen != TALLY_GEN_1 && c->nfilters > 1 &&
+                (double)c->deletes > (double)c->items * CUCKOO_COMPACT_RATIO)
+                return compact(c, false, undo);
             return true;
         }
     }
@@ -459,9 +549,14 @@ bool cuckoo_delete(cuckoo_t *c, const void *item, size_t len, cuckoo_undo_t *und
 void cuckoo_get_info(const cuckoo_t *c, cuckoo_info_t *out)
 {
     memset(out, 0, sizeof(*out));
-    for (uint32_t i = 0; i < c->nfilters; i++)
+    uint64_t slots = 0;
+    for (uint32_t i = 0; i < c->nfilters; i++) {
         out->buckets += c->f[i].buckets;
-    out->size_bytes = c->mem;
+        slots += slot_bytes(c->f[i].buckets * c->p.bucket_size, c->p.fp_bits);
+    }
+    out->buckets0 = c->buckets0;
+    out->size_bytes = c->gen == TALLY_GEN_1 ? c->mem
+                                            : CUCKOO_RB_FILTER_BYTES + (uint64_t)c->nfilters * CUCKOO_RB_SUBF_BYTES + slots;
     out->filters = c->nfilters;
     out->items = c->items;
     out->deletes = c->deletes;
@@ -470,6 +565,127 @@ void cuckoo_get_info(const cuckoo_t *c, cuckoo_info_t *out)
     out->max_iterations = c->p.max_iterations;
     out->expansion = c->p.expansion;
     out->fp_bits = c->p.fp_bits;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dump and load (CF.SCANDUMP / CF.LOADCHUNK)                               */
+/* ------------------------------------------------------------------------ */
+
+bool cuckoo_dump_header(const cuckoo_t *c, wbuf_t *out)
+{
+    if (c->p.fp_bits != 8)
+        return false;
+    wbuf_put_u64(out, c->items);
+    wbuf_put_u64(out, c->buckets0);
+    wbuf_put_u64(out, c->deletes);
+    wbuf_put_u64(out, c->nfilters);
+    wbuf_put_u16(out, (uint16_t)c->p.bucket_size);
+    wbuf_put_u16(out, (uint16_t)c->p.max_iterations);
+    wbuf_put_u16(out, (uint16_t)c->p.expansion);
+    return true;
+}
+
+/* The sub-filter holding byte `pos` of the concatenated slot arrays, and the
+ * offset in it; -1 past the end. */
+static int subf_at(const cuckoo_t *c, uint64_t pos, uint64_t *offset)
+{
+    for (uint32_t i = 0; i < c->nfilters; i++) {
+        uint64_t bytes = slot_bytes(c->f[i].buckets * c->p.bucket_size, c->p.fp_bits);
+        if (pos < bytes) {
+            *offset = pos;
+            return (int)i;
+        }
+        pos -= bytes;
+    }
+    return -1;
+}
+
+const uint8_t *cuckoo_dump_chunk(const cuckoo_t *c, int64_t *cursor, size_t max_len, size_t *len)
+{
+    uint64_t off;
+    int fi = *cursor >= 1 && c->p.fp_bits == 8 ? subf_at(c, (uint64_t)*cursor - 1, &off) : -1;
+    *len = 0;
+    if (fi < 0) {
+        *cursor = 0;
+        return NULL;
+    }
+    uint64_t left = c->f[fi].buckets * c->p.bucket_size - off;
+    *len = (size_t)(left < max_len ? left : max_len);
+    *cursor += (int64_t)*len;
+    return c->f[fi].data + off;
+}
+
+cuckoo_t *cuckoo_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
+{
+    rbuf_t r = rbuf_make(p, len);
+    uint64_t items = rbuf_u64(&r), buckets = rbuf_u64(&r), deletes = rbuf_u64(&r), nfilters = rbuf_u64(&r);
+    cuckoo_params_t prm = { .fp_bits = 8 };
+    prm.bucket_size = rbuf_u16(&r);
+    prm.max_iterations = rbuf_u16(&r);
+    prm.expansion = rbuf_u16(&r);
+    const char *field;
+    *nomem = false;
+    if (!rbuf_done(&r)) {
+        *why = "cuckoo: a header is 38 bytes";
+        return NULL;
+    }
+    /* what RedisBloom's code can produce: a power-of-two bucket count of at
+     * least 2 (capacity >= 2 * bucket size), expansion 0 or a power of two,
+     * one sub-filter unless it expands, at most 32 of them */
+    if (buckets < 2 || (buckets & (buckets - 1)) || buckets > CUCKOO_MAX_CAPACITY || nfilters < 1 ||
+        nfilters > CUCKOO_MAX_FILTERS || round_expansion(prm.expansion) != prm.expansion ||
+        (prm.expansion == 0 && nfilters != 1)) {
+        *why = "cuckoo: invalid geometry in the header";
+        return NULL;
+    }
+    prm.capacity = buckets * prm.bucket_size;
+    if (cuckoo_validate(&prm, &field)) {
+        *why = "cuckoo: invalid parameters in the header";
+        return NULL;
+    }
+    cuckoo_t *c = alloc_shell(&prm);
+    if (!c) {
+        *nomem = true;
+        *why = "out of memory";
+        return NULL;
+    }
+    c->gen = TALLY_GEN_2;
+    c->items = items;
+    c->deletes = deletes;
+    uint64_t total = 0;   /* slot bytes of all sub-filters, checked before allocating them */
+    for (uint32_t i = 0; i < nfilters; i++) {
+        uint64_t n = subf_buckets(&c->p, c->buckets0, i);
+        total += n * c->p.bucket_size;
+        if (!n || (max_bytes && total > max_bytes)) {
+            *why = n ? "cuckoo: the filter is larger than the memory limit" : "cuckoo: a sub-filter is too large";
+            cuckoo_free(c);
+            return NULL;
+        }
+    }
+    while (c->nfilters < nfilters)
+        if (!subf_add(c)) {
+            *nomem = true;
+            *why = "out of memory";
+            cuckoo_free(c);
+            return NULL;
+        }
+    return c;
+}
+
+bool cuckoo_load_chunk(cuckoo_t *c, int64_t cursor, const uint8_t *p, size_t len, const char **why)
+{
+    uint64_t off;
+    if (len == 0 || cursor <= 0 || (uint64_t)cursor - 1 < len || c->p.fp_bits != 8) {
+        *why = "received bad data";
+        return false;
+    }
+    int fi = subf_at(c, (uint64_t)cursor - len - 1, &off);
+    if (fi < 0 || len > c->f[fi].buckets * c->p.bucket_size - off) {
+        *why = "invalid offset: the chunk does not fit the filter";
+        return false;
+    }
+    memcpy(c->f[fi].data + off, p, len);
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -482,7 +698,7 @@ static size_t type_size(const void *v) { return cuckoo_memory(v); }
 static void type_encode(const void *v, wbuf_t *out)
 {
     const cuckoo_t *c = v;
-    wbuf_put_u8(out, CUCKOO_ENC_VERSION);
+    wbuf_put_u8(out, c->gen == TALLY_GEN_1 ? CUCKOO_ENC_V1 : CUCKOO_ENC_V2);
     wbuf_put_u8(out, (uint8_t)c->p.fp_bits);
     wbuf_put_u16(out, (uint16_t)c->p.bucket_size);
     wbuf_put_u16(out, (uint16_t)c->p.max_iterations);
@@ -513,7 +729,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         rng.s[i] = rbuf_u64(&r);
     uint8_t nfilters = rbuf_u8(&r);
     const char *field;
-    if (r.err || ver != CUCKOO_ENC_VERSION) {
+    if (r.err || (ver != CUCKOO_ENC_V1 && ver != CUCKOO_ENC_V2)) {
         *why = "cuckoo: truncated header or unknown version";
         return NULL;
     }
@@ -530,6 +746,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         *why = "out of memory";
         return NULL;
     }
+    c->gen = ver == CUCKOO_ENC_V1 ? TALLY_GEN_1 : TALLY_GEN_2;
     c->items = items;
     c->deletes = deletes;
     c->rng = rng;
@@ -558,7 +775,9 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         *why = "cuckoo: trailing bytes";
         goto fail;
     }
-    if (occupied != items) {
+    /* generation 2 keeps the count a RedisBloom dump carried (BF.LOADCHUNK
+     * does not recount either) */
+    if (c->gen == TALLY_GEN_1 && occupied != items) {
         *why = "cuckoo: item count does not match the occupied slots";
         goto fail;
     }

@@ -7,20 +7,42 @@
  * each item in one of two candidate buckets of `bucket_size` slots:
  *
  *     h  = MurmurHash64A(item, seed 0)
- *     fp = (h >> 32) mod (2^f - 1) + 1             (never 0: 0 marks a free slot)
+ *     fp = h mod (2^f - 1) + 1                     (never 0: 0 marks a free slot)
  *     i1 = h mod buckets,  i2 = i1 XOR (fp * 0x5bd1e995) mod buckets
  *
  * Because `buckets` is a power of two, i1 = alt(i2, fp) too, so an entry can
- * move between its two buckets knowing only its fingerprint.  An insert that
- * finds both buckets full evicts a resident fingerprint to its other bucket,
- * up to `max_iterations` times ("cuckoo hashing"); which slot is evicted is
- * chosen by a xoshiro256** generator seeded from the key and kept in the
- * encoding, so journal replay and snapshot reload make exactly the same
- * choices.  A failed eviction chain is undone.  When the newest sub-filter
- * cannot take an item, a new one with `expansion` times the buckets is added
- * (RedisBloom: at most 32 sub-filters, expansion rounded up to a power of two,
- * 0 = never grow); with no room left the add fails with CUCKOO_FULL, never
- * loops.
+ * move between its two buckets knowing only its fingerprint.  The first
+ * sub-filter has next_pow2(capacity / bucket_size) buckets.  An insert takes
+ * the first free slot of i1, then of i2, in the newest sub-filter that has
+ * one (newest first); if none has, it evicts in the newest sub-filter, as
+ * RedisBloom's Filter_KOInsert does: put the fingerprint in slot 0 of
+ * bucket i1, move the evicted one to its other bucket, and so on, taking
+ * slot 1, 2, ... (mod bucket_size) at each step, up to `max_iterations`
+ * times ("cuckoo hashing").  A failed eviction chain is undone.  Then a new
+ * sub-filter with `expansion` times the buckets of the previous one is added
+ * (expansion rounded up to a power of two; 0 = never grow, the add fails with
+ * CUCKOO_FULL, "Filter is full").  A filter that already has 32 sub-filters
+ * refuses every add (CUCKOO_MAXEXP, RedisBloom's "Maximum expansions
+ * reached"; RedisBloom checks once per command, so one CF.INSERT may take a
+ * filter past 32: here each item is checked, and a batch that would need a
+ * 33rd sub-filter is refused).  So with 8-bit fingerprints the same adds
+ * give RedisBloom's buckets, filters and slots, byte for byte.
+ *
+ * Deletion (CF.DEL) frees one copy of the fingerprint, newest sub-filter
+ * first; once the deletes since the last compaction pass 10% of the items
+ * and there is more than one sub-filter, the filter is compacted as
+ * RedisBloom does it (CF.COMPACT, cuckoo_compact): from the newest
+ * sub-filter down, every fingerprint that finds a free slot in one of its
+ * buckets of an older sub-filter moves there; an emptied newest sub-filter
+ * is freed (automatic compaction stops at the first sub-filter it cannot
+ * empty, CF.COMPACT goes on).
+ *
+ * Generation 1 (filters created before issue 18 and replayed from journal
+ * version 1, core/types.h; encoding version 1) keeps its rules: fp = (h >>
+ * 32) mod (2^f - 1) + 1; evictions start from a random one of the two buckets
+ * and take random slots, from a xoshiro256** generator seeded from the key
+ * and kept in the encoding; growth stops at 32 sub-filters (CUCKOO_FULL); no
+ * compaction.
  *
  * False positive rate: a lookup compares 2 * bucket_size fingerprints per
  * sub-filter, each matching with probability 1/(2^f - 1):
@@ -38,13 +60,31 @@
  * f=8 1 MiB, f=12 1.5 MiB, f=16 2 MiB.  Expected fill before the first
  * failure: ~84% at b=2, ~95% at b=4.
  *
- * Keyspace encoding (version 1):
+ * CF.COUNT differs on purpose: when an item's two buckets are the same one
+ * RedisBloom counts its copies twice; here once.
+ *
+ * CF.SCANDUMP / CF.LOADCHUNK format (RedisBloom's, 8-bit fingerprints only),
+ * little-endian, packed:
+ *   header chunk (cursor 1): u64 items | u64 buckets of the first sub-filter |
+ *     u64 deletes | u64 filters | u16 bucket_size | u16 max_iterations |
+ *     u16 expansion                                              (38 bytes)
+ *   data chunks: the sub-filters' slot arrays (bucket by bucket), cut as for
+ *   Bloom (bloom.h): SCANDUMP at cursor c >= 1 answers the bytes from offset
+ *   c - 1 and the cursor c + length; LOADCHUNK writes a chunk at offset
+ *   cursor - length - 1.
+ *
+ * CF.INFO's Size is RedisBloom's accounting: 40 + 16 per sub-filter + the
+ * slot arrays (1080 for CF.RESERVE 1000); generation 1 reports its heap use.
+ *
+ * Keyspace encoding (version 2; version 1 is the same layout for a
+ * generation-1 filter):
  *   u8 version | u8 fp_bits | u16 bucket_size | u16 max_iterations |
  *   u16 expansion | u64 capacity | u64 items | u64 deletes | 4 x u64 rng |
  *   u8 filters | each sub-filter's slot bytes
  * Bucket counts follow from (capacity, bucket_size, expansion, index); decode
- * checks array lengths, the unused padding bits and that `items` equals the
- * number of occupied slots.
+ * checks array lengths, the unused padding bits and, for generation 1, that
+ * `items` equals the number of occupied slots (a filter loaded from a
+ * RedisBloom dump keeps the count the dump carried).
  */
 #ifndef TALLY_CUCKOO_H
 #define TALLY_CUCKOO_H
@@ -86,6 +126,7 @@ enum {
     CUCKOO_EXISTS = 0,      /* nx and the item may be present: nothing changed */
     CUCKOO_NOMEM = CORE_NOMEM,
     CUCKOO_FULL = CORE_FULL,    /* no slot, and no sub-filter can be added */
+    CUCKOO_MAXEXP = CORE_LIMIT, /* already 32 sub-filters ("Maximum expansions reached") */
 };
 
 /* Why parameters are refused, or NULL; *field names the culprit.  capacity
@@ -97,6 +138,8 @@ const char *cuckoo_validate(const cuckoo_params_t *p, const char **field);
 /* A new empty filter; `seed` seeds the eviction choices (the API derives it
  * from the key).  NULL on allocation failure. */
 cuckoo_t *cuckoo_create(const cuckoo_params_t *p, uint64_t seed);
+/* The same with the rules of generation `gen` (TALLY_GEN_*). */
+cuckoo_t *cuckoo_create_gen(unsigned gen, const cuckoo_params_t *p, uint64_t seed);
 void cuckoo_free(cuckoo_t *c);
 
 /* Undo log for a batch (see bloom.h): a failed batch is rolled back whole. */
@@ -105,21 +148,25 @@ cuckoo_undo_t *cuckoo_undo_begin(const cuckoo_t *c);
 void cuckoo_undo_rollback(cuckoo_t *c, cuckoo_undo_t *u);
 void cuckoo_undo_commit(cuckoo_undo_t *u);
 
-/* CF.ADD (nx false: duplicates allowed) / CF.ADDNX (nx true).  On NOMEM or
- * FULL the filter is unchanged by this item.  `undo` may be NULL. */
+/* CF.ADD (nx false: duplicates allowed) / CF.ADDNX (nx true).  On NOMEM,
+ * FULL or MAXEXP the filter is unchanged by this item.  `undo` may be NULL. */
 int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t *undo);
 /* CF.EXISTS */
 bool cuckoo_check(const cuckoo_t *c, const void *item, size_t len);
 /* CF.COUNT: copies of the item's fingerprint in its buckets (may overcount). */
 uint64_t cuckoo_count(const cuckoo_t *c, const void *item, size_t len);
-/* CF.DEL: removes one copy; false if the fingerprint is not there.
- * `undo` may be NULL. */
+/* CF.DEL: removes one copy (and may compact, see above); false if the
+ * fingerprint is not there, or if the undo log ran out of memory (then the
+ * caller rolls back).  `undo` may be NULL. */
 bool cuckoo_delete(cuckoo_t *c, const void *item, size_t len, cuckoo_undo_t *undo);
+/* CF.COMPACT. */
+void cuckoo_compact(cuckoo_t *c);
 
 /* CF.INFO */
 typedef struct cuckoo_info {
     uint64_t size_bytes;
     uint64_t buckets;         /* all sub-filters */
+    uint64_t buckets0;        /* the first sub-filter's (RedisBloom's "Number of buckets") */
     uint32_t filters;
     uint64_t items;
     uint64_t deletes;
@@ -129,5 +176,19 @@ typedef struct cuckoo_info {
 void cuckoo_get_info(const cuckoo_t *c, cuckoo_info_t *out);
 
 size_t cuckoo_memory(const cuckoo_t *c);
+
+/* CF.SCANDUMP: the header chunk; false (nothing written) for fingerprints
+ * other than 8 bits, which RedisBloom's format cannot carry. */
+bool cuckoo_dump_header(const cuckoo_t *c, wbuf_t *out);
+/* The data chunk at *cursor (>= 1), at most max_len bytes, as
+ * bloom_dump_chunk; NULL with *len 0 and *cursor 0 past the end. */
+const uint8_t *cuckoo_dump_chunk(const cuckoo_t *c, int64_t *cursor, size_t max_len, size_t *len);
+/* CF.LOADCHUNK with cursor 1 on a missing key: a new zeroed generation-2
+ * filter from a header chunk, validated completely; its slot arrays may
+ * total at most max_bytes (0 = no limit).  NULL with *why set on refusal
+ * (*nomem when only memory was missing). */
+cuckoo_t *cuckoo_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
+/* CF.LOADCHUNK of a data chunk (as bloom_load_chunk). */
+bool cuckoo_load_chunk(cuckoo_t *c, int64_t cursor, const uint8_t *p, size_t len, const char **why);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/types.h"
 
 /* ------------------------------------------------------------------------ */
 /* Snapshot                                                                 */
@@ -128,12 +129,35 @@ persist_parse_t snapfmt_parse_record(const uint8_t *p, size_t len, snap_record_t
 /* Journal                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* The versioning scheme of core/persist_fmt.h, indexed by version; a
+ * version without a layout is refused. */
+static const struct {
+    uint8_t layout, generation;
+} journal_versions[JOURNAL_VERSION + 1] = {
+    [1] = { JOURNAL_LAYOUT_1, TALLY_GEN_1 },
+    [3] = { JOURNAL_LAYOUT_2, TALLY_GEN_2 },
+};
+
+/* Layout 2's header check over the 24 header bytes at p: XXH64 of them
+ * without the check itself, never 0 (where layout 1 holds its flags, 0). */
+static uint32_t header_check(const uint8_t *p)
+{
+    uint8_t b[JOURNAL_HEADER_SIZE - 4];
+    memcpy(b, p, 12);
+    memcpy(b + 12, p + 16, 8);
+    uint32_t c = (uint32_t)tally_xxh64(b, sizeof(b), 0);
+    return c ? c : 1;
+}
+
 void journalfmt_put_header(wbuf_t *out, const journal_header_t *h)
 {
+    size_t start = out->len;
     wbuf_put_bytes(out, JOURNAL_MAGIC, 8);
     wbuf_put_u32(out, h->version);
-    wbuf_put_u32(out, h->flags);
+    wbuf_put_u32(out, 0);
     wbuf_put_u64(out, h->seq);
+    if (!out->oom && journalfmt_layout(h) == JOURNAL_LAYOUT_2)
+        wbuf_patch_u32(out, start + 12, header_check(out->data + start));
 }
 
 bool journalfmt_parse_header(const uint8_t *p, size_t len, journal_header_t *h, const char **why)
@@ -148,18 +172,36 @@ bool journalfmt_parse_header(const uint8_t *p, size_t len, journal_header_t *h, 
     }
     rbuf_t r = rbuf_make(p + 8, JOURNAL_HEADER_SIZE - 8);
     h->version = rbuf_u32(&r);
-    h->flags = rbuf_u32(&r);
+    uint32_t word = rbuf_u32(&r);
+    h->flags = 0;
     h->seq = rbuf_u64(&r);
-    if (h->version != JOURNAL_VERSION && h->version != 1) {
+    if (h->version == 0 || h->version > JOURNAL_VERSION || !journal_versions[h->version].layout) {
         *why = h->version > JOURNAL_VERSION ? "journal written by a newer tally (unknown version)"
-                                            : "unknown journal version";
+               : h->version == 2 ? "journal version 2 was written only by unreleased development builds, with two "
+                                   "meanings: this tally cannot tell which rules served its records"
+                                 : "unknown journal version";
         return false;
     }
-    if (h->flags != 0) {
-        *why = "unknown journal flags";
+    if (journalfmt_layout(h) == JOURNAL_LAYOUT_2 && word != header_check(p)) {
+        *why = "journal header check mismatch (damaged header)";
+        return false;
+    }
+    if (journalfmt_layout(h) == JOURNAL_LAYOUT_1 && word != 0) {
+        /* also a later journal whose version field was damaged into 1 */
+        *why = "unknown journal flags (or a damaged header)";
         return false;
     }
     return true;
+}
+
+unsigned journalfmt_layout(const journal_header_t *h)
+{
+    return h->version <= JOURNAL_VERSION ? journal_versions[h->version].layout : 0;
+}
+
+unsigned journalfmt_generation(const journal_header_t *h)
+{
+    return h->version <= JOURNAL_VERSION ? journal_versions[h->version].generation : 0;
 }
 
 void journalfmt_put_request(wbuf_t *out, const journal_req_t *q)
@@ -329,7 +371,7 @@ static bool scan_tail(const uint8_t *p, size_t len, size_t off, journal_scan_t *
         s->tail_bytes = len - off;
         return true;
     }
-    if (s->h.version < 2 || len - off < JOURNAL_FRAME_SIZE || le64_load(p + off) != 0)
+    if (journalfmt_layout(&s->h) == JOURNAL_LAYOUT_1 || len - off < JOURNAL_FRAME_SIZE || le64_load(p + off) != 0)
         return false;
     if (z - off - JOURNAL_FRAME_SIZE > JOURNAL_MAX_RECORD || record_starts_in(p, len, off + 1, z))
         return false;
@@ -338,9 +380,9 @@ static bool scan_tail(const uint8_t *p, size_t len, size_t off, journal_scan_t *
     return true;
 }
 
-/* Version 1 wrote the frame before the payload: a record cut by a crash has a
+/* Layout 1 wrote the frame before the payload: a record cut by a crash has a
  * whole frame and a payload ending in zeros, then zeros. */
-static bool scan_tail_v1(const uint8_t *p, size_t len, size_t off, journal_scan_t *s)
+static bool scan_tail_layout1(const uint8_t *p, size_t len, size_t off, journal_scan_t *s)
 {
     uint64_t claimed = JOURNAL_FRAME_SIZE + (uint64_t)le32_load(p + off);
     if (claimed > len - off)
@@ -378,11 +420,11 @@ bool journalfmt_scan(const uint8_t *p, size_t len, journalfmt_record_fn fn, void
                              "reserved space, never a record cut short)");
         const uint8_t *payload = p + off + JOURNAL_FRAME_SIZE;
         if ((uint32_t)tally_xxh64(payload, plen, plen) != le32_load(p + off + 4)) {
-            if (s->h.version < 2 && scan_tail_v1(p, len, off, s))
+            if (journalfmt_layout(&s->h) == JOURNAL_LAYOUT_1 && scan_tail_layout1(p, len, off, s))
                 break;
             return scan_fail(&s->bad_off, &s->why, off, "record checksum mismatch");
         }
-        if (payload[0] == JOURNAL_REC_SEAL && s->h.version >= 2) {
+        if (payload[0] == JOURNAL_REC_SEAL && journalfmt_layout(&s->h) == JOURNAL_LAYOUT_2) {
             rbuf_t r = rbuf_make(payload + 1, plen - 1);
             uint64_t records = rbuf_u64(&r), at = rbuf_u64(&r), next = rbuf_u64(&r);
             if (!rbuf_done(&r))
@@ -420,7 +462,7 @@ bool journalfmt_check_place(journal_scan_t *s, size_t len, bool newest)
 {
     if (!s->ok)
         return false;
-    if (s->h.version < 2) {
+    if (journalfmt_layout(&s->h) == JOURNAL_LAYOUT_1) {
         if (!newest && s->end == JEND_TORN)
             return scan_fail(&s->bad_off, &s->why, s->data_end,
                              "record cut short, and later journals hold records");

@@ -21,9 +21,10 @@
  *
  * Journal file:
  *
- *   +----------+---------+-------+-----+
- *   | TALLYJNL | version | flags | seq |                           header, 24 bytes
- *   +----------+---------+-------+-----+
+ *   +----------+---------+--------+-----+
+ *   | TALLYJNL | version | hcheck | seq |                          header, 24 bytes
+ *   |  8 bytes |   u32   |  u32   | u64 |
+ *   +----------+---------+--------+-----+
  *   | len | check | payload (len bytes) |                          record, repeated
  *   | u32 |  u32  |                     |
  *   +-----+-------+---------------------+
@@ -34,10 +35,27 @@
  *   A journal record is a request as the API layer re-executes it (the
  *   "canonical request": parameters resolved, server time recorded), so
  *   replay runs exactly the code that served it.  `check` is the low 32 bits
- *   of XXH64(payload, seed = len).
+ *   of XXH64(payload, seed = len).  `hcheck` is 0 in layout 1 (it was a
+ *   flags word there, always 0); in layout 2 it is the low 32 bits of XXH64
+ *   of the other 20 header bytes (1 if that is 0), so a damaged header - a
+ *   version flipped from 3 to 1 included - is refused, never replayed by the
+ *   wrong rules.
  *
- * Version 2 (written since the fault-injection work of issue 12) adds two
- * rules that let a reader tell a crash from damage:
+ * The header's version says two things: how the file is laid out, and which
+ * algorithm generation (core/types.h) served its records - replay must run
+ * a request by the rules that answered it, or a rebuilt value would differ
+ * from the one acknowledged.  journalfmt_layout() and
+ * journalfmt_generation() read them; this table is the whole scheme:
+ *
+ *   version  layout  generation  written by
+ *   1        1       1           tally before issues 12 and 18 (releases)
+ *   2        -       -           refused: only unreleased development builds
+ *                                wrote it, with two meanings (layout 2 +
+ *                                generation 1, layout 1 + generation 2), so
+ *                                no reader can tell which rules served it
+ *   3        2       2           tally now
+ *
+ * Layout 2 adds three rules that let a reader tell a crash from damage:
  *
  *   - A record's payload is stored first and its 8-byte frame (len, check)
  *     last, in one store, into space reserved in advance (zeros).  So after
@@ -53,9 +71,11 @@
  *     journal followed by a journal holding records must be sealed, so a
  *     missing tail of an older journal is detected.
  *
- * Version 1 files (no seal, frame written before the payload) still load;
- * a missing tail of a version-1 journal cut at a record boundary cannot be
- * detected.
+ * Layout 1 (no seal, frame written before the payload, the file cut to its
+ * data on close) still loads; its torn tail is a whole frame, a payload
+ * ending in zeros, then zeros; a missing tail of a layout-1 journal cut at a
+ * record boundary cannot be detected.  A layout-1 journal is never appended
+ * to: after it, tally starts a new journal of the current version.
  *
  * journalfmt_scan() and snapfmt_scan() are the only readers of these files:
  * start-up, `tallyd --check` and the fuzzers all call them, so they cannot
@@ -78,7 +98,9 @@
 #define SNAP_TRAILER_SIZE 17     /* EOF byte + record count + checksum */
 
 #define JOURNAL_MAGIC "TALLYJNL"
-#define JOURNAL_VERSION 2          /* 1: no seal, frame written first */
+#define JOURNAL_VERSION 3          /* what is written now: layout 2, generation 2 (table above) */
+#define JOURNAL_LAYOUT_1 1         /* frame first, no seal */
+#define JOURNAL_LAYOUT_2 2         /* payload first, seal records, whole pages */
 #define JOURNAL_HEADER_SIZE 24
 #define JOURNAL_REC_REQUEST 1
 #define JOURNAL_REC_SEAL 2
@@ -125,7 +147,7 @@ persist_parse_t snapfmt_parse_record(const uint8_t *p, size_t len, snap_record_t
 
 typedef struct journal_header {
     uint32_t version;
-    uint32_t flags;
+    uint32_t flags;      /* none are defined: 0 (layout 2 stores hcheck in its place) */
     uint64_t seq;
 } journal_header_t;
 
@@ -144,6 +166,11 @@ typedef struct journal_req {
 
 void journalfmt_put_header(wbuf_t *out, const journal_header_t *h);
 bool journalfmt_parse_header(const uint8_t *p, size_t len, journal_header_t *h, const char **why);
+/* The layout (JOURNAL_LAYOUT_*) of a journal with this (valid) header. */
+unsigned journalfmt_layout(const journal_header_t *h);
+/* The algorithm generation (TALLY_GEN_*) whose rules replay the records of a
+ * journal with this (valid) header. */
+unsigned journalfmt_generation(const journal_header_t *h);
 /* Appends a framed record holding `req`. */
 void journalfmt_put_request(wbuf_t *out, const journal_req_t *req);
 /* Parses the framed record at p. PARSE_TRUNCATED means the record runs past
@@ -199,7 +226,9 @@ typedef struct journal_scan {
 } journal_scan_t;
 
 /* Walks a whole journal file, passing each request record to fn (may be
- * NULL).  Damage (anything but the ends above) stops the walk.  The rules
+ * NULL); out->h holds the parsed header before fn is first called (replay
+ * takes the generation from it).  Damage (anything but the ends above)
+ * stops the walk.  The rules
  * that depend on other files - an older journal must be sealed, a torn
  * record is only allowed in the newest journal - are the caller's, with
  * journalfmt_check_place(). */

@@ -20,6 +20,7 @@ typedef enum core_status {
     CORE_DUPLICATE = -4,   /* the place is taken and the policy refuses a second value */
     CORE_OVERFLOW = -5,    /* the result would not be finite / would exceed the type's range */
     CORE_UNORDERED = -6,   /* input that must come in order did not */
+    CORE_LIMIT = -7,       /* growing further would pass a limit (memory limit, expansion cap) */
 } core_status_t;
 
 #endif

@@ -8,7 +8,8 @@
 #include "core/hash.h"
 #include "core/rng.h"
 
-#define TOPK_ENC_VERSION 1        /* first byte of every encoding */
+#define TOPK_ENC_V1 1             /* encoding of a generation-1 Top-K */
+#define TOPK_ENC_V2 2             /* the same layout, generation-2 rules */
 #define TOPK_FP_SEED 1919         /* RedisBloom's fingerprint seed (GA) */
 #define TOPK_DECAY_TABLE 256      /* decay^count precomputed below this count, as RedisBloom */
 
@@ -20,6 +21,7 @@ typedef struct heap_slot {
 } heap_slot_t;
 
 struct topk {
+    unsigned gen;                 /* TALLY_GEN_*: whose rules it follows (topk.h) */
     uint32_t k, width, depth;
     double decay;
     rng_t rng;
@@ -71,12 +73,19 @@ static topk_t *topk_alloc(uint32_t k, uint32_t width, uint32_t depth, double dec
     return t;
 }
 
-topk_t *topk_create(uint32_t k, uint32_t width, uint32_t depth, double decay, uint64_t seed)
+topk_t *topk_create_gen(unsigned gen, uint32_t k, uint32_t width, uint32_t depth, double decay, uint64_t seed)
 {
     topk_t *t = topk_alloc(k, width, depth, decay);
-    if (t)
+    if (t) {
+        t->gen = gen == TALLY_GEN_1 ? TALLY_GEN_1 : TALLY_GEN_2;
         rng_seed(&t->rng, seed);
+    }
     return t;
+}
+
+topk_t *topk_create(uint32_t k, uint32_t width, uint32_t depth, double decay, uint64_t seed)
+{
+    return topk_create_gen(TALLY_GEN_CURRENT, k, width, depth, decay, seed);
 }
 
 void topk_free(topk_t *t)
@@ -190,6 +199,41 @@ static void heap_fix(topk_t *t, uint32_t i)
     }
 }
 
+/* RedisBloom's heapifyDown from slot i, whose count grew: it trades places
+ * with its smaller child (the left one unless the right is strictly
+ * smaller) - on the first step also when the child is equal, afterwards
+ * only while the child is strictly smaller.  Which of equal counts ends up
+ * where decides what is expelled and the order of ties in a list, so it is
+ * followed exactly. */
+static void heap_down_rb(topk_t *t, uint32_t i)
+{
+    const heap_slot_t *h = t->heap;
+    for (bool first = true;; first = false) {
+        uint64_t c = 2 * (uint64_t)i + 1;
+        if (c >= t->k)
+            return;
+        if (c + 1 < t->k && h[c].count > h[c + 1].count)
+            c++;
+        if (first ? h[c].count > h[i].count : h[c].count >= h[i].count)
+            return;
+        swap_slots(t, (uint32_t)c, i);
+        i = (uint32_t)c;
+    }
+}
+
+/* Slot i's count is now `count`: a grown count sinks as in RedisBloom; one
+ * that dropped (its buckets decayed) rises, which RedisBloom omits, leaving
+ * its heap out of order. */
+static void heap_set_count(topk_t *t, uint32_t i, uint64_t count)
+{
+    uint64_t old = t->heap[i].count;
+    t->heap[i].count = count;
+    if (count < old)
+        heap_fix(t, i);
+    else
+        heap_down_rb(t, i);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Operations                                                               */
 /* ------------------------------------------------------------------------ */
@@ -230,10 +274,62 @@ static uint64_t decay_bucket(topk_t *t, size_t b, uint32_t fp, uint32_t by)
     return 0;
 }
 
-void topk_add(topk_t *t, const void *item, size_t len, uint32_t by, char **expelled, size_t *elen)
+/* Makes the item the heap's root, in place of the smallest entry, which is
+ * handed to the caller as expelled (if the slot was used). */
+static void heap_replace_root(topk_t *t, const void *item, size_t len, uint32_t fp, uint64_t count,
+                              void (*sink)(topk_t *, uint32_t), char **expelled, size_t *elen)
 {
-    *expelled = NULL;
-    *elen = 0;
+    char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return;
+    memcpy(copy, item, len);
+    heap_slot_t *top = &t->heap[0];
+    if (top->item) {
+        index_remove(t, 0);
+        *expelled = top->item;
+        *elen = top->len;
+        t->item_bytes -= top->len ? top->len : 1;
+    }
+    *top = (heap_slot_t){ copy, count, fp, (uint32_t)len };
+    t->item_bytes += len ? len : 1;
+    index_insert(t, 0);
+    sink(t, 0);
+}
+
+/* Generation 2, RedisBloom's TopK_Add: a bucket holding the item's
+ * fingerprint always takes the increment; an item whose estimate reaches
+ * the heap minimum (>=) either updates its heap count to the estimate or
+ * replaces the root. */
+static void add_gen2(topk_t *t, const void *item, size_t len, uint32_t by, char **expelled, size_t *elen)
+{
+    uint32_t fp = fingerprint(item, len);
+    uint64_t heap_min = t->heap[0].count, est = 0;
+    for (uint32_t row = 0; row < t->depth; row++) {
+        size_t b = bucket_of(t, item, len, row);
+        uint64_t *c = &t->counts[b], got;
+        if (*c == 0) {
+            t->fps[b] = fp;
+            got = *c = by;
+        } else if (t->fps[b] == fp) {
+            got = *c = *c > UINT64_MAX - by ? UINT64_MAX : *c + by;
+        } else {
+            got = decay_bucket(t, b, fp, by);
+        }
+        if (got > est)
+            est = got;
+    }
+    if (est < heap_min)
+        return;
+    int pos = find_in_heap(t, item, len, fp);
+    if (pos >= 0)
+        heap_set_count(t, (uint32_t)pos, est);
+    else
+        heap_replace_root(t, item, len, fp, est, heap_down_rb, expelled, elen);
+}
+
+/* Generation 1 (see topk.h). */
+static void add_gen1(topk_t *t, const void *item, size_t len, uint32_t by, char **expelled, size_t *elen)
+{
     uint32_t fp = fingerprint(item, len);
     uint64_t heap_min = t->heap[0].count, est = 0;
     /* The item's heap slot, -1 when absent.  As RedisBloom, the heap is only
@@ -282,21 +378,17 @@ void topk_add(topk_t *t, const void *item, size_t len, uint32_t by, char **expel
         }
         return;
     }
-    char *copy = malloc(len ? len : 1);
-    if (!copy)
-        return;
-    memcpy(copy, item, len);
-    heap_slot_t *top = &t->heap[0];
-    if (top->item) {
-        index_remove(t, 0);
-        *expelled = top->item;
-        *elen = top->len;
-        t->item_bytes -= top->len ? top->len : 1;
-    }
-    *top = (heap_slot_t){ copy, est, fp, (uint32_t)len };
-    t->item_bytes += len ? len : 1;
-    index_insert(t, 0);
-    heap_fix(t, 0);
+    heap_replace_root(t, item, len, fp, est, heap_fix, expelled, elen);
+}
+
+void topk_add(topk_t *t, const void *item, size_t len, uint32_t by, char **expelled, size_t *elen)
+{
+    *expelled = NULL;
+    *elen = 0;
+    if (t->gen == TALLY_GEN_1)
+        add_gen1(t, item, len, by, expelled, elen);
+    else
+        add_gen2(t, item, len, by, expelled, elen);
 }
 
 bool topk_query(const topk_t *t, const void *item, size_t len)
@@ -308,12 +400,14 @@ uint64_t topk_count(const topk_t *t, const void *item, size_t len)
 {
     uint32_t fp = fingerprint(item, len);
     int pos = find_in_heap(t, item, len, fp);
-    if (pos >= 0)
+    if (pos >= 0 && t->gen == TALLY_GEN_1)
         return t->heap[pos].count;
-    uint64_t res = 0;
+    /* RedisBloom's TopK_Count: the largest of the item's buckets, counting
+     * for a listed item only those at or above the heap minimum */
+    uint64_t res = 0, floor = pos >= 0 ? t->heap[0].count : 0;
     for (uint32_t row = 0; row < t->depth; row++) {
         size_t b = bucket_of(t, item, len, row);
-        if (t->fps[b] == fp && t->counts[b] > res)
+        if (t->fps[b] == fp && t->counts[b] >= floor && t->counts[b] > res)
             res = t->counts[b];
     }
     return res;
@@ -331,13 +425,48 @@ static int entry_cmp(const void *a, const void *b)
     return (x->len > y->len) - (x->len < y->len);
 }
 
+/* Sorts a[0..n) by count, largest first, keeping the order of equal counts
+ * (a merge sort through tmp, of n entries). */
+static void sort_stable(topk_entry_t *a, topk_entry_t *tmp, size_t n)
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                tmp[o++] = a[j].count > a[i].count ? a[j++] : a[i++];
+            while (i < mid)
+                tmp[o++] = a[i++];
+            while (j < hi)
+                tmp[o++] = a[j++];
+        }
+        memcpy(a, tmp, n * sizeof(*a));
+    }
+}
+
 size_t topk_list(const topk_t *t, topk_entry_t *out)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < t->k; i++)
         if (t->heap[i].item)
             out[n++] = (topk_entry_t){ t->heap[i].item, t->heap[i].len, t->heap[i].count };
-    qsort(out, n, sizeof(*out), entry_cmp);
+    if (t->gen == TALLY_GEN_1) {   /* ties by item bytes */
+        qsort(out, n, sizeof(*out), entry_cmp);
+        return n;
+    }
+    topk_entry_t *tmp = malloc(n * sizeof(*tmp) + 1);
+    if (tmp) {
+        sort_stable(out, tmp, n);
+        free(tmp);
+        return n;
+    }
+    for (size_t i = 1; i < n; i++) {   /* short of memory: the same order, in O(n^2) */
+        topk_entry_t x = out[i];
+        size_t j = i;
+        for (; j > 0 && out[j - 1].count < x.count; j--)
+            out[j] = out[j - 1];
+        out[j] = x;
+    }
     return n;
 }
 
@@ -358,7 +487,7 @@ static void type_encode(const void *v, wbuf_t *out)
 {
     const topk_t *t = v;
     size_t nb = (size_t)t->width * t->depth;
-    wbuf_put_u8(out, TOPK_ENC_VERSION);
+    wbuf_put_u8(out, t->gen == TALLY_GEN_1 ? TOPK_ENC_V1 : TOPK_ENC_V2);
     wbuf_put_u32(out, t->k);
     wbuf_put_u32(out, t->width);
     wbuf_put_u32(out, t->depth);
@@ -398,7 +527,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         rng.s[i] = rbuf_u64(&r);
     if (r.err)
         return fail(NULL, why, "topk: truncated header");
-    if (ver != TOPK_ENC_VERSION)
+    if (ver != TOPK_ENC_V1 && ver != TOPK_ENC_V2)
         return fail(NULL, why, "topk: unknown encoding version");
     if (!params_ok(k, width, depth, decay))
         return fail(NULL, why, "topk: parameters out of range");
@@ -412,6 +541,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
     if (!t)
         return fail(NULL, why, "out of memory");
     t->rng = rng;
+    t->gen = ver == TOPK_ENC_V1 ? TALLY_GEN_1 : TALLY_GEN_2;
     for (size_t b = 0; b < nb; b++) {
         t->fps[b] = rbuf_u32(&r);
         t->counts[b] = rbuf_u64(&r);

@@ -14,17 +14,36 @@
  *
  * Adding an item with increment n, for each row:
  *   - empty bucket: it takes the item's fingerprint and count n;
- *   - same fingerprint: count += n (when the item is in the heap, or the
- *     count is at most the heap's minimum - a larger count with the item
- *     outside the heap means a fingerprint collision; RedisBloom's rule);
+ *   - same fingerprint: count += n;
  *   - another fingerprint: "exponential decay" - each of the n units
  *     decrements the bucket's count with probability decay^count; a bucket
  *     decayed to zero is taken over by the item with the units left.
- * The item's estimate is the largest count among its own buckets.  If the
- * item is in the heap its heap count becomes that estimate; otherwise, if the
- * estimate beats the heap minimum, the item replaces the minimum, which is
- * reported as "expelled".  Large flows hold their buckets (decay^count is
- * tiny for a large count) while small ones wash each other out.
+ * The item's estimate is the largest count among its own buckets.  If it is
+ * at least the heap minimum (the root's count, 0 while the heap has free
+ * slots), the item's heap count becomes the estimate, or, when it is not in
+ * the heap, it replaces the root, which is reported as "expelled".  Large
+ * flows hold their buckets (decay^count is tiny for a large count) while
+ * small ones wash each other out.
+ *
+ * The heap is RedisBloom's too, slot for slot: a new item enters at the root
+ * and sinks by RedisBloom's heapifyDown, whose handling of equal counts
+ * decides which of several items with the minimum count is expelled next;
+ * LIST orders by count, largest first, equal counts in heap slot order (the
+ * order RedisBloom's qsort gives on glibc, whose qsort is a stable merge
+ * sort).  COUNT is RedisBloom's: the largest of the item's buckets holding
+ * its fingerprint, for a listed item only among those at or above the heap
+ * minimum.  So without decay decisions (no two items share a bucket, or
+ * decay 1) tally answers exactly as RedisBloom: the same expelled items, the
+ * same LIST, the same COUNT.
+ *
+ * Generation 1 (Top-Ks created before issue 18 and replayed from journal
+ * version 1, core/types.h; encoding version 1) kept its own rules, still
+ * applied to those values: a same-fingerprint bucket took the increment only
+ * when the item was in the heap or the count was at most the heap minimum;
+ * an item entered the heap only with an estimate strictly above the minimum;
+ * its heap count only grew when it was not looked up; sinking used the
+ * textbook sift-down; COUNT answered the heap count for a listed item; LIST
+ * broke ties by item bytes.
  *
  * Defaults as RedisBloom: width 8, depth 7, decay 0.9.  Recommended for a
  * given k: width = k·log2(k), depth = max(5, log2(k)) (RedisBloom writes
@@ -39,7 +58,9 @@
  *     10    24 × 5   (ln)        95.5%     45 of 100
  *     100   461 × 5  (ln)        99.4%     3 of 40  (97-98%)
  *
- * (tests/unit/test_topk.c checks the log2 rows on 8 seeded streams.)  The
+ * (measured with generation 1's rules, see below; tests/unit/test_topk.c
+ * checks the log2 rows on 8 seeded streams, where generation 2 lists the
+ * true top k on all 8 for both k.)  The
  * misses are HeavyKeeper's: with ~24 buckets per row and 100k items, about 3%
  * of all events land in each bucket, so an item with 1% of the stream keeps
  * losing its buckets to the flood of light items while its count is small
@@ -56,21 +77,21 @@
  * success from the geometric distribution (one draw per decrement) instead of
  * one draw per unit: the same probabilities, without n draws per bucket.
  *
- * Differences from RedisBloom that only remove defects: an item is never
- * inserted into the heap twice (RedisBloom may, when the item's counts are
- * below the heap minimum); a heap count that drops is sifted up as well as
- * down; once an item takes a bucket over its own remaining units no longer
- * decay it; heap membership is found through a fingerprint index in O(1)
- * rather than a scan of k slots.
+ * Differences from RedisBloom that only remove defects: a heap count that
+ * drops (its buckets decayed) is sifted up, where RedisBloom leaves its heap
+ * out of order; counts are 64-bit (RedisBloom's wrap at 2^32); heap
+ * membership is found through a fingerprint index in O(1) rather than a scan
+ * of k slots.
  *
  * Memory: 12 bytes per bucket, plus 24 bytes and the item's bytes per heap
  * slot, an index of 4 bytes × (a power of two >= 2k), and 2 KB of decay
  * table.  Defaults (k = 10): 672 + 240 + 128 bytes.  k = 100 at 461 × 5:
  * 27 KB + 2.4 KB + 1 KB.
  *
- * Encoding (version 1), little-endian:
+ * Encoding (version 2; version 1 is the same layout for a generation-1
+ * Top-K), little-endian:
  *
- *   u8  version = 1
+ *   u8  version = 2
  *   u32 k, u32 width, u32 depth     (k <= TOPK_MAX_K, width·depth <= TOPK_MAX_BUCKETS)
  *   f64 decay                       (0 < decay <= 1)
  *   4 × u64 generator state         (not all zero)
@@ -103,6 +124,8 @@ extern const ks_type_t topk_type;
  * width·depth <= TOPK_MAX_BUCKETS, 0 < decay <= 1) whose decay decisions are
  * seeded with `seed`.  NULL on allocation failure or bad parameters. */
 topk_t *topk_create(uint32_t k, uint32_t width, uint32_t depth, double decay, uint64_t seed);
+/* The same with the rules of generation `gen` (TALLY_GEN_*). */
+topk_t *topk_create_gen(unsigned gen, uint32_t k, uint32_t width, uint32_t depth, double decay, uint64_t seed);
 void topk_free(topk_t *t);
 
 uint32_t topk_k(const topk_t *t);
@@ -126,8 +149,8 @@ typedef struct topk_entry {
     size_t len;
     uint64_t count;
 } topk_entry_t;
-/* Fills out[0..k) with the listed items, largest count first (ties by item
- * bytes); returns how many. */
+/* Fills out[0..k) with the listed items, largest count first (ties in heap
+ * slot order; generation 1: by item bytes); returns how many. */
 size_t topk_list(const topk_t *t, topk_entry_t *out);
 
 #endif

@@ -36,6 +36,29 @@ enum {
     TYPE_TAG_MAX = 63        /* tags are < 64 */
 };
 
+/* Algorithm generations.  The journal records requests, and replay re-runs
+ * them through the handlers; so a request must be replayed by the algorithms
+ * that served it, or a value rebuilt from an old journal would differ from
+ * the one that was acknowledged.  When an algorithm changes in a way that
+ * changes state (a hash, a geometry, an update rule), the generation is
+ * bumped: values remember the generation that created them (their encoding
+ * says so), journal files record theirs in their version, and replay hands it
+ * to the handlers (api_gen()).  A value keeps the rules of its generation for
+ * its whole life, so old snapshots and journals answer exactly as before.
+ *
+ *   1  tally's own layouts (journal version 1)
+ *   2  RedisBloom's Bloom/Cuckoo/Top-K/T-Digest rules (issue 18; journal
+ *      version 3)
+ *
+ * The journal versions and which generation each one means are tabled in
+ * core/persist_fmt.h.
+ */
+enum {
+    TALLY_GEN_1 = 1,
+    TALLY_GEN_2 = 2,
+    TALLY_GEN_CURRENT = TALLY_GEN_2
+};
+
 typedef struct ks_type {
     uint8_t tag;             /* on-disk tag, one of TYPE_TAG_* */
     const char *name;        /* what /keys reports and WRONGTYPE names: "uv", "bloom", ... */

@@ -297,6 +297,7 @@ static const char *replay_header(void *hctx, const char *name)
 struct replay_ctx {
     persist_t *p;
     const char *path;
+    const journal_scan_t *sc;   /* its header is read before the first record */
 };
 
 /* journalfmt_scan callback of the loader: re-executes one request. */
@@ -318,6 +319,7 @@ static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
     req.body_len = q->body_len;
     req.header = replay_header;
     req.replay = true;
+    req.gen = journalfmt_generation(&c->sc->h);   /* the rules that served it */
     api_resp_t resp;
     api_dispatch(c->p->api, &req, &resp);
     if (resp.status >= 400)
@@ -378,7 +380,7 @@ static bool replay_journal(persist_t *p, uint64_t seq, bool newest, journal_scan
         return false;
     }
     *len = m.len;
-    struct replay_ctx c = { p, path };
+    struct replay_ctx c = { p, path, sc };
     bool ok = journalfmt_scan(m.p, m.len, replay_record, &c, sc);
     if (ok && sc->h.seq != seq) {
         ok = sc->ok = false;
@@ -404,7 +406,7 @@ static bool replay_journal(persist_t *p, uint64_t seq, bool newest, journal_scan
 
 /* Closes a journal left open by a crash: the seal goes where its data ends
  * (over a torn record and the unused reserve), the file is cut there and
- * synced.  Version 1 files are only cut. */
+ * synced.  Layout-1 files (journal version 1) are only cut. */
 static bool seal_journal(persist_t *p, uint64_t seq, const journal_scan_t *sc, char *err, size_t errlen)
 {
     char path[600];
@@ -412,7 +414,7 @@ static bool seal_journal(persist_t *p, uint64_t seq, const journal_scan_t *sc, c
     int fd = open(path, O_RDWR | O_CLOEXEC);
     int e = fd < 0 ? errno : 0;
     uint64_t end = sc->data_end;
-    if (!e && sc->h.version >= 2) {
+    if (!e && journalfmt_layout(&sc->h) == JOURNAL_LAYOUT_2) {
         wbuf_t b = WBUF_INIT;
         journalfmt_put_seal(&b, sc->records, sc->data_end, seq + 1);
         e = b.oom ? ENOMEM : (pwrite(fd, b.data, b.len, (off_t)end) == (ssize_t)b.len ? 0 : (errno ? errno : EIO));
@@ -516,7 +518,7 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
             goto fail;
         }
         /* a journal left open by a crash is closed before a new one starts */
-        bool open_end = sc.end != JEND_SEALED && (sc.h.version >= 2 || sc.data_end != len);
+        bool open_end = sc.end != JEND_SEALED && (journalfmt_layout(&sc.h) == JOURNAL_LAYOUT_2 || sc.data_end != len);
         if (p->journal_on && open_end && !seal_journal(p, seqs[i], &sc, err, errlen)) {
             free(seqs);
             goto fail;
@@ -1047,7 +1049,8 @@ static int check_journal(const char *path, const mapped_t *m, FILE *out)
         fprintf(out, "DAMAGED at offset %zu: %s\n", sc.bad_off, sc.why);
         rc = 1;
     } else {
-        fprintf(out, "  format version %u, sequence %" PRIu64 " (%s)\n", sc.h.version, sc.h.seq,
+        fprintf(out, "  format version %u (layout %u, replayed by generation %u's rules), sequence %" PRIu64 " (%s)\n",
+                sc.h.version, journalfmt_layout(&sc.h), journalfmt_generation(&sc.h), sc.h.seq,
                 newest ? "the newest journal with records" : "later journals hold records");
         fprintf(out, "  %" PRIu64 " records", sc.records);
         if (sc.records)

@@ -1,9 +1,11 @@
 /*
  * fuzz_request.c - the whole request path below the socket: routing,
  * percent-decoding, query parsing, JSON bodies and every handler, against a
- * real keyspace.  Input layout: byte 0 = method, then "path\nquery\nctype\n"
- * and the rest is the body.  Several requests per input share the keyspace,
- * separated by the byte 0xFF 0x00.
+ * real keyspace.  Input layout: byte 0 = method (its top bit set: served by
+ * generation 1's rules, as replaying a version-1 journal does - values it
+ * creates keep them), then "path\nquery\nctype\n" and the rest is the body.
+ * Several requests per input share the keyspace, separated by the byte 0xFF
+ * 0x00.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "api/api.h"
 #include "api/ratelimit.h"
 #include "core/keyspace.h"
+#include "core/types.h"
 
 static api_server_t srv;
 
@@ -38,7 +41,8 @@ static void one(const uint8_t *d, size_t n, int64_t now_ns)
         return;
     api_req_t req;
     static const api_method_t methods[] = { API_GET, API_POST, API_PUT, API_DELETE, API_PATCH, API_HEAD };
-    api_req_init(&req, methods[d[0] % 6], "", 0, now_ns);
+    api_req_init(&req, methods[(d[0] & 0x7f) % 6], "", 0, now_ns);
+    req.gen = d[0] & 0x80 ? TALLY_GEN_1 : 0;
     const char *p = (const char *)d + 1, *end = (const char *)d + n;
     const char *fields[3] = { "", "", "" };
     size_t lens[3] = { 0, 0, 0 };

@@ -525,3 +525,31 @@ void http_expect(const tally_proc_t *p, const char *method, const char *path, co
                  want_body ? want_body : "");
     http_free(&r);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Files                                                                    */
+/* ------------------------------------------------------------------------ */
+
+char *file_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die("%s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)n + 1);
+    if (!data || n < 0 || fread(data, 1, (size_t)n, f) != (size_t)n)
+        die("%s: cannot read", path);
+    fclose(f);
+    data[n] = '\0';
+    *len = (size_t)n;
+    return data;
+}
+
+void file_write(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
+        die("%s: cannot write: %s", path, strerror(errno));
+}

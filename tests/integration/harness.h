@@ -102,4 +102,9 @@ json_t *http_get_json(const tally_proc_t *p, const char *path);
 void http_expect(const tally_proc_t *p, const char *method, const char *path, const char *body, long status,
                  const char *want_body);
 
+/* Whole files; any error fails the test.  file_read's buffer is malloc'd and
+ * NUL-terminated (*len excludes the NUL). */
+char *file_read(const char *path, size_t *len);
+void file_write(const char *path, const void *data, size_t len);
+
 #endif

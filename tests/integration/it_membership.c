@@ -309,7 +309,7 @@ static void test_bad_input(void **state)
         { "PUT", "/bloom/nb", "{\"capacity\":1.5}", 400, "BAD_REQUEST", "capacity" },
         { "PUT", "/bloom/nb", "{\"capacity\":99999999999}", 400, "BAD_REQUEST", "capacity" },
         { "PUT", "/bloom/nb", "{\"error_rate\":1e-12,\"capacity\":4000000000}", 400, "BAD_REQUEST", "capacity" },
-        { "PUT", "/bloom/nb", "{\"expansion\":0}", 400, "BAD_REQUEST", "expansion" },
+        { "PUT", "/bloom/nb", "{\"expansion\":32769}", 400, "BAD_REQUEST", "expansion" },
         { "PUT", "/bloom/nb", "{\"scaling\":false,\"expansion\":2}", 400, "BAD_REQUEST", "expansion" },
         { "PUT", "/bloom/nb", "{\"scaling\":\"no\"}", 400, "BAD_REQUEST", "scaling" },
         { "PUT", "/bloom/nb", "{\"capacity\":10,\"color\":1}", 400, "BAD_REQUEST", "color" },

@@ -178,7 +178,7 @@ static void test_merge(void **state)
         cms_incr(both, buf, (size_t)n, to_a ? 2 : 3);
     }
     const cms_t *srcs[] = { a, b };
-    const uint64_t w[] = { 2, 3 };
+    const int64_t w[] = { 2, 3 };
     assert_int_equal(cms_merge(dst, srcs, w, 2), CMS_MERGE_OK);
     size_t l1, l2;
     uint8_t *e1 = encode(dst, &l1), *e2 = encode(both, &l2);
@@ -192,7 +192,7 @@ static void test_merge(void **state)
     /* the destination as a source: doubling itself */
     uint64_t before = cms_query(a, "user:7", 6);
     const cms_t *self[] = { a, a };
-    const uint64_t ones[] = { 1, 1 };
+    const int64_t ones[] = { 1, 1 };
     assert_int_equal(cms_merge(a, self, ones, 2), CMS_MERGE_OK);
     assert_int_equal(cms_query(a, "user:7", 6), 2 * before);
 
@@ -200,13 +200,13 @@ static void test_merge(void **state)
     uint64_t t = cms_total(dst);
     const cms_t *mixed[] = { a, odd };
     assert_int_equal(cms_merge(dst, mixed, ones, 2), CMS_MERGE_DIMENSIONS);
-    const uint64_t huge[] = { UINT64_MAX / 2, 1 };
+    const int64_t huge[] = { INT64_MAX / 2, 1 };
     assert_int_equal(cms_merge(dst, srcs, huge, 2), CMS_MERGE_OVERFLOW);
-    const uint64_t big[] = { CMS_MAX_COUNT / cms_total(a) + 1, 0 };
+    const int64_t big[] = { (int64_t)(CMS_MAX_COUNT / cms_total(a) + 1), 0 };
     assert_int_equal(cms_merge(dst, srcs, big, 2), CMS_MERGE_OVERFLOW);
     assert_int_equal(cms_total(dst), t);
     /* weight 0 drops a source */
-    const uint64_t zero[] = { 0, 1 };
+    const int64_t zero[] = { 0, 1 };
     assert_int_equal(cms_merge(dst, srcs, zero, 2), CMS_MERGE_OK);
     assert_int_equal(cms_total(dst), cms_total(b));
 
@@ -288,6 +288,86 @@ static void test_limits(void **state)
     cms_free(c);
 }
 
+/* Negative weights subtract a sketch (RedisBloom's test_merge_success):
+ * three sketches of 100 distinct items each, merged and then one removed
+ * again; removing it twice, in either order of the sources, is refused as a
+ * whole ("MERGE overflow" there). */
+static void test_merge_negative(void **state)
+{
+    (void)state;
+    cms_t *s[6];
+    for (int i = 0; i < 6; i++)
+        s[i] = cms_create(1000, 5, false);
+    char k[16];
+    static const char *const pfx[] = { "foo", "bar", "baz" };
+    for (int i = 0; i < 100; i++)
+        for (int j = 0; j < 3; j++) {
+            snprintf(k, sizeof(k), "%s%d", pfx[j], i);
+            cms_incr(s[j], k, strlen(k), 1);
+        }
+    const cms_t *ab[] = { s[0], s[1] }, *abc[] = { s[0], s[1], s[2] };
+    const int64_t one2[] = { 1, 1 }, one3[] = { 1, 1, 1 };
+    assert_int_equal(cms_merge(s[3], ab, one2, 2), CMS_MERGE_OK);
+    assert_int_equal(cms_merge(s[4], abc, one3, 3), CMS_MERGE_OK);
+    assert_int_equal(cms_total(s[4]), 300);
+    /* s5 = s4 - s2, and again with the negative weight first */
+    const cms_t *sub[] = { s[4], s[2] }, *subr[] = { s[2], s[4] };
+    const int64_t pm[] = { 1, -1 }, mp[] = { -1, 1 };
+    assert_int_equal(cms_merge(s[5], sub, pm, 2), CMS_MERGE_OK);
+    assert_int_equal(cms_merge(s[5], subr, mp, 2), CMS_MERGE_OK);
+    assert_int_equal(cms_total(s[5]), 200);
+    size_t l1, l2;
+    uint8_t *e1 = encode(s[5], &l1), *e2 = encode(s[3], &l2);
+    assert_int_equal(l1, l2);
+    assert_memory_equal(e1, e2, l1);   /* exactly the merge of the other two */
+    free(e2);
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof(k), "baz%d", i);
+        assert_int_equal(cms_query(s[5], k, strlen(k)), 0);
+    }
+    /* removing s2 again underflows: refused, nothing changes */
+    const cms_t *again[] = { s[5], s[2] }, *againr[] = { s[2], s[5] };
+    assert_int_equal(cms_merge(s[5], again, pm, 2), CMS_MERGE_OVERFLOW);
+    assert_int_equal(cms_merge(s[5], againr, mp, 2), CMS_MERGE_OVERFLOW);
+    e2 = encode(s[5], &l2);
+    assert_memory_equal(e1, e2, l1);
+    free(e1);
+    free(e2);
+    /* a negative total is refused even when every counter stays >= 0 */
+    cms_t *z = cms_create(1000, 5, false);
+    const cms_t *zs[] = { z, s[0] };
+    assert_int_equal(cms_merge(s[5], zs, pm, 2), CMS_MERGE_OVERFLOW);
+    /* s - s is the empty sketch */
+    const cms_t *self[] = { s[0], s[0] };
+    assert_int_equal(cms_merge(s[0], self, pm, 2), CMS_MERGE_OK);
+    e1 = encode(s[0], &l1);
+    e2 = encode(z, &l2);
+    assert_memory_equal(e1, e2, l1);
+    free(e1);
+    free(e2);
+
+    /* conservative update leaves rows summing below the total: lin - c
+     * (the same 40 items, linear minus conservative) has every counter >= 0
+     * and total 0, but rows summing above 0 - refused, nothing changes */
+    cms_t *c = cms_create(4, 2, true), *lin = cms_create(4, 2, false), *d = cms_create(4, 2, false);
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "c%d", i);
+        cms_incr(c, k, strlen(k), 1);
+        cms_incr(lin, k, strlen(k), 1);
+    }
+    const cms_t *cs[] = { lin, c };
+    assert_int_equal(cms_merge(d, cs, pm, 2), CMS_MERGE_OVERFLOW);
+    assert_int_equal(cms_total(d), 0);
+    const cms_t *cs2[] = { c, c };
+    assert_int_equal(cms_merge(d, cs2, pm, 2), CMS_MERGE_OK);   /* c - c is fine */
+    for (int i = 0; i < 6; i++)
+        cms_free(s[i]);
+    cms_free(z);
+    cms_free(c);
+    cms_free(lin);
+    cms_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_never_undercounts),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_merge_negative),
         cmocka_unit_test(test_encoding),
         cmocka_unit_test(test_limits),
     };

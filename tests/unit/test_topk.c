@@ -168,11 +168,138 @@ static void test_zipf_precision(void **state)
 /* Semantics                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* TOPK.ADD replies the expelled item or null; LIST is by count descending. */
+/* Adds each of a NULL-terminated list of items once, whatever it expels. */
+static void add_all(topk_t *t, const char *const *items)
+{
+    for (; *items; items++) {
+        char *out;
+        size_t olen;
+        topk_add(t, *items, strlen(*items), 1, &out, &olen);
+        free(out);
+    }
+}
+
+static void list_is(const topk_t *t, const char *const *items, const uint64_t *counts, size_t n)
+{
+    topk_entry_t v[8];
+    assert_int_equal(topk_list(t, v), n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(v[i].len, strlen(items[i]));
+        assert_memory_equal(v[i].item, items[i], v[i].len);
+        assert_int_equal(v[i].count, counts[i]);
+    }
+}
+
+/* RedisBloom's rules: an estimate at the heap minimum enters, in place of
+ * the root; equal counts sink past each other on the first step only; LIST
+ * keeps heap order among equal counts. */
 static void test_add_expel_list(void **state)
 {
     (void)state;
     topk_t *t = topk_create(2, 50, 5, 0.9, 7);
+    add1(t, "a", NULL);          /* [-, a1]: a enters at the root and sinks past the free slot */
+    add1(t, "b", NULL);          /* [a1, b1]: b sinks past the equal a */
+    add1(t, "c", "a");           /* 1 >= the minimum 1: c replaces the root, a */
+    add1(t, "c", NULL);          /* [b1, c2] */
+    add1(t, "a", "b");           /* a's buckets kept its 1: 2 >= 1 */
+    static const char *const l1[] = { "c", "a" };
+    static const uint64_t c1[] = { 2, 2 };
+    list_is(t, l1, c1, 2);       /* equal counts in heap order: [c2, a2] */
+    assert_false(topk_query(t, "b", 1));
+    assert_int_equal(topk_count(t, "b", 1), 1);   /* its bucket still holds 1 */
+    assert_int_equal(topk_count(t, "c", 1), 2);
+    assert_int_equal(topk_count(t, "zzz", 3), 0);
+    topk_free(t);
+
+    /* a wide sketch (no collisions) counts exactly; w's 1 reaches the
+     * minimum 1 and takes z's place */
+    t = topk_create(3, 1000, 4, 0.9, 1);
+    static const char *const stream[] = { "x", "y", "x", "z", "x", "y", "w", "x", NULL };
+    add_all(t, stream);
+    static const char *const l2[] = { "x", "y", "w" };
+    static const uint64_t c2[] = { 4, 2, 1 };
+    list_is(t, l2, c2, 3);
+    topk_free(t);
+}
+
+/* test_topk.py test_list_info (k 2, 50 x 5): the fifth add of bar brings
+ * it to 6, equal to the minimum, and expels foo (the root); ties list in
+ * heap order.  test_incrby (decay 1, no randomness): xyzzy's 4 reaches past
+ * the minimum 3 and expels bar; COUNT of each.  test_lookup_table. */
+static void test_redisbloom_cases(void **state)
+{
+    (void)state;
+    topk_t *t = topk_create(2, 50, 5, 0.9, 5);
+    static const char *const adds[][8] = {
+        { "foo", "bar", "baz", "42", "foo", "bar", "baz", NULL },
+        { "foo", "baz", "42", "foo", "baz", NULL },
+        { "foo", "bar", "baz", "foo", "baz", NULL },
+    };
+    for (int i = 0; i < 3; i++)
+        add_all(t, adds[i]);
+    static const char *const l1[] = { "foo", "baz" };
+    static const uint64_t c1[] = { 6, 6 };
+    list_is(t, l1, c1, 2);
+    add1(t, "bar", NULL);
+    add1(t, "bar", NULL);
+    add1(t, "bar", "foo");
+    add1(t, "bar", NULL);
+    add1(t, "bar", NULL);
+    static const char *const l2[] = { "bar", "baz" };
+    static const uint64_t c2[] = { 8, 6 };
+    list_is(t, l2, c2, 2);
+    topk_free(t);
+
+    t = topk_create(3, 10, 3, 1, 5);
+    static const char *const in1[] = { "bar", "baz", "42" }, *const in2[] = { "42", "xyzzy" };
+    static const uint32_t by1[] = { 3, 6, 2 }, by2[] = { 8, 4 };
+    static const char *const exp2[] = { NULL, "bar" };
+    for (int i = 0; i < 3; i++) {
+        char *out;
+        size_t olen;
+        topk_add(t, in1[i], strlen(in1[i]), by1[i], &out, &olen);
+        assert_null(out);
+    }
+    for (int i = 0; i < 2; i++) {
+        char *out;
+        size_t olen;
+        topk_add(t, in2[i], strlen(in2[i]), by2[i], &out, &olen);
+        if (exp2[i]) {
+            assert_non_null(out);
+            assert_int_equal(olen, strlen(exp2[i]));
+            assert_memory_equal(out, exp2[i], olen);
+        } else {
+            assert_null(out);
+        }
+        free(out);
+    }
+    static const char *const q[] = { "bar", "baz", "42", "xyzzy", "4" };
+    static const uint64_t qc[] = { 3, 6, 10, 4, 0 };
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(topk_count(t, q[i], strlen(q[i])), qc[i]);
+    topk_free(t);
+
+    t = topk_create(1, 3, 3, 0.9, 5);
+    static const char *const in3[] = { "bar", "baz", "42", "42", "xyzzy" };
+    static const uint32_t by3[] = { 300, 600, 200, 80, 400 };
+    for (int i = 0; i < 5; i++) {
+        char *out;
+        size_t olen;
+        topk_add(t, in3[i], strlen(in3[i]), by3[i], &out, &olen);
+        free(out);
+    }
+    topk_entry_t v[1];
+    assert_int_equal(topk_list(t, v), 1);
+    assert_int_equal(v[0].len, 3);
+    assert_memory_equal(v[0].item, "baz", 3);
+    topk_free(t);
+}
+
+/* Generation 1's rules stay with the Top-Ks it made (topk.h). */
+static void test_gen1_rules(void **state)
+{
+    (void)state;
+    topk_t *t = topk_create_gen(TALLY_GEN_1, 2, 50, 5, 0.9, 7);
     add1(t, "a", NULL);
     add1(t, "b", NULL);          /* the heap has room: nothing expelled */
     add1(t, "c", NULL);          /* c's 1 does not beat the minimum 1 */
@@ -193,14 +320,9 @@ static void test_add_expel_list(void **state)
     topk_free(t);
 
     /* a wide sketch (no collisions) counts exactly */
-    t = topk_create(3, 1000, 4, 0.9, 1);
-    const char *stream[] = { "x", "y", "x", "z", "x", "y", "w", "x" };
-    for (size_t i = 0; i < sizeof(stream) / sizeof(stream[0]); i++) {
-        char *out;
-        size_t olen;
-        topk_add(t, stream[i], 1, 1, &out, &olen);
-        free(out);
-    }
+    t = topk_create_gen(TALLY_GEN_1, 3, 1000, 4, 0.9, 1);
+    static const char *const stream[] = { "x", "y", "x", "z", "x", "y", "w", "x", NULL };
+    add_all(t, stream);
     topk_entry_t all[3];
     n = topk_list(t, all);
     assert_int_equal(n, 3);
@@ -210,6 +332,18 @@ static void test_add_expel_list(void **state)
     assert_int_equal(all[1].count, 2);
     assert_memory_equal(all[2].item, "z", 1);   /* w's 1 did not beat the minimum */
     assert_int_equal(all[2].count, 1);
+    /* it keeps its encoding version, and its rules through a reload */
+    size_t len;
+    uint8_t *e = encode(t, &len);
+    assert_int_equal(e[0], 1);
+    const char *why;
+    topk_t *r = topk_type.decode(e, len, &why);
+    assert_non_null(r);
+    add1(r, "w", "z");           /* 2 > 1: w enters in place of z */
+    add1(r, "q", NULL);
+    add1(r, "q", NULL);          /* 2 does not beat the minimum 2 (generation 2's >= would) */
+    free(e);
+    topk_free(r);
     topk_free(t);
 }
 
@@ -464,6 +598,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_expel_list),
+        cmocka_unit_test(test_redisbloom_cases),
+        cmocka_unit_test(test_gen1_rules),
         cmocka_unit_test(test_increments),
         cmocka_unit_test(test_seed_article_hashing),
         cmocka_unit_test(test_determinism),

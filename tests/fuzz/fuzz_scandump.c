@@ -1,0 +1,159 @@
+/* fuzz_scandump.c - the SCANDUMP / LOADCHUNK importers of Bloom and Cuckoo
+ * (BF.LOADCHUNK's and CF.LOADCHUNK's bytes are untrusted: they come from a
+ * client, or from another server's dump).
+ *
+ * Input layout:
+ *
+ *   u16 header length (top bit set: Cuckoo) | header chunk |
+ *   { u32 cursor | u16 length | bytes }...
+ *
+ * The header goes to the type's load_header (arrays capped at 16 MiB), each
+ * following piece to its load_chunk.  Whatever loads must then answer
+ * lookups and adds without fault, and dump itself back into a value with
+ * identical bytes: header, then every data chunk at the cursor SCANDUMP
+ * names. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/bloom.h"
+#include "core/codec.h"
+#include "core/cuckoo.h"
+
+#define FUZZ_MAX_BYTES (16u << 20)
+#define FUZZ_CUCKOO 0x8000u
+
+/* One structure's dump interface, with its add and lookup. */
+typedef struct dump_ops {
+    const ks_type_t *type;
+    void *(*load_header)(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
+    bool (*load_chunk)(void *v, int64_t cursor, const uint8_t *p, size_t len, const char **why);
+    bool (*dump_header)(const void *v, wbuf_t *out);
+    const uint8_t *(*dump_chunk)(const void *v, int64_t *cursor, size_t max_len, size_t *len);
+    bool (*add)(void *v, const void *item, size_t len);   /* true: added */
+    bool (*check)(const void *v, const void *item, size_t len);
+} dump_ops_t;
+
+static void *bf_load_header(const uint8_t *p, size_t len, uint64_t max, bool *nomem, const char **why)
+{
+    return bloom_load_header(p, len, max, nomem, why);
+}
+static bool bf_load_chunk(void *v, int64_t cur, const uint8_t *p, size_t len, const char **why)
+{
+    return bloom_load_chunk(v, cur, p, len, why);
+}
+static bool bf_dump_header(const void *v, wbuf_t *out)
+{
+    bloom_dump_header(v, out);
+    return true;
+}
+static const uint8_t *bf_dump_chunk(const void *v, int64_t *cur, size_t max, size_t *len)
+{
+    return bloom_dump_chunk(v, cur, max, len);
+}
+static bool bf_add(void *v, const void *item, size_t len)
+{
+    return bloom_add(v, item, len, FUZZ_MAX_BYTES, NULL) == BLOOM_ADDED;
+}
+static bool bf_check(const void *v, const void *item, size_t len) { return bloom_check(v, item, len); }
+
+static void *cf_load_header(const uint8_t *p, size_t len, uint64_t max, bool *nomem, const char **why)
+{
+    return cuckoo_load_header(p, len, max, nomem, why);
+}
+static bool cf_load_chunk(void *v, int64_t cur, const uint8_t *p, size_t len, const char **why)
+{
+    return cuckoo_load_chunk(v, cur, p, len, why);
+}
+static bool cf_dump_header(const void *v, wbuf_t *out) { return cuckoo_dump_header(v, out); }
+static const uint8_t *cf_dump_chunk(const void *v, int64_t *cur, size_t max, size_t *len)
+{
+    return cuckoo_dump_chunk(v, cur, max, len);
+}
+/* Adds unless the next sub-filter could pass FUZZ_MAX_BYTES (cuckoo_add
+ * has no limit of its own: --maxmemory bounds it in the server). */
+static bool cf_add(void *v, const void *item, size_t len)
+{
+    cuckoo_info_t in;
+    cuckoo_get_info(v, &in);
+    double next = (double)in.buckets0 * in.bucket_size;
+    for (uint32_t i = 0; i < in.filters; i++)
+        next *= in.expansion;
+    if (next > FUZZ_MAX_BYTES)
+        return false;
+    return cuckoo_add(v, item, len, false, NULL) == CUCKOO_ADDED;
+}
+static bool cf_check(const void *v, const void *item, size_t len) { return cuckoo_check(v, item, len); }
+
+static const dump_ops_t bloom_ops = { &bloom_type,    bf_load_header, bf_load_chunk, bf_dump_header,
+                                      bf_dump_chunk,  bf_add,         bf_check };
+static const dump_ops_t cuckoo_ops = { &cuckoo_type,   cf_load_header, cf_load_chunk, cf_dump_header,
+                                       cf_dump_chunk,  cf_add,         cf_check };
+
+/* Dumps v through SCANDUMP's cursors and loads the pieces into a new value,
+ * whose encoding must equal v's. */
+static void roundtrip(const dump_ops_t *o, const void *v)
+{
+    wbuf_t hdr = WBUF_INIT, a = WBUF_INIT, c = WBUF_INIT;
+    bool nomem = false;
+    const char *why;
+    void *copy = o->dump_header(v, &hdr) && !hdr.oom ? o->load_header(hdr.data, hdr.len, 0, &nomem, &why) : NULL;
+    if (!copy) {
+        if (!hdr.oom && !nomem)
+            abort();   /* our own header must load */
+        wbuf_free(&hdr);
+        return;
+    }
+    int64_t cursor = 1;
+    for (;;) {
+        size_t len;
+        const uint8_t *p = o->dump_chunk(v, &cursor, 4096, &len);
+        if (!p)
+            break;
+        if (!o->load_chunk(copy, cursor, p, len, &why))
+            abort();   /* our own chunks must load where they came from */
+    }
+    o->type->encode(v, &a);
+    o->type->encode(copy, &c);
+    if (!a.oom && !c.oom && (a.len != c.len || memcmp(a.data, c.data, a.len) != 0))
+        abort();
+    wbuf_free(&hdr);
+    wbuf_free(&a);
+    wbuf_free(&c);
+    o->type->free(copy);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    rbuf_t r = rbuf_make(data, size);
+    uint16_t hlen = rbuf_u16(&r);
+    const dump_ops_t *o = hlen & FUZZ_CUCKOO ? &cuckoo_ops : &bloom_ops;
+    hlen &= (uint16_t)~FUZZ_CUCKOO;
+    const uint8_t *hdr = rbuf_bytes(&r, hlen);
+    if (!hdr)
+        return 0;
+    bool nomem;
+    const char *why;
+    void *v = o->load_header(hdr, hlen, FUZZ_MAX_BYTES, &nomem, &why);
+    if (!v)
+        return 0;
+    for (;;) {
+        uint32_t cursor = rbuf_u32(&r);
+        uint16_t len = rbuf_u16(&r);
+        const uint8_t *p = rbuf_bytes(&r, len);
+        if (r.err)
+            break;
+        o->load_chunk(v, cursor, p, len, &why);
+    }
+    roundtrip(o, v);
+    char item[2] = { 0, 0 };
+    for (int i = 0; i < 64; i++) {
+        item[0] = (char)i;
+        o->check(v, item, 2);
+        if (o->add(v, item, 2) && !o->check(v, item, 2))
+            abort();   /* no false negatives */
+    }
+    roundtrip(o, v);
+    o->type->free(v);
+    return 0;
+}
