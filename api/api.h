@@ -63,6 +63,7 @@ typedef enum api_code {
     API_E_INTERNAL,
     API_E_UNAVAILABLE,
     API_E_NO_SPACE,              /* 507: the disk is full */
+    API_E_REQUEST_TIMEOUT,       /* 408: the request body stopped arriving */
     API_E__COUNT
 } api_code_t;
 
