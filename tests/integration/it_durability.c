@@ -584,6 +584,18 @@ static bool small_disk(char *base, size_t n, char *mnt, size_t mn, const char *s
     return false;
 }
 
+/* Kills the server, moves its files (in `dir` on the tmpfs at `mnt`) to
+ * <base>/moved, unmounts the tmpfs and starts the server there. */
+static void restart_with_room(tally_proc_t *p, const char *base, const char *mnt, const char *dir)
+{
+    char dir2[300], cmd[1200];
+    tally_kill(p);
+    snprintf(dir2, sizeof(dir2), "%s/moved", base);
+    snprintf(cmd, sizeof(cmd), "cp -a %s %s && umount %s", dir, dir2, mnt);
+    assert_int_equal(system(cmd), 0);
+    tally_start(p, dir2, NULL);
+}
+
 /* Fills the file system holding `path` but `leave` bytes (a file of zeros). */
 static void fill_disk(const char *path, size_t leave)
 {
@@ -627,13 +639,8 @@ static void test_real_enospc(void **state)
     http_free(&r);
     snprintf(cmd, sizeof(cmd), "%s/snapshot.tly.tmp", dir);
     assert_int_not_equal(access(cmd, F_OK), 0);   /* the temp file was removed */
-    tally_kill(&p);
     /* move the files to a disk with room and start there */
-    char dir2[300];
-    snprintf(dir2, sizeof(dir2), "%s/moved", base);
-    snprintf(cmd, sizeof(cmd), "cp -a %s %s && umount %s", dir, dir2, mnt);
-    assert_int_equal(system(cmd), 0);
-    tally_start(&p, dir2, NULL);
+    restart_with_room(&p, base, mnt, dir);
     long total = 0;
     for (int i = 0; i < 50; i++) {
         snprintf(key, sizeof(key), "enospc%d", i);
@@ -647,6 +654,13 @@ static void test_real_enospc(void **state)
     tmpdir_remove(base);
 }
 
+/* The i-th key of 1000 bytes. */
+static void long_key(char *out, size_t n, int i)
+{
+    memset(out, 'k', 995);
+    snprintf(out + 995, n - 995, "%05u", (unsigned)i % 100000u);
+}
+
 /* Evictions are journaled as deletions of long keys; a write that must evict
  * many of them on a nearly full disk is either applied (200) or refused
  * (503) with its own change not applied - in memory, and after a restart on
@@ -656,7 +670,7 @@ static void test_real_enospc(void **state)
 static void test_eviction_journal_space(void **state)
 {
     (void)state;
-    char base[256], mnt[300], dir[400], filler[400], cmd[1200];
+    char base[256], mnt[300], dir[400], filler[400];
     if (!small_disk(base, sizeof(base), mnt, sizeof(mnt), "2m"))
         skip();
     snprintf(dir, sizeof(dir), "%s/data", mnt);
@@ -666,9 +680,8 @@ static void test_eviction_journal_space(void **state)
                                            "400kb", "--maxmemory-policy", "allkeys-lru", NULL });
     enum { NKEYS = 200, NBIG = 4 };
     char key[1100];
-    memset(key, 'k', 1000);
     for (int i = 0; i < NKEYS; i++) {
-        snprintf(key + 995, 6, "%05d", i);
+        long_key(key, sizeof(key), i);
         http_resp_t r = httpf(&p, "POST", "{\"by\":1}", "/counter/%s", key);
         assert_status(&r, 200);
         http_free(&r);
@@ -699,18 +712,13 @@ static void test_eviction_journal_space(void **state)
             fail_msg("setbit big%d answered %ld, the bit is %ld", b, status[b], bit[b]);
     }
     for (int i = 0; i < NKEYS; i++) {
-        snprintf(key + 995, 6, "%05d", i);
+        long_key(key, sizeof(key), i);
         http_resp_t r = httpf(&p, "GET", NULL, "/counter/%s", key);
         counter[i] = r.status == 200 ? (long)json_int_of(&r, "value") : -1;
         http_free(&r);
     }
-    tally_kill(&p);
     /* the same after a restart on a disk with room */
-    char dir2[300];
-    snprintf(dir2, sizeof(dir2), "%s/moved", base);
-    snprintf(cmd, sizeof(cmd), "cp -a %s %s && umount %s", dir, dir2, mnt);
-    assert_int_equal(system(cmd), 0);
-    tally_start(&p, dir2, NULL);
+    restart_with_room(&p, base, mnt, dir);
     for (int b = 0; b < NBIG; b++) {
         http_resp_t r = httpf(&p, "GET", NULL, "/bits/big%d/getbit?offset=1200000", b);
         if (json_int_of(&r, "value") != bit[b])
@@ -718,7 +726,7 @@ static void test_eviction_journal_space(void **state)
         http_free(&r);
     }
     for (int i = 0; i < NKEYS; i++) {
-        snprintf(key + 995, 6, "%05d", i);
+        long_key(key, sizeof(key), i);
         http_resp_t r = httpf(&p, "GET", NULL, "/counter/%s", key);
         long v = r.status == 200 ? (long)json_int_of(&r, "value") : -1;
         if (v != counter[i])
