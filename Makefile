@@ -10,7 +10,6 @@
 #   make fuzz      run each libFuzzer target for FUZZ_SECONDS (clang)
 #   make valgrind  the unit tests under valgrind (leaks and invalid accesses are errors)
 #   make SANITIZER=address,undefined test    only the sanitizer run
-#
 #   make SANITIZER=thread tsan-suite         the ThreadSanitizer run alone
 #
 # Dependencies come in sets (tools/deps.sh): `make deps` installs what

@@ -167,7 +167,7 @@ typedef void (*api_handler_fn)(api_server_t *srv, api_req_t *req, api_resp_t *re
 /* Route flags.  A route changes state (and so needs journal space before
  * its handler runs) when its method is not GET or HEAD, unless it READS;
  * a GET that decides (GET /throttle/{key} records a request) WRITES. */
-#define API_ROUTE_READS 1u       /* a POST that only reads */
+#define API_ROUTE_READS 1u       /* a POST that leaves the keyspace alone (reads, /admin) */
 #define API_ROUTE_WRITES 2u      /* a GET that changes state */
 #define API_ROUTE_OPERATIONAL 4u /* served while loading or shutting down (probes, metrics) */
 

@@ -165,7 +165,7 @@ static const api_route_t routes[] = {
     { API_GET,    "/info",           h_info, API_ROUTE_OPERATIONAL },
     { API_GET,    "/metrics",        h_metrics, API_ROUTE_OPERATIONAL },
     { API_POST,   "/admin/snapshot", h_admin_snapshot, API_ROUTE_READS },
-    { API_POST,   "/admin/reload",   h_admin_reload, 0 },
+    { API_POST,   "/admin/reload",   h_admin_reload, API_ROUTE_READS },
 };
 
 API_FAMILY(ops, NULL, NULL, NULL);

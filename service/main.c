@@ -308,13 +308,13 @@ static int run(void)
     app.api.hooks.ready = hook_ready;
     app.api.hooks.metrics = hook_metrics;
     app.api.hooks.info = hook_info;
-    app.api.hooks.reload = hook_reload;
     if (!o->in_memory) {
         app.api.hooks.journal = hook_journal;
         app.api.hooks.journal_reserve = hook_reserve;
         app.api.hooks.journal_release = hook_release;
         app.api.hooks.snapshot = hook_snapshot;
     }
+    app.api.hooks.reload = hook_reload;
     metrics_init();
 
     server_hooks_t sh = { 0 };

