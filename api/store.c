@@ -60,7 +60,7 @@ void api_journal_unreserve(api_server_t *srv, api_resp_t *resp)
     resp->journal_held = 0;
 }
 
-static void journal_append(api_server_t *srv, api_resp_t *resp, const journal_req_t *jr)
+static void journal_put(api_server_t *srv, api_resp_t *resp, const journal_req_t *jr)
 {
     uint64_t lsn = srv->hooks.journal(srv->hooks.ud, jr);
     if (lsn > resp->journal_lsn)
@@ -81,7 +81,7 @@ static void journal_record(api_server_t *srv, api_resp_t *resp, const journal_re
         abort();
     }
 #endif
-    journal_append(srv, resp, jr);
+    journal_put(srv, resp, jr);
 }
 
 void api_journal_as(api_server_t *srv, const api_req_t *req, api_resp_t *resp, api_method_t method,
@@ -147,7 +147,7 @@ static void on_evict(void *ud, const char *key, size_t len)
         .query = "",
         .ctype = "",
     };
-    journal_append(c->srv, c->resp, &jr);
+    journal_put(c->srv, c->resp, &jr);
 }
 
 /* The 507 of a write that does not fit under --maxmemory. */
