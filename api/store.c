@@ -3,6 +3,15 @@
  * secured before, the record written under the key locks) and it may need
  * room (eviction under the configured policy, each eviction journaled as a
  * deletion so that replay repeats it).
+ *
+ * The rule that makes a 503 change nothing: no record is appended into
+ * space that was not secured before the change it records was made.  The
+ * router secures a request's own record (api_journal_reserve); a handler
+ * whose canonical record can be larger adds its bound
+ * (api_journal_reserve_more); an eviction secures its deletion before the
+ * key is removed and gives it back once appended.  resp->journal_used
+ * counts what the request appended, and debug builds stop when it passes
+ * resp->journal_held, so the test suites check every route's bound.
  */
 #include <stdio.h>
 #include <stdlib.h>
