@@ -33,7 +33,8 @@ static bool reserve(api_server_t *srv, api_resp_t *resp, uint64_t bytes)
     if (srv->hooks.journal_reserve(srv->hooks.ud, bytes, &err))
         return true;
     api_error(resp, API_E_UNAVAILABLE,
-              "the change cannot be made durable: no journal space (%s); the request was not applied, retry later", err);
+              "the change cannot be made durable: no journal space (%s); the request was not applied, retry later",
+              err);
     return false;
 }
 

@@ -436,7 +436,8 @@ static void test_chunked_edges(void **state)
     expect_chunked(&p, "chunk of 2^64-1 bytes, none sent", buf, (size_t)n, 408, "\"REQUEST_TIMEOUT\"", 1900, 3500);
     /* a Content-Length body that stalls: the same deadline */
     n = snprintf(buf, sizeof(buf),
-                 "POST /counter/c HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
+                 "POST /counter/c HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 100\r\n\r\n{");
     expect_chunked(&p, "Content-Length 100, 1 sent", buf, (size_t)n, 408, "\"REQUEST_TIMEOUT\"", 1900, 3500);
     /* a chunked body within the limit, sent slowly but steadily (3.6 s in
      * all, never 2 s without a byte), is served */
