@@ -593,15 +593,16 @@ static bool small_disk(char *base, size_t n, char *mnt, size_t mn, const char *s
 }
 
 /* Kills the server, moves its files (in `dir` on the tmpfs at `mnt`) to
- * <base>/moved, unmounts the tmpfs and starts the server there. */
-static void restart_with_room(tally_proc_t *p, const char *base, const char *mnt, const char *dir)
+ * <base>/moved, unmounts the tmpfs and starts the server there (with args). */
+static void restart_with_room(tally_proc_t *p, const char *base, const char *mnt, const char *dir,
+                              const char *const *args)
 {
     char dir2[300], cmd[1200];
     tally_kill(p);
     snprintf(dir2, sizeof(dir2), "%s/moved", base);
     snprintf(cmd, sizeof(cmd), "cp -a %s %s && umount %s", dir, dir2, mnt);
     assert_int_equal(system(cmd), 0);
-    tally_start(p, dir2, NULL);
+    tally_start(p, dir2, args);
 }
 
 /* Fills the file system holding `path` but `leave` bytes (a file of zeros). */
@@ -648,7 +649,7 @@ static void test_real_enospc(void **state)
     snprintf(cmd, sizeof(cmd), "%s/snapshot.tly.tmp", dir);
     assert_int_not_equal(access(cmd, F_OK), 0);   /* the temp file was removed */
     /* move the files to a disk with room and start there */
-    restart_with_room(&p, base, mnt, dir);
+    restart_with_room(&p, base, mnt, dir, NULL);
     long total = 0;
     for (int i = 0; i < 50; i++) {
         snprintf(key, sizeof(key), "enospc%d", i);
@@ -723,7 +724,7 @@ static void test_eviction_journal_space(void **state)
     long bit[NBIG], counter[NKEYS];
     for (int phase = 0; phase < 2; phase++) {
         if (phase == 1)
-            restart_with_room(&p, base, mnt, dir);
+            restart_with_room(&p, base, mnt, dir, NULL);
         for (int b = 0; b < NBIG; b++) {
             http_resp_t r = httpf(&p, "GET", NULL, "/bits/big%d/getbit?offset=1200000", b);
             long v = (long)json_int_of(&r, "value");
@@ -746,6 +747,59 @@ static void test_eviction_journal_space(void **state)
                 fail_msg("counter %d after restart: %ld, before: %ld", i, v, counter[i]);
         }
     }
+    tally_cleanup(&p);
+    unlink(p.log);
+    tmpdir_remove(base);
+}
+
+/* A rate-limit batch through a policy is journaled in canonical form (each
+ * item with its resolved parameters), about three times the request's size:
+ * its bound is secured before anything is decided.  On a disk with room for
+ * the request but not for that record, the batch is refused and nothing was
+ * taken.  (Before, the router's twice-the-request reservation held, the
+ * batch was decided, then its record hit the full disk: 503, yet taken.) */
+static void test_canonical_record_space(void **state)
+{
+    (void)state;
+    char base[256], mnt[300], dir[400], filler[400], cfgpath[300];
+    if (!small_disk(base, sizeof(base), mnt, sizeof(mnt), "4m"))
+        skip();
+    snprintf(dir, sizeof(dir), "%s/data", mnt);
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    snprintf(cfgpath, sizeof(cfgpath), "%s/policies.json", base);
+    FILE *f = fopen(cfgpath, "w");
+    assert_non_null(f);
+    fputs("{\"policies\": {\"w\": {\"algorithm\": \"fixed_window\", \"max_count\": 1, \"period\": 3600}}}", f);
+    fclose(f);
+    tally_proc_t p;
+    tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", "--journal-timeout", "1", "--config", cfgpath,
+                                           NULL });
+    enum { N = 3000 };
+    char *batch = malloc(N * 40 + 32);
+    assert_non_null(batch);
+    size_t len = (size_t)sprintf(batch, "{\"requests\":[");
+    for (int i = 0; i < N; i++)
+        len += (size_t)sprintf(batch + len, "%s{\"policy\":\"w\",\"key\":\"k%04d\"}", i ? "," : "", i);
+    strcpy(batch + len, "]}");
+    /* room for the request (~2 x 84 KB) but not for its ~270 KB record */
+    fill_disk(filler, 200 * 1024);
+    http_resp_t r = http(&p, "POST", "/throttle", batch, NULL);
+    assert_error(&r, 503, "UNAVAILABLE");
+    http_free(&r);
+    for (int phase = 0; phase < 2; phase++) {
+        if (phase == 1)
+            restart_with_room(&p, base, mnt, dir, (const char *[]){ "--config", cfgpath, NULL });
+        for (int i = 0; i < N; i += N / 7) {
+            char peek[96];
+            snprintf(peek, sizeof(peek), "{\"policy\":\"w\",\"key\":\"k%04d\",\"quantity\":0}", i);
+            r = http(&p, "POST", "/throttle", peek, NULL);
+            assert_status(&r, 200);
+            if (json_int_of(&r, "remaining") != 1)
+                fail_msg("k%04d after a refused batch%s: %s", i, phase ? " and a restart" : "", r.body);
+            http_free(&r);
+        }
+    }
+    free(batch);
     tally_cleanup(&p);
     unlink(p.log);
     tmpdir_remove(base);
@@ -774,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_real_enospc),
         cmocka_unit_test(test_eviction_journal_space),
+        cmocka_unit_test(test_canonical_record_space),
     };
     return cmocka_run_group_tests_name("durability (integration)", tests, NULL, NULL);
 }
