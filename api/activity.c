@@ -99,12 +99,12 @@ static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const ch
         return;
     }
     uint64_t added = 0;
-    bool ok = bm ? activity_merge(a, day, bm, &added) : activity_add(a, day, users, n, &added);
-    if (!ok) {
+    core_status_t st = bm ? activity_merge(a, day, bm, &added) : activity_add(a, day, users, n, &added);
+    if (st != CORE_OK) {
         if (created)
             activity_free(a);
         api_key_close(&h, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory recording the day");
+        api_error_status(resp, st, NULL, "out of memory recording the day");
         return;
     }
     if (created && added > 0 && !api_key_add(&h, &activity_type, a, KS_NO_EXPIRY)) {
@@ -218,10 +218,10 @@ static void h_activity_count(api_server_t *srv, api_req_t *req, api_resp_t *resp
         return;
     const activity_t *a = api_key_value(&h);
     uint64_t n = 0;
-    bool ok = !a || activity_count(a, from, to, mode, &n);
+    core_status_t st = a ? activity_count(a, from, to, mode, &n) : CORE_OK;
     api_key_close(&h, false);
-    if (!ok)
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory counting");
+    if (st != CORE_OK)
+        api_error_status(resp, st, NULL, "out of memory counting");
     else
         api_json(resp, 200, json_pack("{s:I}", "users", (json_int_t)n));
 }

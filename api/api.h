@@ -29,6 +29,7 @@
 #include "core/codec.h"
 #include "core/keyspace.h"
 #include "core/persist_fmt.h"
+#include "core/status.h"
 
 #define API_MAX_SEGMENTS 16      /* deepest path any route has, plus slack */
 #define API_MAX_PARAMS 10000     /* query parameters per request (batches of item=) */
@@ -244,22 +245,34 @@ api_method_t api_method_parse(const char *s);
 /* ------------------------------------------------------------------------ */
 
 /* A failure described before it is answered (jansson's json_error_t is the
- * model): readers that cannot write the response yet - policy files, batch
- * items, rate-limit requests - fill one, and api_err_respond turns it into
- * the error envelope. */
+ * model): every reader - path key, body, members, query, item lists, policy
+ * files, rate-limit requests - fills one, and api_err_respond turns it into
+ * the error envelope.  A field name longer than the buffer (an unknown
+ * field or query parameter the client sent) is borrowed, not copied: it
+ * points into the request, which outlives the answer. */
 typedef struct api_err {
     api_code_t code;
     char field[80];              /* the offending field; "" for none */
-    char message[400];
+    const char *long_field;      /* the field when it does not fit in field[]; else NULL */
+    char message[512];
 } api_err_t;
 
 void api_err_set(api_err_t *err, api_code_t code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Sets the error envelope of err: {"error":{"code","message"[,"field"]}}. */
 void api_err_respond(api_resp_t *resp, const api_err_t *err);
+/* The response form of a reader: answers err unless ok; returns ok. */
+bool api_err_answered(api_resp_t *resp, bool ok, const api_err_t *err);
 
 int api_code_status(api_code_t code);
 const char *api_code_name(api_code_t code);
+/* The API code answering a core status (the one mapping of core_status_t;
+ * CORE_OK maps to API_E_INTERNAL: it is no error to answer). */
+api_code_t api_status_code(core_status_t st);
+/* Sets the error envelope of a core status, with the family's message;
+ * field may be NULL. */
+void api_error_status(api_resp_t *resp, core_status_t st, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Sets an error response: {"error":{"code","message"[,"field"]}}. */
 void api_error(api_resp_t *resp, api_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -285,6 +298,8 @@ void api_add_header(api_resp_t *resp, const char *name, const char *fmt, ...)
 const char *api_path_param(const api_req_t *req, const char *name, size_t *len);
 /* Validates a key (non-empty, <= 1024 bytes, UTF-8 without NUL). */
 bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t len);
+/* The same, filling err. */
+bool api_key_check(const char *field, const char *key, size_t len, api_err_t *err);
 /* The same rules without a response: false with *why ("must not be empty"...). */
 bool api_key_ok(const char *key, size_t len, const char **why);
 /* The {key} path parameter, validated. */

@@ -90,11 +90,11 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             bloom_free(b);
         api_key_close(&h, false);
         if (rc == BLOOM_FULL)
-            api_error(resp, API_E_OUT_OF_MEMORY,
-                      "the filter is full (non-scaling, or at its limit of %d sub-filters); nothing was added",
-                      BLOOM_MAX_FILTERS);
+            api_error_status(resp, rc, NULL,
+                             "the filter is full (non-scaling, or at its limit of %d sub-filters); nothing was added",
+                             BLOOM_MAX_FILTERS);
         else
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding to the filter; nothing was added");
+            api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
         goto out;
     }
     bloom_undo_commit(u);

@@ -99,11 +99,11 @@ static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             cuckoo_free(c);
         api_key_close(&h, false);
         if (rc == CUCKOO_FULL)
-            api_error(resp, API_E_OUT_OF_MEMORY,
-                      "the filter is full (no free slot after max_iterations evictions, and it cannot grow); "
-                      "nothing was added");
+            api_error_status(resp, rc, NULL,
+                             "the filter is full (no free slot after max_iterations evictions, and it cannot grow); "
+                             "nothing was added");
         else
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding to the filter; nothing was added");
+            api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
         goto out;
     }
     cuckoo_undo_commit(u);

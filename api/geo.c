@@ -337,7 +337,7 @@ static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         case GEO_SET_UPDATED:
             undo[nundo++] = (undo_t){ i, false, old };
             break;
-        case GEO_SET_OOM:
+        case CORE_NOMEM:
             oom = true;
             break;
         default:

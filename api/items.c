@@ -20,50 +20,50 @@ bool api_item_text(const json_t *v, char *buf, const char **p, size_t *len)
     return true;
 }
 
-static bool list_of(api_resp_t *resp, json_t *body, const char *field, size_t max, json_t **arr)
+static bool list_of(json_t *body, const char *field, size_t max, json_t **arr, api_err_t *err)
 {
     *arr = json_object_get(body, field);
     if (!*arr) {
-        api_error_field(resp, API_E_BAD_REQUEST, field, "missing field '%s'", field);
+        api_err_set(err, API_E_BAD_REQUEST, field, "missing field '%s'", field);
         return false;
     }
     if (!json_is_array(*arr)) {
-        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be an array", field);
+        api_err_set(err, API_E_BAD_REQUEST, field, "'%s' must be an array", field);
         return false;
     }
     size_t n = json_array_size(*arr);
     if (n == 0) {
-        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must not be empty", field);
+        api_err_set(err, API_E_BAD_REQUEST, field, "'%s' must not be empty", field);
         return false;
     }
     if (n > max) {
-        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' has %zu entries; the limit is %zu", field, n, max);
+        api_err_set(err, API_E_BAD_REQUEST, field, "'%s' has %zu entries; the limit is %zu", field, n, max);
         return false;
     }
     return true;
 }
 
-bool api_items_alloc(api_resp_t *resp, size_t n, api_items_t *out)
+bool api_items_alloc(size_t n, api_items_t *out, api_err_t *err)
 {
     memset(out, 0, sizeof(*out));
     out->p = malloc(n * sizeof(*out->p));
     out->len = malloc(n * sizeof(*out->len));
     if (!out->p || !out->len) {
         api_items_free(out);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
         return false;
     }
     out->n = n;
     return true;
 }
 
-bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_items_t *out)
+static bool items_parse(json_t *body, const char *field, api_items_t *out, api_err_t *err)
 {
     json_t *arr;
-    if (!list_of(resp, body, field, API_MAX_BATCH, &arr))
+    if (!list_of(body, field, API_MAX_BATCH, &arr, err))
         return false;
     size_t n = json_array_size(arr);
-    if (!api_items_alloc(resp, n, out))
+    if (!api_items_alloc(n, out, err))
         return false;
     size_t nums = 0;
     for (size_t i = 0; i < n; i++) {
@@ -75,7 +75,7 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
             nums++;
         } else {
             api_items_free(out);
-            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s[%zu]' must be a string or an integer", field, i);
+            api_err_set(err, API_E_BAD_REQUEST, field, "'%s[%zu]' must be a string or an integer", field, i);
             return false;
         }
     }
@@ -83,7 +83,7 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
         out->numbuf = malloc(nums * API_ITEM_TEXT);
         if (!out->numbuf) {
             api_items_free(out);
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
             return false;
         }
         char *b = out->numbuf;
@@ -98,24 +98,24 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
     return true;
 }
 
-bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t max, api_items_t *out)
+static bool keys_parse(json_t *body, const char *field, size_t max, api_items_t *out, api_err_t *err)
 {
     json_t *arr;
-    if (!list_of(resp, body, field, max, &arr))
+    if (!list_of(body, field, max, &arr, err))
         return false;
     size_t n = json_array_size(arr);
-    if (!api_items_alloc(resp, n, out))
+    if (!api_items_alloc(n, out, err))
         return false;
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(arr, i);
         if (!json_is_string(v)) {
             api_items_free(out);
-            api_error_field(resp, API_E_BAD_REQUEST, field, "'%s[%zu]' must be a key (a string)", field, i);
+            api_err_set(err, API_E_BAD_REQUEST, field, "'%s[%zu]' must be a key (a string)", field, i);
             return false;
         }
         out->p[i] = json_string_value(v);
         out->len[i] = json_string_length(v);
-        if (!api_check_key(resp, field, out->p[i], out->len[i])) {
+        if (!api_key_check(field, out->p[i], out->len[i], err)) {
             api_items_free(out);
             return false;
         }
@@ -123,20 +123,38 @@ bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t ma
     return true;
 }
 
-bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, const char **item, size_t *len)
+static bool query_item(const api_req_t *req, const char *name, const char **item, size_t *len, api_err_t *err)
 {
     size_t n = api_query_count(req, name);
     if (n == 0) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
+        api_err_set(err, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
         return false;
     }
     if (n > 1) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times; one is expected",
-                        name, n);
+        api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times; one is expected",
+                    name, n);
         return false;
     }
     *item = api_query_get(req, name, len);
     return true;
+}
+
+bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_items_t *out)
+{
+    api_err_t err;
+    return api_err_answered(resp, items_parse(body, field, out, &err), &err);
+}
+
+bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t max, api_items_t *out)
+{
+    api_err_t err;
+    return api_err_answered(resp, keys_parse(body, field, max, out, &err), &err);
+}
+
+bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, const char **item, size_t *len)
+{
+    api_err_t err;
+    return api_err_answered(resp, query_item(req, name, item, len, &err), &err);
 }
 
 void api_items_free(api_items_t *it)

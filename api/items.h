@@ -37,8 +37,8 @@ bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_item
 bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t max, api_items_t *out);
 /* Reads the single query parameter `name` as one item (400 if absent or repeated). */
 bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, const char **item, size_t *len);
-/* An empty list of n items (p and len allocated); false with a 507 set. */
-bool api_items_alloc(api_resp_t *resp, size_t n, api_items_t *out);
+/* An empty list of n items (p and len allocated); false with a 507 in err. */
+bool api_items_alloc(size_t n, api_items_t *out, api_err_t *err);
 void api_items_free(api_items_t *it);
 /* The common request shape POST /{family}/{key} {"items": [...]}, no query
  * parameters: the key and the items, or false with a 400 set. */

@@ -29,26 +29,26 @@ bool api_key_ok(const char *key, size_t len, const char **why)
     return false;
 }
 
-bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t len)
+bool api_key_check(const char *field, const char *key, size_t len, api_err_t *err)
 {
     const char *why;
     if (api_key_ok(key, len, &why))
         return true;
     if (len > KS_KEY_MAX)   /* the size, as the client may not know it in bytes */
-        api_error_field(resp, API_E_BAD_REQUEST, field, "%s is %zu bytes; the limit is %d", field, len, KS_KEY_MAX);
+        api_err_set(err, API_E_BAD_REQUEST, field, "%s is %zu bytes; the limit is %d", field, len, KS_KEY_MAX);
     else
-        api_error_field(resp, API_E_BAD_REQUEST, field, "%s %s", field, why);
+        api_err_set(err, API_E_BAD_REQUEST, field, "%s %s", field, why);
     return false;
 }
 
-bool api_path_key(const api_req_t *req, api_resp_t *resp, const char **key, size_t *len)
+static bool path_key(const api_req_t *req, const char **key, size_t *len, api_err_t *err)
 {
     *key = api_path_param(req, "key", len);
     if (!*key) {
-        api_error(resp, API_E_INTERNAL, "route has no {key}");
+        api_err_set(err, API_E_INTERNAL, NULL, "route has no {key}");
         return false;
     }
-    return api_check_key(resp, "key", *key, *len);
+    return api_key_check("key", *key, *len, err);
 }
 
 size_t api_escape_segment(const char *key, size_t len, char *out)
@@ -104,29 +104,31 @@ static bool json_media_type(const char *ct)
     return n > 5 && strncasecmp(ct + n - 5, "+json", 5) == 0;
 }
 
-json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *allowed)
+static json_t *body_object(api_req_t *req, const char *const *allowed, api_err_t *err)
 {
     if (!json_media_type(req->ctype)) {
-        api_error(resp, API_E_UNSUPPORTED_MEDIA_TYPE, "the body must be JSON (Content-Type: application/json), not %s",
-                  req->ctype);
+        api_err_set(err, API_E_UNSUPPORTED_MEDIA_TYPE, NULL,
+                    "the body must be JSON (Content-Type: application/json), not %s", req->ctype);
         return NULL;
     }
     if (req->body_len == 0) {
-        api_error(resp, API_E_BAD_REQUEST, "a JSON object body is required");
+        api_err_set(err, API_E_BAD_REQUEST, NULL, "a JSON object body is required");
         return NULL;
     }
-    json_error_t err;
-    json_t *j = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &err);
+    json_error_t jerr;
+    json_t *j = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!j) {
-        api_error(resp, API_E_BAD_REQUEST, "invalid JSON at line %d column %d: %s", err.line, err.column,
-                  err.text);
+        api_err_set(err, API_E_BAD_REQUEST, NULL, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
+                    jerr.text);
         return NULL;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        api_error(resp, API_E_BAD_REQUEST, "the body must be a JSON object");
+        api_err_set(err, API_E_BAD_REQUEST, NULL, "the body must be a JSON object");
         return NULL;
     }
+    json_decref(req->json);
+    req->json = j;   /* owned by the request from here: an error may name one of its fields */
     if (allowed) {
         const char *name;
         json_t *v;
@@ -136,14 +138,19 @@ json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *all
                 if (strcmp(*a, name) == 0)
                     ok = true;
             if (!ok) {
-                api_error_field(resp, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
-                json_decref(j);
+                api_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
                 return NULL;
             }
         }
     }
-    json_decref(req->json);
-    req->json = j;
+    return j;
+}
+
+json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *allowed)
+{
+    api_err_t err;
+    json_t *j = body_object(req, allowed, &err);
+    api_err_answered(resp, j != NULL, &err);
     return j;
 }
 
@@ -234,72 +241,65 @@ bool api_member_string(json_t *obj, const char *name, bool required, const char 
 }
 
 /* The response forms: the reader, and its failure answered. */
-static bool answered(api_resp_t *resp, bool ok, const api_err_t *err)
-{
-    if (!ok)
-        api_err_respond(resp, err);
-    return ok;
-}
-
 bool api_obj_int(api_resp_t *resp, json_t *obj, const char *name, bool required, int64_t min, int64_t max,
                  int64_t *out, bool *present)
 {
     api_err_t err;
-    return answered(resp, api_member_int(obj, name, required, min, max, out, present, &err), &err);
+    return api_err_answered(resp, api_member_int(obj, name, required, min, max, out, present, &err), &err);
 }
 
 bool api_obj_double(api_resp_t *resp, json_t *obj, const char *name, bool required, double min, double max,
                     double *out, bool *present)
 {
     api_err_t err;
-    return answered(resp, api_member_double(obj, name, required, min, max, out, present, &err), &err);
+    return api_err_answered(resp, api_member_double(obj, name, required, min, max, out, present, &err), &err);
 }
 
 bool api_obj_bool(api_resp_t *resp, json_t *obj, const char *name, bool *out, bool *present)
 {
     api_err_t err;
-    return answered(resp, api_member_bool(obj, name, out, present, &err), &err);
+    return api_err_answered(resp, api_member_bool(obj, name, out, present, &err), &err);
 }
 
 bool api_obj_string(api_resp_t *resp, json_t *obj, const char *name, bool required, const char **out,
                     size_t *len)
 {
     api_err_t err;
-    return answered(resp, api_member_string(obj, name, required, out, len, &err), &err);
+    return api_err_answered(resp, api_member_string(obj, name, required, out, len, &err), &err);
 }
 
 bool api_obj_key(api_resp_t *resp, json_t *obj, const char *name, bool required, const char **out, size_t *len)
 {
     const char *k = NULL;
     size_t n = 0;
-    if (!api_obj_string(resp, obj, name, required, &k, &n))
-        return false;
-    if (!k)
-        return true;
-    if (!api_check_key(resp, name, k, n))
-        return false;
-    *out = k;
-    *len = n;
-    return true;
+    api_err_t err;
+    bool ok = api_member_string(obj, name, required, &k, &n, &err) && (!k || api_key_check(name, k, n, &err));
+    if (ok && k) {
+        *out = k;
+        *len = n;
+    }
+    return api_err_answered(resp, ok, &err);
+}
+
+bool api_check_key(api_resp_t *resp, const char *field, const char *key, size_t len)
+{
+    api_err_t err;
+    return api_err_answered(resp, api_key_check(field, key, len, &err), &err);
+}
+
+bool api_path_key(const api_req_t *req, api_resp_t *resp, const char **key, size_t *len)
+{
+    api_err_t err;
+    return api_err_answered(resp, path_key(req, key, len, &err), &err);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Query strings                                                            */
 /* ------------------------------------------------------------------------ */
 
-json_t *api_key_body(api_req_t *req, api_resp_t *resp, const char *const *fields, const char **key, size_t *klen)
-{
-    if (!api_path_key(req, resp, key, klen) || !api_no_query(req, resp))
-        return NULL;
-    return api_body_object(req, resp, fields);
-}
+static const char *const no_params[] = { NULL };
 
-bool api_no_query(const api_req_t *req, api_resp_t *resp)
-{
-    return api_query_allow(req, resp, (const char *const[]){ NULL });
-}
-
-bool api_query_allow(const api_req_t *req, api_resp_t *resp, const char *const *allowed)
+static bool query_allow(const api_req_t *req, const char *const *allowed, api_err_t *err)
 {
     for (int i = 0; i < req->nparams; i++) {
         bool ok = false;
@@ -307,12 +307,30 @@ bool api_query_allow(const api_req_t *req, api_resp_t *resp, const char *const *
             if (strcmp(*a, req->params[i].name) == 0)
                 ok = true;
         if (!ok) {
-            api_error_field(resp, API_E_BAD_REQUEST, req->params[i].name, "unknown query parameter '%s'",
-                            req->params[i].name);
+            api_err_set(err, API_E_BAD_REQUEST, req->params[i].name, "unknown query parameter '%s'",
+                        req->params[i].name);
             return false;
         }
     }
     return true;
+}
+
+bool api_query_allow(const api_req_t *req, api_resp_t *resp, const char *const *allowed)
+{
+    api_err_t err;
+    return api_err_answered(resp, query_allow(req, allowed, &err), &err);
+}
+
+bool api_no_query(const api_req_t *req, api_resp_t *resp) { return api_query_allow(req, resp, no_params); }
+
+json_t *api_key_body(api_req_t *req, api_resp_t *resp, const char *const *fields, const char **key, size_t *klen)
+{
+    api_err_t err;
+    json_t *j = NULL;
+    if (path_key(req, key, klen, &err) && query_allow(req, no_params, &err))
+        j = body_object(req, fields, &err);
+    api_err_answered(resp, j != NULL, &err);
+    return j;
 }
 
 const char *api_query_get(const api_req_t *req, const char *name, size_t *len)
@@ -371,44 +389,44 @@ bool api_parse_double(const char *s, size_t len, double *out)
     return true;
 }
 
-static bool query_once(const api_req_t *req, api_resp_t *resp, const char *name, bool required,
-                       const char **v, size_t *len)
+static bool query_once(const api_req_t *req, const char *name, bool required, const char **v, size_t *len,
+                       api_err_t *err)
 {
     size_t n = api_query_count(req, name);
     if (n > 1) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
+        api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
         return false;
     }
     *v = api_query_get(req, name, len);
     if (!*v && required) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
+        api_err_set(err, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
         return false;
     }
     return true;
 }
 
-bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, bool required, int64_t min,
-                   int64_t max, int64_t *out, bool *present)
+static bool query_int(const api_req_t *req, const char *name, bool required, int64_t min, int64_t max, int64_t *out,
+                      bool *present, api_err_t *err)
 {
     const char *v;
     size_t len;
     if (present)
         *present = false;
-    if (!query_once(req, resp, name, required, &v, &len))
+    if (!query_once(req, name, required, &v, &len, err))
         return false;
     if (!v)
         return true;
     int64_t x;
     if (!api_parse_i64(v, len, &x)) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be an integer", name);
+        api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' must be an integer", name);
         return false;
     }
     if (x < min || x > max) {
         if (max == INT64_MAX)
-            api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be >= %lld", name,
+            api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' must be >= %lld", name,
                             (long long)min);
         else
-            api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be between %lld and %lld",
+            api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' must be between %lld and %lld",
                             name, (long long)min, (long long)max);
         return false;
     }
@@ -418,24 +436,24 @@ bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, boo
     return true;
 }
 
-bool api_query_double(const api_req_t *req, api_resp_t *resp, const char *name, bool required, double min,
-                      double max, double *out, bool *present)
+static bool query_double(const api_req_t *req, const char *name, bool required, double min, double max, double *out,
+                         bool *present, api_err_t *err)
 {
     const char *v;
     size_t len;
     if (present)
         *present = false;
-    if (!query_once(req, resp, name, required, &v, &len))
+    if (!query_once(req, name, required, &v, &len, err))
         return false;
     if (!v)
         return true;
     double x;
     if (!api_parse_double(v, len, &x)) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be a finite number", name);
+        api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' must be a finite number", name);
         return false;
     }
     if (x < min || x > max) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be between %g and %g", name,
+        api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' must be between %g and %g", name,
                         min, max);
         return false;
     }
@@ -445,13 +463,13 @@ bool api_query_double(const api_req_t *req, api_resp_t *resp, const char *name, 
     return true;
 }
 
-bool api_query_bool(const api_req_t *req, api_resp_t *resp, const char *name, bool *out, bool *present)
+static bool query_bool(const api_req_t *req, const char *name, bool *out, bool *present, api_err_t *err)
 {
     const char *v;
     size_t len;
     if (present)
         *present = false;
-    if (!query_once(req, resp, name, false, &v, &len))
+    if (!query_once(req, name, false, &v, &len, err))
         return false;
     if (!v)
         return true;
@@ -460,10 +478,30 @@ bool api_query_bool(const api_req_t *req, api_resp_t *resp, const char *name, bo
     } else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
         *out = false;
     } else {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' must be true or false", name);
+        api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' must be true or false", name);
         return false;
     }
     if (present)
         *present = true;
     return true;
+}
+
+bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, bool required, int64_t min,
+                   int64_t max, int64_t *out, bool *present)
+{
+    api_err_t err;
+    return api_err_answered(resp, query_int(req, name, required, min, max, out, present, &err), &err);
+}
+
+bool api_query_double(const api_req_t *req, api_resp_t *resp, const char *name, bool required, double min,
+                      double max, double *out, bool *present)
+{
+    api_err_t err;
+    return api_err_answered(resp, query_double(req, name, required, min, max, out, present, &err), &err);
+}
+
+bool api_query_bool(const api_req_t *req, api_resp_t *resp, const char *name, bool *out, bool *present)
+{
+    api_err_t err;
+    return api_err_answered(resp, query_bool(req, name, out, present, &err), &err);
 }

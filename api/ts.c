@@ -460,14 +460,14 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     bool created = !h.e;
     ts_t *ts = h.e ? api_key_value(&h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
     size_t failed = 0;
-    ts_status_t st = TS_ERR_NOMEM;
+    core_status_t st = CORE_NOMEM;
     if (ts)
         st = ts_add(ts, s, n, has_over ? over : ts_policy(ts), &failed);
-    if (st == TS_OK && created && !api_key_add(&h, &ts_type, ts, KS_NO_EXPIRY))
-        st = TS_ERR_NOMEM;
-    if (st != TS_OK) {
+    if (st == CORE_OK && created && !api_key_add(&h, &ts_type, ts, KS_NO_EXPIRY))
+        st = CORE_NOMEM;
+    if (st != CORE_OK) {
         int64_t newest_ts = -1;   /* the newest sample when the failing one came: stored or earlier in the batch */
-        if (st == TS_ERR_TOO_OLD) {
+        if (st == CORE_TOO_OLD) {
             ts_info_t info;
             ts_get_info(ts, &info);
             newest_ts = info.last_ts;
@@ -482,25 +482,25 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             ks_entry_changed(srv->ks, h.e);   /* unchanged samples, but spare capacity may have moved */
         api_key_close(&h, false);
         switch (st) {
-        case TS_ERR_TOO_OLD:
-            api_error_field(resp, API_E_BAD_REQUEST, "samples",
-                            "samples[%zu]: timestamp %lld is older than retention (newest %lld, retention_ms %lld); "
-                            "nothing was added",
-                            failed, (long long)s[failed].ts, (long long)newest_ts, (long long)retention);
+        case CORE_TOO_OLD:
+            api_error_status(resp, st, "samples",
+                             "samples[%zu]: timestamp %lld is older than retention (newest %lld, retention_ms %lld); "
+                             "nothing was added",
+                             failed, (long long)s[failed].ts, (long long)newest_ts, (long long)retention);
             break;
-        case TS_ERR_DUPLICATE:
-            api_error_field(resp, API_E_EXISTS, "samples",
-                            "samples[%zu]: a sample already exists at timestamp %lld and the duplicate policy is "
-                            "block (set on_duplicate to first, last, min, max or sum); nothing was added",
+        case CORE_DUPLICATE:
+            api_error_status(resp, st, "samples",
+                             "samples[%zu]: a sample already exists at timestamp %lld and the duplicate policy is "
+                             "block (set on_duplicate to first, last, min, max or sum); nothing was added",
+                             failed, (long long)s[failed].ts);
+            break;
+        case CORE_OVERFLOW:
+            api_error_status(resp, st, "samples",
+                             "samples[%zu]: the duplicate policy's result at timestamp %lld is not finite; nothing was "
+                             "added",
                             failed, (long long)s[failed].ts);
             break;
-        case TS_ERR_OVERFLOW:
-            api_error_field(resp, API_E_BAD_REQUEST, "samples",
-                            "samples[%zu]: the duplicate policy's result at timestamp %lld is not finite; nothing was "
-                            "added",
-                            failed, (long long)s[failed].ts);
-            break;
-        default: api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding samples"); break;
+        default: api_error_status(resp, st, NULL, "out of memory adding samples"); break;
         }
         free(s);
         return;
@@ -563,12 +563,12 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
         free(fts);
         return;
     }
-    ts_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
+    core_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
     api_key_close(&h, false);
     free(fts);
-    if (st != TS_OK) {
+    if (st != CORE_OK) {
         free(c.s);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory running the query");
+        api_error_status(resp, st, NULL, "out of memory running the query");
         return;
     }
     /* formatted outside the shard lock */

@@ -44,12 +44,12 @@ static void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         updated = hll_add_batch(api_key_value(&hk), it.p, it.len, it.n);
     } else {
         hll_t *h = hll_create();
-        updated = h ? hll_add_batch(h, it.p, it.len, it.n) : -1;
+        updated = h ? hll_add_batch(h, it.p, it.len, it.n) : CORE_NOMEM;
         if (updated >= 0) {
             hll_invalidate_cache(h);   /* PFADD creating the key is an update */
             updated = 1;
             if (!api_key_add(&hk, &hll_type, h, KS_NO_EXPIRY))
-                updated = -1;
+                updated = CORE_NOMEM;
         }
         if (updated < 0)
             hll_free(h);
@@ -57,7 +57,7 @@ static void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_key_close(&hk, updated > 0);
     api_items_free(&it);
     if (updated < 0) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding to the HyperLogLog");
+        api_error_status(resp, updated, NULL, "out of memory adding to the HyperLogLog");
         return;
     }
     api_body(resp, 200, NULL, updated ? "{\"updated\":true}" : "{\"updated\":false}", updated ? 16 : 17);
@@ -256,9 +256,10 @@ static void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     bool created = !hk.e;
     hll_t *h = created ? fresh : api_key_value(&hk);
-    if (hll_merge_registers(h, max, to_dense) != 0 || (created && !api_key_add(&hk, &hll_type, fresh, KS_NO_EXPIRY))) {
+    if (hll_merge_registers(h, max, to_dense) != CORE_OK ||
+        (created && !api_key_add(&hk, &hll_type, fresh, KS_NO_EXPIRY))) {
         api_key_close(&hk, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory merging HyperLogLogs");
+        api_error_status(resp, CORE_NOMEM, NULL, "out of memory merging HyperLogLogs");
         goto out;
     }
     if (created)

@@ -283,19 +283,19 @@ static void drop_before(activity_t *a, int32_t oldest)
         month_rebuild(a, mon);   /* on failure the view keeps dropped users: counts may include them */
 }
 
-bool activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, uint64_t *added)
+core_status_t activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, uint64_t *added)
 {
     *added = 0;
     if (roaring_bitmap_is_empty(users))
-        return true;
+        return CORE_OK;
     int32_t mon = month_of(day);
     size_t di = slots_lower(&a->days, day);
     bool day_exists = di < a->days.n && a->days.v[di].id == day;
     if (day_exists && roaring_bitmap_is_subset(users, a->days.v[di].bm))
-        return true;   /* nobody new: leave every byte as it was */
+        return CORE_OK;   /* nobody new: leave every byte as it was */
     /* reserve table room first so that nothing is half done on failure */
     if (!slots_reserve(&a->days, a->days.n + 1) || !slots_reserve(&a->months, a->months.n + 1))
-        return false;
+        return CORE_NOMEM;
     size_t mi = slots_lower(&a->months, mon);
     bool month_exists = mi < a->months.n && a->months.v[mi].id == mon;
     roaring_bitmap_t *nd = day_exists ? NULL : roaring_bitmap_copy(users);
@@ -303,7 +303,7 @@ bool activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, u
     if ((!day_exists && !nd) || (!month_exists && !nm)) {
         rb_free(nd);
         rb_free(nm);
-        return false;
+        return CORE_NOMEM;
     }
     slot_t *d;
     if (day_exists) {
@@ -329,20 +329,20 @@ bool activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, u
     slot_settle(a, m, true);
     if (di == a->days.n - 1)
         drop_before(a, day - (ACTIVITY_RETAIN_DAYS - 1));
-    return true;
+    return CORE_OK;
 }
 
-bool activity_add(activity_t *a, int32_t day, const uint32_t *users, size_t n, uint64_t *added)
+core_status_t activity_add(activity_t *a, int32_t day, const uint32_t *users, size_t n, uint64_t *added)
 {
     *added = 0;
     if (n == 0)
-        return true;
+        return CORE_OK;
     roaring_bitmap_t *u = roaring_bitmap_of_ptr(n, users);
     if (!u)
-        return false;
-    bool ok = activity_merge(a, day, u, added);
+        return CORE_NOMEM;
+    core_status_t st = activity_merge(a, day, u, added);
     rb_free(u);
-    return ok;
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -400,24 +400,24 @@ static bool intersect_count(const slot_t **v, size_t n, uint64_t *out)
     return true;
 }
 
-bool activity_count(const activity_t *a, int32_t from, int32_t to, activity_mode_t mode, uint64_t *out)
+core_status_t activity_count(const activity_t *a, int32_t from, int32_t to, activity_mode_t mode, uint64_t *out)
 {
     *out = 0;
     if (from > to)
-        return true;
+        return CORE_OK;
     size_t lo = slots_lower(&a->days, from), hi = slots_lower(&a->days, to + 1);
     if (lo == hi)
-        return true;
+        return CORE_OK;
     /* at most one slot per day of the window */
     const slot_t **v = malloc((size_t)(to - from + 1) * sizeof(*v));
     if (!v)
-        return false;
+        return CORE_NOMEM;
     size_t n = 0;
     bool ok;
     if (mode == ACTIVITY_ALL) {
         if (hi - lo != (size_t)(to - from + 1)) {
             free(v);
-            return true;   /* a day with nobody: nobody was active on every day */
+            return CORE_OK;   /* a day with nobody: nobody was active on every day */
         }
         for (size_t i = lo; i < hi; i++)
             v[n++] = &a->days.v[i];
@@ -442,7 +442,7 @@ bool activity_count(const activity_t *a, int32_t from, int32_t to, activity_mode
         ok = union_count(v, n, out);
     }
     free(v);
-    return ok;
+    return ok ? CORE_OK : CORE_NOMEM;
 }
 
 size_t activity_users(const activity_t *a, int32_t day, uint64_t cursor, uint32_t *out, size_t limit,

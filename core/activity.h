@@ -53,6 +53,7 @@
 
 #include <roaring/roaring.h>
 
+#include "core/status.h"
 #include "core/types.h"
 
 #define ACTIVITY_RETAIN_DAYS 731       /* two years, a leap day included */
@@ -89,15 +90,15 @@ int32_t activity_oldest_writable(const activity_t *a);
 
 /* Records users[0..n) (any order, repeats allowed) as active on `day`
  * (>= activity_oldest_writable).  *added receives how many were not yet
- * active that day; nothing changes when it is 0.  False on allocation
- * failure. */
-bool activity_add(activity_t *a, int32_t day, const uint32_t *users, size_t n, uint64_t *added);
+ * active that day; nothing changes when it is 0.  CORE_OK, or CORE_NOMEM
+ * with nothing changed. */
+core_status_t activity_add(activity_t *a, int32_t day, const uint32_t *users, size_t n, uint64_t *added);
 /* The same with a bitmap of users (OR'd into the day). */
-bool activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, uint64_t *added);
+core_status_t activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, uint64_t *added);
 
 /* Distinct users over [from, to] (inclusive, to - from < RETAIN_DAYS).
- * False on allocation failure. */
-bool activity_count(const activity_t *a, int32_t from, int32_t to, activity_mode_t mode, uint64_t *out);
+ * CORE_OK, or CORE_NOMEM. */
+core_status_t activity_count(const activity_t *a, int32_t from, int32_t to, activity_mode_t mode, uint64_t *out);
 /* Users active on `day`. */
 uint64_t activity_day_users(const activity_t *a, int32_t day);
 /* Up to `limit` user ids >= cursor active on `day`, ascending, into out;

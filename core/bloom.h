@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
 #include "core/types.h"
 
 #define BLOOM_DEFAULT_ERROR 0.01          /* RedisBloom's BF.ADD defaults */
@@ -63,8 +64,8 @@ extern const ks_type_t bloom_type;
 enum {
     BLOOM_ADDED = 1,        /* new: some bit was clear */
     BLOOM_PRESENT = 0,      /* maybe present already: nothing changed */
-    BLOOM_NOMEM = -1,       /* allocation failed */
-    BLOOM_FULL = -2,        /* non-scaling and full, or no more sub-filters allowed */
+    BLOOM_NOMEM = CORE_NOMEM,   /* allocation failed */
+    BLOOM_FULL = CORE_FULL,     /* non-scaling and full, or no more sub-filters allowed */
 };
 
 /* Why parameters are refused, or NULL if they are fine: the error rate must

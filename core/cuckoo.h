@@ -53,6 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
 #include "core/types.h"
 
 #define CUCKOO_DEFAULT_CAPACITY 1024      /* RedisBloom's CF.ADD auto-create size */
@@ -83,8 +84,8 @@ typedef struct cuckoo_params {
 enum {
     CUCKOO_ADDED = 1,
     CUCKOO_EXISTS = 0,      /* nx and the item may be present: nothing changed */
-    CUCKOO_NOMEM = -1,
-    CUCKOO_FULL = -2,       /* no slot, and no sub-filter can be added */
+    CUCKOO_NOMEM = CORE_NOMEM,
+    CUCKOO_FULL = CORE_FULL,    /* no slot, and no sub-filter can be added */
 };
 
 /* Why parameters are refused, or NULL; *field names the culprit.  capacity

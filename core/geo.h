@@ -3,28 +3,11 @@
  *
  * The value of a /geo key, and Redis's GEO commands over it.  Like Redis, a
  * geo set is a sorted set whose score is the point's 52-bit geohash (see
- * geohash.h); unlike Redis, it is built for that one job:
- *
- *   member -> element      open-addressing hash table (linear probing,
- *                          backward-shift deletion), load <= 3/4
- *   (score, member) order  B+tree whose leaves hold the scores inline and
- *                          are chained, so a score range [min, max) is one
- *                          descent plus a walk: O(log n + k)
- *
- *   element (one allocation)      leaf (GEO_LEAF_CAP entries)
- *   +-------+------+-----+-----+  +---+------+------+-----------+---------+
- *   | score | hash | len | m.. |  | n | prev | next | score[64] | elem[64]|
- *   +-------+------+-----+-----+  +---+------+------+-----------+---------+
- *     u64     u32    u16   bytes
- *
- * Order: by score, then by member bytes (memcmp, shorter first on a common
- * prefix) - Redis's zset order, which decides the order of unsorted search
- * results and of equal distances.
- *
- * Memory per member (64-bit glibc, 10-byte members): element 32 B (malloc
- * chunk), hash slot 8 B / load (0.375..0.75) = 11..21 B, leaf slot 16 B /
- * fill (0.5..1; 1 after a snapshot load) = 16..32 B: about 60-85 B, against
- * roughly 100-120 B for a Redis skiplist zset.  1M members: ~70 MB.
+ * geohash.h), kept in core/zindex.h's ordered (score, member) index: a
+ * hash table for member -> score and a B+tree for score ranges, about
+ * 60-85 bytes per member against 100-120 for a Redis zset (see zindex.h).
+ * Order: by score, then by member bytes - Redis's zset order, which decides
+ * the order of unsorted search results and of equal distances.
  *
  * Search (geo_search) is Redis's GEOSEARCH: the 9 cells of geo_search_cells()
  * scanned in Redis's order, each candidate decoded and tested with
@@ -36,8 +19,8 @@
  * Encoding (version 1): u8 version | u64 count | count x (u64 score |
  * u16 len | member bytes), in (score, member) order.  Decoding checks every
  * score (a double-exact integer below 2^54), member (1..GEO_MEMBER_MAX bytes
- * of UTF-8 without NUL), the strict order and the count, and rebuilds the
- * tree bottom-up in O(n).
+ * of UTF-8 without NUL), the strict order and the count, and bulk-loads the
+ * index in O(n).
  */
 #ifndef TALLY_GEO_H
 #define TALLY_GEO_H
@@ -47,7 +30,9 @@
 #include <stdint.h>
 
 #include "core/geohash.h"
+#include "core/status.h"
 #include "core/types.h"
+#include "core/zindex.h"
 
 #define GEO_MEMBER_MAX 1024       /* longest member in bytes, like keys */
 
@@ -65,13 +50,18 @@ size_t geo_count(const geo_t *g);
 size_t geo_memory(const geo_t *g);
 
 /* GEOADD's flags. */
-typedef enum { GEO_ADD = 0, GEO_ADD_NX = 1, GEO_ADD_XX = 2 } geo_add_mode_t;
-typedef enum { GEO_SET_ADDED, GEO_SET_UPDATED, GEO_SET_UNCHANGED, GEO_SET_SKIPPED, GEO_SET_OOM } geo_set_result_t;
+typedef enum { GEO_ADD = ZINDEX_SET, GEO_ADD_NX = ZINDEX_SET_NX, GEO_ADD_XX = ZINDEX_SET_XX } geo_add_mode_t;
+typedef enum {
+    GEO_SET_ADDED = ZINDEX_ADDED,
+    GEO_SET_UPDATED = ZINDEX_UPDATED,
+    GEO_SET_UNCHANGED = ZINDEX_UNCHANGED,
+    GEO_SET_SKIPPED = ZINDEX_SKIPPED
+} geo_set_result_t;
 
 /* Adds `member` with `score` (from geohash_score), or moves it (unless NX).
- * XX only updates existing members; NX only adds new ones.  On GEO_SET_OOM
- * nothing changed. */
-geo_set_result_t geo_set(geo_t *g, const char *member, size_t len, uint64_t score, geo_add_mode_t mode);
+ * XX only updates existing members; NX only adds new ones.  Returns a
+ * geo_set_result_t, or CORE_NOMEM with nothing changed. */
+int geo_set(geo_t *g, const char *member, size_t len, uint64_t score, geo_add_mode_t mode);
 /* The member's score; false when absent. */
 bool geo_score(const geo_t *g, const char *member, size_t len, uint64_t *score);
 /* Removes the member; false when absent. */

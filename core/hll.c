@@ -326,7 +326,7 @@ promote:
 /* Makes sure the sparse string can take `n` more register changes without
  * allocating: room for 3 more bytes per change (bounded by the promotion
  * threshold) and, when a promotion is possible, a dense buffer in *spare. */
-static int reserve_sparse(hll_t *h, size_t n, bool may_promote, uint8_t **spare)
+static core_status_t reserve_sparse(hll_t *h, size_t n, bool may_promote, uint8_t **spare)
 {
     /* A sparse edit grows the string by at most 3 bytes and never past the
      * limit (it promotes instead), so the string stays within `want`. */
@@ -340,7 +340,7 @@ static int reserve_sparse(hll_t *h, size_t n, bool may_promote, uint8_t **spare)
             cap = want;
         uint8_t *nb = realloc(h->buf, cap);
         if (!nb)
-            return -1;
+            return CORE_NOMEM;
         memset(nb + h->cap, 0, cap - h->cap);
         h->buf = nb;
         h->cap = cap;
@@ -349,9 +349,9 @@ static int reserve_sparse(hll_t *h, size_t n, bool may_promote, uint8_t **spare)
     if (may_promote) {
         *spare = malloc(HLL_DENSE_SIZE + 1);
         if (!*spare)
-            return -1;
+            return CORE_NOMEM;
     }
-    return 0;
+    return CORE_OK;
 }
 
 int hll_add_batch(hll_t *h, const char *const *items, const size_t *lens, size_t n)
@@ -377,8 +377,8 @@ int hll_add_batch(hll_t *h, const char *const *items, const size_t *lens, size_t
             may_promote = count > SP_VAL_MAX_VALUE;
         }
         uint8_t *spare;
-        if (reserve_sparse(h, n, may_promote, &spare) != 0)
-            return -1;
+        if (reserve_sparse(h, n, may_promote, &spare) != CORE_OK)
+            return CORE_NOMEM;
         for (size_t i = 0; i < n; i++) {
             hll_hash_item(items[i], lens[i], &index, &count);
             if (hdr_sparse(h)) {
@@ -546,7 +546,7 @@ void hll_max_into(const hll_t *h, uint8_t *max)
     }
 }
 
-int hll_merge_registers(hll_t *h, const uint8_t *max, bool to_dense)
+core_status_t hll_merge_registers(hll_t *h, const uint8_t *max, bool to_dense)
 {
     uint8_t *spare = NULL;
     if (hdr_sparse(h)) {
@@ -558,8 +558,8 @@ int hll_merge_registers(hll_t *h, const uint8_t *max, bool to_dense)
                 big |= max[i] > SP_VAL_MAX_VALUE;
             }
         bool may_promote = to_dense || big || h->len + 3 * changes > HLL_SPARSE_MAX_BYTES;
-        if (reserve_sparse(h, changes, may_promote, &spare) != 0)
-            return -1;
+        if (reserve_sparse(h, changes, may_promote, &spare) != CORE_OK)
+            return CORE_NOMEM;
         if (to_dense) {
             promote(h, spare);
             spare = NULL;
@@ -575,7 +575,7 @@ int hll_merge_registers(hll_t *h, const uint8_t *max, bool to_dense)
     }
     free(spare);
     invalidate_cache(h);
-    return 0;
+    return CORE_OK;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -55,6 +55,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
 #include "core/types.h"
 
 #define HLL_P 14                         /* register index bits */
@@ -83,8 +84,8 @@ hll_t *hll_from_redis(const uint8_t *p, size_t len, const char **why);
 const uint8_t *hll_bytes(const hll_t *h, size_t *len);
 bool hll_is_sparse(const hll_t *h);
 
-/* Adds items (PFADD).  Returns 1 if any register changed, 0 if none did, -1
- * on allocation failure, in which case nothing changed (all memory a batch
+/* Adds items (PFADD).  Returns 1 if any register changed, 0 if none did,
+ * CORE_NOMEM on allocation failure, in which case nothing changed (all memory a batch
  * may need is reserved before the first register is touched). */
 int hll_add_batch(hll_t *h, const char *const *items, const size_t *lens, size_t n);
 int hll_add(hll_t *h, const void *item, size_t len);
@@ -106,8 +107,8 @@ uint64_t hll_count_registers(const uint8_t *regs);
 
 /* PFMERGE into h: sets every register to max(its value, max[i]) the way
  * Redis does (dense first if `to_dense`), and invalidates the cache.
- * Returns 0, or -1 on allocation failure with h unchanged. */
-int hll_merge_registers(hll_t *h, const uint8_t *max, bool to_dense);
+ * Returns CORE_OK, or CORE_NOMEM with h unchanged. */
+core_status_t hll_merge_registers(hll_t *h, const uint8_t *max, bool to_dense);
 
 /* True when the header's cached cardinality is valid. */
 bool hll_cache_valid(const hll_t *h);

@@ -561,10 +561,10 @@ static double apply_policy(ts_policy_t p, double cur, double v)
 
 /* In-order appends after the newest sample: extends the last chunk in place,
  * opening new chunks as they fill; rolled back on allocation failure. */
-static ts_status_t append_run(ts_t *ts, const ts_sample_t *s, size_t n)
+static core_status_t append_run(ts_t *ts, const ts_sample_t *s, size_t n)
 {
     if (!ensure_array(ts, ts->nchunks + n / TS_MIN_SAMPLES_PER_FULL_CHUNK + 2))
-        return TS_ERR_NOMEM;
+        return CORE_NOMEM;
     size_t old_n = ts->nchunks;
     ts_chunk_t saved;
     if (old_n)
@@ -586,7 +586,7 @@ static ts_status_t append_run(ts_t *ts, const ts_sample_t *s, size_t n)
     }
     ts->total += n;
     trim(ts);
-    return TS_OK;
+    return CORE_OK;
 
 rollback:
     while (ts->nchunks > old_n)
@@ -608,7 +608,7 @@ rollback:
         c->lead = saved.lead;
         c->trail = saved.trail;
     }
-    return TS_ERR_NOMEM;
+    return CORE_NOMEM;
 }
 
 typedef struct order {
@@ -626,11 +626,11 @@ static int order_cmp(const void *a, const void *b)
 
 /* Merges the sorted, resolved updates ut[]/uv[] (unique timestamps) into the
  * series, dropping whatever ends below the new retention cutoff. */
-static ts_status_t merge_updates(ts_t *ts, const int64_t *ut, const double *uv, size_t nu)
+static core_status_t merge_updates(ts_t *ts, const int64_t *ut, const double *uv, size_t nu)
 {
     int64_t new_newest = has_samples(ts) && newest(ts) > ut[nu - 1] ? newest(ts) : ut[nu - 1];
     int64_t cut = cutoff_for(ts->retention, new_newest);
-    ts_status_t st = TS_ERR_NOMEM;
+    core_status_t st = CORE_NOMEM;
     cvec_t repl = { 0 };
     size_t *aff = NULL, *rstart = NULL, naff = 0;
     int64_t *mt = malloc((TS_CHUNK_MAX_SAMPLES + nu) * sizeof(*mt));
@@ -690,7 +690,7 @@ static ts_status_t merge_updates(ts_t *ts, const int64_t *ut, const double *uv, 
     if (!install(ts, aff, naff, rstart, &repl))
         goto out;
     trim(ts);
-    st = TS_OK;
+    st = CORE_OK;
 out:
     cvec_discard(ts, &repl);
     free(mt);
@@ -702,14 +702,14 @@ out:
     return st;
 }
 
-ts_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t policy, size_t *failed)
+core_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t policy, size_t *failed)
 {
     size_t dummy;
     if (!failed)
         failed = &dummy;
     *failed = 0;
     if (n == 0)
-        return TS_OK;
+        return CORE_OK;
 
     /* The common case: every sample newer than everything before it. */
     bool in_order = true;
@@ -721,7 +721,7 @@ ts_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t policy,
     if (in_order)
         return append_run(ts, s, n);
 
-    ts_status_t st = TS_ERR_NOMEM;
+    core_status_t st = CORE_NOMEM;
     order_t *ord = malloc(n * sizeof(*ord));
     uint8_t *dup = calloc(n, 1);          /* 1: earlier sample in the batch, 2: in the series */
     dcache_t *dc = malloc(sizeof(*dc));
@@ -749,18 +749,18 @@ ts_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t policy,
 
     /* The first sample that fails when applied one at a time. */
     size_t fail = n;
-    ts_status_t why = TS_OK;
+    core_status_t why = CORE_OK;
     bool have = has_samples(ts);
     int64_t top = have ? newest(ts) : 0;
     for (size_t i = 0; i < n; i++) {
         if (ts->retention > 0 && have && s[i].ts < top && top - s[i].ts > ts->retention) {
             fail = i;
-            why = TS_ERR_TOO_OLD;
+            why = CORE_TOO_OLD;
             break;
         }
         if (policy == TS_DUP_BLOCK && dup[i]) {
             fail = i;
-            why = TS_ERR_DUPLICATE;
+            why = CORE_DUPLICATE;
             break;
         }
         if (!have || s[i].ts > top)
@@ -790,7 +790,7 @@ ts_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t policy,
     }
     if (overflow < fail) {
         *failed = overflow;
-        st = TS_ERR_OVERFLOW;
+        st = CORE_OVERFLOW;
         goto out;
     }
     if (fail < n) {
@@ -1104,16 +1104,16 @@ static void feed(qrun_t *r, int64_t t, double v)
     }
 }
 
-ts_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud)
+core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud)
 {
     if (!has_samples(ts))
-        return TS_OK;
+        return CORE_OK;
     int64_t from = q->from, to = q->to;
     int64_t cut = cutoff(ts);
     if (from < cut)
         from = cut;
     if (from > to)
-        return TS_OK;
+        return CORE_OK;
     qrun_t r = { .q = q, .emit = emit, .ud = ud };
     r.agg.type = q->agg;
     agg_reset(&r.agg);
@@ -1122,7 +1122,7 @@ ts_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void 
     if (!t || !v) {
         free(t);
         free(v);
-        return TS_ERR_NOMEM;
+        return CORE_NOMEM;
     }
     if (!q->reverse) {
         size_t j = chunk_for(ts, from);
@@ -1152,7 +1152,7 @@ ts_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void 
     free(t);
     free(v);
     free(r.rbuf);
-    return r.oom ? TS_ERR_NOMEM : TS_OK;
+    return r.oom ? CORE_NOMEM : CORE_OK;
 }
 
 /* ======================================================================== */

@@ -15,10 +15,10 @@
  *     never stored).
  *   - Retention R (ms, 0 = keep everything) is measured from the newest
  *     sample N: samples older than N - R are gone; adding a sample with
- *     N - t > R fails with TS_ERR_TOO_OLD ("Timestamp is older than
+ *     N - t > R fails with CORE_TOO_OLD ("Timestamp is older than
  *     retention").  t = N - R is still accepted and visible.
  *   - A sample at a timestamp that already holds one is resolved by the
- *     duplicate policy: BLOCK refuses it (TS_ERR_DUPLICATE), FIRST keeps the
+ *     duplicate policy: BLOCK refuses it (CORE_DUPLICATE), FIRST keeps the
  *     old value, LAST takes the new one, MIN/MAX keep the smaller/larger, SUM
  *     adds.  Never silently lost: with BLOCK the caller is told.
  *   - ts_add() of a batch is all or nothing: either every sample is applied
@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
 #include "core/types.h"
 
 #define TS_MAX_TIMESTAMP INT64_MAX   /* largest timestamp (ms): RedisTimeSeries parses a long long >= 0 */
@@ -76,13 +77,10 @@ typedef enum ts_bucket_ts {
     TS_BUCKET_MID
 } ts_bucket_ts_t;
 
-typedef enum ts_status {
-    TS_OK = 0,
-    TS_ERR_TOO_OLD,      /* older than retention, measured from the newest sample */
-    TS_ERR_DUPLICATE,    /* the timestamp holds a sample and the policy is BLOCK */
-    TS_ERR_OVERFLOW,     /* the policy's result is not finite (SUM of huge values) */
-    TS_ERR_NOMEM
-} ts_status_t;
+/* ts_add and ts_range answer a core_status_t: CORE_OK, CORE_TOO_OLD (older
+ * than retention, measured from the newest sample), CORE_DUPLICATE (the
+ * timestamp holds a sample and the policy is BLOCK), CORE_OVERFLOW (the
+ * policy's result is not finite: SUM of huge values) or CORE_NOMEM. */
 
 typedef struct ts ts_t;
 
@@ -131,9 +129,9 @@ ts_label_t ts_label_at(const ts_t *ts, size_t i);
 /* Adds n samples as if one at a time in order, resolving duplicates with
  * `policy` (the series' own policy or a per-request ON_DUPLICATE).  All or
  * nothing: on any error nothing changed and *failed (if not NULL) is the
- * index of the first sample that fails in that order (0 for TS_ERR_NOMEM).
+ * index of the first sample that fails in that order (0 for CORE_NOMEM).
  * Timestamps must be in [0, TS_MAX_TIMESTAMP] and values finite. */
-ts_status_t ts_add(ts_t *ts, const ts_sample_t *samples, size_t n, ts_policy_t policy, size_t *failed);
+core_status_t ts_add(ts_t *ts, const ts_sample_t *samples, size_t n, ts_policy_t policy, size_t *failed);
 
 /* Deletes the samples with from <= t <= to (TS.DEL).  Returns how many went
  * (0 leaves the series untouched), or -1 on allocation failure (unchanged). */
@@ -168,7 +166,7 @@ typedef struct ts_query {
     ts_bucket_ts_t bucket_ts;
 } ts_query_t;
 
-/* Receives each result in order; returns false to stop with TS_ERR_NOMEM. */
+/* Receives each result in order; returns false to stop with CORE_NOMEM. */
 typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
 
 /* Runs a range query: samples in [from, to] within retention, filtered by
@@ -176,8 +174,8 @@ typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
  * t - ((t - align) mod bucket_ms) (reported as max(0, start) [+ bucket or
  * bucket/2]), in time order or reversed, at most `count` results.  Within a
  * bucket samples are aggregated in time order whatever the direction, with
- * RedisTimeSeries's formulas (see ts.c).  Returns TS_OK or TS_ERR_NOMEM. */
-ts_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
+ * RedisTimeSeries's formulas (see ts.c).  Returns CORE_OK or CORE_NOMEM. */
+core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
 
 /* The first timestamp of the bucket holding t (may be negative). */
 int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align);

@@ -557,9 +557,9 @@ static void test_random_vs_core(void **state)
             ts_policy_parse(pol, &p);
         o += (size_t)sprintf(body + o, "]%s%s%s}", pol ? ",\"on_duplicate\":\"" : "", pol ? pol : "", pol ? "\"" : "");
         size_t failed;
-        ts_status_t st = ts_add(ref, batch, n, p, &failed);
+        core_status_t st = ts_add(ref, batch, n, p, &failed);
         h = http(&T, "POST", "/ts/rand", body, NULL);
-        long want = st == TS_OK ? 200 : st == TS_ERR_DUPLICATE ? 409 : 400;
+        long want = st == CORE_OK ? 200 : st == CORE_DUPLICATE ? 409 : 400;
         if (h.status != want)
             fail_msg("round %d: %ld (%s), core says %d", round, h.status, h.body, st);
         http_free(&h);
@@ -611,7 +611,7 @@ static void test_random_vs_core(void **state)
         }
         path[pl - 1] = '\0';
         got.n = 0;
-        assert_int_equal(ts_range(ref, &q, got_push, &got), TS_OK);
+        assert_int_equal(ts_range(ref, &q, got_push, &got), CORE_OK);
         h = http(&T, "GET", path, NULL, NULL);
         assert_status(&h, 200);
         json_t *s = samples_of(&h);

@@ -176,12 +176,12 @@ static void world_fill(world_t *w, uint64_t seed, int batches)
             roaring_bitmap_t *back = activity_bitmap_parse((const uint8_t *)buf, len, &why);
             if (!back)
                 fail_msg("our own serialization refused: %s", why);
-            assert_true(activity_merge(w->a, w->base + d, back, &added));
+            assert_int_equal(activity_merge(w->a, w->base + d, back, &added), CORE_OK);
             roaring_bitmap_free(back);
             roaring_bitmap_free(bm);
             free(buf);
         } else {
-            assert_true(activity_add(w->a, w->base + d, users, n, &added));
+            assert_int_equal(activity_add(w->a, w->base + d, users, n, &added), CORE_OK);
         }
         assert_int_equal(added, want);
     }
@@ -241,7 +241,7 @@ static void test_against_model(void **state)
             to = from + (int)rng_below(&g, 3) < NDAYS ? from + (int)rng_below(&g, 3) : from;   /* short windows too */
         activity_mode_t mode = q % 3 == 0 ? ACTIVITY_ALL : ACTIVITY_ANY;
         uint64_t got;
-        assert_true(activity_count(w.a, w.base + from, w.base + to, mode, &got));
+        assert_int_equal(activity_count(w.a, w.base + from, w.base + to, mode, &got), CORE_OK);
         uint64_t want = model_count(&w, from, to, mode);
         if (got != want)
             fail_msg("count days %d..%d mode %d: got %llu want %llu", from, to, mode, (unsigned long long)got,
@@ -249,9 +249,9 @@ static void test_against_model(void **state)
     }
     /* windows over the whole span and beyond it */
     uint64_t got;
-    assert_true(activity_count(w.a, w.base - 100, w.base + NDAYS + 100, ACTIVITY_ANY, &got));
+    assert_int_equal(activity_count(w.a, w.base - 100, w.base + NDAYS + 100, ACTIVITY_ANY, &got), CORE_OK);
     assert_int_equal(got, model_count(&w, 0, NDAYS - 1, ACTIVITY_ANY));
-    assert_true(activity_count(w.a, w.base - 400, w.base - 1, ACTIVITY_ANY, &got));
+    assert_int_equal(activity_count(w.a, w.base - 400, w.base - 1, ACTIVITY_ANY, &got), CORE_OK);
     assert_int_equal(got, 0);
 
     /* paging through a day returns exactly its users, ascending */
@@ -304,27 +304,27 @@ static void test_retained_range(void **state)
     uint64_t added, n;
     for (uint32_t i = 0; i < 40; i++) {
         uint32_t u[2] = { i, 1000 + i };
-        assert_true(activity_add(a, d0 + (int32_t)i, u, 2, &added));
+        assert_int_equal(activity_add(a, d0 + (int32_t)i, u, 2, &added), CORE_OK);
         assert_int_equal(added, 2);
     }
     assert_int_equal(activity_oldest_writable(a), d0 + 39 - (ACTIVITY_RETAIN_DAYS - 1));
-    assert_true(activity_count(a, day_of("2024-01-01"), day_of("2024-02-29"), ACTIVITY_ANY, &n));
+    assert_int_equal(activity_count(a, day_of("2024-01-01"), day_of("2024-02-29"), ACTIVITY_ANY, &n), CORE_OK);
     assert_int_equal(n, 80);
     /* a day 740 days after the first: the first 10 days fall out */
     uint32_t late = 7;
     int32_t dl = d0 + ACTIVITY_RETAIN_DAYS + 9;
-    assert_true(activity_add(a, dl, &late, 1, &added));
+    assert_int_equal(activity_add(a, dl, &late, 1, &added), CORE_OK);
     assert_int_equal(activity_oldest_writable(a), d0 + 10);
     assert_int_equal(activity_ndays(a), 31);
     assert_int_equal(activity_first_day(a), d0 + 10);
-    assert_true(activity_count(a, day_of("2024-01-01"), day_of("2024-01-31"), ACTIVITY_ANY, &n));
+    assert_int_equal(activity_count(a, day_of("2024-01-01"), day_of("2024-01-31"), ACTIVITY_ANY, &n), CORE_OK);
     assert_int_equal(n, 2 * (31 - 14 - 10));   /* Jan 25..31 survive: the month view was rebuilt */
-    assert_true(activity_count(a, day_of("2024-01-01"), day_of("2024-02-29"), ACTIVITY_ANY, &n));
+    assert_int_equal(activity_count(a, day_of("2024-01-01"), day_of("2024-02-29"), ACTIVITY_ANY, &n), CORE_OK);
     assert_int_equal(n, 60);
     assert_int_equal(activity_day_users(a, d0), 0);
     /* everything before the new range goes */
     int32_t dl2 = dl + ACTIVITY_RETAIN_DAYS;
-    assert_true(activity_add(a, dl2, &late, 1, &added));
+    assert_int_equal(activity_add(a, dl2, &late, 1, &added), CORE_OK);
     assert_int_equal(activity_ndays(a), 1);
     assert_int_equal(activity_nmonths(a), 1);
     activity_free(a);
@@ -352,8 +352,8 @@ static void test_encoding_roundtrip(void **state)
     assert_int_equal(activity_ndays(back), activity_ndays(w.a));
     assert_int_equal(activity_nmonths(back), activity_nmonths(w.a));
     uint64_t x, y;
-    assert_true(activity_count(w.a, w.base, w.base + NDAYS - 1, ACTIVITY_ANY, &x));
-    assert_true(activity_count(back, w.base, w.base + NDAYS - 1, ACTIVITY_ANY, &y));
+    assert_int_equal(activity_count(w.a, w.base, w.base + NDAYS - 1, ACTIVITY_ANY, &x), CORE_OK);
+    assert_int_equal(activity_count(back, w.base, w.base + NDAYS - 1, ACTIVITY_ANY, &y), CORE_OK);
     assert_int_equal(x, y);
     /* any flipped byte is caught (checksum, or the structure checks) */
     for (size_t i = 0; i < a.len; i += 1 + a.len / 300) {
@@ -466,14 +466,14 @@ static void test_memory_accounting(void **state)
     for (uint32_t i = 0; i < 100000; i++)
         u[i] = i * 7;   /* ~9000 per chunk: bitsets */
     uint64_t added;
-    assert_true(activity_add(a, 20000, u, 100000, &added));
+    assert_int_equal(activity_add(a, 20000, u, 100000, &added), CORE_OK);
     size_t dense = activity_heap_bytes(a);
     /* 11 chunks x 8 KiB, twice (the day and its month) */
     assert_true(dense - empty >= 2 * 11 * 8192);
     assert_true(dense - empty <= 2 * 11 * 8192 + 4096);
     for (uint32_t i = 0; i < 100000; i++)
         u[i] = 5000000 + i;   /* one run */
-    assert_true(activity_add(a, 20001, u, 100000, &added));
+    assert_int_equal(activity_add(a, 20001, u, 100000, &added), CORE_OK);
     assert_true(activity_heap_bytes(a) - dense < 2048);
     free(u);
     activity_free(a);

@@ -354,7 +354,7 @@ static void test_model(void **state)
         uint64_t score = (rng_next(&r) % 300) << 20;
         if (kind < 6) {
             geo_add_mode_t mode = kind == 4 ? GEO_ADD_NX : kind == 5 ? GEO_ADD_XX : GEO_ADD;
-            geo_set_result_t res = geo_set(g, it->m, it->len, score, mode);
+            int res = geo_set(g, it->m, it->len, score, mode);
             if (!it->live) {
                 assert_int_equal(res, mode == GEO_ADD_XX ? GEO_SET_SKIPPED : GEO_SET_ADDED);
                 if (mode != GEO_ADD_XX) {

@@ -85,15 +85,15 @@ static size_t m_find(const model_t *m, int64_t t)   /* first index with m->t[i] 
 }
 
 /* One TS.ADD with the rules; returns the status, changing m only on success. */
-static ts_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
+static core_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
 {
     if (m->n && m->retention > 0 && t < m->t[m->n - 1] && m->t[m->n - 1] - t > m->retention)
-        return TS_ERR_TOO_OLD;
+        return CORE_TOO_OLD;
     size_t i = m_find(m, t);
     if (i < m->n && m->t[i] == t) {
         double cur = m->v[i];
         switch (p) {
-        case TS_DUP_BLOCK: return TS_ERR_DUPLICATE;
+        case TS_DUP_BLOCK: return CORE_DUPLICATE;
         case TS_DUP_FIRST: break;
         case TS_DUP_LAST: cur = v; break;
         case TS_DUP_MIN: cur = v < cur ? v : cur; break;
@@ -102,9 +102,9 @@ static ts_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
         default: fail();
         }
         if (!isfinite(cur))
-            return TS_ERR_OVERFLOW;
+            return CORE_OVERFLOW;
         m->v[i] = cur;
-        return TS_OK;
+        return CORE_OK;
     }
     m_reserve(m, m->n + 1);
     memmove(m->t + i + 1, m->t + i, (m->n - i) * sizeof(*m->t));
@@ -121,16 +121,16 @@ static ts_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
         memmove(m->v, m->v + k, (m->n - k) * sizeof(*m->v));
         m->n -= k;
     }
-    return TS_OK;
+    return CORE_OK;
 }
 
-static ts_status_t m_add(model_t *m, const ts_sample_t *s, size_t n, ts_policy_t p, size_t *failed)
+static core_status_t m_add(model_t *m, const ts_sample_t *s, size_t n, ts_policy_t p, size_t *failed)
 {
     model_t work;
     m_copy(&work, m);
     for (size_t i = 0; i < n; i++) {
-        ts_status_t st = m_add1(&work, s[i].ts, s[i].value, p);
-        if (st != TS_OK) {
+        core_status_t st = m_add1(&work, s[i].ts, s[i].value, p);
+        if (st != CORE_OK) {
             *failed = i;
             m_free(&work);
             return st;
@@ -138,7 +138,7 @@ static ts_status_t m_add(model_t *m, const ts_sample_t *s, size_t n, ts_policy_t
     }
     m_free(m);
     *m = work;
-    return TS_OK;
+    return CORE_OK;
 }
 
 static int64_t m_delete(model_t *m, int64_t from, int64_t to)
@@ -308,7 +308,7 @@ static void describe(const ts_query_t *q, char *buf, size_t n)
 static void check_query(const ts_t *ts, const model_t *m, const ts_query_t *q)
 {
     res_t got = { 0 }, want = { 0 };
-    assert_int_equal(ts_range(ts, q, res_push, &got), TS_OK);
+    assert_int_equal(ts_range(ts, q, res_push, &got), CORE_OK);
     m_range(m, q, &want);
     char d[256];
     describe(q, d, sizeof(d));
@@ -440,12 +440,12 @@ static void run_scenario(const scenario_t *sc)
             }
             ts_policy_t p = rng_below(&r, 4) == 0 ? (ts_policy_t)rng_below(&r, TS_DUP__COUNT) : sc->policy;
             size_t f1 = 0, f2 = 0;
-            ts_status_t s1 = ts_add(ts, batch, n, p, &f1);
-            ts_status_t s2 = m_add(&m, batch, n, p, &f2);
-            if (s1 != s2 || (s1 != TS_OK && f1 != f2))
+            core_status_t s1 = ts_add(ts, batch, n, p, &f1);
+            core_status_t s2 = m_add(&m, batch, n, p, &f2);
+            if (s1 != s2 || (s1 != CORE_OK && f1 != f2))
                 fail_msg("seed %llu step %d: add of %zu -> %d at %zu, model %d at %zu", (unsigned long long)sc->seed,
                          step, n, s1, f1, s2, f2);
-            if (s1 == TS_OK)
+            if (s1 == CORE_OK)
                 adds_ok++;
             else
                 adds_failed++;
@@ -486,8 +486,8 @@ static void run_scenario(const scenario_t *sc)
     /* and keeps working after the round trip */
     ts_sample_t more = { clock + 1000, 42 };
     size_t f;
-    assert_int_equal(ts_add(back, &more, 1, TS_DUP_LAST, &f), TS_OK);
-    assert_int_equal(m_add(&m, &more, 1, TS_DUP_LAST, &f), TS_OK);
+    assert_int_equal(ts_add(back, &more, 1, TS_DUP_LAST, &f), CORE_OK);
+    assert_int_equal(m_add(&m, &more, 1, TS_DUP_LAST, &f), CORE_OK);
     check_all(back, &m);
 
     wbuf_free(&a);
@@ -536,20 +536,20 @@ static void test_seed_example(void **state)
     (void)state;
     ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
     ts_sample_t s[] = { { 1686697976001, 21 }, { 1686697977001, 22 }, { 1686697978001, 21 } };
-    assert_int_equal(ts_add(ts, s, 3, TS_DUP_BLOCK, NULL), TS_OK);
+    assert_int_equal(ts_add(ts, s, 3, TS_DUP_BLOCK, NULL), CORE_OK);
     ts_info_t info;
     ts_get_info(ts, &info);
     assert_int_equal(info.samples, 3);
     /* a duplicate timestamp under BLOCK is refused, nothing changes */
     ts_sample_t d[] = { { 1686697979001, 23 }, { 1686697977001, 99 } };
     size_t f = 99;
-    assert_int_equal(ts_add(ts, d, 2, TS_DUP_BLOCK, &f), TS_ERR_DUPLICATE);
+    assert_int_equal(ts_add(ts, d, 2, TS_DUP_BLOCK, &f), CORE_DUPLICATE);
     assert_int_equal(f, 1);
     ts_get_info(ts, &info);
     assert_int_equal(info.samples, 3);
     assert_int_equal(info.last_ts, 1686697978001);
     /* the same with SUM adds */
-    assert_int_equal(ts_add(ts, d + 1, 1, TS_DUP_SUM, &f), TS_OK);
+    assert_int_equal(ts_add(ts, d + 1, 1, TS_DUP_SUM, &f), CORE_OK);
     res_t got = { 0 };
     ts_query_t q = { .from = 1686697977001, .to = 1686697977001 };
     ts_range(ts, &q, res_push, &got);
@@ -565,19 +565,19 @@ static void test_retention_boundary(void **state)
     (void)state;
     ts_t *ts = ts_create(100, TS_DUP_LAST, NULL, 0);
     ts_sample_t s = { 1000, 1 };
-    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), TS_OK);
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), CORE_OK);
     s = (ts_sample_t){ 900, 2 };
-    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), TS_OK);
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), CORE_OK);
     s = (ts_sample_t){ 899, 3 };
     size_t f;
-    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, &f), TS_ERR_TOO_OLD);
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, &f), CORE_TOO_OLD);
     ts_info_t info;
     ts_get_info(ts, &info);
     assert_int_equal(info.samples, 2);
     assert_int_equal(info.first_ts, 900);
     /* a newer sample pushes 900 out of view */
     s = (ts_sample_t){ 1001, 4 };
-    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), TS_OK);
+    assert_int_equal(ts_add(ts, &s, 1, TS_DUP_LAST, NULL), CORE_OK);
     ts_get_info(ts, &info);
     assert_int_equal(info.samples, 2);
     assert_int_equal(info.first_ts, 1000);
@@ -608,7 +608,7 @@ static void test_bucket_arithmetic(void **state)
 
     ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
     ts_sample_t s[] = { { 1, 1 }, { 2, 2 }, { 3, 3 }, { 12, 4 }, { 13, 5 } };
-    assert_int_equal(ts_add(ts, s, 5, TS_DUP_BLOCK, NULL), TS_OK);
+    assert_int_equal(ts_add(ts, s, 5, TS_DUP_BLOCK, NULL), CORE_OK);
     res_t got = { 0 };
     ts_query_t q = { .from = 0, .to = 100, .agg = TS_AGG_SUM, .bucket_ms = 10, .align = 3 };
     ts_range(ts, &q, res_push, &got);   /* buckets [-7,3) [3,13) [13,23) */
@@ -646,8 +646,8 @@ static void test_extreme_timestamps(void **state)
                         { 2, -DBL_MAX }, { 3, 5e-324 }, { TS_MAX_TIMESTAMP - 1, 7 }, { 4, DBL_MIN } };
     size_t f;
     for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
-        assert_int_equal(ts_add(ts, &s[i], 1, TS_DUP_LAST, &f), TS_OK);
-        assert_int_equal(m_add(&m, &s[i], 1, TS_DUP_LAST, &f), TS_OK);
+        assert_int_equal(ts_add(ts, &s[i], 1, TS_DUP_LAST, &f), CORE_OK);
+        assert_int_equal(m_add(&m, &s[i], 1, TS_DUP_LAST, &f), CORE_OK);
         check_all(ts, &m);
     }
     ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .agg = TS_AGG_COUNT, .bucket_ms = TS_MAX_TIMESTAMP };
@@ -662,8 +662,8 @@ static void test_extreme_timestamps(void **state)
     ts_sample_t run[100];
     for (int i = 0; i < 100; i++)
         run[i] = (ts_sample_t){ 1000 + i * 1000, i };
-    assert_int_equal(ts_add(ts, run, 100, TS_DUP_LAST, &f), TS_OK);
-    assert_int_equal(m_add(&m, run, 100, TS_DUP_LAST, &f), TS_OK);
+    assert_int_equal(ts_add(ts, run, 100, TS_DUP_LAST, &f), CORE_OK);
+    assert_int_equal(m_add(&m, run, 100, TS_DUP_LAST, &f), CORE_OK);
     check_all(ts, &m);
     ts_free(ts);
     m_free(&m);
@@ -675,7 +675,7 @@ static void test_avg_overflow(void **state)
     (void)state;
     ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
     ts_sample_t s[] = { { 1, 1.5e308 }, { 2, 1.5e308 }, { 3, 1.5e308 }, { 4, -1e308 } };
-    assert_int_equal(ts_add(ts, s, 4, TS_DUP_BLOCK, NULL), TS_OK);
+    assert_int_equal(ts_add(ts, s, 4, TS_DUP_BLOCK, NULL), CORE_OK);
     res_t got = { 0 };
     ts_query_t q = { .from = 0, .to = 10, .agg = TS_AGG_AVG, .bucket_ms = 100 };
     ts_range(ts, &q, res_push, &got);
@@ -702,7 +702,7 @@ static void test_variance_accuracy(void **state)
         v[i] = 20 + rng_double(&r) * 5;
         sum += v[i];
         ts_sample_t s = { i, v[i] };
-        assert_int_equal(ts_add(ts, &s, 1, TS_DUP_BLOCK, NULL), TS_OK);
+        assert_int_equal(ts_add(ts, &s, 1, TS_DUP_BLOCK, NULL), CORE_OK);
     }
     double mean = sum / 500, ss = 0;
     for (int i = 0; i < 500; i++)
@@ -757,7 +757,7 @@ static double bytes_per_sample(int style, uint64_t seed, size_t batch)
     }
     for (size_t i = 0; i < n; i += batch) {
         size_t k = n - i < batch ? n - i : batch;
-        assert_int_equal(ts_add(ts, s + i, k, TS_DUP_BLOCK, NULL), TS_OK);
+        assert_int_equal(ts_add(ts, s + i, k, TS_DUP_BLOCK, NULL), CORE_OK);
     }
     ts_info_t info;
     ts_get_info(ts, &info);
@@ -836,7 +836,7 @@ static void test_decode_hostile(void **state)
             assert_memory_equal(b.data, c.data, b.len);
             res_t got = { 0 };
             ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .agg = TS_AGG_AVG, .bucket_ms = 100 };
-            assert_int_equal(ts_range(v, &q, res_push, &got), TS_OK);
+            assert_int_equal(ts_range(v, &q, res_push, &got), CORE_OK);
             res_free(&got);
             ts_free(w);
             ts_free(v);
