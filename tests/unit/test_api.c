@@ -264,6 +264,22 @@ static void test_readers(void **state)
     assert_string_equal(e.message, "'s' must be an integer");
     assert_true(api_member_int(o, "missing", false, 0, 9, &n, NULL, &e));
     json_decref(o);
+    assert_false(api_key_check("dest", "", 0, &e));
+    assert_string_equal(e.field, "dest");
+    assert_string_equal(e.message, "dest must not be empty");
+    /* a field name longer than api_err_t's buffer is named in full */
+    char name[200], text[260], query[220];
+    memset(name, 'f', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    snprintf(text, sizeof(text), "{\"ttl_ms\":1,\"%s\":2}", name);
+    expect_error(&srv, API_PUT, "/keys/k/ttl", NULL, text, 400, "BAD_REQUEST", name);
+    snprintf(query, sizeof(query), "%s=1", name);
+    expect_error(&srv, API_GET, "/keys", query, NULL, 400, "BAD_REQUEST", name);
+    /* core statuses become codes in one place */
+    assert_int_equal(api_status_code(CORE_NOMEM), API_E_OUT_OF_MEMORY);
+    assert_int_equal(api_status_code(CORE_FULL), API_E_OUT_OF_MEMORY);
+    assert_int_equal(api_status_code(CORE_TOO_OLD), API_E_BAD_REQUEST);
+    assert_int_equal(api_status_code(CORE_DUPLICATE), API_E_EXISTS);
     ks_free(srv.ks);
 }
 

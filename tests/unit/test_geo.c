@@ -5,10 +5,9 @@
  * checked digit for digit: scores, GEOPOS printed as Redis prints it
  * (%.17Lf, trailing zeros trimmed), GEODIST and WITHDIST at 4 decimals,
  * GEOHASH strings, and the GEORADIUSBYMEMBER / GEORADIUS answers.  The set
- * itself is checked against a brute-force model (sorted array) through
- * seeded random adds, moves and removals with many equal scores, plus
- * snapshot round-trips and hostile encodings.  Search results are compared
- * with a real Redis in tests/integration/it_geo.c.
+ * itself is checked through GEOADD's flags, snapshot round-trips and hostile
+ * encodings (its order against a model: test_zindex.c).  Search results are
+ * compared with a real Redis in tests/integration/it_geo.c.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -248,75 +247,8 @@ static void test_neighbors_wrap(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The set against a model                                                  */
+/* The set over its index (the order itself: tests/unit/test_zindex.c)      */
 /* ------------------------------------------------------------------------ */
-
-typedef struct mitem {
-    char m[16];
-    size_t len;
-    uint64_t score;
-    bool live;
-} mitem_t;
-
-static int mitem_cmp(const void *a, const void *b)
-{
-    const mitem_t *x = a, *y = b;
-    if (x->score != y->score)
-        return x->score < y->score ? -1 : 1;
-    size_t l = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->m, y->m, l);
-    if (c)
-        return c;
-    return x->len < y->len ? -1 : x->len > y->len;
-}
-
-typedef struct collect {
-    mitem_t *a;
-    size_t n, cap;
-} collect_t;
-
-static bool collect_fn(void *ud, uint64_t score, const char *m, size_t len)
-{
-    collect_t *c = ud;
-    assert_true(c->n < c->cap);
-    assert_true(len < sizeof(c->a[0].m));
-    memcpy(c->a[c->n].m, m, len);
-    c->a[c->n].len = len;
-    c->a[c->n].score = score;
-    c->n++;
-    return true;
-}
-
-static void check_against_model(const geo_t *g, const mitem_t *model, size_t nmodel)
-{
-    mitem_t *live = malloc((nmodel + 1) * sizeof(*live));
-    size_t nl = 0;
-    for (size_t i = 0; i < nmodel; i++)
-        if (model[i].live)
-            live[nl++] = model[i];
-    qsort(live, nl, sizeof(*live), mitem_cmp);
-    assert_int_equal(geo_count(g), nl);
-    collect_t c = { malloc((nl + 1) * sizeof(mitem_t)), 0, nl + 1 };
-    geo_range(g, 0, UINT64_MAX, collect_fn, &c);
-    assert_int_equal(c.n, nl);
-    for (size_t i = 0; i < nl; i++) {
-        assert_int_equal(c.a[i].score, live[i].score);
-        assert_int_equal(c.a[i].len, live[i].len);
-        assert_memory_equal(c.a[i].m, live[i].m, live[i].len);
-    }
-    /* a sub-range walk starts and stops at the right places */
-    if (nl > 2) {
-        uint64_t lo = live[nl / 3].score, hi = live[2 * nl / 3].score;
-        c.n = 0;
-        geo_range(g, lo, hi, collect_fn, &c);
-        size_t want = 0;
-        for (size_t i = 0; i < nl; i++)
-            want += live[i].score >= lo && live[i].score < hi;
-        assert_int_equal(c.n, want);
-    }
-    free(c.a);
-    free(live);
-}
 
 static geo_t *roundtrip(const geo_t *g)
 {
@@ -336,100 +268,40 @@ static geo_t *roundtrip(const geo_t *g)
     return d;
 }
 
-static void test_model(void **state)
+/* GEOADD's flags and results, a member too long to add, and a snapshot
+ * round trip of a big set with long runs of equal scores. */
+static void test_set_and_snapshot(void **state)
 {
     (void)state;
-    enum { NAMES = 6000, OPS = 60000 };
-    rng_t r;
-    rng_seed(&r, 20240601);
-    mitem_t *model = calloc(NAMES, sizeof(*model));
-    for (size_t i = 0; i < NAMES; i++)
-        model[i].len = (size_t)snprintf(model[i].m, sizeof(model[i].m), "m%zu", (i * 7919) % 100003);
+    enum { N = 100000 };
     geo_t *g = geo_create();
-    for (int op = 0; op < OPS; op++) {
-        size_t i = rng_next(&r) % NAMES;
-        mitem_t *it = &model[i];
-        unsigned kind = (unsigned)(rng_next(&r) % 10);
-        /* few distinct scores: long runs of equal scores ordered by member */
-        uint64_t score = (rng_next(&r) % 300) << 20;
-        if (kind < 6) {
-            geo_add_mode_t mode = kind == 4 ? GEO_ADD_NX : kind == 5 ? GEO_ADD_XX : GEO_ADD;
-            int res = geo_set(g, it->m, it->len, score, mode);
-            if (!it->live) {
-                assert_int_equal(res, mode == GEO_ADD_XX ? GEO_SET_SKIPPED : GEO_SET_ADDED);
-                if (mode != GEO_ADD_XX) {
-                    it->live = true;
-                    it->score = score;
-                }
-            } else if (mode == GEO_ADD_NX) {
-                assert_int_equal(res, GEO_SET_SKIPPED);
-            } else {
-                assert_int_equal(res, it->score == score ? GEO_SET_UNCHANGED : GEO_SET_UPDATED);
-                it->score = score;
-            }
-        } else {
-            assert_int_equal(geo_remove(g, it->m, it->len), it->live);
-            it->live = false;
-        }
-        uint64_t s;
-        bool found = geo_score(g, it->m, it->len, &s);
-        assert_int_equal(found, it->live);
-        if (found)
-            assert_int_equal(s, it->score);
-        if (op % 5000 == 4999) {
-            check_against_model(g, model, NAMES);
-            geo_t *d = roundtrip(g);
-            check_against_model(d, model, NAMES);
-            /* the reloaded (bottom-up built) tree keeps working */
-            for (int k = 0; k < 500; k++) {
-                size_t j = rng_next(&r) % NAMES;
-                geo_remove(d, model[j].m, model[j].len);
-                geo_set(d, model[j].m, model[j].len, (rng_next(&r) % 300) << 20, GEO_ADD);
-            }
-            geo_free(d);
-        }
-    }
-    /* drain completely: memory goes back to the empty set's */
-    for (size_t i = 0; i < NAMES; i++)
-        if (model[i].live) {
-            assert_true(geo_remove(g, model[i].m, model[i].len));
-            model[i].live = false;
-        }
-    check_against_model(g, model, NAMES);
-    assert_true(geo_memory(g) < 1024);
-    geo_free(g);
-    free(model);
-}
-
-/* Ascending inserts (the worst case for half splits) and a big reload. */
-static void test_sequential_and_memory(void **state)
-{
-    (void)state;
-    enum { N = 200000 };
-    geo_t *g = geo_create();
-    char m[32];
+    char m[GEO_MEMBER_MAX + 2];
+    memset(m, 'x', sizeof(m));
+    assert_int_equal(geo_set(g, m, GEO_MEMBER_MAX + 1, 1, GEO_ADD), CORE_NOMEM);
+    assert_int_equal(geo_set(g, m, GEO_MEMBER_MAX + 1, 1, GEO_ADD_XX), GEO_SET_SKIPPED);
+    assert_int_equal(geo_set(g, "a", 1, 5, GEO_ADD_XX), GEO_SET_SKIPPED);
+    assert_int_equal(geo_set(g, "a", 1, 5, GEO_ADD), GEO_SET_ADDED);
+    assert_int_equal(geo_set(g, "a", 1, 6, GEO_ADD_NX), GEO_SET_SKIPPED);
+    assert_int_equal(geo_set(g, "a", 1, 5, GEO_ADD), GEO_SET_UNCHANGED);
+    assert_int_equal(geo_set(g, "a", 1, 6, GEO_ADD_XX), GEO_SET_UPDATED);
+    assert_true(geo_remove(g, "a", 1));
+    assert_false(geo_remove(g, "a", 1));
     for (int i = 0; i < N; i++) {
         int len = snprintf(m, sizeof(m), "member:%07d", i);
-        assert_int_equal(geo_set(g, m, (size_t)len, (uint64_t)i * 1000, GEO_ADD), GEO_SET_ADDED);
+        assert_int_equal(geo_set(g, m, (size_t)len, (uint64_t)(i % 300) << 20, GEO_ADD), GEO_SET_ADDED);
     }
     size_t mem = geo_memory(g);
-    print_message("geo: %d members, %zu bytes (%.1f B/member) after ascending inserts\n", N, mem,
-                  (double)mem / N);
+    print_message("geo: %d members, %.1f B/member\n", N, (double)mem / N);
     assert_true(mem / N < 110);
     geo_t *d = roundtrip(g);
-    size_t mem2 = geo_memory(d);
-    print_message("geo: %.1f B/member after a snapshot reload\n", (double)mem2 / N);
-    assert_true(mem2 < mem);
-    for (int i = 0; i < N; i += 2) {
-        int len = snprintf(m, sizeof(m), "member:%07d", i);
-        assert_true(geo_remove(d, m, (size_t)len));
-    }
-    assert_int_equal(geo_count(d), N / 2);
+    print_message("geo: %.1f B/member after a snapshot reload\n", (double)geo_memory(d) / N);
+    assert_true(geo_memory(d) < mem);
+    assert_int_equal(geo_count(d), N);
     uint64_t s;
-    assert_true(geo_score(d, "member:0000001", 14, &s));
-    assert_int_equal(s, 1000);
-    geo_free(d);
+    assert_true(geo_score(d, "member:0000301", 14, &s));
+    assert_int_equal(s, (uint64_t)1 << 20);
     geo_free(g);
+    geo_free(d);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -638,8 +510,7 @@ int main(void)
         cmocka_unit_test(test_distance_text),
         cmocka_unit_test(test_coord_text),
         cmocka_unit_test(test_neighbors_wrap),
-        cmocka_unit_test(test_model),
-        cmocka_unit_test(test_sequential_and_memory),
+        cmocka_unit_test(test_set_and_snapshot),
         cmocka_unit_test(test_pqsort_prefix),
         cmocka_unit_test(test_search_vs_brute_force),
         cmocka_unit_test(test_matcher_equals_in_shape),
