@@ -64,6 +64,7 @@ typedef enum api_code {
     API_E_INTERNAL,
     API_E_UNAVAILABLE,
     API_E_NO_SPACE,              /* 507: the disk is full */
+    API_E_REQUEST_TIMEOUT,       /* 408: the request body stopped arriving */
     API_E__COUNT
 } api_code_t;
 
@@ -123,6 +124,10 @@ struct api_resp {
     api_header_t headers[API_MAX_HEADERS];
     int nheaders;
     uint64_t journal_lsn;        /* wait for this journal position before answering */
+    /* Journal space this request holds (api_journal_reserve and _more) and
+     * the bytes of its records so far: a record never exceeds what is held,
+     * so the disk cannot refuse a change already applied. */
+    uint64_t journal_held, journal_used;
     /* Slow work (a snapshot) is not done in the HTTP worker: the handler sets
      * `deferred`, and the server runs it on another thread, which fills in
      * the response, and answers when it returns. */
@@ -361,10 +366,16 @@ static inline unsigned api_gen(const api_req_t *req) { return req->gen ? req->ge
 /* Before a request that may change state: secures journal space for it, so
  * that a change that could not be made durable is never applied.  Returns
  * false with a 503 set (nothing changed) when the space cannot be had;
- * otherwise *held receives what api_journal_unreserve gives back after the
- * handler.  api_dispatch calls it for every route that may write. */
-bool api_journal_reserve(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t *held);
-void api_journal_unreserve(api_server_t *srv, uint64_t held);
+ * otherwise resp->journal_held is what api_journal_unreserve gives back
+ * after the handler.  api_dispatch calls it for every route that may write.
+ * What it secures covers the request journaled as received (at most twice
+ * its size plus a page, which also covers any one deletion of a key); a
+ * handler whose records can be larger (canonical forms) secures the rest
+ * with api_journal_reserve_more before it changes anything. */
+bool api_journal_reserve(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
+/* Secures `bytes` more for this request's records; false with a 503 set. */
+bool api_journal_reserve_more(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes);
+void api_journal_unreserve(api_server_t *srv, api_resp_t *resp);
 
 /* Journals this request as received (call under the shard locks, only when
  * state changed; api_key_close does it for handlers).  The space was
@@ -381,8 +392,11 @@ void api_journal_as(api_server_t *srv, const api_req_t *req, api_resp_t *resp, a
 size_t api_escape_segment(const char *key, size_t len, char *out);
 
 /* Before a write that may grow memory: evicts under the configured policy
- * while over the limit, journaling each eviction.  Returns false (507 set)
- * when the limit is reached and nothing can be evicted. */
+ * while over the limit, journaling each eviction (the journal space of each
+ * is secured before the key is removed).  Returns false (507 set) when the
+ * limit is reached and nothing can be evicted, or (503 set) when the journal
+ * cannot take the next eviction; keys already evicted stay evicted (their
+ * deletions are journaled), the write itself is not applied. */
 bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
 /* Like api_make_room, for a write known to add about `extra` bytes: evicts
  * until usage + extra fits under the limit; 507 when it cannot (a single

@@ -184,6 +184,22 @@ static json_t *item_json(const rl_item_t *it)
     return o;
 }
 
+/* An upper bound of the canonical record journal_items writes for these
+ * items (0 when it journals the request as received, which the router's
+ * reservation covers): per item its members with the longest names and
+ * 20-digit numbers in under 512 bytes, the key escaped at most 6 bytes a
+ * byte; then the frame and the fixed strings. */
+static uint64_t journal_items_bound(const rl_item_t *items, size_t n)
+{
+    uint64_t bytes = 0;
+    bool canonical = false;
+    for (size_t i = 0; i < n; i++) {
+        canonical |= items[i].policy != NULL;
+        bytes += 512 + 6 * (uint64_t)items[i].klen;
+    }
+    return canonical ? bytes + 64 + JOURNAL_REQUEST_FIXED + sizeof("/throttle") + sizeof("application/json") : 0;
+}
+
 /* Journals the change (under the key locks). */
 static void journal_items(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const rl_item_t *items,
                           size_t n, bool batch)
@@ -428,7 +444,10 @@ bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t
     for (size_t i = 0; i < n; i++)
         if (items[i].quantity > 0)
             grows = true;
-    if (grows && !api_make_room(srv, req, resp))
+    /* journal space for the canonical record first, then room: a refusal
+     * changes nothing */
+    if (!api_journal_reserve_more(srv, req, resp, journal_items_bound(items, n)) ||
+        (grows && !api_make_room(srv, req, resp)))
         return false;
     bool ok;
     if (n == 1 && !batch) {

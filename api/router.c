@@ -358,6 +358,7 @@ void api_resp_init(api_resp_t *resp)
     resp->len = 0;
     resp->nheaders = 0;
     resp->journal_lsn = 0;
+    resp->journal_held = resp->journal_used = 0;
     resp->deferred = NULL;
     resp->route_index = -1;
 }
@@ -410,11 +411,10 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     /* journal space first: a change that cannot be made durable is refused
      * before anything is touched */
-    uint64_t held = 0;
-    if (route_writes(match) && !api_journal_reserve(srv, req, resp, &held))
+    if (route_writes(match) && !api_journal_reserve(srv, req, resp))
         return;
     match->handler(srv, req, resp);
-    api_journal_unreserve(srv, held);
+    api_journal_unreserve(srv, resp);
 }
 
 void api_req_release(api_req_t *req)

@@ -228,6 +228,11 @@ void journalfmt_put_request(wbuf_t *out, const journal_req_t *q)
     wbuf_patch_u32(out, start + 4, (uint32_t)tally_xxh64(out->data + pstart, len, len));
 }
 
+size_t journalfmt_request_size(const journal_req_t *q)
+{
+    return JOURNAL_REQUEST_FIXED + q->path_len + q->query_len + q->ctype_len + q->body_len;
+}
+
 persist_parse_t journalfmt_parse_record(const uint8_t *p, size_t len, journal_req_t *q, size_t *used,
                                         const char **why)
 {

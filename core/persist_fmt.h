@@ -173,6 +173,10 @@ unsigned journalfmt_layout(const journal_header_t *h);
 unsigned journalfmt_generation(const journal_header_t *h);
 /* Appends a framed record holding `req`. */
 void journalfmt_put_request(wbuf_t *out, const journal_req_t *req);
+/* The bytes journalfmt_put_request appends for `req`: the frame, the fixed
+ * fields (JOURNAL_REQUEST_FIXED with the frame) and the four strings. */
+#define JOURNAL_REQUEST_FIXED (JOURNAL_FRAME_SIZE + 22)
+size_t journalfmt_request_size(const journal_req_t *req);
 /* Parses the framed record at p. PARSE_TRUNCATED means the record runs past
  * `len` (a torn tail when it is the last thing in the file). */
 persist_parse_t journalfmt_parse_record(const uint8_t *p, size_t len, journal_req_t *req, size_t *used,

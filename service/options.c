@@ -36,7 +36,7 @@ static const opt_def_t defs[] = {
     { "timeout", "TALLY_TIMEOUT", K_INT, OFF(conn_timeout), 1, 86400, "seconds before an idle connection is closed (default 60)" },
     { "max-connections", "TALLY_MAX_CONNECTIONS", K_INT, OFF(max_connections), 1, 1000000, "concurrent connections (default 10000)" },
     { "max-connections-per-ip", "TALLY_MAX_CONNECTIONS_PER_IP", K_INT, OFF(max_conn_per_ip), 0, 1000000, "concurrent connections from one client address (default 0: half of --max-connections)" },
-    { "header-timeout", "TALLY_HEADER_TIMEOUT", K_INT, OFF(header_timeout), 1, 3600, "seconds a connection has to send a complete request head (default 10)" },
+    { "header-timeout", "TALLY_HEADER_TIMEOUT", K_INT, OFF(header_timeout), 1, 3600, "seconds a connection has to send a complete request head, and the longest a body may go without a byte (default 10)" },
     { "shutdown-timeout", "TALLY_SHUTDOWN_TIMEOUT", K_INT, OFF(shutdown_timeout), 0, 3600, "seconds to let in-flight requests finish on SIGTERM (default 10)" },
     { "shards", "TALLY_SHARDS", K_SHARDS, OFF(shard_bits), 0, 0, "keyspace shards, a power of two 1..4096 (default 256)" },
     { "maxmemory", "TALLY_MAXMEMORY", K_SIZE, OFF(maxmemory), 0, 0, "memory limit for keys and values, e.g. 512mb (default 0: none)" },

@@ -2,6 +2,7 @@
 #include "service/server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "service/clock.h"
@@ -32,13 +34,31 @@
  *     keep-alive connections, oldest first, and answers with
  *     "Connection: close" until the count is back under the cap;
  *   - refuses, at accept, more than --max-connections-per-ip from one
- *     client address.
+ *     client address;
+ *   - answers 408 and closes a request whose body brought no byte for
+ *     --header-timeout seconds (see below).
  *
  * Closing is shutdown(2) on the socket: MHD sees the end of the stream and
  * releases the connection itself.  The connection list is under conn_mu; a
  * connection's state and timestamps are atomics its MHD thread updates.
+ *
+ * Request bodies.  libmicrohttpd 0.9.75 lets an application queue an answer
+ * only before the body (after the head) or after all of it, and it keeps a
+ * chunk's declared size to itself: the access handler sees only the chunk's
+ * bytes as they arrive (a size over 64 bits MHD refuses itself, 413 in
+ * HTML).  So a chunked body that grows past --max-body, or a body that
+ * stalls (say a chunk of FFFFFFFFFFFFFFFF bytes that never come), cannot be
+ * answered through MHD.  tallyd answers those itself, on the socket, while
+ * MHD is only reading it: the handler the moment the body passes --max-body
+ * (413), the tick when a body brought no byte for --header-timeout (408),
+ * then the connection is closed.  Who answers is decided by one
+ * compare-and-swap of the connection's state from CONN_BODY to CONN_DONE,
+ * so an answer is written once, by one thread, and never alongside MHD's.
+ * After a 413 the rest of the body is read and dropped for CONN_LINGER_NS
+ * (so the client reads the answer rather than a reset), then closed.
  */
-enum conn_state { CONN_IDLE = 0, CONN_HEAD, CONN_BUSY };
+enum conn_state { CONN_IDLE = 0, CONN_HEAD, CONN_BUSY, CONN_BODY, CONN_DONE };
+#define CONN_LINGER_NS 1000000000LL
 
 typedef struct conn {
     struct conn *prev, *next;      /* in server.conns, under conn_mu */
@@ -76,7 +96,7 @@ struct server {
     unsigned max_conns, max_per_ip;
     int64_t header_timeout_ns;
     size_t conn_mem;               /* MHD's pool per connection */
-    _Atomic uint64_t refused_per_ip, closed_head_timeout, closed_over_cap;
+    _Atomic uint64_t refused_per_ip, closed_head_timeout, closed_over_cap, closed_body_timeout;
 };
 
 /* Per-request state, created by the URI callback (the first thing MHD calls
@@ -85,7 +105,6 @@ typedef struct req_state {
     char *uri;                     /* raw request target as the client sent it */
     wbuf_t body;
     bool started;
-    bool too_large;
     bool close;                    /* answer with Connection: close */
     int64_t start_ns;
     /* A suspended request: its answer is computed or made durable on another
@@ -237,6 +256,39 @@ static void conn_set(struct MHD_Connection *c, enum conn_state state)
         atomic_store_explicit(&k->served, true, memory_order_relaxed);
 }
 
+/* Moves the connection from state `from` to `to` if it is in `from`. */
+static bool conn_claim(conn_t *k, enum conn_state from, enum conn_state to)
+{
+    int expected = from;
+    if (!atomic_compare_exchange_strong(&k->state, &expected, to))
+        return false;
+    atomic_store_explicit(&k->since_ns, clock_mono_ns(), memory_order_relaxed);
+    return true;
+}
+
+/* Answers on the socket itself with the error envelope and
+ * "Connection: close", then ends the sending side (see "Request bodies"
+ * above: only after winning conn_claim into CONN_DONE). */
+static void conn_answer(int fd, api_code_t code, const char *msg)
+{
+    api_resp_t r;
+    api_resp_init(&r);
+    api_error(&r, code, "%s", msg);
+    const char *reason = MHD_get_reason_phrase_for((unsigned)r.status);
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     r.status, reason ? reason : "", r.len);
+    struct iovec iov[2] = { { head, (size_t)n }, { r.body, r.body ? r.len : 0 } };
+    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+    if (sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        log_debug("http: answering %d on the socket: %s", r.status, strerror(errno));
+    shutdown(fd, SHUT_WR);
+    metrics_record(r.route_index, r.status, 0);
+    api_resp_release(&r);
+}
+
 static bool over_cap(const server_t *s)
 {
     return atomic_load_explicit(&s->nconns, memory_order_relaxed) > s->max_conns;
@@ -262,6 +314,20 @@ void server_tick(server_t *s)
             k->shut = true;
             shut++;
             atomic_fetch_add(&s->closed_head_timeout, 1);
+        } else if (st == CONN_BODY && age > s->header_timeout_ns && k->fd >= 0 &&
+                   conn_claim(k, CONN_BODY, CONN_DONE)) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "the request body brought no byte for %lld s (--header-timeout); closing",
+                     (long long)(s->header_timeout_ns / 1000000000LL));
+            conn_answer(k->fd, API_E_REQUEST_TIMEOUT, msg);
+            shutdown(k->fd, SHUT_RDWR);
+            k->shut = true;
+            shut++;
+            atomic_fetch_add(&s->closed_body_timeout, 1);
+        } else if (st == CONN_DONE && age > CONN_LINGER_NS && k->fd >= 0) {
+            shutdown(k->fd, SHUT_RDWR);   /* a 413 was answered; the rest of the body is not wanted */
+            k->shut = true;
+            shut++;
         }
     }
     /* over the cap: idle keep-alive connections go, oldest first */
@@ -278,7 +344,7 @@ void server_tick(server_t *s)
 
 void server_metrics(server_t *s, wbuf_t *out)
 {
-    char buf[1400];
+    char buf[1600];
     unsigned n = atomic_load(&s->nconns);
     int len = snprintf(buf, sizeof(buf),
                        "# HELP tally_connections_open Client connections open now.\n"
@@ -292,12 +358,14 @@ void server_metrics(server_t *s, wbuf_t *out)
                        "# TYPE tally_connections_closed_total counter\n"
                        "tally_connections_closed_total{reason=\"header_timeout\"} %llu\n"
                        "tally_connections_closed_total{reason=\"over_cap\"} %llu\n"
+                       "tally_connections_closed_total{reason=\"body_timeout\"} %llu\n"
                        "# HELP tally_connections_refused_total Connections refused at accept, by reason.\n"
                        "# TYPE tally_connections_refused_total counter\n"
                        "tally_connections_refused_total{reason=\"per_ip\"} %llu\n",
                        n, (unsigned long long)n * (s->conn_mem + SERVER_CONN_OVERHEAD),
                        (unsigned long long)atomic_load(&s->closed_head_timeout),
                        (unsigned long long)atomic_load(&s->closed_over_cap),
+                       (unsigned long long)atomic_load(&s->closed_body_timeout),
                        (unsigned long long)atomic_load(&s->refused_per_ip));
     wbuf_put_bytes(out, buf, (size_t)len);
 }
@@ -512,19 +580,44 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             snprintf(msg, sizeof(msg), "the request body is larger than the limit of %zu bytes", s->body_limit);
             return send_error(s, c, st, API_E_PAYLOAD_TOO_LARGE, msg);
         }
+        /* a body is coming: its progress is watched (with Expect:
+         * 100-continue, from its first bytes, after MHD's interim answer) */
+        conn_t *k = conn_of(c);
+        bool chunked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+        if (k && (chunked || (cl && strtoull(cl, NULL, 10) > 0)) &&
+            !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
+            conn_claim(k, CONN_BUSY, CONN_BODY);
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!st->too_large) {
-            if (st->body.len + *upload_size > s->body_limit) {
-                st->too_large = true;
-                wbuf_free(&st->body);
-            } else {
-                wbuf_put_bytes(&st->body, upload, *upload_size);
+        conn_t *k = conn_of(c);
+        bool answered = k && atomic_load(&k->state) == CONN_DONE;
+        if (k && !answered && !conn_claim(k, CONN_BODY, CONN_BODY))   /* progress: the stall deadline restarts */
+            conn_claim(k, CONN_BUSY, CONN_BODY);                      /* the first bytes after 100 Continue */
+        if (!answered && st->body.len + *upload_size > s->body_limit) {
+            /* only a chunked body gets here (a Content-Length over the limit
+             * was answered before the body): answer now, not at its end */
+            wbuf_free(&st->body);
+            if (!k)
+                return MHD_NO;   /* untracked (out of memory): just close */
+            if (conn_claim(k, CONN_BODY, CONN_DONE)) {
+                char msg[96];
+                snprintf(msg, sizeof(msg), "the request body is larger than the limit of %zu bytes", s->body_limit);
+                conn_answer(k->fd, API_E_PAYLOAD_TOO_LARGE, msg);
             }
+        } else if (!answered) {
+            wbuf_put_bytes(&st->body, upload, *upload_size);
         }
-        *upload_size = 0;
+        *upload_size = 0;   /* after an answer on the socket: read and dropped */
         return MHD_YES;
+    }
+    {
+        /* the whole request is here: MHD answers it, unless tallyd already
+         * did on the socket (then the connection ends) */
+        conn_t *k = conn_of(c);
+        if (k && !st->suspended && !conn_claim(k, CONN_BODY, CONN_BUSY) &&
+            atomic_load(&k->state) == CONN_DONE)
+            return MHD_NO;
     }
     if (st->suspended) {
         if (!atomic_load_explicit(&st->answered, memory_order_acquire))
@@ -535,11 +628,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         enum MHD_Result ret = send_resp(s, c, st, &st->resp);
         api_resp_release(&st->resp);
         return ret;
-    }
-    if (st->too_large) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "the request body is larger than the limit of %zu bytes", s->body_limit);
-        return send_error(s, c, st, API_E_PAYLOAD_TOO_LARGE, msg);
     }
     if (st->body.oom)
         return send_error(s, c, st, API_E_OUT_OF_MEMORY, "out of memory reading the request body");

@@ -3,7 +3,8 @@
  * sockets: slowloris clients (a request head one byte a second), thousands
  * of idle keep-alive connections, a per-address cap, and the framing a proxy
  * in front could read differently (two Content-Lengths, Transfer-Encoding
- * other than chunked), an over-size body in a pipeline.
+ * other than chunked), an over-size body in a pipeline, chunked bodies whose
+ * declared size is beyond --max-body or that stall.
  *
  * "Served" means: a fresh client gets an answer within 100 ms while the
  * attack holds its connections.  Idle and slow connections come from
@@ -357,10 +358,118 @@ static void test_protocol_edges(void **state)
     tally_cleanup(&p);
 }
 
+/* Whether the peer closes the connection within timeout_ms (EOF or reset). */
+static bool closed_within(int fd, int timeout_ms)
+{
+    int64_t end = now_ms() + timeout_ms;
+    char buf[4096];
+    for (;;) {
+        int64_t left = end - now_ms();
+        struct pollfd pf = { fd, POLLIN, 0 };
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+            return false;
+        if (recv(fd, buf, sizeof(buf), 0) <= 0)
+            return true;
+    }
+}
+
+/* Sends `bytes` (then nothing) on a fresh connection: the answer must be
+ * `status` (with `code` in it, when given) between min_ms and max_ms after
+ * the send, and the connection closed after it. */
+static void expect_chunked(const tally_proc_t *p, const char *what, const char *bytes, size_t len, int status,
+                           const char *code, int min_ms, int max_ms)
+{
+    int fd = dial(p, "127.0.0.1");
+    assert_true(fd >= 0);
+    int64_t t0 = now_ms();
+    assert_int_equal(send(fd, bytes, len, MSG_NOSIGNAL), (ssize_t)len);
+    size_t n;
+    char *a = read_answers(fd, 1, max_ms + 2000, &n);
+    int64_t ms = now_ms() - t0;
+    int st = strncmp(a, "HTTP/1.1 ", 9) == 0 ? atoi(a + 9) : -1;
+    printf("%s: %d after %lld ms\n", what, st, (long long)ms);
+    if (st != status || ms < min_ms || ms > max_ms || (code && !strstr(a, code)))
+        fail_msg("%s: expected %d %s in %d..%d ms, got %d after %lld ms:\n%s", what, status, code ? code : "", min_ms,
+                 max_ms, st, (long long)ms, a);
+    if (!closed_within(fd, 3000))
+        fail_msg("%s: the connection stayed open after the answer", what);
+    free(a);
+    close(fd);
+}
+
+#define CHUNKED_HEAD                                                                                                \
+    "POST /counter/c HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+/* Chunked bodies whose declared size is beyond --max-body: libmicrohttpd
+ * keeps a chunk's size to itself, so tallyd answers by what arrives - 413 the
+ * moment the body passes the limit, 408 when it stalls for --header-timeout
+ * - and closes; a size over 64 bits libmicrohttpd refuses itself at once. */
+static void test_chunked_edges(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    tally_start(&p, NULL, (const char *[]){ "--in-memory", "--max-body", "1kb", "--header-timeout", "2", NULL });
+    char buf[4096];
+    /* the declared size overflows 64 bits: MHD's own 413, at once */
+    int n = snprintf(buf, sizeof(buf), CHUNKED_HEAD "1FFFFFFFFFFFFFFFF\r\n{\"by\":1}");
+    expect_chunked(&p, "chunk size over 64 bits", buf, (size_t)n, 413, NULL, 0, 1000);
+    /* FFFFFFFFFFFFFFFF with more than --max-body behind it: 413 at once */
+    n = snprintf(buf, sizeof(buf), CHUNKED_HEAD "FFFFFFFFFFFFFFFF\r\n");
+    memset(buf + n, ' ', 2000);
+    expect_chunked(&p, "chunk of 2^64-1 bytes, 2000 sent", buf, (size_t)n + 2000, 413, "\"PAYLOAD_TOO_LARGE\"", 0,
+                   1000);
+    /* ... as a pipelined request after a good one: that one is answered */
+    n = snprintf(buf, sizeof(buf),
+                 "POST /counter/d HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n"
+                 "{\"by\":1}" CHUNKED_HEAD "FFFFFFFFFFFFFFFF\r\n");
+    memset(buf + n, ' ', 2000);
+    char *a = exchange(&p, buf, (size_t)n + 2000, 2, 2000);
+    const char *s1 = strstr(a, "HTTP/1.1 200");
+    if (!s1 || !strstr(s1, "HTTP/1.1 413"))
+        fail_msg("pipeline: expected 200 then 413, got:\n%s", a);
+    free(a);
+    /* the declared size, then a few bytes or none, then silence: 408 after
+     * --header-timeout (2 s here; the tick runs every 100 ms), not --timeout */
+    n = snprintf(buf, sizeof(buf), CHUNKED_HEAD "FFFFFFFFFFFFFFFF\r\n{\"by\":1}");
+    expect_chunked(&p, "chunk of 2^64-1 bytes, 8 sent", buf, (size_t)n, 408, "\"REQUEST_TIMEOUT\"", 1900, 3500);
+    n = snprintf(buf, sizeof(buf), CHUNKED_HEAD "FFFFFFFFFFFFFFFF\r\n");
+    expect_chunked(&p, "chunk of 2^64-1 bytes, none sent", buf, (size_t)n, 408, "\"REQUEST_TIMEOUT\"", 1900, 3500);
+    /* a Content-Length body that stalls: the same deadline */
+    n = snprintf(buf, sizeof(buf),
+                 "POST /counter/c HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 100\r\n\r\n{");
+    expect_chunked(&p, "Content-Length 100, 1 sent", buf, (size_t)n, 408, "\"REQUEST_TIMEOUT\"", 1900, 3500);
+    /* a chunked body within the limit, sent slowly but steadily (3.6 s in
+     * all, never 2 s without a byte), is served */
+    int fd = dial(&p, "127.0.0.1");
+    assert_true(fd >= 0);
+    const char *parts[] = { CHUNKED_HEAD "8\r\n{\"by", "\":1}", "\r\n", "2\r\n  \r\n", "0\r\n", "\r\n" };
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        send(fd, parts[i], strlen(parts[i]), MSG_NOSIGNAL);
+        usleep(600 * 1000);
+    }
+    size_t len;
+    a = read_answers(fd, 1, 2000, &len);
+    if (strncmp(a, "HTTP/1.1 200", 12) != 0)
+        fail_msg("a slow chunked body within the limits: %s", a);
+    free(a);
+    close(fd);
+    /* only the pipelined good request and the slow one changed anything */
+    http_resp_t r = http(&p, "GET", "/counter/c", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "value"), 1);
+    http_free(&r);
+    r = http(&p, "GET", "/counter/d", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "value"), 1);
+    http_free(&r);
+    assert_true(metric(&p, "tally_connections_closed_total{reason=\"body_timeout\"} ") >= 3);
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_protocol_edges),
+        cmocka_unit_test(test_chunked_edges),
         cmocka_unit_test(test_per_ip_cap),
         cmocka_unit_test(test_slowloris),
         cmocka_unit_test(test_idle_keepalive),

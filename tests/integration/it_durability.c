@@ -578,20 +578,54 @@ static void test_disk_full(void **state)
     tally_cleanup(&p);
 }
 
+/* A tmpfs of `size` at <base>/mnt (false when mounting is not permitted). */
+static bool small_disk(char *base, size_t n, char *mnt, size_t mn, const char *size)
+{
+    char cmd[700];
+    tmpdir_make(base, n);
+    snprintf(mnt, mn, "%s/mnt", base);
+    mkdir(mnt, 0755);
+    snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=%s tmpfs %s 2>/dev/null", size, mnt);
+    if (system(cmd) == 0)
+        return true;
+    tmpdir_remove(base);
+    return false;
+}
+
+/* Kills the server, moves its files (in `dir` on the tmpfs at `mnt`) to
+ * <base>/moved, unmounts the tmpfs and starts the server there (with args). */
+static void restart_with_room(tally_proc_t *p, const char *base, const char *mnt, const char *dir,
+                              const char *const *args)
+{
+    char dir2[300], cmd[1200];
+    tally_kill(p);
+    snprintf(dir2, sizeof(dir2), "%s/moved", base);
+    snprintf(cmd, sizeof(cmd), "cp -a %s %s && umount %s", dir, dir2, mnt);
+    assert_int_equal(system(cmd), 0);
+    tally_start(p, dir2, args);
+}
+
+/* Fills the file system holding `path` but `leave` bytes (a file of zeros). */
+static void fill_disk(const char *path, size_t leave)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    static char block[4096];
+    size_t wrote = 0;
+    while (fwrite(block, 1, sizeof(block), f) == sizeof(block) && fflush(f) == 0)
+        wrote += sizeof(block);
+    fclose(f);
+    assert_int_equal(truncate(path, (off_t)(wrote > leave ? wrote - leave : 0)), 0);
+}
+
 /* The same with a real ENOSPC: a tiny tmpfs (needs mount permission; the
  * test is skipped where the sandbox forbids it). */
 static void test_real_enospc(void **state)
 {
     (void)state;
     char base[256], mnt[300], cmd[1200];
-    tmpdir_make(base, sizeof(base));
-    snprintf(mnt, sizeof(mnt), "%s/mnt", base);
-    mkdir(mnt, 0755);
-    snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=96k tmpfs %s 2>/dev/null", mnt);
-    if (system(cmd) != 0) {
-        tmpdir_remove(base);
+    if (!small_disk(base, sizeof(base), mnt, sizeof(mnt), "96k"))
         skip();
-    }
     char dir[400];
     snprintf(dir, sizeof(dir), "%s/data", mnt);
     tally_proc_t p;
@@ -614,13 +648,8 @@ static void test_real_enospc(void **state)
     http_free(&r);
     snprintf(cmd, sizeof(cmd), "%s/snapshot.tly.tmp", dir);
     assert_int_not_equal(access(cmd, F_OK), 0);   /* the temp file was removed */
-    tally_kill(&p);
     /* move the files to a disk with room and start there */
-    char dir2[300];
-    snprintf(dir2, sizeof(dir2), "%s/moved", base);
-    snprintf(cmd, sizeof(cmd), "cp -a %s %s && umount %s", dir, dir2, mnt);
-    assert_int_equal(system(cmd), 0);
-    tally_start(&p, dir2, NULL);
+    restart_with_room(&p, base, mnt, dir, NULL);
     long total = 0;
     for (int i = 0; i < 50; i++) {
         snprintf(key, sizeof(key), "enospc%d", i);
@@ -629,6 +658,148 @@ static void test_real_enospc(void **state)
     if (total != acked)
         fail_msg("%ld acknowledged (%ld refused), %ld present after moving to a disk with room", acked, refused,
                  total);
+    tally_cleanup(&p);
+    unlink(p.log);
+    tmpdir_remove(base);
+}
+
+/* The i-th key of 1000 bytes. */
+static void long_key(char *out, size_t n, int i)
+{
+    memset(out, 'k', 995);
+    snprintf(out + 995, n - 995, "%05u", (unsigned)i % 100000u);
+}
+
+/* Evictions are journaled as deletions of long keys; a write that must evict
+ * many of them on a nearly full disk is either applied (200) or refused
+ * (503) with its own change not applied - in memory, and after a restart on
+ * a disk with room, the state is the one the server had.  (Before, the
+ * router reserved twice the request's size; the deletions overran it, the
+ * write was applied, then answered 503.) */
+static void test_eviction_journal_space(void **state)
+{
+    (void)state;
+    char base[256], mnt[300], dir[400], filler[400];
+    if (!small_disk(base, sizeof(base), mnt, sizeof(mnt), "4m"))
+        skip();
+    snprintf(dir, sizeof(dir), "%s/data", mnt);
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    tally_proc_t p;
+    tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", "--journal-timeout", "1", "--maxmemory",
+                                           "400kb", "--maxmemory-policy", "allkeys-lru", NULL });
+    /* more long keys than fit: memory ends at the limit */
+    enum { NKEYS = 600, NBIG = 4 };
+    char key[1100];
+    for (int i = 0; i < NKEYS; i++) {
+        long_key(key, sizeof(key), i);
+        http_resp_t r = httpf(&p, "POST", "{\"by\":1}", "/counter/%s", key);
+        assert_status(&r, 200);
+        http_free(&r);
+    }
+    fill_disk(filler, 8192);
+    /* each bitmap needs ~150 KB: ~140 evictions, ~145 KB of deletions */
+    int refused = 0;
+    for (int b = 0; b < NBIG; b++) {
+        http_resp_t r = httpf(&p, "POST", "{\"offset\":1200000,\"value\":1}", "/bits/big%d/setbit", b);
+        long st = r.status;
+        if (st == 503)
+            refused++;
+        else if (st != 200)
+            fail_msg("setbit on a full disk: %ld %s", st, r.body);
+        http_free(&r);
+        r = httpf(&p, "GET", NULL, "/bits/big%d/getbit?offset=1200000", b);
+        assert_status(&r, 200);
+        if (json_int_of(&r, "value") != (st == 200))
+            fail_msg("setbit big%d answered %ld, the bit is %lld", b, st, json_int_of(&r, "value"));
+        http_free(&r);
+    }
+    printf("evicting on a full disk: %d of %d writes applied, %d refused (503)\n", NBIG - refused, NBIG, refused);
+    assert_true(refused > 0);
+    /* with room again, the same write evicts what it needs and is applied */
+    assert_int_equal(unlink(filler), 0);
+    http_resp_t w = http(&p, "POST", "/bits/big0/setbit", "{\"offset\":1200000,\"value\":1}", NULL);
+    assert_status(&w, 200);
+    http_free(&w);
+    /* the state now, then the same after a restart on a disk with room */
+    long bit[NBIG], counter[NKEYS];
+    for (int phase = 0; phase < 2; phase++) {
+        if (phase == 1)
+            restart_with_room(&p, base, mnt, dir, NULL);
+        for (int b = 0; b < NBIG; b++) {
+            http_resp_t r = httpf(&p, "GET", NULL, "/bits/big%d/getbit?offset=1200000", b);
+            long v = (long)json_int_of(&r, "value");
+            http_free(&r);
+            if (phase == 0 && b == 0 && v != 1)
+                fail_msg("big0 was set with room again, reads %ld", v);
+            if (phase == 0)
+                bit[b] = v;
+            else if (v != bit[b])
+                fail_msg("big%d after restart: %ld, before: %ld", b, v, bit[b]);
+        }
+        for (int i = 0; i < NKEYS; i++) {
+            long_key(key, sizeof(key), i);
+            http_resp_t r = httpf(&p, "GET", NULL, "/counter/%s", key);
+            long v = r.status == 200 ? (long)json_int_of(&r, "value") : -1;
+            http_free(&r);
+            if (phase == 0)
+                counter[i] = v;
+            else if (v != counter[i])
+                fail_msg("counter %d after restart: %ld, before: %ld", i, v, counter[i]);
+        }
+    }
+    tally_cleanup(&p);
+    unlink(p.log);
+    tmpdir_remove(base);
+}
+
+/* A rate-limit batch through a policy is journaled in canonical form (each
+ * item with its resolved parameters), about three times the request's size:
+ * its bound is secured before anything is decided.  On a disk with room for
+ * the request but not for that record, the batch is refused and nothing was
+ * taken.  (Before, the router's twice-the-request reservation held, the
+ * batch was decided, then its record hit the full disk: 503, yet taken.) */
+static void test_canonical_record_space(void **state)
+{
+    (void)state;
+    char base[256], mnt[300], dir[400], filler[400], cfgpath[300];
+    if (!small_disk(base, sizeof(base), mnt, sizeof(mnt), "4m"))
+        skip();
+    snprintf(dir, sizeof(dir), "%s/data", mnt);
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    snprintf(cfgpath, sizeof(cfgpath), "%s/policies.json", base);
+    FILE *f = fopen(cfgpath, "w");
+    assert_non_null(f);
+    fputs("{\"policies\": {\"w\": {\"algorithm\": \"fixed_window\", \"max_count\": 1, \"period\": 3600}}}", f);
+    fclose(f);
+    tally_proc_t p;
+    tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", "--journal-timeout", "1", "--config", cfgpath,
+                                           NULL });
+    enum { N = 3000 };
+    char *batch = malloc(N * 40 + 32);
+    assert_non_null(batch);
+    size_t len = (size_t)sprintf(batch, "{\"requests\":[");
+    for (int i = 0; i < N; i++)
+        len += (size_t)sprintf(batch + len, "%s{\"policy\":\"w\",\"key\":\"k%04d\"}", i ? "," : "", i);
+    strcpy(batch + len, "]}");
+    /* room for the request (~2 x 84 KB) but not for its ~270 KB record */
+    fill_disk(filler, 200 * 1024);
+    http_resp_t r = http(&p, "POST", "/throttle", batch, NULL);
+    assert_error(&r, 503, "UNAVAILABLE");
+    http_free(&r);
+    for (int phase = 0; phase < 2; phase++) {
+        if (phase == 1)
+            restart_with_room(&p, base, mnt, dir, (const char *[]){ "--config", cfgpath, NULL });
+        for (int i = 0; i < N; i += N / 7) {
+            char peek[96];
+            snprintf(peek, sizeof(peek), "{\"policy\":\"w\",\"key\":\"k%04d\",\"quantity\":0}", i);
+            r = http(&p, "POST", "/throttle", peek, NULL);
+            assert_status(&r, 200);
+            if (json_int_of(&r, "remaining") != 1)
+                fail_msg("k%04d after a refused batch%s: %s", i, phase ? " and a restart" : "", r.body);
+            http_free(&r);
+        }
+    }
+    free(batch);
     tally_cleanup(&p);
     unlink(p.log);
     tmpdir_remove(base);
@@ -656,6 +827,8 @@ int main(void)
         cmocka_unit_test(test_second_process_refused),
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_real_enospc),
+        cmocka_unit_test(test_eviction_journal_space),
+        cmocka_unit_test(test_canonical_record_space),
     };
     return cmocka_run_group_tests_name("durability (integration)", tests, NULL, NULL);
 }

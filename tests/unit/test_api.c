@@ -4,7 +4,8 @@
  * error envelope they produce, the key handle's answers (404, WRONGTYPE),
  * and replay determinism: every journaled request, replayed into a fresh
  * keyspace at its recorded time, rebuilds state that answers exactly as the
- * original.  Also the JSON number writer against core's coordinate fast
+ * original; a journal record's size as the reservation computes it.  Also
+ * the JSON number writer against core's coordinate fast
  * path (the answer of GET /geo/{key}/pos must not depend on which one runs).
  */
 #include <setjmp.h>
@@ -409,6 +410,26 @@ static void test_replay_determinism(void **state)
     ks_free(r.ks);
 }
 
+/* The journal space a request secures is computed from
+ * journalfmt_request_size: it must be exactly what a record takes. */
+static void test_journal_record_size(void **state)
+{
+    (void)state;
+    static const uint8_t body[] = "{\"by\":1}";
+    const journal_req_t reqs[] = {
+        { .now_ns = T0, .method = API_DELETE, .path = "/keys/k", .path_len = 7, .query = "", .ctype = "" },
+        { .now_ns = T0, .method = API_POST, .path = "/counter/x", .path_len = 10, .query = "a=1", .query_len = 3,
+          .ctype = "application/json", .ctype_len = 16, .body = body, .body_len = sizeof(body) - 1 },
+    };
+    for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+        wbuf_t b = WBUF_INIT;
+        journalfmt_put_request(&b, &reqs[i]);
+        assert_false(b.oom);
+        assert_int_equal(b.len, journalfmt_request_size(&reqs[i]));
+        wbuf_free(&b);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* JSON numbers vs core's coordinate fast path                              */
 /* ------------------------------------------------------------------------ */
@@ -448,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_readers),
         cmocka_unit_test(test_key_handle_answers),
         cmocka_unit_test(test_replay_determinism),
+        cmocka_unit_test(test_journal_record_size),
         cmocka_unit_test(test_coord_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
