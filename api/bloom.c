@@ -75,7 +75,7 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     api_items_t it;
-    if (!api_items_request(req, resp, &key, &klen, &it))
+    if (!api_items_request(req, resp, false, &key, &klen, &it))
         return;
     bool *added = malloc(it.n * sizeof(*added));
     if (!added) {
@@ -161,7 +161,7 @@ static void h_bloom_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     api_items_t it;
-    if (!api_items_request(req, resp, &key, &klen, &it))
+    if (!api_items_request(req, resp, false, &key, &klen, &it))
         return;
     bloom_exists(srv, req, resp, key, klen, &it, false);
     api_items_free(&it);

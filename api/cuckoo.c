@@ -168,7 +168,7 @@ static void h_cuckoo_mexists(api_server_t *srv, api_req_t *req, api_resp_t *resp
     const char *key;
     size_t klen;
     api_items_t it;
-    if (!api_items_request(req, resp, &key, &klen, &it))
+    if (!api_items_request(req, resp, false, &key, &klen, &it))
         return;
     cuckoo_lookup(srv, req, resp, key, klen, &it, Q_EXISTS, false);
     api_items_free(&it);
@@ -194,7 +194,7 @@ static void h_cuckoo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     api_items_t it;
-    if (!api_items_request(req, resp, &key, &klen, &it))
+    if (!api_items_request(req, resp, false, &key, &klen, &it))
         return;
     bool *removed = calloc(it.n, sizeof(*removed));
     if (!removed) {

@@ -20,7 +20,7 @@ bool api_item_text(const json_t *v, char *buf, const char **p, size_t *len)
     return true;
 }
 
-static bool list_of(json_t *body, const char *field, size_t max, json_t **arr, api_err_t *err)
+static bool list_of(json_t *body, const char *field, size_t min, size_t max, json_t **arr, api_err_t *err)
 {
     *arr = json_object_get(body, field);
     if (!*arr) {
@@ -32,7 +32,7 @@ static bool list_of(json_t *body, const char *field, size_t max, json_t **arr, a
         return false;
     }
     size_t n = json_array_size(*arr);
-    if (n == 0) {
+    if (n < min) {
         api_err_set(err, API_E_BAD_REQUEST, field, "'%s' must not be empty", field);
         return false;
     }
@@ -46,8 +46,8 @@ static bool list_of(json_t *body, const char *field, size_t max, json_t **arr, a
 bool api_items_alloc(size_t n, api_items_t *out, api_err_t *err)
 {
     memset(out, 0, sizeof(*out));
-    out->p = malloc(n * sizeof(*out->p));
-    out->len = malloc(n * sizeof(*out->len));
+    out->p = malloc((n ? n : 1) * sizeof(*out->p));   /* n == 0: a valid empty list */
+    out->len = malloc((n ? n : 1) * sizeof(*out->len));
     if (!out->p || !out->len) {
         api_items_free(out);
         api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
@@ -57,10 +57,10 @@ bool api_items_alloc(size_t n, api_items_t *out, api_err_t *err)
     return true;
 }
 
-static bool items_parse(json_t *body, const char *field, api_items_t *out, api_err_t *err)
+static bool items_parse(json_t *body, const char *field, size_t min, api_items_t *out, api_err_t *err)
 {
     json_t *arr;
-    if (!list_of(body, field, API_MAX_BATCH, &arr, err))
+    if (!list_of(body, field, min, API_MAX_BATCH, &arr, err))
         return false;
     size_t n = json_array_size(arr);
     if (!api_items_alloc(n, out, err))
@@ -101,7 +101,7 @@ static bool items_parse(json_t *body, const char *field, api_items_t *out, api_e
 static bool keys_parse(json_t *body, const char *field, size_t max, api_items_t *out, api_err_t *err)
 {
     json_t *arr;
-    if (!list_of(body, field, max, &arr, err))
+    if (!list_of(body, field, 1, max, &arr, err))
         return false;
     size_t n = json_array_size(arr);
     if (!api_items_alloc(n, out, err))
@@ -142,7 +142,7 @@ static bool query_item(const api_req_t *req, const char *name, const char **item
 bool api_items_parse(api_resp_t *resp, json_t *body, const char *field, api_items_t *out)
 {
     api_err_t err;
-    return api_err_answered(resp, items_parse(body, field, out, &err), &err);
+    return api_err_answered(resp, items_parse(body, field, 1, out, &err), &err);
 }
 
 bool api_keys_parse(api_resp_t *resp, json_t *body, const char *field, size_t max, api_items_t *out)
@@ -190,9 +190,11 @@ void api_bool_array(api_resp_t *resp, const char *name, const bool *v, size_t n)
     resp->ctype = NULL;
 }
 
-bool api_items_request(api_req_t *req, api_resp_t *resp, const char **key, size_t *klen, api_items_t *it)
+bool api_items_request(api_req_t *req, api_resp_t *resp, bool allow_empty, const char **key, size_t *klen,
+                       api_items_t *it)
 {
     static const char *const fields[] = { "items", NULL };
     json_t *body = api_key_body(req, resp, fields, key, klen);
-    return body && api_items_parse(resp, body, "items", it);
+    api_err_t err;
+    return body && api_err_answered(resp, items_parse(body, "items", allow_empty ? 0 : 1, it, &err), &err);
 }

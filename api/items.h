@@ -41,8 +41,10 @@ bool api_query_item(const api_req_t *req, api_resp_t *resp, const char *name, co
 bool api_items_alloc(size_t n, api_items_t *out, api_err_t *err);
 void api_items_free(api_items_t *it);
 /* The common request shape POST /{family}/{key} {"items": [...]}, no query
- * parameters: the key and the items, or false with a 400 set. */
-bool api_items_request(api_req_t *req, api_resp_t *resp, const char **key, size_t *klen, api_items_t *it);
+ * parameters: the key and the items, or false with a 400 set.  An empty list
+ * is a 400 unless allow_empty (PFADD key with no elements is valid Redis). */
+bool api_items_request(api_req_t *req, api_resp_t *resp, bool allow_empty, const char **key, size_t *klen,
+                       api_items_t *it);
 
 /* Sets a 200 response {"<name>":[true,false,...]}. */
 void api_bool_array(api_resp_t *resp, const char *name, const bool *v, size_t n);

@@ -3,6 +3,7 @@
  * PFMERGE), answers equal to Redis's for the same items.
  *
  *   POST /uv/{key}            {"items":[...]}   -> {"updated":true}     PFADD
+ *                             ("items":[] creates an empty HLL, as PFADD key)
  *   GET  /uv/{key}                              -> {"count":4}          PFCOUNT key
  *   GET  /uv/{key}?union=k2&union=k3            -> {"count":N}          PFCOUNT key k2 k3
  *   GET  /uv/{key}?format=redis                 -> the bytes Redis stores (GET key)
@@ -28,7 +29,7 @@ static void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const char *key;
     size_t klen;
     api_items_t it;
-    if (!api_items_request(req, resp, &key, &klen, &it))
+    if (!api_items_request(req, resp, true, &key, &klen, &it))
         return;
     if (!api_make_room(srv, req, resp)) {
         api_items_free(&it);
