@@ -5,6 +5,7 @@
  *   GET  /geo/{key}/pos?member=a&member=b   -> {"positions":[{"lon","lat"},null]}                  GEOPOS
  *   GET  /geo/{key}/dist?from=&to=&unit=    -> {"distance":1.3878} (null if either is missing)    GEODIST
  *   GET  /geo/{key}/hash?member=a           -> {"hashes":["wx4gdg0tx40",null]}                     GEOHASH
+ *        (pos and hash with no `member` answer an empty list, as GEOPOS/GEOHASH with only a key)
  *   POST /geo/{key}/remove   {"members":[..]}                         -> {"removed":N}             ZREM
  *   GET  /geo/nearby?key=&member=|lon=&lat=&radius=|width=&height=&unit=&count=&any=&sort=
  *                   &withdist=&withcoord=&withhash=  -> {"results":[{"member",...}]}          GEOSEARCH
@@ -160,23 +161,20 @@ static bool lonlat_ok(api_resp_t *resp, const char *field, double lon, double la
     return false;
 }
 
-/* The query's `name` parameters as members: 1..API_MAX_BATCH, each a valid
- * member.  Fills names/lens (caller frees both). */
+/* The query's `name` parameters as members: 0..API_MAX_BATCH (GEOPOS and
+ * GEOHASH accept a key alone), each a valid member.  Fills names/lens (caller
+ * frees both). */
 static bool query_members(const api_req_t *req, api_resp_t *resp, const char *name, const char ***names,
                           size_t **lens, size_t *n)
 {
     size_t count = api_query_count(req, name);
-    if (count == 0) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
-        return false;
-    }
     if (count > API_MAX_BATCH) {
         api_error_field(resp, API_E_BAD_REQUEST, name, "%zu members given; the limit is %d per request", count,
                         API_MAX_BATCH);
         return false;
     }
-    *names = malloc(count * sizeof(**names));
-    *lens = malloc(count * sizeof(**lens));
+    *names = malloc((count ? count : 1) * sizeof(**names));   /* count == 0: an empty list */
+    *lens = malloc((count ? count : 1) * sizeof(**lens));
     if (!*names || !*lens) {
         free(*names);
         free(*lens);

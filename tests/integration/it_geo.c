@@ -115,6 +115,11 @@ static void test_missing_things(void **state)
     expect_body("GET", "/geo/nokey/dist?from=jd&to=xiaomi", NULL, 200, "{\"distance\":null}");
     expect_body("GET", "/geo/nokey/pos?member=jd", NULL, 200, "{\"positions\":[null]}");
     expect_body("GET", "/geo/nokey/hash?member=jd", NULL, 200, "{\"hashes\":[null]}");
+    /* GEOPOS / GEOHASH with only a key: an empty list, for a missing key too */
+    expect_body("GET", "/geo/m1/pos", NULL, 200, "{\"positions\":[]}");
+    expect_body("GET", "/geo/m1/hash", NULL, 200, "{\"hashes\":[]}");
+    expect_body("GET", "/geo/nokey/pos", NULL, 200, "{\"positions\":[]}");
+    expect_body("GET", "/geo/nokey/hash", NULL, 200, "{\"hashes\":[]}");
     expect_body("GET", "/geo/nearby?key=nokey&member=jd&radius=1", NULL, 200, "{\"results\":[]}");
     expect_body("GET", "/geo/nearby?key=m1&lon=0&lat=0&radius=1&unit=km", NULL, 200, "{\"results\":[]}");
     expect_body("GET", "/geo/m1/dist?from=jd&to=xiaomi", NULL, 200, "{\"distance\":33004.6915}");
@@ -189,7 +194,7 @@ static void test_bad_input(void **state)
           "unsupported unit provided. please use M, KM, FT, MI" },
         { "GET", "/geo/bad/dist?from=jd", NULL, 400, "BAD_REQUEST", "'to'" },
         { "GET", "/geo/bad/dist?from=jd&to=x&nope=1", NULL, 400, "BAD_REQUEST", "unknown query parameter 'nope'" },
-        { "GET", "/geo/bad/pos", NULL, 400, "BAD_REQUEST", "member" },
+        { "GET", "/geo/bad/pos?nope=1", NULL, 400, "BAD_REQUEST", "unknown query parameter 'nope'" },
         { "GET", "/geo/nearby?key=bad&lon=200&lat=0&radius=1", NULL, 400, "BAD_REQUEST",
           "invalid longitude,latitude pair 200.000000,0.000000" },
         { "GET", "/geo/nearby?key=bad&lon=1&radius=1", NULL, 400, "BAD_REQUEST", "together" },
@@ -727,6 +732,25 @@ static void test_differential(void **state)
         http_free(&hr);
         free(ex);
         free(ey);
+    }
+
+    /* GEOPOS and GEOHASH with only a key (present or missing): empty in both */
+    static const char *const key_only[][2] = { { "GEOPOS", "pos" }, { "GEOHASH", "hash" } };
+    for (int k = 0; k < 2; k++) {
+        for (int missing = 0; missing < 2; missing++) {
+            const char *kv[] = { key_only[k][0], missing ? "nosuchkey" : key };
+            resp_t *rv = redis_cmdv(&rr, 2, kv, NULL);
+            assert_int_equal(rv->kind, RESP_ARRAY);
+            assert_int_equal(rv->n, 0);
+            snprintf(path, sizeof(path), "/geo/%s/%s", kv[1], key_only[k][1]);
+            http_resp_t hr = http(&T, "GET", path, NULL, NULL);
+            assert_status(&hr, 200);
+            json_t *list = json_object_get(hr.json, k ? "hashes" : "positions");
+            assert_true(json_is_array(list));
+            assert_int_equal(json_array_size(list), rv->n);
+            resp_free(rv);
+            http_free(&hr);
+        }
     }
 
     /* removals, then a missing centre member errors in both */
