@@ -1,7 +1,8 @@
 /*
  * geo.c - /geo: Redis GEO commands over HTTP, with Redis's exact numbers.
  *
- *   POST /geo/{key}          {"members":[{"member","lon","lat"}],"nx","xx"}  -> {"added":N}      GEOADD
+ *   POST /geo/{key}          {"members":[{"member","lon","lat"}],"nx","xx","ch"}  -> {"added":N} GEOADD
+ *        (with "ch":true, N counts members added or whose position changed: GEOADD ... CH)
  *   GET  /geo/{key}/pos?member=a&member=b   -> {"positions":[{"lon","lat"},null]}                  GEOPOS
  *   GET  /geo/{key}/dist?from=&to=&unit=    -> {"distance":1.3878} (null if either is missing)    GEODIST
  *   GET  /geo/{key}/hash?member=a           -> {"hashes":["wx4gdg0tx40",null]}                     GEOHASH
@@ -281,13 +282,13 @@ fail:
 
 static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "members", "nx", "xx", NULL };
+    static const char *const fields[] = { "members", "nx", "xx", "ch", NULL };
     const char *key;
     size_t klen;
     json_t *body;
-    bool nx = false, xx = false;
+    bool nx = false, xx = false, ch = false;
     if (!(body = api_key_body(req, resp, fields, &key, &klen)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
-        !api_obj_bool(resp, body, "xx", &xx, NULL))
+        !api_obj_bool(resp, body, "xx", &xx, NULL) || !api_obj_bool(resp, body, "ch", &ch, NULL))
         return;
     if (nx && xx) {
         api_error_field(resp, API_E_BAD_REQUEST, "xx", "'nx' and 'xx' cannot both be true");
@@ -322,7 +323,7 @@ static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         goto out;
     }
     geo_add_mode_t mode = nx ? GEO_ADD_NX : xx ? GEO_ADD_XX : GEO_ADD;
-    size_t added = 0, nundo = 0;
+    size_t added = 0, nundo = 0;   /* added: the answer (new members, plus moved ones with ch) */
     bool oom = false;
     for (size_t i = 0; i < n && !oom; i++) {
         uint64_t old = 0;
@@ -332,7 +333,9 @@ static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             added++;
             undo[nundo++] = (undo_t){ i, true, 0 };
             break;
-        case GEO_SET_UPDATED:
+        case GEO_SET_UPDATED:   /* the score changed (an equal position is UNCHANGED) */
+            if (ch)
+                added++;
             undo[nundo++] = (undo_t){ i, false, old };
             break;
         case CORE_NOMEM:

@@ -138,6 +138,24 @@ static void test_missing_things(void **state)
     expect_body("GET", "/geo/m1/hash?member=jd&member=new", NULL, 200, "{\"hashes\":[\"s02equ04ve0\",null]}");
     expect_body("POST", "/geo/m1", "{\"members\":[{\"member\":\"jd\",\"lon\":3,\"lat\":4},{\"member\":\"new\",\"lon\":1,\"lat\":2}]}",
                 200, "{\"added\":1}");
+    /* CH: added or moved; the same position again is no change */
+    expect_body("POST", "/geo/m1",
+                "{\"members\":[{\"member\":\"jd\",\"lon\":3,\"lat\":4},{\"member\":\"new\",\"lon\":5,\"lat\":6},"
+                "{\"member\":\"ch1\",\"lon\":1,\"lat\":1}],\"ch\":true}",
+                200, "{\"added\":2}");
+    expect_body("POST", "/geo/m1",
+                "{\"members\":[{\"member\":\"jd\",\"lon\":3,\"lat\":4.5},{\"member\":\"ch2\",\"lon\":1,\"lat\":1}],"
+                "\"xx\":true,\"ch\":true}",
+                200, "{\"added\":1}");
+    expect_body("POST", "/geo/m1",
+                "{\"members\":[{\"member\":\"jd\",\"lon\":9,\"lat\":9},{\"member\":\"ch2\",\"lon\":1,\"lat\":1}],"
+                "\"nx\":true,\"ch\":true}",
+                200, "{\"added\":1}");
+    expect_body("POST", "/geo/m1", "{\"members\":[{\"member\":\"ch1\",\"lon\":1,\"lat\":1}],\"ch\":false}", 200,
+                "{\"added\":0}");
+    expect_body("GET", "/geo/m1/pos?member=jd", NULL, 200,
+                "{\"positions\":[{\"lon\":2.9999998211860657,\"lat\":4.5000007345448765}]}");
+    expect_body("POST", "/geo/m1/remove", "{\"members\":[\"ch1\",\"ch2\"]}", 200, "{\"removed\":2}");
     expect_body("POST", "/geo/m2", "{\"members\":[{\"member\":\"a\",\"lon\":1,\"lat\":2}],\"xx\":true}", 200,
                 "{\"added\":0}");
     expect_body("GET", "/keys/m2", NULL, 404, "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"no such key\"}}");
@@ -185,8 +203,10 @@ static void test_bad_input(void **state)
           "unknown field 'z'" },
         { "POST", "/geo/bad", "{\"members\":[{\"member\":\"x\",\"lon\":1,\"lat\":0}],\"nx\":true,\"xx\":true}", 400,
           "BAD_REQUEST", "both" },
-        { "POST", "/geo/bad", "{\"members\":[{\"member\":\"x\",\"lon\":1,\"lat\":0}],\"ch\":true}", 400,
-          "BAD_REQUEST", "unknown field 'ch'" },
+        { "POST", "/geo/bad", "{\"members\":[{\"member\":\"x\",\"lon\":1,\"lat\":0}],\"ch\":1}", 400,
+          "BAD_REQUEST", "ch" },
+        { "POST", "/geo/bad", "{\"members\":[{\"member\":\"x\",\"lon\":1,\"lat\":0}],\"cx\":true}", 400,
+          "BAD_REQUEST", "unknown field 'cx'" },
         { "POST", "/geo/bad", "[1]", 400, "BAD_REQUEST", "object" },
         { "POST", "/geo/bad/remove", "{\"members\":[1]}", 400, "BAD_REQUEST", "members[0]" },
         { "POST", "/geo/bad/remove", "{\"members\":\"jd\"}", 400, "BAD_REQUEST", "array" },
@@ -563,13 +583,22 @@ static void test_differential(void **state)
         char a[32], b[32];
         num_arg(a, sizeof(a), lon);
         num_arg(b, sizeof(b), lat);
-        const char *argv[] = { "GEOADD", key, flag ? flag : a, flag ? a : b, flag ? b : pts[j].name, pts[j].name };
-        resp_t *rv = redis_cmdv(&rr, flag ? 6 : 5, argv, NULL);
+        bool ch = i % 4 < 2;   /* CH with every flag, and without */
+        const char *argv[7] = { "GEOADD", key };
+        int argc = 2;
+        if (flag)
+            argv[argc++] = flag;
+        if (ch)
+            argv[argc++] = "CH";
+        argv[argc++] = a;
+        argv[argc++] = b;
+        argv[argc++] = pts[j].name;
+        resp_t *rv = redis_cmdv(&rr, argc, argv, NULL);
         json_t *js = json_string(pts[j].name);
         char *jm = json_dumps(js, JSON_ENCODE_ANY);
         char body[256];
-        snprintf(body, sizeof(body), "{\"members\":[{\"member\":%s,\"lon\":%s,\"lat\":%s}]%s}", jm, a, b,
-                 flag ? (i % 3 == 0 ? ",\"nx\":true" : ",\"xx\":true") : "");
+        snprintf(body, sizeof(body), "{\"members\":[{\"member\":%s,\"lon\":%s,\"lat\":%s}]%s%s}", jm, a, b,
+                 flag ? (i % 3 == 0 ? ",\"nx\":true" : ",\"xx\":true") : "", ch ? ",\"ch\":true" : "");
         http_resp_t hr = http(&T, "POST", "/geo/world", body, NULL);
         assert_int_equal(json_int_of(&hr, "added"), rv->integer);
         if (!flag || i % 3 == 1) {
