@@ -60,13 +60,17 @@ struct zindex {
 
 static inline size_t elem_bytes(size_t len) { return sizeof(elem_t) + len; }
 
-/* Redis's zset order: score, then member bytes (memcmp, shorter first). */
+/* Redis's zset order: score, then member bytes (memcmp, shorter first).
+ * e1 is a stored element; e2 may be NULL, a probe that sorts before every
+ * member of score s2 (range scans seek by score alone). */
 static inline int key_cmp(uint64_t s1, const elem_t *e1, uint64_t s2, const elem_t *e2)
 {
     if (s1 != s2)
         return s1 < s2 ? -1 : 1;
     if (e1 == e2)
         return 0;
+    if (!e2)
+        return 1;
     size_t l = e1->len < e2->len ? e1->len : e2->len;
     int c = memcmp(e1->m, e2->m, l);
     if (c)
@@ -149,7 +153,7 @@ static void slot_delete(zindex_t *z, size_t i)
 /* B+tree: (score, member) order                                            */
 /* ------------------------------------------------------------------------ */
 
-/* First index in the leaf whose key is >= (s, e). */
+/* First index in the leaf whose key is >= (s, e); e NULL: score >= s. */
 static int leaf_lower(const leaf_t *l, uint64_t s, const elem_t *e)
 {
     int lo = 0, hi = l->h.n;
@@ -163,42 +167,14 @@ static int leaf_lower(const leaf_t *l, uint64_t s, const elem_t *e)
     return lo;
 }
 
-/* First index whose score is >= s (e ignored: for range scans). */
-static int leaf_lower_score(const leaf_t *l, uint64_t s)
-{
-    int lo = 0, hi = l->h.n;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (l->score[mid] < s)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The child whose range holds (s, e): the last i >= 1 with key[i] <= (s, e),
- * else 0. */
+ * else 0.  e NULL: the child that may hold the first key with score >= s. */
 static int inner_child(const inner_t *in, uint64_t s, const elem_t *e)
 {
     int lo = 1, hi = in->h.n;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
         if (key_cmp(in->score[mid], in->e[mid], s, e) <= 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo - 1;
-}
-
-/* The child that may hold the first key with score >= s. */
-static int inner_child_score(const inner_t *in, uint64_t s)
-{
-    int lo = 1, hi = in->h.n;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (in->score[mid] < s)
             lo = mid + 1;
         else
             hi = mid;
@@ -715,10 +691,10 @@ static leaf_t *seek_score(const zindex_t *z, uint64_t s, int *pos)
         return NULL;
     while (!nd->leaf) {
         inner_t *in = (inner_t *)nd;
-        nd = in->child[inner_child_score(in, s)];
+        nd = in->child[inner_child(in, s, NULL)];
     }
     leaf_t *l = (leaf_t *)nd;
-    int i = leaf_lower_score(l, s);
+    int i = leaf_lower(l, s, NULL);
     while (l && i == l->h.n) {   /* all smaller: the answer starts in the next leaf */
         l = l->next;
         i = 0;
