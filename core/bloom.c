@@ -306,14 +306,16 @@ static inline bool link_check(const link_t *l, hashval_t h)
     return true;
 }
 
-bool bloom_check(const bloom_t *b, const void *item, size_t len)
+/* Whether some link, newest first, has all of h's bits set. */
+static bool chain_check(const bloom_t *b, hashval_t h)
 {
-    hashval_t h = item_hash(b, item, len);
     for (uint32_t i = b->nfilters; i-- > 0;)
         if (link_check(&b->links[i], h))
             return true;
     return false;
 }
+
+bool bloom_check(const bloom_t *b, const void *item, size_t len) { return chain_check(b, item_hash(b, item, len)); }
 
 /* Appends the link that follows the newest (RedisBloom's SBChain_AddLink). */
 static int grow(bloom_t *b, uint64_t max_bytes)
@@ -333,9 +335,8 @@ static int grow(bloom_t *b, uint64_t max_bytes)
 int bloom_add(bloom_t *b, const void *item, size_t len, uint64_t max_bytes, bloom_undo_t *undo)
 {
     hashval_t h = item_hash(b, item, len);
-    for (uint32_t i = b->nfilters; i-- > 0;)
-        if (link_check(&b->links[i], h))
-            return BLOOM_PRESENT;
+    if (chain_check(b, h))
+        return BLOOM_PRESENT;
 
     if (b->links[b->nfilters - 1].items >= b->links[b->nfilters - 1].entries) {
         if (b->options & BLOOM_OPT_NO_SCALING)
