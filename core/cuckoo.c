@@ -327,17 +327,8 @@ void cuckoo_undo_commit(cuckoo_undo_t *u)
 /* Operations                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* First free slot of bucket i in sub-filter fi, or -1. */
-static int64_t free_slot(const cuckoo_t *c, uint32_t fi, uint64_t i)
-{
-    const uint8_t *d = c->f[fi].data;
-    uint64_t s0 = i * c->p.bucket_size;
-    for (uint64_t s = s0; s < s0 + c->p.bucket_size; s++)
-        if (slot_get(d, c->p.fp_bits, s) == 0)
-            return (int64_t)s;
-    return -1;
-}
-
+/* Whether bucket i of sub-filter fi holds fp; its first slot holding it goes
+ * to *slot (slot may be NULL). */
 static bool bucket_has(const cuckoo_t *c, uint32_t fi, uint64_t i, uint32_t fp, uint64_t *slot)
 {
     const uint8_t *d = c->f[fi].data;
@@ -349,6 +340,14 @@ static bool bucket_has(const cuckoo_t *c, uint32_t fi, uint64_t i, uint32_t fp, 
             return true;
         }
     return false;
+}
+
+/* First free slot of bucket i in sub-filter fi, or -1 (an empty slot holds
+ * fingerprint 0, which no item has). */
+static int64_t free_slot(const cuckoo_t *c, uint32_t fi, uint64_t i)
+{
+    uint64_t s;
+    return bucket_has(c, fi, i, 0, &s) ? (int64_t)s : -1;
 }
 
 static bool lookup_check(const cuckoo_t *c, lookup_t l)
