@@ -566,9 +566,7 @@ static core_status_t append_run(ts_t *ts, const ts_sample_t *s, size_t n)
     if (!ensure_array(ts, ts->nchunks + n / TS_MIN_SAMPLES_PER_FULL_CHUNK + 2))
         return CORE_NOMEM;
     size_t old_n = ts->nchunks;
-    ts_chunk_t saved;
-    if (old_n)
-        saved = *ts->chunks[old_n - 1];
+    gorilla_enc_t saved = old_n ? chunk_enc(ts->chunks[old_n - 1]) : gorilla_empty();
     for (size_t i = 0; i < n; i++) {
         ts_chunk_t **pc = ts->nchunks ? &ts->chunks[ts->nchunks - 1] : NULL;
         if (!pc || chunk_full(*pc)) {
@@ -599,14 +597,7 @@ rollback:
         uint32_t b = (from + 7) / 8, e = (to + 7) / 8;
         if (e > b)
             memset(c->data + b, 0, e - b);
-        c->first_ts = saved.first_ts;
-        c->last_ts = saved.last_ts;
-        c->prev_delta = saved.prev_delta;
-        c->prev_bits = saved.prev_bits;
-        c->count = saved.count;
-        c->nbits = saved.nbits;
-        c->lead = saved.lead;
-        c->trail = saved.trail;
+        chunk_set_enc(c, &saved);
     }
     return CORE_NOMEM;
 }
