@@ -22,6 +22,7 @@
 #include "core/codec.h"
 #include "core/cuckoo.h"
 #include "core/rng.h"
+#include "tests/unit/same_encoding.h"
 
 static cuckoo_params_t params(uint64_t cap, uint32_t bs, uint32_t exp, uint32_t fp)
 {
@@ -210,11 +211,8 @@ static void test_full_and_undo(void **state)
             break;
     }
     cuckoo_undo_rollback(c, u);
-    cuckoo_type.encode(c, &after);
-    assert_int_equal(before.len, after.len);
-    assert_memory_equal(before.data, after.data, before.len);
+    assert_encodes_as(&cuckoo_type, c, &before);
     wbuf_free(&before);
-    wbuf_free(&after);
     cuckoo_free(c);
 
     /* growth: 32 sub-filters at most, then "Maximum expansions reached"
@@ -450,7 +448,7 @@ static void test_compaction(void **state)
     c = reserve(8, 2, 20, 1);
     assert_int_equal(add_decimal(c, 200), CUCKOO_ADDED);
     cuckoo_get_info(c, &a);
-    wbuf_t before = WBUF_INIT, after = WBUF_INIT;
+    wbuf_t before = WBUF_INIT;
     cuckoo_type.encode(c, &before);
     cuckoo_undo_t *u = cuckoo_undo_begin(c);
     for (int i = 199; i >= 100; i--) {
@@ -465,9 +463,8 @@ static void test_compaction(void **state)
         assert_true(cuckoo_check(c, k, strlen(k)));
     }
     cuckoo_undo_rollback(c, u);
-    cuckoo_type.encode(c, &after);
-    assert_int_equal(before.len, after.len);
-    assert_memory_equal(before.data, after.data, before.len);
+    assert_encodes_as(&cuckoo_type, c, &before);
+    wbuf_free(&before);
     /* the same deletes committed, and without a log, end alike */
     cuckoo_t *d = reserve(8, 2, 20, 1);
     assert_int_equal(add_decimal(d, 200), CUCKOO_ADDED);
@@ -478,14 +475,7 @@ static void test_compaction(void **state)
         assert_true(cuckoo_delete(d, k, strlen(k), NULL));
     }
     cuckoo_undo_commit(u);
-    wbuf_free(&before);
-    wbuf_free(&after);
-    cuckoo_type.encode(c, &before);
-    cuckoo_type.encode(d, &after);
-    assert_int_equal(before.len, after.len);
-    assert_memory_equal(before.data, after.data, before.len);
-    wbuf_free(&before);
-    wbuf_free(&after);
+    assert_same_encoding(&cuckoo_type, c, d);
     cuckoo_free(c);
     cuckoo_free(d);
 }
@@ -534,13 +524,7 @@ static void test_dump_load(void **state)
     while ((p = cuckoo_dump_chunk(c, &cur, 50, &len)))
         assert_true(cuckoo_load_chunk(d, cur, p, len, &why));
     assert_int_equal(cur, 0);
-    wbuf_t x = WBUF_INIT, y = WBUF_INIT;
-    cuckoo_type.encode(c, &x);
-    cuckoo_type.encode(d, &y);
-    assert_int_equal(x.len, y.len);
-    assert_memory_equal(x.data, y.data, x.len);
-    wbuf_free(&x);
-    wbuf_free(&y);
+    assert_same_encoding(&cuckoo_type, c, d);
     assert_false(cuckoo_load_chunk(d, 0, (const uint8_t *)"a", 1, &why));
     assert_false(cuckoo_load_chunk(d, 1, (const uint8_t *)"a", 1, &why));   /* before the data */
     assert_false(cuckoo_load_chunk(d, 1000000, (const uint8_t *)"a", 1, &why));
@@ -601,16 +585,10 @@ static void test_gen1(void **state)
     const char *why;
     cuckoo_t *r = cuckoo_type.decode(w.data, w.len, &why);
     assert_non_null(r);
-    wbuf_t w2 = WBUF_INIT;
     assert_int_equal(add_decimal(a, 300), CUCKOO_ADDED);   /* copies: random evictions, replayed alike */
     assert_int_equal(add_decimal(r, 300), CUCKOO_ADDED);
     wbuf_free(&w);
-    cuckoo_type.encode(a, &w);
-    cuckoo_type.encode(r, &w2);
-    assert_int_equal(w.len, w2.len);
-    assert_memory_equal(w.data, w2.data, w.len);
-    wbuf_free(&w);
-    wbuf_free(&w2);
+    assert_same_encoding(&cuckoo_type, a, r);
     cuckoo_free(a);
     cuckoo_free(b);
     cuckoo_free(r);
