@@ -389,15 +389,26 @@ bool api_parse_double(const char *s, size_t len, double *out)
     return true;
 }
 
+/* The value of query parameter `name`, found in one pass over the
+ * parameters: false when it is given more than once, or is missing and
+ * required; otherwise true with *v NULL when it is absent.  Clears *present
+ * (may be NULL), which the reader sets once the value is accepted. */
 static bool query_once(const api_req_t *req, const char *name, bool required, const char **v, size_t *len,
-                       api_err_t *err)
+                       bool *present, api_err_t *err)
 {
-    size_t n = api_query_count(req, name);
+    if (present)
+        *present = false;
+    *v = NULL;
+    size_t n = 0;
+    for (int i = 0; i < req->nparams; i++)
+        if (strcmp(req->params[i].name, name) == 0 && n++ == 0) {
+            *v = req->params[i].value;
+            *len = req->params[i].vlen;
+        }
     if (n > 1) {
         api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
         return false;
     }
-    *v = api_query_get(req, name, len);
     if (!*v && required) {
         api_err_set(err, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
         return false;
@@ -410,9 +421,7 @@ static bool query_int(const api_req_t *req, const char *name, bool required, int
 {
     const char *v;
     size_t len;
-    if (present)
-        *present = false;
-    if (!query_once(req, name, required, &v, &len, err))
+    if (!query_once(req, name, required, &v, &len, present, err))
         return false;
     if (!v)
         return true;
@@ -441,9 +450,7 @@ static bool query_double(const api_req_t *req, const char *name, bool required, 
 {
     const char *v;
     size_t len;
-    if (present)
-        *present = false;
-    if (!query_once(req, name, required, &v, &len, err))
+    if (!query_once(req, name, required, &v, &len, present, err))
         return false;
     if (!v)
         return true;
@@ -467,9 +474,7 @@ static bool query_bool(const api_req_t *req, const char *name, bool *out, bool *
 {
     const char *v;
     size_t len;
-    if (present)
-        *present = false;
-    if (!query_once(req, name, false, &v, &len, err))
+    if (!query_once(req, name, false, &v, &len, present, err))
         return false;
     if (!v)
         return true;
