@@ -498,6 +498,13 @@ static bool query_bool(const api_req_t *req, const char *name, bool *out, bool *
     return true;
 }
 
+bool api_query_string(const api_req_t *req, api_resp_t *resp, const char *name, bool required, const char **v,
+                      size_t *len)
+{
+    api_err_t err;
+    return api_err_answered(resp, query_once(req, name, required, v, len, NULL, &err), &err);
+}
+
 bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, bool required, int64_t min,
                    int64_t max, int64_t *out, bool *present)
 {
