@@ -553,3 +553,13 @@ void file_write(const char *path, const void *data, size_t len)
     if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
         die("%s: cannot write: %s", path, strerror(errno));
 }
+
+bool file_equals(const char *path, const void *data, size_t len)
+{
+    size_t n;
+    char *now = file_read(path, &n);
+    bool same = n == len && memcmp(now, data, len) == 0;
+    free(now);
+    return same;
+}
+

@@ -106,5 +106,7 @@ void http_expect(const tally_proc_t *p, const char *method, const char *path, co
  * NUL-terminated (*len excludes the NUL). */
 char *file_read(const char *path, size_t *len);
 void file_write(const char *path, const void *data, size_t len);
+/* Whether the file holds exactly these bytes (a missing file fails the test). */
+bool file_equals(const char *path, const void *data, size_t len);
 
 #endif

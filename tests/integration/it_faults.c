@@ -39,30 +39,6 @@ static const char *tallyd_bin(void) { return getenv("TALLYD") ? getenv("TALLYD")
 
 static bool slow_build(void) { return getenv("TALLY_SLOW") != NULL; }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *len = 0;
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *d = malloc(*len + 1);
-    assert_int_equal(fread(d, 1, *len, f), *len);
-    fclose(f);
-    return d;
-}
-
-static void spit(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
-
 static long counter_of(const tally_proc_t *p, const char *key)
 {
     char path[128];
@@ -317,18 +293,15 @@ static int check_tool(const char *file)
 static void try_variant(const char *dir, const char *path, const char *orig, size_t olen, const char *data,
                         size_t len, outcome_t *o, const char *what)
 {
-    spit(path, data, len);
+    file_write(path, data, len);
     long v = 0;
     char why[320];
     bool refused = start_or_refuse(dir, path, &v, why, sizeof(why));
     int check = check_tool(path);
     if (refused) {
         o->refused++;
-        size_t alen;
-        char *after = slurp(path, &alen);
-        if (alen != len || (len && memcmp(after, data, len) != 0))
+        if (!file_equals(path, data, len))
             fail_msg("%s: %s was modified by a refused start", what, path);
-        free(after);
         if (check != 1) {
             o->check_disagrees++;
             fail_msg("%s: start-up refused %s (%s) but --check exits %d", what, path, why, check);
@@ -344,7 +317,7 @@ static void try_variant(const char *dir, const char *path, const char *orig, siz
             fail_msg("%s: start-up accepted %s but --check exits %d", what, path, check);
         }
     }
-    spit(path, orig, olen);
+    file_write(path, orig, olen);
 }
 
 /* Record boundaries of a journal (offsets of each frame, and the end). */
@@ -369,7 +342,7 @@ static void damage_file(const char *dir, const char *name, bool journal, rng_t *
     char path[400];
     snprintf(path, sizeof(path), "%.255s/%.60s", dir, name);
     size_t olen;
-    char *orig = slurp(path, &olen);
+    char *orig = file_read(path, &olen);
     assert_non_null(orig);
     char *d = malloc(olen + 16);
     size_t frames[256];
@@ -530,7 +503,7 @@ static void test_mixed_load_snapshots_reloads(void **state)
     strcat(cfg, "/p.json");
     static const char policies[] = "{\"policies\":{\"api\":{\"algorithm\":\"gcra\",\"key\":\"{path}\",\"max_burst\":100,"
                                    "\"count_per_period\":10,\"period\":1}}}";
-    spit(cfg, policies, sizeof(policies) - 1);
+    file_write(cfg, policies, sizeof(policies) - 1);
     tally_proc_t p;
     tally_start(&p, NULL, (const char *[]){ "--config", cfg, "--snapshot-interval", "1", NULL });
     _Atomic int stop = 0;
