@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/persist_fmt.h"
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
@@ -563,3 +565,21 @@ bool file_equals(const char *path, const void *data, size_t len)
     return same;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Journal files                                                            */
+/* ------------------------------------------------------------------------ */
+
+size_t journal_frames(const char *d, size_t len, size_t *offs, size_t max)
+{
+    size_t off = JOURNAL_HEADER_SIZE, n = 0;
+    while (off + JOURNAL_FRAME_SIZE <= len && n < max) {
+        uint32_t plen = (uint32_t)(unsigned char)d[off] | (uint32_t)(unsigned char)d[off + 1] << 8 |
+                        (uint32_t)(unsigned char)d[off + 2] << 16 | (uint32_t)(unsigned char)d[off + 3] << 24;
+        if (plen == 0 || off + JOURNAL_FRAME_SIZE + plen > len)
+            break;
+        offs[n++] = off;
+        off += JOURNAL_FRAME_SIZE + plen;
+    }
+    offs[n] = off;
+    return n;
+}

@@ -109,4 +109,10 @@ void file_write(const char *path, const void *data, size_t len);
 /* Whether the file holds exactly these bytes (a missing file fails the test). */
 bool file_equals(const char *path, const void *data, size_t len);
 
+/* The record boundaries of a journal file's bytes, walked by their frames
+ * (request and seal records alike) up to the first zero or overrunning
+ * length, at most max records: offs (max + 1 entries) gets where each record
+ * starts, then where the last one ends.  Returns the number of records. */
+size_t journal_frames(const char *d, size_t len, size_t *offs, size_t max);
+
 #endif

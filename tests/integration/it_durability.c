@@ -233,20 +233,19 @@ static void expect_refusal_untouched(tally_proc_t *p, const char *file, const ch
     assert_true(file_equals(file, data, len));
 }
 
-/* Where the records of a journal file end, and where its last one starts. */
-static void journal_records_extent(const char *data, size_t len, size_t *last_start, size_t *end)
+/* A data directory whose journal holds 10 requests on key "d" (the process
+ * killed) and that journal's bytes: *last is where its last record starts,
+ * *end where its records end. */
+static char *journal_of_ten(tally_proc_t *p, char *jp, size_t jn, size_t *len, size_t *last, size_t *end)
 {
-    size_t off = 24;
-    *last_start = *end = off;
-    while (off + 8 <= len) {
-        uint32_t plen = (uint32_t)(unsigned char)data[off] | (uint32_t)(unsigned char)data[off + 1] << 8 |
-                        (uint32_t)(unsigned char)data[off + 2] << 16 | (uint32_t)(unsigned char)data[off + 3] << 24;
-        if (plen == 0 || off + 8 + plen > len)
-            break;
-        *last_start = off;
-        off += 8 + plen;
-        *end = off;
-    }
+    make_dir(p, 0, 10);
+    last_journal(p->dir, jp, jn);
+    char *data = file_read(jp, len);
+    size_t offs[65];
+    size_t n = journal_frames(data, *len, offs, 64);
+    *last = n ? offs[n - 1] : offs[0];
+    *end = offs[n];
+    return data;
 }
 
 /* The one shape a crash mid-append leaves (journal format 2): the last
@@ -257,12 +256,9 @@ static void test_torn_journal_tail_dropped(void **state)
 {
     (void)state;
     tally_proc_t p;
-    make_dir(&p, 0, 10);
     char jp[512];
-    last_journal(p.dir, jp, sizeof(jp));
     size_t len, last, end;
-    char *data = file_read(jp, &len);
-    journal_records_extent(data, len, &last, &end);
+    char *data = journal_of_ten(&p, jp, sizeof(jp), &len, &last, &end);
     assert_true(end > last && last > 24 && len >= end + 4096);
     memset(data + last, 0, 8);         /* frame not stored yet */
     memset(data + end - 7, 0, 7);      /* nor the end of the payload */
@@ -288,12 +284,9 @@ static void test_torn_journal_tail_dropped(void **state)
 static void refused_tail(bool cut_file)
 {
     tally_proc_t p;
-    make_dir(&p, 0, 10);
     char jp[512];
-    last_journal(p.dir, jp, sizeof(jp));
     size_t len, last, end;
-    char *data = file_read(jp, &len);
-    journal_records_extent(data, len, &last, &end);
+    char *data = journal_of_ten(&p, jp, sizeof(jp), &len, &last, &end);
     if (cut_file) {
         len = end - 7;
     } else {

@@ -320,23 +320,6 @@ static void try_variant(const char *dir, const char *path, const char *orig, siz
     file_write(path, orig, olen);
 }
 
-/* Record boundaries of a journal (offsets of each frame, and the end). */
-static size_t journal_frames(const char *d, size_t len, size_t *offs, size_t max)
-{
-    size_t off = 24, n = 0;
-    while (off + 8 <= len && n < max) {
-        uint32_t plen = (uint32_t)(unsigned char)d[off] | (uint32_t)(unsigned char)d[off + 1] << 8 |
-                        (uint32_t)(unsigned char)d[off + 2] << 16 | (uint32_t)(unsigned char)d[off + 3] << 24;
-        if (plen == 0 || off + 8 + plen > len)
-            break;
-        offs[n++] = off;
-        off += 8 + plen;
-    }
-    if (n < max)
-        offs[n] = off;
-    return n;
-}
-
 static void damage_file(const char *dir, const char *name, bool journal, rng_t *rng, outcome_t *o)
 {
     char path[400];
