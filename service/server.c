@@ -141,13 +141,19 @@ static bool addr_key(const struct sockaddr *sa, uint8_t key[16])
     return false;
 }
 
-/* The count of an address (created when `create`); conn_mu held. */
-static ipcount_t *ip_find(server_t *s, const uint8_t key[16], bool create)
+/* The hash chain of an address (FNV-1a of its 16 bytes). */
+static ipcount_t **ip_bucket(server_t *s, const uint8_t key[16])
 {
     uint32_t h = 2166136261u;
     for (int i = 0; i < 16; i++)
         h = (h ^ key[i]) * 16777619u;
-    ipcount_t **b = &s->ips[h % IP_BUCKETS];
+    return &s->ips[h % IP_BUCKETS];
+}
+
+/* The count of an address (created when `create`); conn_mu held. */
+static ipcount_t *ip_find(server_t *s, const uint8_t key[16], bool create)
+{
+    ipcount_t **b = ip_bucket(s, key);
     for (ipcount_t *e = *b; e; e = e->next)
         if (memcmp(e->addr, key, 16) == 0)
             return e;
@@ -162,14 +168,12 @@ static ipcount_t *ip_find(server_t *s, const uint8_t key[16], bool create)
     return e;
 }
 
+/* One connection of the address fewer: its count goes at zero.  conn_mu held. */
 static void ip_release(server_t *s, ipcount_t *e)
 {
     if (--e->count > 0)
         return;
-    uint32_t h = 2166136261u;
-    for (int i = 0; i < 16; i++)
-        h = (h ^ e->addr[i]) * 16777619u;
-    for (ipcount_t **b = &s->ips[h % IP_BUCKETS]; *b; b = &(*b)->next)
+    for (ipcount_t **b = ip_bucket(s, e->addr); *b; b = &(*b)->next)
         if (*b == e) {
             *b = e->next;
             free(e);
