@@ -541,17 +541,20 @@ static enum MHD_Result cl_header(void *cls, enum MHD_ValueKind kind, const char 
 
 /* Request framing a proxy in front could read differently (request
  * smuggling), or that would leave the connection waiting: two different
- * Content-Length headers, a Transfer-Encoding other than chunked. */
-static const char *framing_error(struct MHD_Connection *c)
+ * Content-Length headers, a Transfer-Encoding other than chunked.  *cl and
+ * *te receive the request's (first) Content-Length and Transfer-Encoding
+ * headers, or NULL. */
+static const char *framing_error(struct MHD_Connection *c, const char **cl, const char **te)
 {
-    struct cl_scan cl = { NULL, false };
-    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_header, &cl);
-    if (cl.differ)
+    struct cl_scan scan = { NULL, false };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_header, &scan);
+    *cl = scan.first;
+    *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (scan.differ)
         return "the request has two different Content-Length headers";
-    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    if (te && strcasecmp(te, "chunked") != 0)
+    if (*te && strcasecmp(*te, "chunked") != 0)
         return "Transfer-Encoding other than chunked is not supported (send the body as is, or chunked)";
-    if (te && cl.first)
+    if (*te && *cl)
         return "the request has both Transfer-Encoding and Content-Length";
     return NULL;
 }
@@ -571,15 +574,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         conn_set(c, CONN_BUSY);
         if (!st->uri)
             return MHD_NO;
-        const char *why = framing_error(c);
+        const char *cl, *te;
+        const char *why = framing_error(c, &cl, &te);
         if (why) {
             st->close = true;   /* the rest of the stream cannot be trusted */
             return send_error(s, c, st, API_E_BAD_REQUEST, why);
         }
         if (strlen(st->uri) > s->max_url)
             return send_error(s, c, st, API_E_URI_TOO_LONG, "the request URL is longer than the limit");
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->body_limit) {
+        unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
+        if (clen > s->body_limit) {
             char msg[96];
             snprintf(msg, sizeof(msg), "the request body is larger than the limit of %zu bytes", s->body_limit);
             return send_error(s, c, st, API_E_PAYLOAD_TOO_LARGE, msg);
@@ -587,9 +591,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* a body is coming: its progress is watched (with Expect:
          * 100-continue, from its first bytes, after MHD's interim answer) */
         conn_t *k = conn_of(c);
-        bool chunked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
-        if (k && (chunked || (cl && strtoull(cl, NULL, 10) > 0)) &&
-            !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
+        if (k && (te || clen > 0) && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
             conn_claim(k, CONN_BUSY, CONN_BODY);
         return MHD_YES;
     }
