@@ -96,11 +96,16 @@ static void remember_child(pid_t pid)
 
 void tally_set_file_limit(long long bytes) { file_limit = bytes; }
 
-static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
+/* The tallyd under test: $TALLYD, else the optimised build. */
+static const char *tallyd_path(void)
 {
     const char *bin = getenv("TALLYD");
-    if (!bin)
-        bin = "build/release/tallyd";
+    return bin ? bin : "build/release/tallyd";
+}
+
+static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
+{
+    const char *bin = tallyd_path();
     char dircopy[256] = "";
     if (dir)
         snprintf(dircopy, sizeof(dircopy), "%s", dir);   /* dir may be p->dir itself */
@@ -301,6 +306,24 @@ static void check_sanitizers(const tally_proc_t *p)
         fail();
     }
     free(log);
+}
+
+int tally_check(const char *path, char *out, size_t n)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s --check %s 2>&1", tallyd_path(), path);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        die("%s: %s", cmd, strerror(errno));
+    char sink[4096];
+    if (out && n) {
+        size_t got = fread(out, 1, n - 1, f);
+        out[got] = '\0';
+    }
+    while (fread(sink, 1, sizeof(sink), f) > 0)
+        ;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 void tally_cleanup(tally_proc_t *p)

@@ -67,6 +67,10 @@ int tally_stop(tally_proc_t *p);
 void tally_kill(tally_proc_t *p);
 /* Stops if running and removes the data directory if the harness made it. */
 void tally_cleanup(tally_proc_t *p);
+/* Runs `tallyd --check path` (the tallyd under test); returns its exit
+ * status (-1 when it did not exit), and its output (stdout and stderr) in
+ * out when out is not NULL. */
+int tally_check(const char *path, char *out, size_t n);
 /* Reads the whole log file (malloc'd). */
 char *tally_log(const tally_proc_t *p);
 

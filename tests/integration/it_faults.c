@@ -35,8 +35,6 @@
 #include "core/rng.h"
 #include "tests/integration/harness.h"
 
-static const char *tallyd_bin(void) { return getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd"; }
-
 static bool slow_build(void) { return getenv("TALLY_SLOW") != NULL; }
 
 static long counter_of(const tally_proc_t *p, const char *key)
@@ -280,14 +278,6 @@ static bool start_or_refuse(const char *dir, const char *file, long *value, char
     return false;
 }
 
-static int check_tool(const char *file)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "%s --check %s >/dev/null 2>&1", tallyd_bin(), file);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 /* One damaged variant of `path` (original bytes orig/olen): written, tried,
  * restored. */
 static void try_variant(const char *dir, const char *path, const char *orig, size_t olen, const char *data,
@@ -297,7 +287,7 @@ static void try_variant(const char *dir, const char *path, const char *orig, siz
     long v = 0;
     char why[320];
     bool refused = start_or_refuse(dir, path, &v, why, sizeof(why));
-    int check = check_tool(path);
+    int check = tally_check(path, NULL, 0);
     if (refused) {
         o->refused++;
         if (!file_equals(path, data, len))

@@ -78,24 +78,10 @@ static void write_table(const tally_proc_t *p, const char *b, const char *c, con
     http_expect(p, "POST", path, "{\"items\":[\"a\",\"b\",\"c\"]}", 200, expelled);
 }
 
-/* Runs `tallyd --check path`; returns its exit status, output in out. */
-static int run_check(const char *path, char *out, size_t n)
-{
-    const char *bin = getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd";
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "%s --check %s 2>&1", bin, path);
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t got = fread(out, 1, n - 1, f);
-    out[got] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void check_says(const char *path, int status, const char *want)
 {
     char out[4096];
-    int st = run_check(path, out, sizeof(out));
+    int st = tally_check(path, out, sizeof(out));
     if (st != status || !strstr(out, want))
         fail_msg("tallyd --check %s: exit %d (want %d), output lacks \"%s\":\n%s", path, st, status, want, out);
 }
