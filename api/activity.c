@@ -40,17 +40,9 @@ static bool day_value(api_resp_t *resp, const char *field, const char *s, size_t
 
 static bool query_day(const api_req_t *req, api_resp_t *resp, const char *name, int32_t *day)
 {
-    size_t n = api_query_count(req, name);
-    if (n != 1) {
-        if (n == 0)
-            api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
-        else
-            api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
-        return false;
-    }
+    const char *s;
     size_t len;
-    const char *s = api_query_get(req, name, &len);
-    return day_value(resp, name, s, len, day);
+    return api_query_string(req, resp, name, true, &s, &len) && day_value(resp, name, s, len, day);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -342,6 +342,10 @@ bool api_no_query(const api_req_t *req, api_resp_t *resp);
  * JSON object body with members among `fields` (NULL with a 4xx set). */
 json_t *api_key_body(api_req_t *req, api_resp_t *resp, const char *const *fields, const char **key, size_t *klen);
 const char *api_query_get(const api_req_t *req, const char *name, size_t *len);
+/* The text of query parameter `name`, given at most once: 400 when it is
+ * repeated, or missing and required; true with *v NULL when it is absent. */
+bool api_query_string(const api_req_t *req, api_resp_t *resp, const char *name, bool required, const char **v,
+                      size_t *len);
 size_t api_query_count(const api_req_t *req, const char *name);
 bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, bool required, int64_t min,
                    int64_t max, int64_t *out, bool *present);

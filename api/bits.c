@@ -58,17 +58,10 @@ static bool body_offset(api_resp_t *resp, json_t *body, uint64_t *out)
 
 static bool query_offset(const api_req_t *req, api_resp_t *resp, uint64_t *out)
 {
-    size_t n = api_query_count(req, "offset");
-    if (n == 0) {
-        api_error_field(resp, API_E_BAD_REQUEST, "offset", "missing query parameter 'offset'");
-        return false;
-    }
-    if (n > 1) {
-        api_error_field(resp, API_E_BAD_REQUEST, "offset", "query parameter 'offset' given %zu times", n);
-        return false;
-    }
+    const char *s;
     size_t len;
-    const char *s = api_query_get(req, "offset", &len);
+    if (!api_query_string(req, resp, "offset", true, &s, &len))
+        return false;
     int64_t x = -1;
     bool parsed = api_parse_i64(s, len, &x);
     if (!offset_ok(resp, "offset", x, parsed))

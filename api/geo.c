@@ -482,18 +482,7 @@ static void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp) { pe
 static bool query_member(const api_req_t *req, api_resp_t *resp, const char *name, bool required,
                          const char **m, size_t *len)
 {
-    size_t count = api_query_count(req, name);
-    if (count > 1) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, count);
-        return false;
-    }
-    *m = api_query_get(req, name, len);
-    if (!*m) {
-        if (required)
-            api_error_field(resp, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
-        return !required;
-    }
-    return api_check_key(resp, name, *m, *len);
+    return api_query_string(req, resp, name, required, m, len) && (!*m || api_check_key(resp, name, *m, *len));
 }
 
 static void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -131,13 +131,8 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const c
         it->key = it->key_buf;
         return true;
     }
-    if ((v = json_object_get(obj, "shadow"))) {
-        if (!json_is_boolean(v)) {
-            api_err_set(err, API_E_BAD_REQUEST, "shadow", "'shadow' must be true or false");
-            return false;
-        }
-        it->shadow = json_is_true(v);
-    }
+    if (!api_member_bool(obj, "shadow", &it->shadow, NULL, err))
+        return false;
     if (!path_key && !key) {
         api_err_set(err, API_E_BAD_REQUEST, "key", "missing field 'key'");
         return false;

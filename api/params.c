@@ -154,17 +154,28 @@ json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *all
     return j;
 }
 
+/* Member `name` of obj: false when it is missing and required; otherwise
+ * true with *v NULL when it is absent.  Sets *present (may be NULL). */
+static bool member_get(json_t *obj, const char *name, bool required, bool *present, json_t **v, api_err_t *err)
+{
+    *v = json_object_get(obj, name);
+    if (present)
+        *present = *v != NULL;
+    if (!*v && required) {
+        api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
+        return false;
+    }
+    return true;
+}
+
 bool api_member_int(json_t *obj, const char *name, bool required, int64_t min, int64_t max, int64_t *out,
                     bool *present, api_err_t *err)
 {
-    json_t *v = json_object_get(obj, name);
-    if (present)
-        *present = v != NULL;
-    if (!v) {
-        if (required)
-            api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
-        return !required;
-    }
+    json_t *v;
+    if (!member_get(obj, name, required, present, &v, err))
+        return false;
+    if (!v)
+        return true;
     if (!json_is_integer(v)) {
         api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be an integer", name);
         return false;
@@ -185,14 +196,11 @@ bool api_member_int(json_t *obj, const char *name, bool required, int64_t min, i
 bool api_member_double(json_t *obj, const char *name, bool required, double min, double max, double *out,
                        bool *present, api_err_t *err)
 {
-    json_t *v = json_object_get(obj, name);
-    if (present)
-        *present = v != NULL;
-    if (!v) {
-        if (required)
-            api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
-        return !required;
-    }
+    json_t *v;
+    if (!member_get(obj, name, required, present, &v, err))
+        return false;
+    if (!v)
+        return true;
     if (!json_is_number(v)) {
         api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be a number", name);
         return false;
@@ -208,9 +216,9 @@ bool api_member_double(json_t *obj, const char *name, bool required, double min,
 
 bool api_member_bool(json_t *obj, const char *name, bool *out, bool *present, api_err_t *err)
 {
-    json_t *v = json_object_get(obj, name);
-    if (present)
-        *present = v != NULL;
+    json_t *v;
+    if (!member_get(obj, name, false, present, &v, err))
+        return false;
     if (!v)
         return true;
     if (!json_is_boolean(v)) {
@@ -224,12 +232,11 @@ bool api_member_bool(json_t *obj, const char *name, bool *out, bool *present, ap
 bool api_member_string(json_t *obj, const char *name, bool required, const char **out, size_t *len,
                        api_err_t *err)
 {
-    json_t *v = json_object_get(obj, name);
-    if (!v) {
-        if (required)
-            api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
-        return !required;
-    }
+    json_t *v;
+    if (!member_get(obj, name, required, NULL, &v, err))
+        return false;
+    if (!v)
+        return true;
     if (!json_is_string(v)) {
         api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be a string", name);
         return false;
@@ -389,15 +396,26 @@ bool api_parse_double(const char *s, size_t len, double *out)
     return true;
 }
 
+/* The value of query parameter `name`, found in one pass over the
+ * parameters: false when it is given more than once, or is missing and
+ * required; otherwise true with *v NULL when it is absent.  Clears *present
+ * (may be NULL), which the reader sets once the value is accepted. */
 static bool query_once(const api_req_t *req, const char *name, bool required, const char **v, size_t *len,
-                       api_err_t *err)
+                       bool *present, api_err_t *err)
 {
-    size_t n = api_query_count(req, name);
+    if (present)
+        *present = false;
+    *v = NULL;
+    size_t n = 0;
+    for (int i = 0; i < req->nparams; i++)
+        if (strcmp(req->params[i].name, name) == 0 && n++ == 0) {
+            *v = req->params[i].value;
+            *len = req->params[i].vlen;
+        }
     if (n > 1) {
         api_err_set(err, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
         return false;
     }
-    *v = api_query_get(req, name, len);
     if (!*v && required) {
         api_err_set(err, API_E_BAD_REQUEST, name, "missing query parameter '%s'", name);
         return false;
@@ -410,9 +428,7 @@ static bool query_int(const api_req_t *req, const char *name, bool required, int
 {
     const char *v;
     size_t len;
-    if (present)
-        *present = false;
-    if (!query_once(req, name, required, &v, &len, err))
+    if (!query_once(req, name, required, &v, &len, present, err))
         return false;
     if (!v)
         return true;
@@ -441,9 +457,7 @@ static bool query_double(const api_req_t *req, const char *name, bool required, 
 {
     const char *v;
     size_t len;
-    if (present)
-        *present = false;
-    if (!query_once(req, name, required, &v, &len, err))
+    if (!query_once(req, name, required, &v, &len, present, err))
         return false;
     if (!v)
         return true;
@@ -467,9 +481,7 @@ static bool query_bool(const api_req_t *req, const char *name, bool *out, bool *
 {
     const char *v;
     size_t len;
-    if (present)
-        *present = false;
-    if (!query_once(req, name, false, &v, &len, err))
+    if (!query_once(req, name, false, &v, &len, present, err))
         return false;
     if (!v)
         return true;
@@ -484,6 +496,13 @@ static bool query_bool(const api_req_t *req, const char *name, bool *out, bool *
     if (present)
         *present = true;
     return true;
+}
+
+bool api_query_string(const api_req_t *req, api_resp_t *resp, const char *name, bool required, const char **v,
+                      size_t *len)
+{
+    api_err_t err;
+    return api_err_answered(resp, query_once(req, name, required, v, len, NULL, &err), &err);
 }
 
 bool api_query_int(const api_req_t *req, api_resp_t *resp, const char *name, bool required, int64_t min,

@@ -325,6 +325,23 @@ static void not_found(const api_req_t *req, api_resp_t *resp)
                   req->path_len > 120 ? "..." : "");
 }
 
+/* The 405 for a path whose routes (the first at `first`) all want another
+ * method: the Allow header lists their methods, HEAD with GET. */
+static void not_allowed(const api_req_t *req, api_resp_t *resp, size_t first)
+{
+    char allow[128] = "";
+    for (size_t i = first; i < nroutes; i++) {
+        if (!route_matches(i, req))
+            continue;
+        size_t al = strlen(allow);
+        snprintf(allow + al, sizeof(allow) - al, "%s%s%s", al ? ", " : "", api_method_name(table[i].method),
+                 table[i].method == API_GET ? ", HEAD" : "");
+    }
+    api_error(resp, API_E_METHOD_NOT_ALLOWED, "method %s is not allowed here; allowed: %s",
+              api_method_name(req->method), allow);
+    api_add_header(resp, "Allow", "%s", allow);
+}
+
 const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
 {
     if (!req->route)
@@ -380,30 +397,22 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
 
     const api_route_t *match = NULL;
-    char allow[128] = "";
     for (size_t i = 0; i < nroutes; i++) {
-        const api_route_t *r = &table[i];
         if (!route_matches(i, req))
             continue;
-        if (method_matches(r->method, req->method)) {
-            match = r;
+        if (resp->route_index < 0)
+            resp->route_index = (int)i;
+        if (method_matches(table[i].method, req->method)) {
+            match = &table[i];
             resp->route_index = (int)i;
             break;
         }
-        if (resp->route_index < 0)
-            resp->route_index = (int)i;
-        size_t al = strlen(allow);
-        snprintf(allow + al, sizeof(allow) - al, "%s%s%s", al ? ", " : "", api_method_name(r->method),
-                 r->method == API_GET ? ", HEAD" : "");
     }
     if (!match) {
-        if (resp->route_index >= 0) {
-            api_error(resp, API_E_METHOD_NOT_ALLOWED, "method %s is not allowed here; allowed: %s",
-                      api_method_name(req->method), allow);
-            api_add_header(resp, "Allow", "%s", allow);
-        } else {
+        if (resp->route_index >= 0)
+            not_allowed(req, resp, (size_t)resp->route_index);
+        else
             not_found(req, resp);
-        }
         return;
     }
     req->route = match;

@@ -168,12 +168,10 @@ static bool parse_bound(const api_req_t *req, api_resp_t *resp, const char *name
                         bool *explicit_ts)
 {
     *explicit_ts = false;
-    size_t n = api_query_count(req, name), len;
-    if (n > 1) {
-        api_error_field(resp, API_E_BAD_REQUEST, name, "query parameter '%s' given %zu times", name, n);
+    const char *v;
+    size_t len;
+    if (!api_query_string(req, resp, name, false, &v, &len))
         return false;
-    }
-    const char *v = api_query_get(req, name, &len);
     if (!v) {
         *out = dflt;
         return true;

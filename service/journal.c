@@ -87,6 +87,18 @@ static int jfile_grow(jfile_t *f, uint64_t need)
     return 0;
 }
 
+/* Writes one framed record (n bytes at p) at offset `at` through the page
+ * cache with the ordering of every record: payload first, frame last.
+ * Returns 0 or an errno. */
+static int record_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at)
+{
+    if (pwrite(fd, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE, (off_t)(at + JOURNAL_FRAME_SIZE)) !=
+            (ssize_t)(n - JOURNAL_FRAME_SIZE) ||
+        pwrite(fd, p, JOURNAL_FRAME_SIZE, (off_t)at) != JOURNAL_FRAME_SIZE)
+        return errno ? errno : EIO;
+    return 0;
+}
+
 /* Stores one framed record (n bytes at p) at the end of the file's data:
  * payload first, frame last.  The space is already reserved. */
 static int jfile_put(jfile_t *f, const uint8_t *p, size_t n)
@@ -111,10 +123,9 @@ static int jfile_put(jfile_t *f, const uint8_t *p, size_t n)
         memcpy(dst, &frame, sizeof(frame));   /* one 8-byte store */
     } else {
         /* a record across windows goes through the page cache the same way */
-        if (pwrite(f->fd, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE, (off_t)(end + JOURNAL_FRAME_SIZE)) !=
-                (ssize_t)(n - JOURNAL_FRAME_SIZE) ||
-            pwrite(f->fd, p, JOURNAL_FRAME_SIZE, (off_t)end) != JOURNAL_FRAME_SIZE)
-            return errno ? errno : EIO;
+        int e = record_pwrite(f->fd, p, n, end);
+        if (e)
+            return e;
     }
     atomic_store_explicit(&f->end, end + n, memory_order_relaxed);
     return 0;
@@ -145,15 +156,13 @@ static int jfile_close(jfile_t *f, bool seal, uint64_t seq)
             e = ENOMEM;
         else if (end + b.len > atomic_load(&f->alloc) && posix_fallocate(f->fd, (off_t)end, (off_t)b.len) != 0)
             e = ENOSPC;
-        else if (pwrite(f->fd, b.data + JOURNAL_FRAME_SIZE, b.len - JOURNAL_FRAME_SIZE,
-                        (off_t)(end + JOURNAL_FRAME_SIZE)) != (ssize_t)(b.len - JOURNAL_FRAME_SIZE) ||
-                 pwrite(f->fd, b.data, JOURNAL_FRAME_SIZE, (off_t)end) != JOURNAL_FRAME_SIZE)
-            e = errno ? errno : EIO;
         else
-            end += b.len;
+            e = record_pwrite(f->fd, b.data, b.len, end);
+        size_t seal_len = b.len;
         wbuf_free(&b);
         if (e)
             return e;   /* still open: the caller retries the seal */
+        end += seal_len;
     }
     if (!e && seal && ftruncate(f->fd, (off_t)end) != 0)
         e = errno;

@@ -505,12 +505,19 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
             goto fail;
         }
     }
-    for (size_t i = first; i < nseq; i++) {
-        bool newest = true;
-        for (size_t k = i + 1; k < nseq && newest; k++) {
-            journal_path(p, seqs[k], path, sizeof(path));
-            newest = !journal_has_records(path);
+    /* The newest journal holding records: the rules of the newest journal
+     * apply to it and to every (empty) one after it.  Found once, walking
+     * back from the last file, not once per journal. */
+    size_t last_data = first;
+    for (size_t k = nseq; k-- > first + 1;) {
+        journal_path(p, seqs[k], path, sizeof(path));
+        if (journal_has_records(path)) {
+            last_data = k;
+            break;
         }
+    }
+    for (size_t i = first; i < nseq; i++) {
+        bool newest = i >= last_data;
         journal_scan_t sc;
         size_t len;
         if (!replay_journal(p, seqs[i], newest, &sc, &len, err, errlen)) {

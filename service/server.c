@@ -141,13 +141,19 @@ static bool addr_key(const struct sockaddr *sa, uint8_t key[16])
     return false;
 }
 
-/* The count of an address (created when `create`); conn_mu held. */
-static ipcount_t *ip_find(server_t *s, const uint8_t key[16], bool create)
+/* The hash chain of an address (FNV-1a of its 16 bytes). */
+static ipcount_t **ip_bucket(server_t *s, const uint8_t key[16])
 {
     uint32_t h = 2166136261u;
     for (int i = 0; i < 16; i++)
         h = (h ^ key[i]) * 16777619u;
-    ipcount_t **b = &s->ips[h % IP_BUCKETS];
+    return &s->ips[h % IP_BUCKETS];
+}
+
+/* The count of an address (created when `create`); conn_mu held. */
+static ipcount_t *ip_find(server_t *s, const uint8_t key[16], bool create)
+{
+    ipcount_t **b = ip_bucket(s, key);
     for (ipcount_t *e = *b; e; e = e->next)
         if (memcmp(e->addr, key, 16) == 0)
             return e;
@@ -162,14 +168,12 @@ static ipcount_t *ip_find(server_t *s, const uint8_t key[16], bool create)
     return e;
 }
 
+/* One connection of the address fewer: its count goes at zero.  conn_mu held. */
 static void ip_release(server_t *s, ipcount_t *e)
 {
     if (--e->count > 0)
         return;
-    uint32_t h = 2166136261u;
-    for (int i = 0; i < 16; i++)
-        h = (h ^ e->addr[i]) * 16777619u;
-    for (ipcount_t **b = &s->ips[h % IP_BUCKETS]; *b; b = &(*b)->next)
+    for (ipcount_t **b = ip_bucket(s, e->addr); *b; b = &(*b)->next)
         if (*b == e) {
             *b = e->next;
             free(e);
@@ -537,17 +541,20 @@ static enum MHD_Result cl_header(void *cls, enum MHD_ValueKind kind, const char 
 
 /* Request framing a proxy in front could read differently (request
  * smuggling), or that would leave the connection waiting: two different
- * Content-Length headers, a Transfer-Encoding other than chunked. */
-static const char *framing_error(struct MHD_Connection *c)
+ * Content-Length headers, a Transfer-Encoding other than chunked.  *cl and
+ * *te receive the request's (first) Content-Length and Transfer-Encoding
+ * headers, or NULL. */
+static const char *framing_error(struct MHD_Connection *c, const char **cl, const char **te)
 {
-    struct cl_scan cl = { NULL, false };
-    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_header, &cl);
-    if (cl.differ)
+    struct cl_scan scan = { NULL, false };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_header, &scan);
+    *cl = scan.first;
+    *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (scan.differ)
         return "the request has two different Content-Length headers";
-    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    if (te && strcasecmp(te, "chunked") != 0)
+    if (*te && strcasecmp(*te, "chunked") != 0)
         return "Transfer-Encoding other than chunked is not supported (send the body as is, or chunked)";
-    if (te && cl.first)
+    if (*te && *cl)
         return "the request has both Transfer-Encoding and Content-Length";
     return NULL;
 }
@@ -567,15 +574,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         conn_set(c, CONN_BUSY);
         if (!st->uri)
             return MHD_NO;
-        const char *why = framing_error(c);
+        const char *cl, *te;
+        const char *why = framing_error(c, &cl, &te);
         if (why) {
             st->close = true;   /* the rest of the stream cannot be trusted */
             return send_error(s, c, st, API_E_BAD_REQUEST, why);
         }
         if (strlen(st->uri) > s->max_url)
             return send_error(s, c, st, API_E_URI_TOO_LONG, "the request URL is longer than the limit");
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->body_limit) {
+        unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
+        if (clen > s->body_limit) {
             char msg[96];
             snprintf(msg, sizeof(msg), "the request body is larger than the limit of %zu bytes", s->body_limit);
             return send_error(s, c, st, API_E_PAYLOAD_TOO_LARGE, msg);
@@ -583,9 +591,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* a body is coming: its progress is watched (with Expect:
          * 100-continue, from its first bytes, after MHD's interim answer) */
         conn_t *k = conn_of(c);
-        bool chunked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
-        if (k && (chunked || (cl && strtoull(cl, NULL, 10) > 0)) &&
-            !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
+        if (k && (te || clen > 0) && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
             conn_claim(k, CONN_BUSY, CONN_BODY);
         return MHD_YES;
     }

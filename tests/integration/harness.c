@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/persist_fmt.h"
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
@@ -94,11 +96,16 @@ static void remember_child(pid_t pid)
 
 void tally_set_file_limit(long long bytes) { file_limit = bytes; }
 
-static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
+/* The tallyd under test: $TALLYD, else the optimised build. */
+static const char *tallyd_path(void)
 {
     const char *bin = getenv("TALLYD");
-    if (!bin)
-        bin = "build/release/tallyd";
+    return bin ? bin : "build/release/tallyd";
+}
+
+static pid_t spawn(tally_proc_t *p, const char *dir, const char *const *args)
+{
+    const char *bin = tallyd_path();
     char dircopy[256] = "";
     if (dir)
         snprintf(dircopy, sizeof(dircopy), "%s", dir);   /* dir may be p->dir itself */
@@ -299,6 +306,24 @@ static void check_sanitizers(const tally_proc_t *p)
         fail();
     }
     free(log);
+}
+
+int tally_check(const char *path, char *out, size_t n)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s --check %s 2>&1", tallyd_path(), path);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        die("%s: %s", cmd, strerror(errno));
+    char sink[4096];
+    if (out && n) {
+        size_t got = fread(out, 1, n - 1, f);
+        out[got] = '\0';
+    }
+    while (fread(sink, 1, sizeof(sink), f) > 0)
+        ;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 void tally_cleanup(tally_proc_t *p)
@@ -552,4 +577,32 @@ void file_write(const char *path, const void *data, size_t len)
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
         die("%s: cannot write: %s", path, strerror(errno));
+}
+
+bool file_equals(const char *path, const void *data, size_t len)
+{
+    size_t n;
+    char *now = file_read(path, &n);
+    bool same = n == len && memcmp(now, data, len) == 0;
+    free(now);
+    return same;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Journal files                                                            */
+/* ------------------------------------------------------------------------ */
+
+size_t journal_frames(const char *d, size_t len, size_t *offs, size_t max)
+{
+    size_t off = JOURNAL_HEADER_SIZE, n = 0;
+    while (off + JOURNAL_FRAME_SIZE <= len && n < max) {
+        uint32_t plen = (uint32_t)(unsigned char)d[off] | (uint32_t)(unsigned char)d[off + 1] << 8 |
+                        (uint32_t)(unsigned char)d[off + 2] << 16 | (uint32_t)(unsigned char)d[off + 3] << 24;
+        if (plen == 0 || off + JOURNAL_FRAME_SIZE + plen > len)
+            break;
+        offs[n++] = off;
+        off += JOURNAL_FRAME_SIZE + plen;
+    }
+    offs[n] = off;
+    return n;
 }

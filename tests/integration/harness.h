@@ -67,6 +67,10 @@ int tally_stop(tally_proc_t *p);
 void tally_kill(tally_proc_t *p);
 /* Stops if running and removes the data directory if the harness made it. */
 void tally_cleanup(tally_proc_t *p);
+/* Runs `tallyd --check path` (the tallyd under test); returns its exit
+ * status (-1 when it did not exit), and its output (stdout and stderr) in
+ * out when out is not NULL. */
+int tally_check(const char *path, char *out, size_t n);
 /* Reads the whole log file (malloc'd). */
 char *tally_log(const tally_proc_t *p);
 
@@ -106,5 +110,13 @@ void http_expect(const tally_proc_t *p, const char *method, const char *path, co
  * NUL-terminated (*len excludes the NUL). */
 char *file_read(const char *path, size_t *len);
 void file_write(const char *path, const void *data, size_t len);
+/* Whether the file holds exactly these bytes (a missing file fails the test). */
+bool file_equals(const char *path, const void *data, size_t len);
+
+/* The record boundaries of a journal file's bytes, walked by their frames
+ * (request and seal records alike) up to the first zero or overrunning
+ * length, at most max records: offs (max + 1 entries) gets where each record
+ * starts, then where the last one ends.  Returns the number of records. */
+size_t journal_frames(const char *d, size_t len, size_t *offs, size_t max);
 
 #endif

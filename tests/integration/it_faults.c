@@ -35,33 +35,7 @@
 #include "core/rng.h"
 #include "tests/integration/harness.h"
 
-static const char *tallyd_bin(void) { return getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd"; }
-
 static bool slow_build(void) { return getenv("TALLY_SLOW") != NULL; }
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *len = 0;
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *d = malloc(*len + 1);
-    assert_int_equal(fread(d, 1, *len, f), *len);
-    fclose(f);
-    return d;
-}
-
-static void spit(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, len, f), len);
-    fclose(f);
-}
 
 static long counter_of(const tally_proc_t *p, const char *key)
 {
@@ -304,31 +278,20 @@ static bool start_or_refuse(const char *dir, const char *file, long *value, char
     return false;
 }
 
-static int check_tool(const char *file)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "%s --check %s >/dev/null 2>&1", tallyd_bin(), file);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 /* One damaged variant of `path` (original bytes orig/olen): written, tried,
  * restored. */
 static void try_variant(const char *dir, const char *path, const char *orig, size_t olen, const char *data,
                         size_t len, outcome_t *o, const char *what)
 {
-    spit(path, data, len);
+    file_write(path, data, len);
     long v = 0;
     char why[320];
     bool refused = start_or_refuse(dir, path, &v, why, sizeof(why));
-    int check = check_tool(path);
+    int check = tally_check(path, NULL, 0);
     if (refused) {
         o->refused++;
-        size_t alen;
-        char *after = slurp(path, &alen);
-        if (alen != len || (len && memcmp(after, data, len) != 0))
+        if (!file_equals(path, data, len))
             fail_msg("%s: %s was modified by a refused start", what, path);
-        free(after);
         if (check != 1) {
             o->check_disagrees++;
             fail_msg("%s: start-up refused %s (%s) but --check exits %d", what, path, why, check);
@@ -344,24 +307,7 @@ static void try_variant(const char *dir, const char *path, const char *orig, siz
             fail_msg("%s: start-up accepted %s but --check exits %d", what, path, check);
         }
     }
-    spit(path, orig, olen);
-}
-
-/* Record boundaries of a journal (offsets of each frame, and the end). */
-static size_t journal_frames(const char *d, size_t len, size_t *offs, size_t max)
-{
-    size_t off = 24, n = 0;
-    while (off + 8 <= len && n < max) {
-        uint32_t plen = (uint32_t)(unsigned char)d[off] | (uint32_t)(unsigned char)d[off + 1] << 8 |
-                        (uint32_t)(unsigned char)d[off + 2] << 16 | (uint32_t)(unsigned char)d[off + 3] << 24;
-        if (plen == 0 || off + 8 + plen > len)
-            break;
-        offs[n++] = off;
-        off += 8 + plen;
-    }
-    if (n < max)
-        offs[n] = off;
-    return n;
+    file_write(path, orig, olen);
 }
 
 static void damage_file(const char *dir, const char *name, bool journal, rng_t *rng, outcome_t *o)
@@ -369,7 +315,7 @@ static void damage_file(const char *dir, const char *name, bool journal, rng_t *
     char path[400];
     snprintf(path, sizeof(path), "%.255s/%.60s", dir, name);
     size_t olen;
-    char *orig = slurp(path, &olen);
+    char *orig = file_read(path, &olen);
     assert_non_null(orig);
     char *d = malloc(olen + 16);
     size_t frames[256];
@@ -530,7 +476,7 @@ static void test_mixed_load_snapshots_reloads(void **state)
     strcat(cfg, "/p.json");
     static const char policies[] = "{\"policies\":{\"api\":{\"algorithm\":\"gcra\",\"key\":\"{path}\",\"max_burst\":100,"
                                    "\"count_per_period\":10,\"period\":1}}}";
-    spit(cfg, policies, sizeof(policies) - 1);
+    file_write(cfg, policies, sizeof(policies) - 1);
     tally_proc_t p;
     tally_start(&p, NULL, (const char *[]){ "--config", cfg, "--snapshot-interval", "1", NULL });
     _Atomic int stop = 0;

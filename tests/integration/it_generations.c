@@ -78,24 +78,10 @@ static void write_table(const tally_proc_t *p, const char *b, const char *c, con
     http_expect(p, "POST", path, "{\"items\":[\"a\",\"b\",\"c\"]}", 200, expelled);
 }
 
-/* Runs `tallyd --check path`; returns its exit status, output in out. */
-static int run_check(const char *path, char *out, size_t n)
-{
-    const char *bin = getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd";
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "%s --check %s 2>&1", bin, path);
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t got = fread(out, 1, n - 1, f);
-    out[got] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void check_says(const char *path, int status, const char *want)
 {
     char out[4096];
-    int st = run_check(path, out, sizeof(out));
+    int st = tally_check(path, out, sizeof(out));
     if (st != status || !strstr(out, want))
         fail_msg("tallyd --check %s: exit %d (want %d), output lacks \"%s\":\n%s", path, st, status, want, out);
 }
@@ -254,11 +240,7 @@ static void test_release_v1_after_crash(void **state)
     p.own_dir = true;
     expect_log(&p, V1_JOURNAL " is damaged at offset");
     check_says(jp, 1, "DAMAGED at offset");
-    size_t after_len;
-    char *after = file_read(jp, &after_len);
-    assert_int_equal(after_len, len - 10);
-    assert_memory_equal(after, orig, after_len);
-    free(after);
+    assert_true(file_equals(jp, orig, len - 10));
     free(orig);
     tally_cleanup(&p);
 }
@@ -305,12 +287,8 @@ static void test_v2_and_newer_refused(void **state)
         expect_log(&p, "journal.0000000001.tlj is damaged at offset 0");
         expect_log(&p, cases[i].why);
         check_says(jp, 1, cases[i].why);
-        size_t after_len;
-        char *after = file_read(jp, &after_len);
-        assert_int_equal(after_len, len);
-        assert_memory_equal(after, before, len);
+        assert_true(file_equals(jp, before, len));
         free(before);
-        free(after);
     }
     set_version(jp, JOURNAL_VERSION);
     tally_start(&p, p.dir, ARGS);
