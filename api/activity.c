@@ -332,7 +332,7 @@ static void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 static const api_route_t routes[] = {
     { API_POST,   "/activity/{key}",           h_activity_add, 0 },
     { API_GET,    "/activity/{key}",           h_activity_info, 0 },
-    { API_POST,   "/activity/{key}/import",    h_activity_import, 0 },
+    { API_POST,   "/activity/{key}/import",    h_activity_import, API_ROUTE_BINARY },
     { API_GET,    "/activity/{key}/count",     h_activity_count, 0 },
     { API_GET,    "/activity/{key}/users",     h_activity_users, 0 },
     { API_GET,    "/activity/{key}/retention", h_activity_retention, 0 },

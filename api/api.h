@@ -65,6 +65,7 @@ typedef enum api_code {
     API_E_UNAVAILABLE,
     API_E_NO_SPACE,              /* 507: the disk is full */
     API_E_REQUEST_TIMEOUT,       /* 408: the request body stopped arriving */
+    API_E_MISDIRECTED,           /* 421: a Host a loopback-bound tallyd does not serve (api/guard.h) */
     API_E__COUNT
 } api_code_t;
 
@@ -92,8 +93,9 @@ typedef struct api_req {
     /* Request headers (NULL-safe): returns the value or NULL. */
     const char *(*header)(void *hctx, const char *name);
     void *hctx;
-    /* The peer's address as text, or NULL; computed when asked (only {ip}
-     * rate-limit keys need it).  NULL-safe like header. */
+    /* The client's address as text, or NULL; computed when asked (only {ip}
+     * rate-limit keys need it): the peer's, or what a --trusted-proxies peer
+     * forwards (core/cidr.h).  NULL-safe like header. */
     const char *(*client_ip)(void *hctx);
     int64_t now_ns;              /* the time this request is served at */
     bool replay;                 /* re-executed from the journal */
@@ -173,6 +175,8 @@ typedef void (*api_handler_fn)(api_server_t *srv, api_req_t *req, api_resp_t *re
 #define API_ROUTE_READS 1u       /* a POST that leaves the keyspace alone (reads, /admin) */
 #define API_ROUTE_WRITES 2u      /* a GET that changes state */
 #define API_ROUTE_OPERATIONAL 4u /* served while loading or shutting down (probes, metrics) */
+#define API_ROUTE_BINARY 8u      /* its body is bytes: Content-Type application/octet-stream (api/guard.h) */
+#define API_ROUTE_GATEWAY 16u    /* the gateway hook: a gateway's client headers pass through (api/guard.h) */
 
 /* One row: {method, pattern, handler, flags}.  A pattern segment `{name}`
  * matches one path segment (percent-decoded, read with api_path_param); a
@@ -215,6 +219,7 @@ struct api_server {
     ks_t *ks;
     api_hooks_t hooks;
     api_policies_t *policies;    /* --config policies; NULL = none configured */
+    const struct api_guard *guard;  /* browser checks (api/guard.h); NULL = none */
 };
 
 /* ------------------------------------------------------------------------ */

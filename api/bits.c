@@ -710,7 +710,7 @@ out:
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/bits/{key}",        h_bits_put, 0 },
+    { API_PUT,    "/bits/{key}",        h_bits_put, API_ROUTE_BINARY },
     { API_GET,    "/bits/{key}",        h_bits_get, 0 },
     { API_POST,   "/bits/{key}/setbit", h_bits_setbit, 0 },
     { API_GET,    "/bits/{key}/getbit", h_bits_getbit, 0 },

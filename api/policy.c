@@ -288,18 +288,6 @@ static const char *hdr(const api_req_t *req, const char *name)
     return v && *v ? v : NULL;
 }
 
-/* Trims spaces and tabs around s[0..n). */
-static const char *trim(const char *s, size_t *n)
-{
-    while (*n && (*s == ' ' || *s == '\t')) {
-        s++;
-        (*n)--;
-    }
-    while (*n && (s[*n - 1] == ' ' || s[*n - 1] == '\t'))
-        (*n)--;
-    return s;
-}
-
 /* The value of one source for this request, or NULL when absent. */
 static const char *source_value(const tmpl_alt_t *a, const api_req_t *req, const char *rest, size_t rest_len,
                                 size_t *n)
@@ -312,18 +300,7 @@ static const char *source_value(const tmpl_alt_t *a, const api_req_t *req, const
             *n = strlen(v);
         return v;
     case SRC_IP:
-        if ((v = hdr(req, "X-Forwarded-For"))) {
-            *n = strcspn(v, ",");
-            v = trim(v, n);
-            if (*n)
-                return v;
-        }
-        if ((v = hdr(req, "X-Real-IP"))) {
-            *n = strlen(v);
-            v = trim(v, n);
-            if (*n)
-                return v;
-        }
+        /* the service applies --trusted-proxies (core/cidr.h) */
         if (req->client_ip && (v = req->client_ip(req->hctx)) && *v) {
             *n = strlen(v);
             return v;

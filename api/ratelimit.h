@@ -23,7 +23,9 @@
  *
  * Key templates: literal text with placeholders.
  *   {header:NAME}  that request header (empty counts as absent)
- *   {ip}           first address of X-Forwarded-For, else X-Real-IP, else the peer
+ *   {ip}           the client's address: the peer's, or, when the peer is in
+ *                  --trusted-proxies, the rightmost X-Forwarded-For address not in
+ *                  them (else X-Real-IP) - core/cidr.h; forged headers change nothing
  *   {path}         X-Forwarded-Uri (Traefik), else X-Original-URI (nginx), else the
  *                  hook path after /hook/{policy}; without the query string
  *   {method}       X-Forwarded-Method, else X-Original-Method, else the method

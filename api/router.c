@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/guard.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
@@ -325,18 +326,26 @@ static void not_found(const api_req_t *req, api_resp_t *resp)
                   req->path_len > 120 ? "..." : "");
 }
 
-/* The 405 for a path whose routes (the first at `first`) all want another
- * method: the Allow header lists their methods, HEAD with GET. */
-static void not_allowed(const api_req_t *req, api_resp_t *resp, size_t first)
+/* The methods of the routes matching the path (the first at `first`), HEAD
+ * with GET: "GET, HEAD, PUT". */
+static void path_methods(const api_req_t *req, size_t first, char *allow, size_t n)
 {
-    char allow[128] = "";
+    allow[0] = '\0';
     for (size_t i = first; i < nroutes; i++) {
         if (!route_matches(i, req))
             continue;
         size_t al = strlen(allow);
-        snprintf(allow + al, sizeof(allow) - al, "%s%s%s", al ? ", " : "", api_method_name(table[i].method),
+        snprintf(allow + al, n - al, "%s%s%s", al ? ", " : "", api_method_name(table[i].method),
                  table[i].method == API_GET ? ", HEAD" : "");
     }
+}
+
+/* The 405 for a path whose routes (the first at `first`) all want another
+ * method: the Allow header lists their methods. */
+static void not_allowed(const api_req_t *req, api_resp_t *resp, size_t first)
+{
+    char allow[128];
+    path_methods(req, first, allow, sizeof(allow));
     api_error(resp, API_E_METHOD_NOT_ALLOWED, "method %s is not allowed here; allowed: %s",
               api_method_name(req->method), allow);
     api_add_header(resp, "Allow", "%s", allow);
@@ -380,9 +389,9 @@ void api_resp_init(api_resp_t *resp)
     resp->route_index = -1;
 }
 
-void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+/* Routes and runs the request (api_dispatch without the CORS headers). */
+static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    api_resp_init(resp);
     pthread_once(&compile_once, compile_routes);
     size_t nparts = 1;
     for (size_t i = 0; i < req->query_len; i++)
@@ -408,6 +417,15 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             break;
         }
     }
+    /* a browser's request is refused before anything runs (api/guard.h) */
+    if (srv->guard) {
+        char allow[128] = "";
+        if (req->method == API_OPTIONS && resp->route_index >= 0)
+            path_methods(req, (size_t)resp->route_index, allow, sizeof(allow));
+        if (!api_guard_request(srv->guard, req, resp->route_index >= 0 ? &table[resp->route_index] : NULL, match,
+                               allow, resp))
+            return;
+    }
     if (!match) {
         if (resp->route_index >= 0)
             not_allowed(req, resp, (size_t)resp->route_index);
@@ -424,6 +442,14 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     match->handler(srv, req, resp);
     api_journal_unreserve(srv, resp);
+}
+
+void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    api_resp_init(resp);
+    dispatch(srv, req, resp);
+    if (srv->guard)
+        api_guard_cors(srv->guard, req, resp->route_index >= 0 ? &table[resp->route_index] : NULL, resp);
 }
 
 void api_req_release(api_req_t *req)

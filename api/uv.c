@@ -279,7 +279,7 @@ out:
 static const api_route_t routes[] = {
     { API_POST,   "/uv/{key}",       h_uv_add, 0 },
     { API_GET,    "/uv/{key}",       h_uv_get, 0 },
-    { API_PUT,    "/uv/{key}",       h_uv_put, 0 },
+    { API_PUT,    "/uv/{key}",       h_uv_put, API_ROUTE_BINARY },
     { API_POST,   "/uv/{key}/merge", h_uv_merge, 0 },
 };
 

@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/guard.h"
 #include "api/ratelimit.h"
+#include "core/cidr.h"
 #include "core/keyspace.h"
 #include "core/version.h"
 #include "service/clock.h"
@@ -32,6 +34,7 @@
 #include "service/options.h"
 #include "service/persist.h"
 #include "service/server.h"
+#include "service/tls.h"
 
 #define EXPIRE_SAMPLES 20   /* volatile keys sampled per shard per 100 ms, as Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP */
 
@@ -39,6 +42,8 @@ static struct {
     tally_opts_t opts;
     ks_t *ks;
     api_server_t api;
+    api_guard_t *guard;          /* browser checks (api/guard.h) */
+    tls_t *tls;                  /* HTTPS credentials (service/tls.h); NULL for plain HTTP */
     server_t *server;
     persist_t *persist;
     int64_t started_mono;
@@ -217,10 +222,32 @@ static bool reload_policies(const char *who, size_t *count, char *err, size_t er
     return ok;
 }
 
+/* Reloads everything reloadable for SIGHUP and POST /admin/reload: the TLS
+ * files (service/tls.h), then --config.  False with a message when either
+ * is refused (what was loaded before stays). */
+static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
+{
+    bool ok = true;
+    if (app.tls && !tls_reload(app.tls, who, err, errlen)) {
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, "; the TLS certificate loaded before stays");
+        ok = false;
+    }
+    if (app.tls && !app.opts.config[0])
+        return ok;   /* no policies to reload */
+    char perr[1024];
+    if (!reload_policies(who, count, perr, sizeof(perr))) {
+        if (ok)
+            snprintf(err, errlen, "%s", perr);
+        ok = false;
+    }
+    return ok;
+}
+
 static bool hook_reload(void *ud, size_t *count, char *err, size_t errlen)
 {
     (void)ud;
-    return reload_policies("POST /admin/reload", count, err, errlen);
+    return reload_all("POST /admin/reload", count, err, errlen);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -264,6 +291,41 @@ static void pid_file_remove(void)
 /* Main                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* Whether --bind is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x). */
+static bool bind_is_loopback(const char *bind)
+{
+    cidr_set_t lo;
+    char why[160];
+    bool yes = cidr_parse("127.0.0.0/8, ::1", &lo, why, sizeof(why)) && cidr_contains_text(&lo, bind, strlen(bind));
+    cidr_set_free(&lo);
+    return yes;
+}
+
+/* The browser checks and the TLS credentials; false with a message. */
+static bool transport_open(char *err, size_t errlen)
+{
+    const tally_opts_t *o = &app.opts;
+    app.guard = api_guard_create(o->allow_origin, o->allow_host, bind_is_loopback(o->bind), err, errlen);
+    if (!app.guard)
+        return false;
+    app.api.guard = app.guard;
+    if (o->tls_cert[0] && !(app.tls = tls_open(o, err, errlen))) {
+        api_guard_free(app.guard);
+        app.guard = NULL;
+        return false;
+    }
+    return true;
+}
+
+static void transport_close(void)
+{
+    tls_close(app.tls);
+    app.tls = NULL;
+    app.api.guard = NULL;
+    api_guard_free(app.guard);
+    app.guard = NULL;
+}
+
 static uint64_t random_seed(void)
 {
     uint64_t s;
@@ -289,6 +351,12 @@ static int run(void)
         log_info("--config %s: %zu %s", o->config, count, policies_word(count));
     }
 
+    if (!transport_open(err, sizeof(err))) {
+        log_error("%s; refusing to start", err);
+        api_policies_free(app.api.policies);
+        return 1;
+    }
+
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
@@ -301,6 +369,7 @@ static int run(void)
     app.ks = ks_create(o->shard_bits, random_seed());
     if (!app.ks) {
         log_error("out of memory creating the keyspace");
+        transport_close();
         return 1;
     }
     ks_set_maxmemory(app.ks, o->maxmemory, o->policy);
@@ -324,6 +393,7 @@ static int run(void)
     if (!app.server) {
         log_error("%s", err);
         ks_free(app.ks);
+        transport_close();
         return 1;
     }
     atomic_store_explicit(&app.live_server, app.server, memory_order_release);
@@ -333,6 +403,7 @@ static int run(void)
         log_error("%s; refusing to start", err);
         server_stop(app.server);
         ks_free(app.ks);
+        transport_close();
         return 1;
     }
 
@@ -343,6 +414,7 @@ static int run(void)
             server_stop(app.server);
             pid_file_remove();
             ks_free(app.ks);
+            transport_close();
             return 1;
         }
         atomic_store_explicit(&app.live_persist, app.persist, memory_order_release);
@@ -361,13 +433,15 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            reload_policies("SIGHUP", &count, err, sizeof(err));
+            reload_all("SIGHUP", &count, err, sizeof(err));
             continue;
         }
         ks_expire_cycle(app.ks, clock_now_ns() / 1000000, EXPIRE_SAMPLES);
         if (app.persist)
             persist_tick(app.persist);
         server_tick(app.server);
+        if (app.tls)
+            tls_tick(app.tls);
     }
 
     log_info("%s: shutting down: no new connections; waiting for %u in-flight requests", strsignal(sig),
@@ -392,6 +466,7 @@ static int run(void)
     }
     ks_free(app.ks);
     api_policies_free(app.api.policies);
+    transport_close();
     pid_file_remove();
     log_info("stopped");
     return rc;

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/cidr.h"
 #include "service/log.h"
 
 typedef enum { K_INT, K_STR, K_SIZE, K_BOOL_ONOFF, K_SHARDS, K_POLICY, K_FSYNC, K_LEVEL, K_FLAG } kind_t;
@@ -48,6 +49,13 @@ static const opt_def_t defs[] = {
     { "config", "TALLY_CONFIG", K_STR, OFF(config), 0, CAP(config), "JSON file of named rate-limit policies (reloaded on SIGHUP and POST /admin/reload)" },
     { "pid-file", "TALLY_PID_FILE", K_STR, OFF(pid_file), 0, CAP(pid_file), "write the process id to this file once listening; removed on exit (default: none)" },
     { "log-level", "TALLY_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0, "error | warn | info | debug (default info)" },
+    /* transport, browsers and proxies */
+    { "tls-cert", "TALLY_TLS_CERT", K_STR, OFF(tls_cert), 0, CAP(tls_cert), "PEM certificate (chain) to serve HTTPS with, TLS 1.2+ only; needs --tls-key; reloaded on SIGHUP and when the file changes" },
+    { "tls-key", "TALLY_TLS_KEY", K_STR, OFF(tls_key), 0, CAP(tls_key), "PEM private key of --tls-cert" },
+    { "tls-client-ca", "TALLY_TLS_CLIENT_CA", K_STR, OFF(tls_client_ca), 0, CAP(tls_client_ca), "PEM CA certificates: every client must present a certificate they issued (mTLS)" },
+    { "allow-origin", "TALLY_ALLOW_ORIGIN", K_STR, OFF(allow_origin), 0, CAP(allow_origin), "browser origins allowed to call tallyd, comma-separated (e.g. https://app.example.com; * for any), answered with CORS headers (default none: a request with an Origin header gets 403)" },
+    { "allow-host", "TALLY_ALLOW_HOST", K_STR, OFF(allow_host), 0, CAP(allow_host), "Host names accepted when bound to loopback, besides IP literals and localhost, comma-separated (others get 421)" },
+    { "trusted-proxies", "TALLY_TRUSTED_PROXIES", K_STR, OFF(trusted_proxies), 0, CAP(trusted_proxies), "proxies whose X-Forwarded-For/X-Real-IP {ip} believes, comma-separated addresses or CIDRs (default none: {ip} is the peer address)" },
 };
 
 const char *fsync_mode_name(fsync_mode_t m)
@@ -200,6 +208,27 @@ static void defaults(tally_opts_t *o)
     o->log_level = LOG_INFO;
 }
 
+/* The transport block's rules between options (files are read at start). */
+static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen)
+{
+    if (!o->tls_cert[0] != !o->tls_key[0]) {
+        snprintf(err, errlen, "--tls-cert and --tls-key go together (a certificate and its private key)");
+        return false;
+    }
+    if (o->tls_client_ca[0] && !o->tls_cert[0]) {
+        snprintf(err, errlen, "--tls-client-ca needs --tls-cert and --tls-key (client certificates are a TLS feature)");
+        return false;
+    }
+    cidr_set_t set;
+    char why[160];
+    if (!cidr_parse(o->trusted_proxies, &set, why, sizeof(why))) {
+        snprintf(err, errlen, "--trusted-proxies: %s", why);
+        return false;
+    }
+    cidr_set_free(&set);
+    return true;
+}
+
 opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **check_file, char *err,
                          size_t errlen)
 {
@@ -265,6 +294,8 @@ opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **ch
         snprintf(err, errlen, "--max-body must be > 0 and --max-url >= 256");
         return OPTS_ERROR;
     }
+    if (!opts_transport_check(o, err, errlen))
+        return OPTS_ERROR;
     if (!o->in_memory && !o->data_dir[0]) {
         snprintf(err, errlen, "--data-dir is empty (use --in-memory to run without files)");
         return OPTS_ERROR;
@@ -288,7 +319,7 @@ void opts_usage(FILE *out)
     }
     fprintf(out,
             "\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight requests, snapshot, exit 0;\n"
-            "         SIGHUP reloads --config (as does POST /admin/reload).\n"
+            "         SIGHUP reloads --config and the TLS files (as does POST /admin/reload).\n"
             "Files in --data-dir: snapshot.tly (the latest snapshot), journal.<seq>.tlj (changes\n"
             "since), LOCK (held while tallyd runs).\n");
 }

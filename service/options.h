@@ -37,6 +37,13 @@ typedef struct tally_opts {
     char config[512];            /* --config, TALLY_CONFIG: policies file, optional */
     char pid_file[512];          /* --pid-file, TALLY_PID_FILE: optional */
     int log_level;               /* --log-level, TALLY_LOG_LEVEL: info */
+    /* Transport and browsers (issue 15; see service/tls.h, api/guard.h, core/cidr.h) */
+    char tls_cert[512];          /* --tls-cert, TALLY_TLS_CERT: PEM certificate chain; serves HTTPS only */
+    char tls_key[512];           /* --tls-key, TALLY_TLS_KEY: PEM private key of --tls-cert */
+    char tls_client_ca[512];     /* --tls-client-ca, TALLY_TLS_CLIENT_CA: PEM CAs; clients must present a cert */
+    char allow_origin[1024];     /* --allow-origin, TALLY_ALLOW_ORIGIN: browser origins allowed (CORS), default none */
+    char allow_host[1024];       /* --allow-host, TALLY_ALLOW_HOST: Host names accepted besides IPs and localhost */
+    char trusted_proxies[1024];  /* --trusted-proxies, TALLY_TRUSTED_PROXIES: CIDRs whose X-Forwarded-For is believed */
 } tally_opts_t;
 
 typedef enum opts_action {

@@ -15,9 +15,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/cidr.h"
 #include "service/clock.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/tls.h"
 
 /*
  * Connections.  libmicrohttpd closes a connection only when it is idle for
@@ -96,6 +98,8 @@ struct server {
     unsigned max_conns, max_per_ip;
     int64_t header_timeout_ns;
     size_t conn_mem;               /* MHD's pool per connection */
+    bool tls;                      /* HTTPS (service/tls.h): nothing is written on the socket itself */
+    cidr_set_t trusted;            /* --trusted-proxies: whose forwarding headers {ip} believes */
     _Atomic uint64_t refused_per_ip, closed_head_timeout, closed_over_cap, closed_body_timeout;
 };
 
@@ -117,6 +121,7 @@ typedef struct req_state {
     const char *durable_err;
     api_resp_t resp;
     char ip[INET6_ADDRSTRLEN];     /* the peer's address, once asked for */
+    char client[INET6_ADDRSTRLEN + 16]; /* the client's address (core/cidr.h), once asked for */
 } req_state_t;
 
 /* ------------------------------------------------------------------------ */
@@ -272,12 +277,20 @@ static bool conn_claim(conn_t *k, enum conn_state from, enum conn_state to)
 
 /* Answers on the socket itself with the error envelope and
  * "Connection: close", then ends the sending side (see "Request bodies"
- * above: only after winning conn_claim into CONN_DONE). */
-static void conn_answer(int fd, api_code_t code, const char *msg)
+ * above: only after winning conn_claim into CONN_DONE).  Over TLS the bytes
+ * on the socket belong to GnuTLS: the connection is only closed (the
+ * client sees it end without an answer). */
+static void conn_answer(const server_t *s, int fd, api_code_t code, const char *msg)
 {
     api_resp_t r;
     api_resp_init(&r);
     api_error(&r, code, "%s", msg);
+    if (s->tls) {
+        shutdown(fd, SHUT_RDWR);
+        metrics_record(r.route_index, r.status, 0);
+        api_resp_release(&r);
+        return;
+    }
     const char *reason = MHD_get_reason_phrase_for((unsigned)r.status);
     char head[256];
     int n = snprintf(head, sizeof(head),
@@ -323,7 +336,7 @@ void server_tick(server_t *s)
             char msg[160];
             snprintf(msg, sizeof(msg), "the request body brought no byte for %lld s (--header-timeout); closing",
                      (long long)(s->header_timeout_ns / 1000000000LL));
-            conn_answer(k->fd, API_E_REQUEST_TIMEOUT, msg);
+            conn_answer(s, k->fd, API_E_REQUEST_TIMEOUT, msg);
             shutdown(k->fd, SHUT_RDWR);
             k->shut = true;
             shut++;
@@ -431,9 +444,8 @@ static const char *header_of(void *hctx, const char *name)
     return MHD_lookup_connection_value(st->conn, MHD_HEADER_KIND, name);
 }
 
-static const char *client_ip_of(void *hctx)
+static const char *peer_ip_of(req_state_t *st)
 {
-    req_state_t *st = hctx;
     if (st->ip[0])
         return st->ip;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(st->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -445,6 +457,27 @@ static const char *client_ip_of(void *hctx)
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, st->ip, sizeof(st->ip));
     return st->ip[0] ? st->ip : NULL;
+}
+
+/* The client's address: the peer's, or what a --trusted-proxies peer's
+ * X-Forwarded-For / X-Real-IP say (core/cidr.h). */
+static const char *client_ip_of(void *hctx)
+{
+    req_state_t *st = hctx;
+    if (st->client[0])
+        return st->client;
+    const char *peer = peer_ip_of(st);
+    size_t n = 0;
+    const char *v = st->server->trusted.n
+                        ? cidr_client_addr(&st->server->trusted, peer, header_of(st, "X-Forwarded-For"),
+                                           header_of(st, "X-Real-IP"), &n)
+                        : peer;
+    if (!v)
+        return NULL;
+    if (v == peer)
+        return peer;
+    snprintf(st->client, sizeof(st->client), "%.*s", (int)n, v);
+    return st->client;
 }
 
 static enum MHD_Result send_resp(server_t *s, struct MHD_Connection *c, req_state_t *st, api_resp_t *r)
@@ -609,7 +642,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (conn_claim(k, CONN_BODY, CONN_DONE)) {
                 char msg[96];
                 snprintf(msg, sizeof(msg), "the request body is larger than the limit of %zu bytes", s->body_limit);
-                conn_answer(k->fd, API_E_PAYLOAD_TOO_LARGE, msg);
+                conn_answer(s, k->fd, API_E_PAYLOAD_TOO_LARGE, msg);
             }
         } else if (!answered) {
             wbuf_put_bytes(&st->body, upload, *upload_size);
@@ -654,6 +687,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     req.header = header_of;
     req.client_ip = client_ip_of;
     req.hctx = st;
+    st->server = s;
 
     api_resp_t resp;
     if (!atomic_load_explicit(&s->ready, memory_order_acquire) && !api_path_operational(req.path, req.path_len)) {
@@ -661,7 +695,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     api_dispatch(s->api, &req, &resp);
     api_req_release(&req);
-    st->server = s;
     if (resp.deferred) {
         /* slow work runs on its own thread; this worker keeps serving */
         suspend(st, c, &resp);
@@ -731,6 +764,11 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
                                        : (o->max_connections > 1 ? (unsigned)o->max_connections / 2 : 1u);
     s->header_timeout_ns = (int64_t)o->header_timeout * 1000000000LL;
 
+    if (!cidr_parse(o->trusted_proxies, &s->trusted, err, errlen)) {
+        pthread_mutex_destroy(&s->conn_mu);
+        free(s);
+        return NULL;
+    }
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     struct sockaddr *addr;
@@ -749,6 +787,8 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
         flags |= MHD_USE_IPv6;
     } else {
         snprintf(err, errlen, "--bind: '%s' is not an IPv4 or IPv6 address", o->bind);
+        cidr_set_free(&s->trusted);
+        pthread_mutex_destroy(&s->conn_mu);
         free(s);
         return NULL;
     }
@@ -764,6 +804,16 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
     /* MHD accepts a headroom above the cap: over the cap, idle connections
      * are closed and answers carry Connection: close (server_tick) */
     unsigned headroom = 64 + s->max_conns / 16;
+    /* HTTPS only, never both on one port: the credentials come from
+     * service/tls.h for each handshake */
+    s->tls = o->tls_cert[0] != '\0';
+    struct MHD_OptionItem tls_opts[] = {
+        { MHD_OPTION_HTTPS_CERT_CALLBACK, 0, tls_cert_callback() },
+        { MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TALLY_TLS_PRIORITIES },
+        { MHD_OPTION_END, 0, NULL },
+    };
+    if (s->tls)
+        flags |= MHD_USE_TLS;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, on_accept, s, on_request, s,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_SOCK_ADDR, addr,
@@ -775,9 +825,12 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+                            MHD_OPTION_ARRAY, s->tls ? tls_opts : &tls_opts[2],
                             MHD_OPTION_END);
     if (!s->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not permitted)", o->bind, o->port);
+        snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not permitted%s)", o->bind, o->port,
+                 s->tls ? ", or TLS could not be set up" : "");
+        cidr_set_free(&s->trusted);
         pthread_mutex_destroy(&s->conn_mu);
         free(s);
         return NULL;
@@ -823,6 +876,7 @@ void server_stop(server_t *s)
             s->ips[i] = e->next;
             free(e);
         }
+    cidr_set_free(&s->trusted);
     pthread_mutex_destroy(&s->conn_mu);
     free(s);
 }

@@ -17,10 +17,10 @@ set -eu
 
 set_name=${1:-build}
 BUILD="gcc make pkg-config
-libmicrohttpd-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev"
+libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
-test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl procps
+test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
 redis-server redis-tools nginx yamllint prometheus systemd groff-base" ;;
 bench) PKGS="$BUILD redis-server redis-tools nginx wrk curl procps" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;

@@ -1,0 +1,65 @@
+/*
+ * tls.h - HTTPS for tallyd: the certificate, its key and the client CAs,
+ * loaded from files and swapped without dropping anything.
+ *
+ * libmicrohttpd runs TLS with GnuTLS.  Instead of handing it the PEM once
+ * (MHD_OPTION_HTTPS_MEM_CERT), tallyd answers each handshake itself
+ * (MHD_OPTION_HTTPS_CERT_CALLBACK, gnutls_certificate_retrieve_function2)
+ * with the current credentials: a generation holding the parsed
+ * certificate chain, the private key and, with --tls-client-ca, the trust
+ * list client certificates are checked against.  A reload parses the files
+ * into a new generation and, only if the certificate and key parse and
+ * belong together (their public keys are the same) and the CA file holds at
+ * least one certificate, publishes it with one atomic store; the listening
+ * socket, open connections and requests in flight are untouched, and new
+ * handshakes get the new certificate.  A bad file is refused, logged, and
+ * the current generation stays.  Retired generations are kept until exit (a
+ * handshake that started with one may still use it; a few KB per actual
+ * change, and files whose bytes did not change make no new generation).
+ *
+ * Reloads happen on SIGHUP and POST /admin/reload (tls_reload), and when a
+ * file's identity (device, inode, size, modification time) changes, polled
+ * about once a second by tls_tick: a Kubernetes Secret volume's atomic
+ * symlink swap and cert-manager renewals are picked up by themselves.
+ *
+ * Protocol versions: TLS 1.2 and 1.3 only (TALLY_TLS_PRIORITIES).  With
+ * --tls-client-ca each handshake requires a client certificate
+ * (GNUTLS_CERT_REQUIRE) and verifies its chain against those CAs (validity
+ * dates, signatures, TLS client purpose when the certificate names
+ * purposes); a client without one fails the handshake and never sends a
+ * request.
+ *
+ * One TLS configuration per process (GnuTLS's callback has no user
+ * pointer): tls_open once, tls_close at exit.
+ */
+#ifndef TALLY_TLS_H
+#define TALLY_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "service/options.h"
+
+/* GnuTLS priorities: its defaults, without anything older than TLS 1.2. */
+#define TALLY_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+typedef struct tls tls_t;
+
+/* Loads --tls-cert, --tls-key and --tls-client-ca.  NULL with a message
+ * naming the file when one is unreadable or invalid, or the key is not the
+ * certificate's. */
+tls_t *tls_open(const tally_opts_t *o, char *err, size_t errlen);
+/* Re-reads the files; `who` (e.g. "SIGHUP") goes in the log line.  True when
+ * the files are valid (new or unchanged); false with a message when refused
+ * (the credentials in use stay). */
+bool tls_reload(tls_t *t, const char *who, char *err, size_t errlen);
+/* Housekeeping (every ~100 ms): about once a second, reloads when a file
+ * changed on disk. */
+void tls_tick(tls_t *t);
+/* The certificate callback to give libmicrohttpd (a
+ * gnutls_certificate_retrieve_function2 *), serving tls_open's credentials. */
+void *tls_cert_callback(void);
+/* Frees every generation; call after the HTTP server stopped. */
+void tls_close(tls_t *t);
+
+#endif
