@@ -7,7 +7,9 @@
  *          <- 200 backend body, or 429 + Retry-After (error_page 403 = @limited)
  *
  * Keys from a header (X-Api-Key) and from the client address
- * (X-Forwarded-For: $remote_addr).  nginx runs unprivileged-friendly: one
+ * (X-Forwarded-For: $remote_addr; tallyd believes it from nginx's address
+ * only, --trusted-proxies 127.0.0.1: a client connecting from 127.0.0.2 with
+ * a forged X-Forwarded-For is limited as 127.0.0.2).  nginx runs unprivileged-friendly: one
  * process, pid file, logs and temp paths inside a temporary directory, ports
  * picked free.  Next to the test's own server, the shipped example
  * deploy/gateways/nginx/tally.conf runs as is (addresses substituted) with
@@ -27,6 +29,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #include "tests/integration/harness.h"
 
@@ -265,7 +269,7 @@ static int setup(void **state)
     char *policies = merged_policies();
     write_file(cfg, policies);
     free(policies);
-    const char *args[] = { "--config", cfg, "--in-memory", NULL };
+    const char *args[] = { "--config", cfg, "--in-memory", "--trusted-proxies", "127.0.0.1", NULL };
     tally_start(&T, NULL, args);
     start_nginx(T.port);
     return 0;
@@ -352,6 +356,59 @@ static void test_key_from_address(void **state)
     http_free(&r);
 }
 
+/* GET through nginx from the local address `from` (127.0.0.2: a client other
+ * than nginx, which reaches tallyd from 127.0.0.1) with an X-Forwarded-For
+ * header of the client's choosing; returns the status. */
+static long get_from(const char *from, const char *path, const char *forged_xff)
+{
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    char url[256], h[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", N.port, path);
+    snprintf(h, sizeof(h), "X-Forwarded-For: %s", forged_xff);
+    struct curl_slist *hs = curl_slist_append(NULL, h);
+    FILE *devnull = fopen("/dev/null", "w");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_INTERFACE, from);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, devnull);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    long status = 0;
+    CURLcode rc = curl_easy_perform(c);
+    if (rc != CURLE_OK)
+        fail_msg("GET %s from %s: %s", path, from, curl_easy_strerror(rc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    fclose(devnull);
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+/* The {ip} bypass of issue 15: a fresh forged X-Forwarded-For on every
+ * request.  Through nginx, every one is counted under the real client's
+ * address (127.0.0.2), none under a forged one or under nginx's own. */
+static void test_forged_forwarded_for(void **state)
+{
+    (void)state;
+    const char *forged[] = { "198.51.100.1", "198.51.100.2, 198.51.100.3", "127.0.0.1", "garbage" };
+    for (int i = 0; i < 4; i++) {
+        long want = i < 2 ? 200 : 429;   /* per_ip: 2 an hour */
+        long got = get_from("127.0.0.2", "/byip/forged", forged[i]);
+        if (got != want)
+            fail_msg("request %d with X-Forwarded-For: %s: expected %ld, got %ld", i, forged[i], want, got);
+    }
+    http_resp_t r = http(&T, "GET", "/keys/per_ip:127.0.0.2", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    static const char *const not_keys[] = { "/keys/per_ip:198.51.100.1", "/keys/per_ip:198.51.100.3",
+                                            "/keys/per_ip:garbage" };
+    for (size_t i = 0; i < sizeof(not_keys) / sizeof(not_keys[0]); i++) {
+        r = http(&T, "GET", not_keys[i], NULL, NULL);
+        assert_status(&r, 404);
+        http_free(&r);
+    }
+}
+
 /* An error in tally is an error at nginx (500), never a 429. */
 static void test_errors_are_not_limits(void **state)
 {
@@ -413,6 +470,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_from_header),
         cmocka_unit_test(test_key_from_address),
+        cmocka_unit_test(test_forged_forwarded_for),
         cmocka_unit_test(test_errors_are_not_limits),
         cmocka_unit_test(test_deploy_example),
     };

@@ -51,7 +51,7 @@ static int setup(void **state)
     tmpdir_make(cfgdir, sizeof(cfgdir));
     snprintf(cfg, sizeof(cfg), "%s/policies.json", cfgdir);
     write_file(cfg, POLICIES);
-    const char *args[] = { "--config", cfg, NULL };
+    const char *args[] = { "--config", cfg, "--trusted-proxies", "127.0.0.1,::1", NULL };
     tally_start(&T, NULL, args);
     return 0;
 }
@@ -385,7 +385,7 @@ static void test_reload(void **state)
     snprintf(path, sizeof(path), "%s/reload.json", cfgdir);
     write_file(path, "{\"policies\": {\"r\": {\"algorithm\": \"sliding_log\", \"max_count\": 2, \"period\": 600}}}");
     tally_proc_t p;
-    const char *args[] = { "--config", path, "--in-memory", NULL };
+    const char *args[] = { "--config", path, "--in-memory", "--trusted-proxies", "127.0.0.1,::1", NULL };
     tally_start(&p, NULL, args);
     tally_proc_t saved = T;
     T = p;
@@ -467,7 +467,7 @@ static void test_replay_without_config(void **state)
                      "  \"log\": {\"algorithm\": \"sliding_log\", \"max_count\": 5, \"period\": 600, \"key\": \"{header:X-Api-Key}\"},\n"
                      "  \"tb\": {\"algorithm\": \"token_bucket\", \"capacity\": 5, \"refill_rate\": 0.001}}}");
     tally_proc_t p;
-    const char *args[] = { "--config", path, NULL };
+    const char *args[] = { "--config", path, "--trusted-proxies", "127.0.0.1,::1", NULL };
     tally_start(&p, NULL, args);
     char dir[256];
     snprintf(dir, sizeof(dir), "%s", p.dir);

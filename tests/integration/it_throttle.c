@@ -55,15 +55,18 @@ static void test_readme_example(void **state)
     http_free(&r);
 }
 
-/* curl -d sends application/x-www-form-urlencoded: still JSON to us. */
+/* curl -d sends application/x-www-form-urlencoded, which a browser may send
+ * cross-origin without asking: refused (415), nothing counted (api/guard.h). */
 static void test_curl_default_content_type(void **state)
 {
     (void)state;
-    http_resp_t r = http(&T, "POST", "/throttle",
-                         "{\"key\":\"formenc\",\"max_burst\":1,\"count_per_period\":1,\"period\":1}",
-                         "application/x-www-form-urlencoded");
+    const char *body = "{\"key\":\"formenc\",\"max_burst\":0,\"count_per_period\":1,\"period\":60}";
+    http_resp_t r = http(&T, "POST", "/throttle", body, "application/x-www-form-urlencoded");
+    assert_error(&r, 415, "UNSUPPORTED_MEDIA_TYPE");
+    http_free(&r);
+    r = http(&T, "POST", "/throttle", body, NULL);   /* application/json */
     assert_status(&r, 200);
-    assert_true(json_bool_of(&r, "allowed"));
+    assert_true(json_bool_of(&r, "allowed"));   /* the refused request took nothing */
     http_free(&r);
 }
 
