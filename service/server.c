@@ -467,15 +467,19 @@ static const char *client_ip_of(void *hctx)
     if (st->client[0])
         return st->client;
     const char *peer = peer_ip_of(st);
+    const char *xff = header_of(st, "X-Forwarded-For"), *real_ip = header_of(st, "X-Real-IP");
     size_t n = 0;
-    const char *v = st->server->trusted.n
-                        ? cidr_client_addr(&st->server->trusted, peer, header_of(st, "X-Forwarded-For"),
-                                           header_of(st, "X-Real-IP"), &n)
-                        : peer;
+    const char *v = cidr_client_addr(&st->server->trusted, peer, xff, real_ip, &n);
     if (!v)
         return NULL;
-    if (v == peer)
+    if (v == peer) {
+        static _Atomic bool warned;   /* once: a gateway recipe without --trusted-proxies */
+        if ((xff || real_ip) && !atomic_exchange(&warned, true))
+            log_warn("{ip}: ignoring X-Forwarded-For/X-Real-IP from %s, which is not in --trusted-proxies; "
+                     "keying by the peer address (start tallyd with --trusted-proxies <your proxies> "
+                     "when a gateway sends them)", peer ? peer : "?");
         return peer;
+    }
     snprintf(st->client, sizeof(st->client), "%.*s", (int)n, v);
     return st->client;
 }
