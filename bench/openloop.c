@@ -74,16 +74,16 @@ static void build(conn_t *c, const char *kind, rng_t *r)
         int bl = snprintf(body, sizeof(body),
                           "{\"key\":\"user:%u\",\"max_burst\":15,\"count_per_period\":30,\"period\":60}", k);
         c->out_len = (size_t)snprintf(c->out, sizeof(c->out),
-                                      "POST /throttle HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                      "POST /throttle HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                                       "Content-Length: %d\r\n\r\n%s",
                                       bl, body);
     } else if (!strcmp(kind, "throttle_get")) {
         c->out_len = (size_t)snprintf(c->out, sizeof(c->out),
                                       "GET /throttle/user:%u?max_burst=15&count_per_period=30&period=60 HTTP/1.1\r\n"
-                                      "Host: x\r\n\r\n",
+                                      "Host: localhost\r\n\r\n",
                                       k);
     } else {
-        c->out_len = (size_t)snprintf(c->out, sizeof(c->out), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        c->out_len = (size_t)snprintf(c->out, sizeof(c->out), "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
     }
     c->out_off = 0;
 }

@@ -148,8 +148,8 @@ static int want_fds(int n)
     return (int)rl.rlim_cur - 512;
 }
 
-#define READYZ "GET /readyz HTTP/1.1\r\nHost: t\r\n\r\n"
-#define WRITE "POST /counter/probe HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"by\":1}"
+#define READYZ "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+#define WRITE "POST /counter/probe HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"by\":1}"
 
 static void expect_served(const tally_proc_t *p, const char *what)
 {
@@ -177,7 +177,7 @@ static void test_slowloris(void **state)
                                   "3", "--max-connections-per-ip", "1000", NULL });
     enum { N = 500 };
     static int fds[N];
-    static const char head[] = "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    static const char head[] = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
     for (int i = 0; i < N; i++) {
         fds[i] = dial(&p, "127.0.0.2");
         assert_true(fds[i] >= 0);
@@ -227,7 +227,7 @@ static void test_idle_keepalive(void **state)
                                             "100000", NULL });
     long rss0 = rss_kb(p.pid);
     int *fds = calloc((size_t)n, sizeof(int));
-    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
     int open = 0;
     for (int i = 0; i < n; i++) {
         fds[i] = dial(&p, "127.0.0.2");
@@ -323,11 +323,11 @@ static void test_protocol_edges(void **state)
     tally_proc_t p;
     tally_start(&p, NULL, (const char *[]){ "--in-memory", "--max-body", "1kb", NULL });
     expect_answer(&p, "two different Content-Length",
-                  "POST /counter/x HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
+                  "POST /counter/x HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
                   "Content-Length: 9\r\n\r\n{\"by\":1}",
                   400, "\"BAD_REQUEST\"");
     expect_answer(&p, "Transfer-Encoding: gzip",
-                  "POST /counter/x HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip"
+                  "POST /counter/x HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip"
                   "\r\n\r\nxxxx",
                   400, "\"BAD_REQUEST\"");
     /* nothing of that was applied */
@@ -337,11 +337,11 @@ static void test_protocol_edges(void **state)
     /* a pipeline: two good requests, then a body over --max-body */
     char big[4096];
     int n = snprintf(big, sizeof(big),
-                     "POST /counter/y HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
+                     "POST /counter/y HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
                      "\r\n{\"by\":1}"
-                     "POST /counter/y HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
+                     "POST /counter/y HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
                      "\r\n{\"by\":1}"
-                     "POST /counter/y HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2000\r\n"
+                     "POST /counter/y HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2000\r\n"
                      "\r\n");
     memset(big + n, 'a', 2000);
     char *a = exchange(&p, big, (size_t)n + 2000, 3, 3000);
@@ -398,7 +398,7 @@ static void expect_chunked(const tally_proc_t *p, const char *what, const char *
 }
 
 #define CHUNKED_HEAD                                                                                                \
-    "POST /counter/c HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "POST /counter/c HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 /* Chunked bodies whose declared size is beyond --max-body: libmicrohttpd
  * keeps a chunk's size to itself, so tallyd answers by what arrives - 413 the
@@ -420,7 +420,7 @@ static void test_chunked_edges(void **state)
                    1000);
     /* ... as a pipelined request after a good one: that one is answered */
     n = snprintf(buf, sizeof(buf),
-                 "POST /counter/d HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n"
+                 "POST /counter/d HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n"
                  "{\"by\":1}" CHUNKED_HEAD "FFFFFFFFFFFFFFFF\r\n");
     memset(buf + n, ' ', 2000);
     char *a = exchange(&p, buf, (size_t)n + 2000, 2, 2000);
@@ -436,7 +436,7 @@ static void test_chunked_edges(void **state)
     expect_chunked(&p, "chunk of 2^64-1 bytes, none sent", buf, (size_t)n, 408, "\"REQUEST_TIMEOUT\"", 1900, 3500);
     /* a Content-Length body that stalls: the same deadline */
     n = snprintf(buf, sizeof(buf),
-                 "POST /counter/c HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                 "POST /counter/c HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                  "Content-Length: 100\r\n\r\n{");
     expect_chunked(&p, "Content-Length 100, 1 sent", buf, (size_t)n, 408, "\"REQUEST_TIMEOUT\"", 1900, 3500);
     /* a chunked body within the limit, sent slowly but steadily (3.6 s in
