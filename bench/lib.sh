@@ -22,10 +22,10 @@ on_server() { taskset -c "$SERVER_CPU" "$@"; }
 on_client() { taskset -c "$CLIENT_CPU" "$@"; }
 freeport() { "$BUILD/bench/freeport"; }
 
-wait_http() {   # wait_http PORT PATH
+wait_http() {   # wait_http PORT PATH (WAIT_SCHEME=https for a TLS server: its test certificate is not checked)
     i=0
     while [ $i -lt 500 ]; do
-        if curl -sf -o /dev/null "http://127.0.0.1:$1$2"; then return 0; fi
+        if curl -sfk -o /dev/null "${WAIT_SCHEME:-http}://127.0.0.1:$1$2"; then return 0; fi
         i=$((i + 1)); sleep 0.02
     done
     echo "bench: server on port $1 did not answer $2" >&2; return 1

@@ -22,7 +22,11 @@
  * about once a second by tls_tick: a Kubernetes Secret volume's atomic
  * symlink swap and cert-manager renewals are picked up by themselves.
  *
- * Protocol versions: TLS 1.2 and 1.3 only (TALLY_TLS_PRIORITIES).  With
+ * Protocol versions: TLS 1.2 and 1.3 only (TALLY_TLS_PRIORITIES), and no
+ * session tickets: every connection makes a full handshake against the
+ * current certificate and CAs, so a reload applies to all new connections
+ * and a resumed session never skips the client-certificate check (tallyd's
+ * clients keep connections alive, so resumption would save little).  With
  * --tls-client-ca each handshake requires a client certificate
  * (GNUTLS_CERT_REQUIRE) and verifies its chain against those CAs (validity
  * dates, signatures, TLS client purpose when the certificate names
@@ -40,8 +44,9 @@
 
 #include "service/options.h"
 
-/* GnuTLS priorities: its defaults, without anything older than TLS 1.2. */
-#define TALLY_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+/* GnuTLS priorities: its defaults, without anything older than TLS 1.2, and
+ * without session tickets (see above). */
+#define TALLY_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:%NO_TICKETS"
 
 typedef struct tls tls_t;
 
