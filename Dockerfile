@@ -1,11 +1,14 @@
 # tallyd container image: build on Debian 12, run on a slim Debian 12 as a
 # non-root user, data on a volume, listening on all interfaces inside the
 # container.  Build: docker build -t tally .   Run: docker run -p 8080:8080 -v tally-data:/data tally
+# HTTPS: mount a certificate and key read-only and name them, e.g.
+#   -v /etc/tally/tls:/tls:ro -e TALLY_TLS_CERT=/tls/tls.crt -e TALLY_TLS_KEY=/tls/tls.key
+# (the health check below then needs https://; the files are reloaded on change)
 
 FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc make libc6-dev pkg-config \
-      libmicrohttpd-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev \
+      libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY core core
