@@ -80,12 +80,15 @@ typedef struct tls_answer {
     long status;
     char subject[256];           /* the server certificate's subject */
     long connects;               /* new connections the request made (0: reused) */
+    char body[512];              /* the answer's body (truncated) */
 } tls_answer_t;
 
 static size_t sink(char *p, size_t s, size_t n, void *ud)
 {
-    (void)p;
-    (void)ud;
+    char *body = ud;
+    size_t have = strlen(body), room = 511 - have, len = s * n;
+    memcpy(body + have, p, len < room ? len : room);
+    body[have + (len < room ? len : room)] = '\0';
     return s * n;
 }
 
@@ -106,6 +109,7 @@ static tls_answer_t tls_request(CURL *reuse, int port, const tls_client_t *cl, c
     curl_easy_setopt(c, CURLOPT_CAINFO, ca);
     curl_easy_setopt(c, CURLOPT_CERTINFO, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, a.body);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (cl->cert) {
@@ -274,6 +278,7 @@ static void test_mtls(void **state)
     }
     a = tls_request(NULL, p.port, &good, "POST", "/counter/mtls", "{\"by\":0}");
     assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "\"value\":1"));
     assert_true(log_has(&p, "client certificate was refused"));
     assert_int_equal(tally_stop(&p), 0);
     tally_cleanup(&p);
