@@ -197,8 +197,8 @@ bool api_guard_request(const api_guard_t *g, const api_req_t *req, const api_rou
 {
     if (!g || req->replay || (path_route && (path_route->flags & API_ROUTE_GATEWAY)))
         return true;
-    const char *host = header(req, "Host");
-    if (g->loopback && host && !host_ok(g, host)) {
+    const char *host = g->loopback ? header(req, "Host") : NULL;
+    if (host && !host_ok(g, host)) {
         api_error(resp, API_E_MISDIRECTED,
                   "Host '%.100s' is not served here: tallyd on a loopback address answers only IP addresses, "
                   "localhost and the names in --allow-host (a DNS-rebinding page sends its own name)",
