@@ -21,7 +21,7 @@ record "redis PFADD no pipelining (items/s)" "$redis_p1" items/s
 
 start_tallyd
 # a filter sized for the run, so the bench measures adds, not growth
-curl -sf -o /dev/null -X PUT "http://127.0.0.1:$TALLY_PORT/bloom/bfbench" -d '{"capacity":2000000,"error_rate":0.01}'
+curl -sf -o /dev/null -X PUT "http://127.0.0.1:$TALLY_PORT/bloom/bfbench" --json '{"capacity":2000000,"error_rate":0.01}'
 BENCH_CONNS_SAVED=$BENCH_CONNS
 BENCH_CONNS=${BATCH_CONNS:-8}
 set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/uv/uvbench" bench/lua/items_batch.lua)

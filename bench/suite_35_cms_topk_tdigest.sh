@@ -22,9 +22,9 @@ done
 
 # -- HTTP -------------------------------------------------------------------------
 start_tallyd
-curl -sf -o /dev/null -XPUT "http://127.0.0.1:$TALLY_PORT/cms/bench_cms" -d '{"error":0.001,"probability":0.002}'
-curl -sf -o /dev/null -XPUT "http://127.0.0.1:$TALLY_PORT/topk/bench_topk" -d '{"k":100,"width":461,"depth":5}'
-curl -sf -o /dev/null -XPUT "http://127.0.0.1:$TALLY_PORT/tdigest/bench_tdigest" -d '{"compression":100}'
+curl -sf -o /dev/null -XPUT "http://127.0.0.1:$TALLY_PORT/cms/bench_cms" --json '{"error":0.001,"probability":0.002}'
+curl -sf -o /dev/null -XPUT "http://127.0.0.1:$TALLY_PORT/topk/bench_topk" --json '{"k":100,"width":461,"depth":5}'
+curl -sf -o /dev/null -XPUT "http://127.0.0.1:$TALLY_PORT/tdigest/bench_tdigest" --json '{"compression":100}'
 
 # http_items KIND BATCH: prints "ITEMS_PER_S REQ_PER_S P99_MS"
 http_items() {

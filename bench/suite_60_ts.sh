@@ -74,7 +74,7 @@ set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/ts_ingest.lua)
 ingest=$(awk -v r="$1" 'BEGIN { printf "%.0f", r * 1000 }')
 ingest_p99=$2
 while read -r body; do
-    printf '%s' "$body" | curl -sf -o /dev/null -X POST --data-binary @- "http://127.0.0.1:$TALLY_PORT/ts/day"
+    printf '%s' "$body" | curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' --data-binary @- "http://127.0.0.1:$TALLY_PORT/ts/day"
 done <"$BENCH_TMP/day.json"
 info=$(curl -sf "http://127.0.0.1:$TALLY_PORT/ts/day")
 samples=$(printf '%s' "$info" | sed 's/.*"samples":\([0-9]*\).*/\1/')

@@ -30,7 +30,7 @@ start_tallyd --snapshot-interval 0
 i=0
 while [ $i -lt "$GB_FILTERS" ]; do
     curl -sf -o /dev/null -XPUT "http://127.0.0.1:$TALLY_PORT/bloom/big$i" \
-        -d '{"capacity":1000000,"error_rate":0.001,"scaling":false}'
+        --json '{"capacity":1000000,"error_rate":0.001,"scaling":false}'
     i=$((i + 1))
 done
 mem=$(curl -sf "http://127.0.0.1:$TALLY_PORT/info" | sed -n 's/.*"memory_bytes":\([0-9]*\).*/\1/p')
