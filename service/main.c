@@ -133,6 +133,8 @@ static void hook_metrics(void *ud, wbuf_t *out)
     persist_t *p = live_persist();
     if (p)
         persist_metrics(p, out);
+    if (app.tls)
+        tls_metrics(app.tls, out);
     char buf[256];
     int n = snprintf(buf, sizeof(buf),
                      "# HELP tally_uptime_seconds Seconds since tallyd started.\n"

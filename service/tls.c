@@ -24,6 +24,7 @@
 typedef struct tls_gen {
     gnutls_pcert_st pcert[TLS_CHAIN_MAX];
     unsigned npcert;
+    time_t not_after;                      /* the certificate's end of validity, -1 unknown */
     gnutls_privkey_t key;
     gnutls_x509_trust_list_t ca;           /* NULL without --tls-client-ca */
     char *text[3];                         /* the files' bytes (cert, key, CA), to see a change */
@@ -51,6 +52,8 @@ static const char *const file_flag[3] = { "--tls-cert", "--tls-key", "--tls-clie
 
 /* The generation handshakes use (one per process: see tls.h). */
 static _Atomic(tls_gen_t *) current;
+/* Counters for /metrics. */
+static _Atomic uint64_t reloads_ok, reloads_refused, clients_refused;
 
 /* ------------------------------------------------------------------------ */
 /* Generations                                                              */
@@ -145,18 +148,21 @@ static bool gen_parse(const struct tls *t, tls_gen_t *g, char *err, size_t errle
     return true;
 }
 
-/* The certificate's subject and end of validity, for the log. */
-static void gen_describe(const tls_gen_t *g, char *out, size_t n)
+/* The certificate's subject and end of validity, for the log; fills
+ * g->not_after. */
+static void gen_describe(tls_gen_t *g, char *out, size_t n)
 {
     gnutls_x509_crt_t crt;
     snprintf(out, n, "a certificate");
-    if (gnutls_pcert_export_x509((gnutls_pcert_st *)&g->pcert[0], &crt) < 0)
+    g->not_after = -1;
+    if (gnutls_pcert_export_x509(&g->pcert[0], &crt) < 0)
         return;
     char dn[256];
     size_t dnlen = sizeof(dn);
     if (gnutls_x509_crt_get_dn(crt, dn, &dnlen) < 0)
         snprintf(dn, sizeof(dn), "?");
     time_t until = gnutls_x509_crt_get_expiration_time(crt);
+    g->not_after = until;
     struct tm tm;
     char when[32] = "?";
     if (until != (time_t)-1 && gmtime_r(&until, &tm))
@@ -200,6 +206,7 @@ static int verify_client(gnutls_session_t s)
         gnutls_datum_t why = { NULL, 0 };
         if (r >= 0)
             gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &why, 0);
+        atomic_fetch_add(&clients_refused, 1);
         log_info("tls: a client certificate was refused: %s", why.data ? (char *)why.data : "unreadable chain");
         gnutls_free(why.data);
         return -1;
@@ -256,8 +263,9 @@ static bool file_id_equal(const file_id_t *a, const file_id_t *b)
 }
 
 /* Loads the files into a new generation and publishes it; t->mu held.
- * *changed tells whether a new generation was published. */
-static bool load(struct tls *t, bool *changed, char *err, size_t errlen)
+ * *changed tells whether a new generation was published, described in
+ * what[] (for the log). */
+static bool load(struct tls *t, bool *changed, char *what, size_t whatlen, char *err, size_t errlen)
 {
     *changed = false;
     for (int i = 0; i < 3; i++)
@@ -284,6 +292,7 @@ static bool load(struct tls *t, bool *changed, char *err, size_t errlen)
         gen_free(g);
         return false;
     }
+    gen_describe(g, what, whatlen);   /* before publishing: g is immutable after */
     g->older = cur;
     atomic_store_explicit(&current, g, memory_order_release);
     *changed = true;
@@ -302,14 +311,13 @@ tls_t *tls_open(const tally_opts_t *o, char *err, size_t errlen)
     t->path[2] = o->tls_client_ca;
     pthread_mutex_init(&t->mu, NULL);
     bool changed;
-    if (!load(t, &changed, err, errlen)) {
+    char what[400];
+    if (!load(t, &changed, what, sizeof(what), err, errlen)) {
         pthread_mutex_destroy(&t->mu);
         free(t);
         return NULL;
     }
-    char what[400];
-    gen_describe(atomic_load(&current), what, sizeof(what));
-    log_info("tls: serving HTTPS (TLS 1.2 and 1.3) with %s%s", what,
+    log_info("tls: serving HTTPS (TLS 1.2 and 1.3, no session resumption) with %s%s", what,
              o->tls_client_ca[0] ? "; client certificates required (--tls-client-ca)" : "");
     t->next_poll_ns = clock_mono_ns() + TLS_POLL_NS;
     return t;
@@ -319,13 +327,13 @@ bool tls_reload(tls_t *t, const char *who, char *err, size_t errlen)
 {
     pthread_mutex_lock(&t->mu);
     bool changed;
-    bool ok = load(t, &changed, err, errlen);
+    char what[400];
+    bool ok = load(t, &changed, what, sizeof(what), err, errlen);
     pthread_mutex_unlock(&t->mu);
+    atomic_fetch_add(ok ? &reloads_ok : &reloads_refused, 1);
     if (!ok) {
         log_error("%s: %s; keeping the TLS certificate loaded before", who, err);
     } else if (changed) {
-        char what[400];
-        gen_describe(atomic_load(&current), what, sizeof(what));
         log_info("%s: TLS certificate reloaded: now serving %s", who, what);
     } else {
         log_debug("%s: TLS files unchanged", who);
@@ -351,6 +359,31 @@ void tls_tick(tls_t *t)
         char err[600];
         tls_reload(t, "a TLS file changed", err, sizeof(err));
     }
+}
+
+void tls_metrics(tls_t *t, wbuf_t *out)
+{
+    (void)t;
+    tls_gen_t *g = atomic_load_explicit(&current, memory_order_acquire);
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf),
+                     "# HELP tally_tls_certificate_expiry_timestamp_seconds End of validity of the certificate "
+                     "served (Unix time).\n"
+                     "# TYPE tally_tls_certificate_expiry_timestamp_seconds gauge\n"
+                     "tally_tls_certificate_expiry_timestamp_seconds %lld\n"
+                     "# HELP tally_tls_reloads_total Reloads of the TLS files (SIGHUP, POST /admin/reload, a "
+                     "file change), by result.\n"
+                     "# TYPE tally_tls_reloads_total counter\n"
+                     "tally_tls_reloads_total{result=\"ok\"} %llu\n"
+                     "tally_tls_reloads_total{result=\"refused\"} %llu\n"
+                     "# HELP tally_tls_client_certificates_refused_total Client certificates refused by the "
+                     "--tls-client-ca check (a client sending none fails in GnuTLS, uncounted).\n"
+                     "# TYPE tally_tls_client_certificates_refused_total counter\n"
+                     "tally_tls_client_certificates_refused_total %llu\n",
+                     g ? (long long)g->not_after : -1LL, (unsigned long long)atomic_load(&reloads_ok),
+                     (unsigned long long)atomic_load(&reloads_refused),
+                     (unsigned long long)atomic_load(&clients_refused));
+    wbuf_put_bytes(out, buf, (size_t)n);
 }
 
 void tls_close(tls_t *t)

@@ -42,6 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/codec.h"
 #include "service/options.h"
 
 /* GnuTLS priorities: its defaults, without anything older than TLS 1.2, and
@@ -64,6 +65,10 @@ void tls_tick(tls_t *t);
 /* The certificate callback to give libmicrohttpd (a
  * gnutls_certificate_retrieve_function2 *), serving tls_open's credentials. */
 void *tls_cert_callback(void);
+/* Appends the TLS metrics: the served certificate's expiry time
+ * (tally_tls_certificate_expiry_timestamp_seconds), reloads by result and
+ * client certificates refused. */
+void tls_metrics(tls_t *t, wbuf_t *out);
 /* Frees every generation; call after the HTTP server stopped. */
 void tls_close(tls_t *t);
 
