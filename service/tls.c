@@ -19,6 +19,8 @@
 #define TLS_CHAIN_MAX 16                   /* certificates in a chain, ours or a client's */
 #define TLS_FILE_MAX (1024 * 1024)         /* a PEM file is a few KB; refuse anything absurd */
 #define TLS_POLL_NS 1000000000LL           /* how often files are checked for changes */
+#define TLS_RETIRE_MARGIN_NS 5000000000LL  /* kept past --header-timeout before a retired generation is freed:
+                                              a handshake step in progress when its connection was closed */
 
 /* One set of credentials, immutable once published. */
 typedef struct tls_gen {
@@ -29,7 +31,8 @@ typedef struct tls_gen {
     gnutls_x509_trust_list_t ca;           /* NULL without --tls-client-ca */
     char *text[3];                         /* the files' bytes (cert, key, CA), to see a change */
     size_t len[3];
-    struct tls_gen *older;                 /* retired generations, freed by tls_close */
+    struct tls_gen *older;                 /* the generations it replaced, newest first */
+    int64_t retired_ns;                    /* when a newer one replaced it (monotonic), 0 while current */
 } tls_gen_t;
 
 /* A file's identity, to notice a change without reading it. */
@@ -46,6 +49,7 @@ struct tls {
     pthread_mutex_t mu;                    /* one reload at a time; guards the fields below */
     file_id_t seen[3];
     int64_t next_poll_ns;
+    int64_t retire_ns;                     /* how long a retired generation is kept (see tls.h) */
 };
 
 static const char *const file_flag[3] = { "--tls-cert", "--tls-key", "--tls-client-ca" };
@@ -294,6 +298,8 @@ static bool load(struct tls *t, bool *changed, char *what, size_t whatlen, char 
     }
     gen_describe(g, what, whatlen);   /* before publishing: g is immutable after */
     g->older = cur;
+    if (cur)
+        cur->retired_ns = clock_mono_ns();   /* only tls_tick reads it, under t->mu */
     atomic_store_explicit(&current, g, memory_order_release);
     *changed = true;
     return true;
@@ -309,6 +315,7 @@ tls_t *tls_open(const tally_opts_t *o, char *err, size_t errlen)
     t->path[0] = o->tls_cert;
     t->path[1] = o->tls_key;
     t->path[2] = o->tls_client_ca;
+    t->retire_ns = (int64_t)o->header_timeout * 1000000000LL + TLS_RETIRE_MARGIN_NS;
     pthread_mutex_init(&t->mu, NULL);
     bool changed;
     char what[400];
@@ -354,6 +361,23 @@ void tls_tick(tls_t *t)
         file_id_of(t->path[i], &id);
         moved |= !file_id_equal(&id, &t->seen[i]);
     }
+    /* retired generations past their grace period go, with all older ones */
+    tls_gen_t *cur = atomic_load_explicit(&current, memory_order_acquire);
+    unsigned freed = 0;
+    for (tls_gen_t *g = cur; g && g->older; g = g->older)
+        if (now - g->older->retired_ns > t->retire_ns) {
+            tls_gen_t *old = g->older;
+            g->older = NULL;
+            while (old) {
+                tls_gen_t *next = old->older;
+                gen_free(old);
+                freed++;
+                old = next;
+            }
+            break;
+        }
+    if (freed)
+        log_debug("tls: freed %u retired certificate generation%s", freed, freed == 1 ? "" : "s");
     pthread_mutex_unlock(&t->mu);
     if (moved) {
         char err[600];

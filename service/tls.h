@@ -13,9 +13,13 @@
  * least one certificate, publishes it with one atomic store; the listening
  * socket, open connections and requests in flight are untouched, and new
  * handshakes get the new certificate.  A bad file is refused, logged, and
- * the current generation stays.  Retired generations are kept until exit (a
- * handshake that started with one may still use it; a few KB per actual
- * change, and files whose bytes did not change make no new generation).
+ * the current generation stays.  A handshake that began with a generation
+ * may still use it after a reload, and GnuTLS gives no signal when it is
+ * done, so a retired generation is freed only --header-timeout plus 5 s
+ * after it was replaced: by then every connection that was
+ * handshaking with it has been closed by server_tick (a connection that
+ * has not sent a complete request head within --header-timeout is).  Files
+ * whose bytes did not change make no new generation.
  *
  * Reloads happen on SIGHUP and POST /admin/reload (tls_reload), and when a
  * file's identity (device, inode, size, modification time) changes, polled

@@ -339,6 +339,37 @@ static void test_tls_reload(void **state)
     tally_cleanup(&p);
 }
 
+/* Retired certificates are freed once no handshake can still use them
+ * (--header-timeout plus 5 s); handshakes go on with the current one. */
+static void test_tls_retired_freed(void **state)
+{
+    (void)state;
+    sh("cd %s && cp server.pem live.pem && cp server.key live.key", dir);
+    char cert[400], key[400];
+    path_of(cert, sizeof(cert), "live.pem");
+    path_of(key, sizeof(key), "live.key");
+    const char *args[] = { "--in-memory", "--tls-cert", cert, "--tls-key", key, "--header-timeout", "1",
+                           "--log-level", "debug", NULL };
+    tally_proc_t p;
+    tally_start_nowait(&p, NULL, args);
+    wait_tls_ready(&p, &good);
+    sh("cd %s && cp second.pem live.pem && cp second.key live.key", dir);
+    kill(p.pid, SIGHUP);
+    wait_subject(p.port, &good, "second.tally.test", 5);
+    sh("cd %s && cp third.pem live.pem && cp third.key live.key", dir);
+    kill(p.pid, SIGHUP);
+    wait_subject(p.port, &good, "third.tally.test", 5);
+    for (int i = 0; i < 150 && !log_has(&p, "freed 2 retired certificate generations"); i++) {
+        tls_answer_t a = tls_request(NULL, p.port, &good, "GET", "/healthz", NULL);
+        assert_int_equal(a.status, 200);
+        usleep(100000);
+    }
+    assert_true(log_has(&p, "freed 2 retired certificate generations"));
+    wait_subject(p.port, &good, "third.tally.test", 1);
+    assert_int_equal(tally_stop(&p), 0);
+    tally_cleanup(&p);
+}
+
 static void test_tls_bad_start(void **state)
 {
     (void)state;
@@ -600,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_tls_serves_and_refuses),
         cmocka_unit_test(test_mtls),
         cmocka_unit_test(test_tls_reload),
+        cmocka_unit_test(test_tls_retired_freed),
         cmocka_unit_test(test_tls_bad_start),
         cmocka_unit_test(test_dns_rebinding),
         cmocka_unit_test(test_browser_bodies),
