@@ -442,6 +442,14 @@ static void test_replay_determinism(void **state)
                               NULL, NULL),
                      201);
     assert_int_equal(serve_at(&r, API_DELETE, "/keys/old", NULL, NULL, NULL, t, true, NULL, NULL), 200);
+    /* so does a CMS of depth 0 by probability (tally made it depth 1; RedisBloom refuses it, as tally now does) */
+    static const char depth0[] = "{\"error\":0.9,\"probability\":0.9999999999999999}";
+    assert_int_equal(serve_at(&a, API_PUT, "/cms/old", NULL, "application/json", depth0, t, false, NULL, NULL), 400);
+    char *b0;
+    assert_int_equal(serve_at(&r, API_PUT, "/cms/old", NULL, "application/json", depth0, t, true, &b0, NULL), 201);
+    assert_non_null(strstr(b0, "\"depth\":1"));
+    free(b0);
+    assert_int_equal(serve_at(&r, API_DELETE, "/keys/old", NULL, NULL, NULL, t, true, NULL, NULL), 200);
     assert_true(j.n >= sizeof(script) / sizeof(script[0]) - 1);
     for (size_t i = 0; i < j.n; i++) {
         const record_t *q = &j.r[i];
