@@ -354,6 +354,7 @@ static const struct {
     { API_POST, "/bits/b2/op", NULL, "{\"op\":\"not\",\"sources\":[\"b\"]}" },
     { API_POST, "/activity/act", NULL, "{\"day\":\"2023-11-14\",\"users\":[1,2,3]}" },
     { API_POST, "/geo/places", NULL, "{\"members\":[{\"member\":\"p\",\"lon\":13.36,\"lat\":38.11}]}" },
+    { API_POST, "/geo/near/store", "source=places&lon=13&lat=38&radius=100&unit=km", NULL },
     { API_POST, "/ts/temp", NULL, "{\"samples\":[[1000,20.5],[2000,21]]}" },
     { API_DELETE, "/ts/temp/range", "from=1500&to=2500", NULL },
     { API_PUT, "/keys/hits/ttl", NULL, "{\"ttl_ms\":5000}" },
@@ -364,7 +365,7 @@ static const char *const reads[] = {
     "/throttle/u1", "/counter/hits", "/uv/visitors", "/uv/all", "/bloom/seen", "/bloom/ins", "/bloom/bcopy",
     "/bloom/bcopy/exists?item=x", "/cuckoo/cf", "/cuckoo/ccopy", "/cuckoo/ccopy/count?item=x", "/cms/words",
     "/topk/top/list", "/tdigest/lat", "/bits/b", "/bits/b2/count", "/activity/act", "/geo/places/pos?member=p",
-    "/ts/temp", "/keys", "/keys/hits", "/keys/other",
+    "/geo/near/pos?member=p", "/ts/temp", "/keys", "/keys/hits", "/keys/other",
 };
 
 static char *read_answer(api_server_t *srv, const char *pq, int64_t now_ns)
@@ -430,6 +431,13 @@ static void test_replay_determinism(void **state)
             fail_msg("%s %s: %d %s", api_method_name(script[i].m), script[i].path, st, b);
         free(b);
     }
+    /* BITFIELD_RO reads: no record, no key */
+    size_t records = j.n;
+    assert_int_equal(serve_at(&a, API_POST, "/bits/ro/field_ro", NULL, "application/json",
+                              "{\"ops\":[{\"get\":\"u8\",\"offset\":0}]}", t, false, NULL, NULL),
+                     200);
+    assert_int_equal(j.n, records);
+    assert_int_equal(serve_at(&a, API_GET, "/keys/ro", NULL, NULL, NULL, t, false, NULL, NULL), 404);
     /* SCANDUMP / LOADCHUNK: binary bodies in the journal */
     static const char *const copies[][2] = { { "/bloom/seen", "/bloom/bcopy" }, { "/cuckoo/cf", "/cuckoo/ccopy" } };
     for (size_t i = 0; i < 2; i++, t += 1000000)
