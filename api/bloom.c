@@ -278,34 +278,15 @@ static void h_bloom_card(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:I}", "items", (json_int_t)in.items));
 }
 
-static bool bf_header(const void *v, wbuf_t *out)
-{
-    bloom_dump_header(v, out);
-    return true;
-}
-static const uint8_t *bf_chunk(const void *v, int64_t *cursor, size_t max_len, size_t *len)
-{
-    return bloom_dump_chunk(v, cursor, max_len, len);
-}
-static void *bf_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
-{
-    return bloom_load_header(p, len, max_bytes, nomem, why);
-}
-static bool bf_load_chunk(void *v, int64_t cursor, const uint8_t *p, size_t len, const char **why)
-{
-    return bloom_load_chunk(v, cursor, p, len, why);
-}
-
-static const api_dump_ops_t bloom_dump_ops = { &bloom_type, bf_header, bf_chunk, bf_load_header, bf_load_chunk,
-                                               NULL };
+static const api_dump_t bloom_dump = { &bloom_dump_ops, NULL };
 
 static void h_bloom_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    api_dump_serve(srv, req, resp, &bloom_dump_ops);
+    api_dump_serve(srv, req, resp, &bloom_dump);
 }
 static void h_bloom_load(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    api_load_serve(srv, req, resp, &bloom_dump_ops);
+    api_load_serve(srv, req, resp, &bloom_dump);
 }
 
 /* The family: its routes, in matching order, and its type. */

@@ -273,32 +273,17 @@ static void h_cuckoo_compact(api_server_t *srv, api_req_t *req, api_resp_t *resp
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
 }
 
-static bool cf_header(const void *v, wbuf_t *out) { return cuckoo_dump_header(v, out); }
-static const uint8_t *cf_chunk(const void *v, int64_t *cursor, size_t max_len, size_t *len)
-{
-    return cuckoo_dump_chunk(v, cursor, max_len, len);
-}
-static void *cf_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
-{
-    return cuckoo_load_header(p, len, max_bytes, nomem, why);
-}
-static bool cf_load_chunk(void *v, int64_t cursor, const uint8_t *p, size_t len, const char **why)
-{
-    return cuckoo_load_chunk(v, cursor, p, len, why);
-}
-
-static const api_dump_ops_t cuckoo_dump_ops = {
-    &cuckoo_type, cf_header, cf_chunk, cf_load_header, cf_load_chunk,
-    "only a filter with 8-bit fingerprints can be dumped: RedisBloom's format has no other size"
+static const api_dump_t cuckoo_dump = {
+    &cuckoo_dump_ops, "only a filter with 8-bit fingerprints can be dumped: RedisBloom's format has no other size"
 };
 
 static void h_cuckoo_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    api_dump_serve(srv, req, resp, &cuckoo_dump_ops);
+    api_dump_serve(srv, req, resp, &cuckoo_dump);
 }
 static void h_cuckoo_load(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    api_load_serve(srv, req, resp, &cuckoo_dump_ops);
+    api_load_serve(srv, req, resp, &cuckoo_dump);
 }
 
 /* The family: its routes, in matching order, and its type. */

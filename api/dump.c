@@ -27,8 +27,9 @@ static bool dump_request(api_req_t *req, api_resp_t *resp, int64_t min, const ch
            api_query_int(req, resp, "cursor", true, min, INT64_MAX, cursor, NULL);
 }
 
-void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_ops_t *ops)
+void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d)
 {
+    const ks_dump_ops_t *ops = d->ops;
     const char *key;
     size_t klen;
     int64_t cursor;
@@ -43,7 +44,7 @@ void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const a
         bool ok = ops->header(v, &out);
         api_key_close(&h, false);
         if (!ok) {
-            api_error(resp, API_E_BAD_REQUEST, "%s", ops->why_not);
+            api_error(resp, API_E_BAD_REQUEST, "%s", d->why_not);
         } else if (out.oom) {
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         } else {
@@ -60,8 +61,9 @@ void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const a
     api_add_header(resp, "Tally-Cursor", "%lld", (long long)cursor);
 }
 
-void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_ops_t *ops)
+void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d)
 {
+    const ks_dump_ops_t *ops = d->ops;
     const char *key, *why;
     size_t klen;
     int64_t cursor;

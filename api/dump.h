@@ -39,21 +39,15 @@
 
 #define API_DUMP_CHUNK (512u << 10)   /* half the default --max-body */
 
-/* A filter type's dump interface (the core functions, as void *). */
-typedef struct api_dump_ops {
-    const ks_type_t *type;
-    /* Appends the header chunk; false when this value cannot be dumped in
-     * RedisBloom's format (why_not says so). */
-    bool (*header)(const void *v, wbuf_t *out);
-    const uint8_t *(*chunk)(const void *v, int64_t *cursor, size_t max_len, size_t *len);
-    void *(*load_header)(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
-    bool (*load_chunk)(void *v, int64_t cursor, const uint8_t *p, size_t len, const char **why);
-    const char *why_not;
-} api_dump_ops_t;
+/* A filter family's dump: core's interface and why a value may have no dump. */
+typedef struct api_dump {
+    const ks_dump_ops_t *ops;
+    const char *why_not;     /* the 400 when ops->header refuses a value */
+} api_dump_t;
 
 /* The bodies of GET .../dump and POST .../load. */
-void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_ops_t *ops);
-void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_ops_t *ops);
+void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
+void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
 
 /* The most bytes one filter's arrays may take: --maxmemory, or without it
  * the machine's memory (a larger filter could never be filled); none (0)
