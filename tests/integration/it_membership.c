@@ -630,6 +630,17 @@ static void test_cuckoo_scandump(void **state)
     http_free(&r);
     free(b);
     chunks_free(c, n);
+    /* an empty filter dumps its header (RedisBloom answers 0 and nothing), and loads back */
+    r = http(&T, "PUT", "/cuckoo/sd0", "{\"capacity\":100}", NULL);
+    http_free(&r);
+    n = dump_all(&T, "cuckoo", "sd0", c, 64);
+    assert_int_equal(n, 2);   /* the header and the 64 empty buckets' slots */
+    assert_int_equal(c[0].len, 38);
+    assert_int_equal(c[1].len, 128);
+    for (size_t i = 0; i < n; i++)
+        load_chunk(&T, "cuckoo", "sd0copy", c[i].cursor, c[i].data, c[i].len, 200);
+    chunks_free(c, n);
+    http_expect(&T, "GET", "/cuckoo/sd0copy/count?item=x", NULL, 200, "{\"count\":0}");
     /* 12-bit fingerprints: no RedisBloom format */
     r = http(&T, "PUT", "/cuckoo/sd12", "{\"capacity\":100,\"fingerprint_bits\":12}", NULL);
     http_free(&r);
