@@ -129,6 +129,13 @@ static void test_missing_things(void **state)
     expect_body("POST", "/geo/m2/store?source=m1&member=jd&radius=1&unit=km", NULL, 200, "{\"stored\":1}");
     expect_body("POST", "/geo/m2/store?source=m1&lon=0&lat=0&radius=1&unit=km", NULL, 200, "{\"stored\":0}");
     http_expect(&T, "GET", "/keys/m2", NULL, 404, NULL);
+    /* the stored set is a new value: the destination's TTL goes, as Redis's store drops it */
+    expect_body("POST", "/geo/m3/store?source=m1&member=jd&radius=1&unit=km", NULL, 200, "{\"stored\":1}");
+    http_expect(&T, "PUT", "/keys/m3/ttl", "{\"ttl_ms\":100000}", 200, NULL);
+    expect_body("POST", "/geo/m3/store?source=m1&member=jd&radius=50&unit=km", NULL, 200, "{\"stored\":3}");
+    http_resp_t r = http(&T, "GET", "/keys/m3", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "ttl_ms"), -1);
+    http_free(&r);
     expect_body("GET", "/geo/m1/dist?from=jd&to=xiaomi", NULL, 200, "{\"distance\":33004.6915}");
     expect_body("GET", "/geo/m1/dist?from=jd&to=xiaomi&unit=MI", NULL, 200, "{\"distance\":20.5082}");
     expect_body("GET", "/geo/m1/dist?from=jd&to=xiaomi&unit=ft", NULL, 200, "{\"distance\":108283.1085}");
