@@ -9,6 +9,8 @@
  *   GET  /bits/{key}/pos?bit=&start=&end=&unit= -> {"position":N}         BITPOS
  *   POST /bits/{key}/op        {"op","sources"} -> {"length":N}           BITOP ({key} = destination)
  *   POST /bits/{key}/field     {"ops":[...]}   -> {"results":[...]}       BITFIELD
+ *   POST /bits/{key}/field_ro  {"ops":[...]}   -> {"results":[...]}       BITFIELD_RO
+ *        (get and overflow only; never creates, changes or journals the key)
  *
  * Deviation from Redis, on purpose: Redis's SET and BITOP overwrite a key of
  * any type; here a destination holding another type is a 409 WRONGTYPE (an
@@ -645,7 +647,10 @@ static bool parse_field_ops(api_resp_t *resp, json_t *arr, bf_op_t *ops, size_t 
     return true;
 }
 
-static void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+/* BITFIELD, or with `ro` BITFIELD_RO (only GET: 400 for any other
+ * operation, as Redis answers "BITFIELD_RO only supports the GET
+ * subcommand"). */
+static void bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool ro)
 {
     static const char *const fields[] = { "ops", NULL };
     const char *key;
@@ -669,6 +674,12 @@ static void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!parse_field_ops(resp, arr, ops, &n))
         goto out;
+    for (size_t i = 0; ro && i < n; i++)
+        if (ops[i].opcode != BF_GET) {
+            api_error_field(resp, API_E_BAD_REQUEST, "ops",
+                            "BITFIELD_RO only supports the GET subcommand (use /bits/{key}/field to change bits)");
+            goto out;
+        }
     size_t need = (size_t)bf_needed_len(ops, n);
     if (need && !bits_room(srv, req, resp, key, klen, need, false))
         goto out;
@@ -708,6 +719,9 @@ out:
     free(res);
 }
 
+static void h_bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp) { bits_field(srv, req, resp, false); }
+static void h_bits_field_ro(api_server_t *srv, api_req_t *req, api_resp_t *resp) { bits_field(srv, req, resp, true); }
+
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_PUT,    "/bits/{key}",        h_bits_put, API_ROUTE_BINARY },
@@ -718,6 +732,7 @@ static const api_route_t routes[] = {
     { API_GET,    "/bits/{key}/pos",    h_bits_pos, 0 },
     { API_POST,   "/bits/{key}/op",     h_bits_op, 0 },
     { API_POST,   "/bits/{key}/field",  h_bits_field, 0 },
+    { API_POST,   "/bits/{key}/field_ro", h_bits_field_ro, API_ROUTE_READS },
 };
 
 API_FAMILY(bits, &bits_type, "a bit string", "no such key");

@@ -2,80 +2,119 @@
  * bloom.c - /bloom: RedisBloom's BF.* over HTTP.
  *
  *   PUT  /bloom/{key}         {"error_rate":0.01,"capacity":100,"expansion":2,"scaling":true}   BF.RESERVE
- *   POST /bloom/{key}         {"items":[...]} -> {"added":[true,false]}   BF.MADD (creates with defaults)
+ *                             (error_rate and capacity required, as BF.RESERVE's)
+ *   POST /bloom/{key}         {"items":[...]} -> {"added":[true,false]}   BF.MADD / BF.INSERT
+ *                             creating options: "capacity", "error_rate", "expansion", "nonscaling"
+ *                             (used only when the add creates the filter; defaults 100, 0.01, 2),
+ *                             "nocreate": true (404 for a missing filter)
  *   POST /bloom/{key}/exists  {"items":[...]} -> {"exists":[true,false]}  BF.MEXISTS
  *   GET  /bloom/{key}/exists?item=x           -> {"exists":true}          BF.EXISTS
- *   GET  /bloom/{key}                         -> info                     BF.INFO
+ *   GET  /bloom/{key}/card                    -> {"items":N}              BF.CARD (0 when missing)
+ *   GET  /bloom/{key}[?field=capacity]        -> info, or one member      BF.INFO [field]
+ *   GET  /bloom/{key}/dump?cursor=C           -> chunk                    BF.SCANDUMP (api/dump.h)
+ *   POST /bloom/{key}/load?cursor=C           <- chunk                    BF.LOADCHUNK
  *
  * A batch is all or nothing: when a non-scaling filter fills up part-way
- * (RedisBloom answers "non scaling filter is full" for those items) the
- * whole request is refused with 507 and the filter is rolled back.
+ * (RedisBloom answers "non scaling filter is full" for the item that did
+ * not fit and stops, keeping the earlier ones) the whole request is refused
+ * with 507 and the filter is rolled back.
+ *
+ * A journal record of PUT written before error_rate and capacity were
+ * required (tally 0.x took RedisBloom's BF.ADD defaults) still replays with
+ * those defaults: the requirement is checked on live requests only.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api/api.h"
+#include "api/dump.h"
 #include "api/items.h"
 #include "core/bloom.h"
 
-/* The most bytes a filter's bit arrays may take: --maxmemory, or without it
- * the machine's memory (a larger filter could never be filled); none on
- * replay, so that what was acknowledged always rebuilds. */
-static uint64_t bloom_byte_limit(api_server_t *srv, const api_req_t *req)
+/* A filter's creation parameters, as PUT (BF.RESERVE) or an add (BF.INSERT)
+ * gives them. */
+typedef struct bloom_params {
+    double error;
+    int64_t capacity, expansion;
+    bool scaling;
+    bool given;              /* any of them was given */
+} bloom_params_t;
+
+/* Reads and validates the creation parameters of a PUT body ("scaling";
+ * error_rate and capacity required on live requests) or of an add body
+ * ("nonscaling"; all optional, RedisBloom's BF.ADD defaults).  An
+ * expansion of 0 means non-scaling; a non-scaling filter given another
+ * expansion is refused, as BF.RESERVE refuses it. */
+static bool bloom_params_read(api_server_t *srv, const api_req_t *req, api_resp_t *resp, json_t *body, bool put,
+                              bloom_params_t *p)
 {
-    if (req->replay)
-        return 0;
-    uint64_t max = ks_maxmemory(srv->ks);
-    if (max)
-        return max;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    const char *scale_name = put ? "scaling" : "nonscaling", *field;
+    bool required = put && !req->replay, has_err, has_cap, has_exp, has_scale, flag = put;
+    *p = (bloom_params_t){ BLOOM_DEFAULT_ERROR, BLOOM_DEFAULT_CAPACITY, BLOOM_DEFAULT_EXPANSION, true, false };
+    if (!api_obj_double(resp, body, "error_rate", required, -1e308, 1e308, &p->error, &has_err) ||
+        !api_obj_int(resp, body, "capacity", required, INT64_MIN, INT64_MAX, &p->capacity, &has_cap) ||
+        !api_obj_int(resp, body, "expansion", false, INT64_MIN, INT64_MAX, &p->expansion, &has_exp) ||
+        !api_obj_bool(resp, body, scale_name, &flag, &has_scale))
+        return false;
+    p->scaling = put ? flag : !flag;
+    p->given = has_err || has_cap || has_exp || has_scale;
+    if (!p->scaling && has_exp && p->expansion != 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "expansion", "a non-scaling filter cannot expand");
+        return false;
+    }
+    if (p->capacity < 0 || p->expansion < 0 || p->expansion > UINT32_MAX) {
+        field = p->capacity < 0 ? "capacity" : "expansion";
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be positive", field);
+        return false;
+    }
+    const char *why = bloom_validate(p->error, (uint64_t)p->capacity, (uint32_t)p->expansion, p->scaling,
+                                     api_value_byte_limit(srv, req), &field);
+    if (why) {
+        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
+        return false;
+    }
+    return true;
+}
+
+static bloom_t *bloom_params_create(const api_req_t *req, const bloom_params_t *p)
+{
+    return bloom_create_gen(api_gen(req), p->error, (uint64_t)p->capacity, (uint32_t)p->expansion, p->scaling);
 }
 
 static void h_bloom_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "error_rate", "capacity", "expansion", "scaling", NULL };
-    const char *key, *field;
+    const char *key;
     size_t klen;
     json_t *body;
-    double error = BLOOM_DEFAULT_ERROR;
-    int64_t capacity = BLOOM_DEFAULT_CAPACITY, expansion = BLOOM_DEFAULT_EXPANSION;
-    bool scaling = true, has_exp = false;
-    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
-        !api_obj_double(resp, body, "error_rate", false, -1e308, 1e308, &error, NULL) ||
-        !api_obj_int(resp, body, "capacity", false, INT64_MIN, INT64_MAX, &capacity, NULL) ||
-        !api_obj_int(resp, body, "expansion", false, INT64_MIN, INT64_MAX, &expansion, &has_exp) ||
-        !api_obj_bool(resp, body, "scaling", &scaling, NULL))
+    bloom_params_t p;
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) || !bloom_params_read(srv, req, resp, body, true, &p))
         return;
-    if (!scaling && has_exp) {
-        api_error_field(resp, API_E_BAD_REQUEST, "expansion", "a non-scaling filter cannot expand");
-        return;
-    }
-    if (capacity < 0 || expansion < 0 || expansion > UINT32_MAX) {
-        api_error_field(resp, API_E_BAD_REQUEST, capacity < 0 ? "capacity" : "expansion", "'%s' must be positive",
-                        capacity < 0 ? "capacity" : "expansion");
-        return;
-    }
-    const char *why =
-        bloom_validate(error, (uint64_t)capacity, (uint32_t)expansion, scaling, bloom_byte_limit(srv, req), &field);
-    if (why) {
-        api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
-        return;
-    }
     if (!api_make_room(srv, req, resp))
         return;
-    api_create_key(srv, req, resp, key, klen, &bloom_type,
-                   bloom_create_gen(api_gen(req), error, (uint64_t)capacity, (uint32_t)expansion, scaling), NULL);
+    api_create_key(srv, req, resp, key, klen, &bloom_type, bloom_params_create(req, &p), NULL);
 }
 
 static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
+    static const char *const fields[] = { "items", "capacity", "error_rate", "expansion", "nonscaling", "nocreate",
+                                          NULL };
     const char *key;
     size_t klen;
+    json_t *body;
     api_items_t it;
-    if (!api_items_request(req, resp, false, &key, &klen, &it))
+    bloom_params_t p;
+    bool nocreate = false;
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
+        !api_obj_bool(resp, body, "nocreate", &nocreate, NULL) || !bloom_params_read(srv, req, resp, body, false, &p))
+        return;
+    if (nocreate && p.given) {
+        api_error_field(resp, API_E_BAD_REQUEST, "nocreate",
+                        "'nocreate' excludes the creating options (capacity, error_rate, expansion, nonscaling)");
+        return;
+    }
+    if (!api_items_parse(resp, body, "items", &it))
         return;
     bool *added = malloc(it.n * sizeof(*added));
     if (!added) {
@@ -86,14 +125,13 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_make_room(srv, req, resp))
         goto out;
     api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_WRITE, &h))
+    if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_WRITE | (nocreate ? API_MUST_EXIST : 0), &h))
         goto out;
     bloom_t *b = api_key_value(&h);
     bool created = !b;
     if (created)
-        b = bloom_create_gen(api_gen(req), BLOOM_DEFAULT_ERROR, BLOOM_DEFAULT_CAPACITY, BLOOM_DEFAULT_EXPANSION,
-                             true);
-    uint64_t limit = bloom_byte_limit(srv, req);
+        b = bloom_params_create(req, &p);
+    uint64_t limit = api_value_byte_limit(srv, req);
     bloom_undo_t *u = b ? bloom_undo_begin(b) : NULL;
     int rc = u ? BLOOM_ADDED : BLOOM_NOMEM;
     bool changed = created;
@@ -179,11 +217,15 @@ static void h_bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     bloom_exists(srv, req, resp, key, klen, &it, true);
 }
 
+/* BF.INFO's answer: every member, or with ?field= the one named (BF.INFO
+ * key CAPACITY ...: any member of the full answer may be asked for). */
 static void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    const char *key;
-    size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+    static const char *const params[] = { "field", NULL };
+    const char *key, *field;
+    size_t klen, flen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !api_query_string(req, resp, "field", false, &field, &flen))
         return;
     api_key_t h;
     if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_MUST_EXIST, &h))
@@ -196,8 +238,54 @@ static void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           (json_int_t)in.items, "error_rate", in.error_rate, "scaling", in.scaling, "hashes",
                           (json_int_t)in.hashes, "bits_per_item",
                           in.capacity ? (double)in.bits / (double)in.capacity : 0.0);
+    if (!o) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
     json_object_set_new(o, "expansion", in.scaling ? json_integer(in.expansion) : json_null());
+    if (field) {
+        json_t *v = json_object_get(o, field);
+        if (!v) {
+            json_decref(o);
+            api_error_field(resp, API_E_BAD_REQUEST, "field",
+                            "'field' must name a member of the info: capacity, size_bytes, filters, items, "
+                            "expansion, error_rate, scaling, hashes or bits_per_item");
+            return;
+        }
+        json_t *one = json_object();
+        json_object_set(one, field, v);
+        json_decref(o);
+        o = one;
+    }
     api_json(resp, 200, o);
+}
+
+/* BF.CARD: the items added, 0 for a missing key. */
+static void h_bloom_card(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+        return;
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_READ, &h))
+        return;
+    bloom_info_t in = { 0 };
+    if (api_key_value(&h))
+        bloom_get_info(api_key_value(&h), &in);
+    api_key_close(&h, false);
+    api_json(resp, 200, json_pack("{s:I}", "items", (json_int_t)in.items));
+}
+
+static const api_dump_t bloom_dump = { &bloom_dump_ops, NULL };
+
+static void h_bloom_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    api_dump_serve(srv, req, resp, &bloom_dump);
+}
+static void h_bloom_load(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    api_load_serve(srv, req, resp, &bloom_dump);
 }
 
 /* The family: its routes, in matching order, and its type. */
@@ -207,6 +295,9 @@ static const api_route_t routes[] = {
     { API_GET,    "/bloom/{key}",        h_bloom_info, 0 },
     { API_POST,   "/bloom/{key}/exists", h_bloom_mexists, API_ROUTE_READS },
     { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0 },
+    { API_GET,    "/bloom/{key}/card",   h_bloom_card, 0 },
+    { API_GET,    "/bloom/{key}/dump",   h_bloom_dump, 0 },
+    { API_POST,   "/bloom/{key}/load",   h_bloom_load, API_ROUTE_BINARY },
 };
 
 API_FAMILY(bloom, &bloom_type, "a Bloom filter", "no bloom filter at this key");

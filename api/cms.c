@@ -12,7 +12,10 @@
  *
  * Like RedisBloom, a sketch must be created before use (404 otherwise) and
  * CMS.MERGE overwrites the destination (which must exist) with the weighted
- * sum of the sources.  An increment batch that would take the total past
+ * sum of the sources; weights may be negative (subtracting a sketch), and a
+ * merge where any counter or the total would fall below 0 or pass 2^63 - 1
+ * is refused whole (RedisBloom's "CMS: MERGE overflow"; its counters are
+ * 32-bit, ours 64-bit).  An increment batch that would take the total past
  * 2^63 - 1 is refused whole; nothing is applied.
  */
 #include <stdlib.h>
@@ -73,6 +76,13 @@ static void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (!open_unit(resp, body, "error", &error) || !open_unit(resp, body, "probability", &prob))
             return;
         cms_dims_from_prob(error, prob, &width, &depth);
+        if (depth < 1 && req->replay) {
+            depth = 1;   /* a record served before this was refused (tally took it as depth 1) */
+        } else if (depth < 1) {   /* RedisBloom's "invalid init arguments": a probability within 1e-7 of 1 */
+            api_error_field(resp, API_E_BAD_REQUEST, "probability",
+                            "'probability' %g gives a sketch of depth 0: it must be further from 1", prob);
+            return;
+        }
     }
     bool conservative = false;
     if (!api_obj_bool(resp, body, "conservative", &conservative, NULL))
@@ -216,8 +226,8 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         w[i] = 1;
         if (weights) {
             json_t *x = json_array_get(weights, i);
-            if (!json_is_integer(x) || json_integer_value(x) < 0) {
-                api_error_field(resp, API_E_BAD_REQUEST, "weights", "weights[%zu] must be an integer >= 0", i);
+            if (!json_is_integer(x)) {
+                api_error_field(resp, API_E_BAD_REQUEST, "weights", "weights[%zu] must be an integer", i);
                 goto done;
             }
             w[i] = (int64_t)json_integer_value(x);
@@ -255,7 +265,8 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         break;
     case CMS_MERGE_OVERFLOW:
         api_error_field(resp, API_E_BAD_REQUEST, "weights",
-                        "overflow: the weighted total would exceed %llu; nothing was merged",
+                        "merge overflow: a counter or the total would fall below 0 or exceed %llu (or a row "
+                        "exceed the total); nothing was merged",
                         (unsigned long long)CMS_MAX_COUNT);
         break;
     }

@@ -10,10 +10,20 @@
  *   POST /cuckoo/{key}/remove {"items":[...]} -> {"removed":[...]}       CF.DEL
  *   GET  /cuckoo/{key}/count?item=x           -> {"count":N}             CF.COUNT
  *   GET  /cuckoo/{key}                        -> info                    CF.INFO
+ *   POST /cuckoo/{key}/compact                -> info                    CF.COMPACT
+ *   GET  /cuckoo/{key}/dump?cursor=C          -> chunk                   CF.SCANDUMP (api/dump.h)
+ *   POST /cuckoo/{key}/load?cursor=C          <- chunk                   CF.LOADCHUNK
+ *                             (the format carries no capacity: a loaded filter reports
+ *                             its first sub-filter's slots)
  *
  * An add batch is all or nothing: if the filter cannot take an item (no
  * slot, no sub-filter can be added) the request is refused with 507 and the
- * filter rolled back.  The eviction generator is seeded from the key, so a
+ * filter rolled back (RedisBloom's CF.INSERT answers -1 for each item that
+ * found no room, "Filter is full", and keeps the others).  A filter made
+ * with expansion 0 never grows: once full, adds are refused that way.  One
+ * with 32 sub-filters refuses every add ("Maximum expansions reached").
+ * Dumps exist only for 8-bit fingerprints (RedisBloom's format has no
+ * other).  The eviction generator is seeded from the key, so a
  * key rebuilt by journal replay makes the same choices.
  */
 #include <stdio.h>
@@ -21,6 +31,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/dump.h"
 #include "api/items.h"
 #include "core/cuckoo.h"
 #include "core/hash.h"
@@ -218,26 +229,61 @@ out:
     api_items_free(&it);
 }
 
+/* CF.INFO's answer for the filter (read under its lock). */
+static json_t *cuckoo_info_json(const void *c)
+{
+    cuckoo_info_t in;
+    cuckoo_get_info(c, &in);
+    double slots = (double)in.buckets * in.bucket_size;
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "size_bytes", (json_int_t)in.size_bytes,
+                     "buckets", (json_int_t)in.buckets, "filters", (json_int_t)in.filters, "items",
+                     (json_int_t)in.items, "deletes", (json_int_t)in.deletes, "capacity",
+                     (json_int_t)in.capacity, "bucket_size", (json_int_t)in.bucket_size, "max_iterations",
+                     (json_int_t)in.max_iterations, "expansion", (json_int_t)in.expansion, "fingerprint_bits",
+                     (json_int_t)in.fp_bits, "load", slots > 0 ? (double)in.items / slots : 0.0);
+}
+
 static void h_cuckoo_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *key;
+    size_t klen;
+    if (api_path_key(req, resp, &key, &klen) && api_no_query(req, resp))
+        api_answer_info(srv, req, resp, key, klen, &cuckoo_type, cuckoo_info_json);
+}
+
+/* CF.COMPACT: moves fingerprints into older sub-filters and frees the
+ * emptied newest ones; answers the info after it.  Journaled (its effect
+ * is part of the state replay must rebuild). */
+static void h_cuckoo_compact(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
     api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_MUST_EXIST, &h))
+    if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_WRITE | API_MUST_EXIST, &h))
         return;
-    cuckoo_info_t in;
-    cuckoo_get_info(api_key_value(&h), &in);
-    api_key_close(&h, false);
-    double slots = (double)in.buckets * in.bucket_size;
-    api_json(resp, 200,
-             json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "size_bytes", (json_int_t)in.size_bytes,
-                       "buckets", (json_int_t)in.buckets, "filters", (json_int_t)in.filters, "items",
-                       (json_int_t)in.items, "deletes", (json_int_t)in.deletes, "capacity",
-                       (json_int_t)in.capacity, "bucket_size", (json_int_t)in.bucket_size, "max_iterations",
-                       (json_int_t)in.max_iterations, "expansion", (json_int_t)in.expansion, "fingerprint_bits",
-                       (json_int_t)in.fp_bits, "load", slots > 0 ? (double)in.items / slots : 0.0));
+    cuckoo_t *c = api_key_value(&h);
+    cuckoo_compact(c);
+    json_t *answer = cuckoo_info_json(c);
+    api_key_close(&h, true);
+    if (answer)
+        api_json(resp, 200, answer);
+    else
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+}
+
+static const api_dump_t cuckoo_dump = {
+    &cuckoo_dump_ops, "only a filter with 8-bit fingerprints can be dumped: RedisBloom's format has no other size"
+};
+
+static void h_cuckoo_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    api_dump_serve(srv, req, resp, &cuckoo_dump);
+}
+static void h_cuckoo_load(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    api_load_serve(srv, req, resp, &cuckoo_dump);
 }
 
 /* The family: its routes, in matching order, and its type. */
@@ -249,6 +295,9 @@ static const api_route_t routes[] = {
     { API_GET,    "/cuckoo/{key}/exists", h_cuckoo_exists, 0 },
     { API_POST,   "/cuckoo/{key}/remove", h_cuckoo_remove, 0 },
     { API_GET,    "/cuckoo/{key}/count",  h_cuckoo_count, 0 },
+    { API_POST,   "/cuckoo/{key}/compact", h_cuckoo_compact, 0 },
+    { API_GET,    "/cuckoo/{key}/dump",   h_cuckoo_dump, 0 },
+    { API_POST,   "/cuckoo/{key}/load",   h_cuckoo_load, API_ROUTE_BINARY },
 };
 
 API_FAMILY(cuckoo, &cuckoo_type, "a Cuckoo filter", "no cuckoo filter at this key");

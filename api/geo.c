@@ -10,6 +10,8 @@
  *   POST /geo/{key}/remove   {"members":[..]}                         -> {"removed":N}             ZREM
  *   GET  /geo/nearby?key=&member=|lon=&lat=&radius=|width=&height=&unit=&count=&any=&sort=
  *                   &withdist=&withcoord=&withhash=  -> {"results":[{"member",...}]}          GEOSEARCH
+ *   POST /geo/{key}/store?source=&member=|lon=&lat=&radius=|width=&height=&unit=&count=&any=&sort=
+ *                   -> {"stored":N}                                            GEOSEARCHSTORE
  *
  * Numbers: positions are the decoded cell centres (GEOPOS), printed as the
  * shortest decimal that reads back as the same double (Redis prints 17
@@ -21,7 +23,8 @@
  * hash give nulls, dist null, nearby no results); a missing member is null
  * in pos, hash and dist; a missing centre member in nearby is 404 (Redis:
  * "could not decode requested zset member").  The key is deleted when its
- * last member is removed.  Units: m (default), km, ft, mi, any case.
+ * last member is removed.  Units: m, km, ft, mi, any case; a search must
+ * name one (`unit`, as Redis's BYRADIUS / BYBOX), GEODIST defaults to m.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,13 +140,14 @@ static double unit_factor(const char *u)
     return 0;
 }
 
-static bool query_unit(const api_req_t *req, api_resp_t *resp, double *to_m)
+/* The unit: required for searches (Redis's BYRADIUS and BYBOX take one),
+ * metres by default for GEODIST. */
+static bool query_unit(const api_req_t *req, api_resp_t *resp, bool required, double *to_m)
 {
-    if (api_query_count(req, "unit") > 1) {
-        api_error_field(resp, API_E_BAD_REQUEST, "unit", "query parameter 'unit' given more than once");
+    const char *u;
+    size_t len;
+    if (!api_query_string(req, resp, "unit", required, &u, &len))
         return false;
-    }
-    const char *u = api_query_get(req, "unit", NULL);
     *to_m = u ? unit_factor(u) : GEO_UNIT_M;
     if (*to_m == 0) {
         api_error_field(resp, API_E_BAD_REQUEST, "unit", "unsupported unit provided. please use M, KM, FT, MI");
@@ -493,7 +497,7 @@ static void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_path_key(req, resp, &key, &klen) ||
         !api_query_allow(req, resp, (const char *const[]){ "from", "to", "unit", NULL }) ||
         !query_member(req, resp, "from", true, &from, &flen) || !query_member(req, resp, "to", true, &to, &tlen) ||
-        !query_unit(req, resp, &to_m))
+        !query_unit(req, resp, false, &to_m))
         return;
     api_key_t hk;
     if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_READ, &hk))
@@ -527,22 +531,27 @@ typedef struct nearby {
     bool withdist, withcoord, withhash;
 } nearby_t;
 
-static bool parse_nearby(const api_req_t *req, api_resp_t *resp, nearby_t *nb)
+/* The query of GET /geo/nearby, or with `store` that of POST
+ * /geo/{key}/store (the set searched is `source`; no with* options). */
+static bool parse_nearby(const api_req_t *req, api_resp_t *resp, bool store, nearby_t *nb)
 {
     static const char *const params[] = { "key", "member", "lon", "lat", "radius", "width", "height", "unit", "count",
                                           "any", "sort", "withdist", "withcoord", "withhash", NULL };
+    static const char *const store_params[] = { "source", "member", "lon", "lat", "radius", "width", "height",
+                                                "unit", "count", "any", "sort", "storedist", NULL };
     memset(nb, 0, sizeof(*nb));
     geo_shape_t *s = &nb->q.shape;
     bool has_lon, has_lat, has_radius, has_w, has_h, has_count;
     int64_t count = 0;
-    if (!api_query_allow(req, resp, params) || !query_member(req, resp, "key", true, &nb->key, &nb->klen) ||
+    if (!api_query_allow(req, resp, store ? store_params : params) ||
+        !query_member(req, resp, store ? "source" : "key", true, &nb->key, &nb->klen) ||
         !query_member(req, resp, "member", false, &nb->member, &nb->mlen) ||
         !api_query_double(req, resp, "lon", false, -1e300, 1e300, &s->lon, &has_lon) ||
         !api_query_double(req, resp, "lat", false, -1e300, 1e300, &s->lat, &has_lat) ||
         !api_query_double(req, resp, "radius", false, -1e300, 1e300, &s->radius, &has_radius) ||
         !api_query_double(req, resp, "width", false, -1e300, 1e300, &s->width, &has_w) ||
         !api_query_double(req, resp, "height", false, -1e300, 1e300, &s->height, &has_h) ||
-        !query_unit(req, resp, &s->to_m) ||
+        !query_unit(req, resp, true, &s->to_m) ||
         !api_query_int(req, resp, "count", false, INT64_MIN, INT64_MAX, &count, &has_count) ||
         !api_query_bool(req, resp, "any", &nb->q.any, NULL) ||
         !api_query_bool(req, resp, "withdist", &nb->withdist, NULL) ||
@@ -611,10 +620,31 @@ static bool parse_nearby(const api_req_t *req, api_resp_t *resp, nearby_t *nb)
     return true;
 }
 
+/* Runs the search of nb on g (a member centre decoded first): false with
+ * the answer set (404 for a centre member not in the set, 507). */
+static bool nearby_search(const geo_t *g, nearby_t *nb, api_resp_t *resp, geo_hit_t **hits, size_t *n)
+{
+    if (nb->member) {
+        uint64_t score;
+        if (!geo_score(g, nb->member, nb->mlen, &score)) {
+            api_error_field(resp, API_E_NOT_FOUND, "member",
+                            "could not decode requested zset member: '%.*s' is not in this geo set",
+                            (int)(nb->mlen > 200 ? 200 : nb->mlen), nb->member);
+            return false;
+        }
+        geohash_decode_score(score, &nb->q.shape.lon, &nb->q.shape.lat);
+    }
+    if (!geo_search(g, &nb->q, hits, n)) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory searching");
+        return false;
+    }
+    return true;
+}
+
 static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     nearby_t nb;
-    if (!parse_nearby(req, resp, &nb))
+    if (!parse_nearby(req, resp, false, &nb))
         return;
     api_key_t hk;
     if (!api_key_open(srv, req, resp, nb.key, nb.klen, &geo_type, API_READ, &hk))
@@ -625,22 +655,10 @@ static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_body(resp, 200, NULL, "{\"results\":[]}", 14);
         return;
     }
-    if (nb.member) {
-        uint64_t score;
-        if (!geo_score(g, nb.member, nb.mlen, &score)) {
-            api_key_close(&hk, false);
-            api_error_field(resp, API_E_NOT_FOUND, "member",
-                            "could not decode requested zset member: '%.*s' is not in this geo set",
-                            (int)(nb.mlen > 200 ? 200 : nb.mlen), nb.member);
-            return;
-        }
-        geohash_decode_score(score, &nb.q.shape.lon, &nb.q.shape.lat);
-    }
     geo_hit_t *hits;
     size_t n;
-    if (!geo_search(g, &nb.q, &hits, &n)) {
+    if (!nearby_search(g, &nb, resp, &hits, &n)) {
         api_key_close(&hk, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory searching");
         return;
     }
     /* members point into the set: write the answer before unlocking */
@@ -673,6 +691,74 @@ static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     answer(resp, &b);
 }
 
+/* POST /geo/{key}/store?source=...: GEOSEARCHSTORE (and GEORADIUS ... STORE).
+ * The members found in `source` (with the query of /geo/nearby, without
+ * the with* options) become the geo set at {key}, replacing what was there
+ * (its TTL too), and the answer is their number; none deletes {key}, as in
+ * Redis.  {key} may be the source.  It must hold a geo set or nothing
+ * (409 otherwise; Redis would overwrite any type).  STOREDIST is refused:
+ * its result is a sorted set of distances, a type tally does not have. */
+static void h_geo_store(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    const char *dest;
+    size_t dlen;
+    nearby_t nb;
+    bool storedist = false;
+    if (!api_path_key(req, resp, &dest, &dlen) || !parse_nearby(req, resp, true, &nb) ||
+        !api_query_bool(req, resp, "storedist", &storedist, NULL))
+        return;
+    if (storedist) {
+        api_error_field(resp, API_E_BAD_REQUEST, "storedist",
+                        "STOREDIST stores a sorted set of distances, and tally has no sorted sets: store the "
+                        "members (without storedist) or ask /geo/nearby with withdist");
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        return;
+    ks_key_t keys[2] = { ks_key(srv->ks, dest, dlen), ks_key(srv->ks, nb.key, nb.klen) };
+    api_key_t h;
+    ks_entry_t *se;
+    api_keys_lock(srv, req, resp, keys, 2, &h);
+    if (!api_keys_find(&h, 1, &geo_type, API_READ, "source", &se) ||
+        !api_keys_find(&h, 0, &geo_type, API_WRITE, "destination", NULL))
+        return;
+    const geo_t *src = se ? ks_entry_value(se) : NULL;
+    geo_hit_t *hits = NULL;
+    size_t n = 0;
+    if (src && !nearby_search(src, &nb, resp, &hits, &n)) {
+        api_key_close(&h, false);
+        return;
+    }
+    geo_t *out = n ? geo_create() : NULL;
+    for (size_t i = 0; out && i < n; i++)
+        if (geo_set(out, hits[i].member, hits[i].len, hits[i].score, GEO_ADD) < 0) {
+            geo_free(out);
+            out = NULL;
+        }
+    free(hits);
+    if (n && !out) {
+        api_key_close(&h, false);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the results");
+        return;
+    }
+    bool changed = h.e != NULL || out;
+    if (h.e && out) {
+        api_key_replace(&h, out);
+        ks_entry_set_expire(srv->ks, h.e, KS_NO_EXPIRY);   /* a new value: Redis's store drops the TTL */
+    } else if (h.e) {
+        api_key_delete(&h);
+    } else if (out && !api_key_add(&h, &geo_type, out, KS_NO_EXPIRY)) {
+        geo_free(out);
+        api_key_close(&h, false);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the results");
+        return;
+    }
+    api_key_close(&h, changed);
+    char b[48];
+    int len = snprintf(b, sizeof(b), "{\"stored\":%zu}", n);
+    api_body(resp, 200, NULL, b, (size_t)len);
+}
+
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
     { API_GET,    "/geo/nearby",       h_geo_nearby, 0 },
@@ -681,6 +767,7 @@ static const api_route_t routes[] = {
     { API_GET,    "/geo/{key}/dist",   h_geo_dist, 0 },
     { API_GET,    "/geo/{key}/hash",   h_geo_hash, 0 },
     { API_POST,   "/geo/{key}/remove", h_geo_remove, 0 },
+    { API_POST,   "/geo/{key}/store",  h_geo_store, 0 },
 };
 
 API_FAMILY(geo, &geo_type, "a geo set", "no such key");

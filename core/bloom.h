@@ -105,6 +105,7 @@
 typedef struct bloom bloom_t;
 
 extern const ks_type_t bloom_type;
+extern const ks_dump_ops_t bloom_dump_ops;   /* the dump functions below, on void * */
 
 /* Results of bloom_add. */
 enum {

@@ -61,7 +61,7 @@ void cms_dims_from_prob(double error, double probability, uint64_t *width, uint6
     float d = log10f((float)probability) / log10f(0.5f);
     double dd = ceil((double)d);
     *width = w >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)w;
-    *depth = dd < 1 ? 1 : dd >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)dd;
+    *depth = dd < 1 ? 0 : dd >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)dd;
 }
 
 uint32_t cms_width(const cms_t *c) { return c->width; }

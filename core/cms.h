@@ -76,7 +76,9 @@ cms_t *cms_create(uint32_t width, uint32_t depth, bool conservative);
 void cms_free(cms_t *c);
 
 /* RedisBloom's CMS_DimFromProb for error, probability in (0, 1).  The results
- * may exceed the limits of cms_create; the caller checks. */
+ * may exceed the limits of cms_create, and depth is 0 for a probability
+ * that rounds to 1 in single precision (RedisBloom refuses it); the caller
+ * checks. */
 void cms_dims_from_prob(double error, double probability, uint64_t *width, uint64_t *depth);
 
 uint32_t cms_width(const cms_t *c);

@@ -794,3 +794,19 @@ const ks_type_t cuckoo_type = {
     .encode = type_encode,
     .decode = type_decode,
 };
+
+static bool dump_header(const void *v, wbuf_t *out) { return cuckoo_dump_header(v, out); }
+static const uint8_t *dump_chunk(const void *v, int64_t *cursor, size_t max_len, size_t *len)
+{
+    return cuckoo_dump_chunk(v, cursor, max_len, len);
+}
+static void *load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
+{
+    return cuckoo_load_header(p, len, max_bytes, nomem, why);
+}
+static bool load_chunk(void *v, int64_t cursor, const uint8_t *p, size_t len, const char **why)
+{
+    return cuckoo_load_chunk(v, cursor, p, len, why);
+}
+
+const ks_dump_ops_t cuckoo_dump_ops = { &cuckoo_type, dump_header, dump_chunk, load_header, load_chunk };

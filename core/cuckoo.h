@@ -111,6 +111,7 @@
 typedef struct cuckoo cuckoo_t;
 
 extern const ks_type_t cuckoo_type;
+extern const ks_dump_ops_t cuckoo_dump_ops;   /* the dump functions below, on void * */
 
 typedef struct cuckoo_params {
     uint64_t capacity;

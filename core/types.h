@@ -81,6 +81,24 @@ typedef struct ks_type {
     void *(*decode)(const uint8_t *p, size_t len, const char **why);
 } ks_type_t;
 
+/* RedisBloom's BF/CF.SCANDUMP and LOADCHUNK of a filter type (bloom.h and
+ * cuckoo.h describe the bytes), on values as void *, for the code that
+ * serves both types alike (api/dump.c, tests/fuzz/fuzz_scandump.c). */
+typedef struct ks_dump_ops {
+    const ks_type_t *type;
+    /* Appends the header chunk; false (nothing written) when this value
+     * has no form in RedisBloom's format. */
+    bool (*header)(const void *value, wbuf_t *out);
+    /* The data chunk at *cursor (>= 1), at most max_len bytes, pointing
+     * into the value; advances *cursor; NULL, *len 0, *cursor 0 past the end. */
+    const uint8_t *(*chunk)(const void *value, int64_t *cursor, size_t max_len, size_t *len);
+    /* A new zeroed value from an untrusted header chunk, its arrays at most
+     * max_bytes (0 = no limit); NULL with *why (*nomem: only memory was missing). */
+    void *(*load_header)(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
+    /* Writes a data chunk where (cursor, len) say; false with *why, nothing written. */
+    bool (*load_chunk)(void *value, int64_t cursor, const uint8_t *p, size_t len, const char **why);
+} ks_dump_ops_t;
+
 /* The type with this on-disk tag, or NULL when no such type exists. */
 const ks_type_t *ks_type_by_tag(unsigned tag);
 

@@ -23,53 +23,19 @@
 #define FUZZ_MAX_BYTES (16u << 20)
 #define FUZZ_CUCKOO 0x8000u
 
-/* One structure's dump interface, with its add and lookup. */
+/* One structure's dump interface (core's), with its add and lookup. */
 typedef struct dump_ops {
-    const ks_type_t *type;
-    void *(*load_header)(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
-    bool (*load_chunk)(void *v, int64_t cursor, const uint8_t *p, size_t len, const char **why);
-    bool (*dump_header)(const void *v, wbuf_t *out);
-    const uint8_t *(*dump_chunk)(const void *v, int64_t *cursor, size_t max_len, size_t *len);
+    const ks_dump_ops_t *dump;
     bool (*add)(void *v, const void *item, size_t len);   /* true: added */
     bool (*check)(const void *v, const void *item, size_t len);
 } dump_ops_t;
 
-static void *bf_load_header(const uint8_t *p, size_t len, uint64_t max, bool *nomem, const char **why)
-{
-    return bloom_load_header(p, len, max, nomem, why);
-}
-static bool bf_load_chunk(void *v, int64_t cur, const uint8_t *p, size_t len, const char **why)
-{
-    return bloom_load_chunk(v, cur, p, len, why);
-}
-static bool bf_dump_header(const void *v, wbuf_t *out)
-{
-    bloom_dump_header(v, out);
-    return true;
-}
-static const uint8_t *bf_dump_chunk(const void *v, int64_t *cur, size_t max, size_t *len)
-{
-    return bloom_dump_chunk(v, cur, max, len);
-}
 static bool bf_add(void *v, const void *item, size_t len)
 {
     return bloom_add(v, item, len, FUZZ_MAX_BYTES, NULL) == BLOOM_ADDED;
 }
 static bool bf_check(const void *v, const void *item, size_t len) { return bloom_check(v, item, len); }
 
-static void *cf_load_header(const uint8_t *p, size_t len, uint64_t max, bool *nomem, const char **why)
-{
-    return cuckoo_load_header(p, len, max, nomem, why);
-}
-static bool cf_load_chunk(void *v, int64_t cur, const uint8_t *p, size_t len, const char **why)
-{
-    return cuckoo_load_chunk(v, cur, p, len, why);
-}
-static bool cf_dump_header(const void *v, wbuf_t *out) { return cuckoo_dump_header(v, out); }
-static const uint8_t *cf_dump_chunk(const void *v, int64_t *cur, size_t max, size_t *len)
-{
-    return cuckoo_dump_chunk(v, cur, max, len);
-}
 /* Adds unless the next sub-filter could pass FUZZ_MAX_BYTES (cuckoo_add
  * has no limit of its own: --maxmemory bounds it in the server). */
 static bool cf_add(void *v, const void *item, size_t len)
@@ -85,10 +51,8 @@ static bool cf_add(void *v, const void *item, size_t len)
 }
 static bool cf_check(const void *v, const void *item, size_t len) { return cuckoo_check(v, item, len); }
 
-static const dump_ops_t bloom_ops = { &bloom_type,    bf_load_header, bf_load_chunk, bf_dump_header,
-                                      bf_dump_chunk,  bf_add,         bf_check };
-static const dump_ops_t cuckoo_ops = { &cuckoo_type,   cf_load_header, cf_load_chunk, cf_dump_header,
-                                       cf_dump_chunk,  cf_add,         cf_check };
+static const dump_ops_t bloom_ops = { &bloom_dump_ops, bf_add, bf_check };
+static const dump_ops_t cuckoo_ops = { &cuckoo_dump_ops, cf_add, cf_check };
 
 /* Dumps v through SCANDUMP's cursors and loads the pieces into a new value,
  * whose encoding must equal v's. */
@@ -97,7 +61,8 @@ static void roundtrip(const dump_ops_t *o, const void *v)
     wbuf_t hdr = WBUF_INIT, a = WBUF_INIT, c = WBUF_INIT;
     bool nomem = false;
     const char *why;
-    void *copy = o->dump_header(v, &hdr) && !hdr.oom ? o->load_header(hdr.data, hdr.len, 0, &nomem, &why) : NULL;
+    void *copy =
+        o->dump->header(v, &hdr) && !hdr.oom ? o->dump->load_header(hdr.data, hdr.len, 0, &nomem, &why) : NULL;
     if (!copy) {
         if (!hdr.oom && !nomem)
             abort();   /* our own header must load */
@@ -107,20 +72,20 @@ static void roundtrip(const dump_ops_t *o, const void *v)
     int64_t cursor = 1;
     for (;;) {
         size_t len;
-        const uint8_t *p = o->dump_chunk(v, &cursor, 4096, &len);
+        const uint8_t *p = o->dump->chunk(v, &cursor, 4096, &len);
         if (!p)
             break;
-        if (!o->load_chunk(copy, cursor, p, len, &why))
+        if (!o->dump->load_chunk(copy, cursor, p, len, &why))
             abort();   /* our own chunks must load where they came from */
     }
-    o->type->encode(v, &a);
-    o->type->encode(copy, &c);
+    o->dump->type->encode(v, &a);
+    o->dump->type->encode(copy, &c);
     if (!a.oom && !c.oom && (a.len != c.len || memcmp(a.data, c.data, a.len) != 0))
         abort();
     wbuf_free(&hdr);
     wbuf_free(&a);
     wbuf_free(&c);
-    o->type->free(copy);
+    o->dump->type->free(copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -134,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     bool nomem;
     const char *why;
-    void *v = o->load_header(hdr, hlen, FUZZ_MAX_BYTES, &nomem, &why);
+    void *v = o->dump->load_header(hdr, hlen, FUZZ_MAX_BYTES, &nomem, &why);
     if (!v)
         return 0;
     for (;;) {
@@ -143,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const uint8_t *p = rbuf_bytes(&r, len);
         if (r.err)
             break;
-        o->load_chunk(v, cursor, p, len, &why);
+        o->dump->load_chunk(v, cursor, p, len, &why);
     }
     roundtrip(o, v);
     char item[2] = { 0, 0 };
@@ -154,6 +119,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();   /* no false negatives */
     }
     roundtrip(o, v);
-    o->type->free(v);
+    o->dump->type->free(v);
     return 0;
 }

@@ -228,13 +228,14 @@ static void run_program(redis_ref_t *ref, uint64_t seed, int nops)
             const char *argv[64];
             char store[32][32];
             int argc = 0, sc = 0, nres = 0;
-            argv[argc++] = "BITFIELD";
+            bool ro = rng_below(&g, 4) == 0;   /* BITFIELD_RO: GET and OVERFLOW only */
+            argv[argc++] = ro ? "BITFIELD_RO" : "BITFIELD";
             argv[argc++] = k;
             int n = snprintf(body, sizeof(body), "{\"ops\":[");
-            size_t wl = (size_t)snprintf(what, sizeof(what), "BITFIELD %s", k);
+            size_t wl = (size_t)snprintf(what, sizeof(what), "%s %s", argv[0], k);
             int nsub = 1 + (int)rng_below(&g, 6);
             for (int i = 0; i < nsub; i++) {
-                unsigned kindop = (unsigned)rng_below(&g, 10);
+                unsigned kindop = (unsigned)rng_below(&g, ro ? 5 : 10);
                 if (kindop < 2) {
                     static const char *const ow[] = { "WRAP", "SAT", "FAIL" };
                     const char *o = ow[rng_below(&g, 3)];
@@ -283,7 +284,7 @@ static void run_program(redis_ref_t *ref, uint64_t seed, int nops)
             resp_t *v = redis_cmdv(ref, argc, argv, NULL);
             if (v->kind != RESP_ARRAY || (int)v->n != nres)
                 fail_msg("step %d: %s: redis answered %s", step, what, v->kind == RESP_ERROR ? v->str : "no array");
-            snprintf(path, sizeof(path), "/bits/%s/field", k);
+            snprintf(path, sizeof(path), "/bits/%s/%s", k, ro ? "field_ro" : "field");
             http_resp_t h = http(&T, "POST", path, body, NULL);
             json_t *res = h.json ? json_object_get(h.json, "results") : NULL;
             if (h.status != 200 || json_array_size(res) != v->n)
@@ -523,6 +524,15 @@ static void test_bad_input(void **state)
           "ops[0].value", NULL },
         { "POST", "/bits/bad/field", "{\"ops\":[{\"frob\":\"u8\"}]}", 400, "BAD_REQUEST", "ops[0]", NULL },
         { "POST", "/bits/bad/field", "{\"ops\":{}}", 400, "BAD_REQUEST", "ops", NULL },
+        /* BITFIELD_RO takes GET (and OVERFLOW) only */
+        { "POST", "/bits/bad/field_ro", "{\"ops\":[{\"get\":\"u8\",\"offset\":0},{\"set\":\"u8\",\"offset\":0,\"value\":1}]}",
+          400, "BAD_REQUEST", "ops", "BITFIELD_RO only supports the GET subcommand" },
+        { "POST", "/bits/bad/field_ro", "{\"ops\":[{\"incrby\":\"u8\",\"offset\":0,\"increment\":1}]}", 400,
+          "BAD_REQUEST", "ops", "GET" },
+        { "POST", "/bits/bad/field_ro", "{\"ops\":[{\"get\":\"u64\",\"offset\":0}]}", 400, "BAD_REQUEST",
+          "ops[0].get", NULL },
+        { "POST", "/bits/other/field_ro", "{\"ops\":[{\"get\":\"u8\",\"offset\":0}]}", 409, "WRONGTYPE", NULL,
+          NULL },
         /* BITOP NOT with two sources, unknown op, no sources */
         { "POST", "/bits/bad/op", "{\"op\":\"not\",\"sources\":[\"bad\",\"bad\"]}", 400, "BAD_REQUEST", "sources", NULL },
         { "POST", "/bits/bad/op", "{\"op\":\"nand\",\"sources\":[\"bad\"]}", 400, "BAD_REQUEST", "op", NULL },
@@ -570,6 +580,15 @@ static void test_bad_input(void **state)
     assert_error(&r, 400, "BAD_REQUEST");
     http_free(&r);
     r = http(&T, "GET", "/bits/fresh", NULL, NULL);
+    assert_error(&r, 404, "NOT_FOUND");
+    http_free(&r);
+    /* BITFIELD_RO on a missing key answers zeros and creates nothing */
+    r = http(&T, "POST", "/bits/fresh/field_ro", "{\"ops\":[{\"get\":\"u8\",\"offset\":1000},{\"overflow\":\"sat\"},"
+                                                 "{\"get\":\"i5\",\"offset\":\"#3\"}]}", NULL);
+    assert_status(&r, 200);
+    assert_string_equal(r.body, "{\"results\":[0,0]}");
+    http_free(&r);
+    r = http(&T, "GET", "/keys/fresh", NULL, NULL);
     assert_error(&r, 404, "NOT_FOUND");
     http_free(&r);
     r = http(&T, "GET", "/bits/bad", NULL, NULL);

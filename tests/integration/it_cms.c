@@ -123,6 +123,63 @@ static void test_merge(void **state)
     http_expect(&T, "GET", "/cms/nodest", NULL, 404, NULL);
 }
 
+/* RedisBloom's test_cms.py test_merge_success: merge three sketches, then
+ * take one out again with weight -1 (either order); taking it out twice is
+ * "MERGE overflow" (here 400, nothing changed). */
+static void test_merge_negative(void **state)
+{
+    (void)state;
+    static const char *const names[] = { "m1", "m2", "m3", "m4", "m5", "m6" };
+    for (int i = 0; i < 6; i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "/cms/%s", names[i]);
+        http_expect(&T, "PUT", path, "{\"width\":1000,\"depth\":5}", 201, NULL);
+    }
+    static const char *const pfx[] = { "foo", "bar", "baz" };
+    for (int k = 0; k < 3; k++) {
+        char body[4096], path[32];
+        size_t o = (size_t)snprintf(body, sizeof(body), "{\"items\":[");
+        for (int i = 0; i < 100; i++)
+            o += (size_t)snprintf(body + o, sizeof(body) - o, "%s\"%s%d\"", i ? "," : "", pfx[k], i);
+        snprintf(body + o, sizeof(body) - o, "]}");
+        snprintf(path, sizeof(path), "/cms/%s", names[k]);
+        http_expect(&T, "POST", path, body, 200, NULL);
+    }
+    http_expect(&T, "POST", "/cms/m5/merge", "{\"sources\":[\"m1\",\"m2\",\"m3\"],\"weights\":[1,1,1]}", 200, NULL);
+    static const char *const merges[] = { "{\"sources\":[\"m5\",\"m3\"],\"weights\":[1,-1]}",
+                                          "{\"sources\":[\"m3\",\"m5\"],\"weights\":[-1,1]}" };
+    for (int m = 0; m < 2; m++) {
+        http_expect(&T, "POST", "/cms/m6/merge", merges[m], 200,
+                    "{\"width\":1000,\"depth\":5,\"count\":200,\"conservative\":false,\"size_bytes\":40032}");
+        for (int i = 0; i < 100; i += 7) {
+            char path[96];
+            snprintf(path, sizeof(path), "/cms/m6/count?item=foo%d&item=bar%d&item=baz%d", i, i, i);
+            http_expect(&T, "GET", path, NULL, 200, "{\"counts\":[1,1,0]}");
+        }
+    }
+    http_resp_t r = http(&T, "POST", "/cms/m6/merge", "{\"sources\":[\"m6\",\"m3\"],\"weights\":[1,-1]}", NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "merge overflow"));
+    http_free(&r);
+    http_expect(&T, "POST", "/cms/m6/merge", "{\"sources\":[\"m3\",\"m6\"],\"weights\":[-1,1]}", 400, NULL);
+    http_expect(&T, "GET", "/cms/m6", NULL, 200,
+                "{\"width\":1000,\"depth\":5,\"count\":200,\"conservative\":false,\"size_bytes\":40032}");
+    /* test_merge_overflow_large_cell, with 64-bit counters: 1, -2 and -2, -2
+     * underflow; 2, 0 is fine here (RedisBloom's 32-bit counters overflow) */
+    http_expect(&T, "PUT", "/cms/o1", "{\"width\":2,\"depth\":2}", 201, NULL);
+    http_expect(&T, "PUT", "/cms/o2", "{\"width\":2,\"depth\":2}", 201, NULL);
+    http_expect(&T, "POST", "/cms/o1", "{\"increments\":[{\"item\":\"foo\",\"by\":4000000000}]}", 200, NULL);
+    http_expect(&T, "POST", "/cms/o2", "{\"increments\":[{\"item\":\"foo\",\"by\":4000000000}]}", 200, NULL);
+    http_expect(&T, "POST", "/cms/o1/merge", "{\"sources\":[\"o1\",\"o2\"],\"weights\":[1,-2]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/o1/merge", "{\"sources\":[\"o1\",\"o2\"],\"weights\":[-2,-2]}", 400, NULL);
+    http_expect(&T, "POST", "/cms/o1/merge", "{\"sources\":[\"o1\",\"o2\"],\"weights\":[-2,1]}", 400, NULL);
+    http_expect(&T, "GET", "/cms/o1/count?item=foo", NULL, 200, "{\"counts\":[4000000000]}");
+    http_expect(&T, "POST", "/cms/o1/merge", "{\"sources\":[\"o1\",\"o2\"],\"weights\":[2,0]}", 200, NULL);
+    http_expect(&T, "GET", "/cms/o1/count?item=foo", NULL, 200, "{\"counts\":[8000000000]}");
+    http_expect(&T, "POST", "/cms/o1/merge", "{\"sources\":[\"o1\",\"o2\"],\"weights\":[4611686018427387904,1]}",
+                400, NULL);
+}
+
 /* A batch that would overflow the total is refused whole. */
 static void test_overflow_atomic(void **state)
 {
@@ -168,6 +225,9 @@ static void test_bad_input(void **state)
         { "PUT", "/cms/bad", "{\"error\":\"x\",\"probability\":0.1}", "error", 400 },
         { "PUT", "/cms/bad", "{\"error\":0.0000001,\"probability\":0.1}", "error", 400 },
         { "PUT", "/cms/bad", "{\"error\":0.1}", "probability", 400 },
+        /* RedisBloom's test_cms.py initbyprob refusals: depth 0, width past any limit */
+        { "PUT", "/cms/bad", "{\"error\":0.9,\"probability\":0.9999999999999999}", "probability", 400 },
+        { "PUT", "/cms/bad", "{\"error\":0.0000000000000000001,\"probability\":0.9}", "error", 400 },
         { "PUT", "/cms/bad", "{\"width\":10,\"depth\":5,\"error\":0.1}", "error", 400 },
         { "PUT", "/cms/bad", "{\"width\":10,\"depth\":5,\"conservative\":1}", "conservative", 400 },
         { "PUT", "/cms/bad", "{\"width\":10,\"depth\":5,\"colour\":1}", "colour", 400 },
@@ -262,6 +322,7 @@ static void test_persistence(void **state)
     http_expect(&p, "POST", "/cms/p", "{\"increments\":[{\"item\":\"a\",\"by\":5},{\"item\":\"b\",\"by\":2}]}", 200, NULL);
     http_expect(&p, "PUT", "/cms/q", "{\"width\":64,\"depth\":4}", 201, NULL);
     http_expect(&p, "POST", "/cms/q/merge", "{\"sources\":[\"p\",\"p\"],\"weights\":[2,1]}", 200, NULL);
+    http_expect(&p, "POST", "/cms/q/merge", "{\"sources\":[\"q\",\"p\"],\"weights\":[1,-1]}", 200, NULL);
     const char *probe = "/cms/q/count?item=a&item=b&item=c";
     json_t *before = http_get_json(&p, probe), *info = http_get_json(&p, "/cms/q");
     assert_int_equal(tally_stop(&p), 0);
@@ -294,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_create_incr_count),
         cmocka_unit_test(test_never_undercounts),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_merge_negative),
         cmocka_unit_test(test_overflow_atomic),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_wrongtype),

@@ -120,8 +120,22 @@ static void test_missing_things(void **state)
     expect_body("GET", "/geo/m1/hash", NULL, 200, "{\"hashes\":[]}");
     expect_body("GET", "/geo/nokey/pos", NULL, 200, "{\"positions\":[]}");
     expect_body("GET", "/geo/nokey/hash", NULL, 200, "{\"hashes\":[]}");
-    expect_body("GET", "/geo/nearby?key=nokey&member=jd&radius=1", NULL, 200, "{\"results\":[]}");
+    expect_body("GET", "/geo/nearby?key=nokey&member=jd&radius=1&unit=m", NULL, 200, "{\"results\":[]}");
     expect_body("GET", "/geo/nearby?key=m1&lon=0&lat=0&radius=1&unit=km", NULL, 200, "{\"results\":[]}");
+    /* GEOSEARCHSTORE with no result (a missing source, or nothing in range) deletes the destination */
+    expect_body("POST", "/geo/m2", COMPANY, 200, "{\"added\":3}");
+    expect_body("POST", "/geo/m2/store?source=nokey&member=jd&radius=1&unit=m", NULL, 200, "{\"stored\":0}");
+    http_expect(&T, "GET", "/keys/m2", NULL, 404, NULL);
+    expect_body("POST", "/geo/m2/store?source=m1&member=jd&radius=1&unit=km", NULL, 200, "{\"stored\":1}");
+    expect_body("POST", "/geo/m2/store?source=m1&lon=0&lat=0&radius=1&unit=km", NULL, 200, "{\"stored\":0}");
+    http_expect(&T, "GET", "/keys/m2", NULL, 404, NULL);
+    /* the stored set is a new value: the destination's TTL goes, as Redis's store drops it */
+    expect_body("POST", "/geo/m3/store?source=m1&member=jd&radius=1&unit=km", NULL, 200, "{\"stored\":1}");
+    http_expect(&T, "PUT", "/keys/m3/ttl", "{\"ttl_ms\":100000}", 200, NULL);
+    expect_body("POST", "/geo/m3/store?source=m1&member=jd&radius=50&unit=km", NULL, 200, "{\"stored\":3}");
+    http_resp_t r = http(&T, "GET", "/keys/m3", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "ttl_ms"), -1);
+    http_free(&r);
     expect_body("GET", "/geo/m1/dist?from=jd&to=xiaomi", NULL, 200, "{\"distance\":33004.6915}");
     expect_body("GET", "/geo/m1/dist?from=jd&to=xiaomi&unit=MI", NULL, 200, "{\"distance\":20.5082}");
     expect_body("GET", "/geo/m1/dist?from=jd&to=xiaomi&unit=ft", NULL, 200, "{\"distance\":108283.1085}");
@@ -169,11 +183,11 @@ static void test_missing_things(void **state)
     /* JSON escaping of members */
     expect_body("POST", "/geo/esc", "{\"members\":[{\"member\":\"a \\\"q\\\" \\\\ \\n \\u00e9\",\"lon\":0,\"lat\":0}]}", 200,
                 "{\"added\":1}");
-    expect_body("GET", "/geo/nearby?key=esc&lon=0&lat=0&radius=1", NULL, 200,
+    expect_body("GET", "/geo/nearby?key=esc&lon=0&lat=0&radius=1&unit=m", NULL, 200,
                 "{\"results\":[{\"member\":\"a \\\"q\\\" \\\\ \\n \xc3\xa9\"}]}");
     /* a key called "nearby" is an ordinary key */
     expect_body("POST", "/geo/nearby", COMPANY, 200, "{\"added\":3}");
-    expect_body("GET", "/geo/nearby?key=nearby&member=jd&radius=1&count=1", NULL, 200,
+    expect_body("GET", "/geo/nearby?key=nearby&member=jd&radius=1&count=1&unit=m", NULL, 200,
                 "{\"results\":[{\"member\":\"jd\"}]}");
 }
 
@@ -215,31 +229,45 @@ static void test_bad_input(void **state)
         { "GET", "/geo/bad/dist?from=jd", NULL, 400, "BAD_REQUEST", "'to'" },
         { "GET", "/geo/bad/dist?from=jd&to=x&nope=1", NULL, 400, "BAD_REQUEST", "unknown query parameter 'nope'" },
         { "GET", "/geo/bad/pos?nope=1", NULL, 400, "BAD_REQUEST", "unknown query parameter 'nope'" },
-        { "GET", "/geo/nearby?key=bad&lon=200&lat=0&radius=1", NULL, 400, "BAD_REQUEST",
+        { "GET", "/geo/nearby?key=bad&lon=200&lat=0&radius=1&unit=m", NULL, 400, "BAD_REQUEST",
           "invalid longitude,latitude pair 200.000000,0.000000" },
-        { "GET", "/geo/nearby?key=bad&lon=1&radius=1", NULL, 400, "BAD_REQUEST", "together" },
-        { "GET", "/geo/nearby?key=bad&lon=1&lat=1&member=jd&radius=1", NULL, 400, "BAD_REQUEST", "exactly one" },
-        { "GET", "/geo/nearby?key=bad&radius=1", NULL, 400, "BAD_REQUEST", "exactly one" },
-        { "GET", "/geo/nearby?key=bad&member=jd", NULL, 400, "BAD_REQUEST", "exactly one" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&width=1&height=1", NULL, 400, "BAD_REQUEST", "exactly one" },
-        { "GET", "/geo/nearby?key=bad&member=jd&width=1", NULL, 400, "BAD_REQUEST", "together" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=-1", NULL, 400, "BAD_REQUEST", "radius cannot be negative" },
-        { "GET", "/geo/nearby?key=bad&member=jd&width=-1&height=1", NULL, 400, "BAD_REQUEST",
+        { "GET", "/geo/nearby?key=bad&lon=1&radius=1&unit=m", NULL, 400, "BAD_REQUEST", "together" },
+        { "GET", "/geo/nearby?key=bad&lon=1&lat=1&member=jd&radius=1&unit=m", NULL, 400, "BAD_REQUEST", "exactly one" },
+        { "GET", "/geo/nearby?key=bad&radius=1&unit=m", NULL, 400, "BAD_REQUEST", "exactly one" },
+        { "GET", "/geo/nearby?key=bad&member=jd&unit=m", NULL, 400, "BAD_REQUEST", "exactly one" },
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&width=1&height=1&unit=m", NULL, 400, "BAD_REQUEST", "exactly one" },
+        { "GET", "/geo/nearby?key=bad&member=jd&width=1&unit=m", NULL, 400, "BAD_REQUEST", "together" },
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=-1&unit=m", NULL, 400, "BAD_REQUEST", "radius cannot be negative" },
+        { "GET", "/geo/nearby?key=bad&member=jd&width=-1&height=1&unit=m", NULL, 400, "BAD_REQUEST",
           "height or width cannot be negative" },
-        { "GET", "/geo/nearby?key=bad&member=jd&width=1&height=-1", NULL, 400, "BAD_REQUEST",
+        { "GET", "/geo/nearby?key=bad&member=jd&width=1&height=-1&unit=m", NULL, 400, "BAD_REQUEST",
           "height or width cannot be negative" },
         { "GET", "/geo/nearby?key=bad&member=jd&radius=1&unit=yd", NULL, 400, "BAD_REQUEST", "unsupported unit" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&count=0", NULL, 400, "BAD_REQUEST", "COUNT must be > 0" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&count=-3", NULL, 400, "BAD_REQUEST", "COUNT must be > 0" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&any=true", NULL, 400, "BAD_REQUEST",
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&count=0&unit=m", NULL, 400, "BAD_REQUEST", "COUNT must be > 0" },
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&count=-3&unit=m", NULL, 400, "BAD_REQUEST", "COUNT must be > 0" },
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&any=true&unit=m", NULL, 400, "BAD_REQUEST",
           "the ANY argument requires COUNT argument" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&sort=up", NULL, 400, "BAD_REQUEST", "asc or desc" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=abc", NULL, 400, "BAD_REQUEST", "radius" },
-        { "GET", "/geo/nearby?key=bad&member=jd&radius=nan", NULL, 400, "BAD_REQUEST", "radius" },
-        { "GET", "/geo/nearby?member=jd&radius=1", NULL, 400, "BAD_REQUEST", "'key'" },
-        { "GET", "/geo/nearby?key=bad&member=zz&radius=1", NULL, 404, "NOT_FOUND",
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&sort=up&unit=m", NULL, 400, "BAD_REQUEST", "asc or desc" },
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=abc&unit=m", NULL, 400, "BAD_REQUEST", "radius" },
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=nan&unit=m", NULL, 400, "BAD_REQUEST", "radius" },
+        { "GET", "/geo/nearby?member=jd&radius=1&unit=m", NULL, 400, "BAD_REQUEST", "'key'" },
+        { "GET", "/geo/nearby?key=bad&member=zz&radius=1&unit=m", NULL, 404, "NOT_FOUND",
           "could not decode requested zset member" },
         { "GET", "/geo/bad", NULL, 405, "METHOD_NOT_ALLOWED", "POST" },
+        /* a search names its unit, as Redis's BYRADIUS and BYBOX do */
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=1", NULL, 400, "BAD_REQUEST", "missing query parameter 'unit'" },
+        { "GET", "/geo/nearby?key=bad&member=jd&radius=1&unit=m&unit=km", NULL, 400, "BAD_REQUEST", "'unit'" },
+        /* GEOSEARCHSTORE: the same query, failures change nothing (bad is the source and the destination) */
+        { "POST", "/geo/bad/store?source=bad&member=jd&radius=1", NULL, 400, "BAD_REQUEST", "'unit'" },
+        { "POST", "/geo/bad/store?member=jd&radius=1&unit=m", NULL, 400, "BAD_REQUEST", "'source'" },
+        { "POST", "/geo/bad/store?source=bad&member=jd&radius=1&unit=m&withdist=true", NULL, 400, "BAD_REQUEST",
+          "unknown query parameter 'withdist'" },
+        { "POST", "/geo/bad/store?source=bad&member=jd&radius=1&unit=m&storedist=true", NULL, 400, "BAD_REQUEST",
+          "no sorted sets" },
+        { "POST", "/geo/bad/store?source=bad&member=zz&radius=1&unit=m", NULL, 404, "NOT_FOUND",
+          "could not decode requested zset member" },
+        { "POST", "/geo/bad/store?source=bad&member=jd&radius=-1&unit=m", NULL, 400, "BAD_REQUEST",
+          "radius cannot be negative" },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         http_resp_t r = http(&T, cases[i].method, cases[i].path, cases[i].body, NULL);
@@ -282,8 +310,10 @@ static void test_wrongtype(void **state)
         { "GET", "/geo/tkey/pos?member=jd", NULL },
         { "GET", "/geo/tkey/hash?member=jd", NULL },
         { "GET", "/geo/tkey/dist?from=jd&to=xiaomi", NULL },
-        { "GET", "/geo/nearby?key=tkey&lon=0&lat=0&radius=1", NULL },
-        { "GET", "/geo/nearby?key=tkey&member=jd&radius=1", NULL },
+        { "GET", "/geo/nearby?key=tkey&lon=0&lat=0&radius=1&unit=m", NULL },
+        { "GET", "/geo/nearby?key=tkey&member=jd&radius=1&unit=m", NULL },
+        { "POST", "/geo/gnew/store?source=tkey&lon=0&lat=0&radius=1&unit=m", NULL },
+        { "POST", "/geo/tkey/store?source=gnew&lon=0&lat=0&radius=1&unit=m", NULL },
     };
     for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
         r = http(&T, reqs[i][0], reqs[i][1], reqs[i][2], NULL);
@@ -329,15 +359,29 @@ static void test_persistence(void **state)
 
     r = http(&P, "POST", "/geo/p", "{\"members\":[{\"member\":\"y\",\"lon\":116.51,\"lat\":39.91}]}", NULL);
     http_free(&r);
+    /* GEOSEARCHSTORE into a new key and into the source itself: journaled */
+    const char *check_q = "/geo/nearby?key=q&lon=116.5&lat=39.9&radius=50&unit=km&withdist=1&withhash=1&withcoord=1";
+    r = http(&P, "POST", "/geo/q/store?source=p&lon=116.5&lat=39.9&radius=20&unit=km", NULL, NULL);
+    assert_status(&r, 200);
+    assert_true(json_int_of(&r, "stored") >= 2);
+    http_free(&r);
+    r = http(&P, "POST", "/geo/p/store?source=p&member=x&radius=5&unit=km&count=2&sort=asc", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
     http_free(&want);
     want = http(&P, "GET", check, NULL, NULL);
+    http_resp_t want_q = http(&P, "GET", check_q, NULL, NULL);
     tally_kill(&P);                          /* journal replay */
     unlink(log);
     tally_start(&P, dir, NULL);
     r = http(&P, "GET", check, NULL, NULL);
     assert_string_equal(r.body, want.body);
     http_free(&r);
+    r = http(&P, "GET", check_q, NULL, NULL);
+    assert_string_equal(r.body, want_q.body);
+    http_free(&r);
     http_free(&want);
+    http_free(&want_q);
     tally_stop(&P);
     tmpdir_remove(dir);
     unlink(log);
@@ -552,6 +596,58 @@ static void load_points(redis_ref_t *rr, const char *key, const pt_t *pts, int f
     }
 }
 
+/* Geo set `key` in both servers, compared through two searches that
+ * together cover the globe (from 0,0 and from 180,0, 30 000 km, with
+ * hashes: every member and its score), answered identically. */
+static void compare_set(redis_ref_t *rr, const char *key, const char *ctx)
+{
+    static const char *const lons[] = { "0", "180" };
+    for (int i = 0; i < 2; i++) {
+        const char *gv[] = { "GEOSEARCH", key, "FROMLONLAT", lons[i], "0", "BYRADIUS", "30000", "km", "ASC",
+                             "WITHHASH" };
+        resp_t *rv = redis_cmdv(rr, 10, gv, NULL);
+        char path[160], c[1400];
+        snprintf(path, sizeof(path), "/geo/nearby?key=%s&lon=%s&lat=0&radius=30000&unit=km&sort=asc&withhash=true",
+                 key, lons[i]);
+        snprintf(c, sizeof(c), "%s, then %s", ctx, path);
+        http_resp_t hr = http(&T, "GET", path, NULL, NULL);
+        compare_search(rv, &hr, false, true, false, c);
+        resp_free(rv);
+        http_free(&hr);
+    }
+}
+
+/* GEOSEARCHSTORE "stored" <the search argv[2..argc)> against POST
+ * /geo/stored/store?source=<the search's query>: the same count, the same
+ * set (none: the destination deleted in both). */
+static void compare_store(redis_ref_t *rr, const char *key, const char *const *argv, int argc, const char *path,
+                          size_t pl)
+{
+    const char *sv[24] = { "GEOSEARCHSTORE", "stored", key };
+    int sc = 3;
+    for (int i = 2; i < argc; i++)
+        sv[sc++] = argv[i];
+    resp_t *rv = redis_cmdv(rr, sc, sv, NULL);
+    if (rv->kind != RESP_INT)
+        fail_msg("GEOSEARCHSTORE: %s", rv->kind == RESP_ERROR ? rv->str : "not an integer");
+    const char *q = strchr(path, '&');   /* after key=<key> */
+    char spath[1100];
+    snprintf(spath, sizeof(spath), "/geo/stored/store?source=%s%.*s", key, (int)(pl - (size_t)(q - path)), q);
+    http_resp_t hr = http(&T, "POST", spath, NULL, NULL);
+    assert_status(&hr, 200);
+    if (json_int_of(&hr, "stored") != rv->integer)
+        fail_msg("%s: stored %lld, Redis %lld", spath, json_int_of(&hr, "stored"), rv->integer);
+    http_free(&hr);
+    if (rv->integer == 0) {
+        hr = http(&T, "GET", "/keys/stored", NULL, NULL);
+        assert_error(&hr, 404, "NOT_FOUND");
+        http_free(&hr);
+    } else {
+        compare_set(rr, "stored", spath);
+    }
+    resp_free(rv);
+}
+
 static void test_differential(void **state)
 {
     (void)state;
@@ -686,6 +782,8 @@ static void test_differential(void **state)
                 pl += (size_t)snprintf(path + pl, sizeof(path) - pl, "&any=true");
             }
         }
+        if (q % 4 == 0)
+            compare_store(&rr, key, argv, argc, path, pl);
         if (wd) {
             argv[argc++] = "WITHDIST";
             pl += (size_t)snprintf(path + pl, sizeof(path) - pl, "&withdist=true");
@@ -719,8 +817,8 @@ static void test_differential(void **state)
         const char *argv[] = { "GEORADIUSBYMEMBER", key, cm->name, a1, "m", "WITHDIST", "WITHHASH", "WITHCOORD" };
         resp_t *rv = redis_cmdv(&rr, 8, argv, NULL);
         char *esc = http_query_escape(cm->name);
-        snprintf(path, sizeof(path), "/geo/nearby?key=%s&member=%s&radius=%s&withdist=1&withhash=1&withcoord=1", key,
-                 esc, a1);
+        snprintf(path, sizeof(path), "/geo/nearby?key=%s&member=%s&radius=%s&unit=m&withdist=1&withhash=1&withcoord=1",
+                 key, esc, a1);
         free(esc);
         http_resp_t hr = http(&T, "GET", path, NULL, NULL);
         compare_search(rv, &hr, true, true, true, path);
@@ -817,7 +915,7 @@ static void test_differential(void **state)
                                "WITHDIST", "WITHHASH", "WITHCOORD" };
         rv = redis_cmdv(&rr, 14, argv, NULL);
         snprintf(path, sizeof(path),
-                 "/geo/nearby?key=%s&lon=%s&lat=%s&radius=%s&count=25&sort=desc&withdist=1&withhash=1&withcoord=1",
+                 "/geo/nearby?key=%s&lon=%s&lat=%s&radius=%s&unit=m&count=25&sort=desc&withdist=1&withhash=1&withcoord=1",
                  key, a1, a2, a3);
         hr = http(&T, "GET", path, NULL, NULL);
         compare_search(rv, &hr, true, true, true, path);

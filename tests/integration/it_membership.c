@@ -7,6 +7,7 @@
  * kill -9 (journal replay) and after a snapshot restart, with cuckoo
  * evictions replayed identically.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,7 @@ static void test_bloom_semantics(void **state)
     r = http(&T, "PUT", "/bloom/res", "{\"error_rate\":0.001,\"capacity\":1000,\"expansion\":4}", NULL);
     assert_status(&r, 201);
     http_free(&r);
-    r = http(&T, "PUT", "/bloom/res", "{\"capacity\":10}", NULL);
+    r = http(&T, "PUT", "/bloom/res", "{\"error_rate\":0.01,\"capacity\":10}", NULL);
     assert_error(&r, 409, "EXISTS");
     http_free(&r);
     r = http(&T, "GET", "/bloom/res", NULL, NULL);
@@ -125,7 +126,7 @@ static void test_bloom_semantics(void **state)
     assert_int_equal(json_int_of(&r, "hashes"), 11);   /* error 0.0005: ceil(ln2 * 15.8) */
     http_free(&r);
     /* scaling: grows past capacity with more sub-filters */
-    r = http(&T, "PUT", "/bloom/grow", "{\"capacity\":50}", NULL);
+    r = http(&T, "PUT", "/bloom/grow", "{\"error_rate\":0.01,\"capacity\":50}", NULL);
     http_free(&r);
     char *b = items_body("g", 0, 400, NULL);
     r = http(&T, "POST", "/bloom/grow", b, NULL);
@@ -150,7 +151,7 @@ static void test_bloom_semantics(void **state)
 static void test_bloom_nonscaling_full(void **state)
 {
     (void)state;
-    http_resp_t r = http(&T, "PUT", "/bloom/ns", "{\"capacity\":10,\"scaling\":false}", NULL);
+    http_resp_t r = http(&T, "PUT", "/bloom/ns", "{\"error_rate\":0.01,\"capacity\":10,\"scaling\":false}", NULL);
     assert_status(&r, 201);
     http_free(&r);
     char *b = items_body("n", 0, 8, NULL);
@@ -282,6 +283,374 @@ static void test_cuckoo_full(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* RedisBloom parity: BF.INSERT, BF.CARD, BF.INFO field, CF.COMPACT          */
+/* ------------------------------------------------------------------------ */
+
+/* RedisBloom's test_overall.py test_insert and test_nonscaling_err: the
+ * creating options take effect only when the add creates the filter (the
+ * geometry is BF.DEBUG's: 98880 bytes, 11 hashes for 0.001 / 50000). */
+static void test_bloom_insert_options(void **state)
+{
+    (void)state;
+    expect_bools(&T, "POST", "/bloom/ins",
+                 "{\"error_rate\":0.001,\"capacity\":50000,\"expansion\":2,\"items\":[\"foo\"]}", "added", "1");
+    expect_bools(&T, "POST", "/bloom/ins", "{\"error_rate\":0.1,\"items\":[\"foo\",\"bar\",\"baz\"]}", "added",
+                 "011");
+    http_resp_t r = http(&T, "GET", "/bloom/ins", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "capacity"), 50000);
+    assert_int_equal(json_int_of(&r, "size_bytes"), 32 + 64 + 98880);
+    assert_int_equal(json_int_of(&r, "hashes"), 11);
+    assert_int_equal(json_int_of(&r, "items"), 3);
+    assert_true(json_real_value(json_object_get(r.json, "bits_per_item")) == 791040.0 / 50000);
+    http_free(&r);
+    /* nocreate on an existing filter adds */
+    expect_bools(&T, "POST", "/bloom/ins", "{\"nocreate\":true,\"items\":[\"qux\"]}", "added", "1");
+    /* NONSCALING with CAPACITY 3: a b c fit; a b c d d is refused whole here
+     * (RedisBloom answers 0 0 0 and "non scaling filter is full") */
+    expect_bools(&T, "POST", "/bloom/nse", "{\"capacity\":3,\"nonscaling\":true,\"items\":[\"a\",\"b\",\"c\"]}",
+                 "added", "111");
+    r = http(&T, "POST", "/bloom/nse", "{\"items\":[\"a\",\"b\",\"c\",\"d\",\"d\"]}", NULL);
+    assert_error(&r, 507, "OUT_OF_MEMORY");
+    assert_non_null(strstr(r.body, "non scaling filter is full"));
+    http_free(&r);
+    http_expect(&T, "GET", "/bloom/nse", NULL, 200,
+                "{\"capacity\":3,\"size_bytes\":104,\"filters\":1,\"items\":3,\"error_rate\":0.01,\"scaling\":false,"
+                "\"hashes\":7,\"bits_per_item\":21.333333333333332,\"expansion\":null}");
+    /* expansion 0 is non-scaling too */
+    expect_bools(&T, "POST", "/bloom/nse0", "{\"expansion\":0,\"items\":[\"a\"]}", "added", "1");
+    http_expect(&T, "GET", "/bloom/nse0?field=expansion", NULL, 200, "{\"expansion\":null}");
+    /* BF.INFO key <field>, BF.CARD */
+    http_expect(&T, "GET", "/bloom/nse?field=capacity", NULL, 200, "{\"capacity\":3}");
+    http_expect(&T, "GET", "/bloom/nse?field=size_bytes", NULL, 200, "{\"size_bytes\":104}");
+    http_expect(&T, "GET", "/bloom/nse?field=filters", NULL, 200, "{\"filters\":1}");
+    http_expect(&T, "GET", "/bloom/nse?field=items", NULL, 200, "{\"items\":3}");
+    http_expect(&T, "GET", "/bloom/ins?field=expansion", NULL, 200, "{\"expansion\":2}");
+    http_expect(&T, "GET", "/bloom/ins/card", NULL, 200, "{\"items\":4}");
+    http_expect(&T, "GET", "/bloom/no-such-filter/card", NULL, 200, "{\"items\":0}");
+    r = http(&T, "GET", "/keys/no-such-filter", NULL, NULL);
+    assert_error(&r, 404, "NOT_FOUND");   /* BF.CARD created nothing */
+    http_free(&r);
+}
+
+/* RedisBloom's test_cuckoo.py: test_compact (100 adds to CF.RESERVE 8
+ * MAXITERATIONS 50, then CF.COMPACT), test_expansion_0, test_max_expansions. */
+static void test_cuckoo_parity(void **state)
+{
+    (void)state;
+    http_resp_t r = http(&T, "PUT", "/cuckoo/cpt", "{\"capacity\":8,\"max_iterations\":50}", NULL);
+    assert_status(&r, 201);
+    http_free(&r);
+    for (int i = 0; i < 100; i++) {
+        char body[48];
+        snprintf(body, sizeof(body), "{\"items\":[\"%d\"]}", i);
+        expect_bools(&T, "POST", "/cuckoo/cpt", body, "added", "1");
+    }
+    r = http(&T, "GET", "/cuckoo/cpt", NULL, NULL);
+    long long before = json_int_of(&r, "filters"), size_before = json_int_of(&r, "size_bytes");
+    http_free(&r);
+    expect_bools(&T, "POST", "/cuckoo/cpt/remove", "{\"items\":[\"0\",\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\"]}",
+                 "removed", "11111111");
+    r = http(&T, "POST", "/cuckoo/cpt/compact", NULL, NULL);
+    assert_status(&r, 200);
+    assert_true(json_int_of(&r, "filters") <= before);
+    assert_true(json_int_of(&r, "size_bytes") <= size_before);
+    assert_int_equal(json_int_of(&r, "items"), 92);
+    http_free(&r);
+    char *b = items_body("", 8, 92, NULL);
+    expect_bools(&T, "POST", "/cuckoo/cpt/exists", b, "exists",
+                 "11111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111");
+    free(b);
+    /* expansion 0: 4 adds fit, then "Filter is full" (CF.INSERT's -1 -1 is
+     * a 507 for the batch here) */
+    r = http(&T, "PUT", "/cuckoo/e0", "{\"capacity\":4,\"expansion\":0}", NULL);
+    assert_status(&r, 201);
+    http_free(&r);
+    for (int i = 1; i <= 4; i++) {
+        char body[48];
+        snprintf(body, sizeof(body), "{\"items\":[\"%d\"]}", i);
+        expect_bools(&T, "POST", "/cuckoo/e0", body, "added", "1");
+    }
+    r = http(&T, "POST", "/cuckoo/e0", "{\"items\":[\"5\",\"6\"]}", NULL);
+    assert_error(&r, 507, "OUT_OF_MEMORY");
+    assert_non_null(strstr(r.body, "full"));
+    http_free(&r);
+    http_expect(&T, "GET", "/cuckoo/e0/count?item=5", NULL, 200, "{\"count\":0}");
+    /* CF.RESERVE cf 4: 124 adds grow it to 32 sub-filters, the next add
+     * is "Maximum expansions reached" */
+    r = http(&T, "PUT", "/cuckoo/mx", "{\"capacity\":4}", NULL);
+    http_free(&r);
+    for (int i = 0; i < 124; i++) {
+        char body[48];
+        snprintf(body, sizeof(body), "{\"items\":[\"%d\"]}", i);
+        expect_bools(&T, "POST", "/cuckoo/mx", body, "added", "1");
+    }
+    r = http(&T, "POST", "/cuckoo/mx", "{\"items\":[\"2048\"]}", NULL);
+    assert_error(&r, 507, "OUT_OF_MEMORY");
+    assert_non_null(strstr(r.body, "maximum expansions reached"));
+    http_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* SCANDUMP / LOADCHUNK                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct chunk {
+    long long cursor;
+    char *data;
+    size_t len;
+} chunk_t;
+
+/* Every chunk of /<family>/<key>/dump, cursor 0 onwards, as SCANDUMP's
+ * loop takes them; returns how many (the last, cursor 0, not included). */
+static size_t dump_all(const tally_proc_t *p, const char *family, const char *key, chunk_t *out, size_t max)
+{
+    long long cur = 0;
+    size_t n = 0;
+    for (;;) {
+        http_resp_t r = httpf(p, "GET", NULL, "/%s/%s/dump?cursor=%lld", family, key, cur);
+        assert_status(&r, 200);
+        char h[32];
+        assert_true(http_header(&r, "Tally-Cursor", h, sizeof(h)));
+        assert_true(http_header(&r, "Content-Type", h + 0, sizeof(h)) &&
+                    strcmp(h, "application/octet-stream") == 0);
+        char c[32];
+        http_header(&r, "Tally-Cursor", c, sizeof(c));
+        cur = atoll(c);
+        if (cur == 0) {
+            assert_int_equal(r.len, 0);
+            http_free(&r);
+            return n;
+        }
+        assert_true(n < max);
+        out[n].cursor = cur;
+        out[n].len = r.len;
+        out[n].data = malloc(r.len + 1);
+        memcpy(out[n].data, r.body, r.len);
+        n++;
+        http_free(&r);
+    }
+}
+
+static void load_chunk(const tally_proc_t *p, const char *family, const char *key, long long cursor,
+                       const void *data, size_t len, long status)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/%s/%s/load?cursor=%lld", family, key, cursor);
+    http_resp_t r = http_bin(p, "POST", path, data, len, "application/octet-stream");
+    if (r.status != status)
+        fail_msg("load %s cursor %lld (%zu bytes): %ld %s", path, cursor, len, r.status, r.body);
+    if (status == 200)
+        assert_int_equal(json_int_of(&r, "loaded"), (long long)len);
+    http_free(&r);
+}
+
+static void chunks_free(chunk_t *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(c[i].data);
+}
+
+/* Little-endian writers for the reference header. */
+static uint8_t *put_le(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+
+/* The header chunk of BF.RESERVE 0.01 10 + "0".."99" written from
+ * RedisBloom's format (core/bloom.h, sb.c's dumpedChainHeader): 99 items,
+ * 4 links, options NOROUND|FORCE64, growth 2; link i of capacity 10 * 2^i,
+ * error 0.005 / 2^i, bits per entry -ln(error) / ln(2)^2 and the bytes and
+ * hashes BF.DEBUG shows for that filter. */
+static size_t ref_bloom_header(uint8_t *out)
+{
+    static const uint64_t bytes[] = { 16, 32, 72, 160 }, caps[] = { 10, 20, 40, 80 }, sizes[] = { 10, 20, 40, 29 };
+    static const uint32_t hashes[] = { 8, 9, 10, 11 };
+    uint8_t *p = put_le(out, 99, 8);
+    p = put_le(p, 4, 4);
+    p = put_le(p, 1 | 4, 4);
+    p = put_le(p, 2, 4);
+    double e = 0.005;
+    for (int i = 0; i < 4; i++, e *= 0.5) {
+        double bpe = -log(e) / 0.480453013918201;
+        uint64_t eb, bb;
+        memcpy(&eb, &e, 8);
+        memcpy(&bb, &bpe, 8);
+        p = put_le(p, bytes[i], 8);
+        p = put_le(p, bytes[i] * 8, 8);
+        p = put_le(p, sizes[i], 8);
+        p = put_le(p, eb, 8);
+        p = put_le(p, bb, 8);
+        p = put_le(p, hashes[i], 4);
+        p = put_le(p, caps[i], 8);
+        *p++ = 0;
+    }
+    return (size_t)(p - out);
+}
+
+/* BF.SCANDUMP / BF.LOADCHUNK: the header is RedisBloom's bytes; a dump
+ * loads into another key piece by piece (chunks split, out of order) and
+ * answers identically, dumps identically; bad chunks change nothing; the
+ * loaded filter survives kill -9 (the loads replay from the journal). */
+static void test_bloom_scandump(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    tally_start(&p, NULL, NULL);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p.dir);
+    http_resp_t r = http(&p, "PUT", "/bloom/src", "{\"error_rate\":0.01,\"capacity\":10}", NULL);
+    assert_status(&r, 201);
+    http_free(&r);
+    char *b = items_body("", 0, 100, NULL);
+    r = http(&p, "POST", "/bloom/src", b, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    free(b);
+    chunk_t c[16];
+    size_t n = dump_all(&p, "bloom", "src", c, 16);
+    assert_int_equal(n, 5);   /* the header and one chunk per link */
+    uint8_t want[20 + 4 * 53];
+    size_t wl = ref_bloom_header(want);
+    assert_int_equal(c[0].cursor, 1);
+    assert_int_equal(c[0].len, wl);
+    assert_memory_equal(c[0].data, want, wl);
+    static const long long cursors[] = { 1, 17, 49, 121, 281 };   /* 1 + the link bytes so far */
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(c[i].cursor, cursors[i]);
+    /* data chunk before the header: no filter there */
+    load_chunk(&p, "bloom", "dst", c[1].cursor, c[1].data, c[1].len, 404);
+    /* a damaged header creates nothing */
+    c[0].data[8] = 9;   /* nfilters 9: too short for it */
+    load_chunk(&p, "bloom", "dst", 1, c[0].data, c[0].len, 400);
+    c[0].data[8] = 4;
+    r = http(&p, "GET", "/keys/dst", NULL, NULL);
+    assert_error(&r, 404, "NOT_FOUND");
+    http_free(&r);
+    load_chunk(&p, "bloom", "dst", 1, c[0].data, c[0].len, 200);
+    load_chunk(&p, "bloom", "dst", 1, c[0].data, c[0].len, 400);   /* the header again: refused */
+    /* the last link's 160 bytes in 3 pieces, last piece first: piece (o, m)
+     * goes with cursor C - n + o + m */
+    const chunk_t *l = &c[4];
+    load_chunk(&p, "bloom", "dst", l->cursor, l->data + 100, 60, 200);
+    load_chunk(&p, "bloom", "dst", l->cursor - 160 + 40, l->data, 40, 200);
+    load_chunk(&p, "bloom", "dst", l->cursor - 160 + 100, l->data + 40, 60, 200);
+    /* a chunk across two links, or past the end, is refused */
+    load_chunk(&p, "bloom", "dst", c[2].cursor + 8, c[3].data, 40, 400);
+    load_chunk(&p, "bloom", "dst", 1000, c[1].data, c[1].len, 400);
+    for (size_t i = 1; i < 4; i++)
+        load_chunk(&p, "bloom", "dst", c[i].cursor, c[i].data, c[i].len, 200);
+    json_t *src_info = http_get_json(&p, "/bloom/src"), *dst_info = http_get_json(&p, "/bloom/dst");
+    assert_true(json_equal(src_info, dst_info));
+    json_decref(dst_info);
+    b = items_body("", 0, 300, NULL);
+    http_resp_t a1 = http(&p, "POST", "/bloom/src/exists", b, NULL), a2 = http(&p, "POST", "/bloom/dst/exists", b, NULL);
+    assert_string_equal(a1.body, a2.body);
+    http_free(&a2);
+    /* the loaded filter, and its dump, survive kill -9 */
+    tally_kill(&p);
+    tally_start(&p, dir, NULL);
+    a2 = http(&p, "POST", "/bloom/dst/exists", b, NULL);
+    assert_string_equal(a1.body, a2.body);
+    http_free(&a1);
+    http_free(&a2);
+    free(b);
+    dst_info = http_get_json(&p, "/bloom/dst");
+    assert_true(json_equal(src_info, dst_info));
+    json_decref(src_info);
+    json_decref(dst_info);
+    chunk_t d[16];
+    assert_int_equal(dump_all(&p, "bloom", "dst", d, 16), n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(d[i].cursor, c[i].cursor);
+        assert_int_equal(d[i].len, c[i].len);
+        assert_memory_equal(d[i].data, c[i].data, c[i].len);
+    }
+    /* adds go on the same way in both */
+    expect_bools(&p, "POST", "/bloom/src", "{\"items\":[\"x1\",\"x2\",\"5\"]}", "added", "110");
+    expect_bools(&p, "POST", "/bloom/dst", "{\"items\":[\"x1\",\"x2\",\"5\"]}", "added", "110");
+    chunks_free(c, n);
+    chunks_free(d, n);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+/* CF.SCANDUMP / CF.LOADCHUNK (RedisBloom's test_scandump_with_expansion:
+ * 500 adds to CF.RESERVE 62 EXPANSION 2, dumped, deleted, loaded, every
+ * item there); the header's fields as the format lays them out; a filter
+ * of 12-bit fingerprints cannot be dumped; a header with zeroed counts is
+ * refused (test_scandump_invalid_header). */
+static void test_cuckoo_scandump(void **state)
+{
+    (void)state;
+    http_resp_t r = http(&T, "PUT", "/cuckoo/sd", "{\"capacity\":62,\"expansion\":2}", NULL);
+    assert_status(&r, 201);
+    http_free(&r);
+    char *b = items_body("", 0, 500, NULL);
+    r = http(&T, "POST", "/cuckoo/sd", b, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    json_t *info = http_get_json(&T, "/cuckoo/sd");
+    chunk_t c[64];
+    size_t n = dump_all(&T, "cuckoo", "sd", c, 64);
+    assert_int_equal(c[0].len, 38);
+    uint8_t want[38], *p = want;
+    p = put_le(p, 500, 8);   /* items */
+    p = put_le(p, 32, 8);    /* buckets of the first sub-filter: next_pow2(62 / 2) */
+    p = put_le(p, 0, 8);     /* deletes */
+    p = put_le(p, (uint64_t)json_integer_value(json_object_get(info, "filters")), 8);
+    p = put_le(p, 2, 2);
+    p = put_le(p, 20, 2);
+    p = put_le(p, 2, 2);
+    assert_memory_equal(c[0].data, want, 38);
+    http_expect(&T, "DELETE", "/keys/sd", NULL, 200, NULL);
+    /* zeroed item and bucket counts: refused, nothing created */
+    char bad[38];
+    memcpy(bad, c[0].data, 38);
+    memset(bad, 0, 9);
+    load_chunk(&T, "cuckoo", "sd", 1, bad, 38, 400);
+    r = http(&T, "GET", "/keys/sd", NULL, NULL);
+    assert_error(&r, 404, "NOT_FOUND");
+    http_free(&r);
+    for (size_t i = 0; i < n; i++)
+        load_chunk(&T, "cuckoo", "sd", c[i].cursor, c[i].data, c[i].len, 200);
+    json_t *again = http_get_json(&T, "/cuckoo/sd");
+    /* the format has no configured capacity: the first sub-filter's slots stand for it */
+    assert_int_equal(json_integer_value(json_object_get(again, "capacity")), 64);
+    json_object_del(info, "capacity");
+    json_object_del(again, "capacity");
+    assert_true(json_equal(info, again));
+    json_decref(info);
+    json_decref(again);
+    r = http(&T, "POST", "/cuckoo/sd/exists", b, NULL);
+    char got[600];
+    bools(&r, "exists", got, sizeof(got));
+    assert_null(strchr(got, '0'));
+    http_free(&r);
+    free(b);
+    chunks_free(c, n);
+    /* an empty filter dumps its header (RedisBloom answers 0 and nothing), and loads back */
+    r = http(&T, "PUT", "/cuckoo/sd0", "{\"capacity\":100}", NULL);
+    http_free(&r);
+    n = dump_all(&T, "cuckoo", "sd0", c, 64);
+    assert_int_equal(n, 2);   /* the header and the 64 empty buckets' slots */
+    assert_int_equal(c[0].len, 38);
+    assert_int_equal(c[1].len, 128);
+    for (size_t i = 0; i < n; i++)
+        load_chunk(&T, "cuckoo", "sd0copy", c[i].cursor, c[i].data, c[i].len, 200);
+    chunks_free(c, n);
+    http_expect(&T, "GET", "/cuckoo/sd0copy/count?item=x", NULL, 200, "{\"count\":0}");
+    /* 12-bit fingerprints: no RedisBloom format */
+    r = http(&T, "PUT", "/cuckoo/sd12", "{\"capacity\":100,\"fingerprint_bits\":12}", NULL);
+    http_free(&r);
+    r = http(&T, "GET", "/cuckoo/sd12/dump?cursor=0", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "8-bit"));
+    http_free(&r);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Bad input                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -290,7 +659,7 @@ static void test_bad_input(void **state)
     (void)state;
     http_resp_t r = http(&T, "POST", "/uv/auv", "{\"items\":[\"x\"]}", NULL);
     http_free(&r);
-    r = http(&T, "PUT", "/bloom/bb", "{}", NULL);
+    r = http(&T, "PUT", "/bloom/bb", "{\"error_rate\":0.01,\"capacity\":100}", NULL);
     http_free(&r);
     r = http(&T, "PUT", "/cuckoo/cc", "{\"capacity\":100}", NULL);
     http_free(&r);
@@ -299,21 +668,52 @@ static void test_bad_input(void **state)
         int status;
         const char *code, *field;
     } cases[] = {
-        { "PUT", "/bloom/nb", "{\"error_rate\":0}", 400, "BAD_REQUEST", "error_rate" },
-        { "PUT", "/bloom/nb", "{\"error_rate\":1}", 400, "BAD_REQUEST", "error_rate" },
-        { "PUT", "/bloom/nb", "{\"error_rate\":1.5}", 400, "BAD_REQUEST", "error_rate" },
-        { "PUT", "/bloom/nb", "{\"error_rate\":-0.01}", 400, "BAD_REQUEST", "error_rate" },
-        { "PUT", "/bloom/nb", "{\"error_rate\":\"0.01\"}", 400, "BAD_REQUEST", "error_rate" },
-        { "PUT", "/bloom/nb", "{\"capacity\":0}", 400, "BAD_REQUEST", "capacity" },
-        { "PUT", "/bloom/nb", "{\"capacity\":-5}", 400, "BAD_REQUEST", "capacity" },
-        { "PUT", "/bloom/nb", "{\"capacity\":1.5}", 400, "BAD_REQUEST", "capacity" },
-        { "PUT", "/bloom/nb", "{\"capacity\":99999999999}", 400, "BAD_REQUEST", "capacity" },
+        { "PUT", "/bloom/nb", "{}", 400, "BAD_REQUEST", "error_rate" },   /* BF.RESERVE needs both */
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01}", 400, "BAD_REQUEST", "capacity" },
+        { "PUT", "/bloom/nb", "{\"capacity\":100}", 400, "BAD_REQUEST", "error_rate" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0,\"capacity\":10}", 400, "BAD_REQUEST", "error_rate" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":1,\"capacity\":10}", 400, "BAD_REQUEST", "error_rate" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":1.5,\"capacity\":10}", 400, "BAD_REQUEST", "error_rate" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":-0.01,\"capacity\":10}", 400, "BAD_REQUEST", "error_rate" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":\"0.01\",\"capacity\":10}", 400, "BAD_REQUEST", "error_rate" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01,\"capacity\":0}", 400, "BAD_REQUEST", "capacity" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01,\"capacity\":-5}", 400, "BAD_REQUEST", "capacity" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01,\"capacity\":1.5}", 400, "BAD_REQUEST", "capacity" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01,\"capacity\":99999999999}", 400, "BAD_REQUEST", "capacity" },
         { "PUT", "/bloom/nb", "{\"error_rate\":1e-12,\"capacity\":4000000000}", 400, "BAD_REQUEST", "capacity" },
-        { "PUT", "/bloom/nb", "{\"expansion\":32769}", 400, "BAD_REQUEST", "expansion" },
-        { "PUT", "/bloom/nb", "{\"scaling\":false,\"expansion\":2}", 400, "BAD_REQUEST", "expansion" },
-        { "PUT", "/bloom/nb", "{\"scaling\":\"no\"}", 400, "BAD_REQUEST", "scaling" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01,\"capacity\":10,\"expansion\":32769}", 400, "BAD_REQUEST",
+          "expansion" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01,\"capacity\":10,\"scaling\":false,\"expansion\":2}", 400,
+          "BAD_REQUEST", "expansion" },
+        { "PUT", "/bloom/nb", "{\"error_rate\":0.01,\"capacity\":10,\"scaling\":\"no\"}", 400, "BAD_REQUEST",
+          "scaling" },
         { "PUT", "/bloom/nb", "{\"capacity\":10,\"color\":1}", 400, "BAD_REQUEST", "color" },
-        { "PUT", "/bloom/auv", "{}", 409, "WRONGTYPE", NULL },
+        { "PUT", "/bloom/auv", "{\"error_rate\":0.01,\"capacity\":10}", 409, "WRONGTYPE", NULL },
+        /* BF.INSERT's options */
+        { "POST", "/bloom/nb", "{\"items\":[\"a\"],\"nocreate\":true}", 404, "NOT_FOUND", NULL },
+        { "POST", "/bloom/nb", "{\"items\":[\"a\"],\"nocreate\":true,\"capacity\":10}", 400, "BAD_REQUEST",
+          "nocreate" },
+        { "POST", "/bloom/nb", "{\"items\":[\"a\"],\"nocreate\":1}", 400, "BAD_REQUEST", "nocreate" },
+        { "POST", "/bloom/nb", "{\"items\":[\"a\"],\"capacity\":0.3}", 400, "BAD_REQUEST", "capacity" },
+        { "POST", "/bloom/nb", "{\"items\":[\"a\"],\"error_rate\":\"big\"}", 400, "BAD_REQUEST", "error_rate" },
+        { "POST", "/bloom/nb", "{\"items\":[\"a\"],\"expansion\":-1}", 400, "BAD_REQUEST", "expansion" },
+        { "POST", "/bloom/nb", "{\"items\":[\"a\"],\"nonscaling\":true,\"expansion\":2}", 400, "BAD_REQUEST",
+          "expansion" },
+        { "POST", "/bloom/nb", "{\"nocreate\":true}", 400, "BAD_REQUEST", "items" },
+        { "POST", "/bloom/bb", "{\"items\":[\"a\"],\"error_rate\":2}", 400, "BAD_REQUEST", "error_rate" },
+        /* BF.INFO field, BF.CARD, SCANDUMP / LOADCHUNK */
+        { "GET", "/bloom/bb?field=nope", NULL, 400, "BAD_REQUEST", "field" },
+        { "GET", "/bloom/bb?field=items&field=capacity", NULL, 400, "BAD_REQUEST", "field" },
+        { "GET", "/bloom/bb?x=1", NULL, 400, "BAD_REQUEST", "x" },
+        { "GET", "/bloom/nb?field=items", NULL, 404, "NOT_FOUND", NULL },
+        { "GET", "/bloom/auv/card", NULL, 409, "WRONGTYPE", NULL },
+        { "GET", "/bloom/bb/card?x=1", NULL, 400, "BAD_REQUEST", "x" },
+        { "GET", "/bloom/nb/dump?cursor=0", NULL, 404, "NOT_FOUND", NULL },
+        { "GET", "/bloom/auv/dump?cursor=0", NULL, 409, "WRONGTYPE", NULL },
+        { "GET", "/bloom/bb/dump", NULL, 400, "BAD_REQUEST", "cursor" },
+        { "GET", "/bloom/bb/dump?cursor=-1", NULL, 400, "BAD_REQUEST", "cursor" },
+        { "GET", "/bloom/bb/dump?cursor=str", NULL, 400, "BAD_REQUEST", "cursor" },
+        { "POST", "/bloom/bb/load?cursor=1", "{}", 415, "UNSUPPORTED_MEDIA_TYPE", NULL },
         { "POST", "/bloom/bb", "{\"items\":[]}", 400, "BAD_REQUEST", "items" },
         { "POST", "/bloom/bb", "{\"items\":[\"a\",false]}", 400, "BAD_REQUEST", "items" },
         { "POST", "/bloom/bb", "{\"items\":{}}", 400, "BAD_REQUEST", "items" },
@@ -345,6 +745,13 @@ static void test_bad_input(void **state)
         { "GET", "/cuckoo/bb/count?item=a", NULL, 409, "WRONGTYPE", NULL },
         { "GET", "/cuckoo/cc/count", NULL, 400, "BAD_REQUEST", "item" },
         { "GET", "/cuckoo/bb", NULL, 409, "WRONGTYPE", NULL },
+        { "POST", "/cuckoo/nc/compact", NULL, 404, "NOT_FOUND", NULL },
+        { "POST", "/cuckoo/bb/compact", NULL, 409, "WRONGTYPE", NULL },
+        { "POST", "/cuckoo/cc/compact?x=1", NULL, 400, "BAD_REQUEST", "x" },
+        { "GET", "/cuckoo/nc/dump?cursor=0", NULL, 404, "NOT_FOUND", NULL },
+        { "GET", "/cuckoo/cc/dump?cursor=-1", NULL, 400, "BAD_REQUEST", "cursor" },
+        { "GET", "/cuckoo/bb/dump?cursor=0", NULL, 409, "WRONGTYPE", NULL },
+        { "POST", "/cuckoo/cc/load?cursor=1", "{}", 415, "UNSUPPORTED_MEDIA_TYPE", NULL },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         r = http(&T, cases[i].method, cases[i].path, cases[i].body, NULL);
@@ -467,6 +874,10 @@ int main(void)
         cmocka_unit_test(test_bloom_nonscaling_full),
         cmocka_unit_test(test_cuckoo_semantics),
         cmocka_unit_test(test_cuckoo_full),
+        cmocka_unit_test(test_bloom_insert_options),
+        cmocka_unit_test(test_cuckoo_parity),
+        cmocka_unit_test(test_bloom_scandump),
+        cmocka_unit_test(test_cuckoo_scandump),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_persistence_and_replay),
     };

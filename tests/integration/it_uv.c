@@ -380,7 +380,7 @@ static void test_bad_input(void **state)
     (void)state;
     http_resp_t r = http(&T, "POST", "/uv/bad", "{\"items\":[\"a\"]}", NULL);
     http_free(&r);
-    r = http(&T, "PUT", "/bloom/abloom", "{}", NULL);
+    r = http(&T, "PUT", "/bloom/abloom", "{\"error_rate\":0.01,\"capacity\":100}", NULL);
     assert_status(&r, 201);
     http_free(&r);
     size_t len;

@@ -47,8 +47,11 @@ static void test_dims_from_prob(void **state)
         cms_dims_from_prob(e, p, &w, &d);
         assert_int_equal(w, (uint64_t)ceil(2 / e));
         float f = log10f((float)p) / log10f(0.5f);
-        assert_int_equal(d, f < 1 ? 1 : (uint64_t)ceil(f));
+        assert_int_equal(d, (uint64_t)ceil(f));
     }
+    cms_dims_from_prob(0.9, 0.9999999999999999, &w, &d);   /* 1.0f: RedisBloom's "invalid init arguments" */
+    assert_int_equal(w, 3);
+    assert_int_equal(d, 0);
 }
 
 /* The seed article (RedisBloom internals, section 4.3): row i puts an item in

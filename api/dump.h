@@ -1,0 +1,57 @@
+/*
+ * dump.h - RedisBloom's SCANDUMP / LOADCHUNK over HTTP, for the filters
+ * that have them (/bloom, /cuckoo).
+ *
+ *   GET  /<family>/{key}/dump?cursor=C   -> 200 application/octet-stream
+ *        the chunk's bytes; header Tally-Cursor: the chunk's cursor
+ *   POST /<family>/{key}/load?cursor=C   <- application/octet-stream chunk
+ *        -> 200 {"loaded":<bytes>}
+ *
+ * The bytes are RedisBloom's, unchanged (core/bloom.h and core/cuckoo.h
+ * describe the format), so `BF.SCANDUMP` output loads here and a dump
+ * taken here loads with `BF.LOADCHUNK`.  The cursor is RedisBloom's
+ * iterator: dump at 0 answers the header with cursor 1; dump at C answers
+ * the next chunk and its cursor, which is both what to load the chunk
+ * with and where the next dump starts; cursor 0 and an empty body mean
+ * the end.  Chunks here are at most API_DUMP_CHUNK bytes, so that each fits
+ * the default --max-body when loaded back; RedisBloom cuts at 16 MiB, and
+ * LOADCHUNK accepts any cut that stays inside one sub-filter, so a larger
+ * RedisBloom chunk (cursor C, n bytes) may be sent in pieces: the piece of
+ * m bytes at offset o of the chunk goes with cursor C - n + o + m.
+ *
+ * Load follows BF.LOADCHUNK: the header (cursor 1) creates the filter at
+ * a missing key (404 for any other cursor there); on an existing filter
+ * every chunk is written in place, and one that does not fit a
+ * sub-filter's array is refused (400, nothing written).  The bytes are
+ * untrusted: core validates the header completely (tests/fuzz/
+ * fuzz_scandump), and the filter may not pass the byte limit of
+ * api_value_byte_limit.  Loads are journaled as received, so replay
+ * rebuilds the same bytes.
+ */
+#ifndef TALLY_API_DUMP_H
+#define TALLY_API_DUMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+
+#define API_DUMP_CHUNK (512u << 10)   /* half the default --max-body */
+
+/* A filter family's dump: core's interface and why a value may have no dump. */
+typedef struct api_dump {
+    const ks_dump_ops_t *ops;
+    const char *why_not;     /* the 400 when ops->header refuses a value */
+} api_dump_t;
+
+/* The bodies of GET .../dump and POST .../load. */
+void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
+void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
+
+/* The most bytes one filter's arrays may take: --maxmemory, or without it
+ * the machine's memory (a larger filter could never be filled); none (0)
+ * on replay, so that what was acknowledged always rebuilds. */
+uint64_t api_value_byte_limit(const api_server_t *srv, const api_req_t *req);
+
+#endif
