@@ -202,11 +202,11 @@ static void h_bloom_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/bloom/{key}",        h_bloom_put, 0 },
-    { API_POST,   "/bloom/{key}",        h_bloom_add, 0 },
-    { API_GET,    "/bloom/{key}",        h_bloom_info, 0 },
-    { API_POST,   "/bloom/{key}/exists", h_bloom_mexists, API_ROUTE_READS },
-    { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0 },
+    { API_PUT,    "/bloom/{key}",        h_bloom_put, 0, API_ACCESS_WRITE },
+    { API_POST,   "/bloom/{key}",        h_bloom_add, 0, API_ACCESS_WRITE },
+    { API_GET,    "/bloom/{key}",        h_bloom_info, 0, API_ACCESS_READ },
+    { API_POST,   "/bloom/{key}/exists", h_bloom_mexists, API_ROUTE_READS, API_ACCESS_READ },
+    { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0, API_ACCESS_READ },
 };
 
 API_FAMILY(bloom, &bloom_type, "a Bloom filter", "no bloom filter at this key");

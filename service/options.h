@@ -37,6 +37,14 @@ typedef struct tally_opts {
     char config[512];            /* --config, TALLY_CONFIG: policies file, optional */
     char pid_file[512];          /* --pid-file, TALLY_PID_FILE: optional */
     int log_level;               /* --log-level, TALLY_LOG_LEVEL: info */
+    /* Authentication (api/auth.h, README "Security"). */
+    char tokens[512];            /* --tokens, TALLY_TOKENS: token file; none = no authentication */
+    bool metrics_public;         /* --metrics-public, TALLY_METRICS_PUBLIC: /metrics without a token */
+    bool insecure_no_auth;       /* --insecure-no-auth, TALLY_INSECURE_NO_AUTH: serve a non-loopback
+                                    address without --tokens */
+    int auth_fail_limit;         /* --auth-fail-limit, TALLY_AUTH_FAIL_LIMIT: unknown tokens a minute
+                                    per client address before 429; 10, 0 = no limit */
+    char access_log[512];        /* --access-log, TALLY_ACCESS_LOG: FILE or - (stdout); none */
 } tally_opts_t;
 
 typedef enum opts_action {
@@ -45,6 +53,7 @@ typedef enum opts_action {
     OPTS_VERSION,
     OPTS_ROUTES,
     OPTS_CHECK,
+    OPTS_HASH_TOKEN,
     OPTS_ERROR
 } opts_action_t;
 
