@@ -85,6 +85,7 @@ static void tokens_free(api_tokens_t *t)
         free(t->v[i].prefix_len);
     }
     free(t->v);
+    free(t->by_digest);
     free(t);
 }
 
@@ -237,6 +238,12 @@ static bool parse_token(json_t *o, size_t i, api_token_t *t, char *err, size_t e
            parse_prefixes(json_object_get(o, "prefixes"), i, t, err, errlen);
 }
 
+static int by_digest_cmp(const void *a, const void *b)
+{
+    const api_token_t *x = *(const api_token_t *const *)a, *y = *(const api_token_t *const *)b;
+    return memcmp(x->sha256, y->sha256, API_TOKEN_SHA256_LEN);
+}
+
 api_tokens_t *api_tokens_parse(const char *text, size_t len, char *err, size_t errlen)
 {
     json_error_t je;
@@ -257,7 +264,7 @@ api_tokens_t *api_tokens_parse(const char *text, size_t len, char *err, size_t e
         goto out;
     }
     t = calloc(1, sizeof(*t));
-    if (!t || !(t->v = calloc(n ? n : 1, sizeof(*t->v)))) {
+    if (!t || !(t->v = calloc(n ? n : 1, sizeof(*t->v))) || !(t->by_digest = calloc(n ? n : 1, sizeof(*t->by_digest)))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -277,7 +284,9 @@ api_tokens_t *api_tokens_parse(const char *text, size_t len, char *err, size_t e
                 goto fail;
             }
         }
+        t->by_digest[i] = &t->v[i];
     }
+    qsort(t->by_digest, n, sizeof(*t->by_digest), by_digest_cmp);
     goto out;
 fail:
     if (t)
@@ -339,12 +348,23 @@ static fail_slot_t *fail_slot(api_auth_t *a, const char *addr, bool create)
     return victim;
 }
 
-/* True when addr has used up its failures; *retry_ns is when it may try. */
-static bool fail_blocked(api_auth_t *a, const char *addr, int64_t now_ns, int64_t *retry_ns)
+/* The client address of a request ("" when unknown), asked only when a
+ * failure is involved: most requests never need it. */
+static const char *client_addr(const api_req_t *req)
 {
+    const char *addr = req->client_ip ? req->client_ip(req->hctx) : NULL;
+    return addr ? addr : "";
+}
+
+/* True when the request's address has used up its failures; *retry_ns is
+ * when it may try again. */
+static bool fail_blocked(api_auth_t *a, const api_req_t *req, int64_t *retry_ns)
+{
+    int64_t now_ns = req->now_ns;
     int64_t last = atomic_load_explicit(&a->last_fail_ns, memory_order_relaxed);
     if (a->fail.max_count == 0 || last == 0 || now_ns - last > 2 * FAIL_PERIOD_NS)
         return false;
+    const char *addr = client_addr(req);
     rl_result_t r = { .allowed = true };
     int64_t expire;
     pthread_mutex_lock(&a->fail_mu);
@@ -358,10 +378,12 @@ static bool fail_blocked(api_auth_t *a, const char *addr, int64_t now_ns, int64_
     return !r.allowed;
 }
 
-static void fail_record(api_auth_t *a, const char *addr, int64_t now_ns)
+static void fail_record(api_auth_t *a, const api_req_t *req)
 {
     if (a->fail.max_count == 0)
         return;
+    const char *addr = client_addr(req);
+    int64_t now_ns = req->now_ns;
     rl_result_t r;
     int64_t expire;
     pthread_mutex_lock(&a->fail_mu);
@@ -446,17 +468,22 @@ static const char *bearer_of(const char *h, size_t *len)
     return p;
 }
 
-/* The token whose digest is d, comparing with every token (constant time in
- * the digest; the loop never stops early). */
+/* The token whose digest is d: a binary search of the digests (what its
+ * timing could tell is where a SHA-256 digest of the guess sorts, which says
+ * nothing of a token), then the one candidate compared in constant time. */
 static const api_token_t *token_find(const api_tokens_t *t, const uint8_t d[API_TOKEN_SHA256_LEN])
 {
-    const api_token_t *found = NULL;
-    for (size_t i = 0; i < t->n; i++) {
-        int eq = memeql_sec(t->v[i].sha256, d, API_TOKEN_SHA256_LEN);
-        if (eq && !found)
-            found = &t->v[i];
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (memcmp(t->by_digest[mid]->sha256, d, API_TOKEN_SHA256_LEN) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return found;
+    if (lo < t->n && memeql_sec(t->by_digest[lo]->sha256, d, API_TOKEN_SHA256_LEN))
+        return t->by_digest[lo];
+    return NULL;
 }
 
 static void unauthorized(api_resp_t *resp, const char *error, const char *msg)
@@ -490,11 +517,8 @@ bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_access_t access = req->route->access;
     if (!a || req->replay || access == API_ACCESS_PUBLIC || (access == API_ACCESS_METRICS && a->metrics_public))
         return true;
-    const char *addr = req->client_ip ? req->client_ip(req->hctx) : NULL;
-    if (!addr)
-        addr = "";
     int64_t retry_ns;
-    if (fail_blocked(a, addr, req->now_ns, &retry_ns)) {
+    if (fail_blocked(a, req, &retry_ns)) {
         int64_t s = rl_ceil_div(retry_ns, INT64_C(1000000000));
         api_error(resp, API_E_TOO_MANY_REQUESTS,
                   "too many requests with unknown tokens from this address; retry in %lld s",
@@ -516,7 +540,7 @@ bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const api_token_t *t = set ? token_find(set, d) : NULL;
     if (!t) {
         api_tokens_release(set);
-        fail_record(a, addr, req->now_ns);
+        fail_record(a, req);
         unauthorized(resp, "invalid_token",
                      tok ? "unknown token" : "the Authorization header must be: Bearer <token>");
         return false;
