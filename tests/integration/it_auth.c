@@ -19,6 +19,7 @@
  *     --insecure-no-auth); `tallyd --hash-token`.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,6 +555,61 @@ static void test_reload(void **state)
     tally_cleanup(&p);
 }
 
+/* Requests from several threads while the token file is reloaded over and
+ * over: a token in every version of the file is never refused, and a reload
+ * never frees a set a request still holds (the ASan and TSan runs). */
+struct load {
+    const tally_proc_t *p;
+    int refused;
+};
+
+static void *load_main(void *arg)
+{
+    struct load *l = arg;
+    int n = getenv("TALLY_SLOW") ? 100 : 300;
+    for (int i = 0; i < n; i++)
+        if (status_as(l->p, "steady-secret", "POST", "/counter/t:load", "{\"by\":1}") != 200)
+            l->refused++;
+    return NULL;
+}
+
+static void test_reload_under_load(void **state)
+{
+    (void)state;
+    char tokens[400], steady[400], other[400], text[1024];
+    snprintf(tokens, sizeof(tokens), "%s/load.json", cfgdir);
+    token_entry(steady, sizeof(steady), "steady", "steady-secret", "\"write\"", "\"t:\"");
+    snprintf(text, sizeof(text), "{\"tokens\":[%s]}", steady);
+    write_file(tokens, text);
+    tally_proc_t p;
+    const char *args[] = { "--tokens", tokens, "--in-memory", "--threads", "4", NULL };
+    tally_start(&p, NULL, args);
+    pthread_t th[4];
+    struct load l[4];
+    for (int i = 0; i < 4; i++) {
+        l[i] = (struct load){ &p, 0 };
+        pthread_create(&th[i], NULL, load_main, &l[i]);
+    }
+    for (int k = 0; k < 20; k++) {
+        char tmp[420];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", tokens);
+        token_entry(other, sizeof(other), "other", k % 2 ? "odd-secret" : "even-secret", "\"read\"", NULL);
+        snprintf(text, sizeof(text), k % 2 ? "{\"tokens\":[%s,%s]}" : "{\"tokens\":[%2$s,%1$s]}", steady, other);
+        write_file(tmp, text);
+        assert_int_equal(rename(tmp, tokens), 0);   /* whole files only, as a Secret update does */
+        kill(p.pid, SIGHUP);
+        usleep(20000);
+    }
+    int refused = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        refused += l[i].refused;
+    }
+    assert_int_equal(refused, 0);
+    assert_int_equal(tally_stop(&p), 0);
+    tally_cleanup(&p);
+}
+
 static void test_access_log(void **state)
 {
     (void)state;
@@ -690,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_prefixes),
         cmocka_unit_test(test_info_and_metrics),
         cmocka_unit_test(test_reload),
+        cmocka_unit_test(test_reload_under_load),
         cmocka_unit_test(test_access_log),
         cmocka_unit_test(test_failure_limit),
         cmocka_unit_test(test_bind_and_hash),
