@@ -76,6 +76,28 @@ static const char POLICIES[] =
     "  \"ipout\": {\"algorithm\": \"fixed_window\", \"max_count\": 100, \"period\": 60, \"key\": \"{ip}\"}\n"
     "}}\n";
 
+/* The token file of write_tokens, written in the test's directory. */
+static const char *tokens_file(void)
+{
+    static char path[400];
+    snprintf(path, sizeof(path), "%s/tokens.json", cfgdir);
+    write_tokens(path);
+    return path;
+}
+
+/* A tallyd with the test's token and policy files, every change fsynced
+ * before it is answered (so the journal on disk is the whole state), and
+ * the failed-authentication limit given. */
+static void start_with_files(tally_proc_t *p, const char *fail_limit)
+{
+    static char cfg[400];
+    snprintf(cfg, sizeof(cfg), "%s/policies.json", cfgdir);
+    write_file(cfg, POLICIES);
+    const char *args[] = { "--tokens", tokens_file(), "--config", cfg, "--fsync", "always", "--auth-fail-limit", fail_limit,
+                           NULL };
+    tally_start(p, NULL, args);
+}
+
 /* A request with a bearer token (NULL: none) and optional extra header. */
 static http_resp_t req_as(const tally_proc_t *p, const char *token, const char *method, const char *path,
                           const char *body, const char *extra)
@@ -149,6 +171,36 @@ static char *keys_listing(const tally_proc_t *p)
     return s;
 }
 
+/* What a refused request must leave alone: the files and the key listing. */
+typedef struct state {
+    char *files;
+    size_t len;
+    char *keys;
+} state_t;
+
+static void state_take(const tally_proc_t *p, state_t *s)
+{
+    s->files = state_bytes(p->dir, &s->len);
+    s->keys = keys_listing(p);
+}
+
+static void state_free(state_t *s)
+{
+    free(s->files);
+    free(s->keys);
+}
+
+/* Fails unless the server's files and keys are those of `before`. */
+static void state_unchanged(const tally_proc_t *p, const state_t *before)
+{
+    state_t now;
+    state_take(p, &now);
+    assert_int_equal(before->len, now.len);
+    assert_memory_equal(before->files, now.files, before->len);
+    assert_string_equal(before->keys, now.keys);
+    state_free(&now);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The scope x route matrix                                                 */
 /* ------------------------------------------------------------------------ */
@@ -178,9 +230,12 @@ static size_t routes_load(route_t *out, size_t max)
     return n;
 }
 
-/* The path of a route with its parameters filled in. */
-static void route_path(const route_t *r, char *out, size_t n)
+/* A request for a route: its parameters filled in, GET for ANY, an empty
+ * JSON object as the body of a POST, PUT or PATCH. */
+static void route_request(const route_t *r, char *out, size_t n, const char **method, const char **body)
 {
+    *method = strcmp(r->method, "ANY") == 0 ? "GET" : r->method;
+    *body = strcmp(*method, "GET") == 0 || strcmp(*method, "DELETE") == 0 ? NULL : "{}";
     size_t used = 0;
     for (const char *p = r->pattern; *p && used + 8 < n;) {
         if (*p == '{') {
@@ -222,14 +277,8 @@ static bool grants(const char *access, const char *scope)
 static void test_route_matrix(void **state)
 {
     (void)state;
-    char tokens[400], cfg[400];
-    snprintf(tokens, sizeof(tokens), "%s/tokens.json", cfgdir);
-    snprintf(cfg, sizeof(cfg), "%s/policies.json", cfgdir);
-    write_tokens(tokens);
-    write_file(cfg, POLICIES);
     tally_proc_t p;
-    const char *args[] = { "--tokens", tokens, "--config", cfg, "--fsync", "always", "--auth-fail-limit", "0", NULL };
-    tally_start(&p, NULL, args);
+    start_with_files(&p, "0");
 
     route_t routes[256];
     size_t n = routes_load(routes, 256);
@@ -246,18 +295,16 @@ static void test_route_matrix(void **state)
     /* some state first, so that "nothing changed" means something */
     assert_int_equal(status_as(&p, "write-secret", "POST", "/counter/m:k", "{\"by\":5}"), 200);
     assert_int_equal(status_as(&p, "write-secret", "PUT", "/bloom/m:b", "{\"capacity\":100,\"error_rate\":0.01}"), 201);
-    size_t before_len, after_len;
-    char *before = state_bytes(p.dir, &before_len);
-    char *keys_before = keys_listing(&p);
+    state_t before;
+    state_take(&p, &before);
 
     /* every refused combination, then: nothing changed */
     int refused = 0;
     for (size_t i = 0; i < n; i++) {
         const route_t *r = &routes[i];
-        const char *method = strcmp(r->method, "ANY") == 0 ? "GET" : r->method;
-        const char *body = strcmp(method, "GET") == 0 || strcmp(method, "DELETE") == 0 ? NULL : "{}";
+        const char *method, *body;
         char path[256];
-        route_path(r, path, sizeof(path));
+        route_request(r, path, sizeof(path), &method, &body);
         const char *who[] = { NULL, "not-a-token", scoped[0].token, scoped[1].token, scoped[2].token, scoped[3].token };
         for (size_t w = 0; w < sizeof(who) / sizeof(who[0]); w++) {
             const char *scope = w < 2 ? NULL : scoped[w - 2].scope;
@@ -278,39 +325,29 @@ static void test_route_matrix(void **state)
         }
     }
     assert_true(refused > 200);
-    char *after = state_bytes(p.dir, &after_len);
-    char *keys_after = keys_listing(&p);
-    assert_int_equal(before_len, after_len);
-    assert_memory_equal(before, after, before_len);
-    assert_string_equal(keys_before, keys_after);
-    free(after);
-    free(keys_after);
+    state_unchanged(&p, &before);
 
     /* what a read token may do changes nothing either (its class says it reads) */
     for (size_t i = 0; i < n; i++) {
         const route_t *r = &routes[i];
         if (!grants(r->access, "read") || strcmp(r->access, "public") == 0)
             continue;
+        const char *method, *body;
         char path[256];
-        route_path(r, path, sizeof(path));
-        const char *method = strcmp(r->method, "ANY") == 0 ? "GET" : r->method;
-        long s = status_as(&p, "read-secret", method, path, strcmp(method, "GET") == 0 ? NULL : "{}");
+        route_request(r, path, sizeof(path), &method, &body);
+        long s = status_as(&p, "read-secret", method, path, body);
         if (s == 401 || s == 403)
             fail_msg("%s %s as reader: %ld", method, path, s);
     }
-    after = state_bytes(p.dir, &after_len);
-    assert_int_equal(before_len, after_len);
-    assert_memory_equal(before, after, before_len);
-    free(after);
+    state_unchanged(&p, &before);
 
     /* every granted combination passes authentication (the handler may then
      * refuse the empty request) */
     for (size_t i = 0; i < n; i++) {
         const route_t *r = &routes[i];
-        const char *method = strcmp(r->method, "ANY") == 0 ? "GET" : r->method;
-        const char *body = strcmp(method, "GET") == 0 || strcmp(method, "DELETE") == 0 ? NULL : "{}";
+        const char *method, *body;
         char path[256];
-        route_path(r, path, sizeof(path));
+        route_request(r, path, sizeof(path), &method, &body);
         for (size_t w = 0; w < sizeof(scoped) / sizeof(scoped[0]); w++) {
             if (!grants(r->access, scoped[w].scope))
                 continue;
@@ -320,8 +357,7 @@ static void test_route_matrix(void **state)
             http_free(&resp);
         }
     }
-    free(before);
-    free(keys_before);
+    state_free(&before);
     tally_cleanup(&p);
 }
 
@@ -341,14 +377,8 @@ static void expect_prefix_refusal(const tally_proc_t *p, const char *token, cons
 static void test_prefixes(void **state)
 {
     (void)state;
-    char tokens[400], cfg[400];
-    snprintf(tokens, sizeof(tokens), "%s/tokens.json", cfgdir);
-    snprintf(cfg, sizeof(cfg), "%s/policies.json", cfgdir);
-    write_tokens(tokens);
-    write_file(cfg, POLICIES);
     tally_proc_t p;
-    const char *args[] = { "--tokens", tokens, "--config", cfg, "--fsync", "always", NULL };
-    tally_start(&p, NULL, args);
+    start_with_files(&p, "10");
     const char *T = "tenant-secret", *G = "tenant-gw-secret";
 
     /* inside the prefix: served */
@@ -365,9 +395,8 @@ static void test_prefixes(void **state)
     assert_int_equal(status_as(&p, "all-secret", "PUT", "/cms/x:c", "{\"width\":100,\"depth\":4}"), 201);
     assert_int_equal(status_as(&p, "all-secret", "PUT", "/tdigest/x:d", "{}"), 201);
 
-    size_t before_len, after_len;
-    char *before = state_bytes(p.dir, &before_len);
-    char *keys_before = keys_listing(&p);
+    state_t before;
+    state_take(&p, &before);
 
     /* the path key */
     expect_prefix_refusal(&p, T, "GET", "/counter/x:a", NULL, NULL, "x:a");
@@ -396,14 +425,8 @@ static void test_prefixes(void **state)
     expect_prefix_refusal(&p, G, "POST", "/throttle", "{\"policy\":\"ipout\"}", NULL, "127.0.0.1");
     expect_prefix_refusal(&p, G, "POST", "/throttle", "{\"policy\":\"out\",\"key\":\"a\"}", NULL, "v:a");
 
-    char *after = state_bytes(p.dir, &after_len);
-    char *keys_after = keys_listing(&p);
-    assert_int_equal(before_len, after_len);
-    assert_memory_equal(before, after, before_len);
-    assert_string_equal(keys_before, keys_after);
-    free(before);
-    free(after);
-    free(keys_after);
+    state_unchanged(&p, &before);
+    state_free(&before);
 
     /* the same forms inside the prefixes are served */
     assert_int_equal(status_as(&p, G, "GET", "/hook/in/anything", NULL), 400);   /* no X-User: the template cannot key */
@@ -429,9 +452,9 @@ static void test_prefixes(void **state)
             fail_msg("GET /keys as tenant lists %s", name);
     }
     http_free(&r);
-    keys_before = keys_listing(&p);
-    assert_non_null(strstr(keys_before, "x:a"));
-    free(keys_before);
+    char *all = keys_listing(&p);
+    assert_non_null(strstr(all, "x:a"));
+    free(all);
     tally_cleanup(&p);
 }
 
@@ -442,9 +465,7 @@ static void test_prefixes(void **state)
 static void test_info_and_metrics(void **state)
 {
     (void)state;
-    char tokens[400];
-    snprintf(tokens, sizeof(tokens), "%s/tokens.json", cfgdir);
-    write_tokens(tokens);
+    const char *tokens = tokens_file();
     tally_proc_t p;
     const char *args[] = { "--tokens", tokens, NULL };
     tally_start(&p, NULL, args);
@@ -663,9 +684,7 @@ static void test_access_log(void **state)
 static void test_failure_limit(void **state)
 {
     (void)state;
-    char tokens[400];
-    snprintf(tokens, sizeof(tokens), "%s/tokens.json", cfgdir);
-    write_tokens(tokens);
+    const char *tokens = tokens_file();
     tally_proc_t p;
     const char *args[] = { "--tokens", tokens, "--auth-fail-limit", "3", "--in-memory", NULL };
     tally_start(&p, NULL, args);
@@ -703,9 +722,7 @@ static void test_bind_and_hash(void **state)
     tally_start(&p, NULL, insecure);
     assert_int_equal(status_as(&p, NULL, "POST", "/counter/a", "{}"), 200);
     tally_cleanup(&p);
-    char tokens[400];
-    snprintf(tokens, sizeof(tokens), "%s/tokens.json", cfgdir);
-    write_tokens(tokens);
+    const char *tokens = tokens_file();
     const char *with_tokens[] = { "--bind", "0.0.0.0", "--in-memory", "--tokens", tokens, NULL };
     tally_start(&p, NULL, with_tokens);
     assert_int_equal(status_as(&p, NULL, "POST", "/counter/a", "{}"), 401);
