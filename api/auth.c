@@ -53,6 +53,35 @@ unsigned api_access_scopes(api_access_t c)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Refusals, for /metrics                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Process-wide, as the route counters of service/metrics.c: one server per
+ * process. */
+enum { REFUSED_UNAUTHORIZED, REFUSED_SCOPE, REFUSED_PREFIX, REFUSED_THROTTLED, REFUSED__COUNT };
+static const char *const refused_names[REFUSED__COUNT] = { "unauthorized", "scope", "prefix", "throttled" };
+static _Atomic uint64_t refused[REFUSED__COUNT];
+
+static void count_refusal(int why) { atomic_fetch_add_explicit(&refused[why], 1, memory_order_relaxed); }
+
+void api_auth_metrics(const api_auth_t *a, wbuf_t *out)
+{
+    if (!a)
+        return;
+    static const char head[] = "# HELP tally_auth_refused_total Requests refused by authentication: no or an unknown "
+                               "token (401), a scope or a key prefix the token lacks (403), too many unknown tokens "
+                               "from one address (429).\n"
+                               "# TYPE tally_auth_refused_total counter\n";
+    wbuf_put_bytes(out, head, sizeof(head) - 1);
+    for (int i = 0; i < REFUSED__COUNT; i++) {
+        char line[96];
+        int n = snprintf(line, sizeof(line), "tally_auth_refused_total{reason=\"%s\"} %llu\n", refused_names[i],
+                         (unsigned long long)atomic_load_explicit(&refused[i], memory_order_relaxed));
+        wbuf_put_bytes(out, line, (size_t)n);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Hashing                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -488,6 +517,7 @@ static const api_token_t *token_find(const api_tokens_t *t, const uint8_t d[API_
 
 static void unauthorized(api_resp_t *resp, const char *error, const char *msg)
 {
+    count_refusal(REFUSED_UNAUTHORIZED);
     api_error(resp, API_E_UNAUTHORIZED, "%s", msg);
     if (error)
         api_add_header(resp, "WWW-Authenticate", "Bearer realm=\"tally\", error=\"%s\"", error);
@@ -505,6 +535,7 @@ static void insufficient_scope(const api_req_t *req, api_resp_t *resp, unsigned 
             break;
         }
     bool both = need == (API_SCOPE_RATELIMIT | API_SCOPE_WRITE);
+    count_refusal(REFUSED_SCOPE);
     api_error(resp, API_E_FORBIDDEN, "token \"%s\" lacks scope %s, needed by %s %s", req->token->name,
               both ? "ratelimit (or write)" : one, api_method_name(req->route->method), req->route->pattern);
     api_add_header(resp, "WWW-Authenticate", "Bearer realm=\"tally\", error=\"insufficient_scope\", scope=\"%s\"",
@@ -519,6 +550,7 @@ bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return true;
     int64_t retry_ns;
     if (fail_blocked(a, req, &retry_ns)) {
+        count_refusal(REFUSED_THROTTLED);
         int64_t s = rl_ceil_div(retry_ns, INT64_C(1000000000));
         api_error(resp, API_E_TOO_MANY_REQUESTS,
                   "too many requests with unknown tokens from this address; retry in %lld s",
@@ -587,6 +619,7 @@ bool api_auth_key_allowed(const api_req_t *req, api_resp_t *resp, const char *ke
     if (api_auth_key_visible(req, key, len))
         return true;
     const api_token_t *t = req->token;
+    count_refusal(REFUSED_PREFIX);
     char list[200] = "";
     size_t used = 0;
     for (size_t i = 0; i < t->nprefixes && used < sizeof(list) - 1; i++) {

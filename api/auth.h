@@ -108,6 +108,10 @@ size_t api_auth_token_count(api_auth_t *a);
 bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void api_auth_done(api_req_t *req);
 
+/* Appends tally_auth_refused_total{reason} (nothing when authentication
+ * is off). */
+void api_auth_metrics(const api_auth_t *a, wbuf_t *out);
+
 /* Whether the caller may see server details (/info): authentication off,
  * replay, or a token with scope admin. */
 bool api_auth_admin(const api_req_t *req);

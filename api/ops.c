@@ -106,6 +106,7 @@ static void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (srv->hooks.metrics)
         srv->hooks.metrics(srv->hooks.ud, &b);
     api_policies_metrics(srv->policies, &b);
+    api_auth_metrics(srv->auth, &b);
     if (b.oom) {
         wbuf_free(&b);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory rendering metrics");

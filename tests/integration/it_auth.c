@@ -705,6 +705,20 @@ static void test_failure_limit(void **state)
     assert_int_equal(status_as(&p, "read-secret", "GET", "/counter/a", NULL), 429);
     assert_int_equal(status_as(&p, NULL, "GET", "/healthz", NULL), 200);
     tally_cleanup(&p);
+    /* each refusal counted by reason */
+    const char *metrics[] = { "--tokens", tokens, "--metrics-public", "--in-memory", NULL };
+    tally_start(&p, NULL, metrics);
+    assert_int_equal(status_as(&p, NULL, "GET", "/counter/a", NULL), 401);
+    assert_int_equal(status_as(&p, "read-secret", "POST", "/counter/a", "{}"), 403);
+    assert_int_equal(status_as(&p, "tenant-secret", "POST", "/counter/a", "{}"), 403);
+    r = http(&p, "GET", "/metrics", NULL, NULL);
+    assert_status(&r, 200);
+    assert_non_null(strstr(r.body, "tally_auth_refused_total{reason=\"unauthorized\"} 1\n"));
+    assert_non_null(strstr(r.body, "tally_auth_refused_total{reason=\"scope\"} 1\n"));
+    assert_non_null(strstr(r.body, "tally_auth_refused_total{reason=\"prefix\"} 1\n"));
+    assert_non_null(strstr(r.body, "tally_auth_refused_total{reason=\"throttled\"} 0\n"));
+    http_free(&r);
+    tally_cleanup(&p);
 }
 
 static void test_bind_and_hash(void **state)
