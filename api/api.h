@@ -182,6 +182,8 @@ typedef void (*api_handler_fn)(api_server_t *srv, api_req_t *req, api_resp_t *re
 #define API_ROUTE_READS 1u       /* a POST that leaves the keyspace alone (reads, /admin) */
 #define API_ROUTE_WRITES 2u      /* a GET that changes state */
 #define API_ROUTE_OPERATIONAL 4u /* served while loading or shutting down (probes, metrics) */
+#define API_ROUTE_KEY_TEMPLATE 8u /* the path's {key} may be a policy's input, not the key itself
+                                    (?policy=): its token prefixes are checked on the key resolved */
 
 /* Who may call a route (api/auth.h): every route names one, so a route
  * added without thinking about access fails to compile (-Wextra's missing

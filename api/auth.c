@@ -582,11 +582,12 @@ bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     snprintf(resp->token_name, sizeof(resp->token_name), "%s", t->name);
     unsigned need = api_access_scopes(access);
     size_t klen;
-    const char *key = api_path_param(req, "key", &klen);
+    const char *key = req->route->flags & API_ROUTE_KEY_TEMPLATE ? NULL : api_path_param(req, "key", &klen);
     if (need && !(t->scopes & need))
         insufficient_scope(req, resp, need);
     else if (!key || api_auth_key_allowed(req, resp, key, klen))
-        return true;   /* the path key is checked here too: before any handler evicts for room */
+        return true;   /* the path key is checked here too: before any handler evicts for room
+                          (a policy's input is checked once resolved, by the handler) */
     api_auth_done(req);
     return false;
 }

@@ -424,6 +424,8 @@ static void test_prefixes(void **state)
     expect_prefix_refusal(&p, G, "GET", "/hook/out/anything", NULL, "X-User: a", "v:a");
     expect_prefix_refusal(&p, G, "POST", "/throttle", "{\"policy\":\"ipout\"}", NULL, "127.0.0.1");
     expect_prefix_refusal(&p, G, "POST", "/throttle", "{\"policy\":\"out\",\"key\":\"a\"}", NULL, "v:a");
+    expect_prefix_refusal(&p, G, "GET", "/throttle/t:a?policy=out", NULL, NULL, "v:t:a");
+    expect_prefix_refusal(&p, T, "DELETE", "/throttle/t:a?policy=out", NULL, NULL, "v:t:a");
 
     state_unchanged(&p, &before);
     state_free(&before);
@@ -434,6 +436,12 @@ static void test_prefixes(void **state)
     assert_status(&r, 200);
     http_free(&r);
     assert_int_equal(status_as(&p, G, "POST", "/throttle", "{\"policy\":\"ipin\"}"), 200);
+    /* the path key of GET and DELETE /throttle/{key}?policy= is the policy's input: "alice" is t:alice */
+    assert_int_equal(status_as(&p, G, "GET", "/throttle/alice?policy=in", NULL), 200);
+    r = req_as(&p, T, "DELETE", "/throttle/alice?policy=in", NULL, NULL);
+    assert_status(&r, 200);
+    assert_true(json_bool_of(&r, "deleted"));
+    http_free(&r);
     snprintf(body, sizeof(body), "{\"requests\":[{\"key\":\"t:l\",%s},{\"key\":\"u:l\",%s}]}", lim, lim);
     assert_int_equal(status_as(&p, G, "POST", "/throttle", body), 200);
     assert_int_equal(status_as(&p, T, "POST", "/bits/t:dst/op", "{\"op\":\"or\",\"sources\":[\"t:b1\"]}"), 200);
