@@ -256,7 +256,8 @@ static bool parse_token(json_t *o, size_t i, api_token_t *t, char *err, size_t e
     for (size_t j = 0; hex_ok && j < API_TOKEN_SHA256_LEN; j++) {
         int hi = hexval(hex[2 * j]), lo = hexval(hex[2 * j + 1]);
         hex_ok = hi >= 0 && lo >= 0;
-        t->sha256[j] = (uint8_t)(hi << 4 | lo);
+        if (hex_ok)
+            t->sha256[j] = (uint8_t)(hi << 4 | lo);
     }
     if (!hex_ok) {
         snprintf(err, errlen, "tokens[%zu].sha256: must be the 64 hex digits of the token's SHA-256 "
