@@ -13,9 +13,8 @@
  * a request's `Authorization: Bearer <token>` is hashed, its digest looked
  * up among the known ones (sorted: a binary search, whose timing can only
  * tell where the digest of a guess sorts - nothing about any token) and the
- * candidate compared in constant time (nettle's memeql_sec).  Comparing
- * with every digest in constant time instead would cost ~75 ns per token
- * per request.
+ * candidate compared in constant time.  Comparing with every digest in
+ * constant time instead would cost a comparison per token per request.
  *
  * Every route names an access class (api_access_t in api.h); the scopes a
  * class accepts:

@@ -37,6 +37,20 @@ for round in 1 2; do
     stop_tallyd
 done
 
+# Without the network: CPU time of this thread per request through
+# api_dispatch (bench/auth_micro.c), so other load on the machine does not
+# count; stricter than the end-to-end ratio, which adds HTTP's own costs to
+# both sides.
+on_server "$BUILD/bench/auth_micro" >"$BENCH_TMP/auth_micro.txt"
+micro_open=$(awk '$1 == "handler_open" { print $2 }' "$BENCH_TMP/auth_micro.txt")
+micro_token=$(awk '$1 == "handler_token" { print $2 }' "$BENCH_TMP/auth_micro.txt")
+micro_rps_open=$(awk -v n="$micro_open" 'BEGIN { printf "%.0f", 1e9 / n }')
+micro_rps_token=$(awk -v n="$micro_token" 'BEGIN { printf "%.0f", 1e9 / n }')
+record "POST /throttle handler CPU without --tokens" "$micro_open" ns
+record "POST /throttle handler CPU with a token" "$micro_token" ns
+record "POST /throttle handler with a token (req/CPU-s)" "$micro_rps_token" req/s "the same without --tokens" \
+    "$micro_rps_open" 0.95
+
 record "tally POST /throttle without --tokens p99" "$open_p99" ms
 record "tally POST /throttle with a token p99" "$auth_p99" ms
 record "tally POST /throttle with a token (req/s)" "$auth_rps" req/s "the same without --tokens" "$open_rps" 0.95
