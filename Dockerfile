@@ -1,6 +1,12 @@
 # tallyd container image: build on Debian 12, run on a slim Debian 12 as a
 # non-root user, data on a volume, listening on all interfaces inside the
-# container.  Build: docker build -t tally .   Run: docker run -p 8080:8080 -v tally-data:/data tally
+# container - so every request but /healthz and /readyz needs a token, from
+# the token file mounted as a secret at /run/secrets/tally-tokens (README,
+# "Security"; tallyd refuses to start without it).
+#   Build: docker build -t tally .
+#   Run:   docker run -p 8080:8080 -v tally-data:/data \
+#            -v "$PWD/tokens.json:/run/secrets/tally-tokens:ro" tally
+#   (Compose: a `secrets:` entry named tally-tokens lands at the same path.)
 # HTTPS: mount a certificate and key read-only and name them, e.g.
 #   -v /etc/tally/tls:/tls:ro -e TALLY_TLS_CERT=/tls/tls.crt -e TALLY_TLS_KEY=/tls/tls.key
 # (the health check below then needs https://; the files are reloaded on change)
@@ -8,7 +14,7 @@
 FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc make libc6-dev pkg-config \
-      libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev \
+      libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev nettle-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY core core
@@ -19,7 +25,7 @@ RUN make -j"$(nproc)" build/release/tallyd
 
 FROM debian:12-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libroaring0 libxxhash0 libjemalloc2 curl \
+ && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libroaring0 libxxhash0 libjemalloc2 libnettle8 curl \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 tally \
  && useradd --system --uid 10001 --gid tally --home-dir /data --shell /usr/sbin/nologin tally \
@@ -30,7 +36,8 @@ VOLUME ["/data"]
 EXPOSE 8080
 ENV TALLY_BIND=0.0.0.0 \
     TALLY_PORT=8080 \
-    TALLY_DATA_DIR=/data
+    TALLY_DATA_DIR=/data \
+    TALLY_TOKENS=/run/secrets/tally-tokens
 HEALTHCHECK --interval=10s --timeout=2s --start-period=30s --retries=3 \
   CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
 # SIGTERM stops accepting, finishes in-flight requests, snapshots, exits 0.

@@ -66,6 +66,7 @@ typedef enum api_code {
     API_E_NO_SPACE,              /* 507: the disk is full */
     API_E_REQUEST_TIMEOUT,       /* 408: the request body stopped arriving */
     API_E_MISDIRECTED,           /* 421: a Host a loopback-bound tallyd does not serve (api/guard.h) */
+    API_E_TOO_MANY_REQUESTS,     /* 429: too many unknown tokens from one address (api/auth.h) */
     API_E__COUNT
 } api_code_t;
 
@@ -79,6 +80,11 @@ typedef struct api_route api_route_t;
 typedef struct api_server api_server_t;
 typedef struct api_resp api_resp_t;
 typedef struct api_policies api_policies_t;   /* named rate-limit policies (api/ratelimit.h) */
+typedef struct api_auth api_auth_t;           /* tokens and who may do what (api/auth.h) */
+typedef struct api_token api_token_t;
+typedef struct api_tokens api_tokens_t;
+
+#define API_TOKEN_NAME_MAX 64    /* longest token name (api/auth.h) */
 
 typedef struct api_req {
     /* Filled by the caller of api_dispatch. */
@@ -104,6 +110,8 @@ typedef struct api_req {
 
     /* Filled by the router. */
     const api_route_t *route;
+    const api_token_t *token;    /* the caller's token; NULL: authentication off, or replay */
+    api_tokens_t *tokens;        /* the token set `token` belongs to, held until api_dispatch returns */
     char *seg[API_MAX_SEGMENTS]; /* decoded path segments */
     size_t seg_len[API_MAX_SEGMENTS];
     int nseg;
@@ -135,6 +143,7 @@ struct api_resp {
      * the response, and answers when it returns. */
     void (*deferred)(api_server_t *srv, api_resp_t *resp);
     int route_index;             /* for metrics: index in the route table, -1 none */
+    char token_name[API_TOKEN_NAME_MAX + 1];   /* the caller's token, for the access log; "" none */
 };
 
 /* What the API needs from the service, as callbacks, so that api/ never
@@ -177,8 +186,25 @@ typedef void (*api_handler_fn)(api_server_t *srv, api_req_t *req, api_resp_t *re
 #define API_ROUTE_OPERATIONAL 4u /* served while loading or shutting down (probes, metrics) */
 #define API_ROUTE_BINARY 8u      /* its body is bytes: Content-Type application/octet-stream (api/guard.h) */
 #define API_ROUTE_GATEWAY 16u    /* the gateway hook: a gateway's client headers pass through (api/guard.h) */
+#define API_ROUTE_KEY_TEMPLATE 32u /* the path's {key} may be a policy's input, not the key itself
+                                    (?policy=): its token prefixes are checked on the key resolved */
 
-/* One row: {method, pattern, handler, flags}.  A pattern segment `{name}`
+/* Who may call a route (api/auth.h): every route names one, so a route
+ * added without thinking about access fails to compile (-Wextra's missing
+ * initializer) and tests/unit/test_auth.c's check of the table. */
+typedef enum api_access {
+    API_ACCESS_UNSET = 0,        /* not a class: a route must name one of the others */
+    API_ACCESS_PUBLIC,           /* /healthz, /readyz: never needs a token */
+    API_ACCESS_METRICS,          /* /metrics: any token, none with --metrics-public */
+    API_ACCESS_TOKEN,            /* any valid token (GET /, /info; its details need admin) */
+    API_ACCESS_READ,             /* scope read: reads data */
+    API_ACCESS_WRITE,            /* scope write: changes data */
+    API_ACCESS_RATELIMIT,        /* scope ratelimit (or write): /throttle decisions, /hook */
+    API_ACCESS_ADMIN,            /* scope admin: /admin/..., DELETE /keys/{key} */
+    API_ACCESS__COUNT
+} api_access_t;
+
+/* One row: {method, pattern, handler, flags, access}.  A pattern segment `{name}`
  * matches one path segment (percent-decoded, read with api_path_param); a
  * last segment `{name...}` matches the rest of the path, possibly empty. */
 struct api_route {
@@ -186,6 +212,7 @@ struct api_route {
     const char *pattern;
     api_handler_fn handler;
     unsigned flags;
+    api_access_t access;
 };
 
 /* What each api/<family>.c exports: its routes (handlers static behind
@@ -213,6 +240,7 @@ extern const size_t api_nfamilies;
 typedef struct api_route_meta {
     const char *pattern;
     const char *method;
+    api_access_t access;
 } api_route_meta_t;
 
 struct api_server {
@@ -220,6 +248,7 @@ struct api_server {
     api_hooks_t hooks;
     api_policies_t *policies;    /* --config policies; NULL = none configured */
     const struct api_guard *guard;  /* browser checks (api/guard.h); NULL = none */
+    api_auth_t *auth;            /* --tokens; NULL = no authentication (api/auth.h) */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -435,7 +464,8 @@ typedef struct api_key {
  * Returns true with the shard locked and h->e the entry (NULL when the key
  * does not exist), prepared for modification with API_WRITE.  Returns false
  * with nothing locked and *resp set: 404 when missing under API_MUST_EXIST,
- * 409 WRONGTYPE when the key holds another type. */
+ * 409 WRONGTYPE when the key holds another type, 403 when the key is outside
+ * the caller's token prefixes. */
 bool api_key_open(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t len,
                   const ks_type_t *type, unsigned flags, api_key_t *h);
 /* The value of the open entry, NULL when the key does not exist. */
@@ -457,9 +487,18 @@ void api_key_close(api_key_t *h, bool changed);
 
 /* The multi-key form: locks the shards of keys[0..n) in ascending order
  * (never deadlocks with another such request).  keys[0] is the destination
- * when there is one.  End with api_key_close. */
-void api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks_key_t *keys, size_t n,
+ * when there is one.  End with api_key_close.  Every key must be within the
+ * caller's token prefixes (api_auth_keys_allowed): otherwise 403 is set,
+ * nothing is locked and false is returned - the one place every handler
+ * passes through, so none can forget the check. */
+bool api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks_key_t *keys, size_t n,
                    api_key_t *h);
+/* Whether the caller's token may touch the key(s): true when it has no
+ * prefixes (or authentication is off, or on replay); else 403 naming the key
+ * and the token's prefixes.  api_keys_lock checks this itself; a handler
+ * calls it earlier only to refuse before an eviction (api_make_room). */
+bool api_auth_key_allowed(const api_req_t *req, api_resp_t *resp, const char *key, size_t len);
+bool api_auth_keys_allowed(const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n);
 /* Looks keys[i] up with the rules of api_key_open; `role` (may be NULL)
  * names the key in a WRONGTYPE message ("sources[1]").  With API_WRITE the
  * entry becomes the open entry that api_key_close re-measures.  *e (may be

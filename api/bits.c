@@ -200,7 +200,8 @@ static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
     if (req->replay || !ks_maxmemory(srv->ks))
         return true;
     api_key_t h;
-    api_key_open(srv, req, resp, key, klen, NULL, API_READ, &h);   /* any type: cannot fail */
+    if (!api_key_open(srv, req, resp, key, klen, NULL, API_READ, &h))   /* any type: only a 403 */
+        return false;
     const bits_t *b = h.e && ks_entry_type(h.e) == &bits_type ? api_key_value(&h) : NULL;
     size_t before = b ? bits_heap_bytes(b) : 0;
     size_t after = bits_heap_bytes_after(replace ? NULL : b, len);
@@ -443,13 +444,15 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             goto out;
         keys[i + 1] = ks_key(srv->ks, json_string_value(s), json_string_length(s));
     }
-    if (!api_make_room(srv, req, resp))
+    /* the token's prefixes before any eviction: a refusal changes nothing */
+    if (!api_auth_keys_allowed(req, resp, keys, n + 1) || !api_make_room(srv, req, resp))
         goto out;
 
     ks_t *ks = srv->ks;
     for (int attempt = 0;; attempt++) {
         api_key_t h;
-        api_keys_lock(srv, req, resp, keys, n + 1, &h);
+        if (!api_keys_lock(srv, req, resp, keys, n + 1, &h))
+            goto out;
         size_t maxlen = 0;
         for (size_t i = 0; i < n; i++) {
             char what[32];
@@ -724,15 +727,15 @@ static void h_bits_field_ro(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/bits/{key}",        h_bits_put, API_ROUTE_BINARY },
-    { API_GET,    "/bits/{key}",        h_bits_get, 0 },
-    { API_POST,   "/bits/{key}/setbit", h_bits_setbit, 0 },
-    { API_GET,    "/bits/{key}/getbit", h_bits_getbit, 0 },
-    { API_GET,    "/bits/{key}/count",  h_bits_count, 0 },
-    { API_GET,    "/bits/{key}/pos",    h_bits_pos, 0 },
-    { API_POST,   "/bits/{key}/op",     h_bits_op, 0 },
-    { API_POST,   "/bits/{key}/field",  h_bits_field, 0 },
-    { API_POST,   "/bits/{key}/field_ro", h_bits_field_ro, API_ROUTE_READS },
+    { API_PUT,    "/bits/{key}",        h_bits_put, API_ROUTE_BINARY, API_ACCESS_WRITE },
+    { API_GET,    "/bits/{key}",        h_bits_get, 0, API_ACCESS_READ },
+    { API_POST,   "/bits/{key}/setbit", h_bits_setbit, 0, API_ACCESS_WRITE },
+    { API_GET,    "/bits/{key}/getbit", h_bits_getbit, 0, API_ACCESS_READ },
+    { API_GET,    "/bits/{key}/count",  h_bits_count, 0, API_ACCESS_READ },
+    { API_GET,    "/bits/{key}/pos",    h_bits_pos, 0, API_ACCESS_READ },
+    { API_POST,   "/bits/{key}/op",     h_bits_op, 0, API_ACCESS_WRITE },
+    { API_POST,   "/bits/{key}/field",  h_bits_field, 0, API_ACCESS_WRITE },
+    { API_POST,   "/bits/{key}/field_ro", h_bits_field_ro, API_ROUTE_READS, API_ACCESS_READ },
 };
 
 API_FAMILY(bits, &bits_type, "a bit string", "no such key");

@@ -235,7 +235,8 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
 
     api_key_t h;
-    api_keys_lock(srv, req, resp, keys, n + 1, &h);
+    if (!api_keys_lock(srv, req, resp, keys, n + 1, &h))
+        goto done;
     if (!api_keys_find(&h, 0, &cms_type, API_WRITE | API_MUST_EXIST, NULL, NULL))
         goto done;
     for (size_t i = 0; i < n; i++) {
@@ -288,12 +289,12 @@ static void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/cms/{key}",       h_cms_put, 0 },
-    { API_POST,   "/cms/{key}",       h_cms_add, 0 },
-    { API_GET,    "/cms/{key}",       h_cms_info, 0 },
-    { API_GET,    "/cms/{key}/count", h_cms_count, 0 },
-    { API_POST,   "/cms/{key}/count", h_cms_count_post, API_ROUTE_READS },
-    { API_POST,   "/cms/{key}/merge", h_cms_merge, 0 },
+    { API_PUT,    "/cms/{key}",       h_cms_put, 0, API_ACCESS_WRITE },
+    { API_POST,   "/cms/{key}",       h_cms_add, 0, API_ACCESS_WRITE },
+    { API_GET,    "/cms/{key}",       h_cms_info, 0, API_ACCESS_READ },
+    { API_GET,    "/cms/{key}/count", h_cms_count, 0, API_ACCESS_READ },
+    { API_POST,   "/cms/{key}/count", h_cms_count_post, API_ROUTE_READS, API_ACCESS_READ },
+    { API_POST,   "/cms/{key}/merge", h_cms_merge, 0, API_ACCESS_WRITE },
 };
 
 API_FAMILY(cms, &cms_type, "a Count-Min sketch", NULL);

@@ -113,8 +113,8 @@ static void h_counter_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_POST,   "/counter/{key}", h_counter_add, 0 },
-    { API_GET,    "/counter/{key}", h_counter_get, 0 },
+    { API_POST,   "/counter/{key}", h_counter_add, 0, API_ACCESS_WRITE },
+    { API_GET,    "/counter/{key}", h_counter_get, 0, API_ACCESS_READ },
 };
 
 API_FAMILY(counter, &counter_type, "a counter", "no such key");

@@ -17,6 +17,9 @@
  * the rest of the handler contract in api.h under the lock: the memory charge
  * follows the value, and the request is journaled only when state changed.
  *
+ * Both check the caller's token prefixes first (api/auth.h): a key outside
+ * them is a 403 before anything is locked or looked at.
+ *
  * Requests on several keys (unions, BITOP, merges) lock them all at once
  * with api_keys_lock, which orders the shard locks so that two such requests
  * never deadlock, and then look each key up with api_keys_find in the order
@@ -64,9 +67,12 @@ static void answer_wrongtype(api_resp_t *resp, const ks_entry_t *e, const ks_typ
 /* The handle                                                               */
 /* ------------------------------------------------------------------------ */
 
-void api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks_key_t *keys, size_t n,
+bool api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks_key_t *keys, size_t n,
                    api_key_t *h)
 {
+    h->locked = false;
+    if (!api_auth_keys_allowed(req, resp, keys, n))
+        return false;
     h->srv = srv;
     h->req = req;
     h->resp = resp;
@@ -78,6 +84,7 @@ void api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks
         ks_shard_lock(ks_shard_at(srv->ks, keys[0].shard));
     else
         ks_lock_keys(srv->ks, keys, n);
+    return true;
 }
 
 bool api_keys_find(api_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role,
@@ -107,8 +114,7 @@ bool api_key_open(api_server_t *srv, const api_req_t *req, api_resp_t *resp, con
                   const ks_type_t *type, unsigned flags, api_key_t *h)
 {
     h->key = ks_key(srv->ks, key, len);
-    api_keys_lock(srv, req, resp, &h->key, 1, h);
-    return api_keys_find(h, 0, type, flags, NULL, NULL);
+    return api_keys_lock(srv, req, resp, &h->key, 1, h) && api_keys_find(h, 0, type, flags, NULL, NULL);
 }
 
 bool api_key_add(api_key_t *h, const ks_type_t *type, void *value, int64_t expire_ms)

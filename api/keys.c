@@ -7,6 +7,7 @@
  *   PUT    /keys/{key}/ttl {"ttl_ms":N}   -> {"ttl_ms":N} or 404
  *   DELETE /keys/{key}/ttl                -> {"persisted":true|false} or 404
  *
+ * A token with prefixes (api/auth.h) lists only the keys under them.
  * ttl_ms is -1 for a key without expiry (as Redis's PTTL).  Listing walks the
  * shards with Redis's SCAN cursor: a key present for the whole walk is
  * returned at least once, whatever the tables do in between; a page may hold
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/auth.h"
 
 #define KEYS_DEFAULT_LIMIT 100
 #define KEYS_MAX_LIMIT 10000
@@ -32,6 +34,7 @@ static int64_t ttl_ms_of(const ks_entry_t *e, int64_t now_ms)
 }
 
 struct page {
+    const api_req_t *req;  /* whose token's prefixes bound the listing */
     json_t *keys;          /* the page */
     json_t *bucket;        /* matches of the bucket being visited */
     const char *prefix;
@@ -44,7 +47,7 @@ static void visit(void *ud, ks_entry_t *e)
     struct page *pg = ud;
     size_t klen;
     const char *key = ks_entry_key(e, &klen);
-    if (klen < pg->plen || memcmp(key, pg->prefix, pg->plen) != 0)
+    if (klen < pg->plen || memcmp(key, pg->prefix, pg->plen) != 0 || !api_auth_key_visible(pg->req, key, klen))
         return;
     json_array_append_new(pg->bucket, json_pack("{s:s%,s:s,s:I}", "key", key, klen, "type",
                                                 ks_entry_type(e)->name, "ttl_ms",
@@ -70,7 +73,7 @@ static void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_query_allow(req, resp, params) ||
         !api_query_int(req, resp, "limit", false, 1, KEYS_MAX_LIMIT, &limit, NULL))
         return;
-    struct page pg = { .keys = json_array(), .bucket = json_array(), .now_ms = api_now_ms(req) };
+    struct page pg = { .req = req, .keys = json_array(), .bucket = json_array(), .now_ms = api_now_ms(req) };
     pg.prefix = api_query_get(req, "prefix", &pg.plen);
     if (!pg.prefix)
         pg.prefix = "";
@@ -199,11 +202,11 @@ static void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_GET,    "/keys",           h_keys_list, 0 },
-    { API_GET,    "/keys/{key}",     h_key_get, 0 },
-    { API_DELETE, "/keys/{key}",     h_key_delete, 0 },
-    { API_PUT,    "/keys/{key}/ttl", h_key_ttl_put, 0 },
-    { API_DELETE, "/keys/{key}/ttl", h_key_ttl_delete, 0 },
+    { API_GET,    "/keys",           h_keys_list, 0, API_ACCESS_READ },
+    { API_GET,    "/keys/{key}",     h_key_get, 0, API_ACCESS_READ },
+    { API_DELETE, "/keys/{key}",     h_key_delete, 0, API_ACCESS_ADMIN },
+    { API_PUT,    "/keys/{key}/ttl", h_key_ttl_put, 0, API_ACCESS_WRITE },
+    { API_DELETE, "/keys/{key}/ttl", h_key_ttl_delete, 0, API_ACCESS_WRITE },
 };
 
 API_FAMILY(keys, NULL, NULL, NULL);

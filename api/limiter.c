@@ -346,7 +346,8 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
         goto out;
     }
     api_key_t h;
-    api_keys_lock(srv, req, resp, keys, n, &h);
+    if (!api_keys_lock(srv, req, resp, keys, n, &h))
+        goto out;
     for (size_t i = 0; i < n; i++)
         if (slot_of[i] == i && !api_keys_find(&h, i, &throttle_type, API_READ, NULL, &slots[i].e))
             goto unlock;
@@ -441,6 +442,9 @@ bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t
             grows = true;
     /* journal space for the canonical record first, then room: a refusal
      * changes nothing */
+    for (size_t i = 0; i < n; i++)
+        if (!api_auth_key_allowed(req, resp, items[i].key, items[i].klen))
+            return false;   /* the token's prefixes before any eviction */
     if (!api_journal_reserve_more(srv, req, resp, journal_items_bound(items, n)) ||
         (grows && !api_make_room(srv, req, resp)))
         return false;

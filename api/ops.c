@@ -5,16 +5,18 @@
  *   GET  /                -> 200: a short index (version, links, every route)
  *   GET  /healthz         -> 200 {"status":"ok"} while the process serves HTTP
  *   GET  /readyz          -> 200 once snapshot and journal are loaded, else 503
- *   GET  /info            -> JSON: version, keyspace, persistence, server
+ *   GET  /info            -> JSON: version, keyspace, persistence, server (the last two
+ *                            only for admin tokens when --tokens is on)
  *   GET  /metrics         -> Prometheus text exposition format 0.0.4
  *   POST /admin/snapshot  -> answers when the snapshot file is durable
- *   POST /admin/reload    -> re-reads the --config policies file (as SIGHUP)
+ *   POST /admin/reload    -> re-reads the --config policies and --tokens files (as SIGHUP)
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
+#include "api/auth.h"
 #include "api/ratelimit.h"
 #include "core/version.h"
 
@@ -75,7 +77,9 @@ static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           (json_int_t)ks_total_keys(ks), "memory_bytes", (json_int_t)ks_total_memory(ks),
                           "maxmemory", (json_int_t)ks_maxmemory(ks), "maxmemory_policy",
                           policy_name(ks_evict_policy(ks)), "shards", (int)ks_shard_count(ks));
-    if (srv->hooks.info)
+    if (!api_auth_admin(req))   /* bind, data directory, persistence: for admin tokens only */
+        json_object_set_new(o, "server", json_pack("{s:b}", "ready", !srv->hooks.ready || srv->hooks.ready(srv->hooks.ud)));
+    else if (srv->hooks.info)
         srv->hooks.info(srv->hooks.ud, o);
     api_json(resp, 200, o);
 }
@@ -102,6 +106,7 @@ static void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (srv->hooks.metrics)
         srv->hooks.metrics(srv->hooks.ud, &b);
     api_policies_metrics(srv->policies, &b);
+    api_auth_metrics(srv->auth, &b);
     if (b.oom) {
         wbuf_free(&b);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory rendering metrics");
@@ -154,18 +159,21 @@ static void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         srv->hooks.reload ? err : "this server cannot reload its configuration");
         return;
     }
-    api_json(resp, 200, json_pack("{s:b,s:I}", "reloaded", 1, "policies", (json_int_t)count));
+    json_t *o = json_pack("{s:b,s:I}", "reloaded", 1, "policies", (json_int_t)count);
+    if (srv->auth)
+        json_object_set_new(o, "tokens", json_integer((json_int_t)api_auth_token_count(srv->auth)));
+    api_json(resp, 200, o);
 }
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_GET,    "/",               h_index, 0 },
-    { API_GET,    "/healthz",        h_healthz, API_ROUTE_OPERATIONAL },
-    { API_GET,    "/readyz",         h_readyz, API_ROUTE_OPERATIONAL },
-    { API_GET,    "/info",           h_info, API_ROUTE_OPERATIONAL },
-    { API_GET,    "/metrics",        h_metrics, API_ROUTE_OPERATIONAL },
-    { API_POST,   "/admin/snapshot", h_admin_snapshot, API_ROUTE_READS },
-    { API_POST,   "/admin/reload",   h_admin_reload, API_ROUTE_READS },
+    { API_GET,    "/",               h_index, 0, API_ACCESS_TOKEN },
+    { API_GET,    "/healthz",        h_healthz, API_ROUTE_OPERATIONAL, API_ACCESS_PUBLIC },
+    { API_GET,    "/readyz",         h_readyz, API_ROUTE_OPERATIONAL, API_ACCESS_PUBLIC },
+    { API_GET,    "/info",           h_info, API_ROUTE_OPERATIONAL, API_ACCESS_TOKEN },
+    { API_GET,    "/metrics",        h_metrics, API_ROUTE_OPERATIONAL, API_ACCESS_METRICS },
+    { API_POST,   "/admin/snapshot", h_admin_snapshot, API_ROUTE_READS, API_ACCESS_ADMIN },
+    { API_POST,   "/admin/reload",   h_admin_reload, API_ROUTE_READS, API_ACCESS_ADMIN },
 };
 
 API_FAMILY(ops, NULL, NULL, NULL);

@@ -38,6 +38,7 @@ static const struct {
     [API_E_NO_SPACE] = { "NO_SPACE", 507 },
     [API_E_REQUEST_TIMEOUT] = { "REQUEST_TIMEOUT", 408 },
     [API_E_MISDIRECTED] = { "MISDIRECTED_REQUEST", 421 },
+    [API_E_TOO_MANY_REQUESTS] = { "TOO_MANY_REQUESTS", 429 },
 };
 
 int api_code_status(api_code_t code) { return codes[code].status; }

@@ -18,6 +18,7 @@
 
 #include "api/api.h"
 #include "api/guard.h"
+#include "api/auth.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
@@ -86,6 +87,8 @@ static void compile_routes(void)
     for (size_t f = 0; f < api_nfamilies; f++)
         for (size_t i = 0; i < api_families[f]->nroutes; i++, r++) {
             table[r] = api_families[f]->routes[i];
+            if (table[r].access == API_ACCESS_UNSET || table[r].access >= API_ACCESS__COUNT)
+                abort();   /* a route without an access class (api.h): never served */
             compile_route(&compiled[r], table[r].pattern);
         }
 }
@@ -99,7 +102,7 @@ size_t api_route_count(void)
 api_route_meta_t api_route_meta(size_t i)
 {
     pthread_once(&compile_once, compile_routes);
-    api_route_meta_t m = { table[i].pattern, api_method_name(table[i].method) };
+    api_route_meta_t m = { table[i].pattern, api_method_name(table[i].method), table[i].access };
     return m;
 }
 
@@ -387,6 +390,7 @@ void api_resp_init(api_resp_t *resp)
     resp->journal_held = resp->journal_used = 0;
     resp->deferred = NULL;
     resp->route_index = -1;
+    resp->token_name[0] = '\0';
 }
 
 /* Routes and runs the request (api_dispatch without the CORS headers). */
@@ -434,14 +438,16 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     req->route = match;
-    if (!parse_query(req, resp, &arena))
+    /* who is asking, before anything is decoded further (api/auth.h) */
+    if (!api_auth_check(srv, req, resp))
         return;
     /* journal space first: a change that cannot be made durable is refused
      * before anything is touched */
-    if (route_writes(match) && !api_journal_reserve(srv, req, resp))
-        return;
-    match->handler(srv, req, resp);
-    api_journal_unreserve(srv, resp);
+    if (parse_query(req, resp, &arena) && (!route_writes(match) || api_journal_reserve(srv, req, resp))) {
+        match->handler(srv, req, resp);
+        api_journal_unreserve(srv, resp);
+    }
+    api_auth_done(req);
 }
 
 void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)

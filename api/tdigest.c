@@ -290,11 +290,13 @@ static void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             goto done;
         keys[i + 1] = ks_key(ks, json_string_value(s), json_string_length(s));
     }
-    if (!api_make_room(srv, req, resp))
+    /* the token's prefixes before any eviction: a refusal changes nothing */
+    if (!api_auth_keys_allowed(req, resp, keys, n + 1) || !api_make_room(srv, req, resp))
         goto done;
 
     api_key_t h;
-    api_keys_lock(srv, req, resp, keys, n + 1, &h);
+    if (!api_keys_lock(srv, req, resp, keys, n + 1, &h))
+        goto done;
     ks_entry_t *dst;
     if (!api_keys_find(&h, 0, &tdigest_type, API_WRITE, NULL, &dst))
         goto done;
@@ -372,20 +374,20 @@ static void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/tdigest/{key}",              h_tdigest_put, 0 },
-    { API_POST,   "/tdigest/{key}",              h_tdigest_add, 0 },
-    { API_GET,    "/tdigest/{key}",              h_tdigest_info, 0 },
-    { API_GET,    "/tdigest/{key}/quantile",     h_tdigest_quantile, 0 },
-    { API_GET,    "/tdigest/{key}/cdf",          h_tdigest_cdf, 0 },
-    { API_GET,    "/tdigest/{key}/rank",         h_tdigest_rank, 0 },
-    { API_GET,    "/tdigest/{key}/revrank",      h_tdigest_revrank, 0 },
-    { API_GET,    "/tdigest/{key}/byrank",       h_tdigest_byrank, 0 },
-    { API_GET,    "/tdigest/{key}/byrevrank",    h_tdigest_byrevrank, 0 },
-    { API_GET,    "/tdigest/{key}/trimmed_mean", h_tdigest_trimmed_mean, 0 },
-    { API_GET,    "/tdigest/{key}/min",          h_tdigest_min, 0 },
-    { API_GET,    "/tdigest/{key}/max",          h_tdigest_max, 0 },
-    { API_POST,   "/tdigest/{key}/merge",        h_tdigest_merge, 0 },
-    { API_POST,   "/tdigest/{key}/reset",        h_tdigest_reset, 0 },
+    { API_PUT,    "/tdigest/{key}",              h_tdigest_put, 0, API_ACCESS_WRITE },
+    { API_POST,   "/tdigest/{key}",              h_tdigest_add, 0, API_ACCESS_WRITE },
+    { API_GET,    "/tdigest/{key}",              h_tdigest_info, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/quantile",     h_tdigest_quantile, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/cdf",          h_tdigest_cdf, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/rank",         h_tdigest_rank, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/revrank",      h_tdigest_revrank, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/byrank",       h_tdigest_byrank, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/byrevrank",    h_tdigest_byrevrank, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/trimmed_mean", h_tdigest_trimmed_mean, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/min",          h_tdigest_min, 0, API_ACCESS_READ },
+    { API_GET,    "/tdigest/{key}/max",          h_tdigest_max, 0, API_ACCESS_READ },
+    { API_POST,   "/tdigest/{key}/merge",        h_tdigest_merge, 0, API_ACCESS_WRITE },
+    { API_POST,   "/tdigest/{key}/reset",        h_tdigest_reset, 0, API_ACCESS_WRITE },
 };
 
 API_FAMILY(tdigest, &tdigest_type, "a T-Digest", NULL);

@@ -623,12 +623,12 @@ static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *res
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/ts/{key}",          h_ts_put, 0 },
-    { API_POST,   "/ts/{key}",          h_ts_add, 0 },
-    { API_GET,    "/ts/{key}",          h_ts_info, 0 },
-    { API_GET,    "/ts/{key}/range",    h_ts_range, 0 },
-    { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0 },
-    { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0 },
+    { API_PUT,    "/ts/{key}",          h_ts_put, 0, API_ACCESS_WRITE },
+    { API_POST,   "/ts/{key}",          h_ts_add, 0, API_ACCESS_WRITE },
+    { API_GET,    "/ts/{key}",          h_ts_info, 0, API_ACCESS_READ },
+    { API_GET,    "/ts/{key}/range",    h_ts_range, 0, API_ACCESS_READ },
+    { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0, API_ACCESS_READ },
+    { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0, API_ACCESS_WRITE },
 };
 
 API_FAMILY(ts, &ts_type, "a time series", "no such time series");

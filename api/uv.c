@@ -101,8 +101,7 @@ static void uv_union(api_server_t *srv, api_req_t *req, api_resp_t *resp, const 
         keys[j++] = ks_key(ks, req->params[i].value, req->params[i].vlen);
     }
     api_key_t h;
-    api_keys_lock(srv, req, resp, keys, n, &h);
-    bool ok = true;
+    bool ok = api_keys_lock(srv, req, resp, keys, n, &h);
     for (size_t i = 0; i < n && ok; i++) {
         ks_entry_t *e;
         ok = api_keys_find(&h, i, &hll_type, API_READ, NULL, &e);
@@ -237,13 +236,15 @@ static void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    if (!api_make_room(srv, req, resp))
-        goto out;
     keys[0] = ks_key(ks, key, klen);
     for (size_t i = 0; i < src.n; i++)
         keys[i + 1] = ks_key(ks, src.p[i], src.len[i]);
+    /* the token's prefixes before any eviction: a refusal changes nothing */
+    if (!api_auth_keys_allowed(req, resp, keys, n) || !api_make_room(srv, req, resp))
+        goto out;
     api_key_t hk;
-    api_keys_lock(srv, req, resp, keys, n, &hk);
+    if (!api_keys_lock(srv, req, resp, keys, n, &hk))
+        goto out;
     /* registers of every HLL involved, the destination's included */
     bool to_dense = false;
     for (size_t i = 0; i < n; i++) {
@@ -277,10 +278,10 @@ out:
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_POST,   "/uv/{key}",       h_uv_add, 0 },
-    { API_GET,    "/uv/{key}",       h_uv_get, 0 },
-    { API_PUT,    "/uv/{key}",       h_uv_put, API_ROUTE_BINARY },
-    { API_POST,   "/uv/{key}/merge", h_uv_merge, 0 },
+    { API_POST,   "/uv/{key}",       h_uv_add, 0, API_ACCESS_WRITE },
+    { API_GET,    "/uv/{key}",       h_uv_get, 0, API_ACCESS_READ },
+    { API_PUT,    "/uv/{key}",       h_uv_put, API_ROUTE_BINARY, API_ACCESS_WRITE },
+    { API_POST,   "/uv/{key}/merge", h_uv_merge, 0, API_ACCESS_WRITE },
 };
 
 API_FAMILY(uv, &hll_type, "a HyperLogLog", "no HyperLogLog at this key");

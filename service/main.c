@@ -9,8 +9,14 @@
  * The main thread then waits for signals with a 100 ms timeout, and on each
  * timeout samples expired keys and lets persistence fsync and snapshot.
  * SIGTERM/SIGINT: not ready -> stop accepting -> let in-flight requests
- * finish -> close connections -> final snapshot -> exit 0.
+ * finish -> close connections -> final snapshot -> exit 0.  SIGHUP reloads
+ * --config and --tokens (each file refused keeps what was loaded before)
+ * and reopens --access-log.
+ *
+ * Without --tokens tallyd serves anyone who reaches its port, so it refuses
+ * to start on a non-loopback --bind unless told --insecure-no-auth.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,10 +30,12 @@
 
 #include "api/api.h"
 #include "api/guard.h"
+#include "api/auth.h"
 #include "api/ratelimit.h"
 #include "core/cidr.h"
 #include "core/keyspace.h"
 #include "core/version.h"
+#include "service/access_log.h"
 #include "service/clock.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -165,28 +173,39 @@ static void hook_info(void *ud, json_t *obj)
 /* Policies file                                                            */
 /* ------------------------------------------------------------------------ */
 
-#define CONFIG_MAX_BYTES (16 * 1024 * 1024)   /* a policies file is small; refuse anything absurd */
+#define CONFIG_MAX_BYTES (16 * 1024 * 1024)   /* a policies or token file is small; refuse anything absurd */
+
+/* The whole of a configuration file (malloc'd, *n bytes), or NULL with a
+ * message naming the flag and the file. */
+static char *config_read(const char *flag, const char *path, size_t *n, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s %s: %s", flag, path, strerror(errno));
+        return NULL;
+    }
+    char *text = malloc(CONFIG_MAX_BYTES + 1);
+    *n = text ? fread(text, 1, CONFIG_MAX_BYTES + 1, f) : 0;
+    bool rerr = ferror(f);
+    fclose(f);
+    if (!text || rerr || *n > CONFIG_MAX_BYTES) {
+        snprintf(err, errlen, "%s %s: %s", flag, path,
+                 !text ? "out of memory" : rerr ? "read error" : "larger than 16 MiB");
+        free(text);
+        return NULL;
+    }
+    return text;
+}
 
 /* Reads --config and installs its policies; false with a message (the old
  * policies stay). */
 static bool load_policies(char *err, size_t errlen, size_t *count)
 {
     const char *path = app.opts.config;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
+    size_t n;
+    char *text = config_read("--config", path, &n, err, errlen);
+    if (!text)
         return false;
-    }
-    char *text = malloc(CONFIG_MAX_BYTES + 1);
-    size_t n = text ? fread(text, 1, CONFIG_MAX_BYTES + 1, f) : 0;
-    bool rerr = ferror(f);
-    fclose(f);
-    if (!text || rerr || n > CONFIG_MAX_BYTES) {
-        snprintf(err, errlen, "--config %s: %s", path,
-                 !text ? "out of memory" : rerr ? "read error" : "larger than 16 MiB");
-        free(text);
-        return false;
-    }
     char why[900];
     bool ok = api_policies_load(app.api.policies, text, n, count, why, sizeof(why));
     free(text);
@@ -195,52 +214,97 @@ static bool load_policies(char *err, size_t errlen, size_t *count)
     return ok;
 }
 
+/* Reads --tokens and installs its tokens; false with a message (the old
+ * tokens stay). */
+static bool load_tokens(char *err, size_t errlen, size_t *count)
+{
+    const char *path = app.opts.tokens;
+    size_t n;
+    char *text = config_read("--tokens", path, &n, err, errlen);
+    if (!text)
+        return false;
+    char why[600];
+    api_tokens_t *t = api_tokens_parse(text, n, why, sizeof(why));
+    free(text);
+    if (!t) {
+        snprintf(err, errlen, "--tokens %.300s: %.600s", path, why);
+        return false;
+    }
+    *count = t->n;
+    api_auth_install(app.api.auth, t);
+    return true;
+}
+
 static const char *policies_word(size_t count)
 {
     return count == 1 ? "rate-limit policy" : "rate-limit policies";
 }
 
-/* Reloads --config for SIGHUP and POST /admin/reload, one at a time; logs
- * the outcome with `who` asked.  False with a message (the policies loaded
- * before stay). */
-static bool reload_policies(const char *who, size_t *count, char *err, size_t errlen)
+/* Reloads --tokens (when given) then --config (when given) for SIGHUP
+ * and POST /admin/reload, one reload at a time; logs the outcome with `who`
+ * asked.  False with a message when either file is refused (what it held
+ * before stays; the other file is still reloaded) or when there is no file
+ * to reload. */
+static bool reload_files(const char *who, size_t *count, char *err, size_t errlen)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    if (!app.opts.config[0]) {
-        snprintf(err, errlen, "no policy file to reload: tallyd was started without --config");
+    if (!app.opts.config[0] && !app.opts.tokens[0]) {
+        snprintf(err, errlen, "nothing to reload: tallyd was started without --config or --tokens");
         log_info("%s: %s", who, err);
         return false;
     }
+    bool ok = true;
+    err[0] = '\0';
     pthread_mutex_lock(&mu);
-    bool ok = load_policies(err, errlen, count);
-    pthread_mutex_unlock(&mu);
-    if (ok) {
-        log_info("%s: reloaded %s: %zu %s", who, app.opts.config, *count, policies_word(*count));
-    } else {
-        log_error("%s: %s; keeping the policies loaded before", who, err);
-        size_t n = strlen(err);
-        snprintf(err + n, errlen - n, "; the policies loaded before stay");
+    if (app.opts.tokens[0]) {
+        size_t ntok = 0;
+        if (load_tokens(err, errlen, &ntok)) {
+            log_info("%s: reloaded %s: %zu token%s", who, app.opts.tokens, ntok, ntok == 1 ? "" : "s");
+        } else {
+            log_error("%s: %s; keeping the tokens loaded before", who, err);
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "; the tokens loaded before stay");
+            ok = false;
+        }
     }
+    if (app.opts.config[0]) {
+        size_t used = strlen(err);
+        char *perr = err + used + (used ? 2 : 0);
+        size_t plen = errlen - used - (used ? 2 : 0);
+        if (load_policies(perr, plen, count)) {
+            log_info("%s: reloaded %s: %zu %s", who, app.opts.config, *count, policies_word(*count));
+            err[used] = '\0';
+        } else {
+            if (used)
+                memcpy(err + used, "; ", 2);
+            log_error("%s: %s; keeping the policies loaded before", who, perr);
+            size_t n = strlen(perr);
+            snprintf(perr + n, plen - n, "; the policies loaded before stay");
+            ok = false;
+        }
+    }
+    pthread_mutex_unlock(&mu);
     return ok;
 }
 
 /* Reloads everything reloadable for SIGHUP and POST /admin/reload: the TLS
- * files (service/tls.h), then --config.  False with a message when either
- * is refused (what was loaded before stays). */
+ * files (service/tls.h), then --tokens and --config (reload_files).  False
+ * with a message when any is refused (what was loaded before stays). */
 static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
 {
     bool ok = true;
+    err[0] = '\0';
     if (app.tls && !tls_reload(app.tls, who, err, errlen)) {
         size_t n = strlen(err);
         snprintf(err + n, errlen - n, "; the TLS certificate loaded before stays");
         ok = false;
     }
-    if (app.tls && !app.opts.config[0])
-        return ok;   /* no policies to reload */
-    char perr[1024];
-    if (!reload_policies(who, count, perr, sizeof(perr))) {
+    if (app.tls && !app.opts.config[0] && !app.opts.tokens[0])
+        return ok;   /* no tokens or policies to reload */
+    char ferr[1024];
+    if (!reload_files(who, count, ferr, sizeof(ferr))) {
         if (ok)
-            snprintf(err, errlen, "%s", perr);
+            snprintf(err, errlen, "%s", ferr);
         ok = false;
     }
     return ok;
@@ -336,11 +400,50 @@ static uint64_t random_seed(void)
     return s;
 }
 
+/* --tokens, --access-log and the refusal to serve a non-loopback address
+ * to anyone; false after logging why tallyd cannot start. */
+static bool auth_start(const tally_opts_t *o)
+{
+    char err[1024];
+    if (!o->tokens[0] && !bind_is_loopback(o->bind) && !o->insecure_no_auth) {
+        log_error("--bind %s without --tokens would let anyone who reaches the port read, change and delete "
+                  "every key. Create a token: `head -c 32 /dev/urandom | base64 > token; tallyd --hash-token < token` "
+                  "prints its sha256; list it in a file {\"tokens\":[{\"name\":\"app\",\"sha256\":\"<hex>\","
+                  "\"scopes\":[\"read\",\"write\"]}]} and start with --tokens FILE (README, \"Security\"). "
+                  "Or bind 127.0.0.1, or pass --insecure-no-auth to serve without tokens anyway; refusing to start",
+                  o->bind);
+        return false;
+    }
+    if (o->tokens[0]) {
+        size_t count = 0;
+        app.api.auth = api_auth_create(o->auth_fail_limit, o->metrics_public);
+        if (!app.api.auth || !load_tokens(err, sizeof(err), &count)) {
+            log_error("%s; refusing to start", app.api.auth ? err : "out of memory");
+            return false;
+        }
+        log_info("--tokens %s: %zu token%s; every route but /healthz and /readyz%s needs one", o->tokens, count,
+                 count == 1 ? "" : "s", o->metrics_public ? " and /metrics" : "");
+    } else if (!bind_is_loopback(o->bind)) {
+        log_warn("--insecure-no-auth: serving %s without tokens: anyone who reaches the port can do anything",
+                 o->bind);
+    }
+    if (o->access_log[0] && !access_log_open(o->access_log, err, sizeof(err))) {
+        log_error("%s; refusing to start", err);
+        return false;
+    }
+    return true;
+}
+
 static int run(void)
 {
     char err[1024];
     const tally_opts_t *o = &app.opts;
     app.started_mono = clock_mono_ns();
+
+    if (!auth_start(o)) {
+        api_auth_free(app.api.auth);
+        return 1;
+    }
 
     if (o->config[0]) {
         size_t count = 0;
@@ -348,6 +451,8 @@ static int run(void)
         if (!app.api.policies || !load_policies(err, sizeof(err), &count)) {
             log_error("%s; refusing to start", app.api.policies ? err : "out of memory");
             api_policies_free(app.api.policies);
+            api_auth_free(app.api.auth);
+            access_log_close();
             return 1;
         }
         log_info("--config %s: %zu %s", o->config, count, policies_word(count));
@@ -435,7 +540,10 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            reload_all("SIGHUP", &count, err, sizeof(err));
+            if (app.tls || app.opts.config[0] || app.opts.tokens[0])
+                reload_all("SIGHUP", &count, err, sizeof(err));
+            if (!access_log_reopen(err, sizeof(err)))
+                log_error("SIGHUP: %s; still writing the access log to the file open before", err);
             continue;
         }
         ks_expire_cycle(app.ks, clock_now_ns() / 1000000, EXPIRE_SAMPLES);
@@ -469,9 +577,33 @@ static int run(void)
     ks_free(app.ks);
     api_policies_free(app.api.policies);
     transport_close();
+    api_auth_free(app.api.auth);
+    access_log_close();
     pid_file_remove();
     log_info("stopped");
     return rc;
+}
+
+/* tallyd --hash-token: the SHA-256 of the token on stdin (one trailing
+ * newline, as `echo` adds, is not part of it), in hex, for --tokens. */
+static int hash_token(void)
+{
+    char buf[API_TOKEN_MAX_LEN + 3];
+    size_t n = fread(buf, 1, sizeof(buf), stdin);
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    if (n == 0 || n > API_TOKEN_MAX_LEN || memchr(buf, '\n', n)) {
+        fprintf(stderr, "tallyd --hash-token: give one token of 1 to %d bytes on stdin, e.g.\n"
+                        "  head -c 32 /dev/urandom | base64 > token && tallyd --hash-token < token\n",
+                API_TOKEN_MAX_LEN);
+        return 2;
+    }
+    char hex[2 * API_TOKEN_SHA256_LEN + 1];
+    api_token_hash_hex(buf, n, hex);
+    printf("%s\n", hex);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -488,11 +620,13 @@ int main(int argc, char **argv)
     case OPTS_ROUTES:
         for (size_t i = 0; i < api_route_count(); i++) {
             api_route_meta_t m = api_route_meta(i);
-            printf("%s %s\n", m.method, m.pattern);
+            printf("%s %s %s\n", m.method, m.pattern, api_access_name(m.access));
         }
         return 0;
     case OPTS_CHECK:
         return persist_check(check, stdout);
+    case OPTS_HASH_TOKEN:
+        return hash_token();
     case OPTS_ERROR:
         fprintf(stderr, "tallyd: %s\n", err);
         return 2;

@@ -56,6 +56,12 @@ static const opt_def_t defs[] = {
     { "allow-origin", "TALLY_ALLOW_ORIGIN", K_STR, OFF(allow_origin), 0, CAP(allow_origin), "browser origins allowed to call tallyd, comma-separated (e.g. https://app.example.com; * for any), answered with CORS headers (default none: a request with an Origin header gets 403)" },
     { "allow-host", "TALLY_ALLOW_HOST", K_STR, OFF(allow_host), 0, CAP(allow_host), "Host names accepted when bound to loopback, besides IP literals and localhost, comma-separated (others get 421)" },
     { "trusted-proxies", "TALLY_TRUSTED_PROXIES", K_STR, OFF(trusted_proxies), 0, CAP(trusted_proxies), "proxies whose X-Forwarded-For/X-Real-IP {ip} believes, comma-separated addresses or CIDRs (default none: {ip} is the peer address)" },
+    /* authentication */
+    { "tokens", "TALLY_TOKENS", K_STR, OFF(tokens), 0, CAP(tokens), "JSON file of bearer tokens (hashes, scopes, key prefixes); every route but /healthz and /readyz then needs one (reloaded on SIGHUP and POST /admin/reload)" },
+    { "metrics-public", "TALLY_METRICS_PUBLIC", K_FLAG, OFF(metrics_public), 0, 0, "with --tokens, serve /metrics without a token" },
+    { "insecure-no-auth", "TALLY_INSECURE_NO_AUTH", K_FLAG, OFF(insecure_no_auth), 0, 0, "serve a non-loopback --bind without --tokens (anyone who reaches the port can do anything)" },
+    { "auth-fail-limit", "TALLY_AUTH_FAIL_LIMIT", K_INT, OFF(auth_fail_limit), 0, 1000000, "unknown tokens a minute from one client address before it gets 429 (default 10; 0: no limit)" },
+    { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },
 };
 
 const char *fsync_mode_name(fsync_mode_t m)
@@ -206,6 +212,7 @@ static void defaults(tally_opts_t *o)
     o->fsync = FSYNC_EVERYSEC;
     o->journal_timeout = 5;
     o->log_level = LOG_INFO;
+    o->auth_fail_limit = 10;
 }
 
 /* The transport block's rules between options (files are read at start). */
@@ -247,6 +254,8 @@ opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **ch
             return OPTS_VERSION;
         if (!strcmp(a, "--routes"))
             return OPTS_ROUTES;
+        if (!strcmp(a, "--hash-token"))
+            return OPTS_HASH_TOKEN;
         if (!strcmp(a, "--check")) {
             if (i + 1 >= argc) {
                 snprintf(err, errlen, "--check needs a FILE");
@@ -309,7 +318,8 @@ void opts_usage(FILE *out)
             "tallyd - rate limiting and analytics primitives over HTTP/JSON\n\n"
             "Usage: tallyd [options]\n"
             "       tallyd --check FILE   verify a snapshot or journal file and print what it holds\n"
-            "       tallyd --routes       print the HTTP routes served\n"
+            "       tallyd --routes       print the HTTP routes served, with the access class of each\n"
+            "       tallyd --hash-token   print the SHA-256 (hex) of the token read from stdin, for --tokens\n"
             "       tallyd --version\n\n"
             "Options (each also read from the environment variable shown; flags win):\n");
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
@@ -319,7 +329,8 @@ void opts_usage(FILE *out)
     }
     fprintf(out,
             "\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight requests, snapshot, exit 0;\n"
-            "         SIGHUP reloads --config and the TLS files (as does POST /admin/reload).\n"
+            "         SIGHUP reloads --config, --tokens and the TLS files (as does POST\n"
+            "         /admin/reload) and reopens --access-log.\n"
             "Files in --data-dir: snapshot.tly (the latest snapshot), journal.<seq>.tlj (changes\n"
             "since), LOCK (held while tallyd runs).\n");
 }

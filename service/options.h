@@ -44,6 +44,14 @@ typedef struct tally_opts {
     char allow_origin[1024];     /* --allow-origin, TALLY_ALLOW_ORIGIN: browser origins allowed (CORS), default none */
     char allow_host[1024];       /* --allow-host, TALLY_ALLOW_HOST: Host names accepted besides IPs and localhost */
     char trusted_proxies[1024];  /* --trusted-proxies, TALLY_TRUSTED_PROXIES: CIDRs whose X-Forwarded-For is believed */
+    /* Authentication (api/auth.h, README "Security"). */
+    char tokens[512];            /* --tokens, TALLY_TOKENS: token file; none = no authentication */
+    bool metrics_public;         /* --metrics-public, TALLY_METRICS_PUBLIC: /metrics without a token */
+    bool insecure_no_auth;       /* --insecure-no-auth, TALLY_INSECURE_NO_AUTH: serve a non-loopback
+                                    address without --tokens */
+    int auth_fail_limit;         /* --auth-fail-limit, TALLY_AUTH_FAIL_LIMIT: unknown tokens a minute
+                                    per client address before 429; 10, 0 = no limit */
+    char access_log[512];        /* --access-log, TALLY_ACCESS_LOG: FILE or - (stdout); none */
 } tally_opts_t;
 
 typedef enum opts_action {
@@ -52,6 +60,7 @@ typedef enum opts_action {
     OPTS_VERSION,
     OPTS_ROUTES,
     OPTS_CHECK,
+    OPTS_HASH_TOKEN,
     OPTS_ERROR
 } opts_action_t;
 

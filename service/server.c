@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/cidr.h"
+#include "service/access_log.h"
 #include "service/clock.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -122,6 +123,7 @@ typedef struct req_state {
     api_resp_t resp;
     char ip[INET6_ADDRSTRLEN];     /* the peer's address, once asked for */
     char client[INET6_ADDRSTRLEN + 16]; /* the client's address (core/cidr.h), once asked for */
+    char method[16];               /* for the access log */
 } req_state_t;
 
 /* ------------------------------------------------------------------------ */
@@ -497,7 +499,13 @@ static enum MHD_Result send_resp(server_t *s, struct MHD_Connection *c, req_stat
         MHD_add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, mr);
     MHD_destroy_response(mr);
-    metrics_record(r->route_index, r->status, clock_mono_ns() - (st ? st->start_ns : 0));
+    int64_t took = clock_mono_ns() - (st ? st->start_ns : 0);
+    metrics_record(r->route_index, r->status, took);
+    if (st && st->uri && access_log_enabled()) {
+        st->conn = c;
+        access_log_write(clock_now_ns(), client_ip_of(st), r->token_name[0] ? r->token_name : NULL,
+                         st->method[0] ? st->method : "-", st->uri, strcspn(st->uri, "?#"), r->status, took);
+    }
     return ret;
 }
 
@@ -608,6 +616,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
     if (!st->started) {
         st->started = true;
+        snprintf(st->method, sizeof(st->method), "%s", method);
         conn_set(c, CONN_BUSY);
         if (!st->uri)
             return MHD_NO;

@@ -1,7 +1,8 @@
 // Checks the deployment files for what they promise: Kubernetes manifests
 // parse, name their kind, probe /healthz (liveness) and /readyz (readiness)
 // on tallyd, run as non-root; the Dockerfile is multi-stage on Debian 12,
-// non-root, with a data volume, a HEALTHCHECK and 0.0.0.0 inside.
+// non-root, with a data volume, a HEALTHCHECK and 0.0.0.0 inside; anything
+// listening beyond loopback takes its token file from a secret.
 // Every gateway configuration under deploy/gateways asks only for policies
 // that exist: /hook/<name> (and nginx's /_tally/<name>) must name a policy of
 // deploy/gateways/policies.json, or of the policies ConfigMap in the same file.
@@ -23,6 +24,7 @@ const need = [
   [/^VOLUME \[?"?\/data/m, "a /data VOLUME"],
   [/^HEALTHCHECK[^\n]*\\\n\s*CMD [^\n]*\/healthz/m, "a HEALTHCHECK on /healthz"],
   [/TALLY_BIND=0\.0\.0\.0/, "binding 0.0.0.0 inside the container"],
+  [/TALLY_TOKENS=\/run\/secrets\//, "a token file from a secret (TALLY_TOKENS=/run/secrets/...) for the 0.0.0.0 bind"],
 ];
 for (const [re, what] of need) if (!re.test(df)) fail(`${dockerfile}: missing ${what}`);
 
@@ -43,6 +45,16 @@ for (const f of manifests) {
     if (!(spec.securityContext?.runAsNonRoot || t.securityContext?.runAsNonRoot)) fail(`${f}: not runAsNonRoot`);
     const env = Object.fromEntries((t.env || []).map((e) => [e.name, e.value]));
     if (!env.TALLY_DATA_DIR) fail(`${f}: tallyd has no TALLY_DATA_DIR`);
+    // tallyd refuses a non-loopback bind without tokens: the file must come
+    // from a Secret volume mounted read-only
+    const loopback = /^(127\.|::1$)/.test(env.TALLY_BIND || "127.0.0.1");
+    if (!loopback) {
+      const file = env.TALLY_TOKENS;
+      const mount = file && (t.volumeMounts || []).find((m) => file.startsWith(m.mountPath.replace(/\/?$/, "/")));
+      const vol = mount && (spec.volumes || []).find((v) => v.name === mount.name);
+      if (!file) fail(`${f}: tallyd binds ${env.TALLY_BIND} without TALLY_TOKENS`);
+      else if (!vol?.secret || !mount.readOnly) fail(`${f}: TALLY_TOKENS ${file} is not on a read-only Secret volume`);
+    }
   }
 }
 const policiesOf = (text) => Object.keys(JSON.parse(text).policies || {});

@@ -1,6 +1,7 @@
 // Validates openapi.yaml against the official OpenAPI 3.1 JSON schema, then
 // checks that every route tallyd serves (`tallyd --routes`) is documented
-// with its method, and that nothing is documented that tallyd does not serve.
+// with its method and the security its access class demands (api/auth.h),
+// and that nothing is documented that tallyd does not serve.
 // Usage: node tools/openapi/check.mjs openapi.yaml build/release/tallyd
 import { readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
@@ -35,8 +36,21 @@ for (const r of refs) {
 
 const routes = execFileSync(tallyd, ["--routes"], { encoding: "utf8" }).trim().split("\n");
 const served = new Set();
+// What each access class of `tallyd --routes` must say as an operation's
+// security (api/auth.h): the scopes that grant it, [] for any known token.
+const securityOf = {
+  public: [],
+  token: [{ bearer: [] }],
+  metrics: [{ bearer: [] }],
+  read: [{ bearer: ["read"] }],
+  write: [{ bearer: ["write"] }],
+  ratelimit: [{ bearer: ["ratelimit"] }, { bearer: ["write"] }],
+  admin: [{ bearer: ["admin"] }],
+};
+if (spec.components?.securitySchemes?.bearer?.scheme !== "bearer") fail("no bearer security scheme in components.securitySchemes");
 for (const line of routes) {
-  const [method, pattern] = line.split(" ");
+  const [method, pattern, access] = line.split(" ");
+  if (!(access in securityOf)) { fail(`route ${method} ${pattern}: unknown access class '${access}'`); continue; }
   const path = pattern.replace(/\{([a-z_]+)\.\.\.\}/g, "{$1}");
   const item = spec.paths?.[path];
   if (!item) { fail(`route ${method} ${pattern} is not in openapi.yaml (paths.${path})`); continue; }
@@ -45,9 +59,14 @@ for (const line of routes) {
     served.add(`${m} ${path}`);
     if (!item[m]) fail(`route ${method} ${pattern}: openapi.yaml has no '${m}' operation under ${path}`);
     else if (!item[m].responses) fail(`${m} ${path}: no responses`);
+    else if (JSON.stringify(item[m].security) !== JSON.stringify(securityOf[access]))
+      fail(`${m} ${path}: security ${JSON.stringify(item[m].security)}, but the route's class is ${access}: ${JSON.stringify(securityOf[access])}`);
   }
   if (method === "GET") served.add(`head ${path}`);   // every GET route answers HEAD too
-  if (method === "ANY") for (const m of ["put", "delete", "patch", "head", "options"]) if (item[m]) served.add(`${m} ${path}`);
+  if (method === "ANY") for (const m of ["put", "delete", "patch", "head", "options"]) if (item[m]) {
+    served.add(`${m} ${path}`);
+    if (JSON.stringify(item[m].security) !== JSON.stringify(securityOf[access])) fail(`${m} ${path}: security differs from class ${access}`);
+  }
 }
 for (const [path, item] of Object.entries(spec.paths || {})) {
   for (const m of ["get", "put", "post", "delete", "patch", "head", "options"]) {
