@@ -241,6 +241,7 @@ typedef struct api_route_meta {
     const char *pattern;
     const char *method;
     api_access_t access;
+    bool binary;                 /* API_ROUTE_BINARY: its body is application/octet-stream */
 } api_route_meta_t;
 
 struct api_server {
@@ -466,8 +467,9 @@ typedef struct api_key {
  * with nothing locked and *resp set: 404 when missing under API_MUST_EXIST,
  * 409 WRONGTYPE when the key holds another type, 403 when the key is outside
  * the caller's token prefixes. */
-bool api_key_open(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t len,
-                  const ks_type_t *type, unsigned flags, api_key_t *h);
+__attribute__((warn_unused_result)) bool api_key_open(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
+                                                     const char *key, size_t len, const ks_type_t *type,
+                                                     unsigned flags, api_key_t *h);
 /* The value of the open entry, NULL when the key does not exist. */
 static inline void *api_key_value(const api_key_t *h) { return h->e ? ks_entry_value(h->e) : NULL; }
 /* Stores `value` (owned by the keyspace from then on) at the missing key -
@@ -491,8 +493,8 @@ void api_key_close(api_key_t *h, bool changed);
  * caller's token prefixes (api_auth_keys_allowed): otherwise 403 is set,
  * nothing is locked and false is returned - the one place every handler
  * passes through, so none can forget the check. */
-bool api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks_key_t *keys, size_t n,
-                   api_key_t *h);
+__attribute__((warn_unused_result)) bool api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
+                                                      ks_key_t *keys, size_t n, api_key_t *h);
 /* Whether the caller's token may touch the key(s): true when it has no
  * prefixes (or authentication is off, or on replay); else 403 naming the key
  * and the token's prefixes.  api_keys_lock checks this itself; a handler

@@ -713,13 +713,14 @@ static void h_geo_store(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         "members (without storedist) or ask /geo/nearby with withdist");
         return;
     }
-    if (!api_make_room(srv, req, resp))
-        return;
     ks_key_t keys[2] = { ks_key(srv->ks, dest, dlen), ks_key(srv->ks, nb.key, nb.klen) };
+    /* the token's prefixes before eviction makes room: a refused request changes nothing */
+    if (!api_auth_keys_allowed(req, resp, keys, 2) || !api_make_room(srv, req, resp))
+        return;
     api_key_t h;
     ks_entry_t *se;
-    api_keys_lock(srv, req, resp, keys, 2, &h);
-    if (!api_keys_find(&h, 1, &geo_type, API_READ, "source", &se) ||
+    if (!api_keys_lock(srv, req, resp, keys, 2, &h) ||
+        !api_keys_find(&h, 1, &geo_type, API_READ, "source", &se) ||
         !api_keys_find(&h, 0, &geo_type, API_WRITE, "destination", NULL))
         return;
     const geo_t *src = se ? ks_entry_value(se) : NULL;

@@ -102,7 +102,8 @@ size_t api_route_count(void)
 api_route_meta_t api_route_meta(size_t i)
 {
     pthread_once(&compile_once, compile_routes);
-    api_route_meta_t m = { table[i].pattern, api_method_name(table[i].method), table[i].access };
+    api_route_meta_t m = { table[i].pattern, api_method_name(table[i].method), table[i].access,
+                           (table[i].flags & API_ROUTE_BINARY) != 0 };
     return m;
 }
 

@@ -620,7 +620,7 @@ int main(int argc, char **argv)
     case OPTS_ROUTES:
         for (size_t i = 0; i < api_route_count(); i++) {
             api_route_meta_t m = api_route_meta(i);
-            printf("%s %s %s\n", m.method, m.pattern, api_access_name(m.access));
+            printf("%s %s %s%s\n", m.method, m.pattern, api_access_name(m.access), m.binary ? " octet-stream" : "");
         }
         return 0;
     case OPTS_CHECK:

@@ -99,8 +99,8 @@ static void start_with_files(tally_proc_t *p, const char *fail_limit)
 }
 
 /* A request with a bearer token (NULL: none) and optional extra header. */
-static http_resp_t req_as(const tally_proc_t *p, const char *token, const char *method, const char *path,
-                          const char *body, const char *extra)
+static http_resp_t req_typed_as(const tally_proc_t *p, const char *token, const char *method, const char *path,
+                                const char *body, const char *ctype, const char *extra)
 {
     char auth[256];
     const char *h[3] = { NULL, NULL, NULL };
@@ -111,7 +111,13 @@ static http_resp_t req_as(const tally_proc_t *p, const char *token, const char *
     }
     if (extra)
         h[n++] = extra;
-    return http_h(p, method, path, body, NULL, h);
+    return http_h(p, method, path, body, ctype, h);
+}
+
+static http_resp_t req_as(const tally_proc_t *p, const char *token, const char *method, const char *path,
+                          const char *body, const char *extra)
+{
+    return req_typed_as(p, token, method, path, body, NULL, extra);
 }
 
 static long status_as(const tally_proc_t *p, const char *token, const char *method, const char *path,
@@ -209,6 +215,7 @@ typedef struct route {
     char method[16];
     char pattern[128];
     char access[16];
+    bool binary;                 /* its body is application/octet-stream */
 } route_t;
 
 static size_t routes_load(route_t *out, size_t max)
@@ -221,8 +228,10 @@ static size_t routes_load(route_t *out, size_t max)
     char line[512];
     while (n < max && fgets(line, sizeof(line), f)) {
         route_t *r = &out[n];
-        int got = sscanf(line, "%15s %127s %15s", r->method, r->pattern, r->access);
-        if (got != 3)
+        char body[16] = "";
+        int got = sscanf(line, "%15s %127s %15s %15s", r->method, r->pattern, r->access, body);
+        r->binary = strcmp(body, "octet-stream") == 0;
+        if (got < 3)
             fail_msg("tallyd --routes: no access class in '%s'", line);
         n++;
     }
@@ -231,7 +240,8 @@ static size_t routes_load(route_t *out, size_t max)
 }
 
 /* A request for a route: its parameters filled in, GET for ANY, an empty
- * JSON object as the body of a POST, PUT or PATCH. */
+ * JSON object as the body of a POST, PUT or PATCH (bytes on a route that
+ * takes octet-stream: `tallyd --routes` says which). */
 static void route_request(const route_t *r, char *out, size_t n, const char **method, const char **body)
 {
     *method = strcmp(r->method, "ANY") == 0 ? "GET" : r->method;
@@ -310,7 +320,8 @@ static void test_route_matrix(void **state)
             const char *scope = w < 2 ? NULL : scoped[w - 2].scope;
             if (grants(r->access, scope))
                 continue;
-            http_resp_t resp = req_as(&p, who[w], method, path, body, "X-User: a");
+            http_resp_t resp = req_typed_as(&p, who[w], method, path, body,
+                                            r->binary ? "application/octet-stream" : NULL, "X-User: a");
             long want = scope ? 403 : 401;
             if (resp.status != want)
                 fail_msg("%s %s as %s: %ld, want %ld (%s)", method, path, who[w] ? who[w] : "nobody", resp.status,
@@ -351,7 +362,8 @@ static void test_route_matrix(void **state)
         for (size_t w = 0; w < sizeof(scoped) / sizeof(scoped[0]); w++) {
             if (!grants(r->access, scoped[w].scope))
                 continue;
-            http_resp_t resp = req_as(&p, scoped[w].token, method, path, body, "X-User: a");
+            http_resp_t resp = req_typed_as(&p, scoped[w].token, method, path, body,
+                                            r->binary ? "application/octet-stream" : NULL, "X-User: a");
             if (resp.status == 401 || resp.status == 403)
                 fail_msg("%s %s as %s: %ld (%s)", method, path, scoped[w].scope, resp.status, resp.body);
             http_free(&resp);
@@ -420,6 +432,10 @@ static void test_prefixes(void **state)
     expect_prefix_refusal(&p, T, "POST", "/uv/t:u1/merge", "{\"sources\":[\"x:u\"]}", NULL, "x:u");
     expect_prefix_refusal(&p, T, "GET", "/uv/t:u1?union=x:u", NULL, NULL, "x:u");
     expect_prefix_refusal(&p, T, "GET", "/geo/nearby?key=x:g&lon=0&lat=0&radius=1&unit=km", NULL, NULL, "x:g");
+    expect_prefix_refusal(&p, T, "POST", "/geo/t:gs/store?source=x:g&lon=0&lat=0&radius=1&unit=km", NULL, NULL,
+                          "x:g");
+    expect_prefix_refusal(&p, T, "POST", "/geo/x:gs/store?source=t:g&lon=0&lat=0&radius=1&unit=km", NULL, NULL,
+                          "x:gs");
     /* policy-resolved keys: the hook and a key-less /throttle */
     expect_prefix_refusal(&p, G, "GET", "/hook/out/anything", NULL, "X-User: a", "v:a");
     expect_prefix_refusal(&p, G, "POST", "/throttle", "{\"policy\":\"ipout\"}", NULL, "127.0.0.1");
