@@ -313,8 +313,9 @@ static size_t lower_bound(const int64_t *t, size_t n, int64_t x)
 /* ======================================================================== */
 
 static const char *const policy_names[TS_DUP__COUNT] = { "block", "first", "last", "min", "max", "sum" };
-static const char *const agg_names[TS_AGG__COUNT] = { NULL,    "avg",   "sum",   "min",   "max",   "range", "count",
-                                                      "first", "last",  "std.p", "std.s", "var.p", "var.s" };
+static const char *const agg_names[TS_AGG__COUNT] = { NULL,    "avg",   "sum",   "min",      "max",     "range",
+                                                      "count", "first", "last",  "std.p",    "std.s",   "var.p",
+                                                      "var.s", "twa",   "countNaN", "countAll" };
 
 const char *ts_policy_name(ts_policy_t p) { return (unsigned)p < TS_DUP__COUNT ? policy_names[p] : "?"; }
 
@@ -759,8 +760,12 @@ core_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t polic
         have = true;
     }
 
-    /* Resolve each timestamp's final value, in batch order within it. */
+    /* Resolve each timestamp's final value, in batch order within it.  MIN,
+     * MAX and SUM cannot combine a NaN (RedisTimeSeries refuses it as BLOCK
+     * does); a result that is not finite is an overflow. */
     size_t nu = 0, overflow = n;
+    core_status_t ovf_why = CORE_OVERFLOW;
+    bool combines = policy == TS_DUP_MIN || policy == TS_DUP_MAX || policy == TS_DUP_SUM;
     dc->idx = SIZE_MAX;
     for (size_t g = 0; g < n;) {
         size_t ge = g + 1;
@@ -771,9 +776,13 @@ core_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t polic
         if (!(dup[ord[g].i] == 2 && lookup(ts, dc, ord[g].ts, &cur)))
             cur = s[ord[k++].i].value;
         for (; k < ge && ord[k].i < fail; k++) {
-            cur = apply_policy(policy, cur, s[ord[k].i].value);
-            if (!isfinite(cur) && ord[k].i < overflow)
+            double v = s[ord[k].i].value;
+            bool nan_clash = combines && (isnan(cur) || isnan(v));
+            cur = apply_policy(policy, cur, v);
+            if ((nan_clash || isinf(cur)) && ord[k].i < overflow) {
                 overflow = ord[k].i;
+                ovf_why = nan_clash ? CORE_DUPLICATE : CORE_OVERFLOW;
+            }
         }
         ut[nu] = ord[g].ts;
         uv[nu++] = cur;
@@ -781,7 +790,7 @@ core_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t polic
     }
     if (overflow < fail) {
         *failed = overflow;
-        st = CORE_OVERFLOW;
+        st = ovf_why;
         goto out;
     }
     if (fail < n) {
@@ -874,6 +883,65 @@ out:
     free(aff);
     free(rstart);
     return deleted;
+}
+
+/* ======================================================================== */
+/* INCRBY, ALTER                                                            */
+/* ======================================================================== */
+
+bool ts_last(const ts_t *ts, ts_sample_t *out)
+{
+    if (!has_samples(ts))
+        return false;
+    const ts_chunk_t *c = ts->chunks[ts->nchunks - 1];
+    double v;
+    memcpy(&v, &c->prev_bits, sizeof(v));   /* the encoder keeps the last value's bits */
+    *out = (ts_sample_t){ c->last_ts, v };
+    return true;
+}
+
+core_status_t ts_incrby(ts_t *ts, int64_t t, double by, double *value)
+{
+    ts_sample_t last = { 0, 0 };
+    bool have = ts_last(ts, &last);
+    if (have && t < last.ts)
+        return CORE_UNORDERED;
+    double v = (have ? last.value : 0) + by;
+    if (!isfinite(v))
+        return CORE_OVERFLOW;   /* a NaN newest value, or past the doubles */
+    ts_sample_t s = { t, v };
+    core_status_t st = ts_add(ts, &s, 1, TS_DUP_LAST, NULL);
+    if (st == CORE_OK)
+        *value = v;
+    return st;
+}
+
+void ts_set_retention(ts_t *ts, int64_t retention_ms)
+{
+    ts->retention = retention_ms;
+    trim(ts);
+}
+
+void ts_set_policy(ts_t *ts, ts_policy_t policy) { ts->policy = policy; }
+
+bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels)
+{
+    ts_t *fresh = ts_create(0, TS_DUP_BLOCK, labels, nlabels);
+    if (!fresh)
+        return false;
+    for (size_t i = 0; i < ts->nlabels; i++) {
+        ts->mem -= ts->labels[i].nlen + ts->labels[i].vlen + 2;
+        free(ts->labels[i].name);
+    }
+    ts->mem -= ts->nlabels * sizeof(ts_lbl_t);
+    free(ts->labels);
+    ts->labels = fresh->labels;
+    ts->nlabels = fresh->nlabels;
+    ts->mem += fresh->mem - sizeof(*fresh);
+    fresh->labels = NULL;
+    fresh->nlabels = 0;
+    ts_free(fresh);
+    return true;
 }
 
 /* ======================================================================== */
@@ -992,7 +1060,9 @@ static double agg_final(const agg_t *a)
     case TS_AGG_MIN: return a->min;
     case TS_AGG_MAX: return a->max;
     case TS_AGG_RANGE: return a->max - a->min;
-    case TS_AGG_COUNT: return (double)a->n;
+    case TS_AGG_COUNT:
+    case TS_AGG_COUNT_NAN:
+    case TS_AGG_COUNT_ALL: return (double)a->n;
     case TS_AGG_FIRST: return a->first;
     case TS_AGG_LAST: return a->last;
     case TS_AGG_VAR_P: return variance(a->sum, a->sum2, a->n);
@@ -1056,12 +1126,31 @@ static bool ts_filtered(const ts_query_t *q, int64_t t)
     return i < q->nfilter_ts && q->filter_ts[i] == t;
 }
 
+/* Whether the aggregation counts this value (RedisTimeSeries's isValueValid). */
+static bool agg_counts(ts_agg_t a, double v)
+{
+    switch (a) {
+    case TS_AGG_COUNT_NAN: return isnan(v);
+    case TS_AGG_COUNT_ALL:
+    case TS_AGG_NONE: return true;
+    default: return !isnan(v);
+    }
+}
+
+/* FILTER_BY_TS and FILTER_BY_VALUE (a NaN is in no value range). */
+static bool passes(const ts_query_t *q, int64_t t, double v)
+{
+    if (q->filter_ts && !ts_filtered(q, t))
+        return false;
+    if ((q->has_min || q->has_max) && isnan(v))
+        return false;
+    return !((q->has_min && v < q->min) || (q->has_max && v > q->max));
+}
+
 static void feed(qrun_t *r, int64_t t, double v)
 {
     const ts_query_t *q = r->q;
-    if (q->filter_ts && !ts_filtered(q, t))
-        return;
-    if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+    if (!passes(q, t, v) || !agg_counts(q->agg, v))
         return;
     if (q->agg == TS_AGG_NONE) {
         out(r, t, v);
@@ -1095,6 +1184,237 @@ static void feed(qrun_t *r, int64_t t, double v)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* EMPTY and twa: buckets that look past their own samples                  */
+/* ------------------------------------------------------------------------ */
+
+/* The points a query sees: the nearest counted sample before `from` (if
+ * any), the counted samples in range [i0, i1), the nearest counted sample
+ * after `to` (if any); all passing the query's filters. */
+typedef struct pts {
+    int64_t *t;
+    double *v;
+    size_t n, cap;
+    size_t i0, i1;
+} pts_t;
+
+static bool pts_push(pts_t *p, int64_t t, double v)
+{
+    if (p->n == p->cap) {
+        size_t ncap = p->cap ? p->cap * 2 : 256;
+        int64_t *nt = realloc(p->t, ncap * sizeof(*nt));
+        if (!nt)
+            return false;
+        p->t = nt;
+        double *nv = realloc(p->v, ncap * sizeof(*nv));
+        if (!nv)
+            return false;
+        p->v = nv;
+        p->cap = ncap;
+    }
+    p->t[p->n] = t;
+    p->v[p->n++] = v;
+    return true;
+}
+
+static bool counted(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && agg_counts(q->agg, v); }
+
+/* The nearest counted sample before `from` (dir < 0, not below `cut`) or
+ * after `to` (dir > 0); false when there is none.  tb/vb: decode buffers. */
+static bool neighbour(const ts_t *ts, const ts_query_t *q, int dir, int64_t from, int64_t to, int64_t cut,
+                      int64_t *tb, double *vb, int64_t *ot, double *ov)
+{
+    if (dir < 0) {
+        if (from == 0 || from <= cut)
+            return false;
+        for (size_t j = chunk_for(ts, from - 1) + 1; j-- > 0;) {
+            const ts_chunk_t *c = ts->chunks[j];
+            if (c->last_ts < cut)
+                return false;
+            if (c->first_ts >= from)
+                continue;
+            chunk_decode(c, tb, vb);
+            for (size_t i = lower_bound(tb, c->count, from); i-- > 0;) {
+                if (tb[i] < cut)
+                    return false;
+                if (counted(q, tb[i], vb[i])) {
+                    *ot = tb[i];
+                    *ov = vb[i];
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+    if (to == TS_MAX_TIMESTAMP)
+        return false;
+    for (size_t j = chunk_for(ts, to + 1); j < ts->nchunks; j++) {
+        const ts_chunk_t *c = ts->chunks[j];
+        if (c->last_ts <= to)
+            continue;
+        chunk_decode(c, tb, vb);
+        for (size_t i = lower_bound(tb, c->count, to + 1); i < c->count; i++)
+            if (counted(q, tb[i], vb[i])) {
+                *ot = tb[i];
+                *ov = vb[i];
+                return true;
+            }
+    }
+    return false;
+}
+
+/* The line through points k and k+1 at x (t[k] <= x <= t[k+1]), in
+ * RedisTimeSeries's form v1 + (x - t1)·(v2 - v1) / (t2 - t1). */
+static double line_at(const pts_t *p, size_t k, int64_t x)
+{
+    if (x == p->t[k])
+        return p->v[k];
+    if (x == p->t[k + 1])
+        return p->v[k + 1];
+    double v1 = p->v[k], v2 = p->v[k + 1], dv = v2 - v1;
+    double v = v1 + (double)(x - p->t[k]) * dv / (double)(p->t[k + 1] - p->t[k]);
+    if (isfinite(v))
+        return v;
+    double r = (double)(x - p->t[k]) / (double)(p->t[k + 1] - p->t[k]);   /* huge values: no overflow */
+    return v1 * (1 - r) + v2 * r;
+}
+
+/* The average of the polyline over [a, b], p->t[0] <= a <= b <= p->t[n-1]. */
+static double twa_window(const pts_t *p, int64_t a, int64_t b)
+{
+    size_t k = lower_bound(p->t, p->n, a);
+    if (k == p->n || p->t[k] > a)
+        k--;                                /* t[k] <= a < t[k+1] */
+    if (k == p->n - 1)
+        return p->v[k];                      /* a == b == the last point */
+    if (a == b)
+        return line_at(p, k, a);
+    /* each trapezoid weighted by its share of the window, so that huge values
+     * cannot overflow on the way (RedisTimeSeries sums areas first) */
+    double sum = 0, f0 = line_at(p, k, a), w = (double)(b - a);
+    int64_t x0 = a;
+    while (x0 < b) {
+        int64_t x1 = p->t[k + 1] < b ? p->t[k + 1] : b;
+        double f1 = line_at(p, k, x1);
+        sum += (f0 * 0.5 + f1 * 0.5) * ((double)(x1 - x0) / w);
+        x0 = x1;
+        f0 = f1;
+        k++;
+    }
+    return sum;
+}
+
+/* Reports the bucket starting at b. */
+static void rich_bucket(qrun_t *r, const pts_t *p, int64_t b, int64_t from, int64_t to)
+{
+    const ts_query_t *q = r->q;
+    int64_t e = b > INT64_MAX - q->bucket_ms ? INT64_MAX : b + q->bucket_ms;   /* exclusive end (saturated) */
+    size_t j0 = lower_bound(p->t, p->n, b), j1 = lower_bound(p->t, p->n, e);
+    if (e == INT64_MAX)
+        j1 = p->n;
+    if (j0 < p->i0)
+        j0 = p->i0;
+    if (j1 > p->i1)
+        j1 = p->i1;
+    double value;
+    if (q->agg == TS_AGG_TWA) {
+        int64_t wa = b > from ? b : from, wb = e < to ? e : to;
+        if (wa < p->t[0])
+            wa = p->t[0];
+        if (wb > p->t[p->n - 1])
+            wb = p->t[p->n - 1];
+        value = wa <= wb ? twa_window(p, wa, wb) : NAN;
+    } else if (j0 < j1) {
+        agg_reset(&r->agg);
+        for (size_t i = j0; i < j1; i++)
+            agg_add(&r->agg, p->v[i]);
+        value = agg_final(&r->agg);
+    } else {
+        switch (q->agg) {
+        case TS_AGG_SUM:
+        case TS_AGG_COUNT:
+        case TS_AGG_COUNT_NAN:
+        case TS_AGG_COUNT_ALL: value = 0; break;
+        case TS_AGG_LAST: value = j0 > 0 ? p->v[j0 - 1] : NAN; break;
+        default: value = NAN; break;
+        }
+    }
+    out(r, report_ts(q, b), value);
+}
+
+/* ts_range for EMPTY or twa: gathers the points, then walks the buckets. */
+static core_status_t range_rich(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to, qrun_t *r,
+                                int64_t *tb, double *vb)
+{
+    pts_t p = { 0 };
+    core_status_t st = CORE_NOMEM;
+    int64_t nt;
+    double nv;
+    int64_t cut = cutoff(ts);
+    if (neighbour(ts, q, -1, from, to, cut, tb, vb, &nt, &nv) && !pts_push(&p, nt, nv))
+        goto out;
+    p.i0 = p.n;
+    for (size_t j = chunk_for(ts, from); j < ts->nchunks && ts->chunks[j]->first_ts <= to; j++) {
+        const ts_chunk_t *c = ts->chunks[j];
+        if (c->last_ts < from)
+            continue;
+        chunk_decode(c, tb, vb);
+        for (size_t i = lower_bound(tb, c->count, from); i < c->count && tb[i] <= to; i++)
+            if (counted(q, tb[i], vb[i]) && !pts_push(&p, tb[i], vb[i]))
+                goto out;
+    }
+    p.i1 = p.n;
+    bool have_prev = p.i0 > 0, have_next = false;
+    if (neighbour(ts, q, 1, from, to, cut, tb, vb, &nt, &nv)) {
+        if (!pts_push(&p, nt, nv))
+            goto out;
+        have_next = true;
+    }
+    st = CORE_OK;
+    bool any = p.i1 > p.i0;
+    if (!q->empty) {
+        /* the buckets holding samples */
+        if (!q->reverse) {
+            for (size_t i = p.i0; i < p.i1 && !r->done;) {
+                int64_t b = ts_bucket_start(p.t[i], q->bucket_ms, q->align);
+                rich_bucket(r, &p, b, from, to);
+                while (i < p.i1 && (uint64_t)p.t[i] - (uint64_t)b < (uint64_t)q->bucket_ms)
+                    i++;
+            }
+        } else {
+            for (size_t i = p.i1; i > p.i0 && !r->done;) {
+                int64_t b = ts_bucket_start(p.t[i - 1], q->bucket_ms, q->align);
+                rich_bucket(r, &p, b, from, to);
+                while (i > p.i0 && p.t[i - 1] >= b)
+                    i--;
+            }
+        }
+        goto out;
+    }
+    /* every bucket between counted samples */
+    if (!any && !(have_prev && have_next))
+        goto out;
+    int64_t lo = have_prev ? from : p.t[p.i0], hi = have_next ? to : p.t[p.i1 - 1];
+    if (lo > hi)
+        goto out;
+    int64_t blo = ts_bucket_start(lo, q->bucket_ms, q->align), bhi = ts_bucket_start(hi, q->bucket_ms, q->align);
+    uint64_t nb = ((uint64_t)bhi - (uint64_t)blo) / (uint64_t)q->bucket_ms + 1;
+    uint64_t want = q->count && q->count < nb ? q->count : nb;
+    if (q->max_results && want > q->max_results) {
+        st = CORE_LIMIT;
+        goto out;
+    }
+    for (uint64_t k = 0; k < nb && !r->done; k++) {
+        int64_t b = q->reverse ? (int64_t)((uint64_t)bhi - k * (uint64_t)q->bucket_ms)
+                               : (int64_t)((uint64_t)blo + k * (uint64_t)q->bucket_ms);
+        rich_bucket(r, &p, b, from, to);
+    }
+out:
+    free(p.t);
+    free(p.v);
+    return st;
+}
+
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud)
 {
     if (!has_samples(ts))
@@ -1114,6 +1434,12 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         free(t);
         free(v);
         return CORE_NOMEM;
+    }
+    if (q->agg != TS_AGG_NONE && (q->empty || q->agg == TS_AGG_TWA)) {
+        core_status_t st = range_rich(ts, q, from, to, &r, t, v);
+        free(t);
+        free(v);
+        return r.oom ? CORE_NOMEM : st;
     }
     if (!q->reverse) {
         size_t j = chunk_for(ts, from);

@@ -11,8 +11,11 @@
  * Semantics (RedisTimeSeries, see ../shared/REFERENCE.md):
  *   - Timestamps are integers in [0, TS_MAX_TIMESTAMP] (RedisTimeSeries uses
  *     uint64 ms and refuses negative input; we keep them in int64).
- *   - Values are finite doubles (NaN and infinities are refused upstream and
- *     never stored).
+ *   - Values are finite doubles or NaN (a missing reading, as RedisTimeSeries
+ *     stores it); infinities are refused upstream and never stored.  A NaN
+ *     cannot be combined by the MIN, MAX or SUM duplicate policies (either
+ *     side NaN: refused like BLOCK, CORE_DUPLICATE).  Aggregations skip NaN
+ *     samples, except countNaN (counts only them) and countAll (counts all).
  *   - Retention R (ms, 0 = keep everything) is measured from the newest
  *     sample N: samples older than N - R are gone; adding a sample with
  *     N - t > R fails with CORE_TOO_OLD ("Timestamp is older than
@@ -67,6 +70,9 @@ typedef enum ts_agg {
     TS_AGG_STD_S,
     TS_AGG_VAR_P,
     TS_AGG_VAR_S,
+    TS_AGG_TWA,          /* time-weighted average over the linear interpolation */
+    TS_AGG_COUNT_NAN,    /* NaN samples */
+    TS_AGG_COUNT_ALL,    /* every sample, NaN or not */
     TS_AGG__COUNT
 } ts_agg_t;
 
@@ -130,8 +136,27 @@ ts_label_t ts_label_at(const ts_t *ts, size_t i);
  * `policy` (the series' own policy or a per-request ON_DUPLICATE).  All or
  * nothing: on any error nothing changed and *failed (if not NULL) is the
  * index of the first sample that fails in that order (0 for CORE_NOMEM).
- * Timestamps must be in [0, TS_MAX_TIMESTAMP] and values finite. */
+ * Timestamps must be in [0, TS_MAX_TIMESTAMP] and values finite or NaN. */
 core_status_t ts_add(ts_t *ts, const ts_sample_t *samples, size_t n, ts_policy_t policy, size_t *failed);
+
+/* TS.INCRBY / TS.DECRBY: adds a sample at t whose value is the newest
+ * sample's value (0 for an empty series) plus `by`, resolving a sample
+ * already at t by LAST.  CORE_UNORDERED when t is before the newest sample,
+ * CORE_OVERFLOW when the newest value is NaN or the result is not finite
+ * (nothing changes), else what ts_add answers; *value receives the value
+ * written. */
+core_status_t ts_incrby(ts_t *ts, int64_t t, double by, double *value);
+
+/* TS.ALTER: changes the retention (trimming at once what falls out of it) and
+ * the duplicate policy. */
+void ts_set_retention(ts_t *ts, int64_t retention_ms);
+void ts_set_policy(ts_t *ts, ts_policy_t policy);
+/* Replaces every label (same rules as ts_create); false on allocation
+ * failure, with the old labels kept. */
+bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels);
+
+/* The newest sample; false when the series is empty. */
+bool ts_last(const ts_t *ts, ts_sample_t *out);
 
 /* Deletes the samples with from <= t <= to (TS.DEL).  Returns how many went
  * (0 leaves the series untouched), or -1 on allocation failure (unchanged). */
@@ -164,17 +189,37 @@ typedef struct ts_query {
     int64_t bucket_ms;             /* > 0 with an aggregation */
     int64_t align;                 /* buckets start where (t - align) mod bucket_ms == 0 */
     ts_bucket_ts_t bucket_ts;
+    bool empty;                    /* EMPTY: also report empty buckets (see ts_range) */
+    uint64_t max_results;          /* > 0: CORE_LIMIT instead of emitting more (bounds EMPTY) */
 } ts_query_t;
 
 /* Receives each result in order; returns false to stop with CORE_NOMEM. */
 typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
 
 /* Runs a range query: samples in [from, to] within retention, filtered by
- * timestamp then value, optionally aggregated into buckets starting at
- * t - ((t - align) mod bucket_ms) (reported as max(0, start) [+ bucket or
- * bucket/2]), in time order or reversed, at most `count` results.  Within a
- * bucket samples are aggregated in time order whatever the direction, with
- * RedisTimeSeries's formulas (see ts.c).  Returns CORE_OK or CORE_NOMEM. */
+ * timestamp then value (a NaN passes no value filter), optionally aggregated
+ * into buckets starting at t - ((t - align) mod bucket_ms) (reported as
+ * max(0, start) [+ bucket or bucket/2]), in time order or reversed, at most
+ * `count` results.  Within a bucket samples are aggregated in time order
+ * whatever the direction, with RedisTimeSeries's formulas (see ts.c); an
+ * aggregation skips the samples it does not count (NaN, except for countNaN
+ * and countAll), and a bucket with none of those is empty.
+ *
+ * EMPTY (q->empty) also reports the empty buckets lying between samples the
+ * aggregation counts: from the bucket of `from` (or of the first such sample
+ * in range when none precedes `from`) to the bucket of `to` (or of the last
+ * such sample in range when none follows `to`); as RedisTimeSeries, an empty
+ * bucket is 0 for sum, count, countNaN, countAll; the last counted value
+ * before it for last; the interpolated average for twa; NaN otherwise.
+ *
+ * twa is the average over the bucket's window [max(start, from),
+ * min(start + bucket_ms, to)], clipped to the series' first and last counted
+ * samples, of the line through consecutive counted samples (the nearest ones
+ * outside [from, to] included); a window of one instant reports the line's
+ * value there.
+ *
+ * Returns CORE_OK, CORE_NOMEM, or CORE_LIMIT when more than q->max_results
+ * would be emitted (the results emitted so far are to be discarded). */
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
 
 /* The first timestamp of the bucket holding t (may be negative). */

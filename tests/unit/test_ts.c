@@ -92,6 +92,8 @@ static core_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
     size_t i = m_find(m, t);
     if (i < m->n && m->t[i] == t) {
         double cur = m->v[i];
+        if ((p == TS_DUP_MIN || p == TS_DUP_MAX || p == TS_DUP_SUM) && (isnan(cur) || isnan(v)))
+            return CORE_DUPLICATE;   /* RedisTimeSeries: NaN cannot be combined */
         switch (p) {
         case TS_DUP_BLOCK: return CORE_DUPLICATE;
         case TS_DUP_FIRST: break;
@@ -101,7 +103,7 @@ static core_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
         case TS_DUP_SUM: cur += v; break;
         default: fail();
         }
-        if (!isfinite(cur))
+        if (isinf(cur))
             return CORE_OVERFLOW;
         m->v[i] = cur;
         return CORE_OK;
@@ -196,7 +198,9 @@ static double m_aggregate(ts_agg_t a, const double *v, size_t n)
     case TS_AGG_MIN: return mn;
     case TS_AGG_MAX: return mx;
     case TS_AGG_RANGE: return mx - mn;
-    case TS_AGG_COUNT: return c;
+    case TS_AGG_COUNT:
+    case TS_AGG_COUNT_NAN:
+    case TS_AGG_COUNT_ALL: return c;
     case TS_AGG_FIRST: return v[0];
     case TS_AGG_LAST: return v[n - 1];
     case TS_AGG_VAR_P: return var;
@@ -243,6 +247,146 @@ static int64_t m_report(const ts_query_t *q, int64_t start)
     return base > INT64_MAX ? INT64_MAX : (int64_t)base;   /* saturates at the end of time */
 }
 
+/* Whether a sample passes the query's filters and is counted by its aggregation. */
+static bool m_counted(const ts_query_t *q, int64_t t, double v)
+{
+    if (q->filter_ts) {
+        bool hit = false;
+        for (size_t k = 0; k < q->nfilter_ts; k++)
+            hit |= q->filter_ts[k] == t;
+        if (!hit)
+            return false;
+    }
+    if ((q->has_min || q->has_max) && isnan(v))
+        return false;
+    if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+        return false;
+    if (q->agg == TS_AGG_COUNT_NAN)
+        return isnan(v);
+    return q->agg == TS_AGG_NONE || q->agg == TS_AGG_COUNT_ALL || !isnan(v);
+}
+
+static int64_t m_bucket(const ts_query_t *q, int64_t t)
+{
+    __int128 k = ((__int128)t - q->align) / q->bucket_ms;
+    if ((__int128)q->align + k * q->bucket_ms > t)
+        k--;
+    return (int64_t)((__int128)q->align + k * q->bucket_ms);
+}
+
+/* The integral of the polyline through pts over [a, b], segment by segment:
+ * every pair of neighbours contributes the trapezoid of its overlap. */
+static double m_twa(const res_t *pts, int64_t a, int64_t b)
+{
+    if (a == b) {
+        for (size_t k = 0; k < pts->n; k++) {
+            if (pts->t[k] == a)
+                return pts->v[k];
+            if (k + 1 < pts->n && pts->t[k] < a && a < pts->t[k + 1])
+                return pts->v[k] + (double)(a - pts->t[k]) * (pts->v[k + 1] - pts->v[k]) /
+                                       (double)(pts->t[k + 1] - pts->t[k]);
+        }
+        fail();
+    }
+    long double area = 0;
+    for (size_t k = 0; k + 1 < pts->n; k++) {
+        int64_t x0 = pts->t[k] > a ? pts->t[k] : a, x1 = pts->t[k + 1] < b ? pts->t[k + 1] : b;
+        if (x0 >= x1)
+            continue;
+        long double slope = ((long double)pts->v[k + 1] - pts->v[k]) / (long double)(pts->t[k + 1] - pts->t[k]);
+        long double f0 = pts->v[k] + slope * (x0 - pts->t[k]), f1 = pts->v[k] + slope * (x1 - pts->t[k]);
+        area += (f0 + f1) * (x1 - x0) / 2;
+    }
+    return (double)(area / (long double)(b - a));
+}
+
+/* EMPTY and twa by brute force over every bucket. */
+static void m_range_rich(const model_t *m, const ts_query_t *q, res_t *all)
+{
+    res_t pts = { 0 };   /* every counted sample, in time order */
+    size_t i0 = SIZE_MAX, i1 = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m_counted(q, m->t[i], m->v[i])) {
+            if (m->t[i] >= q->from && m->t[i] <= q->to) {
+                if (i0 == SIZE_MAX)
+                    i0 = pts.n;
+                i1 = pts.n + 1;
+            }
+            res_push(&pts, m->t[i], m->v[i]);
+        }
+    bool any = i0 != SIZE_MAX;
+    bool prev = pts.n && pts.t[0] < q->from, next = pts.n && pts.t[pts.n - 1] > q->to;
+    /* only the neighbours next to the range take part */
+    res_t used = { 0 };
+    size_t lo_i = 0, hi_i = pts.n;
+    for (size_t i = 0; i < pts.n; i++) {
+        if (pts.t[i] < q->from)
+            lo_i = i;
+    }
+    for (size_t i = pts.n; i-- > 0;)
+        if (pts.t[i] > q->to)
+            hi_i = i + 1;
+    for (size_t i = prev ? lo_i : 0; i < hi_i; i++)
+        res_push(&used, pts.t[i], pts.v[i]);
+    int64_t lo, hi;
+    if (q->empty) {
+        if (!any && !(prev && next))
+            goto out;
+        lo = prev ? q->from : pts.t[i0];
+        hi = next ? q->to : pts.t[i1 - 1];
+    } else {
+        if (!any)
+            goto out;
+        lo = pts.t[i0];
+        hi = pts.t[i1 - 1];
+    }
+    double *vals = malloc((pts.n + 1) * sizeof(*vals));
+    assert_non_null(vals);
+    for (__int128 b = m_bucket(q, lo); b <= hi; b += q->bucket_ms) {
+        if (!q->empty) {   /* jump to the next bucket holding a sample in range */
+            size_t k = i0;
+            while (k < i1 && pts.t[k] < b)
+                k++;
+            if (k == i1)
+                break;
+            if (pts.t[k] >= b + q->bucket_ms)
+                b = m_bucket(q, pts.t[k]);
+        }
+        size_t nv = 0;
+        double last = NAN;   /* LOCF: the last counted value before the bucket's part of the range */
+        __int128 part = b > q->from ? b : q->from;
+        for (size_t i = 0; i < pts.n; i++) {
+            if (pts.t[i] < part)
+                last = pts.v[i];
+            if (pts.t[i] >= b && pts.t[i] < b + q->bucket_ms && pts.t[i] >= q->from && pts.t[i] <= q->to)
+                vals[nv++] = pts.v[i];
+        }
+        if (!nv && !q->empty)
+            continue;
+        double v;
+        if (q->agg == TS_AGG_TWA) {
+            __int128 wa = b > q->from ? b : q->from, wb = b + q->bucket_ms < q->to ? b + q->bucket_ms : q->to;
+            if (wa < used.t[0])
+                wa = used.t[0];
+            if (wb > used.t[used.n - 1])
+                wb = used.t[used.n - 1];
+            v = wa <= wb ? m_twa(&used, (int64_t)wa, (int64_t)wb) : NAN;
+        } else if (nv) {
+            v = m_aggregate(q->agg, vals, nv);
+        } else if (q->agg == TS_AGG_SUM || q->agg == TS_AGG_COUNT || q->agg == TS_AGG_COUNT_NAN ||
+                   q->agg == TS_AGG_COUNT_ALL) {
+            v = 0;
+        } else {
+            v = q->agg == TS_AGG_LAST ? last : NAN;
+        }
+        res_push(all, m_report(q, (int64_t)b), v);
+    }
+    free(vals);
+out:
+    res_free(&pts);
+    res_free(&used);
+}
+
 static void m_range(const model_t *m, const ts_query_t *q, res_t *out)
 {
     res_t sel = { 0 };
@@ -251,19 +395,14 @@ static void m_range(const model_t *m, const ts_query_t *q, res_t *out)
         double v = m->v[i];
         if (t < q->from || t > q->to)
             continue;
-        if (q->filter_ts) {
-            bool hit = false;
-            for (size_t k = 0; k < q->nfilter_ts; k++)
-                hit |= q->filter_ts[k] == t;
-            if (!hit)
-                continue;
-        }
-        if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+        if (!m_counted(q, t, v))
             continue;
         res_push(&sel, t, v);
     }
     res_t all = { 0 };
-    if (q->agg == TS_AGG_NONE) {
+    if (q->agg != TS_AGG_NONE && (q->empty || q->agg == TS_AGG_TWA)) {
+        m_range_rich(m, q, &all);
+    } else if (q->agg == TS_AGG_NONE) {
         all = sel;
         memset(&sel, 0, sizeof(sel));
     } else {
@@ -315,7 +454,9 @@ static void check_query(const ts_t *ts, const model_t *m, const ts_query_t *q)
     if (got.n != want.n)
         fail_msg("query %s: %zu results, model %zu", d, got.n, want.n);
     for (size_t i = 0; i < got.n; i++) {
-        if (got.t[i] != want.t[i] || memcmp(&got.v[i], &want.v[i], sizeof(double)) != 0)
+        bool same = memcmp(&got.v[i], &want.v[i], sizeof(double)) == 0 || (isnan(got.v[i]) && isnan(want.v[i])) ||
+                    (q->agg == TS_AGG_TWA && fabs(got.v[i] - want.v[i]) <= 1e-9 * fmax(1, fabs(want.v[i])));
+        if (got.t[i] != want.t[i] || !same)
             fail_msg("query %s: result %zu is [%lld, %.17g], model [%lld, %.17g]", d, i, (long long)got.t[i],
                      got.v[i], (long long)want.t[i], want.v[i]);
     }
@@ -344,7 +485,8 @@ static double rand_value(rng_t *r, int style)
     case 0: return (double)rng_below(r, 6) * 0.5 - 1;                 /* few distinct values: duplicates of values */
     case 1: return round((rng_double(r) * 200 - 100) * 10) / 10;     /* decimals */
     case 2: return (rng_double(r) - 0.5) * 1e6;                       /* arbitrary doubles */
-    default: return rng_below(r, 50) == 0 ? 1.5e308 : (double)rng_below(r, 1000);   /* SUM may overflow */
+    case 3: return rng_below(r, 50) == 0 ? 1.5e308 : (double)rng_below(r, 1000);   /* SUM may overflow */
+    default: return rng_below(r, 6) == 0 ? NAN : (double)rng_below(r, 100);          /* missing readings */
     }
 }
 
@@ -392,6 +534,7 @@ static void random_query(rng_t *r, const model_t *m, ts_query_t *q, int64_t *fts
         default: q->align = (int64_t)rng_below(r, (uint64_t)hi + 5000); break;
         }
         q->bucket_ts = (ts_bucket_ts_t)rng_below(r, 3);
+        q->empty = q->bucket_ms >= 1000 && rng_below(r, 3) == 0;   /* (smaller buckets: too many to walk) */
     }
 }
 
@@ -526,9 +669,138 @@ static void test_random_sum_overflow(void **state)
     run_scenario(&sc);
 }
 
+/* Missing readings (NaN) under every policy, with and without retention:
+ * MIN/MAX/SUM refuse to combine them, aggregations skip them but countNaN
+ * and countAll, EMPTY and twa see through them. */
+static void test_random_nan(void **state)
+{
+    (void)state;
+    for (int p = 0; p < TS_DUP__COUNT; p++) {
+        scenario_t sc = { .seed = 4000 + (uint64_t)p, .retention = p % 2 ? 30000 : 0, .policy = (ts_policy_t)p,
+                          .t0 = 1000, .value_style = 4, .steps = 300 };
+        run_scenario(&sc);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Targeted cases                                                           */
 /* ------------------------------------------------------------------------ */
+
+/* Runs one aggregated query and compares with want[] (pairs of ts, value;
+ * NaN matches NaN). */
+static void expect_agg(const ts_t *ts, int64_t from, int64_t to, const char *agg, int64_t bucket, int64_t align,
+                       bool empty, bool reverse, const double *want, size_t nwant)
+{
+    ts_query_t q = { .from = from, .to = to, .bucket_ms = bucket, .align = align, .empty = empty, .reverse = reverse };
+    assert_true(ts_agg_parse(agg, &q.agg));
+    res_t got = { 0 };
+    assert_int_equal(ts_range(ts, &q, res_push, &got), CORE_OK);
+    if (got.n != nwant / 2)
+        fail_msg("%s %lld..%lld bucket %lld: %zu results, want %zu", agg, (long long)from, (long long)to,
+                 (long long)bucket, got.n, nwant / 2);
+    for (size_t i = 0; i < got.n; i++) {
+        size_t k = reverse ? got.n - 1 - i : i;
+        double w = want[2 * k + 1];
+        if (got.t[i] != (int64_t)want[2 * k] || !((isnan(w) && isnan(got.v[i])) || fabs(got.v[i] - w) < 1e-12))
+            fail_msg("%s %lld..%lld: result %zu is [%lld, %g], want [%g, %g]", agg, (long long)from, (long long)to, i,
+                     (long long)got.t[i], got.v[i], want[2 * k], w);
+    }
+    res_free(&got);
+}
+
+/* RedisTimeSeries's own expectations (tests/flow/test_ts_range.py): EMPTY
+ * gap filling, twa's interpolation, NaN samples. */
+static void test_flow_expectations(void **state)
+{
+    (void)state;
+    ts_t *t1 = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t s1[] = { { 15, 1 }, { 17, 4 }, { 51, 3 }, { 73, 5 }, { 75, 3 } };
+    assert_int_equal(ts_add(t1, s1, 5, TS_DUP_BLOCK, NULL), CORE_OK);
+    for (int rev = 0; rev < 2; rev++) {
+        const double mx[] = { 10, 4, 20, NAN, 30, NAN, 40, NAN, 50, 3, 60, NAN, 70, 5 };
+        expect_agg(t1, 0, 100, "max", 10, 0, true, rev, mx, 14);
+        const double last[] = { 10, 4, 20, 4, 30, 4, 40, 4, 50, 3, 60, 3, 70, 3 };
+        expect_agg(t1, 0, 100, "last", 10, 0, true, rev, last, 14);
+        const double sum[] = { 10, 5, 20, 0, 30, 0, 40, 0, 50, 3, 60, 0, 70, 8 };
+        expect_agg(t1, 0, 100, "sum", 10, 0, true, rev, sum, 14);
+    }
+    ts_free(t1);
+
+    ts_t *a = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t sa[] = { { 10, 100 }, { 20, 110 } };
+    assert_int_equal(ts_add(a, sa, 2, TS_DUP_BLOCK, NULL), CORE_OK);
+    for (int rev = 0; rev < 2; rev++) {
+        const double c3[] = { 11, 100, 12, 100, 13, 100, 14, 100, 15, 100, 16, 100 };
+        expect_agg(a, 11, 16, "last", 1, 0, true, rev, c3, 12);
+        const double c4[] = { 10, 100, 11, 100, 12, 100 };
+        expect_agg(a, 8, 12, "last", 1, 0, true, rev, c4, 6);
+        const double c5[] = { 18, 100, 19, 100, 20, 110 };
+        expect_agg(a, 18, 22, "last", 1, 0, true, rev, c5, 6);
+        const double twa3[] = { 11, 101.5, 12, 102.5, 13, 103.5, 14, 104.5, 15, 105.5, 16, 106 };
+        expect_agg(a, 11, 16, "twa", 1, 0, true, rev, twa3, 12);
+        static const char *const aggs[] = { "last", "twa", "avg", "max", "min", "sum", "first", "count" };
+        for (size_t k = 0; k < 8; k++) {
+            expect_agg(a, 2, 5, aggs[k], 1, 0, true, rev, NULL, 0);
+            expect_agg(a, 25, 30, aggs[k], 1, 0, true, rev, NULL, 0);
+        }
+        const double nan6[] = { 11, NAN, 12, NAN, 13, NAN, 14, NAN, 15, NAN, 16, NAN };
+        expect_agg(a, 11, 16, "std.p", 1, 0, true, rev, nan6, 12);
+        const double zero6[] = { 11, 0, 12, 0, 13, 0, 14, 0, 15, 0, 16, 0 };
+        expect_agg(a, 11, 16, "count", 1, 0, true, rev, zero6, 12);
+        /* twa without EMPTY reports no bucket without samples; with it, the line */
+        expect_agg(a, 16, 18, "twa", 100, 0, false, rev, NULL, 0);
+        const double w19[] = { 0, 107 };
+        expect_agg(a, 16, 18, "twa", 100, 0, true, rev, w19, 2);
+        const double w21[] = { 0, 106.5 };
+        expect_agg(a, 14, 19, "twa", 100, 0, true, rev, w21, 2);
+    }
+    ts_free(a);
+
+    ts_t *n = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t sn[] = { { 10, 10 },   { 20, NAN },  { 30, 20 },  { 40, NAN }, { 50, 30 },
+                         { 110, NAN }, { 120, NAN }, { 130, NAN }, { 210, 40 }, { 220, 50 } };
+    assert_int_equal(ts_add(n, sn, 10, TS_DUP_BLOCK, NULL), CORE_OK);
+    const double sum2[] = { 0, 60, 200, 90 };
+    expect_agg(n, 0, 299, "sum", 100, 0, false, false, sum2, 4);
+    const double sum3[] = { 0, 60, 100, 0, 200, 90 };
+    expect_agg(n, 0, 299, "sum", 100, 0, true, false, sum3, 6);
+    const double cnt[] = { 0, 3, 100, 0, 200, 2 };
+    expect_agg(n, 0, 299, "count", 100, 0, true, false, cnt, 6);
+    const double cnan[] = { 0, 2, 100, 3 };
+    expect_agg(n, 0, 299, "countNaN", 100, 0, false, false, cnan, 4);
+    const double call[] = { 0, 5, 100, 3, 200, 2 };
+    expect_agg(n, 0, 299, "countAll", 100, 0, false, false, call, 6);
+    const double lst[] = { 0, 30, 100, 30, 200, 50 };
+    expect_agg(n, 0, 299, "last", 100, 0, true, false, lst, 6);
+    /* MIN/MAX/SUM cannot combine a NaN; LAST can */
+    ts_sample_t d = { 20, 1 };
+    size_t f;
+    assert_int_equal(ts_add(n, &d, 1, TS_DUP_SUM, &f), CORE_DUPLICATE);
+    d.ts = 10;
+    d.value = NAN;
+    assert_int_equal(ts_add(n, &d, 1, TS_DUP_MAX, &f), CORE_DUPLICATE);
+    assert_int_equal(ts_add(n, &d, 1, TS_DUP_LAST, &f), CORE_OK);
+    /* INCRBY on a NaN newest value is refused; before the newest, unordered */
+    ts_sample_t nan_last = { 300, NAN };
+    assert_int_equal(ts_add(n, &nan_last, 1, TS_DUP_BLOCK, &f), CORE_OK);
+    double v;
+    assert_int_equal(ts_incrby(n, 400, 1, &v), CORE_OVERFLOW);
+    assert_int_equal(ts_incrby(n, 299, 1, &v), CORE_UNORDERED);
+    ts_free(n);
+
+    ts_t *c = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    assert_int_equal(ts_incrby(c, 5, 2.5, &v), CORE_OK);
+    assert_true(v == 2.5);
+    assert_int_equal(ts_incrby(c, 5, -1, &v), CORE_OK);   /* same timestamp: LAST */
+    assert_true(v == 1.5);
+    assert_int_equal(ts_incrby(c, 9, 10, &v), CORE_OK);
+    ts_sample_t last;
+    assert_true(ts_last(c, &last) && last.ts == 9 && last.value == 11.5);
+    ts_info_t info;
+    ts_get_info(c, &info);
+    assert_int_equal(info.samples, 2);
+    ts_free(c);
+}
 
 /* The seed's three temperatures: all kept (a zset would lose one). */
 static void test_seed_example(void **state)
@@ -859,7 +1131,9 @@ static void test_names(void **state)
     ts_agg_t a;
     assert_true(ts_agg_parse("std.p", &a) && a == TS_AGG_STD_P);
     assert_true(ts_agg_parse("VAR.S", &a) && a == TS_AGG_VAR_S);
-    assert_false(ts_agg_parse("twa", &a));
+    assert_true(ts_agg_parse("twa", &a) && a == TS_AGG_TWA);
+    assert_true(ts_agg_parse("countnan", &a) && a == TS_AGG_COUNT_NAN);
+    assert_true(ts_agg_parse("countAll", &a) && a == TS_AGG_COUNT_ALL);
     assert_false(ts_agg_parse("median", &a));
     for (int i = 1; i < TS_AGG__COUNT; i++)
         assert_true(ts_agg_parse(ts_agg_name((ts_agg_t)i), &a) && a == (ts_agg_t)i);
@@ -878,6 +1152,8 @@ int main(void)
         cmocka_unit_test(test_random_policies),
         cmocka_unit_test(test_random_retention),
         cmocka_unit_test(test_random_sum_overflow),
+        cmocka_unit_test(test_random_nan),
+        cmocka_unit_test(test_flow_expectations),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
     };
