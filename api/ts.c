@@ -28,10 +28,12 @@
  * Aggregated values that are not finite (a sum of huge values) are printed as
  * the strings "inf", "-inf", "nan": JSON has no such numbers.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/api.h"
 #include "core/ts.h"
@@ -39,6 +41,8 @@
 /* ------------------------------------------------------------------------ */
 /* Parsing                                                                  */
 /* ------------------------------------------------------------------------ */
+
+#define TS_MAX_EMPTY_BUCKETS 1000000   /* buckets one empty=true query may report (each costs an answer row) */
 
 typedef struct ts_opts {
     int64_t retention;
@@ -66,18 +70,36 @@ static bool parse_policy(api_resp_t *resp, json_t *body, const char *name, ts_po
     return true;
 }
 
-/* retention_ms, duplicate_policy, labels: the creation options. */
-static bool parse_opts(api_resp_t *resp, json_t *body, ts_opts_t *o)
+/* chunk_size and encoding, accepted as RedisTimeSeries takes them: every
+ * series here is Gorilla-compressed in chunks of at most 1024 samples and
+ * 4096 stream bytes (RedisTimeSeries's default chunk size), whatever is
+ * asked; GET /ts/{key} reports that layout. */
+static bool parse_layout(api_resp_t *resp, json_t *body)
 {
-    o->retention = 0;
-    o->policy = TS_DUP_BLOCK;
-    o->nlabels = 0;
-    if (!body)
-        return true;
-    if (!api_obj_int(resp, body, "retention_ms", false, 0, INT64_MAX, &o->retention, NULL) ||
-        !parse_policy(resp, body, "duplicate_policy", &o->policy, NULL))
+    int64_t chunk;
+    bool present;
+    if (!api_obj_int(resp, body, "chunk_size", false, 48, 1048576, &chunk, &present))
         return false;
+    if (present && chunk % 8) {
+        api_error_field(resp, API_E_BAD_REQUEST, "chunk_size", "'chunk_size' must be a multiple of 8 from 48 to 1048576");
+        return false;
+    }
+    const char *enc = NULL;
+    if (!api_obj_string(resp, body, "encoding", false, &enc, NULL))
+        return false;
+    if (enc && strcasecmp(enc, "compressed") != 0 && strcasecmp(enc, "uncompressed") != 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "encoding", "'encoding' must be compressed or uncompressed");
+        return false;
+    }
+    return true;
+}
+
+/* The labels object, when given (*present). */
+static bool parse_labels(const api_req_t *req, api_resp_t *resp, json_t *body, ts_opts_t *o, bool *present)
+{
+    o->nlabels = 0;
     json_t *labels = json_object_get(body, "labels");
+    *present = labels != NULL;
     if (!labels)
         return true;
     if (!json_is_object(labels)) {
@@ -99,9 +121,34 @@ static bool parse_opts(api_resp_t *resp, json_t *body, ts_opts_t *o)
                             TS_MAX_LABEL_LEN);
             return false;
         }
+        /* RedisTimeSeries refuses these: they would break the filter syntax
+         * (l=(a,b)).  A replayed request was accepted when served (a refused
+         * one is never journaled), so replay keeps what older releases took. */
+        if (!req->replay && (strpbrk(name, "(),=") || strpbrk(json_string_value(v), "(),="))) {
+            api_error_field(resp, API_E_BAD_REQUEST, "labels",
+                            "label '%.64s': names and values cannot contain '(', ')', ',' or '=' (the filter syntax "
+                            "uses them)",
+                            name);
+            return false;
+        }
         o->labels[o->nlabels++] = (ts_label_t){ name, nlen, json_string_value(v), json_string_length(v) };
     }
     return true;
+}
+
+/* retention_ms, duplicate_policy, labels, chunk_size, encoding: the creation
+ * options. */
+static bool parse_opts(const api_req_t *req, api_resp_t *resp, json_t *body, ts_opts_t *o)
+{
+    o->retention = 0;
+    o->policy = TS_DUP_BLOCK;
+    o->nlabels = 0;
+    if (!body)
+        return true;
+    bool present;
+    return api_obj_int(resp, body, "retention_ms", false, 0, INT64_MAX, &o->retention, NULL) &&
+           parse_policy(resp, body, "duplicate_policy", &o->policy, NULL) && parse_layout(resp, body) &&
+           parse_labels(req, resp, body, o, &present);
 }
 
 /* The samples array: [[ts|"*", value], ...], "*" = now. */
@@ -149,8 +196,13 @@ static ts_sample_t *parse_samples(const api_req_t *req, api_resp_t *resp, json_t
                             (long long)TS_MAX_TIMESTAMP);
             goto bad;
         }
+        if (json_is_string(v) && strcasecmp(json_string_value(v), "nan") == 0) {
+            s[i].value = NAN;   /* a missing reading, as RedisTimeSeries stores it */
+            continue;
+        }
         if (!json_is_number(v) || !isfinite(json_number_value(v))) {
-            api_error_field(resp, API_E_BAD_REQUEST, "samples", "samples[%zu]: the value must be a finite number", i);
+            api_error_field(resp, API_E_BAD_REQUEST, "samples",
+                            "samples[%zu]: the value must be a finite number or \"nan\"", i);
             goto bad;
         }
         s[i].value = json_number_value(v);
@@ -205,7 +257,8 @@ static int cmp_i64(const void *a, const void *b)
 static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out)
 {
     static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
-                                          "filter_by_value_min", "filter_by_value_max", "filter_by_ts", NULL };
+                                          "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
+                                          NULL };
     memset(q, 0, sizeof(*q));
     *fts_out = NULL;
     bool from_explicit, to_explicit, present;
@@ -213,11 +266,6 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
         !parse_bound(req, resp, "from", 0, &q->from, &from_explicit) ||
         !parse_bound(req, resp, "to", TS_MAX_TIMESTAMP, &q->to, &to_explicit))
         return false;
-    if (q->from > q->to) {
-        api_error_field(resp, API_E_BAD_REQUEST, "from", "'from' (%lld) is after 'to' (%lld)", (long long)q->from,
-                        (long long)q->to);
-        return false;
-    }
     int64_t count = 0;
     if (!api_query_int(req, resp, "count", false, 1, INT64_MAX, &count, NULL) ||
         !api_query_double(req, resp, "filter_by_value_min", false, -INFINITY, INFINITY, &q->min, &q->has_min) ||
@@ -234,17 +282,19 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
         }
     size_t len;
     const char *agg = api_query_get(req, "agg", &len);
+    if (!api_query_bool(req, resp, "empty", &q->empty, &present))
+        return false;
+    if (present && !agg) {
+        api_error_field(resp, API_E_BAD_REQUEST, "empty", "'empty' can only be used with 'agg'");
+        return false;
+    }
     if (!api_query_int(req, resp, "bucket_ms", false, 1, INT64_MAX, &q->bucket_ms, &present))
         return false;
     if (agg) {
-        if (strcmp(agg, "twa") == 0) {
-            api_error_field(resp, API_E_BAD_REQUEST, "agg", "the 'twa' aggregation is not supported");
-            return false;
-        }
         if (!ts_agg_parse(agg, &q->agg)) {
             api_error_field(resp, API_E_BAD_REQUEST, "agg",
                             "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
-                            "std.s, var.p, var.s)",
+                            "std.s, var.p, var.s, twa, countNaN, countAll)",
                             agg);
             return false;
         }
@@ -408,7 +458,7 @@ static bool collect(void *ud, int64_t t, double v)
 
 static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", NULL };
+    static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", "chunk_size", "encoding", NULL };
     const char *key;
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
@@ -417,7 +467,7 @@ static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (req->body_len > 0 && !(body = api_body_object(req, resp, fields)))
         return;
     ts_opts_t o;
-    if (!parse_opts(resp, body, &o) || !api_make_room(srv, req, resp))
+    if (!parse_opts(req, resp, body, &o) || !api_make_room(srv, req, resp))
         return;
 
     api_create_key(srv, req, resp, key, klen, &ts_type, ts_create(o.retention, o.policy, o.labels, o.nlabels), NULL);
@@ -425,8 +475,8 @@ static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "samples", "on_duplicate", "retention_ms", "duplicate_policy", "labels",
-                                          NULL };
+    static const char *const fields[] = { "samples",  "on_duplicate", "retention_ms", "duplicate_policy",
+                                          "labels",   "chunk_size",   "encoding",     NULL };
     const char *key;
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
@@ -438,7 +488,7 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ts_policy_t over = TS_DUP_BLOCK;
     bool has_over;
     size_t n;
-    if (!parse_opts(resp, body, &o) || !parse_policy(resp, body, "on_duplicate", &over, &has_over))
+    if (!parse_opts(req, resp, body, &o) || !parse_policy(resp, body, "on_duplicate", &over, &has_over))
         return;
     ts_sample_t *s = parse_samples(req, resp, body, &n);
     if (!s)
@@ -474,6 +524,7 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                     newest_ts = s[i].ts;
         }
         int64_t retention = ts ? ts_retention(ts) : 0;
+        ts_policy_t used = has_over ? over : ts ? ts_policy(ts) : o.policy;
         if (created)
             ts_free(ts);
         else
@@ -487,6 +538,13 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                              failed, (long long)s[failed].ts, (long long)newest_ts, (long long)retention);
             break;
         case CORE_DUPLICATE:
+            if (used != TS_DUP_BLOCK) {
+                api_error_status(resp, st, "samples",
+                                 "samples[%zu]: a sample already exists at timestamp %lld and the duplicate policy %s "
+                                 "cannot combine a NaN (use first or last); nothing was added",
+                                 failed, (long long)s[failed].ts, ts_policy_name(used));
+                break;
+            }
             api_error_status(resp, st, "samples",
                              "samples[%zu]: a sample already exists at timestamp %lld and the duplicate policy is "
                              "block (set on_duplicate to first, last, min, max or sum); nothing was added",
@@ -517,6 +575,113 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     answer(resp, 200, &b);
 }
 
+/* POST /ts/{key}/incrby and /decrby {"by":N,"timestamp":"*"|ms, creation
+ * options}: TS.INCRBY / TS.DECRBY. */
+static void incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool decr)
+{
+    static const char *const fields[] = { "by",     "timestamp",  "retention_ms", "duplicate_policy",
+                                          "labels", "chunk_size", "encoding",     NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+        return;
+    json_t *body = api_body_object(req, resp, fields);
+    if (!body)
+        return;
+    ts_opts_t o;
+    double by;
+    if (!parse_opts(req, resp, body, &o) || !api_obj_double(resp, body, "by", true, -DBL_MAX, DBL_MAX, &by, NULL))
+        return;
+    int64_t t = api_now_ms(req);
+    json_t *jt = json_object_get(body, "timestamp");
+    if (jt && !(json_is_string(jt) && strcmp(json_string_value(jt), "*") == 0)) {
+        if (!json_is_integer(jt) || json_integer_value(jt) < 0) {
+            api_error_field(resp, API_E_BAD_REQUEST, "timestamp",
+                            "'timestamp' must be \"*\" (now) or an integer from 0 to %lld (ms)",
+                            (long long)TS_MAX_TIMESTAMP);
+            return;
+        }
+        t = json_integer_value(jt);
+    } else if (t < 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "timestamp", "the clock is before 1970");
+        return;
+    }
+    if (decr)
+        by = -by;
+    if (!api_make_room(srv, req, resp))
+        return;
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE, &h))
+        return;
+    bool created = !h.e;
+    ts_t *ts = h.e ? api_key_value(&h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    double value = 0;
+    ts_sample_t last = { -1, 0 };
+    core_status_t st = ts ? ts_incrby(ts, t, by, &value) : CORE_NOMEM;
+    if (st == CORE_OK && created && !api_key_add(&h, &ts_type, ts, KS_NO_EXPIRY))
+        st = CORE_NOMEM;
+    if (st != CORE_OK) {
+        if (ts)
+            ts_last(ts, &last);
+        if (created)
+            ts_free(ts);
+        api_key_close(&h, false);
+        if (st == CORE_UNORDERED)
+            api_error_field(resp, API_E_BAD_REQUEST, "timestamp",
+                            "timestamp %lld is before the newest sample (%lld): %s adds at or after it", (long long)t,
+                            (long long)last.ts, decr ? "decrby" : "incrby");
+        else if (st == CORE_OVERFLOW)
+            api_error_field(resp, API_E_BAD_REQUEST, "by",
+                            isnan(last.value) ? "the newest value is NaN: it cannot be incremented"
+                                              : "the result would not be a finite number");
+        else
+            api_error_status(resp, st, NULL, "out of memory adding the sample");
+        return;
+    }
+    api_key_close(&h, true);
+    api_json(resp, 200, json_pack("{s:I,s:f,s:b}", "timestamp", (json_int_t)t, "value", value, "created", created));
+}
+
+static void h_ts_incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp) { incrby(srv, req, resp, false); }
+static void h_ts_decrby(api_server_t *srv, api_req_t *req, api_resp_t *resp) { incrby(srv, req, resp, true); }
+
+/* PATCH /ts/{key} {"retention_ms","duplicate_policy","labels",...}: TS.ALTER.
+ * What is given replaces what was (labels as a whole); nothing else changes. */
+static void h_ts_alter(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", "chunk_size", "encoding", NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+        return;
+    json_t *body = api_body_object(req, resp, fields);
+    if (!body)
+        return;
+    ts_opts_t o;
+    int64_t retention = 0;
+    ts_policy_t policy = TS_DUP_BLOCK;
+    bool has_ret, has_policy, has_labels;
+    if (!api_obj_int(resp, body, "retention_ms", false, 0, INT64_MAX, &retention, &has_ret) ||
+        !parse_policy(resp, body, "duplicate_policy", &policy, &has_policy) || !parse_layout(resp, body) ||
+        !parse_labels(req, resp, body, &o, &has_labels) || !api_make_room(srv, req, resp))
+        return;
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE | API_MUST_EXIST, &h))
+        return;
+    ts_t *ts = api_key_value(&h);
+    if (has_labels && !ts_set_labels(ts, o.labels, o.nlabels)) {
+        api_key_close(&h, false);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory setting the labels");
+        return;
+    }
+    if (has_ret)
+        ts_set_retention(ts, retention);
+    if (has_policy)
+        ts_set_policy(ts, policy);
+    api_key_close(&h, true);
+    api_json(resp, 200, json_pack("{s:b}", "altered", true));
+}
+
 static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
@@ -534,14 +699,14 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         ts_label_t l = ts_label_at(ts, i);
         json_object_set_new(labels, l.name, json_stringn(l.value, l.value_len));
     }
-    json_t *o = json_pack("{s:I,s:I,s:o,s:o,s:o,s:I,s:s,s:o,s:I,s:I}", "samples", (json_int_t)info.samples,
+    json_t *o = json_pack("{s:I,s:I,s:o,s:o,s:o,s:I,s:s,s:o,s:I,s:I,s:i,s:s}", "samples", (json_int_t)info.samples,
                           "memory_bytes", (json_int_t)info.memory_bytes, "bytes_per_sample",
                           info.samples ? json_real((double)info.memory_bytes / (double)info.samples) : json_null(),
                           "first_timestamp", info.samples ? json_integer(info.first_ts) : json_null(),
                           "last_timestamp", info.samples ? json_integer(info.last_ts) : json_null(), "retention_ms",
                           (json_int_t)ts_retention(ts), "duplicate_policy", ts_policy_name(ts_policy(ts)), "labels",
                           labels, "chunks", (json_int_t)info.chunks, "compressed_bytes",
-                          (json_int_t)info.data_bytes);
+                          (json_int_t)info.data_bytes, "chunk_size", TS_CHUNK_BYTES, "encoding", "compressed");
     api_key_close(&h, false);
     api_json(resp, 200, o);
 }
@@ -555,6 +720,7 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts))
         return;
     q.reverse = reverse;
+    q.max_results = TS_MAX_EMPTY_BUCKETS;
     collected_t c = { 0 };
     api_key_t h;
     if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, &h)) {
@@ -564,6 +730,13 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     core_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
     api_key_close(&h, false);
     free(fts);
+    if (st == CORE_LIMIT) {
+        free(c.s);
+        api_error_field(resp, API_E_BAD_REQUEST, "empty",
+                        "empty=true would report more than %d buckets: narrow the range, widen bucket_ms or set count",
+                        TS_MAX_EMPTY_BUCKETS);
+        return;
+    }
     if (st != CORE_OK) {
         free(c.s);
         api_error_status(resp, st, NULL, "out of memory running the query");
@@ -626,6 +799,9 @@ static const api_route_t routes[] = {
     { API_PUT,    "/ts/{key}",          h_ts_put, 0 },
     { API_POST,   "/ts/{key}",          h_ts_add, 0 },
     { API_GET,    "/ts/{key}",          h_ts_info, 0 },
+    { API_PATCH,  "/ts/{key}",          h_ts_alter, 0 },
+    { API_POST,   "/ts/{key}/incrby",   h_ts_incrby, 0 },
+    { API_POST,   "/ts/{key}/decrby",   h_ts_decrby, 0 },
     { API_GET,    "/ts/{key}/range",    h_ts_range, 0 },
     { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0 },
     { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0 },

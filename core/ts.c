@@ -87,7 +87,7 @@
 
 #define TS_ENC_VERSION 1              /* first byte of every encoding */
 #define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
-#define TS_CHUNK_MAX_BYTES 4096       /* a chunk is full past this many stream bytes (RedisTimeSeries's default chunk size) */
+#define TS_CHUNK_MAX_BYTES TS_CHUNK_BYTES   /* a chunk is full past this many stream bytes */
 #define TS_SAMPLE_MAX_BITS GORILLA_SAMPLE_MAX_BITS   /* one more sample, at worst */
 #define TS_CHUNK_CAP_MAX (TS_CHUNK_MAX_BYTES + (TS_SAMPLE_MAX_BITS + 7) / 8)   /* room for one more sample */
 #define TS_CHUNK_MIN_CAP 32           /* first allocation of a chunk's stream */

@@ -45,6 +45,7 @@
 #define TS_MAX_TIMESTAMP INT64_MAX   /* largest timestamp (ms): RedisTimeSeries parses a long long >= 0 */
 #define TS_MAX_LABELS 128            /* labels per series: enough for any real tagging scheme */
 #define TS_MAX_LABEL_LEN 1024        /* bytes in a label name or value, like a key */
+#define TS_CHUNK_BYTES 4096          /* a chunk's stream is full past this (RedisTimeSeries's default chunk size) */
 
 typedef enum ts_policy {
     TS_DUP_BLOCK = 0,   /* RedisTimeSeries's default */
