@@ -258,7 +258,7 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
 {
     static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
                                           "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
-                                          NULL };
+                                          "latest", NULL };
     memset(q, 0, sizeof(*q));
     *fts_out = NULL;
     bool from_explicit, to_explicit, present;
@@ -455,6 +455,134 @@ static bool collect(void *ud, int64_t t, double v)
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */
 /* ------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------ */
+/* A series with the destinations of its rules, locked together             */
+/* ------------------------------------------------------------------------ */
+
+/* A source's compactions are written in the same request, under the locks of
+ * every key involved: the source is looked up, the names of its rules'
+ * destinations copied, and then all of them locked at once (in shard order)
+ * and looked up again; if the rules changed in between, again. */
+typedef struct ts_group {
+    api_key_t h;                        /* h.e: the series (the open entry) */
+    ks_key_t keys[1 + TS_MAX_RULES];
+    char *names;                        /* the destinations' names, back to back */
+    size_t n;                           /* keys locked */
+    ks_entry_t *dst[TS_MAX_RULES];      /* per rule: its live destination, or NULL (the rule is stale) */
+} ts_group_t;
+
+/* Whether `dst` names src_key as its source (the other half of a live rule). */
+static bool ts_dst_live(ks_entry_t *e, const char *src_key, size_t src_len)
+{
+    if (!e || ks_entry_type(e) != &ts_type)
+        return false;
+    size_t len;
+    const char *src = ts_source(ks_entry_value(e), &len);
+    return src && len == src_len && memcmp(src, src_key, len) == 0;
+}
+
+/* The source named by a series (copied into buf), or NULL. */
+static const char *ts_copy_source(const ts_t *ts, char **buf, size_t *len)
+{
+    const char *p = ts ? ts_source(ts, len) : NULL;
+    if (!p)
+        return NULL;
+    *buf = malloc(*len + 1);
+    if (!*buf)
+        return NULL;
+    memcpy(*buf, p, *len);
+    return *buf;
+}
+
+/* Opens the series at key with `flags` and, when it has rules, their
+ * destinations.  False with *resp answered and nothing locked. */
+static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                          unsigned flags, ts_group_t *g)
+{
+    memset(g, 0, sizeof(*g));
+    for (int attempt = 0;; attempt++) {
+        if (!api_key_open(srv, req, resp, key, klen, &ts_type, flags, &g->h))
+            return false;
+        const ts_t *ts = api_key_value(&g->h);
+        size_t nr = ts ? ts_rule_count(ts) : 0;
+        if (nr == 0 || attempt == 8) {   /* (rules changing under us eight times: give up on them) */
+            g->n = 1;
+            return true;
+        }
+        size_t total = 0;
+        for (size_t i = 0; i < nr; i++)
+            total += ts_rule_at(ts, i).dest_len;
+        free(g->names);
+        g->names = malloc(total + 1);
+        if (!g->names) {
+            api_key_close(&g->h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return false;
+        }
+        g->keys[0] = ks_key(srv->ks, key, klen);
+        char *p = g->names;
+        for (size_t i = 0; i < nr; i++) {
+            ts_rule_t r = ts_rule_at(ts, i);
+            memcpy(p, r.dest, r.dest_len);
+            g->keys[1 + i] = ks_key(srv->ks, p, r.dest_len);
+            p += r.dest_len;
+        }
+        api_key_close(&g->h, false);
+        g->n = 1 + nr;
+        api_keys_lock(srv, req, resp, g->keys, g->n, &g->h);
+        ks_entry_t *e;
+        for (size_t i = 0; i < nr; i++) {
+            if (!api_keys_find(&g->h, 1 + i, NULL, API_READ, NULL, &e))
+                return false;
+            g->dst[i] = ts_dst_live(e, key, klen) ? e : NULL;
+        }
+        if (!api_keys_find(&g->h, 0, &ts_type, flags, NULL, &e))
+            return false;
+        /* the same rules, in the same order? */
+        ts = e ? ks_entry_value(e) : NULL;
+        bool same = ts && ts_rule_count(ts) == nr;
+        for (size_t i = 0; same && i < nr; i++) {
+            ts_rule_t r = ts_rule_at(ts, i);
+            same = r.dest_len == g->keys[1 + i].len && memcmp(r.dest, g->keys[1 + i].p, r.dest_len) == 0;
+        }
+        if (same) {
+            for (size_t i = 0; i < nr; i++)
+                if (g->dst[i])
+                    ks_entry_prepare_write(srv->ks, g->dst[i]);
+            return true;
+        }
+        api_key_close(&g->h, false);
+    }
+}
+
+/* Applies the rules after samples t[0..n) went into the series (old_newest:
+ * its newest timestamp before, -1 if none), or after a deletion of
+ * [from, to] (t NULL); drops the stale rules. */
+static void ts_group_compact(ts_group_t *g, int64_t old_newest, const int64_t *t, size_t n, int64_t from, int64_t to)
+{
+    ts_t *src = api_key_value(&g->h);
+    if (!src || g->n == 1)
+        return;
+    for (size_t i = ts_rule_count(src); i-- > 0;) {
+        if (!g->dst[i]) {
+            ts_rule_remove(src, i);
+            continue;
+        }
+        ts_rule_t r = ts_rule_at(src, i);
+        ts_t *dst = ks_entry_value(g->dst[i]);
+        /* a failure (out of memory) leaves that bucket as it was */
+        (void)(t ? ts_rule_added(src, &r, old_newest, t, n, dst) : ts_rule_deleted(src, &r, from, to, dst));
+        ks_entry_changed(g->h.srv->ks, g->dst[i]);
+    }
+}
+
+static void ts_group_close(ts_group_t *g, bool changed)
+{
+    api_key_close(&g->h, changed);
+    free(g->names);
+    g->names = NULL;
+}
+
 
 static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
@@ -498,20 +626,24 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
 
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE, &h)) {
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_WRITE, &g)) {
         free(s);
         return;
     }
+    api_key_t *h = &g.h;
     /* A new series gets the samples before it joins the keyspace, so a
      * refused batch leaves no empty key behind. */
-    bool created = !h.e;
-    ts_t *ts = h.e ? api_key_value(&h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    bool created = !h->e;
+    ts_t *ts = h->e ? api_key_value(h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
     size_t failed = 0;
     core_status_t st = CORE_NOMEM;
-    if (ts)
+    ts_sample_t newest = { -1, 0 };
+    if (ts) {
+        ts_last(ts, &newest);
         st = ts_add(ts, s, n, has_over ? over : ts_policy(ts), &failed);
-    if (st == CORE_OK && created && !api_key_add(&h, &ts_type, ts, KS_NO_EXPIRY))
+    }
+    if (st == CORE_OK && created && !api_key_add(h, &ts_type, ts, KS_NO_EXPIRY))
         st = CORE_NOMEM;
     if (st != CORE_OK) {
         int64_t newest_ts = -1;   /* the newest sample when the failing one came: stored or earlier in the batch */
@@ -528,8 +660,8 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (created)
             ts_free(ts);
         else
-            ks_entry_changed(srv->ks, h.e);   /* unchanged samples, but spare capacity may have moved */
-        api_key_close(&h, false);
+            ks_entry_changed(srv->ks, h->e);   /* unchanged samples, but spare capacity may have moved */
+        ts_group_close(&g, false);
         switch (st) {
         case CORE_TOO_OLD:
             api_error_status(resp, st, "samples",
@@ -561,7 +693,14 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         free(s);
         return;
     }
-    api_key_close(&h, true);
+    int64_t *t = malloc(n * sizeof(*t));
+    if (t) {   /* (out of memory: the compactions miss this batch, the samples are stored) */
+        for (size_t i = 0; i < n; i++)
+            t[i] = s[i].ts;
+        ts_group_compact(&g, newest.ts, t, n, 0, 0);
+    }
+    free(t);
+    ts_group_close(&g, true);
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 32 + n * 16);
     wbuf_put_bytes(&b, "{\"timestamps\":[", 15);
@@ -610,22 +749,22 @@ static void incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool dec
         by = -by;
     if (!api_make_room(srv, req, resp))
         return;
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE, &h))
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_WRITE, &g))
         return;
-    bool created = !h.e;
-    ts_t *ts = h.e ? api_key_value(&h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    bool created = !g.h.e;
+    ts_t *ts = g.h.e ? api_key_value(&g.h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
     double value = 0;
     ts_sample_t last = { -1, 0 };
+    if (ts)
+        ts_last(ts, &last);
     core_status_t st = ts ? ts_incrby(ts, t, by, &value) : CORE_NOMEM;
-    if (st == CORE_OK && created && !api_key_add(&h, &ts_type, ts, KS_NO_EXPIRY))
+    if (st == CORE_OK && created && !api_key_add(&g.h, &ts_type, ts, KS_NO_EXPIRY))
         st = CORE_NOMEM;
     if (st != CORE_OK) {
-        if (ts)
-            ts_last(ts, &last);
         if (created)
             ts_free(ts);
-        api_key_close(&h, false);
+        ts_group_close(&g, false);
         if (st == CORE_UNORDERED)
             api_error_field(resp, API_E_BAD_REQUEST, "timestamp",
                             "timestamp %lld is before the newest sample (%lld): %s adds at or after it", (long long)t,
@@ -638,7 +777,8 @@ static void incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool dec
             api_error_status(resp, st, NULL, "out of memory adding the sample");
         return;
     }
-    api_key_close(&h, true);
+    ts_group_compact(&g, last.ts, &t, 1, 0, 0);
+    ts_group_close(&g, true);
     api_json(resp, 200, json_pack("{s:I,s:f,s:b}", "timestamp", (json_int_t)t, "value", value, "created", created));
 }
 
@@ -707,8 +847,54 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           (json_int_t)ts_retention(ts), "duplicate_policy", ts_policy_name(ts_policy(ts)), "labels",
                           labels, "chunks", (json_int_t)info.chunks, "compressed_bytes",
                           (json_int_t)info.data_bytes, "chunk_size", TS_CHUNK_BYTES, "encoding", "compressed");
+    json_t *rules = json_array();
+    for (size_t i = 0; i < ts_rule_count(ts); i++) {
+        ts_rule_t r = ts_rule_at(ts, i);
+        json_array_append_new(rules, json_pack("{s:s%,s:s,s:I,s:I}", "dest", r.dest, r.dest_len, "agg",
+                                               ts_agg_name(r.agg), "bucket_ms", (json_int_t)r.bucket_ms, "align",
+                                               (json_int_t)r.align));
+    }
+    size_t slen;
+    const char *src = ts_source(ts, &slen);
+    json_object_set_new(o, "rules", rules);
+    json_object_set_new(o, "source", src ? json_stringn(src, slen) : json_null());
     api_key_close(&h, false);
     api_json(resp, 200, o);
+}
+
+/* Opens the series at key for reading (404 when missing).  With `latest`
+ * and a series that is the destination of a live rule, also locks the
+ * source and hands the source's open bucket to the query as one more sample
+ * (LATEST): h then holds both locks (of keys[], which must outlive h), h->e
+ * the series. */
+static bool ts_open_latest(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                           bool latest, api_key_t *h, ks_key_t keys[2], ts_query_t *q)
+{
+    char *src = NULL;
+    size_t slen = 0;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, h))
+        return false;
+    if (!latest || !ts_copy_source(api_key_value(h), &src, &slen))
+        return true;
+    api_key_close(h, false);
+    keys[0] = ks_key(srv->ks, key, klen);
+    keys[1] = ks_key(srv->ks, src, slen);
+    ks_entry_t *de, *se;
+    api_keys_lock(srv, req, resp, keys, 2, h);
+    bool ok = api_keys_find(h, 1, NULL, API_READ, NULL, &se) && api_keys_find(h, 0, &ts_type, API_MUST_EXIST, NULL, &de);
+    if (ok && ts_dst_live(de, src, slen) && se && ks_entry_type(se) == &ts_type) {
+        const ts_t *s = ks_entry_value(se), *d = ks_entry_value(de);
+        long i = ts_rule_find(s, key, klen);
+        ts_sample_t last = { -1, 0 };
+        ts_last(d, &last);
+        if (i >= 0) {
+            ts_rule_t r = ts_rule_at(s, (size_t)i);
+            q->has_extra = ts_rule_open_bucket(s, &r, &q->extra) && q->extra.ts > last.ts;
+        }
+    }
+    h->e = ok ? de : NULL;
+    free(src);
+    return ok;
 }
 
 static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
@@ -721,9 +907,15 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
         return;
     q.reverse = reverse;
     q.max_results = TS_MAX_EMPTY_BUCKETS;
+    bool latest = false;
+    if (!api_query_bool(req, resp, "latest", &latest, NULL)) {
+        free(fts);
+        return;
+    }
     collected_t c = { 0 };
     api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, &h)) {
+    ks_key_t keys[2];
+    if (!ts_open_latest(srv, req, resp, key, klen, latest, &h, keys, &q)) {
         free(fts);
         return;
     }
@@ -783,15 +975,195 @@ static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *res
                         (long long)to);
         return;
     }
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE | API_MUST_EXIST, &h))
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_WRITE | API_MUST_EXIST, &g))
         return;
-    int64_t deleted = ts_delete_range(api_key_value(&h), from, to);
-    api_key_close(&h, deleted > 0);
+    int64_t deleted = ts_delete_range(api_key_value(&g.h), from, to);
+    if (deleted > 0)
+        ts_group_compact(&g, -1, NULL, 0, from, to);
+    ts_group_close(&g, deleted > 0);
     if (deleted < 0)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory deleting samples");
     else
         api_json(resp, 200, json_pack("{s:I}", "deleted", (json_int_t)deleted));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Compaction rules                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The source of the series at key (a copy in *buf), read under its lock. */
+static bool ts_peek_source(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                           char **buf, size_t *len)
+{
+    api_key_t h;
+    *buf = NULL;
+    *len = 0;
+    if (!api_key_open(srv, req, resp, key, klen, NULL, API_READ, &h))
+        return false;
+    if (h.e && ks_entry_type(h.e) == &ts_type)
+        ts_copy_source(api_key_value(&h), buf, len);
+    api_key_close(&h, false);
+    return true;
+}
+
+/* Whether e is a series with a rule writing to name. */
+static bool ts_has_rule_to(ks_entry_t *e, const char *name, size_t len)
+{
+    return e && ks_entry_type(e) == &ts_type && ts_rule_find(ks_entry_value(e), name, len) >= 0;
+}
+
+/* POST /ts/{key}/rules {"dest":"k","agg":"avg","bucket_ms":60000,"align":0}:
+ * TS.CREATERULE key dest AGGREGATION agg bucket_ms align. */
+static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "dest", "agg", "bucket_ms", "align", NULL };
+    const char *key, *dest, *aggs = NULL;
+    size_t klen, dlen;
+    int64_t bucket = 0, align = 0;
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+        return;
+    json_t *body = api_body_object(req, resp, fields);
+    ts_agg_t agg;
+    if (!body || !api_obj_key(resp, body, "dest", true, &dest, &dlen) ||
+        !api_obj_string(resp, body, "agg", true, &aggs, NULL) ||
+        !api_obj_int(resp, body, "bucket_ms", true, 1, INT64_MAX, &bucket, NULL) ||
+        !api_obj_int(resp, body, "align", false, 0, INT64_MAX, &align, NULL))
+        return;
+    if (!ts_agg_parse(aggs, &agg)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "agg",
+                        "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, std.s, "
+                        "var.p, var.s, twa, countNaN, countAll)",
+                        aggs);
+        return;
+    }
+    if (dlen == klen && memcmp(dest, key, klen) == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "dest", "the source and the destination must be different series");
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        return;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        /* the sources the two series name now: their rules decide what is live */
+        char *a = NULL, *b = NULL;
+        size_t alen, blen;
+        if (!ts_peek_source(srv, req, resp, dest, dlen, &a, &alen))
+            return;
+        if (!ts_peek_source(srv, req, resp, key, klen, &b, &blen)) {
+            free(a);
+            return;
+        }
+        ks_key_t keys[4] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
+        size_t n = 2, ai = 0, bi = 0;
+        if (a && !(alen == klen && memcmp(a, key, klen) == 0)) {
+            ai = n;
+            keys[n++] = ks_key(srv->ks, a, alen);
+        }
+        if (b && !(blen == dlen && memcmp(b, dest, dlen) == 0) && !(a && alen == blen && memcmp(a, b, alen) == 0)) {
+            bi = n;
+            keys[n++] = ks_key(srv->ks, b, blen);
+        } else if (b && a && alen == blen && memcmp(a, b, alen) == 0) {
+            bi = ai;
+        }
+        api_key_t h;
+        ks_entry_t *de, *ae = NULL, *be = NULL, *se;
+        api_keys_lock(srv, req, resp, keys, n, &h);
+        if (!api_keys_find(&h, 1, &ts_type, API_WRITE | API_MUST_EXIST, "dest", &de) ||
+            (ai && !api_keys_find(&h, ai, NULL, API_READ, NULL, &ae)) ||
+            (bi && bi != ai && !api_keys_find(&h, bi, NULL, API_READ, NULL, &be)) ||
+            !api_keys_find(&h, 0, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se)) {
+            free(a);
+            free(b);
+            return;
+        }
+        if (bi && bi == ai)
+            be = ae;
+        ts_t *src = ks_entry_value(se), *dst = ks_entry_value(de);
+        char *a2 = NULL, *b2 = NULL;
+        size_t a2len = 0, b2len = 0;
+        ts_copy_source(dst, &a2, &a2len);
+        ts_copy_source(src, &b2, &b2len);
+        bool same = (!a == !a2) && (!a || (alen == a2len && memcmp(a, a2, alen) == 0)) && (!b == !b2) &&
+                    (!b || (blen == b2len && memcmp(b, b2, blen) == 0));
+        free(a2);
+        free(b2);
+        if (!same) {   /* changed between the look and the lock: again */
+            api_key_close(&h, false);
+            free(a);
+            free(b);
+            continue;
+        }
+        /* b names the series that has key as destination; is that rule live?
+         * (b may be dest itself, which then has a rule to key) */
+        bool src_is_dst = b && ((bi && ts_has_rule_to(be, key, klen)) ||
+                                (blen == dlen && memcmp(b, dest, dlen) == 0 && ts_has_rule_to(de, key, klen)));
+        bool dst_taken = a && ai && ts_has_rule_to(ae, dest, dlen);
+        if (ts_rule_find(src, dest, dlen) >= 0 || dst_taken) {
+            api_key_close(&h, false);
+            api_error_field(resp, API_E_EXISTS, "dest", "'%.*s' is already the destination of a rule (from '%.*s')",
+                            (int)(dlen > 200 ? 200 : dlen), dest, (int)(dst_taken ? (alen > 200 ? 200 : alen) : klen > 200 ? 200 : klen),
+                            dst_taken ? a : key);
+        } else if (src_is_dst || ts_rule_count(dst) > 0) {
+            api_key_close(&h, false);
+            api_error_field(resp, API_E_BAD_REQUEST, src_is_dst ? "key" : "dest",
+                            src_is_dst ? "the source is itself the destination of a rule: compactions do not chain"
+                                       : "the destination has rules of its own: compactions do not chain");
+        } else if (ts_rule_count(src) >= TS_MAX_RULES) {
+            api_key_close(&h, false);
+            api_error_field(resp, API_E_BAD_REQUEST, "dest", "a series has at most %d rules", TS_MAX_RULES);
+        } else {
+            ts_rule_t r = { dest, dlen, agg, bucket, align };
+            if (!ts_rule_add(src, &r)) {
+                api_key_close(&h, false);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
+            } else if (!ts_set_source(dst, key, klen)) {
+                ts_rule_remove(src, ts_rule_count(src) - 1);
+                api_key_close(&h, false);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
+            } else {
+                ks_entry_changed(srv->ks, de);
+                api_key_close(&h, true);
+                api_json(resp, 201, json_pack("{s:b}", "created", true));
+            }
+        }
+        free(a);
+        free(b);
+        return;
+    }
+    api_error(resp, API_E_UNAVAILABLE, "the series kept changing; try again");
+}
+
+/* DELETE /ts/{key}/rules?dest=k: TS.DELETERULE key dest. */
+static void h_ts_rule_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "dest", NULL };
+    const char *key, *dest;
+    size_t klen, dlen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !api_query_string(req, resp, "dest", true, &dest, &dlen))
+        return;
+    ks_key_t keys[2] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
+    api_key_t h;
+    ks_entry_t *de, *se;
+    api_keys_lock(srv, req, resp, keys, 2, &h);
+    if (!api_keys_find(&h, 1, NULL, API_WRITE, NULL, &de) ||
+        !api_keys_find(&h, 0, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se))
+        return;
+    ts_t *src = ks_entry_value(se);
+    long i = ts_rule_find(src, dest, dlen);
+    if (i < 0) {
+        api_key_close(&h, false);
+        api_error_field(resp, API_E_NOT_FOUND, "dest", "no rule writes from this series to '%.*s'",
+                        (int)(dlen > 200 ? 200 : dlen), dest);
+        return;
+    }
+    ts_rule_remove(src, (size_t)i);
+    if (ts_dst_live(de, key, klen)) {
+        ts_set_source(ks_entry_value(de), NULL, 0);
+        ks_entry_changed(srv->ks, de);
+    }
+    api_key_close(&h, true);
+    api_json(resp, 200, json_pack("{s:b}", "deleted", true));
 }
 
 /* The family: its routes, in matching order, and its type. */
@@ -805,6 +1177,8 @@ static const api_route_t routes[] = {
     { API_GET,    "/ts/{key}/range",    h_ts_range, 0 },
     { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0 },
     { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0 },
+    { API_POST,   "/ts/{key}/rules",    h_ts_rule_create, 0 },
+    { API_DELETE, "/ts/{key}/rules",    h_ts_rule_delete, 0 },
 };
 
 API_FAMILY(ts, &ts_type, "a time series", "no such time series");

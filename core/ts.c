@@ -65,9 +65,12 @@
  * rounding makes slightly negative is reported as 0 (RedisTimeSeries would
  * print it, and NaN for std).
  *
- * Snapshot encoding (version 1), little-endian:
+ * Snapshot encoding (version 2), little-endian:
  *   u8 version | u8 policy | i64 retention_ms | u32 nlabels
  *   nlabels x (blob name | blob value)            blob = u32 length + bytes
+ *   u32 nrules                                    (version 2 on; 0 in version 1)
+ *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align)
+ *   u8 has_source [| blob source]                 (version 2 on)
  *   u32 nchunks
  *   nchunks x (u32 count | u32 nbits | i64 first_ts | ceil(nbits/8) bytes of stream)
  * The decoder replays every stream, checking timestamps strictly increase
@@ -85,7 +88,7 @@
 #include "core/codec.h"
 #include "core/gorilla.h"
 
-#define TS_ENC_VERSION 1              /* first byte of every encoding */
+#define TS_ENC_VERSION 2              /* first byte of every encoding (1: before compaction rules, still read) */
 #define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
 #define TS_CHUNK_MAX_BYTES TS_CHUNK_BYTES   /* a chunk is full past this many stream bytes */
 #define TS_SAMPLE_MAX_BITS GORILLA_SAMPLE_MAX_BITS   /* one more sample, at worst */
@@ -160,6 +163,13 @@ typedef struct ts_lbl {
     uint32_t nlen, vlen;
 } ts_lbl_t;
 
+typedef struct ts_rl {
+    char *dest;             /* NUL-terminated copy */
+    uint32_t dlen;
+    ts_agg_t agg;
+    int64_t bucket_ms, align;
+} ts_rl_t;
+
 struct ts {
     ts_chunk_t **chunks;    /* sorted by time, non-overlapping */
     size_t nchunks, cap;
@@ -169,6 +179,10 @@ struct ts {
     ts_lbl_t *labels;
     size_t nlabels;
     size_t mem;             /* heap bytes owned, kept current for O(1) ts_type.size */
+    ts_rl_t *rules;         /* compaction rules of this source */
+    size_t nrules;
+    char *src;              /* the source this series is the destination of, or NULL */
+    uint32_t src_len;
 };
 
 static ts_chunk_t *chunk_new(ts_t *ts, uint32_t cap)
@@ -392,6 +406,10 @@ void ts_free(ts_t *ts)
     for (size_t i = 0; i < ts->nlabels; i++)
         free(ts->labels[i].name);
     free(ts->labels);
+    for (size_t i = 0; i < ts->nrules; i++)
+        free(ts->rules[i].dest);
+    free(ts->rules);
+    free(ts->src);
     free(ts);
 }
 
@@ -945,6 +963,237 @@ bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels)
 }
 
 /* ======================================================================== */
+/* Compaction rules                                                         */
+/* ======================================================================== */
+
+size_t ts_rule_count(const ts_t *ts) { return ts->nrules; }
+
+ts_rule_t ts_rule_at(const ts_t *ts, size_t i)
+{
+    const ts_rl_t *r = &ts->rules[i];
+    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align };
+}
+
+long ts_rule_find(const ts_t *ts, const char *dest, size_t len)
+{
+    for (size_t i = 0; i < ts->nrules; i++)
+        if (ts->rules[i].dlen == len && memcmp(ts->rules[i].dest, dest, len) == 0)
+            return (long)i;
+    return -1;
+}
+
+static char *dup_name(const char *p, size_t len)
+{
+    char *d = malloc(len + 1);
+    if (d) {
+        memcpy(d, p, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+bool ts_rule_add(ts_t *ts, const ts_rule_t *rule)
+{
+    char *d = dup_name(rule->dest, rule->dest_len);
+    ts_rl_t *n = d ? realloc(ts->rules, (ts->nrules + 1) * sizeof(*n)) : NULL;
+    if (!n) {
+        free(d);
+        return false;
+    }
+    ts->rules = n;
+    n[ts->nrules++] = (ts_rl_t){ d, (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align };
+    ts->mem += sizeof(*n) + rule->dest_len + 1;
+    return true;
+}
+
+void ts_rule_remove(ts_t *ts, size_t i)
+{
+    ts->mem -= sizeof(ts_rl_t) + ts->rules[i].dlen + 1;
+    free(ts->rules[i].dest);
+    memmove(ts->rules + i, ts->rules + i + 1, (ts->nrules - i - 1) * sizeof(ts->rules[0]));
+    if (--ts->nrules == 0) {
+        free(ts->rules);
+        ts->rules = NULL;
+    }
+}
+
+const char *ts_source(const ts_t *ts, size_t *len)
+{
+    *len = ts->src ? ts->src_len : 0;
+    return ts->src;
+}
+
+bool ts_set_source(ts_t *ts, const char *name, size_t len)
+{
+    char *d = NULL;
+    if (name && !(d = dup_name(name, len)))
+        return false;
+    if (ts->src)
+        ts->mem -= ts->src_len + 1;
+    free(ts->src);
+    ts->src = d;
+    ts->src_len = d ? (uint32_t)len : 0;
+    if (d)
+        ts->mem += len + 1;
+    return true;
+}
+
+typedef struct one {
+    int64_t ts;
+    double v;
+    bool has;
+} one_t;
+
+static bool take_one(void *ud, int64_t t, double v)
+{
+    one_t *o = ud;
+    o->ts = t;
+    o->v = v;
+    o->has = true;
+    return true;
+}
+
+core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, double *value, bool *has)
+{
+    /* the range [b, b + bucket] so that twa's window reaches the bucket's
+     * end; the first result is this bucket's when it has samples */
+    int64_t lo = b < 0 ? 0 : b;
+    int64_t hi = b > INT64_MAX - rule->bucket_ms ? INT64_MAX : b + rule->bucket_ms;
+    ts_query_t q = { .from = lo, .to = hi, .count = 1, .agg = rule->agg, .bucket_ms = rule->bucket_ms,
+                     .align = rule->align };
+    one_t o = { 0 };
+    core_status_t st = ts_range(src, &q, take_one, &o);
+    *has = st == CORE_OK && o.has && o.ts == lo;
+    if (*has)
+        *value = o.v;
+    return st;
+}
+
+bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *out)
+{
+    if (!has_samples(src))
+        return false;
+    int64_t b = ts_bucket_start(newest(src), rule->bucket_ms, rule->align);
+    bool has;
+    if (ts_rule_bucket(src, rule, b, &out->value, &has) != CORE_OK || !has)
+        return false;
+    out->ts = b < 0 ? 0 : b;
+    return true;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Recomputes the bucket starts b[0..n) (sorted, unique) into dst: a bucket
+ * with samples is written (LAST), one without is deleted from dst. */
+static core_status_t rule_write(const ts_t *src, const ts_rule_t *rule, const int64_t *b, size_t n, ts_t *dst)
+{
+    ts_sample_t *s = malloc((n ? n : 1) * sizeof(*s));
+    if (!s)
+        return CORE_NOMEM;
+    size_t m = 0;
+    core_status_t st = CORE_OK;
+    for (size_t i = 0; i < n && st == CORE_OK; i++) {
+        double v;
+        bool has;
+        st = ts_rule_bucket(src, rule, b[i], &v, &has);
+        int64_t at = b[i] < 0 ? 0 : b[i];
+        if (st != CORE_OK)
+            break;
+        if (has)
+            s[m++] = (ts_sample_t){ at, v };
+        else if (ts_delete_range(dst, at, at) < 0)
+            st = CORE_NOMEM;
+    }
+    if (st == CORE_OK && m) {
+        /* what dst's retention would refuse is skipped, not an error */
+        int64_t top = has_samples(dst) ? newest(dst) : INT64_MIN;
+        if (s[m - 1].ts > top)
+            top = s[m - 1].ts;
+        int64_t cut = cutoff_for(dst->retention, top);
+        size_t k = 0;
+        while (k < m && s[k].ts < cut)
+            k++;
+        if (k < m)
+            st = ts_add(dst, s + k, m - k, TS_DUP_LAST, NULL);
+    }
+    free(s);
+    return st;
+}
+
+core_status_t ts_rule_added(const ts_t *src, const ts_rule_t *rule, int64_t old_newest, const int64_t *t, size_t n,
+                            ts_t *dst)
+{
+    if (!has_samples(src))
+        return CORE_OK;
+    int64_t open = ts_bucket_start(newest(src), rule->bucket_ms, rule->align);
+    int64_t *b = malloc((n + 1) * sizeof(*b));
+    if (!b)
+        return CORE_NOMEM;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t s = ts_bucket_start(t[i], rule->bucket_ms, rule->align);
+        if (s < open)
+            b[m++] = s;
+    }
+    if (old_newest >= 0) {
+        int64_t s = ts_bucket_start(old_newest, rule->bucket_ms, rule->align);
+        if (s < open)
+            b[m++] = s;
+    }
+    qsort(b, m, sizeof(*b), cmp_i64);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++)
+        if (u == 0 || b[u - 1] != b[i])
+            b[u++] = b[i];
+    core_status_t st = rule_write(src, rule, b, u, dst);
+    free(b);
+    return st;
+}
+
+static bool push_i64(void *ud, int64_t t, double v)
+{
+    (void)v;
+    int64_t **pb = ud;   /* pb[0]: array, pb[1]: [n, cap] */
+    int64_t *nc = pb[1];
+    if (nc[0] == nc[1]) {
+        int64_t ncap = nc[1] ? nc[1] * 2 : 64;
+        int64_t *n = realloc(pb[0], (size_t)ncap * sizeof(*n));
+        if (!n)
+            return false;
+        pb[0] = n;
+        nc[1] = ncap;
+    }
+    pb[0][nc[0]++] = t;
+    return true;
+}
+
+core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t from, int64_t to, ts_t *dst)
+{
+    /* the buckets dst holds in the span, minus the open one */
+    int64_t lo = ts_bucket_start(from, rule->bucket_ms, rule->align);
+    int64_t hi = ts_bucket_start(to, rule->bucket_ms, rule->align);
+    int64_t open = has_samples(src) ? ts_bucket_start(newest(src), rule->bucket_ms, rule->align) : INT64_MAX;
+    ts_query_t q = { .from = lo < 0 ? 0 : lo, .to = hi < 0 ? 0 : hi };
+    int64_t nc[2] = { 0, 0 };
+    int64_t *pb[2] = { NULL, nc };
+    core_status_t st = ts_range(dst, &q, push_i64, pb);
+    size_t m = 0;
+    for (int64_t i = 0; st == CORE_OK && i < nc[0]; i++) {
+        int64_t b = ts_bucket_start(pb[0][i], rule->bucket_ms, rule->align);
+        if (b < open && (m == 0 || pb[0][m - 1] != b))
+            pb[0][m++] = b;
+    }
+    if (st == CORE_OK)
+        st = rule_write(src, rule, pb[0], m, dst);
+    free(pb[0]);
+    return st;
+}
+
+/* ======================================================================== */
 /* Info                                                                     */
 /* ======================================================================== */
 
@@ -1351,7 +1600,8 @@ static core_status_t range_rich(const ts_t *ts, const ts_query_t *q, int64_t fro
     int64_t nt;
     double nv;
     int64_t cut = cutoff(ts);
-    if (neighbour(ts, q, -1, from, to, cut, tb, vb, &nt, &nv) && !pts_push(&p, nt, nv))
+    bool stored = has_samples(ts);
+    if (stored && neighbour(ts, q, -1, from, to, cut, tb, vb, &nt, &nv) && !pts_push(&p, nt, nv))
         goto out;
     p.i0 = p.n;
     for (size_t j = chunk_for(ts, from); j < ts->nchunks && ts->chunks[j]->first_ts <= to; j++) {
@@ -1363,10 +1613,17 @@ static core_status_t range_rich(const ts_t *ts, const ts_query_t *q, int64_t fro
             if (counted(q, tb[i], vb[i]) && !pts_push(&p, tb[i], vb[i]))
                 goto out;
     }
+    bool extra = q->has_extra && counted(q, q->extra.ts, q->extra.value);   /* after every stored sample */
+    if (extra && q->extra.ts <= to && !pts_push(&p, q->extra.ts, q->extra.value))
+        goto out;
     p.i1 = p.n;
     bool have_prev = p.i0 > 0, have_next = false;
-    if (neighbour(ts, q, 1, from, to, cut, tb, vb, &nt, &nv)) {
+    if (stored && neighbour(ts, q, 1, from, to, cut, tb, vb, &nt, &nv)) {
         if (!pts_push(&p, nt, nv))
+            goto out;
+        have_next = true;
+    } else if (extra && q->extra.ts > to) {
+        if (!pts_push(&p, q->extra.ts, q->extra.value))
             goto out;
         have_next = true;
     }
@@ -1417,7 +1674,7 @@ out:
 
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud)
 {
-    if (!has_samples(ts))
+    if (!has_samples(ts) && !q->has_extra)
         return CORE_OK;
     int64_t from = q->from, to = q->to;
     int64_t cut = cutoff(ts);
@@ -1441,6 +1698,7 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         free(v);
         return r.oom ? CORE_NOMEM : st;
     }
+    bool extra = q->has_extra && q->extra.ts >= from && q->extra.ts <= to;
     if (!q->reverse) {
         size_t j = chunk_for(ts, from);
         for (; j < ts->nchunks && !r.done && ts->chunks[j]->first_ts <= to; j++) {
@@ -1451,8 +1709,12 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
             for (size_t i = lower_bound(t, c->count, from); i < c->count && t[i] <= to && !r.done; i++)
                 feed(&r, t[i], v[i]);
         }
-    } else {
-        size_t j = chunk_for(ts, to) + 1;
+        if (extra && !r.done)
+            feed(&r, q->extra.ts, q->extra.value);
+    } else if (extra || has_samples(ts)) {
+        if (extra)
+            feed(&r, q->extra.ts, q->extra.value);
+        size_t j = has_samples(ts) ? chunk_for(ts, to) + 1 : 0;
         while (j-- > 0 && !r.done && ts->chunks[j]->last_ts >= from) {
             const ts_chunk_t *c = ts->chunks[j];
             if (c->first_ts > to)
@@ -1490,6 +1752,16 @@ static void type_encode(const void *value, wbuf_t *out)
         wbuf_put_blob(out, ts->labels[i].name, ts->labels[i].nlen);
         wbuf_put_blob(out, ts->labels[i].value, ts->labels[i].vlen);
     }
+    wbuf_put_u32(out, (uint32_t)ts->nrules);
+    for (size_t i = 0; i < ts->nrules; i++) {
+        wbuf_put_blob(out, ts->rules[i].dest, ts->rules[i].dlen);
+        wbuf_put_u8(out, (uint8_t)ts->rules[i].agg);
+        wbuf_put_i64(out, ts->rules[i].bucket_ms);
+        wbuf_put_i64(out, ts->rules[i].align);
+    }
+    wbuf_put_u8(out, ts->src != NULL);
+    if (ts->src)
+        wbuf_put_blob(out, ts->src, ts->src_len);
     wbuf_put_u32(out, (uint32_t)ts->nchunks);
     for (size_t i = 0; i < ts->nchunks; i++) {
         const ts_chunk_t *c = ts->chunks[i];
@@ -1511,7 +1783,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         *why = "ts: truncated header";
         return NULL;
     }
-    if (ver != TS_ENC_VERSION) {
+    if (ver != 1 && ver != TS_ENC_VERSION) {
         *why = "ts: unknown encoding version";
         return NULL;
     }
@@ -1540,13 +1812,44 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
             }
         lab[i] = (ts_label_t){ (const char *)np, nl, (const char *)vp, vl };
     }
+    ts_rule_t rules[TS_MAX_RULES];
+    uint32_t nrules = 0;
+    const uint8_t *srcp = NULL;
+    size_t srcl = 0;
+    if (ver >= 2) {
+        nrules = rbuf_u32(&r);
+        if (r.err || nrules > TS_MAX_RULES) {
+            *why = "ts: bad rule count";
+            return NULL;
+        }
+        for (uint32_t i = 0; i < nrules; i++) {
+            size_t dl;
+            const uint8_t *dp = rbuf_blob(&r, &dl);
+            uint8_t agg = rbuf_u8(&r);
+            int64_t bucket = rbuf_i64(&r), align = rbuf_i64(&r);
+            if (r.err || !dp || dl == 0 || dl > TS_MAX_LABEL_LEN * 64 || agg == TS_AGG_NONE || agg >= TS_AGG__COUNT ||
+                bucket <= 0 || align < 0) {
+                *why = "ts: bad rule";
+                return NULL;
+            }
+            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align };
+        }
+        uint8_t has_src = rbuf_u8(&r);
+        if (has_src > 1 || (has_src && (!(srcp = rbuf_blob(&r, &srcl)) || srcl == 0))) {
+            *why = "ts: bad source";
+            return NULL;
+        }
+    }
     uint32_t nchunks = rbuf_u32(&r);
     if (r.err || (uint64_t)nchunks * 17 > rbuf_left(&r)) {   /* each chunk takes >= 16 + 1 bytes */
         *why = "ts: bad chunk count";
         return NULL;
     }
     ts_t *ts = ts_create(retention, (ts_policy_t)policy, lab, nlabels);
-    if (!ts || (nchunks && !ensure_array(ts, nchunks))) {
+    bool ok = ts && (!nchunks || ensure_array(ts, nchunks)) && (!srcp || ts_set_source(ts, (const char *)srcp, srcl));
+    for (uint32_t i = 0; ok && i < nrules; i++)
+        ok = ts_rule_add(ts, &rules[i]);
+    if (!ok) {
         ts_free(ts);
         *why = "out of memory";
         return NULL;

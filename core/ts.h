@@ -159,6 +159,58 @@ bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels);
 /* The newest sample; false when the series is empty. */
 bool ts_last(const ts_t *ts, ts_sample_t *out);
 
+/* ------------------------------------------------------------------------ */
+/* Compaction rules (TS.CREATERULE)                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A rule of a source series: each closed bucket of the source (every bucket
+ * before the one holding its newest sample, the "open" bucket) is
+ * aggregated into one sample of the destination series, at the bucket's
+ * start.  The destination names its source (ts_source) so that one series
+ * is the destination of one rule at most; a source is not a destination and
+ * a destination has no rules of its own (no chains).  Links are by key name
+ * and checked where used: a rule whose destination is gone, or no longer
+ * names this source, is dropped by the caller. */
+typedef struct ts_rule {
+    const char *dest;
+    size_t dest_len;
+    ts_agg_t agg;
+    int64_t bucket_ms;
+    int64_t align;
+} ts_rule_t;
+
+#define TS_MAX_RULES 64   /* rules per source */
+
+size_t ts_rule_count(const ts_t *ts);
+ts_rule_t ts_rule_at(const ts_t *ts, size_t i);
+/* Index of the rule writing to dest, or -1. */
+long ts_rule_find(const ts_t *ts, const char *dest, size_t len);
+/* Adds a rule (dest copied); false on allocation failure. */
+bool ts_rule_add(ts_t *ts, const ts_rule_t *rule);
+void ts_rule_remove(ts_t *ts, size_t i);
+/* The source this series is the destination of (NULL, 0 when none). */
+const char *ts_source(const ts_t *ts, size_t *len);
+/* Sets (name != NULL) or clears the source; false on allocation failure. */
+bool ts_set_source(ts_t *ts, const char *name, size_t len);
+
+/* The aggregate of the source's counted samples in the bucket starting at b
+ * (CORE_OK with *has = false when it holds none). */
+core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, double *value, bool *has);
+/* The open bucket: the one holding the source's newest sample, still
+ * changing; false when the source is empty. */
+bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *out);
+
+/* Applies a rule after samples were added to src (old_newest: the newest
+ * timestamp before them, -1 when src was empty; t[0..n): their timestamps):
+ * every closed bucket they touched, and the bucket that was open and closed
+ * now, is recomputed from src and written into dst at its start (replacing
+ * what is there; buckets older than dst's retention are skipped).  After
+ * a deletion of [from, to] (ts_rule_deleted) every closed bucket of dst in
+ * that span is recomputed, and removed when it holds no sample any more. */
+core_status_t ts_rule_added(const ts_t *src, const ts_rule_t *rule, int64_t old_newest, const int64_t *t, size_t n,
+                            ts_t *dst);
+core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t from, int64_t to, ts_t *dst);
+
 /* Deletes the samples with from <= t <= to (TS.DEL).  Returns how many went
  * (0 leaves the series untouched), or -1 on allocation failure (unchanged). */
 int64_t ts_delete_range(ts_t *ts, int64_t from, int64_t to);
@@ -191,6 +243,8 @@ typedef struct ts_query {
     int64_t align;                 /* buckets start where (t - align) mod bucket_ms == 0 */
     ts_bucket_ts_t bucket_ts;
     bool empty;                    /* EMPTY: also report empty buckets (see ts_range) */
+    bool has_extra;                /* LATEST: one more sample after every stored one (a source's open bucket) */
+    ts_sample_t extra;
     uint64_t max_results;          /* > 0: CORE_LIMIT instead of emitting more (bounds EMPTY) */
 } ts_query_t;
 
