@@ -1173,19 +1173,26 @@ static bool push_i64(void *ud, int64_t t, double v)
 
 core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t from, int64_t to, ts_t *dst)
 {
-    /* the buckets dst holds in the span, minus the open one */
+    /* the buckets dst holds from the span on: recomputed up to the span's
+     * end, deleted from the open bucket on (the newest sample may have gone,
+     * opening an earlier bucket again) */
     int64_t lo = ts_bucket_start(from, rule->bucket_ms, rule->align);
     int64_t hi = ts_bucket_start(to, rule->bucket_ms, rule->align);
-    int64_t open = has_samples(src) ? ts_bucket_start(newest(src), rule->bucket_ms, rule->align) : INT64_MAX;
-    ts_query_t q = { .from = lo < 0 ? 0 : lo, .to = hi < 0 ? 0 : hi };
+    int64_t open = has_samples(src) ? ts_bucket_start(newest(src), rule->bucket_ms, rule->align) : INT64_MIN;
+    int64_t first = open < lo ? open : lo;
+    ts_query_t q = { .from = first < 0 ? 0 : first, .to = TS_MAX_TIMESTAMP };
     int64_t nc[2] = { 0, 0 };
     int64_t *pb[2] = { NULL, nc };
     core_status_t st = ts_range(dst, &q, push_i64, pb);
     size_t m = 0;
     for (int64_t i = 0; st == CORE_OK && i < nc[0]; i++) {
         int64_t b = ts_bucket_start(pb[0][i], rule->bucket_ms, rule->align);
-        if (b < open && (m == 0 || pb[0][m - 1] != b))
+        if (b >= open) {
+            if (ts_delete_range(dst, pb[0][i], pb[0][i]) < 0)
+                st = CORE_NOMEM;
+        } else if (b <= hi && (m == 0 || pb[0][m - 1] != b)) {
             pb[0][m++] = b;
+        }
     }
     if (st == CORE_OK)
         st = rule_write(src, rule, pb[0], m, dst);

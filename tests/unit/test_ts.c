@@ -682,6 +682,180 @@ static void test_random_nan(void **state)
     }
 }
 
+/* Compaction rules against the brute force: after any sequence of in-order,
+ * out-of-order and duplicate adds and deletions on the source, every
+ * destination holds exactly the source's aggregate of each closed bucket
+ * (each bucket before the one of the newest sample) that has counted
+ * samples, at the bucket's start.  (twa is left out: a bucket's twa looks at
+ * its neighbours, which a later out-of-order sample may change without
+ * touching the bucket.)  Then the encoding round-trips the rules and the
+ * source link. */
+static void test_rules_random(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        rng_t r;
+        rng_seed(&r, 5000 + seed);
+        ts_t *src = ts_create(0, TS_DUP_LAST, NULL, 0);
+        model_t m = { .policy = TS_DUP_LAST };
+        enum { NR = 3 };
+        ts_t *dst[NR];
+        ts_rule_t rule[NR];
+        char names[NR][8];
+        for (int i = 0; i < NR; i++) {
+            snprintf(names[i], sizeof(names[i]), "d%d", i);
+            ts_agg_t agg;
+            do
+                agg = (ts_agg_t)(1 + rng_below(&r, TS_AGG__COUNT - 1));
+            while (agg == TS_AGG_TWA);
+            static const int64_t buckets[] = { 1, 7, 100, 1000, 3600 };
+            rule[i] = (ts_rule_t){ names[i], strlen(names[i]), agg, buckets[rng_below(&r, 5)],
+                                   (int64_t)rng_below(&r, 500) };
+            assert_true(ts_rule_add(src, &rule[i]));
+            dst[i] = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+            assert_true(ts_set_source(dst[i], "src", 3));
+        }
+        int64_t clock = 1000;
+        for (int step = 0; step < 300; step++) {
+            ts_sample_t batch[20];
+            size_t n = 1 + rng_below(&r, 20);
+            ts_sample_t last;
+            int64_t old_newest = ts_last(src, &last) ? last.ts : -1;
+            const char *lastop = "add";
+            if (rng_below(&r, 10) == 0 && m.n) {
+                lastop = "delete";
+                int64_t from = m.t[rng_below(&r, m.n)], to = from + (int64_t)rng_below(&r, 3000);
+                assert_int_equal(ts_delete_range(src, from, to), m_delete(&m, from, to));
+                for (int i = 0; i < NR; i++)
+                    assert_int_equal(ts_rule_deleted(src, &rule[i], from, to, dst[i]), CORE_OK);
+            } else {
+                int64_t t[20];
+                for (size_t i = 0; i < n; i++) {
+                    if (rng_below(&r, 4) || !m.n)
+                        clock += (int64_t)rng_below(&r, 400);
+                    batch[i].ts = rng_below(&r, 4) ? clock : clock - (int64_t)rng_below(&r, 5000);
+                    if (batch[i].ts < 0)
+                        batch[i].ts = 0;
+                    batch[i].value = rng_below(&r, 8) == 0 ? NAN : (double)rng_below(&r, 100) - 50;
+                    t[i] = batch[i].ts;
+                }
+                size_t f1, f2;
+                assert_int_equal(ts_add(src, batch, n, TS_DUP_LAST, &f1), CORE_OK);
+                assert_int_equal(m_add(&m, batch, n, TS_DUP_LAST, &f2), CORE_OK);
+                for (int i = 0; i < NR; i++)
+                    assert_int_equal(ts_rule_added(src, &rule[i], old_newest, t, n, dst[i]), CORE_OK);
+            }
+            for (int i = 0; i < NR; i++) {
+                ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .agg = rule[i].agg, .bucket_ms = rule[i].bucket_ms,
+                                 .align = rule[i].align };
+                res_t want = { 0 }, got = { 0 };
+                m_range(&m, &q, &want);
+                int64_t open = m.n ? ts_bucket_start(m.t[m.n - 1], rule[i].bucket_ms, rule[i].align) : INT64_MAX;
+                size_t keep = 0;
+                while (keep < want.n && want.t[keep] < (open < 0 ? 0 : open))
+                    keep++;
+                if (open < 0)
+                    keep = 0;
+                ts_query_t all = { .from = 0, .to = TS_MAX_TIMESTAMP };
+                assert_int_equal(ts_range(dst[i], &all, res_push, &got), CORE_OK);
+                if (got.n != keep) {
+                    for (size_t k = 0; k < got.n || k < want.n; k++)
+                        print_message("%zu: got %lld %g  model %lld %g\n", k, k < got.n ? (long long)got.t[k] : -1LL,
+                                      k < got.n ? got.v[k] : 0, k < want.n ? (long long)want.t[k] : -1LL,
+                                      k < want.n ? want.v[k] : 0);
+                    print_message("open %lld newest %lld last op %s\n", (long long)open, m.n ? (long long)m.t[m.n - 1] : -1LL, lastop);
+                }
+                if (got.n != keep)
+                    fail_msg("seed %llu step %d rule %s/%lld/%lld: %zu buckets, model %zu",
+                             (unsigned long long)seed, step, ts_agg_name(rule[i].agg), (long long)rule[i].bucket_ms,
+                             (long long)rule[i].align, got.n, keep);
+                for (size_t k = 0; k < keep; k++)
+                    if (got.t[k] != want.t[k] || !(got.v[k] == want.v[k] || (isnan(got.v[k]) && isnan(want.v[k]))))
+                        fail_msg("seed %llu step %d rule %s: bucket %zu is [%lld, %g], model [%lld, %g]",
+                                 (unsigned long long)seed, step, ts_agg_name(rule[i].agg), k, (long long)got.t[k],
+                                 got.v[k], (long long)want.t[k], want.v[k]);
+                /* LATEST: the open bucket is the model's last bucket when it is open */
+                ts_sample_t ob;
+                if (ts_rule_open_bucket(src, &rule[i], &ob)) {
+                    assert_true(want.n == keep + 1);
+                    assert_int_equal(ob.ts, want.t[keep]);
+                    assert_true(ob.value == want.v[keep] || (isnan(ob.value) && isnan(want.v[keep])));
+                } else {
+                    assert_int_equal(want.n, keep);
+                }
+                res_free(&want);
+                res_free(&got);
+            }
+        }
+        /* rules and the source link survive the encoding */
+        wbuf_t a = WBUF_INIT;
+        ts_type.encode(src, &a);
+        const char *why;
+        ts_t *back = ts_type.decode(a.data, a.len, &why);
+        assert_non_null(back);
+        assert_int_equal(ts_rule_count(back), NR);
+        for (int i = 0; i < NR; i++) {
+            ts_rule_t x = ts_rule_at(back, (size_t)i);
+            assert_int_equal(x.dest_len, rule[i].dest_len);
+            assert_memory_equal(x.dest, rule[i].dest, x.dest_len);
+            assert_int_equal(x.agg, rule[i].agg);
+            assert_int_equal(x.bucket_ms, rule[i].bucket_ms);
+            assert_int_equal(x.align, rule[i].align);
+        }
+        ts_free(back);
+        wbuf_free(&a);
+        for (int i = 0; i < NR; i++) {
+            wbuf_t d = WBUF_INIT;
+            ts_type.encode(dst[i], &d);
+            ts_t *db = ts_type.decode(d.data, d.len, &why);
+            assert_non_null(db);
+            size_t len;
+            const char *sname = ts_source(db, &len);
+            assert_true(sname && len == 3 && memcmp(sname, "src", 3) == 0);
+            ts_free(db);
+            wbuf_free(&d);
+            ts_free(dst[i]);
+        }
+        ts_free(src);
+        m_free(&m);
+    }
+}
+
+/* A version-1 encoding (before rules) still decodes, to a series without
+ * rules or source, and re-encodes as version 2. */
+static void test_decode_version1(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(5000, TS_DUP_MAX, (ts_label_t[]){ { "a", 1, "b", 1 } }, 1);
+    ts_sample_t s[] = { { 10, 1 }, { 20, 2.5 } };
+    assert_int_equal(ts_add(ts, s, 2, TS_DUP_MAX, NULL), CORE_OK);
+    wbuf_t a = WBUF_INIT;
+    ts_type.encode(ts, &a);
+    /* version 2 = version 1 + u32 nrules (0) + u8 has_source (0) after the labels */
+    size_t labels_end = 1 + 1 + 8 + 4 + (4 + 1) + (4 + 1);
+    assert_int_equal(a.data[0], 2);
+    wbuf_t v1 = WBUF_INIT;
+    wbuf_put_u8(&v1, 1);
+    wbuf_put_bytes(&v1, a.data + 1, labels_end - 1);
+    wbuf_put_bytes(&v1, a.data + labels_end + 5, a.len - labels_end - 5);
+    const char *why = NULL;
+    ts_t *back = ts_type.decode(v1.data, v1.len, &why);
+    if (!back)
+        fail_msg("version 1 refused: %s", why);
+    assert_int_equal(ts_rule_count(back), 0);
+    size_t len;
+    assert_null(ts_source(back, &len));
+    wbuf_t b = WBUF_INIT;
+    ts_type.encode(back, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    wbuf_free(&a);
+    wbuf_free(&b);
+    wbuf_free(&v1);
+    ts_free(back);
+    ts_free(ts);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Targeted cases                                                           */
 /* ------------------------------------------------------------------------ */
@@ -1154,6 +1328,8 @@ int main(void)
         cmocka_unit_test(test_random_sum_overflow),
         cmocka_unit_test(test_random_nan),
         cmocka_unit_test(test_flow_expectations),
+        cmocka_unit_test(test_rules_random),
+        cmocka_unit_test(test_decode_version1),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
     };
