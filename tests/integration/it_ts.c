@@ -361,7 +361,7 @@ static void test_bad_input(void **state)
         /* adds */
         { "POST", "/ts/bad", "{\"samples\":[[3000,\"21\"]]}", 400, "BAD_REQUEST", "samples" },
         { "POST", "/ts/bad", "{\"samples\":[[3000,null]]}", 400, "BAD_REQUEST", "samples" },
-        { "POST", "/ts/bad", "{\"samples\":[[3000,\"nan\"]]}", 400, "BAD_REQUEST", "samples" },
+        { "POST", "/ts/bad", "{\"samples\":[[3000,\"inf\"]]}", 400, "BAD_REQUEST", "samples" },
         { "POST", "/ts/bad", "{\"samples\":[[3000,NaN]]}", 400, "BAD_REQUEST", NULL },
         { "POST", "/ts/bad", "{\"samples\":[[3000,Infinity]]}", 400, "BAD_REQUEST", NULL },
         { "POST", "/ts/bad", "{\"samples\":[[3000,1e999]]}", 400, "BAD_REQUEST", NULL },
@@ -387,11 +387,29 @@ static void test_bad_input(void **state)
         { "PUT", "/ts/bad2", "{\"labels\":[\"a\"]}", 400, "BAD_REQUEST", "labels" },
         { "PUT", "/ts/bad2", "{\"labels\":{\"a\":1}}", 400, "BAD_REQUEST", "labels" },
         { "PUT", "/ts/bad2", "{\"labels\":{\"a\":\"\"}}", 400, "BAD_REQUEST", "labels" },
-        { "PUT", "/ts/bad2", "{\"chunk_size\":128}", 400, "BAD_REQUEST", "chunk_size" },
+        { "PUT", "/ts/bad2", "{\"chunk_size\":100}", 400, "BAD_REQUEST", "chunk_size" },
+        { "PUT", "/ts/bad2", "{\"chunk_size\":40}", 400, "BAD_REQUEST", "chunk_size" },
+        { "PUT", "/ts/bad2", "{\"encoding\":\"zip\"}", 400, "BAD_REQUEST", "encoding" },
+        { "PUT", "/ts/bad2", "{\"labels\":{\"a=b\":\"c\"}}", 400, "BAD_REQUEST", "labels" },
+        { "PUT", "/ts/bad2", "{\"labels\":{\"a\":\"(x,y)\"}}", 400, "BAD_REQUEST", "labels" },
+        { "PATCH", "/ts/missing", "{\"retention_ms\":5}", 404, "NOT_FOUND", NULL },
+        { "PATCH", "/ts/bad", "{\"retention_ms\":-5}", 400, "BAD_REQUEST", "retention_ms" },
+        { "PATCH", "/ts/bad", "{\"labels\":{\"a\":\"x=y\"}}", 400, "BAD_REQUEST", "labels" },
+        { "POST", "/ts/bad/incrby", "{}", 400, "BAD_REQUEST", "by" },
+        { "POST", "/ts/bad/incrby", "{\"by\":1,\"timestamp\":1500}", 400, "BAD_REQUEST", "timestamp" },
+        { "POST", "/ts/bad/incrby", "{\"by\":1,\"timestamp\":-1}", 400, "BAD_REQUEST", "timestamp" },
+        { "POST", "/ts/bad/decrby", "{\"by\":\"x\"}", 400, "BAD_REQUEST", "by" },
+        { "POST", "/ts/bad/rules", "{\"dest\":\"bad\",\"agg\":\"avg\",\"bucket_ms\":10}", 400, "BAD_REQUEST", "dest" },
+        { "POST", "/ts/bad/rules", "{\"dest\":\"nope\",\"agg\":\"avg\",\"bucket_ms\":10}", 404, "NOT_FOUND", NULL },
+        { "POST", "/ts/missing/rules", "{\"dest\":\"bad\",\"agg\":\"avg\",\"bucket_ms\":10}", 404, "NOT_FOUND", NULL },
+        { "POST", "/ts/bad/rules", "{\"dest\":\"x\",\"agg\":\"median\",\"bucket_ms\":10}", 400, "BAD_REQUEST", "agg" },
+        { "POST", "/ts/bad/rules", "{\"dest\":\"x\",\"agg\":\"avg\",\"bucket_ms\":0}", 400, "BAD_REQUEST", "bucket_ms" },
+        { "POST", "/ts/bad/rules", "{\"dest\":\"x\",\"agg\":\"avg\"}", 400, "BAD_REQUEST", "bucket_ms" },
+        { "DELETE", "/ts/bad/rules?dest=x", NULL, 404, "NOT_FOUND", "dest" },
+        { "DELETE", "/ts/bad/rules", NULL, 400, "BAD_REQUEST", "dest" },
         { "POST", "/ts/bad2", "{\"samples\":[[1,1]],\"retention_ms\":-5}", 400, "BAD_REQUEST", "retention_ms" },
         { "POST", "/ts/bad2", "{\"samples\":[[1,1],[1,2]]}", 409, "EXISTS", "samples" },
         /* queries */
-        { "GET", "/ts/bad/range?from=10&to=5", NULL, 400, "BAD_REQUEST", "from" },
         { "GET", "/ts/bad/range?from=-5", NULL, 400, "BAD_REQUEST", "from" },
         { "GET", "/ts/bad/range?to=abc", NULL, 400, "BAD_REQUEST", "to" },
         { "GET", "/ts/bad/range?to=99999999999999999999", NULL, 400, "BAD_REQUEST", "to" },
@@ -400,7 +418,9 @@ static void test_bad_input(void **state)
         { "GET", "/ts/bad/range?agg=avg&bucket_ms=0", NULL, 400, "BAD_REQUEST", "bucket_ms" },
         { "GET", "/ts/bad/range?agg=avg&bucket_ms=-10", NULL, 400, "BAD_REQUEST", "bucket_ms" },
         { "GET", "/ts/bad/range?agg=median&bucket_ms=10", NULL, 400, "BAD_REQUEST", "agg" },
-        { "GET", "/ts/bad/range?agg=twa&bucket_ms=10", NULL, 400, "BAD_REQUEST", "agg" },
+        { "GET", "/ts/bad/range?empty=true", NULL, 400, "BAD_REQUEST", "empty" },
+        { "GET", "/ts/bad/range?agg=sum&bucket_ms=10&empty=maybe", NULL, 400, "BAD_REQUEST", "empty" },
+        { "GET", "/ts/bad/range?latest=yes", NULL, 400, "BAD_REQUEST", "latest" },
         { "GET", "/ts/bad/range?align=start", NULL, 400, "BAD_REQUEST", "align" },
         { "GET", "/ts/bad/range?agg=sum&bucket_ms=10&align=start", NULL, 400, "BAD_REQUEST", "align" },
         { "GET", "/ts/bad/range?agg=sum&bucket_ms=10&align=end", NULL, 400, "BAD_REQUEST", "align" },
@@ -704,6 +724,134 @@ static void test_same_answer_as_zset_script(void **state)
     redis_ref_stop(&rr);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Compaction rules, NaN, EMPTY, twa, INCRBY, ALTER, through a restart      */
+/* ------------------------------------------------------------------------ */
+
+static void expect_body(const char *path, const char *want)
+{
+    http_resp_t r = http(&T, "GET", path, NULL, NULL);
+    assert_status(&r, 200);
+    if (strcmp(r.body, want) != 0)
+        fail_msg("GET %s: %s, want %s", path, r.body, want);
+    http_free(&r);
+}
+
+static void post_ok(const char *method, const char *path, const char *body, long status)
+{
+    http_resp_t r = http(&T, method, path, body, NULL);
+    if (r.status != status)
+        fail_msg("%s %s %s: %ld %s", method, path, body ? body : "", r.status, r.body);
+    http_free(&r);
+}
+
+static void test_rules_and_aggregation_details(void **state)
+{
+    (void)state;
+    post_ok("PUT", "/ts/cpu", "{\"labels\":{\"host\":\"a\"}}", 201);
+    post_ok("PUT", "/ts/cpu:avg", "{}", 201);
+    post_ok("PUT", "/ts/cpu:max", "{\"retention_ms\":100000}", 201);
+    post_ok("POST", "/ts/cpu/rules", "{\"dest\":\"cpu:avg\",\"agg\":\"avg\",\"bucket_ms\":10}", 201);
+    post_ok("POST", "/ts/cpu/rules", "{\"dest\":\"cpu:max\",\"agg\":\"max\",\"bucket_ms\":10,\"align\":5}", 201);
+    /* a second rule into the same destination, a chain, or a loop: refused */
+    post_ok("POST", "/ts/cpu/rules", "{\"dest\":\"cpu:avg\",\"agg\":\"sum\",\"bucket_ms\":10}", 409);
+    post_ok("PUT", "/ts/cpuB", "{}", 201);
+    post_ok("POST", "/ts/cpuB/rules", "{\"dest\":\"cpu:avg\",\"agg\":\"sum\",\"bucket_ms\":10}", 409);
+    post_ok("POST", "/ts/cpu:avg/rules", "{\"dest\":\"cpuB\",\"agg\":\"sum\",\"bucket_ms\":10}", 400);
+    post_ok("POST", "/ts/cpuB/rules", "{\"dest\":\"cpu\",\"agg\":\"sum\",\"bucket_ms\":10}", 400);
+
+    post_ok("POST", "/ts/cpu", "{\"samples\":[[1,1],[5,3],[12,10],[25,7],[3,2]]}", 200);
+    expect_body("/ts/cpu:avg/range", "{\"samples\":[[0,2.0],[10,10.0]]}");
+    expect_body("/ts/cpu:avg/range?latest=true", "{\"samples\":[[0,2.0],[10,10.0],[20,7.0]]}");
+    expect_body("/ts/cpu:avg/revrange?latest=true&count=1", "{\"samples\":[[20,7.0]]}");
+    expect_body("/ts/cpu:max/range", "{\"samples\":[[0,2.0],[5,10.0]]}");
+    /* out of order into a closed bucket: recomputed; into the open bucket: seen by latest */
+    post_ok("POST", "/ts/cpu", "{\"samples\":[[14,20],[27,\"nan\"],[21,1]]}", 200);
+    expect_body("/ts/cpu:avg/range?latest=true", "{\"samples\":[[0,2.0],[10,15.0],[20,4.0]]}");
+    /* the NaN is kept, skipped by aggregations but countNaN/countAll */
+    expect_body("/ts/cpu/range?from=20", "{\"samples\":[[21,1.0],[25,7.0],[27,\"nan\"]]}");
+    expect_body("/ts/cpu/range?agg=countNaN&bucket_ms=100", "{\"samples\":[[0,1.0]]}");
+    expect_body("/ts/cpu/range?agg=countAll&bucket_ms=100", "{\"samples\":[[0,8.0]]}");
+    expect_body("/ts/cpu/range?agg=count&bucket_ms=100", "{\"samples\":[[0,7.0]]}");
+    /* INCRBY refuses a NaN newest value; a later sample closes buckets 20 */
+    post_ok("POST", "/ts/cpu/incrby", "{\"by\":1,\"timestamp\":40}", 400);
+    post_ok("POST", "/ts/cpu", "{\"samples\":[[40,5]]}", 200);
+    post_ok("POST", "/ts/cpu/incrby", "{\"by\":2.5,\"timestamp\":41}", 200);
+    post_ok("POST", "/ts/cpu/decrby", "{\"by\":0.5,\"timestamp\":41}", 200);
+    expect_body("/ts/cpu/range?from=40", "{\"samples\":[[40,5.0],[41,7.0]]}");
+    expect_body("/ts/cpu:avg/range?latest=true", "{\"samples\":[[0,2.0],[10,15.0],[20,4.0],[40,6.0]]}");
+    /* EMPTY and twa */
+    expect_body("/ts/cpu/range?from=10&to=39&agg=sum&bucket_ms=10&empty=true",
+                "{\"samples\":[[10,30.0],[20,8.0],[30,0.0]]}");
+    expect_body("/ts/cpu/range?from=30&to=39&agg=last&bucket_ms=5&empty=true",
+                "{\"samples\":[[30,7.0],[35,7.0]]}");
+    expect_body("/ts/cpu/range?from=30&to=40&agg=twa&bucket_ms=10&empty=true", "{\"samples\":[[30,5.666666666666666],[40,5.0]]}");
+    /* from after to: nothing, not an error */
+    expect_body("/ts/cpu/range?from=30&to=20", "{\"samples\":[]}");
+    /* too many empty buckets */
+    post_ok("POST", "/ts/far", "{\"samples\":[[0,1],[5000000,2]]}", 200);
+    post_ok("GET", "/ts/far/range?agg=sum&bucket_ms=1&empty=true", NULL, 400);
+    expect_body("/ts/far/range?agg=sum&bucket_ms=1&empty=true&count=2", "{\"samples\":[[0,1.0],[1,0.0]]}");
+    /* ALTER */
+    post_ok("PATCH", "/ts/cpu", "{\"labels\":{\"host\":\"b\",\"dc\":\"x\"},\"duplicate_policy\":\"last\"}", 200);
+    post_ok("POST", "/ts/cpu", "{\"samples\":[[41,9]]}", 200);
+    http_resp_t r = http(&T, "GET", "/ts/cpu", NULL, NULL);
+    assert_status(&r, 200);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(r.json, "labels"), "dc")), "x");
+    assert_string_equal(json_string_value(json_object_get(r.json, "duplicate_policy")), "last");
+    assert_int_equal(json_array_size(json_object_get(r.json, "rules")), 2);
+    http_free(&r);
+    r = http(&T, "GET", "/ts/cpu:avg", NULL, NULL);
+    assert_string_equal(json_string_value(json_object_get(r.json, "source")), "cpu");
+    http_free(&r);
+
+    /* kill -9 (journal replay), then SIGTERM (snapshot): the same answers */
+    static const char *const paths[] = { "/ts/cpu/range", "/ts/cpu:avg/range?latest=true", "/ts/cpu:max/range",
+                                         "/ts/cpu:max/range?latest=true" };
+    enum { NP = sizeof(paths) / sizeof(paths[0]) };
+    char *want[NP];
+    for (size_t i = 0; i < NP; i++) {
+        r = http(&T, "GET", paths[i], NULL, NULL);
+        want[i] = strdup(r.body);
+        http_free(&r);
+    }
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", T.dir);
+    for (int round = 0; round < 2; round++) {
+        if (round == 0)
+            tally_kill(&T);
+        else
+            assert_int_equal(tally_stop(&T), 0);
+        unlink(T.log);
+        tally_start(&T, dir, NULL);
+        T.own_dir = true;
+        for (size_t i = 0; i < NP; i++)
+            expect_body(paths[i], want[i]);
+        r = http(&T, "GET", "/ts/cpu", NULL, NULL);
+        assert_int_equal(json_array_size(json_object_get(r.json, "rules")), 2);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(r.json, "labels"), "dc")), "x");
+        http_free(&r);
+        r = http(&T, "GET", "/ts/cpu:max", NULL, NULL);
+        assert_string_equal(json_string_value(json_object_get(r.json, "source")), "cpu");
+        http_free(&r);
+    }
+    /* the rules keep working after the restart, and go with DELETE */
+    post_ok("POST", "/ts/cpu", "{\"samples\":[[55,1]]}", 200);
+    expect_body("/ts/cpu:avg/range?from=40", "{\"samples\":[[40,7.0]]}");
+    post_ok("DELETE", "/ts/cpu/rules?dest=cpu:avg", NULL, 200);
+    post_ok("POST", "/ts/cpu", "{\"samples\":[[65,1]]}", 200);
+    expect_body("/ts/cpu:avg/range?from=40", "{\"samples\":[[40,7.0]]}");
+    expect_body("/ts/cpu:max/range?from=30", "{\"samples\":[[35,9.0],[55,1.0]]}");
+    /* a deleted destination drops its rule at the next write */
+    post_ok("DELETE", "/keys/cpu:max", NULL, 200);
+    post_ok("POST", "/ts/cpu", "{\"samples\":[[75,1]]}", 200);
+    r = http(&T, "GET", "/ts/cpu", NULL, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "rules")), 0);
+    http_free(&r);
+    for (size_t i = 0; i < NP; i++)
+        free(want[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -716,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_random_vs_core),
         cmocka_unit_test(test_same_answer_as_zset_script),
         cmocka_unit_test(test_star_and_persistence),
+        cmocka_unit_test(test_rules_and_aggregation_details),
     };
     return cmocka_run_group_tests_name("ts (integration)", tests, setup, teardown);
 }
