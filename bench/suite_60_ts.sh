@@ -11,7 +11,8 @@
 #      last hour, vs ZRANGEBYSCORE + the same bucketing in a Lua script
 #      (EVALSHA), so both answer in-process;
 #   4. the core alone (bench/ts_micro.c): ns per append, out-of-order insert,
-#      decode.
+#      decode; and the compaction cost per ingested sample (1 and 3 rules
+#      applied after every add, as POST /ts does) against the plain append.
 set -eu
 . bench/lib.sh
 
@@ -113,3 +114,9 @@ on_server "$BUILD/bench/ts_micro" >"$BENCH_TMP/ts_micro.tsv"
 while IFS='	' read -r name value unit; do
     record "$name" "$value" "$unit"
 done <"$BENCH_TMP/ts_micro.tsv"
+# compaction cost per ingested sample: with rules over without, same run
+plain=$(awk -F'\t' '$1 == "core ts_add one sample in order" { print $2 }' "$BENCH_TMP/ts_micro.tsv")
+for n in "1 compaction rule" "3 compaction rules"; do
+    v=$(awk -F'\t' -v n="core ts_add one sample in order + $n" '$1 == n { print $2 }' "$BENCH_TMP/ts_micro.tsv")
+    record "compaction: ingest + $n over plain ingest (ns/sample)" "$v" ns/sample "plain ts_add" "$plain"
+done
