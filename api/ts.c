@@ -254,15 +254,20 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out)
+/* The query of /range (multi: of /mts/range, with its label parameters). */
+static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out, bool multi)
 {
     static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
                                           "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
                                           "latest", NULL };
+    static const char *const mparams[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
+                                           "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
+                                           "latest", "filter", "withlabels", "selected_labels", "groupby", "reduce",
+                                           NULL };
     memset(q, 0, sizeof(*q));
     *fts_out = NULL;
     bool from_explicit, to_explicit, present;
-    if (!api_query_allow(req, resp, params) ||
+    if (!api_query_allow(req, resp, multi ? mparams : params) ||
         !parse_bound(req, resp, "from", 0, &q->from, &from_explicit) ||
         !parse_bound(req, resp, "to", TS_MAX_TIMESTAMP, &q->to, &to_explicit))
         return false;
@@ -897,13 +902,28 @@ static bool ts_open_latest(api_server_t *srv, api_req_t *req, api_resp_t *resp, 
     return ok;
 }
 
+/* [[ts,value],...] */
+static void put_samples(wbuf_t *b, const collected_t *c)
+{
+    dtext_t last = { 0 };
+    wbuf_put_u8(b, '[');
+    for (size_t i = 0; i < c->n; i++) {
+        wbuf_put_bytes(b, i ? ",[" : "[", i ? 2 : 1);
+        put_i64(b, c->s[i].ts);
+        wbuf_put_u8(b, ',');
+        put_double(b, &last, c->s[i].value);
+        wbuf_put_u8(b, ']');
+    }
+    wbuf_put_u8(b, ']');
+}
+
 static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
 {
     const char *key;
     size_t klen;
     ts_query_t q;
     int64_t *fts;
-    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts))
+    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts, false))
         return;
     q.reverse = reverse;
     q.max_results = TS_MAX_EMPTY_BUCKETS;
@@ -937,16 +957,9 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     /* formatted outside the shard lock */
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 16 + c.n * 32);
-    wbuf_put_bytes(&b, "{\"samples\":[", 12);
-    dtext_t last = { 0 };
-    for (size_t i = 0; i < c.n; i++) {
-        wbuf_put_bytes(&b, i ? ",[" : "[", i ? 2 : 1);
-        put_i64(&b, c.s[i].ts);
-        wbuf_put_u8(&b, ',');
-        put_double(&b, &last, c.s[i].value);
-        wbuf_put_u8(&b, ']');
-    }
-    wbuf_put_bytes(&b, "]}", 2);
+    wbuf_put_bytes(&b, "{\"samples\":", 11);
+    put_samples(&b, &c);
+    wbuf_put_u8(&b, '}');
     free(c.s);
     answer(resp, 200, &b);
 }
@@ -987,6 +1000,528 @@ static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *res
     else
         api_json(resp, 200, json_pack("{s:I}", "deleted", (json_int_t)deleted));
 }
+
+/* ------------------------------------------------------------------------ */
+/* Queries by labels (TS.QUERYINDEX, TS.MGET, TS.MRANGE, TS.MREVRANGE)      */
+/* ------------------------------------------------------------------------ */
+
+/* The `filter` parameters (at least one, and one of them l=v or l=(a,b)). */
+static ts_matcher_t *parse_filters(const api_req_t *req, api_resp_t *resp, size_t *n)
+{
+    size_t nf = api_query_count(req, "filter");
+    if (nf == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "filter", "missing query parameter 'filter' (label=value, ...)");
+        return NULL;
+    }
+    ts_matcher_t *m = malloc(nf * sizeof(*m));
+    if (!m) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    size_t k = 0;
+    bool positive = false;
+    for (int i = 0; i < req->nparams; i++) {
+        if (strcmp(req->params[i].name, "filter") != 0)
+            continue;
+        const char *why;
+        if (!ts_matcher_parse(req->params[i].value, req->params[i].vlen, &m[k], &why)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "filter", "filter '%.64s': %s", req->params[i].value, why);
+            free(m);
+            return NULL;
+        }
+        positive |= ts_matcher_positive(&m[k]);
+        k++;
+    }
+    if (!positive) {
+        api_error_field(resp, API_E_BAD_REQUEST, "filter",
+                        "at least one filter must select series: label=value or label=(a,b)");
+        free(m);
+        return NULL;
+    }
+    *n = k;
+    return m;
+}
+
+typedef struct keylist {
+    char **k;
+    size_t *len;
+    size_t n, cap;
+    const ts_matcher_t *m;
+    size_t nm;
+    bool oom;
+} keylist_t;
+
+static void keylist_visit(void *ud, ks_entry_t *e)
+{
+    keylist_t *l = ud;
+    if (l->oom || ks_entry_type(e) != &ts_type || !ts_matches(ks_entry_value(e), l->m, l->nm))
+        return;
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        char **nk = realloc(l->k, ncap * sizeof(*nk));
+        size_t *nl = nk ? realloc(l->len, ncap * sizeof(*nl)) : NULL;
+        if (nk)
+            l->k = nk;
+        if (!nl) {
+            l->oom = true;
+            return;
+        }
+        l->len = nl;
+        l->cap = ncap;
+    }
+    size_t len;
+    const char *key = ks_entry_key(e, &len);
+    char *c = malloc(len + 1);
+    if (!c) {
+        l->oom = true;
+        return;
+    }
+    memcpy(c, key, len);
+    c[len] = '\0';
+    l->k[l->n] = c;
+    l->len[l->n++] = len;
+}
+
+static void keylist_free(keylist_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->k[i]);
+    free(l->k);
+    free(l->len);
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    const char *const *x = a, *const *y = b;
+    return strcmp(*x, *y);
+}
+
+/* The keys of the series matching m[0..nm), sorted: every shard scanned under
+ * its lock (a series is matched as it is when its shard is scanned). */
+static bool ts_select(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ts_matcher_t *m, size_t nm,
+                      keylist_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    l->m = m;
+    l->nm = nm;
+    for (unsigned s = 0; s < ks_shard_count(srv->ks) && !l->oom; s++) {
+        ks_shard_t *sh = ks_shard_at(srv->ks, s);
+        uint64_t cursor = 0;
+        ks_shard_lock(sh);
+        do
+            ks_shard_scan(srv->ks, sh, &cursor, 1024, api_now_ms(req), keylist_visit, l);
+        while (cursor != 0 && !l->oom);
+        ks_shard_unlock(sh);
+    }
+    if (l->oom) {
+        keylist_free(l);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory selecting series");
+        return false;
+    }
+    /* a scan may visit an entry twice while its table grows: once each */
+    qsort(l->k, l->n, sizeof(*l->k), cmp_keys);
+    size_t u = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (u && strcmp(l->k[u - 1], l->k[i]) == 0) {
+            free(l->k[i]);
+            continue;
+        }
+        l->len[u] = strlen(l->k[i]);
+        l->k[u++] = l->k[i];
+    }
+    l->n = u;
+    return true;
+}
+
+/* GET /mts/index?filter=...: TS.QUERYINDEX. */
+static void h_ts_queryindex(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "filter", NULL };
+    size_t nm;
+    ts_matcher_t *m;
+    keylist_t l;
+    if (!api_query_allow(req, resp, params) || !(m = parse_filters(req, resp, &nm)))
+        return;
+    bool ok = ts_select(srv, req, resp, m, nm, &l);
+    free(m);
+    if (!ok)
+        return;
+    json_t *keys = json_array();
+    for (size_t i = 0; i < l.n; i++)
+        json_array_append_new(keys, json_stringn(l.k[i], l.len[i]));
+    keylist_free(&l);
+    api_json(resp, 200, json_pack("{s:o}", "keys", keys));
+}
+
+/* withlabels / selected_labels: which labels a multi-series answer shows. */
+typedef struct labelsel {
+    bool all;
+    const api_param_t **names;   /* selected_labels */
+    size_t n;
+} labelsel_t;
+
+static bool parse_labelsel(const api_req_t *req, api_resp_t *resp, labelsel_t *sel)
+{
+    memset(sel, 0, sizeof(*sel));
+    if (!api_query_bool(req, resp, "withlabels", &sel->all, NULL))
+        return false;
+    size_t n = api_query_count(req, "selected_labels");
+    if (n && sel->all) {
+        api_error_field(resp, API_E_BAD_REQUEST, "selected_labels", "'withlabels' and 'selected_labels' exclude each other");
+        return false;
+    }
+    if (!n)
+        return true;
+    sel->names = malloc(n * sizeof(*sel->names));
+    if (!sel->names) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return false;
+    }
+    for (int i = 0; i < req->nparams; i++)
+        if (strcmp(req->params[i].name, "selected_labels") == 0)
+            sel->names[sel->n++] = &req->params[i];
+    return true;
+}
+
+/* The labels shown for a series (NULL: none asked); under its lock. */
+static json_t *labels_json(const ts_t *ts, const labelsel_t *sel)
+{
+    if (!sel->all && !sel->n)
+        return NULL;
+    json_t *o = json_object();
+    if (sel->all) {
+        for (size_t i = 0; i < ts_label_count(ts); i++) {
+            ts_label_t lb = ts_label_at(ts, i);
+            json_object_set_new(o, lb.name, json_stringn(lb.value, lb.value_len));
+        }
+        return o;
+    }
+    for (size_t i = 0; i < sel->n; i++) {
+        size_t vl;
+        const char *v = ts_label_get(ts, sel->names[i]->value, sel->names[i]->vlen, &vl);
+        json_object_set_new(o, sel->names[i]->value, v ? json_stringn(v, vl) : json_null());
+    }
+    return o;
+}
+
+/* One series of a multi-series answer, read under its lock(s): still a
+ * series that matches (else *gone), its samples per q, its labels. */
+static core_status_t ts_read_one(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                                 bool latest, ts_query_t *q, const ts_matcher_t *m, size_t nm, const labelsel_t *sel,
+                                 collected_t *c, json_t **labels, char **group, bool *gone, const char *groupby)
+{
+    api_key_t h;
+    ks_key_t keys[2];
+    q->has_extra = false;
+    *gone = true;
+    *labels = NULL;
+    if (group)
+        *group = NULL;
+    api_resp_t scratch;   /* a series gone meanwhile is skipped, not answered */
+    api_resp_init(&scratch);
+    (void)resp;
+    if (!ts_open_latest(srv, req, &scratch, key, klen, latest, &h, keys, q)) {
+        api_resp_release(&scratch);
+        return CORE_OK;
+    }
+    api_resp_release(&scratch);
+    const ts_t *ts = api_key_value(&h);
+    core_status_t st = CORE_OK;
+    if (ts && ts_matches(ts, m, nm)) {
+        size_t gl = 0;
+        const char *gv = groupby ? ts_label_get(ts, groupby, strlen(groupby), &gl) : NULL;
+        if (!groupby || gv) {
+            *gone = false;
+            st = ts_range(ts, q, collect, c);
+            *labels = labels_json(ts, sel);
+            if (gv && !(*group = strndup(gv, gl)))
+                st = CORE_NOMEM;
+        }
+    }
+    api_key_close(&h, false);
+    return st;
+}
+
+/* GET /mts/get?filter=...&withlabels=&selected_labels=&latest=: TS.MGET. */
+static void h_ts_mget(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "filter", "withlabels", "selected_labels", "latest", NULL };
+    size_t nm;
+    ts_matcher_t *m;
+    keylist_t l;
+    labelsel_t sel;
+    bool latest = false;
+    if (!api_query_allow(req, resp, params) || !api_query_bool(req, resp, "latest", &latest, NULL) ||
+        !parse_labelsel(req, resp, &sel))
+        return;
+    if (!(m = parse_filters(req, resp, &nm))) {
+        free(sel.names);
+        return;
+    }
+    if (!ts_select(srv, req, resp, m, nm, &l)) {
+        free(m);
+        free(sel.names);
+        return;
+    }
+    json_t *series = json_array();
+    core_status_t st = CORE_OK;
+    for (size_t i = 0; i < l.n && st == CORE_OK; i++) {
+        /* the newest sample: the last of a reverse range of one */
+        ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .reverse = true, .count = 1 };
+        collected_t c = { 0 };
+        json_t *labels;
+        bool gone;
+        st = ts_read_one(srv, req, resp, l.k[i], l.len[i], latest, &q, m, nm, &sel, &c, &labels, NULL, &gone, NULL);
+        if (st == CORE_OK && !gone) {
+            json_t *one = json_pack("{s:s%}", "key", l.k[i], l.len[i]);
+            if (labels)
+                json_object_set_new(one, "labels", labels);
+            json_t *sample = json_null();
+            if (c.n) {
+                double v = c.s[0].value;
+                sample = json_pack("[I,o]", (json_int_t)c.s[0].ts,
+                                   isfinite(v) ? json_real(v) : json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+            }
+            json_object_set_new(one, "sample", sample);
+            json_array_append_new(series, one);
+        } else if (labels) {
+            json_decref(labels);
+        }
+        free(c.s);
+    }
+    keylist_free(&l);
+    free(m);
+    free(sel.names);
+    if (st != CORE_OK) {
+        json_decref(series);
+        api_error_status(resp, st, NULL, "out of memory running the query");
+        return;
+    }
+    api_json(resp, 200, json_pack("{s:o}", "series", series));
+}
+
+/* A series's answer, kept until every series is read. */
+typedef struct mseries {
+    const char *key;
+    size_t klen;
+    collected_t c;
+    json_t *labels;
+    char *group;
+} mseries_t;
+
+static int cmp_group(const void *a, const void *b)
+{
+    const mseries_t *x = a, *y = b;
+    int r = strcmp(x->group, y->group);
+    return r ? r : strcmp(x->key, y->key);
+}
+
+/* A sample of a group, with the position of its series (the group's key order). */
+typedef struct gsample {
+    int64_t ts;
+    size_t at;
+    double value;
+} gsample_t;
+
+static int cmp_gsample(const void *a, const void *b)
+{
+    const gsample_t *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* GROUPBY label REDUCE r: the series of one group [g0, g1) merged, one value
+ * per timestamp (reduced in the series' key order), into *out, newest first
+ * when reverse. */
+static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, bool reverse, collected_t *out)
+{
+    size_t total = 0;
+    for (size_t i = g0; i < g1; i++)
+        total += ms[i].c.n;
+    gsample_t *all = malloc((total ? total : 1) * sizeof(*all));
+    double *vals = malloc((total ? total : 1) * sizeof(*vals));
+    if (!all || !vals) {
+        free(all);
+        free(vals);
+        return false;
+    }
+    size_t k = 0;
+    for (size_t i = g0; i < g1; i++)
+        for (size_t j = 0; j < ms[i].c.n; j++)
+            all[k++] = (gsample_t){ ms[i].c.s[j].ts, i, ms[i].c.s[j].value };
+    qsort(all, k, sizeof(*all), cmp_gsample);
+    bool ok = true;
+    for (size_t n = 0; n < k && ok;) {
+        /* the runs of one timestamp, taken from the newest when reverse */
+        size_t i = reverse ? k - 1 - n : n, j = i, nv = 0;
+        if (reverse) {
+            while (j > 0 && all[j - 1].ts == all[i].ts)
+                j--;
+            for (size_t x = j; x <= i; x++)
+                vals[nv++] = all[x].value;
+        } else {
+            while (j < k && all[j].ts == all[i].ts)
+                vals[nv++] = all[j++].value;
+        }
+        ok = collect(out, all[i].ts, ts_reduce(r, vals, nv));
+        n += nv;
+    }
+    free(all);
+    free(vals);
+    return ok;
+}
+
+static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
+{
+    ts_query_t q0;
+    int64_t *fts;
+    if (!parse_range(req, resp, &q0, &fts, true))
+        return;
+    q0.reverse = reverse;
+    q0.max_results = TS_MAX_EMPTY_BUCKETS;
+    bool latest = false;
+    labelsel_t sel = { 0 };
+    const char *groupby = NULL, *reduce = NULL;
+    ts_agg_t red = TS_AGG_NONE;
+    size_t nm = 0;
+    ts_matcher_t *m = NULL;
+    keylist_t l = { 0 };
+    mseries_t *ms = NULL;
+    size_t nms = 0;
+    core_status_t st = CORE_OK;
+    size_t glen, rlen;
+    if (!api_query_bool(req, resp, "latest", &latest, NULL) || !parse_labelsel(req, resp, &sel) ||
+        !api_query_string(req, resp, "groupby", false, &groupby, &glen) ||
+        !api_query_string(req, resp, "reduce", false, &reduce, &rlen))
+        goto out;
+    if (!groupby != !reduce) {
+        api_error_field(resp, API_E_BAD_REQUEST, groupby ? "reduce" : "groupby", "'groupby' and 'reduce' go together");
+        goto out;
+    }
+    if (reduce && (!ts_agg_parse(reduce, &red) || red == TS_AGG_TWA || red == TS_AGG_FIRST || red == TS_AGG_LAST)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "reduce",
+                        "'reduce' must be avg, sum, min, max, range, count, std.p, std.s, var.p, var.s, countNaN or "
+                        "countAll");
+        goto out;
+    }
+    if (!(m = parse_filters(req, resp, &nm)) || !ts_select(srv, req, resp, m, nm, &l))
+        goto out;
+    ms = calloc(l.n ? l.n : 1, sizeof(*ms));
+    if (!ms) {
+        st = CORE_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < l.n && st == CORE_OK; i++) {
+        ts_query_t q = q0;
+        bool gone;
+        mseries_t *x = &ms[nms];
+        st = ts_read_one(srv, req, resp, l.k[i], l.len[i], latest, &q, m, nm, &sel, &x->c, &x->labels,
+                         groupby ? &x->group : NULL, &gone, groupby);
+        x->key = l.k[i];
+        x->klen = l.len[i];
+        if (!gone)
+            nms++;
+        else
+            free(x->c.s);
+    }
+    if (st != CORE_OK)
+        goto out;
+    wbuf_t b = WBUF_INIT;
+    wbuf_put_bytes(&b, "{\"series\":[", 11);
+    if (!groupby) {
+        for (size_t i = 0; i < nms; i++) {
+            json_t *k = json_pack("{s:s%}", "key", ms[i].key, ms[i].klen);
+            if (ms[i].labels)
+                json_object_set(k, "labels", ms[i].labels);
+            char *t = json_dumps(k, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            json_decref(k);
+            if (!t) {
+                b.oom = true;
+                break;
+            }
+            if (i)
+                wbuf_put_u8(&b, ',');
+            wbuf_put_bytes(&b, t, strlen(t) - 1);   /* {"key":..,"labels":..  then the samples */
+            free(t);
+            wbuf_put_bytes(&b, ",\"samples\":", 11);
+            put_samples(&b, &ms[i].c);
+            wbuf_put_u8(&b, '}');
+        }
+    } else {
+        qsort(ms, nms, sizeof(*ms), cmp_group);
+        for (size_t g0 = 0, ng = 0; g0 < nms; ng++) {
+            size_t g1 = g0 + 1;
+            while (g1 < nms && strcmp(ms[g1].group, ms[g0].group) == 0)
+                g1++;
+            collected_t c = { 0 };
+            if (!reduce_group(ms, g0, g1, red, reverse, &c)) {
+                b.oom = true;
+                break;
+            }
+            size_t slen = 0;
+            for (size_t i = g0; i < g1; i++)
+                slen += ms[i].klen + 1;
+            char *src = malloc(slen + 1), *p = src;
+            for (size_t i = g0; src && i < g1; i++) {
+                memcpy(p, ms[i].key, ms[i].klen);
+                p += ms[i].klen;
+                *p++ = ',';
+            }
+            if (src)
+                p[-1] = '\0';
+            json_t *labels = json_object();
+            json_object_set_new(labels, groupby, json_string(ms[g0].group));
+            json_object_set_new(labels, "__reducer__", json_string(ts_agg_name(red)));
+            json_object_set_new(labels, "__source__", src ? json_string(src) : json_null());
+            free(src);
+            char *gk = NULL;
+            if (asprintf(&gk, "%s=%s", groupby, ms[g0].group) < 0)
+                gk = NULL;
+            json_t *k = json_pack("{s:s?,s:o}", "key", gk, "labels", labels);
+            free(gk);
+            char *t = k ? json_dumps(k, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            json_decref(k);
+            if (!t) {
+                free(c.s);
+                b.oom = true;
+                break;
+            }
+            if (ng)
+                wbuf_put_u8(&b, ',');
+            wbuf_put_bytes(&b, t, strlen(t) - 1);
+            free(t);
+            wbuf_put_bytes(&b, ",\"samples\":", 11);
+            put_samples(&b, &c);
+            wbuf_put_u8(&b, '}');
+            free(c.s);
+            g0 = g1;
+        }
+    }
+    wbuf_put_bytes(&b, "]}", 2);
+    answer(resp, 200, &b);
+out:
+    if (st == CORE_LIMIT)
+        api_error_field(resp, API_E_BAD_REQUEST, "empty",
+                        "empty=true would report more than %d buckets for a series: narrow the range, widen bucket_ms "
+                        "or set count",
+                        TS_MAX_EMPTY_BUCKETS);
+    else if (st != CORE_OK)
+        api_error_status(resp, st, NULL, "out of memory running the query");
+    for (size_t i = 0; i < nms; i++) {
+        free(ms[i].c.s);
+        json_decref(ms[i].labels);
+        free(ms[i].group);
+    }
+    free(ms);
+    keylist_free(&l);
+    free(m);
+    free(sel.names);
+    free(fts);
+}
+
+static void h_ts_mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp) { mrange(srv, req, resp, false); }
+static void h_ts_mrevrange(api_server_t *srv, api_req_t *req, api_resp_t *resp) { mrange(srv, req, resp, true); }
 
 /* ------------------------------------------------------------------------ */
 /* Compaction rules                                                         */
@@ -1179,6 +1714,10 @@ static const api_route_t routes[] = {
     { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0 },
     { API_POST,   "/ts/{key}/rules",    h_ts_rule_create, 0 },
     { API_DELETE, "/ts/{key}/rules",    h_ts_rule_delete, 0 },
+    { API_GET,    "/mts/index",         h_ts_queryindex, 0 },
+    { API_GET,    "/mts/get",           h_ts_mget, 0 },
+    { API_GET,    "/mts/range",         h_ts_mrange, 0 },
+    { API_GET,    "/mts/revrange",      h_ts_mrevrange, 0 },
 };
 
 API_FAMILY(ts, &ts_type, "a time series", "no such time series");

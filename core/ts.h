@@ -227,6 +227,35 @@ typedef struct ts_info {
 void ts_get_info(const ts_t *ts, ts_info_t *out);
 
 /* ------------------------------------------------------------------------ */
+/* Label filters (TS.MGET / TS.MRANGE / TS.QUERYINDEX)                      */
+/* ------------------------------------------------------------------------ */
+
+/* One matcher of RedisTimeSeries's filter syntax:
+ *   l=v       the label l is v            l!=v       l is not v (or absent)
+ *   l=        l is absent                 l!=        l is present
+ *   l=(a,b)   l is one of a, b            l!=(a,b)   l is none of them (or absent)
+ * Values point into the parsed text. */
+#define TS_FILTER_MAX_VALUES 64
+
+typedef struct ts_matcher {
+    const char *name;
+    size_t name_len;
+    bool negate;                         /* != */
+    size_t nvalues;                      /* 0: l= (absent) / l!= (present) */
+    const char *value[TS_FILTER_MAX_VALUES];
+    size_t value_len[TS_FILTER_MAX_VALUES];
+} ts_matcher_t;
+
+/* Parses one filter; false with *why set on bad syntax. */
+bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char **why);
+/* Whether a matcher selects series (l=v, l=(a,b)): a query needs one. */
+bool ts_matcher_positive(const ts_matcher_t *m);
+/* Whether the series satisfies every matcher. */
+bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n);
+/* The value of label `name`, or NULL. */
+const char *ts_label_get(const ts_t *ts, const char *name, size_t len, size_t *vlen);
+
+/* ------------------------------------------------------------------------ */
 /* Queries                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -276,6 +305,10 @@ typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
  * Returns CORE_OK, CORE_NOMEM, or CORE_LIMIT when more than q->max_results
  * would be emitted (the results emitted so far are to be discarded). */
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
+
+/* One aggregation over values[0..n) in order (GROUPBY ... REDUCE): the
+ * values it counts (see ts_range), NaN when it counts none. */
+double ts_reduce(ts_agg_t a, const double *v, size_t n);
 
 /* The first timestamp of the bucket holding t (may be negative). */
 int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align);
