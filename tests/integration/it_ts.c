@@ -852,6 +852,176 @@ static void test_rules_and_aggregation_details(void **state)
         free(want[i]);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Queries by labels                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Whether labels (room, kind: NULL = absent) pass one filter, by brute force. */
+static bool lq_model(const char *f, const char *room, const char *kind)
+{
+    const char *ne = strstr(f, "!="), *eq = strchr(f, '=');
+    bool negate = ne && ne < eq;
+    size_t nl = (size_t)((negate ? ne : eq) - f);
+    const char *have = strncmp(f, "room", nl) == 0 && nl == 4 ? room : kind;
+    const char *rest = eq + 1;
+    if (!*rest)
+        return negate ? have != NULL : have == NULL;
+    bool in = false;
+    if (*rest == '(') {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%.*s", (int)(strlen(rest) - 2), rest + 1);
+        for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            in |= have && strcmp(t, have) == 0;
+    } else {
+        in = have && strcmp(rest, have) == 0;
+    }
+    return negate ? !in : in;
+}
+
+static void test_label_queries(void **state)
+{
+    (void)state;
+    static const char *const rooms[] = { "hall", "kitchen", "attic", NULL };
+    static const char *const kinds[] = { "temp", "hum", NULL };
+    enum { N = 40 };
+    const char *room[N], *kind[N];
+    rng_t r;
+    rng_seed(&r, 19);
+    for (int i = 0; i < N; i++) {
+        room[i] = rooms[rng_below(&r, 4)];
+        kind[i] = kinds[rng_below(&r, 3)];
+        char body[256];
+        int o = snprintf(body, sizeof(body), "{\"labels\":{");
+        if (room[i])
+            o += snprintf(body + o, sizeof(body) - (size_t)o, "\"room\":\"%s\"%s", room[i], kind[i] ? "," : "");
+        if (kind[i])
+            o += snprintf(body + o, sizeof(body) - (size_t)o, "\"kind\":\"%s\"", kind[i]);
+        snprintf(body + o, sizeof(body) - (size_t)o, "},\"samples\":[[%d,%d],[%d,%d],[1000,%d]]}", 10 + i % 3, i,
+                 500 + i % 7, i * 2, i % 5);
+        http_resp_t a = httpf(&T, "POST", body, "/ts/lq:%02d", i);
+        assert_status(&a, 200);
+        http_free(&a);
+    }
+    /* a key of another type never matches */
+    http_resp_t a = http(&T, "POST", "/counter/lq:counter", "{\"by\":1}", NULL);
+    http_free(&a);
+    static const char *const filters[] = { "room=hall",        "room=(hall,attic)", "kind=temp",  "kind!=temp",
+                                           "room!=(hall,kitchen)", "kind=",          "room!=",     "kind=(hum)",
+                                           "room=kitchen" };
+    enum { NF = sizeof(filters) / sizeof(filters[0]) };
+    for (int round = 0; round < 30; round++) {
+        const char *f[3];
+        size_t nf = 1 + rng_below(&r, 3);
+        char q[512];
+        int o = 0;
+        bool positive = false;
+        for (size_t k = 0; k < nf; k++) {
+            f[k] = filters[rng_below(&r, NF)];
+            positive |= strchr(f[k], '=')[1] != '\0' && !strstr(f[k], "!=");
+            char enc[64];
+            size_t e = 0;
+            for (const char *c = f[k]; *c; c++)
+                e += (size_t)snprintf(enc + e, sizeof(enc) - e, *c == '=' ? "%%3D" : *c == '!' ? "%%21" : "%c", *c);
+            o += snprintf(q + o, sizeof(q) - (size_t)o, "%sfilter=%s", k ? "&" : "", enc);
+        }
+        http_resp_t x = httpf(&T, "GET", NULL, "/mts/index?%s", q);
+        if (!positive) {
+            assert_error(&x, 400, "BAD_REQUEST");
+            http_free(&x);
+            continue;
+        }
+        assert_status(&x, 200);
+        json_t *keys = json_object_get(x.json, "keys");
+        size_t at = 0;
+        for (int i = 0; i < N; i++) {
+            bool want = true;
+            for (size_t k = 0; k < nf; k++)
+                want &= lq_model(f[k], room[i], kind[i]);
+            if (!want)
+                continue;
+            char name[16];
+            snprintf(name, sizeof(name), "lq:%02d", i);
+            const char *got = json_string_value(json_array_get(keys, at++));
+            if (!got || strcmp(got, name) != 0)
+                fail_msg("filters %s: key %zu is %s, model %s (%s)", q, at - 1, got ? got : "none", name, x.body);
+        }
+        /* other keys of the test may match as well: only lq:* are modelled */
+        for (size_t k = at; k < json_array_size(keys); k++)
+            assert_true(strncmp(json_string_value(json_array_get(keys, k)), "lq:", 3) != 0);
+        /* MRANGE answers each selected series as /range does */
+        http_resp_t mr = httpf(&T, "GET", NULL, "/mts/range?%s&agg=sum&bucket_ms=100&withlabels=true", q);
+        assert_status(&mr, 200);
+        json_t *series = json_object_get(mr.json, "series");
+        assert_int_equal(json_array_size(series), json_array_size(keys));
+        for (size_t k = 0; k < json_array_size(series); k++) {
+            json_t *one = json_array_get(series, k);
+            const char *key = json_string_value(json_object_get(one, "key"));
+            assert_string_equal(key, json_string_value(json_array_get(keys, k)));
+            http_resp_t single = httpf(&T, "GET", NULL, "/ts/%s/range?agg=sum&bucket_ms=100", key);
+            char *mine = json_dumps(json_object_get(one, "samples"), JSON_COMPACT);
+            char *theirs = json_dumps(json_object_get(single.json, "samples"), JSON_COMPACT);
+            assert_string_equal(mine, theirs);
+            free(mine);
+            free(theirs);
+            http_free(&single);
+            assert_true(json_is_object(json_object_get(one, "labels")));
+        }
+        http_free(&mr);
+        http_free(&x);
+    }
+    /* GROUPBY room REDUCE sum over kind=temp, against the sums by hand */
+    http_resp_t g = http(&T, "GET", "/mts/range?filter=kind%3Dtemp&groupby=room&reduce=sum", NULL, NULL);
+    assert_status(&g, 200);
+    json_t *groups = json_object_get(g.json, "series");
+    for (size_t k = 0; k < json_array_size(groups); k++) {
+        json_t *one = json_array_get(groups, k);
+        const char *rm = json_string_value(json_object_get(json_object_get(one, "labels"), "room"));
+        json_t *smp = json_object_get(one, "samples");
+        for (size_t j = 0; j < json_array_size(smp); j++) {
+            int64_t t = ts_at(smp, j);
+            double sum = 0;
+            for (int i = 0; i < N; i++)
+                if (kind[i] && strcmp(kind[i], "temp") == 0 && room[i] && strcmp(room[i], rm) == 0) {
+                    if (t == 10 + i % 3)
+                        sum += i;
+                    if (t == 500 + i % 7)
+                        sum += i * 2;
+                    if (t == 1000)
+                        sum += i % 5;
+                }
+            if (val_at(smp, j) != sum)
+                fail_msg("group %s at %lld: %g, by hand %g", rm, (long long)t, val_at(smp, j), sum);
+        }
+    }
+    http_free(&g);
+    /* MGET: the newest sample of each, selected labels (null when absent) */
+    g = http(&T, "GET", "/mts/get?filter=kind%3Dhum&selected_labels=room", NULL, NULL);
+    assert_status(&g, 200);
+    json_t *ss = json_object_get(g.json, "series");
+    assert_true(json_array_size(ss) > 0);
+    for (size_t k = 0; k < json_array_size(ss); k++) {
+        json_t *one = json_array_get(ss, k);
+        int i = atoi(json_string_value(json_object_get(one, "key")) + 3);
+        json_t *rv = json_object_get(json_object_get(one, "labels"), "room");
+        assert_true(room[i] ? strcmp(json_string_value(rv), room[i]) == 0 : json_is_null(rv));
+        json_t *sample = json_object_get(one, "sample");
+        assert_int_equal(json_integer_value(json_array_get(sample, 0)), 1000);
+        assert_true(json_number_value(json_array_get(sample, 1)) == i % 5);
+    }
+    http_free(&g);
+    /* refused: no filter, a bad filter, groupby without reduce */
+    static const char *const bad[] = { "/mts/index", "/mts/index?filter=room", "/mts/range?filter=room%3Dhall&groupby=room",
+                                       "/mts/range?filter=room%3Dhall&groupby=room&reduce=first",
+                                       "/mts/get?filter=room%3Dhall&withlabels=true&selected_labels=a",
+                                       "/mts/range?filter=room%3Dhall&colour=red" };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        g = http(&T, "GET", bad[k], NULL, NULL);
+        if (g.status != 400)
+            fail_msg("%s: %ld %s", bad[k], g.status, g.body);
+        http_free(&g);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -865,6 +1035,7 @@ int main(void)
         cmocka_unit_test(test_same_answer_as_zset_script),
         cmocka_unit_test(test_star_and_persistence),
         cmocka_unit_test(test_rules_and_aggregation_details),
+        cmocka_unit_test(test_label_queries),
     };
     return cmocka_run_group_tests_name("ts (integration)", tests, setup, teardown);
 }

@@ -821,6 +821,90 @@ static void test_rules_random(void **state)
     }
 }
 
+/* The model of one filter, read from its text by brute force. */
+static bool m_filter(const char *f, const char *const *names, const char *const *values, size_t n)
+{
+    const char *ne = strstr(f, "!="), *eq = strchr(f, '=');
+    bool negate = ne && ne < eq;
+    size_t nl = (size_t)((negate ? ne : eq) - f);
+    const char *rest = eq + 1;
+    const char *have = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == nl && strncmp(names[i], f, nl) == 0)
+            have = values[i];
+    if (!*rest)
+        return negate ? have != NULL : have == NULL;
+    bool in = false;
+    if (*rest == '(') {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%.*s", (int)(strlen(rest) - 2), rest + 1);
+        for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            in |= have && strcmp(t, have) == 0;
+    } else {
+        in = have && strcmp(rest, have) == 0;
+    }
+    return negate ? !in : in;
+}
+
+/* Label filters against the brute force over random labels and filters;
+ * malformed filters refused. */
+static void test_label_filters(void **state)
+{
+    (void)state;
+    static const char *const ln[] = { "a", "b", "c" };
+    static const char *const lv[] = { "x", "y", "zz" };
+    rng_t r;
+    rng_seed(&r, 77);
+    for (int round = 0; round < 2000; round++) {
+        ts_label_t lab[3];
+        const char *names[3], *values[3];
+        size_t n = 0;
+        for (size_t i = 0; i < 3; i++)
+            if (rng_below(&r, 3)) {
+                names[n] = ln[i];
+                values[n] = lv[rng_below(&r, 3)];
+                lab[n] = (ts_label_t){ names[n], 1, values[n], strlen(values[n]) };
+                n++;
+            }
+        ts_t *ts = ts_create(0, TS_DUP_BLOCK, lab, n);
+        char f[3][64];
+        ts_matcher_t m[3];
+        size_t nf = 1 + rng_below(&r, 3);
+        bool want = true;
+        for (size_t k = 0; k < nf; k++) {
+            const char *op = rng_below(&r, 2) ? "!=" : "=";
+            switch (rng_below(&r, 3)) {
+            case 0: snprintf(f[k], sizeof(f[k]), "%s%s", ln[rng_below(&r, 3)], op); break;
+            case 1: snprintf(f[k], sizeof(f[k]), "%s%s%s", ln[rng_below(&r, 3)], op, lv[rng_below(&r, 3)]); break;
+            default:
+                snprintf(f[k], sizeof(f[k]), "%s%s(%s,%s)", ln[rng_below(&r, 3)], op, lv[rng_below(&r, 3)],
+                         lv[rng_below(&r, 3)]);
+            }
+            const char *why;
+            assert_true(ts_matcher_parse(f[k], strlen(f[k]), &m[k], &why));
+            want &= m_filter(f[k], names, values, n);
+        }
+        if (ts_matches(ts, m, nf) != want)
+            fail_msg("round %d: filters %s %s %s on %zu labels: %d, model %d", round, f[0], nf > 1 ? f[1] : "",
+                     nf > 2 ? f[2] : "", n, !want, want);
+        ts_free(ts);
+    }
+    static const char *const bad[] = { "a", "=x", "!=x", "a=(x", "a=()", "a=(x,,y)", "a=x,y", "a=x=y", "a(=x",
+                                       "a=(x)y" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ts_matcher_t m;
+        const char *why;
+        if (ts_matcher_parse(bad[i], strlen(bad[i]), &m, &why))
+            fail_msg("filter '%s' accepted", bad[i]);
+    }
+    ts_matcher_t m;
+    const char *why;
+    assert_true(ts_matcher_parse("a=x", 3, &m, &why) && ts_matcher_positive(&m));
+    assert_true(ts_matcher_parse("a=(x,y)", 7, &m, &why) && ts_matcher_positive(&m) && m.nvalues == 2);
+    assert_true(ts_matcher_parse("a!=x", 4, &m, &why) && !ts_matcher_positive(&m));
+    assert_true(ts_matcher_parse("a=", 2, &m, &why) && !ts_matcher_positive(&m));
+}
+
 /* A version-1 encoding (before rules) still decodes, to a series without
  * rules or source, and re-encodes as version 2. */
 static void test_decode_version1(void **state)
@@ -1330,6 +1414,7 @@ int main(void)
         cmocka_unit_test(test_flow_expectations),
         cmocka_unit_test(test_rules_random),
         cmocka_unit_test(test_decode_version1),
+        cmocka_unit_test(test_label_filters),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
     };
