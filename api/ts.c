@@ -36,11 +36,21 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/ts_index.h"
 #include "core/ts.h"
 
 /* ------------------------------------------------------------------------ */
 /* Parsing                                                                  */
 /* ------------------------------------------------------------------------ */
+
+/* Adds a series's labels to the index (a failure leaves it unindexed: the
+ * queries then scan). Shard locked. */
+static void ts_index_note(api_server_t *srv, const char *key, size_t klen, ts_t *ts)
+{
+    ts_index_t *ix = ts_index_of(srv->ks);
+    if (ix)
+        ts_index_add(ix, key, klen, ts);
+}
 
 #define TS_MAX_EMPTY_BUCKETS 1000000   /* buckets one empty=true query may report (each costs an answer row) */
 
@@ -603,7 +613,13 @@ static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!parse_opts(req, resp, body, &o) || !api_make_room(srv, req, resp))
         return;
 
-    api_create_key(srv, req, resp, key, klen, &ts_type, ts_create(o.retention, o.policy, o.labels, o.nlabels), NULL);
+    /* indexed before it is stored: the index may list a key that is not (yet)
+     * a series, never miss one */
+    ts_t *ts = ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    ts_index_t *ix = ts_index_of(srv->ks);
+    if (ts && ix)
+        ts_index_add(ix, key, klen, ts);
+    api_create_key(srv, req, resp, key, klen, &ts_type, ts, NULL);
 }
 
 static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -650,6 +666,8 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (st == CORE_OK && created && !api_key_add(h, &ts_type, ts, KS_NO_EXPIRY))
         st = CORE_NOMEM;
+    if (st == CORE_OK && created)
+        ts_index_note(srv, key, klen, ts);
     if (st != CORE_OK) {
         int64_t newest_ts = -1;   /* the newest sample when the failing one came: stored or earlier in the batch */
         if (st == CORE_TOO_OLD) {
@@ -766,6 +784,8 @@ static void incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool dec
     core_status_t st = ts ? ts_incrby(ts, t, by, &value) : CORE_NOMEM;
     if (st == CORE_OK && created && !api_key_add(&g.h, &ts_type, ts, KS_NO_EXPIRY))
         st = CORE_NOMEM;
+    if (st == CORE_OK && created)
+        ts_index_note(srv, key, klen, ts);
     if (st != CORE_OK) {
         if (created)
             ts_free(ts);
@@ -819,6 +839,8 @@ static void h_ts_alter(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory setting the labels");
         return;
     }
+    if (has_labels)
+        ts_index_note(srv, key, klen, ts);
     if (has_ret)
         ts_set_retention(ts, retention);
     if (has_policy)
@@ -1049,13 +1071,27 @@ typedef struct keylist {
     const ts_matcher_t *m;
     size_t nm;
     bool oom;
+    ts_index_t *ix;          /* a scan re-adds what it sees */
 } keylist_t;
+
+/* Appends a copy of key. */
+static void keylist_push(keylist_t *l, const char *key, size_t len);
 
 static void keylist_visit(void *ud, ks_entry_t *e)
 {
     keylist_t *l = ud;
-    if (l->oom || ks_entry_type(e) != &ts_type || !ts_matches(ks_entry_value(e), l->m, l->nm))
+    if (l->oom || ks_entry_type(e) != &ts_type)
         return;
+    size_t len;
+    const char *key = ks_entry_key(e, &len);
+    if (l->ix)
+        ts_index_add(l->ix, key, len, ks_entry_value(e));   /* (a failure: the next query scans again) */
+    if (ts_matches(ks_entry_value(e), l->m, l->nm))
+        keylist_push(l, key, len);
+}
+
+static void keylist_push(keylist_t *l, const char *key, size_t len)
+{
     if (l->n == l->cap) {
         size_t ncap = l->cap ? l->cap * 2 : 64;
         char **nk = realloc(l->k, ncap * sizeof(*nk));
@@ -1069,8 +1105,6 @@ static void keylist_visit(void *ud, ks_entry_t *e)
         l->len = nl;
         l->cap = ncap;
     }
-    size_t len;
-    const char *key = ks_entry_key(e, &len);
     char *c = malloc(len + 1);
     if (!c) {
         l->oom = true;
@@ -1096,22 +1130,75 @@ static int cmp_keys(const void *a, const void *b)
     return strcmp(*x, *y);
 }
 
-/* The keys of the series matching m[0..nm), sorted: every shard scanned under
- * its lock (a series is matched as it is when its shard is scanned). */
-static bool ts_select(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ts_matcher_t *m, size_t nm,
+/* The candidates of the index, each verified under its lock: kept when it
+ * is a series matching every filter, forgotten by the index when it no
+ * longer has the pair it was listed under. */
+static void ts_select_indexed(api_server_t *srv, api_req_t *req, ts_index_t *ix, keylist_t *l)
+{
+    const ts_matcher_t *best = NULL;
+    size_t best_n = SIZE_MAX;
+    for (size_t k = 0; k < l->nm; k++)
+        if (ts_matcher_positive(&l->m[k])) {
+            size_t n = ts_index_count(ix, &l->m[k]);
+            if (n < best_n) {
+                best_n = n;
+                best = &l->m[k];
+            }
+        }
+    char **cand;
+    size_t nc;
+    if (!ts_index_candidates(ix, best, &cand, &nc)) {
+        l->oom = true;
+        return;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        api_key_t h;
+        api_resp_t scratch;
+        api_resp_init(&scratch);
+        size_t len = strlen(cand[i]);
+        if (api_key_open(srv, req, &scratch, cand[i], len, NULL, API_READ, &h)) {
+            const ts_t *ts = h.e && ks_entry_type(h.e) == &ts_type ? api_key_value(&h) : NULL;
+            bool listed = ts && ts_matches(ts, best, 1);
+            if (listed && ts_matches(ts, l->m, l->nm))
+                keylist_push(l, cand[i], len);
+            api_key_close(&h, false);
+            if (!listed)
+                ts_index_forget(ix, best, cand[i], len);
+        }
+        api_resp_release(&scratch);
+        free(cand[i]);
+    }
+    free(cand);
+}
+
+/* The keys of the series matching m[0..nm), sorted: from the label index
+ * when it can be trusted, else by a scan of every shard under its lock
+ * (which indexes what it sees).  A series is matched as it is when it is
+ * looked at. */
+static bool ts_select(api_server_t *srv, api_req_t *req, api_resp_t *resp, const ts_matcher_t *m, size_t nm,
                       keylist_t *l)
 {
     memset(l, 0, sizeof(*l));
     l->m = m;
     l->nm = nm;
-    for (unsigned s = 0; s < ks_shard_count(srv->ks) && !l->oom; s++) {
-        ks_shard_t *sh = ks_shard_at(srv->ks, s);
-        uint64_t cursor = 0;
-        ks_shard_lock(sh);
-        do
-            ks_shard_scan(srv->ks, sh, &cursor, 1024, api_now_ms(req), keylist_visit, l);
-        while (cursor != 0 && !l->oom);
-        ks_shard_unlock(sh);
+    ts_index_t *ix = ts_index_of(srv->ks);
+    if (ix && ts_index_usable(ix)) {
+        ts_select_indexed(srv, req, ix, l);
+    } else {
+        if (ix)
+            ts_index_scan_begin(ix);
+        l->ix = ix;
+        for (unsigned s = 0; s < ks_shard_count(srv->ks) && !l->oom; s++) {
+            ks_shard_t *sh = ks_shard_at(srv->ks, s);
+            uint64_t cursor = 0;
+            ks_shard_lock(sh);
+            do
+                ks_shard_scan(srv->ks, sh, &cursor, 1024, api_now_ms(req), keylist_visit, l);
+            while (cursor != 0 && !l->oom);
+            ks_shard_unlock(sh);
+        }
+        if (ix)
+            ts_index_scan_end(ix, !l->oom);
     }
     if (l->oom) {
         keylist_free(l);

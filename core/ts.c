@@ -81,6 +81,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -183,7 +184,22 @@ struct ts {
     size_t nrules;
     char *src;              /* the source this series is the destination of, or NULL */
     uint32_t src_len;
+    bool indexed;           /* ts_mark_indexed was called */
 };
+
+static atomic_long unindexed;     /* live series not yet indexed */
+static atomic_long pairs_alive;   /* labels of live series */
+
+void ts_mark_indexed(ts_t *ts)
+{
+    if (!ts->indexed) {
+        ts->indexed = true;
+        atomic_fetch_sub(&unindexed, 1);
+    }
+}
+
+long ts_unindexed_count(void) { return atomic_load(&unindexed); }
+long ts_label_pairs_alive(void) { return atomic_load(&pairs_alive); }
 
 static ts_chunk_t *chunk_new(ts_t *ts, uint32_t cap)
 {
@@ -367,10 +383,11 @@ ts_t *ts_create(int64_t retention_ms, ts_policy_t policy, const ts_label_t *labe
     ts->retention = retention_ms;
     ts->policy = policy;
     ts->mem = sizeof(*ts);
+    atomic_fetch_add(&unindexed, 1);
     if (nlabels) {
         ts->labels = calloc(nlabels, sizeof(ts_lbl_t));
         if (!ts->labels) {
-            free(ts);
+            ts_free(ts);
             return NULL;
         }
         ts->mem += nlabels * sizeof(ts_lbl_t);
@@ -391,6 +408,7 @@ ts_t *ts_create(int64_t retention_ms, ts_policy_t policy, const ts_label_t *labe
             ts->labels[i].vlen = (uint32_t)labels[i].value_len;
             ts->nlabels = i + 1;
             ts->mem += sz;
+            atomic_fetch_add(&pairs_alive, 1);
         }
     }
     return ts;
@@ -400,6 +418,9 @@ void ts_free(ts_t *ts)
 {
     if (!ts)
         return;
+    if (!ts->indexed)
+        atomic_fetch_sub(&unindexed, 1);
+    atomic_fetch_sub(&pairs_alive, (long)ts->nlabels);
     for (size_t i = 0; i < ts->nchunks; i++)
         free(ts->chunks[i]);
     free(ts->chunks);
@@ -952,6 +973,7 @@ bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels)
         free(ts->labels[i].name);
     }
     ts->mem -= ts->nlabels * sizeof(ts_lbl_t);
+    atomic_fetch_sub(&pairs_alive, (long)ts->nlabels);
     free(ts->labels);
     ts->labels = fresh->labels;
     ts->nlabels = fresh->nlabels;

@@ -255,6 +255,16 @@ bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n);
 /* The value of label `name`, or NULL. */
 const char *ts_label_get(const ts_t *ts, const char *name, size_t len, size_t *vlen);
 
+/* Bookkeeping for a label index kept by the caller (api/ts_index.c): every
+ * series starts "unindexed" (created, or decoded from a snapshot or a dump)
+ * until ts_mark_indexed; while any unindexed series exists in the process
+ * an index may be missing some, and queries must scan.  ts_label_pairs_alive
+ * is the number of (label, series) pairs of every live series, to bound an
+ * index's stale entries.  Process-wide, atomic. */
+void ts_mark_indexed(ts_t *ts);
+long ts_unindexed_count(void);
+long ts_label_pairs_alive(void);
+
 /* ------------------------------------------------------------------------ */
 /* Queries                                                                  */
 /* ------------------------------------------------------------------------ */

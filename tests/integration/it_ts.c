@@ -878,33 +878,11 @@ static bool lq_model(const char *f, const char *room, const char *kind)
     return negate ? !in : in;
 }
 
-static void test_label_queries(void **state)
+/* Random filter sets over the series lq:00.. (those with present[i]):
+ * /mts/index against the brute force, /mts/range against /range. */
+static void lq_check(rng_t *rr, const char *const *room, const char *const *kind, const bool *present, int N)
 {
-    (void)state;
-    static const char *const rooms[] = { "hall", "kitchen", "attic", NULL };
-    static const char *const kinds[] = { "temp", "hum", NULL };
-    enum { N = 40 };
-    const char *room[N], *kind[N];
-    rng_t r;
-    rng_seed(&r, 19);
-    for (int i = 0; i < N; i++) {
-        room[i] = rooms[rng_below(&r, 4)];
-        kind[i] = kinds[rng_below(&r, 3)];
-        char body[256];
-        int o = snprintf(body, sizeof(body), "{\"labels\":{");
-        if (room[i])
-            o += snprintf(body + o, sizeof(body) - (size_t)o, "\"room\":\"%s\"%s", room[i], kind[i] ? "," : "");
-        if (kind[i])
-            o += snprintf(body + o, sizeof(body) - (size_t)o, "\"kind\":\"%s\"", kind[i]);
-        snprintf(body + o, sizeof(body) - (size_t)o, "},\"samples\":[[%d,%d],[%d,%d],[1000,%d]]}", 10 + i % 3, i,
-                 500 + i % 7, i * 2, i % 5);
-        http_resp_t a = httpf(&T, "POST", body, "/ts/lq:%02d", i);
-        assert_status(&a, 200);
-        http_free(&a);
-    }
-    /* a key of another type never matches */
-    http_resp_t a = http(&T, "POST", "/counter/lq:counter", "{\"by\":1}", NULL);
-    http_free(&a);
+    rng_t r = *rr;
     static const char *const filters[] = { "room=hall",        "room=(hall,attic)", "kind=temp",  "kind!=temp",
                                            "room!=(hall,kitchen)", "kind=",          "room!=",     "kind=(hum)",
                                            "room=kitchen" };
@@ -934,7 +912,7 @@ static void test_label_queries(void **state)
         json_t *keys = json_object_get(x.json, "keys");
         size_t at = 0;
         for (int i = 0; i < N; i++) {
-            bool want = true;
+            bool want = present[i];
             for (size_t k = 0; k < nf; k++)
                 want &= lq_model(f[k], room[i], kind[i]);
             if (!want)
@@ -969,6 +947,70 @@ static void test_label_queries(void **state)
         http_free(&mr);
         http_free(&x);
     }
+    *rr = r;
+}
+
+static void test_label_queries(void **state)
+{
+    (void)state;
+    static const char *const rooms[] = { "hall", "kitchen", "attic", NULL };
+    static const char *const kinds[] = { "temp", "hum", NULL };
+    enum { N = 40 };
+    const char *room[N], *kind[N];
+    rng_t r;
+    rng_seed(&r, 19);
+    for (int i = 0; i < N; i++) {
+        room[i] = rooms[rng_below(&r, 4)];
+        kind[i] = kinds[rng_below(&r, 3)];
+        char body[256];
+        int o = snprintf(body, sizeof(body), "{\"labels\":{");
+        if (room[i])
+            o += snprintf(body + o, sizeof(body) - (size_t)o, "\"room\":\"%s\"%s", room[i], kind[i] ? "," : "");
+        if (kind[i])
+            o += snprintf(body + o, sizeof(body) - (size_t)o, "\"kind\":\"%s\"", kind[i]);
+        snprintf(body + o, sizeof(body) - (size_t)o, "},\"samples\":[[%d,%d],[%d,%d],[1000,%d]]}", 10 + i % 3, i,
+                 500 + i % 7, i * 2, i % 5);
+        http_resp_t a = httpf(&T, "POST", body, "/ts/lq:%02d", i);
+        assert_status(&a, 200);
+        http_free(&a);
+    }
+    /* a key of another type never matches */
+    http_resp_t a = http(&T, "POST", "/counter/lq:counter", "{\"by\":1}", NULL);
+    http_free(&a);
+    bool present[N];
+    for (int i = 0; i < N; i++)
+        present[i] = true;
+    lq_check(&r, room, kind, present, N);
+    /* the index under deletion, expiry, a key taken by another type, labels
+     * changed, and a restart from the snapshot (then a scan rebuilds it) */
+    http_resp_t d = http(&T, "DELETE", "/keys/lq:00", NULL, NULL);
+    assert_status(&d, 200);
+    http_free(&d);
+    present[0] = false;
+    d = http(&T, "PUT", "/keys/lq:01/ttl", "{\"ttl_ms\":1}", NULL);
+    assert_status(&d, 200);
+    http_free(&d);
+    present[1] = false;
+    d = http(&T, "DELETE", "/keys/lq:03", NULL, NULL);
+    http_free(&d);
+    d = http(&T, "POST", "/counter/lq:03", "{\"by\":1}", NULL);
+    http_free(&d);
+    present[3] = false;
+    d = http(&T, "PATCH", "/ts/lq:02", "{\"labels\":{\"room\":\"attic\",\"kind\":\"temp\"}}", NULL);
+    assert_status(&d, 200);
+    http_free(&d);
+    room[2] = "attic";
+    kind[2] = "temp";
+    usleep(20000);
+    lq_check(&r, room, kind, present, N);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", T.dir);
+    assert_int_equal(tally_stop(&T), 0);
+    unlink(T.log);
+    tally_start(&T, dir, NULL);
+    T.own_dir = true;
+    lq_check(&r, room, kind, present, N);   /* scans (the loaded series are not indexed yet) */
+    lq_check(&r, room, kind, present, N);   /* from the index */
     /* GROUPBY room REDUCE sum over kind=temp, against the sums by hand */
     http_resp_t g = http(&T, "GET", "/mts/range?filter=kind%3Dtemp&groupby=room&reduce=sum", NULL, NULL);
     assert_status(&g, 200);
