@@ -1206,7 +1206,8 @@ static bool ts_select(api_server_t *srv, api_req_t *req, api_resp_t *resp, const
         return false;
     }
     /* a scan may visit an entry twice while its table grows: once each */
-    qsort(l->k, l->n, sizeof(*l->k), cmp_keys);
+    if (l->n)
+        qsort(l->k, l->n, sizeof(*l->k), cmp_keys);
     size_t u = 0;
     for (size_t i = 0; i < l->n; i++) {
         if (u && strcmp(l->k[u - 1], l->k[i]) == 0) {

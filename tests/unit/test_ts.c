@@ -701,7 +701,7 @@ static void test_rules_random(void **state)
         enum { NR = 3 };
         ts_t *dst[NR];
         ts_rule_t rule[NR];
-        char names[NR][8];
+        char names[NR][16];
         for (int i = 0; i < NR; i++) {
             snprintf(names[i], sizeof(names[i]), "d%d", i);
             ts_agg_t agg;
