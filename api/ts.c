@@ -306,10 +306,10 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
     if (!api_query_int(req, resp, "bucket_ms", false, 1, INT64_MAX, &q->bucket_ms, &present))
         return false;
     if (agg) {
-        if (!ts_agg_parse(agg, &q->agg)) {
+        if (!ts_agg_parse_any(agg, &q->agg, &q->quantile)) {
             api_error_field(resp, API_E_BAD_REQUEST, "agg",
                             "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
-                            "std.s, var.p, var.s, twa, countNaN, countAll)",
+                            "std.s, var.p, var.s, twa, countNaN, countAll, p0 to p100)",
                             agg);
             return false;
         }
@@ -877,9 +877,10 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *rules = json_array();
     for (size_t i = 0; i < ts_rule_count(ts); i++) {
         ts_rule_t r = ts_rule_at(ts, i);
-        json_array_append_new(rules, json_pack("{s:s%,s:s,s:I,s:I}", "dest", r.dest, r.dest_len, "agg",
-                                               ts_agg_name(r.agg), "bucket_ms", (json_int_t)r.bucket_ms, "align",
-                                               (json_int_t)r.align));
+        char aname[32];
+        ts_agg_format(r.agg, r.quantile, aname, sizeof(aname));
+        json_array_append_new(rules, json_pack("{s:s%,s:s,s:I,s:I}", "dest", r.dest, r.dest_len, "agg", aname,
+                                               "bucket_ms", (json_int_t)r.bucket_ms, "align", (json_int_t)r.align));
     }
     size_t slen;
     const char *src = ts_source(ts, &slen);
@@ -1653,10 +1654,11 @@ static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp
         !api_obj_int(resp, body, "bucket_ms", true, 1, INT64_MAX, &bucket, NULL) ||
         !api_obj_int(resp, body, "align", false, 0, INT64_MAX, &align, NULL))
         return;
-    if (!ts_agg_parse(aggs, &agg)) {
+    double quant;
+    if (!ts_agg_parse_any(aggs, &agg, &quant)) {
         api_error_field(resp, API_E_BAD_REQUEST, "agg",
                         "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, std.s, "
-                        "var.p, var.s, twa, countNaN, countAll)",
+                        "var.p, var.s, twa, countNaN, countAll, p0 to p100)",
                         aggs);
         return;
     }
@@ -1735,7 +1737,7 @@ static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp
             api_key_close(&h, false);
             api_error_field(resp, API_E_BAD_REQUEST, "dest", "a series has at most %d rules", TS_MAX_RULES);
         } else {
-            ts_rule_t r = { dest, dlen, agg, bucket, align };
+            ts_rule_t r = { dest, dlen, agg, bucket, align, quant };
             if (!ts_rule_add(src, &r)) {
                 api_key_close(&h, false);
                 api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");

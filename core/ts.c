@@ -69,7 +69,7 @@
  *   u8 version | u8 policy | i64 retention_ms | u32 nlabels
  *   nlabels x (blob name | blob value)            blob = u32 length + bytes
  *   u32 nrules                                    (version 2 on; 0 in version 1)
- *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align)
+ *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align | f64 quantile)
  *   u8 has_source [| blob source]                 (version 2 on)
  *   u32 nchunks
  *   nchunks x (u32 count | u32 nbits | i64 first_ts | ceil(nbits/8) bytes of stream)
@@ -82,6 +82,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -169,6 +170,7 @@ typedef struct ts_rl {
     uint32_t dlen;
     ts_agg_t agg;
     int64_t bucket_ms, align;
+    double quantile;
 } ts_rl_t;
 
 struct ts {
@@ -345,7 +347,7 @@ static size_t lower_bound(const int64_t *t, size_t n, int64_t x)
 static const char *const policy_names[TS_DUP__COUNT] = { "block", "first", "last", "min", "max", "sum" };
 static const char *const agg_names[TS_AGG__COUNT] = { NULL,    "avg",   "sum",   "min",      "max",     "range",
                                                       "count", "first", "last",  "std.p",    "std.s",   "var.p",
-                                                      "var.s", "twa",   "countNaN", "countAll" };
+                                                      "var.s", "twa",   "countNaN", "countAll", "quantile" };
 
 const char *ts_policy_name(ts_policy_t p) { return (unsigned)p < TS_DUP__COUNT ? policy_names[p] : "?"; }
 
@@ -361,9 +363,32 @@ bool ts_policy_parse(const char *s, ts_policy_t *out)
 
 const char *ts_agg_name(ts_agg_t a) { return (unsigned)a < TS_AGG__COUNT && agg_names[a] ? agg_names[a] : "none"; }
 
+bool ts_agg_parse_any(const char *s, ts_agg_t *out, double *q)
+{
+    *q = 0;
+    if ((s[0] == 'p' || s[0] == 'P') && s[1] >= '0' && s[1] <= '9') {
+        char *end;
+        double x = strtod(s + 1, &end);
+        if (*end || !(x >= 0 && x <= 100))
+            return false;
+        *out = TS_AGG_QUANTILE;
+        *q = x / 100;
+        return true;
+    }
+    return ts_agg_parse(s, out);
+}
+
+void ts_agg_format(ts_agg_t a, double q, char *buf, size_t len)
+{
+    if (a == TS_AGG_QUANTILE)
+        snprintf(buf, len, "p%.15g", q * 100);
+    else
+        snprintf(buf, len, "%s", ts_agg_name(a));
+}
+
 bool ts_agg_parse(const char *s, ts_agg_t *out)
 {
-    for (int i = 1; i < TS_AGG__COUNT; i++)
+    for (int i = 1; i < TS_AGG_QUANTILE; i++)
         if (strcasecmp(s, agg_names[i]) == 0) {
             *out = (ts_agg_t)i;
             return true;
@@ -993,7 +1018,7 @@ size_t ts_rule_count(const ts_t *ts) { return ts->nrules; }
 ts_rule_t ts_rule_at(const ts_t *ts, size_t i)
 {
     const ts_rl_t *r = &ts->rules[i];
-    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align };
+    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align, r->quantile };
 }
 
 long ts_rule_find(const ts_t *ts, const char *dest, size_t len)
@@ -1023,7 +1048,7 @@ bool ts_rule_add(ts_t *ts, const ts_rule_t *rule)
         return false;
     }
     ts->rules = n;
-    n[ts->nrules++] = (ts_rl_t){ d, (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align };
+    n[ts->nrules++] = (ts_rl_t){ d, (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align, rule->quantile };
     ts->mem += sizeof(*n) + rule->dest_len + 1;
     return true;
 }
@@ -1082,7 +1107,7 @@ core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, 
     int64_t lo = b < 0 ? 0 : b;
     int64_t hi = b > INT64_MAX - rule->bucket_ms ? INT64_MAX : b + rule->bucket_ms;
     ts_query_t q = { .from = lo, .to = hi, .count = 1, .agg = rule->agg, .bucket_ms = rule->bucket_ms,
-                     .align = rule->align };
+                     .align = rule->align, .quantile = rule->quantile };
     one_t o = { 0 };
     core_status_t st = ts_range(src, &q, take_one, &o);
     *has = st == CORE_OK && o.has && o.ts == lo;
@@ -1365,6 +1390,10 @@ int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align)
 
 typedef struct agg {
     ts_agg_t type;
+    double q;                  /* TS_AGG_QUANTILE: the quantile, and the bucket's values */
+    double *qv;
+    size_t qn, qcap;
+    bool oom;
     uint64_t n;
     double sum, sum2;
     double min, max, first, last;
@@ -1374,9 +1403,13 @@ typedef struct agg {
 
 static void agg_reset(agg_t *a)
 {
-    ts_agg_t type = a->type;
+    agg_t keep = *a;
     memset(a, 0, sizeof(*a));
-    a->type = type;
+    a->type = keep.type;
+    a->q = keep.q;
+    a->qv = keep.qv;
+    a->qcap = keep.qcap;
+    a->oom = keep.oom;
     a->min = DBL_MAX;
     a->max = -DBL_MAX;
 }
@@ -1405,6 +1438,19 @@ static void agg_add(agg_t *a, double v)
         }
         break;
     case TS_AGG_SUM: a->sum += v; break;
+    case TS_AGG_QUANTILE:
+        if (a->qn == a->qcap) {
+            size_t ncap = a->qcap ? a->qcap * 2 : 64;
+            double *n = realloc(a->qv, ncap * sizeof(*n));
+            if (!n) {
+                a->oom = true;
+                return;
+            }
+            a->qv = n;
+            a->qcap = ncap;
+        }
+        a->qv[a->qn++] = v;
+        break;
     case TS_AGG_MIN:
     case TS_AGG_MAX:
     case TS_AGG_RANGE:
@@ -1431,9 +1477,28 @@ static double variance(double sum, double sum2, uint64_t n)
     return var < 0 ? 0 : var;   /* rounding can dip below 0; the true value cannot */
 }
 
-static double agg_final(const agg_t *a)
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The exact quantile of v[0..n) (sorted here), see ts_agg_parse_any. */
+static double quantile_of(double *v, size_t n, double q)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    double h = (double)(n - 1) * q;
+    size_t lo = (size_t)h;
+    if (lo >= n - 1)
+        return v[n - 1];
+    double f = h - (double)lo;
+    return f == 0 ? v[lo] : v[lo] + f * (v[lo + 1] - v[lo]);
+}
+
+static double agg_final(agg_t *a)
 {
     switch (a->type) {
+    case TS_AGG_QUANTILE: return a->qn ? quantile_of(a->qv, a->qn, a->q) : NAN;
     case TS_AGG_AVG: return a->avg_ovf ? a->avg_val : a->avg_val / a->avg_cnt;
     case TS_AGG_SUM: return a->sum;
     case TS_AGG_MIN: return a->min;
@@ -1523,7 +1588,9 @@ double ts_reduce(ts_agg_t a, const double *v, size_t n)
     for (size_t i = 0; i < n; i++)
         if (agg_counts(a, v[i]))
             agg_add(&g, v[i]);
-    return g.n ? agg_final(&g) : NAN;
+    double r = g.n && !g.oom ? agg_final(&g) : NAN;
+    free(g.qv);
+    return r;
 }
 
 /* FILTER_BY_TS and FILTER_BY_VALUE (a NaN is in no value range). */
@@ -1824,6 +1891,7 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         return CORE_OK;
     qrun_t r = { .q = q, .emit = emit, .ud = ud };
     r.agg.type = q->agg;
+    r.agg.q = q->quantile;
     agg_reset(&r.agg);
     int64_t *t = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*t));
     double *v = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*v));
@@ -1836,7 +1904,8 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         core_status_t st = range_rich(ts, q, from, to, &r, t, v);
         free(t);
         free(v);
-        return r.oom ? CORE_NOMEM : st;
+        free(r.agg.qv);
+        return r.oom || r.agg.oom ? CORE_NOMEM : st;
     }
     bool extra = q->has_extra && q->extra.ts >= from && q->extra.ts <= to;
     if (!q->reverse) {
@@ -1871,7 +1940,8 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
     free(t);
     free(v);
     free(r.rbuf);
-    return r.oom ? CORE_NOMEM : CORE_OK;
+    free(r.agg.qv);
+    return r.oom || r.agg.oom ? CORE_NOMEM : CORE_OK;
 }
 
 /* ======================================================================== */
@@ -1898,6 +1968,7 @@ static void type_encode(const void *value, wbuf_t *out)
         wbuf_put_u8(out, (uint8_t)ts->rules[i].agg);
         wbuf_put_i64(out, ts->rules[i].bucket_ms);
         wbuf_put_i64(out, ts->rules[i].align);
+        wbuf_put_f64(out, ts->rules[i].quantile);
     }
     wbuf_put_u8(out, ts->src != NULL);
     if (ts->src)
@@ -1967,12 +2038,13 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
             const uint8_t *dp = rbuf_blob(&r, &dl);
             uint8_t agg = rbuf_u8(&r);
             int64_t bucket = rbuf_i64(&r), align = rbuf_i64(&r);
+            double quant = rbuf_f64(&r);
             if (r.err || !dp || dl == 0 || dl > TS_MAX_LABEL_LEN * 64 || agg == TS_AGG_NONE || agg >= TS_AGG__COUNT ||
-                bucket <= 0 || align < 0) {
+                bucket <= 0 || align < 0 || !(quant >= 0 && quant <= 1) || (agg != TS_AGG_QUANTILE && quant != 0)) {
                 *why = "ts: bad rule";
                 return NULL;
             }
-            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align };
+            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align, quant };
         }
         uint8_t has_src = rbuf_u8(&r);
         if (has_src > 1 || (has_src && (!(srcp = rbuf_blob(&r, &srcl)) || srcl == 0))) {

@@ -74,6 +74,7 @@ typedef enum ts_agg {
     TS_AGG_TWA,          /* time-weighted average over the linear interpolation */
     TS_AGG_COUNT_NAN,    /* NaN samples */
     TS_AGG_COUNT_ALL,    /* every sample, NaN or not */
+    TS_AGG_QUANTILE,     /* pNN: the exact quantile of the bucket (ts_query_t.quantile) */
     TS_AGG__COUNT
 } ts_agg_t;
 
@@ -116,6 +117,13 @@ bool ts_policy_parse(const char *s, ts_policy_t *out);
 /* "avg", "sum", ..., "std.p", "var.s"; TS_AGG_NONE has no name. */
 const char *ts_agg_name(ts_agg_t a);
 bool ts_agg_parse(const char *s, ts_agg_t *out);
+/* ts_agg_parse, and "pNN" (NN a number from 0 to 100: p50, p99, p99.9) as
+ * TS_AGG_QUANTILE with *q = NN / 100.  The quantile of n sorted values x is
+ * exact, interpolated linearly between closest ranks: h = (n - 1)·q,
+ * x[floor h] + (h - floor h)·(x[floor h + 1] - x[floor h]).  Its name back:
+ * ts_agg_format ("p99" for 0.99). */
+bool ts_agg_parse_any(const char *s, ts_agg_t *out, double *q);
+void ts_agg_format(ts_agg_t a, double q, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* Series                                                                   */
@@ -177,6 +185,7 @@ typedef struct ts_rule {
     ts_agg_t agg;
     int64_t bucket_ms;
     int64_t align;
+    double quantile;       /* TS_AGG_QUANTILE */
 } ts_rule_t;
 
 #define TS_MAX_RULES 64   /* rules per source */
@@ -285,6 +294,7 @@ typedef struct ts_query {
     bool has_extra;                /* LATEST: one more sample after every stored one (a source's open bucket) */
     ts_sample_t extra;
     uint64_t max_results;          /* > 0: CORE_LIMIT instead of emitting more (bounds EMPTY) */
+    double quantile;               /* TS_AGG_QUANTILE: in [0, 1] */
 } ts_query_t;
 
 /* Receives each result in order; returns false to stop with CORE_NOMEM. */

@@ -853,6 +853,74 @@ static void test_rules_and_aggregation_details(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Percentiles per bucket                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* agg=pNN against the exact quantile of seeded data (interpolated between
+ * closest ranks), per bucket, forward and reverse, and as a rule. */
+static void test_percentiles(void **state)
+{
+    (void)state;
+    enum { N = 3000, B = 1000 };   /* 3 buckets of 1000 samples */
+    rng_t r;
+    rng_seed(&r, 1919);
+    static double v[N];
+    char *body = malloc(N * 40 + 64);
+    size_t o = (size_t)sprintf(body, "{\"samples\":[");
+    for (int i = 0; i < N; i++) {
+        v[i] = round(rng_double(&r) * rng_double(&r) * 1e6) / 100;   /* skewed */
+        o += (size_t)sprintf(body + o, "%s[%d,%.17g]", i ? "," : "", i, v[i]);
+    }
+    strcpy(body + o, "]}");
+    post_ok("PUT", "/ts/lat", "{}", 201);
+    post_ok("PUT", "/ts/lat:p99", "{}", 201);
+    post_ok("POST", "/ts/lat/rules", "{\"dest\":\"lat:p99\",\"agg\":\"p99\",\"bucket_ms\":1000}", 201);
+    post_ok("POST", "/ts/lat", body, 200);
+    free(body);
+    static const double qs[] = { 0, 50, 90, 99, 99.9, 100 };
+    for (size_t k = 0; k < sizeof(qs) / sizeof(qs[0]); k++) {
+        for (int rev = 0; rev < 2; rev++) {
+            http_resp_t x = httpf(&T, "GET", NULL, "/ts/lat/%s?agg=p%g&bucket_ms=%d", rev ? "revrange" : "range", qs[k], B);
+            assert_status(&x, 200);
+            json_t *smp = samples_of(&x);
+            assert_int_equal(json_array_size(smp), N / B);
+            for (int b = 0; b < N / B; b++) {
+                double sorted[B];
+                memcpy(sorted, v + b * B, sizeof(sorted));
+                qsort(sorted, B, sizeof(double), cmp_dbl);
+                double h = (B - 1) * (qs[k] / 100);
+                size_t lo = (size_t)floor(h);
+                double want = lo + 1 >= B ? sorted[B - 1] : sorted[lo] + (h - floor(h)) * (sorted[lo + 1] - sorted[lo]);
+                size_t at = rev ? (size_t)(N / B - 1 - b) : (size_t)b;
+                assert_int_equal(ts_at(smp, at), b * B);
+                if (fabs(val_at(smp, at) - want) > 1e-9 * fmax(1, fabs(want)))
+                    fail_msg("p%g bucket %d: %.17g, exact %.17g", qs[k], b, val_at(smp, at), want);
+            }
+            http_free(&x);
+        }
+    }
+    /* the rule wrote the closed buckets' p99; the open one is latest */
+    http_resp_t x = http(&T, "GET", "/ts/lat:p99/range?latest=true", NULL, NULL);
+    http_resp_t y = http(&T, "GET", "/ts/lat/range?agg=p99&bucket_ms=1000", NULL, NULL);
+    assert_string_equal(x.body, y.body);
+    http_free(&x);
+    http_free(&y);
+    x = http(&T, "GET", "/ts/lat", NULL, NULL);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(x.json, "rules"), 0), "agg")),
+                        "p99");
+    http_free(&x);
+    x = http(&T, "GET", "/ts/lat/range?agg=p101&bucket_ms=10", NULL, NULL);
+    assert_error(&x, 400, "BAD_REQUEST");
+    http_free(&x);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Queries by labels                                                        */
 /* ------------------------------------------------------------------------ */
 
@@ -1077,6 +1145,7 @@ int main(void)
         cmocka_unit_test(test_same_answer_as_zset_script),
         cmocka_unit_test(test_star_and_persistence),
         cmocka_unit_test(test_rules_and_aggregation_details),
+        cmocka_unit_test(test_percentiles),
         cmocka_unit_test(test_label_queries),
     };
     return cmocka_run_group_tests_name("ts (integration)", tests, setup, teardown);

@@ -159,9 +159,28 @@ static int64_t m_delete(model_t *m, int64_t from, int64_t to)
     return del;
 }
 
-/* Aggregation as RedisTimeSeries's compaction.c computes it. */
+static double m_quantile;   /* the quantile of TS_AGG_QUANTILE in the query at hand */
+
+static int m_cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Aggregation as RedisTimeSeries's compaction.c computes it (and the exact
+ * quantile: sorted, interpolated between closest ranks). */
 static double m_aggregate(ts_agg_t a, const double *v, size_t n)
 {
+    if (a == TS_AGG_QUANTILE) {
+        double *c = malloc(n * sizeof(*c));
+        memcpy(c, v, n * sizeof(*c));
+        qsort(c, n, sizeof(*c), m_cmp_double);
+        double pos = (double)(n - 1) * m_quantile;
+        size_t lo = (size_t)floor(pos);
+        double r = lo + 1 >= n ? c[n - 1] : c[lo] + (pos - floor(pos)) * (c[lo + 1] - c[lo]);
+        free(c);
+        return r;
+    }
     double sum = 0, sum2 = 0, mn = DBL_MAX, mx = -DBL_MAX;
     for (size_t i = 0; i < n; i++) {
         sum += v[i];
@@ -389,6 +408,7 @@ out:
 
 static void m_range(const model_t *m, const ts_query_t *q, res_t *out)
 {
+    m_quantile = q->quantile;
     res_t sel = { 0 };
     for (size_t i = 0; i < m->n; i++) {
         int64_t t = m->t[i];
@@ -526,6 +546,8 @@ static void random_query(rng_t *r, const model_t *m, ts_query_t *q, int64_t *fts
     if (rng_below(r, 5) != 0) {
         static const int64_t buckets[] = { 1, 3, 10, 250, 1000, 2000, 5000, 60000, 1000000 };
         q->agg = (ts_agg_t)(1 + rng_below(r, TS_AGG__COUNT - 1));
+        static const double qs[] = { 0, 0.5, 0.9, 0.99, 1 };
+        q->quantile = q->agg == TS_AGG_QUANTILE ? (rng_below(r, 2) ? qs[rng_below(r, 5)] : rng_double(r)) : 0;
         q->bucket_ms = buckets[rng_below(r, sizeof(buckets) / sizeof(buckets[0]))];
         switch (rng_below(r, 4)) {
         case 0: q->align = 0; break;
@@ -710,7 +732,7 @@ static void test_rules_random(void **state)
             while (agg == TS_AGG_TWA);
             static const int64_t buckets[] = { 1, 7, 100, 1000, 3600 };
             rule[i] = (ts_rule_t){ names[i], strlen(names[i]), agg, buckets[rng_below(&r, 5)],
-                                   (int64_t)rng_below(&r, 500) };
+                                   (int64_t)rng_below(&r, 500), agg == TS_AGG_QUANTILE ? rng_double(&r) : 0 };
             assert_true(ts_rule_add(src, &rule[i]));
             dst[i] = ts_create(0, TS_DUP_BLOCK, NULL, 0);
             assert_true(ts_set_source(dst[i], "src", 3));
@@ -747,7 +769,7 @@ static void test_rules_random(void **state)
             }
             for (int i = 0; i < NR; i++) {
                 ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .agg = rule[i].agg, .bucket_ms = rule[i].bucket_ms,
-                                 .align = rule[i].align };
+                                 .align = rule[i].align, .quantile = rule[i].quantile };
                 res_t want = { 0 }, got = { 0 };
                 m_range(&m, &q, &want);
                 int64_t open = m.n ? ts_bucket_start(m.t[m.n - 1], rule[i].bucket_ms, rule[i].align) : INT64_MAX;
@@ -1393,8 +1415,22 @@ static void test_names(void **state)
     assert_true(ts_agg_parse("countnan", &a) && a == TS_AGG_COUNT_NAN);
     assert_true(ts_agg_parse("countAll", &a) && a == TS_AGG_COUNT_ALL);
     assert_false(ts_agg_parse("median", &a));
-    for (int i = 1; i < TS_AGG__COUNT; i++)
+    for (int i = 1; i < TS_AGG_QUANTILE; i++)
         assert_true(ts_agg_parse(ts_agg_name((ts_agg_t)i), &a) && a == (ts_agg_t)i);
+    double q;
+    assert_true(ts_agg_parse_any("p99", &a, &q) && a == TS_AGG_QUANTILE && q == 0.99);
+    assert_true(ts_agg_parse_any("p99.9", &a, &q) && a == TS_AGG_QUANTILE && fabs(q - 0.999) < 1e-15);
+    assert_true(ts_agg_parse_any("p0", &a, &q) && q == 0);
+    assert_true(ts_agg_parse_any("p100", &a, &q) && q == 1);
+    assert_true(ts_agg_parse_any("avg", &a, &q) && a == TS_AGG_AVG);
+    assert_false(ts_agg_parse_any("p101", &a, &q));
+    assert_false(ts_agg_parse_any("p", &a, &q));
+    assert_false(ts_agg_parse_any("p5x", &a, &q));
+    assert_false(ts_agg_parse_any("p-1", &a, &q));
+    assert_false(ts_agg_parse("quantile", &a));
+    char buf[32];
+    ts_agg_format(TS_AGG_QUANTILE, 0.99, buf, sizeof(buf));
+    assert_string_equal(buf, "p99");
 }
 
 int main(void)
