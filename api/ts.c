@@ -28,17 +28,32 @@
  * Aggregated values that are not finite (a sum of huge values) are printed as
  * the strings "inf", "-inf", "nan": JSON has no such numbers.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/api.h"
+#include "api/auth.h"
+#include "api/ts_index.h"
 #include "core/ts.h"
 
 /* ------------------------------------------------------------------------ */
 /* Parsing                                                                  */
 /* ------------------------------------------------------------------------ */
+
+/* Adds a series's labels to the index (a failure leaves it unindexed: the
+ * queries then scan). Shard locked. */
+static void ts_index_note(api_server_t *srv, const char *key, size_t klen, ts_t *ts)
+{
+    ts_index_t *ix = ts_index_of(srv->ks);
+    if (ix)
+        ts_index_add(ix, key, klen, ts);
+}
+
+#define TS_MAX_EMPTY_BUCKETS 1000000   /* buckets one empty=true query may report (each costs an answer row) */
 
 typedef struct ts_opts {
     int64_t retention;
@@ -66,18 +81,36 @@ static bool parse_policy(api_resp_t *resp, json_t *body, const char *name, ts_po
     return true;
 }
 
-/* retention_ms, duplicate_policy, labels: the creation options. */
-static bool parse_opts(api_resp_t *resp, json_t *body, ts_opts_t *o)
+/* chunk_size and encoding, accepted as RedisTimeSeries takes them: every
+ * series here is Gorilla-compressed in chunks of at most 1024 samples and
+ * 4096 stream bytes (RedisTimeSeries's default chunk size), whatever is
+ * asked; GET /ts/{key} reports that layout. */
+static bool parse_layout(api_resp_t *resp, json_t *body)
 {
-    o->retention = 0;
-    o->policy = TS_DUP_BLOCK;
-    o->nlabels = 0;
-    if (!body)
-        return true;
-    if (!api_obj_int(resp, body, "retention_ms", false, 0, INT64_MAX, &o->retention, NULL) ||
-        !parse_policy(resp, body, "duplicate_policy", &o->policy, NULL))
+    int64_t chunk;
+    bool present;
+    if (!api_obj_int(resp, body, "chunk_size", false, 48, 1048576, &chunk, &present))
         return false;
+    if (present && chunk % 8) {
+        api_error_field(resp, API_E_BAD_REQUEST, "chunk_size", "'chunk_size' must be a multiple of 8 from 48 to 1048576");
+        return false;
+    }
+    const char *enc = NULL;
+    if (!api_obj_string(resp, body, "encoding", false, &enc, NULL))
+        return false;
+    if (enc && strcasecmp(enc, "compressed") != 0 && strcasecmp(enc, "uncompressed") != 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "encoding", "'encoding' must be compressed or uncompressed");
+        return false;
+    }
+    return true;
+}
+
+/* The labels object, when given (*present). */
+static bool parse_labels(const api_req_t *req, api_resp_t *resp, json_t *body, ts_opts_t *o, bool *present)
+{
+    o->nlabels = 0;
     json_t *labels = json_object_get(body, "labels");
+    *present = labels != NULL;
     if (!labels)
         return true;
     if (!json_is_object(labels)) {
@@ -99,9 +132,34 @@ static bool parse_opts(api_resp_t *resp, json_t *body, ts_opts_t *o)
                             TS_MAX_LABEL_LEN);
             return false;
         }
+        /* RedisTimeSeries refuses these: they would break the filter syntax
+         * (l=(a,b)).  A replayed request was accepted when served (a refused
+         * one is never journaled), so replay keeps what older releases took. */
+        if (!req->replay && (strpbrk(name, "(),=") || strpbrk(json_string_value(v), "(),="))) {
+            api_error_field(resp, API_E_BAD_REQUEST, "labels",
+                            "label '%.64s': names and values cannot contain '(', ')', ',' or '=' (the filter syntax "
+                            "uses them)",
+                            name);
+            return false;
+        }
         o->labels[o->nlabels++] = (ts_label_t){ name, nlen, json_string_value(v), json_string_length(v) };
     }
     return true;
+}
+
+/* retention_ms, duplicate_policy, labels, chunk_size, encoding: the creation
+ * options. */
+static bool parse_opts(const api_req_t *req, api_resp_t *resp, json_t *body, ts_opts_t *o)
+{
+    o->retention = 0;
+    o->policy = TS_DUP_BLOCK;
+    o->nlabels = 0;
+    if (!body)
+        return true;
+    bool present;
+    return api_obj_int(resp, body, "retention_ms", false, 0, INT64_MAX, &o->retention, NULL) &&
+           parse_policy(resp, body, "duplicate_policy", &o->policy, NULL) && parse_layout(resp, body) &&
+           parse_labels(req, resp, body, o, &present);
 }
 
 /* The samples array: [[ts|"*", value], ...], "*" = now. */
@@ -149,8 +207,13 @@ static ts_sample_t *parse_samples(const api_req_t *req, api_resp_t *resp, json_t
                             (long long)TS_MAX_TIMESTAMP);
             goto bad;
         }
+        if (json_is_string(v) && strcasecmp(json_string_value(v), "nan") == 0) {
+            s[i].value = NAN;   /* a missing reading, as RedisTimeSeries stores it */
+            continue;
+        }
         if (!json_is_number(v) || !isfinite(json_number_value(v))) {
-            api_error_field(resp, API_E_BAD_REQUEST, "samples", "samples[%zu]: the value must be a finite number", i);
+            api_error_field(resp, API_E_BAD_REQUEST, "samples",
+                            "samples[%zu]: the value must be a finite number or \"nan\"", i);
             goto bad;
         }
         s[i].value = json_number_value(v);
@@ -202,22 +265,23 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out)
+/* The query of /range (multi: of /mts/range, with its label parameters). */
+static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out, bool multi)
 {
     static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
-                                          "filter_by_value_min", "filter_by_value_max", "filter_by_ts", NULL };
+                                          "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
+                                          "latest", NULL };
+    static const char *const mparams[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
+                                           "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
+                                           "latest", "filter", "withlabels", "selected_labels", "groupby", "reduce",
+                                           NULL };
     memset(q, 0, sizeof(*q));
     *fts_out = NULL;
     bool from_explicit, to_explicit, present;
-    if (!api_query_allow(req, resp, params) ||
+    if (!api_query_allow(req, resp, multi ? mparams : params) ||
         !parse_bound(req, resp, "from", 0, &q->from, &from_explicit) ||
         !parse_bound(req, resp, "to", TS_MAX_TIMESTAMP, &q->to, &to_explicit))
         return false;
-    if (q->from > q->to) {
-        api_error_field(resp, API_E_BAD_REQUEST, "from", "'from' (%lld) is after 'to' (%lld)", (long long)q->from,
-                        (long long)q->to);
-        return false;
-    }
     int64_t count = 0;
     if (!api_query_int(req, resp, "count", false, 1, INT64_MAX, &count, NULL) ||
         !api_query_double(req, resp, "filter_by_value_min", false, -INFINITY, INFINITY, &q->min, &q->has_min) ||
@@ -234,17 +298,19 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
         }
     size_t len;
     const char *agg = api_query_get(req, "agg", &len);
+    if (!api_query_bool(req, resp, "empty", &q->empty, &present))
+        return false;
+    if (present && !agg) {
+        api_error_field(resp, API_E_BAD_REQUEST, "empty", "'empty' can only be used with 'agg'");
+        return false;
+    }
     if (!api_query_int(req, resp, "bucket_ms", false, 1, INT64_MAX, &q->bucket_ms, &present))
         return false;
     if (agg) {
-        if (strcmp(agg, "twa") == 0) {
-            api_error_field(resp, API_E_BAD_REQUEST, "agg", "the 'twa' aggregation is not supported");
-            return false;
-        }
-        if (!ts_agg_parse(agg, &q->agg)) {
+        if (!ts_agg_parse_any(agg, &q->agg, &q->quantile)) {
             api_error_field(resp, API_E_BAD_REQUEST, "agg",
                             "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
-                            "std.s, var.p, var.s)",
+                            "std.s, var.p, var.s, twa, countNaN, countAll, p0 to p100)",
                             agg);
             return false;
         }
@@ -405,10 +471,142 @@ static bool collect(void *ud, int64_t t, double v)
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */
 /* ------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------ */
+/* A series with the destinations of its rules, locked together             */
+/* ------------------------------------------------------------------------ */
+
+/* A source's compactions are written in the same request, under the locks of
+ * every key involved: the source is looked up, the names of its rules'
+ * destinations copied, and then all of them locked at once (in shard order)
+ * and looked up again; if the rules changed in between, again. */
+typedef struct ts_group {
+    api_key_t h;                        /* h.e: the series (the open entry) */
+    ks_key_t keys[1 + TS_MAX_RULES];
+    char *names;                        /* the destinations' names, back to back */
+    size_t n;                           /* keys locked */
+    ks_entry_t *dst[TS_MAX_RULES];      /* per rule: its live destination, or NULL (the rule is stale) */
+} ts_group_t;
+
+/* Whether `dst` names src_key as its source (the other half of a live rule). */
+static bool ts_dst_live(ks_entry_t *e, const char *src_key, size_t src_len)
+{
+    if (!e || ks_entry_type(e) != &ts_type)
+        return false;
+    size_t len;
+    const char *src = ts_source(ks_entry_value(e), &len);
+    return src && len == src_len && memcmp(src, src_key, len) == 0;
+}
+
+/* The source named by a series (copied into buf), or NULL. */
+static const char *ts_copy_source(const ts_t *ts, char **buf, size_t *len)
+{
+    const char *p = ts ? ts_source(ts, len) : NULL;
+    if (!p)
+        return NULL;
+    *buf = malloc(*len + 1);
+    if (!*buf)
+        return NULL;
+    memcpy(*buf, p, *len);
+    return *buf;
+}
+
+/* Opens the series at key with `flags` and, when it has rules, their
+ * destinations.  False with *resp answered and nothing locked. */
+static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                          unsigned flags, ts_group_t *g)
+{
+    memset(g, 0, sizeof(*g));
+    for (int attempt = 0;; attempt++) {
+        if (!api_key_open(srv, req, resp, key, klen, &ts_type, flags, &g->h))
+            return false;
+        const ts_t *ts = api_key_value(&g->h);
+        size_t nr = ts ? ts_rule_count(ts) : 0;
+        if (nr == 0 || attempt == 8) {   /* (rules changing under us eight times: give up on them) */
+            g->n = 1;
+            return true;
+        }
+        size_t total = 0;
+        for (size_t i = 0; i < nr; i++)
+            total += ts_rule_at(ts, i).dest_len;
+        free(g->names);
+        g->names = malloc(total + 1);
+        if (!g->names) {
+            api_key_close(&g->h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return false;
+        }
+        g->keys[0] = ks_key(srv->ks, key, klen);
+        char *p = g->names;
+        for (size_t i = 0; i < nr; i++) {
+            ts_rule_t r = ts_rule_at(ts, i);
+            memcpy(p, r.dest, r.dest_len);
+            g->keys[1 + i] = ks_key(srv->ks, p, r.dest_len);
+            p += r.dest_len;
+        }
+        api_key_close(&g->h, false);
+        g->n = 1 + nr;
+        if (!api_keys_lock(srv, req, resp, g->keys, g->n, &g->h)) {
+            free(g->names);   /* a rule's destination outside the token's prefixes: 403 */
+            g->names = NULL;
+            return false;
+        }
+        ks_entry_t *e;
+        for (size_t i = 0; i < nr; i++) {
+            if (!api_keys_find(&g->h, 1 + i, NULL, API_READ, NULL, &e))
+                return false;
+            g->dst[i] = ts_dst_live(e, key, klen) ? e : NULL;
+        }
+        if (!api_keys_find(&g->h, 0, &ts_type, flags, NULL, &e))
+            return false;
+        /* the same rules, in the same order? */
+        ts = e ? ks_entry_value(e) : NULL;
+        bool same = ts && ts_rule_count(ts) == nr;
+        for (size_t i = 0; same && i < nr; i++) {
+            ts_rule_t r = ts_rule_at(ts, i);
+            same = r.dest_len == g->keys[1 + i].len && memcmp(r.dest, g->keys[1 + i].p, r.dest_len) == 0;
+        }
+        if (same) {
+            for (size_t i = 0; i < nr; i++)
+                if (g->dst[i])
+                    ks_entry_prepare_write(srv->ks, g->dst[i]);
+            return true;
+        }
+        api_key_close(&g->h, false);
+    }
+}
+
+/* Applies the rules after samples t[0..n) went into the series (old_newest:
+ * its newest timestamp before, -1 if none), or after a deletion of
+ * [from, to] (t NULL); drops the stale rules. */
+static void ts_group_compact(ts_group_t *g, int64_t old_newest, const int64_t *t, size_t n, int64_t from, int64_t to)
+{
+    ts_t *src = api_key_value(&g->h);
+    if (!src || g->n == 1)
+        return;
+    for (size_t i = ts_rule_count(src); i-- > 0;) {
+        if (!g->dst[i]) {
+            ts_rule_remove(src, i);
+            continue;
+        }
+        ts_rule_t r = ts_rule_at(src, i);
+        ts_t *dst = ks_entry_value(g->dst[i]);
+        /* a failure (out of memory) leaves that bucket as it was */
+        (void)(t ? ts_rule_added(src, &r, old_newest, t, n, dst) : ts_rule_deleted(src, &r, from, to, dst));
+        ks_entry_changed(g->h.srv->ks, g->dst[i]);
+    }
+}
+
+static void ts_group_close(ts_group_t *g, bool changed)
+{
+    api_key_close(&g->h, changed);
+    free(g->names);
+    g->names = NULL;
+}
+
 
 static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", NULL };
+    static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", "chunk_size", "encoding", NULL };
     const char *key;
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
@@ -417,16 +615,22 @@ static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (req->body_len > 0 && !(body = api_body_object(req, resp, fields)))
         return;
     ts_opts_t o;
-    if (!parse_opts(resp, body, &o) || !api_make_room(srv, req, resp))
+    if (!parse_opts(req, resp, body, &o) || !api_make_room(srv, req, resp))
         return;
 
-    api_create_key(srv, req, resp, key, klen, &ts_type, ts_create(o.retention, o.policy, o.labels, o.nlabels), NULL);
+    /* indexed before it is stored: the index may list a key that is not (yet)
+     * a series, never miss one */
+    ts_t *ts = ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    ts_index_t *ix = ts_index_of(srv->ks);
+    if (ts && ix)
+        ts_index_add(ix, key, klen, ts);
+    api_create_key(srv, req, resp, key, klen, &ts_type, ts, NULL);
 }
 
 static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "samples", "on_duplicate", "retention_ms", "duplicate_policy", "labels",
-                                          NULL };
+    static const char *const fields[] = { "samples",  "on_duplicate", "retention_ms", "duplicate_policy",
+                                          "labels",   "chunk_size",   "encoding",     NULL };
     const char *key;
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
@@ -438,7 +642,7 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ts_policy_t over = TS_DUP_BLOCK;
     bool has_over;
     size_t n;
-    if (!parse_opts(resp, body, &o) || !parse_policy(resp, body, "on_duplicate", &over, &has_over))
+    if (!parse_opts(req, resp, body, &o) || !parse_policy(resp, body, "on_duplicate", &over, &has_over))
         return;
     ts_sample_t *s = parse_samples(req, resp, body, &n);
     if (!s)
@@ -448,21 +652,27 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
 
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE, &h)) {
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_WRITE, &g)) {
         free(s);
         return;
     }
+    api_key_t *h = &g.h;
     /* A new series gets the samples before it joins the keyspace, so a
      * refused batch leaves no empty key behind. */
-    bool created = !h.e;
-    ts_t *ts = h.e ? api_key_value(&h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    bool created = !h->e;
+    ts_t *ts = h->e ? api_key_value(h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
     size_t failed = 0;
     core_status_t st = CORE_NOMEM;
-    if (ts)
+    ts_sample_t newest = { -1, 0 };
+    if (ts) {
+        ts_last(ts, &newest);
         st = ts_add(ts, s, n, has_over ? over : ts_policy(ts), &failed);
-    if (st == CORE_OK && created && !api_key_add(&h, &ts_type, ts, KS_NO_EXPIRY))
+    }
+    if (st == CORE_OK && created && !api_key_add(h, &ts_type, ts, KS_NO_EXPIRY))
         st = CORE_NOMEM;
+    if (st == CORE_OK && created)
+        ts_index_note(srv, key, klen, ts);
     if (st != CORE_OK) {
         int64_t newest_ts = -1;   /* the newest sample when the failing one came: stored or earlier in the batch */
         if (st == CORE_TOO_OLD) {
@@ -474,11 +684,12 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                     newest_ts = s[i].ts;
         }
         int64_t retention = ts ? ts_retention(ts) : 0;
+        ts_policy_t used = has_over ? over : ts ? ts_policy(ts) : o.policy;
         if (created)
             ts_free(ts);
         else
-            ks_entry_changed(srv->ks, h.e);   /* unchanged samples, but spare capacity may have moved */
-        api_key_close(&h, false);
+            ks_entry_changed(srv->ks, h->e);   /* unchanged samples, but spare capacity may have moved */
+        ts_group_close(&g, false);
         switch (st) {
         case CORE_TOO_OLD:
             api_error_status(resp, st, "samples",
@@ -487,6 +698,13 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                              failed, (long long)s[failed].ts, (long long)newest_ts, (long long)retention);
             break;
         case CORE_DUPLICATE:
+            if (used != TS_DUP_BLOCK) {
+                api_error_status(resp, st, "samples",
+                                 "samples[%zu]: a sample already exists at timestamp %lld and the duplicate policy %s "
+                                 "cannot combine a NaN (use first or last); nothing was added",
+                                 failed, (long long)s[failed].ts, ts_policy_name(used));
+                break;
+            }
             api_error_status(resp, st, "samples",
                              "samples[%zu]: a sample already exists at timestamp %lld and the duplicate policy is "
                              "block (set on_duplicate to first, last, min, max or sum); nothing was added",
@@ -503,7 +721,14 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         free(s);
         return;
     }
-    api_key_close(&h, true);
+    int64_t *t = malloc(n * sizeof(*t));
+    if (t) {   /* (out of memory: the compactions miss this batch, the samples are stored) */
+        for (size_t i = 0; i < n; i++)
+            t[i] = s[i].ts;
+        ts_group_compact(&g, newest.ts, t, n, 0, 0);
+    }
+    free(t);
+    ts_group_close(&g, true);
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 32 + n * 16);
     wbuf_put_bytes(&b, "{\"timestamps\":[", 15);
@@ -515,6 +740,118 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     wbuf_put_bytes(&b, created ? "],\"created\":true}" : "],\"created\":false}", created ? 17 : 18);
     free(s);
     answer(resp, 200, &b);
+}
+
+/* POST /ts/{key}/incrby and /decrby {"by":N,"timestamp":"*"|ms, creation
+ * options}: TS.INCRBY / TS.DECRBY. */
+static void incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool decr)
+{
+    static const char *const fields[] = { "by",     "timestamp",  "retention_ms", "duplicate_policy",
+                                          "labels", "chunk_size", "encoding",     NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+        return;
+    json_t *body = api_body_object(req, resp, fields);
+    if (!body)
+        return;
+    ts_opts_t o;
+    double by;
+    if (!parse_opts(req, resp, body, &o) || !api_obj_double(resp, body, "by", true, -DBL_MAX, DBL_MAX, &by, NULL))
+        return;
+    int64_t t = api_now_ms(req);
+    json_t *jt = json_object_get(body, "timestamp");
+    if (jt && !(json_is_string(jt) && strcmp(json_string_value(jt), "*") == 0)) {
+        if (!json_is_integer(jt) || json_integer_value(jt) < 0) {
+            api_error_field(resp, API_E_BAD_REQUEST, "timestamp",
+                            "'timestamp' must be \"*\" (now) or an integer from 0 to %lld (ms)",
+                            (long long)TS_MAX_TIMESTAMP);
+            return;
+        }
+        t = json_integer_value(jt);
+    } else if (t < 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "timestamp", "the clock is before 1970");
+        return;
+    }
+    if (decr)
+        by = -by;
+    if (!api_make_room(srv, req, resp))
+        return;
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_WRITE, &g))
+        return;
+    bool created = !g.h.e;
+    ts_t *ts = g.h.e ? api_key_value(&g.h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
+    double value = 0;
+    ts_sample_t last = { -1, 0 };
+    if (ts)
+        ts_last(ts, &last);
+    core_status_t st = ts ? ts_incrby(ts, t, by, &value) : CORE_NOMEM;
+    if (st == CORE_OK && created && !api_key_add(&g.h, &ts_type, ts, KS_NO_EXPIRY))
+        st = CORE_NOMEM;
+    if (st == CORE_OK && created)
+        ts_index_note(srv, key, klen, ts);
+    if (st != CORE_OK) {
+        if (created)
+            ts_free(ts);
+        ts_group_close(&g, false);
+        if (st == CORE_UNORDERED)
+            api_error_field(resp, API_E_BAD_REQUEST, "timestamp",
+                            "timestamp %lld is before the newest sample (%lld): %s adds at or after it", (long long)t,
+                            (long long)last.ts, decr ? "decrby" : "incrby");
+        else if (st == CORE_OVERFLOW)
+            api_error_field(resp, API_E_BAD_REQUEST, "by",
+                            isnan(last.value) ? "the newest value is NaN: it cannot be incremented"
+                                              : "the result would not be a finite number");
+        else
+            api_error_status(resp, st, NULL, "out of memory adding the sample");
+        return;
+    }
+    ts_group_compact(&g, last.ts, &t, 1, 0, 0);
+    ts_group_close(&g, true);
+    api_json(resp, 200, json_pack("{s:I,s:f,s:b}", "timestamp", (json_int_t)t, "value", value, "created", created));
+}
+
+static void h_ts_incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp) { incrby(srv, req, resp, false); }
+static void h_ts_decrby(api_server_t *srv, api_req_t *req, api_resp_t *resp) { incrby(srv, req, resp, true); }
+
+/* PATCH /ts/{key} {"retention_ms","duplicate_policy","labels",...}: TS.ALTER.
+ * What is given replaces what was (labels as a whole); nothing else changes. */
+static void h_ts_alter(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", "chunk_size", "encoding", NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+        return;
+    json_t *body = api_body_object(req, resp, fields);
+    if (!body)
+        return;
+    ts_opts_t o;
+    int64_t retention = 0;
+    ts_policy_t policy = TS_DUP_BLOCK;
+    bool has_ret, has_policy, has_labels;
+    if (!api_obj_int(resp, body, "retention_ms", false, 0, INT64_MAX, &retention, &has_ret) ||
+        !parse_policy(resp, body, "duplicate_policy", &policy, &has_policy) || !parse_layout(resp, body) ||
+        !parse_labels(req, resp, body, &o, &has_labels) || !api_make_room(srv, req, resp))
+        return;
+    api_key_t h;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE | API_MUST_EXIST, &h))
+        return;
+    ts_t *ts = api_key_value(&h);
+    if (has_labels && !ts_set_labels(ts, o.labels, o.nlabels)) {
+        api_key_close(&h, false);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory setting the labels");
+        return;
+    }
+    if (has_labels)
+        ts_index_note(srv, key, klen, ts);
+    if (has_ret)
+        ts_set_retention(ts, retention);
+    if (has_policy)
+        ts_set_policy(ts, policy);
+    api_key_close(&h, true);
+    api_json(resp, 200, json_pack("{s:b}", "altered", true));
 }
 
 static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -534,16 +871,81 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         ts_label_t l = ts_label_at(ts, i);
         json_object_set_new(labels, l.name, json_stringn(l.value, l.value_len));
     }
-    json_t *o = json_pack("{s:I,s:I,s:o,s:o,s:o,s:I,s:s,s:o,s:I,s:I}", "samples", (json_int_t)info.samples,
+    json_t *o = json_pack("{s:I,s:I,s:o,s:o,s:o,s:I,s:s,s:o,s:I,s:I,s:i,s:s}", "samples", (json_int_t)info.samples,
                           "memory_bytes", (json_int_t)info.memory_bytes, "bytes_per_sample",
                           info.samples ? json_real((double)info.memory_bytes / (double)info.samples) : json_null(),
                           "first_timestamp", info.samples ? json_integer(info.first_ts) : json_null(),
                           "last_timestamp", info.samples ? json_integer(info.last_ts) : json_null(), "retention_ms",
                           (json_int_t)ts_retention(ts), "duplicate_policy", ts_policy_name(ts_policy(ts)), "labels",
                           labels, "chunks", (json_int_t)info.chunks, "compressed_bytes",
-                          (json_int_t)info.data_bytes);
+                          (json_int_t)info.data_bytes, "chunk_size", TS_CHUNK_BYTES, "encoding", "compressed");
+    json_t *rules = json_array();
+    for (size_t i = 0; i < ts_rule_count(ts); i++) {
+        ts_rule_t r = ts_rule_at(ts, i);
+        char aname[32];
+        ts_agg_format(r.agg, r.quantile, aname, sizeof(aname));
+        json_array_append_new(rules, json_pack("{s:s%,s:s,s:I,s:I}", "dest", r.dest, r.dest_len, "agg", aname,
+                                               "bucket_ms", (json_int_t)r.bucket_ms, "align", (json_int_t)r.align));
+    }
+    size_t slen;
+    const char *src = ts_source(ts, &slen);
+    json_object_set_new(o, "rules", rules);
+    json_object_set_new(o, "source", src ? json_stringn(src, slen) : json_null());
     api_key_close(&h, false);
     api_json(resp, 200, o);
+}
+
+/* Opens the series at key for reading (404 when missing).  With `latest`
+ * and a series that is the destination of a live rule, also locks the
+ * source and hands the source's open bucket to the query as one more sample
+ * (LATEST): h then holds both locks (of keys[], which must outlive h), h->e
+ * the series. */
+static bool ts_open_latest(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                           bool latest, api_key_t *h, ks_key_t keys[2], ts_query_t *q)
+{
+    char *src = NULL;
+    size_t slen = 0;
+    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, h))
+        return false;
+    if (!latest || !ts_copy_source(api_key_value(h), &src, &slen))
+        return true;
+    api_key_close(h, false);
+    keys[0] = ks_key(srv->ks, key, klen);
+    keys[1] = ks_key(srv->ks, src, slen);
+    ks_entry_t *de, *se;
+    if (!api_keys_lock(srv, req, resp, keys, 2, h)) {
+        free(src);
+        return false;
+    }
+    bool ok = api_keys_find(h, 1, NULL, API_READ, NULL, &se) && api_keys_find(h, 0, &ts_type, API_MUST_EXIST, NULL, &de);
+    if (ok && ts_dst_live(de, src, slen) && se && ks_entry_type(se) == &ts_type) {
+        const ts_t *s = ks_entry_value(se), *d = ks_entry_value(de);
+        long i = ts_rule_find(s, key, klen);
+        ts_sample_t last = { -1, 0 };
+        ts_last(d, &last);
+        if (i >= 0) {
+            ts_rule_t r = ts_rule_at(s, (size_t)i);
+            q->has_extra = ts_rule_open_bucket(s, &r, &q->extra) && q->extra.ts > last.ts;
+        }
+    }
+    h->e = ok ? de : NULL;
+    free(src);
+    return ok;
+}
+
+/* [[ts,value],...] */
+static void put_samples(wbuf_t *b, const collected_t *c)
+{
+    dtext_t last = { 0 };
+    wbuf_put_u8(b, '[');
+    for (size_t i = 0; i < c->n; i++) {
+        wbuf_put_bytes(b, i ? ",[" : "[", i ? 2 : 1);
+        put_i64(b, c->s[i].ts);
+        wbuf_put_u8(b, ',');
+        put_double(b, &last, c->s[i].value);
+        wbuf_put_u8(b, ']');
+    }
+    wbuf_put_u8(b, ']');
 }
 
 static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
@@ -552,18 +954,32 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     size_t klen;
     ts_query_t q;
     int64_t *fts;
-    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts))
+    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts, false))
         return;
     q.reverse = reverse;
+    q.max_results = TS_MAX_EMPTY_BUCKETS;
+    bool latest = false;
+    if (!api_query_bool(req, resp, "latest", &latest, NULL)) {
+        free(fts);
+        return;
+    }
     collected_t c = { 0 };
     api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, &h)) {
+    ks_key_t keys[2];
+    if (!ts_open_latest(srv, req, resp, key, klen, latest, &h, keys, &q)) {
         free(fts);
         return;
     }
     core_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
     api_key_close(&h, false);
     free(fts);
+    if (st == CORE_LIMIT) {
+        free(c.s);
+        api_error_field(resp, API_E_BAD_REQUEST, "empty",
+                        "empty=true would report more than %d buckets: narrow the range, widen bucket_ms or set count",
+                        TS_MAX_EMPTY_BUCKETS);
+        return;
+    }
     if (st != CORE_OK) {
         free(c.s);
         api_error_status(resp, st, NULL, "out of memory running the query");
@@ -572,16 +988,9 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     /* formatted outside the shard lock */
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 16 + c.n * 32);
-    wbuf_put_bytes(&b, "{\"samples\":[", 12);
-    dtext_t last = { 0 };
-    for (size_t i = 0; i < c.n; i++) {
-        wbuf_put_bytes(&b, i ? ",[" : "[", i ? 2 : 1);
-        put_i64(&b, c.s[i].ts);
-        wbuf_put_u8(&b, ',');
-        put_double(&b, &last, c.s[i].value);
-        wbuf_put_u8(&b, ']');
-    }
-    wbuf_put_bytes(&b, "]}", 2);
+    wbuf_put_bytes(&b, "{\"samples\":", 11);
+    put_samples(&b, &c);
+    wbuf_put_u8(&b, '}');
     free(c.s);
     answer(resp, 200, &b);
 }
@@ -610,15 +1019,787 @@ static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *res
                         (long long)to);
         return;
     }
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_WRITE | API_MUST_EXIST, &h))
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_WRITE | API_MUST_EXIST, &g))
         return;
-    int64_t deleted = ts_delete_range(api_key_value(&h), from, to);
-    api_key_close(&h, deleted > 0);
+    int64_t deleted = ts_delete_range(api_key_value(&g.h), from, to);
+    if (deleted > 0)
+        ts_group_compact(&g, -1, NULL, 0, from, to);
+    ts_group_close(&g, deleted > 0);
     if (deleted < 0)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory deleting samples");
     else
         api_json(resp, 200, json_pack("{s:I}", "deleted", (json_int_t)deleted));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Queries by labels (TS.QUERYINDEX, TS.MGET, TS.MRANGE, TS.MREVRANGE)      */
+/* ------------------------------------------------------------------------ */
+
+/* The `filter` parameters (at least one, and one of them l=v or l=(a,b)). */
+static ts_matcher_t *parse_filters(const api_req_t *req, api_resp_t *resp, size_t *n)
+{
+    size_t nf = api_query_count(req, "filter");
+    if (nf == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "filter", "missing query parameter 'filter' (label=value, ...)");
+        return NULL;
+    }
+    ts_matcher_t *m = malloc(nf * sizeof(*m));
+    if (!m) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    size_t k = 0;
+    bool positive = false;
+    for (int i = 0; i < req->nparams; i++) {
+        if (strcmp(req->params[i].name, "filter") != 0)
+            continue;
+        const char *why;
+        if (!ts_matcher_parse(req->params[i].value, req->params[i].vlen, &m[k], &why)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "filter", "filter '%.64s': %s", req->params[i].value, why);
+            free(m);
+            return NULL;
+        }
+        positive |= ts_matcher_positive(&m[k]);
+        k++;
+    }
+    if (!positive) {
+        api_error_field(resp, API_E_BAD_REQUEST, "filter",
+                        "at least one filter must select series: label=value or label=(a,b)");
+        free(m);
+        return NULL;
+    }
+    *n = k;
+    return m;
+}
+
+typedef struct keylist {
+    char **k;
+    size_t *len;
+    size_t n, cap;
+    const ts_matcher_t *m;
+    size_t nm;
+    bool oom;
+    ts_index_t *ix;          /* a scan re-adds what it sees */
+    const api_req_t *req;    /* whose token's prefixes bound the selection (api/auth.h) */
+} keylist_t;
+
+/* Appends a copy of key. */
+static void keylist_push(keylist_t *l, const char *key, size_t len);
+
+static void keylist_visit(void *ud, ks_entry_t *e)
+{
+    keylist_t *l = ud;
+    if (l->oom || ks_entry_type(e) != &ts_type)
+        return;
+    size_t len;
+    const char *key = ks_entry_key(e, &len);
+    if (l->ix)
+        ts_index_add(l->ix, key, len, ks_entry_value(e));   /* (a failure: the next query scans again) */
+    if (ts_matches(ks_entry_value(e), l->m, l->nm) && api_auth_key_visible(l->req, key, len))
+        keylist_push(l, key, len);
+}
+
+static void keylist_push(keylist_t *l, const char *key, size_t len)
+{
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        char **nk = realloc(l->k, ncap * sizeof(*nk));
+        size_t *nl = nk ? realloc(l->len, ncap * sizeof(*nl)) : NULL;
+        if (nk)
+            l->k = nk;
+        if (!nl) {
+            l->oom = true;
+            return;
+        }
+        l->len = nl;
+        l->cap = ncap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) {
+        l->oom = true;
+        return;
+    }
+    memcpy(c, key, len);
+    c[len] = '\0';
+    l->k[l->n] = c;
+    l->len[l->n++] = len;
+}
+
+static void keylist_free(keylist_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->k[i]);
+    free(l->k);
+    free(l->len);
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    const char *const *x = a, *const *y = b;
+    return strcmp(*x, *y);
+}
+
+/* The candidates of the index, each verified under its lock: kept when it
+ * is a series matching every filter, forgotten by the index when it no
+ * longer has the pair it was listed under. */
+static void ts_select_indexed(api_server_t *srv, api_req_t *req, ts_index_t *ix, keylist_t *l)
+{
+    const ts_matcher_t *best = NULL;
+    size_t best_n = SIZE_MAX;
+    for (size_t k = 0; k < l->nm; k++)
+        if (ts_matcher_positive(&l->m[k])) {
+            size_t n = ts_index_count(ix, &l->m[k]);
+            if (n < best_n) {
+                best_n = n;
+                best = &l->m[k];
+            }
+        }
+    char **cand;
+    size_t nc;
+    if (!ts_index_candidates(ix, best, &cand, &nc)) {
+        l->oom = true;
+        return;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        api_key_t h;
+        api_resp_t scratch;
+        api_resp_init(&scratch);
+        size_t len = strlen(cand[i]);
+        /* a series outside the token's prefixes is not there for it (as in GET /keys) */
+        if (api_auth_key_visible(req, cand[i], len) &&
+            api_key_open(srv, req, &scratch, cand[i], len, NULL, API_READ, &h)) {
+            const ts_t *ts = h.e && ks_entry_type(h.e) == &ts_type ? api_key_value(&h) : NULL;
+            bool listed = ts && ts_matches(ts, best, 1);
+            if (listed && ts_matches(ts, l->m, l->nm))
+                keylist_push(l, cand[i], len);
+            api_key_close(&h, false);
+            if (!listed)
+                ts_index_forget(ix, best, cand[i], len);
+        }
+        api_resp_release(&scratch);
+        free(cand[i]);
+    }
+    free(cand);
+}
+
+/* The keys of the series matching m[0..nm), sorted: from the label index
+ * when it can be trusted, else by a scan of every shard under its lock
+ * (which indexes what it sees).  A series is matched as it is when it is
+ * looked at. */
+static bool ts_select(api_server_t *srv, api_req_t *req, api_resp_t *resp, const ts_matcher_t *m, size_t nm,
+                      keylist_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    l->m = m;
+    l->nm = nm;
+    l->req = req;
+    ts_index_t *ix = ts_index_of(srv->ks);
+    if (ix && ts_index_usable(ix)) {
+        ts_select_indexed(srv, req, ix, l);
+    } else {
+        if (ix)
+            ts_index_scan_begin(ix);
+        l->ix = ix;
+        for (unsigned s = 0; s < ks_shard_count(srv->ks) && !l->oom; s++) {
+            ks_shard_t *sh = ks_shard_at(srv->ks, s);
+            uint64_t cursor = 0;
+            ks_shard_lock(sh);
+            do
+                ks_shard_scan(srv->ks, sh, &cursor, 1024, api_now_ms(req), keylist_visit, l);
+            while (cursor != 0 && !l->oom);
+            ks_shard_unlock(sh);
+        }
+        if (ix)
+            ts_index_scan_end(ix, !l->oom);
+    }
+    if (l->oom) {
+        keylist_free(l);
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory selecting series");
+        return false;
+    }
+    /* a scan may visit an entry twice while its table grows: once each */
+    if (l->n)
+        qsort(l->k, l->n, sizeof(*l->k), cmp_keys);
+    size_t u = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (u && strcmp(l->k[u - 1], l->k[i]) == 0) {
+            free(l->k[i]);
+            continue;
+        }
+        l->len[u] = strlen(l->k[i]);
+        l->k[u++] = l->k[i];
+    }
+    l->n = u;
+    return true;
+}
+
+/* GET /mts/index?filter=...: TS.QUERYINDEX. */
+static void h_ts_queryindex(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "filter", NULL };
+    size_t nm;
+    ts_matcher_t *m;
+    keylist_t l;
+    if (!api_query_allow(req, resp, params) || !(m = parse_filters(req, resp, &nm)))
+        return;
+    bool ok = ts_select(srv, req, resp, m, nm, &l);
+    free(m);
+    if (!ok)
+        return;
+    json_t *keys = json_array();
+    for (size_t i = 0; i < l.n; i++)
+        json_array_append_new(keys, json_stringn(l.k[i], l.len[i]));
+    keylist_free(&l);
+    api_json(resp, 200, json_pack("{s:o}", "keys", keys));
+}
+
+/* withlabels / selected_labels: which labels a multi-series answer shows. */
+typedef struct labelsel {
+    bool all;
+    const api_param_t **names;   /* selected_labels */
+    size_t n;
+} labelsel_t;
+
+static bool parse_labelsel(const api_req_t *req, api_resp_t *resp, labelsel_t *sel)
+{
+    memset(sel, 0, sizeof(*sel));
+    if (!api_query_bool(req, resp, "withlabels", &sel->all, NULL))
+        return false;
+    size_t n = api_query_count(req, "selected_labels");
+    if (n && sel->all) {
+        api_error_field(resp, API_E_BAD_REQUEST, "selected_labels", "'withlabels' and 'selected_labels' exclude each other");
+        return false;
+    }
+    if (!n)
+        return true;
+    sel->names = malloc(n * sizeof(*sel->names));
+    if (!sel->names) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return false;
+    }
+    for (int i = 0; i < req->nparams; i++)
+        if (strcmp(req->params[i].name, "selected_labels") == 0)
+            sel->names[sel->n++] = &req->params[i];
+    return true;
+}
+
+/* The labels shown for a series (NULL: none asked); under its lock. */
+static json_t *labels_json(const ts_t *ts, const labelsel_t *sel)
+{
+    if (!sel->all && !sel->n)
+        return NULL;
+    json_t *o = json_object();
+    if (sel->all) {
+        for (size_t i = 0; i < ts_label_count(ts); i++) {
+            ts_label_t lb = ts_label_at(ts, i);
+            json_object_set_new(o, lb.name, json_stringn(lb.value, lb.value_len));
+        }
+        return o;
+    }
+    for (size_t i = 0; i < sel->n; i++) {
+        size_t vl;
+        const char *v = ts_label_get(ts, sel->names[i]->value, sel->names[i]->vlen, &vl);
+        json_object_set_new(o, sel->names[i]->value, v ? json_stringn(v, vl) : json_null());
+    }
+    return o;
+}
+
+/* One series of a multi-series answer, read under its lock(s): still a
+ * series that matches (else *gone), its samples per q, its labels. */
+static core_status_t ts_read_one(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                                 bool latest, ts_query_t *q, const ts_matcher_t *m, size_t nm, const labelsel_t *sel,
+                                 collected_t *c, json_t **labels, char **group, bool *gone, const char *groupby)
+{
+    api_key_t h;
+    ks_key_t keys[2];
+    q->has_extra = false;
+    *gone = true;
+    *labels = NULL;
+    if (group)
+        *group = NULL;
+    api_resp_t scratch;   /* a series gone meanwhile is skipped, not answered */
+    api_resp_init(&scratch);
+    (void)resp;
+    if (!ts_open_latest(srv, req, &scratch, key, klen, latest, &h, keys, q)) {
+        api_resp_release(&scratch);
+        return CORE_OK;
+    }
+    api_resp_release(&scratch);
+    const ts_t *ts = api_key_value(&h);
+    core_status_t st = CORE_OK;
+    if (ts && ts_matches(ts, m, nm)) {
+        size_t gl = 0;
+        const char *gv = groupby ? ts_label_get(ts, groupby, strlen(groupby), &gl) : NULL;
+        if (!groupby || gv) {
+            *gone = false;
+            st = ts_range(ts, q, collect, c);
+            *labels = labels_json(ts, sel);
+            if (gv && !(*group = strndup(gv, gl)))
+                st = CORE_NOMEM;
+        }
+    }
+    api_key_close(&h, false);
+    return st;
+}
+
+/* GET /mts/get?filter=...&withlabels=&selected_labels=&latest=: TS.MGET. */
+static void h_ts_mget(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "filter", "withlabels", "selected_labels", "latest", NULL };
+    size_t nm;
+    ts_matcher_t *m;
+    keylist_t l;
+    labelsel_t sel;
+    bool latest = false;
+    if (!api_query_allow(req, resp, params) || !api_query_bool(req, resp, "latest", &latest, NULL) ||
+        !parse_labelsel(req, resp, &sel))
+        return;
+    if (!(m = parse_filters(req, resp, &nm))) {
+        free(sel.names);
+        return;
+    }
+    if (!ts_select(srv, req, resp, m, nm, &l)) {
+        free(m);
+        free(sel.names);
+        return;
+    }
+    json_t *series = json_array();
+    core_status_t st = CORE_OK;
+    for (size_t i = 0; i < l.n && st == CORE_OK; i++) {
+        /* the newest sample: the last of a reverse range of one */
+        ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .reverse = true, .count = 1 };
+        collected_t c = { 0 };
+        json_t *labels;
+        bool gone;
+        st = ts_read_one(srv, req, resp, l.k[i], l.len[i], latest, &q, m, nm, &sel, &c, &labels, NULL, &gone, NULL);
+        if (st == CORE_OK && !gone) {
+            json_t *one = json_pack("{s:s%}", "key", l.k[i], l.len[i]);
+            if (labels)
+                json_object_set_new(one, "labels", labels);
+            json_t *sample = json_null();
+            if (c.n) {
+                double v = c.s[0].value;
+                sample = json_pack("[I,o]", (json_int_t)c.s[0].ts,
+                                   isfinite(v) ? json_real(v) : json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+            }
+            json_object_set_new(one, "sample", sample);
+            json_array_append_new(series, one);
+        } else if (labels) {
+            json_decref(labels);
+        }
+        free(c.s);
+    }
+    keylist_free(&l);
+    free(m);
+    free(sel.names);
+    if (st != CORE_OK) {
+        json_decref(series);
+        api_error_status(resp, st, NULL, "out of memory running the query");
+        return;
+    }
+    api_json(resp, 200, json_pack("{s:o}", "series", series));
+}
+
+/* A series's answer, kept until every series is read. */
+typedef struct mseries {
+    const char *key;
+    size_t klen;
+    collected_t c;
+    json_t *labels;
+    char *group;
+} mseries_t;
+
+static int cmp_group(const void *a, const void *b)
+{
+    const mseries_t *x = a, *y = b;
+    int r = strcmp(x->group, y->group);
+    return r ? r : strcmp(x->key, y->key);
+}
+
+/* A sample of a group, with the position of its series (the group's key order). */
+typedef struct gsample {
+    int64_t ts;
+    size_t at;
+    double value;
+} gsample_t;
+
+static int cmp_gsample(const void *a, const void *b)
+{
+    const gsample_t *x = a, *y = b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* GROUPBY label REDUCE r: the series of one group [g0, g1) merged, one value
+ * per timestamp (reduced in the series' key order), into *out, newest first
+ * when reverse. */
+static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, bool reverse, collected_t *out)
+{
+    size_t total = 0;
+    for (size_t i = g0; i < g1; i++)
+        total += ms[i].c.n;
+    gsample_t *all = malloc((total ? total : 1) * sizeof(*all));
+    double *vals = malloc((total ? total : 1) * sizeof(*vals));
+    if (!all || !vals) {
+        free(all);
+        free(vals);
+        return false;
+    }
+    size_t k = 0;
+    for (size_t i = g0; i < g1; i++)
+        for (size_t j = 0; j < ms[i].c.n; j++)
+            all[k++] = (gsample_t){ ms[i].c.s[j].ts, i, ms[i].c.s[j].value };
+    qsort(all, k, sizeof(*all), cmp_gsample);
+    bool ok = true;
+    for (size_t n = 0; n < k && ok;) {
+        /* the runs of one timestamp, taken from the newest when reverse */
+        size_t i = reverse ? k - 1 - n : n, j = i, nv = 0;
+        if (reverse) {
+            while (j > 0 && all[j - 1].ts == all[i].ts)
+                j--;
+            for (size_t x = j; x <= i; x++)
+                vals[nv++] = all[x].value;
+        } else {
+            while (j < k && all[j].ts == all[i].ts)
+                vals[nv++] = all[j++].value;
+        }
+        ok = collect(out, all[i].ts, ts_reduce(r, vals, nv));
+        n += nv;
+    }
+    free(all);
+    free(vals);
+    return ok;
+}
+
+static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
+{
+    ts_query_t q0;
+    int64_t *fts;
+    if (!parse_range(req, resp, &q0, &fts, true))
+        return;
+    q0.reverse = reverse;
+    q0.max_results = TS_MAX_EMPTY_BUCKETS;
+    bool latest = false;
+    labelsel_t sel = { 0 };
+    const char *groupby = NULL, *reduce = NULL;
+    ts_agg_t red = TS_AGG_NONE;
+    size_t nm = 0;
+    ts_matcher_t *m = NULL;
+    keylist_t l = { 0 };
+    mseries_t *ms = NULL;
+    size_t nms = 0;
+    core_status_t st = CORE_OK;
+    size_t glen, rlen;
+    if (!api_query_bool(req, resp, "latest", &latest, NULL) || !parse_labelsel(req, resp, &sel) ||
+        !api_query_string(req, resp, "groupby", false, &groupby, &glen) ||
+        !api_query_string(req, resp, "reduce", false, &reduce, &rlen))
+        goto out;
+    if (!groupby != !reduce) {
+        api_error_field(resp, API_E_BAD_REQUEST, groupby ? "reduce" : "groupby", "'groupby' and 'reduce' go together");
+        goto out;
+    }
+    if (reduce && (!ts_agg_parse(reduce, &red) || red == TS_AGG_TWA || red == TS_AGG_FIRST || red == TS_AGG_LAST)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "reduce",
+                        "'reduce' must be avg, sum, min, max, range, count, std.p, std.s, var.p, var.s, countNaN or "
+                        "countAll");
+        goto out;
+    }
+    if (!(m = parse_filters(req, resp, &nm)) || !ts_select(srv, req, resp, m, nm, &l))
+        goto out;
+    ms = calloc(l.n ? l.n : 1, sizeof(*ms));
+    if (!ms) {
+        st = CORE_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < l.n && st == CORE_OK; i++) {
+        ts_query_t q = q0;
+        bool gone;
+        mseries_t *x = &ms[nms];
+        st = ts_read_one(srv, req, resp, l.k[i], l.len[i], latest, &q, m, nm, &sel, &x->c, &x->labels,
+                         groupby ? &x->group : NULL, &gone, groupby);
+        x->key = l.k[i];
+        x->klen = l.len[i];
+        if (!gone)
+            nms++;
+        else
+            free(x->c.s);
+    }
+    if (st != CORE_OK)
+        goto out;
+    wbuf_t b = WBUF_INIT;
+    wbuf_put_bytes(&b, "{\"series\":[", 11);
+    if (!groupby) {
+        for (size_t i = 0; i < nms; i++) {
+            json_t *k = json_pack("{s:s%}", "key", ms[i].key, ms[i].klen);
+            if (ms[i].labels)
+                json_object_set(k, "labels", ms[i].labels);
+            char *t = json_dumps(k, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            json_decref(k);
+            if (!t) {
+                b.oom = true;
+                break;
+            }
+            if (i)
+                wbuf_put_u8(&b, ',');
+            wbuf_put_bytes(&b, t, strlen(t) - 1);   /* {"key":..,"labels":..  then the samples */
+            free(t);
+            wbuf_put_bytes(&b, ",\"samples\":", 11);
+            put_samples(&b, &ms[i].c);
+            wbuf_put_u8(&b, '}');
+        }
+    } else {
+        qsort(ms, nms, sizeof(*ms), cmp_group);
+        for (size_t g0 = 0, ng = 0; g0 < nms; ng++) {
+            size_t g1 = g0 + 1;
+            while (g1 < nms && strcmp(ms[g1].group, ms[g0].group) == 0)
+                g1++;
+            collected_t c = { 0 };
+            if (!reduce_group(ms, g0, g1, red, reverse, &c)) {
+                b.oom = true;
+                break;
+            }
+            size_t slen = 0;
+            for (size_t i = g0; i < g1; i++)
+                slen += ms[i].klen + 1;
+            char *src = malloc(slen + 1), *p = src;
+            for (size_t i = g0; src && i < g1; i++) {
+                memcpy(p, ms[i].key, ms[i].klen);
+                p += ms[i].klen;
+                *p++ = ',';
+            }
+            if (src)
+                p[-1] = '\0';
+            json_t *labels = json_object();
+            json_object_set_new(labels, groupby, json_string(ms[g0].group));
+            json_object_set_new(labels, "__reducer__", json_string(ts_agg_name(red)));
+            json_object_set_new(labels, "__source__", src ? json_string(src) : json_null());
+            free(src);
+            char *gk = NULL;
+            if (asprintf(&gk, "%s=%s", groupby, ms[g0].group) < 0)
+                gk = NULL;
+            json_t *k = json_pack("{s:s?,s:o}", "key", gk, "labels", labels);
+            free(gk);
+            char *t = k ? json_dumps(k, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            json_decref(k);
+            if (!t) {
+                free(c.s);
+                b.oom = true;
+                break;
+            }
+            if (ng)
+                wbuf_put_u8(&b, ',');
+            wbuf_put_bytes(&b, t, strlen(t) - 1);
+            free(t);
+            wbuf_put_bytes(&b, ",\"samples\":", 11);
+            put_samples(&b, &c);
+            wbuf_put_u8(&b, '}');
+            free(c.s);
+            g0 = g1;
+        }
+    }
+    wbuf_put_bytes(&b, "]}", 2);
+    answer(resp, 200, &b);
+out:
+    if (st == CORE_LIMIT)
+        api_error_field(resp, API_E_BAD_REQUEST, "empty",
+                        "empty=true would report more than %d buckets for a series: narrow the range, widen bucket_ms "
+                        "or set count",
+                        TS_MAX_EMPTY_BUCKETS);
+    else if (st != CORE_OK)
+        api_error_status(resp, st, NULL, "out of memory running the query");
+    for (size_t i = 0; i < nms; i++) {
+        free(ms[i].c.s);
+        json_decref(ms[i].labels);
+        free(ms[i].group);
+    }
+    free(ms);
+    keylist_free(&l);
+    free(m);
+    free(sel.names);
+    free(fts);
+}
+
+static void h_ts_mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp) { mrange(srv, req, resp, false); }
+static void h_ts_mrevrange(api_server_t *srv, api_req_t *req, api_resp_t *resp) { mrange(srv, req, resp, true); }
+
+/* ------------------------------------------------------------------------ */
+/* Compaction rules                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The source of the series at key (a copy in *buf), read under its lock. */
+static bool ts_peek_source(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                           char **buf, size_t *len)
+{
+    api_key_t h;
+    *buf = NULL;
+    *len = 0;
+    if (!api_key_open(srv, req, resp, key, klen, NULL, API_READ, &h))
+        return false;
+    if (h.e && ks_entry_type(h.e) == &ts_type)
+        ts_copy_source(api_key_value(&h), buf, len);
+    api_key_close(&h, false);
+    return true;
+}
+
+/* Whether e is a series with a rule writing to name. */
+static bool ts_has_rule_to(ks_entry_t *e, const char *name, size_t len)
+{
+    return e && ks_entry_type(e) == &ts_type && ts_rule_find(ks_entry_value(e), name, len) >= 0;
+}
+
+/* POST /ts/{key}/rules {"dest":"k","agg":"avg","bucket_ms":60000,"align":0}:
+ * TS.CREATERULE key dest AGGREGATION agg bucket_ms align. */
+static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "dest", "agg", "bucket_ms", "align", NULL };
+    const char *key, *dest, *aggs = NULL;
+    size_t klen, dlen;
+    int64_t bucket = 0, align = 0;
+    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+        return;
+    json_t *body = api_body_object(req, resp, fields);
+    ts_agg_t agg;
+    if (!body || !api_obj_key(resp, body, "dest", true, &dest, &dlen) ||
+        !api_obj_string(resp, body, "agg", true, &aggs, NULL) ||
+        !api_obj_int(resp, body, "bucket_ms", true, 1, INT64_MAX, &bucket, NULL) ||
+        !api_obj_int(resp, body, "align", false, 0, INT64_MAX, &align, NULL))
+        return;
+    double quant;
+    if (!ts_agg_parse_any(aggs, &agg, &quant)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "agg",
+                        "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, std.s, "
+                        "var.p, var.s, twa, countNaN, countAll, p0 to p100)",
+                        aggs);
+        return;
+    }
+    if (dlen == klen && memcmp(dest, key, klen) == 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "dest", "the source and the destination must be different series");
+        return;
+    }
+    if (!api_make_room(srv, req, resp))
+        return;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        /* the sources the two series name now: their rules decide what is live */
+        char *a = NULL, *b = NULL;
+        size_t alen, blen;
+        if (!ts_peek_source(srv, req, resp, dest, dlen, &a, &alen))
+            return;
+        if (!ts_peek_source(srv, req, resp, key, klen, &b, &blen)) {
+            free(a);
+            return;
+        }
+        ks_key_t keys[4] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
+        size_t n = 2, ai = 0, bi = 0;
+        if (a && !(alen == klen && memcmp(a, key, klen) == 0)) {
+            ai = n;
+            keys[n++] = ks_key(srv->ks, a, alen);
+        }
+        if (b && !(blen == dlen && memcmp(b, dest, dlen) == 0) && !(a && alen == blen && memcmp(a, b, alen) == 0)) {
+            bi = n;
+            keys[n++] = ks_key(srv->ks, b, blen);
+        } else if (b && a && alen == blen && memcmp(a, b, alen) == 0) {
+            bi = ai;
+        }
+        api_key_t h;
+        ks_entry_t *de, *ae = NULL, *be = NULL, *se;
+        if (!api_keys_lock(srv, req, resp, keys, n, &h) ||
+            !api_keys_find(&h, 1, &ts_type, API_WRITE | API_MUST_EXIST, "dest", &de) ||
+            (ai && !api_keys_find(&h, ai, NULL, API_READ, NULL, &ae)) ||
+            (bi && bi != ai && !api_keys_find(&h, bi, NULL, API_READ, NULL, &be)) ||
+            !api_keys_find(&h, 0, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se)) {
+            free(a);
+            free(b);
+            return;
+        }
+        if (bi && bi == ai)
+            be = ae;
+        ts_t *src = ks_entry_value(se), *dst = ks_entry_value(de);
+        char *a2 = NULL, *b2 = NULL;
+        size_t a2len = 0, b2len = 0;
+        ts_copy_source(dst, &a2, &a2len);
+        ts_copy_source(src, &b2, &b2len);
+        bool same = (!a == !a2) && (!a || (alen == a2len && memcmp(a, a2, alen) == 0)) && (!b == !b2) &&
+                    (!b || (blen == b2len && memcmp(b, b2, blen) == 0));
+        free(a2);
+        free(b2);
+        if (!same) {   /* changed between the look and the lock: again */
+            api_key_close(&h, false);
+            free(a);
+            free(b);
+            continue;
+        }
+        /* b names the series that has key as destination; is that rule live?
+         * (b may be dest itself, which then has a rule to key) */
+        bool src_is_dst = b && ((bi && ts_has_rule_to(be, key, klen)) ||
+                                (blen == dlen && memcmp(b, dest, dlen) == 0 && ts_has_rule_to(de, key, klen)));
+        bool dst_taken = a && ai && ts_has_rule_to(ae, dest, dlen);
+        if (ts_rule_find(src, dest, dlen) >= 0 || dst_taken) {
+            api_key_close(&h, false);
+            api_error_field(resp, API_E_EXISTS, "dest", "'%.*s' is already the destination of a rule (from '%.*s')",
+                            (int)(dlen > 200 ? 200 : dlen), dest, (int)(dst_taken ? (alen > 200 ? 200 : alen) : klen > 200 ? 200 : klen),
+                            dst_taken ? a : key);
+        } else if (src_is_dst || ts_rule_count(dst) > 0) {
+            api_key_close(&h, false);
+            api_error_field(resp, API_E_BAD_REQUEST, src_is_dst ? "key" : "dest",
+                            src_is_dst ? "the source is itself the destination of a rule: compactions do not chain"
+                                       : "the destination has rules of its own: compactions do not chain");
+        } else if (ts_rule_count(src) >= TS_MAX_RULES) {
+            api_key_close(&h, false);
+            api_error_field(resp, API_E_BAD_REQUEST, "dest", "a series has at most %d rules", TS_MAX_RULES);
+        } else {
+            ts_rule_t r = { dest, dlen, agg, bucket, align, quant };
+            if (!ts_rule_add(src, &r)) {
+                api_key_close(&h, false);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
+            } else if (!ts_set_source(dst, key, klen)) {
+                ts_rule_remove(src, ts_rule_count(src) - 1);
+                api_key_close(&h, false);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
+            } else {
+                ks_entry_changed(srv->ks, de);
+                api_key_close(&h, true);
+                api_json(resp, 201, json_pack("{s:b}", "created", true));
+            }
+        }
+        free(a);
+        free(b);
+        return;
+    }
+    api_error(resp, API_E_UNAVAILABLE, "the series kept changing; try again");
+}
+
+/* DELETE /ts/{key}/rules?dest=k: TS.DELETERULE key dest. */
+static void h_ts_rule_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const params[] = { "dest", NULL };
+    const char *key, *dest;
+    size_t klen, dlen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !api_query_string(req, resp, "dest", true, &dest, &dlen))
+        return;
+    ks_key_t keys[2] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
+    api_key_t h;
+    ks_entry_t *de, *se;
+    if (!api_keys_lock(srv, req, resp, keys, 2, &h) || !api_keys_find(&h, 1, NULL, API_WRITE, NULL, &de) ||
+        !api_keys_find(&h, 0, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se))
+        return;
+    ts_t *src = ks_entry_value(se);
+    long i = ts_rule_find(src, dest, dlen);
+    if (i < 0) {
+        api_key_close(&h, false);
+        api_error_field(resp, API_E_NOT_FOUND, "dest", "no rule writes from this series to '%.*s'",
+                        (int)(dlen > 200 ? 200 : dlen), dest);
+        return;
+    }
+    ts_rule_remove(src, (size_t)i);
+    if (ts_dst_live(de, key, klen)) {
+        ts_set_source(ks_entry_value(de), NULL, 0);
+        ks_entry_changed(srv->ks, de);
+    }
+    api_key_close(&h, true);
+    api_json(resp, 200, json_pack("{s:b}", "deleted", true));
 }
 
 /* The family: its routes, in matching order, and its type. */
@@ -626,9 +1807,18 @@ static const api_route_t routes[] = {
     { API_PUT,    "/ts/{key}",          h_ts_put, 0, API_ACCESS_WRITE },
     { API_POST,   "/ts/{key}",          h_ts_add, 0, API_ACCESS_WRITE },
     { API_GET,    "/ts/{key}",          h_ts_info, 0, API_ACCESS_READ },
+    { API_PATCH,  "/ts/{key}",          h_ts_alter, 0, API_ACCESS_WRITE },
+    { API_POST,   "/ts/{key}/incrby",   h_ts_incrby, 0, API_ACCESS_WRITE },
+    { API_POST,   "/ts/{key}/decrby",   h_ts_decrby, 0, API_ACCESS_WRITE },
     { API_GET,    "/ts/{key}/range",    h_ts_range, 0, API_ACCESS_READ },
     { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0, API_ACCESS_READ },
     { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0, API_ACCESS_WRITE },
+    { API_POST,   "/ts/{key}/rules",    h_ts_rule_create, 0, API_ACCESS_WRITE },
+    { API_DELETE, "/ts/{key}/rules",    h_ts_rule_delete, 0, API_ACCESS_WRITE },
+    { API_GET,    "/mts/index",         h_ts_queryindex, 0, API_ACCESS_READ },
+    { API_GET,    "/mts/get",           h_ts_mget, 0, API_ACCESS_READ },
+    { API_GET,    "/mts/range",         h_ts_mrange, 0, API_ACCESS_READ },
+    { API_GET,    "/mts/revrange",      h_ts_mrevrange, 0, API_ACCESS_READ },
 };
 
 API_FAMILY(ts, &ts_type, "a time series", "no such time series");

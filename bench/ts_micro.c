@@ -66,6 +66,35 @@ int main(void)
     }
     printf("core ts_add batches of 1000 in order\t%.1f\tns/sample\n", (now_ns() - t0) / rounds / DAY);
 
+    /* compaction: the same ingest, one sample at a time, into a source with
+     * rules, each applied after every add as the handler does */
+    static const ts_rule_t rules[] = { { "avg1m", 5, TS_AGG_AVG, 60000, 0, 0 },
+                                       { "max1h", 5, TS_AGG_MAX, 3600000, 0, 0 },
+                                       { "twa5m", 5, TS_AGG_TWA, 300000, 0, 0 } };
+    for (size_t nr = 1; nr <= 3; nr += 2) {
+        ts_t *dst[3];
+        t0 = now_ns();
+        for (int k = 0; k < rounds; k++) {
+            ts_free(ts);
+            ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+            for (size_t j = 0; j < nr; j++) {
+                ts_rule_add(ts, &rules[j]);
+                dst[j] = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+            }
+            for (int i = 0; i < DAY; i++) {
+                ts_sample_t last;
+                int64_t old = ts_last(ts, &last) ? last.ts : -1;
+                ts_add(ts, &s[i], 1, TS_DUP_BLOCK, NULL);
+                for (size_t j = 0; j < nr; j++)
+                    ts_rule_added(ts, &rules[j], old, &s[i].ts, 1, dst[j]);
+            }
+            for (size_t j = 0; j < nr; j++)
+                ts_free(dst[j]);
+        }
+        printf("core ts_add one sample in order + %zu compaction rule%s\t%.1f\tns/sample\n", nr, nr > 1 ? "s" : "",
+               (now_ns() - t0) / rounds / DAY);
+    }
+
     /* out of order: a sample between two existing ones, anywhere in the day */
     rng_t r;
     rng_seed(&r, 2);

@@ -203,7 +203,7 @@ bool gorilla_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int64_t fi
     bitr_t r = { d, 0, nbits, false };
     uint64_t bits = bits_get(&r, 64);
     double val = bits_dbl(bits);
-    if (r.err || !isfinite(val))
+    if (r.err || isinf(val))
         return false;
     int64_t ts = first_ts, delta = 0;
     uint8_t lead = GORILLA_NO_WINDOW, trail = 0;
@@ -253,7 +253,7 @@ bool gorilla_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int64_t fi
             }
             bits ^= x;
             val = bits_dbl(bits);
-            if (!isfinite(val))
+            if (isinf(val))
                 return false;
         }
         if (r.err)

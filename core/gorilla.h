@@ -40,7 +40,8 @@ void gorilla_put(gorilla_enc_t *e, uint8_t *data, int64_t t, double v);
  * v[] (either may be NULL) and, when end is not NULL, the encoder's state at
  * its end.  Validates everything, for untrusted bytes: the stream is exactly
  * nbits long, timestamps increase strictly and stay <= max_ts, values are
- * finite.  Returns false on any inconsistency. */
+ * finite or NaN (RedisTimeSeries stores NaN; infinities never).  Returns
+ * false on any inconsistency. */
 bool gorilla_decode(const uint8_t *d, uint32_t nbits, uint32_t count, int64_t first_ts, int64_t max_ts,
                     int64_t *t, double *v, gorilla_enc_t *end);
 

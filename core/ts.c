@@ -65,9 +65,12 @@
  * rounding makes slightly negative is reported as 0 (RedisTimeSeries would
  * print it, and NaN for std).
  *
- * Snapshot encoding (version 1), little-endian:
+ * Snapshot encoding (version 2), little-endian:
  *   u8 version | u8 policy | i64 retention_ms | u32 nlabels
  *   nlabels x (blob name | blob value)            blob = u32 length + bytes
+ *   u32 nrules                                    (version 2 on; 0 in version 1)
+ *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align | f64 quantile)
+ *   u8 has_source [| blob source]                 (version 2 on)
  *   u32 nchunks
  *   nchunks x (u32 count | u32 nbits | i64 first_ts | ceil(nbits/8) bytes of stream)
  * The decoder replays every stream, checking timestamps strictly increase
@@ -78,6 +81,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -85,9 +90,9 @@
 #include "core/codec.h"
 #include "core/gorilla.h"
 
-#define TS_ENC_VERSION 1              /* first byte of every encoding */
+#define TS_ENC_VERSION 2              /* first byte of every encoding (1: before compaction rules, still read) */
 #define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
-#define TS_CHUNK_MAX_BYTES 4096       /* a chunk is full past this many stream bytes (RedisTimeSeries's default chunk size) */
+#define TS_CHUNK_MAX_BYTES TS_CHUNK_BYTES   /* a chunk is full past this many stream bytes */
 #define TS_SAMPLE_MAX_BITS GORILLA_SAMPLE_MAX_BITS   /* one more sample, at worst */
 #define TS_CHUNK_CAP_MAX (TS_CHUNK_MAX_BYTES + (TS_SAMPLE_MAX_BITS + 7) / 8)   /* room for one more sample */
 #define TS_CHUNK_MIN_CAP 32           /* first allocation of a chunk's stream */
@@ -160,6 +165,14 @@ typedef struct ts_lbl {
     uint32_t nlen, vlen;
 } ts_lbl_t;
 
+typedef struct ts_rl {
+    char *dest;             /* NUL-terminated copy */
+    uint32_t dlen;
+    ts_agg_t agg;
+    int64_t bucket_ms, align;
+    double quantile;
+} ts_rl_t;
+
 struct ts {
     ts_chunk_t **chunks;    /* sorted by time, non-overlapping */
     size_t nchunks, cap;
@@ -169,7 +182,26 @@ struct ts {
     ts_lbl_t *labels;
     size_t nlabels;
     size_t mem;             /* heap bytes owned, kept current for O(1) ts_type.size */
+    ts_rl_t *rules;         /* compaction rules of this source */
+    size_t nrules;
+    char *src;              /* the source this series is the destination of, or NULL */
+    uint32_t src_len;
+    bool indexed;           /* ts_mark_indexed was called */
 };
+
+static atomic_long unindexed;     /* live series not yet indexed */
+static atomic_long pairs_alive;   /* labels of live series */
+
+void ts_mark_indexed(ts_t *ts)
+{
+    if (!ts->indexed) {
+        ts->indexed = true;
+        atomic_fetch_sub(&unindexed, 1);
+    }
+}
+
+long ts_unindexed_count(void) { return atomic_load(&unindexed); }
+long ts_label_pairs_alive(void) { return atomic_load(&pairs_alive); }
 
 static ts_chunk_t *chunk_new(ts_t *ts, uint32_t cap)
 {
@@ -313,8 +345,9 @@ static size_t lower_bound(const int64_t *t, size_t n, int64_t x)
 /* ======================================================================== */
 
 static const char *const policy_names[TS_DUP__COUNT] = { "block", "first", "last", "min", "max", "sum" };
-static const char *const agg_names[TS_AGG__COUNT] = { NULL,    "avg",   "sum",   "min",   "max",   "range", "count",
-                                                      "first", "last",  "std.p", "std.s", "var.p", "var.s" };
+static const char *const agg_names[TS_AGG__COUNT] = { NULL,    "avg",   "sum",   "min",      "max",     "range",
+                                                      "count", "first", "last",  "std.p",    "std.s",   "var.p",
+                                                      "var.s", "twa",   "countNaN", "countAll", "quantile" };
 
 const char *ts_policy_name(ts_policy_t p) { return (unsigned)p < TS_DUP__COUNT ? policy_names[p] : "?"; }
 
@@ -330,9 +363,32 @@ bool ts_policy_parse(const char *s, ts_policy_t *out)
 
 const char *ts_agg_name(ts_agg_t a) { return (unsigned)a < TS_AGG__COUNT && agg_names[a] ? agg_names[a] : "none"; }
 
+bool ts_agg_parse_any(const char *s, ts_agg_t *out, double *q)
+{
+    *q = 0;
+    if ((s[0] == 'p' || s[0] == 'P') && s[1] >= '0' && s[1] <= '9') {
+        char *end;
+        double x = strtod(s + 1, &end);
+        if (*end || !(x >= 0 && x <= 100))
+            return false;
+        *out = TS_AGG_QUANTILE;
+        *q = x / 100;
+        return true;
+    }
+    return ts_agg_parse(s, out);
+}
+
+void ts_agg_format(ts_agg_t a, double q, char *buf, size_t len)
+{
+    if (a == TS_AGG_QUANTILE)
+        snprintf(buf, len, "p%.15g", q * 100);
+    else
+        snprintf(buf, len, "%s", ts_agg_name(a));
+}
+
 bool ts_agg_parse(const char *s, ts_agg_t *out)
 {
-    for (int i = 1; i < TS_AGG__COUNT; i++)
+    for (int i = 1; i < TS_AGG_QUANTILE; i++)
         if (strcasecmp(s, agg_names[i]) == 0) {
             *out = (ts_agg_t)i;
             return true;
@@ -352,10 +408,11 @@ ts_t *ts_create(int64_t retention_ms, ts_policy_t policy, const ts_label_t *labe
     ts->retention = retention_ms;
     ts->policy = policy;
     ts->mem = sizeof(*ts);
+    atomic_fetch_add(&unindexed, 1);
     if (nlabels) {
         ts->labels = calloc(nlabels, sizeof(ts_lbl_t));
         if (!ts->labels) {
-            free(ts);
+            ts_free(ts);
             return NULL;
         }
         ts->mem += nlabels * sizeof(ts_lbl_t);
@@ -376,6 +433,7 @@ ts_t *ts_create(int64_t retention_ms, ts_policy_t policy, const ts_label_t *labe
             ts->labels[i].vlen = (uint32_t)labels[i].value_len;
             ts->nlabels = i + 1;
             ts->mem += sz;
+            atomic_fetch_add(&pairs_alive, 1);
         }
     }
     return ts;
@@ -385,12 +443,19 @@ void ts_free(ts_t *ts)
 {
     if (!ts)
         return;
+    if (!ts->indexed)
+        atomic_fetch_sub(&unindexed, 1);
+    atomic_fetch_sub(&pairs_alive, (long)ts->nlabels);
     for (size_t i = 0; i < ts->nchunks; i++)
         free(ts->chunks[i]);
     free(ts->chunks);
     for (size_t i = 0; i < ts->nlabels; i++)
         free(ts->labels[i].name);
     free(ts->labels);
+    for (size_t i = 0; i < ts->nrules; i++)
+        free(ts->rules[i].dest);
+    free(ts->rules);
+    free(ts->src);
     free(ts);
 }
 
@@ -759,8 +824,12 @@ core_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t polic
         have = true;
     }
 
-    /* Resolve each timestamp's final value, in batch order within it. */
+    /* Resolve each timestamp's final value, in batch order within it.  MIN,
+     * MAX and SUM cannot combine a NaN (RedisTimeSeries refuses it as BLOCK
+     * does); a result that is not finite is an overflow. */
     size_t nu = 0, overflow = n;
+    core_status_t ovf_why = CORE_OVERFLOW;
+    bool combines = policy == TS_DUP_MIN || policy == TS_DUP_MAX || policy == TS_DUP_SUM;
     dc->idx = SIZE_MAX;
     for (size_t g = 0; g < n;) {
         size_t ge = g + 1;
@@ -771,9 +840,13 @@ core_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t polic
         if (!(dup[ord[g].i] == 2 && lookup(ts, dc, ord[g].ts, &cur)))
             cur = s[ord[k++].i].value;
         for (; k < ge && ord[k].i < fail; k++) {
-            cur = apply_policy(policy, cur, s[ord[k].i].value);
-            if (!isfinite(cur) && ord[k].i < overflow)
+            double v = s[ord[k].i].value;
+            bool nan_clash = combines && (isnan(cur) || isnan(v));
+            cur = apply_policy(policy, cur, v);
+            if ((nan_clash || isinf(cur)) && ord[k].i < overflow) {
                 overflow = ord[k].i;
+                ovf_why = nan_clash ? CORE_DUPLICATE : CORE_OVERFLOW;
+            }
         }
         ut[nu] = ord[g].ts;
         uv[nu++] = cur;
@@ -781,7 +854,7 @@ core_status_t ts_add(ts_t *ts, const ts_sample_t *s, size_t n, ts_policy_t polic
     }
     if (overflow < fail) {
         *failed = overflow;
-        st = CORE_OVERFLOW;
+        st = ovf_why;
         goto out;
     }
     if (fail < n) {
@@ -877,6 +950,405 @@ out:
 }
 
 /* ======================================================================== */
+/* INCRBY, ALTER                                                            */
+/* ======================================================================== */
+
+bool ts_last(const ts_t *ts, ts_sample_t *out)
+{
+    if (!has_samples(ts))
+        return false;
+    const ts_chunk_t *c = ts->chunks[ts->nchunks - 1];
+    double v;
+    memcpy(&v, &c->prev_bits, sizeof(v));   /* the encoder keeps the last value's bits */
+    *out = (ts_sample_t){ c->last_ts, v };
+    return true;
+}
+
+core_status_t ts_incrby(ts_t *ts, int64_t t, double by, double *value)
+{
+    ts_sample_t last = { 0, 0 };
+    bool have = ts_last(ts, &last);
+    if (have && t < last.ts)
+        return CORE_UNORDERED;
+    double v = (have ? last.value : 0) + by;
+    if (!isfinite(v))
+        return CORE_OVERFLOW;   /* a NaN newest value, or past the doubles */
+    ts_sample_t s = { t, v };
+    core_status_t st = ts_add(ts, &s, 1, TS_DUP_LAST, NULL);
+    if (st == CORE_OK)
+        *value = v;
+    return st;
+}
+
+void ts_set_retention(ts_t *ts, int64_t retention_ms)
+{
+    ts->retention = retention_ms;
+    trim(ts);
+}
+
+void ts_set_policy(ts_t *ts, ts_policy_t policy) { ts->policy = policy; }
+
+bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels)
+{
+    ts_t *fresh = ts_create(0, TS_DUP_BLOCK, labels, nlabels);
+    if (!fresh)
+        return false;
+    for (size_t i = 0; i < ts->nlabels; i++) {
+        ts->mem -= ts->labels[i].nlen + ts->labels[i].vlen + 2;
+        free(ts->labels[i].name);
+    }
+    ts->mem -= ts->nlabels * sizeof(ts_lbl_t);
+    atomic_fetch_sub(&pairs_alive, (long)ts->nlabels);
+    free(ts->labels);
+    ts->labels = fresh->labels;
+    ts->nlabels = fresh->nlabels;
+    ts->mem += fresh->mem - sizeof(*fresh);
+    fresh->labels = NULL;
+    fresh->nlabels = 0;
+    ts_free(fresh);
+    return true;
+}
+
+/* ======================================================================== */
+/* Compaction rules                                                         */
+/* ======================================================================== */
+
+size_t ts_rule_count(const ts_t *ts) { return ts->nrules; }
+
+ts_rule_t ts_rule_at(const ts_t *ts, size_t i)
+{
+    const ts_rl_t *r = &ts->rules[i];
+    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align, r->quantile };
+}
+
+long ts_rule_find(const ts_t *ts, const char *dest, size_t len)
+{
+    for (size_t i = 0; i < ts->nrules; i++)
+        if (ts->rules[i].dlen == len && memcmp(ts->rules[i].dest, dest, len) == 0)
+            return (long)i;
+    return -1;
+}
+
+static char *dup_name(const char *p, size_t len)
+{
+    char *d = malloc(len + 1);
+    if (d) {
+        memcpy(d, p, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+bool ts_rule_add(ts_t *ts, const ts_rule_t *rule)
+{
+    char *d = dup_name(rule->dest, rule->dest_len);
+    ts_rl_t *n = d ? realloc(ts->rules, (ts->nrules + 1) * sizeof(*n)) : NULL;
+    if (!n) {
+        free(d);
+        return false;
+    }
+    ts->rules = n;
+    n[ts->nrules++] = (ts_rl_t){ d, (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align, rule->quantile };
+    ts->mem += sizeof(*n) + rule->dest_len + 1;
+    return true;
+}
+
+void ts_rule_remove(ts_t *ts, size_t i)
+{
+    ts->mem -= sizeof(ts_rl_t) + ts->rules[i].dlen + 1;
+    free(ts->rules[i].dest);
+    memmove(ts->rules + i, ts->rules + i + 1, (ts->nrules - i - 1) * sizeof(ts->rules[0]));
+    if (--ts->nrules == 0) {
+        free(ts->rules);
+        ts->rules = NULL;
+    }
+}
+
+const char *ts_source(const ts_t *ts, size_t *len)
+{
+    *len = ts->src ? ts->src_len : 0;
+    return ts->src;
+}
+
+bool ts_set_source(ts_t *ts, const char *name, size_t len)
+{
+    char *d = NULL;
+    if (name && !(d = dup_name(name, len)))
+        return false;
+    if (ts->src)
+        ts->mem -= ts->src_len + 1;
+    free(ts->src);
+    ts->src = d;
+    ts->src_len = d ? (uint32_t)len : 0;
+    if (d)
+        ts->mem += len + 1;
+    return true;
+}
+
+typedef struct one {
+    int64_t ts;
+    double v;
+    bool has;
+} one_t;
+
+static bool take_one(void *ud, int64_t t, double v)
+{
+    one_t *o = ud;
+    o->ts = t;
+    o->v = v;
+    o->has = true;
+    return true;
+}
+
+core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, double *value, bool *has)
+{
+    /* the range [b, b + bucket] so that twa's window reaches the bucket's
+     * end; the first result is this bucket's when it has samples */
+    int64_t lo = b < 0 ? 0 : b;
+    int64_t hi = b > INT64_MAX - rule->bucket_ms ? INT64_MAX : b + rule->bucket_ms;
+    ts_query_t q = { .from = lo, .to = hi, .count = 1, .agg = rule->agg, .bucket_ms = rule->bucket_ms,
+                     .align = rule->align, .quantile = rule->quantile };
+    one_t o = { 0 };
+    core_status_t st = ts_range(src, &q, take_one, &o);
+    *has = st == CORE_OK && o.has && o.ts == lo;
+    if (*has)
+        *value = o.v;
+    return st;
+}
+
+bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *out)
+{
+    if (!has_samples(src))
+        return false;
+    int64_t b = ts_bucket_start(newest(src), rule->bucket_ms, rule->align);
+    bool has;
+    if (ts_rule_bucket(src, rule, b, &out->value, &has) != CORE_OK || !has)
+        return false;
+    out->ts = b < 0 ? 0 : b;
+    return true;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Recomputes the bucket starts b[0..n) (sorted, unique) into dst: a bucket
+ * with samples is written (LAST), one without is deleted from dst. */
+static core_status_t rule_write(const ts_t *src, const ts_rule_t *rule, const int64_t *b, size_t n, ts_t *dst)
+{
+    ts_sample_t *s = malloc((n ? n : 1) * sizeof(*s));
+    if (!s)
+        return CORE_NOMEM;
+    size_t m = 0;
+    core_status_t st = CORE_OK;
+    for (size_t i = 0; i < n && st == CORE_OK; i++) {
+        double v;
+        bool has;
+        st = ts_rule_bucket(src, rule, b[i], &v, &has);
+        int64_t at = b[i] < 0 ? 0 : b[i];
+        if (st != CORE_OK)
+            break;
+        if (has)
+            s[m++] = (ts_sample_t){ at, v };
+        else if (ts_delete_range(dst, at, at) < 0)
+            st = CORE_NOMEM;
+    }
+    if (st == CORE_OK && m) {
+        /* what dst's retention would refuse is skipped, not an error */
+        int64_t top = has_samples(dst) ? newest(dst) : INT64_MIN;
+        if (s[m - 1].ts > top)
+            top = s[m - 1].ts;
+        int64_t cut = cutoff_for(dst->retention, top);
+        size_t k = 0;
+        while (k < m && s[k].ts < cut)
+            k++;
+        if (k < m)
+            st = ts_add(dst, s + k, m - k, TS_DUP_LAST, NULL);
+    }
+    free(s);
+    return st;
+}
+
+core_status_t ts_rule_added(const ts_t *src, const ts_rule_t *rule, int64_t old_newest, const int64_t *t, size_t n,
+                            ts_t *dst)
+{
+    if (!has_samples(src))
+        return CORE_OK;
+    int64_t open = ts_bucket_start(newest(src), rule->bucket_ms, rule->align);
+    int64_t *b = malloc((n + 1) * sizeof(*b));
+    if (!b)
+        return CORE_NOMEM;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t s = ts_bucket_start(t[i], rule->bucket_ms, rule->align);
+        if (s < open)
+            b[m++] = s;
+    }
+    if (old_newest >= 0) {
+        int64_t s = ts_bucket_start(old_newest, rule->bucket_ms, rule->align);
+        if (s < open)
+            b[m++] = s;
+    }
+    qsort(b, m, sizeof(*b), cmp_i64);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++)
+        if (u == 0 || b[u - 1] != b[i])
+            b[u++] = b[i];
+    core_status_t st = rule_write(src, rule, b, u, dst);
+    free(b);
+    return st;
+}
+
+static bool push_i64(void *ud, int64_t t, double v)
+{
+    (void)v;
+    int64_t **pb = ud;   /* pb[0]: array, pb[1]: [n, cap] */
+    int64_t *nc = pb[1];
+    if (nc[0] == nc[1]) {
+        int64_t ncap = nc[1] ? nc[1] * 2 : 64;
+        int64_t *n = realloc(pb[0], (size_t)ncap * sizeof(*n));
+        if (!n)
+            return false;
+        pb[0] = n;
+        nc[1] = ncap;
+    }
+    pb[0][nc[0]++] = t;
+    return true;
+}
+
+core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t from, int64_t to, ts_t *dst)
+{
+    /* the buckets dst holds from the span on: recomputed up to the span's
+     * end, deleted from the open bucket on (the newest sample may have gone,
+     * opening an earlier bucket again) */
+    int64_t lo = ts_bucket_start(from, rule->bucket_ms, rule->align);
+    int64_t hi = ts_bucket_start(to, rule->bucket_ms, rule->align);
+    int64_t open = has_samples(src) ? ts_bucket_start(newest(src), rule->bucket_ms, rule->align) : INT64_MIN;
+    int64_t first = open < lo ? open : lo;
+    ts_query_t q = { .from = first < 0 ? 0 : first, .to = TS_MAX_TIMESTAMP };
+    int64_t nc[2] = { 0, 0 };
+    int64_t *pb[2] = { NULL, nc };
+    core_status_t st = ts_range(dst, &q, push_i64, pb);
+    size_t m = 0;
+    for (int64_t i = 0; st == CORE_OK && i < nc[0]; i++) {
+        int64_t b = ts_bucket_start(pb[0][i], rule->bucket_ms, rule->align);
+        if (b >= open) {
+            if (ts_delete_range(dst, pb[0][i], pb[0][i]) < 0)
+                st = CORE_NOMEM;
+        } else if (b <= hi && (m == 0 || pb[0][m - 1] != b)) {
+            pb[0][m++] = b;
+        }
+    }
+    if (st == CORE_OK)
+        st = rule_write(src, rule, pb[0], m, dst);
+    free(pb[0]);
+    return st;
+}
+
+/* ======================================================================== */
+/* Label filters                                                            */
+/* ======================================================================== */
+
+bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char **why)
+{
+    memset(out, 0, sizeof(*out));
+    const char *eq = memchr(s, '=', len);
+    if (!eq) {
+        *why = "a filter is label=value, label!=value, label=, label!=, label=(a,b) or label!=(a,b)";
+        return false;
+    }
+    size_t nl = (size_t)(eq - s);
+    if (nl > 0 && s[nl - 1] == '!') {
+        out->negate = true;
+        nl--;
+    }
+    if (nl == 0) {
+        *why = "a filter needs a label name before '=' or '!='";
+        return false;
+    }
+    out->name = s;
+    out->name_len = nl;
+    for (size_t i = 0; i < nl; i++)
+        if (strchr("(),=", s[i])) {
+            *why = "a label name cannot contain '(', ')', ',' or '='";
+            return false;
+        }
+    const char *v = eq + 1, *end = s + len;
+    if (v == end)
+        return true;   /* l= / l!= */
+    if (*v == '(') {
+        if (end[-1] != ')' || end - v < 3) {
+            *why = "a list of values is (a,b,...) with at least one value";
+            return false;
+        }
+        const char *p = v + 1, *stop = end - 1;
+        while (p <= stop) {
+            const char *c = memchr(p, ',', (size_t)(stop - p));
+            const char *e = c ? c : stop;
+            if (e == p) {
+                *why = "an empty value in a list of values";
+                return false;
+            }
+            if (out->nvalues == TS_FILTER_MAX_VALUES) {
+                *why = "at most 64 values in a list";
+                return false;
+            }
+            for (const char *q = p; q < e; q++)
+                if (strchr("()=", *q)) {
+                    *why = "a value cannot contain '(', ')', ',' or '='";
+                    return false;
+                }
+            out->value[out->nvalues] = p;
+            out->value_len[out->nvalues++] = (size_t)(e - p);
+            p = e + 1;
+        }
+        return true;
+    }
+    for (const char *q = v; q < end; q++)
+        if (strchr("(),=", *q)) {
+            *why = "a value cannot contain '(', ')', ',' or '=' (a list is written (a,b))";
+            return false;
+        }
+    out->value[0] = v;
+    out->value_len[0] = (size_t)(end - v);
+    out->nvalues = 1;
+    return true;
+}
+
+bool ts_matcher_positive(const ts_matcher_t *m) { return !m->negate && m->nvalues > 0; }
+
+const char *ts_label_get(const ts_t *ts, const char *name, size_t len, size_t *vlen)
+{
+    for (size_t i = 0; i < ts->nlabels; i++)
+        if (ts->labels[i].nlen == len && memcmp(ts->labels[i].name, name, len) == 0) {
+            *vlen = ts->labels[i].vlen;
+            return ts->labels[i].value;
+        }
+    return NULL;
+}
+
+bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        size_t vl;
+        const char *v = ts_label_get(ts, m[k].name, m[k].name_len, &vl);
+        bool in = false;
+        for (size_t i = 0; v && i < m[k].nvalues && !in; i++)
+            in = m[k].value_len[i] == vl && memcmp(m[k].value[i], v, vl) == 0;
+        bool ok;
+        if (m[k].nvalues == 0)
+            ok = m[k].negate ? v != NULL : v == NULL;
+        else
+            ok = m[k].negate ? !in : in;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* ======================================================================== */
 /* Info                                                                     */
 /* ======================================================================== */
 
@@ -918,6 +1390,10 @@ int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align)
 
 typedef struct agg {
     ts_agg_t type;
+    double q;                  /* TS_AGG_QUANTILE: the quantile, and the bucket's values */
+    double *qv;
+    size_t qn, qcap;
+    bool oom;
     uint64_t n;
     double sum, sum2;
     double min, max, first, last;
@@ -927,9 +1403,13 @@ typedef struct agg {
 
 static void agg_reset(agg_t *a)
 {
-    ts_agg_t type = a->type;
+    agg_t keep = *a;
     memset(a, 0, sizeof(*a));
-    a->type = type;
+    a->type = keep.type;
+    a->q = keep.q;
+    a->qv = keep.qv;
+    a->qcap = keep.qcap;
+    a->oom = keep.oom;
     a->min = DBL_MAX;
     a->max = -DBL_MAX;
 }
@@ -958,6 +1438,19 @@ static void agg_add(agg_t *a, double v)
         }
         break;
     case TS_AGG_SUM: a->sum += v; break;
+    case TS_AGG_QUANTILE:
+        if (a->qn == a->qcap) {
+            size_t ncap = a->qcap ? a->qcap * 2 : 64;
+            double *n = realloc(a->qv, ncap * sizeof(*n));
+            if (!n) {
+                a->oom = true;
+                return;
+            }
+            a->qv = n;
+            a->qcap = ncap;
+        }
+        a->qv[a->qn++] = v;
+        break;
     case TS_AGG_MIN:
     case TS_AGG_MAX:
     case TS_AGG_RANGE:
@@ -984,15 +1477,36 @@ static double variance(double sum, double sum2, uint64_t n)
     return var < 0 ? 0 : var;   /* rounding can dip below 0; the true value cannot */
 }
 
-static double agg_final(const agg_t *a)
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The exact quantile of v[0..n) (sorted here), see ts_agg_parse_any. */
+static double quantile_of(double *v, size_t n, double q)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    double h = (double)(n - 1) * q;
+    size_t lo = (size_t)h;
+    if (lo >= n - 1)
+        return v[n - 1];
+    double f = h - (double)lo;
+    return f == 0 ? v[lo] : v[lo] + f * (v[lo + 1] - v[lo]);
+}
+
+static double agg_final(agg_t *a)
 {
     switch (a->type) {
+    case TS_AGG_QUANTILE: return a->qn ? quantile_of(a->qv, a->qn, a->q) : NAN;
     case TS_AGG_AVG: return a->avg_ovf ? a->avg_val : a->avg_val / a->avg_cnt;
     case TS_AGG_SUM: return a->sum;
     case TS_AGG_MIN: return a->min;
     case TS_AGG_MAX: return a->max;
     case TS_AGG_RANGE: return a->max - a->min;
-    case TS_AGG_COUNT: return (double)a->n;
+    case TS_AGG_COUNT:
+    case TS_AGG_COUNT_NAN:
+    case TS_AGG_COUNT_ALL: return (double)a->n;
     case TS_AGG_FIRST: return a->first;
     case TS_AGG_LAST: return a->last;
     case TS_AGG_VAR_P: return variance(a->sum, a->sum2, a->n);
@@ -1056,12 +1570,43 @@ static bool ts_filtered(const ts_query_t *q, int64_t t)
     return i < q->nfilter_ts && q->filter_ts[i] == t;
 }
 
+/* Whether the aggregation counts this value (RedisTimeSeries's isValueValid). */
+static bool agg_counts(ts_agg_t a, double v)
+{
+    switch (a) {
+    case TS_AGG_COUNT_NAN: return isnan(v);
+    case TS_AGG_COUNT_ALL:
+    case TS_AGG_NONE: return true;
+    default: return !isnan(v);
+    }
+}
+
+double ts_reduce(ts_agg_t a, const double *v, size_t n)
+{
+    agg_t g = { .type = a };
+    agg_reset(&g);
+    for (size_t i = 0; i < n; i++)
+        if (agg_counts(a, v[i]))
+            agg_add(&g, v[i]);
+    double r = g.n && !g.oom ? agg_final(&g) : NAN;
+    free(g.qv);
+    return r;
+}
+
+/* FILTER_BY_TS and FILTER_BY_VALUE (a NaN is in no value range). */
+static bool passes(const ts_query_t *q, int64_t t, double v)
+{
+    if (q->filter_ts && !ts_filtered(q, t))
+        return false;
+    if ((q->has_min || q->has_max) && isnan(v))
+        return false;
+    return !((q->has_min && v < q->min) || (q->has_max && v > q->max));
+}
+
 static void feed(qrun_t *r, int64_t t, double v)
 {
     const ts_query_t *q = r->q;
-    if (q->filter_ts && !ts_filtered(q, t))
-        return;
-    if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+    if (!passes(q, t, v) || !agg_counts(q->agg, v))
         return;
     if (q->agg == TS_AGG_NONE) {
         out(r, t, v);
@@ -1095,9 +1640,248 @@ static void feed(qrun_t *r, int64_t t, double v)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* EMPTY and twa: buckets that look past their own samples                  */
+/* ------------------------------------------------------------------------ */
+
+/* The points a query sees: the nearest counted sample before `from` (if
+ * any), the counted samples in range [i0, i1), the nearest counted sample
+ * after `to` (if any); all passing the query's filters. */
+typedef struct pts {
+    int64_t *t;
+    double *v;
+    size_t n, cap;
+    size_t i0, i1;
+} pts_t;
+
+static bool pts_push(pts_t *p, int64_t t, double v)
+{
+    if (p->n == p->cap) {
+        size_t ncap = p->cap ? p->cap * 2 : 256;
+        int64_t *nt = realloc(p->t, ncap * sizeof(*nt));
+        if (!nt)
+            return false;
+        p->t = nt;
+        double *nv = realloc(p->v, ncap * sizeof(*nv));
+        if (!nv)
+            return false;
+        p->v = nv;
+        p->cap = ncap;
+    }
+    p->t[p->n] = t;
+    p->v[p->n++] = v;
+    return true;
+}
+
+static bool counted(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && agg_counts(q->agg, v); }
+
+/* The nearest counted sample before `from` (dir < 0, not below `cut`) or
+ * after `to` (dir > 0); false when there is none.  tb/vb: decode buffers. */
+static bool neighbour(const ts_t *ts, const ts_query_t *q, int dir, int64_t from, int64_t to, int64_t cut,
+                      int64_t *tb, double *vb, int64_t *ot, double *ov)
+{
+    if (dir < 0) {
+        if (from == 0 || from <= cut)
+            return false;
+        for (size_t j = chunk_for(ts, from - 1) + 1; j-- > 0;) {
+            const ts_chunk_t *c = ts->chunks[j];
+            if (c->last_ts < cut)
+                return false;
+            if (c->first_ts >= from)
+                continue;
+            chunk_decode(c, tb, vb);
+            for (size_t i = lower_bound(tb, c->count, from); i-- > 0;) {
+                if (tb[i] < cut)
+                    return false;
+                if (counted(q, tb[i], vb[i])) {
+                    *ot = tb[i];
+                    *ov = vb[i];
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+    if (to == TS_MAX_TIMESTAMP)
+        return false;
+    for (size_t j = chunk_for(ts, to + 1); j < ts->nchunks; j++) {
+        const ts_chunk_t *c = ts->chunks[j];
+        if (c->last_ts <= to)
+            continue;
+        chunk_decode(c, tb, vb);
+        for (size_t i = lower_bound(tb, c->count, to + 1); i < c->count; i++)
+            if (counted(q, tb[i], vb[i])) {
+                *ot = tb[i];
+                *ov = vb[i];
+                return true;
+            }
+    }
+    return false;
+}
+
+/* The line through points k and k+1 at x (t[k] <= x <= t[k+1]), in
+ * RedisTimeSeries's form v1 + (x - t1)·(v2 - v1) / (t2 - t1). */
+static double line_at(const pts_t *p, size_t k, int64_t x)
+{
+    if (x == p->t[k])
+        return p->v[k];
+    if (x == p->t[k + 1])
+        return p->v[k + 1];
+    double v1 = p->v[k], v2 = p->v[k + 1], dv = v2 - v1;
+    double v = v1 + (double)(x - p->t[k]) * dv / (double)(p->t[k + 1] - p->t[k]);
+    if (isfinite(v))
+        return v;
+    double r = (double)(x - p->t[k]) / (double)(p->t[k + 1] - p->t[k]);   /* huge values: no overflow */
+    return v1 * (1 - r) + v2 * r;
+}
+
+/* The average of the polyline over [a, b], p->t[0] <= a <= b <= p->t[n-1]. */
+static double twa_window(const pts_t *p, int64_t a, int64_t b)
+{
+    size_t k = lower_bound(p->t, p->n, a);
+    if (k == p->n || p->t[k] > a)
+        k--;                                /* t[k] <= a < t[k+1] */
+    if (k == p->n - 1)
+        return p->v[k];                      /* a == b == the last point */
+    if (a == b)
+        return line_at(p, k, a);
+    /* each trapezoid weighted by its share of the window, so that huge values
+     * cannot overflow on the way (RedisTimeSeries sums areas first) */
+    double sum = 0, f0 = line_at(p, k, a), w = (double)(b - a);
+    int64_t x0 = a;
+    while (x0 < b) {
+        int64_t x1 = p->t[k + 1] < b ? p->t[k + 1] : b;
+        double f1 = line_at(p, k, x1);
+        sum += (f0 * 0.5 + f1 * 0.5) * ((double)(x1 - x0) / w);
+        x0 = x1;
+        f0 = f1;
+        k++;
+    }
+    return sum;
+}
+
+/* Reports the bucket starting at b. */
+static void rich_bucket(qrun_t *r, const pts_t *p, int64_t b, int64_t from, int64_t to)
+{
+    const ts_query_t *q = r->q;
+    int64_t e = b > INT64_MAX - q->bucket_ms ? INT64_MAX : b + q->bucket_ms;   /* exclusive end (saturated) */
+    size_t j0 = lower_bound(p->t, p->n, b), j1 = lower_bound(p->t, p->n, e);
+    if (e == INT64_MAX)
+        j1 = p->n;
+    if (j0 < p->i0)
+        j0 = p->i0;
+    if (j1 > p->i1)
+        j1 = p->i1;
+    double value;
+    if (q->agg == TS_AGG_TWA) {
+        int64_t wa = b > from ? b : from, wb = e < to ? e : to;
+        if (wa < p->t[0])
+            wa = p->t[0];
+        if (wb > p->t[p->n - 1])
+            wb = p->t[p->n - 1];
+        value = wa <= wb ? twa_window(p, wa, wb) : NAN;
+    } else if (j0 < j1) {
+        agg_reset(&r->agg);
+        for (size_t i = j0; i < j1; i++)
+            agg_add(&r->agg, p->v[i]);
+        value = agg_final(&r->agg);
+    } else {
+        switch (q->agg) {
+        case TS_AGG_SUM:
+        case TS_AGG_COUNT:
+        case TS_AGG_COUNT_NAN:
+        case TS_AGG_COUNT_ALL: value = 0; break;
+        case TS_AGG_LAST: value = j0 > 0 ? p->v[j0 - 1] : NAN; break;
+        default: value = NAN; break;
+        }
+    }
+    out(r, report_ts(q, b), value);
+}
+
+/* ts_range for EMPTY or twa: gathers the points, then walks the buckets. */
+static core_status_t range_rich(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to, qrun_t *r,
+                                int64_t *tb, double *vb)
+{
+    pts_t p = { 0 };
+    core_status_t st = CORE_NOMEM;
+    int64_t nt;
+    double nv;
+    int64_t cut = cutoff(ts);
+    bool stored = has_samples(ts);
+    if (stored && neighbour(ts, q, -1, from, to, cut, tb, vb, &nt, &nv) && !pts_push(&p, nt, nv))
+        goto out;
+    p.i0 = p.n;
+    for (size_t j = chunk_for(ts, from); j < ts->nchunks && ts->chunks[j]->first_ts <= to; j++) {
+        const ts_chunk_t *c = ts->chunks[j];
+        if (c->last_ts < from)
+            continue;
+        chunk_decode(c, tb, vb);
+        for (size_t i = lower_bound(tb, c->count, from); i < c->count && tb[i] <= to; i++)
+            if (counted(q, tb[i], vb[i]) && !pts_push(&p, tb[i], vb[i]))
+                goto out;
+    }
+    bool extra = q->has_extra && counted(q, q->extra.ts, q->extra.value);   /* after every stored sample */
+    if (extra && q->extra.ts <= to && !pts_push(&p, q->extra.ts, q->extra.value))
+        goto out;
+    p.i1 = p.n;
+    bool have_prev = p.i0 > 0, have_next = false;
+    if (stored && neighbour(ts, q, 1, from, to, cut, tb, vb, &nt, &nv)) {
+        if (!pts_push(&p, nt, nv))
+            goto out;
+        have_next = true;
+    } else if (extra && q->extra.ts > to) {
+        if (!pts_push(&p, q->extra.ts, q->extra.value))
+            goto out;
+        have_next = true;
+    }
+    st = CORE_OK;
+    bool any = p.i1 > p.i0;
+    if (!q->empty) {
+        /* the buckets holding samples */
+        if (!q->reverse) {
+            for (size_t i = p.i0; i < p.i1 && !r->done;) {
+                int64_t b = ts_bucket_start(p.t[i], q->bucket_ms, q->align);
+                rich_bucket(r, &p, b, from, to);
+                while (i < p.i1 && (uint64_t)p.t[i] - (uint64_t)b < (uint64_t)q->bucket_ms)
+                    i++;
+            }
+        } else {
+            for (size_t i = p.i1; i > p.i0 && !r->done;) {
+                int64_t b = ts_bucket_start(p.t[i - 1], q->bucket_ms, q->align);
+                rich_bucket(r, &p, b, from, to);
+                while (i > p.i0 && p.t[i - 1] >= b)
+                    i--;
+            }
+        }
+        goto out;
+    }
+    /* every bucket between counted samples */
+    if (!any && !(have_prev && have_next))
+        goto out;
+    int64_t lo = have_prev ? from : p.t[p.i0], hi = have_next ? to : p.t[p.i1 - 1];
+    if (lo > hi)
+        goto out;
+    int64_t blo = ts_bucket_start(lo, q->bucket_ms, q->align), bhi = ts_bucket_start(hi, q->bucket_ms, q->align);
+    uint64_t nb = ((uint64_t)bhi - (uint64_t)blo) / (uint64_t)q->bucket_ms + 1;
+    uint64_t want = q->count && q->count < nb ? q->count : nb;
+    if (q->max_results && want > q->max_results) {
+        st = CORE_LIMIT;
+        goto out;
+    }
+    for (uint64_t k = 0; k < nb && !r->done; k++) {
+        int64_t b = q->reverse ? (int64_t)((uint64_t)bhi - k * (uint64_t)q->bucket_ms)
+                               : (int64_t)((uint64_t)blo + k * (uint64_t)q->bucket_ms);
+        rich_bucket(r, &p, b, from, to);
+    }
+out:
+    free(p.t);
+    free(p.v);
+    return st;
+}
+
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud)
 {
-    if (!has_samples(ts))
+    if (!has_samples(ts) && !q->has_extra)
         return CORE_OK;
     int64_t from = q->from, to = q->to;
     int64_t cut = cutoff(ts);
@@ -1107,6 +1891,7 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         return CORE_OK;
     qrun_t r = { .q = q, .emit = emit, .ud = ud };
     r.agg.type = q->agg;
+    r.agg.q = q->quantile;
     agg_reset(&r.agg);
     int64_t *t = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*t));
     double *v = malloc(TS_CHUNK_MAX_SAMPLES * sizeof(*v));
@@ -1115,6 +1900,14 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         free(v);
         return CORE_NOMEM;
     }
+    if (q->agg != TS_AGG_NONE && (q->empty || q->agg == TS_AGG_TWA)) {
+        core_status_t st = range_rich(ts, q, from, to, &r, t, v);
+        free(t);
+        free(v);
+        free(r.agg.qv);
+        return r.oom || r.agg.oom ? CORE_NOMEM : st;
+    }
+    bool extra = q->has_extra && q->extra.ts >= from && q->extra.ts <= to;
     if (!q->reverse) {
         size_t j = chunk_for(ts, from);
         for (; j < ts->nchunks && !r.done && ts->chunks[j]->first_ts <= to; j++) {
@@ -1125,8 +1918,12 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
             for (size_t i = lower_bound(t, c->count, from); i < c->count && t[i] <= to && !r.done; i++)
                 feed(&r, t[i], v[i]);
         }
-    } else {
-        size_t j = chunk_for(ts, to) + 1;
+        if (extra && !r.done)
+            feed(&r, q->extra.ts, q->extra.value);
+    } else if (extra || has_samples(ts)) {
+        if (extra)
+            feed(&r, q->extra.ts, q->extra.value);
+        size_t j = has_samples(ts) ? chunk_for(ts, to) + 1 : 0;
         while (j-- > 0 && !r.done && ts->chunks[j]->last_ts >= from) {
             const ts_chunk_t *c = ts->chunks[j];
             if (c->first_ts > to)
@@ -1143,7 +1940,8 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
     free(t);
     free(v);
     free(r.rbuf);
-    return r.oom ? CORE_NOMEM : CORE_OK;
+    free(r.agg.qv);
+    return r.oom || r.agg.oom ? CORE_NOMEM : CORE_OK;
 }
 
 /* ======================================================================== */
@@ -1164,6 +1962,17 @@ static void type_encode(const void *value, wbuf_t *out)
         wbuf_put_blob(out, ts->labels[i].name, ts->labels[i].nlen);
         wbuf_put_blob(out, ts->labels[i].value, ts->labels[i].vlen);
     }
+    wbuf_put_u32(out, (uint32_t)ts->nrules);
+    for (size_t i = 0; i < ts->nrules; i++) {
+        wbuf_put_blob(out, ts->rules[i].dest, ts->rules[i].dlen);
+        wbuf_put_u8(out, (uint8_t)ts->rules[i].agg);
+        wbuf_put_i64(out, ts->rules[i].bucket_ms);
+        wbuf_put_i64(out, ts->rules[i].align);
+        wbuf_put_f64(out, ts->rules[i].quantile);
+    }
+    wbuf_put_u8(out, ts->src != NULL);
+    if (ts->src)
+        wbuf_put_blob(out, ts->src, ts->src_len);
     wbuf_put_u32(out, (uint32_t)ts->nchunks);
     for (size_t i = 0; i < ts->nchunks; i++) {
         const ts_chunk_t *c = ts->chunks[i];
@@ -1185,7 +1994,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         *why = "ts: truncated header";
         return NULL;
     }
-    if (ver != TS_ENC_VERSION) {
+    if (ver != 1 && ver != TS_ENC_VERSION) {
         *why = "ts: unknown encoding version";
         return NULL;
     }
@@ -1214,13 +2023,45 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
             }
         lab[i] = (ts_label_t){ (const char *)np, nl, (const char *)vp, vl };
     }
+    ts_rule_t rules[TS_MAX_RULES];
+    uint32_t nrules = 0;
+    const uint8_t *srcp = NULL;
+    size_t srcl = 0;
+    if (ver >= 2) {
+        nrules = rbuf_u32(&r);
+        if (r.err || nrules > TS_MAX_RULES) {
+            *why = "ts: bad rule count";
+            return NULL;
+        }
+        for (uint32_t i = 0; i < nrules; i++) {
+            size_t dl;
+            const uint8_t *dp = rbuf_blob(&r, &dl);
+            uint8_t agg = rbuf_u8(&r);
+            int64_t bucket = rbuf_i64(&r), align = rbuf_i64(&r);
+            double quant = rbuf_f64(&r);
+            if (r.err || !dp || dl == 0 || dl > TS_MAX_LABEL_LEN * 64 || agg == TS_AGG_NONE || agg >= TS_AGG__COUNT ||
+                bucket <= 0 || align < 0 || !(quant >= 0 && quant <= 1) || (agg != TS_AGG_QUANTILE && quant != 0)) {
+                *why = "ts: bad rule";
+                return NULL;
+            }
+            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align, quant };
+        }
+        uint8_t has_src = rbuf_u8(&r);
+        if (has_src > 1 || (has_src && (!(srcp = rbuf_blob(&r, &srcl)) || srcl == 0))) {
+            *why = "ts: bad source";
+            return NULL;
+        }
+    }
     uint32_t nchunks = rbuf_u32(&r);
     if (r.err || (uint64_t)nchunks * 17 > rbuf_left(&r)) {   /* each chunk takes >= 16 + 1 bytes */
         *why = "ts: bad chunk count";
         return NULL;
     }
     ts_t *ts = ts_create(retention, (ts_policy_t)policy, lab, nlabels);
-    if (!ts || (nchunks && !ensure_array(ts, nchunks))) {
+    bool ok = ts && (!nchunks || ensure_array(ts, nchunks)) && (!srcp || ts_set_source(ts, (const char *)srcp, srcl));
+    for (uint32_t i = 0; ok && i < nrules; i++)
+        ok = ts_rule_add(ts, &rules[i]);
+    if (!ok) {
         ts_free(ts);
         *why = "out of memory";
         return NULL;

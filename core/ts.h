@@ -11,8 +11,11 @@
  * Semantics (RedisTimeSeries, see ../shared/REFERENCE.md):
  *   - Timestamps are integers in [0, TS_MAX_TIMESTAMP] (RedisTimeSeries uses
  *     uint64 ms and refuses negative input; we keep them in int64).
- *   - Values are finite doubles (NaN and infinities are refused upstream and
- *     never stored).
+ *   - Values are finite doubles or NaN (a missing reading, as RedisTimeSeries
+ *     stores it); infinities are refused upstream and never stored.  A NaN
+ *     cannot be combined by the MIN, MAX or SUM duplicate policies (either
+ *     side NaN: refused like BLOCK, CORE_DUPLICATE).  Aggregations skip NaN
+ *     samples, except countNaN (counts only them) and countAll (counts all).
  *   - Retention R (ms, 0 = keep everything) is measured from the newest
  *     sample N: samples older than N - R are gone; adding a sample with
  *     N - t > R fails with CORE_TOO_OLD ("Timestamp is older than
@@ -42,6 +45,7 @@
 #define TS_MAX_TIMESTAMP INT64_MAX   /* largest timestamp (ms): RedisTimeSeries parses a long long >= 0 */
 #define TS_MAX_LABELS 128            /* labels per series: enough for any real tagging scheme */
 #define TS_MAX_LABEL_LEN 1024        /* bytes in a label name or value, like a key */
+#define TS_CHUNK_BYTES 4096          /* a chunk's stream is full past this (RedisTimeSeries's default chunk size) */
 
 typedef enum ts_policy {
     TS_DUP_BLOCK = 0,   /* RedisTimeSeries's default */
@@ -67,6 +71,10 @@ typedef enum ts_agg {
     TS_AGG_STD_S,
     TS_AGG_VAR_P,
     TS_AGG_VAR_S,
+    TS_AGG_TWA,          /* time-weighted average over the linear interpolation */
+    TS_AGG_COUNT_NAN,    /* NaN samples */
+    TS_AGG_COUNT_ALL,    /* every sample, NaN or not */
+    TS_AGG_QUANTILE,     /* pNN: the exact quantile of the bucket (ts_query_t.quantile) */
     TS_AGG__COUNT
 } ts_agg_t;
 
@@ -109,6 +117,13 @@ bool ts_policy_parse(const char *s, ts_policy_t *out);
 /* "avg", "sum", ..., "std.p", "var.s"; TS_AGG_NONE has no name. */
 const char *ts_agg_name(ts_agg_t a);
 bool ts_agg_parse(const char *s, ts_agg_t *out);
+/* ts_agg_parse, and "pNN" (NN a number from 0 to 100: p50, p99, p99.9) as
+ * TS_AGG_QUANTILE with *q = NN / 100.  The quantile of n sorted values x is
+ * exact, interpolated linearly between closest ranks: h = (n - 1)·q,
+ * x[floor h] + (h - floor h)·(x[floor h + 1] - x[floor h]).  Its name back:
+ * ts_agg_format ("p99" for 0.99). */
+bool ts_agg_parse_any(const char *s, ts_agg_t *out, double *q);
+void ts_agg_format(ts_agg_t a, double q, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* Series                                                                   */
@@ -130,8 +145,80 @@ ts_label_t ts_label_at(const ts_t *ts, size_t i);
  * `policy` (the series' own policy or a per-request ON_DUPLICATE).  All or
  * nothing: on any error nothing changed and *failed (if not NULL) is the
  * index of the first sample that fails in that order (0 for CORE_NOMEM).
- * Timestamps must be in [0, TS_MAX_TIMESTAMP] and values finite. */
+ * Timestamps must be in [0, TS_MAX_TIMESTAMP] and values finite or NaN. */
 core_status_t ts_add(ts_t *ts, const ts_sample_t *samples, size_t n, ts_policy_t policy, size_t *failed);
+
+/* TS.INCRBY / TS.DECRBY: adds a sample at t whose value is the newest
+ * sample's value (0 for an empty series) plus `by`, resolving a sample
+ * already at t by LAST.  CORE_UNORDERED when t is before the newest sample,
+ * CORE_OVERFLOW when the newest value is NaN or the result is not finite
+ * (nothing changes), else what ts_add answers; *value receives the value
+ * written. */
+core_status_t ts_incrby(ts_t *ts, int64_t t, double by, double *value);
+
+/* TS.ALTER: changes the retention (trimming at once what falls out of it) and
+ * the duplicate policy. */
+void ts_set_retention(ts_t *ts, int64_t retention_ms);
+void ts_set_policy(ts_t *ts, ts_policy_t policy);
+/* Replaces every label (same rules as ts_create); false on allocation
+ * failure, with the old labels kept. */
+bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels);
+
+/* The newest sample; false when the series is empty. */
+bool ts_last(const ts_t *ts, ts_sample_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Compaction rules (TS.CREATERULE)                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A rule of a source series: each closed bucket of the source (every bucket
+ * before the one holding its newest sample, the "open" bucket) is
+ * aggregated into one sample of the destination series, at the bucket's
+ * start.  The destination names its source (ts_source) so that one series
+ * is the destination of one rule at most; a source is not a destination and
+ * a destination has no rules of its own (no chains).  Links are by key name
+ * and checked where used: a rule whose destination is gone, or no longer
+ * names this source, is dropped by the caller. */
+typedef struct ts_rule {
+    const char *dest;
+    size_t dest_len;
+    ts_agg_t agg;
+    int64_t bucket_ms;
+    int64_t align;
+    double quantile;       /* TS_AGG_QUANTILE */
+} ts_rule_t;
+
+#define TS_MAX_RULES 64   /* rules per source */
+
+size_t ts_rule_count(const ts_t *ts);
+ts_rule_t ts_rule_at(const ts_t *ts, size_t i);
+/* Index of the rule writing to dest, or -1. */
+long ts_rule_find(const ts_t *ts, const char *dest, size_t len);
+/* Adds a rule (dest copied); false on allocation failure. */
+bool ts_rule_add(ts_t *ts, const ts_rule_t *rule);
+void ts_rule_remove(ts_t *ts, size_t i);
+/* The source this series is the destination of (NULL, 0 when none). */
+const char *ts_source(const ts_t *ts, size_t *len);
+/* Sets (name != NULL) or clears the source; false on allocation failure. */
+bool ts_set_source(ts_t *ts, const char *name, size_t len);
+
+/* The aggregate of the source's counted samples in the bucket starting at b
+ * (CORE_OK with *has = false when it holds none). */
+core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, double *value, bool *has);
+/* The open bucket: the one holding the source's newest sample, still
+ * changing; false when the source is empty. */
+bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *out);
+
+/* Applies a rule after samples were added to src (old_newest: the newest
+ * timestamp before them, -1 when src was empty; t[0..n): their timestamps):
+ * every closed bucket they touched, and the bucket that was open and closed
+ * now, is recomputed from src and written into dst at its start (replacing
+ * what is there; buckets older than dst's retention are skipped).  After
+ * a deletion of [from, to] (ts_rule_deleted) every closed bucket of dst in
+ * that span is recomputed, and removed when it holds no sample any more. */
+core_status_t ts_rule_added(const ts_t *src, const ts_rule_t *rule, int64_t old_newest, const int64_t *t, size_t n,
+                            ts_t *dst);
+core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t from, int64_t to, ts_t *dst);
 
 /* Deletes the samples with from <= t <= to (TS.DEL).  Returns how many went
  * (0 leaves the series untouched), or -1 on allocation failure (unchanged). */
@@ -149,6 +236,45 @@ typedef struct ts_info {
 void ts_get_info(const ts_t *ts, ts_info_t *out);
 
 /* ------------------------------------------------------------------------ */
+/* Label filters (TS.MGET / TS.MRANGE / TS.QUERYINDEX)                      */
+/* ------------------------------------------------------------------------ */
+
+/* One matcher of RedisTimeSeries's filter syntax:
+ *   l=v       the label l is v            l!=v       l is not v (or absent)
+ *   l=        l is absent                 l!=        l is present
+ *   l=(a,b)   l is one of a, b            l!=(a,b)   l is none of them (or absent)
+ * Values point into the parsed text. */
+#define TS_FILTER_MAX_VALUES 64
+
+typedef struct ts_matcher {
+    const char *name;
+    size_t name_len;
+    bool negate;                         /* != */
+    size_t nvalues;                      /* 0: l= (absent) / l!= (present) */
+    const char *value[TS_FILTER_MAX_VALUES];
+    size_t value_len[TS_FILTER_MAX_VALUES];
+} ts_matcher_t;
+
+/* Parses one filter; false with *why set on bad syntax. */
+bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char **why);
+/* Whether a matcher selects series (l=v, l=(a,b)): a query needs one. */
+bool ts_matcher_positive(const ts_matcher_t *m);
+/* Whether the series satisfies every matcher. */
+bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n);
+/* The value of label `name`, or NULL. */
+const char *ts_label_get(const ts_t *ts, const char *name, size_t len, size_t *vlen);
+
+/* Bookkeeping for a label index kept by the caller (api/ts_index.c): every
+ * series starts "unindexed" (created, or decoded from a snapshot or a dump)
+ * until ts_mark_indexed; while any unindexed series exists in the process
+ * an index may be missing some, and queries must scan.  ts_label_pairs_alive
+ * is the number of (label, series) pairs of every live series, to bound an
+ * index's stale entries.  Process-wide, atomic. */
+void ts_mark_indexed(ts_t *ts);
+long ts_unindexed_count(void);
+long ts_label_pairs_alive(void);
+
+/* ------------------------------------------------------------------------ */
 /* Queries                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -164,18 +290,45 @@ typedef struct ts_query {
     int64_t bucket_ms;             /* > 0 with an aggregation */
     int64_t align;                 /* buckets start where (t - align) mod bucket_ms == 0 */
     ts_bucket_ts_t bucket_ts;
+    bool empty;                    /* EMPTY: also report empty buckets (see ts_range) */
+    bool has_extra;                /* LATEST: one more sample after every stored one (a source's open bucket) */
+    ts_sample_t extra;
+    uint64_t max_results;          /* > 0: CORE_LIMIT instead of emitting more (bounds EMPTY) */
+    double quantile;               /* TS_AGG_QUANTILE: in [0, 1] */
 } ts_query_t;
 
 /* Receives each result in order; returns false to stop with CORE_NOMEM. */
 typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
 
 /* Runs a range query: samples in [from, to] within retention, filtered by
- * timestamp then value, optionally aggregated into buckets starting at
- * t - ((t - align) mod bucket_ms) (reported as max(0, start) [+ bucket or
- * bucket/2]), in time order or reversed, at most `count` results.  Within a
- * bucket samples are aggregated in time order whatever the direction, with
- * RedisTimeSeries's formulas (see ts.c).  Returns CORE_OK or CORE_NOMEM. */
+ * timestamp then value (a NaN passes no value filter), optionally aggregated
+ * into buckets starting at t - ((t - align) mod bucket_ms) (reported as
+ * max(0, start) [+ bucket or bucket/2]), in time order or reversed, at most
+ * `count` results.  Within a bucket samples are aggregated in time order
+ * whatever the direction, with RedisTimeSeries's formulas (see ts.c); an
+ * aggregation skips the samples it does not count (NaN, except for countNaN
+ * and countAll), and a bucket with none of those is empty.
+ *
+ * EMPTY (q->empty) also reports the empty buckets lying between samples the
+ * aggregation counts: from the bucket of `from` (or of the first such sample
+ * in range when none precedes `from`) to the bucket of `to` (or of the last
+ * such sample in range when none follows `to`); as RedisTimeSeries, an empty
+ * bucket is 0 for sum, count, countNaN, countAll; the last counted value
+ * before it for last; the interpolated average for twa; NaN otherwise.
+ *
+ * twa is the average over the bucket's window [max(start, from),
+ * min(start + bucket_ms, to)], clipped to the series' first and last counted
+ * samples, of the line through consecutive counted samples (the nearest ones
+ * outside [from, to] included); a window of one instant reports the line's
+ * value there.
+ *
+ * Returns CORE_OK, CORE_NOMEM, or CORE_LIMIT when more than q->max_results
+ * would be emitted (the results emitted so far are to be discarded). */
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
+
+/* One aggregation over values[0..n) in order (GROUPBY ... REDUCE): the
+ * values it counts (see ts_range), NaN when it counts none. */
+double ts_reduce(ts_agg_t a, const double *v, size_t n);
 
 /* The first timestamp of the bucket holding t (may be negative). */
 int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align);

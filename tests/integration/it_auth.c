@@ -463,6 +463,27 @@ static void test_prefixes(void **state)
     assert_int_equal(status_as(&p, T, "POST", "/bits/t:dst/op", "{\"op\":\"or\",\"sources\":[\"t:b1\"]}"), 200);
     assert_int_equal(status_as(&p, T, "GET", "/uv/t:u1?union=t:u2", NULL), 200);
 
+    /* label queries see only the series under the prefixes; a sample whose
+     * compaction rule writes outside them is refused whole */
+    assert_int_equal(status_as(&p, T, "PUT", "/ts/t:s1", "{\"labels\":{\"g\":\"1\"}}"), 201);
+    assert_int_equal(status_as(&p, "all-secret", "PUT", "/ts/x:s2", "{\"labels\":{\"g\":\"1\"}}"), 201);
+    r = req_as(&p, T, "GET", "/mts/index?filter=g%3D1", NULL, NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_array_size(json_object_get(r.json, "keys")), 1);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(r.json, "keys"), 0)), "t:s1");
+    http_free(&r);
+    r = req_as(&p, "all-secret", "GET", "/mts/index?filter=g%3D1", NULL, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "keys")), 2);
+    http_free(&r);
+    assert_int_equal(status_as(&p, "all-secret", "PUT", "/ts/x:dst", "{}"), 201);
+    assert_int_equal(
+        status_as(&p, "all-secret", "POST", "/ts/t:s1/rules", "{\"dest\":\"x:dst\",\"agg\":\"sum\",\"bucket_ms\":1000}"),
+        201);
+    expect_prefix_refusal(&p, T, "POST", "/ts/t:s1", "{\"samples\":[[1000,1]]}", NULL, "x:dst");
+    r = req_as(&p, "all-secret", "GET", "/ts/t:s1", NULL, NULL);
+    assert_int_equal(json_integer_value(json_object_get(r.json, "samples")), 0);
+    http_free(&r);
+
     /* the listing shows only keys under the prefixes */
     r = req_as(&p, T, "GET", "/keys?limit=10000", NULL, NULL);
     assert_status(&r, 200);

@@ -357,6 +357,11 @@ static const struct {
     { API_POST, "/geo/near/store", "source=places&lon=13&lat=38&radius=100&unit=km", NULL },
     { API_POST, "/ts/temp", NULL, "{\"samples\":[[1000,20.5],[2000,21]]}" },
     { API_DELETE, "/ts/temp/range", "from=1500&to=2500", NULL },
+    { API_PUT, "/ts/temp:1s", NULL, NULL },
+    { API_POST, "/ts/temp/rules", NULL, "{\"dest\":\"temp:1s\",\"agg\":\"max\",\"bucket_ms\":1000}" },
+    { API_POST, "/ts/temp", NULL, "{\"samples\":[[3000,\"nan\"],[3500,4],[1200,7],[4100,1]]}" },
+    { API_POST, "/ts/temp/incrby", NULL, "{\"by\":2}" },
+    { API_PATCH, "/ts/temp", NULL, "{\"labels\":{\"room\":\"hall\"}}" },
     { API_PUT, "/keys/hits/ttl", NULL, "{\"ttl_ms\":5000}" },
     { API_DELETE, "/keys/other", NULL, NULL },
 };
@@ -365,7 +370,8 @@ static const char *const reads[] = {
     "/throttle/u1", "/counter/hits", "/uv/visitors", "/uv/all", "/bloom/seen", "/bloom/ins", "/bloom/bcopy",
     "/bloom/bcopy/exists?item=x", "/cuckoo/cf", "/cuckoo/ccopy", "/cuckoo/ccopy/count?item=x", "/cms/words",
     "/topk/top/list", "/tdigest/lat", "/bits/b", "/bits/b2/count", "/activity/act", "/geo/places/pos?member=p",
-    "/geo/near/pos?member=p", "/ts/temp", "/keys", "/keys/hits", "/keys/other",
+    "/geo/near/pos?member=p", "/ts/temp", "/ts/temp:1s", "/ts/temp/range", "/ts/temp:1s/range?latest=true",
+    "/keys", "/keys/hits", "/keys/other",
 };
 
 static char *read_answer(api_server_t *srv, const char *pq, int64_t now_ns)

@@ -94,9 +94,12 @@ static void test_refusals(void **state)
     /* timestamps: negative start, past the maximum */
     assert_false(gorilla_decode(buf, e.nbits, 100, -1, MAX_TS, NULL, NULL, NULL));
     assert_false(gorilla_decode(buf, e.nbits, 100, 1000, 1500, NULL, NULL, NULL));
-    /* a first value that is not finite */
+    /* a first value that is infinite (a NaN is a stored missing reading) */
+    uint8_t inf[8] = { 0x7f, 0xf0, 0, 0, 0, 0, 0, 0 };
+    assert_false(gorilla_decode(inf, 64, 1, 0, MAX_TS, NULL, NULL, NULL));
     uint8_t nan[8] = { 0x7f, 0xf8, 0, 0, 0, 0, 0, 0 };
-    assert_false(gorilla_decode(nan, 64, 1, 0, MAX_TS, NULL, NULL, NULL));
+    double nv;
+    assert_true(gorilla_decode(nan, 64, 1, 0, MAX_TS, NULL, &nv, NULL) && isnan(nv));
     /* a second sample with a zero interval: '10' + Z = 1 (dod -1 from 0) */
     t[0] = 5;
     t[1] = 6;

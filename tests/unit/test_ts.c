@@ -92,6 +92,8 @@ static core_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
     size_t i = m_find(m, t);
     if (i < m->n && m->t[i] == t) {
         double cur = m->v[i];
+        if ((p == TS_DUP_MIN || p == TS_DUP_MAX || p == TS_DUP_SUM) && (isnan(cur) || isnan(v)))
+            return CORE_DUPLICATE;   /* RedisTimeSeries: NaN cannot be combined */
         switch (p) {
         case TS_DUP_BLOCK: return CORE_DUPLICATE;
         case TS_DUP_FIRST: break;
@@ -101,7 +103,7 @@ static core_status_t m_add1(model_t *m, int64_t t, double v, ts_policy_t p)
         case TS_DUP_SUM: cur += v; break;
         default: fail();
         }
-        if (!isfinite(cur))
+        if (isinf(cur))
             return CORE_OVERFLOW;
         m->v[i] = cur;
         return CORE_OK;
@@ -157,9 +159,28 @@ static int64_t m_delete(model_t *m, int64_t from, int64_t to)
     return del;
 }
 
-/* Aggregation as RedisTimeSeries's compaction.c computes it. */
+static double m_quantile;   /* the quantile of TS_AGG_QUANTILE in the query at hand */
+
+static int m_cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Aggregation as RedisTimeSeries's compaction.c computes it (and the exact
+ * quantile: sorted, interpolated between closest ranks). */
 static double m_aggregate(ts_agg_t a, const double *v, size_t n)
 {
+    if (a == TS_AGG_QUANTILE) {
+        double *c = malloc(n * sizeof(*c));
+        memcpy(c, v, n * sizeof(*c));
+        qsort(c, n, sizeof(*c), m_cmp_double);
+        double pos = (double)(n - 1) * m_quantile;
+        size_t lo = (size_t)floor(pos);
+        double r = lo + 1 >= n ? c[n - 1] : c[lo] + (pos - floor(pos)) * (c[lo + 1] - c[lo]);
+        free(c);
+        return r;
+    }
     double sum = 0, sum2 = 0, mn = DBL_MAX, mx = -DBL_MAX;
     for (size_t i = 0; i < n; i++) {
         sum += v[i];
@@ -196,7 +217,9 @@ static double m_aggregate(ts_agg_t a, const double *v, size_t n)
     case TS_AGG_MIN: return mn;
     case TS_AGG_MAX: return mx;
     case TS_AGG_RANGE: return mx - mn;
-    case TS_AGG_COUNT: return c;
+    case TS_AGG_COUNT:
+    case TS_AGG_COUNT_NAN:
+    case TS_AGG_COUNT_ALL: return c;
     case TS_AGG_FIRST: return v[0];
     case TS_AGG_LAST: return v[n - 1];
     case TS_AGG_VAR_P: return var;
@@ -243,27 +266,163 @@ static int64_t m_report(const ts_query_t *q, int64_t start)
     return base > INT64_MAX ? INT64_MAX : (int64_t)base;   /* saturates at the end of time */
 }
 
+/* Whether a sample passes the query's filters and is counted by its aggregation. */
+static bool m_counted(const ts_query_t *q, int64_t t, double v)
+{
+    if (q->filter_ts) {
+        bool hit = false;
+        for (size_t k = 0; k < q->nfilter_ts; k++)
+            hit |= q->filter_ts[k] == t;
+        if (!hit)
+            return false;
+    }
+    if ((q->has_min || q->has_max) && isnan(v))
+        return false;
+    if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+        return false;
+    if (q->agg == TS_AGG_COUNT_NAN)
+        return isnan(v);
+    return q->agg == TS_AGG_NONE || q->agg == TS_AGG_COUNT_ALL || !isnan(v);
+}
+
+static int64_t m_bucket(const ts_query_t *q, int64_t t)
+{
+    __int128 k = ((__int128)t - q->align) / q->bucket_ms;
+    if ((__int128)q->align + k * q->bucket_ms > t)
+        k--;
+    return (int64_t)((__int128)q->align + k * q->bucket_ms);
+}
+
+/* The integral of the polyline through pts over [a, b], segment by segment:
+ * every pair of neighbours contributes the trapezoid of its overlap. */
+static double m_twa(const res_t *pts, int64_t a, int64_t b)
+{
+    if (a == b) {
+        for (size_t k = 0; k < pts->n; k++) {
+            if (pts->t[k] == a)
+                return pts->v[k];
+            if (k + 1 < pts->n && pts->t[k] < a && a < pts->t[k + 1])
+                return pts->v[k] + (double)(a - pts->t[k]) * (pts->v[k + 1] - pts->v[k]) /
+                                       (double)(pts->t[k + 1] - pts->t[k]);
+        }
+        fail();
+    }
+    long double area = 0;
+    for (size_t k = 0; k + 1 < pts->n; k++) {
+        int64_t x0 = pts->t[k] > a ? pts->t[k] : a, x1 = pts->t[k + 1] < b ? pts->t[k + 1] : b;
+        if (x0 >= x1)
+            continue;
+        long double slope = ((long double)pts->v[k + 1] - pts->v[k]) / (long double)(pts->t[k + 1] - pts->t[k]);
+        long double f0 = pts->v[k] + slope * (x0 - pts->t[k]), f1 = pts->v[k] + slope * (x1 - pts->t[k]);
+        area += (f0 + f1) * (x1 - x0) / 2;
+    }
+    return (double)(area / (long double)(b - a));
+}
+
+/* EMPTY and twa by brute force over every bucket. */
+static void m_range_rich(const model_t *m, const ts_query_t *q, res_t *all)
+{
+    res_t pts = { 0 };   /* every counted sample, in time order */
+    size_t i0 = SIZE_MAX, i1 = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m_counted(q, m->t[i], m->v[i])) {
+            if (m->t[i] >= q->from && m->t[i] <= q->to) {
+                if (i0 == SIZE_MAX)
+                    i0 = pts.n;
+                i1 = pts.n + 1;
+            }
+            res_push(&pts, m->t[i], m->v[i]);
+        }
+    bool any = i0 != SIZE_MAX;
+    bool prev = pts.n && pts.t[0] < q->from, next = pts.n && pts.t[pts.n - 1] > q->to;
+    /* only the neighbours next to the range take part */
+    res_t used = { 0 };
+    size_t lo_i = 0, hi_i = pts.n;
+    for (size_t i = 0; i < pts.n; i++) {
+        if (pts.t[i] < q->from)
+            lo_i = i;
+    }
+    for (size_t i = pts.n; i-- > 0;)
+        if (pts.t[i] > q->to)
+            hi_i = i + 1;
+    for (size_t i = prev ? lo_i : 0; i < hi_i; i++)
+        res_push(&used, pts.t[i], pts.v[i]);
+    int64_t lo, hi;
+    if (q->empty) {
+        if (!any && !(prev && next))
+            goto out;
+        lo = prev ? q->from : pts.t[i0];
+        hi = next ? q->to : pts.t[i1 - 1];
+    } else {
+        if (!any)
+            goto out;
+        lo = pts.t[i0];
+        hi = pts.t[i1 - 1];
+    }
+    double *vals = malloc((pts.n + 1) * sizeof(*vals));
+    assert_non_null(vals);
+    for (__int128 b = m_bucket(q, lo); b <= hi; b += q->bucket_ms) {
+        if (!q->empty) {   /* jump to the next bucket holding a sample in range */
+            size_t k = i0;
+            while (k < i1 && pts.t[k] < b)
+                k++;
+            if (k == i1)
+                break;
+            if (pts.t[k] >= b + q->bucket_ms)
+                b = m_bucket(q, pts.t[k]);
+        }
+        size_t nv = 0;
+        double last = NAN;   /* LOCF: the last counted value before the bucket's part of the range */
+        __int128 part = b > q->from ? b : q->from;
+        for (size_t i = 0; i < pts.n; i++) {
+            if (pts.t[i] < part)
+                last = pts.v[i];
+            if (pts.t[i] >= b && pts.t[i] < b + q->bucket_ms && pts.t[i] >= q->from && pts.t[i] <= q->to)
+                vals[nv++] = pts.v[i];
+        }
+        if (!nv && !q->empty)
+            continue;
+        double v;
+        if (q->agg == TS_AGG_TWA) {
+            __int128 wa = b > q->from ? b : q->from, wb = b + q->bucket_ms < q->to ? b + q->bucket_ms : q->to;
+            if (wa < used.t[0])
+                wa = used.t[0];
+            if (wb > used.t[used.n - 1])
+                wb = used.t[used.n - 1];
+            v = wa <= wb ? m_twa(&used, (int64_t)wa, (int64_t)wb) : NAN;
+        } else if (nv) {
+            v = m_aggregate(q->agg, vals, nv);
+        } else if (q->agg == TS_AGG_SUM || q->agg == TS_AGG_COUNT || q->agg == TS_AGG_COUNT_NAN ||
+                   q->agg == TS_AGG_COUNT_ALL) {
+            v = 0;
+        } else {
+            v = q->agg == TS_AGG_LAST ? last : NAN;
+        }
+        res_push(all, m_report(q, (int64_t)b), v);
+    }
+    free(vals);
+out:
+    res_free(&pts);
+    res_free(&used);
+}
+
 static void m_range(const model_t *m, const ts_query_t *q, res_t *out)
 {
+    m_quantile = q->quantile;
     res_t sel = { 0 };
     for (size_t i = 0; i < m->n; i++) {
         int64_t t = m->t[i];
         double v = m->v[i];
         if (t < q->from || t > q->to)
             continue;
-        if (q->filter_ts) {
-            bool hit = false;
-            for (size_t k = 0; k < q->nfilter_ts; k++)
-                hit |= q->filter_ts[k] == t;
-            if (!hit)
-                continue;
-        }
-        if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
+        if (!m_counted(q, t, v))
             continue;
         res_push(&sel, t, v);
     }
     res_t all = { 0 };
-    if (q->agg == TS_AGG_NONE) {
+    if (q->agg != TS_AGG_NONE && (q->empty || q->agg == TS_AGG_TWA)) {
+        m_range_rich(m, q, &all);
+    } else if (q->agg == TS_AGG_NONE) {
         all = sel;
         memset(&sel, 0, sizeof(sel));
     } else {
@@ -315,7 +474,9 @@ static void check_query(const ts_t *ts, const model_t *m, const ts_query_t *q)
     if (got.n != want.n)
         fail_msg("query %s: %zu results, model %zu", d, got.n, want.n);
     for (size_t i = 0; i < got.n; i++) {
-        if (got.t[i] != want.t[i] || memcmp(&got.v[i], &want.v[i], sizeof(double)) != 0)
+        bool same = memcmp(&got.v[i], &want.v[i], sizeof(double)) == 0 || (isnan(got.v[i]) && isnan(want.v[i])) ||
+                    (q->agg == TS_AGG_TWA && fabs(got.v[i] - want.v[i]) <= 1e-9 * fmax(1, fabs(want.v[i])));
+        if (got.t[i] != want.t[i] || !same)
             fail_msg("query %s: result %zu is [%lld, %.17g], model [%lld, %.17g]", d, i, (long long)got.t[i],
                      got.v[i], (long long)want.t[i], want.v[i]);
     }
@@ -344,7 +505,8 @@ static double rand_value(rng_t *r, int style)
     case 0: return (double)rng_below(r, 6) * 0.5 - 1;                 /* few distinct values: duplicates of values */
     case 1: return round((rng_double(r) * 200 - 100) * 10) / 10;     /* decimals */
     case 2: return (rng_double(r) - 0.5) * 1e6;                       /* arbitrary doubles */
-    default: return rng_below(r, 50) == 0 ? 1.5e308 : (double)rng_below(r, 1000);   /* SUM may overflow */
+    case 3: return rng_below(r, 50) == 0 ? 1.5e308 : (double)rng_below(r, 1000);   /* SUM may overflow */
+    default: return rng_below(r, 6) == 0 ? NAN : (double)rng_below(r, 100);          /* missing readings */
     }
 }
 
@@ -384,6 +546,8 @@ static void random_query(rng_t *r, const model_t *m, ts_query_t *q, int64_t *fts
     if (rng_below(r, 5) != 0) {
         static const int64_t buckets[] = { 1, 3, 10, 250, 1000, 2000, 5000, 60000, 1000000 };
         q->agg = (ts_agg_t)(1 + rng_below(r, TS_AGG__COUNT - 1));
+        static const double qs[] = { 0, 0.5, 0.9, 0.99, 1 };
+        q->quantile = q->agg == TS_AGG_QUANTILE ? (rng_below(r, 2) ? qs[rng_below(r, 5)] : rng_double(r)) : 0;
         q->bucket_ms = buckets[rng_below(r, sizeof(buckets) / sizeof(buckets[0]))];
         switch (rng_below(r, 4)) {
         case 0: q->align = 0; break;
@@ -392,6 +556,7 @@ static void random_query(rng_t *r, const model_t *m, ts_query_t *q, int64_t *fts
         default: q->align = (int64_t)rng_below(r, (uint64_t)hi + 5000); break;
         }
         q->bucket_ts = (ts_bucket_ts_t)rng_below(r, 3);
+        q->empty = q->bucket_ms >= 1000 && rng_below(r, 3) == 0;   /* (smaller buckets: too many to walk) */
     }
 }
 
@@ -526,9 +691,396 @@ static void test_random_sum_overflow(void **state)
     run_scenario(&sc);
 }
 
+/* Missing readings (NaN) under every policy, with and without retention:
+ * MIN/MAX/SUM refuse to combine them, aggregations skip them but countNaN
+ * and countAll, EMPTY and twa see through them. */
+static void test_random_nan(void **state)
+{
+    (void)state;
+    for (int p = 0; p < TS_DUP__COUNT; p++) {
+        scenario_t sc = { .seed = 4000 + (uint64_t)p, .retention = p % 2 ? 30000 : 0, .policy = (ts_policy_t)p,
+                          .t0 = 1000, .value_style = 4, .steps = 300 };
+        run_scenario(&sc);
+    }
+}
+
+/* Compaction rules against the brute force: after any sequence of in-order,
+ * out-of-order and duplicate adds and deletions on the source, every
+ * destination holds exactly the source's aggregate of each closed bucket
+ * (each bucket before the one of the newest sample) that has counted
+ * samples, at the bucket's start.  (twa is left out: a bucket's twa looks at
+ * its neighbours, which a later out-of-order sample may change without
+ * touching the bucket.)  Then the encoding round-trips the rules and the
+ * source link. */
+static void test_rules_random(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        rng_t r;
+        rng_seed(&r, 5000 + seed);
+        ts_t *src = ts_create(0, TS_DUP_LAST, NULL, 0);
+        model_t m = { .policy = TS_DUP_LAST };
+        enum { NR = 3 };
+        ts_t *dst[NR];
+        ts_rule_t rule[NR];
+        char names[NR][16];
+        for (int i = 0; i < NR; i++) {
+            snprintf(names[i], sizeof(names[i]), "d%d", i);
+            ts_agg_t agg;
+            do
+                agg = (ts_agg_t)(1 + rng_below(&r, TS_AGG__COUNT - 1));
+            while (agg == TS_AGG_TWA);
+            static const int64_t buckets[] = { 1, 7, 100, 1000, 3600 };
+            rule[i] = (ts_rule_t){ names[i], strlen(names[i]), agg, buckets[rng_below(&r, 5)],
+                                   (int64_t)rng_below(&r, 500), agg == TS_AGG_QUANTILE ? rng_double(&r) : 0 };
+            assert_true(ts_rule_add(src, &rule[i]));
+            dst[i] = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+            assert_true(ts_set_source(dst[i], "src", 3));
+        }
+        int64_t clock = 1000;
+        for (int step = 0; step < 300; step++) {
+            ts_sample_t batch[20];
+            size_t n = 1 + rng_below(&r, 20);
+            ts_sample_t last;
+            int64_t old_newest = ts_last(src, &last) ? last.ts : -1;
+            const char *lastop = "add";
+            if (rng_below(&r, 10) == 0 && m.n) {
+                lastop = "delete";
+                int64_t from = m.t[rng_below(&r, m.n)], to = from + (int64_t)rng_below(&r, 3000);
+                assert_int_equal(ts_delete_range(src, from, to), m_delete(&m, from, to));
+                for (int i = 0; i < NR; i++)
+                    assert_int_equal(ts_rule_deleted(src, &rule[i], from, to, dst[i]), CORE_OK);
+            } else {
+                int64_t t[20];
+                for (size_t i = 0; i < n; i++) {
+                    if (rng_below(&r, 4) || !m.n)
+                        clock += (int64_t)rng_below(&r, 400);
+                    batch[i].ts = rng_below(&r, 4) ? clock : clock - (int64_t)rng_below(&r, 5000);
+                    if (batch[i].ts < 0)
+                        batch[i].ts = 0;
+                    batch[i].value = rng_below(&r, 8) == 0 ? NAN : (double)rng_below(&r, 100) - 50;
+                    t[i] = batch[i].ts;
+                }
+                size_t f1, f2;
+                assert_int_equal(ts_add(src, batch, n, TS_DUP_LAST, &f1), CORE_OK);
+                assert_int_equal(m_add(&m, batch, n, TS_DUP_LAST, &f2), CORE_OK);
+                for (int i = 0; i < NR; i++)
+                    assert_int_equal(ts_rule_added(src, &rule[i], old_newest, t, n, dst[i]), CORE_OK);
+            }
+            for (int i = 0; i < NR; i++) {
+                ts_query_t q = { .from = 0, .to = TS_MAX_TIMESTAMP, .agg = rule[i].agg, .bucket_ms = rule[i].bucket_ms,
+                                 .align = rule[i].align, .quantile = rule[i].quantile };
+                res_t want = { 0 }, got = { 0 };
+                m_range(&m, &q, &want);
+                int64_t open = m.n ? ts_bucket_start(m.t[m.n - 1], rule[i].bucket_ms, rule[i].align) : INT64_MAX;
+                size_t keep = 0;
+                while (keep < want.n && want.t[keep] < (open < 0 ? 0 : open))
+                    keep++;
+                if (open < 0)
+                    keep = 0;
+                ts_query_t all = { .from = 0, .to = TS_MAX_TIMESTAMP };
+                assert_int_equal(ts_range(dst[i], &all, res_push, &got), CORE_OK);
+                if (got.n != keep) {
+                    for (size_t k = 0; k < got.n || k < want.n; k++)
+                        print_message("%zu: got %lld %g  model %lld %g\n", k, k < got.n ? (long long)got.t[k] : -1LL,
+                                      k < got.n ? got.v[k] : 0, k < want.n ? (long long)want.t[k] : -1LL,
+                                      k < want.n ? want.v[k] : 0);
+                    print_message("open %lld newest %lld last op %s\n", (long long)open, m.n ? (long long)m.t[m.n - 1] : -1LL, lastop);
+                }
+                if (got.n != keep)
+                    fail_msg("seed %llu step %d rule %s/%lld/%lld: %zu buckets, model %zu",
+                             (unsigned long long)seed, step, ts_agg_name(rule[i].agg), (long long)rule[i].bucket_ms,
+                             (long long)rule[i].align, got.n, keep);
+                for (size_t k = 0; k < keep; k++)
+                    if (got.t[k] != want.t[k] || !(got.v[k] == want.v[k] || (isnan(got.v[k]) && isnan(want.v[k]))))
+                        fail_msg("seed %llu step %d rule %s: bucket %zu is [%lld, %g], model [%lld, %g]",
+                                 (unsigned long long)seed, step, ts_agg_name(rule[i].agg), k, (long long)got.t[k],
+                                 got.v[k], (long long)want.t[k], want.v[k]);
+                /* LATEST: the open bucket is the model's last bucket when it is open */
+                ts_sample_t ob;
+                if (ts_rule_open_bucket(src, &rule[i], &ob)) {
+                    assert_true(want.n == keep + 1);
+                    assert_int_equal(ob.ts, want.t[keep]);
+                    assert_true(ob.value == want.v[keep] || (isnan(ob.value) && isnan(want.v[keep])));
+                } else {
+                    assert_int_equal(want.n, keep);
+                }
+                res_free(&want);
+                res_free(&got);
+            }
+        }
+        /* rules and the source link survive the encoding */
+        wbuf_t a = WBUF_INIT;
+        ts_type.encode(src, &a);
+        const char *why;
+        ts_t *back = ts_type.decode(a.data, a.len, &why);
+        assert_non_null(back);
+        assert_int_equal(ts_rule_count(back), NR);
+        for (int i = 0; i < NR; i++) {
+            ts_rule_t x = ts_rule_at(back, (size_t)i);
+            assert_int_equal(x.dest_len, rule[i].dest_len);
+            assert_memory_equal(x.dest, rule[i].dest, x.dest_len);
+            assert_int_equal(x.agg, rule[i].agg);
+            assert_int_equal(x.bucket_ms, rule[i].bucket_ms);
+            assert_int_equal(x.align, rule[i].align);
+        }
+        ts_free(back);
+        wbuf_free(&a);
+        for (int i = 0; i < NR; i++) {
+            wbuf_t d = WBUF_INIT;
+            ts_type.encode(dst[i], &d);
+            ts_t *db = ts_type.decode(d.data, d.len, &why);
+            assert_non_null(db);
+            size_t len;
+            const char *sname = ts_source(db, &len);
+            assert_true(sname && len == 3 && memcmp(sname, "src", 3) == 0);
+            ts_free(db);
+            wbuf_free(&d);
+            ts_free(dst[i]);
+        }
+        ts_free(src);
+        m_free(&m);
+    }
+}
+
+/* The model of one filter, read from its text by brute force. */
+static bool m_filter(const char *f, const char *const *names, const char *const *values, size_t n)
+{
+    const char *ne = strstr(f, "!="), *eq = strchr(f, '=');
+    bool negate = ne && ne < eq;
+    size_t nl = (size_t)((negate ? ne : eq) - f);
+    const char *rest = eq + 1;
+    const char *have = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == nl && strncmp(names[i], f, nl) == 0)
+            have = values[i];
+    if (!*rest)
+        return negate ? have != NULL : have == NULL;
+    bool in = false;
+    if (*rest == '(') {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%.*s", (int)(strlen(rest) - 2), rest + 1);
+        for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            in |= have && strcmp(t, have) == 0;
+    } else {
+        in = have && strcmp(rest, have) == 0;
+    }
+    return negate ? !in : in;
+}
+
+/* Label filters against the brute force over random labels and filters;
+ * malformed filters refused. */
+static void test_label_filters(void **state)
+{
+    (void)state;
+    static const char *const ln[] = { "a", "b", "c" };
+    static const char *const lv[] = { "x", "y", "zz" };
+    rng_t r;
+    rng_seed(&r, 77);
+    for (int round = 0; round < 2000; round++) {
+        ts_label_t lab[3];
+        const char *names[3], *values[3];
+        size_t n = 0;
+        for (size_t i = 0; i < 3; i++)
+            if (rng_below(&r, 3)) {
+                names[n] = ln[i];
+                values[n] = lv[rng_below(&r, 3)];
+                lab[n] = (ts_label_t){ names[n], 1, values[n], strlen(values[n]) };
+                n++;
+            }
+        ts_t *ts = ts_create(0, TS_DUP_BLOCK, lab, n);
+        char f[3][64];
+        ts_matcher_t m[3];
+        size_t nf = 1 + rng_below(&r, 3);
+        bool want = true;
+        for (size_t k = 0; k < nf; k++) {
+            const char *op = rng_below(&r, 2) ? "!=" : "=";
+            switch (rng_below(&r, 3)) {
+            case 0: snprintf(f[k], sizeof(f[k]), "%s%s", ln[rng_below(&r, 3)], op); break;
+            case 1: snprintf(f[k], sizeof(f[k]), "%s%s%s", ln[rng_below(&r, 3)], op, lv[rng_below(&r, 3)]); break;
+            default:
+                snprintf(f[k], sizeof(f[k]), "%s%s(%s,%s)", ln[rng_below(&r, 3)], op, lv[rng_below(&r, 3)],
+                         lv[rng_below(&r, 3)]);
+            }
+            const char *why;
+            assert_true(ts_matcher_parse(f[k], strlen(f[k]), &m[k], &why));
+            want &= m_filter(f[k], names, values, n);
+        }
+        if (ts_matches(ts, m, nf) != want)
+            fail_msg("round %d: filters %s %s %s on %zu labels: %d, model %d", round, f[0], nf > 1 ? f[1] : "",
+                     nf > 2 ? f[2] : "", n, !want, want);
+        ts_free(ts);
+    }
+    static const char *const bad[] = { "a", "=x", "!=x", "a=(x", "a=()", "a=(x,,y)", "a=x,y", "a=x=y", "a(=x",
+                                       "a=(x)y" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ts_matcher_t m;
+        const char *why;
+        if (ts_matcher_parse(bad[i], strlen(bad[i]), &m, &why))
+            fail_msg("filter '%s' accepted", bad[i]);
+    }
+    ts_matcher_t m;
+    const char *why;
+    assert_true(ts_matcher_parse("a=x", 3, &m, &why) && ts_matcher_positive(&m));
+    assert_true(ts_matcher_parse("a=(x,y)", 7, &m, &why) && ts_matcher_positive(&m) && m.nvalues == 2);
+    assert_true(ts_matcher_parse("a!=x", 4, &m, &why) && !ts_matcher_positive(&m));
+    assert_true(ts_matcher_parse("a=", 2, &m, &why) && !ts_matcher_positive(&m));
+}
+
+/* A version-1 encoding (before rules) still decodes, to a series without
+ * rules or source, and re-encodes as version 2. */
+static void test_decode_version1(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(5000, TS_DUP_MAX, (ts_label_t[]){ { "a", 1, "b", 1 } }, 1);
+    ts_sample_t s[] = { { 10, 1 }, { 20, 2.5 } };
+    assert_int_equal(ts_add(ts, s, 2, TS_DUP_MAX, NULL), CORE_OK);
+    wbuf_t a = WBUF_INIT;
+    ts_type.encode(ts, &a);
+    /* version 2 = version 1 + u32 nrules (0) + u8 has_source (0) after the labels */
+    size_t labels_end = 1 + 1 + 8 + 4 + (4 + 1) + (4 + 1);
+    assert_int_equal(a.data[0], 2);
+    wbuf_t v1 = WBUF_INIT;
+    wbuf_put_u8(&v1, 1);
+    wbuf_put_bytes(&v1, a.data + 1, labels_end - 1);
+    wbuf_put_bytes(&v1, a.data + labels_end + 5, a.len - labels_end - 5);
+    const char *why = NULL;
+    ts_t *back = ts_type.decode(v1.data, v1.len, &why);
+    if (!back)
+        fail_msg("version 1 refused: %s", why);
+    assert_int_equal(ts_rule_count(back), 0);
+    size_t len;
+    assert_null(ts_source(back, &len));
+    wbuf_t b = WBUF_INIT;
+    ts_type.encode(back, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    wbuf_free(&a);
+    wbuf_free(&b);
+    wbuf_free(&v1);
+    ts_free(back);
+    ts_free(ts);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Targeted cases                                                           */
 /* ------------------------------------------------------------------------ */
+
+/* Runs one aggregated query and compares with want[] (pairs of ts, value;
+ * NaN matches NaN). */
+static void expect_agg(const ts_t *ts, int64_t from, int64_t to, const char *agg, int64_t bucket, int64_t align,
+                       bool empty, bool reverse, const double *want, size_t nwant)
+{
+    ts_query_t q = { .from = from, .to = to, .bucket_ms = bucket, .align = align, .empty = empty, .reverse = reverse };
+    assert_true(ts_agg_parse(agg, &q.agg));
+    res_t got = { 0 };
+    assert_int_equal(ts_range(ts, &q, res_push, &got), CORE_OK);
+    if (got.n != nwant / 2)
+        fail_msg("%s %lld..%lld bucket %lld: %zu results, want %zu", agg, (long long)from, (long long)to,
+                 (long long)bucket, got.n, nwant / 2);
+    for (size_t i = 0; i < got.n; i++) {
+        size_t k = reverse ? got.n - 1 - i : i;
+        double w = want[2 * k + 1];
+        if (got.t[i] != (int64_t)want[2 * k] || !((isnan(w) && isnan(got.v[i])) || fabs(got.v[i] - w) < 1e-12))
+            fail_msg("%s %lld..%lld: result %zu is [%lld, %g], want [%g, %g]", agg, (long long)from, (long long)to, i,
+                     (long long)got.t[i], got.v[i], want[2 * k], w);
+    }
+    res_free(&got);
+}
+
+/* RedisTimeSeries's own expectations (tests/flow/test_ts_range.py): EMPTY
+ * gap filling, twa's interpolation, NaN samples. */
+static void test_flow_expectations(void **state)
+{
+    (void)state;
+    ts_t *t1 = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t s1[] = { { 15, 1 }, { 17, 4 }, { 51, 3 }, { 73, 5 }, { 75, 3 } };
+    assert_int_equal(ts_add(t1, s1, 5, TS_DUP_BLOCK, NULL), CORE_OK);
+    for (int rev = 0; rev < 2; rev++) {
+        const double mx[] = { 10, 4, 20, NAN, 30, NAN, 40, NAN, 50, 3, 60, NAN, 70, 5 };
+        expect_agg(t1, 0, 100, "max", 10, 0, true, rev, mx, 14);
+        const double last[] = { 10, 4, 20, 4, 30, 4, 40, 4, 50, 3, 60, 3, 70, 3 };
+        expect_agg(t1, 0, 100, "last", 10, 0, true, rev, last, 14);
+        const double sum[] = { 10, 5, 20, 0, 30, 0, 40, 0, 50, 3, 60, 0, 70, 8 };
+        expect_agg(t1, 0, 100, "sum", 10, 0, true, rev, sum, 14);
+    }
+    ts_free(t1);
+
+    ts_t *a = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t sa[] = { { 10, 100 }, { 20, 110 } };
+    assert_int_equal(ts_add(a, sa, 2, TS_DUP_BLOCK, NULL), CORE_OK);
+    for (int rev = 0; rev < 2; rev++) {
+        const double c3[] = { 11, 100, 12, 100, 13, 100, 14, 100, 15, 100, 16, 100 };
+        expect_agg(a, 11, 16, "last", 1, 0, true, rev, c3, 12);
+        const double c4[] = { 10, 100, 11, 100, 12, 100 };
+        expect_agg(a, 8, 12, "last", 1, 0, true, rev, c4, 6);
+        const double c5[] = { 18, 100, 19, 100, 20, 110 };
+        expect_agg(a, 18, 22, "last", 1, 0, true, rev, c5, 6);
+        const double twa3[] = { 11, 101.5, 12, 102.5, 13, 103.5, 14, 104.5, 15, 105.5, 16, 106 };
+        expect_agg(a, 11, 16, "twa", 1, 0, true, rev, twa3, 12);
+        static const char *const aggs[] = { "last", "twa", "avg", "max", "min", "sum", "first", "count" };
+        for (size_t k = 0; k < 8; k++) {
+            expect_agg(a, 2, 5, aggs[k], 1, 0, true, rev, NULL, 0);
+            expect_agg(a, 25, 30, aggs[k], 1, 0, true, rev, NULL, 0);
+        }
+        const double nan6[] = { 11, NAN, 12, NAN, 13, NAN, 14, NAN, 15, NAN, 16, NAN };
+        expect_agg(a, 11, 16, "std.p", 1, 0, true, rev, nan6, 12);
+        const double zero6[] = { 11, 0, 12, 0, 13, 0, 14, 0, 15, 0, 16, 0 };
+        expect_agg(a, 11, 16, "count", 1, 0, true, rev, zero6, 12);
+        /* twa without EMPTY reports no bucket without samples; with it, the line */
+        expect_agg(a, 16, 18, "twa", 100, 0, false, rev, NULL, 0);
+        const double w19[] = { 0, 107 };
+        expect_agg(a, 16, 18, "twa", 100, 0, true, rev, w19, 2);
+        const double w21[] = { 0, 106.5 };
+        expect_agg(a, 14, 19, "twa", 100, 0, true, rev, w21, 2);
+    }
+    ts_free(a);
+
+    ts_t *n = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_sample_t sn[] = { { 10, 10 },   { 20, NAN },  { 30, 20 },  { 40, NAN }, { 50, 30 },
+                         { 110, NAN }, { 120, NAN }, { 130, NAN }, { 210, 40 }, { 220, 50 } };
+    assert_int_equal(ts_add(n, sn, 10, TS_DUP_BLOCK, NULL), CORE_OK);
+    const double sum2[] = { 0, 60, 200, 90 };
+    expect_agg(n, 0, 299, "sum", 100, 0, false, false, sum2, 4);
+    const double sum3[] = { 0, 60, 100, 0, 200, 90 };
+    expect_agg(n, 0, 299, "sum", 100, 0, true, false, sum3, 6);
+    const double cnt[] = { 0, 3, 100, 0, 200, 2 };
+    expect_agg(n, 0, 299, "count", 100, 0, true, false, cnt, 6);
+    const double cnan[] = { 0, 2, 100, 3 };
+    expect_agg(n, 0, 299, "countNaN", 100, 0, false, false, cnan, 4);
+    const double call[] = { 0, 5, 100, 3, 200, 2 };
+    expect_agg(n, 0, 299, "countAll", 100, 0, false, false, call, 6);
+    const double lst[] = { 0, 30, 100, 30, 200, 50 };
+    expect_agg(n, 0, 299, "last", 100, 0, true, false, lst, 6);
+    /* MIN/MAX/SUM cannot combine a NaN; LAST can */
+    ts_sample_t d = { 20, 1 };
+    size_t f;
+    assert_int_equal(ts_add(n, &d, 1, TS_DUP_SUM, &f), CORE_DUPLICATE);
+    d.ts = 10;
+    d.value = NAN;
+    assert_int_equal(ts_add(n, &d, 1, TS_DUP_MAX, &f), CORE_DUPLICATE);
+    assert_int_equal(ts_add(n, &d, 1, TS_DUP_LAST, &f), CORE_OK);
+    /* INCRBY on a NaN newest value is refused; before the newest, unordered */
+    ts_sample_t nan_last = { 300, NAN };
+    assert_int_equal(ts_add(n, &nan_last, 1, TS_DUP_BLOCK, &f), CORE_OK);
+    double v;
+    assert_int_equal(ts_incrby(n, 400, 1, &v), CORE_OVERFLOW);
+    assert_int_equal(ts_incrby(n, 299, 1, &v), CORE_UNORDERED);
+    ts_free(n);
+
+    ts_t *c = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    assert_int_equal(ts_incrby(c, 5, 2.5, &v), CORE_OK);
+    assert_true(v == 2.5);
+    assert_int_equal(ts_incrby(c, 5, -1, &v), CORE_OK);   /* same timestamp: LAST */
+    assert_true(v == 1.5);
+    assert_int_equal(ts_incrby(c, 9, 10, &v), CORE_OK);
+    ts_sample_t last;
+    assert_true(ts_last(c, &last) && last.ts == 9 && last.value == 11.5);
+    ts_info_t info;
+    ts_get_info(c, &info);
+    assert_int_equal(info.samples, 2);
+    ts_free(c);
+}
 
 /* The seed's three temperatures: all kept (a zset would lose one). */
 static void test_seed_example(void **state)
@@ -859,10 +1411,26 @@ static void test_names(void **state)
     ts_agg_t a;
     assert_true(ts_agg_parse("std.p", &a) && a == TS_AGG_STD_P);
     assert_true(ts_agg_parse("VAR.S", &a) && a == TS_AGG_VAR_S);
-    assert_false(ts_agg_parse("twa", &a));
+    assert_true(ts_agg_parse("twa", &a) && a == TS_AGG_TWA);
+    assert_true(ts_agg_parse("countnan", &a) && a == TS_AGG_COUNT_NAN);
+    assert_true(ts_agg_parse("countAll", &a) && a == TS_AGG_COUNT_ALL);
     assert_false(ts_agg_parse("median", &a));
-    for (int i = 1; i < TS_AGG__COUNT; i++)
+    for (int i = 1; i < TS_AGG_QUANTILE; i++)
         assert_true(ts_agg_parse(ts_agg_name((ts_agg_t)i), &a) && a == (ts_agg_t)i);
+    double q;
+    assert_true(ts_agg_parse_any("p99", &a, &q) && a == TS_AGG_QUANTILE && q == 0.99);
+    assert_true(ts_agg_parse_any("p99.9", &a, &q) && a == TS_AGG_QUANTILE && fabs(q - 0.999) < 1e-15);
+    assert_true(ts_agg_parse_any("p0", &a, &q) && q == 0);
+    assert_true(ts_agg_parse_any("p100", &a, &q) && q == 1);
+    assert_true(ts_agg_parse_any("avg", &a, &q) && a == TS_AGG_AVG);
+    assert_false(ts_agg_parse_any("p101", &a, &q));
+    assert_false(ts_agg_parse_any("p", &a, &q));
+    assert_false(ts_agg_parse_any("p5x", &a, &q));
+    assert_false(ts_agg_parse_any("p-1", &a, &q));
+    assert_false(ts_agg_parse("quantile", &a));
+    char buf[32];
+    ts_agg_format(TS_AGG_QUANTILE, 0.99, buf, sizeof(buf));
+    assert_string_equal(buf, "p99");
 }
 
 int main(void)
@@ -878,6 +1446,11 @@ int main(void)
         cmocka_unit_test(test_random_policies),
         cmocka_unit_test(test_random_retention),
         cmocka_unit_test(test_random_sum_overflow),
+        cmocka_unit_test(test_random_nan),
+        cmocka_unit_test(test_flow_expectations),
+        cmocka_unit_test(test_rules_random),
+        cmocka_unit_test(test_decode_version1),
+        cmocka_unit_test(test_label_filters),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
     };
