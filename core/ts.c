@@ -89,6 +89,7 @@
 
 #include "core/codec.h"
 #include "core/gorilla.h"
+#include "core/tdigest.h"
 
 #define TS_ENC_VERSION 2              /* first byte of every encoding (1: before compaction rules, still read) */
 #define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
@@ -1390,9 +1391,11 @@ int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align)
 
 typedef struct agg {
     ts_agg_t type;
-    double q;                  /* TS_AGG_QUANTILE: the quantile, and the bucket's values */
+    double q;                  /* TS_AGG_QUANTILE: the quantile, and the bucket's values, */
     double *qv;
     size_t qn, qcap;
+    tdigest_t *td;             /* ... or, past TS_QUANTILE_EXACT_MAX of them, a digest of the */
+    uint64_t ninf, pinf;       /* finite ones and counts of -inf and +inf */
     bool oom;
     uint64_t n;
     double sum, sum2;
@@ -1403,6 +1406,7 @@ typedef struct agg {
 
 static void agg_reset(agg_t *a)
 {
+    tdigest_free(a->td);
     agg_t keep = *a;
     memset(a, 0, sizeof(*a));
     a->type = keep.type;
@@ -1412,6 +1416,48 @@ static void agg_reset(agg_t *a)
     a->oom = keep.oom;
     a->min = DBL_MAX;
     a->max = -DBL_MAX;
+}
+
+/* The bucket's values so far move into a T-Digest (bounded memory: the
+ * values of a bucket are not all kept past TS_QUANTILE_EXACT_MAX); false
+ * when it cannot be allocated (the values stay, exact). */
+static bool agg_to_digest(agg_t *a)
+{
+    a->td = tdigest_create(TS_QUANTILE_COMPRESSION);
+    if (!a->td)
+        return false;
+    for (size_t i = 0; i < a->qn; i++) {
+        double v = a->qv[i];
+        if (isfinite(v))
+            tdigest_add(a->td, v);   /* (weight 65536 is far below TDIGEST_MAX_WEIGHT) */
+        else
+            *(v < 0 ? &a->ninf : &a->pinf) += 1;
+    }
+    a->qn = 0;
+    return true;
+}
+
+/* What an aggregator holds beyond itself. */
+static void agg_release(agg_t *a)
+{
+    free(a->qv);
+    a->qv = NULL;
+    tdigest_free(a->td);
+    a->td = NULL;
+}
+
+/* The quantile q of the digest's values and the infinities counted beside
+ * it: the rank h = (n - 1)·q of the whole falls among the -infs, the +infs,
+ * or the digest (at its own quantile of that rank). */
+static double digest_quantile(const agg_t *a, double q)
+{
+    double n = (double)(a->n), h = (n - 1) * q, lo = (double)a->ninf, hi = n - (double)a->pinf;
+    if (h < lo)
+        return -INFINITY;
+    if (h > hi - 1)
+        return INFINITY;
+    double m = hi - lo;
+    return tdigest_quantile(a->td, m > 1 ? (h - lo) / (m - 1) : 0.5);
 }
 
 static void agg_add(agg_t *a, double v)
@@ -1439,6 +1485,13 @@ static void agg_add(agg_t *a, double v)
         break;
     case TS_AGG_SUM: a->sum += v; break;
     case TS_AGG_QUANTILE:
+        if (a->td || (a->qn == TS_QUANTILE_EXACT_MAX && agg_to_digest(a))) {
+            if (isfinite(v))
+                a->oom |= !tdigest_add(a->td, v);
+            else
+                *(v < 0 ? &a->ninf : &a->pinf) += 1;
+            break;
+        }
         if (a->qn == a->qcap) {
             size_t ncap = a->qcap ? a->qcap * 2 : 64;
             double *n = realloc(a->qv, ncap * sizeof(*n));
@@ -1498,7 +1551,7 @@ static double quantile_of(double *v, size_t n, double q)
 static double agg_final(agg_t *a)
 {
     switch (a->type) {
-    case TS_AGG_QUANTILE: return a->qn ? quantile_of(a->qv, a->qn, a->q) : NAN;
+    case TS_AGG_QUANTILE: return a->td ? digest_quantile(a, a->q) : a->qn ? quantile_of(a->qv, a->qn, a->q) : NAN;
     case TS_AGG_AVG: return a->avg_ovf ? a->avg_val : a->avg_val / a->avg_cnt;
     case TS_AGG_SUM: return a->sum;
     case TS_AGG_MIN: return a->min;
@@ -1589,7 +1642,7 @@ double ts_reduce(ts_agg_t a, const double *v, size_t n)
         if (agg_counts(a, v[i]))
             agg_add(&g, v[i]);
     double r = g.n && !g.oom ? agg_final(&g) : NAN;
-    free(g.qv);
+    agg_release(&g);
     return r;
 }
 
@@ -1904,7 +1957,7 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         core_status_t st = range_rich(ts, q, from, to, &r, t, v);
         free(t);
         free(v);
-        free(r.agg.qv);
+        agg_release(&r.agg);
         return r.oom || r.agg.oom ? CORE_NOMEM : st;
     }
     bool extra = q->has_extra && q->extra.ts >= from && q->extra.ts <= to;
@@ -1940,7 +1993,7 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
     free(t);
     free(v);
     free(r.rbuf);
-    free(r.agg.qv);
+    agg_release(&r.agg);
     return r.oom || r.agg.oom ? CORE_NOMEM : CORE_OK;
 }
 

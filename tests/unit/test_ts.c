@@ -1433,6 +1433,81 @@ static void test_names(void **state)
     assert_string_equal(buf, "p99");
 }
 
+/* A bucket of more than TS_QUANTILE_EXACT_MAX values is summarised by a
+ * T-Digest (bounded memory): its pNN against the exact quantile of the same
+ * seeded values, as a rank error (below + half of equal, over n), for a
+ * uniform and a heavy-tailed distribution; the bounds are the ones
+ * core/ts.h states. */
+static double sorted_rank(const double *v, size_t n, double x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t below = lo, eq = 0;
+    while (below + eq < n && v[below + eq] == x)
+        eq++;
+    return ((double)below + (double)eq / 2) / (double)n;
+}
+
+static void test_quantile_large_bucket(void **state)
+{
+    (void)state;
+    enum { N = 3 * TS_QUANTILE_EXACT_MAX };
+    static const struct {
+        double q, bound;
+    } checks[] = { { 0.5, 0.0005 }, { 0.9, 0.0003 }, { 0.99, 0.0002 }, { 0.999, 0.0002 }, { 0.01, 0.0002 } };
+    for (int dist = 0; dist < 2; dist++) {
+        rng_t r;
+        rng_seed(&r, 20261125 + (uint64_t)dist);
+        ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+        assert_non_null(ts);
+        double *sorted = malloc(N * sizeof(*sorted));
+        ts_sample_t *batch = malloc(N * sizeof(*batch));
+        assert_non_null(sorted);
+        assert_non_null(batch);
+        for (size_t i = 0; i < N; i++) {
+            double u = rng_double(&r);
+            double v = dist == 0 ? u * 1000 : exp(6 * u * u * u);   /* heavy right tail */
+            batch[i] = (ts_sample_t){ (int64_t)i + 1, v };
+            sorted[i] = v;
+        }
+        assert_int_equal(ts_add(ts, batch, N, TS_DUP_BLOCK, NULL), CORE_OK);
+        qsort(sorted, N, sizeof(*sorted), m_cmp_double);
+        for (size_t j = 0; j < sizeof(checks) / sizeof(checks[0]); j++) {
+            ts_query_t q = { .from = 0, .to = INT64_MAX, .agg = TS_AGG_QUANTILE, .bucket_ms = INT64_C(1) << 40,
+                             .quantile = checks[j].q };
+            res_t got = { 0 };
+            assert_int_equal(ts_range(ts, &q, res_push, &got), CORE_OK);
+            assert_int_equal(got.n, 1);
+            double err = fabs(sorted_rank(sorted, N, got.v[0]) - checks[j].q);
+            print_message("dist %d p%g: rank error %.6f (bound %g)\n", dist, checks[j].q * 100, err, checks[j].bound);
+            if (err > checks[j].bound)
+                fail_msg("dist %d p%g: rank error %.6f > %g", dist, checks[j].q * 100, err, checks[j].bound);
+            res_free(&got);
+        }
+        /* up to TS_QUANTILE_EXACT_MAX values it is still exact */
+        ts_query_t q = { .from = 1, .to = TS_QUANTILE_EXACT_MAX, .agg = TS_AGG_QUANTILE,
+                         .bucket_ms = INT64_C(1) << 40, .quantile = 0.5 };
+        res_t got = { 0 };
+        assert_int_equal(ts_range(ts, &q, res_push, &got), CORE_OK);
+        for (size_t i = 0; i < TS_QUANTILE_EXACT_MAX; i++)
+            sorted[i] = batch[i].value;
+        qsort(sorted, TS_QUANTILE_EXACT_MAX, sizeof(*sorted), m_cmp_double);
+        double h = (double)(TS_QUANTILE_EXACT_MAX - 1) * 0.5;
+        size_t lo = (size_t)h;
+        assert_true(got.v[0] == sorted[lo] + (h - (double)lo) * (sorted[lo + 1] - sorted[lo]));
+        res_free(&got);
+        free(sorted);
+        free(batch);
+        ts_free(ts);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1453,6 +1528,7 @@ int main(void)
         cmocka_unit_test(test_label_filters),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
+        cmocka_unit_test(test_quantile_large_bucket),
     };
     return cmocka_run_group_tests_name("ts", tests, NULL, NULL);
 }
