@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,10 +121,12 @@ typedef struct req_state {
     _Atomic bool answered;
     bool durable_ok;
     const char *durable_err;
-    api_resp_t resp;
     char ip[INET6_ADDRSTRLEN];     /* the peer's address, once asked for */
     char client[INET6_ADDRSTRLEN + 16]; /* the client's address (core/cidr.h), once asked for */
     char method[16];               /* for the access log */
+    /* last and not cleared at creation (its header array is large): set
+     * only when the request is suspended */
+    api_resp_t resp;
 } req_state_t;
 
 /* ------------------------------------------------------------------------ */
@@ -397,9 +400,10 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     server_t *s = cls;
     conn_set(c, CONN_HEAD);
-    req_state_t *st = calloc(1, sizeof(*st));
+    req_state_t *st = malloc(sizeof(*st));
     if (!st)
         return NULL;
+    memset(st, 0, offsetof(req_state_t, resp));
     st->uri = strdup(uri);
     /* The router decodes the query string from this copy.  libmicrohttpd
      * would also parse it, into its per-connection memory pool, after this
