@@ -320,6 +320,8 @@ void api_json(api_resp_t *resp, int status, json_t *obj);
 /* Compact JSON text of v (reals in shortest round-trip form); malloc'd,
  * NULL on allocation failure. */
 char *api_json_text(json_t *v, size_t *len);
+/* Appends s[0..n) as a JSON string (quoted, escaped as api_json_text does). */
+void api_json_put_string(wbuf_t *b, const char *s, size_t n);
 /* Shortest text that reads back as v, always with '.' or an exponent. */
 void api_format_double(double v, char *out, size_t n);
 /* Sets a response body verbatim (copied). */
