@@ -58,7 +58,7 @@ rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 
 # wrk_run URL [lua-script]: prints "RPS P99_MS"
 wrk_run() {
-    out=$(on_client wrk -t1 -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --latency ${2:+-s "$2"} "$1" 2>&1)
+    out=$(on_client wrk -t"${WRK_THREADS:-1}" -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --latency ${2:+-s "$2"} "$1" 2>&1)
     rps=$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2}')
     p99=$(printf '%s\n' "$out" | awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}')
     errs=$(printf '%s\n' "$out" | awk '/Non-2xx|Socket errors/')
@@ -68,7 +68,7 @@ wrk_run() {
 
 # redis_bench [redis-benchmark args...]: prints "RPS P99_MS" for the one test run
 redis_bench() {
-    out=$(on_client redis-benchmark -p "$REDIS_PORT" -c "$BENCH_CONNS" --csv "$@" 2>/dev/null | tail -1)
+    out=$(on_client redis-benchmark -p "$REDIS_PORT" -c "$BENCH_CONNS" ${REDIS_BENCH_THREADS:+--threads "$REDIS_BENCH_THREADS"} --csv "$@" 2>/dev/null | tail -1)
     echo "$out" | awk -F'","' '{gsub(/"/,"",$2); gsub(/"/,"",$7); print $2, $7}'
 }
 
