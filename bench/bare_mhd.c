@@ -14,7 +14,9 @@
  * parsing, the decision, the journal, metrics.
  * Usage: bare_mhd PORT THREADS [fixed|honest]   (fixed by default)
  */
+#include <arpa/inet.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -112,9 +114,15 @@ int main(int argc, char **argv)
     }
     bool honest = argc > 3 && strcmp(argv[3], "honest") == 0;
     unsigned threads = (unsigned)atoi(argv[2]);
+    struct sockaddr_in a;   /* 127.0.0.1, as tallyd binds by default */
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)atoi(argv[1]));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_TURBO,
                                             (uint16_t)atoi(argv[1]), NULL, NULL, honest ? on_honest : on_fixed,
-                                            NULL, MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
+                                            NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+                                            MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
                                             MHD_OPTION_CONNECTION_TIMEOUT, 60u,
                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, honest ? (void *)1 : NULL,
                                             MHD_OPTION_END);
