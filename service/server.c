@@ -620,7 +620,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
     if (!st->started) {
         st->started = true;
-        snprintf(st->method, sizeof(st->method), "%s", method);
+        size_t mlen = strnlen(method, sizeof(st->method) - 1);   /* for the access log; longer ones cut */
+        memcpy(st->method, method, mlen);
+        st->method[mlen] = '\0';
         conn_set(c, CONN_BUSY);
         if (!st->uri)
             return MHD_NO;
