@@ -18,7 +18,8 @@ stop_redis
 record "redis EVALSHA gcra.lua (req/s)" "$redis_rps" req/s
 record "redis EVALSHA gcra.lua p99" "$redis_p99" ms
 
-# bare_run MODE: the bare server's POST and GET (the same wrk scripts), "POST GET"
+# bare_run MODE: the bare server's POST and GET (the same wrk scripts):
+# "POST_RPS GET_RPS POST_CPU_US GET_CPU_US" (server CPU per request)
 bare_run() {
     for try in 1 2 3 4 5; do   # a free port can be taken before the server binds it: another one
         bare_port=$(freeport)
@@ -28,16 +29,16 @@ bare_run() {
         kill -0 $bare_pid 2>/dev/null && break
     done
     wait_http "$bare_port" /
-    set -- $(wrk_run "http://127.0.0.1:$bare_port/throttle" bench/lua/throttle_post.lua)
-    post=$1
-    set -- $(wrk_run "http://127.0.0.1:$bare_port/" bench/lua/throttle_get.lua)
+    set -- $(server_cpu_us $bare_pid wrk_run "http://127.0.0.1:$bare_port/throttle" bench/lua/throttle_post.lua)
+    post=$1 post_cpu=$4
+    set -- $(server_cpu_us $bare_pid wrk_run "http://127.0.0.1:$bare_port/" bench/lua/throttle_get.lua)
     kill $bare_pid; wait $bare_pid 2>/dev/null || true
-    echo "$post $1"
+    echo "$post $1 $post_cpu $4"
 }
 set -- $(bare_run fixed)
 bare_rps=$1
 set -- $(bare_run honest)
-honest_post_rps=$1 honest_get_rps=$2
+honest_post_rps=$1 honest_get_rps=$2 honest_post_cpu=$3 honest_get_cpu=$4
 record "bare libmicrohttpd fixed body (req/s)" "$bare_rps" req/s
 record "bare libmicrohttpd honest POST (req/s)" "$honest_post_rps" req/s
 record "bare libmicrohttpd honest GET (req/s)" "$honest_get_rps" req/s
@@ -48,12 +49,13 @@ cat >"$BENCH_TMP/hook_policies.json" <<JSON
                         "key": "{path}", "deny_status": 403}}}
 JSON
 start_tallyd --config "$BENCH_TMP/hook_policies.json"
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-post_rps=$1 post_p99=$2
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/throttle_get.lua)
-get_rps=$1 get_p99=$2
-set -- $(PATH_PREFIX=/hook/bench/ wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/random_path.lua)
-hook_rps=$1 hook_p99=$2
+set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
+post_rps=$1 post_p99=$2 post_cpu=$4
+set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/throttle_get.lua)
+get_rps=$1 get_p99=$2 get_cpu=$4
+export PATH_PREFIX=/hook/bench/
+set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/random_path.lua)
+hook_rps=$1 hook_p99=$2 hook_cpu=$4
 # DESIGN §5: p99 <= 1 ms at half of peak throughput, measured open-loop (each
 # latency counted from when the request was due, so queueing shows)
 half=$(awk -v r="$post_rps" 'BEGIN { printf "%d", r / 2 }')
@@ -72,6 +74,16 @@ record "tally GET /hook/{policy} (req/s)" "$hook_rps" req/s "redis EVALSHA gcra.
 record "tally POST /throttle vs bare MHD honest" "$post_rps" req/s "bare libmicrohttpd honest POST" "$honest_post_rps" 0.85
 record "tally GET /throttle/{key} vs bare MHD honest" "$get_rps" req/s "bare libmicrohttpd honest GET" "$honest_get_rps" 0.9
 record "tally GET /hook/{policy} vs bare MHD honest" "$hook_rps" req/s "bare libmicrohttpd honest GET" "$honest_get_rps" 0.9
+# server CPU per request (lower is better, so the ratio is the reference's
+# over tally's: 1.0 would be the bare server's cost)
+record "tally POST /throttle server CPU (us/request)" "$post_cpu" us
+record "tally GET /throttle/{key} server CPU (us/request)" "$get_cpu" us
+record "tally GET /hook/{policy} server CPU (us/request)" "$hook_cpu" us
+record "bare honest POST server CPU (us/request)" "$honest_post_cpu" us
+record "bare honest GET server CPU (us/request)" "$honest_get_cpu" us
+record "CPU/request: bare honest POST over tally POST" "$honest_post_cpu" us "tally POST /throttle" "$post_cpu"
+record "CPU/request: bare honest GET over tally GET" "$honest_get_cpu" us "tally GET /throttle/{key}" "$get_cpu"
+record "CPU/request: bare honest GET over tally hook" "$honest_get_cpu" us "tally GET /hook/{policy}" "$hook_cpu"
 record "tally POST /throttle vs bare MHD fixed body" "$post_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
 record "tally GET /throttle/{key} vs bare MHD fixed body" "$get_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
 record "tally GET /hook/{policy} vs bare MHD fixed body" "$hook_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
