@@ -42,6 +42,30 @@ start_tallyd() {
 }
 stop_tallyd() { kill "$TALLY_PID" 2>/dev/null; wait "$TALLY_PID" 2>/dev/null; rm -rf "$TALLY_DIR"; }
 
+# redis_gcra: Redis running the GCRA of bench/lua/gcra.lua by EVALSHA over
+# 100 000 keys (a fresh server, started and stopped here); prints "RPS P99_MS"
+redis_gcra() {
+    start_redis
+    sha=$(rcli SCRIPT LOAD "$(cat bench/lua/gcra.lua)")
+    redis_bench -n $((BENCH_SECONDS * 40000)) -r 100000 EVALSHA "$sha" 1 user:__rand_int__ 15 30 60 1
+    stop_redis
+}
+
+# start_bare MODE THREADS: the bare libmicrohttpd server (bench/bare_mhd.c,
+# fixed or honest); sets BARE_PORT, BARE_PID.  A free port can be taken
+# before the server binds it: then another one.
+start_bare() {
+    for try in 1 2 3 4 5; do
+        BARE_PORT=$(freeport)
+        $ON_SERVER "$BUILD/bench/bare_mhd" "$BARE_PORT" "$2" "$1" 2>/dev/null &
+        BARE_PID=$!
+        sleep 0.1
+        kill -0 $BARE_PID 2>/dev/null && break
+    done
+    wait_http "$BARE_PORT" /
+}
+stop_bare() { kill "$BARE_PID" 2>/dev/null; wait "$BARE_PID" 2>/dev/null || true; }
+
 # start_redis: sets REDIS_PORT, REDIS_PID (no persistence: we compare compute)
 start_redis() {
     REDIS_PORT=$(freeport)

@@ -10,29 +10,19 @@
 set -eu
 . bench/lib.sh
 
-start_redis
-sha=$(rcli SCRIPT LOAD "$(cat bench/lua/gcra.lua)")
-set -- $(redis_bench -n $((BENCH_SECONDS * 40000)) -r 100000 EVALSHA "$sha" 1 user:__rand_int__ 15 30 60 1)
+set -- $(redis_gcra)
 redis_rps=$1 redis_p99=$2
-stop_redis
 record "redis EVALSHA gcra.lua (req/s)" "$redis_rps" req/s
 record "redis EVALSHA gcra.lua p99" "$redis_p99" ms
 
 # bare_run MODE: the bare server's POST and GET (the same wrk scripts):
 # "POST_RPS GET_RPS POST_CPU_US GET_CPU_US" (server CPU per request)
 bare_run() {
-    for try in 1 2 3 4 5; do   # a free port can be taken before the server binds it: another one
-        bare_port=$(freeport)
-        $ON_SERVER "$BUILD/bench/bare_mhd" "$bare_port" "${TALLY_THREADS:-1}" "$1" 2>/dev/null &
-        bare_pid=$!
-        sleep 0.1
-        kill -0 $bare_pid 2>/dev/null && break
-    done
-    wait_http "$bare_port" /
-    set -- $(server_cpu_us $bare_pid wrk_run "http://127.0.0.1:$bare_port/throttle" bench/lua/throttle_post.lua)
+    start_bare "$1" "${TALLY_THREADS:-1}"
+    set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/throttle" bench/lua/throttle_post.lua)
     post=$1 post_cpu=$4
-    set -- $(server_cpu_us $bare_pid wrk_run "http://127.0.0.1:$bare_port/" bench/lua/throttle_get.lua)
-    kill $bare_pid; wait $bare_pid 2>/dev/null || true
+    set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/" bench/lua/throttle_get.lua)
+    stop_bare
     echo "$post $1 $post_cpu $4"
 }
 set -- $(bare_run fixed)

@@ -11,25 +11,15 @@ SERVER_CPU=0,1 CLIENT_CPU=0,1 WRK_THREADS=2 REDIS_BENCH_THREADS=2 TALLY_THREADS=
 export WRK_THREADS REDIS_BENCH_THREADS TALLY_THREADS
 . bench/lib.sh
 
-start_redis
-sha=$(rcli SCRIPT LOAD "$(cat bench/lua/gcra.lua)")
-set -- $(redis_bench -n $((BENCH_SECONDS * 40000)) -r 100000 EVALSHA "$sha" 1 user:__rand_int__ 15 30 60 1)
+set -- $(redis_gcra)
 redis_rps=$1 redis_p99=$2
-stop_redis
 record "2 cores: redis EVALSHA gcra.lua (req/s)" "$redis_rps" req/s
 record "2 cores: redis EVALSHA gcra.lua p99" "$redis_p99" ms
 
-for try in 1 2 3 4 5; do   # a free port can be taken before the server binds it: another one
-    bare_port=$(freeport)
-    $ON_SERVER "$BUILD/bench/bare_mhd" "$bare_port" 2 honest 2>/dev/null &
-    bare_pid=$!
-    sleep 0.1
-    kill -0 $bare_pid 2>/dev/null && break
-done
-wait_http "$bare_port" /
-set -- $(wrk_run "http://127.0.0.1:$bare_port/throttle" bench/lua/throttle_post.lua)
+start_bare honest 2
+set -- $(wrk_run "http://127.0.0.1:$BARE_PORT/throttle" bench/lua/throttle_post.lua)
 bare_rps=$1
-kill $bare_pid; wait $bare_pid 2>/dev/null || true
+stop_bare
 record "2 cores: bare libmicrohttpd honest, 2 threads (req/s)" "$bare_rps" req/s
 
 start_tallyd
