@@ -123,7 +123,7 @@ static bool json_media_type(const char *ct)
  *
  *     {"key":"user:1","max_burst":15,"count_per_period":30,"period":60}
  *
- * flat_object reads exactly that shape and builds the tree jansson builds
+ * api_json_flat_object reads exactly that shape and builds the tree jansson builds
  * (the same members, in the same order, of the same types).  Anything else
  * (an escape, a byte outside printable ASCII, a real, a nested value, a
  * repeated name, a syntax error) gives NULL and the body goes to jansson,
@@ -185,7 +185,7 @@ static json_t *flat_value(const char *s, size_t n, size_t *i)
     return NULL;
 }
 
-static json_t *flat_object(const char *s, size_t n)
+json_t *api_json_flat_object(const char *s, size_t n)
 {
     size_t i = 0;
     while (i < n && flat_ws(s[i]))
@@ -249,7 +249,7 @@ static json_t *body_object(api_req_t *req, const char *const *allowed, api_err_t
         return NULL;
     }
     json_error_t jerr;
-    json_t *j = flat_object((const char *)req->body, req->body_len);
+    json_t *j = api_json_flat_object((const char *)req->body, req->body_len);
     if (!j)
         j = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!j) {
