@@ -25,7 +25,7 @@ void api_format_double(double v, char *out, size_t n)
         strncat(out, ".0", n - strlen(out) - 1);
 }
 
-static void put_string(wbuf_t *b, const char *s, size_t n)
+void api_json_put_string(wbuf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     wbuf_put_u8(b, '"');
@@ -77,7 +77,7 @@ static void put_value(wbuf_t *b, json_t *v)
             if (!first)
                 wbuf_put_u8(b, ',');
             first = false;
-            put_string(b, k, strlen(k));
+            api_json_put_string(b, k, strlen(k));
             wbuf_put_u8(b, ':');
             put_value(b, x);
         }
@@ -95,7 +95,7 @@ static void put_value(wbuf_t *b, json_t *v)
         break;
     }
     case JSON_STRING:
-        put_string(b, json_string_value(v), json_string_length(v));
+        api_json_put_string(b, json_string_value(v), json_string_length(v));
         break;
     case JSON_INTEGER: {
         int n = snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));

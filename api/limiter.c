@@ -147,36 +147,67 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const c
 /* Journal: the canonical form of resolved items                            */
 /* ------------------------------------------------------------------------ */
 
-static json_t *item_json(const rl_item_t *it)
+/* Appends `"name":v` (with the comma that separates members). */
+static char *put_i64(char *p, int64_t v);
+
+static void put_member_i64(wbuf_t *b, const char *name, int64_t v)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "key", json_stringn(it->key, it->klen));
-    json_object_set_new(o, "algorithm", json_string(throttle_algo_name(it->p.algo)));
+    char num[64], *p = num;   /* names here are short */
+    size_t n = strlen(name);
+    *p++ = ',';
+    *p++ = '"';
+    memcpy(p, name, n);
+    p += n;
+    *p++ = '"';
+    *p++ = ':';
+    p = put_i64(p, v);
+    wbuf_put_bytes(b, num, (size_t)(p - num));
+}
+
+/* The canonical request of one item (the key resolved, the parameters
+ * spelled out), as JSON text: byte for byte what jansson's tree of the same
+ * members printed through api_json_text, written directly (issue 20: the
+ * tree cost a third of a /hook request). */
+static void item_text(wbuf_t *b, const rl_item_t *it)
+{
+    static const char key[] = "{\"key\":", algo[] = ",\"algorithm\":";
+    wbuf_put_bytes(b, key, sizeof(key) - 1);
+    api_json_put_string(b, it->key, it->klen);
+    wbuf_put_bytes(b, algo, sizeof(algo) - 1);
+    const char *name = throttle_algo_name(it->p.algo);
+    api_json_put_string(b, name, strlen(name));
     const throttle_params_t *p = &it->p;
     switch (p->algo) {
     case THROTTLE_GCRA:
-        json_object_set_new(o, "max_burst", json_integer(p->u.gcra.max_burst));
-        json_object_set_new(o, "count_per_period", json_integer(p->u.gcra.count));
-        json_object_set_new(o, "period", json_integer(p->u.gcra.period_ns / NS_PER_SEC));
+        put_member_i64(b, "max_burst", p->u.gcra.max_burst);
+        put_member_i64(b, "count_per_period", p->u.gcra.count);
+        put_member_i64(b, "period", p->u.gcra.period_ns / NS_PER_SEC);
         break;
     case THROTTLE_SLIDING_LOG:
-        json_object_set_new(o, "max_count", json_integer(p->u.log.max_count));
-        json_object_set_new(o, "period", json_integer(p->u.log.period_ns / NS_PER_SEC));
+        put_member_i64(b, "max_count", p->u.log.max_count);
+        put_member_i64(b, "period", p->u.log.period_ns / NS_PER_SEC);
         break;
     case THROTTLE_SLIDING_WINDOW:
     case THROTTLE_FIXED_WINDOW:
-        json_object_set_new(o, "max_count", json_integer(p->u.win.max_count));
-        json_object_set_new(o, "period", json_integer(p->u.win.period_ns / NS_PER_SEC));
+        put_member_i64(b, "max_count", p->u.win.max_count);
+        put_member_i64(b, "period", p->u.win.period_ns / NS_PER_SEC);
         break;
-    case THROTTLE_TOKEN_BUCKET:
-        json_object_set_new(o, "capacity", json_integer(p->u.tb.capacity));
-        json_object_set_new(o, "refill_rate", json_real((double)p->u.tb.rate_micro / 1e6));
+    case THROTTLE_TOKEN_BUCKET: {
+        static const char rate[] = ",\"refill_rate\":";
+        char num[40];
+        put_member_i64(b, "capacity", p->u.tb.capacity);
+        wbuf_put_bytes(b, rate, sizeof(rate) - 1);
+        api_format_double((double)p->u.tb.rate_micro / 1e6, num, sizeof(num));
+        wbuf_put_bytes(b, num, strlen(num));
         break;
     }
-    json_object_set_new(o, "quantity", json_integer(it->quantity));
-    if (it->shadow)
-        json_object_set_new(o, "shadow", json_true());
-    return o;
+    }
+    put_member_i64(b, "quantity", it->quantity);
+    if (it->shadow) {
+        static const char shadow[] = ",\"shadow\":true";
+        wbuf_put_bytes(b, shadow, sizeof(shadow) - 1);
+    }
+    wbuf_put_u8(b, '}');
 }
 
 /* An upper bound of the canonical record journal_items writes for these
@@ -209,21 +240,22 @@ static void journal_items(api_server_t *srv, const api_req_t *req, api_resp_t *r
         api_journal(srv, req, resp);
         return;
     }
-    json_t *j;
+    wbuf_t b = WBUF_INIT;
     if (batch) {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(arr, item_json(&items[i]));
-        j = json_pack("{s:o}", "requests", arr);
+        static const char head[] = "{\"requests\":[";
+        wbuf_put_bytes(&b, head, sizeof(head) - 1);
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                wbuf_put_u8(&b, ',');
+            item_text(&b, &items[i]);
+        }
+        wbuf_put_bytes(&b, "]}", 2);
     } else {
-        j = item_json(&items[0]);
+        item_text(&b, &items[0]);
     }
-    size_t len = 0;
-    char *text = j ? api_json_text(j, &len) : NULL;
-    json_decref(j);
-    if (text)
-        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", text, len);
-    free(text);
+    if (!b.oom)
+        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", (const char *)b.data, b.len);
+    wbuf_free(&b);
 }
 
 /* ------------------------------------------------------------------------ */

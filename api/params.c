@@ -74,6 +74,16 @@ size_t api_escape_segment(const char *key, size_t len, char *out)
 /* JSON bodies                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* Whether name is one of the NULL-terminated list (first bytes compared
+ * first: these run for every member of every request). */
+static bool name_in(const char *const *list, const char *name)
+{
+    for (const char *const *a = list; *a; a++)
+        if ((*a)[0] == name[0] && strcmp(*a, name) == 0)
+            return true;
+    return false;
+}
+
 /* Length of the media type of a Content-Type value (before parameters). */
 static size_t media_len(const char *ct)
 {
@@ -106,6 +116,127 @@ static bool json_media_type(const char *ct)
     return n > 5 && strncasecmp(ct + n - 5, "+json", 5) == 0;
 }
 
+/*
+ * The common body without jansson's lexer.  Nearly every request is a flat
+ * object whose names and strings are printable ASCII without escapes and
+ * whose values are such strings, integers, true, false or null:
+ *
+ *     {"key":"user:1","max_burst":15,"count_per_period":30,"period":60}
+ *
+ * api_json_flat_object reads exactly that shape and builds the tree jansson builds
+ * (the same members, in the same order, of the same types).  Anything else
+ * (an escape, a byte outside printable ASCII, a real, a nested value, a
+ * repeated name, a syntax error) gives NULL and the body goes to jansson,
+ * which reads it or names the error: answers do not depend on which path
+ * read the body.  Measured (issue 20): jansson's lexer was about a sixth of
+ * the instructions of a POST /throttle.
+ */
+static bool flat_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* A string's text after its opening quote: printable ASCII, no '\\'; the
+ * index of the closing quote, or 0 when the string is not of that kind. */
+static size_t flat_string_end(const char *s, size_t n, size_t i)
+{
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"')
+            return i;
+        if (c < 0x20 || c > 0x7e || c == '\\')
+            return 0;
+    }
+    return 0;
+}
+
+/* One value at s[*i]: a string, an integer of at most 18 digits (no
+ * fraction or exponent), true, false or null; NULL for anything else. */
+static json_t *flat_value(const char *s, size_t n, size_t *i)
+{
+    size_t p = *i;
+    if (p >= n)
+        return NULL;
+    if (s[p] == '"') {
+        size_t end = flat_string_end(s, n, p + 1);
+        if (!end)
+            return NULL;
+        *i = end + 1;
+        return json_stringn_nocheck(s + p + 1, end - p - 1);
+    }
+    if (s[p] == '-' || (s[p] >= '0' && s[p] <= '9')) {
+        bool neg = s[p] == '-';
+        size_t d = neg ? p + 1 : p, e = d;
+        int64_t v = 0;
+        while (e < n && s[e] >= '0' && s[e] <= '9' && e - d < 18)
+            v = v * 10 + (s[e++] - '0');
+        if (e == d || (s[d] == '0' && e - d > 1) ||
+            (e < n && ((s[e] >= '0' && s[e] <= '9') || s[e] == '.' || s[e] == 'e' || s[e] == 'E')))
+            return NULL;
+        *i = e;
+        return json_integer(neg ? -v : v);
+    }
+    static const struct {
+        const char *word;
+        size_t len;
+    } words[] = { { "true", 4 }, { "false", 5 }, { "null", 4 } };
+    for (size_t w = 0; w < 3; w++)
+        if (n - p >= words[w].len && memcmp(s + p, words[w].word, words[w].len) == 0) {
+            *i = p + words[w].len;
+            return w == 0 ? json_true() : w == 1 ? json_false() : json_null();
+        }
+    return NULL;
+}
+
+json_t *api_json_flat_object(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && flat_ws(s[i]))
+        i++;
+    if (i == n || s[i] != '{')
+        return NULL;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    i++;
+    while (i < n && flat_ws(s[i]))
+        i++;
+    bool more = i < n && s[i] != '}';
+    while (more) {
+        size_t kend = i < n && s[i] == '"' ? flat_string_end(s, n, i + 1) : 0;
+        if (!kend || json_object_getn(o, s + i + 1, kend - i - 1))
+            goto other;
+        size_t k = i + 1, klen = kend - k;
+        i = kend + 1;
+        while (i < n && flat_ws(s[i]))
+            i++;
+        if (i == n || s[i] != ':')
+            goto other;
+        i++;
+        while (i < n && flat_ws(s[i]))
+            i++;
+        json_t *v = flat_value(s, n, &i);
+        if (!v || json_object_setn_new_nocheck(o, s + k, klen, v) != 0)
+            goto other;
+        while (i < n && flat_ws(s[i]))
+            i++;
+        if (i < n && s[i] == ',') {
+            i++;
+            while (i < n && flat_ws(s[i]))
+                i++;
+        } else {
+            more = false;
+        }
+    }
+    if (i == n || s[i] != '}')
+        goto other;
+    i++;
+    while (i < n && flat_ws(s[i]))
+        i++;
+    if (i == n)
+        return o;
+other:
+    json_decref(o);
+    return NULL;
+}
+
 static json_t *body_object(api_req_t *req, const char *const *allowed, api_err_t *err)
 {
     if (!json_media_type(req->ctype)) {
@@ -118,7 +249,9 @@ static json_t *body_object(api_req_t *req, const char *const *allowed, api_err_t
         return NULL;
     }
     json_error_t jerr;
-    json_t *j = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *j = api_json_flat_object((const char *)req->body, req->body_len);
+    if (!j)
+        j = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!j) {
         api_err_set(err, API_E_BAD_REQUEST, NULL, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
                     jerr.text);
@@ -135,11 +268,7 @@ static json_t *body_object(api_req_t *req, const char *const *allowed, api_err_t
         const char *name;
         json_t *v;
         json_object_foreach(j, name, v) {
-            bool ok = false;
-            for (const char *const *a = allowed; *a; a++)
-                if (strcmp(*a, name) == 0)
-                    ok = true;
-            if (!ok) {
+            if (!name_in(allowed, name)) {
                 api_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
                 return NULL;
             }
@@ -311,11 +440,7 @@ static const char *const no_params[] = { NULL };
 static bool query_allow(const api_req_t *req, const char *const *allowed, api_err_t *err)
 {
     for (int i = 0; i < req->nparams; i++) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a; a++)
-            if (strcmp(*a, req->params[i].name) == 0)
-                ok = true;
-        if (!ok) {
+        if (!name_in(allowed, req->params[i].name)) {
             api_err_set(err, API_E_BAD_REQUEST, req->params[i].name, "unknown query parameter '%s'",
                         req->params[i].name);
             return false;

@@ -107,7 +107,9 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 }
 
 /* The query string as a JSON object: integers, numbers and booleans typed,
- * the rest strings; every parameter at most once. */
+ * the rest strings; every parameter at most once.  The names were checked
+ * against the route's list (ASCII), so they go in without jansson's UTF-8
+ * check. */
 static json_t *query_object(const api_req_t *req, api_resp_t *resp, const char *skip)
 {
     json_t *o = json_object();
@@ -115,7 +117,8 @@ static json_t *query_object(const api_req_t *req, api_resp_t *resp, const char *
         const api_param_t *q = &req->params[i];
         if (!strcmp(q->name, skip))
             continue;
-        if (json_object_get(o, q->name)) {
+        size_t nlen = strlen(q->name);
+        if (json_object_getn(o, q->name, nlen)) {
             api_error_field(resp, API_E_BAD_REQUEST, q->name, "query parameter '%s' given more than once", q->name);
             json_decref(o);
             return NULL;
@@ -131,7 +134,7 @@ static json_t *query_object(const api_req_t *req, api_resp_t *resp, const char *
             v = json_boolean(q->value[0] == 't');
         else
             v = json_stringn(q->value, q->vlen);
-        json_object_set_new(o, q->name, v);
+        json_object_setn_new_nocheck(o, q->name, nlen, v);
     }
     if (!o)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");

@@ -42,6 +42,30 @@ start_tallyd() {
 }
 stop_tallyd() { kill "$TALLY_PID" 2>/dev/null; wait "$TALLY_PID" 2>/dev/null; rm -rf "$TALLY_DIR"; }
 
+# redis_gcra: Redis running the GCRA of bench/lua/gcra.lua by EVALSHA over
+# 100 000 keys (a fresh server, started and stopped here); prints "RPS P99_MS"
+redis_gcra() {
+    start_redis
+    sha=$(rcli SCRIPT LOAD "$(cat bench/lua/gcra.lua)")
+    redis_bench -n $((BENCH_SECONDS * 40000)) -r 100000 EVALSHA "$sha" 1 user:__rand_int__ 15 30 60 1
+    stop_redis
+}
+
+# start_bare MODE THREADS: the bare libmicrohttpd server (bench/bare_mhd.c,
+# fixed or honest); sets BARE_PORT, BARE_PID.  A free port can be taken
+# before the server binds it: then another one.
+start_bare() {
+    for try in 1 2 3 4 5; do
+        BARE_PORT=$(freeport)
+        $ON_SERVER "$BUILD/bench/bare_mhd" "$BARE_PORT" "$2" "$1" 2>/dev/null &
+        BARE_PID=$!
+        sleep 0.1
+        kill -0 $BARE_PID 2>/dev/null && break
+    done
+    wait_http "$BARE_PORT" /
+}
+stop_bare() { kill "$BARE_PID" 2>/dev/null; wait "$BARE_PID" 2>/dev/null || true; }
+
 # start_redis: sets REDIS_PORT, REDIS_PID (no persistence: we compare compute)
 start_redis() {
     REDIS_PORT=$(freeport)
@@ -56,19 +80,35 @@ start_redis() {
 stop_redis() { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 
-# wrk_run URL [lua-script]: prints "RPS P99_MS"
+# wrk_run URL [lua-script]: prints "RPS P99_MS REQUESTS"
 wrk_run() {
-    out=$(on_client wrk -t1 -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --latency ${2:+-s "$2"} "$1" 2>&1)
+    out=$(on_client wrk -t"${WRK_THREADS:-1}" -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --latency ${2:+-s "$2"} "$1" 2>&1)
     rps=$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2}')
+    nreq=$(printf '%s\n' "$out" | awk '/requests in/ {print $1}')
     p99=$(printf '%s\n' "$out" | awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}')
     errs=$(printf '%s\n' "$out" | awk '/Non-2xx|Socket errors/')
     [ -n "$errs" ] && echo "bench: wrk: $errs" >&2
-    echo "${rps:-0} ${p99:-0}"
+    echo "${rps:-0} ${p99:-0} ${nreq:-0}"
+}
+
+# server_cpu_us PID COMMAND...: runs COMMAND (a wrk_run) and prints its
+# output followed by the server's CPU time per request in microseconds (all
+# of the server's threads, from /proc/PID/task/*/schedstat).  CPU per request
+# moves far less than throughput when other jobs share the machine: it does
+# not count the time the server waits for a starved load generator.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+server_cpu_us() {
+    pid=$1
+    shift
+    c0=$(cpu_ns "$pid")
+    out=$("$@")
+    c1=$(cpu_ns "$pid")
+    echo "$out" | awk -v c0="$c0" -v c1="$c1" '{ printf "%s %s %s %.2f\n", $1, $2, $3, ($3 > 0 ? (c1 - c0) / $3 / 1000 : 0) }'
 }
 
 # redis_bench [redis-benchmark args...]: prints "RPS P99_MS" for the one test run
 redis_bench() {
-    out=$(on_client redis-benchmark -p "$REDIS_PORT" -c "$BENCH_CONNS" --csv "$@" 2>/dev/null | tail -1)
+    out=$(on_client redis-benchmark -p "$REDIS_PORT" -c "$BENCH_CONNS" ${REDIS_BENCH_THREADS:+--threads "$REDIS_BENCH_THREADS"} --csv "$@" 2>/dev/null | tail -1)
     echo "$out" | awk -F'","' '{gsub(/"/,"",$2); gsub(/"/,"",$7); print $2, $7}'
 }
 

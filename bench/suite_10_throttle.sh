@@ -1,32 +1,51 @@
-# suite_10_throttle.sh - /throttle against Redis running the same GCRA in Lua
-# (EVALSHA) and against a bare libmicrohttpd server answering a fixed body.
-# Targets (issue 2): >= 1.5x Redis+Lua; >= 85% of bare libmicrohttpd.
+# suite_10_throttle.sh - /throttle and /hook/{policy} against Redis running
+# the same GCRA in Lua (EVALSHA) and against a bare libmicrohttpd server.
+# The bare server runs in two modes (bench/bare_mhd.c): "fixed" answers a
+# constant body, "honest" does what any real handler must (keeps the body,
+# looks up Content-Type, keeps per-request state, answers a formatted body
+# and the five RateLimit headers).  Targets (issues 2 and 20): >= 1.5x
+# Redis+Lua; POST /throttle >= 0.85x and GET /throttle/{key} and GET
+# /hook/{policy} >= 0.9x the honest bare server, in the same run; the fixed
+# bare server's ratios are reported next to them.
 set -eu
 . bench/lib.sh
 
-start_redis
-sha=$(rcli SCRIPT LOAD "$(cat bench/lua/gcra.lua)")
-set -- $(redis_bench -n $((BENCH_SECONDS * 40000)) -r 100000 EVALSHA "$sha" 1 user:__rand_int__ 15 30 60 1)
+set -- $(redis_gcra)
 redis_rps=$1 redis_p99=$2
-stop_redis
 record "redis EVALSHA gcra.lua (req/s)" "$redis_rps" req/s
 record "redis EVALSHA gcra.lua p99" "$redis_p99" ms
 
-bare_port=$(freeport)
-$ON_SERVER "$BUILD/bench/bare_mhd" "$bare_port" "${TALLY_THREADS:-1}" &
-bare_pid=$!
-wait_http "$bare_port" /
-set -- $(wrk_run "http://127.0.0.1:$bare_port/throttle" bench/lua/throttle_post.lua)
-bare_rps=$1 bare_p99=$2
-kill $bare_pid; wait $bare_pid 2>/dev/null || true
+# bare_run MODE: the bare server's POST and GET (the same wrk scripts):
+# "POST_RPS GET_RPS POST_CPU_US GET_CPU_US" (server CPU per request)
+bare_run() {
+    start_bare "$1" "${TALLY_THREADS:-1}"
+    set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/throttle" bench/lua/throttle_post.lua)
+    post=$1 post_cpu=$4
+    set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/" bench/lua/throttle_get.lua)
+    stop_bare
+    echo "$post $1 $post_cpu $4"
+}
+set -- $(bare_run fixed)
+bare_rps=$1
+set -- $(bare_run honest)
+honest_post_rps=$1 honest_get_rps=$2 honest_post_cpu=$3 honest_get_cpu=$4
 record "bare libmicrohttpd fixed body (req/s)" "$bare_rps" req/s
-record "bare libmicrohttpd p99" "$bare_p99" ms
+record "bare libmicrohttpd honest POST (req/s)" "$honest_post_rps" req/s
+record "bare libmicrohttpd honest GET (req/s)" "$honest_get_rps" req/s
 
-start_tallyd
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-post_rps=$1 post_p99=$2
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/throttle_get.lua)
-get_rps=$1 get_p99=$2
+# the hook's policy: a limit never reached, keyed by the path (as suite_20)
+cat >"$BENCH_TMP/hook_policies.json" <<JSON
+{"policies": {"bench": {"algorithm": "sliding_window", "max_count": 1000000000, "period": 60,
+                        "key": "{path}", "deny_status": 403}}}
+JSON
+start_tallyd --config "$BENCH_TMP/hook_policies.json"
+set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
+post_rps=$1 post_p99=$2 post_cpu=$4
+set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/throttle_get.lua)
+get_rps=$1 get_p99=$2 get_cpu=$4
+export PATH_PREFIX=/hook/bench/
+set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/random_path.lua)
+hook_rps=$1 hook_p99=$2 hook_cpu=$4
 # DESIGN §5: p99 <= 1 ms at half of peak throughput, measured open-loop (each
 # latency counted from when the request was due, so queueing shows)
 half=$(awk -v r="$post_rps" 'BEGIN { printf "%d", r / 2 }')
@@ -36,9 +55,25 @@ ol_p50=$(echo "$ol" | awk '{print $4}')
 stop_tallyd
 record "tally POST /throttle p99" "$post_p99" ms
 record "tally GET /throttle/{key} p99" "$get_p99" ms
+record "tally GET /hook/{policy} p99" "$hook_p99" ms
 record "tally POST /throttle at half of peak ($half/s, open loop): p50" "$ol_p50" ms
 record "tally POST /throttle at half of peak ($half/s, open loop): p99" "$ol_p99" ms
 record "tally POST /throttle (req/s)" "$post_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
 record "tally GET /throttle/{key} (req/s)" "$get_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
-record "tally POST /throttle vs bare MHD" "$post_rps" req/s "bare libmicrohttpd" "$bare_rps" 0.85
-record "tally GET /throttle/{key} vs bare MHD" "$get_rps" req/s "bare libmicrohttpd" "$bare_rps" 0.85
+record "tally GET /hook/{policy} (req/s)" "$hook_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
+record "tally POST /throttle vs bare MHD honest" "$post_rps" req/s "bare libmicrohttpd honest POST" "$honest_post_rps" 0.85
+record "tally GET /throttle/{key} vs bare MHD honest" "$get_rps" req/s "bare libmicrohttpd honest GET" "$honest_get_rps" 0.9
+record "tally GET /hook/{policy} vs bare MHD honest" "$hook_rps" req/s "bare libmicrohttpd honest GET" "$honest_get_rps" 0.9
+# server CPU per request (lower is better, so the ratio is the reference's
+# over tally's: 1.0 would be the bare server's cost)
+record "tally POST /throttle server CPU (us/request)" "$post_cpu" us
+record "tally GET /throttle/{key} server CPU (us/request)" "$get_cpu" us
+record "tally GET /hook/{policy} server CPU (us/request)" "$hook_cpu" us
+record "bare honest POST server CPU (us/request)" "$honest_post_cpu" us
+record "bare honest GET server CPU (us/request)" "$honest_get_cpu" us
+record "CPU/request: bare honest POST over tally POST" "$honest_post_cpu" us "tally POST /throttle" "$post_cpu"
+record "CPU/request: bare honest GET over tally GET" "$honest_get_cpu" us "tally GET /throttle/{key}" "$get_cpu"
+record "CPU/request: bare honest GET over tally hook" "$honest_get_cpu" us "tally GET /hook/{policy}" "$hook_cpu"
+record "tally POST /throttle vs bare MHD fixed body" "$post_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
+record "tally GET /throttle/{key} vs bare MHD fixed body" "$get_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
+record "tally GET /hook/{policy} vs bare MHD fixed body" "$hook_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"

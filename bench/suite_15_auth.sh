@@ -30,7 +30,7 @@ for round in 1 2; do
 
     start_tallyd --tokens "$tokens"
     # authentication is really on: no token, no answer
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TALLY_PORT/throttle" -d '{}')
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TALLY_PORT/throttle" -H 'Content-Type: application/json' -d '{}')
     [ "$code" = 401 ] || { echo "bench: --tokens did not require a token (HTTP $code)" >&2; exit 1; }
     set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post_token.lua)
     if awk -v a="$1" -v b="$auth_rps" 'BEGIN { exit !(a > b) }'; then auth_rps=$1 auth_p99=$2; fi

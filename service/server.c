@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +108,7 @@ struct server {
 /* Per-request state, created by the URI callback (the first thing MHD calls
  * for a request) and freed by the completion callback. */
 typedef struct req_state {
-    char *uri;                     /* raw request target as the client sent it */
+    char *uri;                     /* raw request target as the client sent it (stored after the struct) */
     wbuf_t body;
     bool started;
     bool close;                    /* answer with Connection: close */
@@ -120,10 +121,12 @@ typedef struct req_state {
     _Atomic bool answered;
     bool durable_ok;
     const char *durable_err;
-    api_resp_t resp;
     char ip[INET6_ADDRSTRLEN];     /* the peer's address, once asked for */
     char client[INET6_ADDRSTRLEN + 16]; /* the client's address (core/cidr.h), once asked for */
     char method[16];               /* for the access log */
+    /* last and not cleared at creation (its header array is large): set
+     * only when the request is suspended */
+    api_resp_t resp;
 } req_state_t;
 
 /* ------------------------------------------------------------------------ */
@@ -256,12 +259,16 @@ static conn_t *conn_of(struct MHD_Connection *c)
     return ci ? ci->socket_context : NULL;
 }
 
-static void conn_set(struct MHD_Connection *c, enum conn_state state)
+/* Nothing times a connection while its request is being handled
+ * (server_tick looks at HEAD, IDLE, BODY and DONE), so entering CONN_BUSY
+ * leaves since_ns alone: a clock read fewer per request. */
+static void conn_set(struct MHD_Connection *c, enum conn_state state, int64_t now_ns)
 {
     conn_t *k = conn_of(c);
     if (!k)
         return;
-    atomic_store_explicit(&k->since_ns, clock_mono_ns(), memory_order_relaxed);
+    if (state != CONN_BUSY)
+        atomic_store_explicit(&k->since_ns, now_ns, memory_order_relaxed);
     atomic_store_explicit(&k->state, state, memory_order_relaxed);
     if (state == CONN_IDLE)
         atomic_store_explicit(&k->served, true, memory_order_relaxed);
@@ -273,7 +280,8 @@ static bool conn_claim(conn_t *k, enum conn_state from, enum conn_state to)
     int expected = from;
     if (!atomic_compare_exchange_strong(&k->state, &expected, to))
         return false;
-    atomic_store_explicit(&k->since_ns, clock_mono_ns(), memory_order_relaxed);
+    if (to != CONN_BUSY)
+        atomic_store_explicit(&k->since_ns, clock_mono_ns(), memory_order_relaxed);
     return true;
 }
 
@@ -396,11 +404,14 @@ void server_metrics(server_t *s, wbuf_t *out)
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     server_t *s = cls;
-    conn_set(c, CONN_HEAD);
-    req_state_t *st = calloc(1, sizeof(*st));
+    int64_t now = clock_mono_ns();
+    conn_set(c, CONN_HEAD, now);
+    size_t ulen = strlen(uri);
+    req_state_t *st = malloc(sizeof(*st) + ulen + 1);   /* the URI copy follows the state */
     if (!st)
         return NULL;
-    st->uri = strdup(uri);
+    memset(st, 0, offsetof(req_state_t, resp));
+    st->uri = memcpy((char *)(st + 1), uri, ulen + 1);
     /* The router decodes the query string from this copy.  libmicrohttpd
      * would also parse it, into its per-connection memory pool, after this
      * callback returns: with a few hundred parameters the pool runs out and
@@ -410,7 +421,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     char *q = strchr(uri, '?');
     if (q && q[1])
         q[1] = '\0';
-    st->start_ns = clock_mono_ns();
+    st->start_ns = now;
     atomic_fetch_add(&s->inflight, 1);
     return st;
 }
@@ -419,13 +430,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 {
     (void)toe;
     server_t *s = cls;
-    conn_set(c, CONN_IDLE);
+    conn_set(c, CONN_IDLE, clock_mono_ns());
     req_state_t *st = *con_cls;
     if (!st)
         return;
     if (st->suspended)
         api_resp_release(&st->resp);
-    free(st->uri);
     wbuf_free(&st->body);
     free(st);
     *con_cls = NULL;
@@ -616,8 +626,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
     if (!st->started) {
         st->started = true;
-        snprintf(st->method, sizeof(st->method), "%s", method);
-        conn_set(c, CONN_BUSY);
+        size_t mlen = strnlen(method, sizeof(st->method) - 1);   /* for the access log; longer ones cut */
+        memcpy(st->method, method, mlen);
+        st->method[mlen] = '\0';
+        conn_set(c, CONN_BUSY, 0);
         if (!st->uri)
             return MHD_NO;
         const char *cl, *te;
