@@ -41,7 +41,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthre
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
 CORE_LIBS := -lroaring -lxxhash -lm
-BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle $(CORE_LIBS)
+BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%
 # faster than glibc's malloc on /throttle; sanitizer builds keep their own
