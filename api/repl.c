@@ -80,11 +80,15 @@ static bool copy_param(const api_req_t *req, api_resp_t *resp, const char *name,
 
 static void h_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    if (!api_no_query(req, resp))
+    static const char *const allowed[] = { "epoch", NULL };
+    int64_t epoch = 0;
+    if (!api_query_allow(req, resp, allowed) || !api_query_int(req, resp, "epoch", false, 0, INT64_MAX, &epoch, NULL))
         return;
     api_repl_call_t *c = call_new(srv, req, resp, API_REPL_SNAPSHOT);
-    if (c)
-        call_defer(resp, c);
+    if (!c)
+        return;
+    c->epoch = (uint64_t)epoch;
+    call_defer(resp, c);
 }
 
 static void h_log(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -36,7 +36,7 @@ typedef struct api_repl_call {
     char run[API_REPL_ID_MAX];   /* log: the primary's stream id the position belongs to */
     uint64_t from;               /* log: the replica's position (= acknowledgement) */
     uint64_t records;            /* log: records the replica has applied in this stream */
-    uint64_t epoch;              /* log: the highest epoch the replica knows */
+    uint64_t epoch;              /* snapshot, log: the highest epoch the replica knows */
     int wait_ms;                 /* log: how long to wait for a record */
     char id[API_REPL_ID_MAX];    /* log: the replica's name */
     char addr[64];               /* log: the replica's address */

@@ -415,9 +415,30 @@ static bool not_primary(repl_t *r, api_resp_t *resp)
     return true;
 }
 
-static void serve_snapshot(repl_t *r, api_resp_t *resp)
+/* A request from a replica that knows a newer epoch than this node's: this
+ * node was replaced by a promotion.  A primary becomes fenced; 409 (mu held). */
+static bool stale(repl_t *r, uint64_t epoch, api_resp_t *resp)
 {
-    if (not_primary(r, resp))
+    if (epoch <= r->epoch)
+        return false;
+    if (atomic_load(&r->role) == ROLE_PRIMARY) {
+        atomic_store(&r->role, ROLE_FENCED);
+        log_error("replication: a replica knows epoch %" PRIu64 ", newer than this primary's %" PRIu64
+                  ": another node was promoted. This node takes no changes until it follows the new primary "
+                  "(POST /admin/replicate?primary=URL)",
+                  epoch, r->epoch);
+    }
+    api_error(resp, API_E_CONFLICT, "this node's epoch %" PRIu64 " is older than %" PRIu64 ": it is no longer the primary",
+              r->epoch, epoch);
+    return true;
+}
+
+static void serve_snapshot(repl_t *r, uint64_t epoch, api_resp_t *resp)
+{
+    pthread_mutex_lock(&r->mu);
+    bool refused = stale(r, epoch, resp) || not_primary(r, resp);
+    pthread_mutex_unlock(&r->mu);
+    if (refused)
         return;
     wbuf_t b = WBUF_INIT;
     struct barrier bar = { .r = r };
@@ -440,18 +461,8 @@ static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
 {
     pthread_mutex_lock(&r->mu);
     int64_t now = mono_ms();
-    if (c->epoch > r->epoch) {
-        if (atomic_load(&r->role) == ROLE_PRIMARY) {
-            atomic_store(&r->role, ROLE_FENCED);
-            log_error("replication: a replica knows epoch %" PRIu64 ", newer than this primary's %" PRIu64
-                      ": another node was promoted. This node takes no changes until it follows the new primary "
-                      "(POST /admin/replicate?primary=URL)",
-                      c->epoch, r->epoch);
-        }
-        uint64_t mine = r->epoch;
+    if (stale(r, c->epoch, resp)) {
         pthread_mutex_unlock(&r->mu);
-        api_error(resp, API_E_CONFLICT, "this node's epoch %" PRIu64 " is older than %" PRIu64 ": it is no longer the primary",
-                  mine, c->epoch);
         return;
     }
     if (not_primary(r, resp)) {
@@ -615,7 +626,7 @@ static void hook_run(void *ud, const api_repl_call_t *c, api_resp_t *resp)
     repl_t *r = ud;
     switch (c->op) {
     case API_REPL_SNAPSHOT:
-        serve_snapshot(r, resp);
+        serve_snapshot(r, c->epoch, resp);
         break;
     case API_REPL_LOG:
         serve_log(r, c, resp);

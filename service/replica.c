@@ -130,7 +130,9 @@ static void epoch_seen(replica_t *f, uint64_t e)
 static bool full_sync(replica_t *f)
 {
     int64_t t0 = clock_mono_ns();
-    long st = exchange(f, "/replication/snapshot", 0);
+    char path[96];
+    snprintf(path, sizeof(path), "/replication/snapshot?epoch=%" PRIu64, f->epoch);
+    long st = exchange(f, path, 0);
     if (st != 200 || !f->h_run[0])
         return false;
     char err[300];
