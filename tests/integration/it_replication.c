@@ -10,12 +10,14 @@
  * was acknowledged and what was attempted), and without it the loss is
  * measured and printed.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -596,9 +598,134 @@ static void test_async_kill9_measured(void **state)
     printf("asynchronous: %ld of %ld acknowledged changes lost over 3 kill -9 rounds\n", lost_total, acked_total);
 }
 
+/* ------------------------------------------------------------------------ */
+/* HAProxy routing changes to the primary, through a failover               */
+/* ------------------------------------------------------------------------ */
+
+/* Replaces every occurrence of `from` in *text by `to` (at least one). */
+static void substitute(char **text, const char *from, const char *to)
+{
+    char *p = strstr(*text, from);
+    if (!p)
+        fail_msg("deploy/ha/haproxy.cfg no longer has %s for this test to substitute", from);
+    while (p) {
+        size_t head = (size_t)(p - *text), fl = strlen(from), tl = strlen(to), len = strlen(*text);
+        char *n = malloc(len - fl + tl + 1);
+        memcpy(n, *text, head);
+        memcpy(n + head, to, tl);
+        memcpy(n + head + tl, p + fl, len - head - fl + 1);
+        free(*text);
+        *text = n;
+        p = strstr(n + head + tl, from);
+    }
+}
+
+/* Posts through the proxy until a change is acknowledged (5 s at most). */
+static void wait_writable(const tally_proc_t *proxy)
+{
+    for (int i = 0; i < 250; i++) {
+        http_resp_t a = http(proxy, "POST", "/counter/via-proxy", "{\"by\":1}", NULL);
+        long st = a.status;
+        http_free(&a);
+        if (st == 200)
+            return;
+        sleep_ms(20);
+    }
+    fail_msg("no change went through HAProxy for 5 s");
+}
+
+static pid_t haproxy_pid;
+
+/* Teardown: haproxy does not outlive its test, passed or failed. */
+static int haproxy_stop(void **state)
+{
+    (void)state;
+    if (haproxy_pid > 0) {
+        kill(haproxy_pid, SIGTERM);
+        waitpid(haproxy_pid, NULL, 0);
+        haproxy_pid = 0;
+    }
+    return 0;
+}
+
+static void test_haproxy_failover(void **state)
+{
+    (void)state;
+    if (access("/usr/sbin/haproxy", X_OK) != 0) {
+        printf("haproxy is not installed (tools/deps.sh test installs it): skipped\n");
+        return;
+    }
+    tally_proc_t p, r;
+    tally_start(&p, NULL, NULL);
+    start_replica(&r, &p, NULL);
+    tally_proc_t wr = { .port = tally_free_port() }, rd = { .port = tally_free_port() };
+    size_t len;
+    char *cfg = file_read("deploy/ha/haproxy.cfg", &len);   /* tests run from the repository root */
+    char a[64];
+    snprintf(a, sizeof(a), "127.0.0.1:%d", wr.port);
+    substitute(&cfg, "127.0.0.1:8000", a);
+    snprintf(a, sizeof(a), "127.0.0.1:%d", rd.port);
+    substitute(&cfg, "127.0.0.1:8001", a);
+    snprintf(a, sizeof(a), "127.0.0.1:%d", p.port);
+    substitute(&cfg, "127.0.0.1:8080", a);
+    snprintf(a, sizeof(a), "127.0.0.1:%d", r.port);
+    substitute(&cfg, "127.0.0.1:8081", a);
+    substitute(&cfg, "local0 warning", "local0 info");   /* every request in haproxy.log */
+    char dir[256], path[300];
+    tmpdir_make(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/haproxy.cfg", dir);
+    file_write(path, cfg, strlen(cfg));
+    free(cfg);
+    char logp[300];
+    snprintf(logp, sizeof(logp), "%s/haproxy.log", dir);
+    pid_t hp = haproxy_pid = fork();
+    if (hp == 0) {
+        int log = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(log, 1);
+        dup2(log, 2);
+        execl("/usr/sbin/haproxy", "haproxy", "-db", "-f", path, (char *)NULL);
+        _exit(127);
+    }
+    wait_writable(&wr);
+    http_expect(&p, "GET", "/counter/via-proxy", NULL, 200, "{\"value\":1,\"ttl_ms\":-1}");
+    wait_caught_up(&p, &r);
+    http_expect(&rd, "GET", "/counter/via-proxy", NULL, 200, "{\"value\":1,\"ttl_ms\":-1}");
+
+    /* the primary's machine dies; the tested promote script fails over */
+    char pdir[256], purl[64], rurl[64], cmd[400];
+    snprintf(pdir, sizeof(pdir), "%s", p.dir);
+    url_of(&p, purl, sizeof(purl));
+    url_of(&r, rurl, sizeof(rurl));
+    tally_kill(&p);
+    snprintf(cmd, sizeof(cmd), "sh deploy/ha/promote.sh %s %s >/dev/null 2>&1", rurl, purl);
+    int st = system(cmd);
+    assert_int_equal(WEXITSTATUS(st), 2);   /* promoted; the old primary did not answer */
+    wait_writable(&wr);
+    http_expect(&r, "GET", "/counter/via-proxy", NULL, 200, "{\"value\":2,\"ttl_ms\":-1}");
+
+    /* the old primary returns as a replica: changes keep going to the new one */
+    const char *args[] = { "--replica-of", rurl, NULL };
+    tally_start(&p, pdir, args);
+    wait_caught_up(&r, &p);
+    wait_writable(&wr);
+    for (int i = 0; i < 19; i++) {
+        http_resp_t w = http(&wr, "POST", "/counter/via-proxy", "{\"by\":1}", NULL);
+        assert_status(&w, 200);
+        http_free(&w);
+    }
+    http_expect(&r, "GET", "/counter/via-proxy", NULL, 200, "{\"value\":22,\"ttl_ms\":-1}");
+    wait_caught_up(&r, &p);
+    http_expect(&p, "GET", "/counter/via-proxy", NULL, 200, "{\"value\":22,\"ttl_ms\":-1}");
+    haproxy_stop(NULL);
+    tmpdir_remove(dir);
+    tally_cleanup(&r);
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_haproxy_failover, haproxy_stop),
         cmocka_unit_test(test_replica_refuses_changes),
         cmocka_unit_test(test_converge_under_load),
         cmocka_unit_test(test_resume_and_resync),
