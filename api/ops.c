@@ -81,7 +81,7 @@ static void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_UNAVAILABLE, "ready, but this node's role is %s", role);
         return;
     }
-    api_json(resp, 200, json_pack("{s:s,s:s}", "status", "ready", "role", role));
+    api_json(resp, 200, want ? json_pack("{s:s,s:s}", "status", "ready", "role", role) : json_pack("{s:s}", "status", "ready"));
 }
 
 static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
