@@ -179,8 +179,7 @@ void repl_append(repl_t *r, const journal_req_t *req)
 {
     if (!atomic_load_explicit(&r->active, memory_order_relaxed))
         return;
-    static _Thread_local wbuf_t b = WBUF_INIT;
-    b.len = 0;
+    wbuf_t b = WBUF_INIT;
     journalfmt_put_request(&b, req);
     pthread_mutex_lock(&r->mu);
     if (b.oom || b.len > r->cap) {
@@ -196,6 +195,7 @@ void repl_append(repl_t *r, const journal_req_t *req)
     r->records++;
     pthread_cond_broadcast(&r->grew);
     pthread_mutex_unlock(&r->mu);
+    wbuf_free(&b);
 }
 
 /* ------------------------------------------------------------------------ */
