@@ -245,6 +245,10 @@ static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen
         snprintf(err, errlen, "replication (--replica-of, --min-replicas-ack) needs a data directory, not --in-memory");
         return false;
     }
+    if (o->min_replicas_ack && !o->journal) {
+        snprintf(err, errlen, "--min-replicas-ack needs --journal on (an answer waits for the journal, then for the replicas)");
+        return false;
+    }
     if (o->replica_of[0] && strncmp(o->replica_of, "http://", 7) != 0 && strncmp(o->replica_of, "https://", 8) != 0) {
         snprintf(err, errlen, "--replica-of: '%s' is not a base URL (http://host:port or https://host:port)", o->replica_of);
         return false;
