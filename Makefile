@@ -41,7 +41,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthre
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
 CORE_LIBS := -lroaring -lxxhash -lm
-BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle $(CORE_LIBS)
+BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%
 # faster than glibc's malloc on /throttle; sanitizer builds keep their own
@@ -207,7 +207,7 @@ endif
 # detector holds at most 64 locks; the snapshot barrier takes every shard's).
 # A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
 # loops for the slower build.
-TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts
+TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication
 tsan-suite: $(TALLYD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
 	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \

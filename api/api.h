@@ -67,6 +67,9 @@ typedef enum api_code {
     API_E_REQUEST_TIMEOUT,       /* 408: the request body stopped arriving */
     API_E_MISDIRECTED,           /* 421: a Host a loopback-bound tallyd does not serve (api/guard.h) */
     API_E_TOO_MANY_REQUESTS,     /* 429: too many unknown tokens from one address (api/auth.h) */
+    API_E_READONLY,              /* 421: a change sent to a replica (api/repl.h) */
+    API_E_GONE,                  /* 410: a replication position the primary no longer holds */
+    API_E_CONFLICT,              /* 409: a replication request from a newer epoch than this node's */
     API_E__COUNT
 } api_code_t;
 
@@ -142,6 +145,7 @@ struct api_resp {
      * `deferred`, and the server runs it on another thread, which fills in
      * the response, and answers when it returns. */
     void (*deferred)(api_server_t *srv, api_resp_t *resp);
+    void *deferred_arg;          /* what the handler leaves for `deferred` (it frees it) */
     int route_index;             /* for metrics: index in the route table, -1 none */
     char token_name[API_TOKEN_NAME_MAX + 1];   /* the caller's token, for the access log; "" none */
 };
@@ -170,6 +174,8 @@ typedef struct api_hooks {
     /* Re-reads the --config policies file; false with a message in err
      * (no file configured, or the file is refused: the old policies stay). */
     bool (*reload)(void *ud, size_t *count, char *err, size_t errlen);
+    /* Replication (api/repl.h); NULL when the service has none. */
+    const struct api_repl_hooks *repl;
 } api_hooks_t;
 
 /* ------------------------------------------------------------------------ */

@@ -17,6 +17,7 @@
 
 #include "api/api.h"
 #include "api/auth.h"
+#include "api/repl.h"
 #include "api/ratelimit.h"
 #include "core/version.h"
 
@@ -58,14 +59,29 @@ static void h_healthz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* GET /readyz[?role=primary|replica]: with a role, 200 only on a node in
+ * that role (an orchestrator routes writes to ?role=primary). */
 static void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    (void)req;
+    static const char *const allowed[] = { "role", NULL };
+    const char *want;
+    size_t wlen;
+    if (!api_query_allow(req, resp, allowed) || !api_query_string(req, resp, "role", false, &want, &wlen))
+        return;
+    if (want && strcmp(want, "primary") != 0 && strcmp(want, "replica") != 0) {
+        api_error_field(resp, API_E_BAD_REQUEST, "role", "role must be primary or replica");
+        return;
+    }
     if (srv->hooks.ready && !srv->hooks.ready(srv->hooks.ud)) {
         api_error(resp, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
         return;
     }
-    api_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+    const char *role = srv->hooks.repl ? srv->hooks.repl->role(srv->hooks.repl->ud) : "primary";
+    if (want && strcmp(want, role) != 0) {
+        api_error(resp, API_E_UNAVAILABLE, "ready, but this node's role is %s", role);
+        return;
+    }
+    api_json(resp, 200, want ? json_pack("{s:s,s:s}", "status", "ready", "role", role) : json_pack("{s:s}", "status", "ready"));
 }
 
 static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -39,6 +39,9 @@ static const struct {
     [API_E_REQUEST_TIMEOUT] = { "REQUEST_TIMEOUT", 408 },
     [API_E_MISDIRECTED] = { "MISDIRECTED_REQUEST", 421 },
     [API_E_TOO_MANY_REQUESTS] = { "TOO_MANY_REQUESTS", 429 },
+    [API_E_READONLY] = { "READONLY", 421 },
+    [API_E_GONE] = { "POSITION_GONE", 410 },
+    [API_E_CONFLICT] = { "STALE_EPOCH", 409 },
 };
 
 int api_code_status(api_code_t code) { return codes[code].status; }

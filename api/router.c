@@ -390,6 +390,7 @@ void api_resp_init(api_resp_t *resp)
     resp->journal_lsn = 0;
     resp->journal_held = resp->journal_used = 0;
     resp->deferred = NULL;
+    resp->deferred_arg = NULL;
     resp->route_index = -1;
     resp->token_name[0] = '\0';
 }

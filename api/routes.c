@@ -23,6 +23,7 @@ extern const api_family_t api_topk_family;
 extern const api_family_t api_tdigest_family;
 extern const api_family_t api_keys_family;
 extern const api_family_t api_ops_family;
+extern const api_family_t api_repl_family;
 
 const api_family_t *const api_families[] = {
     &api_throttle_family,
@@ -40,6 +41,7 @@ const api_family_t *const api_families[] = {
     &api_tdigest_family,
     &api_keys_family,
     &api_ops_family,
+    &api_repl_family,
 };
 
 const size_t api_nfamilies = sizeof(api_families) / sizeof(api_families[0]);

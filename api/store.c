@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/repl.h"
 
 /* ------------------------------------------------------------------------ */
 /* Journal and eviction                                                     */
@@ -40,6 +41,8 @@ static bool reserve(api_server_t *srv, api_resp_t *resp, uint64_t bytes)
 
 bool api_journal_reserve(api_server_t *srv, const api_req_t *req, api_resp_t *resp)
 {
+    if (!req->replay && !api_repl_writable(srv, resp))
+        return false;
     if (req->replay || !srv->hooks.journal_reserve)
         return true;
     /* the record is this request, or a canonical form of it no larger than

@@ -18,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <curl/curl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -41,6 +42,7 @@
 #include "service/metrics.h"
 #include "service/options.h"
 #include "service/persist.h"
+#include "service/repl.h"
 #include "service/server.h"
 #include "service/tls.h"
 
@@ -59,9 +61,12 @@ static struct {
      * server answers /readyz, /metrics and /info while data loads). */
     _Atomic(server_t *) live_server;
     _Atomic(persist_t *) live_persist;
+    repl_t *repl;
+    _Atomic(repl_t *) live_repl;
 } app;
 
 static persist_t *live_persist(void) { return atomic_load_explicit(&app.live_persist, memory_order_acquire); }
+static repl_t *live_repl(void) { return atomic_load_explicit(&app.live_repl, memory_order_acquire); }
 
 /* ------------------------------------------------------------------------ */
 /* Hooks the API calls                                                      */
@@ -81,14 +86,21 @@ static uint64_t hook_journal(void *ud, const journal_req_t *req)
 {
     (void)ud;
     persist_t *p = live_persist();
-    return p ? persist_journal_hook(p, req) : 0;
+    if (!p)
+        return 0;
+    uint64_t lsn = persist_journal_hook(p, req);
+    repl_t *r = live_repl();
+    if (r)
+        repl_append(r, req);
+    return lsn;
 }
 
 static bool hook_reserve(void *ud, uint64_t bytes, const char **err)
 {
     (void)ud;
     persist_t *p = live_persist();
-    return !p || persist_reserve_hook(p, bytes, err);
+    repl_t *r = live_repl();
+    return !p || ((!r || repl_reserve_ok(r, err)) && persist_reserve_hook(p, bytes, err));
 }
 
 static void hook_release(void *ud, uint64_t bytes)
@@ -121,14 +133,14 @@ static bool hook_try(void *ud, uint64_t lsn)
 {
     (void)ud;
     persist_t *p = live_persist();
-    return !p || persist_try_hook(p, lsn);
+    return !p || repl_try_hook(live_repl(), p, lsn);
 }
 
 static bool hook_wait_async(void *ud, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err), void *dud)
 {
     (void)ud;
     persist_t *p = live_persist();
-    return !p || persist_wait_async_hook(p, lsn, done, dud);
+    return !p || repl_wait_async_hook(live_repl(), p, lsn, done, dud);
 }
 
 static void hook_metrics(void *ud, wbuf_t *out)
@@ -141,6 +153,9 @@ static void hook_metrics(void *ud, wbuf_t *out)
     persist_t *p = live_persist();
     if (p)
         persist_metrics(p, out);
+    repl_t *r = live_repl();
+    if (r)
+        repl_metrics(r, out);
     if (app.tls)
         tls_metrics(app.tls, out);
     char buf[256];
@@ -163,11 +178,42 @@ static void hook_info(void *ud, json_t *obj)
                                   "uptime_seconds", (double)(clock_mono_ns() - app.started_mono) / 1e9,
                                   "requests_total", (json_int_t)metrics_total_requests(), "ready", hook_ready(NULL)));
     persist_t *p = live_persist();
+    repl_t *r = live_repl();
+    if (r)
+        repl_info(r, obj);
     if (p)
         persist_info(p, obj);
     else
         json_object_set_new(obj, "persistence", json_pack("{s:s}", "mode", "in-memory"));
 }
+
+/* Replication's API hooks, forwarded to it once it is open (before that
+ * only operational routes are served: a node is a primary until then). */
+static bool fwd_writable(void *ud, char *primary, size_t n)
+{
+    (void)ud;
+    repl_t *r = live_repl();
+    return !r || repl_hooks(r)->writable(repl_hooks(r)->ud, primary, n);
+}
+
+static const char *fwd_role(void *ud)
+{
+    (void)ud;
+    repl_t *r = live_repl();
+    return r ? repl_hooks(r)->role(repl_hooks(r)->ud) : "primary";
+}
+
+static void fwd_run(void *ud, const api_repl_call_t *call, api_resp_t *resp)
+{
+    (void)ud;
+    repl_t *r = live_repl();
+    if (r)
+        repl_hooks(r)->run(repl_hooks(r)->ud, call, resp);
+    else
+        api_error(resp, API_E_UNAVAILABLE, "not ready: loading data");
+}
+
+static const api_repl_hooks_t repl_fwd = { NULL, fwd_writable, fwd_role, fwd_run };
 
 /* ------------------------------------------------------------------------ */
 /* Policies file                                                            */
@@ -489,6 +535,7 @@ static int run(void)
         app.api.hooks.journal_reserve = hook_reserve;
         app.api.hooks.journal_release = hook_release;
         app.api.hooks.snapshot = hook_snapshot;
+        app.api.hooks.repl = &repl_fwd;
     }
     app.api.hooks.reload = hook_reload;
     metrics_init();
@@ -525,6 +572,18 @@ static int run(void)
             return 1;
         }
         atomic_store_explicit(&app.live_persist, app.persist, memory_order_release);
+        app.repl = repl_open(o, &app.api, app.persist, err, sizeof(err));
+        if (!app.repl) {
+            log_error("%s", err);
+            server_stop(app.server);
+            atomic_store(&app.live_persist, NULL);
+            persist_close(app.persist);
+            pid_file_remove();
+            ks_free(app.ks);
+            transport_close();
+            return 1;
+        }
+        atomic_store_explicit(&app.live_repl, app.repl, memory_order_release);
     } else {
         log_warn("--in-memory: nothing is written to disk; state is lost when tallyd stops");
     }
@@ -549,6 +608,8 @@ static int run(void)
         ks_expire_cycle(app.ks, clock_now_ns() / 1000000, EXPIRE_SAMPLES);
         if (app.persist)
             persist_tick(app.persist);
+        if (app.repl)
+            repl_tick(app.repl);
         server_tick(app.server);
         if (app.tls)
             tls_tick(app.tls);
@@ -565,6 +626,8 @@ static int run(void)
     atomic_store(&app.live_server, NULL);
     app.server = NULL;
     int rc = 0;
+    atomic_store(&app.live_repl, NULL);
+    repl_close(app.repl);
     if (app.persist) {
         snapshot_stats_t st;
         if (persist_dirty(app.persist) > 0 && !persist_snapshot(app.persist, &st, err, sizeof(err))) {
@@ -634,5 +697,8 @@ int main(int argc, char **argv)
         break;
     }
     log_set_level(app.opts.log_level);
-    return run();
+    curl_global_init(CURL_GLOBAL_DEFAULT);   /* before any thread: replication's HTTP client */
+    int rc = run();
+    curl_global_cleanup();
+    return rc;
 }

@@ -61,6 +61,12 @@ static const opt_def_t defs[] = {
     { "metrics-public", "TALLY_METRICS_PUBLIC", K_FLAG, OFF(metrics_public), 0, 0, "with --tokens, serve /metrics without a token" },
     { "insecure-no-auth", "TALLY_INSECURE_NO_AUTH", K_FLAG, OFF(insecure_no_auth), 0, 0, "serve a non-loopback --bind without --tokens (anyone who reaches the port can do anything)" },
     { "auth-fail-limit", "TALLY_AUTH_FAIL_LIMIT", K_INT, OFF(auth_fail_limit), 0, 1000000, "unknown tokens a minute from one client address before it gets 429 (default 10; 0: no limit)" },
+    /* replication */
+    { "replica-of", "TALLY_REPLICA_OF", K_STR, OFF(replica_of), 0, CAP(replica_of), "follow this primary (base URL, e.g. http://10.0.0.1:8080): load its snapshot, apply its changes, refuse changes with 421" },
+    { "replica-token", "TALLY_REPLICA_TOKEN", K_STR, OFF(replica_token), 0, CAP(replica_token), "bearer token (scope admin) this replica presents to its primary" },
+    { "repl-backlog", "TALLY_REPL_BACKLOG", K_SIZE, OFF(repl_backlog), 0, 0, "bytes of recent changes a primary keeps for replicas that reconnect (default 64mb; further behind: a new snapshot)" },
+    { "min-replicas-ack", "TALLY_MIN_REPLICAS_ACK", K_INT, OFF(min_replicas_ack), 0, 32, "answer a change only once this many replicas hold it (default 0: asynchronous); fewer connected: 503, not applied" },
+    { "min-replicas-timeout", "TALLY_MIN_REPLICAS_TIMEOUT", K_INT, OFF(min_replicas_timeout), 1, 600000, "milliseconds a change waits for --min-replicas-ack before it is answered 503 (default 1000)" },
     { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },
 };
 
@@ -213,6 +219,8 @@ static void defaults(tally_opts_t *o)
     o->journal_timeout = 5;
     o->log_level = LOG_INFO;
     o->auth_fail_limit = 10;
+    o->repl_backlog = 64 << 20;
+    o->min_replicas_timeout = 1000;
 }
 
 /* The transport block's rules between options (files are read at start). */
@@ -233,6 +241,22 @@ static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen
         return false;
     }
     cidr_set_free(&set);
+    if ((o->replica_of[0] || o->min_replicas_ack) && o->in_memory) {
+        snprintf(err, errlen, "replication (--replica-of, --min-replicas-ack) needs a data directory, not --in-memory");
+        return false;
+    }
+    if (o->min_replicas_ack && !o->journal) {
+        snprintf(err, errlen, "--min-replicas-ack needs --journal on (an answer waits for the journal, then for the replicas)");
+        return false;
+    }
+    if (o->replica_of[0] && strncmp(o->replica_of, "http://", 7) != 0 && strncmp(o->replica_of, "https://", 8) != 0) {
+        snprintf(err, errlen, "--replica-of: '%s' is not a base URL (http://host:port or https://host:port)", o->replica_of);
+        return false;
+    }
+    if (o->repl_backlog < 65536) {
+        snprintf(err, errlen, "--repl-backlog: at least 64kb");
+        return false;
+    }
     return true;
 }
 

@@ -52,6 +52,12 @@ typedef struct tally_opts {
     int auth_fail_limit;         /* --auth-fail-limit, TALLY_AUTH_FAIL_LIMIT: unknown tokens a minute
                                     per client address before 429; 10, 0 = no limit */
     char access_log[512];        /* --access-log, TALLY_ACCESS_LOG: FILE or - (stdout); none */
+    /* Replication (service/repl.h, README "Replication"). */
+    char replica_of[512];        /* --replica-of, TALLY_REPLICA_OF: the primary's base URL; none = primary */
+    char replica_token[256];     /* --replica-token, TALLY_REPLICA_TOKEN: an admin token of the primary */
+    size_t repl_backlog;         /* --repl-backlog, TALLY_REPL_BACKLOG: 64 MiB of records for reconnects */
+    int min_replicas_ack;        /* --min-replicas-ack, TALLY_MIN_REPLICAS_ACK: 0 = asynchronous */
+    int min_replicas_timeout;    /* --min-replicas-timeout, TALLY_MIN_REPLICAS_TIMEOUT: 1000 ms */
 } tally_opts_t;
 
 typedef enum opts_action {

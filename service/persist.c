@@ -300,12 +300,8 @@ struct replay_ctx {
     const journal_scan_t *sc;   /* its header is read before the first record */
 };
 
-/* journalfmt_scan callback of the loader: re-executes one request. */
-static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
+void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off)
 {
-    struct replay_ctx *c = ud;
-    if (q->method < API_GET || q->method > API_OTHER)
-        return "unknown method in record";
     char ctype[256];
     size_t cl = q->ctype_len < sizeof(ctype) - 1 ? q->ctype_len : sizeof(ctype) - 1;
     memcpy(ctype, q->ctype, cl);
@@ -319,15 +315,25 @@ static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
     req.body_len = q->body_len;
     req.header = replay_header;
     req.replay = true;
-    req.gen = journalfmt_generation(&c->sc->h);   /* the rules that served it */
+    req.gen = gen;
     api_resp_t resp;
-    api_dispatch(c->p->api, &req, &resp);
+    api_dispatch(api, &req, &resp);
     if (resp.status >= 400)
-        log_warn("journal %s offset %zu: %s %.*s replayed with status %d: %.*s", c->path, off,
-                 api_method_name(req.method), (int)q->path_len, q->path, resp.status, (int)resp.len,
-                 resp.body ? resp.body : "");
+        log_warn("%s offset %zu: %s %.*s replayed with status %d: %.*s", where, off, api_method_name(req.method),
+                 (int)q->path_len, q->path, resp.status, (int)resp.len, resp.body ? resp.body : "");
     api_resp_release(&resp);
     api_req_release(&req);
+}
+
+/* journalfmt_scan callback of the loader: re-executes one request. */
+static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
+{
+    struct replay_ctx *c = ud;
+    if (q->method < API_GET || q->method > API_OTHER)
+        return "unknown method in record";
+    char where[640];
+    snprintf(where, sizeof(where), "journal %s", c->path);
+    persist_replay_request(c->p->api, q, journalfmt_generation(&c->sc->h), where, off);   /* the rules that served it */
     return NULL;
 }
 
@@ -634,6 +640,63 @@ bool persist_wait_async_hook(void *ud, uint64_t lsn, void (*done)(void *ud, bool
 /* Snapshots                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Where drain_shards sends encoded records: the snapshot file (hashed as
+ * written, writeback started every SNAP_WRITEBACK_STEP bytes). */
+struct file_sink {
+    int fd;
+    XXH64_state_t *xs;
+    uint64_t *bytes, *flushed;
+};
+
+static int file_sink_put(void *ud, wbuf_t *b)
+{
+    struct file_sink *fs = ud;
+    XXH64_update(fs->xs, b->data, b->len);
+    int e = write_all_fd(fs->fd, b->data, b->len);
+    if (e)
+        return e;
+    *fs->bytes += b->len;
+    b->len = 0;
+    /* start writeback now, so the fsync at the end waits for the last
+     * stretch only, not for the whole file */
+    if (*fs->bytes - *fs->flushed >= SNAP_WRITEBACK_STEP) {
+        (void)sync_file_range(fs->fd, (off_t)*fs->flushed, (off_t)(*fs->bytes - *fs->flushed), SYNC_FILE_RANGE_WRITE);
+        *fs->flushed = *fs->bytes;
+    }
+    return 0;
+}
+
+/* Encodes every key marked by ks_snapshot_begin into b, shard by shard, a
+ * budget of bytes per shard-lock hold, handing b to put(ud, b) whenever it
+ * holds a budget's worth and at the end (put NULL: b keeps everything).
+ * Returns 0 or an errno; *max_lock_ns grows to the longest hold. */
+static int drain_shards(persist_t *p, wbuf_t *b, int (*put)(void *ud, wbuf_t *b), void *ud, uint64_t *records,
+                        int64_t *max_lock_ns)
+{
+    for (unsigned i = 0; i < ks_shard_count(p->ks); i++) {
+        ks_shard_t *sh = ks_shard_at(p->ks, i);
+        bool done;
+        do {
+            ks_shard_lock(sh);
+            int64_t l0 = clock_mono_ns();
+            done = ks_snapshot_drain(p->ks, sh, b, SNAP_DRAIN_BUDGET, records);
+            ks_shard_unlock(sh);
+            int64_t held = clock_mono_ns() - l0;
+            if (held > *max_lock_ns)
+                *max_lock_ns = held;
+            if (b->oom)
+                return ENOMEM;
+            int e;
+            if (put && (b->len >= SNAP_DRAIN_BUDGET || done) && (e = put(ud, b)) != 0)
+                return e;
+            /* On a busy core, let request threads run between slices rather
+             * than at the end of the scheduler's time slice. */
+            sched_yield();
+        } while (!done);
+    }
+    return ks_snapshot_failed(p->ks) ? ENOMEM : 0;
+}
+
 static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_t errlen)
 {
     int64_t t0 = clock_mono_ns();
@@ -694,43 +757,9 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
     snap_header_t h = { SNAP_VERSION, 0, clock_now_ns() / 1000000, seq };
     snapfmt_put_header(&b, &h);
     step = "write";
-    for (unsigned i = 0; i < ks_shard_count(p->ks); i++) {
-        ks_shard_t *sh = ks_shard_at(p->ks, i);
-        bool done;
-        do {
-            ks_shard_lock(sh);
-            int64_t l0 = clock_mono_ns();
-            done = ks_snapshot_drain(p->ks, sh, &b, SNAP_DRAIN_BUDGET, &records);
-            ks_shard_unlock(sh);
-            int64_t held = clock_mono_ns() - l0;
-            if (held > st->max_lock_ns)
-                st->max_lock_ns = held;
-            if (b.oom) {
-                e = ENOMEM;
-                goto fail;
-            }
-            if (b.len >= SNAP_DRAIN_BUDGET || done) {
-                XXH64_update(xs, b.data, b.len);
-                if ((e = write_all_fd(fd, b.data, b.len)) != 0)
-                    goto fail;
-                bytes += b.len;
-                b.len = 0;
-                /* start writeback now, so the fsync at the end waits for the
-                 * last stretch only, not for the whole file */
-                if (bytes - flushed >= SNAP_WRITEBACK_STEP) {
-                    (void)sync_file_range(fd, (off_t)flushed, (off_t)(bytes - flushed), SYNC_FILE_RANGE_WRITE);
-                    flushed = bytes;
-                }
-            }
-            /* On a busy core, let request threads run between slices rather
-             * than at the end of the scheduler's time slice. */
-            sched_yield();
-        } while (!done);
-    }
-    if (ks_snapshot_failed(p->ks)) {
-        e = ENOMEM;
+    struct file_sink fs = { fd, xs, &bytes, &flushed };
+    if ((e = drain_shards(p, &b, file_sink_put, &fs, &records, &st->max_lock_ns)) != 0)
         goto fail;
-    }
     wbuf_put_u8(&b, SNAP_REC_EOF);
     wbuf_put_u64(&b, records);
     XXH64_update(xs, b.data, b.len);
@@ -826,6 +855,92 @@ bool persist_snapshot(persist_t *p, snapshot_stats_t *st, char *err, size_t errl
     p->last_snapshot_mono = clock_mono_ns();
     pthread_mutex_unlock(&p->snap_mu);
     return ok;
+}
+
+bool persist_snapshot_to_buffer(persist_t *p, wbuf_t *out, void (*at_barrier)(void *ud), void *ud, char *err,
+                                size_t errlen)
+{
+    pthread_mutex_lock(&p->snap_mu);
+    ks_lock_all(p->ks);
+    ks_snapshot_begin(p->ks);
+    at_barrier(ud);
+    ks_unlock_all(p->ks);
+    uint64_t records = 0;
+    int64_t max_lock = 0;
+    wbuf_reserve(out, 2 * SNAP_DRAIN_BUDGET + (8 << 20));
+    snap_header_t h = { SNAP_VERSION, 0, clock_now_ns() / 1000000, 0 };
+    snapfmt_put_header(out, &h);
+    int e = drain_shards(p, out, NULL, NULL, &records, &max_lock);
+    ks_snapshot_end(p->ks);
+    pthread_mutex_unlock(&p->snap_mu);
+    if (!e) {
+        wbuf_put_u8(out, SNAP_REC_EOF);
+        wbuf_put_u64(out, records);
+        wbuf_put_u64(out, XXH64(out->data, out->len, 0));
+        e = out->oom ? ENOMEM : 0;
+    }
+    if (e)
+        snprintf(err, errlen, "snapshot for a replica failed: %s", strerror(e));
+    return e == 0;
+}
+
+/* ks_shard_scan callback of persist_load_snapshot_bytes: collects entries. */
+struct entry_list {
+    ks_entry_t **v;
+    size_t n, cap;
+    bool oom;
+};
+
+static void collect_entry(void *ud, ks_entry_t *e)
+{
+    struct entry_list *l = ud;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        ks_entry_t **v = realloc(l->v, cap * sizeof(*v));
+        if (!v) {
+            l->oom = true;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = e;
+}
+
+bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len, char *err, size_t errlen)
+{
+    snap_scan_t sc;
+    if (!snapfmt_scan(bytes, len, NULL, NULL, &sc)) {
+        snprintf(err, errlen, "snapshot from the primary is damaged at offset %zu: %s", sc.bad_off, sc.why);
+        return false;
+    }
+    /* every key goes, shard by shard; then the snapshot's keys come in */
+    struct entry_list l = { 0 };
+    for (unsigned i = 0; i < ks_shard_count(p->ks); i++) {
+        ks_shard_t *sh = ks_shard_at(p->ks, i);
+        ks_shard_lock(sh);
+        uint64_t cursor = 0;
+        do
+            ks_shard_scan(p->ks, sh, &cursor, 1024, INT64_MIN, collect_entry, &l);
+        while (cursor && !l.oom);
+        for (size_t k = 0; k < l.n; k++)
+            ks_entry_delete(p->ks, l.v[k]);
+        l.n = 0;
+        ks_shard_unlock(sh);
+        if (l.oom)
+            break;
+    }
+    free(l.v);
+    if (l.oom) {
+        snprintf(err, errlen, "out of memory clearing the keyspace");
+        return false;
+    }
+    if (!snapfmt_scan(bytes, len, load_record, p, &sc)) {
+        snprintf(err, errlen, "snapshot from the primary does not load at offset %zu: %s", sc.bad_off, sc.why);
+        return false;
+    }
+    p->loaded_keys = sc.records;
+    return true;
 }
 
 json_t *persist_snapshot_hook(void *ud, const char **errp)

@@ -66,6 +66,20 @@ json_t *persist_snapshot_hook(void *ud, const char **err);
 /* Takes a snapshot now (one at a time: a second caller waits for the first
  * and then takes its own).  Returns false with err filled on failure. */
 bool persist_snapshot(persist_t *p, snapshot_stats_t *st, char *err, size_t errlen);
+/* A snapshot for a replica, into `out` (the snapshot file's bytes; its
+ * journal_seq is 0): taken like persist_snapshot (shard by shard, one
+ * snapshot at a time) but not written to disk.  at_barrier(ud) runs while
+ * every shard is locked, at the instant the snapshot shows: the replication
+ * stream's position is read there. */
+bool persist_snapshot_to_buffer(persist_t *p, wbuf_t *out, void (*at_barrier)(void *ud), void *ud, char *err,
+                                size_t errlen);
+/* Replaces the whole keyspace with a snapshot's keys (a replica's full
+ * resynchronisation): the bytes are checked completely first, like a
+ * snapshot file; false with err when they are refused. */
+bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len, char *err, size_t errlen);
+/* Re-executes one journal record through the API (req.replay, the rules of
+ * algorithm generation `gen`); a refusal is logged with `where` and `off`. */
+void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off);
 /* Called by the service every ~100 ms: journal fsync/retries each second,
  * periodic snapshot when due and anything changed. */
 void persist_tick(persist_t *p);

@@ -1,10 +1,12 @@
 #!/bin/sh
 # Installs the Debian packages one task needs on Debian 12, in sets:
 #
-#   sh tools/deps.sh build   compiling tallyd (make, make run)
+#   sh tools/deps.sh build   compiling tallyd (make, make run); libcurl is the
+#                              replication client (service/replica.c)
 #   sh tools/deps.sh test    + what `make test` runs: cmocka, libcurl, the
 #                              reference redis-server, nginx, yamllint, promtool,
-#                              systemd-analyze, groff, Node.js + the npm tools
+#                              systemd-analyze, groff, haproxy (it_replication's
+#                              failover test), Node.js + the npm tools
 #                              in tools/openapi (pinned by package-lock.json)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx
 #   sh tools/deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
@@ -17,11 +19,12 @@ set -eu
 
 set_name=${1:-build}
 BUILD="gcc make pkg-config
-libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev nettle-dev"
+libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev nettle-dev
+libcurl4-openssl-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools nginx yamllint prometheus systemd groff-base" ;;
+redis-server redis-tools nginx yamllint prometheus systemd groff-base haproxy" ;;
 bench) PKGS="$BUILD redis-server redis-tools nginx wrk curl procps" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;

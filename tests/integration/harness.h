@@ -61,6 +61,8 @@ int tally_start_expect_exit(tally_proc_t *p, const char *dir, const char *const 
  * with SIGXFSZ ignored, so writes fail with EFBIG as on a full disk); 0 = no
  * limit. */
 void tally_set_file_limit(long long bytes);
+/* A TCP port on 127.0.0.1 that nothing listens on right now. */
+int tally_free_port(void);
 /* SIGTERM and wait; returns the exit status (or -signal). */
 int tally_stop(tally_proc_t *p);
 /* SIGKILL and wait. */

@@ -115,20 +115,6 @@ static const char *nginx_bin(void)
     return access("/usr/sbin/nginx", X_OK) == 0 ? "/usr/sbin/nginx" : NULL;
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t n = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || getsockname(fd, (struct sockaddr *)&a, &n) != 0)
-        fail_msg("free_port: %s", strerror(errno));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -170,9 +156,9 @@ static int location(char *out, size_t n, const char *prefix, const char *policy)
 
 static void start_nginx(int tally_port)
 {
-    N.port = free_port();
-    D.port = free_port();
-    int app_port = free_port();
+    N.port = tally_free_port();
+    D.port = tally_free_port();
+    int app_port = tally_free_port();
     char path[400], conf[16384];
     snprintf(path, sizeof(path), "%s/www", dir);
     mkdir(path, 0755);

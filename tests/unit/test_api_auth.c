@@ -105,7 +105,9 @@ static void test_parse_refused(void **state)
 }
 
 /* Every route names an access class; the probes are public, the admin
- * routes admin, and no GET but a rate-limit decision needs more than read. */
+ * routes admin, and no GET but a rate-limit decision and what a replica asks
+ * its primary (every key and every change, whatever a token's prefixes: admin)
+ * needs more than read. */
 static void test_every_route_classified(void **state)
 {
     (void)state;
@@ -119,7 +121,9 @@ static void test_every_route_classified(void **state)
         assert_int_equal(probe, m.access == API_ACCESS_PUBLIC);
         if (!strncmp(m.pattern, "/admin/", 7))
             assert_int_equal(m.access, API_ACCESS_ADMIN);
-        if (!strcmp(m.method, "GET") && m.access != API_ACCESS_READ && strncmp(m.pattern, "/throttle/", 10) != 0)
+        if (!strncmp(m.pattern, "/replication/", 13))
+            assert_int_equal(m.access, API_ACCESS_ADMIN);
+        else if (!strcmp(m.method, "GET") && m.access != API_ACCESS_READ && strncmp(m.pattern, "/throttle/", 10) != 0)
             assert_true(m.access == API_ACCESS_PUBLIC || m.access == API_ACCESS_TOKEN ||
                         m.access == API_ACCESS_METRICS);
         if (m.access == API_ACCESS_READ)

@@ -1,0 +1,61 @@
+/*
+ * repl.h - what the API knows of replication (service/repl.h does it).
+ *
+ * A replica follows a primary: it loads the primary's snapshot
+ * (GET /replication/snapshot), then long-polls the primary's stream of
+ * journal records from that position (GET /replication/log?from=...),
+ * re-executing each through the replay path.  Each poll acknowledges
+ * everything before `from`, which is what --min-replicas-ack waits for.
+ * Changes sent to a replica are refused (421 READONLY naming the primary,
+ * or 503 when it is unknown) before anything is touched: the check sits in
+ * api_journal_reserve, which every changing route passes through.
+ *
+ * POST /admin/promote makes a replica the primary under a new epoch;
+ * POST /admin/replicate?primary=URL makes any node a replica of URL (an old
+ * primary rejoining).  GET /readyz?role=primary answers 200 only on the
+ * primary: what an orchestrator (HAProxy) routes writes by.
+ */
+#ifndef TALLY_API_REPL_H
+#define TALLY_API_REPL_H
+
+#include "api/api.h"
+
+#define API_REPL_URL_MAX 512
+#define API_REPL_ID_MAX 40
+
+typedef enum api_repl_op {
+    API_REPL_SNAPSHOT,           /* GET /replication/snapshot */
+    API_REPL_LOG,                /* GET /replication/log */
+    API_REPL_PROMOTE,            /* POST /admin/promote */
+    API_REPL_FOLLOW              /* POST /admin/replicate?primary=URL */
+} api_repl_op_t;
+
+/* One replication request, its parameters checked by api/repl.c. */
+typedef struct api_repl_call {
+    api_repl_op_t op;
+    char run[API_REPL_ID_MAX];   /* log: the primary's stream id the position belongs to */
+    uint64_t from;               /* log: the replica's position (= acknowledgement) */
+    uint64_t records;            /* log: records the replica has applied in this stream */
+    uint64_t epoch;              /* snapshot, log: the highest epoch the replica knows */
+    int wait_ms;                 /* log: how long to wait for a record */
+    char id[API_REPL_ID_MAX];    /* log: the replica's name */
+    char addr[64];               /* log: the replica's address */
+    char primary[API_REPL_URL_MAX];  /* follow: the primary's base URL */
+} api_repl_call_t;
+
+typedef struct api_repl_hooks {
+    void *ud;
+    /* True when this node takes changes; else false with the primary's base
+     * URL in `primary` ("" when unknown, or while fenced). */
+    bool (*writable)(void *ud, char *primary, size_t n);
+    /* "primary", "replica" or "fenced" (a primary that saw a newer epoch). */
+    const char *(*role)(void *ud);
+    /* Serves a call on a server thread of its own (it may wait): fills resp. */
+    void (*run)(void *ud, const api_repl_call_t *call, api_resp_t *resp);
+} api_repl_hooks_t;
+
+/* True when the node takes changes; else fills resp with 421 READONLY
+ * (header X-Tally-Primary: the primary's URL) or 503 and returns false. */
+bool api_repl_writable(api_server_t *srv, api_resp_t *resp);
+
+#endif

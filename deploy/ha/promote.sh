@@ -1,0 +1,60 @@
+#!/bin/sh
+# promote.sh - fail over to a replica: promote it, then point every other
+# node at it.  Run by an operator or an orchestrator that decided the
+# primary is gone (tally does not elect: see README "Replication").
+#
+#   deploy/ha/promote.sh [-t TOKEN_FILE] NEW_PRIMARY_URL [OTHER_NODE_URL...]
+#
+# 1. POST NEW_PRIMARY_URL/admin/promote: the replica stops following, takes a
+#    new epoch (written to its data directory), snapshots, takes changes.
+# 2. POST OTHER/admin/replicate?primary=NEW_PRIMARY_URL on every other node:
+#    replicas follow the new primary (a fresh snapshot); a former primary
+#    that still runs stops taking changes at once and resynchronises.  A node
+#    that does not answer is reported; when it comes back, start it with
+#    --replica-of NEW_PRIMARY_URL (or run this step for it) - until then a
+#    replica of the new epoch that reaches it fences it (503 to changes).
+# HAProxy (deploy/ha/haproxy.cfg) sends changes to the new primary at its
+# next health check of /readyz?role=primary.
+#
+# TOKEN_FILE holds an admin token (when the nodes run with --tokens).
+# Exit status: 0 promoted and every other node told; 1 promotion failed;
+# 2 promoted, but some node did not answer.
+set -u
+
+auth=""
+if [ "${1:-}" = "-t" ]; then
+    [ $# -ge 2 ] || { echo "promote.sh: -t needs a token file" >&2; exit 1; }
+    auth="Authorization: Bearer $(cat "$2")"
+    shift 2
+fi
+[ $# -ge 1 ] || { echo "usage: promote.sh [-t TOKEN_FILE] NEW_PRIMARY_URL [OTHER_NODE_URL...]" >&2; exit 1; }
+new=${1%/}
+shift
+
+post() {
+    if [ -n "$auth" ]; then
+        curl -sS --max-time 10 -X POST -H "$auth" -w '\n%{http_code}' "$1"
+    else
+        curl -sS --max-time 10 -X POST -w '\n%{http_code}' "$1"
+    fi
+}
+
+out=$(post "$new/admin/promote") || { echo "promote.sh: $new did not answer" >&2; exit 1; }
+code=$(printf '%s\n' "$out" | tail -n 1)
+if [ "$code" != 200 ]; then
+    echo "promote.sh: $new refused the promotion ($code): $(printf '%s\n' "$out" | head -n 1)" >&2
+    exit 1
+fi
+echo "promoted $new: $(printf '%s\n' "$out" | head -n 1)"
+
+status=0
+for node in "$@"; do
+    node=${node%/}
+    if out=$(post "$node/admin/replicate?primary=$new") && [ "$(printf '%s\n' "$out" | tail -n 1)" = 200 ]; then
+        echo "$node now follows $new"
+    else
+        echo "promote.sh: $node did not follow $new (down?): start it with --replica-of $new when it returns" >&2
+        status=2
+    fi
+done
+exit $status

@@ -1,0 +1,821 @@
+/* repl.c - see repl.h for the protocol; this file is the primary's side,
+ * the node's role and epoch, and the semi-synchronous waits. */
+#include "service/repl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/persist_fmt.h"
+#include "service/clock.h"
+#include "service/log.h"
+#include "service/replica.h"
+
+#define REPL_MAX_PEERS 32
+#define REPL_PEER_ALIVE_MS 3000      /* a replica that polled this recently is connected */
+#define REPL_BATCH_BYTES (1u << 20)  /* records answered by one poll at most */
+#define EPOCH_NAME "EPOCH"
+
+enum { ROLE_PRIMARY, ROLE_REPLICA, ROLE_FENCED };
+static const char *const role_names[] = { "primary", "replica", "fenced" };
+
+/* A replica as the primary sees it, from its polls. */
+typedef struct peer {
+    char id[API_REPL_ID_MAX];
+    char addr[64];
+    uint64_t acked;              /* stream offset it holds everything before */
+    uint64_t records;            /* records it has applied in this stream */
+    int64_t seen_ms;             /* monotonic: last poll started or ended */
+    bool polling;
+} peer_t;
+
+/* A change whose answer waits for acknowledgements. */
+typedef struct waiter {
+    struct waiter *next;
+    uint64_t target;
+    int64_t deadline_ms;
+    void (*done)(void *ud, bool ok, const char *err);
+    void *ud;
+} waiter_t;
+
+struct repl {
+    api_server_t *api;
+    persist_t *p;
+    char dir[512];
+    char token[256];
+    int min_acks, ack_timeout_ms;
+    api_repl_hooks_t hooks;
+
+    pthread_mutex_t mu;
+    pthread_cond_t grew;         /* the backlog grew, or the role changed */
+    _Atomic int role;            /* read without mu on every change */
+    char primary[API_REPL_URL_MAX];
+    uint64_t epoch;
+    char run[API_REPL_ID_MAX];
+    replica_t *follower;         /* ROLE_REPLICA: the thread following `primary` */
+    bool closing;
+
+    /* The backlog: bytes [tail, head) of the stream, whole records, in a
+     * ring of `cap` bytes; `records` counts the records appended. */
+    _Atomic bool active;         /* set at the first replica snapshot */
+    uint8_t *ring;
+    uint64_t cap, head, tail, records;
+    peer_t peers[REPL_MAX_PEERS];
+    int npeers;
+    waiter_t *waiters;
+    uint64_t acks_timed_out, refused_no_replicas;
+};
+
+static int64_t mono_ms(void) { return clock_mono_ns() / 1000000; }
+
+static void run_new(repl_t *r)
+{
+    uint8_t b[8] = { 0 };
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+        uint64_t t = (uint64_t)clock_now_ns();
+        memcpy(b, &t, sizeof(b));
+    }
+    for (int i = 0; i < 8; i++)
+        snprintf(r->run + 2 * i, 3, "%02x", b[i]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The epoch file                                                           */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t epoch_read(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", dir, EPOCH_NAME);
+    FILE *f = fopen(path, "r");
+    unsigned long long e = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &e) != 1)
+            e = 0;
+        fclose(f);
+    }
+    return e;
+}
+
+/* Writes EPOCH durably (temporary file, fsync, rename, fsync directory). */
+static bool epoch_write(const char *dir, uint64_t epoch, char *err, size_t errlen)
+{
+    char tmp[600], path[600];
+    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, EPOCH_NAME);
+    snprintf(path, sizeof(path), "%s/%s", dir, EPOCH_NAME);
+    char text[32];
+    int n = snprintf(text, sizeof(text), "%" PRIu64 "\n", epoch);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool ok = fd >= 0 && write(fd, text, (size_t)n) == n && fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0 && close(fd) != 0)
+        ok = false;
+    if (ok && rename(tmp, path) != 0) {
+        e = errno;
+        ok = false;
+    }
+    int dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0) {
+            e = errno;
+            ok = false;
+        }
+        close(dfd);
+    }
+    if (!ok) {
+        unlink(tmp);
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The backlog                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Copies n bytes of the stream at offset off (retained) out of the ring. */
+static void ring_read(const repl_t *r, uint64_t off, void *dst, size_t n)
+{
+    size_t at = (size_t)(off % r->cap), first = n < r->cap - at ? n : (size_t)(r->cap - at);
+    memcpy(dst, r->ring + at, first);
+    memcpy((uint8_t *)dst + first, r->ring, n - first);
+}
+
+static void ring_write(repl_t *r, uint64_t off, const void *src, size_t n)
+{
+    size_t at = (size_t)(off % r->cap), first = n < r->cap - at ? n : (size_t)(r->cap - at);
+    memcpy(r->ring + at, src, first);
+    memcpy(r->ring, (const uint8_t *)src + first, n - first);
+}
+
+/* The framed size of the record at stream offset off (retained). */
+static uint64_t record_size(const repl_t *r, uint64_t off)
+{
+    uint8_t len[4];
+    ring_read(r, off, len, 4);
+    return JOURNAL_FRAME_SIZE + ((uint64_t)len[0] | (uint64_t)len[1] << 8 | (uint64_t)len[2] << 16 |
+                                 (uint64_t)len[3] << 24);
+}
+
+/* The server time (ms) of the record at off: its payload is kind, now_ns. */
+static int64_t record_ms(const repl_t *r, uint64_t off)
+{
+    uint8_t b[8];
+    ring_read(r, off + JOURNAL_FRAME_SIZE + 1, b, 8);
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return (int64_t)v / 1000000;
+}
+
+void repl_append(repl_t *r, const journal_req_t *req)
+{
+    if (!atomic_load_explicit(&r->active, memory_order_relaxed))
+        return;
+    wbuf_t b = WBUF_INIT;
+    journalfmt_put_request(&b, req);
+    pthread_mutex_lock(&r->mu);
+    if (b.oom || b.len > r->cap) {
+        /* cannot be kept: every position before it is gone */
+        r->tail = r->head = r->head + (b.oom ? 0 : b.len);
+        log_warn("replication: a record of %zu bytes does not fit the backlog; replicas will resynchronise", b.len);
+    } else {
+        while (r->head + b.len - r->tail > r->cap)
+            r->tail += record_size(r, r->tail);
+        ring_write(r, r->head, b.data, b.len);
+        r->head += b.len;
+    }
+    r->records++;
+    pthread_cond_broadcast(&r->grew);
+    pthread_mutex_unlock(&r->mu);
+    wbuf_free(&b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Acknowledgements                                                         */
+/* ------------------------------------------------------------------------ */
+
+static bool peer_alive(const peer_t *pe, int64_t now)
+{
+    return pe->polling || now - pe->seen_ms <= REPL_PEER_ALIVE_MS;
+}
+
+/* Connected replicas holding the stream up to `target` (mu held). */
+static int acks_at(const repl_t *r, uint64_t target, int64_t now)
+{
+    int n = 0;
+    for (int i = 0; i < r->npeers; i++)
+        n += peer_alive(&r->peers[i], now) && r->peers[i].acked >= target;
+    return n;
+}
+
+/* Moves the waiters that `keep` rejects to *out (mu held). */
+static void waiters_take(repl_t *r, waiter_t **out, bool expired_only, int64_t now)
+{
+    waiter_t **pp = &r->waiters;
+    while (*pp) {
+        waiter_t *w = *pp;
+        bool take = expired_only ? now >= w->deadline_ms : acks_at(r, w->target, now) >= r->min_acks;
+        if (take) {
+            *pp = w->next;
+            w->next = *out;
+            *out = w;
+        } else {
+            pp = &w->next;
+        }
+    }
+}
+
+static void waiters_finish(waiter_t *w, bool ok, const char *err)
+{
+    while (w) {
+        waiter_t *next = w->next;
+        w->done(w->ud, ok, err);
+        free(w);
+        w = next;
+    }
+}
+
+bool repl_reserve_ok(repl_t *r, const char **err)
+{
+    if (r->min_acks == 0 || atomic_load(&r->role) != ROLE_PRIMARY)
+        return true;
+    pthread_mutex_lock(&r->mu);
+    int64_t now = mono_ms();
+    int n = 0;
+    for (int i = 0; i < r->npeers; i++)
+        n += peer_alive(&r->peers[i], now);
+    bool ok = n >= r->min_acks;
+    if (!ok)
+        r->refused_no_replicas++;
+    pthread_mutex_unlock(&r->mu);
+    if (!ok) {
+        static _Thread_local char msg[160];
+        snprintf(msg, sizeof(msg), "only %d of the %d replicas --min-replicas-ack requires are connected", n,
+                 r->min_acks);
+        *err = msg;
+    }
+    return ok;
+}
+
+/* Registers a wait for `target`; true when it is already acknowledged. */
+static bool acks_wait(repl_t *r, uint64_t target, void (*done)(void *ud, bool ok, const char *err), void *dud)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t now = mono_ms();
+    if (acks_at(r, target, now) >= r->min_acks) {
+        pthread_mutex_unlock(&r->mu);
+        return true;
+    }
+    waiter_t *w = malloc(sizeof(*w));
+    if (!w) {
+        pthread_mutex_unlock(&r->mu);
+        done(dud, false, "out of memory waiting for replicas");
+        return false;
+    }
+    *w = (waiter_t){ r->waiters, target, now + r->ack_timeout_ms, done, dud };
+    r->waiters = w;
+    pthread_mutex_unlock(&r->mu);
+    return false;
+}
+
+/* The answer waits for the journal, then for the replicas. */
+typedef struct chain {
+    repl_t *r;
+    uint64_t target;
+    void (*done)(void *ud, bool ok, const char *err);
+    void *dud;
+} chain_t;
+
+static void chain_durable(void *ud, bool ok, const char *err)
+{
+    chain_t c = *(chain_t *)ud;
+    free(ud);
+    if (!ok)
+        c.done(c.dud, false, err);
+    else if (acks_wait(c.r, c.target, c.done, c.dud))
+        c.done(c.dud, true, NULL);
+}
+
+static bool semisync(repl_t *r) { return r && r->min_acks > 0 && atomic_load(&r->role) == ROLE_PRIMARY; }
+
+bool repl_try_hook(repl_t *r, persist_t *p, uint64_t lsn)
+{
+    /* every change waits for acknowledgements: never answered inline */
+    return !semisync(r) && persist_try_hook(p, lsn);
+}
+
+bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err),
+                          void *dud)
+{
+    if (!semisync(r))
+        return persist_wait_async_hook(p, lsn, done, dud);
+    pthread_mutex_lock(&r->mu);
+    uint64_t target = r->head;   /* past this request's records: they were appended before the answer */
+    pthread_mutex_unlock(&r->mu);
+    chain_t *c = malloc(sizeof(*c));
+    if (!c) {
+        done(dud, false, "out of memory waiting for replicas");
+        return false;
+    }
+    *c = (chain_t){ r, target, done, dud };
+    if (!persist_wait_async_hook(p, lsn, chain_durable, c))
+        return false;   /* chain_durable runs later (or ran, on failure) */
+    free(c);
+    return acks_wait(r, target, done, dud);
+}
+
+void repl_tick(repl_t *r)
+{
+    waiter_t *late = NULL;
+    pthread_mutex_lock(&r->mu);
+    waiters_take(r, &late, true, mono_ms());
+    for (waiter_t *w = late; w; w = w->next)
+        r->acks_timed_out++;
+    pthread_mutex_unlock(&r->mu);
+    static _Thread_local char msg[300];
+    snprintf(msg, sizeof(msg),
+             "fewer than %d replicas acknowledged the change within %d ms (--min-replicas-ack). It is applied and "
+             "journaled on the primary and may still reach the replicas: read it back before retrying a change "
+             "that is not idempotent",
+             r->min_acks, r->ack_timeout_ms);
+    waiters_finish(late, false, msg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The primary's routes                                                     */
+/* ------------------------------------------------------------------------ */
+
+static peer_t *peer_get(repl_t *r, const char *id, int64_t now)
+{
+    for (int i = 0; i < r->npeers; i++)
+        if (strcmp(r->peers[i].id, id) == 0)
+            return &r->peers[i];
+    int slot = r->npeers;
+    if (slot == REPL_MAX_PEERS) {   /* the longest silent one makes room */
+        slot = 0;
+        for (int i = 1; i < r->npeers; i++)
+            if (!r->peers[i].polling && r->peers[i].seen_ms < r->peers[slot].seen_ms)
+                slot = i;
+        if (r->peers[slot].polling || now - r->peers[slot].seen_ms <= REPL_PEER_ALIVE_MS)
+            return NULL;
+    } else {
+        r->npeers++;
+    }
+    memset(&r->peers[slot], 0, sizeof(peer_t));
+    snprintf(r->peers[slot].id, sizeof(r->peers[slot].id), "%s", id);
+    return &r->peers[slot];
+}
+
+struct barrier {
+    repl_t *r;
+    uint64_t offset, records, epoch;
+    char run[API_REPL_ID_MAX];
+};
+
+/* Runs with every shard locked: the snapshot shows the stream up to here. */
+static void at_barrier(void *ud)
+{
+    struct barrier *b = ud;
+    repl_t *r = b->r;
+    pthread_mutex_lock(&r->mu);
+    if (!atomic_load(&r->active)) {
+        r->tail = r->head;
+        atomic_store(&r->active, true);
+    }
+    b->offset = r->head;
+    b->records = r->records;
+    b->epoch = r->epoch;
+    memcpy(b->run, r->run, sizeof(b->run));
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void add_position(api_resp_t *resp, const char *run, uint64_t offset, uint64_t records, uint64_t epoch)
+{
+    api_add_header(resp, "X-Tally-Repl-Run", "%s", run);
+    api_add_header(resp, "X-Tally-Repl-Offset", "%" PRIu64, offset);
+    api_add_header(resp, "X-Tally-Repl-Records", "%" PRIu64, records);
+    api_add_header(resp, "X-Tally-Repl-Epoch", "%" PRIu64, epoch);
+}
+
+static bool not_primary(repl_t *r, api_resp_t *resp)
+{
+    int role = atomic_load(&r->role);
+    if (role == ROLE_PRIMARY)
+        return false;
+    api_error(resp, API_E_UNAVAILABLE, "this node is %s, not the primary: replicas follow the primary",
+              role == ROLE_REPLICA ? "a replica" : "a fenced former primary");
+    return true;
+}
+
+/* A request from a replica that knows a newer epoch than this node's: this
+ * node was replaced by a promotion.  A primary becomes fenced; 409 (mu held). */
+static bool stale(repl_t *r, uint64_t epoch, api_resp_t *resp)
+{
+    if (epoch <= r->epoch)
+        return false;
+    if (atomic_load(&r->role) == ROLE_PRIMARY) {
+        atomic_store(&r->role, ROLE_FENCED);
+        log_error("replication: a replica knows epoch %" PRIu64 ", newer than this primary's %" PRIu64
+                  ": another node was promoted. This node takes no changes until it follows the new primary "
+                  "(POST /admin/replicate?primary=URL)",
+                  epoch, r->epoch);
+    }
+    api_error(resp, API_E_CONFLICT, "this node's epoch %" PRIu64 " is older than %" PRIu64 ": it is no longer the primary",
+              r->epoch, epoch);
+    return true;
+}
+
+static void serve_snapshot(repl_t *r, uint64_t epoch, api_resp_t *resp)
+{
+    pthread_mutex_lock(&r->mu);
+    bool refused = stale(r, epoch, resp) || not_primary(r, resp);
+    pthread_mutex_unlock(&r->mu);
+    if (refused)
+        return;
+    wbuf_t b = WBUF_INIT;
+    struct barrier bar = { .r = r };
+    char err[256];
+    if (!persist_snapshot_to_buffer(r->p, &b, at_barrier, &bar, err, sizeof(err))) {
+        wbuf_free(&b);
+        api_error(resp, API_E_INTERNAL, "%s", err);
+        return;
+    }
+    resp->status = 200;
+    resp->ctype = "application/octet-stream";
+    free(resp->body);
+    resp->body = (char *)b.data;   /* the response owns the buffer */
+    resp->len = b.len;
+    add_position(resp, bar.run, bar.offset, bar.records, bar.epoch);
+    log_info("replication: snapshot of %zu bytes sent at offset %" PRIu64, b.len, bar.offset);
+}
+
+static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t now = mono_ms();
+    if (stale(r, c->epoch, resp)) {
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    if (not_primary(r, resp)) {
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    if (strcmp(c->run, r->run) != 0 || c->from < r->tail || c->from > r->head || !atomic_load(&r->active)) {
+        pthread_mutex_unlock(&r->mu);
+        api_error(resp, API_E_GONE, "position %s/%" PRIu64 " is not in this primary's backlog: fetch a snapshot",
+                  c->run, c->from);
+        return;
+    }
+    peer_t *pe = peer_get(r, c->id, now);
+    if (!pe) {
+        pthread_mutex_unlock(&r->mu);
+        api_error(resp, API_E_UNAVAILABLE, "too many replicas (at most %d)", REPL_MAX_PEERS);
+        return;
+    }
+    snprintf(pe->addr, sizeof(pe->addr), "%s", c->addr);
+    pe->acked = c->from;
+    pe->records = c->records;
+    pe->seen_ms = now;
+    pe->polling = true;
+    waiter_t *acked = NULL;
+    waiters_take(r, &acked, false, now);
+    /* wait for a record */
+    int64_t deadline = now + c->wait_ms;
+    while (r->head == c->from && !r->closing && atomic_load(&r->role) == ROLE_PRIMARY &&
+           strcmp(c->run, r->run) == 0 && mono_ms() < deadline) {
+        if (acked) {   /* answer the acknowledged changes before sleeping */
+            pthread_mutex_unlock(&r->mu);
+            waiters_finish(acked, true, NULL);
+            acked = NULL;
+            pthread_mutex_lock(&r->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t left = deadline - mono_ms();
+        left = left > 100 ? 100 : left < 1 ? 1 : left;
+        ts.tv_nsec += left * 1000000;
+        ts.tv_sec += ts.tv_nsec / 1000000000;
+        ts.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&r->grew, &r->mu, &ts);
+    }
+    bool gone = strcmp(c->run, r->run) != 0 || c->from < r->tail;
+    wbuf_t b = WBUF_INIT;
+    uint64_t off = c->from;
+    if (!gone) {
+        while (off < r->head && b.len < REPL_BATCH_BYTES) {
+            uint64_t n = record_size(r, off);
+            wbuf_reserve(&b, b.len + n);
+            if (b.oom)
+                break;
+            ring_read(r, off, b.data + b.len, n);
+            b.len += n;
+            off += n;
+        }
+    }
+    uint64_t head = r->head, records = r->records, epoch = r->epoch;
+    pe = peer_get(r, c->id, mono_ms());
+    if (pe) {
+        pe->polling = false;
+        pe->seen_ms = mono_ms();
+    }
+    pthread_mutex_unlock(&r->mu);
+    waiters_finish(acked, true, NULL);
+    if (gone || b.oom) {
+        wbuf_free(&b);
+        if (gone)
+            api_error(resp, API_E_GONE, "position %s/%" PRIu64 " left the backlog: fetch a snapshot", c->run, c->from);
+        else
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory reading the backlog");
+        return;
+    }
+    resp->status = 200;
+    resp->ctype = "application/octet-stream";
+    free(resp->body);
+    resp->body = b.len ? (char *)b.data : malloc(1);
+    resp->len = b.len;
+    if (!resp->body) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    api_add_header(resp, "X-Tally-Repl-Head", "%" PRIu64, head);
+    api_add_header(resp, "X-Tally-Repl-Records", "%" PRIu64, records);
+    api_add_header(resp, "X-Tally-Repl-Epoch", "%" PRIu64, epoch);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Roles                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Stops the follower, if any (without mu: the thread may be applying). */
+static uint64_t follower_stop(repl_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    replica_t *f = r->follower;
+    r->follower = NULL;
+    uint64_t epoch = r->epoch;
+    pthread_mutex_unlock(&r->mu);
+    if (f) {
+        uint64_t seen = replica_epoch(f);
+        replica_stop(f);
+        if (seen > epoch)
+            epoch = seen;
+    }
+    return epoch;
+}
+
+static bool follow(repl_t *r, const char *primary, char *err, size_t errlen)
+{
+    uint64_t epoch = follower_stop(r);
+    pthread_mutex_lock(&r->mu);
+    atomic_store(&r->role, ROLE_REPLICA);
+    snprintf(r->primary, sizeof(r->primary), "%s", primary);
+    r->epoch = epoch;
+    r->follower = replica_start(primary, r->token, r->api, r->p, epoch);
+    bool ok = r->follower != NULL;
+    pthread_cond_broadcast(&r->grew);
+    pthread_mutex_unlock(&r->mu);
+    if (!ok)
+        snprintf(err, errlen, "out of memory starting the replication thread");
+    else
+        log_info("replication: following %s", primary);
+    return ok;
+}
+
+static void serve_promote(repl_t *r, api_resp_t *resp)
+{
+    if (atomic_load(&r->role) == ROLE_PRIMARY) {
+        api_json(resp, 200, json_pack("{s:s,s:I,s:b}", "role", "primary", "epoch", (json_int_t)r->epoch, "promoted", 0));
+        return;
+    }
+    uint64_t epoch = follower_stop(r) + 1;
+    char err[700];
+    if (!epoch_write(r->dir, epoch, err, sizeof(err))) {
+        api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
+        return;
+    }
+    /* what was replicated becomes durable here before the first change */
+    snapshot_stats_t st;
+    if (!persist_snapshot(r->p, &st, err, sizeof(err))) {
+        api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->epoch = epoch;
+    r->primary[0] = '\0';
+    run_new(r);
+    r->tail = r->head;    /* positions of other streams mean nothing here */
+    r->npeers = 0;
+    atomic_store(&r->role, ROLE_PRIMARY);
+    pthread_mutex_unlock(&r->mu);
+    log_info("replication: promoted to primary under epoch %" PRIu64, epoch);
+    api_json(resp, 200, json_pack("{s:s,s:I,s:b}", "role", "primary", "epoch", (json_int_t)epoch, "promoted", 1));
+}
+
+static void hook_run(void *ud, const api_repl_call_t *c, api_resp_t *resp)
+{
+    repl_t *r = ud;
+    switch (c->op) {
+    case API_REPL_SNAPSHOT:
+        serve_snapshot(r, c->epoch, resp);
+        break;
+    case API_REPL_LOG:
+        serve_log(r, c, resp);
+        break;
+    case API_REPL_PROMOTE:
+        serve_promote(r, resp);
+        break;
+    case API_REPL_FOLLOW: {
+        char err[200];
+        if (!follow(r, c->primary, err, sizeof(err)))
+            api_error(resp, API_E_OUT_OF_MEMORY, "%s", err);
+        else
+            api_json(resp, 200, json_pack("{s:s,s:s}", "role", "replica", "primary", c->primary));
+        break;
+    }
+    }
+}
+
+static bool hook_writable(void *ud, char *primary, size_t n)
+{
+    repl_t *r = ud;
+    int role = atomic_load_explicit(&r->role, memory_order_relaxed);
+    if (role == ROLE_PRIMARY)
+        return true;
+    pthread_mutex_lock(&r->mu);
+    snprintf(primary, n, "%s", role == ROLE_REPLICA ? r->primary : "");
+    pthread_mutex_unlock(&r->mu);
+    return false;
+}
+
+static const char *hook_role(void *ud)
+{
+    repl_t *r = ud;
+    return role_names[atomic_load(&r->role)];
+}
+
+const api_repl_hooks_t *repl_hooks(repl_t *r) { return &r->hooks; }
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle, /info, /metrics                                               */
+/* ------------------------------------------------------------------------ */
+
+repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *err, size_t errlen)
+{
+    repl_t *r = calloc(1, sizeof(*r));
+    if (r)
+        r->ring = malloc(o->repl_backlog);
+    if (!r || !r->ring) {
+        free(r);
+        snprintf(err, errlen, "out of memory allocating the %zu-byte replication backlog", o->repl_backlog);
+        return NULL;
+    }
+    r->api = api;
+    r->p = p;
+    r->cap = o->repl_backlog;
+    r->min_acks = o->min_replicas_ack;
+    r->ack_timeout_ms = o->min_replicas_timeout;
+    snprintf(r->dir, sizeof(r->dir), "%s", o->data_dir);
+    snprintf(r->token, sizeof(r->token), "%s", o->replica_token);
+    r->hooks = (api_repl_hooks_t){ r, hook_writable, hook_role, hook_run };
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->grew, NULL);
+    r->epoch = epoch_read(o->data_dir);
+    run_new(r);
+    atomic_store(&r->role, ROLE_PRIMARY);
+    if (o->replica_of[0] && !follow(r, o->replica_of, err, errlen)) {
+        repl_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+void repl_close(repl_t *r)
+{
+    if (!r)
+        return;
+    follower_stop(r);
+    pthread_mutex_lock(&r->mu);
+    r->closing = true;
+    pthread_cond_broadcast(&r->grew);
+    waiter_t *all = r->waiters;
+    r->waiters = NULL;
+    pthread_mutex_unlock(&r->mu);
+    waiters_finish(all, false, "shutting down");
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->grew);
+    free(r->ring);
+    free(r);
+}
+
+/* Lag of a peer (mu held): records and ms behind the stream's head. */
+static void peer_lag(const repl_t *r, const peer_t *pe, int64_t now_ms, uint64_t *records, int64_t *ms)
+{
+    *records = r->records > pe->records ? r->records - pe->records : 0;
+    *ms = 0;
+    if (pe->acked < r->head && pe->acked >= r->tail) {
+        int64_t t = record_ms(r, pe->acked);
+        *ms = now_ms > t ? now_ms - t : 0;
+    }
+}
+
+void repl_info(repl_t *r, json_t *obj)
+{
+    pthread_mutex_lock(&r->mu);
+    int role = atomic_load(&r->role);
+    json_t *o = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:i,s:i}", "role", role_names[role], "epoch",
+                          (json_int_t)r->epoch, "run", r->run, "offset", (json_int_t)r->head, "records",
+                          (json_int_t)r->records, "backlog_bytes", (json_int_t)(r->head - r->tail),
+                          "backlog_capacity", (json_int_t)r->cap, "min_replicas_ack", r->min_acks,
+                          "min_replicas_timeout_ms", r->ack_timeout_ms);
+    json_object_set_new(o, "primary", role == ROLE_REPLICA ? json_string(r->primary) : json_null());
+    json_t *list = json_array();
+    int64_t now = mono_ms(), wall = clock_now_ns() / 1000000;
+    int connected = 0;
+    for (int i = 0; i < r->npeers; i++) {
+        const peer_t *pe = &r->peers[i];
+        bool alive = peer_alive(pe, now);
+        connected += alive;
+        uint64_t lr;
+        int64_t lm;
+        peer_lag(r, pe, wall, &lr, &lm);
+        json_array_append_new(list, json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:I}", "id", pe->id, "addr", pe->addr,
+                                              "connected", alive, "offset", (json_int_t)pe->acked, "records",
+                                              (json_int_t)pe->records, "lag_records", (json_int_t)lr, "lag_ms",
+                                              (json_int_t)lm, "last_seen_ms_ago", (json_int_t)(now - pe->seen_ms)));
+    }
+    json_object_set_new(o, "replicas", list);
+    json_object_set_new(o, "replicas_connected", json_integer(connected));
+    json_object_set_new(o, "acks_timed_out", json_integer((json_int_t)r->acks_timed_out));
+    json_object_set_new(o, "refused_too_few_replicas", json_integer((json_int_t)r->refused_no_replicas));
+    if (r->follower)
+        replica_info(r->follower, o);
+    pthread_mutex_unlock(&r->mu);
+    json_object_set_new(obj, "replication", o);
+}
+
+void repl_metrics(repl_t *r, wbuf_t *out)
+{
+    char line[512];
+    pthread_mutex_lock(&r->mu);
+    int role = atomic_load(&r->role);
+    int n = snprintf(line, sizeof(line),
+                     "# HELP tally_replication_role This node's role (1 for the role it has).\n"
+                     "# TYPE tally_replication_role gauge\n"
+                     "tally_replication_role{role=\"primary\"} %d\n"
+                     "tally_replication_role{role=\"replica\"} %d\n"
+                     "tally_replication_role{role=\"fenced\"} %d\n"
+                     "# HELP tally_replication_epoch Promotions this node knows of.\n"
+                     "# TYPE tally_replication_epoch gauge\n"
+                     "tally_replication_epoch %" PRIu64 "\n"
+                     "# HELP tally_replication_offset Bytes of records in this primary's stream.\n"
+                     "# TYPE tally_replication_offset counter\n"
+                     "tally_replication_offset %" PRIu64 "\n",
+                     role == ROLE_PRIMARY, role == ROLE_REPLICA, role == ROLE_FENCED, r->epoch, r->head);
+    wbuf_put_bytes(out, line, (size_t)n);
+    int64_t now = mono_ms(), wall = clock_now_ns() / 1000000;
+    int connected = 0;
+    for (int i = 0; i < r->npeers; i++)
+        connected += peer_alive(&r->peers[i], now);
+    n = snprintf(line, sizeof(line),
+                 "# HELP tally_replicas_connected Replicas that polled the stream in the last 3 s.\n"
+                 "# TYPE tally_replicas_connected gauge\n"
+                 "tally_replicas_connected %d\n"
+                 "# HELP tally_replication_acks_timed_out_total Changes answered 503 for want of acknowledgements.\n"
+                 "# TYPE tally_replication_acks_timed_out_total counter\n"
+                 "tally_replication_acks_timed_out_total %" PRIu64 "\n"
+                 "# HELP tally_replica_lag_records Records a replica is behind.\n"
+                 "# TYPE tally_replica_lag_records gauge\n",
+                 connected, r->acks_timed_out);
+    wbuf_put_bytes(out, line, (size_t)n);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            static const char h[] = "# HELP tally_replica_lag_ms Age of the oldest record a replica has not acknowledged.\n"
+                                    "# TYPE tally_replica_lag_ms gauge\n";
+            wbuf_put_bytes(out, h, sizeof(h) - 1);
+        }
+        for (int i = 0; i < r->npeers; i++) {
+            const peer_t *pe = &r->peers[i];
+            if (!peer_alive(pe, now))
+                continue;
+            uint64_t lr;
+            int64_t lm;
+            peer_lag(r, pe, wall, &lr, &lm);
+            n = pass == 0 ? snprintf(line, sizeof(line), "tally_replica_lag_records{replica=\"%s\"} %" PRIu64 "\n", pe->id, lr)
+                          : snprintf(line, sizeof(line), "tally_replica_lag_ms{replica=\"%s\"} %" PRId64 "\n", pe->id, lm);
+            wbuf_put_bytes(out, line, (size_t)n);
+        }
+    }
+    if (r->follower)
+        replica_metrics(r->follower, out);
+    pthread_mutex_unlock(&r->mu);
+}

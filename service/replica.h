@@ -1,0 +1,36 @@
+/*
+ * replica.h - the follower: a thread that makes this node a copy of a
+ * primary (service/repl.h for the protocol), over HTTP with libcurl.
+ *
+ * It fetches GET /replication/snapshot, loads it in place of the keyspace
+ * (persist_load_snapshot_bytes), then loops on GET /replication/log from its
+ * position, re-executing every record through the replay path (the same
+ * handlers that served it on the primary).  On a lost connection it retries
+ * every half second from the same position; on 410 it fetches a new
+ * snapshot.  Replicated changes are not journaled on the replica: a replica
+ * restarting fetches a snapshot again, and a promotion takes a local
+ * snapshot before the new primary takes its first change.
+ */
+#ifndef TALLY_REPLICA_H
+#define TALLY_REPLICA_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "service/persist.h"
+
+typedef struct replica replica_t;
+
+/* Starts following `primary` (a base URL) with bearer `token` ("" none).
+ * `epoch`: the highest epoch this node knows.  NULL when out of memory. */
+replica_t *replica_start(const char *primary, const char *token, api_server_t *api, persist_t *p, uint64_t epoch);
+/* Stops the thread (an exchange in flight is aborted) and frees f. */
+void replica_stop(replica_t *f);
+/* The highest epoch seen from the primary (or given at start). */
+uint64_t replica_epoch(replica_t *f);
+/* The follower's side of /info and /metrics. */
+void replica_info(replica_t *f, json_t *obj);
+void replica_metrics(replica_t *f, wbuf_t *out);
+
+#endif
