@@ -67,6 +67,11 @@ typedef enum api_code {
     API_E_REQUEST_TIMEOUT,       /* 408: the request body stopped arriving */
     API_E_MISDIRECTED,           /* 421: a Host a loopback-bound tallyd does not serve (api/guard.h) */
     API_E_TOO_MANY_REQUESTS,     /* 429: too many unknown tokens from one address (api/auth.h) */
+    API_E_CROSSSLOT,             /* 400: a request's keys span cluster slots (api/cluster.h) */
+    API_E_MOVED,                 /* 421: another node owns the key's slot (api/cluster.h) */
+    API_E_ASK,                   /* 421: the key's slot is migrating and the key has left (api/cluster.h) */
+    API_E_TRYAGAIN,              /* 503: a migrating slot holds only some of the request's keys */
+    API_E_PRECONDITION_FAILED,   /* 412: DELETE /keys/{key}?digest= on a value that changed */
     API_E__COUNT
 } api_code_t;
 

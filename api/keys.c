@@ -3,7 +3,8 @@
  *
  *   GET    /keys?prefix=&cursor=&limit=   -> {"keys":[{"key","type","ttl_ms"}],"cursor":"..."|null}
  *   GET    /keys/{key}                    -> {"key","type","ttl_ms","memory_bytes"} or 404
- *   DELETE /keys/{key}                    -> {"deleted":true|false}
+ *   DELETE /keys/{key}[?digest=HEX]       -> {"deleted":true|false}; 412 when the
+ *                                            value's digest is no longer HEX
  *   PUT    /keys/{key}/ttl {"ttl_ms":N}   -> {"ttl_ms":N} or 404
  *   DELETE /keys/{key}/ttl                -> {"persisted":true|false} or 404
  *
@@ -20,6 +21,7 @@
 
 #include "api/api.h"
 #include "api/auth.h"
+#include "core/keydump.h"
 
 #define KEYS_DEFAULT_LIMIT 100
 #define KEYS_MAX_LIMIT 10000
@@ -153,14 +155,39 @@ static void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
+/* DELETE /keys/{key}[?digest=HEX]: with a digest (the Tally-Digest of
+ * GET /keys/{key}/dump), the key is deleted only if its value and expiry
+ * are still the ones dumped - else 412, nothing deleted: how the
+ * resharding tool removes a key it copied without losing a write that
+ * arrived in between. */
 static void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
+    static const char *const params[] = { "digest", NULL };
     api_key_t h;
-    if (!api_no_query(req, resp))
+    const char *dtext;
+    size_t dlen;
+    uint64_t digest = 0;
+    if (!api_query_allow(req, resp, params) || !api_query_string(req, resp, "digest", false, &dtext, &dlen))
         return;
+    if (dtext && !keydump_digest_parse(dtext, dlen, &digest)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "digest", "'digest' must be 16 hex digits (a Tally-Digest)");
+        return;
+    }
     bool found = open_key(srv, req, resp, API_WRITE, &h) != NULL;
     if (resp->status)
         return;   /* bad key */
+    if (found && dtext) {
+        bool oom;
+        uint64_t now = keydump_digest(ks_entry_type(h.e), ks_entry_value(h.e), ks_entry_expire(h.e), &oom);
+        if (oom || now != digest) {
+            api_key_close(&h, false);
+            if (oom)
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            else
+                api_error(resp, API_E_PRECONDITION_FAILED, "the key changed since it was dumped; nothing deleted");
+            return;
+        }
+    }
     if (found)
         api_key_delete(&h);
     api_key_close(&h, found);

@@ -39,6 +39,11 @@ static const struct {
     [API_E_REQUEST_TIMEOUT] = { "REQUEST_TIMEOUT", 408 },
     [API_E_MISDIRECTED] = { "MISDIRECTED_REQUEST", 421 },
     [API_E_TOO_MANY_REQUESTS] = { "TOO_MANY_REQUESTS", 429 },
+    [API_E_CROSSSLOT] = { "CROSSSLOT", 400 },
+    [API_E_MOVED] = { "MOVED", 421 },
+    [API_E_ASK] = { "ASK", 421 },
+    [API_E_TRYAGAIN] = { "TRYAGAIN", 503 },
+    [API_E_PRECONDITION_FAILED] = { "PRECONDITION_FAILED", 412 },
 };
 
 int api_code_status(api_code_t code) { return codes[code].status; }

@@ -21,6 +21,7 @@ extern const api_family_t api_activity_family;
 extern const api_family_t api_cms_family;
 extern const api_family_t api_topk_family;
 extern const api_family_t api_tdigest_family;
+extern const api_family_t api_dumpkey_family;
 extern const api_family_t api_keys_family;
 extern const api_family_t api_ops_family;
 
@@ -38,6 +39,7 @@ const api_family_t *const api_families[] = {
     &api_cms_family,
     &api_topk_family,
     &api_tdigest_family,
+    &api_dumpkey_family,
     &api_keys_family,
     &api_ops_family,
 };
