@@ -40,7 +40,7 @@ WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
 CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthread -I. -MMD -MP
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
-CORE_LIBS := -lroaring -lxxhash -lm
+CORE_LIBS := -lroaring -lxxhash -lz -lm
 BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%

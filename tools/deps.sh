@@ -17,11 +17,11 @@ set -eu
 
 set_name=${1:-build}
 BUILD="gcc make pkg-config
-libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev nettle-dev"
+libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools nginx yamllint prometheus systemd groff-base" ;;
+redis-server redis-tools nginx haproxy yamllint prometheus systemd groff-base" ;;
 bench) PKGS="$BUILD redis-server redis-tools nginx wrk curl procps" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
