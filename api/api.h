@@ -86,6 +86,7 @@ typedef struct api_server api_server_t;
 typedef struct api_resp api_resp_t;
 typedef struct api_policies api_policies_t;   /* named rate-limit policies (api/ratelimit.h) */
 typedef struct api_auth api_auth_t;           /* tokens and who may do what (api/auth.h) */
+typedef struct api_cluster api_cluster_t;     /* the slots this node owns (api/cluster.h) */
 typedef struct api_token api_token_t;
 typedef struct api_tokens api_tokens_t;
 
@@ -255,6 +256,7 @@ struct api_server {
     api_policies_t *policies;    /* --config policies; NULL = none configured */
     const struct api_guard *guard;  /* browser checks (api/guard.h); NULL = none */
     api_auth_t *auth;            /* --tokens; NULL = no authentication (api/auth.h) */
+    api_cluster_t *cluster;      /* --cluster; NULL = not in a cluster (api/cluster.h) */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -506,6 +508,10 @@ __attribute__((warn_unused_result)) bool api_keys_lock(api_server_t *srv, const 
  * calls it earlier only to refuse before an eviction (api_make_room). */
 bool api_auth_key_allowed(const api_req_t *req, api_resp_t *resp, const char *key, size_t len);
 bool api_auth_keys_allowed(const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n);
+/* api_auth_keys_allowed and, in a cluster, the keys' slot (one slot, owned
+ * here: api/cluster.h): what a multi-key handler checks before it evicts
+ * for room; api_keys_lock checks both again under the locks. */
+bool api_keys_allowed(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n);
 /* Looks keys[i] up with the rules of api_key_open; `role` (may be NULL)
  * names the key in a WRONGTYPE message ("sources[1]").  With API_WRITE the
  * entry becomes the open entry that api_key_close re-measures.  *e (may be

@@ -24,6 +24,7 @@ extern const api_family_t api_tdigest_family;
 extern const api_family_t api_dumpkey_family;
 extern const api_family_t api_keys_family;
 extern const api_family_t api_ops_family;
+extern const api_family_t api_cluster_family;
 
 const api_family_t *const api_families[] = {
     &api_throttle_family,
@@ -42,6 +43,7 @@ const api_family_t *const api_families[] = {
     &api_dumpkey_family,
     &api_keys_family,
     &api_ops_family,
+    &api_cluster_family,
 };
 
 const size_t api_nfamilies = sizeof(api_families) / sizeof(api_families[0]);

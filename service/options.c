@@ -61,6 +61,10 @@ static const opt_def_t defs[] = {
     { "metrics-public", "TALLY_METRICS_PUBLIC", K_FLAG, OFF(metrics_public), 0, 0, "with --tokens, serve /metrics without a token" },
     { "insecure-no-auth", "TALLY_INSECURE_NO_AUTH", K_FLAG, OFF(insecure_no_auth), 0, 0, "serve a non-loopback --bind without --tokens (anyone who reaches the port can do anything)" },
     { "auth-fail-limit", "TALLY_AUTH_FAIL_LIMIT", K_INT, OFF(auth_fail_limit), 0, 1000000, "unknown tokens a minute from one client address before it gets 429 (default 10; 0: no limit)" },
+    /* cluster (deploy/cluster/README.md) */
+    { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },
+    { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
+    { "haproxy-config", "TALLY_HAPROXY_CONFIG", K_FLAG, OFF(haproxy_config), 0, 0, "print the HAProxy 2.6 configuration that routes to the --cluster map's nodes, and exit" },
     { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },
 };
 
