@@ -71,6 +71,7 @@ LIBCORE := $(BUILD)/libtallycore.a
 LIBTALLY := $(BUILD)/libtally.a
 CORE_PURE := $(BUILD)/core-pure
 TALLYD := $(BUILD)/tallyd
+RESHARD := $(BUILD)/tally-reshard
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 API_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(API_UNIT_SRC))
 IT_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
@@ -85,7 +86,7 @@ PORT ?= 8080
         valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
         bench fuzz clean
 
-all: $(TALLYD)
+all: $(TALLYD) $(RESHARD)
 
 deps:
 	@sh tools/deps.sh build
@@ -175,6 +176,11 @@ $(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o
 $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# The resharding tool (deploy/cluster/README.md): a client of the cluster's
+# nodes, core's map parser and libcurl.
+$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(LIBCORE)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)

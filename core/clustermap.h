@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/codec.h"
 #include "core/slot.h"
 
 #define CMAP_MAX_NODES 1024
@@ -48,6 +49,9 @@ typedef struct cmap {
 /* Parses a map; NULL with a message naming the line in err. */
 cmap_t *cmap_parse(const char *text, size_t len, char *err, size_t errlen);
 void cmap_free(cmap_t *m);
+/* Appends the map's text form (epoch, nodes, slot ranges, migrating
+ * ranges: what cmap_parse reads back) to out. */
+void cmap_format(const cmap_t *m, wbuf_t *out);
 /* The index of the node called name, or -1. */
 int cmap_node_index(const cmap_t *m, const char *name);
 

@@ -17,7 +17,8 @@ set -eu
 
 set_name=${1:-build}
 BUILD="gcc make pkg-config
-libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev"
+libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev
+libcurl4-openssl-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
