@@ -222,7 +222,7 @@ tsan-suite: $(TALLYD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-integration: $(TALLYD) $(IT_BIN)
+integration: $(TALLYD) $(RESHARD) $(IT_BIN)
 	@set -e; for t in $(IT_BIN); do echo "== $$t"; TALLYD=$(TALLYD) BUILD=$(BUILD) $$t; done
 
 fuzz-regress: $(FUZZ_BIN)
