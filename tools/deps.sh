@@ -23,7 +23,7 @@ case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
 redis-server redis-tools nginx haproxy yamllint prometheus systemd groff-base" ;;
-bench) PKGS="$BUILD redis-server redis-tools nginx wrk curl procps" ;;
+bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
 *) echo "deps: unknown set '$set_name' (build, test, bench, fuzz or valgrind)" >&2; exit 2 ;;
