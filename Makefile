@@ -213,8 +213,8 @@ endif
 # detector holds at most 64 locks; the snapshot barrier takes every shard's).
 # A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
 # loops for the slower build.
-TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth
-tsan-suite: $(TALLYD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
+TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_cluster
+tsan-suite: $(TALLYD) $(RESHARD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
 	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \
 	  timeout 600 $(BUILD)/tests/integration/$$t; done

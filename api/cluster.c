@@ -223,9 +223,7 @@ static void h_cluster(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     for (size_t i = 0; i < m->nnodes; i++)
         json_array_append_new(nodes, json_pack("{s:s,s:s}", "name", m->nodes[i].name, "address", m->nodes[i].addr));
     for (unsigned s = 0; s < SLOT_COUNT;) {
-        unsigned e = s;
-        while (e + 1 < SLOT_COUNT && m->owner[e + 1] == m->owner[s] && m->migrating_to[e + 1] == m->migrating_to[s])
-            e++;
+        unsigned e = cmap_run_end(m, s, true);
         json_t *r = json_pack("{s:i,s:i,s:s}", "from", (int)s, "to", (int)e, "node", m->nodes[m->owner[s]].name);
         if (m->migrating_to[s] >= 0)
             json_object_set_new(r, "migrating_to", json_string(m->nodes[m->migrating_to[s]].name));

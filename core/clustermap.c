@@ -284,22 +284,27 @@ static void put_text(wbuf_t *out, const char *fmt, ...)
         wbuf_put_bytes(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
+unsigned cmap_run_end(const cmap_t *m, unsigned s, bool migration)
+{
+    unsigned e = s;
+    while (e + 1 < SLOT_COUNT && m->owner[e + 1] == m->owner[s] &&
+           (!migration || m->migrating_to[e + 1] == m->migrating_to[s]))
+        e++;
+    return e;
+}
+
 void cmap_format(const cmap_t *m, wbuf_t *out)
 {
     put_text(out, "epoch %" PRIu64 "\n", m->epoch);
     for (size_t i = 0; i < m->nnodes; i++)
         put_text(out, "node %s %s\n", m->nodes[i].name, m->nodes[i].addr);
     for (unsigned s = 0; s < SLOT_COUNT;) {
-        unsigned e = s;
-        while (e + 1 < SLOT_COUNT && m->owner[e + 1] == m->owner[s])
-            e++;
+        unsigned e = cmap_run_end(m, s, false);
         put_text(out, "slots %s %u-%u\n", m->nodes[m->owner[s]].name, s, e);
         s = e + 1;
     }
     for (unsigned s = 0; s < SLOT_COUNT;) {
-        unsigned e = s;
-        while (e + 1 < SLOT_COUNT && m->owner[e + 1] == m->owner[s] && m->migrating_to[e + 1] == m->migrating_to[s])
-            e++;
+        unsigned e = cmap_run_end(m, s, true);
         if (m->migrating_to[s] >= 0)
             put_text(out, "migrate %u-%u %s %s\n", s, e, m->nodes[m->owner[s]].name,
                      m->nodes[m->migrating_to[s]].name);

@@ -52,6 +52,9 @@ void cmap_free(cmap_t *m);
 /* Appends the map's text form (epoch, nodes, slot ranges, migrating
  * ranges: what cmap_parse reads back) to out. */
 void cmap_format(const cmap_t *m, wbuf_t *out);
+/* The last slot of the run that starts at slot s: the slots after it with
+ * the same owner (and, when `migration`, the same migration target). */
+unsigned cmap_run_end(const cmap_t *m, unsigned s, bool migration);
 /* The index of the node called name, or -1. */
 int cmap_node_index(const cmap_t *m, const char *name);
 

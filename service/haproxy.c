@@ -66,9 +66,7 @@ void haproxy_config_write(const cmap_t *m, const char *source, FILE *out)
             source, m->epoch, source, keyed, SLOT_COUNT);
     fprintf(out, "    # 4. the owner of each slot range\n");
     for (unsigned s = 0; s < SLOT_COUNT;) {
-        unsigned e = s;
-        while (e + 1 < SLOT_COUNT && m->owner[e + 1] == m->owner[s])
-            e++;
+        unsigned e = cmap_run_end(m, s, false);
         fprintf(out, "    use_backend tally_%s if { var(txn.slot) -m int %u:%u }\n", m->nodes[m->owner[s]].name, s, e);
         s = e + 1;
     }
