@@ -310,19 +310,26 @@ typedef struct wresp {
 static size_t discard(char *p, size_t s, size_t n, void *ud)
 {
     wresp_t *w = ud;
-    const char *c = strstr(p, "\"code\":\"");
-    if (c && !w->code[0])
-        snprintf(w->code, sizeof(w->code), "%.*s", (int)strcspn(c + 8, "\""), c + 8);
-    (void)s;
-    return n * s;
+    size_t len = n * s;
+    const char *c = memmem(p, len, "\"code\":\"", 8);   /* the body is not NUL-terminated */
+    if (c && !w->code[0]) {
+        const char *end = memchr(c + 8, '"', len - (size_t)(c + 8 - p));
+        if (end)
+            snprintf(w->code, sizeof(w->code), "%.*s", (int)(end - c - 8), c + 8);
+    }
+    return len;
 }
 
 static size_t header_cb(char *p, size_t s, size_t n, void *ud)
 {
     wresp_t *w = ud;
-    if (n * s > 15 && strncasecmp(p, "X-Tally-Owner: ", 15) == 0)
-        snprintf(w->owner, sizeof(w->owner), "%.*s", (int)strcspn(p + 15, "\r\n"), p + 15);
-    return n * s;
+    size_t len = n * s, v = 15;
+    if (len > 15 && strncasecmp(p, "X-Tally-Owner: ", 15) == 0) {
+        while (v < len && p[v] != '\r' && p[v] != '\n')
+            v++;
+        snprintf(w->owner, sizeof(w->owner), "%.*s", (int)(v - 15), p + 15);
+    }
+    return len;
 }
 
 static wresp_t post(CURL *c, const char *addr, const char *path, const char *body, bool asking)
