@@ -517,7 +517,7 @@ static void test_reshard_resume(void **state)
     char keys[5][32];
     int next = 0;
     for (int i = 0; i < 5; i++) {
-        char path[64];
+        char path[256];
         for (;; next++) {
             snprintf(keys[i], sizeof(keys[i]), "rs%d", next);
             unsigned s = slot_of(keys[i], strlen(keys[i]));
