@@ -14,7 +14,7 @@
 FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc make libc6-dev pkg-config \
-      libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev nettle-dev \
+      libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev \
       libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

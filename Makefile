@@ -40,7 +40,7 @@ WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
 CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthread -I. -MMD -MP
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
-CORE_LIBS := -lroaring -lxxhash -lm
+CORE_LIBS := -lroaring -lxxhash -lz -lm
 BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%
@@ -71,6 +71,7 @@ LIBCORE := $(BUILD)/libtallycore.a
 LIBTALLY := $(BUILD)/libtally.a
 CORE_PURE := $(BUILD)/core-pure
 TALLYD := $(BUILD)/tallyd
+RESHARD := $(BUILD)/tally-reshard
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 API_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(API_UNIT_SRC))
 IT_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
@@ -85,7 +86,7 @@ PORT ?= 8080
         valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
         bench fuzz clean
 
-all: $(TALLYD)
+all: $(TALLYD) $(RESHARD)
 
 deps:
 	@sh tools/deps.sh build
@@ -176,6 +177,11 @@ $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The resharding tool (deploy/cluster/README.md): a client of the cluster's
+# nodes, core's map parser and libcurl.
+$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(LIBCORE)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
+
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -207,8 +213,8 @@ endif
 # detector holds at most 64 locks; the snapshot barrier takes every shard's).
 # A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
 # loops for the slower build.
-TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication
-tsan-suite: $(TALLYD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
+TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster
+tsan-suite: $(TALLYD) $(RESHARD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
 	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \
 	  timeout 600 $(BUILD)/tests/integration/$$t; done
@@ -216,7 +222,7 @@ tsan-suite: $(TALLYD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-integration: $(TALLYD) $(IT_BIN)
+integration: $(TALLYD) $(RESHARD) $(IT_BIN)
 	@set -e; for t in $(IT_BIN); do echo "== $$t"; TALLYD=$(TALLYD) BUILD=$(BUILD) $$t; done
 
 fuzz-regress: $(FUZZ_BIN)

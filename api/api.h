@@ -70,6 +70,11 @@ typedef enum api_code {
     API_E_READONLY,              /* 421: a change sent to a replica (api/repl.h) */
     API_E_GONE,                  /* 410: a replication position the primary no longer holds */
     API_E_CONFLICT,              /* 409: a replication request from a newer epoch than this node's */
+    API_E_CROSSSLOT,             /* 400: a request's keys span cluster slots (api/cluster.h) */
+    API_E_MOVED,                 /* 421: another node owns the key's slot (api/cluster.h) */
+    API_E_ASK,                   /* 421: the key's slot is migrating and the key has left (api/cluster.h) */
+    API_E_TRYAGAIN,              /* 503: a migrating slot holds only some of the request's keys */
+    API_E_PRECONDITION_FAILED,   /* 412: DELETE /keys/{key}?digest= on a value that changed */
     API_E__COUNT
 } api_code_t;
 
@@ -84,6 +89,7 @@ typedef struct api_server api_server_t;
 typedef struct api_resp api_resp_t;
 typedef struct api_policies api_policies_t;   /* named rate-limit policies (api/ratelimit.h) */
 typedef struct api_auth api_auth_t;           /* tokens and who may do what (api/auth.h) */
+typedef struct api_cluster api_cluster_t;     /* the slots this node owns (api/cluster.h) */
 typedef struct api_token api_token_t;
 typedef struct api_tokens api_tokens_t;
 
@@ -256,6 +262,7 @@ struct api_server {
     api_policies_t *policies;    /* --config policies; NULL = none configured */
     const struct api_guard *guard;  /* browser checks (api/guard.h); NULL = none */
     api_auth_t *auth;            /* --tokens; NULL = no authentication (api/auth.h) */
+    api_cluster_t *cluster;      /* --cluster; NULL = not in a cluster (api/cluster.h) */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -513,6 +520,10 @@ __attribute__((warn_unused_result)) bool api_keys_lock(api_server_t *srv, const 
  * calls it earlier only to refuse before an eviction (api_make_room). */
 bool api_auth_key_allowed(const api_req_t *req, api_resp_t *resp, const char *key, size_t len);
 bool api_auth_keys_allowed(const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n);
+/* api_auth_keys_allowed and, in a cluster, the keys' slot (one slot, owned
+ * here: api/cluster.h): what a multi-key handler checks before it evicts
+ * for room; api_keys_lock checks both again under the locks. */
+bool api_keys_allowed(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n);
 /* Looks keys[i] up with the rules of api_key_open; `role` (may be NULL)
  * names the key in a WRONGTYPE message ("sources[1]").  With API_WRITE the
  * entry becomes the open entry that api_key_close re-measures.  *e (may be

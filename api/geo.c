@@ -715,7 +715,7 @@ static void h_geo_store(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     ks_key_t keys[2] = { ks_key(srv->ks, dest, dlen), ks_key(srv->ks, nb.key, nb.klen) };
     /* the token's prefixes before eviction makes room: a refused request changes nothing */
-    if (!api_auth_keys_allowed(req, resp, keys, 2) || !api_make_room(srv, req, resp))
+    if (!api_keys_allowed(srv, req, resp, keys, 2) || !api_make_room(srv, req, resp))
         return;
     api_key_t h;
     ks_entry_t *se;

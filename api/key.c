@@ -18,7 +18,9 @@
  * follows the value, and the request is journaled only when state changed.
  *
  * Both check the caller's token prefixes first (api/auth.h): a key outside
- * them is a 403 before anything is locked or looked at.
+ * them is a 403 before anything is locked or looked at.  In a cluster, the
+ * keys' slot is checked once their shards are locked (api/cluster.h): a
+ * slot of another node is a 421 before the key is looked at.
  *
  * Requests on several keys (unions, BITOP, merges) lock them all at once
  * with api_keys_lock, which orders the shard locks so that two such requests
@@ -28,6 +30,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/cluster.h"
 
 /* The family whose keys hold `type` (it names the type in messages). */
 static const api_family_t *family_of(const ks_type_t *type)
@@ -84,7 +87,16 @@ bool api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks
         ks_shard_lock(ks_shard_at(srv->ks, keys[0].shard));
     else
         ks_lock_keys(srv->ks, keys, n);
+    if (!api_cluster_keys_check(srv, req, resp, keys, n, true)) {
+        api_key_close(h, false);   /* another node's slot, or keys that have left it */
+        return false;
+    }
     return true;
+}
+
+bool api_keys_allowed(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n)
+{
+    return api_auth_keys_allowed(req, resp, keys, n) && api_cluster_keys_check(srv, req, resp, keys, n, false);
 }
 
 bool api_keys_find(api_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role,

@@ -1,9 +1,12 @@
 /*
  * keys.c - the keyspace itself: listing, inspecting, deleting, TTLs.
  *
- *   GET    /keys?prefix=&cursor=&limit=   -> {"keys":[{"key","type","ttl_ms"}],"cursor":"..."|null}
+ *   GET    /keys?prefix=&cursor=&limit=[&slots=LO-HI]
+ *                                         -> {"keys":[{"key","type","ttl_ms"}],"cursor":"..."|null}
+ *                                            (slots: only keys in those cluster slots, core/slot.h)
  *   GET    /keys/{key}                    -> {"key","type","ttl_ms","memory_bytes"} or 404
- *   DELETE /keys/{key}                    -> {"deleted":true|false}
+ *   DELETE /keys/{key}[?digest=HEX]       -> {"deleted":true|false}; 412 when the
+ *                                            value's digest is no longer HEX
  *   PUT    /keys/{key}/ttl {"ttl_ms":N}   -> {"ttl_ms":N} or 404
  *   DELETE /keys/{key}/ttl                -> {"persisted":true|false} or 404
  *
@@ -20,6 +23,8 @@
 
 #include "api/api.h"
 #include "api/auth.h"
+#include "core/keydump.h"
+#include "core/slot.h"
 
 #define KEYS_DEFAULT_LIMIT 100
 #define KEYS_MAX_LIMIT 10000
@@ -40,6 +45,7 @@ struct page {
     const char *prefix;
     size_t plen;
     int64_t now_ms;
+    int64_t slot_lo, slot_hi;   /* ?slots=LO-HI: only keys in these cluster slots */
 };
 
 static void visit(void *ud, ks_entry_t *e)
@@ -49,6 +55,11 @@ static void visit(void *ud, ks_entry_t *e)
     const char *key = ks_entry_key(e, &klen);
     if (klen < pg->plen || memcmp(key, pg->prefix, pg->plen) != 0 || !api_auth_key_visible(pg->req, key, klen))
         return;
+    if (pg->slot_lo >= 0) {
+        int64_t slot = slot_of(key, klen);
+        if (slot < pg->slot_lo || slot > pg->slot_hi)
+            return;
+    }
     json_array_append_new(pg->bucket, json_pack("{s:s%,s:s,s:I}", "key", key, klen, "type",
                                                 ks_entry_type(e)->name, "ttl_ms",
                                                 (json_int_t)ttl_ms_of(e, pg->now_ms)));
@@ -66,14 +77,34 @@ static bool parse_cursor(const char *s, unsigned nshards, unsigned *shard, uint6
     return true;
 }
 
+/* "N" or "LO-HI" within the cluster's slots (core/slot.h). */
+static bool parse_slots(const char *s, size_t len, int64_t *lo, int64_t *hi)
+{
+    const char *dash = memchr(s, '-', len);
+    size_t alen = dash ? (size_t)(dash - s) : len;
+    if (!api_parse_i64(s, alen, lo) || !api_parse_i64(dash ? dash + 1 : s, dash ? len - alen - 1 : len, hi))
+        return false;
+    return *lo >= 0 && *lo <= *hi && *hi < (int64_t)SLOT_COUNT;
+}
+
 static void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const params[] = { "prefix", "cursor", "limit", NULL };
+    static const char *const params[] = { "prefix", "cursor", "limit", "slots", NULL };
     int64_t limit = KEYS_DEFAULT_LIMIT;
+    const char *slots;
+    size_t slen;
+    int64_t lo = -1, hi = -1;
     if (!api_query_allow(req, resp, params) ||
-        !api_query_int(req, resp, "limit", false, 1, KEYS_MAX_LIMIT, &limit, NULL))
+        !api_query_int(req, resp, "limit", false, 1, KEYS_MAX_LIMIT, &limit, NULL) ||
+        !api_query_string(req, resp, "slots", false, &slots, &slen))
         return;
-    struct page pg = { .req = req, .keys = json_array(), .bucket = json_array(), .now_ms = api_now_ms(req) };
+    if (slots && !parse_slots(slots, slen, &lo, &hi)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "slots", "'slots' must be a slot or a range LO-HI within 0-%u",
+                        SLOT_COUNT - 1);
+        return;
+    }
+    struct page pg = { .req = req, .keys = json_array(), .bucket = json_array(), .now_ms = api_now_ms(req),
+                       .slot_lo = lo, .slot_hi = hi };
     pg.prefix = api_query_get(req, "prefix", &pg.plen);
     if (!pg.prefix)
         pg.prefix = "";
@@ -153,14 +184,39 @@ static void h_key_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
+/* DELETE /keys/{key}[?digest=HEX]: with a digest (the Tally-Digest of
+ * GET /keys/{key}/dump), the key is deleted only if its value and expiry
+ * are still the ones dumped - else 412, nothing deleted: how the
+ * resharding tool removes a key it copied without losing a write that
+ * arrived in between. */
 static void h_key_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
+    static const char *const params[] = { "digest", NULL };
     api_key_t h;
-    if (!api_no_query(req, resp))
+    const char *dtext;
+    size_t dlen;
+    uint64_t digest = 0;
+    if (!api_query_allow(req, resp, params) || !api_query_string(req, resp, "digest", false, &dtext, &dlen))
         return;
+    if (dtext && !keydump_digest_parse(dtext, dlen, &digest)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "digest", "'digest' must be 16 hex digits (a Tally-Digest)");
+        return;
+    }
     bool found = open_key(srv, req, resp, API_WRITE, &h) != NULL;
     if (resp->status)
         return;   /* bad key */
+    if (found && dtext) {
+        bool oom;
+        uint64_t now = keydump_digest(ks_entry_type(h.e), ks_entry_value(h.e), ks_entry_expire(h.e), &oom);
+        if (oom || now != digest) {
+            api_key_close(&h, false);
+            if (oom)
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            else
+                api_error(resp, API_E_PRECONDITION_FAILED, "the key changed since it was dumped; nothing deleted");
+            return;
+        }
+    }
     if (found)
         api_key_delete(&h);
     api_key_close(&h, found);

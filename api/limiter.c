@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "api/cluster.h"
 #include "api/ratelimit.h"
 
 #define DEFAULT_POLICY_NAME "default"   /* name in the draft headers without a policy */
@@ -465,6 +466,24 @@ out:
     return ok;
 }
 
+/* The items' keys share one slot this node serves (api_keys_allowed's
+ * cluster half; run_batch's api_keys_lock checks it again under the locks). */
+static bool cluster_check(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const rl_item_t *items, size_t n)
+{
+    ks_key_t *keys = calloc(n, sizeof(*keys));
+    if (!keys) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        keys[i].p = items[i].key;
+        keys[i].len = items[i].klen;
+    }
+    bool ok = api_cluster_keys_check(srv, req, resp, keys, n, false);
+    free(keys);
+    return ok;
+}
+
 bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n, bool batch,
             bool *all_allowed)
 {
@@ -477,6 +496,8 @@ bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t
     for (size_t i = 0; i < n; i++)
         if (!api_auth_key_allowed(req, resp, items[i].key, items[i].klen))
             return false;   /* the token's prefixes before any eviction */
+    if (srv->cluster && !cluster_check(srv, req, resp, items, n))
+        return false;       /* and, in a cluster, the slot (api/cluster.h) */
     if (!api_journal_reserve_more(srv, req, resp, journal_items_bound(items, n)) ||
         (grows && !api_make_room(srv, req, resp)))
         return false;

@@ -42,6 +42,11 @@ static const struct {
     [API_E_READONLY] = { "READONLY", 421 },
     [API_E_GONE] = { "POSITION_GONE", 410 },
     [API_E_CONFLICT] = { "STALE_EPOCH", 409 },
+    [API_E_CROSSSLOT] = { "CROSSSLOT", 400 },
+    [API_E_MOVED] = { "MOVED", 421 },
+    [API_E_ASK] = { "ASK", 421 },
+    [API_E_TRYAGAIN] = { "TRYAGAIN", 503 },
+    [API_E_PRECONDITION_FAILED] = { "PRECONDITION_FAILED", 412 },
 };
 
 int api_code_status(api_code_t code) { return codes[code].status; }

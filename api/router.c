@@ -19,6 +19,7 @@
 #include "api/api.h"
 #include "api/guard.h"
 #include "api/auth.h"
+#include "api/cluster.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
@@ -443,6 +444,11 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     /* who is asking, before anything is decoded further (api/auth.h) */
     if (!api_auth_check(srv, req, resp))
         return;
+    /* in a cluster, another node's key is not touched at all (api/cluster.h) */
+    if (srv->cluster && !api_cluster_route_check(srv, req, resp)) {
+        api_auth_done(req);
+        return;
+    }
     /* journal space first: a change that cannot be made durable is refused
      * before anything is touched */
     if (parse_query(req, resp, &arena) && (!route_writes(match) || api_journal_reserve(srv, req, resp))) {

@@ -21,9 +21,11 @@ extern const api_family_t api_activity_family;
 extern const api_family_t api_cms_family;
 extern const api_family_t api_topk_family;
 extern const api_family_t api_tdigest_family;
+extern const api_family_t api_dumpkey_family;
 extern const api_family_t api_keys_family;
 extern const api_family_t api_ops_family;
 extern const api_family_t api_repl_family;
+extern const api_family_t api_cluster_family;
 
 const api_family_t *const api_families[] = {
     &api_throttle_family,
@@ -39,9 +41,11 @@ const api_family_t *const api_families[] = {
     &api_cms_family,
     &api_topk_family,
     &api_tdigest_family,
+    &api_dumpkey_family,
     &api_keys_family,
     &api_ops_family,
     &api_repl_family,
+    &api_cluster_family,
 };
 
 const size_t api_nfamilies = sizeof(api_families) / sizeof(api_families[0]);

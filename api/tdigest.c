@@ -291,7 +291,7 @@ static void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         keys[i + 1] = ks_key(ks, json_string_value(s), json_string_length(s));
     }
     /* the token's prefixes before any eviction: a refusal changes nothing */
-    if (!api_auth_keys_allowed(req, resp, keys, n + 1) || !api_make_room(srv, req, resp))
+    if (!api_keys_allowed(srv, req, resp, keys, n + 1) || !api_make_room(srv, req, resp))
         goto done;
 
     api_key_t h;

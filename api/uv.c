@@ -240,7 +240,7 @@ static void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     for (size_t i = 0; i < src.n; i++)
         keys[i + 1] = ks_key(ks, src.p[i], src.len[i]);
     /* the token's prefixes before any eviction: a refusal changes nothing */
-    if (!api_auth_keys_allowed(req, resp, keys, n) || !api_make_room(srv, req, resp))
+    if (!api_keys_allowed(srv, req, resp, keys, n) || !api_make_room(srv, req, resp))
         goto out;
     api_key_t hk;
     if (!api_keys_lock(srv, req, resp, keys, n, &hk))

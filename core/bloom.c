@@ -635,6 +635,16 @@ static void *decode_v1(rbuf_t *r, const char **why)
         *why = "bloom: invalid sub-filter count";
         return NULL;
     }
+    /* the first bit array must be in the input before it is allocated: a
+     * few bytes of header may not claim gigabytes (untrusted: a restore) */
+    link_t first;
+    unsigned opts = BLOOM_OPT_NOROUND | BLOOM_OPT_FORCE64 | BLOOM_OPT_TALLY_ODD_STEP |
+                    (scaling ? 0 : BLOOM_OPT_NO_SCALING);
+    if (!link_init(&first, capacity, error * (scaling ? BLOOM_TIGHTENING : 1), opts) ||
+        rbuf_left(r) < first.bytes + 8) {
+        *why = "bloom: truncated bit array";
+        return NULL;
+    }
     bloom_t *b = bloom_create_gen(TALLY_GEN_1, error, capacity, expansion, scaling);
     if (!b) {
         *why = "out of memory";

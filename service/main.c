@@ -32,12 +32,14 @@
 #include "api/api.h"
 #include "api/guard.h"
 #include "api/auth.h"
+#include "api/cluster.h"
 #include "api/ratelimit.h"
 #include "core/cidr.h"
 #include "core/keyspace.h"
 #include "core/version.h"
 #include "service/access_log.h"
 #include "service/clock.h"
+#include "service/haproxy.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/options.h"
@@ -281,6 +283,69 @@ static bool load_tokens(char *err, size_t errlen, size_t *count)
     return true;
 }
 
+/* Writes an accepted cluster map to --cluster FILE (temporary file, fsync,
+ * rename) before the node uses it, so a restart never goes back to an older
+ * map; false with a message refuses the map. */
+static bool cluster_store(void *ud, const char *text, size_t len, char *err, size_t errlen)
+{
+    (void)ud;
+    const char *path = app.opts.cluster;
+    char tmp[sizeof(app.opts.cluster) + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "--cluster %.300s: cannot write the new map: %s", path, strerror(errno));
+        unlink(tmp);
+        return false;
+    }
+    return true;
+}
+
+/* Reads --cluster FILE and installs its map; false with a message (the map
+ * installed before stays). */
+static bool load_cluster(const char *who, char *err, size_t errlen)
+{
+    size_t n;
+    char *text = config_read("--cluster", app.opts.cluster, &n, err, errlen);
+    if (!text)
+        return false;
+    char why[600];
+    bool ok = api_cluster_set(app.api.cluster, text, n, false, why, sizeof(why));
+    free(text);
+    if (!ok) {
+        snprintf(err, errlen, "--cluster %.300s: %.600s", app.opts.cluster, why);
+        log_error("%s: %s; keeping the map loaded before", who, err);
+    } else {
+        log_info("%s: --cluster %s: epoch %llu, this node is '%s'", who, app.opts.cluster,
+                 (unsigned long long)api_cluster_epoch(app.api.cluster), app.opts.cluster_node);
+    }
+    return ok;
+}
+
+/* tallyd --cluster FILE --haproxy-config */
+static int print_haproxy_config(void)
+{
+    char err[1024];
+    size_t n;
+    if (!app.opts.cluster[0]) {
+        fprintf(stderr, "tallyd --haproxy-config needs --cluster FILE\n");
+        return 2;
+    }
+    char *text = config_read("--cluster", app.opts.cluster, &n, err, sizeof(err));
+    cmap_t *m = text ? cmap_parse(text, n, err, sizeof(err)) : NULL;
+    free(text);
+    if (!m) {
+        fprintf(stderr, "tallyd: --cluster %s: %s\n", app.opts.cluster, err);
+        return 2;
+    }
+    haproxy_config_write(m, app.opts.cluster, stdout);
+    cmap_free(m);
+    return 0;
+}
+
 static const char *policies_word(size_t count)
 {
     return count == 1 ? "rate-limit policy" : "rate-limit policies";
@@ -345,7 +410,15 @@ static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
         snprintf(err + n, errlen - n, "; the TLS certificate loaded before stays");
         ok = false;
     }
-    if (app.tls && !app.opts.config[0] && !app.opts.tokens[0])
+    if (app.api.cluster) {
+        char cerr[1024];
+        if (!load_cluster(who, cerr, sizeof(cerr))) {
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "%s%s; the cluster map loaded before stays", n ? "; " : "", cerr);
+            ok = false;
+        }
+    }
+    if ((app.tls || app.api.cluster) && !app.opts.config[0] && !app.opts.tokens[0])
         return ok;   /* no tokens or policies to reload */
     char ferr[1024];
     if (!reload_files(who, count, ferr, sizeof(ferr))) {
@@ -504,6 +577,19 @@ static int run(void)
         log_info("--config %s: %zu %s", o->config, count, policies_word(count));
     }
 
+    if (o->cluster[0]) {
+        if (!o->cluster_node[0]) {
+            log_error("--cluster needs --cluster-node NAME (this node's name in the map); refusing to start");
+            return 1;
+        }
+        app.api.cluster = api_cluster_create(o->cluster_node, cluster_store, NULL);
+        if (!app.api.cluster || !load_cluster("start", err, sizeof(err))) {
+            log_error("%s; refusing to start", app.api.cluster ? err : "out of memory");
+            api_cluster_free(app.api.cluster);
+            return 1;
+        }
+    }
+
     if (!transport_open(err, sizeof(err))) {
         log_error("%s; refusing to start", err);
         api_policies_free(app.api.policies);
@@ -599,7 +685,7 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            if (app.tls || app.opts.config[0] || app.opts.tokens[0])
+            if (app.tls || app.api.cluster || app.opts.config[0] || app.opts.tokens[0])
                 reload_all("SIGHUP", &count, err, sizeof(err));
             if (!access_log_reopen(err, sizeof(err)))
                 log_error("SIGHUP: %s; still writing the access log to the file open before", err);
@@ -641,6 +727,7 @@ static int run(void)
     api_policies_free(app.api.policies);
     transport_close();
     api_auth_free(app.api.auth);
+    api_cluster_free(app.api.cluster);
     access_log_close();
     pid_file_remove();
     log_info("stopped");
@@ -696,6 +783,8 @@ int main(int argc, char **argv)
     case OPTS_RUN:
         break;
     }
+    if (app.opts.haproxy_config)
+        return print_haproxy_config();
     log_set_level(app.opts.log_level);
     curl_global_init(CURL_GLOBAL_DEFAULT);   /* before any thread: replication's HTTP client */
     int rc = run();

@@ -67,6 +67,10 @@ static const opt_def_t defs[] = {
     { "repl-backlog", "TALLY_REPL_BACKLOG", K_SIZE, OFF(repl_backlog), 0, 0, "bytes of recent changes a primary keeps for replicas that reconnect (default 64mb; further behind: a new snapshot)" },
     { "min-replicas-ack", "TALLY_MIN_REPLICAS_ACK", K_INT, OFF(min_replicas_ack), 0, 32, "answer a change only once this many replicas hold it (default 0: asynchronous); fewer connected: 503, not applied" },
     { "min-replicas-timeout", "TALLY_MIN_REPLICAS_TIMEOUT", K_INT, OFF(min_replicas_timeout), 1, 600000, "milliseconds a change waits for --min-replicas-ack before it is answered 503 (default 1000)" },
+    /* cluster (deploy/cluster/README.md) */
+    { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },
+    { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
+    { "haproxy-config", "TALLY_HAPROXY_CONFIG", K_FLAG, OFF(haproxy_config), 0, 0, "print the HAProxy 2.6 configuration that routes to the --cluster map's nodes, and exit" },
     { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },
 };
 

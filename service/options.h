@@ -47,6 +47,9 @@ typedef struct tally_opts {
     /* Authentication (api/auth.h, README "Security"). */
     char tokens[512];            /* --tokens, TALLY_TOKENS: token file; none = no authentication */
     bool metrics_public;         /* --metrics-public, TALLY_METRICS_PUBLIC: /metrics without a token */
+    char cluster[512];           /* --cluster, TALLY_CLUSTER: the cluster map file; none = not in a cluster */
+    char cluster_node[64];       /* --cluster-node, TALLY_CLUSTER_NODE: this node's name in the map */
+    bool haproxy_config;         /* --haproxy-config: print the HAProxy configuration of --cluster and exit */
     bool insecure_no_auth;       /* --insecure-no-auth, TALLY_INSECURE_NO_AUTH: serve a non-loopback
                                     address without --tokens */
     int auth_fail_limit;         /* --auth-fail-limit, TALLY_AUTH_FAIL_LIMIT: unknown tokens a minute

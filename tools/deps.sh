@@ -19,13 +19,13 @@ set -eu
 
 set_name=${1:-build}
 BUILD="gcc make pkg-config
-libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev libjemalloc-dev nettle-dev
+libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev
 libcurl4-openssl-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools nginx yamllint prometheus systemd groff-base haproxy" ;;
-bench) PKGS="$BUILD redis-server redis-tools nginx wrk curl procps" ;;
+redis-server redis-tools nginx haproxy yamllint prometheus systemd groff-base" ;;
+bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
 *) echo "deps: unknown set '$set_name' (build, test, bench, fuzz or valgrind)" >&2; exit 2 ;;

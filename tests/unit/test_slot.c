@@ -1,0 +1,150 @@
+/*
+ * test_slot.c - cluster slots and maps (core/slot.h, core/clustermap.h):
+ * CRC32/IEEE check values, Redis Cluster's hash-tag rules with the slots
+ * zlib's CRC gives (and HAProxy's crc32,mod(16384) gives: it_cluster checks
+ * that through a real HAProxy), the map parser's refusals naming the line,
+ * and format/parse round trips.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/clustermap.h"
+#include "core/slot.h"
+
+static unsigned slot(const char *k) { return slot_of(k, strlen(k)); }
+
+static void test_crc32_vectors(void **state)
+{
+    (void)state;
+    assert_int_equal(slot_crc32("123456789", 9), 0xCBF43926u);   /* the CRC-32/ISO-HDLC check value */
+    assert_int_equal(slot_crc32("", 0), 0);
+    const char *fox = "The quick brown fox jumps over the lazy dog";
+    assert_int_equal(slot_crc32(fox, strlen(fox)), 0x414FA339u);
+    assert_int_equal(slot("foo"), 9505);
+    assert_int_equal(slot("bar"), 3242);
+    assert_int_equal(slot("user1"), 1365);
+    assert_int_equal(slot("123456789"), 0xCBF43926u % 16384);
+}
+
+static void expect_rk(const char *key, const char *want)
+{
+    size_t n;
+    const char *rk = slot_routing_key(key, strlen(key), &n);
+    if (n != strlen(want) || memcmp(rk, want, n) != 0)
+        fail_msg("routing key of '%s' is '%.*s', want '%s'", key, (int)n, rk, want);
+}
+
+static void test_hash_tags(void **state)
+{
+    (void)state;
+    /* Redis Cluster specification's examples */
+    expect_rk("{user1000}.following", "user1000");
+    expect_rk("{user1000}.followers", "user1000");
+    expect_rk("foo{}{bar}", "foo{}{bar}");          /* empty first tag: the whole key */
+    expect_rk("foo{{bar}}zap", "{bar");             /* first '{', then the first '}' after it */
+    expect_rk("foo{bar}{zap}", "bar");              /* only the first tag */
+    expect_rk("{}", "{}");
+    expect_rk("{", "{");
+    expect_rk("x{", "x{");
+    expect_rk("}x{y", "}x{y");
+    expect_rk("a}{b}", "b");
+    expect_rk("", "");
+    assert_int_equal(slot("{user1000}.following"), slot("user1000"));
+    assert_int_equal(slot("{user1000}.following"), 7014);
+    assert_int_equal(slot("{tenant42}:logins"), slot("{tenant42}:signups"));
+    assert_int_equal(slot("foo{}{bar}"), 9049);
+    assert_int_equal(slot("foo{{bar}}zap"), 11577);   /* CRC32 of "{bar" */
+    assert_int_equal(slot("foo{bar}{zap}"), 3242);
+}
+
+static const char good[] = "# two nodes\n"
+                           "epoch 3\n"
+                           "node a 10.0.0.1:8080\n"
+                           "node b host-b.example:9000   # comment\n"
+                           "slots a 0-8191\n"
+                           "slots b 8192-16382\n"
+                           "slots b 16383\n"
+                           "migrate 100-199 a b\n";
+
+static cmap_t *parse(const char *text, char *err, size_t n) { return cmap_parse(text, strlen(text), err, n); }
+
+static void test_map_parse(void **state)
+{
+    (void)state;
+    char err[512];
+    cmap_t *m = parse(good, err, sizeof(err));
+    if (!m)
+        fail_msg("%s", err);
+    assert_int_equal(m->epoch, 3);
+    assert_int_equal(m->nnodes, 2);
+    assert_string_equal(m->nodes[1].addr, "host-b.example:9000");
+    assert_int_equal(m->owner[0], 0);
+    assert_int_equal(m->owner[8192], 1);
+    assert_int_equal(m->owner[16383], 1);
+    assert_int_equal(m->owner[150], 0);
+    assert_int_equal(m->migrating_to[150], 1);
+    assert_int_equal(m->migrating_to[99], -1);
+    assert_int_equal(m->migrating_to[200], -1);
+    assert_int_equal(cmap_node_index(m, "b"), 1);
+    assert_int_equal(cmap_node_index(m, "c"), -1);
+    /* format and parse again: the same table */
+    wbuf_t out = WBUF_INIT;
+    cmap_format(m, &out);
+    cmap_t *m2 = cmap_parse((const char *)out.data, out.len, err, sizeof(err));
+    if (!m2)
+        fail_msg("%s in:\n%.*s", err, (int)out.len, out.data);
+    assert_int_equal(m2->epoch, 3);
+    assert_memory_equal(m2->owner, m->owner, sizeof(m->owner));
+    assert_memory_equal(m2->migrating_to, m->migrating_to, sizeof(m->migrating_to));
+    wbuf_free(&out);
+    cmap_free(m2);
+    cmap_free(m);
+}
+
+static void expect_refused(const char *text, const char *needle)
+{
+    char err[512];
+    cmap_t *m = parse(text, err, sizeof(err));
+    if (m)
+        fail_msg("accepted:\n%s", text);
+    if (!strstr(err, needle))
+        fail_msg("refusal '%s' does not say '%s'", err, needle);
+}
+
+static void test_map_refusals(void **state)
+{
+    (void)state;
+    expect_refused("node a h:1\nslots a 0-16383\n", "no 'epoch N'");
+    expect_refused("epoch 1\nnode a h:1\nslots a 0-16382\n", "slots 16383-16383 have no owner");
+    expect_refused("epoch 1\nnode a h:1\nnode b h:2\nslots a 0-16383\nslots b 5\n", "line 5: slot 5 is already owned");
+    expect_refused("epoch 1\nslots a 0-16383\n", "line 2: no node 'a'");
+    expect_refused("epoch 1\nnode a nohost\nslots a 0-16383\n", "line 2: node address");
+    expect_refused("epoch 1\nnode a h:0\nslots a 0-16383\n", "not HOST:PORT");
+    expect_refused("epoch 1\nnode a h:1\nnode a h:2\n", "declared twice");
+    expect_refused("epoch 1\nnode a/b h:1\n", "node name");
+    expect_refused("epoch 1\nnode a h:1\nslots a 0-16384\n", "not a slot range");
+    expect_refused("epoch 1\nnode a h:1\nslots a 5-4\n", "not a slot range");
+    expect_refused("epoch 1\nnode a h:1\nnode b h:2\nslots a 0-16383\nmigrate 0-10 b a\n", "migrates from node 'b'");
+    expect_refused("epoch 1\nnode a h:1\nslots a 0-16383\nmigrate 0-10 a a\n", "to itself");
+    expect_refused("epoch 1\nepoch 2\n", "a second 'epoch'");
+    expect_refused("epoch x\n", "expected 'epoch N'");
+    expect_refused("epoch 1\nbogus\n", "unknown directive 'bogus'");
+    expect_refused("epoch 1\nnode a h:1\nnode b h:2\nslots a 0-16383\nmigrate 0-10 a b\nmigrate 5 a b\n",
+                   "slot 5 is already migrating");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32_vectors),
+        cmocka_unit_test(test_hash_tags),
+        cmocka_unit_test(test_map_parse),
+        cmocka_unit_test(test_map_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
