@@ -112,13 +112,14 @@ DOCDIR ?= $(PREFIX)/share/doc/tally
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 INSTALL ?= install
 # What `make install` puts where (uninstall removes exactly these).
-INSTALLED := $(BINDIR)/tallyd $(MANDIR)/man8/tallyd.8 $(UNITDIR)/tallyd.service \
+INSTALLED := $(BINDIR)/tallyd $(BINDIR)/tally-reshard $(MANDIR)/man8/tallyd.8 $(UNITDIR)/tallyd.service \
              $(DOCDIR)/README.md $(DOCDIR)/openapi.yaml $(DOCDIR)/examples/policies.json \
              $(DOCDIR)/monitoring/grafana-dashboard.json $(DOCDIR)/monitoring/alerts.yml
 
 install: deps
 	@$(MAKE) --no-print-directory all
 	$(INSTALL) -D -m 0755 $(TALLYD) $(DESTDIR)$(BINDIR)/tallyd
+	$(INSTALL) -D -m 0755 $(RESHARD) $(DESTDIR)$(BINDIR)/tally-reshard
 	$(INSTALL) -D -m 0644 man/tallyd.8 $(DESTDIR)$(MANDIR)/man8/tallyd.8
 	@mkdir -p $(DESTDIR)$(UNITDIR)
 	sed 's|/usr/local/bin/tallyd|$(BINDIR)/tallyd|' deploy/systemd/tallyd.service > $(DESTDIR)$(UNITDIR)/tallyd.service

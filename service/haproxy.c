@@ -15,7 +15,8 @@
  *      the parentheses of the regex);
  *   3. crc32 (HAProxy's converter is CRC32/IEEE, zlib's), mod(16384);
  *   4. one `use_backend` per slot range of the map, to a backend holding
- *      that node with a health check on /readyz.
+ *      that node with a health check on /readyz?role=primary (a replica or a
+ *      fenced former primary answers 503 there, so only the primary serves).
  *
  * Requests without a key (/, /info, /metrics, /keys listing) go to any
  * healthy node.  A migrating range is routed to its source (the owner until
@@ -75,7 +76,7 @@ void haproxy_config_write(const cmap_t *m, const char *source, FILE *out)
         fprintf(out,
                 "\n"
                 "backend tally_%s\n"
-                "    option httpchk GET /readyz\n"
+                "    option httpchk GET /readyz?role=primary\n"
                 "    http-check expect status 200\n"
                 "    server %s %s check inter 1s fall 2 rise 1\n",
                 m->nodes[i].name, m->nodes[i].name, m->nodes[i].addr);
