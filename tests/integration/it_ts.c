@@ -17,6 +17,7 @@
 #include "core/ts.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/redis_ref.h"
+#include "tests/ts_filter_model.h"
 
 static tally_proc_t T;
 
@@ -927,23 +928,8 @@ static void test_percentiles(void **state)
 /* Whether labels (room, kind: NULL = absent) pass one filter, by brute force. */
 static bool lq_model(const char *f, const char *room, const char *kind)
 {
-    const char *ne = strstr(f, "!="), *eq = strchr(f, '=');
-    bool negate = ne && ne < eq;
-    size_t nl = (size_t)((negate ? ne : eq) - f);
-    const char *have = strncmp(f, "room", nl) == 0 && nl == 4 ? room : kind;
-    const char *rest = eq + 1;
-    if (!*rest)
-        return negate ? have != NULL : have == NULL;
-    bool in = false;
-    if (*rest == '(') {
-        char buf[64];
-        snprintf(buf, sizeof(buf), "%.*s", (int)(strlen(rest) - 2), rest + 1);
-        for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            in |= have && strcmp(t, have) == 0;
-    } else {
-        in = have && strcmp(rest, have) == 0;
-    }
-    return negate ? !in : in;
+    const char *const names[] = { "room", "kind" }, *const values[] = { room, kind };
+    return ts_filter_model(f, names, values, 2);
 }
 
 /* Random filter sets over the series lq:00.. (those with present[i]):

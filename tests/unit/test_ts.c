@@ -29,6 +29,7 @@
 
 #include "core/rng.h"
 #include "core/ts.h"
+#include "tests/ts_filter_model.h"
 
 /* ------------------------------------------------------------------------ */
 /* The model                                                                */
@@ -843,31 +844,6 @@ static void test_rules_random(void **state)
     }
 }
 
-/* The model of one filter, read from its text by brute force. */
-static bool m_filter(const char *f, const char *const *names, const char *const *values, size_t n)
-{
-    const char *ne = strstr(f, "!="), *eq = strchr(f, '=');
-    bool negate = ne && ne < eq;
-    size_t nl = (size_t)((negate ? ne : eq) - f);
-    const char *rest = eq + 1;
-    const char *have = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (strlen(names[i]) == nl && strncmp(names[i], f, nl) == 0)
-            have = values[i];
-    if (!*rest)
-        return negate ? have != NULL : have == NULL;
-    bool in = false;
-    if (*rest == '(') {
-        char buf[64];
-        snprintf(buf, sizeof(buf), "%.*s", (int)(strlen(rest) - 2), rest + 1);
-        for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            in |= have && strcmp(t, have) == 0;
-    } else {
-        in = have && strcmp(rest, have) == 0;
-    }
-    return negate ? !in : in;
-}
-
 /* Label filters against the brute force over random labels and filters;
  * malformed filters refused. */
 static void test_label_filters(void **state)
@@ -904,7 +880,7 @@ static void test_label_filters(void **state)
             }
             const char *why;
             assert_true(ts_matcher_parse(f[k], strlen(f[k]), &m[k], &why));
-            want &= m_filter(f[k], names, values, n);
+            want &= ts_filter_model(f[k], names, values, n);
         }
         if (ts_matches(ts, m, nf) != want)
             fail_msg("round %d: filters %s %s %s on %zu labels: %d, model %d", round, f[0], nf > 1 ? f[1] : "",
