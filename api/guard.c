@@ -236,7 +236,10 @@ bool api_guard_request(const api_guard_t *g, const api_req_t *req, const api_rou
 
 void api_guard_cors(const api_guard_t *g, const api_req_t *req, const api_route_t *path_route, api_resp_t *resp)
 {
-    if (!g || req->replay || (path_route && (path_route->flags & API_ROUTE_GATEWAY)))
+    /* without --allow-origin no origin is allowed (api_guard_request refused
+     * any request that carried one): no second look at the headers */
+    if (!g || (!g->any_origin && g->origins.n == 0) || req->replay ||
+        (path_route && (path_route->flags & API_ROUTE_GATEWAY)))
         return;
     const char *origin = header(req, "Origin");
     if (!origin || !origin_allowed(g, origin))
