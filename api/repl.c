@@ -17,6 +17,10 @@ bool api_repl_writable(api_server_t *srv, api_resp_t *resp)
     if (primary[0]) {
         api_add_header(resp, "X-Tally-Primary", "%s", primary);
         api_error(resp, API_E_READONLY, "this node is a read-only replica: send changes to the primary %s", primary);
+    } else if (!strcmp(h->role(h->ud), "probing")) {
+        api_error(resp, API_E_UNAVAILABLE,
+                  "this node started as a primary and takes no changes until a majority of its replication group "
+                  "(--peers) answered and none was promoted under a newer epoch; the request was not applied");
     } else {
         api_error(resp, API_E_UNAVAILABLE,
                   "this node takes no changes: it is a replica whose primary is unknown, or a former primary "
@@ -144,9 +148,19 @@ static void h_replicate(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     call_defer(resp, c);
 }
 
+static void h_epoch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    if (!api_no_query(req, resp))
+        return;
+    api_repl_call_t *c = call_new(srv, req, resp, API_REPL_EPOCH);
+    if (c)
+        call_defer(resp, c);
+}
+
 static const api_route_t routes[] = {
     { API_GET,  "/replication/snapshot", h_snapshot, 0, API_ACCESS_ADMIN },
     { API_GET,  "/replication/log",      h_log, 0, API_ACCESS_ADMIN },
+    { API_GET,  "/replication/epoch",    h_epoch, 0, API_ACCESS_ADMIN },
     { API_POST, "/admin/promote",        h_promote, API_ROUTE_READS, API_ACCESS_ADMIN },
     { API_POST, "/admin/replicate",      h_replicate, API_ROUTE_READS, API_ACCESS_ADMIN },
 };

@@ -10,6 +10,10 @@
  * or 503 when it is unknown) before anything is touched: the check sits in
  * api_journal_reserve, which every changing route passes through.
  *
+ * GET /replication/epoch answers this node's role and the highest epoch it
+ * knows: what a node started with --peers asks the others before it takes
+ * a change as a primary (service/repl.h).
+ *
  * POST /admin/promote makes a replica the primary under a new epoch;
  * POST /admin/replicate?primary=URL makes any node a replica of URL (an old
  * primary rejoining).  GET /readyz?role=primary answers 200 only on the
@@ -27,7 +31,8 @@ typedef enum api_repl_op {
     API_REPL_SNAPSHOT,           /* GET /replication/snapshot */
     API_REPL_LOG,                /* GET /replication/log */
     API_REPL_PROMOTE,            /* POST /admin/promote */
-    API_REPL_FOLLOW              /* POST /admin/replicate?primary=URL */
+    API_REPL_FOLLOW,             /* POST /admin/replicate?primary=URL */
+    API_REPL_EPOCH               /* GET /replication/epoch */
 } api_repl_op_t;
 
 /* One replication request, its parameters checked by api/repl.c. */
@@ -48,7 +53,8 @@ typedef struct api_repl_hooks {
     /* True when this node takes changes; else false with the primary's base
      * URL in `primary` ("" when unknown, or while fenced). */
     bool (*writable)(void *ud, char *primary, size_t n);
-    /* "primary", "replica" or "fenced" (a primary that saw a newer epoch). */
+    /* "primary", "replica", "fenced" (a primary that saw a newer epoch) or
+     * "probing" (started as a primary, asking its --peers first). */
     const char *(*role)(void *ud);
     /* Serves a call on a server thread of its own (it may wait): fills resp. */
     void (*run)(void *ud, const api_repl_call_t *call, api_resp_t *resp);

@@ -1,6 +1,8 @@
 /* persist_fmt.c - see persist_fmt.h for the layouts. */
 #include "core/persist_fmt.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/hash.h"
@@ -226,6 +228,34 @@ void journalfmt_put_request(wbuf_t *out, const journal_req_t *q)
     uint32_t len = (uint32_t)(out->len - pstart);
     wbuf_patch_u32(out, start, len);
     wbuf_patch_u32(out, start + 4, (uint32_t)tally_xxh64(out->data + pstart, len, len));
+}
+
+void journalfmt_epoch_request(uint64_t epoch, int64_t now_ns, uint8_t method, char *buf, journal_req_t *out)
+{
+    int n = snprintf(buf, JOURNAL_EPOCH_BUF, "%" PRIu64, epoch);
+    *out = (journal_req_t){ .now_ns = now_ns, .method = method, .path = JOURNAL_EPOCH_PATH,
+                            .path_len = sizeof(JOURNAL_EPOCH_PATH) - 1, .query = "", .ctype = "",
+                            .body = (const uint8_t *)buf, .body_len = (size_t)n };
+}
+
+bool journalfmt_is_epoch(const journal_req_t *q)
+{
+    return q->path_len == sizeof(JOURNAL_EPOCH_PATH) - 1 && !memcmp(q->path, JOURNAL_EPOCH_PATH, q->path_len);
+}
+
+bool journalfmt_epoch_parse(const journal_req_t *q, uint64_t *epoch)
+{
+    if (!journalfmt_is_epoch(q) || q->body_len == 0 || q->body_len >= JOURNAL_EPOCH_BUF)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < q->body_len; i++) {
+        uint8_t c = q->body[i];
+        if (c < '0' || c > '9' || v > (UINT64_MAX - (c - '0')) / 10)
+            return false;
+        v = v * 10 + (c - '0');
+    }
+    *epoch = v;
+    return true;
 }
 
 size_t journalfmt_request_size(const journal_req_t *q)

@@ -173,6 +173,21 @@ unsigned journalfmt_layout(const journal_header_t *h);
 unsigned journalfmt_generation(const journal_header_t *h);
 /* Appends a framed record holding `req`. */
 void journalfmt_put_request(wbuf_t *out, const journal_req_t *req);
+/* The epoch record: a request record whose path is JOURNAL_EPOCH_PATH (no
+ * route starts without '/', so it can never be a client's request) and whose
+ * body is the epoch in decimal.  A promotion writes it into the journal and
+ * the replication stream: replay restores the epoch with the data, replicas
+ * learn it from the stream.  Journals written before it hold none and replay
+ * as before.  `buf` (JOURNAL_EPOCH_BUF bytes) holds the body. */
+#define JOURNAL_EPOCH_PATH "tally:epoch"
+#define JOURNAL_EPOCH_BUF 24
+/* `method` is the API's POST (core does not know the API's numbers). */
+void journalfmt_epoch_request(uint64_t epoch, int64_t now_ns, uint8_t method, char *buf, journal_req_t *out);
+/* True when `q` is an epoch record; *epoch its value (false for a damaged
+ * one, and for any other request). */
+bool journalfmt_epoch_parse(const journal_req_t *q, uint64_t *epoch);
+/* True when `q` is an epoch record, well-formed or not: never dispatched. */
+bool journalfmt_is_epoch(const journal_req_t *q);
 /* The bytes journalfmt_put_request appends for `req`: the frame, the fixed
  * fields (JOURNAL_REQUEST_FIXED with the frame) and the four strings. */
 #define JOURNAL_REQUEST_FIXED (JOURNAL_FRAME_SIZE + 22)

@@ -67,6 +67,7 @@ static const opt_def_t defs[] = {
     { "repl-backlog", "TALLY_REPL_BACKLOG", K_SIZE, OFF(repl_backlog), 0, 0, "bytes of recent changes a primary keeps for replicas that reconnect (default 64mb; further behind: a new snapshot)" },
     { "min-replicas-ack", "TALLY_MIN_REPLICAS_ACK", K_INT, OFF(min_replicas_ack), 0, 32, "answer a change only once this many replicas hold it (default 0: asynchronous); fewer connected: 503, not applied" },
     { "min-replicas-timeout", "TALLY_MIN_REPLICAS_TIMEOUT", K_INT, OFF(min_replicas_timeout), 1, 600000, "milliseconds a change waits for --min-replicas-ack before it is answered 503 (default 1000)" },
+    { "peers", "TALLY_PEERS", K_STR, OFF(peers), 0, CAP(peers), "the other nodes of this replication group, comma-separated base URLs: a node starting as a primary takes no change until a majority of the group answered and none was promoted under a newer epoch; one that learns of a newer epoch follows its primary" },
     /* cluster (deploy/cluster/README.md) */
     { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },
     { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
@@ -228,6 +229,40 @@ static void defaults(tally_opts_t *o)
 }
 
 /* The transport block's rules between options (files are read at start). */
+int opts_peers_split(const char *list, char out[][OPTS_PEER_URL_MAX], char *err, size_t errlen)
+{
+    int n = 0;
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        const char *start = p;
+        p += len + (p[len] == ',');
+        while (len && (*start == ' ' || *start == '\t'))
+            start++, len--;
+        while (len && (start[len - 1] == ' ' || start[len - 1] == '\t' || start[len - 1] == '/'))
+            len--;
+        if (!len)
+            continue;
+        if (n == OPTS_PEERS_MAX || len >= OPTS_PEER_URL_MAX ||
+            (strncmp(start, "http://", 7) != 0 && strncmp(start, "https://", 8) != 0)) {
+            snprintf(err, errlen, "--peers: '%.*s' %s", (int)(len > 80 ? 80 : len), start,
+                     n == OPTS_PEERS_MAX ? "is one peer too many (at most 16)"
+                                         : "is not a base URL (http://host:port or https://host:port)");
+            return -1;
+        }
+        memcpy(out[n], start, len);
+        out[n][len] = '\0';
+        n++;
+    }
+    return n;
+}
+
+static bool opts_peers_check(const char *list, char *err, size_t errlen)
+{
+    char urls[OPTS_PEERS_MAX][OPTS_PEER_URL_MAX];
+    return opts_peers_split(list, urls, err, errlen) >= 0;
+}
+
 static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen)
 {
     if (!o->tls_cert[0] != !o->tls_key[0]) {
@@ -257,6 +292,12 @@ static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen
         snprintf(err, errlen, "--replica-of: '%s' is not a base URL (http://host:port or https://host:port)", o->replica_of);
         return false;
     }
+    if (o->peers[0] && o->in_memory) {
+        snprintf(err, errlen, "--peers needs a data directory, not --in-memory (it names a replication group)");
+        return false;
+    }
+    if (!opts_peers_check(o->peers, err, errlen))
+        return false;
     if (o->repl_backlog < 65536) {
         snprintf(err, errlen, "--repl-backlog: at least 64kb");
         return false;

@@ -61,6 +61,8 @@ typedef struct tally_opts {
     size_t repl_backlog;         /* --repl-backlog, TALLY_REPL_BACKLOG: 64 MiB of records for reconnects */
     int min_replicas_ack;        /* --min-replicas-ack, TALLY_MIN_REPLICAS_ACK: 0 = asynchronous */
     int min_replicas_timeout;    /* --min-replicas-timeout, TALLY_MIN_REPLICAS_TIMEOUT: 1000 ms */
+    char peers[2048];            /* --peers, TALLY_PEERS: the other nodes of the replication group,
+                                    comma-separated base URLs; none = no probing */
 } tally_opts_t;
 
 typedef enum opts_action {
@@ -78,6 +80,13 @@ typedef enum opts_action {
 opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **check_file, char *err,
                          size_t errlen);
 void opts_usage(FILE *out);
+
+#define OPTS_PEERS_MAX 16
+#define OPTS_PEER_URL_MAX 512
+/* Splits --peers (comma-separated base URLs) into out[], trailing '/'
+ * removed.  Returns how many, or -1 with err when an entry is not an
+ * http(s) URL, is too long, or there are more than OPTS_PEERS_MAX. */
+int opts_peers_split(const char *list, char out[][OPTS_PEER_URL_MAX], char *err, size_t errlen);
 const char *fsync_mode_name(fsync_mode_t m);
 
 #endif

@@ -52,6 +52,7 @@ struct persist {
     uint64_t snapshots_ok, snapshots_failed;
     int64_t load_ns;
     uint64_t loaded_keys, replayed_records;
+    uint64_t journal_epoch;               /* the highest epoch record replayed at start */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -302,6 +303,8 @@ struct replay_ctx {
 
 void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off)
 {
+    if (journalfmt_is_epoch(q))
+        return;   /* not a request: the caller reads it (persist_open, the replica) */
     char ctype[256];
     size_t cl = q->ctype_len < sizeof(ctype) - 1 ? q->ctype_len : sizeof(ctype) - 1;
     memcpy(ctype, q->ctype, cl);
@@ -333,6 +336,9 @@ static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
         return "unknown method in record";
     char where[640];
     snprintf(where, sizeof(where), "journal %s", c->path);
+    uint64_t epoch;
+    if (journalfmt_epoch_parse(q, &epoch) && epoch > c->p->journal_epoch)
+        c->p->journal_epoch = epoch;
     persist_replay_request(c->p->api, q, journalfmt_generation(&c->sc->h), where, off);   /* the rules that served it */
     return NULL;
 }
@@ -591,6 +597,28 @@ uint64_t persist_journal_hook(void *ud, const journal_req_t *req)
     if (lsn == 0)
         return UINT64_MAX;   /* could not even buffer it: the wait reports the failure */
     return lsn;
+}
+
+uint64_t persist_journal_epoch(persist_t *p) { return p->journal_epoch; }
+
+bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char *buf, char *err, size_t errlen)
+{
+    journalfmt_epoch_request(epoch, clock_now_ns(), API_POST, buf, rec);
+    if (!p->j)
+        return true;
+    const char *why = NULL;
+    uint64_t bytes = journalfmt_request_size(rec);
+    if (!journal_reserve(p->j, bytes, &why)) {
+        snprintf(err, errlen, "cannot write the epoch record to the journal: %s", why);
+        return false;
+    }
+    uint64_t lsn = journal_append(p->j, rec);
+    journal_release(p->j, bytes);
+    if (!persist_wait_hook(p, lsn ? lsn : UINT64_MAX, &why)) {
+        snprintf(err, errlen, "cannot write the epoch record to the journal: %s", why);
+        return false;
+    }
+    return true;
 }
 
 bool persist_reserve_hook(void *ud, uint64_t bytes, const char **err)

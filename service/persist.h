@@ -80,6 +80,13 @@ bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len,
 /* Re-executes one journal record through the API (req.replay, the rules of
  * algorithm generation `gen`); a refusal is logged with `where` and `off`. */
 void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off);
+/* The highest epoch record (core/persist_fmt.h) the journals replayed at
+ * start held; 0 when none. */
+uint64_t persist_journal_epoch(persist_t *p);
+/* Writes the epoch record of a promotion to the journal and waits until it
+ * is durable; *rec (its body in buf, JOURNAL_EPOCH_BUF bytes) is the record,
+ * for the replication stream.  False with err when the journal refused it. */
+bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char *buf, char *err, size_t errlen);
 /* Called by the service every ~100 ms: journal fsync/retries each second,
  * periodic snapshot when due and anything changed. */
 void persist_tick(persist_t *p);

@@ -16,15 +16,19 @@
 #include "core/persist_fmt.h"
 #include "service/clock.h"
 #include "service/log.h"
+#include "service/peers.h"
 #include "service/replica.h"
 
 #define REPL_MAX_PEERS 32
 #define REPL_PEER_ALIVE_MS 3000      /* a replica that polled this recently is connected */
 #define REPL_BATCH_BYTES (1u << 20)  /* records answered by one poll at most */
 #define EPOCH_NAME "EPOCH"
+#define PROBE_RETRY_MS 500           /* probing or fenced: ask the peers again after */
+#define PROBE_PRIMARY_MS 2000        /* a primary asks its peers this often */
+#define PROBE_TIMEOUT_MS 1000        /* one peer's answer, at most */
 
-enum { ROLE_PRIMARY, ROLE_REPLICA, ROLE_FENCED };
-static const char *const role_names[] = { "primary", "replica", "fenced" };
+enum { ROLE_PRIMARY, ROLE_REPLICA, ROLE_FENCED, ROLE_PROBING };
+static const char *const role_names[] = { "primary", "replica", "fenced", "probing" };
 
 /* A replica as the primary sees it, from its polls. */
 typedef struct peer {
@@ -53,6 +57,17 @@ struct repl {
     int min_acks, ack_timeout_ms;
     api_repl_hooks_t hooks;
 
+    /* --peers: the other nodes of the group, asked by the prober thread. */
+    char group[OPTS_PEERS_MAX][OPTS_PEER_URL_MAX];
+    int ngroup;
+    pthread_t prober;
+    bool prober_on;
+    pthread_cond_t probe_cv;     /* closing */
+    peer_answer_t answers[OPTS_PEERS_MAX];   /* the prober thread's */
+    uint64_t peer_epoch;         /* the highest epoch a peer reported (mu) */
+    char probe_state[1000];      /* the last round's outcome, for /info (mu) */
+
+    pthread_mutex_t role_mu;     /* one role change at a time (promote, follow, prober) */
     pthread_mutex_t mu;
     pthread_cond_t grew;         /* the backlog grew, or the role changed */
     _Atomic int role;            /* read without mu on every change */
@@ -74,6 +89,17 @@ struct repl {
 };
 
 static int64_t mono_ms(void) { return clock_mono_ns() / 1000000; }
+
+/* Waits on cv (mu held) for at most ms milliseconds. */
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms % 1000 * 1000000;
+    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
 
 static void run_new(repl_t *r)
 {
@@ -421,7 +447,10 @@ static bool stale(repl_t *r, uint64_t epoch, api_resp_t *resp)
 {
     if (epoch <= r->epoch)
         return false;
-    if (atomic_load(&r->role) == ROLE_PRIMARY) {
+    if (epoch > r->peer_epoch)
+        r->peer_epoch = epoch;
+    int role = atomic_load(&r->role);
+    if (role == ROLE_PRIMARY || role == ROLE_PROBING) {
         atomic_store(&r->role, ROLE_FENCED);
         log_error("replication: a replica knows epoch %" PRIu64 ", newer than this primary's %" PRIu64
                   ": another node was promoted. This node takes no changes until it follows the new primary "
@@ -499,14 +528,8 @@ static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
             pthread_mutex_lock(&r->mu);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
         int64_t left = deadline - mono_ms();
-        left = left > 100 ? 100 : left < 1 ? 1 : left;
-        ts.tv_nsec += left * 1000000;
-        ts.tv_sec += ts.tv_nsec / 1000000000;
-        ts.tv_nsec %= 1000000000;
-        pthread_cond_timedwait(&r->grew, &r->mu, &ts);
+        cond_wait_ms(&r->grew, &r->mu, left > 100 ? 100 : left < 1 ? 1 : left);
     }
     bool gone = strcmp(c->run, r->run) != 0 || c->from < r->tail;
     wbuf_t b = WBUF_INIT;
@@ -573,14 +596,27 @@ static uint64_t follower_stop(repl_t *r)
     return epoch;
 }
 
-static bool follow(repl_t *r, const char *primary, char *err, size_t errlen)
+/* The highest epoch this node knows: its own, its follower's (mu held). */
+static uint64_t known_epoch(repl_t *r)
+{
+    uint64_t e = r->epoch;
+    if (r->follower) {
+        uint64_t f = replica_epoch(r->follower);
+        e = f > e ? f : e;
+    }
+    return e;
+}
+
+/* Makes this node a replica of `primary`; `epoch`: the highest epoch known
+ * of it (0: none).  role_mu held. */
+static bool follow(repl_t *r, const char *primary, uint64_t epoch_hint, char *err, size_t errlen)
 {
     uint64_t epoch = follower_stop(r);
     pthread_mutex_lock(&r->mu);
     atomic_store(&r->role, ROLE_REPLICA);
     snprintf(r->primary, sizeof(r->primary), "%s", primary);
-    r->epoch = epoch;
-    r->follower = replica_start(primary, r->token, r->api, r->p, epoch);
+    r->epoch = epoch > epoch_hint ? epoch : epoch_hint;
+    r->follower = replica_start(primary, r->token, r->api, r->p, r->epoch);
     bool ok = r->follower != NULL;
     pthread_cond_broadcast(&r->grew);
     pthread_mutex_unlock(&r->mu);
@@ -591,13 +627,17 @@ static bool follow(repl_t *r, const char *primary, char *err, size_t errlen)
     return ok;
 }
 
+/* role_mu held. */
 static void serve_promote(repl_t *r, api_resp_t *resp)
 {
     if (atomic_load(&r->role) == ROLE_PRIMARY) {
         api_json(resp, 200, json_pack("{s:s,s:I,s:b}", "role", "primary", "epoch", (json_int_t)r->epoch, "promoted", 0));
         return;
     }
-    uint64_t epoch = follower_stop(r) + 1;
+    uint64_t epoch = follower_stop(r);
+    pthread_mutex_lock(&r->mu);
+    epoch = (epoch > r->peer_epoch ? epoch : r->peer_epoch) + 1;   /* above any epoch seen */
+    pthread_mutex_unlock(&r->mu);
     char err[700];
     if (!epoch_write(r->dir, epoch, err, sizeof(err))) {
         api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
@@ -609,6 +649,13 @@ static void serve_promote(repl_t *r, api_resp_t *resp)
         api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
         return;
     }
+    /* the epoch with the data: replayed at a restart, streamed to replicas */
+    journal_req_t rec;
+    char body[JOURNAL_EPOCH_BUF];
+    if (!persist_epoch_append(r->p, epoch, &rec, body, err, sizeof(err))) {
+        api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
+        return;
+    }
     pthread_mutex_lock(&r->mu);
     r->epoch = epoch;
     r->primary[0] = '\0';
@@ -617,8 +664,128 @@ static void serve_promote(repl_t *r, api_resp_t *resp)
     r->npeers = 0;
     atomic_store(&r->role, ROLE_PRIMARY);
     pthread_mutex_unlock(&r->mu);
+    repl_append(r, &rec);
     log_info("replication: promoted to primary under epoch %" PRIu64, epoch);
     api_json(resp, 200, json_pack("{s:s,s:I,s:b}", "role", "primary", "epoch", (json_int_t)epoch, "promoted", 1));
+}
+
+static void serve_epoch(repl_t *r, api_resp_t *resp)
+{
+    pthread_mutex_lock(&r->mu);
+    int role = atomic_load(&r->role);
+    json_t *o = json_pack("{s:s,s:I,s:s}", "role", role_names[role], "epoch", (json_int_t)known_epoch(r), "run", r->run);
+    json_object_set_new(o, "primary", role == ROLE_REPLICA ? json_string(r->primary) : json_null());
+    pthread_mutex_unlock(&r->mu);
+    api_json(resp, 200, o);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Asking the peers (--peers)                                               */
+/* ------------------------------------------------------------------------ */
+
+static bool in_group(const repl_t *r, const char *url)
+{
+    for (int i = 0; i < r->ngroup; i++)
+        if (!strcmp(r->group[i], url))
+            return true;
+    return false;
+}
+
+/* One round: asks every peer, then decides (role_mu held by the caller).
+ * A peer names the node to follow when it is a primary of a newer epoch
+ * (or, for a node not yet primary, of the same epoch), or a replica of a
+ * newer epoch - or of the same epoch following another member of the group
+ * (not this node: this node's own URL is not in its --peers).  Found: this
+ * node follows it.  A newer epoch without a primary to follow: fenced.
+ * Otherwise a probing node becomes the primary once a majority of the group
+ * (itself included) answered; a URL that turns out to be this node (its own
+ * stream id) is left out of the group. */
+static void probe_round(repl_t *r)
+{
+    peer_answer_t *ans = r->answers;
+    for (int i = 0; i < r->ngroup; i++)
+        peers_ask(r->group[i], r->token, PROBE_TIMEOUT_MS, &ans[i]);
+    pthread_mutex_lock(&r->mu);
+    int role = atomic_load(&r->role);
+    uint64_t mine = known_epoch(r), best = 0;
+    int answered = 1, members = 1, rivals = 0;
+    const char *target = NULL;
+    char why[800] = "";
+    for (int i = 0; i < r->ngroup; i++) {
+        const peer_answer_t *a = &ans[i];
+        if (a->answered && !strcmp(a->run, r->run))
+            continue;   /* this node, listed among its own peers */
+        members++;
+        if (!a->answered) {
+            snprintf(why, sizeof(why), "%s", a->error);
+            continue;
+        }
+        answered++;
+        if (a->epoch > r->peer_epoch)
+            r->peer_epoch = a->epoch;
+        bool newer = a->epoch > mine, same = a->epoch == mine && role != ROLE_PRIMARY;
+        const char *url = !strcmp(a->role, "primary") ? r->group[i]
+                          : !strcmp(a->role, "replica") && a->primary[0] ? a->primary : NULL;
+        bool names = url && (newer || (same && (url == r->group[i] || in_group(r, a->primary))));
+        if (names && (!target || a->epoch > best)) {
+            target = url;
+            best = a->epoch;
+        }
+        rivals += same && !strcmp(a->role, "probing");
+    }
+    int majority = members / 2 + 1;
+    char to[OPTS_PEER_URL_MAX] = "";
+    if (target && role != ROLE_REPLICA) {
+        snprintf(to, sizeof(to), "%s", target);
+    } else if (r->peer_epoch > mine && (role == ROLE_PRIMARY || role == ROLE_PROBING)) {
+        atomic_store(&r->role, ROLE_FENCED);
+        log_error("replication: a peer knows epoch %" PRIu64 ", newer than this node's %" PRIu64
+                  ", and no primary of it answered: fenced (no change taken) until one does",
+                  r->peer_epoch, mine);
+    } else if (role == ROLE_PROBING && rivals == 0 && answered >= majority) {
+        atomic_store(&r->role, ROLE_PRIMARY);
+        log_info("replication: %d of the %d nodes of the group answered, none of a newer epoch than %" PRIu64
+                 ": this node is the primary", answered, members, mine);
+    }
+    role = atomic_load(&r->role);
+    if (to[0])
+        snprintf(r->probe_state, sizeof(r->probe_state), "following %s (epoch %" PRIu64 ")", to, best);
+    else if (role == ROLE_PROBING)
+        snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered (%d needed)%s%s%s", answered,
+                 members, majority, rivals ? "; another node is probing under the same epoch" : "",
+                 why[0] ? "; " : "", why);
+    else
+        snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered", answered, members);
+    pthread_mutex_unlock(&r->mu);
+    if (to[0]) {
+        char err[200];
+        log_warn("replication: %s is the primary under epoch %" PRIu64 " (this node knew %" PRIu64
+                 "): this node follows it and takes no change",
+                 to, best, mine);
+        if (!follow(r, to, best, err, sizeof(err)))
+            log_error("replication: %s", err);
+    }
+}
+
+static void *prober_main(void *arg)
+{
+    repl_t *r = arg;
+    pthread_mutex_lock(&r->mu);
+    while (!r->closing) {
+        int role = atomic_load(&r->role);
+        pthread_mutex_unlock(&r->mu);
+        if (role != ROLE_REPLICA) {
+            pthread_mutex_lock(&r->role_mu);
+            probe_round(r);
+            pthread_mutex_unlock(&r->role_mu);
+        }
+        pthread_mutex_lock(&r->mu);
+        if (!r->closing)
+            cond_wait_ms(&r->probe_cv, &r->mu,
+                         atomic_load(&r->role) == ROLE_PRIMARY ? PROBE_PRIMARY_MS : PROBE_RETRY_MS);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
 }
 
 static void hook_run(void *ud, const api_repl_call_t *c, api_resp_t *resp)
@@ -631,12 +798,20 @@ static void hook_run(void *ud, const api_repl_call_t *c, api_resp_t *resp)
     case API_REPL_LOG:
         serve_log(r, c, resp);
         break;
+    case API_REPL_EPOCH:
+        serve_epoch(r, resp);
+        break;
     case API_REPL_PROMOTE:
+        pthread_mutex_lock(&r->role_mu);
         serve_promote(r, resp);
+        pthread_mutex_unlock(&r->role_mu);
         break;
     case API_REPL_FOLLOW: {
         char err[200];
-        if (!follow(r, c->primary, err, sizeof(err)))
+        pthread_mutex_lock(&r->role_mu);
+        bool ok = follow(r, c->primary, 0, err, sizeof(err));
+        pthread_mutex_unlock(&r->role_mu);
+        if (!ok)
             api_error(resp, API_E_OUT_OF_MEMORY, "%s", err);
         else
             api_json(resp, 200, json_pack("{s:s,s:s}", "role", "replica", "primary", c->primary));
@@ -688,13 +863,45 @@ repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *
     snprintf(r->token, sizeof(r->token), "%s", o->replica_token);
     r->hooks = (api_repl_hooks_t){ r, hook_writable, hook_role, hook_run };
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->role_mu, NULL);
     pthread_cond_init(&r->grew, NULL);
-    r->epoch = epoch_read(o->data_dir);
-    run_new(r);
-    atomic_store(&r->role, ROLE_PRIMARY);
-    if (o->replica_of[0] && !follow(r, o->replica_of, err, errlen)) {
+    pthread_cond_init(&r->probe_cv, NULL);
+    r->ngroup = opts_peers_split(o->peers, r->group, err, errlen);
+    if (r->ngroup < 0) {
+        r->ngroup = 0;
         repl_close(r);
         return NULL;
+    }
+    uint64_t file = epoch_read(o->data_dir), journaled = persist_journal_epoch(p);
+    r->epoch = file > journaled ? file : journaled;
+    if (journaled > file) {   /* the file is rewritten: the next snapshot drops the journal */
+        log_warn("replication: the journal records epoch %" PRIu64 ", newer than the EPOCH file's %" PRIu64
+                 ": epoch %" PRIu64 " holds", journaled, file, journaled);
+        if (!epoch_write(o->data_dir, journaled, err, errlen)) {
+            repl_close(r);
+            return NULL;
+        }
+    }
+    run_new(r);
+    /* a primary of a group asks its peers before its first change */
+    atomic_store(&r->role, r->ngroup ? ROLE_PROBING : ROLE_PRIMARY);
+    snprintf(r->probe_state, sizeof(r->probe_state), "not asked yet");
+    if (o->replica_of[0]) {
+        pthread_mutex_lock(&r->role_mu);
+        bool ok = follow(r, o->replica_of, 0, err, errlen);
+        pthread_mutex_unlock(&r->role_mu);
+        if (!ok) {
+            repl_close(r);
+            return NULL;
+        }
+    }
+    if (r->ngroup) {
+        r->prober_on = pthread_create(&r->prober, NULL, prober_main, r) == 0;
+        if (!r->prober_on) {
+            snprintf(err, errlen, "cannot start the thread that asks the --peers");
+            repl_close(r);
+            return NULL;
+        }
     }
     return r;
 }
@@ -703,16 +910,23 @@ void repl_close(repl_t *r)
 {
     if (!r)
         return;
-    follower_stop(r);
     pthread_mutex_lock(&r->mu);
     r->closing = true;
+    pthread_cond_broadcast(&r->probe_cv);
+    pthread_mutex_unlock(&r->mu);
+    if (r->prober_on)
+        pthread_join(r->prober, NULL);   /* before the follower: it may start one */
+    follower_stop(r);
+    pthread_mutex_lock(&r->mu);
     pthread_cond_broadcast(&r->grew);
     waiter_t *all = r->waiters;
     r->waiters = NULL;
     pthread_mutex_unlock(&r->mu);
     waiters_finish(all, false, "shutting down");
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->role_mu);
     pthread_cond_destroy(&r->grew);
+    pthread_cond_destroy(&r->probe_cv);
     free(r->ring);
     free(r);
 }
@@ -738,6 +952,14 @@ void repl_info(repl_t *r, json_t *obj)
                           "backlog_capacity", (json_int_t)r->cap, "min_replicas_ack", r->min_acks,
                           "min_replicas_timeout_ms", r->ack_timeout_ms);
     json_object_set_new(o, "primary", role == ROLE_REPLICA ? json_string(r->primary) : json_null());
+    if (r->ngroup) {
+        json_t *g = json_array();
+        for (int i = 0; i < r->ngroup; i++)
+            json_array_append_new(g, json_string(r->group[i]));
+        json_object_set_new(o, "peers", g);
+        json_object_set_new(o, "peers_state", json_string(r->probe_state));
+        json_object_set_new(o, "peers_epoch", json_integer((json_int_t)r->peer_epoch));
+    }
     json_t *list = json_array();
     int64_t now = mono_ms(), wall = clock_now_ns() / 1000000;
     int connected = 0;
@@ -765,7 +987,7 @@ void repl_info(repl_t *r, json_t *obj)
 
 void repl_metrics(repl_t *r, wbuf_t *out)
 {
-    char line[512];
+    char line[768];
     pthread_mutex_lock(&r->mu);
     int role = atomic_load(&r->role);
     int n = snprintf(line, sizeof(line),
@@ -774,13 +996,15 @@ void repl_metrics(repl_t *r, wbuf_t *out)
                      "tally_replication_role{role=\"primary\"} %d\n"
                      "tally_replication_role{role=\"replica\"} %d\n"
                      "tally_replication_role{role=\"fenced\"} %d\n"
+                     "tally_replication_role{role=\"probing\"} %d\n"
                      "# HELP tally_replication_epoch Promotions this node knows of.\n"
                      "# TYPE tally_replication_epoch gauge\n"
                      "tally_replication_epoch %" PRIu64 "\n"
                      "# HELP tally_replication_offset Bytes of records in this primary's stream.\n"
                      "# TYPE tally_replication_offset counter\n"
                      "tally_replication_offset %" PRIu64 "\n",
-                     role == ROLE_PRIMARY, role == ROLE_REPLICA, role == ROLE_FENCED, r->epoch, r->head);
+                     role == ROLE_PRIMARY, role == ROLE_REPLICA, role == ROLE_FENCED, role == ROLE_PROBING, r->epoch,
+                     r->head);
     wbuf_put_bytes(out, line, (size_t)n);
     int64_t now = mono_ms(), wall = clock_now_ns() / 1000000;
     int connected = 0;

@@ -179,10 +179,14 @@ static bool apply(replica_t *f)
                       f->offset + off, why ? why : "bad method");
             return false;
         }
+        uint64_t epoch = 0;
+        bool is_epoch = journalfmt_epoch_parse(&q, &epoch);   /* a promotion's record: learnt, not run */
         persist_replay_request(f->api, &q, 0, where, (size_t)(f->offset + off));
         off += used;
         /* the position moves per record: a stop between two is exact */
         pthread_mutex_lock(&f->mu);
+        if (is_epoch)
+            epoch_seen(f, epoch);
         f->offset += used;
         f->records++;
         f->applied++;
