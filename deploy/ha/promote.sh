@@ -10,9 +10,13 @@
 # 2. POST OTHER/admin/replicate?primary=NEW_PRIMARY_URL on every other node:
 #    replicas follow the new primary (a fresh snapshot); a former primary
 #    that still runs stops taking changes at once and resynchronises.  A node
-#    that does not answer is reported; when it comes back, start it with
-#    --replica-of NEW_PRIMARY_URL (or run this step for it) - until then a
-#    replica of the new epoch that reaches it fences it (503 to changes).
+#    that does not answer is reported.  Nodes run with --peers (every node of
+#    the group listed): when it comes back, even started as a primary, it asks
+#    its peers first, finds the new epoch and follows the new primary by
+#    itself, taking no change meanwhile (README "Replication").  A node run
+#    without --peers must be started with --replica-of NEW_PRIMARY_URL (or
+#    this step run for it) - until then only a replica of the new epoch that
+#    reaches it fences it.
 # HAProxy (deploy/ha/haproxy.cfg) sends changes to the new primary at its
 # next health check of /readyz?role=primary.
 #
