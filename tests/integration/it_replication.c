@@ -166,6 +166,47 @@ static void assert_same_state(const tally_proc_t *a, const tally_proc_t *b)
     recs_free(&y);
 }
 
+/* GET /keys/{key}/dump on p (the key is plain: letters, digits, '-'). */
+static http_resp_t dump_of(const tally_proc_t *p, const char *key)
+{
+    http_resp_t d = httpf(p, "GET", NULL, "/keys/%s/dump", key);
+    if (d.status != 200)
+        fail_msg("GET /keys/%s/dump on port %d answered %ld", key, p->port, d.status);
+    return d;
+}
+
+/* Every key's DUMP is byte-identical on a and each node of `others`.  The
+ * one documented exception: a dump carries the key's *remaining* TTL, read
+ * at the instant of the GET, so a key with an expiry is compared by its
+ * value's digest (header Tally-Digest) - its absolute expiry is compared
+ * byte for byte by assert_same_state. */
+static void assert_same_dumps(const tally_proc_t *a, const tally_proc_t *const *others, int n)
+{
+    recs_t x = state_of(a);
+    size_t exact = 0, by_digest = 0;
+    for (size_t i = 0; i < x.n; i++) {
+        int64_t expire;
+        memcpy(&expire, x.v[i].blob + 1, 8);
+        http_resp_t d = dump_of(a, x.v[i].key);
+        char dg[64] = "", og[64] = "";
+        assert_true(http_header(&d, "Tally-Digest", dg, sizeof(dg)));
+        for (int j = 0; j < n; j++) {
+            http_resp_t o = dump_of(others[j], x.v[i].key);
+            if (expire == 0 && (o.len != d.len || memcmp(o.body, d.body, d.len) != 0))
+                fail_msg("the dump of %s differs between port %d and port %d", x.v[i].key, a->port, others[j]->port);
+            assert_true(http_header(&o, "Tally-Digest", og, sizeof(og)));
+            if (strcmp(dg, og) != 0)
+                fail_msg("the digest of %s differs between port %d and port %d", x.v[i].key, a->port, others[j]->port);
+            http_free(&o);
+        }
+        http_free(&d);
+        expire == 0 ? exact++ : by_digest++;
+    }
+    printf("dumps: %zu keys byte-identical on %d nodes, %zu keys with a TTL identical by digest\n", exact, n + 1,
+           by_digest);
+    recs_free(&x);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Load                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -177,16 +218,35 @@ struct load {
     long ok, sent;
 };
 
-/* One change from a mix of families, on one of a few dozen keys. */
+static _Atomic long ts_clock = 1700000000000;   /* distinct sample timestamps */
+
+/* The body that creates the key of a family whose changes need one, or NULL. */
+static const char *create_body(const char *path)
+{
+    static const char *const bodies[][2] = {
+        { "/cms/", "{\"width\":200,\"depth\":4}" },
+        { "/cuckoo/", "{\"capacity\":1000,\"bucket_size\":4,\"fingerprint_bits\":16}" },
+        { "/topk/", "{\"k\":5,\"width\":34,\"depth\":5}" },
+        { "/tdigest/", "{\"compression\":100}" },
+    };
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+        if (!strncmp(path, bodies[i][0], strlen(bodies[i][0])))
+            return bodies[i][1];
+    return NULL;
+}
+
+/* One change from a mix of every family, on one of a few dozen keys: the
+ * counters, the four rate limiters, HLL, Bloom, Cuckoo, Count-Min, Top-K,
+ * T-Digest, bitmaps and BITFIELD, activity, geo, time series. */
 static void one_change(const tally_proc_t *p, unsigned *seed)
 {
-    int k = rand_r(seed) % 24, kind = rand_r(seed) % 8;
+    int k = rand_r(seed) % 24, kind = rand_r(seed) % 16, v = rand_r(seed) % 5000;
     char path[96], body[256];
     const char *method = "POST";
     switch (kind) {
     case 0:
         snprintf(path, sizeof(path), "/counter/c%d", k);
-        snprintf(body, sizeof(body), "{\"by\":%d}", rand_r(seed) % 100);
+        snprintf(body, sizeof(body), "{\"by\":%d}", v % 100);
         break;
     case 1:
         snprintf(path, sizeof(path), "/counter/t%d", k);
@@ -202,27 +262,61 @@ static void one_change(const tally_proc_t *p, unsigned *seed)
         break;
     case 4:
         snprintf(path, sizeof(path), "/uv/u%d", k);
-        snprintf(body, sizeof(body), "{\"items\":[\"a%d\",\"b%d\"]}", rand_r(seed) % 1000, rand_r(seed) % 1000);
+        snprintf(body, sizeof(body), "{\"items\":[\"a%d\",\"b%d\"]}", v % 1000, rand_r(seed) % 1000);
         break;
     case 5:
         snprintf(path, sizeof(path), "/bloom/b%d", k);
-        snprintf(body, sizeof(body), "{\"items\":[\"x%d\"],\"error_rate\":0.01,\"capacity\":1000}", rand_r(seed) % 5000);
+        snprintf(body, sizeof(body), "{\"items\":[\"x%d\"],\"error_rate\":0.01,\"capacity\":1000}", v);
         break;
     case 6:
         snprintf(path, sizeof(path), "/cms/m%d", k);
-        snprintf(body, sizeof(body), "{\"increments\":[{\"item\":\"i%d\",\"by\":2}]}", rand_r(seed) % 50);
+        snprintf(body, sizeof(body), "{\"increments\":[{\"item\":\"i%d\",\"by\":2}]}", v % 50);
         break;
-    default:
+    case 7:
         snprintf(path, sizeof(path), "/throttle");
         snprintf(body, sizeof(body), "{\"key\":\"k%d\",\"algorithm\":\"token_bucket\",\"capacity\":5,\"refill_rate\":0.5}", k);
         break;
+    case 8:
+        snprintf(path, sizeof(path), "/cuckoo/q%d", k);
+        snprintf(body, sizeof(body), "{\"items\":[\"y%d\"]}", v % 300);
+        break;
+    case 9:
+        snprintf(path, sizeof(path), "/topk/p%d", k);
+        snprintf(body, sizeof(body), "{\"items\":[\"z%d\",\"z%d\"]}", v % 40, rand_r(seed) % 40);
+        break;
+    case 10:
+        snprintf(path, sizeof(path), "/tdigest/d%d", k);
+        snprintf(body, sizeof(body), "{\"values\":[%d,%d.5]}", v, rand_r(seed) % 1000);
+        break;
+    case 11:
+        snprintf(path, sizeof(path), "/bits/s%d/setbit", k);
+        snprintf(body, sizeof(body), "{\"offset\":%d,\"value\":%d}", v, rand_r(seed) % 2);
+        break;
+    case 12:
+        snprintf(path, sizeof(path), "/bits/f%d/field", k);
+        snprintf(body, sizeof(body), "{\"ops\":[{\"incrby\":\"u8\",\"offset\":%d,\"increment\":%d}]}", v % 64 * 8,
+                 rand_r(seed) % 7);
+        break;
+    case 13:
+        snprintf(path, sizeof(path), "/activity/a%d", k);
+        snprintf(body, sizeof(body), "{\"day\":\"2024-01-%02d\",\"users\":[%d,%d]}", 1 + v % 28, v, rand_r(seed) % 100000);
+        break;
+    case 14:
+        snprintf(path, sizeof(path), "/geo/o%d", k);
+        snprintf(body, sizeof(body), "{\"members\":[{\"member\":\"m%d\",\"lon\":%d.%03d,\"lat\":%d.%03d}]}", v % 100,
+                 v % 170, v % 1000, v % 80, rand_r(seed) % 1000);
+        break;
+    default:
+        snprintf(path, sizeof(path), "/ts/s%d", k);
+        snprintf(body, sizeof(body), "{\"samples\":[[%ld,%d]]}", atomic_fetch_add(&ts_clock, 1), v);
+        break;
     }
     http_resp_t r = http(p, method, path, body, NULL);
-    /* a CMS key must exist: create it once */
-    if (kind == 6 && r.status == 404) {
+    /* a Count-Min, Cuckoo, Top-K or T-Digest key must exist: create it once */
+    const char *create = create_body(path);
+    if (create && r.status == 404) {
         http_free(&r);
-        snprintf(path, sizeof(path), "/cms/m%d", k);
-        r = http(p, "PUT", path, "{\"width\":200,\"depth\":4}", NULL);
+        r = http(p, "PUT", path, create, NULL);
     }
     if (r.status != 200 && r.status != 201 && r.status != 409 && r.status != 429)
         fail_msg("%s %s answered %ld: %.*s", method, path, r.status, (int)r.len, r.body ? r.body : "");
@@ -289,6 +383,8 @@ static void test_converge_under_load(void **state)
     wait_caught_up(&p, &r2);
     assert_same_state(&p, &r1);
     assert_same_state(&p, &r2);
+    const tally_proc_t *both[] = { &r1, &r2 };
+    assert_same_dumps(&p, both, 2);
 
     /* the primary sees both, caught up; /metrics says so */
     json_t *o = http_get_json(&p, "/info");
