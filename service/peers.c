@@ -22,14 +22,15 @@ static bool answer_parse(const wbuf_t *b, peer_answer_t *out)
 {
     json_error_t je;
     json_t *j = json_loadb(b->data ? (const char *)b->data : "", b->len, 0, &je);
-    const char *role = NULL, *primary = NULL, *run = "";
+    const char *role = NULL, *run = "";
+    json_t *primary = NULL;   /* a string, or null on a node that follows none */
     json_int_t epoch = -1;
-    bool ok = j && json_unpack(j, "{s:s,s:I,s?s,s?s}", "role", &role, "epoch", &epoch, "primary", &primary, "run", &run) == 0 &&
+    bool ok = j && json_unpack(j, "{s:s,s:I,s?o,s?s}", "role", &role, "epoch", &epoch, "primary", &primary, "run", &run) == 0 &&
               epoch >= 0 && strlen(role) < sizeof(out->role);
     if (ok) {
         snprintf(out->role, sizeof(out->role), "%s", role);
         out->epoch = (uint64_t)epoch;
-        snprintf(out->primary, sizeof(out->primary), "%s", primary ? primary : "");
+        snprintf(out->primary, sizeof(out->primary), "%s", json_is_string(primary) ? json_string_value(primary) : "");
         snprintf(out->run, sizeof(out->run), "%s", run);
         size_t l = strlen(out->primary);
         while (l && out->primary[l - 1] == '/')

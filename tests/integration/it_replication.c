@@ -568,11 +568,167 @@ static void test_promote_and_fence(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* --peers: a former primary restarted as a primary is fenced from its start */
+/* ------------------------------------------------------------------------ */
+
+static const char *role_of(const tally_proc_t *p, char *out, size_t n)
+{
+    http_resp_t a = http(p, "GET", "/replication/epoch", NULL, NULL);   /* 503 while loading */
+    const char *role = a.status == 200 ? json_string_value(json_object_get(a.json, "role")) : NULL;
+    snprintf(out, n, "%s", role ? role : "");
+    http_free(&a);
+    return out;
+}
+
+/* Waits (10 s at most) until p's role is `want`. */
+static void wait_role(const tally_proc_t *p, const char *want)
+{
+    char role[32];
+    for (int i = 0; i < 500; i++) {
+        if (!strcmp(role_of(p, role, sizeof(role)), want))
+            return;
+        sleep_ms(20);
+    }
+    fail_msg("port %d is %s, not %s, after 10 s", p->port, role, want);
+}
+
+/* A change to p is refused (503 or 421) and nothing is applied. */
+static void expect_refused(const tally_proc_t *p, const char *key)
+{
+    http_resp_t before = httpf(p, "GET", NULL, "/counter/%s", key);
+    http_resp_t a = httpf(p, "POST", "{\"by\":1000}", "/counter/%s", key);
+    if (a.status != 503 && a.status != 421)
+        fail_msg("a change to port %d answered %ld: %.*s", p->port, a.status, (int)a.len, a.body ? a.body : "");
+    http_resp_t after = httpf(p, "GET", NULL, "/counter/%s", key);
+    assert_string_equal(before.body, after.body);
+    http_free(&before);
+    http_free(&a);
+    http_free(&after);
+}
+
+/* A group of three run with --peers: the primary waits for a majority
+ * before its first change; after a kill -9 and a promotion, the former
+ * primary started again on its disk WITHOUT --replica-of refuses every
+ * change from its first request, never answers /readyz?role=primary 200,
+ * finds the new primary by itself and ends as its replica, dump for dump. */
+static void test_peers_fence_restarted_primary(void **state)
+{
+    (void)state;
+    tally_proc_t p, r1, r2;
+    int port[3] = { tally_free_port(), tally_free_port(), tally_free_port() };
+    char url[3][64], ports[3][16], peers[3][200];
+    for (int i = 0; i < 3; i++) {
+        snprintf(url[i], sizeof(url[i]), "http://127.0.0.1:%d", port[i]);
+        snprintf(ports[i], sizeof(ports[i]), "%d", port[i]);
+    }
+    snprintf(peers[0], sizeof(peers[0]), "%s,%s", url[1], url[2]);
+    snprintf(peers[1], sizeof(peers[1]), "%s,%s,%s", url[0], url[1], url[2]);   /* itself too: recognised */
+    snprintf(peers[2], sizeof(peers[2]), "%s,%s", url[0], url[1]);
+    const char *pargs[] = { "--port", ports[0], "--peers", peers[0], NULL };
+    const char *r1args[] = { "--port", ports[1], "--peers", peers[1], "--replica-of", url[0], NULL };
+    const char *r2args[] = { "--port", ports[2], "--peers", peers[2], "--replica-of", url[0], NULL };
+
+    /* alone, the primary of a group waits: safety over availability */
+    tally_start(&p, NULL, pargs);
+    char role[32];
+    assert_string_equal(role_of(&p, role, sizeof(role)), "probing");
+    http_resp_t a = http(&p, "POST", "/counter/x", "{\"by\":1}", NULL);
+    assert_error(&a, 503, "UNAVAILABLE");
+    assert_non_null(strstr(a.body, "--peers"));
+    http_free(&a);
+    http_expect(&p, "GET", "/readyz?role=primary", NULL, 503, NULL);
+    http_expect(&p, "GET", "/counter/x", NULL, 200, "{\"value\":0,\"ttl_ms\":-2}");
+    sleep_ms(700);   /* a round without answers changes nothing */
+    assert_string_equal(role_of(&p, role, sizeof(role)), "probing");
+    /* one replica makes two of three: a majority */
+    tally_start(&r1, NULL, r1args);
+    wait_role(&p, "primary");
+    tally_start(&r2, NULL, r2args);
+    http_expect(&p, "POST", "/counter/x", "{\"by\":5}", 200, NULL);
+    load_run(&p, 1000, NULL, NULL);
+    wait_caught_up(&p, &r1);
+    wait_caught_up(&p, &r2);
+    const tally_proc_t *reps[] = { &r1, &r2 };
+    assert_same_dumps(&p, reps, 2);
+    json_t *o = http_get_json(&r1, "/info");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "replication"), "peers_state")),
+                        "not asked yet");   /* a replica does not ask */
+    json_decref(o);
+
+    /* the primary dies; r1 is promoted, r2 follows it */
+    char pdir[256];
+    snprintf(pdir, sizeof(pdir), "%s", p.dir);
+    tally_kill(&p);
+    a = http(&r1, "POST", "/admin/promote", NULL, NULL);
+    assert_status(&a, 200);
+    assert_int_equal(json_int_of(&a, "epoch"), 1);
+    http_free(&a);
+    char q[160];
+    snprintf(q, sizeof(q), "/admin/replicate?primary=%s", url[1]);
+    http_expect(&r2, "POST", q, NULL, 200, NULL);
+    http_expect(&r1, "POST", "/counter/x", "{\"by\":10}", 200, NULL);
+
+    /* the old primary restarts as a primary (no --replica-of): from its
+     * first request it takes no change and is never the primary */
+    tally_start_nowait(&p, pdir, pargs);
+    for (int i = 0; i < 200; i++) {
+        http_resp_t h = http(&p, "GET", "/healthz", NULL, NULL);
+        long st = h.status;
+        http_free(&h);
+        if (st == 200)
+            break;
+        sleep_ms(10);
+    }
+    for (int i = 0; i < 5; i++) {
+        a = http(&p, "GET", "/readyz?role=primary", NULL, NULL);
+        assert_int_not_equal(a.status, 200);
+        http_free(&a);
+        a = http(&p, "POST", "/counter/x", "{\"by\":1000}", NULL);
+        if (a.status != 503 && a.status != 421)
+            fail_msg("the restarted former primary answered a change %ld: %.*s", a.status, (int)a.len, a.body);
+        http_free(&a);
+    }
+    wait_role(&p, "replica");
+    a = http(&p, "POST", "/counter/x", "{\"by\":1000}", NULL);
+    assert_error(&a, 421, "READONLY");
+    char hdr[128];
+    assert_true(http_header(&a, "X-Tally-Primary", hdr, sizeof(hdr)));
+    assert_string_equal(hdr, url[1]);
+    http_free(&a);
+    expect_refused(&p, "x");
+    http_expect(&p, "GET", "/readyz?role=primary", NULL, 503, NULL);
+    wait_caught_up(&r1, &p);
+    wait_caught_up(&r1, &r2);
+    /* 5 before the failover, 10 after: none of the refused 1000s anywhere */
+    http_expect(&r1, "GET", "/counter/x", NULL, 200, "{\"value\":15,\"ttl_ms\":-1}");
+    http_expect(&p, "GET", "/counter/x", NULL, 200, "{\"value\":15,\"ttl_ms\":-1}");
+    http_expect(&r2, "GET", "/counter/x", NULL, 200, "{\"value\":15,\"ttl_ms\":-1}");
+    const tally_proc_t *rest[] = { &r2, &p };
+    assert_same_dumps(&r1, rest, 2);
+    o = http_get_json(&p, "/info");
+    json_t *repl = json_object_get(o, "replication");
+    assert_int_equal(json_integer_value(json_object_get(repl, "epoch")), 1);
+    assert_non_null(strstr(json_string_value(json_object_get(repl, "peers_state")), url[1]));
+    json_decref(o);
+    /* the new primary asks its peers too, and stays the primary */
+    sleep_ms(2200);
+    assert_string_equal(role_of(&r1, role, sizeof(role)), "primary");
+    o = http_get_json(&r1, "/info");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "replication"), "peers_state")),
+                        "3 of 3 nodes answered");
+    json_decref(o);
+    tally_cleanup(&r2);
+    tally_cleanup(&r1);
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
 /* kill -9 of the primary, then promotion: what acknowledged changes survive */
 /* ------------------------------------------------------------------------ */
 
 #define SKEYS 16
 #define SWRITERS 3
+#define KILL_ROUNDS 10           /* kill -9 at a random instant, each way */
 
 struct model {
     const tally_proc_t *p;
@@ -657,14 +813,14 @@ static void test_semisync_kill9(void **state)
     http_expect(&p, "GET", "/counter/early", NULL, 200, "{\"value\":0,\"ttl_ms\":-2}");
 
     srand((unsigned)time(NULL));
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < KILL_ROUNDS; round++) {
         if (round > 0)
             tally_start(&p, NULL, args);
         start_replica(&r, &p, NULL);
         for (int i = 0; i < 200 && repl_int(&p, "replicas_connected") < 1; i++)
             sleep_ms(10);
         long acked;
-        long lost = kill_and_promote(&p, &r, 300 + rand() % 700, &acked);
+        long lost = kill_and_promote(&p, &r, 100 + rand() % 500, &acked);
         printf("semi-sync round %d: %ld acknowledged changes, %ld lost\n", round, acked, lost);
         assert_true(acked > 0);
         assert_int_equal(lost, 0);
@@ -680,18 +836,21 @@ static void test_async_kill9_measured(void **state)
     (void)state;
     tally_proc_t p, r;
     long lost_total = 0, acked_total = 0;
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < KILL_ROUNDS; round++) {
         tally_start(&p, NULL, NULL);
         start_replica(&r, &p, NULL);
         for (int i = 0; i < 200 && repl_int(&p, "replicas_connected") < 1; i++)
             sleep_ms(10);
         long acked;
-        lost_total += kill_and_promote(&p, &r, 300 + rand() % 700, &acked);
+        long lost = kill_and_promote(&p, &r, 100 + rand() % 500, &acked);
+        printf("asynchronous round %d: %ld acknowledged changes, %ld lost\n", round, acked, lost);
+        lost_total += lost;
         acked_total += acked;
         tally_cleanup(&r);
         tally_cleanup(&p);
     }
-    printf("asynchronous: %ld of %ld acknowledged changes lost over 3 kill -9 rounds\n", lost_total, acked_total);
+    printf("asynchronous: %ld of %ld acknowledged changes lost over %d kill -9 rounds\n", lost_total, acked_total,
+           KILL_ROUNDS);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -826,6 +985,7 @@ int main(void)
         cmocka_unit_test(test_converge_under_load),
         cmocka_unit_test(test_resume_and_resync),
         cmocka_unit_test(test_promote_and_fence),
+        cmocka_unit_test(test_peers_fence_restarted_primary),
         cmocka_unit_test(test_semisync_kill9),
         cmocka_unit_test(test_async_kill9_measured),
     };
