@@ -53,6 +53,7 @@ struct persist {
     int64_t load_ns;
     uint64_t loaded_keys, replayed_records;
     uint64_t journal_epoch;               /* the highest epoch record replayed at start */
+    _Atomic uint64_t epoch;               /* written again into each journal a snapshot starts */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -601,11 +602,9 @@ uint64_t persist_journal_hook(void *ud, const journal_req_t *req)
 
 uint64_t persist_journal_epoch(persist_t *p) { return p->journal_epoch; }
 
-bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char *buf, char *err, size_t errlen)
+/* Appends the epoch record `rec` and waits until it is durable. */
+static bool epoch_journal(persist_t *p, const journal_req_t *rec, char *err, size_t errlen)
 {
-    journalfmt_epoch_request(epoch, clock_now_ns(), API_POST, buf, rec);
-    if (!p->j)
-        return true;
     const char *why = NULL;
     uint64_t bytes = journalfmt_request_size(rec);
     if (!journal_reserve(p->j, bytes, &why)) {
@@ -618,6 +617,22 @@ bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char
         snprintf(err, errlen, "cannot write the epoch record to the journal: %s", why);
         return false;
     }
+    return true;
+}
+
+void persist_epoch_keep(persist_t *p, uint64_t epoch)
+{
+    uint64_t e = atomic_load(&p->epoch);
+    while (epoch > e && !atomic_compare_exchange_weak(&p->epoch, &e, epoch))
+        ;
+}
+
+bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char *buf, char *err, size_t errlen)
+{
+    journalfmt_epoch_request(epoch, clock_now_ns(), API_POST, buf, rec);
+    if (p->j && !epoch_journal(p, rec, err, errlen))
+        return false;
+    persist_epoch_keep(p, epoch);
     return true;
 }
 
@@ -882,6 +897,15 @@ bool persist_snapshot(persist_t *p, snapshot_stats_t *st, char *err, size_t errl
     }
     p->last_snapshot_mono = clock_mono_ns();
     pthread_mutex_unlock(&p->snap_mu);
+    /* the journals that held the epoch record are gone: the new one gets it */
+    uint64_t epoch = atomic_load(&p->epoch);
+    if (ok && epoch && p->j) {
+        journal_req_t rec;
+        char buf[JOURNAL_EPOCH_BUF], why[300];
+        journalfmt_epoch_request(epoch, clock_now_ns(), API_POST, buf, &rec);
+        if (!epoch_journal(p, &rec, why, sizeof(why)))
+            log_error("snapshot: %s (the EPOCH file still holds epoch %" PRIu64 ")", why, epoch);
+    }
     return ok;
 }
 

@@ -85,8 +85,14 @@ void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned 
 uint64_t persist_journal_epoch(persist_t *p);
 /* Writes the epoch record of a promotion to the journal and waits until it
  * is durable; *rec (its body in buf, JOURNAL_EPOCH_BUF bytes) is the record,
- * for the replication stream.  False with err when the journal refused it. */
+ * for the replication stream.  False with err when the journal refused it.
+ * From then on every snapshot writes the record again at the start of the
+ * journal it begins (the journals holding it are deleted), so the newest
+ * journal always holds the epoch. */
 bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char *buf, char *err, size_t errlen);
+/* The epoch a snapshot writes into the journal it begins (the highest kept;
+ * 0: none, nothing written). */
+void persist_epoch_keep(persist_t *p, uint64_t epoch);
 /* Called by the service every ~100 ms: journal fsync/retries each second,
  * periodic snapshot when due and anything changed. */
 void persist_tick(persist_t *p);

@@ -882,6 +882,7 @@ repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *
             return NULL;
         }
     }
+    persist_epoch_keep(p, r->epoch);
     run_new(r);
     /* a primary of a group asks its peers before its first change */
     atomic_store(&r->role, r->ngroup ? ROLE_PROBING : ROLE_PRIMARY);

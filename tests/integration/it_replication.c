@@ -528,6 +528,7 @@ static void test_promote_and_fence(void **state)
     /* the old primary comes back on its data directory: it believes it is
      * the primary of epoch 0 and takes a diverging change */
     tally_start(&p, pdir, NULL);
+    p.own_dir = true;
     http_expect(&p, "POST", "/counter/x", "{\"by\":1000}", 200, NULL);
     /* the replica of epoch 1 pointed at it fences it */
     char url[64], q[128];
@@ -562,9 +563,29 @@ static void test_promote_and_fence(void **state)
     wait_caught_up(&r, &r2);
     assert_same_state(&r, &r2);
     assert_same_state(&r, &p);
+
+    /* the promotion's epoch record is in the new primary's journal, between
+     * changes: a restart replays around it and restores the epoch even
+     * without the EPOCH file (which it writes again) */
     tally_cleanup(&r2);
-    tally_cleanup(&r);
     tally_cleanup(&p);
+    char rdir[256], epath[300];
+    snprintf(rdir, sizeof(rdir), "%s", r.dir);
+    snprintf(epath, sizeof(epath), "%s/EPOCH", rdir);
+    tally_kill(&r);
+    assert_int_equal(unlink(epath), 0);
+    tally_start(&r, rdir, NULL);
+    r.own_dir = true;
+    http_expect(&r, "GET", "/counter/x", NULL, 200, "{\"value\":15,\"ttl_ms\":-1}");
+    a = http(&r, "GET", "/replication/epoch", NULL, NULL);
+    assert_status(&a, 200);
+    assert_int_equal(json_int_of(&a, "epoch"), 1);
+    http_free(&a);
+    size_t elen;
+    char *etext = file_read(epath, &elen);
+    assert_string_equal(etext, "1\n");
+    free(etext);
+    tally_cleanup(&r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -671,6 +692,7 @@ static void test_peers_fence_restarted_primary(void **state)
     /* the old primary restarts as a primary (no --replica-of): from its
      * first request it takes no change and is never the primary */
     tally_start_nowait(&p, pdir, pargs);
+    p.own_dir = true;
     for (int i = 0; i < 200; i++) {
         http_resp_t h = http(&p, "GET", "/healthz", NULL, NULL);
         long st = h.status;
