@@ -43,6 +43,8 @@ struct replica {
     uint64_t offset, records, epoch, head, head_records;
     bool linked;
     uint64_t full_syncs, resumes, applied;
+    uint64_t snapshot_bytes;     /* the last snapshot loaded */
+    int64_t snapshot_ms;         /* its fetch and load, in ms */
     int64_t last_ok_ms;
     char last_err[1100];
 };
@@ -153,6 +155,8 @@ static bool full_sync(replica_t *f)
     f->synced = true;
     f->linked = true;
     f->full_syncs++;
+    f->snapshot_bytes = f->body.len;
+    f->snapshot_ms = (clock_mono_ns() - t0) / 1000000;
     f->last_ok_ms = clock_mono_ns() / 1000000;
     pthread_mutex_unlock(&f->mu);
     log_info("replication: loaded a snapshot of %zu bytes from %s in %.1f ms (stream %s at offset %" PRIu64 ")",
@@ -332,6 +336,9 @@ void replica_info(replica_t *f, json_t *obj)
                   "primary_epoch", (json_int_t)f->epoch, "full_syncs", (json_int_t)f->full_syncs, "resumes",
                   (json_int_t)f->resumes, "applied", (json_int_t)f->applied, "last_ok_ms_ago",
                   (json_int_t)(f->last_ok_ms ? now - f->last_ok_ms : -1), "last_error", f->last_err));
+    json_t *link = json_object_get(obj, "link");
+    json_object_set_new(link, "last_snapshot_bytes", json_integer((json_int_t)f->snapshot_bytes));
+    json_object_set_new(link, "last_snapshot_ms", json_integer((json_int_t)f->snapshot_ms));
     pthread_mutex_unlock(&f->mu);
 }
 
