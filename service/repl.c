@@ -24,7 +24,7 @@
 #define REPL_BATCH_BYTES (1u << 20)  /* records answered by one poll at most */
 #define EPOCH_NAME "EPOCH"
 #define PROBE_RETRY_MS 500           /* probing or fenced: ask the peers again after */
-#define PROBE_PRIMARY_MS 2000        /* a primary asks its peers this often */
+#define PROBE_STEADY_MS 2000         /* a primary or a replica asks its peers this often */
 #define PROBE_TIMEOUT_MS 1000        /* one peer's answer, at most */
 
 enum { ROLE_PRIMARY, ROLE_REPLICA, ROLE_FENCED, ROLE_PROBING };
@@ -696,7 +696,8 @@ static bool in_group(const repl_t *r, const char *url)
  * (or, for a node not yet primary, of the same epoch), or a replica of a
  * newer epoch - or of the same epoch following another member of the group
  * (not this node: this node's own URL is not in its --peers).  Found: this
- * node follows it.  A newer epoch without a primary to follow: fenced.
+ * node follows it.  A replica moves only to the primary of an epoch newer
+ * than any it knows (its primary was replaced while it was not told).  A newer epoch without a primary to follow: fenced.
  * Otherwise a probing node becomes the primary once a majority of the group
  * (itself included) answered; a URL that turns out to be this node (its own
  * stream id) is left out of the group. */
@@ -727,6 +728,8 @@ static void probe_round(repl_t *r)
         const char *url = !strcmp(a->role, "primary") ? r->group[i]
                           : !strcmp(a->role, "replica") && a->primary[0] ? a->primary : NULL;
         bool names = url && (newer || (same && (url == r->group[i] || in_group(r, a->primary))));
+        if (role == ROLE_REPLICA)   /* a replica moves only to a newer epoch's primary */
+            names = url && newer && strcmp(url, r->primary) != 0;
         if (names && (!target || a->epoch > best)) {
             target = url;
             best = a->epoch;
@@ -735,7 +738,7 @@ static void probe_round(repl_t *r)
     }
     int majority = members / 2 + 1;
     char to[OPTS_PEER_URL_MAX] = "";
-    if (target && role != ROLE_REPLICA) {
+    if (target) {
         snprintf(to, sizeof(to), "%s", target);
     } else if (r->peer_epoch > mine && (role == ROLE_PRIMARY || role == ROLE_PROBING)) {
         atomic_store(&r->role, ROLE_FENCED);
@@ -772,17 +775,15 @@ static void *prober_main(void *arg)
     repl_t *r = arg;
     pthread_mutex_lock(&r->mu);
     while (!r->closing) {
-        int role = atomic_load(&r->role);
         pthread_mutex_unlock(&r->mu);
-        if (role != ROLE_REPLICA) {
-            pthread_mutex_lock(&r->role_mu);
-            probe_round(r);
-            pthread_mutex_unlock(&r->role_mu);
-        }
+        pthread_mutex_lock(&r->role_mu);
+        probe_round(r);
+        pthread_mutex_unlock(&r->role_mu);
         pthread_mutex_lock(&r->mu);
+        int role = atomic_load(&r->role);
         if (!r->closing)
             cond_wait_ms(&r->probe_cv, &r->mu,
-                         atomic_load(&r->role) == ROLE_PRIMARY ? PROBE_PRIMARY_MS : PROBE_RETRY_MS);
+                         role == ROLE_PRIMARY || role == ROLE_REPLICA ? PROBE_STEADY_MS : PROBE_RETRY_MS);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;

@@ -631,7 +631,9 @@ static void expect_refused(const tally_proc_t *p, const char *key)
  * before its first change; after a kill -9 and a promotion, the former
  * primary started again on its disk WITHOUT --replica-of refuses every
  * change from its first request, never answers /readyz?role=primary 200,
- * finds the new primary by itself and ends as its replica, dump for dump. */
+ * finds the new primary by itself and ends as its replica, dump for dump.
+ * Then a promotion the running primary is not told of: it and its replica
+ * learn the newer epoch from their peers and follow the new primary. */
 static void test_peers_fence_restarted_primary(void **state)
 {
     (void)state;
@@ -671,10 +673,7 @@ static void test_peers_fence_restarted_primary(void **state)
     wait_caught_up(&p, &r2);
     const tally_proc_t *reps[] = { &r1, &r2 };
     assert_same_dumps(&p, reps, 2);
-    json_t *o = http_get_json(&r1, "/info");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "replication"), "peers_state")),
-                        "not asked yet");   /* a replica does not ask */
-    json_decref(o);
+    json_t *o;
 
     /* the primary dies; r1 is promoted, r2 follows it */
     char pdir[256];
@@ -739,6 +738,31 @@ static void test_peers_fence_restarted_primary(void **state)
     assert_string_equal(json_string_value(json_object_get(json_object_get(o, "replication"), "peers_state")),
                         "3 of 3 nodes answered");
     json_decref(o);
+
+    /* r2 is promoted behind r1's back (epoch 2): the primary r1 and its
+     * replica p learn it from their periodic questions and follow r2 */
+    a = http(&r2, "POST", "/admin/promote", NULL, NULL);
+    assert_status(&a, 200);
+    assert_int_equal(json_int_of(&a, "epoch"), 2);
+    http_free(&a);
+    wait_role(&r1, "replica");
+    http_expect(&r1, "GET", "/readyz?role=primary", NULL, 503, NULL);
+    http_expect(&r2, "POST", "/counter/x", "{\"by\":100}", 200, NULL);
+    for (int i = 0; i < 500; i++) {   /* p moves within a round or two */
+        http_resp_t w = http(&p, "POST", "/counter/x", "{\"by\":1}", NULL);
+        bool moved = w.status == 421 && http_header(&w, "X-Tally-Primary", hdr, sizeof(hdr)) && !strcmp(hdr, url[2]);
+        http_free(&w);
+        if (moved)
+            break;
+        if (i == 499)
+            fail_msg("the replica did not move to the primary of epoch 2");
+        sleep_ms(20);
+    }
+    wait_caught_up(&r2, &r1);
+    wait_caught_up(&r2, &p);
+    http_expect(&p, "GET", "/counter/x", NULL, 200, "{\"value\":115,\"ttl_ms\":-1}");
+    const tally_proc_t *last[] = { &r1, &p };
+    assert_same_dumps(&r2, last, 2);
     tally_cleanup(&r2);
     tally_cleanup(&r1);
     tally_cleanup(&p);
