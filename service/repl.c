@@ -696,8 +696,10 @@ static bool in_group(const repl_t *r, const char *url)
  * (or, for a node not yet primary, of the same epoch), or a replica of a
  * newer epoch - or of the same epoch following another member of the group
  * (not this node: this node's own URL is not in its --peers).  Found: this
- * node follows it.  A replica moves only to the primary of an epoch newer
- * than any it knows (its primary was replaced while it was not told).  A newer epoch without a primary to follow: fenced.
+ * node follows it.  A replica moves to the primary of an epoch newer than
+ * any it knows, or - when its own primary, a member of the group, says it
+ * is no longer the primary - to the group's primary of its epoch or newer
+ * (its primary was replaced while it was not told).  A newer epoch without a primary to follow: fenced.
  * Otherwise a probing node becomes the primary once a majority of the group
  * (itself included) answered; a URL that turns out to be this node (its own
  * stream id) is left out of the group. */
@@ -711,6 +713,12 @@ static void probe_round(repl_t *r)
     uint64_t mine = known_epoch(r), best = 0;
     int answered = 1, members = 1, rivals = 0;
     const char *target = NULL;
+    /* a replica: does its primary (when it is one of the group) still say
+     * it is the primary? */
+    bool primary_stands = true;
+    for (int i = 0; i < r->ngroup && role == ROLE_REPLICA; i++)
+        if (!strcmp(r->group[i], r->primary))
+            primary_stands = ans[i].answered && !strcmp(ans[i].role, "primary");
     char why[800] = "";
     for (int i = 0; i < r->ngroup; i++) {
         const peer_answer_t *a = &ans[i];
@@ -728,8 +736,9 @@ static void probe_round(repl_t *r)
         const char *url = !strcmp(a->role, "primary") ? r->group[i]
                           : !strcmp(a->role, "replica") && a->primary[0] ? a->primary : NULL;
         bool names = url && (newer || (same && (url == r->group[i] || in_group(r, a->primary))));
-        if (role == ROLE_REPLICA)   /* a replica moves only to a newer epoch's primary */
-            names = url && newer && strcmp(url, r->primary) != 0;
+        if (role == ROLE_REPLICA)   /* a replica moves to a newer epoch's primary, or off a former one */
+            names = url && strcmp(url, r->primary) != 0 &&
+                    (newer || (!primary_stands && a->epoch >= mine && url == r->group[i]));
         if (names && (!target || a->epoch > best)) {
             target = url;
             best = a->epoch;
