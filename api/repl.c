@@ -122,13 +122,19 @@ static void h_log(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     call_defer(resp, c);
 }
 
-static void h_promote(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+/* A route without parameters. */
+static void plain_call(api_server_t *srv, api_req_t *req, api_resp_t *resp, api_repl_op_t op)
 {
     if (!api_no_query(req, resp))
         return;
-    api_repl_call_t *c = call_new(srv, req, resp, API_REPL_PROMOTE);
+    api_repl_call_t *c = call_new(srv, req, resp, op);
     if (c)
         call_defer(resp, c);
+}
+
+static void h_promote(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    plain_call(srv, req, resp, API_REPL_PROMOTE);
 }
 
 static void h_replicate(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -150,11 +156,7 @@ static void h_replicate(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 static void h_epoch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    if (!api_no_query(req, resp))
-        return;
-    api_repl_call_t *c = call_new(srv, req, resp, API_REPL_EPOCH);
-    if (c)
-        call_defer(resp, c);
+    plain_call(srv, req, resp, API_REPL_EPOCH);
 }
 
 static const api_route_t routes[] = {
