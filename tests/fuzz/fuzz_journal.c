@@ -1,6 +1,7 @@
 /* fuzz_journal.c - the journal reader (journalfmt_scan, the one start-up and
  * `tallyd --check` use) on any bytes, in both places a file can sit, plus
- * the record decoder from offset 0, header or not. */
+ * the record decoder from offset 0, header or not, and the epoch record's
+ * reader on every record. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -15,6 +16,10 @@ static const char *touch(void *ud, size_t off, const journal_req_t *q)
         sink ^= (uint8_t)q->path[i];
     for (size_t i = 0; i < q->body_len; i++)
         sink ^= q->body[i];
+    uint64_t epoch = 0;   /* a promotion's epoch record, as replay reads it */
+    if (journalfmt_epoch_parse(q, &epoch) && !journalfmt_is_epoch(q))
+        abort();          /* only an epoch record parses as one */
+    sink ^= (uint8_t)epoch;
     (void)sink;
     return NULL;
 }
