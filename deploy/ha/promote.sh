@@ -57,7 +57,7 @@ for node in "$@"; do
     if out=$(post "$node/admin/replicate?primary=$new") && [ "$(printf '%s\n' "$out" | tail -n 1)" = 200 ]; then
         echo "$node now follows $new"
     else
-        echo "promote.sh: $node did not follow $new (down?): start it with --replica-of $new when it returns" >&2
+        echo "promote.sh: $node did not follow $new (down?): with --peers it follows $new by itself when it returns; without, start it with --replica-of $new" >&2
         status=2
     fi
 done
