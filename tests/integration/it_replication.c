@@ -674,6 +674,15 @@ static void test_peers_fence_restarted_primary(void **state)
     const char *r1args[] = { "--port", ports[1], "--peers", peers[1], "--replica-of", url[0], NULL };
     const char *r2args[] = { "--port", ports[2], "--peers", peers[2], "--replica-of", url[0], NULL };
 
+    /* a peer that is not a base URL is refused at start, named */
+    tally_proc_t bad;
+    const char *badargs[] = { "--peers", "http://127.0.0.1:1,10.0.0.9:8080", NULL };
+    assert_int_not_equal(tally_start_expect_exit(&bad, NULL, badargs), 0);
+    char *blog = tally_log(&bad);
+    assert_non_null(strstr(blog, "--peers: '10.0.0.9:8080' is not a base URL"));
+    free(blog);
+    tally_cleanup(&bad);
+
     /* alone, the primary of a group waits: safety over availability */
     tally_start(&p, NULL, pargs);
     char role[32];
