@@ -43,7 +43,14 @@ static bool answer_parse(const wbuf_t *b, peer_answer_t *out)
     return ok;
 }
 
-void peers_ask(const char *url, const char *token, long timeout_ms, peer_answer_t *out)
+/* Aborts the exchange once the caller is told to stop. */
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    (void)a, (void)b, (void)c, (void)d;
+    return atomic_load((const _Atomic bool *)ud) ? 1 : 0;
+}
+
+void peers_ask(const char *url, const char *token, long timeout_ms, const _Atomic bool *stop, peer_answer_t *out)
 {
     memset(out, 0, sizeof(*out));
     char full[API_REPL_URL_MAX + 32], auth[320];
@@ -67,6 +74,9 @@ void peers_ask(const char *url, const char *token, long timeout_ms, peer_answer_
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "tallyd-peer");
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)stop);
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
     if (rc == CURLE_OK)

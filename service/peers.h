@@ -10,6 +10,7 @@
 #ifndef TALLY_PEERS_H
 #define TALLY_PEERS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -26,7 +27,7 @@ typedef struct peer_answer {
 } peer_answer_t;
 
 /* Asks `url` (a base URL) with bearer `token` ("" none), waiting at most
- * timeout_ms.  Always fills *out. */
-void peers_ask(const char *url, const char *token, long timeout_ms, peer_answer_t *out);
+ * timeout_ms, or until *stop turns true (a shutdown).  Always fills *out. */
+void peers_ask(const char *url, const char *token, long timeout_ms, const _Atomic bool *stop, peer_answer_t *out);
 
 #endif

@@ -64,6 +64,8 @@ struct repl {
     bool prober_on;
     pthread_cond_t probe_cv;     /* closing */
     peer_answer_t answers[OPTS_PEERS_MAX];   /* the prober thread's */
+    bool self[OPTS_PEERS_MAX];   /* entries found to be this node (its own stream id answered) */
+    _Atomic bool stopping;       /* repl_close: a question in flight is abandoned */
     uint64_t peer_epoch;         /* the highest epoch a peer reported (mu) */
     char probe_state[1000];      /* the last round's outcome, for /info (mu) */
 
@@ -683,12 +685,29 @@ static void serve_epoch(repl_t *r, api_resp_t *resp)
 /* Asking the peers (--peers)                                               */
 /* ------------------------------------------------------------------------ */
 
+/* Is `url` another member of the group, one that answered this round? */
 static bool in_group(const repl_t *r, const char *url)
 {
     for (int i = 0; i < r->ngroup; i++)
-        if (!strcmp(r->group[i], url))
+        if (!r->self[i] && r->answers[i].answered && !strcmp(r->group[i], url))
             return true;
     return false;
+}
+
+/* Is `url` this node?  A group entry found to be it, or a URL that answers
+ * with this node's stream id (a replica's primary is not always in the
+ * group).  Asked without mu. */
+static bool is_self(repl_t *r, const char *url)
+{
+    for (int i = 0; i < r->ngroup; i++)
+        if (r->self[i] && !strcmp(r->group[i], url))
+            return true;
+    peer_answer_t a;
+    peers_ask(url, r->token, PROBE_TIMEOUT_MS, &r->stopping, &a);
+    pthread_mutex_lock(&r->mu);
+    bool self = a.answered && !strcmp(a.run, r->run);
+    pthread_mutex_unlock(&r->mu);
+    return self;
 }
 
 /* One round: asks every peer, then decides (role_mu held by the caller).
@@ -707,8 +726,10 @@ static void probe_round(repl_t *r)
 {
     peer_answer_t *ans = r->answers;
     for (int i = 0; i < r->ngroup; i++)
-        peers_ask(r->group[i], r->token, PROBE_TIMEOUT_MS, &ans[i]);
+        peers_ask(r->group[i], r->token, PROBE_TIMEOUT_MS, &r->stopping, &ans[i]);
     pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->ngroup; i++)
+        r->self[i] = r->self[i] || (ans[i].answered && !strcmp(ans[i].run, r->run));
     int role = atomic_load(&r->role);
     uint64_t mine = known_epoch(r), best = 0;
     int answered = 1, members = 1, rivals = 0;
@@ -722,7 +743,7 @@ static void probe_round(repl_t *r)
     char why[800] = "";
     for (int i = 0; i < r->ngroup; i++) {
         const peer_answer_t *a = &ans[i];
-        if (a->answered && !strcmp(a->run, r->run))
+        if (r->self[i])
             continue;   /* this node, listed among its own peers */
         members++;
         if (!a->answered) {
@@ -769,6 +790,21 @@ static void probe_round(repl_t *r)
     else
         snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered", answered, members);
     pthread_mutex_unlock(&r->mu);
+    if (to[0] && is_self(r, to)) {
+        /* a replica of a newer epoch follows this node: it is the one that
+         * was replaced (the replica's own polls fence it too) */
+        pthread_mutex_lock(&r->mu);
+        int now_role = atomic_load(&r->role);
+        if (best > mine && (now_role == ROLE_PRIMARY || now_role == ROLE_PROBING)) {
+            atomic_store(&r->role, ROLE_FENCED);
+            log_error("replication: a replica of epoch %" PRIu64 " follows this node of epoch %" PRIu64
+                      ": fenced (no change taken) until a primary of the newer epoch answers",
+                      best, mine);
+        }
+        snprintf(r->probe_state, sizeof(r->probe_state), "a replica of epoch %" PRIu64 " follows this node", best);
+        pthread_mutex_unlock(&r->mu);
+        to[0] = '\0';
+    }
     if (to[0]) {
         char err[200];
         log_warn("replication: %s is the primary under epoch %" PRIu64 " (this node knew %" PRIu64
@@ -921,6 +957,7 @@ void repl_close(repl_t *r)
 {
     if (!r)
         return;
+    atomic_store(&r->stopping, true);
     pthread_mutex_lock(&r->mu);
     r->closing = true;
     pthread_cond_broadcast(&r->probe_cv);
