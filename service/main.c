@@ -289,16 +289,8 @@ static bool load_tokens(char *err, size_t errlen, size_t *count)
 static bool cluster_store(void *ud, const char *text, size_t len, char *err, size_t errlen)
 {
     (void)ud;
-    const char *path = app.opts.cluster;
-    char tmp[sizeof(app.opts.cluster) + 8];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "--cluster %.300s: cannot write the new map: %s", path, strerror(errno));
-        unlink(tmp);
+    if (!file_replace(app.opts.cluster, text, len)) {
+        snprintf(err, errlen, "--cluster %.300s: cannot write the new map: %s", app.opts.cluster, strerror(errno));
         return false;
     }
     return true;
@@ -325,7 +317,8 @@ static bool load_cluster(const char *who, char *err, size_t errlen)
     return ok;
 }
 
-/* tallyd --cluster FILE --haproxy-config */
+/* tallyd --cluster FILE --haproxy-config [--haproxy-map PATH] [--haproxy-socket PATH]:
+ * the configuration on stdout, the slot map file written at PATH. */
 static int print_haproxy_config(void)
 {
     char err[1024];
@@ -341,7 +334,14 @@ static int print_haproxy_config(void)
         fprintf(stderr, "tallyd: --cluster %s: %s\n", app.opts.cluster, err);
         return 2;
     }
-    haproxy_config_write(m, app.opts.cluster, stdout);
+    const char *map_path = app.opts.haproxy_map[0] ? app.opts.haproxy_map : HAPROXY_MAP_DEFAULT;
+    const char *socket_path = app.opts.haproxy_socket[0] ? app.opts.haproxy_socket : HAPROXY_SOCKET_DEFAULT;
+    if (!haproxy_map_save(m, map_path, err, sizeof(err))) {
+        fprintf(stderr, "tallyd --haproxy-config: %s (choose the file with --haproxy-map PATH)\n", err);
+        cmap_free(m);
+        return 2;
+    }
+    haproxy_config_write(m, app.opts.cluster, map_path, socket_path, stdout);
     cmap_free(m);
     return 0;
 }
