@@ -1,7 +1,8 @@
 /*
  * haproxy.h - HAProxy in front of a tally cluster: the configuration that
  * routes requests to the node owning their key's slot (`tallyd --cluster
- * FILE --haproxy-config`), the slot map file that configuration reads, and
+ * FILE --haproxy-config`), the slot map file that configuration reads
+ * (`--haproxy-slots`), and
  * the runtime update of that map over HAProxy's stats socket (what
  * tally-reshard does when a reshard flips the map), so HAProxy follows a
  * reshard without a reload.

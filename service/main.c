@@ -318,13 +318,13 @@ static bool load_cluster(const char *who, char *err, size_t errlen)
 }
 
 /* tallyd --cluster FILE --haproxy-config [--haproxy-map PATH] [--haproxy-socket PATH]:
- * the configuration on stdout, the slot map file written at PATH. */
+ * the configuration; tallyd --cluster FILE --haproxy-slots: its slot map file. */
 static int print_haproxy_config(void)
 {
     char err[1024];
     size_t n;
     if (!app.opts.cluster[0]) {
-        fprintf(stderr, "tallyd --haproxy-config needs --cluster FILE\n");
+        fprintf(stderr, "tallyd --haproxy-config and --haproxy-slots need --cluster FILE\n");
         return 2;
     }
     char *text = config_read("--cluster", app.opts.cluster, &n, err, sizeof(err));
@@ -334,14 +334,15 @@ static int print_haproxy_config(void)
         fprintf(stderr, "tallyd: --cluster %s: %s\n", app.opts.cluster, err);
         return 2;
     }
-    const char *map_path = app.opts.haproxy_map[0] ? app.opts.haproxy_map : HAPROXY_MAP_DEFAULT;
-    const char *socket_path = app.opts.haproxy_socket[0] ? app.opts.haproxy_socket : HAPROXY_SOCKET_DEFAULT;
-    if (!haproxy_map_save(m, map_path, err, sizeof(err))) {
-        fprintf(stderr, "tallyd --haproxy-config: %s (choose the file with --haproxy-map PATH)\n", err);
-        cmap_free(m);
-        return 2;
+    if (app.opts.haproxy_slots) {
+        wbuf_t b = WBUF_INIT;
+        cmap_format_haproxy(m, &b);
+        fwrite(b.data, 1, b.len, stdout);
+        wbuf_free(&b);
+    } else {
+        haproxy_config_write(m, app.opts.cluster, app.opts.haproxy_map[0] ? app.opts.haproxy_map : HAPROXY_MAP_DEFAULT,
+                             app.opts.haproxy_socket[0] ? app.opts.haproxy_socket : HAPROXY_SOCKET_DEFAULT, stdout);
     }
-    haproxy_config_write(m, app.opts.cluster, map_path, socket_path, stdout);
     cmap_free(m);
     return 0;
 }
@@ -783,7 +784,7 @@ int main(int argc, char **argv)
     case OPTS_RUN:
         break;
     }
-    if (app.opts.haproxy_config)
+    if (app.opts.haproxy_config || app.opts.haproxy_slots)
         return print_haproxy_config();
     log_set_level(app.opts.log_level);
     curl_global_init(CURL_GLOBAL_DEFAULT);   /* before any thread: replication's HTTP client */

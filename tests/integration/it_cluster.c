@@ -556,7 +556,7 @@ static void test_haproxy_routes_to_owner(void **state)
     check_cluster_stats(0, 5460);   /* a's slots all moved to d */
     json_t *m = http_get_json(&N[0], "/cluster");
     const char *text = json_string_value(json_object_get(m, "map"));
-    char mapf[1100], cfg[1100], pidf[1100], slots[1100], sock[1100], cmd[8000];
+    char mapf[1100], cfg[1100], pidf[1100], slots[1100], sock[1100], cmd[12000];
     snprintf(mapf, sizeof(mapf), "%s/final.map", dirs[0]);
     snprintf(cfg, sizeof(cfg), "%s/haproxy.cfg", dirs[0]);
     snprintf(pidf, sizeof(pidf), "%s/haproxy.pid", dirs[0]);
@@ -565,9 +565,10 @@ static void test_haproxy_routes_to_owner(void **state)
     file_write(mapf, text, strlen(text));
     json_decref(m);
     int port = free_port();
-    snprintf(cmd, sizeof(cmd), "%s --cluster %s --haproxy-config --haproxy-map %s --haproxy-socket %s "
-             "| sed 's/^    bind :8080$/    bind 127.0.0.1:%d/' > %s && haproxy -q -c -f %s && haproxy -q -D -p %s -f %s",
-             getenv("TALLYD"), mapf, slots, sock, port, cfg, cfg, pidf, cfg);
+    const char *t = getenv("TALLYD");
+    snprintf(cmd, sizeof(cmd), "%s --cluster %s --haproxy-slots > %s && %s --cluster %s --haproxy-config --haproxy-map %s "
+             "--haproxy-socket %s | sed 's/^    bind :8080$/    bind 127.0.0.1:%d/' > %s && haproxy -q -c -f %s && "
+             "haproxy -q -D -p %s -f %s", t, mapf, slots, t, mapf, slots, sock, port, cfg, cfg, pidf, cfg);
     assert_int_equal(system(cmd), 0);
     tally_proc_t hp = { 0 };
     hp.port = port;
