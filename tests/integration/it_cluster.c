@@ -554,6 +554,15 @@ static void test_haproxy_routes_to_owner(void **state)
         return;
     }
     check_cluster_stats(0, 5460);   /* a's slots all moved to d */
+    /* deploy/cluster's files are what tallyd generates from its cluster.map */
+    char chk[2048];
+    snprintf(chk, sizeof(chk), "%1$s --cluster deploy/cluster/cluster.map --haproxy-config --haproxy-map "
+             "/usr/local/etc/haproxy/tally-slots.map --haproxy-socket ipv4@127.0.0.1:9999 | cmp - deploy/cluster/haproxy.cfg "
+             "&& %1$s --cluster deploy/cluster/cluster.map --haproxy-slots | cmp - deploy/cluster/tally-slots.map",
+             getenv("TALLYD"));
+    if (system(chk) != 0)
+        fail_msg("deploy/cluster/haproxy.cfg or tally-slots.map differs from what tallyd generates (the commands "
+                 "are in deploy/cluster/statefulset.yaml)");
     json_t *m = http_get_json(&N[0], "/cluster");
     const char *text = json_string_value(json_object_get(m, "map"));
     char mapf[1100], cfg[1100], pidf[1100], slots[1100], sock[1100], cmd[12000];
