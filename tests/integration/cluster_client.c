@@ -104,3 +104,17 @@ void cc_free(cc_resp_t *r)
     free(r->body);
     r->body = NULL;
 }
+
+long long cc_metric(const char *addr, const char *name)
+{
+    CURL *c = curl_easy_init();
+    cc_resp_t r = cc_send(c, addr, "GET", "/metrics", NULL, 0, NULL, NULL, false);
+    curl_easy_cleanup(c);
+    long long v = -1;
+    size_t n = strlen(name);
+    for (const char *l = r.status == 200 ? r.body : NULL; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, name, n) == 0 && l[n] == ' ')
+            v = atoll(l + n + 1);
+    cc_free(&r);
+    return v;
+}

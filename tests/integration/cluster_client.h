@@ -31,5 +31,8 @@ cc_resp_t cc_send(CURL *c, const char *addr, const char *method, const char *pat
 cc_resp_t cc_call(CURL *c, const char *addr, const char *method, const char *path, const char *body,
                   const char *rkey);
 void cc_free(cc_resp_t *r);
+/* A sample of addr's /metrics: the value of the line "name{labels} V" (name
+ * given with its labels exactly as printed); -1 when absent. */
+long long cc_metric(const char *addr, const char *name);
 
 #endif

@@ -506,18 +506,12 @@ static int free_port(void)
     return port;
 }
 
-/* A sample of /metrics ("name{labels}" exactly as printed); -1 when absent. */
+/* A sample of node i's /metrics. */
 static long long metric(int node, const char *name)
 {
-    http_resp_t r = http(&N[node], "GET", "/metrics", NULL, NULL);
-    assert_status(&r, 200);
-    long long v = -1;
-    size_t n = strlen(name);
-    for (const char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (strncmp(l, name, n) == 0 && l[n] == ' ')
-            v = atoll(l + n + 1);
-    http_free(&r);
-    return v;
+    char at[64];
+    snprintf(at, sizeof(at), "127.0.0.1:%d", N[node].port);
+    return cc_metric(at, name);
 }
 
 /* /info's and /metrics' cluster fields on node d, which owns slots lo-hi. */

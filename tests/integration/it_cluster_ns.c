@@ -585,20 +585,8 @@ static void check_placement(int nnodes, int moved_hi)
     curl_easy_cleanup(c);
 }
 
-/* A sample of a node's /metrics; -1 when absent. */
-static long long metric(int node, const char *name)
-{
-    CURL *c = curl_easy_init();
-    cc_resp_t r = cc_send(c, addr[node], "GET", "/metrics", NULL, 0, NULL, NULL, false);
-    curl_easy_cleanup(c);
-    long long v = -1;
-    size_t n = strlen(name);
-    for (const char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (strncmp(l, name, n) == 0 && l[n] == ' ')
-            v = atoll(l + n + 1);
-    cc_free(&r);
-    return v;
-}
+/* A sample of node i's /metrics. */
+static long long metric(int node, const char *name) { return cc_metric(addr[node], name); }
 
 /* ---------------------------------------------------------------------- */
 
