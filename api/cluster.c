@@ -253,7 +253,7 @@ static bool slot_importing(const cmap_t *m, int self, unsigned s) { return m->mi
 
 void api_cluster_info(api_cluster_t *c, json_t *info)
 {
-    unsigned owned, migrating, importing;
+    unsigned owned = 0, migrating = 0, importing = 0;
     json_t *answers = json_object();
     for (int a = 0; a < API_CLUSTER_ANSWER_COUNT; a++)
         json_object_set_new(answers, answer_names[a],

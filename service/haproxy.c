@@ -233,6 +233,32 @@ static bool answer_empty(const char *a)
     return a[strspn(a, " \r\n")] == '\0';
 }
 
+bool haproxy_runtime_check(const char *socket, const char *map_path, const cmap_t *m, char *err, size_t errlen)
+{
+    char ans[16384], want[CMAP_NAME_MAX + 16];
+    if (!admin_command(socket, "show map\n", 9, ans, sizeof(ans), err, errlen))
+        return false;
+    char needle[1100];
+    snprintf(needle, sizeof(needle), "(%s)", map_path);
+    if (!strstr(ans, needle)) {
+        snprintf(err, errlen, "%s: this HAProxy has no slot map %s (its configuration names another "
+                 "--haproxy-map, or is not tallyd's --haproxy-config)", socket, map_path);
+        return false;
+    }
+    if (!admin_command(socket, "show backend\n", 13, ans, sizeof(ans), err, errlen))
+        return false;
+    for (size_t i = 0; i < m->nnodes; i++) {
+        snprintf(want, sizeof(want), "\n" CMAP_HAPROXY_BACKEND "%s\n", m->nodes[i].name);
+        if (!strstr(ans, want)) {
+            snprintf(err, errlen, "%s: this HAProxy has no backend " CMAP_HAPROXY_BACKEND "%s for node %s: "
+                     "regenerate its configuration from a map naming the node and reload it first", socket,
+                     m->nodes[i].name, m->nodes[i].name);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool haproxy_runtime_set_map(const char *socket, const char *map_path, const cmap_t *m, char *err, size_t errlen)
 {
     char ans[4096], line[1200];

@@ -36,6 +36,12 @@ bool haproxy_map_save(const cmap_t *m, const char *path, char *err, size_t errle
  * host:port (a TCP `stats socket ipv4@...`).  False with a message. */
 bool haproxy_runtime_set_map(const char *socket, const char *map_path, const cmap_t *m, char *err, size_t errlen);
 
+/* Whether a running HAProxy can follow m: its admin socket answers, it
+ * loaded the slot map map_path, and it has the backend of every node of m
+ * (a node added to the map needs the configuration regenerated and HAProxy
+ * reloaded first).  False with a message naming what is missing. */
+bool haproxy_runtime_check(const char *socket, const char *map_path, const cmap_t *m, char *err, size_t errlen);
+
 /* Replaces the file at path with len bytes of data the same way (temporary
  * file path.tmp, fsync, rename); false with errno set. */
 bool file_replace(const char *path, const void *data, size_t len);

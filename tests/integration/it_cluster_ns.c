@@ -8,7 +8,8 @@
  * /geo/nearby?key= and X-Tally-Key, time series) with an exact model of the
  * acknowledged writes; every key on exactly its owner; a misrouted request
  * answered 421 with nothing changed; a fourth node added (the runbook: new
- * map on every node, HAProxy regenerated and reloaded) and a quarter of the
+ * map on every node - tally-reshard refuses to start while HAProxy has no
+ * backend for it - HAProxy regenerated and reloaded) and a quarter of the
  * slots resharded to it by tally-reshard under load - 0 acknowledged writes
  * lost, 0 wrong answers - after which HAProxy, updated over its admin
  * socket by tally-reshard, sends the moved keys straight to the new owner.
@@ -700,6 +701,13 @@ static void test_add_node_and_reshard_under_load(void **state)
     node_start(3, map);
     for (int i = 0; i < 3; i++)
         put_map(i, map);
+    char bin[512], out[8192];
+    snprintf(bin, sizeof(bin), "%s/tally-reshard", getenv("BUILD") ? getenv("BUILD") : "build/release");
+    /* HAProxy has no backend for d yet: tally-reshard refuses to start */
+    int rc = sh(out, sizeof(out), "%s --node %s --slots 0-4095 --to d --haproxy-socket %s --haproxy-map %s", bin,
+                addr[0], hsock, hmap);
+    if (rc != 1 || !strstr(out, "no backend tally_d") || !strstr(out, "nothing was moved"))
+        fail_msg("tally-reshard with a proxy that cannot reach d: %d\n%s", rc, out);
     int port = atoi(strchr(proxy, ':') + 1);
     haproxy_start(map, port);   /* regenerated with d's backend, reloaded */
 
@@ -707,9 +715,7 @@ static void test_add_node_and_reshard_under_load(void **state)
     long long before = atomic_load(&writes);
     load(th, true);
     usleep(500000);
-    char bin[512], out[8192];
-    snprintf(bin, sizeof(bin), "%s/tally-reshard", getenv("BUILD") ? getenv("BUILD") : "build/release");
-    int rc = sh(out, sizeof(out), "%s --node %s --slots 0-4095 --to d --batch 5 --haproxy-socket %s --haproxy-map %s",
+    rc = sh(out, sizeof(out), "%s --node %s --slots 0-4095 --to d --batch 5 --haproxy-socket %s --haproxy-map %s",
                 bin, addr[0], hsock, hmap);
     usleep(500000);
     load(th, false);

@@ -27,7 +27,9 @@
  *      empties.
  *   4. Flip: the range is NAME's under epoch+1, installed on the target,
  *      then the source (which then answers 421 MOVED), then the others.
- *   5. HAProxy follows: for each --haproxy-socket, the running proxy's slot
+ *   5. HAProxy follows (each --haproxy-socket is checked before step 2: it
+ *      must answer, hold the slot map and a backend for every node, or the
+ *      tool stops before anything changes): for each, the running proxy's slot
  *      map (--haproxy-map, the file name its configuration reads) is
  *      replaced atomically over its admin socket (service/haproxy.h), so
  *      requests for the range go straight to NAME; the map file itself is
@@ -289,6 +291,16 @@ static size_t pass(const char *src, const char *dst, unsigned lo, unsigned hi, s
     return moved;
 }
 
+/* Before anything moves: every --haproxy-socket answers and can route to
+ * every node of m (fatal otherwise: nothing has changed yet). */
+static void haproxy_precheck(const cmap_t *m)
+{
+    char err[600];
+    for (size_t i = 0; i < nproxies; i++)
+        if (!haproxy_runtime_check(proxies[i], proxy_map, m, err, sizeof(err)))
+            die("%s; nothing was moved", err);
+}
+
 /* Step 5: every --haproxy-socket's slot map becomes m's, and the map file
  * when it is on this machine. */
 static void haproxy_follow(const cmap_t *m)
@@ -374,6 +386,7 @@ int main(int argc, char **argv)
     int target = cmap_node_index(m, to);
     if (target < 0)
         die("the map (epoch %" PRIu64 ") has no node '%s': add it with its 'node' line first", m->epoch, to);
+    haproxy_precheck(m);
     int source = m->owner[lo];
     bool done = true;
     for (unsigned s = lo; s <= hi; s++) {
