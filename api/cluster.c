@@ -12,6 +12,7 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +26,16 @@ struct api_cluster {
     api_cluster_store_fn store;
     void *ud;
     pthread_mutex_t set_mu;      /* one api_cluster_set at a time (store, then swap) */
+    _Atomic uint64_t answered[API_CLUSTER_ANSWER_COUNT];   /* MOVED, ASK, TRYAGAIN, CROSSSLOT answers */
 };
+
+/* The label of each counted answer in /info and /metrics. */
+static const char *const answer_names[API_CLUSTER_ANSWER_COUNT] = { "moved", "ask", "tryagain", "crossslot" };
+
+static void count_answer(api_cluster_t *c, api_cluster_answer_t a)
+{
+    atomic_fetch_add_explicit(&c->answered[a], 1, memory_order_relaxed);
+}
 
 api_cluster_t *api_cluster_create(const char *self, api_cluster_store_fn store, void *ud)
 {
@@ -101,8 +111,10 @@ uint64_t api_cluster_epoch(api_cluster_t *c)
 
 /* 421 naming the node to ask instead (MOVED: the owner; ASK: the target of
  * a migration), as headers and in the error body. */
-static void answer_elsewhere(api_resp_t *resp, api_code_t code, const cmap_t *m, int node, unsigned slot)
+static void answer_elsewhere(api_cluster_t *c, api_resp_t *resp, api_code_t code, const cmap_t *m, int node,
+                             unsigned slot)
 {
+    count_answer(c, code == API_E_MOVED ? API_CLUSTER_MOVED : API_CLUSTER_ASK);
     const cmap_node_t *n = &m->nodes[node];
     char msg[512];
     snprintf(msg, sizeof(msg),
@@ -125,13 +137,15 @@ static const char *header(const api_req_t *req, const char *name)
 
 /* The slot the request's keys share, from its X-Tally-Key header and the
  * keys (-1: none given); false (400 CROSSSLOT set) when they differ. */
-static bool request_slot(const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n, int *slot)
+static bool request_slot(api_cluster_t *c, const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n,
+                         int *slot)
 {
     const char *hk = header(req, "X-Tally-Key");
     int s = hk ? (int)slot_of(hk, strlen(hk)) : -1;
     for (size_t i = 0; i < n; i++) {
         int ks = (int)slot_of(keys[i].p, keys[i].len);
         if (s >= 0 && ks != s) {
+            count_answer(c, API_CLUSTER_CROSSSLOT);
             if (hk)
                 api_error(resp, API_E_CROSSSLOT, "key \"%.*s\" (slot %d) is not in the slot of X-Tally-Key (%d)%s",
                           (int)(keys[i].len > 100 ? 100 : keys[i].len), keys[i].p, ks, s,
@@ -156,7 +170,7 @@ static bool slot_check(api_server_t *srv, const api_req_t *req, api_resp_t *resp
         const char *asking = header(req, "X-Tally-Asking");
         if (to == self && asking && strcmp(asking, "1") == 0)
             return true;   /* importing, and the client was sent here by an ASK */
-        answer_elsewhere(resp, API_E_MOVED, m, owner, slot);
+        answer_elsewhere(srv->cluster, resp, API_E_MOVED, m, owner, slot);
         return false;
     }
     if (to < 0 || !locked || n == 0)
@@ -169,9 +183,10 @@ static bool slot_check(api_server_t *srv, const api_req_t *req, api_resp_t *resp
     if (here == n)
         return true;
     if (here == 0) {
-        answer_elsewhere(resp, API_E_ASK, m, to, slot);
+        answer_elsewhere(srv->cluster, resp, API_E_ASK, m, to, slot);
         return false;
     }
+    count_answer(srv->cluster, API_CLUSTER_TRYAGAIN);
     api_error(resp, API_E_TRYAGAIN, "slot %u is migrating and only some of the request's keys have moved: retry", slot);
     api_add_header(resp, "Retry-After", "1");
     return false;
@@ -184,7 +199,7 @@ bool api_cluster_keys_check(api_server_t *srv, const api_req_t *req, api_resp_t 
     if (!c || req->replay)
         return true;
     int slot;
-    if (!request_slot(req, resp, keys, n, &slot))
+    if (!request_slot(c, req, resp, keys, n, &slot))
         return false;
     if (slot < 0)
         return true;
@@ -202,6 +217,95 @@ bool api_cluster_route_check(api_server_t *srv, const api_req_t *req, api_resp_t
     if (!(req->route->flags & API_ROUTE_KEY_TEMPLATE))
         k.p = api_path_param(req, "key", &k.len);
     return api_cluster_keys_check(srv, req, resp, &k, k.p ? 1 : 0, false);
+}
+
+/* ------------------------------------------------------------------------ */
+/* /info and /metrics                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The ranges of slots s for which want(m, self, s) holds, as "lo-hi"
+ * strings (a single slot as "s"); *count gets the number of slots. */
+typedef bool (*slot_pred_fn)(const cmap_t *m, int self, unsigned s);
+
+static json_t *ranges_where(const cmap_t *m, int self, slot_pred_fn want, unsigned *count)
+{
+    json_t *a = json_array();
+    *count = 0;
+    for (unsigned s = 0; s < SLOT_COUNT; s++) {
+        if (!want(m, self, s))
+            continue;
+        unsigned e = s;
+        while (e + 1 < SLOT_COUNT && want(m, self, e + 1))
+            e++;
+        json_array_append_new(a, e == s ? json_sprintf("%u", s) : json_sprintf("%u-%u", s, e));
+        *count += e - s + 1;
+        s = e;
+    }
+    return a;
+}
+
+static bool slot_owned(const cmap_t *m, int self, unsigned s) { return m->owner[s] == self; }
+static bool slot_migrating(const cmap_t *m, int self, unsigned s)
+{
+    return m->owner[s] == self && m->migrating_to[s] >= 0;
+}
+static bool slot_importing(const cmap_t *m, int self, unsigned s) { return m->migrating_to[s] == self; }
+
+void api_cluster_info(api_cluster_t *c, json_t *info)
+{
+    unsigned owned = 0, migrating = 0, importing = 0;
+    json_t *answers = json_object();
+    for (int a = 0; a < API_CLUSTER_ANSWER_COUNT; a++)
+        json_object_set_new(answers, answer_names[a],
+                            json_integer((json_int_t)atomic_load_explicit(&c->answered[a], memory_order_relaxed)));
+    pthread_rwlock_rdlock(&c->lock);
+    const cmap_t *m = c->map;
+    json_t *o = json_pack("{s:s,s:I,s:o,s:o,s:o,s:o}", "node", c->self_name, "epoch", (json_int_t)(m ? m->epoch : 0),
+                          "slots", m ? ranges_where(m, c->self, slot_owned, &owned) : json_array(), "migrating",
+                          m ? ranges_where(m, c->self, slot_migrating, &migrating) : json_array(), "importing",
+                          m ? ranges_where(m, c->self, slot_importing, &importing) : json_array(), "answers", answers);
+    json_object_set_new(o, "slots_owned", json_integer(m ? (json_int_t)owned : 0));
+    pthread_rwlock_unlock(&c->lock);
+    json_object_set_new(info, "cluster", o);
+}
+
+void api_cluster_metrics(api_cluster_t *c, wbuf_t *out)
+{
+    uint64_t epoch = 0;
+    unsigned owned = 0, migrating = 0, importing = 0;
+    pthread_rwlock_rdlock(&c->lock);
+    const cmap_t *m = c->map;
+    for (unsigned s = 0; m && s < SLOT_COUNT; s++) {
+        owned += slot_owned(m, c->self, s);
+        migrating += slot_migrating(m, c->self, s);
+        importing += slot_importing(m, c->self, s);
+    }
+    epoch = m ? m->epoch : 0;
+    pthread_rwlock_unlock(&c->lock);
+    char buf[1536];
+    int n = snprintf(buf, sizeof(buf),
+                     "# HELP tally_cluster_epoch The epoch of the cluster map this node holds.\n"
+                     "# TYPE tally_cluster_epoch gauge\n"
+                     "tally_cluster_epoch %" PRIu64 "\n"
+                     "# HELP tally_cluster_slots_owned Slots this node owns (of 16384).\n"
+                     "# TYPE tally_cluster_slots_owned gauge\n"
+                     "tally_cluster_slots_owned %u\n"
+                     "# HELP tally_cluster_slots_migrating Slots this node owns that are moving to another node.\n"
+                     "# TYPE tally_cluster_slots_migrating gauge\n"
+                     "tally_cluster_slots_migrating %u\n"
+                     "# HELP tally_cluster_slots_importing Slots moving to this node from their owner.\n"
+                     "# TYPE tally_cluster_slots_importing gauge\n"
+                     "tally_cluster_slots_importing %u\n"
+                     "# HELP tally_cluster_redirects_total Requests answered 421 MOVED or ASK, 503 TRYAGAIN, or 400 "
+                     "CROSSSLOT by the cluster's checks.\n"
+                     "# TYPE tally_cluster_redirects_total counter\n",
+                     epoch, owned, migrating, importing);
+    wbuf_put_bytes(out, buf, (size_t)n);
+    for (int a = 0; a < API_CLUSTER_ANSWER_COUNT; a++) {
+        n = snprintf(buf, sizeof(buf), "tally_cluster_redirects_total{kind=\"%s\"} %llu\n", answer_names[a],
+                     (unsigned long long)atomic_load_explicit(&c->answered[a], memory_order_relaxed));
+        wbuf_put_bytes(out, buf, (size_t)n);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -54,6 +54,23 @@ void api_cluster_free(api_cluster_t *c);
 bool api_cluster_set(api_cluster_t *c, const char *text, size_t len, bool store, char *err, size_t errlen);
 uint64_t api_cluster_epoch(api_cluster_t *c);
 
+/* The answers counted for /info and /metrics. */
+typedef enum api_cluster_answer {
+    API_CLUSTER_MOVED,       /* 421 MOVED */
+    API_CLUSTER_ASK,         /* 421 ASK */
+    API_CLUSTER_TRYAGAIN,    /* 503 TRYAGAIN */
+    API_CLUSTER_CROSSSLOT,   /* 400 CROSSSLOT */
+    API_CLUSTER_ANSWER_COUNT
+} api_cluster_answer_t;
+
+/* Adds "cluster" to /info's object: node, epoch, slots (ranges "lo-hi"),
+ * slots_owned, migrating and importing ranges, and the answers counted. */
+void api_cluster_info(api_cluster_t *c, json_t *info);
+/* The cluster's lines of /metrics: tally_cluster_epoch,
+ * tally_cluster_slots_owned/_migrating/_importing and
+ * tally_cluster_redirects_total{kind="moved|ask|tryagain|crossslot"}. */
+void api_cluster_metrics(api_cluster_t *c, wbuf_t *out);
+
 /* The router's check of the path's {key} (or X-Tally-Key); true when this
  * node may go on (or there is no cluster, or no key). */
 bool api_cluster_route_check(api_server_t *srv, const api_req_t *req, api_resp_t *resp);

@@ -17,6 +17,7 @@
 
 #include "api/api.h"
 #include "api/auth.h"
+#include "api/cluster.h"
 #include "api/repl.h"
 #include "api/ratelimit.h"
 #include "core/version.h"
@@ -97,6 +98,8 @@ static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         json_object_set_new(o, "server", json_pack("{s:b}", "ready", !srv->hooks.ready || srv->hooks.ready(srv->hooks.ud)));
     else if (srv->hooks.info)
         srv->hooks.info(srv->hooks.ud, o);
+    if (srv->cluster)
+        api_cluster_info(srv->cluster, o);
     api_json(resp, 200, o);
 }
 
@@ -123,6 +126,8 @@ static void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         srv->hooks.metrics(srv->hooks.ud, &b);
     api_policies_metrics(srv->policies, &b);
     api_auth_metrics(srv->auth, &b);
+    if (srv->cluster)
+        api_cluster_metrics(srv->cluster, &b);
     if (b.oom) {
         wbuf_free(&b);
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory rendering metrics");

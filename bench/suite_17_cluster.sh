@@ -3,7 +3,9 @@
 #                   (owning every slot) against the same without --cluster;
 #   proxy hop       the same through HAProxy configured by
 #                   `tallyd --cluster FILE --haproxy-config` (routing key,
-#                   hash tag, crc32, slot range -> backend) against direct.
+#                   hash tag, crc32, slot map lookup -> backend) against
+#                   direct, and the hop's cost per request (the difference
+#                   of the two inverse throughputs).
 # HAProxy runs on the server's CPU: on this 2-core machine the hop's CPU is
 # taken from tallyd, which is what one proxy in front of one node costs.
 # Scaling with N nodes is not measurable here; deploy/cluster/README.md
@@ -14,6 +16,7 @@ set -eu
 command -v haproxy >/dev/null || { echo "bench: haproxy is not installed (make deps-bench)"; exit 0; }
 map=$BENCH_TMP/cluster.map
 cfg=$BENCH_TMP/haproxy.cfg
+slots=$BENCH_TMP/tally-slots.map
 
 start_tallyd --in-memory
 set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle/x" bench/lua/throttle_get.lua)
@@ -31,7 +34,9 @@ set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle/x" bench/lua/throttle_ge
 cluster_rps=$1 cluster_p99=$2
 
 HA_PORT=$(freeport)
-"$TALLYD" --cluster "$map" --haproxy-config | sed "s/^    bind :8080\$/    bind 127.0.0.1:$HA_PORT/" >"$cfg"
+"$TALLYD" --cluster "$map" --haproxy-slots >"$slots"
+"$TALLYD" --cluster "$map" --haproxy-config --haproxy-map "$slots" --haproxy-socket "$BENCH_TMP/haproxy.sock" |
+    sed "s/^    bind :8080\$/    bind 127.0.0.1:$HA_PORT/" >"$cfg"
 $ON_SERVER haproxy -q -f "$cfg" &
 HA_PID=$!
 sleep 2   # health checks mark the backend up
@@ -44,3 +49,5 @@ record "tally GET /throttle/{key} direct, cluster p99" "$cluster_p99" ms
 record "tally GET /throttle/{key} through HAProxy p99" "$proxy_p99" ms
 record "tally GET /throttle/{key} with --cluster (req/s)" "$cluster_rps" req/s "same without --cluster" "$plain_rps"
 record "tally GET /throttle/{key} through HAProxy (req/s)" "$proxy_rps" req/s "same direct to the node" "$cluster_rps"
+record "HAProxy hop, time per request added (1/proxied - 1/direct)" \
+    "$(awk -v p="$proxy_rps" -v d="$cluster_rps" 'BEGIN { printf "%.1f", 1e6 / p - 1e6 / d }')" us

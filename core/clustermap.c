@@ -311,3 +311,12 @@ void cmap_format(const cmap_t *m, wbuf_t *out)
         s = e + 1;
     }
 }
+
+void cmap_format_haproxy(const cmap_t *m, wbuf_t *out)
+{
+    for (unsigned s = 0; s < SLOT_COUNT;) {
+        unsigned e = cmap_run_end(m, s, false);
+        put_text(out, "%u:%u " CMAP_HAPROXY_BACKEND "%s\n", s, e, m->nodes[m->owner[s]].name);
+        s = e + 1;
+    }
+}

@@ -52,6 +52,12 @@ void cmap_free(cmap_t *m);
 /* Appends the map's text form (epoch, nodes, slot ranges, migrating
  * ranges: what cmap_parse reads back) to out. */
 void cmap_format(const cmap_t *m, wbuf_t *out);
+/* The HAProxy backend of a node is this prefix and its name. */
+#define CMAP_HAPROXY_BACKEND "tally_"
+/* Appends HAProxy's slot map (service/haproxy.h): one "LO:HI tally_NAME"
+ * line per run of slots with one owner (a migrating range stays its
+ * source's until the map flips). */
+void cmap_format_haproxy(const cmap_t *m, wbuf_t *out);
 /* The last slot of the run that starts at slot s: the slots after it with
  * the same owner (and, when `migration`, the same migration target). */
 unsigned cmap_run_end(const cmap_t *m, unsigned s, bool migration);

@@ -289,16 +289,8 @@ static bool load_tokens(char *err, size_t errlen, size_t *count)
 static bool cluster_store(void *ud, const char *text, size_t len, char *err, size_t errlen)
 {
     (void)ud;
-    const char *path = app.opts.cluster;
-    char tmp[sizeof(app.opts.cluster) + 8];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "--cluster %.300s: cannot write the new map: %s", path, strerror(errno));
-        unlink(tmp);
+    if (!file_replace(app.opts.cluster, text, len)) {
+        snprintf(err, errlen, "--cluster %.300s: cannot write the new map: %s", app.opts.cluster, strerror(errno));
         return false;
     }
     return true;
@@ -325,13 +317,14 @@ static bool load_cluster(const char *who, char *err, size_t errlen)
     return ok;
 }
 
-/* tallyd --cluster FILE --haproxy-config */
+/* tallyd --cluster FILE --haproxy-config [--haproxy-map PATH] [--haproxy-socket PATH]:
+ * the configuration; tallyd --cluster FILE --haproxy-slots: its slot map file. */
 static int print_haproxy_config(void)
 {
     char err[1024];
     size_t n;
     if (!app.opts.cluster[0]) {
-        fprintf(stderr, "tallyd --haproxy-config needs --cluster FILE\n");
+        fprintf(stderr, "tallyd --haproxy-config and --haproxy-slots need --cluster FILE\n");
         return 2;
     }
     char *text = config_read("--cluster", app.opts.cluster, &n, err, sizeof(err));
@@ -341,7 +334,15 @@ static int print_haproxy_config(void)
         fprintf(stderr, "tallyd: --cluster %s: %s\n", app.opts.cluster, err);
         return 2;
     }
-    haproxy_config_write(m, app.opts.cluster, stdout);
+    if (app.opts.haproxy_slots) {
+        wbuf_t b = WBUF_INIT;
+        cmap_format_haproxy(m, &b);
+        fwrite(b.data, 1, b.len, stdout);
+        wbuf_free(&b);
+    } else {
+        haproxy_config_write(m, app.opts.cluster, app.opts.haproxy_map[0] ? app.opts.haproxy_map : HAPROXY_MAP_DEFAULT,
+                             app.opts.haproxy_socket[0] ? app.opts.haproxy_socket : HAPROXY_SOCKET_DEFAULT, stdout);
+    }
     cmap_free(m);
     return 0;
 }
@@ -783,7 +784,7 @@ int main(int argc, char **argv)
     case OPTS_RUN:
         break;
     }
-    if (app.opts.haproxy_config)
+    if (app.opts.haproxy_config || app.opts.haproxy_slots)
         return print_haproxy_config();
     log_set_level(app.opts.log_level);
     curl_global_init(CURL_GLOBAL_DEFAULT);   /* before any thread: replication's HTTP client */

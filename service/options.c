@@ -72,6 +72,9 @@ static const opt_def_t defs[] = {
     { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },
     { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
     { "haproxy-config", "TALLY_HAPROXY_CONFIG", K_FLAG, OFF(haproxy_config), 0, 0, "print the HAProxy 2.6 configuration that routes to the --cluster map's nodes, and exit" },
+    { "haproxy-slots", "TALLY_HAPROXY_SLOTS", K_FLAG, OFF(haproxy_slots), 0, 0, "print the slot map file that configuration reads (slot ranges -> backends) for the --cluster map, and exit" },
+    { "haproxy-map", "TALLY_HAPROXY_MAP", K_STR, OFF(haproxy_map), 0, CAP(haproxy_map), "with --haproxy-config: where HAProxy reads the slot map file (default /etc/haproxy/tally-slots.map)" },
+    { "haproxy-socket", "TALLY_HAPROXY_SOCKET", K_STR, OFF(haproxy_socket), 0, CAP(haproxy_socket), "with --haproxy-config: where HAProxy opens its admin socket, for tally-reshard --haproxy-socket (default /run/haproxy/tally.sock)" },
     { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },
 };
 

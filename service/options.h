@@ -50,6 +50,9 @@ typedef struct tally_opts {
     char cluster[512];           /* --cluster, TALLY_CLUSTER: the cluster map file; none = not in a cluster */
     char cluster_node[64];       /* --cluster-node, TALLY_CLUSTER_NODE: this node's name in the map */
     bool haproxy_config;         /* --haproxy-config: print the HAProxy configuration of --cluster and exit */
+    bool haproxy_slots;          /* --haproxy-slots: print HAProxy's slot map file of --cluster and exit */
+    char haproxy_map[512];       /* --haproxy-map: the slot map file that configuration reads */
+    char haproxy_socket[512];    /* --haproxy-socket: HAProxy's admin socket in that configuration */
     bool insecure_no_auth;       /* --insecure-no-auth, TALLY_INSECURE_NO_AUTH: serve a non-loopback
                                     address without --tokens */
     int auth_fail_limit;         /* --auth-fail-limit, TALLY_AUTH_FAIL_LIMIT: unknown tokens a minute

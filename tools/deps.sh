@@ -6,7 +6,8 @@
 #   sh tools/deps.sh test    + what `make test` runs: cmocka, libcurl, the
 #                              reference redis-server, nginx, yamllint, promtool,
 #                              systemd-analyze, groff, haproxy (it_replication's
-#                              failover test), Node.js + the npm tools
+#                              failover test, it_cluster*), iproute2 (it_cluster_ns's
+#                              network namespaces), Node.js + the npm tools
 #                              in tools/openapi (pinned by package-lock.json)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx
 #   sh tools/deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
@@ -24,7 +25,7 @@ libcurl4-openssl-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools nginx haproxy yamllint prometheus systemd groff-base" ;;
+redis-server redis-tools nginx haproxy iproute2 yamllint prometheus systemd groff-base" ;;
 bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/slot.h"
+#include "tests/integration/cluster_client.h"
 #include "tests/integration/harness.h"
 
 #define NODES 4              /* a, b, c serve; d joins */
@@ -301,60 +302,6 @@ static atomic_llong redirects, asks, failures;
 static char failure[512];
 static int ports_seen[NODES];
 
-typedef struct wresp {
-    long status;
-    char owner[64];
-    char code[16];
-} wresp_t;
-
-static size_t discard(char *p, size_t s, size_t n, void *ud)
-{
-    wresp_t *w = ud;
-    size_t len = n * s;
-    const char *c = memmem(p, len, "\"code\":\"", 8);   /* the body is not NUL-terminated */
-    if (c && !w->code[0]) {
-        const char *end = memchr(c + 8, '"', len - (size_t)(c + 8 - p));
-        if (end)
-            snprintf(w->code, sizeof(w->code), "%.*s", (int)(end - c - 8), c + 8);
-    }
-    return len;
-}
-
-static size_t header_cb(char *p, size_t s, size_t n, void *ud)
-{
-    wresp_t *w = ud;
-    size_t len = n * s, v = 15;
-    if (len > 15 && strncasecmp(p, "X-Tally-Owner: ", 15) == 0) {
-        while (v < len && p[v] != '\r' && p[v] != '\n')
-            v++;
-        snprintf(w->owner, sizeof(w->owner), "%.*s", (int)(v - 15), p + 15);
-    }
-    return len;
-}
-
-static wresp_t post(CURL *c, const char *addr, const char *path, const char *body, bool asking)
-{
-    wresp_t w = { 0 };
-    char url[256];
-    snprintf(url, sizeof(url), "http://%s%s", addr, path);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (asking)
-        h = curl_slist_append(h, "X-Tally-Asking: 1");
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &w);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &w.status);
-    curl_slist_free_all(h);
-    return w;
-}
-
 /* A cluster client: sends to the node the initial map names and follows
  * 421s (MOVED: to the owner; ASK: to the target, once, with
  * X-Tally-Asking). Counts every acknowledged increment. */
@@ -368,25 +315,19 @@ static void *writer(void *arg)
         snprintf(key, sizeof(key), "w%d", k);
         snprintf(path, sizeof(path), "/counter/%s", key);
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", ports_seen[owner_of(slot_of(key, strlen(key)))]);
-        bool asking = false;
-        wresp_t w;
-        int hops = 0;
-        for (;;) {
-            w = post(c, addr, path, "{\"by\":1}", asking);
-            if (w.status != 421 || ++hops > 5)
-                break;
-            asking = strcmp(w.code, "ASK") == 0;
-            atomic_fetch_add(asking ? &asks : &redirects, 1);
-            snprintf(addr, sizeof(addr), "%s", w.owner);
-        }
+        cc_resp_t w = cc_call(c, addr, "POST", path, "{\"by\":1}", NULL);
+        atomic_fetch_add(&asks, w.asks);
+        atomic_fetch_add(&redirects, w.moved);
         if (w.status == 200) {
             atomic_fetch_add(&acked[k], 1);
         } else if (w.status == 503) {
             /* TRYAGAIN (only for multi-key requests) or a busy journal: not applied, retry */
         } else {
             if (atomic_fetch_add(&failures, 1) == 0)
-                snprintf(failure, sizeof(failure), "POST %s at %s: %ld %s", path, addr, w.status, w.code);
+                snprintf(failure, sizeof(failure), "POST %s (first sent to %s): %ld %s", path, addr, w.status,
+                         w.code);
         }
+        cc_free(&w);
     }
     curl_easy_cleanup(c);
     return NULL;
@@ -483,25 +424,13 @@ static void test_reshard_under_load(void **state)
  * the tool does it); returns the status. */
 static long put_asking(int port, const char *path, const void *body, size_t len)
 {
-    char url[512];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/octet-stream");
-    h = curl_slist_append(h, "X-Tally-Asking: 1");
-    wresp_t w = { 0 };
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
+    cc_resp_t r = cc_send(c, addr, "PUT", path, body, len, "application/octet-stream", NULL, true);
     curl_easy_cleanup(c);
-    return status;
+    cc_free(&r);
+    return r.status;
 }
 
 /* An interrupted move resumes: the migrating map reached only the target
@@ -577,6 +506,40 @@ static int free_port(void)
     return port;
 }
 
+/* A sample of node i's /metrics. */
+static long long metric(int node, const char *name)
+{
+    char at[64];
+    snprintf(at, sizeof(at), "127.0.0.1:%d", N[node].port);
+    return cc_metric(at, name);
+}
+
+/* /info's and /metrics' cluster fields on node d, which owns slots lo-hi. */
+static void check_cluster_stats(unsigned lo, unsigned hi)
+{
+    json_t *info = http_get_json(&N[3], "/info");
+    json_t *c = json_object_get(info, "cluster");
+    char want[32];
+    snprintf(want, sizeof(want), "%u-%u", lo, hi);
+    assert_string_equal(json_string_value(json_object_get(c, "node")), "d");
+    assert_int_equal(json_integer_value(json_object_get(c, "epoch")), epoch_of(3));
+    assert_int_equal(json_array_size(json_object_get(c, "slots")), 1);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(c, "slots"), 0)), want);
+    assert_int_equal(json_integer_value(json_object_get(c, "slots_owned")), hi - lo + 1);
+    assert_int_equal(json_array_size(json_object_get(c, "migrating")), 0);
+    assert_int_equal(json_array_size(json_object_get(c, "importing")), 0);
+    assert_non_null(json_object_get(json_object_get(c, "answers"), "moved"));
+    json_decref(info);
+    assert_int_equal(metric(3, "tally_cluster_slots_owned"), hi - lo + 1);
+    assert_int_equal(metric(3, "tally_cluster_epoch"), epoch_of(3));
+    assert_int_equal(metric(3, "tally_cluster_slots_importing"), 0);
+}
+
+/* HAProxy with the generated configuration sends every request to its
+ * key's owner; then slots 5461-6500 move from b to d with tally-reshard
+ * --haproxy-socket, and HAProxy follows at once: every request for the
+ * moved keys goes straight to d (b answers no MOVED), and the slot map file
+ * holds the new ranges for HAProxy's next start. */
 static void test_haproxy_routes_to_owner(void **state)
 {
     (void)state;
@@ -584,17 +547,31 @@ static void test_haproxy_routes_to_owner(void **state)
         printf("SKIP haproxy routing: haproxy is not installed (tools/deps.sh test installs it)\n");
         return;
     }
+    check_cluster_stats(0, 5460);   /* a's slots all moved to d */
+    /* deploy/cluster's files are what tallyd generates from its cluster.map */
+    char chk[2048];
+    snprintf(chk, sizeof(chk), "%1$s --cluster deploy/cluster/cluster.map --haproxy-config --haproxy-map "
+             "/usr/local/etc/haproxy/tally-slots.map --haproxy-socket ipv4@127.0.0.1:9999 | cmp - deploy/cluster/haproxy.cfg "
+             "&& %1$s --cluster deploy/cluster/cluster.map --haproxy-slots | cmp - deploy/cluster/tally-slots.map",
+             getenv("TALLYD"));
+    if (system(chk) != 0)
+        fail_msg("deploy/cluster/haproxy.cfg or tally-slots.map differs from what tallyd generates (the commands "
+                 "are in deploy/cluster/statefulset.yaml)");
     json_t *m = http_get_json(&N[0], "/cluster");
     const char *text = json_string_value(json_object_get(m, "map"));
-    char mapf[1100], cfg[1100], pidf[1100], cmd[6000];
+    char mapf[1100], cfg[1100], pidf[1100], slots[1100], sock[1100], cmd[12000];
     snprintf(mapf, sizeof(mapf), "%s/final.map", dirs[0]);
     snprintf(cfg, sizeof(cfg), "%s/haproxy.cfg", dirs[0]);
     snprintf(pidf, sizeof(pidf), "%s/haproxy.pid", dirs[0]);
+    snprintf(slots, sizeof(slots), "%s/tally-slots.map", dirs[0]);
+    snprintf(sock, sizeof(sock), "%s/haproxy.sock", dirs[0]);
     file_write(mapf, text, strlen(text));
     json_decref(m);
     int port = free_port();
-    snprintf(cmd, sizeof(cmd), "%s --cluster %s --haproxy-config | sed 's/^    bind :8080$/    bind 127.0.0.1:%d/' > %s "
-             "&& haproxy -q -c -f %s && haproxy -q -D -p %s -f %s", getenv("TALLYD"), mapf, port, cfg, cfg, pidf, cfg);
+    const char *t = getenv("TALLYD");
+    snprintf(cmd, sizeof(cmd), "%s --cluster %s --haproxy-slots > %s && %s --cluster %s --haproxy-config --haproxy-map %s "
+             "--haproxy-socket %s | sed 's/^    bind :8080$/    bind 127.0.0.1:%d/' > %s && haproxy -q -c -f %s && "
+             "haproxy -q -D -p %s -f %s", t, mapf, slots, t, mapf, slots, sock, port, cfg, cfg, pidf, cfg);
     assert_int_equal(system(cmd), 0);
     tally_proc_t hp = { 0 };
     hp.port = port;
@@ -619,7 +596,7 @@ static void test_haproxy_routes_to_owner(void **state)
         char key[32], path[96];
         snprintf(key, sizeof(key), "hp%d", i);
         unsigned slot = slot_of(key, strlen(key));
-        int owner = slot <= 5460 ? 3 : owner_of(slot);   /* a's slots all moved to d */
+        int owner = slot <= 5460 ? 3 : owner_of(slot);
         snprintf(path, sizeof(path), "/keys/%s", key);
         for (int j = 0; j < NODES; j++) {
             r = http(&N[j], "GET", path, NULL, NULL);
@@ -628,10 +605,49 @@ static void test_haproxy_routes_to_owner(void **state)
             http_free(&r);
         }
     }
+
+    /* HAProxy follows a reshard at runtime */
+    long long moved_before = metric(1, "tally_cluster_redirects_total{kind=\"moved\"}");
+    assert_true(moved_before >= 0);
+    char bin[512], node[64];
+    snprintf(bin, sizeof(bin), "%s/tally-reshard", getenv("BUILD") ? getenv("BUILD") : "build/release");
+    snprintf(node, sizeof(node), "127.0.0.1:%d", N[1].port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(bin, bin, "--node", node, "--slots", "5461-6500", "--to", "d", "--haproxy-socket", sock,
+              "--haproxy-map", slots, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    int followed = 0;
+    for (int i = 0; i < n; i++) {
+        char key[32], path[96];
+        snprintf(key, sizeof(key), "hp%d", i);
+        unsigned slot = slot_of(key, strlen(key));
+        if (slot < 5461 || slot > 6500)
+            continue;
+        snprintf(path, sizeof(path), "/counter/%s", key);
+        r = http(&hp, "POST", path, "{\"by\":1}", NULL);
+        if (r.status != 200 || json_int_of(&r, "value") != 2)
+            fail_msg("through HAProxy after the reshard: POST %s (slot %u): %ld %s", path, slot, r.status, r.body);
+        http_free(&r);
+        followed++;
+    }
+    assert_true(followed > 0);
+    assert_int_equal(metric(1, "tally_cluster_redirects_total{kind=\"moved\"}"), moved_before);
+    check_cluster_stats(0, 6500);
     size_t len;
-    char *pid = file_read(pidf, &len);
-    kill((pid_t)atol(pid), SIGTERM);
-    free(pid);
+    char *f = file_read(slots, &len);
+    assert_non_null(strstr(f, "0:6500 tally_d\n"));
+    assert_non_null(strstr(f, "6501:10922 tally_b\n"));
+    free(f);
+    printf("haproxy: %d requests for slots moved from b to d went straight to d after tally-reshard "
+           "--haproxy-socket (b answered 0 MOVED)\n", followed);
+    char *hpid = file_read(pidf, &len);
+    kill((pid_t)atol(hpid), SIGTERM);
+    free(hpid);
 }
 
 int main(void)

@@ -103,6 +103,13 @@ static void test_map_parse(void **state)
     assert_memory_equal(m2->migrating_to, m->migrating_to, sizeof(m->migrating_to));
     wbuf_free(&out);
     cmap_free(m2);
+    /* HAProxy's slot map: one line per owner's run, a migrating range
+     * still its source's */
+    cmap_format_haproxy(m, &out);
+    const char want[] = "0:8191 tally_a\n8192:16383 tally_b\n";
+    assert_int_equal(out.len, sizeof(want) - 1);
+    assert_memory_equal(out.data, want, out.len);
+    wbuf_free(&out);
     cmap_free(m);
 }
 

@@ -3,6 +3,7 @@
  * node while clients keep reading and writing (deploy/cluster/README.md).
  *
  *   tally-reshard --node URL --slots LO-HI --to NAME [--token TOKEN] [--batch N]
+ *                 [--haproxy-socket SOCKET]... [--haproxy-map PATH]
  *
  * Redis Cluster's resharding, over tally's HTTP API:
  *
@@ -26,6 +27,15 @@
  *      empties.
  *   4. Flip: the range is NAME's under epoch+1, installed on the target,
  *      then the source (which then answers 421 MOVED), then the others.
+ *   5. HAProxy follows (each --haproxy-socket is checked before step 2: it
+ *      must answer, hold the slot map and a backend for every node, or the
+ *      tool stops before anything changes): for each, the running proxy's slot
+ *      map (--haproxy-map, the file name its configuration reads) is
+ *      replaced atomically over its admin socket (service/haproxy.h), so
+ *      requests for the range go straight to NAME; the map file itself is
+ *      rewritten when it exists on this machine, for HAProxy's next start.
+ *      Until then HAProxy sends the range to the old owner, which answers
+ *      MOVED: slower, never wrong.
  *
  * No acknowledged write is lost: a write the source acknowledged happened
  * under the key's lock either before the dump (then it is in the dump) or
@@ -42,10 +52,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "core/clustermap.h"
+#include "service/haproxy.h"
 
 #define MAX_MOVE_TRIES 1000
+#define MAX_PROXIES 32
 
 typedef struct buf {
     char *p;
@@ -60,6 +73,9 @@ typedef struct resp {
 
 static const char *token;
 static long batch = 1000;
+static const char *proxies[MAX_PROXIES];   /* --haproxy-socket */
+static size_t nproxies;
+static const char *proxy_map = HAPROXY_MAP_DEFAULT;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -275,11 +291,43 @@ static size_t pass(const char *src, const char *dst, unsigned lo, unsigned hi, s
     return moved;
 }
 
+/* Before anything moves: every --haproxy-socket answers and can route to
+ * every node of m (fatal otherwise: nothing has changed yet). */
+static void haproxy_precheck(const cmap_t *m)
+{
+    char err[600];
+    for (size_t i = 0; i < nproxies; i++)
+        if (!haproxy_runtime_check(proxies[i], proxy_map, m, err, sizeof(err)))
+            die("%s; nothing was moved", err);
+}
+
+/* Step 5: every --haproxy-socket's slot map becomes m's, and the map file
+ * when it is on this machine. */
+static void haproxy_follow(const cmap_t *m)
+{
+    char err[600];
+    for (size_t i = 0; i < nproxies; i++) {
+        if (!haproxy_runtime_set_map(proxies[i], proxy_map, m, err, sizeof(err)))
+            die("HAProxy %s: %s (the nodes hold epoch %" PRIu64 "; run the same command again to retry)", proxies[i],
+                err, m->epoch);
+        fprintf(stderr, "tally-reshard: HAProxy %s: slot map %s set to epoch %" PRIu64 "\n", proxies[i], proxy_map,
+                m->epoch);
+    }
+    if (access(proxy_map, F_OK) == 0) {
+        if (!haproxy_map_save(m, proxy_map, err, sizeof(err)))
+            die("%s", err);
+        fprintf(stderr, "tally-reshard: %s rewritten (epoch %" PRIu64 ")\n", proxy_map, m->epoch);
+    }
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: tally-reshard --node URL --slots LO-HI --to NAME [--token TOKEN] [--batch N]\n"
+                    "                     [--haproxy-socket SOCKET]... [--haproxy-map PATH]\n"
                     "  moves slots LO..HI to node NAME under load (deploy/cluster/README.md);\n"
-                    "  run it again after an interruption: it resumes\n");
+                    "  run it again after an interruption: it resumes.  Each --haproxy-socket (a\n"
+                    "  path or host:port) gets the new slot map at the flip; --haproxy-map names\n"
+                    "  the map file in HAProxy's configuration (default " HAPROXY_MAP_DEFAULT ")\n");
     exit(2);
 }
 
@@ -300,6 +348,10 @@ int main(int argc, char **argv)
             token = v;
         else if (strcmp(a, "--batch") == 0)
             batch = atol(v);
+        else if (strcmp(a, "--haproxy-socket") == 0 && nproxies < MAX_PROXIES)
+            proxies[nproxies++] = v;
+        else if (strcmp(a, "--haproxy-map") == 0)
+            proxy_map = v;
         else
             usage();
         i++;
@@ -334,6 +386,7 @@ int main(int argc, char **argv)
     int target = cmap_node_index(m, to);
     if (target < 0)
         die("the map (epoch %" PRIu64 ") has no node '%s': add it with its 'node' line first", m->epoch, to);
+    haproxy_precheck(m);
     int source = m->owner[lo];
     bool done = true;
     for (unsigned s = lo; s <= hi; s++) {
@@ -350,6 +403,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tally-reshard: slots %u-%u already belong to %s (epoch %" PRIu64 ")\n", lo, hi, to, m->epoch);
         for (size_t i = 0; i < m->nnodes; i++)
             install_on(m, i);
+        haproxy_follow(m);
         cmap_free(m);
         return 0;
     }
@@ -387,6 +441,7 @@ int main(int argc, char **argv)
         m->migrating_to[s] = -1;
     }
     install(m, source, target);
+    haproxy_follow(m);
     fprintf(stderr, "tally-reshard: slots %u-%u now belong to %s (epoch %" PRIu64 "); %zu keys moved\n", lo, hi, to,
             m->epoch, total);
     printf("%" PRIu64 "\n", m->epoch);
