@@ -61,6 +61,11 @@
  * After a 413 the rest of the body is read and dropped for CONN_LINGER_NS
  * (so the client reads the answer rather than a reset), then closed.
  */
+/* libmicrohttpd's per-connection pool (see server_start): the URL limit
+ * plus this much for the headers, and never less than SERVER_POOL_MIN. */
+#define SERVER_HEADER_ROOM (8 * 1024)
+#define SERVER_POOL_MIN (16 * 1024)
+
 enum conn_state { CONN_IDLE = 0, CONN_HEAD, CONN_BUSY, CONN_BODY, CONN_DONE };
 #define CONN_LINGER_NS 1000000000LL
 
@@ -817,12 +822,16 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
         free(s);
         return NULL;
     }
-    /* The request line and headers must fit in MHD's per-connection pool.
-     * MHD clears the pool between requests, so its size is paid per request:
-     * keep it as small as the URL limit allows. */
-    size_t conn_mem = o->max_url + 16 * 1024;
-    if (conn_mem < 32 * 1024)
-        conn_mem = 32 * 1024;
+    /* The request line and headers must fit in MHD's per-connection pool,
+     * with its bookkeeping (a header entry per header, the answer's head).
+     * libmicrohttpd 0.9.75 zeroes the whole pool before every request of a
+     * keep-alive connection (MHD_pool_reset), so its size is paid on every
+     * request: it is the URL limit plus SERVER_HEADER_ROOM for the headers
+     * (more when the URL is shorter), at least SERVER_POOL_MIN.  A head
+     * that does not fit gets libmicrohttpd's 414 or 431. */
+    size_t conn_mem = o->max_url + SERVER_HEADER_ROOM;
+    if (conn_mem < SERVER_POOL_MIN)
+        conn_mem = SERVER_POOL_MIN;
     /* the logger first, so MHD's complaints about later options reach it;
      * one thread is MHD's own epoll thread, not a pool of one */
     s->conn_mem = conn_mem;
