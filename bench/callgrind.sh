@@ -12,7 +12,9 @@
 #   CG_KINDS ("throttle_post throttle_get hook_get"), BARE_POOL (bytes:
 #   the bare server's MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD's default
 #   if unset), CG_OUT (a directory to keep the callgrind files in).
-# Prints one line per server and route: "SERVER KIND INSTRUCTIONS/REQUEST".
+# Prints one line per server and route: "SERVER KIND INSTRUCTIONS/REQUEST
+# ALLOCATIONS/REQUEST" (calls of malloc, calloc and realloc, libc's strdup
+# and the libraries' own included).
 # Each count is every thread of the server, from just before the N requests
 # (after N warm-up requests of the same kind, so keys exist) to just after.
 set -eu
@@ -30,6 +32,15 @@ JSON
 
 # cg_total FILE: the "totals:" (or "summary:") instruction count of a dump
 cg_total() { awk '/^(totals|summary):/ { print $2; exit }' "$1"; }
+# cg_allocs FILE: calls of malloc, calloc and realloc in a dump (callgrind
+# names a function "(id) name" the first time, "(id)" after)
+cg_allocs() {
+    awk '/^c?fn=/ { s = $0; sub(/^c?fn=/, "", s); id = s; sub(/\).*/, ")", id); nm = s; sub(/^\([0-9]+\) ?/, "", nm)
+                    if (nm != "") name[id] = nm; else nm = name[id]
+                    if ($0 ~ /^cfn=/) callee = nm }
+         /^calls=/ { split($0, a, /[= ]/); if (callee ~ /^(malloc|calloc|realloc)$/) n += a[2]; callee = "" }
+         END { print n + 0 }' "$1"
+}
 
 for server in $CG_SERVERS; do
     for kind in $CG_KINDS; do
@@ -62,6 +73,7 @@ for server in $CG_SERVERS; do
         # the dump taken after the N requests is the one with the highest number
         dump=$(ls -v "$cgf".* | grep -E '\.[0-9]+$' | tail -1)
         total=$(cg_total "$dump")
-        echo "$server $kind $(awk -v t="$total" -v n="$N" 'BEGIN { printf "%.0f", t / n }')"
+        allocs=$(cg_allocs "$dump")
+        echo "$server $kind $(awk -v t="$total" -v a="$allocs" -v n="$N" 'BEGIN { printf "%.0f %.1f", t / n, a / n }')"
     done
 done

@@ -29,13 +29,13 @@ TALLY_POOL=24576
 # the honest one with the default pool, its latency at half of its own
 # peaks into $BENCH_TMP/ol_bare
 bare_run() {
-    mode=$1
-    start_bare "$mode" "${TALLY_THREADS:-1}" ${2:-}
+    mode=$1 pool=${2:-}
+    start_bare "$mode" "${TALLY_THREADS:-1}" $pool
     set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/throttle" bench/lua/throttle_post.lua)
     post=$1 post_cpu=$4
     set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/" bench/lua/throttle_get.lua)
     get=$1 get_cpu=$4
-    if [ "$mode" = honest ] && [ -z "${2:-}" ]; then
+    if [ "$mode" = honest ] && [ -z "$pool" ]; then
         { openloop_half "$BARE_PORT" "$post" throttle_post; openloop_half "$BARE_PORT" "$get" throttle_get; } \
             >"$BENCH_TMP/ol_bare"
     fi
