@@ -12,7 +12,9 @@
  *
  * The gap between tallyd and `honest` is tallyd's own work: routing,
  * parsing, the decision, the journal, metrics.
- * Usage: bare_mhd PORT THREADS [fixed|honest]   (fixed by default)
+ * Usage: bare_mhd PORT THREADS [fixed|honest [POOL]]   (fixed by default)
+ * POOL: MHD_OPTION_CONNECTION_MEMORY_LIMIT in bytes (libmicrohttpd's
+ * default, 32 KiB, if absent), to compare with tallyd at the same pool size.
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -109,11 +111,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 int main(int argc, char **argv)
 {
     if (argc < 3 || (argc > 3 && strcmp(argv[3], "fixed") != 0 && strcmp(argv[3], "honest") != 0)) {
-        fprintf(stderr, "usage: bare_mhd PORT THREADS [fixed|honest]\n");
+        fprintf(stderr, "usage: bare_mhd PORT THREADS [fixed|honest [POOL]]\n");
         return 2;
     }
     bool honest = argc > 3 && strcmp(argv[3], "honest") == 0;
     unsigned threads = (unsigned)atoi(argv[2]);
+    size_t pool = argc > 4 ? (size_t)strtoul(argv[4], NULL, 10) : 0;
     struct sockaddr_in a;   /* 127.0.0.1, as tallyd binds by default */
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
@@ -124,6 +127,7 @@ int main(int argc, char **argv)
                                             NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
                                             MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
                                             MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+                                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool ? pool : (size_t)32 * 1024,
                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, honest ? (void *)1 : NULL,
                                             MHD_OPTION_END);
     if (!d) {

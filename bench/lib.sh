@@ -51,13 +51,14 @@ redis_gcra() {
     stop_redis
 }
 
-# start_bare MODE THREADS: the bare libmicrohttpd server (bench/bare_mhd.c,
-# fixed or honest); sets BARE_PORT, BARE_PID.  A free port can be taken
+# start_bare MODE THREADS [POOL]: the bare libmicrohttpd server
+# (bench/bare_mhd.c, fixed or honest; POOL: its per-connection memory pool
+# in bytes, libmicrohttpd's default 32 KiB if absent); sets BARE_PORT, BARE_PID.  A free port can be taken
 # before the server binds it: then another one.
 start_bare() {
     for try in 1 2 3 4 5; do
         BARE_PORT=$(freeport)
-        $ON_SERVER "$BUILD/bench/bare_mhd" "$BARE_PORT" "$2" "$1" 2>/dev/null &
+        $ON_SERVER "$BUILD/bench/bare_mhd" "$BARE_PORT" "$2" "$1" ${3:-} 2>/dev/null &
         BARE_PID=$!
         sleep 0.1
         kill -0 $BARE_PID 2>/dev/null && break
@@ -104,6 +105,20 @@ server_cpu_us() {
     out=$("$@")
     c1=$(cpu_ns "$pid")
     echo "$out" | awk -v c0="$c0" -v c1="$c1" '{ printf "%s %s %s %.2f\n", $1, $2, $3, ($3 > 0 ? (c1 - c0) / $3 / 1000 : 0) }'
+}
+
+# openloop_half PORT PEAK_RPS KIND: latency at half of PEAK_RPS, open loop
+# (bench/openloop.c: each latency counted from when the request was due),
+# after a 1 s warm-up at the same rate.  Three runs of $OL_SECONDS seconds
+# (3 by default); prints the run with the median p99 as "P50 P99 P999 RATE"
+# (ms, ms, ms, requests/s achieved).  On a shared machine one run can catch
+# another job's burst on either core; the median of three does not.
+: "${OL_SECONDS:=3}"
+openloop_half() {
+    half=$(awk -v r="$2" 'BEGIN { printf "%d", r / 2 }')
+    for run in 1 2 3; do
+        on_client "$BUILD/bench/openloop" "$1" "$half" "$OL_SECONDS" "$BENCH_CONNS" "$3" 1
+    done | awk '{ print $8, $4, $8, $10, $2 }' | sort -n | sed -n 2p | cut -d' ' -f2-
 }
 
 # redis_bench [redis-benchmark args...]: prints "RPS P99_MS" for the one test run

@@ -7,8 +7,13 @@
  * fixed schedule whatever the server does, and each latency counted from the
  * instant the request was *due* (correcting coordinated omission).
  *
- * Usage: openloop PORT RATE SECONDS CONNS KIND
- *   KIND: throttle_post | throttle_get | healthz
+ * Usage: openloop PORT RATE SECONDS CONNS KIND [WARMUP]
+ *   KIND: throttle_post | throttle_get | hook_get | healthz
+ *   (hook_get: GET /hook/bench/<n>, the policy of suite_10; a fixed number
+ *   of requests at a rate far above a server's capacity is also how
+ *   bench/callgrind.sh drives a server under valgrind)
+ * WARMUP: seconds sent at the same rate before SECONDS, not counted (fresh
+ * connections and a cold server stall their first requests; default 0).
  * Prints: "rate <achieved>/s p50 <ms> p90 <ms> p99 <ms> p999 <ms> max <ms> errors <n>".
  */
 #include <arpa/inet.h>
@@ -32,6 +37,7 @@ typedef struct conn {
     int fd;
     bool busy;
     int64_t due_ns;          /* when the in-flight request was due */
+    bool counted;            /* due after the warm-up */
     char out[512];
     size_t out_len, out_off;
     char in[8192];
@@ -82,6 +88,8 @@ static void build(conn_t *c, const char *kind, rng_t *r)
                                       "GET /throttle/user:%u?max_burst=15&count_per_period=30&period=60 HTTP/1.1\r\n"
                                       "Host: localhost\r\n\r\n",
                                       k);
+    } else if (!strcmp(kind, "hook_get")) {
+        c->out_len = (size_t)snprintf(c->out, sizeof(c->out), "GET /hook/bench/%u HTTP/1.1\r\nHost: localhost\r\n\r\n", k);
     } else {
         c->out_len = (size_t)snprintf(c->out, sizeof(c->out), "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
     }
@@ -105,7 +113,7 @@ static size_t complete(const conn_t *c)
 int main(int argc, char **argv)
 {
     if (argc < 6) {
-        fprintf(stderr, "usage: openloop PORT RATE SECONDS CONNS KIND\n");
+        fprintf(stderr, "usage: openloop PORT RATE SECONDS CONNS KIND [WARMUP]\n");
         return 2;
     }
     int port = atoi(argv[1]);
@@ -113,7 +121,8 @@ int main(int argc, char **argv)
     double secs = atof(argv[3]);
     int nconn = atoi(argv[4]);
     const char *kind = argv[5];
-    size_t total = (size_t)(rate * secs);
+    size_t warm = argc > 6 ? (size_t)(rate * atof(argv[6])) : 0;
+    size_t total = (size_t)(rate * secs), all = warm + total;
     int64_t *lat = malloc(total * sizeof(*lat));
     conn_t *conns = calloc((size_t)nconn, sizeof(*conns));
     int ep = epoll_create1(0);
@@ -127,11 +136,12 @@ int main(int argc, char **argv)
     int64_t start = now_ns() + 10000000;
     double interval = 1e9 / rate;
     size_t sent = 0, done = 0, errors = 0;
+    int64_t measured_from = start + (int64_t)((double)warm * interval);
     int idle_hint = 0;
     while (done < total) {
         int64_t t = now_ns();
         /* send everything that is due, on idle connections */
-        while (sent < total && start + (int64_t)((double)sent * interval) <= t) {
+        while (sent < all && start + (int64_t)((double)sent * interval) <= t) {
             int ci = -1;
             for (int k = 0; k < nconn; k++) {
                 int i = (idle_hint + k) % nconn;
@@ -147,6 +157,7 @@ int main(int argc, char **argv)
             build(c, kind, &r);
             c->busy = true;
             c->due_ns = start + (int64_t)((double)sent * interval);
+            c->counted = sent >= warm;
             c->in_len = 0;
             ssize_t w = write(c->fd, c->out, c->out_len);
             if (w != (ssize_t)c->out_len) {
@@ -156,7 +167,7 @@ int main(int argc, char **argv)
             sent++;
         }
         struct epoll_event evs[64];
-        int64_t next_due = sent < total ? start + (int64_t)((double)sent * interval) : t + 1000000;
+        int64_t next_due = sent < all ? start + (int64_t)((double)sent * interval) : t + 1000000;
         int timeout = next_due > t ? (int)((next_due - t) / 1000000) : 0;
         int n = epoll_wait(ep, evs, 64, timeout);
         for (int e = 0; e < n; e++) {
@@ -173,13 +184,14 @@ int main(int argc, char **argv)
             if (len && c->busy) {
                 if (strncmp(c->in, "HTTP/1.1 2", 10) != 0 && strncmp(c->in, "HTTP/1.1 429", 12) != 0)
                     errors++;
-                lat[done++] = now_ns() - c->due_ns;
+                if (c->counted)
+                    lat[done++] = now_ns() - c->due_ns;
                 c->busy = false;
                 c->in_len = 0;
             }
         }
     }
-    double elapsed = (double)(now_ns() - start) / 1e9;
+    double elapsed = (double)(now_ns() - measured_from) / 1e9;
     qsort(lat, total, sizeof(*lat), cmp_i64);
 #define PCT(p) ((double)lat[(size_t)((double)(total - 1) * (p))] / 1e6)
     printf("rate %.0f p50 %.3f p90 %.3f p99 %.3f p999 %.3f max %.3f errors %zu\n", (double)total / elapsed,

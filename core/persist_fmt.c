@@ -206,28 +206,38 @@ unsigned journalfmt_generation(const journal_header_t *h)
     return h->version <= JOURNAL_VERSION ? journal_versions[h->version].generation : 0;
 }
 
+/* A string of a request record: its length as a little-endian field of
+ * len_bytes (2 or 4; the field holds `n` cut to its width, as the reader
+ * expects), then its n bytes. */
+static uint8_t *put_field(uint8_t *p, const void *s, size_t n, int len_bytes)
+{
+    for (int i = 0; i < len_bytes; i++)
+        *p++ = (uint8_t)(n >> (8 * i));
+    if (n)
+        memcpy(p, s, n);
+    return p + n;
+}
+
+/* Every change writes one of these, so the record is laid out in place after
+ * a single reservation rather than field by field (issue 20). */
 void journalfmt_put_request(wbuf_t *out, const journal_req_t *q)
 {
-    size_t start = out->len;
-    wbuf_put_u32(out, 0);
-    wbuf_put_u32(out, 0);
-    size_t pstart = out->len;
-    wbuf_put_u8(out, JOURNAL_REC_REQUEST);
-    wbuf_put_i64(out, q->now_ns);
-    wbuf_put_u8(out, q->method);
-    wbuf_put_u16(out, (uint16_t)q->path_len);
-    wbuf_put_bytes(out, q->path, q->path_len);
-    wbuf_put_u32(out, (uint32_t)q->query_len);
-    wbuf_put_bytes(out, q->query, q->query_len);
-    wbuf_put_u16(out, (uint16_t)q->ctype_len);
-    wbuf_put_bytes(out, q->ctype, q->ctype_len);
-    wbuf_put_u32(out, (uint32_t)q->body_len);
-    wbuf_put_bytes(out, q->body, q->body_len);
-    if (out->oom)
+    size_t size = journalfmt_request_size(q);
+    if (!wbuf_reserve(out, size))
         return;
-    uint32_t len = (uint32_t)(out->len - pstart);
-    wbuf_patch_u32(out, start, len);
-    wbuf_patch_u32(out, start + 4, (uint32_t)tally_xxh64(out->data + pstart, len, len));
+    uint8_t *frame = out->data + out->len, *payload = frame + JOURNAL_FRAME_SIZE, *p = payload;
+    *p++ = JOURNAL_REC_REQUEST;
+    le64_store(p, (uint64_t)q->now_ns);
+    p += 8;
+    *p++ = (uint8_t)q->method;
+    p = put_field(p, q->path, q->path_len, 2);
+    p = put_field(p, q->query, q->query_len, 4);
+    p = put_field(p, q->ctype, q->ctype_len, 2);
+    p = put_field(p, q->body, q->body_len, 4);
+    uint32_t len = (uint32_t)(p - payload);
+    le32_store(frame, len);
+    le32_store(frame + 4, (uint32_t)tally_xxh64(payload, len, len));
+    out->len += (size_t)(p - frame);
 }
 
 void journalfmt_epoch_request(uint64_t epoch, int64_t now_ns, uint8_t method, char *buf, journal_req_t *out)

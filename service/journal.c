@@ -16,6 +16,7 @@
 
 #define JOURNAL_RETRY_NS (100 * 1000000LL)   /* after a failed write, retry at most every 100 ms */
 #define JOURNAL_WINDOW (4u << 20)             /* file space reserved and mapped at a time */
+#define JOURNAL_KEEP_BUF (64u << 10)          /* the write buffer is kept between flushes up to this size */
 
 /*
  * A journal file is written through a shared memory mapping of space
@@ -353,7 +354,16 @@ static void flush_locked(journal_t *j, bool want_sync)
         log_info("journal: writes succeed again");
         j->failing = false;
     }
-    wbuf_free(&b);
+    /* nothing was appended meanwhile: the buffer is kept for the next
+     * records (a change is flushed at once, so otherwise every change would
+     * allocate it again), unless a burst made it large */
+    if (!j->buf.data && b.cap <= JOURNAL_KEEP_BUF) {
+        b.len = 0;
+        b.oom = false;
+        j->buf = b;
+    } else {
+        wbuf_free(&b);
+    }
     j->writing = false;
     pthread_cond_broadcast(&j->cv);
 }

@@ -61,6 +61,11 @@
  * After a 413 the rest of the body is read and dropped for CONN_LINGER_NS
  * (so the client reads the answer rather than a reset), then closed.
  */
+/* libmicrohttpd's per-connection pool (see server_start): the URL limit
+ * plus this much for the headers, and never less than SERVER_POOL_MIN. */
+#define SERVER_HEADER_ROOM (8 * 1024)
+#define SERVER_POOL_MIN (16 * 1024)
+
 enum conn_state { CONN_IDLE = 0, CONN_HEAD, CONN_BUSY, CONN_BODY, CONN_DONE };
 #define CONN_LINGER_NS 1000000000LL
 
@@ -124,6 +129,7 @@ typedef struct req_state {
     char ip[INET6_ADDRSTRLEN];     /* the peer's address, once asked for */
     char client[INET6_ADDRSTRLEN + 16]; /* the client's address (core/cidr.h), once asked for */
     char method[16];               /* for the access log */
+    const char *ctype;             /* its Content-Type header (in MHD's pool), or NULL */
     /* last and not cleared at creation (its header array is large): set
      * only when the request is suspended */
     api_resp_t resp;
@@ -576,40 +582,60 @@ static enum MHD_Result suspend(req_state_t *st, struct MHD_Connection *c, api_re
     return MHD_YES;
 }
 
-struct cl_scan {
-    const char *first;
-    bool differ;
+/* The request headers the server itself reads, taken in one pass over the
+ * headers (a lookup each would walk the list again): the first of each
+ * (as MHD_lookup_connection_value gives), and whether two Content-Length
+ * headers differ.  The values live in MHD's pool until the request ends. */
+struct head_scan {
+    const char *cl, *te, *expect, *ctype;
+    bool cl_differ;
 };
 
-static enum MHD_Result cl_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                   const char *value, size_t value_size)
 {
     (void)kind;
-    struct cl_scan *c = cls;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
-        return MHD_YES;
-    if (!c->first)
-        c->first = value;
-    else if (strcmp(c->first, value) != 0)
-        c->differ = true;
+    (void)value_size;
+    struct head_scan *h = cls;
+    const char **slot = NULL;
+    switch (key_size) {
+    case sizeof(MHD_HTTP_HEADER_CONTENT_LENGTH) - 1:
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+            if (h->cl && strcmp(h->cl, value) != 0)
+                h->cl_differ = true;
+            slot = &h->cl;
+        }
+        break;
+    case sizeof(MHD_HTTP_HEADER_TRANSFER_ENCODING) - 1:
+        if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+            slot = &h->te;
+        break;
+    case sizeof(MHD_HTTP_HEADER_EXPECT) - 1:
+        if (strcasecmp(key, MHD_HTTP_HEADER_EXPECT) == 0)
+            slot = &h->expect;
+        break;
+    case sizeof(MHD_HTTP_HEADER_CONTENT_TYPE) - 1:
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
+            slot = &h->ctype;
+        break;
+    default:
+        break;
+    }
+    if (slot && !*slot)
+        *slot = value;
     return MHD_YES;
 }
 
 /* Request framing a proxy in front could read differently (request
  * smuggling), or that would leave the connection waiting: two different
- * Content-Length headers, a Transfer-Encoding other than chunked.  *cl and
- * *te receive the request's (first) Content-Length and Transfer-Encoding
- * headers, or NULL. */
-static const char *framing_error(struct MHD_Connection *c, const char **cl, const char **te)
+ * Content-Length headers, a Transfer-Encoding other than chunked. */
+static const char *framing_error(const struct head_scan *h)
 {
-    struct cl_scan scan = { NULL, false };
-    MHD_get_connection_values(c, MHD_HEADER_KIND, cl_header, &scan);
-    *cl = scan.first;
-    *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    if (scan.differ)
+    if (h->cl_differ)
         return "the request has two different Content-Length headers";
-    if (*te && strcasecmp(*te, "chunked") != 0)
+    if (h->te && strcasecmp(h->te, "chunked") != 0)
         return "Transfer-Encoding other than chunked is not supported (send the body as is, or chunked)";
-    if (*te && *cl)
+    if (h->te && h->cl)
         return "the request has both Transfer-Encoding and Content-Length";
     return NULL;
 }
@@ -632,8 +658,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         conn_set(c, CONN_BUSY, 0);
         if (!st->uri)
             return MHD_NO;
-        const char *cl, *te;
-        const char *why = framing_error(c, &cl, &te);
+        struct head_scan h = { NULL, NULL, NULL, NULL, false };
+        MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_header, &h);
+        st->ctype = h.ctype;
+        const char *cl = h.cl, *te = h.te;
+        const char *why = framing_error(&h);
         if (why) {
             st->close = true;   /* the rest of the stream cannot be trusted */
             return send_error(s, c, st, API_E_BAD_REQUEST, why);
@@ -649,7 +678,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* a body is coming: its progress is watched (with Expect:
          * 100-continue, from its first bytes, after MHD's interim answer) */
         conn_t *k = conn_of(c);
-        if (k && (te || clen > 0) && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
+        if (k && (te || clen > 0) && !h.expect)
             conn_claim(k, CONN_BUSY, CONN_BODY);
         return MHD_YES;
     }
@@ -705,7 +734,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* a fragment is never sent by clients, but do not let one reach the router */
         req.query_len = strcspn(q + 1, "#");
     }
-    req.ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    req.ctype = st->ctype;
     req.body = st->body.data;
     req.body_len = st->body.len;
     st->conn = c;
@@ -817,12 +846,16 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
         free(s);
         return NULL;
     }
-    /* The request line and headers must fit in MHD's per-connection pool.
-     * MHD clears the pool between requests, so its size is paid per request:
-     * keep it as small as the URL limit allows. */
-    size_t conn_mem = o->max_url + 16 * 1024;
-    if (conn_mem < 32 * 1024)
-        conn_mem = 32 * 1024;
+    /* The request line and headers must fit in MHD's per-connection pool,
+     * with its bookkeeping (a header entry per header, the answer's head).
+     * libmicrohttpd 0.9.75 zeroes the whole pool before every request of a
+     * keep-alive connection (MHD_pool_reset), so its size is paid on every
+     * request: it is the URL limit plus SERVER_HEADER_ROOM for the headers
+     * (more when the URL is shorter), at least SERVER_POOL_MIN.  A head
+     * that does not fit gets libmicrohttpd's 414 or 431. */
+    size_t conn_mem = o->max_url + SERVER_HEADER_ROOM;
+    if (conn_mem < SERVER_POOL_MIN)
+        conn_mem = SERVER_POOL_MIN;
     /* the logger first, so MHD's complaints about later options reach it;
      * one thread is MHD's own epoll thread, not a pool of one */
     s->conn_mem = conn_mem;

@@ -20,6 +20,7 @@
 #include "api/api.h"
 #include "core/geo.h"
 #include "core/geohash.h"
+#include "core/hash.h"
 #include "core/keyspace.h"
 #include "core/rng.h"
 
@@ -486,8 +487,35 @@ static void test_replay_determinism(void **state)
     ks_free(r.ks);
 }
 
+/* The request record as DESIGN's journal format spells it, field by field
+ * through the wbuf writers: journalfmt_put_request lays it out in place and
+ * must produce the same bytes. */
+static void journal_record_reference(wbuf_t *out, const journal_req_t *q)
+{
+    size_t start = out->len;
+    wbuf_put_u32(out, 0);
+    wbuf_put_u32(out, 0);
+    size_t pstart = out->len;
+    wbuf_put_u8(out, JOURNAL_REC_REQUEST);
+    wbuf_put_i64(out, q->now_ns);
+    wbuf_put_u8(out, q->method);
+    wbuf_put_u16(out, (uint16_t)q->path_len);
+    wbuf_put_bytes(out, q->path, q->path_len);
+    wbuf_put_u32(out, (uint32_t)q->query_len);
+    wbuf_put_bytes(out, q->query, q->query_len);
+    wbuf_put_u16(out, (uint16_t)q->ctype_len);
+    wbuf_put_bytes(out, q->ctype, q->ctype_len);
+    wbuf_put_u32(out, (uint32_t)q->body_len);
+    wbuf_put_bytes(out, q->body, q->body_len);
+    uint32_t len = (uint32_t)(out->len - pstart);
+    wbuf_patch_u32(out, start, len);
+    wbuf_patch_u32(out, start + 4, (uint32_t)tally_xxh64(out->data + pstart, len, len));
+}
+
 /* The journal space a request secures is computed from
- * journalfmt_request_size: it must be exactly what a record takes. */
+ * journalfmt_request_size: it must be exactly what a record takes; the
+ * record is the reference's bytes, appended after what the buffer holds,
+ * and reads back as the request. */
 static void test_journal_record_size(void **state)
 {
     (void)state;
@@ -504,6 +532,40 @@ static void test_journal_record_size(void **state)
         assert_int_equal(b.len, journalfmt_request_size(&reqs[i]));
         wbuf_free(&b);
     }
+    /* many shapes, each appended to a buffer of odd length */
+    rng_t r;
+    rng_seed(&r, 20);
+    char text[3000];
+    for (size_t i = 0; i < sizeof(text); i++)
+        text[i] = (char)(' ' + rng_below(&r, 95));
+    wbuf_t got = WBUF_INIT, want = WBUF_INIT;
+    for (int i = 0; i < 2000; i++) {
+        size_t pre = rng_below(&r, 70);
+        journal_req_t q = { .now_ns = (int64_t)rng_next(&r), .method = (uint8_t)rng_below(&r, 8),
+                            .path = text + rng_below(&r, 100), .path_len = 1 + rng_below(&r, 600),
+                            .query = text + rng_below(&r, 100), .query_len = i % 3 ? rng_below(&r, 300) : 0,
+                            .ctype = text, .ctype_len = i % 2 ? 16 : 0,
+                            .body = (const uint8_t *)text + rng_below(&r, 500),
+                            .body_len = i % 5 ? rng_below(&r, 2000) : 0 };
+        got.len = want.len = 0;
+        wbuf_put_bytes(&got, text, pre);
+        wbuf_put_bytes(&want, text, pre);
+        journalfmt_put_request(&got, &q);
+        journal_record_reference(&want, &q);
+        assert_false(got.oom);
+        assert_int_equal(got.len, want.len);
+        assert_int_equal(got.len - pre, journalfmt_request_size(&q));
+        assert_memory_equal(got.data, want.data, got.len);
+        journal_req_t back;
+        size_t used = 0;
+        const char *why = NULL;
+        assert_int_equal(journalfmt_parse_record(got.data + pre, got.len - pre, &back, &used, &why), PARSE_OK);
+        assert_int_equal(used, got.len - pre);
+        assert_true(back.now_ns == q.now_ns && back.method == q.method && back.path_len == q.path_len &&
+                    back.query_len == q.query_len && back.body_len == q.body_len);
+    }
+    wbuf_free(&got);
+    wbuf_free(&want);
 }
 
 /* The epoch record of a promotion survives the journal's framing; nothing
