@@ -1328,7 +1328,7 @@ void repl_info(repl_t *r, json_t *obj)
 
 void repl_metrics(repl_t *r, wbuf_t *out)
 {
-    char line[768];
+    char line[1024];
     pthread_mutex_lock(&r->mu);
     int role = atomic_load(&r->role);
     int n = snprintf(line, sizeof(line),
@@ -1358,9 +1358,12 @@ void repl_metrics(repl_t *r, wbuf_t *out)
                  "# HELP tally_replication_acks_timed_out_total Changes answered 503 for want of acknowledgements.\n"
                  "# TYPE tally_replication_acks_timed_out_total counter\n"
                  "tally_replication_acks_timed_out_total %" PRIu64 "\n"
+                 "# HELP tally_replication_keys_taken_back_total Keys restored because their changes timed out.\n"
+                 "# TYPE tally_replication_keys_taken_back_total counter\n"
+                 "tally_replication_keys_taken_back_total %" PRIu64 "\n"
                  "# HELP tally_replica_lag_records Records a replica is behind.\n"
                  "# TYPE tally_replica_lag_records gauge\n",
-                 connected, r->acks_timed_out);
+                 connected, r->acks_timed_out, r->undone_keys);
     wbuf_put_bytes(out, line, (size_t)n);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
