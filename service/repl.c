@@ -517,9 +517,9 @@ static int undo_cmp(const void *a, const void *b)
 }
 
 /* Restores every key of `list` to its state before the first change in
- * doubt; *lsn: the last restoring record's journal position.  Returns the
- * keys that could not be restored. */
-static uint64_t undo_apply_all(repl_t *r, api_undo_t *list, uint64_t *lsn)
+ * doubt; *lsn: the last restoring record's journal position, *restored the
+ * keys restored.  Returns the keys that could not be restored. */
+static uint64_t undo_apply_all(repl_t *r, api_undo_t *list, uint64_t *lsn, uint64_t *restored)
 {
     size_t n = 0;
     for (api_undo_t *u = list; u; u = u->next)
@@ -537,6 +537,7 @@ static uint64_t undo_apply_all(repl_t *r, api_undo_t *list, uint64_t *lsn)
             failed += !api_undo_apply(r->api, u, now, &l);
             *lsn = l > *lsn ? l : *lsn;
         }
+        *restored = n - failed;   /* a key restored more than once counts each time */
         return failed;
     }
     size_t i = 0;
@@ -547,7 +548,9 @@ static uint64_t undo_apply_all(repl_t *r, api_undo_t *list, uint64_t *lsn)
         if (i > 0 && v[i]->klen == v[i - 1]->klen && memcmp(v[i]->key, v[i - 1]->key, v[i]->klen) == 0)
             continue;   /* a later change of a key restored already */
         uint64_t l = 0;
-        failed += !api_undo_apply(r->api, v[i], now, &l);
+        bool ok = api_undo_apply(r->api, v[i], now, &l);
+        failed += !ok;
+        *restored += ok;
         *lsn = l > *lsn ? l : *lsn;
     }
     free(v);
@@ -609,21 +612,19 @@ static void undo_run(repl_t *r)
     waiters_finish(acked, true, NULL);
 
     uint64_t lsn = 0, keys = 0;
-    for (api_undo_t *u = doubt; u; u = u->next)
-        keys++;
-    uint64_t failed = undo_apply_all(r, doubt, &lsn);
+    uint64_t failed = undo_apply_all(r, doubt, &lsn, &keys);
     api_undo_free(r->api, doubt);
     pthread_rwlock_unlock(&r->gate);
     if (failed)
-        log_error("replication: %" PRIu64 " of %" PRIu64 " keys could not be restored (out of memory) after "
+        log_error("replication: %" PRIu64 " keys could not be restored (out of memory) after "
                   "--min-replicas-ack timed out; their changes stay applied",
-                  failed, keys);
+                  failed);
 
     pthread_mutex_lock(&r->mu);
     if (lsn > r->undo_lsn)
         r->undo_lsn = lsn;
     r->undo_failed = failed;
-    r->undone_keys += keys - failed;
+    r->undone_keys += keys;
     while (r->undo_late) {   /* answers that reached acks_wait meanwhile */
         waiter_t *w = r->undo_late;
         r->undo_late = w->next;
