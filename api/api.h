@@ -130,6 +130,8 @@ typedef struct api_req {
     char *arena;                 /* decoded segments and parameters live here */
 } api_req_t;
 
+typedef struct api_undo api_undo_t;   /* api/undo.h */
+
 typedef struct api_header {
     const char *name;            /* static string */
     char value[192];
@@ -153,6 +155,12 @@ struct api_resp {
     void (*deferred)(api_server_t *srv, api_resp_t *resp);
     void *deferred_arg;          /* what the handler leaves for `deferred` (it frees it) */
     int route_index;             /* for metrics: index in the route table, -1 none */
+    /* Semi-synchronous replication (api/undo.h): `undo_on` when this change
+     * keeps pre-images; those of the keys locked now, not yet journaled;
+     * the stream position its answer waits for (0: none). */
+    bool undo_on;
+    struct api_undo *undo;
+    uint64_t repl_pos;
     char token_name[API_TOKEN_NAME_MAX + 1];   /* the caller's token, for the access log; "" none */
 };
 
@@ -182,6 +190,16 @@ typedef struct api_hooks {
     bool (*reload)(void *ud, size_t *count, char *err, size_t errlen);
     /* Replication (api/repl.h); NULL when the service has none. */
     const struct api_repl_hooks *repl;
+    /* Taking changes back (api/undo.h); NULL when the service never does.
+     * undo_begin is asked before a change is admitted: true when its
+     * pre-images are to be kept (then undo_end is called once the handler
+     * returned: between the two, no change is being taken back).
+     * undo_register takes the pre-images of the record just journaled (the
+     * list, possibly NULL, is its from then on; called under the keys'
+     * locks) and returns the stream position the answer waits for. */
+    bool (*undo_begin)(void *ud);
+    void (*undo_end)(void *ud);
+    uint64_t (*undo_register)(void *ud, struct api_undo *list);
 } api_hooks_t;
 
 /* ------------------------------------------------------------------------ */

@@ -22,6 +22,10 @@
  * keys' slot is checked once their shards are locked (api/cluster.h): a
  * slot of another node is a 421 before the key is looked at.
  *
+ * With --min-replicas-ack, api_keys_lock also keeps each key's state as
+ * it was when locked, so that a change the replicas did not confirm can be
+ * taken back (api/undo.h); api_key_close drops it when nothing changed.
+ *
  * Requests on several keys (unions, BITOP, merges) lock them all at once
  * with api_keys_lock, which orders the shard locks so that two such requests
  * never deadlock, and then look each key up with api_keys_find in the order
@@ -31,6 +35,7 @@
 
 #include "api/api.h"
 #include "api/cluster.h"
+#include "api/undo.h"
 
 /* The family whose keys hold `type` (it names the type in messages). */
 static const api_family_t *family_of(const ks_type_t *type)
@@ -89,6 +94,10 @@ bool api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp, ks
         ks_lock_keys(srv->ks, keys, n);
     if (!api_cluster_keys_check(srv, req, resp, keys, n, true)) {
         api_key_close(h, false);   /* another node's slot, or keys that have left it */
+        return false;
+    }
+    if (resp->undo_on && !api_undo_capture(srv, req, resp, h, keys, n)) {
+        api_key_close(h, false);   /* nothing changed yet: refused */
         return false;
     }
     return true;
@@ -160,6 +169,8 @@ void api_key_close(api_key_t *h, bool changed)
         ks_shard_unlock(ks_shard_at(h->srv->ks, h->keys[0].shard));
     else
         ks_unlock_keys(h->srv->ks, h->keys, h->n);
+    if (h->resp->undo)
+        api_undo_drop(h->srv, h->resp, h);   /* pre-images of a lock that journaled nothing */
 }
 
 /* ------------------------------------------------------------------------ */

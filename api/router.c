@@ -20,6 +20,7 @@
 #include "api/guard.h"
 #include "api/auth.h"
 #include "api/cluster.h"
+#include "api/undo.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
@@ -390,6 +391,9 @@ void api_resp_init(api_resp_t *resp)
     resp->nheaders = 0;
     resp->journal_lsn = 0;
     resp->journal_held = resp->journal_used = 0;
+    resp->undo_on = false;
+    resp->undo = NULL;
+    resp->repl_pos = 0;
     resp->deferred = NULL;
     resp->deferred_arg = NULL;
     resp->route_index = -1;
@@ -451,9 +455,20 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     /* journal space first: a change that cannot be made durable is refused
      * before anything is touched */
-    if (parse_query(req, resp, &arena) && (!route_writes(match) || api_journal_reserve(srv, req, resp))) {
-        match->handler(srv, req, resp);
-        api_journal_unreserve(srv, resp);
+    if (parse_query(req, resp, &arena)) {
+        bool writes = route_writes(match);
+        /* a change that may have to be taken back keeps its pre-images */
+        resp->undo_on = writes && !req->replay && srv->hooks.undo_begin && srv->hooks.undo_begin(srv->hooks.ud);
+        if (!writes || api_journal_reserve(srv, req, resp)) {
+            match->handler(srv, req, resp);
+            api_journal_unreserve(srv, resp);
+        }
+        if (resp->undo_on) {
+            api_undo_free(srv, resp->undo);   /* none when every lock was released */
+            resp->undo = NULL;
+            resp->undo_on = false;
+            srv->hooks.undo_end(srv->hooks.ud);
+        }
     }
     api_auth_done(req);
 }

@@ -78,6 +78,13 @@ static void journal_put(api_server_t *srv, api_resp_t *resp, const journal_req_t
     uint64_t lsn = srv->hooks.journal(srv->hooks.ud, jr);
     if (lsn > resp->journal_lsn)
         resp->journal_lsn = lsn;
+    if (resp->undo_on) {
+        /* the pre-images of the keys locked now go with the record (api/undo.h) */
+        uint64_t pos = srv->hooks.undo_register(srv->hooks.ud, resp->undo);
+        resp->undo = NULL;
+        if (pos > resp->repl_pos)
+            resp->repl_pos = pos;
+    }
 }
 
 /* A record of the request's own change: it must fit in what the request

@@ -131,18 +131,40 @@ static bool hook_wait(void *ud, uint64_t lsn, const char **err)
     return !p || persist_wait_hook(p, lsn, err);
 }
 
-static bool hook_try(void *ud, uint64_t lsn)
+static bool hook_try(void *ud, uint64_t lsn, uint64_t pos)
 {
     (void)ud;
+    (void)pos;
     persist_t *p = live_persist();
     return !p || repl_try_hook(live_repl(), p, lsn);
 }
 
-static bool hook_wait_async(void *ud, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err), void *dud)
+static bool hook_wait_async(void *ud, uint64_t lsn, uint64_t pos, void (*done)(void *ud, bool ok, const char *err),
+                            void *dud)
 {
     (void)ud;
     persist_t *p = live_persist();
-    return !p || repl_wait_async_hook(live_repl(), p, lsn, done, dud);
+    return !p || repl_wait_async_hook(live_repl(), p, lsn, pos, done, dud);
+}
+
+/* Taking changes back (api/undo.h): only a semi-synchronous primary does. */
+static bool hook_undo_begin(void *ud)
+{
+    (void)ud;
+    repl_t *r = live_repl();
+    return r && repl_undo_begin(r);
+}
+
+static void hook_undo_end(void *ud)
+{
+    (void)ud;
+    repl_undo_end(live_repl());
+}
+
+static uint64_t hook_undo_register(void *ud, api_undo_t *list)
+{
+    (void)ud;
+    return repl_undo_register(live_repl(), list);
 }
 
 static void hook_metrics(void *ud, wbuf_t *out)
@@ -623,6 +645,11 @@ static int run(void)
         app.api.hooks.journal_release = hook_release;
         app.api.hooks.snapshot = hook_snapshot;
         app.api.hooks.repl = &repl_fwd;
+        if (o->min_replicas_ack) {   /* else no change ever keeps a pre-image */
+            app.api.hooks.undo_begin = hook_undo_begin;
+            app.api.hooks.undo_end = hook_undo_end;
+            app.api.hooks.undo_register = hook_undo_register;
+        }
     }
     app.api.hooks.reload = hook_reload;
     metrics_init();

@@ -65,8 +65,8 @@ static const opt_def_t defs[] = {
     { "replica-of", "TALLY_REPLICA_OF", K_STR, OFF(replica_of), 0, CAP(replica_of), "follow this primary (base URL, e.g. http://10.0.0.1:8080): load its snapshot, apply its changes, refuse changes with 421" },
     { "replica-token", "TALLY_REPLICA_TOKEN", K_STR, OFF(replica_token), 0, CAP(replica_token), "bearer token (scope admin) this replica presents to its primary" },
     { "repl-backlog", "TALLY_REPL_BACKLOG", K_SIZE, OFF(repl_backlog), 0, 0, "bytes of recent changes a primary keeps for replicas that reconnect (default 64mb; further behind: a new snapshot)" },
-    { "min-replicas-ack", "TALLY_MIN_REPLICAS_ACK", K_INT, OFF(min_replicas_ack), 0, 32, "answer a change only once this many replicas hold it (default 0: asynchronous); fewer connected: 503, not applied" },
-    { "min-replicas-timeout", "TALLY_MIN_REPLICAS_TIMEOUT", K_INT, OFF(min_replicas_timeout), 1, 600000, "milliseconds a change waits for --min-replicas-ack before it is answered 503 (default 1000)" },
+    { "min-replicas-ack", "TALLY_MIN_REPLICAS_ACK", K_INT, OFF(min_replicas_ack), 0, 32, "answer a change only once this many replicas hold it, else take it back (default 0: asynchronous); fewer connected: 503, not applied" },
+    { "min-replicas-timeout", "TALLY_MIN_REPLICAS_TIMEOUT", K_INT, OFF(min_replicas_timeout), 1, 600000, "milliseconds a change waits for --min-replicas-ack before it is taken back and answered 503, not applied (default 1000)" },
     { "peers", "TALLY_PEERS", K_STR, OFF(peers), 0, CAP(peers), "the other nodes of this replication group, comma-separated base URLs: a node starting as a primary takes no change until a majority of the group answered and none was promoted under a newer epoch; one that learns of a newer epoch follows its primary" },
     /* cluster (deploy/cluster/README.md) */
     { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },

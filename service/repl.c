@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/persist_fmt.h"
+#include "api/undo.h"
 #include "service/clock.h"
 #include "service/log.h"
 #include "service/peers.h"
@@ -26,6 +27,7 @@
 #define PROBE_RETRY_MS 500           /* probing or fenced: ask the peers again after */
 #define PROBE_STEADY_MS 2000         /* a primary or a replica asks its peers this often */
 #define PROBE_TIMEOUT_MS 1000        /* one peer's answer, at most */
+#define REPL_UNDONE_MAX 64           /* stream ranges taken back that are remembered */
 
 enum { ROLE_PRIMARY, ROLE_REPLICA, ROLE_FENCED, ROLE_PROBING };
 static const char *const role_names[] = { "primary", "replica", "fenced", "probing" };
@@ -88,6 +90,22 @@ struct repl {
     int npeers;
     waiter_t *waiters;
     uint64_t acks_timed_out, refused_no_replicas;
+
+    /* Semi-synchronous changes (api/undo.h).  Changes take `gate` shared
+     * from before their keys are locked until they were journaled; taking
+     * back takes it exclusive.  `doubt`: the pre-images of changes not yet
+     * held by min_acks replicas, in stream order; `safe`: the highest
+     * position they held at some instant (changes up to it are answered
+     * 200 and never taken back).  `undone`: the stream ranges taken back
+     * (merged, the latest REPL_UNDONE_MAX), for answers that arrive after. */
+    pthread_rwlock_t gate;
+    api_undo_t *doubt, **doubt_tail;
+    uint64_t safe;
+    struct { uint64_t lo, hi; } undone[REPL_UNDONE_MAX];
+    int nundone;
+    bool undoing;                /* a taking back is running: late answers wait in undo_late */
+    waiter_t *undo_late;
+    uint64_t undo_lsn, undo_failed, undone_keys;
 };
 
 static int64_t mono_ms(void) { return clock_mono_ns() / 1000000; }
@@ -235,13 +253,48 @@ static bool peer_alive(const peer_t *pe, int64_t now)
     return pe->polling || now - pe->seen_ms <= REPL_PEER_ALIVE_MS;
 }
 
-/* Connected replicas holding the stream up to `target` (mu held). */
-static int acks_at(const repl_t *r, uint64_t target, int64_t now)
+/* The highest position at least min_acks connected replicas hold (mu
+ * held); 0 when fewer are connected. */
+static uint64_t acks_floor(const repl_t *r, int64_t now)
 {
+    uint64_t acked[REPL_MAX_PEERS];
     int n = 0;
     for (int i = 0; i < r->npeers; i++)
-        n += peer_alive(&r->peers[i], now) && r->peers[i].acked >= target;
-    return n;
+        if (peer_alive(&r->peers[i], now)) {
+            int k = n++;
+            for (; k > 0 && acked[k - 1] < r->peers[i].acked; k--)   /* descending */
+                acked[k] = acked[k - 1];
+            acked[k] = r->peers[i].acked;
+        }
+    return r->min_acks > 0 && n >= r->min_acks ? acked[r->min_acks - 1] : 0;
+}
+
+/* Raises r->safe to what the replicas hold now, and detaches the changes in
+ * doubt that became safe (mu held: the caller frees them without it). */
+static api_undo_t *safe_advance(repl_t *r, int64_t now)
+{
+    uint64_t floor = acks_floor(r, now);
+    if (floor > r->safe)
+        r->safe = floor;
+    api_undo_t *safe = NULL, **tail = &safe;
+    while (r->doubt && r->doubt->pos <= r->safe) {
+        *tail = r->doubt;
+        tail = &r->doubt->next;
+        r->doubt = r->doubt->next;
+    }
+    *tail = NULL;
+    if (!r->doubt)
+        r->doubt_tail = &r->doubt;
+    return safe;
+}
+
+/* Whether the change answered at `target` was taken back (mu held). */
+static bool undone_at(const repl_t *r, uint64_t target)
+{
+    for (int i = 0; i < r->nundone; i++)
+        if (target > r->undone[i].lo && target <= r->undone[i].hi)
+            return true;
+    return false;
 }
 
 /* Moves the waiters that `keep` rejects to *out (mu held). */
@@ -250,7 +303,7 @@ static void waiters_take(repl_t *r, waiter_t **out, bool expired_only, int64_t n
     waiter_t **pp = &r->waiters;
     while (*pp) {
         waiter_t *w = *pp;
-        bool take = expired_only ? now >= w->deadline_ms : acks_at(r, w->target, now) >= r->min_acks;
+        bool take = expired_only ? now >= w->deadline_ms : w->target <= r->safe;
         if (take) {
             *pp = w->next;
             w->next = *out;
@@ -293,24 +346,89 @@ bool repl_reserve_ok(repl_t *r, const char **err)
     return ok;
 }
 
-/* Registers a wait for `target`; true when it is already acknowledged. */
+static bool semisync(repl_t *r) { return r && r->min_acks > 0 && atomic_load(&r->role) == ROLE_PRIMARY; }
+
+/* The answer of a change that was taken back (or could not be). */
+static const char *undone_message(const repl_t *r, uint64_t failed, const char *journal_err)
+{
+    static _Thread_local char msg[400];
+    if (failed)
+        snprintf(msg, sizeof(msg),
+                 "fewer than %d replicas acknowledged the change within %d ms (--min-replicas-ack); taking the "
+                 "changes back failed for %" PRIu64 " keys (out of memory): the request may be applied, read "
+                 "it back before retrying",
+                 r->min_acks, r->ack_timeout_ms, failed);
+    else if (journal_err)
+        snprintf(msg, sizeof(msg),
+                 "fewer than %d replicas acknowledged the change within %d ms (--min-replicas-ack); it was taken "
+                 "back, but the journal failed (%s): read it back before retrying",
+                 r->min_acks, r->ack_timeout_ms, journal_err);
+    else
+        snprintf(msg, sizeof(msg),
+                 "fewer than %d replicas acknowledged the change within %d ms (--min-replicas-ack); the request "
+                 "was not applied",
+                 r->min_acks, r->ack_timeout_ms);
+    return msg;
+}
+
+/* Waiters answered once the records that took their changes back are
+ * durable. */
+typedef struct undone_answer {
+    repl_t *r;
+    waiter_t *failing;
+    uint64_t failed;
+} undone_answer_t;
+
+static void undone_durable(void *ud, bool ok, const char *err)
+{
+    undone_answer_t *a = ud;
+    waiters_finish(a->failing, false, undone_message(a->r, a->failed, ok ? NULL : err));
+    free(a);
+}
+
+/* Answers `failing` with the 503 of changes taken back, once the journal
+ * holds every record up to r->undo_lsn (mu not held). */
+static void undone_answer(repl_t *r, waiter_t *failing, uint64_t lsn, uint64_t failed)
+{
+    if (!failing)
+        return;
+    undone_answer_t *a = malloc(sizeof(*a));
+    if (!a) {
+        waiters_finish(failing, false, "out of memory: read the change back before retrying");
+        return;
+    }
+    *a = (undone_answer_t){ r, failing, failed };
+    if (lsn == 0 || persist_wait_async_hook(r->p, lsn, undone_durable, a))
+        undone_durable(a, true, NULL);
+}
+
+/* Registers a wait for `target`; true when it is already acknowledged.  A
+ * change taken back while its answer was on its way here fails as those
+ * the taking back answered. */
 static bool acks_wait(repl_t *r, uint64_t target, void (*done)(void *ud, bool ok, const char *err), void *dud)
 {
     pthread_mutex_lock(&r->mu);
     int64_t now = mono_ms();
-    if (acks_at(r, target, now) >= r->min_acks) {
-        pthread_mutex_unlock(&r->mu);
-        return true;
+    api_undo_t *safe = safe_advance(r, now);
+    bool undone = undone_at(r, target), acked = !undone && target <= r->safe;
+    waiter_t *w = NULL;
+    if (!acked && (w = malloc(sizeof(*w))))
+        *w = (waiter_t){ NULL, target, now + r->ack_timeout_ms, done, dud };
+    uint64_t lsn = r->undo_lsn, failed = r->undo_failed;
+    bool answer_now = undone && !r->undoing;
+    if (w && !answer_now) {   /* a taking back that is running answers it too */
+        waiter_t **list = undone ? &r->undo_late : &r->waiters;
+        w->next = *list;
+        *list = w;
     }
-    waiter_t *w = malloc(sizeof(*w));
-    if (!w) {
-        pthread_mutex_unlock(&r->mu);
-        done(dud, false, "out of memory waiting for replicas");
-        return false;
-    }
-    *w = (waiter_t){ r->waiters, target, now + r->ack_timeout_ms, done, dud };
-    r->waiters = w;
     pthread_mutex_unlock(&r->mu);
+    api_undo_free(r->api, safe);
+    if (acked)
+        return true;
+    if (!w)
+        done(dud, false, "out of memory waiting for replicas");
+    else if (answer_now)
+        undone_answer(r, w, lsn, failed);
     return false;
 }
 
@@ -332,22 +450,23 @@ static void chain_durable(void *ud, bool ok, const char *err)
         c.done(c.dud, true, NULL);
 }
 
-static bool semisync(repl_t *r) { return r && r->min_acks > 0 && atomic_load(&r->role) == ROLE_PRIMARY; }
-
 bool repl_try_hook(repl_t *r, persist_t *p, uint64_t lsn)
 {
     /* every change waits for acknowledgements: never answered inline */
     return !semisync(r) && persist_try_hook(p, lsn);
 }
 
-bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err),
-                          void *dud)
+bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, uint64_t pos,
+                          void (*done)(void *ud, bool ok, const char *err), void *dud)
 {
     if (!semisync(r))
         return persist_wait_async_hook(p, lsn, done, dud);
-    pthread_mutex_lock(&r->mu);
-    uint64_t target = r->head;   /* past this request's records: they were appended before the answer */
-    pthread_mutex_unlock(&r->mu);
+    uint64_t target = pos;
+    if (!target) {   /* not registered (the role changed meanwhile): past every record so far */
+        pthread_mutex_lock(&r->mu);
+        target = r->head;
+        pthread_mutex_unlock(&r->mu);
+    }
     chain_t *c = malloc(sizeof(*c));
     if (!c) {
         done(dud, false, "out of memory waiting for replicas");
@@ -360,21 +479,182 @@ bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, void (*done)(vo
     return acks_wait(r, target, done, dud);
 }
 
+bool repl_undo_begin(repl_t *r)
+{
+    if (!semisync(r))
+        return false;
+    pthread_rwlock_rdlock(&r->gate);
+    return true;
+}
+
+void repl_undo_end(repl_t *r) { pthread_rwlock_unlock(&r->gate); }
+
+uint64_t repl_undo_register(repl_t *r, api_undo_t *list)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t pos = r->head;   /* past this change's record: appended just before, under the same locks */
+    for (api_undo_t *u = list; u; u = u->next) {
+        u->pos = pos;
+        u->owner = NULL;
+    }
+    *r->doubt_tail = list;
+    while (*r->doubt_tail)
+        r->doubt_tail = &(*r->doubt_tail)->next;
+    pthread_mutex_unlock(&r->mu);
+    return pos;
+}
+
+/* Orders pre-images by key, then by position: the first of a key is the
+ * state before every change in doubt. */
+static int undo_cmp(const void *a, const void *b)
+{
+    const api_undo_t *x = *(api_undo_t *const *)a, *y = *(api_undo_t *const *)b;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(x->key, y->key, n);
+    if (c || x->klen != y->klen)
+        return c ? c : x->klen < y->klen ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Restores every key of `list` to its state before the first change in
+ * doubt; *lsn: the last restoring record's journal position, *restored the
+ * keys restored.  Returns the keys that could not be restored. */
+static uint64_t undo_apply_all(repl_t *r, api_undo_t *list, uint64_t *lsn, uint64_t *restored)
+{
+    size_t n = 0;
+    for (api_undo_t *u = list; u; u = u->next)
+        n++;
+    api_undo_t **v = malloc((n ? n : 1) * sizeof(*v));
+    uint64_t failed = 0;
+    int64_t now = clock_now_ns();
+    if (!v) {
+        /* newest first, one at a time: the last restore of a key is its oldest state */
+        for (size_t k = n; k > 0; k--) {
+            api_undo_t *u = list;
+            for (size_t i = 1; i < k; i++)
+                u = u->next;
+            uint64_t l = 0;
+            failed += !api_undo_apply(r->api, u, now, &l);
+            *lsn = l > *lsn ? l : *lsn;
+        }
+        *restored = n - failed;   /* a key restored more than once counts each time */
+        return failed;
+    }
+    size_t i = 0;
+    for (api_undo_t *u = list; u; u = u->next)
+        v[i++] = u;
+    qsort(v, n, sizeof(*v), undo_cmp);
+    for (i = 0; i < n; i++) {
+        if (i > 0 && v[i]->klen == v[i - 1]->klen && memcmp(v[i]->key, v[i - 1]->key, v[i]->klen) == 0)
+            continue;   /* a later change of a key restored already */
+        uint64_t l = 0;
+        bool ok = api_undo_apply(r->api, v[i], now, &l);
+        failed += !ok;
+        *restored += ok;
+        *lsn = l > *lsn ? l : *lsn;
+    }
+    free(v);
+    return failed;
+}
+
+/* Takes back every change not acknowledged by enough replicas, with every
+ * change excluded (the gate), and answers their waits 503 once the records
+ * that took them back are durable. */
+static void undo_run(repl_t *r)
+{
+    pthread_rwlock_wrlock(&r->gate);
+    pthread_mutex_lock(&r->mu);
+    int64_t now = mono_ms();
+    api_undo_t *safe = safe_advance(r, now);
+    waiter_t *acked = NULL, *late = NULL;
+    waiters_take(r, &acked, false, now);
+    waiters_take(r, &late, true, now);
+    if (!late || atomic_load(&r->role) != ROLE_PRIMARY) {
+        if (late) {   /* no longer a primary: nothing is taken back here */
+            for (waiter_t *w = late; w; w = w->next)
+                r->acks_timed_out++;
+        }
+        pthread_mutex_unlock(&r->mu);
+        pthread_rwlock_unlock(&r->gate);
+        api_undo_free(r->api, safe);
+        waiters_finish(acked, true, NULL);
+        waiters_finish(late, false, "fewer replicas than --min-replicas-ack acknowledged the change before this "
+                                    "node stopped being the primary: read it back before retrying");
+        return;
+    }
+    /* every change past the safe position is taken back: its waiters fail */
+    waiter_t *failing = late;
+    while (r->waiters) {
+        waiter_t *w = r->waiters;
+        r->waiters = w->next;
+        w->next = failing;
+        failing = w;
+    }
+    for (waiter_t *w = failing; w; w = w->next)
+        r->acks_timed_out++;
+    api_undo_t *doubt = r->doubt;
+    r->doubt = NULL;
+    r->doubt_tail = &r->doubt;
+    /* the range taken back, for answers still on their way (merged, bounded) */
+    if (r->nundone > 0 && r->undone[r->nundone - 1].hi >= r->safe) {
+        r->undone[r->nundone - 1].hi = r->head;
+    } else {
+        if (r->nundone == REPL_UNDONE_MAX) {
+            memmove(r->undone, r->undone + 1, (REPL_UNDONE_MAX - 1) * sizeof(r->undone[0]));
+            r->nundone--;
+        }
+        r->undone[r->nundone].lo = r->safe;
+        r->undone[r->nundone++].hi = r->head;
+    }
+    r->undoing = true;
+    pthread_mutex_unlock(&r->mu);
+    api_undo_free(r->api, safe);
+    waiters_finish(acked, true, NULL);
+
+    uint64_t lsn = 0, keys = 0;
+    uint64_t failed = undo_apply_all(r, doubt, &lsn, &keys);
+    api_undo_free(r->api, doubt);
+    pthread_rwlock_unlock(&r->gate);
+    if (failed)
+        log_error("replication: %" PRIu64 " keys could not be restored (out of memory) after "
+                  "--min-replicas-ack timed out; their changes stay applied",
+                  failed);
+
+    pthread_mutex_lock(&r->mu);
+    if (lsn > r->undo_lsn)
+        r->undo_lsn = lsn;
+    r->undo_failed = failed;
+    r->undone_keys += keys;
+    while (r->undo_late) {   /* answers that reached acks_wait meanwhile */
+        waiter_t *w = r->undo_late;
+        r->undo_late = w->next;
+        w->next = failing;
+        failing = w;
+    }
+    r->undoing = false;
+    lsn = r->undo_lsn;
+    pthread_mutex_unlock(&r->mu);
+    undone_answer(r, failing, lsn, failed);
+}
+
 void repl_tick(repl_t *r)
 {
-    waiter_t *late = NULL;
     pthread_mutex_lock(&r->mu);
-    waiters_take(r, &late, true, mono_ms());
-    for (waiter_t *w = late; w; w = w->next)
-        r->acks_timed_out++;
+    int64_t now = mono_ms();
+    api_undo_t *safe = safe_advance(r, now), *stale = NULL;
+    if (atomic_load(&r->role) != ROLE_PRIMARY) {   /* a replica's stream is its primary's business */
+        stale = r->doubt;
+        r->doubt = NULL;
+        r->doubt_tail = &r->doubt;
+    }
+    bool late = false;
+    for (waiter_t *w = r->waiters; w && !late; w = w->next)
+        late = now >= w->deadline_ms;
     pthread_mutex_unlock(&r->mu);
-    static _Thread_local char msg[300];
-    snprintf(msg, sizeof(msg),
-             "fewer than %d replicas acknowledged the change within %d ms (--min-replicas-ack). It is applied and "
-             "journaled on the primary and may still reach the replicas: read it back before retrying a change "
-             "that is not idempotent",
-             r->min_acks, r->ack_timeout_ms);
-    waiters_finish(late, false, msg);
+    api_undo_free(r->api, safe);
+    api_undo_free(r->api, stale);
+    if (late)
+        undo_run(r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -518,6 +798,7 @@ static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
     pe->seen_ms = now;
     pe->polling = true;
     waiter_t *acked = NULL;
+    api_undo_t *safe = safe_advance(r, now);
     waiters_take(r, &acked, false, now);
     /* wait for a record */
     int64_t deadline = now + c->wait_ms;
@@ -555,6 +836,7 @@ static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
     }
     pthread_mutex_unlock(&r->mu);
     waiters_finish(acked, true, NULL);
+    api_undo_free(r->api, safe);
     if (gone || b.oom) {
         wbuf_free(&b);
         if (gone)
@@ -910,6 +1192,13 @@ repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *
     r->hooks = (api_repl_hooks_t){ r, hook_writable, hook_role, hook_run };
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->role_mu, NULL);
+    /* writers first: a taking back is not starved by a stream of changes */
+    pthread_rwlockattr_t ga;
+    pthread_rwlockattr_init(&ga);
+    pthread_rwlockattr_setkind_np(&ga, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&r->gate, &ga);
+    pthread_rwlockattr_destroy(&ga);
+    r->doubt_tail = &r->doubt;
     pthread_cond_init(&r->grew, NULL);
     pthread_cond_init(&r->probe_cv, NULL);
     r->ngroup = opts_peers_split(o->peers, r->group, err, errlen);
@@ -969,8 +1258,12 @@ void repl_close(repl_t *r)
     pthread_cond_broadcast(&r->grew);
     waiter_t *all = r->waiters;
     r->waiters = NULL;
+    api_undo_t *doubt = r->doubt;
+    r->doubt = NULL;
     pthread_mutex_unlock(&r->mu);
     waiters_finish(all, false, "shutting down");
+    api_undo_free(r->api, doubt);
+    pthread_rwlock_destroy(&r->gate);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->role_mu);
     pthread_cond_destroy(&r->grew);
@@ -1027,6 +1320,7 @@ void repl_info(repl_t *r, json_t *obj)
     json_object_set_new(o, "replicas_connected", json_integer(connected));
     json_object_set_new(o, "acks_timed_out", json_integer((json_int_t)r->acks_timed_out));
     json_object_set_new(o, "refused_too_few_replicas", json_integer((json_int_t)r->refused_no_replicas));
+    json_object_set_new(o, "keys_taken_back", json_integer((json_int_t)r->undone_keys));
     if (r->follower)
         replica_info(r->follower, o);
     pthread_mutex_unlock(&r->mu);
@@ -1035,7 +1329,7 @@ void repl_info(repl_t *r, json_t *obj)
 
 void repl_metrics(repl_t *r, wbuf_t *out)
 {
-    char line[768];
+    char line[1024];
     pthread_mutex_lock(&r->mu);
     int role = atomic_load(&r->role);
     int n = snprintf(line, sizeof(line),
@@ -1065,9 +1359,12 @@ void repl_metrics(repl_t *r, wbuf_t *out)
                  "# HELP tally_replication_acks_timed_out_total Changes answered 503 for want of acknowledgements.\n"
                  "# TYPE tally_replication_acks_timed_out_total counter\n"
                  "tally_replication_acks_timed_out_total %" PRIu64 "\n"
+                 "# HELP tally_replication_keys_taken_back_total Keys restored because their changes timed out.\n"
+                 "# TYPE tally_replication_keys_taken_back_total counter\n"
+                 "tally_replication_keys_taken_back_total %" PRIu64 "\n"
                  "# HELP tally_replica_lag_records Records a replica is behind.\n"
                  "# TYPE tally_replica_lag_records gauge\n",
-                 connected, r->acks_timed_out);
+                 connected, r->acks_timed_out, r->undone_keys);
     wbuf_put_bytes(out, line, (size_t)n);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {

@@ -23,10 +23,12 @@
  * Semi-synchronous writes (--min-replicas-ack N).  A change is refused
  * before it is applied (503) while fewer than N replicas are connected; once
  * applied and journaled, its answer waits until N replicas acknowledged the
- * stream past it, for --min-replicas-timeout ms; after that it is answered
- * 503, but - like Redis's WAIT - the change stays applied on the primary
- * and may still reach the replicas (README "Replication" says what that
- * means for a client).
+ * stream past it, for --min-replicas-timeout ms.  Each change keeps the
+ * pre-images of the keys it locked (api/undo.h) while it is in doubt; when
+ * a wait times out, every change in doubt is taken back - with no change
+ * in flight, each key restored to its state before the first of them and
+ * the restoring records journaled and streamed - and their waits are
+ * answered 503 "not applied" once those records are durable.
  */
 #ifndef TALLY_REPL_H
 #define TALLY_REPL_H
@@ -59,9 +61,17 @@ bool repl_reserve_ok(repl_t *r, const char **err);
 /* The journal's wait hooks with the replicas' acknowledgement added when
  * --min-replicas-ack is set (same contracts as persist_*_hook). */
 bool repl_try_hook(repl_t *r, persist_t *p, uint64_t lsn);
-bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err),
-                          void *dud);
-/* Every ~100 ms: answers semi-synchronous waits that timed out. */
+bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, uint64_t pos,
+                          void (*done)(void *ud, bool ok, const char *err), void *dud);
+/* api_hooks_t.undo_begin, undo_end, undo_register (api/undo.h): whether a
+ * change keeps pre-images (a semi-synchronous primary; the change then
+ * holds the gate that taking back excludes), its end, and the pre-images of
+ * a record just journaled, in doubt from then on at the returned position. */
+bool repl_undo_begin(repl_t *r);
+void repl_undo_end(repl_t *r);
+uint64_t repl_undo_register(repl_t *r, api_undo_t *list);
+/* Every ~100 ms: drops pre-images the replicas made safe; when a wait timed
+ * out, takes back every change in doubt and answers their waits 503. */
 void repl_tick(repl_t *r);
 
 void repl_info(repl_t *r, json_t *obj);

@@ -766,10 +766,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (resp.journal_lsn && s->hooks.journal_wait_async &&
-        !(s->hooks.journal_try && s->hooks.journal_try(s->hooks.ud, resp.journal_lsn))) {
+        !(s->hooks.journal_try && s->hooks.journal_try(s->hooks.ud, resp.journal_lsn, resp.repl_pos))) {
         /* suspend first: the journal may answer from its thread at once */
         suspend(st, c, &resp);
-        if (s->hooks.journal_wait_async(s->hooks.ud, resp.journal_lsn, on_durable, st)) {
+        if (s->hooks.journal_wait_async(s->hooks.ud, resp.journal_lsn, resp.repl_pos, on_durable, st)) {
             st->durable_ok = true;
             answer_ready(st);
         }

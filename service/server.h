@@ -26,12 +26,14 @@ typedef struct server_hooks {
     /* Blocks until the journal position is as durable as the policy says;
      * false when the journal cannot be written (the client gets 503). */
     bool (*journal_wait)(void *ud, uint64_t lsn, const char **err);
-    /* Quick check, no waiting: true when already durable (or made so inline). */
-    bool (*journal_try)(void *ud, uint64_t lsn);
+    /* Quick check, no waiting: true when already durable (or made so inline).
+     * `pos` is the replication stream position the answer also waits for
+     * with --min-replicas-ack (api_resp_t.repl_pos; 0: none known). */
+    bool (*journal_try)(void *ud, uint64_t lsn, uint64_t pos);
     /* The same without blocking a worker: true when already durable, else
      * false and done(dud, ok, err) is called later from another thread. */
-    bool (*journal_wait_async)(void *ud, uint64_t lsn, void (*done)(void *dud, bool ok, const char *err),
-                               void *dud);
+    bool (*journal_wait_async)(void *ud, uint64_t lsn, uint64_t pos,
+                               void (*done)(void *dud, bool ok, const char *err), void *dud);
 } server_hooks_t;
 
 /* Starts listening.  Until server_set_ready(true) every route but the

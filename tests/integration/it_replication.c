@@ -14,6 +14,11 @@
  * at a random instant (10 rounds) loses no acknowledged change (exact model:
  * every key's value after promotion lies between what was acknowledged and
  * what was attempted), and without it the loss is measured and printed;
+ * with --min-replicas-ack 1 and a replica stopped (SIGSTOP), changes of every
+ * kind time out, are answered 503 "not applied" and read back exactly as
+ * before - on the primary, on the replica once resumed (dumps identical) and
+ * after a kill -9 and replay - and writers on one key while the replica
+ * stalls and resumes leave exactly the number of 200 answers;
  * HAProxy with deploy/ha's configuration routes changes through a failover. */
 #include <fcntl.h>
 #include <pthread.h>
@@ -932,6 +937,211 @@ static void test_async_kill9_measured(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* --min-replicas-ack: a change the replicas did not confirm is not applied */
+/* ------------------------------------------------------------------------ */
+
+/* The changes sent while the replica is stopped: every family's kind of
+ * change, a key the change creates, a key with a TTL, multi-key requests. */
+static const char *const stalled[][3] = {
+    { "POST", "/counter/c1", "{\"by\":5}" },
+    { "POST", "/counter/t1", "{\"by\":1,\"ttl\":3600}" },
+    { "POST", "/counter/fresh", "{\"by\":1}" },
+    { "POST", "/throttle", "{\"key\":\"g1\",\"max_burst\":5,\"count_per_period\":10,\"period\":60}" },
+    { "POST", "/throttle", "{\"key\":\"k1\",\"algorithm\":\"token_bucket\",\"capacity\":5,\"refill_rate\":0.5}" },
+    { "POST", "/bloom/b1", "{\"items\":[\"y\",\"z\"]}" },
+    { "POST", "/uv/u1", "{\"items\":[\"q\",\"r\"]}" },
+    { "POST", "/uv/merged/merge", "{\"sources\":[\"u1\",\"u2\"]}" },
+    { "POST", "/bits/w/op", "{\"op\":\"or\",\"sources\":[\"s1\",\"s2\"]}" },
+    { "DELETE", "/keys/gone", NULL },
+};
+#define NSTALLED (sizeof(stalled) / sizeof(stalled[0]))
+static const char *const watched[] = { "c1", "t1", "fresh", "g1", "k1", "b1", "u1", "u2", "merged", "w", "s1", "s2",
+                                       "gone" };
+#define NWATCHED (sizeof(watched) / sizeof(watched[0]))
+
+struct one_req {
+    const tally_proc_t *p;
+    int i;
+    long status;
+    char body[512];
+};
+
+static void *one_req_main(void *arg)
+{
+    struct one_req *o = arg;
+    http_resp_t a = http(o->p, stalled[o->i][0], stalled[o->i][1], stalled[o->i][2], NULL);
+    o->status = a.status;
+    snprintf(o->body, sizeof(o->body), "%.*s", (int)a.len, a.body ? a.body : "");
+    http_free(&a);
+    return NULL;
+}
+
+/* Each watched key's dump (no TTL) or digest (TTL), "absent" when missing. */
+static void watched_state(const tally_proc_t *p, char out[][128])
+{
+    for (size_t i = 0; i < NWATCHED; i++) {
+        http_resp_t d = httpf(p, "GET", NULL, "/keys/%s/dump", watched[i]);
+        char dg[64] = "";
+        if (d.status == 404) {
+            snprintf(out[i], 128, "absent");
+        } else {
+            assert_int_equal(d.status, 200);
+            assert_true(http_header(&d, "Tally-Digest", dg, sizeof(dg)));
+            snprintf(out[i], 128, "digest %s", dg);   /* value and absolute expiry */
+        }
+        http_free(&d);
+    }
+}
+
+static void assert_watched(const tally_proc_t *p, char before[][128], const char *when)
+{
+    char now[NWATCHED][128];
+    watched_state(p, now);
+    for (size_t i = 0; i < NWATCHED; i++)
+        if (strcmp(before[i], now[i]) != 0)
+            fail_msg("%s: key %s was %s, is %s", when, watched[i], before[i], now[i]);
+}
+
+static void wait_connected(const tally_proc_t *p, int n)
+{
+    for (int i = 0; i < 500 && repl_int(p, "replicas_connected") < n; i++)
+        sleep_ms(10);
+    assert_int_equal(repl_int(p, "replicas_connected"), n);
+}
+
+static void test_semisync_timeout_not_applied(void **state)
+{
+    (void)state;
+    tally_proc_t p, r;
+    const char *args[] = { "--min-replicas-ack", "1", "--min-replicas-timeout", "400", NULL };
+    tally_start(&p, NULL, args);
+    start_replica(&r, &p, NULL);
+    wait_connected(&p, 1);
+    http_expect(&p, "POST", "/counter/c1", "{\"by\":2}", 200, NULL);
+    http_expect(&p, "POST", "/counter/t1", "{\"by\":1,\"ttl\":3600}", 200, NULL);
+    http_expect(&p, "POST", "/throttle", "{\"key\":\"g1\",\"max_burst\":5,\"count_per_period\":10,\"period\":60}",
+                200, NULL);
+    http_expect(&p, "POST", "/bloom/b1", "{\"items\":[\"x\"]}", 200, NULL);
+    http_expect(&p, "POST", "/uv/u1", "{\"items\":[\"a\"]}", 200, NULL);
+    http_expect(&p, "POST", "/uv/u2", "{\"items\":[\"b\"]}", 200, NULL);
+    http_expect(&p, "POST", "/uv/merged", "{\"items\":[\"m\"]}", 200, NULL);
+    http_expect(&p, "POST", "/bits/s1/setbit", "{\"offset\":3,\"value\":1}", 200, NULL);
+    http_expect(&p, "POST", "/bits/s2/setbit", "{\"offset\":9,\"value\":1}", 200, NULL);
+    http_expect(&p, "POST", "/counter/gone", "{\"by\":7}", 200, NULL);
+    wait_caught_up(&p, &r);
+    char before[NWATCHED][128];
+    watched_state(&p, before);
+    long long records = repl_int(&p, "records");
+
+    /* the replica stops acknowledging: every change times out, not applied */
+    kill(r.pid, SIGSTOP);
+    struct one_req o[NSTALLED];
+    pthread_t t[NSTALLED];
+    for (size_t i = 0; i < NSTALLED; i++) {
+        o[i] = (struct one_req){ .p = &p, .i = (int)i };
+        pthread_create(&t[i], NULL, one_req_main, &o[i]);
+    }
+    for (size_t i = 0; i < NSTALLED; i++) {
+        pthread_join(t[i], NULL);
+        if (o[i].status != 503 || !strstr(o[i].body, "not applied"))
+            fail_msg("%s %s answered %ld: %s", stalled[i][0], stalled[i][1], o[i].status, o[i].body);
+    }
+    assert_true(repl_int(&p, "records") > records);   /* journaled and streamed, then taken back */
+    assert_true(repl_int(&p, "keys_taken_back") >= (long long)NSTALLED);
+    http_resp_t m = http(&p, "GET", "/metrics", NULL, NULL);
+    assert_non_null(strstr(m.body, "tally_replication_keys_taken_back_total "));
+    http_free(&m);
+    assert_watched(&p, before, "after the 503s");
+
+    /* the replica resumes: it applied the changes and their taking back */
+    kill(r.pid, SIGCONT);
+    wait_connected(&p, 1);
+    http_expect(&p, "POST", "/counter/c1", "{\"by\":1}", 200, "{\"value\":3,\"ttl_ms\":-1}");
+    wait_caught_up(&p, &r);
+    assert_same_state(&p, &r);
+    const tally_proc_t *one[] = { &r };
+    assert_same_dumps(&p, one, 1);
+
+    /* a kill -9 of the primary: replay takes them back too */
+    http_expect(&p, "POST", "/counter/c1", "{\"by\":-1}", 200, "{\"value\":2,\"ttl_ms\":-1}");
+    kill(r.pid, SIGSTOP);
+    http_resp_t a = http(&p, "POST", "/counter/c1", "{\"by\":100}", NULL);
+    assert_error(&a, 503, "UNAVAILABLE");
+    http_free(&a);
+    tally_kill(&p);
+    kill(r.pid, SIGCONT);
+    tally_start(&p, p.dir, NULL);
+    p.own_dir = true;
+    assert_watched(&p, before, "after kill -9 and replay");
+    tally_cleanup(&r);
+    tally_cleanup(&p);
+}
+
+struct exact {
+    const tally_proc_t *p;
+    _Atomic int *stop;
+    long ok;
+};
+
+static void *exact_main(void *arg)
+{
+    struct exact *e = arg;
+    while (!atomic_load(e->stop)) {
+        http_resp_t a = http(e->p, "POST", "/counter/x", "{\"by\":1}", NULL);
+        if (a.status == 200)
+            e->ok++;
+        else if (a.status != 503)
+            fail_msg("POST /counter/x answered %ld", a.status);
+        http_free(&a);
+    }
+    return NULL;
+}
+
+/* Writers on one key while the replica stalls mid-load and resumes: the
+ * value is exactly the number of 200 answers, on the primary and on the
+ * replica. */
+static void test_semisync_exact_model(void **state)
+{
+    (void)state;
+    tally_proc_t p, r;
+    const char *args[] = { "--min-replicas-ack", "1", "--min-replicas-timeout", "300", NULL };
+    tally_start(&p, NULL, args);
+    start_replica(&r, &p, NULL);
+    wait_connected(&p, 1);
+    _Atomic int stop = 0;
+    struct exact e[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        e[i] = (struct exact){ &p, &stop, 0 };
+        pthread_create(&t[i], NULL, exact_main, &e[i]);
+    }
+    for (int round = 0; round < 3; round++) {
+        sleep_ms(300);
+        kill(r.pid, SIGSTOP);
+        sleep_ms(700);
+        kill(r.pid, SIGCONT);
+    }
+    sleep_ms(500);
+    atomic_store(&stop, 1);
+    long ok = 0;
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        ok += e[i].ok;
+    }
+    char want[64];
+    snprintf(want, sizeof(want), "{\"value\":%ld,\"ttl_ms\":-1}", ok);
+    http_expect(&p, "GET", "/counter/x", NULL, 200, want);
+    wait_caught_up(&p, &r);
+    http_expect(&r, "GET", "/counter/x", NULL, 200, want);
+    printf("semi-sync exact model: %ld changes acknowledged, %lld taken back\n", ok,
+           repl_int(&p, "keys_taken_back"));
+    assert_true(ok > 0);
+    assert_true(repl_int(&p, "keys_taken_back") > 0);
+    tally_cleanup(&r);
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
 /* HAProxy routing changes to the primary, through a failover               */
 /* ------------------------------------------------------------------------ */
 
@@ -1084,6 +1294,8 @@ int main(void)
         cmocka_unit_test(test_resume_and_resync),
         cmocka_unit_test(test_promote_and_fence),
         cmocka_unit_test(test_peers_fence_restarted_primary),
+        cmocka_unit_test(test_semisync_timeout_not_applied),
+        cmocka_unit_test(test_semisync_exact_model),
         cmocka_unit_test(test_semisync_kill9),
         cmocka_unit_test(test_async_kill9_measured),
     };
