@@ -69,17 +69,11 @@ static void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     rl_item_t it;
     api_err_t e;
     bool all;
-    json_t *none = json_pack("{s:s}", "policy", p->name);
-    if (!none) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-    } else if (!rl_item_parse(srv, req, none, NULL, 0, rest, rlen, true, &it, &e)) {
+    if (!rl_item_of_policy(p, req, rest, rlen, &it, &e))
         api_err_respond(resp, &e);
-    } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
+    else if (rl_run(srv, req, resp, &it, 1, false, &all))
         rl_answer(resp, all ? 200 : p->deny_status, &it);
-    }
-    if (none)
-        rl_item_release(&it);
-    json_decref(none);
+    rl_item_release(&it);
     policies_read_unlock(srv->policies);
 }
 

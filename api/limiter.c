@@ -66,6 +66,41 @@ bool rl_item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key
     return true;
 }
 
+/* The policy's part of an item: its parameters and shadow mode, and the key
+ * - `key` with the policy's prefix when given, else built by the policy's
+ * template from the request (`rest` as for policy_key). */
+static bool item_of_policy(const policy_t *p, const api_req_t *req, const char *key, size_t klen, const char *rest,
+                           size_t rest_len, rl_item_t *it, api_err_t *err)
+{
+    it->policy = p;
+    it->p = p->params;
+    it->shadow = p->shadow;
+    if (key)
+        return rl_item_key(it, p->prefix, p->prefix_len, key, klen, err);
+    it->key_buf = malloc(KS_KEY_MAX + 1);
+    if (!it->key_buf) {
+        api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
+        return false;
+    }
+    if (!policy_key(p, req, rest, rest_len, it->key_buf, &it->klen, err))
+        return false;
+    const char *why;
+    if (!api_key_ok(it->key_buf, it->klen, &why)) {
+        api_err_set(err, API_E_BAD_REQUEST, "key", "the key policy '%s' built from the request %s", p->name, why);
+        return false;
+    }
+    it->key = it->key_buf;
+    return true;
+}
+
+bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, rl_item_t *it,
+                       api_err_t *err)
+{
+    memset(it, 0, sizeof(*it));
+    it->quantity = 1;
+    return item_of_policy(p, req, NULL, 0, rest, rest_len, it, err);
+}
+
 bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
                    const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, api_err_t *err)
 {
@@ -111,26 +146,8 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const c
                 return false;
             }
         }
-        it->policy = p;
-        it->p = p->params;
-        it->shadow = p->shadow;
-        if (path_key || key)
-            return rl_item_key(it, p->prefix, p->prefix_len, path_key ? path_key : json_string_value(key),
-                            path_key ? path_klen : json_string_length(key), err);
-        it->key_buf = malloc(KS_KEY_MAX + 1);
-        if (!it->key_buf) {
-            api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
-            return false;
-        }
-        if (!policy_key(p, req, rest, rest_len, it->key_buf, &it->klen, err))
-            return false;
-        const char *why;
-        if (!api_key_ok(it->key_buf, it->klen, &why)) {
-            api_err_set(err, API_E_BAD_REQUEST, "key", "the key policy '%s' built from the request %s", p->name, why);
-            return false;
-        }
-        it->key = it->key_buf;
-        return true;
+        return item_of_policy(p, req, path_key ? path_key : key ? json_string_value(key) : NULL,
+                              path_key ? path_klen : key ? json_string_length(key) : 0, rest, rest_len, it, err);
     }
     if (!api_member_bool(obj, "shadow", &it->shadow, NULL, err))
         return false;

@@ -191,7 +191,10 @@ struct journal {
     uint64_t rotate_at;     /* ... at this LSN */
     uint64_t new_seq;
     uint64_t tail;          /* file offset the next appended byte lands at (in `next` while rotating) */
-    uint64_t reserved;      /* bytes promised by journal_reserve, not yet released */
+    _Atomic uint64_t reserved; /* bytes promised by journal_reserve, not yet released: grows
+                                * under mu, shrinks without it (journal_release), so
+                                * what a reader under mu sees is never less than what
+                                * is still promised */
     bool closing;           /* the writer is closing the old file of a rotation */
     bool failing;           /* the last write failed */
     int last_errno;
@@ -576,7 +579,7 @@ bool journal_rotate(journal_t *j, int new_fd, uint64_t new_seq, const char **err
     jfile_init(&j->next, new_fd);
     /* the new file must hold what is already promised to requests */
     uint64_t tail = atomic_load(&j->next.end);
-    int e = jfile_grow(&j->next, tail + j->reserved + JOURNAL_SEAL_SIZE);
+    int e = jfile_grow(&j->next, tail + atomic_load(&j->reserved) + JOURNAL_SEAL_SIZE);
     if (e) {
         *err = strerror(e);
         close(new_fd);
@@ -599,20 +602,24 @@ bool journal_reserve(journal_t *j, uint64_t bytes, const char **err)
     if (j->failing && j->last_errno != ENOSPC && j->last_errno != EFBIG)
         e = j->last_errno;   /* an I/O error, not space: the change could not be made durable */
     else
-        e = jfile_grow(j->rotating ? &j->next : &j->cur, j->tail + j->reserved + bytes + JOURNAL_SEAL_SIZE);
+        e = jfile_grow(j->rotating ? &j->next : &j->cur,
+                       j->tail + atomic_load(&j->reserved) + bytes + JOURNAL_SEAL_SIZE);
     if (!e)
-        j->reserved += bytes;
+        atomic_fetch_add(&j->reserved, bytes);
     pthread_mutex_unlock(&j->mu);
     if (e)
         *err = strerror(e);
     return e == 0;
 }
 
+/* Without mu: one of the round trips of every change saved.  A concurrent
+ * journal_reserve or journal_rotate (under mu) then sees a promise at most
+ * as large as before, which only ever grows the file more than needed. */
 void journal_release(journal_t *j, uint64_t bytes)
 {
-    pthread_mutex_lock(&j->mu);
-    j->reserved -= bytes < j->reserved ? bytes : j->reserved;
-    pthread_mutex_unlock(&j->mu);
+    uint64_t have = atomic_load(&j->reserved);
+    while (!atomic_compare_exchange_weak(&j->reserved, &have, have - (bytes < have ? bytes : have)))
+        ;
 }
 
 bool journal_finish_rotation(journal_t *j, const char **err)

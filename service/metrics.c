@@ -2,6 +2,8 @@
 #include "service/metrics.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +14,15 @@
 static const int statuses[] = { 200, 201, 204, 400, 401, 403, 404, 405, 409, 413, 414, 415, 429, 500, 503, 507 };
 #define NSTATUS (sizeof(statuses) / sizeof(statuses[0]) + 1)
 
-/* Latency bucket upper bounds in seconds (Prometheus "le"). */
+/* Latency bucket upper bounds in seconds (Prometheus "le"), and the same in
+ * nanoseconds for recording: ns > ns_bound exactly when ns / 1e9 > bound,
+ * both sides being the correctly rounded value of the same decimal. */
 static const double bounds[] = { 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                  0.1, 0.25, 1.0 };
+static const int64_t bounds_ns[] = { 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
+                                     25000000, 50000000, 100000000, 250000000, 1000000000 };
 #define NBOUNDS (sizeof(bounds) / sizeof(bounds[0]))
+_Static_assert(sizeof(bounds_ns) / sizeof(bounds_ns[0]) == NBOUNDS, "one ns bound per bound");
 
 typedef struct route_stats {
     _Atomic uint64_t by_status[NSTATUS];
@@ -23,13 +30,22 @@ typedef struct route_stats {
     _Atomic uint64_t sum_ns;
 } route_stats_t;
 
-static route_stats_t *stats;   /* [0] = unmatched, [i+1] = route i */
+/* Counters are sharded by thread so that recording a request touches no
+ * cache line another thread writes and needs no locked instruction: the
+ * first METRICS_SHARDS - 1 threads that record get a shard each and are its
+ * only writer (a relaxed load and store); any later thread shares the last
+ * shard, where increments are atomic additions.  Readers sum the shards. */
+#define METRICS_SHARDS 8
+
+static route_stats_t *stats;   /* [shard * nstats + 0] = unmatched, [... + i+1] = route i */
 static size_t nstats;
+static _Atomic unsigned next_shard;
+static _Thread_local int my_shard = -1;
 
 void metrics_init(void)
 {
     nstats = api_route_count() + 1;
-    stats = calloc(nstats, sizeof(*stats));
+    stats = calloc(METRICS_SHARDS * nstats, sizeof(*stats));
 }
 
 static size_t status_index(int status)
@@ -40,26 +56,50 @@ static size_t status_index(int status)
     return NSTATUS - 1;
 }
 
+static void bump(_Atomic uint64_t *c, uint64_t by, bool own)
+{
+    if (own)
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(c, by, memory_order_relaxed);
+}
+
 void metrics_record(int route, int status, int64_t duration_ns)
 {
     if (!stats)
         return;
-    route_stats_t *s = &stats[route + 1];
-    atomic_fetch_add_explicit(&s->by_status[status_index(status)], 1, memory_order_relaxed);
-    double sec = (double)duration_ns / 1e9;
+    if (my_shard < 0) {
+        unsigned n = atomic_fetch_add(&next_shard, 1);
+        my_shard = n < METRICS_SHARDS - 1 ? (int)n : METRICS_SHARDS - 1;
+    }
+    bool own = my_shard < METRICS_SHARDS - 1;
+    route_stats_t *s = &stats[(size_t)my_shard * nstats + (size_t)(route + 1)];
+    bump(&s->by_status[status_index(status)], 1, own);
     size_t b = 0;
-    while (b < NBOUNDS && sec > bounds[b])
+    while (b < NBOUNDS && duration_ns > bounds_ns[b])
         b++;
-    atomic_fetch_add_explicit(&s->buckets[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->sum_ns, (uint64_t)(duration_ns > 0 ? duration_ns : 0), memory_order_relaxed);
+    bump(&s->buckets[b], 1, own);
+    bump(&s->sum_ns, (uint64_t)(duration_ns > 0 ? duration_ns : 0), own);
 }
+
+/* The sum over the shards of one counter of route slot r, the counter named
+ * by its offset in route_stats_t. */
+static uint64_t counter_sum(size_t r, size_t offset)
+{
+    uint64_t sum = 0;
+    for (size_t sh = 0; sh < METRICS_SHARDS; sh++)
+        sum += atomic_load_explicit((_Atomic uint64_t *)((char *)&stats[sh * nstats + r] + offset),
+                                    memory_order_relaxed);
+    return sum;
+}
+#define METRICS_SUM(r, field) counter_sum((r), offsetof(route_stats_t, field))
 
 uint64_t metrics_total_requests(void)
 {
     uint64_t n = 0;
     for (size_t r = 0; stats && r < nstats; r++)
         for (size_t i = 0; i < NSTATUS; i++)
-            n += atomic_load_explicit(&stats[r].by_status[i], memory_order_relaxed);
+            n += METRICS_SUM(r, by_status[i]);
     return n;
 }
 
@@ -85,7 +125,7 @@ void metrics_render(wbuf_t *out)
     for (size_t r = 0; r < nstats; r++) {
         label(lab, sizeof(lab), r);
         for (size_t i = 0; i < NSTATUS; i++) {
-            uint64_t v = atomic_load_explicit(&stats[r].by_status[i], memory_order_relaxed);
+            uint64_t v = METRICS_SUM(r, by_status[i]);
             if (!v)
                 continue;
             char st[8];
@@ -104,7 +144,7 @@ void metrics_render(wbuf_t *out)
     for (size_t r = 0; r < nstats; r++) {
         uint64_t cum = 0, counts[NBOUNDS + 1];
         for (size_t b = 0; b <= NBOUNDS; b++) {
-            counts[b] = atomic_load_explicit(&stats[r].buckets[b], memory_order_relaxed);
+            counts[b] = METRICS_SUM(r, buckets[b]);
             cum += counts[b];
         }
         if (!cum)
@@ -122,7 +162,7 @@ void metrics_render(wbuf_t *out)
                        "tally_http_request_duration_seconds_sum{%s} %.9f\n"
                        "tally_http_request_duration_seconds_count{%s} %llu\n",
                        lab, (unsigned long long)cum, lab,
-                       (double)atomic_load_explicit(&stats[r].sum_ns, memory_order_relaxed) / 1e9, lab,
+                       (double)METRICS_SUM(r, sum_ns) / 1e9, lab,
                        (unsigned long long)cum);
         wbuf_put_bytes(out, line, (size_t)len);
     }
