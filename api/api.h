@@ -463,6 +463,13 @@ void api_journal(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
 void api_journal_as(api_server_t *srv, const api_req_t *req, api_resp_t *resp, api_method_t method,
                     const char *path, const char *query, const char *ctype, const void *body,
                     size_t body_len);
+/* Journals `key`'s state as a canonical record (api/dumpkey.c): with `dump`
+ * (GET /keys/{key}/dump's encoding) the replacing restore PUT
+ * /keys/{key}/restore?replace=true&ttl_ms=N (0: no expiry), without it
+ * DELETE /keys/{key}.  What a restore that could not store its value, and a
+ * change taken back (api/undo.c), leave in the journal. */
+void api_journal_key_state(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                           const void *dump, size_t dump_len, int64_t ttl_ms);
 /* Percent-encodes a key as one path segment into out (NUL-terminated);
  * out must hold 3 * len + 1 bytes. */
 size_t api_escape_segment(const char *key, size_t len, char *out);

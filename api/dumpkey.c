@@ -54,17 +54,21 @@ static void h_key_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     wbuf_free(&out);
 }
 
-/* Journals DELETE /keys/{key}: a replacing restore that removed the old
- * value but could not store the new one. */
-static void journal_delete(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen)
+void api_journal_key_state(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                           const void *dump, size_t dump_len, int64_t ttl_ms)
 {
-    char *path = malloc(6 + 3 * klen + 1);
-    if (!path)
+    char escaped[3 * KS_KEY_MAX + 1];   /* keys are at most KS_KEY_MAX bytes */
+    api_escape_segment(key, klen, escaped);
+    char path[sizeof(escaped) + 32];
+    if (!dump) {
+        snprintf(path, sizeof(path), "/keys/%s", escaped);
+        api_journal_as(srv, req, resp, API_DELETE, path, NULL, NULL, NULL, 0);
         return;
-    memcpy(path, "/keys/", 6);
-    api_escape_segment(key, klen, path + 6);
-    api_journal_as(srv, req, resp, API_DELETE, path, NULL, NULL, NULL, 0);
-    free(path);
+    }
+    char query[64];
+    snprintf(path, sizeof(path), "/keys/%s/restore", escaped);
+    snprintf(query, sizeof(query), "replace=true&ttl_ms=%lld", (long long)ttl_ms);
+    api_journal_as(srv, req, resp, API_PUT, path, query, "application/octet-stream", dump, dump_len);
 }
 
 static void h_key_restore(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -118,7 +122,7 @@ static void h_key_restore(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (!api_key_add(&h, type, value, expire)) {
             type->free(value);
             if (existed)
-                journal_delete(srv, req, resp, key, klen);   /* what did happen */
+                api_journal_key_state(srv, req, resp, key, klen, NULL, 0, 0);   /* what did happen */
             api_key_close(&h, false);
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory restoring the key");
             return;

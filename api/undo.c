@@ -1,7 +1,6 @@
 /* undo.c - pre-images of changes and taking a change back: see undo.h. */
 #include "api/undo.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,16 +104,8 @@ bool api_undo_apply(api_server_t *srv, const api_undo_t *u, int64_t now_ns, uint
     if (present && !keydump_decode(u->dump, u->dump_len, &type, &value, &dump_ttl, &why))
         return false;   /* our own bytes: only memory can be missing */
 
-    char *path = malloc(6 + 3 * u->klen + 8 + 1);
-    if (!path) {
-        if (value)
-            type->free(value);
-        return false;
-    }
-    memcpy(path, "/keys/", 6);
-    size_t plen = 6 + api_escape_segment(u->key, u->klen, path + 6);
     api_req_t req;
-    api_req_init(&req, API_PUT, path, plen, now_ns);
+    api_req_init(&req, API_PUT, "", 0, now_ns);
     api_resp_t resp;
     api_resp_init(&resp);
     resp.journal_held = u->held;   /* what the restoring record may use (debug builds check) */
@@ -140,17 +131,9 @@ bool api_undo_apply(api_server_t *srv, const api_undo_t *u, int64_t now_ns, uint
             present = false;   /* what did happen: the key is absent */
         }
     }
-    if (present) {
-        char query[64];
-        snprintf(query, sizeof(query), "replace=true&ttl_ms=%lld",
-                 u->expire_ms == KS_NO_EXPIRY ? 0LL : (long long)(u->expire_ms - now));
-        memcpy(path + plen, "/restore", 9);
-        api_journal_as(srv, &req, &resp, API_PUT, path, query, "application/octet-stream", u->dump, u->dump_len);
-    } else {
-        api_journal_as(srv, &req, &resp, API_DELETE, path, NULL, NULL, NULL, 0);
-    }
+    api_journal_key_state(srv, &req, &resp, u->key, u->klen, present ? u->dump : NULL, u->dump_len,
+                          u->expire_ms == KS_NO_EXPIRY ? 0 : u->expire_ms - now);
     ks_shard_unlock(sh);
-    free(path);
     *lsn = resp.journal_lsn;
     return ok;
 }
