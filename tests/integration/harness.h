@@ -69,6 +69,24 @@ int tally_stop(tally_proc_t *p);
 void tally_kill(tally_proc_t *p);
 /* Stops if running and removes the data directory if the harness made it. */
 void tally_cleanup(tally_proc_t *p);
+
+/* The fixture of a suite whose tests all run against one default tallyd:
+ * declares `static tally_proc_t name` and the cmocka group functions
+ * setup (starts it) and teardown (stops it, removes its files). */
+#define TALLY_ONE_SERVER_SUITE(name)                                                                                  \
+    static tally_proc_t name;                                                                                         \
+    static int setup(void **state)                                                                                    \
+    {                                                                                                                 \
+        (void)state;                                                                                                  \
+        tally_start(&name, NULL, NULL);                                                                               \
+        return 0;                                                                                                     \
+    }                                                                                                                 \
+    static int teardown(void **state)                                                                                 \
+    {                                                                                                                 \
+        (void)state;                                                                                                  \
+        tally_cleanup(&name);                                                                                         \
+        return 0;                                                                                                     \
+    }
 /* Runs `tallyd --check path` (the tallyd under test); returns its exit
  * status (-1 when it did not exit), and its output (stdout and stderr) in
  * out when out is not NULL. */

@@ -29,21 +29,7 @@
 #include "tests/integration/harness.h"
 #include "tests/integration/redis_ref.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    tally_start(&T, NULL, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tally_cleanup(&T);
-    return 0;
-}
+TALLY_ONE_SERVER_SUITE(T)
 
 #define COMPANY                                                                                          \
     "{\"members\":[{\"member\":\"meituan\",\"lon\":116.489033,\"lat\":40.007669},"                      \

@@ -14,21 +14,7 @@
 
 #include "tests/integration/harness.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    tally_start(&T, NULL, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tally_cleanup(&T);
-    return 0;
-}
+TALLY_ONE_SERVER_SUITE(T)
 
 /* The JSON array member `name` as a string of 0/1, e.g. "1101". */
 static void bools(const http_resp_t *r, const char *name, char *out, size_t n)

@@ -13,21 +13,7 @@
 
 #include "tests/integration/harness.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    tally_start(&T, NULL, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tally_cleanup(&T);
-    return 0;
-}
+TALLY_ONE_SERVER_SUITE(T)
 
 static const char *const ALGOS[] = {
     "\"algorithm\":\"gcra\",\"max_burst\":2,\"count_per_period\":1,\"period\":60",

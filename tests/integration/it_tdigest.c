@@ -11,21 +11,7 @@
 
 #include "tests/integration/harness.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    tally_start(&T, NULL, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tally_cleanup(&T);
-    return 0;
-}
+TALLY_ONE_SERVER_SUITE(T)
 
 #define RANKS_0_15 "rank=0&rank=1&rank=2&rank=3&rank=4&rank=5&rank=6&rank=7&rank=8&rank=9&rank=10&rank=11&rank=12" \
                    "&rank=13&rank=14&rank=15"

@@ -9,21 +9,7 @@
 
 #include "tests/integration/harness.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    tally_start(&T, NULL, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tally_cleanup(&T);
-    return 0;
-}
+TALLY_ONE_SERVER_SUITE(T)
 
 #define USER123 "{\"key\":\"user123\",\"max_burst\":15,\"count_per_period\":30,\"period\":60}"
 

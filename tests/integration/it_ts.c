@@ -19,21 +19,7 @@
 #include "tests/integration/redis_ref.h"
 #include "tests/ts_filter_model.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    tally_start(&T, NULL, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tally_cleanup(&T);
-    return 0;
-}
+TALLY_ONE_SERVER_SUITE(T)
 
 static json_t *samples_of(const http_resp_t *r)
 {
