@@ -181,7 +181,7 @@ $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 # The resharding tool (deploy/cluster/README.md): a client of the cluster's
 # nodes, core's map parser, HAProxy's runtime map update (service/haproxy.c)
 # and libcurl.
-$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(LIBCORE)
+$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCORE)

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "service/haproxy.h"
+#include "service/file.h"
 
 /* The families whose second path segment is a key: every per-key route. */
 static const char *const keyed = "throttle|counter|uv|bloom|cuckoo|cms|topk|tdigest|bits|activity|geo|ts|keys";
@@ -109,28 +110,6 @@ void haproxy_config_write(const cmap_t *m, const char *source, const char *map_p
             "    http-check expect status 200\n");
     for (size_t i = 0; i < m->nnodes; i++)
         fprintf(out, "    server %s %s check inter 1s fall 2 rise 1\n", m->nodes[i].name, m->nodes[i].addr);
-}
-
-bool file_replace(const char *path, const void *data, size_t len)
-{
-    size_t n = strlen(path) + 5;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return false;
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        errno = e;
-        return false;
-    }
-    free(tmp);
-    return true;
 }
 
 bool haproxy_map_save(const cmap_t *m, const char *path, char *err, size_t errlen)

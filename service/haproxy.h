@@ -42,8 +42,5 @@ bool haproxy_runtime_set_map(const char *socket, const char *map_path, const cma
  * reloaded first).  False with a message naming what is missing. */
 bool haproxy_runtime_check(const char *socket, const char *map_path, const cmap_t *m, char *err, size_t errlen);
 
-/* Replaces the file at path with len bytes of data the same way (temporary
- * file path.tmp, fsync, rename); false with errno set. */
-bool file_replace(const char *path, const void *data, size_t len);
 
 #endif

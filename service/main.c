@@ -43,6 +43,7 @@
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/options.h"
+#include "service/file.h"
 #include "service/persist.h"
 #include "service/repl.h"
 #include "service/server.h"

@@ -1,4 +1,5 @@
 /* persist.c - see persist.h for the files and the protocol. */
+#include "service/file.h"
 #include "service/persist.h"
 
 #include <dirent.h>
@@ -100,34 +101,6 @@ static void unmap_file(mapped_t *m)
     m->p = NULL;
 }
 
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    int rc = fsync(fd) == 0 ? 0 : errno;
-    close(fd);
-    return rc;
-}
-
-static int write_all_fd(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (w == 0)
-            return EIO;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void journal_path(const persist_t *p, uint64_t seq, char *out, size_t n)
 {
     snprintf(out, n, "%s/journal.%010" PRIu64 ".tlj", p->dir, seq);
@@ -201,7 +174,7 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
     wbuf_t b = WBUF_INIT;
     journal_header_t h = { JOURNAL_VERSION, 0, seq };
     journalfmt_put_header(&b, &h);
-    int e = b.oom ? ENOMEM : write_all_fd(fd, b.data, b.len);
+    int e = b.oom ? ENOMEM : file_write_all(fd, b.data, b.len);
     wbuf_free(&b);
     /* the first page reserved before the file is visible: a journal of
      * fewer bytes was cut (core/persist_fmt.h) */
@@ -214,7 +187,7 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
     if (!e && rename(tmp, path) != 0)
         e = errno;
     if (!e)
-        e = fsync_dir(p->dir);
+        e = file_fsync_dir(p->dir);
     if (e) {
         snprintf(err, errlen, "cannot write journal %s: %s", path, strerror(e));
         close(fd);
@@ -695,7 +668,7 @@ static int file_sink_put(void *ud, wbuf_t *b)
 {
     struct file_sink *fs = ud;
     XXH64_update(fs->xs, b->data, b->len);
-    int e = write_all_fd(fs->fd, b->data, b->len);
+    int e = file_write_all(fs->fd, b->data, b->len);
     if (e)
         return e;
     *fs->bytes += b->len;
@@ -811,7 +784,7 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
         e = ENOMEM;
         goto fail;
     }
-    if ((e = write_all_fd(fd, b.data, b.len)) != 0)
+    if ((e = file_write_all(fd, b.data, b.len)) != 0)
         goto fail;
     bytes += b.len;
 
@@ -834,7 +807,7 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
         goto fail;
     }
     step = "fsync directory";
-    if ((e = fsync_dir(p->dir)) != 0)
+    if ((e = file_fsync_dir(p->dir)) != 0)
         goto fail_after_rename;
     wbuf_free(&b);
     XXH64_freeState(xs);

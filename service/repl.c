@@ -16,6 +16,7 @@
 #include "core/persist_fmt.h"
 #include "api/undo.h"
 #include "service/clock.h"
+#include "service/file.h"
 #include "service/log.h"
 #include "service/peers.h"
 #include "service/replica.h"
@@ -150,36 +151,17 @@ static uint64_t epoch_read(const char *dir)
     return e;
 }
 
-/* Writes EPOCH durably (temporary file, fsync, rename, fsync directory). */
+/* Writes EPOCH durably (file_replace). */
 static bool epoch_write(const char *dir, uint64_t epoch, char *err, size_t errlen)
 {
-    char tmp[600], path[600];
-    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, EPOCH_NAME);
+    char path[600], text[32];
     snprintf(path, sizeof(path), "%s/%s", dir, EPOCH_NAME);
-    char text[32];
     int n = snprintf(text, sizeof(text), "%" PRIu64 "\n", epoch);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0 && write(fd, text, (size_t)n) == n && fsync(fd) == 0;
-    int e = errno;
-    if (fd >= 0 && close(fd) != 0)
-        ok = false;
-    if (ok && rename(tmp, path) != 0) {
-        e = errno;
-        ok = false;
+    if (!file_replace(path, text, (size_t)n)) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return false;
     }
-    int dfd = ok ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0) {
-            e = errno;
-            ok = false;
-        }
-        close(dfd);
-    }
-    if (!ok) {
-        unlink(tmp);
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
-    }
-    return ok;
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */
