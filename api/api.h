@@ -386,6 +386,59 @@ bool api_media_type_is(const char *ct, const char *type);
  * bad JSON or a non-object).  `allowed` lists accepted members (NULL-ended):
  * any other member is refused, naming it.  Returns the object (owned by req). */
 json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *allowed);
+/* A field source: named, typed values that one set of checks reads whether
+ * they come from a JSON object (a body, a policies file) or from the query
+ * string (GET /throttle/{key}), so both give the same answers and the same
+ * errors, and a query is read without building a jansson tree (issue 20).
+ * A query value is typed as the query has always been read: an integer when
+ * api_parse_i64 takes it, else a number when api_parse_double does, else a
+ * boolean for "true" / "false", else a string; a string that is not UTF-8
+ * text is absent (a JSON string could not hold it). */
+typedef enum api_ftype { API_F_INT, API_F_REAL, API_F_BOOL, API_F_STRING, API_F_OTHER } api_ftype_t;
+
+typedef struct api_field {
+    api_ftype_t type;            /* API_F_OTHER: null, an array or an object */
+    int64_t i;                   /* API_F_INT */
+    double d;                    /* API_F_REAL */
+    bool b;                      /* API_F_BOOL */
+    const char *s;               /* API_F_STRING: NUL-terminated, lives as long as the source */
+    size_t len;
+} api_field_t;
+
+typedef struct api_fields {
+    json_t *obj;                 /* a JSON object; NULL for a query: */
+    const api_param_t *params;
+    int nparams;
+    const char *skip;            /* a parameter that is not a field, or NULL */
+} api_fields_t;
+
+/* A cursor over a source's field names, in their order; start it zeroed. */
+typedef struct api_fields_iter {
+    void *j;
+    int i;
+} api_fields_iter_t;
+
+/* The source of a JSON object. */
+api_fields_t api_fields_json(json_t *obj);
+/* The source of the request's query parameters but `skip` (may be NULL):
+ * false with *err when a field is given more than once. */
+bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, api_err_t *err);
+/* Field `name`: false when absent. */
+bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v);
+/* The next field's name, or NULL after the last. */
+const char *api_fields_next(const api_fields_t *f, api_fields_iter_t *it);
+/* A number's value (an integer's as a double): false for another type. */
+bool api_field_number(const api_field_t *v, double *d);
+/* Fields type-checked and range-checked with messages that name them, as the
+ * api_member_* readers below (which read a JSON object through these). */
+bool api_fields_int(const api_fields_t *f, const char *name, bool required, int64_t min, int64_t max,
+                    int64_t *out, bool *present, api_err_t *err);
+bool api_fields_double(const api_fields_t *f, const char *name, bool required, double min, double max,
+                       double *out, bool *present, api_err_t *err);
+bool api_fields_bool(const api_fields_t *f, const char *name, bool *out, bool *present, api_err_t *err);
+bool api_fields_string(const api_fields_t *f, const char *name, bool required, const char **out, size_t *len,
+                       api_err_t *err);
+
 /* Members of a JSON object, type-checked and range-checked with messages that
  * name the member.  `present` (may be NULL) tells whether it was given;
  * optional members keep *out untouched when absent.  The api_member_* forms

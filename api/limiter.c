@@ -101,64 +101,64 @@ bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest
     return item_of_policy(p, req, NULL, 0, rest, rest_len, it, err);
 }
 
-bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
-                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, api_err_t *err)
+bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
+                   size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it,
+                   api_err_t *err)
 {
     memset(it, 0, sizeof(*it));
     it->quantity = 1;
     const char *name;
-    json_t *v;
+    api_fields_iter_t iter = { 0 };
     if (!fields_checked)
-        json_object_foreach(obj, name, v) {
+        while ((name = api_fields_next(f, &iter)))
             if (!listed(item_fields, name)) {
                 api_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
                 return false;
             }
-        }
-    if ((v = json_object_get(obj, "quantity"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+    api_field_t v;
+    if (api_fields_get(f, "quantity", &v)) {
+        if (v.type != API_F_INT || v.i < 0) {
             api_err_set(err, API_E_BAD_REQUEST, "quantity", "'quantity' must be an integer >= 0");
             return false;
         }
-        it->quantity = json_integer_value(v);
+        it->quantity = v.i;
     }
-    json_t *key = json_object_get(obj, "key");
-    if (key && !json_is_string(key)) {
+    api_field_t key;
+    bool has_key = api_fields_get(f, "key", &key);
+    if (has_key && key.type != API_F_STRING) {
         api_err_set(err, API_E_BAD_REQUEST, "key", "'key' must be a string");
         return false;
     }
-    json_t *pol = json_object_get(obj, "policy");
-    if (pol) {
-        if (!json_is_string(pol)) {
+    if (api_fields_get(f, "policy", &v)) {
+        if (v.type != API_F_STRING) {
             api_err_set(err, API_E_BAD_REQUEST, "policy", "'policy' must be a string");
             return false;
         }
-        const policy_t *p = policy_find(srv->policies, json_string_value(pol));
+        const policy_t *p = policy_find(srv->policies, v.s);
         if (!p) {
-            api_err_set(err, API_E_BAD_REQUEST, "policy", "unknown policy '%s'%s", json_string_value(pol),
+            api_err_set(err, API_E_BAD_REQUEST, "policy", "unknown policy '%s'%s", v.s,
                        srv->policies ? "" : " (no policies file is loaded: tallyd --config FILE)");
             return false;
         }
-        json_object_foreach(obj, name, v) {
+        iter = (api_fields_iter_t){ 0 };
+        while ((name = api_fields_next(f, &iter)))
             if (rl_is_param_name(name) || !strcmp(name, "algorithm") || !strcmp(name, "shadow")) {
                 api_err_set(err, API_E_BAD_REQUEST, name, "'%s' cannot be given with 'policy' (the policy sets it)",
                            name);
                 return false;
             }
-        }
-        return item_of_policy(p, req, path_key ? path_key : key ? json_string_value(key) : NULL,
-                              path_key ? path_klen : key ? json_string_length(key) : 0, rest, rest_len, it, err);
+        return item_of_policy(p, req, path_key ? path_key : has_key ? key.s : NULL,
+                              path_key ? path_klen : has_key ? key.len : 0, rest, rest_len, it, err);
     }
-    if (!api_member_bool(obj, "shadow", &it->shadow, NULL, err))
+    if (!api_fields_bool(f, "shadow", &it->shadow, NULL, err))
         return false;
-    if (!path_key && !key) {
+    if (!path_key && !has_key) {
         api_err_set(err, API_E_BAD_REQUEST, "key", "missing field 'key'");
         return false;
     }
-    if (!rl_params_parse(obj, &it->p, err))
+    if (!rl_params_parse(f, &it->p, err))
         return false;
-    return rl_item_key(it, NULL, 0, path_key ? path_key : json_string_value(key),
-                    path_key ? path_klen : json_string_length(key), err);
+    return rl_item_key(it, NULL, 0, path_key ? path_key : key.s, path_key ? path_klen : key.len, err);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -285,34 +285,159 @@ json_t *api_body_object(api_req_t *req, api_resp_t *resp, const char *const *all
     return j;
 }
 
-/* Member `name` of obj: false when it is missing and required; otherwise
- * true with *v NULL when it is absent.  Sets *present (may be NULL). */
-static bool member_get(json_t *obj, const char *name, bool required, bool *present, json_t **v, api_err_t *err)
+/* ------------------------------------------------------------------------ */
+/* Field sources                                                            */
+/* ------------------------------------------------------------------------ */
+
+api_fields_t api_fields_json(json_t *obj)
 {
-    *v = json_object_get(obj, name);
+    api_fields_t f = { .obj = obj };
+    return f;
+}
+
+/* The typed value of query parameter q, as the query has always been read
+ * (api.h): false for a string that is not UTF-8 text, which is absent. */
+static bool param_field(const api_param_t *q, api_field_t *v)
+{
+    if (api_parse_i64(q->value, q->vlen, &v->i)) {
+        v->type = API_F_INT;
+    } else if (api_parse_double(q->value, q->vlen, &v->d)) {
+        v->type = API_F_REAL;
+    } else if (strcmp(q->value, "true") == 0 || strcmp(q->value, "false") == 0) {
+        v->type = API_F_BOOL;
+        v->b = q->value[0] == 't';
+    } else {
+        v->type = API_F_STRING;
+        v->s = q->value;
+        v->len = q->vlen;
+        return codec_utf8_ok(q->value, q->vlen);
+    }
+    return true;
+}
+
+/* True when parameter q is a field of f: not the skipped one, not absent.
+ * UTF-8 text is always present (the common case, one scan); anything else
+ * is typed first. */
+static bool param_is_field(const api_fields_t *f, const api_param_t *q)
+{
+    if (f->skip && strcmp(q->name, f->skip) == 0)
+        return false;
+    api_field_t v;
+    return codec_utf8_ok(q->value, q->vlen) || param_field(q, &v);
+}
+
+bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, api_err_t *err)
+{
+    f->obj = NULL;
+    f->params = req->params;
+    f->nparams = req->nparams;
+    f->skip = skip;
+    for (int i = 1; i < f->nparams; i++) {
+        const api_param_t *q = &f->params[i];
+        if (skip && strcmp(q->name, skip) == 0)
+            continue;
+        for (int j = 0; j < i; j++)
+            if (strcmp(f->params[j].name, q->name) == 0 && param_is_field(f, &f->params[j])) {
+                api_err_set(err, API_E_BAD_REQUEST, q->name, "query parameter '%s' given more than once", q->name);
+                return false;
+            }
+    }
+    return true;
+}
+
+bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v)
+{
+    if (!f->obj) {
+        for (int i = 0; i < f->nparams; i++) {
+            const api_param_t *q = &f->params[i];
+            if (strcmp(q->name, name) == 0 && !(f->skip && strcmp(name, f->skip) == 0) && param_field(q, v))
+                return true;
+        }
+        return false;
+    }
+    json_t *j = json_object_get(f->obj, name);
+    if (!j)
+        return false;
+    switch (json_typeof(j)) {
+    case JSON_INTEGER:
+        v->type = API_F_INT;
+        v->i = json_integer_value(j);
+        break;
+    case JSON_REAL:
+        v->type = API_F_REAL;
+        v->d = json_real_value(j);
+        break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        v->type = API_F_BOOL;
+        v->b = json_is_true(j);
+        break;
+    case JSON_STRING:
+        v->type = API_F_STRING;
+        v->s = json_string_value(j);
+        v->len = json_string_length(j);
+        break;
+    default:
+        v->type = API_F_OTHER;
+        break;
+    }
+    return true;
+}
+
+const char *api_fields_next(const api_fields_t *f, api_fields_iter_t *it)
+{
+    if (f->obj) {
+        it->j = it->i++ ? json_object_iter_next(f->obj, it->j) : json_object_iter(f->obj);
+        return it->j ? json_object_iter_key(it->j) : NULL;
+    }
+    while (it->i < f->nparams) {
+        const api_param_t *q = &f->params[it->i++];
+        if (param_is_field(f, q))
+            return q->name;
+    }
+    return NULL;
+}
+
+bool api_field_number(const api_field_t *v, double *d)
+{
+    if (v->type == API_F_INT)
+        *d = (double)v->i;
+    else if (v->type == API_F_REAL)
+        *d = v->d;
+    else
+        return false;
+    return true;
+}
+
+/* Field `name` of f: false when it is missing and required; otherwise true,
+ * *found telling whether it was given.  Sets *present (may be NULL). */
+static bool field_get(const api_fields_t *f, const char *name, bool required, bool *present, api_field_t *v,
+                      bool *found, api_err_t *err)
+{
+    *found = api_fields_get(f, name, v);
     if (present)
-        *present = *v != NULL;
-    if (!*v && required) {
+        *present = *found;
+    if (!*found && required) {
         api_err_set(err, API_E_BAD_REQUEST, name, "missing field '%s'", name);
         return false;
     }
     return true;
 }
 
-bool api_member_int(json_t *obj, const char *name, bool required, int64_t min, int64_t max, int64_t *out,
-                    bool *present, api_err_t *err)
+bool api_fields_int(const api_fields_t *f, const char *name, bool required, int64_t min, int64_t max,
+                    int64_t *out, bool *present, api_err_t *err)
 {
-    json_t *v;
-    if (!member_get(obj, name, required, present, &v, err))
+    api_field_t v;
+    bool found;
+    if (!field_get(f, name, required, present, &v, &found, err))
         return false;
-    if (!v)
+    if (!found)
         return true;
-    if (!json_is_integer(v)) {
+    if (v.type != API_F_INT) {
         api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be an integer", name);
         return false;
     }
-    json_int_t x = json_integer_value(v);
-    if (x < min || x > max) {
+    if (v.i < min || v.i > max) {
         if (max == INT64_MAX)
             api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be >= %lld", name, (long long)min);
         else
@@ -320,23 +445,24 @@ bool api_member_int(json_t *obj, const char *name, bool required, int64_t min, i
                         (long long)max);
         return false;
     }
-    *out = x;
+    *out = v.i;
     return true;
 }
 
-bool api_member_double(json_t *obj, const char *name, bool required, double min, double max, double *out,
-                       bool *present, api_err_t *err)
+bool api_fields_double(const api_fields_t *f, const char *name, bool required, double min, double max,
+                       double *out, bool *present, api_err_t *err)
 {
-    json_t *v;
-    if (!member_get(obj, name, required, present, &v, err))
+    api_field_t v;
+    bool found;
+    if (!field_get(f, name, required, present, &v, &found, err))
         return false;
-    if (!v)
+    if (!found)
         return true;
-    if (!json_is_number(v)) {
+    double x;
+    if (!api_field_number(&v, &x)) {
         api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be a number", name);
         return false;
     }
-    double x = json_number_value(v);
     if (!isfinite(x) || x < min || x > max) {
         api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be between %g and %g", name, min, max);
         return false;
@@ -345,37 +471,67 @@ bool api_member_double(json_t *obj, const char *name, bool required, double min,
     return true;
 }
 
-bool api_member_bool(json_t *obj, const char *name, bool *out, bool *present, api_err_t *err)
+bool api_fields_bool(const api_fields_t *f, const char *name, bool *out, bool *present, api_err_t *err)
 {
-    json_t *v;
-    if (!member_get(obj, name, false, present, &v, err))
+    api_field_t v;
+    bool found;
+    if (!field_get(f, name, false, present, &v, &found, err))
         return false;
-    if (!v)
+    if (!found)
         return true;
-    if (!json_is_boolean(v)) {
+    if (v.type != API_F_BOOL) {
         api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be true or false", name);
         return false;
     }
-    *out = json_is_true(v);
+    *out = v.b;
     return true;
+}
+
+bool api_fields_string(const api_fields_t *f, const char *name, bool required, const char **out, size_t *len,
+                       api_err_t *err)
+{
+    api_field_t v;
+    bool found;
+    if (!field_get(f, name, required, NULL, &v, &found, err))
+        return false;
+    if (!found)
+        return true;
+    if (v.type != API_F_STRING) {
+        api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be a string", name);
+        return false;
+    }
+    *out = v.s;
+    if (len)
+        *len = v.len;
+    return true;
+}
+
+/* The JSON object forms. */
+bool api_member_int(json_t *obj, const char *name, bool required, int64_t min, int64_t max, int64_t *out,
+                    bool *present, api_err_t *err)
+{
+    api_fields_t f = api_fields_json(obj);
+    return api_fields_int(&f, name, required, min, max, out, present, err);
+}
+
+bool api_member_double(json_t *obj, const char *name, bool required, double min, double max, double *out,
+                       bool *present, api_err_t *err)
+{
+    api_fields_t f = api_fields_json(obj);
+    return api_fields_double(&f, name, required, min, max, out, present, err);
+}
+
+bool api_member_bool(json_t *obj, const char *name, bool *out, bool *present, api_err_t *err)
+{
+    api_fields_t f = api_fields_json(obj);
+    return api_fields_bool(&f, name, out, present, err);
 }
 
 bool api_member_string(json_t *obj, const char *name, bool required, const char **out, size_t *len,
                        api_err_t *err)
 {
-    json_t *v;
-    if (!member_get(obj, name, required, NULL, &v, err))
-        return false;
-    if (!v)
-        return true;
-    if (!json_is_string(v)) {
-        api_err_set(err, API_E_BAD_REQUEST, name, "'%s' must be a string", name);
-        return false;
-    }
-    *out = json_string_value(v);
-    if (len)
-        *len = json_string_length(v);
-    return true;
+    api_fields_t f = api_fields_json(obj);
+    return api_fields_string(&f, name, required, out, len, err);
 }
 
 /* The response forms: the reader, and its failure answered. */

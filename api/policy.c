@@ -52,21 +52,20 @@ static bool in_list(const char *const *list, const char *name)
 
 bool rl_is_param_name(const char *name) { return in_list(all_params, name); }
 
-bool rl_params_parse(json_t *obj, throttle_params_t *p, api_err_t *err)
+bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
 {
     memset(p, 0, sizeof(*p));
     p->algo = THROTTLE_GCRA;
-    json_t *a = json_object_get(obj, "algorithm");
-    if (a) {
-        if (!json_is_string(a)) {
+    api_field_t v;
+    if (api_fields_get(f, "algorithm", &v)) {
+        if (v.type != API_F_STRING) {
             api_err_set(err, API_E_BAD_REQUEST, "algorithm", "'algorithm' must be a string");
             return false;
         }
-        p->algo = throttle_algo_parse(json_string_value(a));
+        p->algo = throttle_algo_parse(v.s);
         if (!p->algo) {
             api_err_set(err, API_E_BAD_REQUEST, "algorithm",
-                       "unknown algorithm '%s' (gcra, sliding_log, sliding_window, fixed_window, token_bucket)",
-                       json_string_value(a));
+                       "unknown algorithm '%s' (gcra, sliding_log, sliding_window, fixed_window, token_bucket)", v.s);
             return false;
         }
     }
@@ -74,8 +73,8 @@ bool rl_params_parse(json_t *obj, throttle_params_t *p, api_err_t *err)
                               : p->algo == THROTTLE_TOKEN_BUCKET ? bucket_params
                                                                  : count_params;
     const char *n;
-    json_t *v;
-    json_object_foreach(obj, n, v) {
+    api_fields_iter_t iter = { 0 };
+    while ((n = api_fields_next(f, &iter))) {
         if (in_list(all_params, n) && !in_list(mine, n)) {
             api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
                        n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
@@ -87,35 +86,34 @@ bool rl_params_parse(json_t *obj, throttle_params_t *p, api_err_t *err)
     int64_t period_s = 0;
     switch (p->algo) {
     case THROTTLE_GCRA:
-        if (!api_member_int(obj, "max_burst", true, 0, INT64_MAX, &p->u.gcra.max_burst, NULL, err) ||
-            !api_member_int(obj, "count_per_period", true, 1, INT64_MAX, &p->u.gcra.count, NULL, err) ||
-            !api_member_int(obj, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
+        if (!api_fields_int(f, "max_burst", true, 0, INT64_MAX, &p->u.gcra.max_burst, NULL, err) ||
+            !api_fields_int(f, "count_per_period", true, 1, INT64_MAX, &p->u.gcra.count, NULL, err) ||
+            !api_fields_int(f, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.gcra.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_SLIDING_LOG:
-        if (!api_member_int(obj, "max_count", true, 1, INT64_MAX, &p->u.log.max_count, NULL, err) ||
-            !api_member_int(obj, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
+        if (!api_fields_int(f, "max_count", true, 1, INT64_MAX, &p->u.log.max_count, NULL, err) ||
+            !api_fields_int(f, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.log.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_SLIDING_WINDOW:
     case THROTTLE_FIXED_WINDOW:
-        if (!api_member_int(obj, "max_count", true, 1, INT64_MAX, &p->u.win.max_count, NULL, err) ||
-            !api_member_int(obj, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
+        if (!api_fields_int(f, "max_count", true, 1, INT64_MAX, &p->u.win.max_count, NULL, err) ||
+            !api_fields_int(f, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.win.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_TOKEN_BUCKET: {
-        if (!api_member_int(obj, "capacity", true, 1, INT64_MAX, &p->u.tb.capacity, NULL, err))
+        if (!api_fields_int(f, "capacity", true, 1, INT64_MAX, &p->u.tb.capacity, NULL, err))
             return false;
-        v = json_object_get(obj, "refill_rate");
-        if (!v) {
+        if (!api_fields_get(f, "refill_rate", &v)) {
             api_err_set(err, API_E_BAD_REQUEST, "refill_rate", "missing field 'refill_rate'");
             return false;
         }
-        double rate = json_is_number(v) ? json_number_value(v) : NAN;
-        if (!json_is_number(v) || !isfinite(rate) || rate < 0.000001 || rate > 1e12) {
+        double rate;
+        if (!api_field_number(&v, &rate) || !isfinite(rate) || rate < 0.000001 || rate > 1e12) {
             api_err_set(err, API_E_BAD_REQUEST, "refill_rate",
                        "'refill_rate' must be a number of tokens per second between 0.000001 and 10^12");
             return false;
@@ -630,7 +628,8 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
         }
     }
     api_err_t e;
-    if (!rl_params_parse(o, &p->params, &e)) {
+    api_fields_t src = api_fields_json(o);
+    if (!rl_params_parse(&src, &p->params, &e)) {
         cfg_err(err, errlen, text, len, name, e.field, "%s", e.message);
         return false;
     }

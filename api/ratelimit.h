@@ -107,9 +107,10 @@ bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_
 /* True for a status a limited request may be answered with (see deny_status). */
 bool rl_deny_status_ok(int64_t status);
 
-/* Reads "algorithm" (default gcra) and that algorithm's parameters from obj;
- * a parameter of another algorithm is refused, naming it. */
-bool rl_params_parse(json_t *obj, throttle_params_t *p, api_err_t *err);
+/* Reads "algorithm" (default gcra) and that algorithm's parameters from f (a
+ * JSON object or a query: api_fields_t); a parameter of another algorithm is
+ * refused, naming it. */
+bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err);
 /* True if `name` is one of the algorithm parameter names. */
 bool rl_is_param_name(const char *name);
 
@@ -128,13 +129,15 @@ typedef struct rl_item {
     rl_result_t r;               /* filled by rl_run */
 } rl_item_t;
 
-/* Resolves one request object ({"key", params...} or {"policy", "key"?}).
- * `path_key` (may be NULL) is the key from the URL, used instead of a "key"
- * member.  `rest` as for policy_key.  `fields_checked`: the caller already
+/* Resolves one request ({"key", params...} or {"policy", "key"?}) from its
+ * fields: a JSON object, or the query of GET /throttle/{key}, which give the
+ * same answers and errors.  `path_key` (may be NULL) is the key from the URL,
+ * used instead of a "key" member.  `rest` as for policy_key.  `fields_checked`: the caller already
  * refused members that are not request fields.  Call with the policies
  * read-locked. */
-bool rl_item_parse(api_server_t *srv, const api_req_t *req, json_t *obj, const char *path_key, size_t path_klen,
-                   const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it, api_err_t *err);
+bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
+                   size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it,
+                   api_err_t *err);
 /* The item of a request decided by policy `p` alone (the gateway hook): the
  * key built by the policy's template from the request, quantity 1 - what
  * rl_item_parse makes of {"policy": p's name}, without the tree.  Call with

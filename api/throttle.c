@@ -62,8 +62,10 @@ static void post_batch(api_server_t *srv, api_req_t *req, api_resp_t *resp, json
         bool ok = json_is_object(o);
         if (!ok)
             api_err_set(&e, API_E_BAD_REQUEST, NULL, "must be an object");
-        else
-            ok = rl_item_parse(srv, req, o, NULL, 0, NULL, 0, false, &items[parsed], &e);
+        else {
+            api_fields_t f = api_fields_json(o);
+            ok = rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, false, &items[parsed], &e);
+        }
         if (!ok) {
             char field[128];
             snprintf(field, sizeof(field), "requests[%zu]%s%s", parsed, e.field[0] ? "." : "", e.field);
@@ -97,48 +99,14 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         rl_item_t it;
         api_err_t e;
         bool all;
-        if (!rl_item_parse(srv, req, body, NULL, 0, NULL, 0, true, &it, &e))
+        api_fields_t f = api_fields_json(body);
+        if (!rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, true, &it, &e))
             api_err_respond(resp, &e);
         else if (rl_run(srv, req, resp, &it, 1, false, &all))
             rl_answer(resp, 200, &it);
         rl_item_release(&it);
     }
     policies_read_unlock(srv->policies);
-}
-
-/* The query string as a JSON object: integers, numbers and booleans typed,
- * the rest strings; every parameter at most once.  The names were checked
- * against the route's list (ASCII), so they go in without jansson's UTF-8
- * check. */
-static json_t *query_object(const api_req_t *req, api_resp_t *resp, const char *skip)
-{
-    json_t *o = json_object();
-    for (int i = 0; o && i < req->nparams; i++) {
-        const api_param_t *q = &req->params[i];
-        if (!strcmp(q->name, skip))
-            continue;
-        size_t nlen = strlen(q->name);
-        if (json_object_getn(o, q->name, nlen)) {
-            api_error_field(resp, API_E_BAD_REQUEST, q->name, "query parameter '%s' given more than once", q->name);
-            json_decref(o);
-            return NULL;
-        }
-        int64_t iv;
-        double dv;
-        json_t *v;
-        if (api_parse_i64(q->value, q->vlen, &iv))
-            v = json_integer(iv);
-        else if (api_parse_double(q->value, q->vlen, &dv))
-            v = json_real(dv);
-        else if (!strcmp(q->value, "true") || !strcmp(q->value, "false"))
-            v = json_boolean(q->value[0] == 't');
-        else
-            v = json_stringn(q->value, q->vlen);
-        json_object_setn_new_nocheck(o, q->name, nlen, v);
-    }
-    if (!o)
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-    return o;
 }
 
 static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -159,14 +127,16 @@ static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         "auth_request; not 400, 401, 404, 405, 409, 413, 414 or 415)");
         return;
     }
-    json_t *q = query_object(req, resp, "deny_status");
-    if (!q)
+    api_fields_t q;   /* the item's fields straight from the query: no tree (issue 20) */
+    api_err_t e;
+    if (!api_fields_query(req, "deny_status", &q, &e)) {
+        api_err_respond(resp, &e);
         return;
+    }
     policies_read_lock(srv->policies);
     rl_item_t it;
-    api_err_t e;
     bool all;
-    if (!rl_item_parse(srv, req, q, key, klen, NULL, 0, true, &it, &e)) {
+    if (!rl_item_parse(srv, req, &q, key, klen, NULL, 0, true, &it, &e)) {
         api_err_respond(resp, &e);
     } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
         int status = all ? 200 : deny_given ? (int)deny : it.policy ? it.policy->deny_status : 429;
@@ -174,7 +144,6 @@ static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     rl_item_release(&it);
     policies_read_unlock(srv->policies);
-    json_decref(q);
 }
 
 static void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)

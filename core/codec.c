@@ -169,13 +169,12 @@ const uint8_t *rbuf_blob(rbuf_t *r, size_t *n)
     return p;
 }
 
-bool codec_text_ok(const void *p, size_t n)
+static bool utf8_scan(const unsigned char *s, size_t n, bool nul_ok)
 {
-    const unsigned char *s = p;
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
-        if (c == 0)
+        if (c == 0 && !nul_ok)
             return false;
         if (c < 0x80) {
             i++;
@@ -209,4 +208,8 @@ bool codec_text_ok(const void *p, size_t n)
     }
     return true;
 }
+
+bool codec_text_ok(const void *p, size_t n) { return utf8_scan(p, n, false); }
+
+bool codec_utf8_ok(const void *p, size_t n) { return utf8_scan(p, n, true); }
 

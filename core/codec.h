@@ -104,5 +104,8 @@ static inline void le64_store(uint8_t *p, uint64_t v)
  * most U+10FFFF) without NUL: what keys and geo members must be, so they
  * always come back as JSON strings. */
 bool codec_text_ok(const void *p, size_t n);
+/* The same rules with NUL bytes allowed: what a JSON string may hold (and
+ * jansson accepts). */
+bool codec_utf8_ok(const void *p, size_t n);
 
 #endif
