@@ -1,0 +1,413 @@
+/*
+ * test_api_fields.c - the two field sources (api.h: api_fields_t) give the
+ * same rate-limit items and the same errors.  GET /throttle/{key} reads its
+ * item straight from the decoded query; it used to build a jansson object
+ * from the query first (integers, numbers and booleans typed, the rest
+ * strings, a repeated parameter refused) and read that.  The reference here
+ * is that conversion, kept as it was, fed to the JSON object source: for
+ * seeded random and edge-case parameter sets (valid, wrong types, out of
+ * range, duplicates, empty values, huge and negative numbers, floats,
+ * "true"/"false", NUL bytes, bytes that are not UTF-8) both must give the
+ * same item field for field, or the same error code, field and message byte
+ * for byte.  The same sets, percent-encoded, are then served through the
+ * router (GET /throttle/{key}) and must answer with that error or a decision.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "api/api.h"
+#include "api/ratelimit.h"
+
+#define T0 1700000000000000000LL
+#define MAX_PARAMS 8
+
+static const char policies_text[] =
+    "{\"policies\": {\"p1\": {\"max_burst\": 5, \"count_per_period\": 10, \"period\": 60, \"key\": \"{path}\"},"
+    " \"tb\": {\"algorithm\": \"token_bucket\", \"capacity\": 10, \"refill_rate\": 2.5}}}";
+
+/* The names GET /throttle/{key} accepts (deny_status is not an item field). */
+static const char *const names[] = { "policy", "algorithm", "max_burst", "count_per_period", "period", "max_count",
+                                     "capacity", "refill_rate", "quantity", "shadow", "deny_status" };
+#define NNAMES (sizeof(names) / sizeof(names[0]))
+
+/* Values, as decoded bytes (lengths explicit: some hold NUL). */
+typedef struct val {
+    const char *s;
+    size_t len;
+} val_t;
+#define V(lit) { lit, sizeof(lit) - 1 }
+static const val_t values[] = {
+    V("0"), V("1"), V("5"), V("15"), V("30"), V("60"), V("-1"), V("-0"), V("+5"), V("05"), V(" 5"), V("5 "),
+    V("2305843009"), V("2305843010"), V("9223372036854775807"), V("9223372036854775808"),
+    V("-9223372036854775808"), V("-9223372036854775809"), V("99999999999999999999999"), V("1e3"), V("1.5"),
+    V("2.5"), V("0.000001"), V("0.0000001"), V("1e12"), V("1e13"), V("1e400"), V(".5"), V("5."), V("nan"),
+    V("inf"), V("0x10"), V(""), V("true"), V("false"), V("TRUE"), V("yes"), V("gcra"), V("sliding_log"),
+    V("sliding_window"), V("fixed_window"), V("token_bucket"), V("bogus"), V("p1"), V("tb"), V("nope"),
+    V("true\0x"), V("5\0\xff"), V("\xff"), V("p1\xff"), V("\xc3\xa9t\xc3\xa9"), V("\xed\xa0\x80"),
+    V("\xc0\xaf"), V("\0"), V("a b&c=d+e%"), V("429"),
+};
+#define NVALUES (sizeof(values) / sizeof(values[0]))
+
+typedef struct pset {
+    api_param_t p[MAX_PARAMS];
+    char name[MAX_PARAMS][32];
+    char value[MAX_PARAMS][64];
+    int n;
+} pset_t;
+
+static void pset_add(pset_t *s, const char *name, const char *v, size_t vlen)
+{
+    assert_true(s->n < MAX_PARAMS && vlen < sizeof(s->value[0]));
+    int i = s->n++;
+    strcpy(s->name[i], name);
+    memcpy(s->value[i], v, vlen);
+    s->value[i][vlen] = '\0';
+    s->p[i].name = s->name[i];
+    s->p[i].value = s->value[i];
+    s->p[i].vlen = vlen;
+}
+
+/* The reference: the query as the jansson object GET /throttle/{key} built
+ * before it read the query directly, conversion unchanged.  NULL with
+ * *dup set to the repeated name. */
+static json_t *reference_object(const pset_t *s, const char *skip, const char **dup)
+{
+    json_t *o = json_object();
+    assert_non_null(o);
+    for (int i = 0; i < s->n; i++) {
+        const api_param_t *q = &s->p[i];
+        if (!strcmp(q->name, skip))
+            continue;
+        size_t nlen = strlen(q->name);
+        if (json_object_getn(o, q->name, nlen)) {
+            *dup = q->name;
+            json_decref(o);
+            return NULL;
+        }
+        int64_t iv;
+        double dv;
+        json_t *v;
+        if (api_parse_i64(q->value, q->vlen, &iv))
+            v = json_integer(iv);
+        else if (api_parse_double(q->value, q->vlen, &dv))
+            v = json_real(dv);
+        else if (!strcmp(q->value, "true") || !strcmp(q->value, "false"))
+            v = json_boolean(q->value[0] == 't');
+        else
+            v = json_stringn(q->value, q->vlen);
+        json_object_setn_new_nocheck(o, q->name, nlen, v);
+    }
+    return o;
+}
+
+typedef struct outcome {
+    bool ok;
+    rl_item_t it;
+    api_err_t e;
+} outcome_t;
+
+static void outcome_release(outcome_t *o) { rl_item_release(&o->it); }
+
+static void by_query(api_server_t *srv, const pset_t *s, outcome_t *out)
+{
+    api_req_t req;
+    memset(&req, 0, sizeof(req));
+    req.params = (api_param_t *)s->p;
+    req.nparams = s->n;
+    api_fields_t f;
+    memset(&out->it, 0, sizeof(out->it));
+    out->ok = api_fields_query(&req, "deny_status", &f, &out->e) &&
+              rl_item_parse(srv, &req, &f, "k", 1, NULL, 0, true, &out->it, &out->e);
+}
+
+static void by_reference(api_server_t *srv, const pset_t *s, outcome_t *out)
+{
+    api_req_t req;
+    memset(&req, 0, sizeof(req));
+    memset(&out->it, 0, sizeof(out->it));
+    const char *dup = NULL;
+    json_t *o = reference_object(s, "deny_status", &dup);
+    if (!o) {
+        api_err_set(&out->e, API_E_BAD_REQUEST, dup, "query parameter '%s' given more than once", dup);
+        out->ok = false;
+        return;
+    }
+    api_fields_t f = api_fields_json(o);
+    out->ok = rl_item_parse(srv, &req, &f, "k", 1, NULL, 0, true, &out->it, &out->e);
+    if (out->ok && out->it.key_buf == NULL)
+        out->it.key = "k";   /* the path key, not the object's storage */
+    json_decref(o);
+}
+
+static void describe(const pset_t *s, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->n && k + 1 < n; i++) {
+        k += (size_t)snprintf(buf + k, n - k, "%s%s=", i ? "&" : "", s->p[i].name);
+        for (size_t j = 0; j < s->p[i].vlen && k + 4 < n; j++)
+            k += (size_t)snprintf(buf + k, n - k, (unsigned char)s->p[i].value[j] < 0x20 ||
+                                                          (unsigned char)s->p[i].value[j] > 0x7e
+                                                      ? "\\x%02x"
+                                                      : "%c",
+                                  (unsigned char)s->p[i].value[j]);
+    }
+}
+
+/* Both sources on one set; returns the reference outcome (caller releases). */
+static void compare(api_server_t *srv, const pset_t *s, outcome_t *ref)
+{
+    outcome_t q;
+    by_query(srv, s, &q);
+    by_reference(srv, s, ref);
+    char what[512];
+    describe(s, what, sizeof(what));
+    if (q.ok != ref->ok)
+        fail_msg("%s: query %s, reference %s (%s)", what, q.ok ? "ok" : "error", ref->ok ? "ok" : "error",
+                 q.ok ? ref->e.message : q.e.message);
+    if (q.ok) {
+        assert_ptr_equal(q.it.policy, ref->it.policy);
+        assert_int_equal(q.it.klen, ref->it.klen);
+        assert_memory_equal(q.it.key, ref->it.key, q.it.klen);
+        assert_memory_equal(&q.it.p, &ref->it.p, sizeof(q.it.p));
+        assert_int_equal(q.it.quantity, ref->it.quantity);
+        assert_int_equal(q.it.shadow, ref->it.shadow);
+    } else {
+        if (q.e.code != ref->e.code || strcmp(q.e.field, ref->e.field) || strcmp(q.e.message, ref->e.message))
+            fail_msg("%s: query [%d %s] %s, reference [%d %s] %s", what, q.e.code, q.e.field, q.e.message,
+                     ref->e.code, ref->e.field, ref->e.message);
+        assert_int_equal(q.e.long_field == NULL, ref->e.long_field == NULL);
+    }
+    outcome_release(&q);
+}
+
+static uint64_t rng_state;
+static uint64_t next_rand(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The set as a query string, each byte percent-encoded when it must be and
+ * at random otherwise. */
+static void encode_query(const pset_t *s, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (i)
+            out[k++] = '&';
+        for (int part = 0; part < 2; part++) {
+            const char *b = part ? s->p[i].value : s->p[i].name;
+            size_t n = part ? s->p[i].vlen : strlen(b);
+            if (part)
+                out[k++] = '=';
+            for (size_t j = 0; j < n; j++) {
+                unsigned char c = (unsigned char)b[j];
+                bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                             c == '_' || c == '.' || c == '-';
+                assert_true(k + 4 < cap);
+                if (plain && next_rand() % 2)
+                    out[k++] = (char)c;
+                else
+                    k += (size_t)snprintf(out + k, cap - k, "%%%02X", c);
+            }
+        }
+    }
+    out[k] = '\0';
+}
+
+/* Served through the router: the reference's error (status, field and
+ * message), or a decision. */
+static void check_served(api_server_t *srv, const pset_t *s, const outcome_t *ref, int serial)
+{
+    char query[1024], path[64];
+    encode_query(s, query, sizeof(query));
+    snprintf(path, sizeof(path), "/throttle/k%d", serial);
+    api_req_t req;
+    api_req_init(&req, API_GET, path, strlen(path), T0);
+    req.query = query;
+    req.query_len = strlen(query);
+    api_resp_t resp;
+    api_dispatch(srv, &req, &resp);
+    if (ref->ok) {
+        if (resp.status != 200 && resp.status != 429)
+            fail_msg("?%s: %d %.*s", query, resp.status, (int)resp.len, resp.body);
+    } else {
+        assert_int_equal(resp.status, 400);
+        json_t *j = json_loadb(resp.body, resp.len, 0, NULL);
+        assert_non_null(j);
+        json_t *e = json_object_get(j, "error");
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        const char *field = json_string_value(json_object_get(e, "field"));
+        if (!msg || strcmp(msg, ref->e.message) || strcmp(field ? field : "", ref->e.field))
+            fail_msg("?%s: served [%s] %s, reference [%s] %s", query, field ? field : "", msg ? msg : "(none)",
+                     ref->e.field, ref->e.message);
+        json_decref(j);
+    }
+    api_resp_release(&resp);
+    api_req_release(&req);
+}
+
+static void server_setup(api_server_t *srv)
+{
+    memset(srv, 0, sizeof(*srv));
+    srv->ks = ks_create(2, 42);
+    assert_non_null(srv->ks);
+    srv->policies = api_policies_create();
+    assert_non_null(srv->policies);
+    size_t count;
+    char err[256];
+    assert_true(api_policies_load(srv->policies, policies_text, strlen(policies_text), &count, err, sizeof(err)));
+    assert_int_equal(count, 2);
+}
+
+static void server_teardown(api_server_t *srv)
+{
+    api_policies_free(srv->policies);
+    ks_free(srv->ks);
+}
+
+static void run_set(api_server_t *srv, const pset_t *s, int serial, bool served)
+{
+    outcome_t ref;
+    policies_read_lock(srv->policies);
+    compare(srv, s, &ref);
+    policies_read_unlock(srv->policies);
+    if (served)
+        check_served(srv, s, &ref, serial);
+    outcome_release(&ref);
+}
+
+/* Hand-picked sets: each rule at its edge. */
+static void test_fields_edges(void **state)
+{
+    (void)state;
+    api_server_t srv;
+    server_setup(&srv);
+    static const char *const sets[][MAX_PARAMS * 2 + 1] = {
+        { "max_burst", "15", "count_per_period", "30", "period", "60", NULL },
+        { "max_burst", "15", "count_per_period", "30", "period", "60", "quantity", "0", "shadow", "true", NULL },
+        { "max_burst", "15", "max_burst", "15", NULL },
+        { "deny_status", "429", "max_burst", "1", "count_per_period", "1", "period", "1", NULL },
+        { "max_burst", "15", "count_per_period", "30", "period", "2305843010", NULL },
+        { "max_burst", "-1", "count_per_period", "30", "period", "60", NULL },
+        { "max_burst", "1.5", "count_per_period", "30", "period", "60", NULL },
+        { "max_burst", "", "count_per_period", "30", "period", "60", NULL },
+        { "max_burst", "true", NULL },
+        { "algorithm", "token_bucket", "capacity", "10", "refill_rate", "2", NULL },
+        { "algorithm", "token_bucket", "capacity", "10", "refill_rate", "1e13", NULL },
+        { "algorithm", "token_bucket", "capacity", "10", "refill_rate", "x", NULL },
+        { "algorithm", "token_bucket", "capacity", "10", NULL },
+        { "algorithm", "sliding_log", "max_count", "10", "period", "60", "max_burst", "1", NULL },
+        { "algorithm", "5", NULL },
+        { "algorithm", "bogus", NULL },
+        { "policy", "p1", NULL },
+        { "policy", "p1", "quantity", "3", NULL },
+        { "policy", "p1", "period", "60", NULL },
+        { "policy", "p1", "shadow", "false", NULL },
+        { "policy", "nope", NULL },
+        { "policy", "5", NULL },
+        { "quantity", "-1", NULL },
+        { "quantity", "x", "policy", "p1", NULL },
+        { "shadow", "1", "max_burst", "1", "count_per_period", "1", "period", "1", NULL },
+        { "shadow", "", NULL },
+        { NULL },
+    };
+    for (int i = 0; sets[i][0]; i++) {
+        pset_t s = { .n = 0 };
+        for (int k = 0; sets[i][k]; k += 2)
+            pset_add(&s, sets[i][k], sets[i][k + 1], strlen(sets[i][k + 1]));
+        run_set(&srv, &s, i, !s.n || strcmp(s.p[0].name, "deny_status"));
+    }
+    /* bytes the JSON string could not hold, and NUL */
+    pset_t s = { .n = 0 };
+    pset_add(&s, "policy", "\xff", 1);
+    pset_add(&s, "policy", "p1", 2);   /* the first was absent: not a repeat */
+    run_set(&srv, &s, 100, true);
+    s.n = 0;
+    pset_add(&s, "policy", "p1", 2);
+    pset_add(&s, "policy", "\xff", 1);   /* a repeat, whatever its value */
+    run_set(&srv, &s, 101, true);
+    s.n = 0;
+    pset_add(&s, "max_burst", "1\0\xff", 3);   /* read up to the NUL, as strtoll did */
+    pset_add(&s, "count_per_period", "1", 1);
+    pset_add(&s, "period", "1", 1);
+    pset_add(&s, "shadow", "true\0x", 6);
+    run_set(&srv, &s, 102, true);
+    server_teardown(&srv);
+}
+
+/* Seeded random sets, mostly names the route takes with values from the
+ * edge list; a share of them served through the router too. */
+static void test_fields_random(void **state)
+{
+    (void)state;
+    api_server_t srv;
+    server_setup(&srv);
+    rng_state = 20;
+    for (int round = 0; round < 20000; round++) {
+        pset_t s = { .n = 0 };
+        int n = (int)(next_rand() % (MAX_PARAMS + 1));
+        bool deny = false;
+        for (int i = 0; i < n; i++) {
+            const char *name = names[next_rand() % NNAMES];
+            const val_t *v = &values[next_rand() % NVALUES];
+            deny |= strcmp(name, "deny_status") == 0;
+            pset_add(&s, name, v->s, v->len);
+        }
+        run_set(&srv, &s, 1000 + round, !deny && round % 8 == 0);
+    }
+    /* valid sets, so successes are compared as often as errors */
+    for (int round = 0; round < 2000; round++) {
+        pset_t s = { .n = 0 };
+        static const char *const algos[] = { "gcra", "sliding_log", "sliding_window", "fixed_window",
+                                             "token_bucket" };
+        const char *algo = algos[next_rand() % 5];
+        char a[24], b[24], c[24];
+        snprintf(a, sizeof(a), "%llu", (unsigned long long)(next_rand() % 100 + 1));
+        snprintf(b, sizeof(b), "%llu", (unsigned long long)(next_rand() % 100 + 1));
+        snprintf(c, sizeof(c), "%llu.%llu", (unsigned long long)(next_rand() % 100),
+                 (unsigned long long)(next_rand() % 1000 + 1));
+        if (next_rand() % 2)
+            pset_add(&s, "algorithm", algo, strlen(algo));
+        else
+            algo = "gcra";
+        if (!strcmp(algo, "gcra")) {
+            pset_add(&s, "max_burst", a, strlen(a));
+            pset_add(&s, "count_per_period", b, strlen(b));
+            pset_add(&s, "period", a, strlen(a));
+        } else if (!strcmp(algo, "token_bucket")) {
+            pset_add(&s, "capacity", a, strlen(a));
+            const char *rate = next_rand() % 2 ? c : b;
+            pset_add(&s, "refill_rate", rate, strlen(rate));
+        } else {
+            pset_add(&s, "max_count", a, strlen(a));
+            pset_add(&s, "period", b, strlen(b));
+        }
+        if (next_rand() % 3 == 0)
+            pset_add(&s, "quantity", b, strlen(b));
+        if (next_rand() % 3 == 0) {
+            const char *shadow = next_rand() % 2 ? "true" : "false";
+            pset_add(&s, "shadow", shadow, strlen(shadow));
+        }
+        run_set(&srv, &s, 100000 + round, round % 8 == 0);
+    }
+    server_teardown(&srv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fields_edges),
+        cmocka_unit_test(test_fields_random),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
