@@ -604,6 +604,29 @@ static void ts_group_close(ts_group_t *g, bool changed)
 }
 
 
+/* Room is made for a write before its keys are locked (evicting takes locks
+ * of its own), and the keys a series' rules write to are known only once it
+ * is open: a write the token or the cluster refuses for a destination would
+ * be answered 403 or 421 after evicting keys for it.  So, when room has to
+ * be made, the series and its destinations are opened first, as the write
+ * will open them, and a refusal answered before anything is evicted.  (A
+ * rule another request adds in between can still be refused after; that
+ * changes nothing this request asked for.) */
+static bool ts_make_room(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen)
+{
+    if (!req->replay && ks_over_limit(srv->ks)) {
+        bool undo = resp->undo_on;   /* a look, not a change: nothing to take back */
+        resp->undo_on = false;
+        ts_group_t g;
+        bool ok = ts_group_open(srv, req, resp, key, klen, API_READ, &g);
+        resp->undo_on = undo;
+        if (!ok)
+            return false;
+        ts_group_close(&g, false);
+    }
+    return api_make_room(srv, req, resp);
+}
+
 static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "retention_ms", "duplicate_policy", "labels", "chunk_size", "encoding", NULL };
@@ -647,7 +670,7 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ts_sample_t *s = parse_samples(req, resp, body, &n);
     if (!s)
         return;
-    if (!api_make_room(srv, req, resp)) {
+    if (!ts_make_room(srv, req, resp, key, klen)) {
         free(s);
         return;
     }
@@ -775,7 +798,7 @@ static void incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool dec
     }
     if (decr)
         by = -by;
-    if (!api_make_room(srv, req, resp))
+    if (!ts_make_room(srv, req, resp, key, klen))
         return;
     ts_group_t g;
     if (!ts_group_open(srv, req, resp, key, klen, API_WRITE, &g))
@@ -1678,7 +1701,10 @@ static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp
         api_error_field(resp, API_E_BAD_REQUEST, "dest", "the source and the destination must be different series");
         return;
     }
-    if (!api_make_room(srv, req, resp))
+    /* both keys allowed before room is made for them (the sources their
+     * rules name are checked when locked) */
+    ks_key_t named[2] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
+    if (!api_keys_allowed(srv, req, resp, named, 2) || !api_make_room(srv, req, resp))
         return;
     for (int attempt = 0; attempt < 8; attempt++) {
         /* the sources the two series name now: their rules decide what is live */

@@ -503,6 +503,68 @@ static void test_prefixes(void **state)
     tally_cleanup(&p);
 }
 
+/* The keyspace's memory use and limit from /info. */
+static void memory_of(const tally_proc_t *p, long long *used, long long *max)
+{
+    http_resp_t r = req_as(p, "all-secret", "GET", "/info", NULL, NULL);
+    assert_status(&r, 200);
+    json_t *ks = json_object_get(r.json, "keyspace");
+    *used = json_integer_value(json_object_get(ks, "memory_bytes"));
+    *max = json_integer_value(json_object_get(ks, "maxmemory"));
+    http_free(&r);
+}
+
+/* Over --maxmemory with allkeys-lru, a write evicts before it runs; one the
+ * token may not make is refused first, and evicts nothing: a sample whose
+ * series' compaction rule writes outside the prefixes, and a rule whose
+ * destination is outside them. */
+static void test_refused_before_eviction(void **state)
+{
+    (void)state;
+    static char cfg[400];
+    snprintf(cfg, sizeof(cfg), "%s/policies.json", cfgdir);
+    write_file(cfg, POLICIES);
+    const char *args[] = { "--tokens", tokens_file(), "--config", cfg, "--fsync", "always", "--maxmemory", "2mb",
+                           "--maxmemory-policy", "allkeys-lru", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    const char *T = "tenant-secret", *A = "all-secret";
+    assert_int_equal(status_as(&p, A, "PUT", "/ts/t:src", "{}"), 201);
+    assert_int_equal(status_as(&p, A, "PUT", "/ts/x:agg", "{}"), 201);
+    assert_int_equal(status_as(&p, A, "POST", "/ts/t:src/rules", "{\"dest\":\"x:agg\",\"agg\":\"sum\",\"bucket_ms\":1000}"),
+                     201);
+    /* filled past the limit: the next write that runs evicts */
+    long long used = 0, max = 0;
+    char path[64];
+    for (int i = 0; used <= max; i++) {
+        snprintf(path, sizeof(path), "/bloom/x:fill%d", i);
+        assert_int_equal(status_as(&p, A, "PUT", path, "{\"capacity\":20000,\"error_rate\":0.001}"), 201);
+        memory_of(&p, &used, &max);
+        assert_true(i < 1000);
+    }
+
+    state_t before;
+    state_take(&p, &before);
+    expect_prefix_refusal(&p, T, "POST", "/ts/t:src", "{\"samples\":[[1000,1]]}", NULL, "x:agg");
+    expect_prefix_refusal(&p, T, "POST", "/ts/t:src/incrby", "{\"by\":1,\"timestamp\":1000}", NULL, "x:agg");
+    expect_prefix_refusal(&p, T, "POST", "/ts/t:src/rules", "{\"dest\":\"x:other\",\"agg\":\"avg\",\"bucket_ms\":1000}",
+                          NULL, "x:other");
+    state_unchanged(&p, &before);
+    state_free(&before);
+
+    /* the same limit evicts for a write that is allowed */
+    char *keys_before = keys_listing(&p);
+    assert_int_equal(status_as(&p, T, "POST", "/counter/t:n", "{\"by\":1}"), 200);
+    char *keys_after = keys_listing(&p);
+    assert_string_not_equal(keys_before, keys_after);
+    assert_null(strstr(keys_before, "\"t:n\""));
+    free(keys_before);
+    free(keys_after);
+    memory_of(&p, &used, &max);
+    assert_true(used <= max + 64 * 1024);
+    tally_cleanup(&p);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Details, metrics, reload, access log, failures, start-up                 */
 /* ------------------------------------------------------------------------ */
@@ -820,6 +882,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_matrix),
         cmocka_unit_test(test_prefixes),
+        cmocka_unit_test(test_refused_before_eviction),
         cmocka_unit_test(test_info_and_metrics),
         cmocka_unit_test(test_reload),
         cmocka_unit_test(test_reload_under_load),
