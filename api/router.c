@@ -47,6 +47,11 @@ const char *api_method_name(api_method_t m)
 
 api_method_t api_method_parse(const char *s)
 {
+    /* every request comes through here: GET and POST without a scan */
+    if (s[0] == 'G' && s[1] == 'E' && s[2] == 'T' && s[3] == '\0')
+        return API_GET;
+    if (s[0] == 'P' && s[1] == 'O' && s[2] == 'S' && s[3] == 'T' && s[4] == '\0')
+        return API_POST;
     for (size_t i = 0; i < sizeof(method_names) / sizeof(method_names[0]); i++)
         if (method_names[i].m != API_ANY && strcmp(method_names[i].name, s) == 0)
             return method_names[i].m;
