@@ -264,27 +264,41 @@ static int pct_byte(const char *s, size_t i, size_t n)
     return hi << 4 | lo;
 }
 
-/* Decodes s from *i up to n or the first byte `stop` (or `stop2`) into out,
- * NUL-terminated, '+' as a space when plus_is_space; *i is left on the stop
- * byte (or n).  Returns the length, or -1 on a bad escape. */
-static long pct_decode_until(const char *s, size_t *i, size_t n, char stop, char stop2, bool plus_is_space,
-                             char *out)
+/* The bytes a decoding loop must look at, by what is decoded: a bit each
+ * (DEC_PATH: a path segment ends at '/'; DEC_NAME: a query name at '&' or
+ * '='; DEC_VALUE: a query value at '&'; '%' starts an escape everywhere,
+ * '+' is a space in the query).  One table lookup per byte. */
+enum { DEC_PATH = 1, DEC_NAME = 2, DEC_VALUE = 4 };
+static const uint8_t dec_special[256] = {
+    ['%'] = DEC_PATH | DEC_NAME | DEC_VALUE,
+    ['/'] = DEC_PATH,
+    ['&'] = DEC_NAME | DEC_VALUE,
+    ['='] = DEC_NAME,
+    ['+'] = DEC_NAME | DEC_VALUE,
+};
+
+/* Decodes s from *i up to n or the first byte ending a piece of kind `dec`
+ * (above) into out, NUL-terminated; *i is left on that byte (or n).
+ * Returns the length, or -1 on a bad escape. */
+static long pct_decode_until(const char *s, size_t *i, size_t n, unsigned dec, char *out)
 {
     size_t j = 0, k = *i;
     for (; k < n; k++) {
-        char c = s[k];
-        if (c == stop || c == stop2)
-            break;
-        if (c == '%') {
-            int b = pct_byte(s, k, n);
-            if (b < 0)
-                return -1;
-            c = (char)b;
-            k += 2;
-        } else if (c == '+' && plus_is_space) {
-            c = ' ';
+        unsigned char c = (unsigned char)s[k];
+        if (dec_special[c] & dec) {
+            if (c == '%') {
+                int b = pct_byte(s, k, n);
+                if (b < 0)
+                    return -1;
+                c = (unsigned char)b;
+                k += 2;
+            } else if (c == '+') {
+                c = ' ';
+            } else {
+                break;   /* the end of the piece */
+            }
         }
-        out[j++] = c;
+        out[j++] = (char)c;
     }
     out[j] = '\0';
     *i = k;
@@ -306,7 +320,7 @@ static bool split_path(api_req_t *req, api_resp_t *resp, char **arena)
                       API_MAX_SEGMENTS);
             return false;
         }
-        long len = pct_decode_until(p, &i, n, '/', '/', false, *arena);
+        long len = pct_decode_until(p, &i, n, DEC_PATH, *arena);
         if (len < 0) {
             api_error(resp, API_E_BAD_REQUEST, "malformed percent-encoding in the path");
             return false;
@@ -371,14 +385,14 @@ static bool parse_query(api_req_t *req, api_resp_t *resp, char **arena)
             return false;
         }
         api_param_t *pp = &req->params[req->nparams];
-        long nlen = pct_decode_until(q, &i, n, '&', '=', true, *arena);
+        long nlen = pct_decode_until(q, &i, n, DEC_NAME, *arena);
         pp->name = *arena;
         *arena += nlen + 1;
         long vlen = -1;
         if (nlen >= 0) {
             if (i < n && q[i] == '=')
                 i++;
-            vlen = pct_decode_until(q, &i, n, '&', '&', true, *arena);
+            vlen = pct_decode_until(q, &i, n, DEC_VALUE, *arena);
         }
         pp->value = *arena;
         *arena += vlen + 1;
