@@ -658,6 +658,7 @@ void api_req_release(api_req_t *req)
 
 void api_resp_release(api_resp_t *resp)
 {
-    free(resp->body);
+    if (resp->body)   /* usually handed to libmicrohttpd already; free(NULL) costs jemalloc a call */
+        free(resp->body);
     resp->body = NULL;
 }
