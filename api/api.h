@@ -33,6 +33,8 @@
 
 #define API_MAX_SEGMENTS 16      /* deepest path any route has, plus slack */
 #define API_MAX_PARAMS 10000     /* query parameters per request (batches of item=) */
+#define API_INLINE_PARAMS 16     /* query parameters decoded without an allocation */
+#define API_INLINE_ARENA 1024    /* decoded path and query bytes without an allocation */
 #define API_MAX_HEADERS 12       /* response headers a handler may add */
 #define API_MAX_BATCH 10000      /* items per request (DESIGN §2) */
 
@@ -128,6 +130,13 @@ typedef struct api_req {
     int nparams;
     json_t *json;                /* parsed body, owned by the request */
     char *arena;                 /* decoded segments and parameters live here */
+    int params_cap;              /* room at params */
+    /* Room for a typical request's decoding, so that it allocates nothing:
+     * the router uses these when they suffice and allocates otherwise
+     * (api_req_release frees only that).  Last, and not cleared by
+     * api_req_init. */
+    api_param_t params_inline[API_INLINE_PARAMS];
+    char arena_inline[API_INLINE_ARENA];
 } api_req_t;
 
 typedef struct api_undo api_undo_t;   /* api/undo.h */

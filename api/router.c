@@ -13,6 +13,8 @@
  * client libraries produce.
  */
 #include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +47,11 @@ const char *api_method_name(api_method_t m)
 
 api_method_t api_method_parse(const char *s)
 {
+    /* every request comes through here: GET and POST without a scan */
+    if (s[0] == 'G' && s[1] == 'E' && s[2] == 'T' && s[3] == '\0')
+        return API_GET;
+    if (s[0] == 'P' && s[1] == 'O' && s[2] == 'S' && s[3] == 'T' && s[4] == '\0')
+        return API_POST;
     for (size_t i = 0; i < sizeof(method_names) / sizeof(method_names[0]); i++)
         if (method_names[i].m != API_ANY && strcmp(method_names[i].name, s) == 0)
             return method_names[i].m;
@@ -77,6 +84,101 @@ static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
 
 static void compile_route(compiled_route_t *c, const char *pattern);
 
+/*
+ * The routes a path can match, by its first segment: a request looks its
+ * first segment up in a small hash table (one entry per distinct literal
+ * first segment of a pattern) and tries only the routes listed there, in
+ * table order, instead of every route.  A list holds the routes with that
+ * literal first segment and those whose first segment is a parameter;
+ * `wild` (for a first segment no pattern starts with) only the latter.  The
+ * first route matching, and the first taking the method, are those of a
+ * scan of the whole table.
+ */
+typedef struct route_list {
+    const char *first;   /* the literal first segment, NULL: an empty slot */
+    size_t first_len;
+    uint32_t *idx;       /* indices in the table, ascending */
+    size_t n;
+} route_list_t;
+
+static route_list_t *first_index;   /* open addressing, first_nslots a power of two */
+static size_t first_nslots;
+static route_list_t wild;
+
+/* FNV-1a of a first segment, for first_index. */
+static size_t first_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static bool first_is_param(const compiled_route_t *c) { return c->nseg == 0 || c->seg[0].param; }
+
+/* The slot of a first segment in first_index: its list, or the empty slot
+ * where it would go. */
+static route_list_t *first_slot(const char *s, size_t n)
+{
+    size_t mask = first_nslots - 1;
+    for (size_t h = first_hash(s, n) & mask;; h = (h + 1) & mask) {
+        route_list_t *l = &first_index[h];
+        if (!l->first || (l->first_len == n && memcmp(l->first, s, n) == 0))
+            return l;
+    }
+}
+
+/* Builds first_index and wild from the compiled table (at start-up). */
+static void index_routes(void)
+{
+    size_t ndistinct = 0;
+    for (size_t r = 0; r < nroutes; r++)
+        ndistinct += !first_is_param(&compiled[r]);   /* an upper bound */
+    for (first_nslots = 8; first_nslots < 2 * ndistinct; first_nslots *= 2)
+        ;
+    first_index = calloc(first_nslots, sizeof(*first_index));
+    uint32_t *all = malloc((first_nslots + 1) * nroutes * sizeof(*all));
+    if (!first_index || !all)
+        abort();   /* at start-up, like the table itself */
+    wild.idx = all;
+    for (size_t r = 0; r < nroutes; r++)
+        if (first_is_param(&compiled[r]))
+            wild.idx[wild.n++] = (uint32_t)r;
+    size_t used = 1;
+    for (size_t r = 0; r < nroutes; r++) {
+        const pattern_seg_t *f = &compiled[r].seg[0];
+        if (first_is_param(&compiled[r]))
+            continue;
+        route_list_t *l = first_slot(f->text, f->len);
+        if (l->first)
+            continue;   /* listed with an earlier route */
+        l->first = f->text;
+        l->first_len = f->len;
+        l->idx = all + used++ * nroutes;
+        for (size_t k = r; k < nroutes; k++) {   /* no route before r starts with this literal */
+            const compiled_route_t *c = &compiled[k];
+            if (first_is_param(c) || (c->seg[0].len == f->len && memcmp(c->seg[0].text, f->text, f->len) == 0))
+                l->idx[l->n++] = (uint32_t)k;
+        }
+        /* the parameter-first routes before r go in too, keeping table order */
+        size_t before = 0;
+        while (before < wild.n && wild.idx[before] < r)
+            before++;
+        if (before) {
+            memmove(l->idx + before, l->idx, l->n * sizeof(*l->idx));
+            memcpy(l->idx, wild.idx, before * sizeof(*l->idx));
+            l->n += before;
+        }
+    }
+}
+
+/* The routes a request's path may match (its first segment decoded). */
+static const route_list_t *route_candidates(const api_req_t *req)
+{
+    const route_list_t *l = first_slot(req->seg[0], req->seg_len[0]);
+    return l->first ? l : &wild;
+}
+
 static void compile_routes(void)
 {
     for (size_t f = 0; f < api_nfamilies; f++)
@@ -93,6 +195,7 @@ static void compile_routes(void)
                 abort();   /* a route without an access class (api.h): never served */
             compile_route(&compiled[r], table[r].pattern);
         }
+    index_routes();
 }
 
 size_t api_route_count(void)
@@ -133,8 +236,11 @@ static bool route_writes(const api_route_t *r)
 
 /*
  * Everything a request decodes (path segments, query names and values) goes
- * into one arena allocated once: decoding never makes a string longer, so
- * the raw path and query lengths plus a NUL per piece bound its size.
+ * into one arena: decoding never makes a string longer, so the raw path and
+ * query lengths plus a NUL per piece bound its size.  A typical request's
+ * fits the room inside api_req_t (arena_inline, params_inline): nothing is
+ * allocated.  Each of the path and the query is decoded in one pass, split
+ * and unescaped together.
  */
 
 static int hexval(char c)
@@ -148,25 +254,54 @@ static int hexval(char c)
     return -1;
 }
 
-/* Decodes s[0..n) to out (NUL-terminated); returns the length, or -1 on a bad escape. */
-static long pct_decode(const char *s, size_t n, bool plus_is_space, char *out)
+/* The byte of the escape "%XY" at s[i] (i < n, s[i] == '%'), or -1 when the
+ * two hex digits are not both there before n. */
+static int pct_byte(const char *s, size_t i, size_t n)
 {
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            int hi, lo;
-            if (n - i < 3 || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0)
-                return -1;
-            out[j++] = (char)(hi << 4 | lo);
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            out[j++] = ' ';
-        } else {
-            out[j++] = c;
+    int hi, lo;
+    if (n - i < 3 || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0)
+        return -1;
+    return hi << 4 | lo;
+}
+
+/* The bytes a decoding loop must look at, by what is decoded: a bit each
+ * (DEC_PATH: a path segment ends at '/'; DEC_NAME: a query name at '&' or
+ * '='; DEC_VALUE: a query value at '&'; '%' starts an escape everywhere,
+ * '+' is a space in the query).  One table lookup per byte. */
+enum { DEC_PATH = 1, DEC_NAME = 2, DEC_VALUE = 4 };
+static const uint8_t dec_special[256] = {
+    ['%'] = DEC_PATH | DEC_NAME | DEC_VALUE,
+    ['/'] = DEC_PATH,
+    ['&'] = DEC_NAME | DEC_VALUE,
+    ['='] = DEC_NAME,
+    ['+'] = DEC_NAME | DEC_VALUE,
+};
+
+/* Decodes s from *i up to n or the first byte ending a piece of kind `dec`
+ * (above) into out, NUL-terminated; *i is left on that byte (or n).
+ * Returns the length, or -1 on a bad escape. */
+static long pct_decode_until(const char *s, size_t *i, size_t n, unsigned dec, char *out)
+{
+    size_t j = 0, k = *i;
+    for (; k < n; k++) {
+        unsigned char c = (unsigned char)s[k];
+        if (dec_special[c] & dec) {
+            if (c == '%') {
+                int b = pct_byte(s, k, n);
+                if (b < 0)
+                    return -1;
+                c = (unsigned char)b;
+                k += 2;
+            } else if (c == '+') {
+                c = ' ';
+            } else {
+                break;   /* the end of the piece */
+            }
         }
+        out[j++] = (char)c;
     }
     out[j] = '\0';
+    *i = k;
     return (long)j;
 }
 
@@ -180,15 +315,12 @@ static bool split_path(api_req_t *req, api_resp_t *resp, char **arena)
     }
     size_t i = 1;
     for (;;) {
-        size_t start = i;
-        while (i < n && p[i] != '/')
-            i++;
         if (req->nseg == API_MAX_SEGMENTS) {
             api_error(resp, API_E_NOT_FOUND, "no route has more than %d path segments (GET / lists every route)",
                       API_MAX_SEGMENTS);
             return false;
         }
-        long len = pct_decode(p + start, i - start, false, *arena);
+        long len = pct_decode_until(p, &i, n, DEC_PATH, *arena);
         if (len < 0) {
             api_error(resp, API_E_BAD_REQUEST, "malformed percent-encoding in the path");
             return false;
@@ -204,41 +336,64 @@ static bool split_path(api_req_t *req, api_resp_t *resp, char **arena)
     return true;
 }
 
+/* Room for one more query parameter: params_inline first, then the heap,
+ * doubling.  False when memory runs out. */
+static bool params_grow(api_req_t *req)
+{
+    if (req->nparams < req->params_cap)
+        return true;
+    if (!req->params) {
+        req->params = req->params_inline;
+        req->params_cap = API_INLINE_PARAMS;
+        return true;
+    }
+    int cap = req->params_cap * 2;
+    api_param_t *p = req->params == req->params_inline ? malloc((size_t)cap * sizeof(*p))
+                                                       : realloc(req->params, (size_t)cap * sizeof(*p));
+    if (!p)
+        return false;
+    if (req->params == req->params_inline)
+        memcpy(p, req->params_inline, sizeof(req->params_inline));
+    req->params = p;
+    req->params_cap = cap;
+    return true;
+}
+
 static bool parse_query(api_req_t *req, api_resp_t *resp, char **arena)
 {
     if (!req->query || req->query_len == 0)
         return true;
-    size_t count = 1;
-    for (size_t i = 0; i < req->query_len; i++)
-        if (req->query[i] == '&')
-            count++;
-    if (count > API_MAX_PARAMS) {
-        api_error(resp, API_E_BAD_REQUEST, "too many query parameters (at most %d)", API_MAX_PARAMS);
-        return false;
-    }
-    req->params = malloc(count * sizeof(*req->params));
-    if (!req->params) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory decoding the query");
-        return false;
-    }
     const char *q = req->query;
-    size_t n = req->query_len, i = 0;
-    while (i <= n) {
-        size_t start = i;
-        while (i < n && q[i] != '&')
-            i++;
-        size_t end = i;
-        i++;
-        if (end == start)
-            continue;   /* "a=1&&b=2" */
-        size_t eq = start;
-        while (eq < end && q[eq] != '=')
-            eq++;
+    size_t n = req->query_len;
+    if (n + 1 > API_MAX_PARAMS) {   /* only then can there be more than the limit */
+        size_t count = 1;
+        for (const char *a = q, *e = q + n; (a = memchr(a, '&', (size_t)(e - a))) != NULL; a++)
+            count++;
+        if (count > API_MAX_PARAMS) {
+            api_error(resp, API_E_BAD_REQUEST, "too many query parameters (at most %d)", API_MAX_PARAMS);
+            return false;
+        }
+    }
+    for (size_t i = 0; i <= n; i++) {   /* i on the '&' ending the previous parameter */
+        if (i == n || q[i] == '&') {
+            if (i == n)
+                break;
+            continue;   /* "a=1&&b=2", or a trailing '&' */
+        }
+        if (!params_grow(req)) {
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory decoding the query");
+            return false;
+        }
         api_param_t *pp = &req->params[req->nparams];
-        long nlen = pct_decode(q + start, eq - start, true, *arena);
+        long nlen = pct_decode_until(q, &i, n, DEC_NAME, *arena);
         pp->name = *arena;
         *arena += nlen + 1;
-        long vlen = nlen < 0 ? -1 : pct_decode(q + (eq < end ? eq + 1 : end), eq < end ? end - eq - 1 : 0, true, *arena);
+        long vlen = -1;
+        if (nlen >= 0) {
+            if (i < n && q[i] == '=')
+                i++;
+            vlen = pct_decode_until(q, &i, n, DEC_VALUE, *arena);
+        }
         pp->value = *arena;
         *arena += vlen + 1;
         if (nlen < 0 || vlen < 0) {
@@ -247,6 +402,8 @@ static bool parse_query(api_req_t *req, api_resp_t *resp, char **arena)
         }
         pp->vlen = (size_t)vlen;
         req->nparams++;
+        if (i >= n)
+            break;
     }
     return true;
 }
@@ -374,7 +531,7 @@ const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
 
 void api_req_init(api_req_t *req, api_method_t method, const char *path, size_t path_len, int64_t now_ns)
 {
-    memset(req, 0, sizeof(*req));
+    memset(req, 0, offsetof(api_req_t, params_inline));   /* the inline room is written before it is read */
     req->method = method;
     req->path = path;
     req->path_len = path_len;
@@ -404,10 +561,11 @@ void api_resp_init(api_resp_t *resp)
 static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     pthread_once(&compile_once, compile_routes);
-    size_t nparts = 1;
-    for (size_t i = 0; i < req->query_len; i++)
-        nparts += req->query[i] == '&' || req->query[i] == '=';
-    req->arena = malloc(req->path_len + req->query_len + API_MAX_SEGMENTS + 2 * nparts + 2);
+    /* the decoded path takes at most path_len bytes with its NULs; a query
+     * of n bytes at most n + n/2 + 1 (a NUL after each name and value, and
+     * a parameter is at least one byte and a '&') */
+    size_t need = req->path_len + req->query_len + req->query_len / 2 + API_MAX_SEGMENTS + 4;
+    req->arena = need <= sizeof(req->arena_inline) ? req->arena_inline : malloc(need);
     if (!req->arena) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory decoding the request");
         return;
@@ -417,7 +575,9 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
 
     const api_route_t *match = NULL;
-    for (size_t i = 0; i < nroutes; i++) {
+    const route_list_t *cand = route_candidates(req);
+    for (size_t k = 0; k < cand->n; k++) {
+        size_t i = cand->idx[k];
         if (!route_matches(i, req))
             continue;
         if (resp->route_index < 0)
@@ -483,11 +643,14 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 void api_req_release(api_req_t *req)
 {
-    free(req->arena);
+    if (req->arena != req->arena_inline)
+        free(req->arena);
     req->arena = NULL;
     req->nseg = 0;
-    free(req->params);
+    if (req->params != req->params_inline)
+        free(req->params);
     req->params = NULL;
+    req->params_cap = 0;
     req->nparams = 0;
     json_decref(req->json);
     req->json = NULL;
@@ -495,6 +658,7 @@ void api_req_release(api_req_t *req)
 
 void api_resp_release(api_resp_t *resp)
 {
-    free(resp->body);
+    if (resp->body)   /* usually handed to libmicrohttpd already; free(NULL) costs jemalloc a call */
+        free(resp->body);
     resp->body = NULL;
 }

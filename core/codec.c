@@ -95,7 +95,8 @@ void wbuf_patch_u64(wbuf_t *b, size_t at, uint64_t v)
 
 void wbuf_free(wbuf_t *b)
 {
-    free(b->data);
+    if (b->data)   /* jemalloc's free(NULL) is not free: every GET has an empty body */
+        free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
     b->oom = false;

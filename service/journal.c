@@ -17,6 +17,7 @@
 #define JOURNAL_RETRY_NS (100 * 1000000LL)   /* after a failed write, retry at most every 100 ms */
 #define JOURNAL_WINDOW (4u << 20)             /* file space reserved and mapped at a time */
 #define JOURNAL_KEEP_BUF (64u << 10)          /* the write buffer is kept between flushes up to this size */
+#define JOURNAL_PREFAULT (256u << 10)         /* window made writable ahead of the records at a time */
 
 /*
  * A journal file is written through a shared memory mapping of space
@@ -41,6 +42,7 @@ typedef struct jfile {
     _Atomic uint64_t end;   /* bytes of data in the file, header included */
     _Atomic uint64_t alloc; /* bytes reserved (the file's size) */
     uint64_t records;       /* request records in the file (writer only) */
+    uint64_t faulted;       /* file offset up to which the window is already writable (writer only) */
 } jfile_t;
 
 /* A new journal file: its header written, space reserved after it. */
@@ -50,6 +52,7 @@ static void jfile_init(jfile_t *f, int fd)
     f->map = NULL;
     f->map_off = 0;
     f->records = 0;
+    f->faulted = 0;
     off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
     atomic_store(&f->end, fd >= 0 ? (uint64_t)JOURNAL_HEADER_SIZE : 0);
     atomic_store(&f->alloc, size > 0 ? (uint64_t)size : 0);
@@ -62,6 +65,7 @@ static void jfile_move(jfile_t *dst, jfile_t *src)
     dst->map = src->map;
     dst->map_off = src->map_off;
     dst->records = src->records;
+    dst->faulted = src->faulted;
     atomic_store(&dst->end, atomic_load(&src->end));
     atomic_store(&dst->alloc, atomic_load(&src->alloc));
     jfile_init(src, -1);
@@ -100,6 +104,25 @@ static int record_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at)
     return 0;
 }
 
+/* Makes the window's pages up to `upto` (and JOURNAL_PREFAULT beyond)
+ * writable in one system call (MADV_POPULATE_WRITE), rather than one page
+ * fault per fresh page as records reach it.  Only reserved space: the pages
+ * read as zeros either way. */
+static void jfile_prefault(jfile_t *f, uint64_t upto)
+{
+    uint64_t from = f->faulted > f->map_off ? f->faulted : f->map_off;
+    uint64_t to = ((upto + JOURNAL_PAGE - 1) & ~(uint64_t)(JOURNAL_PAGE - 1)) + JOURNAL_PREFAULT;
+    uint64_t alloc = atomic_load(&f->alloc) & ~(uint64_t)(JOURNAL_PAGE - 1);
+    if (to > f->map_off + JOURNAL_WINDOW)
+        to = f->map_off + JOURNAL_WINDOW;
+    if (to > alloc)
+        to = alloc;
+    from &= ~(uint64_t)(JOURNAL_PAGE - 1);
+    if (to > from)
+        (void)madvise(f->map + (from - f->map_off), to - from, MADV_POPULATE_WRITE);   /* a hint: faults still work */
+    f->faulted = to > upto ? to : upto;
+}
+
 /* Stores one framed record (n bytes at p) at the end of the file's data:
  * payload first, frame last.  The space is already reserved. */
 static int jfile_put(jfile_t *f, const uint8_t *p, size_t n)
@@ -115,7 +138,10 @@ static int jfile_put(jfile_t *f, const uint8_t *p, size_t n)
                 munmap(f->map, JOURNAL_WINDOW);
             f->map = m;
             f->map_off = off;
+            f->faulted = off;
         }
+        if (end + n > f->faulted)
+            jfile_prefault(f, end + n);
         uint8_t *dst = f->map + (end - off);
         memcpy(dst + JOURNAL_FRAME_SIZE, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE);
         atomic_signal_fence(memory_order_release);

@@ -114,6 +114,8 @@ struct server {
  * for a request) and freed by the completion callback. */
 typedef struct req_state {
     char *uri;                     /* raw request target as the client sent it (stored after the struct) */
+    size_t uri_len;
+    size_t path_len;               /* of the path: up to its '?', or all of it */
     wbuf_t body;
     bool started;
     bool close;                    /* answer with Connection: close */
@@ -129,7 +131,11 @@ typedef struct req_state {
     char ip[INET6_ADDRSTRLEN];     /* the peer's address, once asked for */
     char client[INET6_ADDRSTRLEN + 16]; /* the client's address (core/cidr.h), once asked for */
     char method[16];               /* for the access log */
-    const char *ctype;             /* its Content-Type header (in MHD's pool), or NULL */
+    /* Request headers taken in the one pass over them (scan_header), in
+     * MHD's pool: the Content-Type, and the two every request's guard
+     * (api/guard.h) asks header_of for, so it needs no lookup of its own. */
+    bool scanned;
+    const char *ctype, *host, *origin;
     /* last and not cleared at creation (its header array is large): set
      * only when the request is suspended */
     api_resp_t resp;
@@ -418,13 +424,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         return NULL;
     memset(st, 0, offsetof(req_state_t, resp));
     st->uri = memcpy((char *)(st + 1), uri, ulen + 1);
+    st->uri_len = ulen;
     /* The router decodes the query string from this copy.  libmicrohttpd
      * would also parse it, into its per-connection memory pool, after this
      * callback returns: with a few hundred parameters the pool runs out and
      * the request is dropped unanswered.  Ending the string just after '?'
      * (in MHD's own read buffer, where it would write a NUL itself) leaves it
      * nothing to parse. */
-    char *q = strchr(uri, '?');
+    char *q = memchr(uri, '?', ulen);
+    st->path_len = q ? (size_t)(q - uri) : ulen;
     if (q && q[1])
         q[1] = '\0';
     st->start_ns = now;
@@ -459,6 +467,12 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
 static const char *header_of(void *hctx, const char *name)
 {
     const req_state_t *st = hctx;
+    if (st->scanned) {   /* what scan_header kept: the first of each, as MHD's lookup gives */
+        if ((name[0] | 0x20) == 'h' && strcasecmp(name, MHD_HTTP_HEADER_HOST) == 0)
+            return st->host;
+        if ((name[0] | 0x20) == 'o' && strcasecmp(name, MHD_HTTP_HEADER_ORIGIN) == 0)
+            return st->origin;
+    }
     return MHD_lookup_connection_value(st->conn, MHD_HEADER_KIND, name);
 }
 
@@ -587,7 +601,7 @@ static enum MHD_Result suspend(req_state_t *st, struct MHD_Connection *c, api_re
  * (as MHD_lookup_connection_value gives), and whether two Content-Length
  * headers differ.  The values live in MHD's pool until the request ends. */
 struct head_scan {
-    const char *cl, *te, *expect, *ctype;
+    const char *cl, *te, *expect, *ctype, *host, *origin;
     bool cl_differ;
 };
 
@@ -610,9 +624,15 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
             slot = &h->te;
         break;
-    case sizeof(MHD_HTTP_HEADER_EXPECT) - 1:
+    case sizeof(MHD_HTTP_HEADER_EXPECT) - 1:   /* and Origin */
         if (strcasecmp(key, MHD_HTTP_HEADER_EXPECT) == 0)
             slot = &h->expect;
+        else if (strcasecmp(key, MHD_HTTP_HEADER_ORIGIN) == 0)
+            slot = &h->origin;
+        break;
+    case sizeof(MHD_HTTP_HEADER_HOST) - 1:
+        if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+            slot = &h->host;
         break;
     case sizeof(MHD_HTTP_HEADER_CONTENT_TYPE) - 1:
         if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
@@ -658,16 +678,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         conn_set(c, CONN_BUSY, 0);
         if (!st->uri)
             return MHD_NO;
-        struct head_scan h = { NULL, NULL, NULL, NULL, false };
+        struct head_scan h = { NULL, NULL, NULL, NULL, NULL, NULL, false };
         MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_header, &h);
         st->ctype = h.ctype;
+        st->host = h.host;
+        st->origin = h.origin;
+        st->scanned = true;
         const char *cl = h.cl, *te = h.te;
         const char *why = framing_error(&h);
         if (why) {
             st->close = true;   /* the rest of the stream cannot be trusted */
             return send_error(s, c, st, API_E_BAD_REQUEST, why);
         }
-        if (strlen(st->uri) > s->max_url)
+        if (st->uri_len > s->max_url)
             return send_error(s, c, st, API_E_URI_TOO_LONG, "the request URL is longer than the limit");
         unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
         if (clen > s->body_limit) {
@@ -726,9 +749,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(s, c, st, API_E_OUT_OF_MEMORY, "out of memory reading the request body");
 
     api_req_t req;
-    const char *q = strchr(st->uri, '?');
-    api_req_init(&req, api_method_parse(method), st->uri, q ? (size_t)(q - st->uri) : strlen(st->uri),
-                 clock_now_ns());
+    const char *q = st->path_len < st->uri_len ? st->uri + st->path_len : NULL;   /* its '?' */
+    api_req_init(&req, api_method_parse(method), st->uri, st->path_len, clock_now_ns());
     if (q) {
         req.query = q + 1;
         /* a fragment is never sent by clients, but do not let one reach the router */
