@@ -414,8 +414,28 @@ typedef struct api_field {
     size_t len;
 } api_field_t;
 
+/* One member of a flat body (api_fields_flat), its name and any string
+ * value copied NUL-terminated into the room's text. */
+typedef struct api_flat_member {
+    const char *name;
+    api_field_t v;               /* API_F_OTHER: null */
+} api_flat_member_t;
+
+/* Room for a flat body's members, given by the caller and kept until the
+ * answer is built (an error's field may point at a name).  A body with more
+ * members, or longer, is read into a tree instead. */
+#define API_FLAT_MEMBERS 16
+#define API_FLAT_TEXT 512
+typedef struct api_flat {
+    api_flat_member_t m[API_FLAT_MEMBERS];
+    int n;
+    size_t used;                 /* bytes of text */
+    char text[API_FLAT_TEXT];
+} api_flat_t;
+
 typedef struct api_fields {
-    json_t *obj;                 /* a JSON object; NULL for a query: */
+    json_t *obj;                 /* a JSON object; NULL for a query or a flat body: */
+    const api_flat_t *flat;      /* a flat body's members; NULL for a query: */
     const api_param_t *params;
     int nparams;
     const char *skip;            /* a parameter that is not a field, or NULL */
@@ -432,6 +452,13 @@ api_fields_t api_fields_json(json_t *obj);
 /* The source of the request's query parameters but `skip` (may be NULL):
  * false with *err when a field is given more than once. */
 bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, api_err_t *err);
+/* The source of the request's body without a tree when it is a flat object
+ * (api_json_flat_object's shape) that fits *room; else the source of the
+ * object api_body_object reads (req->json).  Checks and answers as
+ * api_body_object does (media type, empty body, JSON, unknown fields in
+ * member order): false when it answered. */
+bool api_body_fields(api_req_t *req, api_resp_t *resp, const char *const *allowed, api_flat_t *room,
+                     api_fields_t *f);
 /* Field `name`: false when absent. */
 bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v);
 /* The next field's name, or NULL after the last. */

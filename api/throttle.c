@@ -88,18 +88,24 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     static const char *const fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
                                           "max_count", "capacity", "refill_rate", "quantity", "shadow", "requests",
                                           NULL };
-    json_t *body = api_body_object(req, resp, fields);
-    if (!body)
+    api_flat_t room;   /* a flat body's fields, read without a tree (issue 20); kept until answered */
+    api_fields_t f;
+    api_field_t v;
+    if (!api_body_fields(req, resp, fields, &room, &f))
         return;
+    if (f.flat && api_fields_get(&f, "requests", &v)) {   /* a batch (here, an invalid one) is a tree's */
+        if (!api_body_object(req, resp, fields))
+            return;
+        f = api_fields_json(req->json);
+    }
     policies_read_lock(srv->policies);
-    json_t *arr = json_object_get(body, "requests");
+    json_t *arr = f.obj ? json_object_get(f.obj, "requests") : NULL;
     if (arr) {
-        post_batch(srv, req, resp, body, arr);
+        post_batch(srv, req, resp, f.obj, arr);
     } else {
         rl_item_t it;
         api_err_t e;
         bool all;
-        api_fields_t f = api_fields_json(body);
         if (!rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, true, &it, &e))
             api_err_respond(resp, &e);
         else if (rl_run(srv, req, resp, &it, 1, false, &all))

@@ -11,6 +11,16 @@
  * same item field for field, or the same error code, field and message byte
  * for byte.  The same sets, percent-encoded, are then served through the
  * router (GET /throttle/{key}) and must answer with that error or a decision.
+ *
+ * POST /throttle reads a flat body (api_json_flat_object's shape) through the
+ * third source, the body's own members (api_body_fields), without a tree.
+ * For seeded random and edge-case bodies (flat or not, valid or not, unknown
+ * fields, wrong types, out-of-range and 18/19-digit integers, -0, null,
+ * whitespace, repeated names, {}, strings of every printable ASCII byte) the
+ * outcome through it must be the outcome through json_loadb's tree of the
+ * same body (JSON_REJECT_DUPLICATES), and served through the router the
+ * body must get the answer (status, headers, body, byte for byte) of the same
+ * JSON with one name escaped, which the old path reads.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -403,11 +413,317 @@ static void test_fields_random(void **state)
     server_teardown(&srv);
 }
 
+/* ------------------------------------------------------------------------ */
+/* POST /throttle: a flat body's members against jansson's tree             */
+/* ------------------------------------------------------------------------ */
+
+static const char *const post_fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
+                                           "max_count", "capacity", "refill_rate", "quantity", "shadow",
+                                           "requests", NULL };
+
+/* An answer as one comparable text: status, headers, body. */
+static void answer_text(const api_resp_t *r, char *out, size_t n)
+{
+    size_t k = (size_t)snprintf(out, n, "%d %s|", r->status, r->ctype ? r->ctype : "");
+    for (int i = 0; i < r->nheaders && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, "%s: %s|", r->headers[i].name, r->headers[i].value);
+    if (k < n)
+        snprintf(out + k, n - k, "%.*s", (int)r->len, r->body ? r->body : "");
+}
+
+/* The reference outcome of a body as an answer text (the error, or the
+ * item), from json_loadb's tree; false when the body is no flat candidate
+ * (not a JSON object, or a batch). */
+static bool body_reference(api_server_t *srv, const char *body, size_t n, char *out, size_t cap)
+{
+    json_t *o = json_loadb(body, n, JSON_REJECT_DUPLICATES, NULL);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        return false;
+    }
+    api_req_t req;
+    memset(&req, 0, sizeof(req));
+    api_fields_t f = api_fields_json(o);
+    api_err_t e;
+    outcome_t r;
+    memset(&r.it, 0, sizeof(r.it));
+    const char *name;
+    api_fields_iter_t it = { 0 };
+    r.ok = true;
+    while (r.ok && (name = api_fields_next(&f, &it))) {
+        bool known = false;
+        for (int i = 0; post_fields[i]; i++)
+            known |= !strcmp(post_fields[i], name);
+        if (!known) {
+            api_err_set(&e, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
+            r.ok = false;
+        }
+    }
+    if (r.ok && json_object_get(o, "requests")) {   /* a batch: always the tree's */
+        json_decref(o);
+        return false;
+    }
+    r.ok = r.ok && rl_item_parse(srv, &req, &f, NULL, 0, NULL, 0, true, &r.it, &e);
+    if (r.ok) {
+        char p[sizeof(r.it.p) * 2 + 1];
+        for (size_t i = 0; i < sizeof(r.it.p); i++)
+            snprintf(p + 2 * i, 3, "%02x", ((const unsigned char *)&r.it.p)[i]);
+        snprintf(out, cap, "ok %p %.*s %s %lld %d", (const void *)r.it.policy, (int)r.it.klen, r.it.key, p,
+                 (long long)r.it.quantity, r.it.shadow);
+    } else {
+        api_resp_t resp;
+        api_resp_init(&resp);
+        api_err_respond(&resp, &e);
+        answer_text(&resp, out, cap);
+        api_resp_release(&resp);
+    }
+    rl_item_release(&r.it);
+    json_decref(o);
+    return true;
+}
+
+/* The outcome through api_body_fields, as body_reference writes it; false
+ * when the body was not read through the flat source. */
+static bool body_flat(api_server_t *srv, const char *body, size_t n, char *out, size_t cap)
+{
+    api_req_t req;
+    memset(&req, 0, sizeof(req));
+    req.body = (const uint8_t *)body;
+    req.body_len = n;
+    req.ctype = "application/json";
+    api_resp_t resp;
+    api_resp_init(&resp);
+    api_flat_t room;
+    api_fields_t f;
+    bool read = api_body_fields(&req, &resp, post_fields, &room, &f);
+    /* refused: by the flat source (an unknown field) when no tree was made
+     * and the body is of the flat shape */
+    json_t *t = read || req.json ? NULL : api_json_flat_object(body, n);
+    bool flat = read ? f.flat != NULL : t != NULL;
+    json_decref(t);
+    api_field_t v;
+    if (read && flat && api_fields_get(&f, "requests", &v))
+        flat = false;
+    if (flat) {
+        assert_null(req.json);
+        outcome_t r;
+        api_err_t e;
+        if (read && (r.ok = rl_item_parse(srv, &req, &f, NULL, 0, NULL, 0, true, &r.it, &e))) {
+            char p[sizeof(r.it.p) * 2 + 1];
+            for (size_t i = 0; i < sizeof(r.it.p); i++)
+                snprintf(p + 2 * i, 3, "%02x", ((const unsigned char *)&r.it.p)[i]);
+            snprintf(out, cap, "ok %p %.*s %s %lld %d", (const void *)r.it.policy, (int)r.it.klen, r.it.key, p,
+                     (long long)r.it.quantity, r.it.shadow);
+        } else {
+            if (read)
+                api_err_respond(&resp, &e);
+            answer_text(&resp, out, cap);
+        }
+        if (read)
+            rl_item_release(&r.it);
+    }
+    api_resp_release(&resp);
+    api_req_release(&req);
+    return flat;
+}
+
+/* One POST /throttle through the router. */
+static void post_served(api_server_t *srv, const char *ctype, const char *body, size_t n, char *out, size_t cap)
+{
+    api_req_t req;
+    api_req_init(&req, API_POST, "/throttle", 9, T0);
+    req.ctype = ctype;
+    req.body = (const uint8_t *)body;
+    req.body_len = n;
+    api_resp_t resp;
+    api_dispatch(srv, &req, &resp);
+    answer_text(&resp, out, cap);
+    api_resp_release(&resp);
+    api_req_release(&req);
+}
+
+/* The same JSON with the first member name's first byte escaped (\u00XX),
+ * which the flat reader leaves to jansson; false when there is none. */
+static bool body_escaped(const char *body, size_t n, char *out, size_t cap)
+{
+    const char *q = memchr(body, '"', n);
+    if (!q || (size_t)(q - body) + 2 >= n || q[1] == '"' || q[1] == '\\' || n + 6 > cap)
+        return false;
+    size_t at = (size_t)(q - body) + 1;
+    memcpy(out, body, at);
+    snprintf(out + at, 7, "\\u%04x", (unsigned char)body[at]);
+    memcpy(out + at + 6, body + at + 1, n - at - 1);
+    return true;
+}
+
+/* Both ways on one body: at the item level, then served (srv_a reads the
+ * body, srv_b its escaped twin; both see the same sequence). */
+static void post_compare(api_server_t *srv_a, api_server_t *srv_b, const char *body, size_t n,
+                         const char *ctype)
+{
+    char ref[2048], got[2048];
+    bool flat_text = false;
+    json_t *t = api_json_flat_object(body, n);
+    if (t) {
+        flat_text = json_object_size(t) <= API_FLAT_MEMBERS && n < API_FLAT_TEXT;
+        json_decref(t);
+    }
+    policies_read_lock(srv_a->policies);
+    bool flat = body_flat(srv_a, body, n, got, sizeof(got));
+    bool candidate = body_reference(srv_a, body, n, ref, sizeof(ref));
+    policies_read_unlock(srv_a->policies);
+    if (flat_text && candidate != flat)
+        fail_msg("flat source %s a body the tree %s: %.*s", flat ? "read" : "left", candidate ? "reads" : "refuses",
+                 (int)n, body);
+    if (!flat_text && flat)
+        fail_msg("flat source read a body the flat reader refuses: %.*s", (int)n, body);
+    if (flat && strcmp(got, ref) != 0)
+        fail_msg("%.*s:\n  flat source %s\n  tree        %s", (int)n, body, got, ref);
+    char twin[2048];
+    const char *b_body = body;
+    size_t b_n = n;
+    if (flat_text && body_escaped(body, n, twin, sizeof(twin))) {
+        b_body = twin;
+        b_n = n + 5;
+        assert_null(api_json_flat_object(twin, b_n));
+    }
+    post_served(srv_a, ctype, body, n, got, sizeof(got));
+    post_served(srv_b, ctype, b_body, b_n, ref, sizeof(ref));
+    if (strcmp(got, ref) != 0)
+        fail_msg("served %.*s:\n  flat %s\n  tree %s", (int)n, body, got, ref);
+}
+
+static const char *const body_names[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
+                                          "max_count", "capacity", "refill_rate", "quantity", "shadow", "requests",
+                                          "bogus", "Key", "" };
+#define NBODY_NAMES (sizeof(body_names) / sizeof(body_names[0]))
+
+static const char printable[] =
+    "\" !#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~\"";
+
+static const char *const body_values[] = {
+    "\"user:1\"", "\"p1\"", "\"tb\"", "\"nope\"", "\"gcra\"", "\"token_bucket\"", "\"sliding_log\"",
+    "\"sliding_window\"", "\"fixed_window\"", "\"bogus\"", "\"\"", printable, "\"a\\\"b\"", "\"\\u0041\"",
+    "\"\xc3\xa9\"", "0", "-0", "1", "5", "15", "30", "60", "-1", "2305843009", "2305843010",
+    "123456789012345678", "-123456789012345678", "1234567890123456789", "9223372036854775807",
+    "9223372036854775808", "01", "1.5", "2.5", "1e3", "-0.0", "true", "false", "null", "[]", "{}", "[1]",
+    "{\"a\":1}", "tru", "nul", "-", "\"x",
+};
+#define NBODY_VALUES (sizeof(body_values) / sizeof(body_values[0]))
+
+static const char *const spaces[] = { "", "", "", " ", "\n", "\t ", "\r\n" };
+
+static size_t body_random(char *out, size_t cap, bool valid)
+{
+    size_t k = 0;
+    int n = (int)(next_rand() % 8);
+    k += (size_t)snprintf(out + k, cap - k, "%s{%s", spaces[next_rand() % 7], spaces[next_rand() % 7]);
+    static const char *const algos[] = { "\"gcra\"", "\"token_bucket\"", "\"sliding_log\"" };
+    for (int i = 0; i < n && k + 200 < cap; i++) {
+        const char *name = body_names[next_rand() % NBODY_NAMES];
+        const char *value = body_values[next_rand() % NBODY_VALUES];
+        if (valid) {   /* mostly what a client sends */
+            static const char *const good[][2] = {
+                { "key", "\"user:1\"" }, { "max_burst", "15" }, { "count_per_period", "30" }, { "period", "60" },
+                { "quantity", "1" }, { "shadow", "false" }, { "capacity", "10" }, { "refill_rate", "2" },
+                { "max_count", "5" }, { "policy", "\"p1\"" }, { "algorithm", NULL },
+            };
+            int g = (int)(next_rand() % 11);
+            name = good[g][0];
+            value = good[g][1] ? good[g][1] : algos[next_rand() % 3];
+        }
+        k += (size_t)snprintf(out + k, cap - k, "%s\"%s\"%s:%s%s%s%s", i ? "," : "", name,
+                              spaces[next_rand() % 7], spaces[next_rand() % 7], value, spaces[next_rand() % 7],
+                              next_rand() % 50 ? "" : ",");
+    }
+    k += (size_t)snprintf(out + k, cap - k, "}%s", next_rand() % 40 ? spaces[next_rand() % 7] : "x");
+    return k;
+}
+
+static void post_setup(api_server_t *a, api_server_t *b)
+{
+    server_setup(a);
+    server_setup(b);
+}
+
+static void post_teardown(api_server_t *a, api_server_t *b)
+{
+    server_teardown(a);
+    server_teardown(b);
+}
+
+/* Hand-picked bodies: each rule at its edge. */
+static void test_post_edges(void **state)
+{
+    (void)state;
+    api_server_t a, b;
+    post_setup(&a, &b);
+    static const char *const bodies[] = {
+        "{\"key\":\"user:1\",\"max_burst\":15,\"count_per_period\":30,\"period\":60}",
+        " {\n \"key\" : \"user:1\" ,\t\"max_burst\":15,\"count_per_period\":30,\"period\":60 } \r\n",
+        "{\"key\":\"user:1\",\"max_burst\":15,\"count_per_period\":30,\"period\":60,\"quantity\":0,"
+        "\"shadow\":true}",
+        "{}", " { } ", "{\"key\":\"a\",\"key\":\"b\"}", "{\"key\":\"a\",\"bogus\":1,\"other\":2}",
+        "{\"bogus\":null}", "{\"key\":null}", "{\"key\":5}", "{\"key\":\"\"}", "{\"key\":\"a\",\"quantity\":-1}",
+        "{\"key\":\"a\",\"quantity\":-0,\"max_burst\":1,\"count_per_period\":1,\"period\":1}",
+        "{\"key\":\"a\",\"max_burst\":123456789012345678,\"count_per_period\":1,\"period\":1}",
+        "{\"key\":\"a\",\"max_burst\":1234567890123456789,\"count_per_period\":1,\"period\":1}",
+        "{\"key\":\"a\",\"max_burst\":1.0,\"count_per_period\":1,\"period\":1}",
+        "{\"key\":\"a\",\"max_burst\":1,\"count_per_period\":1,\"period\":2305843010}",
+        "{\"key\":\"a\",\"algorithm\":\"token_bucket\",\"capacity\":10,\"refill_rate\":2}",
+        "{\"key\":\"a\",\"algorithm\":\"token_bucket\",\"capacity\":10,\"refill_rate\":null}",
+        "{\"key\":\"a\",\"algorithm\":null}", "{\"key\":\"a\",\"algorithm\":\"bogus\"}",
+        "{\"policy\":\"p1\"}", "{\"policy\":\"p1\",\"key\":\"x\"}", "{\"policy\":\"p1\",\"period\":60}",
+        "{\"policy\":\"nope\"}", "{\"policy\":null}", "{\"policy\":\"tb\",\"quantity\":3}",
+        "{\"shadow\":1,\"key\":\"a\"}", "{\"requests\":5}", "{\"requests\":null,\"key\":\"a\"}",
+        "{\"requests\":[{\"policy\":\"p1\",\"key\":\"z\"}]}", "{\"key\":\"a\\u0041\"}", "{\"key\":\"\xc3\xa9\"}",
+        "{\"key\":\"a\",}", "{\"key\":\"a\"", "{\"key\" \"a\"}", "[]", "\"x\"", "5", "{\"key\":\"a\"}}",
+        "{\"key\":\"a\"} x",
+        "{\"key\":" "\" !#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~\""
+        ",\"max_burst\":1,\"count_per_period\":1,\"period\":1}",
+        "{\"key\":\"a\",\"max_burst\":1,\"count_per_period\":1,\"period\":1,\"quantity\":1,\"shadow\":false,"
+        "\"a\":1,\"b\":1,\"c\":1,\"d\":1,\"e\":1,\"f\":1,\"g\":1,\"h\":1,\"i\":1,\"j\":1,\"k\":1}",
+        NULL,
+    };
+    for (int i = 0; bodies[i]; i++)
+        post_compare(&a, &b, bodies[i], strlen(bodies[i]), "application/json");
+    /* a name longer than an error's field, unknown */
+    char body[1024];
+    int n = snprintf(body, sizeof(body), "{\"key\":\"a\",\"%0300d\":1}", 7);
+    post_compare(&a, &b, body, (size_t)n, "application/json");
+    /* more text than the room holds */
+    n = snprintf(body, sizeof(body), "{\"key\":\"%0600d\",\"max_burst\":1,\"count_per_period\":1,\"period\":1}", 7);
+    post_compare(&a, &b, body, (size_t)n, "application/json");
+    /* the media type and the empty body come first */
+    post_compare(&a, &b, bodies[0], strlen(bodies[0]), "text/xml");
+    post_compare(&a, &b, bodies[0], strlen(bodies[0]), NULL);
+    post_compare(&a, &b, bodies[0], strlen(bodies[0]), "application/problem+json; charset=utf-8");
+    post_compare(&a, &b, "", 0, "application/json");
+    post_teardown(&a, &b);
+}
+
+/* Seeded random bodies: pieces of any kind, and valid ones. */
+static void test_post_random(void **state)
+{
+    (void)state;
+    api_server_t a, b;
+    post_setup(&a, &b);
+    rng_state = 2020;
+    char body[2048];
+    for (int round = 0; round < 20000; round++) {
+        size_t n = body_random(body, sizeof(body) - 8, round % 3 == 0);
+        post_compare(&a, &b, body, n, "application/json");
+    }
+    post_teardown(&a, &b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fields_edges),
         cmocka_unit_test(test_fields_random),
+        cmocka_unit_test(test_post_edges),
+        cmocka_unit_test(test_post_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
