@@ -433,10 +433,13 @@ typedef struct api_flat {
     char text[API_FLAT_TEXT];
 } api_flat_t;
 
+typedef enum api_fields_kind { API_FIELDS_JSON, API_FIELDS_QUERY, API_FIELDS_FLAT } api_fields_kind_t;
+
 typedef struct api_fields {
-    json_t *obj;                 /* a JSON object; NULL for a query or a flat body: */
-    const api_flat_t *flat;      /* a flat body's members; NULL for a query: */
-    const api_param_t *params;
+    api_fields_kind_t kind;
+    json_t *obj;                 /* API_FIELDS_JSON: the object */
+    const api_flat_t *flat;      /* API_FIELDS_FLAT: a flat body's members */
+    const api_param_t *params;   /* API_FIELDS_QUERY: the parameters */
     int nparams;
     const char *skip;            /* a parameter that is not a field, or NULL */
 } api_fields_t;

@@ -374,7 +374,7 @@ bool api_body_fields(api_req_t *req, api_resp_t *resp, const char *const *allowe
     room->n = 0;
     room->used = 0;
     if (flat_scan((const char *)req->body, req->body_len, flat_room_member, room)) {
-        *f = (api_fields_t){ .flat = room };
+        *f = (api_fields_t){ .kind = API_FIELDS_FLAT, .flat = room };
         return api_err_answered(resp, !allowed || fields_allowed(f, allowed, &err), &err);
     }
     json_t *j = api_body_object(req, resp, allowed);
@@ -384,7 +384,7 @@ bool api_body_fields(api_req_t *req, api_resp_t *resp, const char *const *allowe
 
 api_fields_t api_fields_json(json_t *obj)
 {
-    api_fields_t f = { .obj = obj };
+    api_fields_t f = { .kind = API_FIELDS_JSON, .obj = obj };
     return f;
 }
 
@@ -421,6 +421,7 @@ static bool param_is_field(const api_fields_t *f, const api_param_t *q)
 
 bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, api_err_t *err)
 {
+    f->kind = API_FIELDS_QUERY;
     f->obj = NULL;
     f->flat = NULL;
     f->params = req->params;
@@ -441,20 +442,20 @@ bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, a
 
 bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v)
 {
-    if (f->flat) {
-        for (int i = 0; i < f->flat->n; i++)
-            if (f->flat->m[i].name[0] == name[0] && strcmp(f->flat->m[i].name, name) == 0) {
-                *v = f->flat->m[i].v;
-                return true;
-            }
-        return false;
-    }
-    if (!f->obj) {
+    if (f->kind == API_FIELDS_QUERY) {
         for (int i = 0; i < f->nparams; i++) {
             const api_param_t *q = &f->params[i];
             if (strcmp(q->name, name) == 0 && !(f->skip && strcmp(name, f->skip) == 0) && param_field(q, v))
                 return true;
         }
+        return false;
+    }
+    if (f->kind == API_FIELDS_FLAT) {
+        for (int i = 0; i < f->flat->n; i++)
+            if (f->flat->m[i].name[0] == name[0] && strcmp(f->flat->m[i].name, name) == 0) {
+                *v = f->flat->m[i].v;
+                return true;
+            }
         return false;
     }
     json_t *j = json_object_get(f->obj, name);
@@ -488,18 +489,18 @@ bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v)
 
 const char *api_fields_next(const api_fields_t *f, api_fields_iter_t *it)
 {
-    if (f->flat)
+    if (f->kind == API_FIELDS_QUERY) {
+        while (it->i < f->nparams) {
+            const api_param_t *q = &f->params[it->i++];
+            if (param_is_field(f, q))
+                return q->name;
+        }
+        return NULL;
+    }
+    if (f->kind == API_FIELDS_FLAT)
         return it->i < f->flat->n ? f->flat->m[it->i++].name : NULL;
-    if (f->obj) {
-        it->j = it->i++ ? json_object_iter_next(f->obj, it->j) : json_object_iter(f->obj);
-        return it->j ? json_object_iter_key(it->j) : NULL;
-    }
-    while (it->i < f->nparams) {
-        const api_param_t *q = &f->params[it->i++];
-        if (param_is_field(f, q))
-            return q->name;
-    }
-    return NULL;
+    it->j = it->i++ ? json_object_iter_next(f->obj, it->j) : json_object_iter(f->obj);
+    return it->j ? json_object_iter_key(it->j) : NULL;
 }
 
 bool api_field_number(const api_field_t *v, double *d)

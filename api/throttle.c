@@ -93,13 +93,13 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_field_t v;
     if (!api_body_fields(req, resp, fields, &room, &f))
         return;
-    if (f.flat && api_fields_get(&f, "requests", &v)) {   /* a batch (here, an invalid one) is a tree's */
+    if (f.kind == API_FIELDS_FLAT && api_fields_get(&f, "requests", &v)) {   /* a batch (here, an invalid one) is a tree's */
         if (!api_body_object(req, resp, fields))
             return;
         f = api_fields_json(req->json);
     }
     policies_read_lock(srv->policies);
-    json_t *arr = f.obj ? json_object_get(f.obj, "requests") : NULL;
+    json_t *arr = f.kind == API_FIELDS_JSON ? json_object_get(f.obj, "requests") : NULL;
     if (arr) {
         post_batch(srv, req, resp, f.obj, arr);
     } else {

@@ -431,6 +431,16 @@ static void answer_text(const api_resp_t *r, char *out, size_t n)
         snprintf(out + k, n - k, "%.*s", (int)r->len, r->body ? r->body : "");
 }
 
+/* An item as one comparable text: policy, key, parameters, quantity, shadow. */
+static void item_text(const rl_item_t *it, char *out, size_t n)
+{
+    char p[sizeof(it->p) * 2 + 1];
+    for (size_t i = 0; i < sizeof(it->p); i++)
+        snprintf(p + 2 * i, 3, "%02x", ((const unsigned char *)&it->p)[i]);
+    snprintf(out, n, "ok %p %.*s %s %lld %d", (const void *)it->policy, (int)it->klen, it->key, p,
+             (long long)it->quantity, it->shadow);
+}
+
 /* The reference outcome of a body as an answer text (the error, or the
  * item), from json_loadb's tree; false when the body is no flat candidate
  * (not a JSON object, or a batch). */
@@ -465,11 +475,7 @@ static bool body_reference(api_server_t *srv, const char *body, size_t n, char *
     }
     r.ok = r.ok && rl_item_parse(srv, &req, &f, NULL, 0, NULL, 0, true, &r.it, &e);
     if (r.ok) {
-        char p[sizeof(r.it.p) * 2 + 1];
-        for (size_t i = 0; i < sizeof(r.it.p); i++)
-            snprintf(p + 2 * i, 3, "%02x", ((const unsigned char *)&r.it.p)[i]);
-        snprintf(out, cap, "ok %p %.*s %s %lld %d", (const void *)r.it.policy, (int)r.it.klen, r.it.key, p,
-                 (long long)r.it.quantity, r.it.shadow);
+        item_text(&r.it, out, cap);
     } else {
         api_resp_t resp;
         api_resp_init(&resp);
@@ -499,7 +505,7 @@ static bool body_flat(api_server_t *srv, const char *body, size_t n, char *out, 
     /* refused: by the flat source (an unknown field) when no tree was made
      * and the body is of the flat shape */
     json_t *t = read || req.json ? NULL : api_json_flat_object(body, n);
-    bool flat = read ? f.flat != NULL : t != NULL;
+    bool flat = read ? f.kind == API_FIELDS_FLAT : t != NULL;
     json_decref(t);
     api_field_t v;
     if (read && flat && api_fields_get(&f, "requests", &v))
@@ -509,11 +515,7 @@ static bool body_flat(api_server_t *srv, const char *body, size_t n, char *out, 
         outcome_t r;
         api_err_t e;
         if (read && (r.ok = rl_item_parse(srv, &req, &f, NULL, 0, NULL, 0, true, &r.it, &e))) {
-            char p[sizeof(r.it.p) * 2 + 1];
-            for (size_t i = 0; i < sizeof(r.it.p); i++)
-                snprintf(p + 2 * i, 3, "%02x", ((const unsigned char *)&r.it.p)[i]);
-            snprintf(out, cap, "ok %p %.*s %s %lld %d", (const void *)r.it.policy, (int)r.it.klen, r.it.key, p,
-                     (long long)r.it.quantity, r.it.shadow);
+            item_text(&r.it, out, cap);
         } else {
             if (read)
                 api_err_respond(&resp, &e);
