@@ -37,6 +37,20 @@ static gorilla_enc_t encode(size_t n)
     return e;
 }
 
+/* The decoder's end state is the encoder's, member by member (the struct
+ * has padding after trail, which neither side defines). */
+static void assert_enc_equal(const gorilla_enc_t *a, const gorilla_enc_t *b)
+{
+    assert_int_equal(a->first_ts, b->first_ts);
+    assert_int_equal(a->last_ts, b->last_ts);
+    assert_int_equal(a->prev_delta, b->prev_delta);
+    assert_int_equal(a->prev_bits, b->prev_bits);
+    assert_int_equal(a->count, b->count);
+    assert_int_equal(a->nbits, b->nbits);
+    assert_int_equal(a->lead, b->lead);
+    assert_int_equal(a->trail, b->trail);
+}
+
 static void round_trip(size_t n)
 {
     gorilla_enc_t e = encode(n), d;
@@ -46,7 +60,7 @@ static void round_trip(size_t n)
         assert_int_equal(t2[i], t[i]);
         assert_memory_equal(&v2[i], &v[i], sizeof(double));   /* bit for bit: -0.0 too */
     }
-    assert_memory_equal(&d, &e, sizeof(d));
+    assert_enc_equal(&d, &e);
 }
 
 static void test_round_trips(void **state)
