@@ -464,6 +464,8 @@ bool api_body_fields(api_req_t *req, api_resp_t *resp, const char *const *allowe
                      api_fields_t *f);
 /* Field `name`: false when absent. */
 bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v);
+/* Whether name is one of the NULL-terminated list's. */
+bool api_name_listed(const char *const *list, const char *name);
 /* The next field's name, or NULL after the last. */
 const char *api_fields_next(const api_fields_t *f, api_fields_iter_t *it);
 /* A number's value (an integer's as a double): false for another type. */

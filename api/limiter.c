@@ -22,14 +22,6 @@ static const char *const item_fields[] = { "key", "policy", "algorithm", "max_bu
 /* Requests                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static bool listed(const char *const *list, const char *name)
-{
-    for (; *list; list++)
-        if (strcmp(*list, name) == 0)
-            return true;
-    return false;
-}
-
 void rl_item_release(rl_item_t *it)
 {
     free(it->key_buf);
@@ -111,7 +103,7 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
     api_fields_iter_t iter = { 0 };
     if (!fields_checked)
         while ((name = api_fields_next(f, &iter)))
-            if (!listed(item_fields, name)) {
+            if (!api_name_listed(item_fields, name)) {
                 api_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
                 return false;
             }
@@ -548,20 +540,35 @@ static secs_t secs_of(const rl_result_t *r, bool allowed)
     return s;
 }
 
-/* Formatting without printf: these run on every gateway request. */
+/* Formatting without printf: these run on every gateway request.  Two
+ * digits at a time from a table: a decision's answer formats a dozen
+ * numbers. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                     "8081828384858687888990919293949596979899";
+
 static char *put_i64(char *p, int64_t v)
 {
-    char tmp[24];
-    int n = 0;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while (u /= 10);
     if (v < 0)
         *p++ = '-';
-    while (n)
-        *p++ = tmp[--n];
-    return p;
+    int n = 1;
+    for (uint64_t t = u; t >= 10; t /= 10)
+        n++;
+    char *end = p + n;
+    while (u >= 100) {
+        unsigned d = (unsigned)(u % 100) * 2;
+        u /= 100;
+        *--end = digit_pairs[d + 1];
+        *--end = digit_pairs[d];
+    }
+    if (u >= 10) {
+        *--end = digit_pairs[u * 2 + 1];
+        *--end = digit_pairs[u * 2];
+    } else {
+        *--end = (char)('0' + u);
+    }
+    return p + n;
 }
 
 static char *put_str(char *p, const char *s)

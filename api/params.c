@@ -76,7 +76,7 @@ size_t api_escape_segment(const char *key, size_t len, char *out)
 
 /* Whether name is one of the NULL-terminated list (first bytes compared
  * first: these run for every member of every request). */
-static bool name_in(const char *const *list, const char *name)
+bool api_name_listed(const char *const *list, const char *name)
 {
     for (const char *const *a = list; *a; a++)
         if ((*a)[0] == name[0] && strcmp(*a, name) == 0)
@@ -320,7 +320,7 @@ static bool fields_allowed(const api_fields_t *f, const char *const *allowed, ap
     api_fields_iter_t it = { 0 };
     const char *name;
     while ((name = api_fields_next(f, &it)))
-        if (!name_in(allowed, name)) {
+        if (!api_name_listed(allowed, name)) {
             api_err_set(err, API_E_BAD_REQUEST, name, "unknown field '%s'", name);
             return false;
         }
@@ -701,7 +701,7 @@ static const char *const no_params[] = { NULL };
 static bool query_allow(const api_req_t *req, const char *const *allowed, api_err_t *err)
 {
     for (int i = 0; i < req->nparams; i++) {
-        if (!name_in(allowed, req->params[i].name)) {
+        if (!api_name_listed(allowed, req->params[i].name)) {
             api_err_set(err, API_E_BAD_REQUEST, req->params[i].name, "unknown query parameter '%s'",
                         req->params[i].name);
             return false;

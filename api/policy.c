@@ -42,15 +42,7 @@ static const char *const gcra_params[] = { "max_burst", "count_per_period", "per
 static const char *const count_params[] = { "max_count", "period", NULL };
 static const char *const bucket_params[] = { "capacity", "refill_rate", NULL };
 
-static bool in_list(const char *const *list, const char *name)
-{
-    for (; *list; list++)
-        if (strcmp(*list, name) == 0)
-            return true;
-    return false;
-}
-
-bool rl_is_param_name(const char *name) { return in_list(all_params, name); }
+bool rl_is_param_name(const char *name) { return api_name_listed(all_params, name); }
 
 bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
 {
@@ -75,7 +67,7 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
     const char *n;
     api_fields_iter_t iter = { 0 };
     while ((n = api_fields_next(f, &iter))) {
-        if (in_list(all_params, n) && !in_list(mine, n)) {
+        if (api_name_listed(all_params, n) && !api_name_listed(mine, n)) {
             api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
                        n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
                        mine[1] && mine[2] ? ", " : "", mine[1] && mine[2] ? mine[2] : "");
@@ -622,7 +614,7 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
-        if (!in_list(fields, k)) {
+        if (!api_name_listed(fields, k)) {
             cfg_err(err, errlen, text, len, name, k, "unknown field '%s'", k);
             return false;
         }

@@ -21,4 +21,13 @@ static inline int64_t clock_mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Monotonic ns as of the last timer tick (a few ms coarse, and cheaper):
+ * for deadlines counted in seconds, such as a connection's. */
+static inline int64_t clock_mono_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 #endif

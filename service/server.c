@@ -124,6 +124,7 @@ typedef struct req_state {
      * thread, which stores it here and resumes the connection. */
     server_t *server;
     struct MHD_Connection *conn;
+    conn_t *k;                     /* its connection's tracking (NULL: untracked, out of memory) */
     bool suspended;
     _Atomic bool answered;
     bool durable_ok;
@@ -274,9 +275,8 @@ static conn_t *conn_of(struct MHD_Connection *c)
 /* Nothing times a connection while its request is being handled
  * (server_tick looks at HEAD, IDLE, BODY and DONE), so entering CONN_BUSY
  * leaves since_ns alone: a clock read fewer per request. */
-static void conn_set(struct MHD_Connection *c, enum conn_state state, int64_t now_ns)
+static void conn_set(conn_t *k, enum conn_state state, int64_t now_ns)
 {
-    conn_t *k = conn_of(c);
     if (!k)
         return;
     if (state != CONN_BUSY)
@@ -292,8 +292,8 @@ static bool conn_claim(conn_t *k, enum conn_state from, enum conn_state to)
     int expected = from;
     if (!atomic_compare_exchange_strong(&k->state, &expected, to))
         return false;
-    if (to != CONN_BUSY)
-        atomic_store_explicit(&k->since_ns, clock_mono_ns(), memory_order_relaxed);
+    if (to != CONN_BUSY)   /* deadlines in seconds: the coarse clock will do */
+        atomic_store_explicit(&k->since_ns, clock_mono_coarse_ns(), memory_order_relaxed);
     return true;
 }
 
@@ -417,12 +417,14 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     server_t *s = cls;
     int64_t now = clock_mono_ns();
-    conn_set(c, CONN_HEAD, now);
+    conn_t *k = conn_of(c);
+    conn_set(k, CONN_HEAD, now);
     size_t ulen = strlen(uri);
     req_state_t *st = malloc(sizeof(*st) + ulen + 1);   /* the URI copy follows the state */
     if (!st)
         return NULL;
     memset(st, 0, offsetof(req_state_t, resp));
+    st->k = k;
     st->uri = memcpy((char *)(st + 1), uri, ulen + 1);
     st->uri_len = ulen;
     /* The router decodes the query string from this copy.  libmicrohttpd
@@ -444,8 +446,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 {
     (void)toe;
     server_t *s = cls;
-    conn_set(c, CONN_IDLE, clock_mono_ns());
     req_state_t *st = *con_cls;
+    conn_set(st ? st->k : conn_of(c), CONN_IDLE, clock_mono_coarse_ns());
     if (!st)
         return;
     if (st->suspended)
@@ -675,7 +677,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t mlen = strnlen(method, sizeof(st->method) - 1);   /* for the access log; longer ones cut */
         memcpy(st->method, method, mlen);
         st->method[mlen] = '\0';
-        conn_set(c, CONN_BUSY, 0);
+        conn_set(st->k, CONN_BUSY, 0);
         if (!st->uri)
             return MHD_NO;
         struct head_scan h = { NULL, NULL, NULL, NULL, NULL, NULL, false };
@@ -700,13 +702,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         /* a body is coming: its progress is watched (with Expect:
          * 100-continue, from its first bytes, after MHD's interim answer) */
-        conn_t *k = conn_of(c);
+        conn_t *k = st->k;
         if (k && (te || clen > 0) && !h.expect)
             conn_claim(k, CONN_BUSY, CONN_BODY);
         return MHD_YES;
     }
     if (*upload_size) {
-        conn_t *k = conn_of(c);
+        conn_t *k = st->k;
         bool answered = k && atomic_load(&k->state) == CONN_DONE;
         if (k && !answered && !conn_claim(k, CONN_BODY, CONN_BODY))   /* progress: the stall deadline restarts */
             conn_claim(k, CONN_BUSY, CONN_BODY);                      /* the first bytes after 100 Continue */
@@ -730,7 +732,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     {
         /* the whole request is here: MHD answers it, unless tallyd already
          * did on the socket (then the connection ends) */
-        conn_t *k = conn_of(c);
+        conn_t *k = st->k;
         if (k && !st->suspended && !conn_claim(k, CONN_BODY, CONN_BUSY) &&
             atomic_load(&k->state) == CONN_DONE)
             return MHD_NO;

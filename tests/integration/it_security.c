@@ -428,8 +428,17 @@ static void test_dns_rebinding(void **state)
     assert_int_equal(status_of(&p, "GET", "/keys", NULL, NULL, evil, "MISDIRECTED_REQUEST"), 421);
     assert_int_equal(status_of(&p, "POST", "/counter/rebind", "{\"by\":1}", NULL, evil, "MISDIRECTED_REQUEST"), 421);
     assert_int_equal(status_of(&p, "GET", "/keys/rebind", NULL, NULL, NULL, NULL), 404);   /* nothing made */
+    /* near misses of the literals the guard answers without parsing */
+    static const char *const near[] = { "Host: 127.0.0.1:80:80", "Host: 127.0.0.1x", "Host: localhostx:80",
+                                        "Host: 127.0.0.1.evil.example", "Host: localhost:80:80" };
+    for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
+        const char *h[] = { near[i], NULL };
+        if (status_of(&p, "GET", "/healthz", NULL, NULL, h, NULL) != 421)
+            fail_msg("%s was not refused", near[i]);
+    }
     static const char *const ok[] = { "Host: localhost:8080", "Host: 127.0.0.1", "Host: [::1]:8080",
-                                      "Host: LOCALHOST", "Host: tally.internal:80", "Host: 10.1.2.3" };
+                                      "Host: LOCALHOST", "Host: tally.internal:80", "Host: 10.1.2.3",
+                                      "Host: 127.0.0.1:8080", "Host: localhost", "Host: localhost.:8080" };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         const char *h[] = { ok[i], NULL };
         if (status_of(&p, "GET", "/healthz", NULL, NULL, h, NULL) != 200)
