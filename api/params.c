@@ -95,7 +95,13 @@ static size_t media_len(const char *ct)
 
 bool api_media_type_is(const char *ct, const char *type)
 {
-    return ct && strlen(type) == media_len(ct) && strncasecmp(ct, type, strlen(type)) == 0;
+    if (!ct)
+        return false;
+    size_t n = strlen(type);
+    /* as clients spell it, with no parameter or one right after: no scan */
+    if (strncmp(ct, type, n) == 0 && (ct[n] == '\0' || ct[n] == ';'))
+        return true;
+    return n == media_len(ct) && strncasecmp(ct, type, n) == 0;
 }
 
 /* Media types a JSON body may arrive with: JSON itself, none, and what
@@ -286,7 +292,8 @@ static bool flat_room_member(void *ctx, const char *name, size_t nlen, const api
 {
     api_flat_t *room = ctx;
     for (int k = 0; k < room->n; k++)
-        if (strncmp(room->m[k].name, name, nlen) == 0 && room->m[k].name[nlen] == '\0')
+        if (room->m[k].name[0] == (nlen ? name[0] : '\0') && strncmp(room->m[k].name, name, nlen) == 0 &&
+            room->m[k].name[nlen] == '\0')
             return false;
     if (room->n == API_FLAT_MEMBERS)
         return false;

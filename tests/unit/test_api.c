@@ -232,6 +232,13 @@ static void test_readers(void **state)
     assert_true(api_media_type_is("application/octet-stream ;x=1", "application/octet-stream"));
     assert_false(api_media_type_is("application/jsonx", "application/json"));
     assert_false(api_media_type_is(NULL, "application/json"));
+    assert_true(api_media_type_is("application/json", "application/json"));
+    assert_true(api_media_type_is("application/json;charset=utf-8", "application/json"));
+    assert_true(api_media_type_is("application/json \t; charset=utf-8", "application/json"));
+    assert_true(api_media_type_is("application/json\t", "application/json"));
+    assert_false(api_media_type_is("application/json+x", "application/json"));
+    assert_false(api_media_type_is("application/jso", "application/json"));
+    assert_false(api_media_type_is("", "application/json"));
     /* query */
     expect_error(&srv, API_GET, "/keys", "limit=0", NULL, 400, "BAD_REQUEST", "limit");
     expect_error(&srv, API_GET, "/keys", "limit=1&limit=2", NULL, 400, "BAD_REQUEST", "limit");

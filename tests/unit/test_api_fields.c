@@ -680,7 +680,7 @@ static void test_post_edges(void **state)
         "{\"shadow\":1,\"key\":\"a\"}", "{\"requests\":5}", "{\"requests\":null,\"key\":\"a\"}",
         "{\"requests\":[{\"policy\":\"p1\",\"key\":\"z\"}]}", "{\"key\":\"a\\u0041\"}", "{\"key\":\"\xc3\xa9\"}",
         "{\"key\":\"a\",}", "{\"key\":\"a\"", "{\"key\" \"a\"}", "[]", "\"x\"", "5", "{\"key\":\"a\"}}",
-        "{\"key\":\"a\"} x",
+        "{\"key\":\"a\"} x", "{\"\":1,\"\":2}", "{\"\":1,\"a\":2,\"\":3}", "{\"a\":1,\"\":2}",
         "{\"key\":" "\" !#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~\""
         ",\"max_burst\":1,\"count_per_period\":1,\"period\":1}",
         "{\"key\":\"a\",\"max_burst\":1,\"count_per_period\":1,\"period\":1,\"quantity\":1,\"shadow\":false,"
@@ -701,6 +701,27 @@ static void test_post_edges(void **state)
     post_compare(&a, &b, bodies[0], strlen(bodies[0]), NULL);
     post_compare(&a, &b, bodies[0], strlen(bodies[0]), "application/problem+json; charset=utf-8");
     post_compare(&a, &b, "", 0, "application/json");
+    /* a repeated name is the tree's refusal (jansson's duplicate key), never
+     * the flat source's reading: the empty name too */
+    static const char *const repeats[] = { "{\"\":1,\"\":2}", "{\"\":1,\"key\":\"a\",\"\":3}",
+                                           "{\"key\":\"a\",\"key\":\"a\"}", "{\"k\":1,\"ke\":2,\"k\":3}" };
+    for (size_t i = 0; i < sizeof(repeats) / sizeof(repeats[0]); i++) {
+        api_req_t req;
+        memset(&req, 0, sizeof(req));
+        req.body = (const uint8_t *)repeats[i];
+        req.body_len = strlen(repeats[i]);
+        req.ctype = "application/json";
+        api_resp_t resp;
+        api_resp_init(&resp);
+        api_flat_t room;
+        api_fields_t f;
+        assert_false(api_body_fields(&req, &resp, post_fields, &room, &f));
+        assert_int_equal(resp.status, 400);
+        if (!strstr(resp.body, "duplicate"))
+            fail_msg("%s: %.*s", repeats[i], (int)resp.len, resp.body);
+        api_resp_release(&resp);
+        api_req_release(&req);
+    }
     post_teardown(&a, &b);
 }
 
