@@ -454,7 +454,7 @@ typedef struct api_fields_iter {
 api_fields_t api_fields_json(json_t *obj);
 /* The source of the request's query parameters but `skip` (may be NULL):
  * false with *err when a field is given more than once. */
-bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, api_err_t *err);
+bool api_fields_query(const api_req_t *req, const char *skip, api_flat_t *room, api_fields_t *f, api_err_t *err);
 /* The source of the request's body without a tree when it is a flat object
  * (api_json_flat_object's shape) that fits *room; else the source of the
  * object api_body_object reads (req->json).  Checks and answers as

@@ -426,7 +426,16 @@ static bool param_is_field(const api_fields_t *f, const api_param_t *q)
     return codec_utf8_ok(q->value, q->vlen) || param_field(q, &v);
 }
 
-bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, api_err_t *err)
+/* The member of room named `name`, or NULL. */
+static const api_flat_member_t *flat_member(const api_flat_t *room, const char *name)
+{
+    for (int i = 0; i < room->n; i++)
+        if (room->m[i].name[0] == name[0] && strcmp(room->m[i].name, name) == 0)
+            return &room->m[i];
+    return NULL;
+}
+
+bool api_fields_query(const api_req_t *req, const char *skip, api_flat_t *room, api_fields_t *f, api_err_t *err)
 {
     f->kind = API_FIELDS_QUERY;
     f->obj = NULL;
@@ -434,6 +443,36 @@ bool api_fields_query(const api_req_t *req, const char *skip, api_fields_t *f, a
     f->params = req->params;
     f->nparams = req->nparams;
     f->skip = skip;
+    /* Typed once, into the room: each parameter that is a field (not the
+     * skipped one, not absent), in order; a repeat of one is refused (an
+     * absent repeat too, as always).  The names and strings stay in the
+     * request's decoded query.  More than the room holds: read in place. */
+    room->n = 0;
+    room->used = 0;
+    bool fits = true;
+    for (int i = 0; i < f->nparams && fits; i++) {
+        const api_param_t *q = &f->params[i];
+        if (skip && strcmp(q->name, skip) == 0)
+            continue;
+        if (flat_member(room, q->name)) {
+            api_err_set(err, API_E_BAD_REQUEST, q->name, "query parameter '%s' given more than once", q->name);
+            return false;
+        }
+        api_field_t v;
+        if (!param_field(q, &v))
+            continue;
+        if (room->n == API_FLAT_MEMBERS) {
+            fits = false;
+        } else {
+            room->m[room->n].name = q->name;
+            room->m[room->n++].v = v;
+        }
+    }
+    if (fits) {
+        f->kind = API_FIELDS_FLAT;
+        f->flat = room;
+        return true;
+    }
     for (int i = 1; i < f->nparams; i++) {
         const api_param_t *q = &f->params[i];
         if (skip && strcmp(q->name, skip) == 0)
@@ -458,12 +497,10 @@ bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v)
         return false;
     }
     if (f->kind == API_FIELDS_FLAT) {
-        for (int i = 0; i < f->flat->n; i++)
-            if (f->flat->m[i].name[0] == name[0] && strcmp(f->flat->m[i].name, name) == 0) {
-                *v = f->flat->m[i].v;
-                return true;
-            }
-        return false;
+        const api_flat_member_t *m = flat_member(f->flat, name);
+        if (m)
+            *v = m->v;
+        return m != NULL;
     }
     json_t *j = json_object_get(f->obj, name);
     if (!j)

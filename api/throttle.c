@@ -133,9 +133,10 @@ static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         "auth_request; not 400, 401, 404, 405, 409, 413, 414 or 415)");
         return;
     }
-    api_fields_t q;   /* the item's fields straight from the query: no tree (issue 20) */
+    api_flat_t room;   /* the item's fields typed once from the query: no tree (issue 20) */
+    api_fields_t q;
     api_err_t e;
-    if (!api_fields_query(req, "deny_status", &q, &e)) {
+    if (!api_fields_query(req, "deny_status", &room, &q, &e)) {
         api_err_respond(resp, &e);
         return;
     }

@@ -35,7 +35,7 @@
 #include "api/ratelimit.h"
 
 #define T0 1700000000000000000LL
-#define MAX_PARAMS 8
+#define MAX_PARAMS 24
 
 static const char policies_text[] =
     "{\"policies\": {\"p1\": {\"max_burst\": 5, \"count_per_period\": 10, \"period\": 60, \"key\": \"{path}\"},"
@@ -131,8 +131,9 @@ static void by_query(api_server_t *srv, const pset_t *s, outcome_t *out)
     req.params = (api_param_t *)s->p;
     req.nparams = s->n;
     api_fields_t f;
+    api_flat_t room;
     memset(&out->it, 0, sizeof(out->it));
-    out->ok = api_fields_query(&req, "deny_status", &f, &out->e) &&
+    out->ok = api_fields_query(&req, "deny_status", &room, &f, &out->e) &&
               rl_item_parse(srv, &req, &f, "k", 1, NULL, 0, true, &out->it, &out->e);
 }
 
@@ -352,6 +353,25 @@ static void test_fields_edges(void **state)
     pset_add(&s, "period", "1", 1);
     pset_add(&s, "shadow", "true\0x", 6);
     run_set(&srv, &s, 102, true);
+    /* more fields than the room holds: read in place, the same outcome */
+    for (int variant = 0; variant < 3; variant++) {
+        s.n = 0;
+        pset_add(&s, "max_burst", "1", 1);
+        pset_add(&s, "count_per_period", "1", 1);
+        pset_add(&s, "period", "1", 1);
+        for (int k = 0; k < 17; k++) {
+            char nm[8];
+            snprintf(nm, sizeof(nm), "x%d", k);
+            pset_add(&s, nm, "7", 1);
+            if (k == 3)
+                pset_add(&s, "y", "\xff", 1);   /* absent: not a field */
+        }
+        if (variant == 1)
+            pset_add(&s, "x4", "7", 1);   /* a repeat after the room is full */
+        if (variant == 2)
+            pset_add(&s, "period", "\xff", 1);   /* an absent repeat */
+        run_set(&srv, &s, 103 + variant, false);
+    }
     server_teardown(&srv);
 }
 
