@@ -366,6 +366,10 @@ char *api_json_text(json_t *v, size_t *len);
 json_t *api_json_flat_object(const char *s, size_t n);
 /* Appends s[0..n) as a JSON string (quoted, escaped as api_json_text does). */
 void api_json_put_string(wbuf_t *b, const char *s, size_t n);
+/* The same at p, which has room for API_JSON_STRING_MAX(n) bytes; returns
+ * the end of what it wrote. */
+#define API_JSON_STRING_MAX(n) (6 * (n) + 2)
+char *api_json_string_at(char *p, const char *s, size_t n);
 /* Shortest text that reads back as v, always with '.' or an exponent. */
 void api_format_double(double v, char *out, size_t n);
 /* Sets a response body verbatim (copied). */

@@ -25,43 +25,44 @@ void api_format_double(double v, char *out, size_t n)
         strncat(out, ".0", n - strlen(out) - 1);
 }
 
-void api_json_put_string(wbuf_t *b, const char *s, size_t n)
+char *api_json_string_at(char *p, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    wbuf_put_u8(b, '"');
-    size_t run = 0;
+    *p++ = '"';
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[6];
-        switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
-        default:
-            if (c < 0x20) {
-                memcpy(u, "\\u00", 4);
-                u[4] = hex[c >> 4];
-                u[5] = hex[c & 15];
-            }
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *p++ = (char)c;
+            continue;
         }
-        if (esc || c < 0x20) {
-            wbuf_put_bytes(b, s + i - run, run);
-            run = 0;
-            if (esc)
-                wbuf_put_bytes(b, esc, strlen(esc));
-            else
-                wbuf_put_bytes(b, u, 6);
-        } else {
-            run++;
+        *p++ = '\\';
+        switch (c) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
+        default:
+            memcpy(p, "u00", 3);
+            p[3] = hex[c >> 4];
+            p[4] = hex[c & 15];
+            p += 5;
         }
     }
-    wbuf_put_bytes(b, s + n - run, run);
-    wbuf_put_u8(b, '"');
+    *p++ = '"';
+    return p;
+}
+
+void api_json_put_string(wbuf_t *b, const char *s, size_t n)
+{
+    if (n > (SIZE_MAX - 2) / 6 || !wbuf_reserve(b, API_JSON_STRING_MAX(n))) {
+        b->oom = true;
+        return;
+    }
+    char *start = (char *)b->data + b->len;
+    b->len += (size_t)(api_json_string_at(start, s, n) - start);
 }
 
 static void put_value(wbuf_t *b, json_t *v)

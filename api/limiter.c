@@ -157,67 +157,76 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
 /* Journal: the canonical form of resolved items                            */
 /* ------------------------------------------------------------------------ */
 
-/* Appends `"name":v` (with the comma that separates members). */
 static char *put_i64(char *p, int64_t v);
+static char *put_str(char *p, const char *s);
 
-static void put_member_i64(wbuf_t *b, const char *name, int64_t v)
+/* `,"name":v` (the comma separates members). */
+static char *put_member_i64(char *p, const char *name, int64_t v)
 {
-    char num[64], *p = num;   /* names here are short */
-    size_t n = strlen(name);
     *p++ = ',';
     *p++ = '"';
-    memcpy(p, name, n);
-    p += n;
+    p = put_str(p, name);
     *p++ = '"';
     *p++ = ':';
-    p = put_i64(p, v);
-    wbuf_put_bytes(b, num, (size_t)(p - num));
+    return put_i64(p, v);
 }
+
+/* The most item_text writes for an item: the key escaped (6 bytes a byte
+ * at most) and the other members, whose names and 20-digit numbers fit in
+ * 512 bytes. */
+#define ITEM_TEXT_MAX(klen) (512 + API_JSON_STRING_MAX(klen))
 
 /* The canonical request of one item (the key resolved, the parameters
  * spelled out), as JSON text: byte for byte what jansson's tree of the same
  * members printed through api_json_text, written directly (issue 20: the
- * tree cost a third of a /hook request). */
-static void item_text(wbuf_t *b, const rl_item_t *it)
+ * tree cost a third of a /hook request), at p, which has room for
+ * ITEM_TEXT_MAX(it->klen) bytes.  Returns the end. */
+static char *item_text(char *p, const rl_item_t *it)
 {
-    static const char key[] = "{\"key\":", algo[] = ",\"algorithm\":";
-    wbuf_put_bytes(b, key, sizeof(key) - 1);
-    api_json_put_string(b, it->key, it->klen);
-    wbuf_put_bytes(b, algo, sizeof(algo) - 1);
-    const char *name = throttle_algo_name(it->p.algo);
-    api_json_put_string(b, name, strlen(name));
-    const throttle_params_t *p = &it->p;
-    switch (p->algo) {
+    p = put_str(p, "{\"key\":");
+    p = api_json_string_at(p, it->key, it->klen);
+    p = put_str(p, ",\"algorithm\":\"");
+    p = put_str(p, throttle_algo_name(it->p.algo));   /* [a-z_]: nothing to escape */
+    *p++ = '"';
+    const throttle_params_t *tp = &it->p;
+    switch (tp->algo) {
     case THROTTLE_GCRA:
-        put_member_i64(b, "max_burst", p->u.gcra.max_burst);
-        put_member_i64(b, "count_per_period", p->u.gcra.count);
-        put_member_i64(b, "period", p->u.gcra.period_ns / NS_PER_SEC);
+        p = put_member_i64(p, "max_burst", tp->u.gcra.max_burst);
+        p = put_member_i64(p, "count_per_period", tp->u.gcra.count);
+        p = put_member_i64(p, "period", tp->u.gcra.period_ns / NS_PER_SEC);
         break;
     case THROTTLE_SLIDING_LOG:
-        put_member_i64(b, "max_count", p->u.log.max_count);
-        put_member_i64(b, "period", p->u.log.period_ns / NS_PER_SEC);
+        p = put_member_i64(p, "max_count", tp->u.log.max_count);
+        p = put_member_i64(p, "period", tp->u.log.period_ns / NS_PER_SEC);
         break;
     case THROTTLE_SLIDING_WINDOW:
     case THROTTLE_FIXED_WINDOW:
-        put_member_i64(b, "max_count", p->u.win.max_count);
-        put_member_i64(b, "period", p->u.win.period_ns / NS_PER_SEC);
+        p = put_member_i64(p, "max_count", tp->u.win.max_count);
+        p = put_member_i64(p, "period", tp->u.win.period_ns / NS_PER_SEC);
         break;
     case THROTTLE_TOKEN_BUCKET: {
-        static const char rate[] = ",\"refill_rate\":";
         char num[40];
-        put_member_i64(b, "capacity", p->u.tb.capacity);
-        wbuf_put_bytes(b, rate, sizeof(rate) - 1);
-        api_format_double((double)p->u.tb.rate_micro / 1e6, num, sizeof(num));
-        wbuf_put_bytes(b, num, strlen(num));
+        p = put_member_i64(p, "capacity", tp->u.tb.capacity);
+        p = put_str(p, ",\"refill_rate\":");
+        api_format_double((double)tp->u.tb.rate_micro / 1e6, num, sizeof(num));
+        p = put_str(p, num);
         break;
     }
     }
-    put_member_i64(b, "quantity", it->quantity);
-    if (it->shadow) {
-        static const char shadow[] = ",\"shadow\":true";
-        wbuf_put_bytes(b, shadow, sizeof(shadow) - 1);
-    }
-    wbuf_put_u8(b, '}');
+    p = put_member_i64(p, "quantity", it->quantity);
+    if (it->shadow)
+        p = put_str(p, ",\"shadow\":true");
+    *p++ = '}';
+    return p;
+}
+
+/* Appends item_text of it to b. */
+static void put_item_text(wbuf_t *b, const rl_item_t *it)
+{
+    if (!wbuf_reserve(b, ITEM_TEXT_MAX(it->klen)))
+        return;
+    char *start = (char *)b->data + b->len;
+    b->len += (size_t)(item_text(start, it) - start);
 }
 
 /* An upper bound of the canonical record journal_items writes for these
@@ -231,7 +240,7 @@ static uint64_t journal_items_bound(const rl_item_t *items, size_t n)
     bool canonical = false;
     for (size_t i = 0; i < n; i++) {
         canonical |= items[i].policy != NULL;
-        bytes += 512 + 6 * (uint64_t)items[i].klen;
+        bytes += ITEM_TEXT_MAX((uint64_t)items[i].klen);
     }
     return canonical ? bytes + 64 + JOURNAL_REQUEST_FIXED + sizeof("/throttle") + sizeof("application/json") : 0;
 }
@@ -257,11 +266,11 @@ static void journal_items(api_server_t *srv, const api_req_t *req, api_resp_t *r
         for (size_t i = 0; i < n; i++) {
             if (i)
                 wbuf_put_u8(&b, ',');
-            item_text(&b, &items[i]);
+            put_item_text(&b, &items[i]);
         }
         wbuf_put_bytes(&b, "]}", 2);
     } else {
-        item_text(&b, &items[0]);
+        put_item_text(&b, &items[0]);
     }
     if (!b.oom)
         api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", (const char *)b.data, b.len);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "api/api.h"
+#include "api/ratelimit.h"
 #include "api/undo.h"
 #include "core/geo.h"
 #include "core/geohash.h"
@@ -524,6 +525,95 @@ static void journal_record_reference(wbuf_t *out, const journal_req_t *q)
  * journalfmt_request_size: it must be exactly what a record takes; the
  * record is the reference's bytes, appended after what the buffer holds,
  * and reads back as the request. */
+/* A request through a policy is journaled in canonical form, written
+ * directly (api/limiter.c): for every algorithm, shadow, quantities, and
+ * keys with quotes, backslashes, control bytes and UTF-8, the record's body
+ * must be the text api_json_text prints for the same object, byte for byte,
+ * and replay must give the same answers. */
+static void test_canonical_text(void **state)
+{
+    (void)state;
+    static const char policies[] =
+        "{\"policies\": {"
+        "\"g\": {\"max_burst\": 5, \"count_per_period\": 10, \"period\": 60},"
+        "\"l\": {\"algorithm\": \"sliding_log\", \"max_count\": 3, \"period\": 7},"
+        "\"s\": {\"algorithm\": \"sliding_window\", \"max_count\": 1000000000000000, \"period\": 1},"
+        "\"f\": {\"algorithm\": \"fixed_window\", \"max_count\": 1, \"period\": 86400, \"shadow\": true},"
+        "\"t\": {\"algorithm\": \"token_bucket\", \"capacity\": 10, \"refill_rate\": 0.000001},"
+        "\"u\": {\"algorithm\": \"token_bucket\", \"capacity\": 3, \"refill_rate\": 2.5}}}";
+    static const char *const keys[] = {
+        "\"a\"", "\"q\\\"uote\"", "\"back\\\\slash\"", "\"ctl\\u0001\\u001f\\n\\t\\b\\f\\r\"",
+        "\"\xc3\xa9t\xc3\xa9 \xe2\x82\xac\"", "\"del\x7f/slash\"",
+    };
+    static const char *const names[] = { "g", "l", "s", "f", "t", "u" };
+    journal_t j = { 0 };
+    api_server_t srv;
+    server_init(&srv, &j);
+    srv.policies = api_policies_create();
+    assert_non_null(srv.policies);
+    size_t count;
+    char err[256];
+    if (!api_policies_load(srv.policies, policies, strlen(policies), &count, err, sizeof(err)))
+        fail_msg("%s", err);
+    char body[512];
+    size_t served = 0;
+    for (size_t p = 0; p < sizeof(names) / sizeof(names[0]); p++)
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+            for (int q = 0; q < 3; q++) {
+                snprintf(body, sizeof(body), "{\"policy\":\"%s\",\"key\":%s,\"quantity\":%d}", names[p], keys[k],
+                         q == 2 ? 1000000 : q);
+                char *out = NULL;
+                int st = serve(&srv, API_POST, "/throttle", NULL, body, &out);
+                if (st != 200)
+                    fail_msg("%s: %d %s", body, st, out ? out : "");
+                free(out);
+                served++;
+            }
+    assert_true(j.n > 0);
+    for (size_t i = 0; i < j.n; i++) {
+        const record_t *r = &j.r[i];
+        json_error_t e;
+        json_t *o = json_loadb((const char *)r->body, r->body_len, 0, &e);
+        if (!o)
+            fail_msg("record %zu is not JSON: %s (%s)", i, r->body, e.text);
+        size_t n;
+        char *text = api_json_text(o, &n);
+        assert_non_null(text);
+        if (n != r->body_len || memcmp(text, r->body, n) != 0)
+            fail_msg("record %zu:\n  written %s\n  printed %s", i, r->body, text);
+        free(text);
+        json_decref(o);
+    }
+    /* the escaping itself against jansson's printer: every ASCII byte, and
+     * UTF-8 (jansson prints only valid UTF-8) */
+    static const char utf8[] = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    char raw[128 + sizeof(utf8)], mine[API_JSON_STRING_MAX(sizeof(raw))];
+    for (int c = 1; c < 128; c++)
+        raw[c - 1] = (char)c;
+    memcpy(raw + 127, utf8, sizeof(utf8) - 1);
+    size_t total = 127 + sizeof(utf8) - 1;
+    for (size_t n = 0; n < 127; n += 9) {
+        size_t len = total - n;
+        json_t *str = json_stringn_nocheck(raw + n, len);
+        char *ref = json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT);
+        assert_non_null(ref);
+        /* tally writes \u00XX with lowercase hex digits, as it always has */
+        for (char *u = ref; (u = strstr(u, "\\u00")); u += 4)
+            for (int d = 4; d < 6; d++)
+                if (u[d] >= 'A' && u[d] <= 'F')
+                    u[d] = (char)(u[d] - 'A' + 'a');
+        size_t m = (size_t)(api_json_string_at(mine, raw + n, len) - mine);
+        if (m != strlen(ref) || memcmp(mine, ref, m) != 0)
+            fail_msg("escaping from byte %zu:\n  mine    %.*s\n  jansson %s", n + 1, (int)m, mine, ref);
+        free(ref);
+        json_decref(str);
+    }
+    assert_true(j.n >= 36 && j.n <= served);   /* a peek or a refusal changes nothing: no record */
+    api_policies_free(srv.policies);
+    ks_free(srv.ks);
+    journal_free(&j);
+}
+
 static void test_journal_record_size(void **state)
 {
     (void)state;
@@ -786,6 +876,7 @@ int main(void)
         cmocka_unit_test(test_key_handle_answers),
         cmocka_unit_test(test_replay_determinism),
         cmocka_unit_test(test_journal_record_size),
+        cmocka_unit_test(test_canonical_text),
         cmocka_unit_test(test_journal_epoch_record),
         cmocka_unit_test(test_undo_takes_changes_back),
         cmocka_unit_test(test_coord_text),
