@@ -561,9 +561,14 @@ static char *put_i64(char *p, int64_t v)
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     if (v < 0)
         *p++ = '-';
-    int n = 1;
-    for (uint64_t t = u; t >= 10; t /= 10)
-        n++;
+    /* its digits: log10 from the bit length, then one comparison */
+    static const uint64_t pow10[20] = { 1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+                                        100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL,
+                                        1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+                                        1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+                                        1000000000000000000ULL, 10000000000000000000ULL };
+    int t = ((64 - __builtin_clzll(u | 1)) * 1233) >> 12;
+    int n = u < 10 ? 1 : t + 1 - (u < pow10[t]);
     char *end = p + n;
     while (u >= 100) {
         unsigned d = (unsigned)(u % 100) * 2;

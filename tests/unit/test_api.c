@@ -569,6 +569,17 @@ static void test_canonical_text(void **state)
                 free(out);
                 served++;
             }
+    /* numbers of every length up to the limit, 10^15 (fresh keys: each taken) */
+    size_t before = j.n;
+    int64_t q = 1;
+    for (int d = 1; d <= 16; d++, q *= 10)
+        for (int64_t v = q - 1; v <= q; v++) {
+            snprintf(body, sizeof(body), "{\"policy\":\"s\",\"key\":\"n%lld\",\"quantity\":%lld}", (long long)v,
+                     (long long)v);
+            assert_int_equal(serve(&srv, API_POST, "/throttle", NULL, body, NULL), 200);
+            served++;
+        }
+    assert_int_equal(j.n - before, 31);   /* all but the peek (quantity 0) */
     assert_true(j.n > 0);
     for (size_t i = 0; i < j.n; i++) {
         const record_t *r = &j.r[i];
