@@ -796,6 +796,19 @@ bool api_parse_i64(const char *s, size_t len, int64_t *out)
 {
     if (len == 0 || len > 20)
         return false;
+    /* up to 18 digits after an optional '-' cannot overflow: read here;
+     * anything else (a NUL, another byte, more digits) as strtoll reads it */
+    size_t d = s[0] == '-';
+    if (len > d && len - d <= 18) {
+        int64_t v = 0;
+        size_t i = d;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            v = v * 10 + (s[i++] - '0');
+        if (i == len) {
+            *out = d ? -v : v;
+            return true;
+        }
+    }
     char buf[24];
     memcpy(buf, s, len);
     buf[len] = '\0';

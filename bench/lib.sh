@@ -81,9 +81,10 @@ start_redis() {
 stop_redis() { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 
-# wrk_run URL [lua-script]: prints "RPS P99_MS REQUESTS"
+# wrk_run URL [lua-script]: prints "RPS P99_MS REQUESTS" (for
+# ${WRK_SECONDS:-$BENCH_SECONDS} seconds)
 wrk_run() {
-    out=$(on_client wrk -t"${WRK_THREADS:-1}" -c"$BENCH_CONNS" -d"${BENCH_SECONDS}s" --latency ${2:+-s "$2"} "$1" 2>&1)
+    out=$(on_client wrk -t"${WRK_THREADS:-1}" -c"$BENCH_CONNS" -d"${WRK_SECONDS:-$BENCH_SECONDS}s" --latency ${2:+-s "$2"} "$1" 2>&1)
     rps=$(printf '%s\n' "$out" | awk '/Requests\/sec/ {print $2}')
     nreq=$(printf '%s\n' "$out" | awk '/requests in/ {print $1}')
     p99=$(printf '%s\n' "$out" | awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}')
@@ -125,6 +126,15 @@ openloop_half() {
 redis_bench() {
     out=$(on_client redis-benchmark -p "$REDIS_PORT" -c "$BENCH_CONNS" ${REDIS_BENCH_THREADS:+--threads "$REDIS_BENCH_THREADS"} --csv "$@" 2>/dev/null | tail -1)
     echo "$out" | awk -F'","' '{gsub(/"/,"",$2); gsub(/"/,"",$7); print $2, $7}'
+}
+
+# record_ratio NAME RATIO TARGET DETAIL: a ratio measured as such (say the
+# median of per-round ratios), with its target; DETAIL says what it is.
+record_ratio() {
+    verdict=$(awk -v r="$2" -v t="$3" 'BEGIN { print (r + 0 >= t + 0) ? "met" : "MISSED" }')
+    ratio=$(awk -v r="$2" 'BEGIN { printf "%.2f", r }')
+    printf '%-52s ratio %5s  target >= %-5s %s  (%s)\n' "$1" "$ratio" "$3" "$verdict" "$4"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$ratio" ratio "$4" "" "$ratio" "$3" "$verdict" >>"$RESULTS"
 }
 
 # record NAME VALUE UNIT [REFERENCE_NAME REFERENCE_VALUE TARGET_RATIO]

@@ -9,72 +9,98 @@
 # bare server's ratios are reported next to them.  Latency at half of each
 # server's own peak (DESIGN §5: p99 <= 1 ms), open loop, for POST and GET
 # on tallyd and on the honest bare server.
+#
+# Interleaved rounds (issue 20).  On a shared machine the CPU a server gets
+# drifts by tens of percent within a minute, so one measurement of tallyd
+# followed by one of the bare server compares two moments as much as two
+# servers.  tallyd and the honest bare server therefore run side by side
+# (both pinned to the server core; only the one under load works), and each
+# route is measured in BENCH_ROUNDS rounds of BENCH_SECONDS / BENCH_ROUNDS
+# seconds (at least 1), the two servers back to back in each round, in
+# alternating order.  Each round gives a ratio of neighbours; the figures
+# are the medians over the rounds: throughput of each server, the
+# throughput ratio, and the ratio of server CPU per request (all the
+# server's threads, /proc/PID/task/*/schedstat: the bare server's over
+# tallyd's, 1.0 being the bare server's cost).
 set -eu
 . bench/lib.sh
+: "${BENCH_ROUNDS:=5}"
+ROUND_SECONDS=$((BENCH_SECONDS / BENCH_ROUNDS))
+[ "$ROUND_SECONDS" -ge 1 ] || ROUND_SECONDS=1
 
 set -- $(redis_gcra)
 redis_rps=$1 redis_p99=$2
 record "redis EVALSHA gcra.lua (req/s)" "$redis_rps" req/s
 record "redis EVALSHA gcra.lua p99" "$redis_p99" ms
 
-# tallyd's libmicrohttpd pool per connection at the default --max-url (16
-# KiB + 8 KiB for headers, service/server.c); the bare servers use
-# libmicrohttpd's default (32 KiB) unless given it.  libmicrohttpd zeroes
-# the pool before every request, so its size is a cost per request: the
-# honest server is also measured with tallyd's pool, and both ratios given.
-TALLY_POOL=24576
-
-# bare_run MODE [POOL]: the bare server's POST and GET (the same wrk scripts):
-# "POST_RPS GET_RPS POST_CPU_US GET_CPU_US" (server CPU per request); for
-# the honest one with the default pool, its latency at half of its own
-# peaks into $BENCH_TMP/ol_bare
-bare_run() {
-    mode=$1 pool=${2:-}
-    start_bare "$mode" "${TALLY_THREADS:-1}" $pool
-    set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/throttle" bench/lua/throttle_post.lua)
-    post=$1 post_cpu=$4
-    set -- $(server_cpu_us $BARE_PID wrk_run "http://127.0.0.1:$BARE_PORT/" bench/lua/throttle_get.lua)
-    get=$1 get_cpu=$4
-    if [ "$mode" = honest ] && [ -z "$pool" ]; then
-        { openloop_half "$BARE_PORT" "$post" throttle_post; openloop_half "$BARE_PORT" "$get" throttle_get; } \
-            >"$BENCH_TMP/ol_bare"
-    fi
-    stop_bare
-    echo "$post $get $post_cpu $get_cpu"
-}
-set -- $(bare_run fixed)
-bare_rps=$1
-set -- $(bare_run honest)
-honest_post_rps=$1 honest_get_rps=$2 honest_post_cpu=$3 honest_get_cpu=$4
-set -- $(bare_run honest $TALLY_POOL)
-pool_post_rps=$1 pool_get_rps=$2 pool_post_cpu=$3 pool_get_cpu=$4
-record "bare libmicrohttpd fixed body (req/s)" "$bare_rps" req/s
-record "bare libmicrohttpd honest POST (req/s)" "$honest_post_rps" req/s
-record "bare libmicrohttpd honest GET (req/s)" "$honest_get_rps" req/s
-record "bare honest POST, tallyd's pool (req/s)" "$pool_post_rps" req/s
-record "bare honest GET, tallyd's pool (req/s)" "$pool_get_rps" req/s
+# the fixed bare server: what libmicrohttpd alone costs (context, no target)
+start_bare fixed "${TALLY_THREADS:-1}"
+set -- $(wrk_run "http://127.0.0.1:$BARE_PORT/throttle" bench/lua/throttle_post.lua)
+fixed_rps=$1
+stop_bare
+record "bare libmicrohttpd fixed body (req/s)" "$fixed_rps" req/s
 
 # the hook's policy: a limit never reached, keyed by the path (as suite_20)
 cat >"$BENCH_TMP/hook_policies.json" <<JSON
 {"policies": {"bench": {"algorithm": "sliding_window", "max_count": 1000000000, "period": 60,
                         "key": "{path}", "deny_status": 403}}}
 JSON
+start_bare honest "${TALLY_THREADS:-1}"
 start_tallyd --config "$BENCH_TMP/hook_policies.json"
-set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-post_rps=$1 post_p99=$2 post_cpu=$4
-set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/throttle_get.lua)
-get_rps=$1 get_p99=$2 get_cpu=$4
+
+# one_server PID PORT PATH SCRIPT: "RPS P99 CPU_US" of one round
+one_server() {
+    set -- $(server_cpu_us "$1" wrk_run "http://127.0.0.1:$2$3" "$4")
+    echo "$1 $2 $4"
+}
+
+# median FILE COLUMN: the median of a column of numbers
+median() {
+    awk -v c="$2" '{ print $c }' "$1" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# rounds KIND PATH SCRIPT: interleaved rounds into $BENCH_TMP/rounds.KIND,
+# one line each: "TALLY_RPS TALLY_P99 TALLY_CPU BARE_RPS BARE_P99 BARE_CPU
+# RPS_RATIO CPU_RATIO"; a warm-up of each server first
+rounds() {
+    kind=$1 path=$2 script=$3 rfile="$BENCH_TMP/rounds.$1"
+    : >"$rfile"
+    WRK_SECONDS=1
+    wrk_run "http://127.0.0.1:$TALLY_PORT$path" "$script" >/dev/null
+    wrk_run "http://127.0.0.1:$BARE_PORT$path" "$script" >/dev/null
+    WRK_SECONDS=$ROUND_SECONDS
+    r=1
+    while [ "$r" -le "$BENCH_ROUNDS" ]; do
+        if [ $((r % 2)) = 1 ]; then
+            t=$(one_server "$TALLY_PID" "$TALLY_PORT" "$path" "$script")
+            b=$(one_server "$BARE_PID" "$BARE_PORT" "$path" "$script")
+        else
+            b=$(one_server "$BARE_PID" "$BARE_PORT" "$path" "$script")
+            t=$(one_server "$TALLY_PID" "$TALLY_PORT" "$path" "$script")
+        fi
+        echo "$t $b" | awk '{ printf "%s %s %s %s %s %s %.4f %.4f\n", $1, $2, $3, $4, $5, $6,
+                                   ($4 > 0 ? $1 / $4 : 0), ($3 > 0 ? $6 / $3 : 0) }' >>"$rfile"
+        r=$((r + 1))
+    done
+    unset WRK_SECONDS
+}
+
+rounds post /throttle bench/lua/throttle_post.lua
+rounds get / bench/lua/throttle_get.lua
 export PATH_PREFIX=/hook/bench/
-set -- $(server_cpu_us $TALLY_PID wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/random_path.lua)
-hook_rps=$1 hook_p99=$2 hook_cpu=$4
+rounds hook / bench/lua/random_path.lua
+
 # DESIGN §5: p99 <= 1 ms at half of peak throughput, measured open-loop (each
-# latency counted from when the request was due, so queueing shows)
-ol_post=$(openloop_half "$TALLY_PORT" "$post_rps" throttle_post)
-ol_get=$(openloop_half "$TALLY_PORT" "$get_rps" throttle_get)
+# latency counted from when the request was due, so queueing shows); each
+# server at half of its own median peak
+ol_post=$(openloop_half "$TALLY_PORT" "$(median "$BENCH_TMP/rounds.post" 1)" throttle_post)
+ol_get=$(openloop_half "$TALLY_PORT" "$(median "$BENCH_TMP/rounds.get" 1)" throttle_get)
+ol_bare_post=$(openloop_half "$BARE_PORT" "$(median "$BENCH_TMP/rounds.post" 4)" throttle_post)
+ol_bare_get=$(openloop_half "$BARE_PORT" "$(median "$BENCH_TMP/rounds.get" 4)" throttle_get)
 stop_tallyd
-record "tally POST /throttle p99" "$post_p99" ms
-record "tally GET /throttle/{key} p99" "$get_p99" ms
-record "tally GET /hook/{policy} p99" "$hook_p99" ms
+stop_bare
+
 # record_ol NAME "P50 P99 P999 RATE": the three percentiles of one open-loop run
 record_ol() {
     set -- "$1" $2
@@ -82,34 +108,26 @@ record_ol() {
     record "$1 at half of peak ($5/s): p99" "$3" ms
     record "$1 at half of peak ($5/s): p99.9" "$4" ms
 }
+
+# report KIND LABEL TARGET: one route's medians
+report() {
+    f="$BENCH_TMP/rounds.$1"
+    t_rps=$(median "$f" 1) b_rps=$(median "$f" 4)
+    record "tally $2 (req/s, median of $BENCH_ROUNDS rounds)" "$t_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
+    record "tally $2 p99 (ms, median of rounds)" "$(median "$f" 2)" ms
+    record "bare honest, same requests (req/s, median)" "$b_rps" req/s
+    record "tally $2 server CPU (us/request, median)" "$(median "$f" 3)" us
+    record "bare honest server CPU (us/request, median)" "$(median "$f" 6)" us
+    record_ratio "tally $2 vs bare honest, throughput" "$(median "$f" 7)" "$3" \
+        "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $7 }' "$f")"
+    record_ratio "tally $2 vs bare honest, CPU per request" "$(median "$f" 8)" "$3" \
+        "bare's CPU over tally's, median of: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $8 }' "$f")"
+    record "tally $2 vs bare fixed body (context)" "$t_rps" req/s "bare libmicrohttpd fixed body" "$fixed_rps"
+}
+report post "POST /throttle" 0.85
+report get "GET /throttle/{key}" 0.9
+report hook "GET /hook/{policy}" 0.9
 record_ol "tally POST /throttle, open loop," "$ol_post"
 record_ol "tally GET /throttle/{key}, open loop," "$ol_get"
-record_ol "bare honest POST, open loop," "$(sed -n 1p "$BENCH_TMP/ol_bare")"
-record_ol "bare honest GET, open loop," "$(sed -n 2p "$BENCH_TMP/ol_bare")"
-record "tally POST /throttle (req/s)" "$post_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
-record "tally GET /throttle/{key} (req/s)" "$get_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
-record "tally GET /hook/{policy} (req/s)" "$hook_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
-record "tally POST /throttle vs bare MHD honest" "$post_rps" req/s "bare libmicrohttpd honest POST" "$honest_post_rps" 0.85
-record "tally GET /throttle/{key} vs bare MHD honest" "$get_rps" req/s "bare libmicrohttpd honest GET" "$honest_get_rps" 0.9
-record "tally GET /hook/{policy} vs bare MHD honest" "$hook_rps" req/s "bare libmicrohttpd honest GET" "$honest_get_rps" 0.9
-# server CPU per request (lower is better, so the ratio is the reference's
-# over tally's: 1.0 would be the bare server's cost)
-record "tally POST /throttle server CPU (us/request)" "$post_cpu" us
-record "tally GET /throttle/{key} server CPU (us/request)" "$get_cpu" us
-record "tally GET /hook/{policy} server CPU (us/request)" "$hook_cpu" us
-record "bare honest POST server CPU (us/request)" "$honest_post_cpu" us
-record "bare honest GET server CPU (us/request)" "$honest_get_cpu" us
-record "CPU/request: bare honest POST over tally POST" "$honest_post_cpu" us "tally POST /throttle" "$post_cpu"
-record "CPU/request: bare honest GET over tally GET" "$honest_get_cpu" us "tally GET /throttle/{key}" "$get_cpu"
-record "CPU/request: bare honest GET over tally hook" "$honest_get_cpu" us "tally GET /hook/{policy}" "$hook_cpu"
-record "bare honest POST server CPU, tallyd's pool (us/request)" "$pool_post_cpu" us
-record "bare honest GET server CPU, tallyd's pool (us/request)" "$pool_get_cpu" us
-record "tally POST /throttle vs bare honest, same pool" "$post_rps" req/s "bare honest POST, tallyd's pool" "$pool_post_rps"
-record "tally GET /throttle/{key} vs bare honest, same pool" "$get_rps" req/s "bare honest GET, tallyd's pool" "$pool_get_rps"
-record "tally GET /hook/{policy} vs bare honest, same pool" "$hook_rps" req/s "bare honest GET, tallyd's pool" "$pool_get_rps"
-record "CPU/request: bare honest POST (same pool) over tally" "$pool_post_cpu" us "tally POST /throttle" "$post_cpu"
-record "CPU/request: bare honest GET (same pool) over tally" "$pool_get_cpu" us "tally GET /throttle/{key}" "$get_cpu"
-record "CPU/request: bare honest GET (same pool) over hook" "$pool_get_cpu" us "tally GET /hook/{policy}" "$hook_cpu"
-record "tally POST /throttle vs bare MHD fixed body" "$post_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
-record "tally GET /throttle/{key} vs bare MHD fixed body" "$get_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
-record "tally GET /hook/{policy} vs bare MHD fixed body" "$hook_rps" req/s "bare libmicrohttpd fixed body" "$bare_rps"
+record_ol "bare honest POST, open loop," "$ol_bare_post"
+record_ol "bare honest GET, open loop," "$ol_bare_get"

@@ -8,6 +8,7 @@
  * the JSON number writer against core's coordinate fast
  * path (the answer of GET /geo/{key}/pos must not depend on which one runs).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -260,6 +261,42 @@ static void test_readers(void **state)
     assert_true(api_parse_i64("-42", 3, &i) && i == -42);
     assert_false(api_parse_i64("4 2", 3, &i));
     assert_false(api_parse_i64("99999999999999999999", 20, &i));
+    /* against strtoll over the whole string (the rule it has always kept:
+     * '-' or a digit first, all of it read up to a NUL, no overflow), for
+     * seeded random strings of digits, signs, spaces, NULs and other bytes,
+     * 1 to 21 bytes (over 20 is refused), and every length of nines and of a minimum */
+    rng_t r;
+    rng_seed(&r, 64);
+    static const char alphabet[] = "0123456789999-+ \0x.";
+    for (int round = 0; round < 200000; round++) {
+        char str[24];
+        size_t len = 1 + rng_below(&r, 21);
+        for (size_t k = 0; k < len; k++)
+            str[k] = alphabet[rng_below(&r, sizeof(alphabet) - 1)];
+        if (round % 4 == 0)   /* mostly digits */
+            for (size_t k = 1; k < len; k++)
+                str[k] = (char)('0' + rng_below(&r, 10));
+        if (round >= 199960) {   /* 9, 99, ... and -9, -99, ... */
+            int n = (round - 199960) % 20 + 1;
+            bool neg = round - 199960 >= 20;
+            len = (size_t)n + neg;
+            memset(str, '9', len);
+            if (neg)
+                str[0] = '-';
+        }
+        str[len] = '\0';
+        char buf[24];
+        memcpy(buf, str, len + 1);
+        char *end;
+        errno = 0;
+        long long want = strtoll(buf, &end, 10);
+        bool ok = len <= 20 && (buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')) && !errno && !*end && end != buf;
+        int64_t got = 0;
+        bool gok = api_parse_i64(str, len, &got);
+        if (gok != ok || (ok && got != want))
+            fail_msg("api_parse_i64 of %zu bytes '%.*s': %d %lld, strtoll %d %lld", len, (int)len, str, gok,
+                     (long long)got, ok, want);
+    }
     assert_true(api_parse_double("1e3", 3, &d) && d == 1000);
     assert_false(api_parse_double("inf", 3, &d));
     /* a deferred error and the envelope it becomes */
