@@ -174,6 +174,18 @@ static bool utf8_scan(const unsigned char *s, size_t n, bool nul_ok)
 {
     size_t i = 0;
     while (i < n) {
+        /* ASCII eight bytes at a time: no high bit, and no zero byte unless
+         * NUL is allowed (exact once no high bit is set) */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & 0x8080808080808080ULL) ||
+                (!nul_ok && ((w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL)))
+                break;
+            i += 8;
+        }
+        if (i == n)
+            break;
         unsigned c = s[i];
         if (c == 0 && !nul_ok)
             return false;
