@@ -283,20 +283,26 @@ static const uint8_t dec_special[256] = {
 static long pct_decode_until(const char *s, size_t *i, size_t n, unsigned dec, char *out)
 {
     size_t j = 0, k = *i;
-    for (; k < n; k++) {
+    for (;;) {
+        size_t run = k;   /* plain bytes are copied a run at a time */
+        while (k < n && !(dec_special[(unsigned char)s[k]] & dec))
+            k++;
+        memcpy(out + j, s + run, k - run);
+        j += k - run;
+        if (k == n)
+            break;
         unsigned char c = (unsigned char)s[k];
-        if (dec_special[c] & dec) {
-            if (c == '%') {
-                int b = pct_byte(s, k, n);
-                if (b < 0)
-                    return -1;
-                c = (unsigned char)b;
-                k += 2;
-            } else if (c == '+') {
-                c = ' ';
-            } else {
-                break;   /* the end of the piece */
-            }
+        if (c == '%') {
+            int b = pct_byte(s, k, n);
+            if (b < 0)
+                return -1;
+            c = (unsigned char)b;
+            k += 3;
+        } else if (c == '+') {
+            c = ' ';
+            k++;
+        } else {
+            break;   /* the end of the piece */
         }
         out[j++] = (char)c;
     }
