@@ -12,26 +12,22 @@
 #
 # Interleaved rounds (issue 20).  On a shared machine the CPU a server gets
 # drifts by tens of percent within a minute, so one measurement of tallyd
-# followed by one of the bare server compares two moments as much as two
-# servers.  tallyd and the honest bare server therefore run side by side
-# (both pinned to the server core; only the one under load works), and each
-# route is measured in BENCH_ROUNDS rounds of BENCH_SECONDS / BENCH_ROUNDS
-# seconds (at least 1), the two servers back to back in each round, in
-# alternating order.  Each round gives a ratio of neighbours; the figures
-# are the medians over the rounds: throughput of each server, the
-# throughput ratio, and the ratio of server CPU per request (all the
-# server's threads, /proc/PID/task/*/schedstat: the bare server's over
-# tallyd's, 1.0 being the bare server's cost).
+# followed by one of a reference compares two moments as much as two
+# servers.  tallyd, the honest bare server and redis-server therefore run
+# side by side (all pinned to the server core; only the one under load
+# works), and each route is measured in BENCH_ROUNDS rounds of about
+# BENCH_SECONDS / BENCH_ROUNDS seconds (at least 1), the three back to back
+# in each round, in alternating order.  Each round gives ratios of
+# neighbours; the figures are the medians over the rounds: throughput of
+# each server, the throughput ratios, and the ratio of server CPU per
+# request (all the server's threads, /proc/PID/task/*/schedstat: the bare
+# server's over tallyd's, 1.0 being the bare server's cost).
 set -eu
 . bench/lib.sh
 : "${BENCH_ROUNDS:=5}"
 ROUND_SECONDS=$((BENCH_SECONDS / BENCH_ROUNDS))
 [ "$ROUND_SECONDS" -ge 1 ] || ROUND_SECONDS=1
 
-set -- $(redis_gcra)
-redis_rps=$1 redis_p99=$2
-record "redis EVALSHA gcra.lua (req/s)" "$redis_rps" req/s
-record "redis EVALSHA gcra.lua p99" "$redis_p99" ms
 
 # the fixed bare server: what libmicrohttpd alone costs (context, no target)
 start_bare fixed "${TALLY_THREADS:-1}"
@@ -47,6 +43,9 @@ cat >"$BENCH_TMP/hook_policies.json" <<JSON
 JSON
 start_bare honest "${TALLY_THREADS:-1}"
 start_tallyd --config "$BENCH_TMP/hook_policies.json"
+start_redis
+redis_sha=$(rcli SCRIPT LOAD "$(cat bench/lua/gcra.lua)")
+redis_bench -n 100000 -r 100000 EVALSHA "$redis_sha" 1 user:__rand_int__ 15 30 60 1 >/dev/null   # warm-up
 
 # one_server PID PORT PATH SCRIPT: "RPS P99 CPU_US" of one round
 one_server() {
@@ -60,9 +59,16 @@ median() {
         awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# redis_round: Redis running the same GCRA by EVALSHA over 100 000 keys
+# for about a round: "RPS"
+redis_round() {
+    set -- $(redis_bench -n $((ROUND_SECONDS * 50000)) -r 100000 EVALSHA "$redis_sha" 1 user:__rand_int__ 15 30 60 1)
+    echo "$1"
+}
+
 # rounds KIND PATH SCRIPT: interleaved rounds into $BENCH_TMP/rounds.KIND,
 # one line each: "TALLY_RPS TALLY_P99 TALLY_CPU BARE_RPS BARE_P99 BARE_CPU
-# RPS_RATIO CPU_RATIO"; a warm-up of each server first
+# RPS_RATIO CPU_RATIO REDIS_RPS REDIS_RATIO"; a warm-up of each server first
 rounds() {
     kind=$1 path=$2 script=$3 rfile="$BENCH_TMP/rounds.$1"
     : >"$rfile"
@@ -75,12 +81,14 @@ rounds() {
         if [ $((r % 2)) = 1 ]; then
             t=$(one_server "$TALLY_PID" "$TALLY_PORT" "$path" "$script")
             b=$(one_server "$BARE_PID" "$BARE_PORT" "$path" "$script")
+            x=$(redis_round)
         else
+            x=$(redis_round)
             b=$(one_server "$BARE_PID" "$BARE_PORT" "$path" "$script")
             t=$(one_server "$TALLY_PID" "$TALLY_PORT" "$path" "$script")
         fi
-        echo "$t $b" | awk '{ printf "%s %s %s %s %s %s %.4f %.4f\n", $1, $2, $3, $4, $5, $6,
-                                   ($4 > 0 ? $1 / $4 : 0), ($3 > 0 ? $6 / $3 : 0) }' >>"$rfile"
+        echo "$t $b $x" | awk '{ printf "%s %s %s %s %s %s %.4f %.4f %s %.4f\n", $1, $2, $3, $4, $5, $6,
+                                   ($4 > 0 ? $1 / $4 : 0), ($3 > 0 ? $6 / $3 : 0), $7, ($7 > 0 ? $1 / $7 : 0) }' >>"$rfile"
         r=$((r + 1))
     done
     unset WRK_SECONDS
@@ -100,6 +108,7 @@ ol_bare_post=$(openloop_half "$BARE_PORT" "$(median "$BENCH_TMP/rounds.post" 4)"
 ol_bare_get=$(openloop_half "$BARE_PORT" "$(median "$BENCH_TMP/rounds.get" 4)" throttle_get)
 stop_tallyd
 stop_bare
+stop_redis
 
 # record_ol NAME "P50 P99 P999 RATE": the three percentiles of one open-loop run
 record_ol() {
@@ -113,8 +122,11 @@ record_ol() {
 report() {
     f="$BENCH_TMP/rounds.$1"
     t_rps=$(median "$f" 1) b_rps=$(median "$f" 4)
-    record "tally $2 (req/s, median of $BENCH_ROUNDS rounds)" "$t_rps" req/s "redis EVALSHA gcra.lua" "$redis_rps" 1.5
+    record "tally $2 (req/s, median of $BENCH_ROUNDS rounds)" "$t_rps" req/s
     record "tally $2 p99 (ms, median of rounds)" "$(median "$f" 2)" ms
+    record "redis EVALSHA gcra.lua, same rounds (req/s, median)" "$(median "$f" 9)" req/s
+    record_ratio "tally $2 vs redis EVALSHA gcra.lua" "$(median "$f" 10)" 1.5 \
+        "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $10 }' "$f")"
     record "bare honest, same requests (req/s, median)" "$b_rps" req/s
     record "tally $2 server CPU (us/request, median)" "$(median "$f" 3)" us
     record "bare honest server CPU (us/request, median)" "$(median "$f" 6)" us
