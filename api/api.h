@@ -362,7 +362,8 @@ void api_json(api_resp_t *resp, int status, json_t *obj);
 char *api_json_text(json_t *v, size_t *len);
 /* The tree json_loadb(s, n, JSON_REJECT_DUPLICATES) builds, for a flat object
  * of printable-ASCII names and strings without escapes, integers of at most
- * 18 digits, true, false and null; NULL for any other text (params.c). */
+ * 18 digits, reals a double holds, true, false and null; NULL for any other
+ * text (params.c). */
 json_t *api_json_flat_object(const char *s, size_t n);
 /* Appends s[0..n) as a JSON string (quoted, escaped as api_json_text does). */
 void api_json_put_string(wbuf_t *b, const char *s, size_t n);

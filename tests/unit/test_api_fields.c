@@ -721,6 +721,42 @@ static void test_post_edges(void **state)
     post_compare(&a, &b, bodies[0], strlen(bodies[0]), NULL);
     post_compare(&a, &b, bodies[0], strlen(bodies[0]), "application/problem+json; charset=utf-8");
     post_compare(&a, &b, "", 0, "application/json");
+    /* numbers: the flat reader's tree is jansson's, value for value (bit for
+     * bit for reals, -0.0 too), or it leaves the body to jansson */
+    static const char *const numbers[] = {
+        "0", "-0", "7", "-7", "123456789012345678", "1234567890123456789", "0.0", "-0.0", "1.5", "-2.25", "1e3",
+        "1E+3", "1e-3", "-2.5e-10", "123.456e7", "0e0", "1.7976931348623157e308", "1e309", "-1e309", "4.9e-324",
+        "2e-324", "1e-400", "0.1", "0.30000000000000004", "3.141592653589793238462643383279502884197169399375105",
+        "01.5", "1.", ".5", "1e", "1e+", "-", "-.5", "2.e3", "1.5.2", "1e5e5", "+1", "0x10", "1.5e", "00",
+    };
+    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+        char text[160];
+        int len = snprintf(text, sizeof(text), "{\"a\":%s,\"b\":1}", numbers[i]);
+        json_t *flat = api_json_flat_object(text, (size_t)len);
+        json_t *tree = json_loadb(text, (size_t)len, JSON_REJECT_DUPLICATES, NULL);
+        if (flat) {
+            json_t *fa = json_object_get(flat, "a"), *ta = tree ? json_object_get(tree, "a") : NULL;
+            if (!ta || json_typeof(fa) != json_typeof(ta))
+                fail_msg("%s: the flat reader read what jansson %s", numbers[i], ta ? "types otherwise" : "refuses");
+            if (json_is_real(fa)) {
+                double x = json_real_value(fa), y = json_real_value(ta);
+                if (memcmp(&x, &y, sizeof(x)) != 0)
+                    fail_msg("%s: %.17g against jansson's %.17g", numbers[i], x, y);
+            } else if (!json_equal(fa, ta)) {
+                fail_msg("%s: not jansson's value", numbers[i]);
+            }
+        }
+        /* and reads every number jansson does, but integers of 19 digits
+         * and reals of 64 characters or more */
+        if (tree && !flat && strlen(numbers[i]) < 19)
+            fail_msg("%s: the flat reader left a body jansson reads", numbers[i]);
+        json_decref(flat);
+        json_decref(tree);
+        post_compare(&a, &b, text, (size_t)len, "application/json");
+        len = snprintf(text, sizeof(text), "{\"key\":\"a\",\"algorithm\":\"token_bucket\",\"capacity\":5,"
+                                           "\"refill_rate\":%s}", numbers[i]);
+        post_compare(&a, &b, text, (size_t)len, "application/json");
+    }
     /* a repeated name is the tree's refusal (jansson's duplicate key), never
      * the flat source's reading: the empty name too */
     static const char *const repeats[] = { "{\"\":1,\"\":2}", "{\"\":1,\"key\":\"a\",\"\":3}",
