@@ -128,6 +128,12 @@ redis_bench() {
     echo "$out" | awk -F'","' '{gsub(/"/,"",$2); gsub(/"/,"",$7); print $2, $7}'
 }
 
+# median FILE COLUMN: the median of a column of numbers (interleaved rounds)
+median() {
+    awk -v c="$2" '{ print $c }' "$1" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # record_ratio NAME RATIO TARGET DETAIL: a ratio measured as such (say the
 # median of per-round ratios), with its target; DETAIL says what it is.
 record_ratio() {

@@ -53,12 +53,6 @@ one_server() {
     echo "$1 $2 $4"
 }
 
-# median FILE COLUMN: the median of a column of numbers
-median() {
-    awk -v c="$2" '{ print $c }' "$1" | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # redis_round: Redis running the same GCRA by EVALSHA over 100 000 keys
 # for about a round: "RPS"
 redis_round() {

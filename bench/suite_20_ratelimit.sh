@@ -25,15 +25,7 @@ for algo in sliding_log sliding_window fixed_window token_bucket; do
 done
 
 # --- Redis: the seeds' sliding log -----------------------------------------
-start_redis
-sha=$(rcli SCRIPT LOAD "$(cat bench/lua/sliding_log.lua)")
-set -- $(redis_bench -n $((BENCH_SECONDS * 40000)) -r 100000 EVALSHA "$sha" 1 user:__rand_int__ 60000 100)
-redis_rps=$1 redis_p99=$2
-stop_redis
-record "redis EVALSHA sliding_log.lua (req/s)" "$redis_rps" req/s
-record "redis EVALSHA sliding_log.lua p99" "$redis_p99" ms
-
-# --- the HTTP ceiling: a bare libmicrohttpd server answering a fixed body ----
+# the ceiling: a bare libmicrohttpd server answering the same requests
 bare_port=$(freeport)
 $ON_SERVER "$BUILD/bench/bare_mhd" "$bare_port" "${TALLY_THREADS:-1}" &
 bare_pid=$!
@@ -42,35 +34,75 @@ export RL_PREFIX=bare: RL_PARAMS='"max_burst":15,"count_per_period":30,"period":
 set -- $(wrk_run "http://127.0.0.1:$bare_port/throttle" bench/lua/ratelimit_post.lua)
 bare_rps=$1
 kill $bare_pid; wait $bare_pid 2>/dev/null || true
-record "ceiling: bare libmicrohttpd vs Redis sliding log" "$bare_rps" req/s "redis EVALSHA sliding_log.lua" "$redis_rps"
 
-# --- tally: each algorithm, same run, same server --------------------------
+# Interleaved rounds (as suite_10): tallyd and redis-server side by side,
+# each round measures GCRA, every other algorithm and Redis's sliding log
+# back to back (the order turned each round), and each ratio is the median
+# of the per-round ratios, so the drift of a shared machine's CPU between
+# measurements does not land in them.
+: "${BENCH_ROUNDS:=5}"
+ROUND_SECONDS=$((BENCH_SECONDS / BENCH_ROUNDS))
+[ "$ROUND_SECONDS" -ge 1 ] || ROUND_SECONDS=1
+start_redis
+sha=$(rcli SCRIPT LOAD "$(cat bench/lua/sliding_log.lua)")
 start_tallyd
-run_algo() {   # run_algo NAME PARAMS -> sets rps, p99
-    RL_PREFIX="$1:" RL_PARAMS="$2"
+ALGOS="gcra sliding_log sliding_window fixed_window token_bucket"
+params_of() {
+    case "$1" in
+    gcra) echo '"max_burst":15,"count_per_period":30,"period":60' ;;
+    sliding_log) echo '"algorithm":"sliding_log","max_count":100,"period":60' ;;
+    token_bucket) echo '"algorithm":"token_bucket","capacity":100,"refill_rate":1.5' ;;
+    *) echo "\"algorithm\":\"$1\",\"max_count\":100,\"period\":60" ;;
+    esac
+}
+run_algo() {   # run_algo NAME -> "RPS P99"
+    RL_PREFIX="$1:" RL_PARAMS=$(params_of "$1")
     export RL_PREFIX RL_PARAMS
     set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/ratelimit_post.lua)
-    rps=$1 p99=$2
+    echo "$1 $2"
 }
-run_algo gcra '"max_burst":15,"count_per_period":30,"period":60'
-gcra_rps=$rps
-record "tally POST /throttle gcra (req/s)" "$gcra_rps" req/s
-record "tally POST /throttle gcra p99" "$p99" ms
-for spec in \
-    'sliding_log|"algorithm":"sliding_log","max_count":100,"period":60' \
-    'sliding_window|"algorithm":"sliding_window","max_count":100,"period":60' \
-    'fixed_window|"algorithm":"fixed_window","max_count":100,"period":60' \
-    'token_bucket|"algorithm":"token_bucket","capacity":100,"refill_rate":1.5'; do
-    algo=${spec%%|*}
-    run_algo "$algo" "${spec#*|}"
-    algo_rps=$rps
-    record "tally POST /throttle $algo p99" "$p99" ms
-    record "tally POST /throttle $algo vs gcra" "$algo_rps" req/s "tally POST /throttle gcra" "$gcra_rps" 0.9
-    if [ "$algo" = sliding_log ]; then
-        record "tally POST /throttle sliding_log vs Redis" "$algo_rps" req/s "redis EVALSHA sliding_log.lua" "$redis_rps" 2.0
-    fi
+WRK_SECONDS=1
+for algo in $ALGOS; do run_algo "$algo" >/dev/null; done   # warm-up: each key space made
+WRK_SECONDS=$ROUND_SECONDS
+r=1
+while [ "$r" -le "$BENCH_ROUNDS" ]; do
+    # this round's order: the list turned by the round number, Redis among them
+    order=$(echo $ALGOS redis | awk -v r="$r" '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1) }')
+    for algo in $order; do
+        if [ "$algo" = redis ]; then
+            set -- $(redis_bench -n $((ROUND_SECONDS * 40000)) -r 100000 EVALSHA "$sha" 1 user:__rand_int__ 60000 100)
+            echo "$1 $2" >"$BENCH_TMP/round.redis"
+        else
+            run_algo "$algo" >"$BENCH_TMP/round.$algo"
+        fi
+    done
+    gcra=$(awk '{ print $1 }' "$BENCH_TMP/round.gcra")
+    for algo in $ALGOS redis; do
+        awk -v g="$gcra" '{ printf "%s %s %.4f\n", $1, $2, (g > 0 ? $1 / g : 0) }' "$BENCH_TMP/round.$algo" \
+            >>"$BENCH_TMP/rounds.$algo"
+    done
+    awk -v s="$(awk '{ print $1 }' "$BENCH_TMP/round.sliding_log")" '{ printf "%.4f\n", ($1 > 0 ? s / $1 : 0) }' \
+        "$BENCH_TMP/round.redis" >>"$BENCH_TMP/rounds.vs_redis"
+    r=$((r + 1))
 done
+unset WRK_SECONDS
 stop_tallyd
+stop_redis
+
+redis_rps=$(median "$BENCH_TMP/rounds.redis" 1)
+record "redis EVALSHA sliding_log.lua (req/s, median of rounds)" "$redis_rps" req/s
+record "redis EVALSHA sliding_log.lua p99" "$(median "$BENCH_TMP/rounds.redis" 2)" ms
+record "ceiling: bare libmicrohttpd vs Redis sliding log" "$bare_rps" req/s "redis EVALSHA sliding_log.lua" "$redis_rps"
+record "tally POST /throttle gcra (req/s, median of rounds)" "$(median "$BENCH_TMP/rounds.gcra" 1)" req/s
+record "tally POST /throttle gcra p99" "$(median "$BENCH_TMP/rounds.gcra" 2)" ms
+for algo in sliding_log sliding_window fixed_window token_bucket; do
+    f="$BENCH_TMP/rounds.$algo"
+    record "tally POST /throttle $algo p99" "$(median "$f" 2)" ms
+    record_ratio "tally POST /throttle $algo vs gcra" "$(median "$f" 3)" 0.9 \
+        "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $3 }' "$f")"
+done
+record_ratio "tally POST /throttle sliding_log vs Redis" "$(median "$BENCH_TMP/rounds.vs_redis" 1)" 2.0 \
+    "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' "$BENCH_TMP/rounds.vs_redis")"
 
 # --- nginx -> tallyd hook ---------------------------------------------------
 NGINX=${NGINX:-/usr/sbin/nginx}
