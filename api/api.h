@@ -371,6 +371,10 @@ void api_json_put_string(wbuf_t *b, const char *s, size_t n);
  * the end of what it wrote. */
 #define API_JSON_STRING_MAX(n) (6 * (n) + 2)
 char *api_json_string_at(char *p, const char *s, size_t n);
+/* v in decimal at p, which has room for API_I64_TEXT bytes (no NUL);
+ * returns the end of what it wrote. */
+#define API_I64_TEXT 20
+char *api_format_i64(char *p, int64_t v);
 /* Shortest text that reads back as v, always with '.' or an exponent. */
 void api_format_double(double v, char *out, size_t n);
 /* Sets a response body verbatim (copied). */

@@ -15,7 +15,9 @@ bool api_item_text(const json_t *v, char *buf, const char **p, size_t *len)
     }
     if (!json_is_integer(v))
         return false;
-    *len = (size_t)snprintf(buf, API_ITEM_TEXT, "%lld", (long long)json_integer_value(v));
+    char *end = api_format_i64(buf, json_integer_value(v));
+    *end = '\0';
+    *len = (size_t)(end - buf);
     *p = buf;
     return true;
 }

@@ -157,7 +157,6 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
 /* Journal: the canonical form of resolved items                            */
 /* ------------------------------------------------------------------------ */
 
-static char *put_i64(char *p, int64_t v);
 static char *put_str(char *p, const char *s);
 
 /* `,"name":v` (the comma separates members). */
@@ -168,7 +167,7 @@ static char *put_member_i64(char *p, const char *name, int64_t v)
     p = put_str(p, name);
     *p++ = '"';
     *p++ = ':';
-    return put_i64(p, v);
+    return api_format_i64(p, v);
 }
 
 /* The most item_text writes for an item: the key escaped (6 bytes a byte
@@ -549,42 +548,7 @@ static secs_t secs_of(const rl_result_t *r, bool allowed)
     return s;
 }
 
-/* Formatting without printf: these run on every gateway request.  Two
- * digits at a time from a table: a decision's answer formats a dozen
- * numbers. */
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                     "8081828384858687888990919293949596979899";
-
-static char *put_i64(char *p, int64_t v)
-{
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    if (v < 0)
-        *p++ = '-';
-    /* its digits: log10 from the bit length, then one comparison */
-    static const uint64_t pow10[20] = { 1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
-                                        100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL,
-                                        1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
-                                        1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
-                                        1000000000000000000ULL, 10000000000000000000ULL };
-    int t = ((64 - __builtin_clzll(u | 1)) * 1233) >> 12;
-    int n = u < 10 ? 1 : t + 1 - (u < pow10[t]);
-    char *end = p + n;
-    while (u >= 100) {
-        unsigned d = (unsigned)(u % 100) * 2;
-        u /= 100;
-        *--end = digit_pairs[d + 1];
-        *--end = digit_pairs[d];
-    }
-    if (u >= 10) {
-        *--end = digit_pairs[u * 2 + 1];
-        *--end = digit_pairs[u * 2];
-    } else {
-        *--end = (char)('0' + u);
-    }
-    return p + n;
-}
-
+/* Formatting without printf: these run on every gateway request. */
 static char *put_str(char *p, const char *s)
 {
     size_t n = strlen(s);
@@ -606,7 +570,7 @@ static void header_i64(api_resp_t *resp, const char *name, int64_t v)
 {
     char *p = header_start(resp, name);
     if (p)
-        *put_i64(p, v) = '\0';
+        *api_format_i64(p, v) = '\0';
 }
 
 /* "name";<k1><v1><k2><v2> (policy names are short: POLICY_NAME_MAX). */
@@ -620,9 +584,9 @@ static void header_draft(api_resp_t *resp, const char *hname, const char *policy
     p = put_str(p, policy);
     *p++ = '"';
     p = put_str(p, k1);
-    p = put_i64(p, v1);
+    p = api_format_i64(p, v1);
     p = put_str(p, k2);
-    *put_i64(p, v2) = '\0';
+    *api_format_i64(p, v2) = '\0';
 }
 
 static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed)
@@ -647,17 +611,17 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
     secs_t s = secs_of(r, allowed);
     char body[384], *p = body;
     p = put_str(p, allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
-    p = put_i64(p, r->limit);
+    p = api_format_i64(p, r->limit);
     p = put_str(p, ",\"remaining\":");
-    p = put_i64(p, r->remaining);
+    p = api_format_i64(p, r->remaining);
     p = put_str(p, ",\"retry_after\":");
-    p = put_i64(p, s.retry_s);
+    p = api_format_i64(p, s.retry_s);
     p = put_str(p, ",\"reset_after\":");
-    p = put_i64(p, s.reset_s);
+    p = api_format_i64(p, s.reset_s);
     p = put_str(p, ",\"retry_after_ms\":");
-    p = put_i64(p, s.retry_ms);
+    p = api_format_i64(p, s.retry_ms);
     p = put_str(p, ",\"reset_after_ms\":");
-    p = put_i64(p, s.reset_ms);
+    p = api_format_i64(p, s.reset_ms);
     if (it->policy) {
         p = put_str(p, ",\"policy\":\"");
         p = put_str(p, it->policy->name);   /* [A-Za-z0-9_.-]: nothing to escape */

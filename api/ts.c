@@ -419,16 +419,8 @@ static void put_double(wbuf_t *b, dtext_t *cache, double v)
 /* Appends a decimal integer (snprintf costs more than the rest of an add). */
 static void put_i64(wbuf_t *b, int64_t v)
 {
-    char buf[24];
-    char *p = buf + sizeof(buf);
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--p = '-';
-    wbuf_put_bytes(b, p, (size_t)(buf + sizeof(buf) - p));
+    char buf[API_I64_TEXT];
+    wbuf_put_bytes(b, buf, (size_t)(api_format_i64(buf, v) - buf));
 }
 
 /* Hands a built body to the response. */
