@@ -159,23 +159,24 @@ static size_t flat_string_end(const char *s, size_t n, size_t i)
  * JSON's fraction and exponent (at least one digit each), read as jansson
  * reads a real (strtod of the text); false for anything else, and for a
  * value strtod cannot hold (jansson names that error). */
+/* The end of the run of digits at s[e] (e itself when there is none). */
+static size_t flat_digits(const char *s, size_t n, size_t e)
+{
+    while (e < n && s[e] >= '0' && s[e] <= '9')
+        e++;
+    return e;
+}
+
 static bool flat_real(const char *s, size_t n, size_t p, size_t e, size_t *i, api_field_t *v)
 {
     if (s[e] == '.') {
-        size_t f = ++e;
-        while (e < n && s[e] >= '0' && s[e] <= '9')
-            e++;
-        if (e == f)
+        size_t f = e + 1;
+        if ((e = flat_digits(s, n, f)) == f)
             return false;
     }
     if (e < n && (s[e] == 'e' || s[e] == 'E')) {
-        e++;
-        if (e < n && (s[e] == '+' || s[e] == '-'))
-            e++;
-        size_t x = e;
-        while (e < n && s[e] >= '0' && s[e] <= '9')
-            e++;
-        if (e == x)
+        size_t x = e + 1 < n && (s[e + 1] == '+' || s[e + 1] == '-') ? e + 2 : e + 1;
+        if ((e = flat_digits(s, n, x)) == x)
             return false;
     }
     char text[64];

@@ -5,29 +5,22 @@
 #include <stdint.h>
 #include <time.h>
 
-/* Wall-clock time in ns since the epoch: limiter state survives restarts. */
-static inline int64_t clock_now_ns(void)
+/* Clock `id` in ns. */
+static inline int64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(id, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Wall-clock time in ns since the epoch: limiter state survives restarts. */
+static inline int64_t clock_now_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
 /* Monotonic ns, for durations. */
-static inline int64_t clock_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+static inline int64_t clock_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
 /* Monotonic ns as of the last timer tick (a few ms coarse, and cheaper):
  * for deadlines counted in seconds, such as a connection's. */
-static inline int64_t clock_mono_coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+static inline int64_t clock_mono_coarse_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 
 #endif
