@@ -143,6 +143,13 @@ record_ratio() {
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$ratio" ratio "$4" "" "$ratio" "$3" "$verdict" >>"$RESULTS"
 }
 
+# record_rounds NAME FILE COLUMN TARGET [WHAT]: record_ratio of the median of
+# a column of per-round ratios (one line a round), every round's listed
+record_rounds() {
+    record_ratio "$1" "$(median "$2" "$3")" "$4" \
+        "${5:+$5, }median of $(wc -l <"$2" | tr -d ' ') per-round ratios: $(awk -v c="$3" '{ printf "%s%.2f", (NR > 1 ? " " : ""), $c }' "$2")"
+}
+
 # record NAME VALUE UNIT [REFERENCE_NAME REFERENCE_VALUE TARGET_RATIO]
 # Appends a row to $RESULTS and prints it; with a reference, the ratio
 # value/reference and whether it meets the target.

@@ -119,15 +119,12 @@ report() {
     record "tally $2 (req/s, median of $BENCH_ROUNDS rounds)" "$t_rps" req/s
     record "tally $2 p99 (ms, median of rounds)" "$(median "$f" 2)" ms
     record "redis EVALSHA gcra.lua, same rounds (req/s, median)" "$(median "$f" 9)" req/s
-    record_ratio "tally $2 vs redis EVALSHA gcra.lua" "$(median "$f" 10)" 1.5 \
-        "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $10 }' "$f")"
+    record_rounds "tally $2 vs redis EVALSHA gcra.lua" "$f" 10 1.5
     record "bare honest, same requests (req/s, median)" "$b_rps" req/s
     record "tally $2 server CPU (us/request, median)" "$(median "$f" 3)" us
     record "bare honest server CPU (us/request, median)" "$(median "$f" 6)" us
-    record_ratio "tally $2 vs bare honest, throughput" "$(median "$f" 7)" "$3" \
-        "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $7 }' "$f")"
-    record_ratio "tally $2 vs bare honest, CPU per request" "$(median "$f" 8)" "$3" \
-        "bare's CPU over tally's, median of: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $8 }' "$f")"
+    record_rounds "tally $2 vs bare honest, throughput" "$f" 7 "$3"
+    record_rounds "tally $2 vs bare honest, CPU per request" "$f" 8 "$3" "bare's CPU over tally's"
     record "tally $2 vs bare fixed body (context)" "$t_rps" req/s "bare libmicrohttpd fixed body" "$fixed_rps"
 }
 report post "POST /throttle" 0.85

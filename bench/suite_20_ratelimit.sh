@@ -98,11 +98,9 @@ record "tally POST /throttle gcra p99" "$(median "$BENCH_TMP/rounds.gcra" 2)" ms
 for algo in sliding_log sliding_window fixed_window token_bucket; do
     f="$BENCH_TMP/rounds.$algo"
     record "tally POST /throttle $algo p99" "$(median "$f" 2)" ms
-    record_ratio "tally POST /throttle $algo vs gcra" "$(median "$f" 3)" 0.9 \
-        "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $3 }' "$f")"
+    record_rounds "tally POST /throttle $algo vs gcra" "$f" 3 0.9
 done
-record_ratio "tally POST /throttle sliding_log vs Redis" "$(median "$BENCH_TMP/rounds.vs_redis" 1)" 2.0 \
-    "median of $BENCH_ROUNDS per-round ratios: $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' "$BENCH_TMP/rounds.vs_redis")"
+record_rounds "tally POST /throttle sliding_log vs Redis" "$BENCH_TMP/rounds.vs_redis" 1 2.0
 
 # --- nginx -> tallyd hook ---------------------------------------------------
 NGINX=${NGINX:-/usr/sbin/nginx}

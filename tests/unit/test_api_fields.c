@@ -510,13 +510,19 @@ static bool body_reference(api_server_t *srv, const char *body, size_t n, char *
 
 /* The outcome through api_body_fields, as body_reference writes it; false
  * when the body was not read through the flat source. */
+/* A request of this JSON body and nothing else. */
+static void body_req(api_req_t *req, const char *body, size_t n)
+{
+    memset(req, 0, sizeof(*req));
+    req->body = (const uint8_t *)body;
+    req->body_len = n;
+    req->ctype = "application/json";
+}
+
 static bool body_flat(api_server_t *srv, const char *body, size_t n, char *out, size_t cap)
 {
     api_req_t req;
-    memset(&req, 0, sizeof(req));
-    req.body = (const uint8_t *)body;
-    req.body_len = n;
-    req.ctype = "application/json";
+    body_req(&req, body, n);
     api_resp_t resp;
     api_resp_init(&resp);
     api_flat_t room;
@@ -763,10 +769,7 @@ static void test_post_edges(void **state)
                                            "{\"key\":\"a\",\"key\":\"a\"}", "{\"k\":1,\"ke\":2,\"k\":3}" };
     for (size_t i = 0; i < sizeof(repeats) / sizeof(repeats[0]); i++) {
         api_req_t req;
-        memset(&req, 0, sizeof(req));
-        req.body = (const uint8_t *)repeats[i];
-        req.body_len = strlen(repeats[i]);
-        req.ctype = "application/json";
+        body_req(&req, repeats[i], strlen(repeats[i]));
         api_resp_t resp;
         api_resp_init(&resp);
         api_flat_t room;
