@@ -461,8 +461,9 @@ typedef struct api_fields_iter {
 
 /* The source of a JSON object. */
 api_fields_t api_fields_json(json_t *obj);
-/* The source of the request's query parameters but `skip` (may be NULL):
- * false with *err when a field is given more than once. */
+/* The source of the request's query parameters but `skip` (may be NULL),
+ * typed once into *room, which must live as long as the source: false with
+ * *err when a field is given more than once. */
 bool api_fields_query(const api_req_t *req, const char *skip, api_flat_t *room, api_fields_t *f, api_err_t *err);
 /* The source of the request's body without a tree when it is a flat object
  * (api_json_flat_object's shape) that fits *room; else the source of the
