@@ -21,6 +21,7 @@
 #define JOURNAL_PREFAULT (256u << 10)         /* window made writable ahead of the records at a time */
 #define JOURNAL_LEAD (2u << 20)               /* the preparer keeps this much ahead of the records writable */
 #define JOURNAL_RETIRED 4                     /* windows left for the preparer to unmap */
+#define JOURNAL_CHUNK (64u << 10)             /* the preparer makes this much writable between yields */
 
 /*
  * A journal file is written through a shared memory mapping of space
@@ -50,9 +51,13 @@
  * So a thread of its own, the preparer, works ahead of the writer: it
  * reserves and maps the next window and makes JOURNAL_LEAD bytes past the
  * records writable (MADV_POPULATE_WRITE), when the writer nears the end of
- * what is ready and after each fdatasync.  It runs under SCHED_IDLE, in the
- * time the cores would otherwise idle.  The writer still does any of it
- * itself when the preparer is behind: preparing is only ever a head start.
+ * what is ready and after each fdatasync.  It works in JOURNAL_CHUNK pieces
+ * and yields the core between them, so a request thread sharing its core
+ * waits at most one piece (tens of microseconds) rather than the whole
+ * step.  (Not a lower scheduling priority: the preparer takes the journal
+ * mutex, and a thread starved by other busy threads while holding it would
+ * stall every request.)  The writer still does any of it itself when the
+ * preparer is behind: preparing is only ever a head start.
  *
  * Window lifetimes: the writer takes a prepared window (`spare`) under the
  * mutex and leaves the one it is done with in `retired` rather than
@@ -205,11 +210,12 @@ static void advance(_Atomic uint64_t *a, uint64_t v)
 }
 
 /* Makes the pages of the window mapped at `map` (file offset `map_off`)
- * from `from` to `to` writable in one system call (MADV_POPULATE_WRITE)
- * rather than one page fault each as records reach them, within the space
- * reserved (`alloc`).  Returns the offset they are writable up to.  The
- * pages read as zeros either way: a hint, faults still work. */
-static uint64_t populate(uint8_t *map, uint64_t map_off, uint64_t from, uint64_t to, uint64_t alloc)
+ * from `from` to `to` writable with MADV_POPULATE_WRITE rather than one page
+ * fault each as records reach them, within the space reserved (`alloc`):
+ * in one call, or in JOURNAL_CHUNK pieces with a yield of the core between
+ * them (`yield`, the preparer).  Returns the offset they are writable up to.
+ * The pages read as zeros either way: a hint, faults still work. */
+static uint64_t populate(uint8_t *map, uint64_t map_off, uint64_t from, uint64_t to, uint64_t alloc, bool yield)
 {
     from = page_floor(from > map_off ? from : map_off);
     to = (to + JOURNAL_PAGE - 1) & ~(uint64_t)(JOURNAL_PAGE - 1);
@@ -219,7 +225,13 @@ static uint64_t populate(uint8_t *map, uint64_t map_off, uint64_t from, uint64_t
         to = page_floor(alloc);
     if (to <= from)
         return from;
-    (void)madvise(map + (from - map_off), to - from, MADV_POPULATE_WRITE);
+    for (uint64_t at = from; at < to;) {
+        uint64_t n = yield && to - at > JOURNAL_CHUNK ? JOURNAL_CHUNK : to - at;
+        (void)madvise(map + (at - map_off), n, MADV_POPULATE_WRITE);
+        at += n;
+        if (yield && at < to)
+            sched_yield();
+    }
     return to;
 }
 
@@ -286,7 +298,7 @@ static int jfile_put(journal_t *j, jfile_t *f, const uint8_t *p, size_t n)
         if (end + n > atomic_load_explicit(&f->faulted, memory_order_relaxed))
             /* the preparer is behind (or not there): the writer's own head start */
             advance(&f->faulted, populate(f->map, f->map_off, atomic_load_explicit(&f->faulted, memory_order_relaxed),
-                                          end + n + JOURNAL_PREFAULT, atomic_load(&f->alloc)));
+                                          end + n + JOURNAL_PREFAULT, atomic_load(&f->alloc), false));
         uint8_t *dst = f->map + (end - off);
         memcpy(dst + JOURNAL_FRAME_SIZE, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE);
         atomic_signal_fence(memory_order_release);
@@ -692,7 +704,7 @@ static void prepare_locked(journal_t *j)
     uint64_t want = end + JOURNAL_LEAD, faulted = 0, spare_faulted = spare_from;
     bool made = false;
     if (map) {
-        faulted = populate(map, map_off, end, want, alloc);
+        faulted = populate(map, map_off, end, want, alloc, true);
         if (want > next_off) {
             /* the next window: its space, its mapping, its first pages */
             if (alloc < next_off + JOURNAL_WINDOW &&
@@ -706,7 +718,7 @@ static void prepare_locked(journal_t *j)
                 }
             }
             if (spare)
-                spare_faulted = populate(spare, next_off, spare_from, want, alloc);
+                spare_faulted = populate(spare, next_off, spare_from, want, alloc, true);
         }
     }
 
@@ -730,15 +742,10 @@ static void prepare_locked(journal_t *j)
     pthread_mutex_lock(&j->mu);
 }
 
-/* The preparer's thread.  It runs under SCHED_IDLE: on a server whose
- * cores are busy it yields to every other thread, requests first, and the
- * writer then does the work itself as it did without a preparer; with any
- * idle time, the work is done in it. */
+/* The preparer's thread (see the top of this file). */
 static void *preparer_main(void *arg)
 {
     journal_t *j = arg;
-    struct sched_param sp = { 0 };
-    (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
     pthread_mutex_lock(&j->mu);
     for (;;) {
         while (!j->prep_stopping && !j->prep_wanted)
