@@ -19,7 +19,7 @@
 #define JOURNAL_WINDOW (4u << 20)             /* file space reserved and mapped at a time */
 #define JOURNAL_KEEP_BUF (64u << 10)          /* the write buffer is kept between flushes up to this size */
 #define JOURNAL_PREFAULT (256u << 10)         /* window made writable ahead of the records at a time */
-#define JOURNAL_LEAD (2u << 20)               /* the preparer keeps this much ahead of the records writable */
+#define JOURNAL_LEAD (1u << 20)               /* the preparer keeps this much ahead of the records writable */
 #define JOURNAL_RETIRED 4                     /* windows left for the preparer to unmap */
 #define JOURNAL_CHUNK (64u << 10)             /* the preparer makes this much writable between yields */
 
@@ -57,7 +57,10 @@
  * step.  (Not a lower scheduling priority: the preparer takes the journal
  * mutex, and a thread starved by other busy threads while holding it would
  * stall every request.)  The writer still does any of it itself when the
- * preparer is behind: preparing is only ever a head start.
+ * preparer is behind: preparing is only ever a head start.  The price: the
+ * pages made writable ahead of the records are dirty, so each fdatasync
+ * writes them back as zeros - at most JOURNAL_LEAD more bytes written a
+ * second under everysec.
  *
  * Window lifetimes: the writer takes a prepared window (`spare`) under the
  * mutex and leaves the one it is done with in `retired` rather than
