@@ -929,6 +929,20 @@ bool journal_finish_rotation(journal_t *j, const char **err)
     return ok;
 }
 
+/* Tells one of the journal's threads to stop (its `stop` flag, under mu)
+ * and waits for it. */
+static void stop_thread(journal_t *j, bool *started, bool *stop, pthread_cond_t *cv, pthread_t t)
+{
+    if (!*started)
+        return;
+    pthread_mutex_lock(&j->mu);
+    *stop = true;
+    *started = false;   /* nothing more is handed to it */
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(t, NULL);
+}
+
 void journal_close(journal_t *j)
 {
     if (!j)
@@ -936,21 +950,8 @@ void journal_close(journal_t *j)
     const char *err;
     if (!journal_sync(j, &err))
         log_error("journal: final sync failed: %s", err);
-    if (j->flusher_started) {
-        pthread_mutex_lock(&j->mu);
-        j->stopping = true;
-        pthread_cond_signal(&j->flush_cv);
-        pthread_mutex_unlock(&j->mu);
-        pthread_join(j->flusher, NULL);
-    }
-    if (j->preparer_started) {
-        pthread_mutex_lock(&j->mu);
-        j->prep_stopping = true;
-        pthread_cond_signal(&j->prep_cv);
-        pthread_mutex_unlock(&j->mu);
-        pthread_join(j->preparer, NULL);
-        j->preparer_started = false;
-    }
+    stop_thread(j, &j->flusher_started, &j->stopping, &j->flush_cv, j->flusher);
+    stop_thread(j, &j->preparer_started, &j->prep_stopping, &j->prep_cv, j->preparer);
     pthread_cond_destroy(&j->prep_cv);
     free(j->waiters);
     pthread_cond_destroy(&j->flush_cv);
