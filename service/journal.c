@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +18,6 @@
 #define JOURNAL_WINDOW (4u << 20)             /* file space reserved and mapped at a time */
 #define JOURNAL_KEEP_BUF (64u << 10)          /* the write buffer is kept between flushes up to this size */
 #define JOURNAL_PREFAULT (256u << 10)         /* window made writable ahead of the records at a time */
-#define JOURNAL_LEAD (1u << 20)               /* the preparer keeps this much ahead of the records writable */
-#define JOURNAL_RETIRED 4                     /* windows left for the preparer to unmap */
-#define JOURNAL_CHUNK (64u << 10)             /* the preparer makes this much writable between yields */
 
 /*
  * A journal file is written through a shared memory mapping of space
@@ -38,50 +34,170 @@
  *
  * `end` and `alloc` are atomics: the writer advances `end` outside the
  * journal mutex while metrics read it; `alloc` only grows, under the mutex.
- *
- * The preparer.  Making pages writable is the kernel's slow part of this:
- * reserving space (fallocate), mapping a window, and the first store to each
- * page (a page fault, through the file system's page_mkwrite) take from
- * tens of microseconds to milliseconds when they meet the file system's own
- * commit - which the once-a-second fdatasync starts, and which also makes
- * every page it wrote back read-only again.  Done by the request that
- * happens to reach the page, it stalls every request behind it: at 40 000
- * requests/s the request thread took ~1 700 page faults a second and a
- * 256 KiB MADV_POPULATE_WRITE sixteen times a second, each 0.2-3 ms.
- * So a thread of its own, the preparer, works ahead of the writer: it
- * reserves and maps the next window and makes JOURNAL_LEAD bytes past the
- * records writable (MADV_POPULATE_WRITE), when the writer nears the end of
- * what is ready and after each fdatasync.  It works in JOURNAL_CHUNK pieces
- * and yields the core between them, so a request thread sharing its core
- * waits at most one piece (tens of microseconds) rather than the whole
- * step.  (Not a lower scheduling priority: the preparer takes the journal
- * mutex, and a thread starved by other busy threads while holding it would
- * stall every request.)  The writer still does any of it itself when the
- * preparer is behind: preparing is only ever a head start.  The price: the
- * pages made writable ahead of the records are dirty, so each fdatasync
- * writes them back as zeros - at most JOURNAL_LEAD more bytes written a
- * second under everysec.
- *
- * Window lifetimes: the writer takes a prepared window (`spare`) under the
- * mutex and leaves the one it is done with in `retired` rather than
- * unmapping it, since the preparer may be working on it outside the mutex;
- * whatever unmaps a window or closes the file holds `prep_mu`, which the
- * preparer holds for the whole of its step.  Lock order: prep_mu, then mu.
  */
 typedef struct jfile {
     int fd;
-    uint64_t id;            /* which file this is, for the preparer (never reused) */
-    uint8_t *map;           /* the mapped window, or NULL (changed by the writer under mu) */
+    uint8_t *map;           /* the mapped window, or NULL (writer only) */
     uint64_t map_off;       /* its offset in the file (a multiple of the window) */
     _Atomic uint64_t end;   /* bytes of data in the file, header included */
     _Atomic uint64_t alloc; /* bytes reserved (the file's size) */
     uint64_t records;       /* request records in the file (writer only) */
-    _Atomic uint64_t faulted; /* file offset up to which `map` is already writable (a hint) */
-    uint8_t *spare;         /* the next window, prepared ahead, or NULL (under mu) */
-    uint64_t spare_off, spare_faulted;
-    uint8_t *retired[JOURNAL_RETIRED]; /* windows the writer is done with (under mu) */
-    unsigned nretired;
+    uint64_t faulted;       /* file offset up to which the window is already writable (writer only) */
 } jfile_t;
+
+/* A new journal file: its header written, space reserved after it. */
+static void jfile_init(jfile_t *f, int fd)
+{
+    f->fd = fd;
+    f->map = NULL;
+    f->map_off = 0;
+    f->records = 0;
+    f->faulted = 0;
+    off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
+    atomic_store(&f->end, fd >= 0 ? (uint64_t)JOURNAL_HEADER_SIZE : 0);
+    atomic_store(&f->alloc, size > 0 ? (uint64_t)size : 0);
+}
+
+/* dst takes src's file; src becomes empty.  Under the journal mutex. */
+static void jfile_move(jfile_t *dst, jfile_t *src)
+{
+    dst->fd = src->fd;
+    dst->map = src->map;
+    dst->map_off = src->map_off;
+    dst->records = src->records;
+    dst->faulted = src->faulted;
+    atomic_store(&dst->end, atomic_load(&src->end));
+    atomic_store(&dst->alloc, atomic_load(&src->alloc));
+    jfile_init(src, -1);
+}
+
+/* Makes the file's reserved size at least `need` bytes (call with the journal
+ * mutex held): the rest of the current window when the disk has room, else
+ * whole pages.  Returns 0 or an errno (ENOSPC, EFBIG...). */
+static int jfile_grow(jfile_t *f, uint64_t need)
+{
+    uint64_t alloc = atomic_load(&f->alloc);
+    if (need <= alloc)
+        return 0;
+    uint64_t win_end = (need + JOURNAL_WINDOW - 1) & ~(uint64_t)(JOURNAL_WINDOW - 1);
+    if (posix_fallocate(f->fd, (off_t)alloc, (off_t)(win_end - alloc)) == 0) {
+        atomic_store(&f->alloc, win_end);
+        return 0;
+    }
+    uint64_t want = (need + JOURNAL_PAGE - 1) & ~(uint64_t)(JOURNAL_PAGE - 1);
+    int e = posix_fallocate(f->fd, (off_t)alloc, (off_t)(want - alloc));
+    if (e)
+        return e;
+    atomic_store(&f->alloc, want);
+    return 0;
+}
+
+/* Writes one framed record (n bytes at p) at offset `at` through the page
+ * cache with the ordering of every record: payload first, frame last.
+ * Returns 0 or an errno. */
+static int record_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at)
+{
+    if (pwrite(fd, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE, (off_t)(at + JOURNAL_FRAME_SIZE)) !=
+            (ssize_t)(n - JOURNAL_FRAME_SIZE) ||
+        pwrite(fd, p, JOURNAL_FRAME_SIZE, (off_t)at) != JOURNAL_FRAME_SIZE)
+        return errno ? errno : EIO;
+    return 0;
+}
+
+/* Makes the window's pages up to `upto` (and JOURNAL_PREFAULT beyond)
+ * writable in one system call (MADV_POPULATE_WRITE), rather than one page
+ * fault per fresh page as records reach it.  Only reserved space: the pages
+ * read as zeros either way. */
+static void jfile_prefault(jfile_t *f, uint64_t upto)
+{
+    uint64_t from = f->faulted > f->map_off ? f->faulted : f->map_off;
+    uint64_t to = ((upto + JOURNAL_PAGE - 1) & ~(uint64_t)(JOURNAL_PAGE - 1)) + JOURNAL_PREFAULT;
+    uint64_t alloc = atomic_load(&f->alloc) & ~(uint64_t)(JOURNAL_PAGE - 1);
+    if (to > f->map_off + JOURNAL_WINDOW)
+        to = f->map_off + JOURNAL_WINDOW;
+    if (to > alloc)
+        to = alloc;
+    from &= ~(uint64_t)(JOURNAL_PAGE - 1);
+    if (to > from)
+        (void)madvise(f->map + (from - f->map_off), to - from, MADV_POPULATE_WRITE);   /* a hint: faults still work */
+    f->faulted = to > upto ? to : upto;
+}
+
+/* Stores one framed record (n bytes at p) at the end of the file's data:
+ * payload first, frame last.  The space is already reserved. */
+static int jfile_put(jfile_t *f, const uint8_t *p, size_t n)
+{
+    uint64_t end = atomic_load_explicit(&f->end, memory_order_relaxed);
+    uint64_t off = end & ~(uint64_t)(JOURNAL_WINDOW - 1);
+    if (end + n <= off + JOURNAL_WINDOW) {
+        if (!f->map || f->map_off != off) {
+            void *m = mmap(NULL, JOURNAL_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)off);
+            if (m == MAP_FAILED)
+                return errno;
+            if (f->map)
+                munmap(f->map, JOURNAL_WINDOW);
+            f->map = m;
+            f->map_off = off;
+            f->faulted = off;
+        }
+        if (end + n > f->faulted)
+            jfile_prefault(f, end + n);
+        uint8_t *dst = f->map + (end - off);
+        memcpy(dst + JOURNAL_FRAME_SIZE, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE);
+        atomic_signal_fence(memory_order_release);
+        uint64_t frame;
+        memcpy(&frame, p, sizeof(frame));
+        memcpy(dst, &frame, sizeof(frame));   /* one 8-byte store */
+    } else {
+        /* a record across windows goes through the page cache the same way */
+        int e = record_pwrite(f->fd, p, n, end);
+        if (e)
+            return e;
+    }
+    atomic_store_explicit(&f->end, end + n, memory_order_relaxed);
+    return 0;
+}
+
+/* Copies whole records (n bytes of them) to the end of the file's data; *done
+ * says how many bytes made it.  Space not reserved by journal_reserve (never
+ * expected) is reserved here, under mu.  Returns 0 or an errno. */
+static int jfile_write(journal_t *j, jfile_t *f, const uint8_t *p, size_t n, size_t *done);
+
+/* Appends the seal, unmaps, cuts the file to its data, syncs and closes.
+ * Without a seal (`seal` false) the unused reserve is kept, so the file
+ * still reads as "not closed" rather than "cut".  Returns 0 or errno.  The
+ * fd field is left for the caller to reset under the journal mutex. */
+static int jfile_close(jfile_t *f, bool seal, uint64_t seq)
+{
+    if (f->fd < 0)
+        return 0;
+    int e = 0;
+    if (f->map)
+        munmap(f->map, JOURNAL_WINDOW);
+    f->map = NULL;
+    uint64_t end = atomic_load(&f->end);
+    if (seal) {
+        wbuf_t b = WBUF_INIT;
+        journalfmt_put_seal(&b, f->records, end, seq + 1);
+        if (b.oom)
+            e = ENOMEM;
+        else if (end + b.len > atomic_load(&f->alloc) && posix_fallocate(f->fd, (off_t)end, (off_t)b.len) != 0)
+            e = ENOSPC;
+        else
+            e = record_pwrite(f->fd, b.data, b.len, end);
+        size_t seal_len = b.len;
+        wbuf_free(&b);
+        if (e)
+            return e;   /* still open: the caller retries the seal */
+        end += seal_len;
+    }
+    if (!e && seal && ftruncate(f->fd, (off_t)end) != 0)
+        e = errno;
+    if (fdatasync(f->fd) != 0 && !e)
+        e = errno;
+    close(f->fd);
+    return e;
+}
 
 struct journal {
     pthread_mutex_t mu;
@@ -122,268 +238,9 @@ struct journal {
     pthread_t flusher;
     bool flusher_started;
     bool stopping;
-
-    /* the preparer (see the top of this file) */
-    pthread_mutex_t prep_mu;   /* held while preparing, and to unmap a window or close a file */
-    pthread_cond_t prep_cv;    /* wakes the preparer */
-    pthread_t preparer;
-    bool preparer_started;
-    bool prep_wanted;          /* under mu: the preparer should take a step */
-    bool prep_stopping;
-    uint64_t file_ids;         /* under mu: the last jfile_t.id handed out */
 };
 
-/* A new journal file: its header written, space reserved after it. */
-static void jfile_init(jfile_t *f, int fd)
-{
-    f->fd = fd;
-    f->id = 0;
-    f->map = NULL;
-    f->map_off = 0;
-    f->records = 0;
-    atomic_store(&f->faulted, 0);
-    f->spare = NULL;
-    f->spare_off = f->spare_faulted = 0;
-    f->nretired = 0;
-    off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
-    atomic_store(&f->end, fd >= 0 ? (uint64_t)JOURNAL_HEADER_SIZE : 0);
-    atomic_store(&f->alloc, size > 0 ? (uint64_t)size : 0);
-}
-
-/* dst takes src's file; src becomes empty.  Under the journal mutex. */
-static void jfile_move(jfile_t *dst, jfile_t *src)
-{
-    dst->fd = src->fd;
-    dst->id = src->id;
-    dst->map = src->map;
-    dst->map_off = src->map_off;
-    dst->records = src->records;
-    atomic_store(&dst->faulted, atomic_load(&src->faulted));
-    dst->spare = src->spare;
-    dst->spare_off = src->spare_off;
-    dst->spare_faulted = src->spare_faulted;
-    memcpy(dst->retired, src->retired, sizeof(dst->retired));
-    dst->nretired = src->nretired;
-    atomic_store(&dst->end, atomic_load(&src->end));
-    atomic_store(&dst->alloc, atomic_load(&src->alloc));
-    jfile_init(src, -1);
-}
-
-/* Makes the file's reserved size at least `need` bytes (call with the journal
- * mutex held): the rest of the current window when the disk has room, else
- * whole pages.  Returns 0 or an errno (ENOSPC, EFBIG...). */
-static int jfile_grow(jfile_t *f, uint64_t need)
-{
-    uint64_t alloc = atomic_load(&f->alloc);
-    if (need <= alloc)
-        return 0;
-    uint64_t win_end = (need + JOURNAL_WINDOW - 1) & ~(uint64_t)(JOURNAL_WINDOW - 1);
-    if (posix_fallocate(f->fd, (off_t)alloc, (off_t)(win_end - alloc)) == 0) {
-        atomic_store(&f->alloc, win_end);
-        return 0;
-    }
-    uint64_t want = (need + JOURNAL_PAGE - 1) & ~(uint64_t)(JOURNAL_PAGE - 1);
-    int e = posix_fallocate(f->fd, (off_t)alloc, (off_t)(want - alloc));
-    if (e)
-        return e;
-    atomic_store(&f->alloc, want);
-    return 0;
-}
-
-/* Writes one framed record (n bytes at p) at offset `at` through the page
- * cache with the ordering of every record: payload first, frame last.
- * Returns 0 or an errno. */
-static int record_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at)
-{
-    if (pwrite(fd, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE, (off_t)(at + JOURNAL_FRAME_SIZE)) !=
-            (ssize_t)(n - JOURNAL_FRAME_SIZE) ||
-        pwrite(fd, p, JOURNAL_FRAME_SIZE, (off_t)at) != JOURNAL_FRAME_SIZE)
-        return errno ? errno : EIO;
-    return 0;
-}
-
-static uint64_t page_floor(uint64_t off) { return off & ~(uint64_t)(JOURNAL_PAGE - 1); }
-
-/* Raises *a to v unless it is already higher. */
-static void advance(_Atomic uint64_t *a, uint64_t v)
-{
-    uint64_t have = atomic_load_explicit(a, memory_order_relaxed);
-    while (have < v && !atomic_compare_exchange_weak_explicit(a, &have, v, memory_order_relaxed, memory_order_relaxed))
-        ;
-}
-
-/* Makes the pages of the window mapped at `map` (file offset `map_off`)
- * from `from` to `to` writable with MADV_POPULATE_WRITE rather than one page
- * fault each as records reach them, within the space reserved (`alloc`):
- * in one call, or in JOURNAL_CHUNK pieces with a yield of the core between
- * them (`yield`, the preparer).  Returns the offset they are writable up to.
- * The pages read as zeros either way: a hint, faults still work. */
-static uint64_t populate(uint8_t *map, uint64_t map_off, uint64_t from, uint64_t to, uint64_t alloc, bool yield)
-{
-    from = page_floor(from > map_off ? from : map_off);
-    to = (to + JOURNAL_PAGE - 1) & ~(uint64_t)(JOURNAL_PAGE - 1);
-    if (to > map_off + JOURNAL_WINDOW)
-        to = map_off + JOURNAL_WINDOW;
-    if (to > page_floor(alloc))
-        to = page_floor(alloc);
-    if (to <= from)
-        return from;
-    for (uint64_t at = from; at < to;) {
-        uint64_t n = yield && to - at > JOURNAL_CHUNK ? JOURNAL_CHUNK : to - at;
-        (void)madvise(map + (at - map_off), n, MADV_POPULATE_WRITE);
-        at += n;
-        if (yield && at < to)
-            sched_yield();
-    }
-    return to;
-}
-
-/* Unmaps windows; the caller holds prep_mu. */
-static void unmap_all(uint8_t *const *maps, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (maps[i])
-            munmap(maps[i], JOURNAL_WINDOW);
-}
-
-/* The writer moves to the window at `off`: the preparer's spare when it is
- * that one, else a mapping of its own.  The window it leaves is retired for
- * the preparer to unmap (or unmapped here when too many are waiting). */
-static int jfile_switch(journal_t *j, jfile_t *f, uint64_t off)
-{
-    uint8_t *m = NULL;
-    uint64_t faulted = off;
-    pthread_mutex_lock(&j->mu);
-    if (f->spare && f->spare_off == off) {
-        m = f->spare;
-        faulted = f->spare_faulted;
-        f->spare = NULL;
-    }
-    pthread_mutex_unlock(&j->mu);
-    if (!m) {
-        void *mm = mmap(NULL, JOURNAL_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)off);
-        if (mm == MAP_FAILED)
-            return errno;
-        m = mm;
-    }
-    pthread_mutex_lock(&j->mu);
-    uint8_t *old = f->map;
-    f->map = m;
-    f->map_off = off;
-    atomic_store(&f->faulted, faulted);
-    if (old && j->preparer_started && f->nretired < JOURNAL_RETIRED) {
-        f->retired[f->nretired++] = old;
-        old = NULL;
-        j->prep_wanted = true;
-        pthread_cond_signal(&j->prep_cv);
-    }
-    pthread_mutex_unlock(&j->mu);
-    if (old) {
-        pthread_mutex_lock(&j->prep_mu);
-        unmap_all(&old, 1);
-        pthread_mutex_unlock(&j->prep_mu);
-    }
-    return 0;
-}
-
-/* Stores one framed record (n bytes at p) at the end of the file's data:
- * payload first, frame last.  The space is already reserved. */
-static int jfile_put(journal_t *j, jfile_t *f, const uint8_t *p, size_t n)
-{
-    uint64_t end = atomic_load_explicit(&f->end, memory_order_relaxed);
-    uint64_t off = end & ~(uint64_t)(JOURNAL_WINDOW - 1);
-    if (end + n <= off + JOURNAL_WINDOW) {
-        if (!f->map || f->map_off != off) {
-            int e = jfile_switch(j, f, off);
-            if (e)
-                return e;
-        }
-        if (end + n > atomic_load_explicit(&f->faulted, memory_order_relaxed))
-            /* the preparer is behind (or not there): the writer's own head start */
-            advance(&f->faulted, populate(f->map, f->map_off, atomic_load_explicit(&f->faulted, memory_order_relaxed),
-                                          end + n + JOURNAL_PREFAULT, atomic_load(&f->alloc), false));
-        uint8_t *dst = f->map + (end - off);
-        memcpy(dst + JOURNAL_FRAME_SIZE, p + JOURNAL_FRAME_SIZE, n - JOURNAL_FRAME_SIZE);
-        atomic_signal_fence(memory_order_release);
-        uint64_t frame;
-        memcpy(&frame, p, sizeof(frame));
-        memcpy(dst, &frame, sizeof(frame));   /* one 8-byte store */
-    } else {
-        /* a record across windows goes through the page cache the same way */
-        int e = record_pwrite(f->fd, p, n, end);
-        if (e)
-            return e;
-    }
-    atomic_store_explicit(&f->end, end + n, memory_order_relaxed);
-    return 0;
-}
-
-/* Copies whole records (n bytes of them) to the end of the file's data; *done
- * says how many bytes made it.  Space not reserved by journal_reserve (never
- * expected) is reserved here, under mu.  Returns 0 or an errno. */
-static int jfile_write(journal_t *j, jfile_t *f, const uint8_t *p, size_t n, size_t *done);
-
-/* Unmaps every window of the file (the caller holds prep_mu). */
-static void jfile_unmap(journal_t *j, jfile_t *f)
-{
-    uint8_t *maps[2 + JOURNAL_RETIRED] = { 0 };
-    pthread_mutex_lock(&j->mu);
-    maps[0] = f->map;
-    maps[1] = f->spare;
-    memcpy(maps + 2, f->retired, f->nretired * sizeof(*maps));
-    f->map = f->spare = NULL;
-    f->nretired = 0;
-    pthread_mutex_unlock(&j->mu);
-    unmap_all(maps, 2 + JOURNAL_RETIRED);
-}
-
-/* Appends the seal, cuts the file to its data, syncs and closes (unmapped).
- * Without a seal (`seal` false) the unused reserve is kept, so the file
- * still reads as "not closed" rather than "cut".  Returns 0 or errno. */
-static int jfile_finish(jfile_t *f, bool seal, uint64_t seq)
-{
-    int e = 0;
-    uint64_t end = atomic_load(&f->end);
-    if (seal) {
-        wbuf_t b = WBUF_INIT;
-        journalfmt_put_seal(&b, f->records, end, seq + 1);
-        if (b.oom)
-            e = ENOMEM;
-        else if (end + b.len > atomic_load(&f->alloc) && posix_fallocate(f->fd, (off_t)end, (off_t)b.len) != 0)
-            e = ENOSPC;
-        else
-            e = record_pwrite(f->fd, b.data, b.len, end);
-        size_t seal_len = b.len;
-        wbuf_free(&b);
-        if (e)
-            return e;   /* still open: the caller retries the seal */
-        end += seal_len;
-    }
-    if (!e && seal && ftruncate(f->fd, (off_t)end) != 0)
-        e = errno;
-    if (fdatasync(f->fd) != 0 && !e)
-        e = errno;
-    close(f->fd);
-    return e;
-}
-
-/* Unmaps the file and finishes it (jfile_finish), with the preparer kept
- * away.  The fd field is left for the caller to reset under the mutex. */
-static int jfile_close(journal_t *j, jfile_t *f, bool seal, uint64_t seq)
-{
-    if (f->fd < 0)
-        return 0;
-    pthread_mutex_lock(&j->prep_mu);
-    jfile_unmap(j, f);
-    int e = jfile_finish(f, seal, seq);
-    pthread_mutex_unlock(&j->prep_mu);
-    return e;
-}
-
-
 static void *flusher_main(void *arg);
-static void *preparer_main(void *arg);
-static void want_prepare(journal_t *j);
 
 static int jfile_write(journal_t *j, jfile_t *f, const uint8_t *p, size_t n, size_t *done)
 {
@@ -398,7 +255,7 @@ static int jfile_write(journal_t *j, jfile_t *f, const uint8_t *p, size_t n, siz
             if (e)
                 return e;
         }
-        int e = jfile_put(j, f, p + *done, rec);
+        int e = jfile_put(f, p + *done, rec);
         if (e)
             return e;
         f->records++;
@@ -418,9 +275,7 @@ journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&j->cv, &ca);
     pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&j->prep_mu, NULL);
     jfile_init(&j->cur, fd);
-    j->cur.id = ++j->file_ids;
     jfile_init(&j->next, -1);
     j->tail = atomic_load(&j->cur.end);
     j->seq = seq;
@@ -430,8 +285,6 @@ journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
     pthread_cond_init(&j->flush_cv, &ca);
     pthread_condattr_destroy(&ca);
     j->flusher_started = pthread_create(&j->flusher, NULL, flusher_main, j) == 0;
-    pthread_cond_init(&j->prep_cv, NULL);
-    j->preparer_started = pthread_create(&j->preparer, NULL, preparer_main, j) == 0;
     return j;
 }
 
@@ -484,7 +337,7 @@ static void flush_locked(journal_t *j, bool want_sync)
         j->closing = true;
         uint64_t old_seq = j->seq;
         pthread_mutex_unlock(&j->mu);
-        err = jfile_close(j, f, true, old_seq);
+        err = jfile_close(f, true, old_seq);
         pthread_mutex_lock(&j->mu);
         j->closing = false;
         if (!err) {
@@ -542,7 +395,6 @@ static void flush_locked(journal_t *j, bool want_sync)
     }
     j->writing = false;
     pthread_cond_broadcast(&j->cv);
-    want_prepare(j);
 }
 
 uint64_t journal_append(journal_t *j, const journal_req_t *req)
@@ -659,108 +511,6 @@ bool journal_wait_async(journal_t *j, uint64_t lsn, int timeout_ms, journal_done
     return false;
 }
 
-/* Asks the preparer for a step when the records are within half the lead
- * of what is ready - in the window being written, or in the spare after it
- * (mu held). */
-static void want_prepare(journal_t *j)
-{
-    const jfile_t *f = j->rotating ? &j->next : &j->cur;
-    if (!j->preparer_started || j->prep_wanted || f->fd < 0)
-        return;
-    uint64_t ready = atomic_load(&f->faulted);
-    if (f->map && f->spare && f->spare_off == f->map_off + JOURNAL_WINDOW && ready >= f->spare_off)
-        ready = f->spare_faulted;
-    if (atomic_load(&f->end) + JOURNAL_LEAD / 2 > ready) {
-        j->prep_wanted = true;
-        pthread_cond_signal(&j->prep_cv);
-    }
-}
-
-/* One step of the preparer (the top of this file), called and returning
- * with mu held: for the file records go to, the space and the mapping of
- * the next window once the records near it, and the pages from the records
- * to JOURNAL_LEAD past them made writable, in whichever window they fall.
- * System calls are made outside mu, holding prep_mu. */
-static void prepare_locked(journal_t *j)
-{
-    j->prep_wanted = false;
-    pthread_mutex_unlock(&j->mu);
-    pthread_mutex_lock(&j->prep_mu);
-    pthread_mutex_lock(&j->mu);
-    jfile_t *f = j->rotating ? &j->next : &j->cur;
-    if (f->fd < 0 || (f == &j->cur && j->closing)) {
-        pthread_mutex_unlock(&j->prep_mu);
-        return;
-    }
-    uint64_t id = f->id, map_off = f->map_off, next_off = f->map_off + JOURNAL_WINDOW;
-    uint8_t *map = f->map, *spare = f->spare && f->spare_off == next_off ? f->spare : NULL;
-    uint64_t spare_from = spare ? f->spare_faulted : next_off;
-    uint64_t end = atomic_load(&f->end), alloc = atomic_load(&f->alloc);
-    int fd = f->fd;
-    uint8_t *retired[JOURNAL_RETIRED];
-    unsigned nretired = f->nretired;
-    memcpy(retired, f->retired, sizeof(retired));
-    f->nretired = 0;
-    pthread_mutex_unlock(&j->mu);
-
-    unmap_all(retired, nretired);
-    uint64_t want = end + JOURNAL_LEAD, faulted = 0, spare_faulted = spare_from;
-    bool made = false;
-    if (map) {
-        faulted = populate(map, map_off, end, want, alloc, true);
-        if (want > next_off) {
-            /* the next window: its space, its mapping, its first pages */
-            if (alloc < next_off + JOURNAL_WINDOW &&
-                posix_fallocate(fd, (off_t)alloc, (off_t)(next_off + JOURNAL_WINDOW - alloc)) == 0)
-                alloc = next_off + JOURNAL_WINDOW;
-            if (!spare && alloc > next_off) {
-                void *m = mmap(NULL, JOURNAL_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)next_off);
-                if (m != MAP_FAILED) {
-                    spare = m;
-                    made = true;
-                }
-            }
-            if (spare)
-                spare_faulted = populate(spare, next_off, spare_from, want, alloc, true);
-        }
-    }
-
-    pthread_mutex_lock(&j->mu);
-    jfile_t *g = j->cur.id == id && j->cur.fd >= 0 ? &j->cur : j->next.id == id && j->next.fd >= 0 ? &j->next : NULL;
-    if (g) {
-        advance(&g->alloc, alloc);   /* alloc only grows, and under mu */
-        if (g->map == map && g->map_off == map_off)
-            advance(&g->faulted, faulted);
-        if (spare && g->map_off < next_off && (!g->spare || g->spare == spare)) {
-            g->spare = spare;
-            g->spare_off = next_off;
-            g->spare_faulted = spare_faulted;
-            made = false;
-        }
-    }
-    pthread_mutex_unlock(&j->mu);
-    if (made)
-        unmap_all(&spare, 1);   /* the writer got there first, or the file is gone */
-    pthread_mutex_unlock(&j->prep_mu);
-    pthread_mutex_lock(&j->mu);
-}
-
-/* The preparer's thread (see the top of this file). */
-static void *preparer_main(void *arg)
-{
-    journal_t *j = arg;
-    pthread_mutex_lock(&j->mu);
-    for (;;) {
-        while (!j->prep_stopping && !j->prep_wanted)
-            pthread_cond_wait(&j->prep_cv, &j->mu);
-        if (j->prep_stopping)
-            break;
-        prepare_locked(j);
-    }
-    pthread_mutex_unlock(&j->mu);
-    return NULL;
-}
-
 /* The flusher: writes (and under fsync=always syncs) whatever is pending
  * while anyone waits, then answers every waiter it satisfied or that timed
  * out.  Requests arriving during an fdatasync form the next batch. */
@@ -845,12 +595,6 @@ void journal_tick(journal_t *j)
         else if (rc != 0)
             log_error("journal: fdatasync failed: %s", strerror(e));
         pthread_cond_broadcast(&j->cv);
-        /* the pages it wrote back are read-only again: make those ahead of
-         * the records writable before the writer reaches them */
-        if (j->preparer_started) {
-            j->prep_wanted = true;
-            pthread_cond_signal(&j->prep_cv);
-        }
     }
     pthread_mutex_unlock(&j->mu);
 }
@@ -869,12 +613,10 @@ bool journal_rotate(journal_t *j, int new_fd, uint64_t new_seq, const char **err
         pthread_mutex_unlock(&j->mu);
         return false;
     }
-    j->next.id = ++j->file_ids;
     j->rotating = true;
     j->rotate_at = j->appended;
     j->tail = tail;
     j->new_seq = new_seq;
-    want_prepare(j);
     pthread_mutex_unlock(&j->mu);
     return true;
 }
@@ -929,20 +671,6 @@ bool journal_finish_rotation(journal_t *j, const char **err)
     return ok;
 }
 
-/* Tells one of the journal's threads to stop (its `stop` flag, under mu)
- * and waits for it. */
-static void stop_thread(journal_t *j, bool *started, bool *stop, pthread_cond_t *cv, pthread_t t)
-{
-    if (!*started)
-        return;
-    pthread_mutex_lock(&j->mu);
-    *stop = true;
-    *started = false;   /* nothing more is handed to it */
-    pthread_cond_signal(cv);
-    pthread_mutex_unlock(&j->mu);
-    pthread_join(t, NULL);
-}
-
 void journal_close(journal_t *j)
 {
     if (!j)
@@ -950,23 +678,26 @@ void journal_close(journal_t *j)
     const char *err;
     if (!journal_sync(j, &err))
         log_error("journal: final sync failed: %s", err);
-    stop_thread(j, &j->flusher_started, &j->stopping, &j->flush_cv, j->flusher);
-    stop_thread(j, &j->preparer_started, &j->prep_stopping, &j->prep_cv, j->preparer);
-    pthread_cond_destroy(&j->prep_cv);
+    if (j->flusher_started) {
+        pthread_mutex_lock(&j->mu);
+        j->stopping = true;
+        pthread_cond_signal(&j->flush_cv);
+        pthread_mutex_unlock(&j->mu);
+        pthread_join(j->flusher, NULL);
+    }
     free(j->waiters);
     pthread_cond_destroy(&j->flush_cv);
     pthread_mutex_lock(&j->mu);
     while (j->writing || j->sync_busy)
         pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
-    int e = jfile_close(j, &j->cur, !j->failing && !j->rotating, j->seq);
+    int e = jfile_close(&j->cur, !j->failing && !j->rotating, j->seq);
     if (e && j->cur.fd >= 0)
         close(j->cur.fd);
     if (e)
         log_error("journal: closing journal %llu failed: %s", (unsigned long long)j->seq, strerror(e));
-    jfile_close(j, &j->next, false, 0);
+    jfile_close(&j->next, false, 0);
     wbuf_free(&j->buf);
-    pthread_mutex_destroy(&j->prep_mu);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);

@@ -6,10 +6,8 @@
  * the endless stream of all journal bytes.  Before answering, the server asks
  * for that LSN (journal_try / journal_wait_async): the buffered bytes are
  * copied into the file through a shared mapping of space reserved in advance
- * (no system call per change; a background thread, the preparer, maps and
- * makes that space writable ahead of the records), and under fsync=always a
- * flusher thread gives every waiting request of a batch one shared
- * fdatasync().  So:
+ * (no system call per change), and under fsync=always a flusher thread gives
+ * every waiting request of a batch one shared fdatasync().  So:
  *
  *   always    acknowledged => on disk (fdatasync before the answer)
  *   everysec  acknowledged => in the kernel's page cache before the answer, on

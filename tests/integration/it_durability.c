@@ -180,11 +180,12 @@ static void test_kill9_loses_nothing_acknowledged(void **state)
     kill9_rounds(args, false, 4, 7, 50000, 400000, 0);
 }
 
-/* The journal is written through 4 MiB windows that a background thread
- * maps and makes writable ahead of the records (service/journal.c): with
- * ~1 KiB records (counters with long keys), each round writes 6-12 MiB, so the kill lands after the
- * writer has moved through prepared windows, at a random place in one,
- * with journal rotations (snapshots every second) on the way. */
+/* The journal is written through 4 MiB windows of the file, mapped one at
+ * a time and made writable 256 KiB ahead of the records, with records that
+ * straddle two windows written with pwrite (service/journal.c): with
+ * ~1 KiB records (counters with long keys), each round writes 6-12 MiB, so
+ * the kill lands after the writer has crossed windows, at a random place
+ * in one, with journal rotations (snapshots every second) on the way. */
 static void test_kill9_across_journal_windows(void **state)
 {
     (void)state;
