@@ -136,8 +136,9 @@ static bool json_media_type(const char *ct)
  * (an escape, a byte outside printable ASCII, an integer of more than 18
  * digits, a real too large for a double, a nested value, a repeated name, a
  * syntax error) fails and the body goes to jansson, which reads it or names
- * the error: answers do not depend on which path read the body.  Measured (issue 20): jansson's lexer was about a sixth of the
- * instructions of a POST /throttle, and the tree a third of the rest.
+ * the error: answers do not depend on which path read the body.  Measured
+ * (issue 20): jansson's lexer was about a sixth of the instructions of a
+ * POST /throttle, and the tree a third of the rest.
  */
 static bool flat_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -155,10 +156,6 @@ static size_t flat_string_end(const char *s, size_t n, size_t i)
     return 0;
 }
 
-/* The rest of a number at s[e] whose integer part s[p..e) has been read:
- * JSON's fraction and exponent (at least one digit each), read as jansson
- * reads a real (strtod of the text); false for anything else, and for a
- * value strtod cannot hold (jansson names that error). */
 /* The end of the run of digits at s[e] (e itself when there is none). */
 static size_t flat_digits(const char *s, size_t n, size_t e)
 {
@@ -167,6 +164,10 @@ static size_t flat_digits(const char *s, size_t n, size_t e)
     return e;
 }
 
+/* The rest of a number at s[e] whose integer part s[p..e) has been read:
+ * JSON's fraction and exponent (at least one digit each), read as jansson
+ * reads a real (strtod of the text); false for anything else, and for a
+ * value strtod cannot hold (jansson names that error). */
 static bool flat_real(const char *s, size_t n, size_t p, size_t e, size_t *i, api_field_t *v)
 {
     if (s[e] == '.') {

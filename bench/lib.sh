@@ -10,6 +10,11 @@
 : "${CLIENT_CPU:=1}"
 : "${BENCH_SECONDS:=10}"
 : "${BENCH_CONNS:=50}"
+# suites measured in interleaved rounds (suite_10, suite_20): how many, and
+# each round's share of BENCH_SECONDS (at least 1 s)
+: "${BENCH_ROUNDS:=5}"
+ROUND_SECONDS=$((BENCH_SECONDS / BENCH_ROUNDS))
+[ "$ROUND_SECONDS" -ge 1 ] || ROUND_SECONDS=1
 : "${RESULTS:=$BUILD/bench/results.tsv}"
 TALLYD=$BUILD/tallyd
 BENCH_TMP=${BENCH_TMP:-$(mktemp -d /tmp/tally-bench-XXXXXX)}

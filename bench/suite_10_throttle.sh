@@ -24,10 +24,6 @@
 # server's over tallyd's, 1.0 being the bare server's cost).
 set -eu
 . bench/lib.sh
-: "${BENCH_ROUNDS:=5}"
-ROUND_SECONDS=$((BENCH_SECONDS / BENCH_ROUNDS))
-[ "$ROUND_SECONDS" -ge 1 ] || ROUND_SECONDS=1
-
 
 # the fixed bare server: what libmicrohttpd alone costs (context, no target)
 start_bare fixed "${TALLY_THREADS:-1}"

@@ -40,9 +40,6 @@ kill $bare_pid; wait $bare_pid 2>/dev/null || true
 # back to back (the order turned each round), and each ratio is the median
 # of the per-round ratios, so the drift of a shared machine's CPU between
 # measurements does not land in them.
-: "${BENCH_ROUNDS:=5}"
-ROUND_SECONDS=$((BENCH_SECONDS / BENCH_ROUNDS))
-[ "$ROUND_SECONDS" -ge 1 ] || ROUND_SECONDS=1
 start_redis
 sha=$(rcli SCRIPT LOAD "$(cat bench/lua/sliding_log.lua)")
 start_tallyd

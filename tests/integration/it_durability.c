@@ -93,6 +93,16 @@ struct writer {
     _Atomic int *stop;
 };
 
+/* The journal the writers' acknowledged requests hold, counted by their
+ * keys' bytes. */
+static size_t acked_bytes(struct writer *w, size_t keylen)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < WRITERS; i++)
+        bytes += (size_t)atomic_load(&w[i].acked) * keylen;
+    return bytes;
+}
+
 static void *writer_main(void *arg)
 {
     struct writer *w = arg;
@@ -131,21 +141,18 @@ static void kill9_rounds(const char *const *args, bool counter, int rounds, size
         for (int i = 0; i < WRITERS; i++) {
             w[i].p = &view;
             w[i].counter = counter;
-            int n = snprintf(w[i].key, sizeof(w[i].key), "kill9:%d:", i);
-            memset(w[i].key + n, 'k', keylen > (size_t)n ? keylen - (size_t)n : 0);
-            w[i].key[keylen > (size_t)n ? keylen : (size_t)n] = '\0';
+            size_t n = (size_t)snprintf(w[i].key, sizeof(w[i].key), "kill9:%d:", i);
+            size_t len = keylen > n ? keylen : n;
+            memset(w[i].key + n, 'k', len - n);
+            w[i].key[len] = '\0';
             atomic_init(&w[i].acked, 0);
             w[i].stop = &stop;
             pthread_create(&t[i], NULL, writer_main, &w[i]);
         }
         if (min_bytes) {
-            size_t target = min_bytes + (size_t)rng_below(&r, min_bytes), bytes = 0;
-            for (int ms = 0; ms < 30000 && bytes < target; ms += 5) {
+            size_t target = min_bytes + (size_t)rng_below(&r, min_bytes);
+            for (int ms = 0; ms < 30000 && acked_bytes(w, keylen) < target; ms += 5)
                 usleep(5000);
-                bytes = 0;
-                for (int i = 0; i < WRITERS; i++)
-                    bytes += (size_t)atomic_load(&w[i].acked) * keylen;
-            }
         } else {
             usleep((useconds_t)(min_us + rng_below(&r, spread_us)));   /* a random instant */
         }
@@ -153,12 +160,9 @@ static void kill9_rounds(const char *const *args, bool counter, int rounds, size
         atomic_store(&stop, 1);
         for (int i = 0; i < WRITERS; i++)
             pthread_join(t[i], NULL);
-        if (min_bytes) {
-            size_t bytes = 0;
-            for (int i = 0; i < WRITERS; i++)
-                bytes += (size_t)atomic_load(&w[i].acked) * keylen;
-            print_message("    round %d: killed after %.1f MiB of keys acknowledged\n", round, bytes / 1048576.0);
-        }
+        if (min_bytes)
+            print_message("    round %d: killed after %.1f MiB of keys acknowledged\n", round,
+                          acked_bytes(w, keylen) / 1048576.0);
         tally_start(&p, dir, args);
         for (int i = 0; i < WRITERS; i++) {
             total[i] += atomic_load(&w[i].acked);

@@ -508,8 +508,6 @@ static bool body_reference(api_server_t *srv, const char *body, size_t n, char *
     return true;
 }
 
-/* The outcome through api_body_fields, as body_reference writes it; false
- * when the body was not read through the flat source. */
 /* A request of this JSON body and nothing else. */
 static void body_req(api_req_t *req, const char *body, size_t n)
 {
@@ -519,6 +517,8 @@ static void body_req(api_req_t *req, const char *body, size_t n)
     req->ctype = "application/json";
 }
 
+/* The outcome through api_body_fields, as body_reference writes it; false
+ * when the body was not read through the flat source. */
 static bool body_flat(api_server_t *srv, const char *body, size_t n, char *out, size_t cap)
 {
     api_req_t req;
