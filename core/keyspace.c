@@ -30,6 +30,7 @@
 #define KS_MIN_BUCKETS 16         /* a shard's table never shrinks below this */
 #define KS_EVICT_SAMPLES 5        /* keys sampled per eviction, as Redis's maxmemory-samples */
 #define KS_EXPIRE_REPEAT_PCT 25   /* resample a shard while > 25% of samples were expired */
+#define KS_EXPIRE_STEP_BUDGET 4   /* a step samples at most 4x its shards' first rounds */
 
 struct ks_entry {
     struct ks_entry *next;        /* hash chain */
@@ -87,6 +88,7 @@ struct ks {
     uint64_t maxmemory;
     ks_evict_policy_t policy;
     _Atomic unsigned evict_rr;    /* next shard to try evicting from */
+    unsigned expire_next;         /* next shard ks_expire_step visits */
     uint32_t epoch;               /* last snapshot epoch handed out */
     ks_shard_t *shards;
 };
@@ -693,14 +695,19 @@ void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_bucket
     *cursor = v;
 }
 
-size_t ks_expire_cycle(ks_t *ks, int64_t now_ms, size_t samples)
+size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
 {
     size_t deleted = 0;
-    for (unsigned i = 0; i < ks->nshards; i++) {
-        ks_shard_t *sh = &ks->shards[i];
+    size_t budget = (size_t)shards * samples * KS_EXPIRE_STEP_BUDGET;
+    for (unsigned visited = 0; visited < shards && budget > 0; visited++) {
+        ks_shard_t *sh = &ks->shards[ks->expire_next];
+        ks->expire_next = (ks->expire_next + 1) & (ks->nshards - 1);
         ks_shard_lock(sh);
-        for (int round = 0; round < 16 && sh->nvol > 0; round++) {
+        for (int round = 0; round < 16 && sh->nvol > 0 && budget > 0; round++) {
             size_t n = samples < sh->nvol ? samples : sh->nvol;
+            if (n > budget)
+                n = budget;
+            budget -= n;
             size_t hit = 0;
             for (size_t j = 0; j < n && sh->nvol > 0; j++) {
                 ks_entry_t *e = sh->vol[rng_below(&sh->rng, sh->nvol)];

@@ -13,7 +13,7 @@
  *
  * Expiry: each entry may carry an absolute expiry in milliseconds.  Lookups
  * take `now_ms` (core has no clock) and remove an expired entry lazily;
- * ks_expire_cycle() samples volatile keys actively, like Redis's activeExpire.
+ * ks_expire_step() samples volatile keys actively, like Redis's activeExpire.
  *
  * Memory: every entry is charged sizeof(entry) + key + type->size(value).
  * After changing a value, call ks_entry_changed() so the charge follows it.
@@ -136,9 +136,14 @@ typedef void (*ks_visit_fn)(void *ud, ks_entry_t *e);
 void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
                    int64_t now_ms, ks_visit_fn fn, void *ud);
 
-/* Samples volatile keys in every shard and deletes expired ones, locking each
- * shard in turn (call without locks).  Returns how many were deleted. */
-size_t ks_expire_cycle(ks_t *ks, int64_t now_ms, size_t samples_per_shard);
+/* Active expiry, one step: visits the next `shards` shards (round robin, from
+ * where the last step stopped), locking each in turn (call without locks, and
+ * from one thread at a time).  In each it samples `samples` volatile keys and
+ * deletes the expired ones, and samples again while more than a quarter were
+ * expired, as Redis's activeExpireCycle does.  A step samples at most
+ * 4 * shards * samples keys in all, so that one step of a mass expiry is
+ * short; the next step goes on from there.  Returns how many were deleted. */
+size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards);
 
 /* Evicts one approximately-LRU key under the configured policy, calling
  * `on_evict` with the key (under its shard lock) before deleting it, so the

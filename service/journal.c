@@ -17,7 +17,7 @@
 #define JOURNAL_RETRY_NS (100 * 1000000LL)   /* after a failed write, retry at most every 100 ms */
 #define JOURNAL_WINDOW (4u << 20)             /* file space reserved and mapped at a time */
 #define JOURNAL_KEEP_BUF (64u << 10)          /* the write buffer is kept between flushes up to this size */
-#define JOURNAL_PREFAULT (256u << 10)         /* window made writable ahead of the records at a time */
+#define JOURNAL_PREFAULT (64u << 10)          /* window made writable ahead of the records at a time */
 
 /*
  * A journal file is written through a shared memory mapping of space
@@ -134,6 +134,10 @@ static int jfile_put(jfile_t *f, const uint8_t *p, size_t n)
             void *m = mmap(NULL, JOURNAL_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)off);
             if (m == MAP_FAILED)
                 return errno;
+            /* no read-ahead: the first fault in a fresh window would read
+             * ahead (zero-fill) up to read_ahead_kb of reserve at once - on
+             * a disk with 8 MiB of read-ahead, 1.5 ms in one request */
+            (void)madvise(m, JOURNAL_WINDOW, MADV_RANDOM);
             if (f->map)
                 munmap(f->map, JOURNAL_WINDOW);
             f->map = m;
@@ -222,6 +226,8 @@ struct journal {
                                 * what a reader under mu sees is never less than what
                                 * is still promised */
     bool closing;           /* the writer is closing the old file of a rotation */
+    uint64_t behind;        /* offset in journal `behind_seq` up to which write-back was started */
+    uint64_t behind_seq;
     bool failing;           /* the last write failed */
     int last_errno;
     int64_t last_fail_ns;
@@ -596,6 +602,34 @@ void journal_tick(journal_t *j)
             log_error("journal: fdatasync failed: %s", strerror(e));
         pthread_cond_broadcast(&j->cv);
     }
+    pthread_mutex_unlock(&j->mu);
+}
+
+void journal_write_behind(journal_t *j)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->behind_seq != j->seq) {
+        j->behind_seq = j->seq;
+        j->behind = 0;
+    }
+    uint64_t from = j->behind;
+    /* whole pages only: the writer does not touch them again, so starting
+     * their write-back costs it no write-protect fault */
+    uint64_t to = atomic_load(&j->cur.end) & ~(uint64_t)(JOURNAL_PAGE - 1);
+    if (j->mode != FSYNC_EVERYSEC || j->closing || j->cur.fd < 0 || to <= from) {
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    int fd = j->cur.fd;
+    uint64_t seq = j->seq;
+    j->sync_busy++;   /* a rotation waits to close the file meanwhile */
+    pthread_mutex_unlock(&j->mu);
+    (void)sync_file_range(fd, (off_t)from, (off_t)(to - from), SYNC_FILE_RANGE_WRITE);   /* a hint */
+    pthread_mutex_lock(&j->mu);
+    j->sync_busy--;
+    if (seq == j->seq)
+        j->behind = to;
+    pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -988,6 +988,8 @@ void persist_tick(persist_t *p)
     int64_t sec = now / 1000000000LL;
     if (p->j && sec != p->last_tick_sec)
         journal_tick(p->j);
+    else if (p->j)
+        journal_write_behind(p->j);
     p->last_tick_sec = sec;
     if (p->snapshot_interval > 0 && atomic_load(&p->dirty) > 0 &&
         now - p->last_snapshot_mono >= (int64_t)p->snapshot_interval * 1000000000LL) {
