@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -45,6 +46,9 @@ struct persist {
     pthread_mutex_t snap_mu;
     _Atomic int64_t last_snapshot_mono;   /* written by whoever snapshots, read by persist_tick */
     int64_t last_tick_sec;
+    pthread_t periodic;                   /* the periodic snapshot's thread (persist_tick) ... */
+    bool periodic_running;                /* ... started and not yet joined */
+    _Atomic bool periodic_done;           /* ... and finished */
     /* last snapshot outcome, under snap_mu */
     bool have_last;
     snapshot_stats_t last;
@@ -982,6 +986,33 @@ json_t *persist_snapshot_hook(void *ud, const char **errp)
                      "journal_seq", (json_int_t)st.journal_seq);
 }
 
+/* The periodic snapshot, on a thread of its own at the lowest CPU priority
+ * (nice 19: lowering one's own needs no privilege), so that on a busy core
+ * it takes the time requests leave rather than a share of theirs - one
+ * core serving 40 000 requests a second waited up to 6 ms for a snapshot
+ * of 190 000 keys.  A shard it holds when preempted is given back as soon
+ * as a request waits for it: the request thread sleeps, so it runs. */
+static void *periodic_snapshot_main(void *arg)
+{
+    persist_t *p = arg;
+    (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+    snapshot_stats_t st;
+    char err[512];
+    persist_snapshot(p, &st, err, sizeof(err));
+    atomic_store(&p->periodic_done, true);
+    return NULL;
+}
+
+/* Joins the periodic snapshot's thread once it has finished (`wait`: even
+ * if it has not). */
+static void periodic_join(persist_t *p, bool wait)
+{
+    if (p->periodic_running && (wait || atomic_load(&p->periodic_done))) {
+        pthread_join(p->periodic, NULL);
+        p->periodic_running = false;
+    }
+}
+
 void persist_tick(persist_t *p)
 {
     int64_t now = clock_mono_ns();
@@ -991,11 +1022,13 @@ void persist_tick(persist_t *p)
     else if (p->j)
         journal_write_behind(p->j);
     p->last_tick_sec = sec;
-    if (p->snapshot_interval > 0 && atomic_load(&p->dirty) > 0 &&
+    periodic_join(p, false);
+    if (!p->periodic_running && p->snapshot_interval > 0 && atomic_load(&p->dirty) > 0 &&
         now - p->last_snapshot_mono >= (int64_t)p->snapshot_interval * 1000000000LL) {
-        snapshot_stats_t st;
-        char err[512];
-        persist_snapshot(p, &st, err, sizeof(err));
+        atomic_store(&p->periodic_done, false);
+        p->periodic_running = pthread_create(&p->periodic, NULL, periodic_snapshot_main, p) == 0;
+        if (!p->periodic_running)
+            periodic_snapshot_main(p);
     }
 }
 
@@ -1071,6 +1104,7 @@ void persist_close(persist_t *p)
 {
     if (!p)
         return;
+    periodic_join(p, true);
     journal_close(p->j);
     if (p->lock_fd >= 0)
         close(p->lock_fd);

@@ -93,14 +93,16 @@ bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char
 /* The epoch a snapshot writes into the journal it begins (the highest kept;
  * 0: none, nothing written). */
 void persist_epoch_keep(persist_t *p, uint64_t epoch);
-/* Called by the service every ~100 ms: journal fsync/retries each second,
- * periodic snapshot when due and anything changed. */
+/* Called by the service every ~100 ms: journal fsync/retries each second
+ * (write-back started in between), and the periodic snapshot when due and
+ * anything changed, started on a thread of its own at nice 19. */
 void persist_tick(persist_t *p);
 /* Changes since the last successful snapshot. */
 uint64_t persist_dirty(persist_t *p);
 void persist_info(persist_t *p, json_t *obj);
 void persist_metrics(persist_t *p, wbuf_t *out);
-/* Syncs and closes the journal and releases the directory lock. */
+/* Waits for a periodic snapshot under way, syncs and closes the journal and
+ * releases the directory lock. */
 void persist_close(persist_t *p);
 
 /* `tallyd --check FILE`: verifies a snapshot or journal without loading it
