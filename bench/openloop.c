@@ -15,6 +15,11 @@
  * WARMUP: seconds sent at the same rate before SECONDS, not counted (fresh
  * connections and a cold server stall their first requests; default 0).
  * Prints: "rate <achieved>/s p50 <ms> p90 <ms> p99 <ms> p999 <ms> max <ms> errors <n>".
+ *
+ * OL_SLOW=FILE also writes every counted request slower than 0.3 ms to FILE,
+ * one line each in the order they were due: "<due, seconds after the
+ * measured part began> <latency ms>".  bench/stalls.sh groups them into the
+ * stalls that caused them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -110,6 +115,21 @@ static size_t complete(const conn_t *c)
     return c->in_len >= head + body ? head + body : 0;
 }
 
+/* OL_SLOW: the requests slower than 0.3 ms, by due time (answers arrive in
+ * about the order they were due; sort -g orders the rest). */
+static bool write_slow(const char *path, const int64_t *due, const int64_t *lat, size_t n, int64_t from)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (lat[i] > 300000)
+            fprintf(f, "%.6f %.3f\n", (double)(due[i] - from) / 1e9, (double)lat[i] / 1e6);
+    return fclose(f) == 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 6) {
@@ -124,6 +144,7 @@ int main(int argc, char **argv)
     size_t warm = argc > 6 ? (size_t)(rate * atof(argv[6])) : 0;
     size_t total = (size_t)(rate * secs), all = warm + total;
     int64_t *lat = malloc(total * sizeof(*lat));
+    int64_t *due = malloc(total * sizeof(*due));   /* when each counted request was due */
     conn_t *conns = calloc((size_t)nconn, sizeof(*conns));
     int ep = epoll_create1(0);
     for (int i = 0; i < nconn; i++) {
@@ -184,14 +205,19 @@ int main(int argc, char **argv)
             if (len && c->busy) {
                 if (strncmp(c->in, "HTTP/1.1 2", 10) != 0 && strncmp(c->in, "HTTP/1.1 429", 12) != 0)
                     errors++;
-                if (c->counted)
+                if (c->counted) {
+                    due[done] = c->due_ns;
                     lat[done++] = now_ns() - c->due_ns;
+                }
                 c->busy = false;
                 c->in_len = 0;
             }
         }
     }
     double elapsed = (double)(now_ns() - measured_from) / 1e9;
+    const char *slow = getenv("OL_SLOW");
+    if (slow && !write_slow(slow, due, lat, total, measured_from))
+        return 1;
     qsort(lat, total, sizeof(*lat), cmp_i64);
 #define PCT(p) ((double)lat[(size_t)((double)(total - 1) * (p))] / 1e6)
     printf("rate %.0f p50 %.3f p90 %.3f p99 %.3f p999 %.3f max %.3f errors %zu\n", (double)total / elapsed,
