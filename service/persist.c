@@ -992,13 +992,18 @@ json_t *persist_snapshot_hook(void *ud, const char **errp)
  * core serving 40 000 requests a second waited up to 6 ms for a snapshot
  * of 190 000 keys.  A shard it holds when preempted is given back as soon
  * as a request waits for it: the request thread sleeps, so it runs. */
+static void periodic_snapshot(persist_t *p)
+{
+    snapshot_stats_t st;
+    char err[512];
+    persist_snapshot(p, &st, err, sizeof(err));   /* logs its outcome */
+}
+
 static void *periodic_snapshot_main(void *arg)
 {
     persist_t *p = arg;
     (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
-    snapshot_stats_t st;
-    char err[512];
-    persist_snapshot(p, &st, err, sizeof(err));
+    periodic_snapshot(p);
     atomic_store(&p->periodic_done, true);
     return NULL;
 }
@@ -1028,7 +1033,7 @@ void persist_tick(persist_t *p)
         atomic_store(&p->periodic_done, false);
         p->periodic_running = pthread_create(&p->periodic, NULL, periodic_snapshot_main, p) == 0;
         if (!p->periodic_running)
-            periodic_snapshot_main(p);
+            periodic_snapshot(p);   /* no thread: here, at the housekeeping's priority */
     }
 }
 
