@@ -586,33 +586,47 @@ bool journal_sync(journal_t *j, const char **err)
     return ok;
 }
 
+/* The current file's descriptor, for a system call made outside mu so that
+ * requests keep writing meanwhile (call with mu held; it is released): a
+ * rotation waits to close the file until fd_return (which takes mu again). */
+static int fd_borrow(journal_t *j)
+{
+    j->sync_busy++;
+    int fd = j->cur.fd;
+    pthread_mutex_unlock(&j->mu);
+    return fd;
+}
+
+static void fd_return(journal_t *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->sync_busy--;
+    pthread_cond_broadcast(&j->cv);
+}
+
 void journal_tick(journal_t *j)
 {
     pthread_mutex_lock(&j->mu);
     if (j->buf.len > 0 && !j->writing && (!j->failing || clock_mono_ns() - j->last_fail_ns >= JOURNAL_RETRY_NS))
         flush_locked(j, false);
     if (j->mode == FSYNC_EVERYSEC && j->written > j->synced && !j->sync_busy && !j->closing && j->cur.fd >= 0) {
-        /* fdatasync outside the lock so requests keep writing meanwhile */
-        int fd = j->cur.fd;
         uint64_t seq = j->seq;
         uint64_t target = j->written;
-        j->sync_busy++;
-        pthread_mutex_unlock(&j->mu);
-        int rc = fdatasync(fd);
+        int rc = fdatasync(fd_borrow(j));
         int e = errno;
-        pthread_mutex_lock(&j->mu);
-        j->sync_busy--;
+        fd_return(j);
         if (rc == 0 && seq == j->seq && target > j->synced)
             j->synced = target;
         else if (rc != 0)
             log_error("journal: fdatasync failed: %s", strerror(e));
-        pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&j->mu);
 }
 
 void journal_write_behind(journal_t *j)
 {
+    if (j->mode != FSYNC_EVERYSEC)
+        return;
     pthread_mutex_lock(&j->mu);
     if (j->behind_seq != j->seq) {
         j->behind_seq = j->seq;
@@ -622,20 +636,13 @@ void journal_write_behind(journal_t *j)
     /* whole pages only: the writer does not touch them again, so starting
      * their write-back costs it no write-protect fault */
     uint64_t to = atomic_load(&j->cur.end) & ~(uint64_t)(JOURNAL_PAGE - 1);
-    if (j->mode != FSYNC_EVERYSEC || j->closing || j->cur.fd < 0 || to <= from) {
-        pthread_mutex_unlock(&j->mu);
-        return;
+    if (!j->closing && j->cur.fd >= 0 && to > from) {
+        uint64_t seq = j->seq;
+        (void)sync_file_range(fd_borrow(j), (off_t)from, (off_t)(to - from), SYNC_FILE_RANGE_WRITE);   /* a hint */
+        fd_return(j);
+        if (seq == j->seq)
+            j->behind = to;
     }
-    int fd = j->cur.fd;
-    uint64_t seq = j->seq;
-    j->sync_busy++;   /* a rotation waits to close the file meanwhile */
-    pthread_mutex_unlock(&j->mu);
-    (void)sync_file_range(fd, (off_t)from, (off_t)(to - from), SYNC_FILE_RANGE_WRITE);   /* a hint */
-    pthread_mutex_lock(&j->mu);
-    j->sync_busy--;
-    if (seq == j->seq)
-        j->behind = to;
-    pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -55,6 +55,7 @@
  * tick), in EXPIRE_STEPS steps 10 ms apart: one pass over 256 shards takes
  * about half a millisecond, and on a server with one core a request waited
  * for all of it. */
+#define TICK_NS (100 * 1000000LL)
 #define EXPIRE_STEPS 10
 #define EXPIRE_STEP_SHARDS_MAX 32
 
@@ -720,7 +721,7 @@ static int run(void)
     int64_t next_tick = clock_mono_ns();
     int sig;
     for (;;) {
-        struct timespec step = { 0, 100 * 1000000L / EXPIRE_STEPS };
+        struct timespec step = { 0, (long)(TICK_NS / EXPIRE_STEPS) };
         sig = sigtimedwait(&sigs, NULL, &step);
         if (sig == SIGTERM || sig == SIGINT)
             break;
@@ -736,7 +737,7 @@ static int run(void)
         int64_t now = clock_mono_ns();
         if (now < next_tick)
             continue;
-        next_tick = now + 100 * 1000000LL;
+        next_tick = now + TICK_NS;
         if (app.persist)
             persist_tick(app.persist);
         if (app.repl)

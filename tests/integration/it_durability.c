@@ -185,7 +185,7 @@ static void test_kill9_loses_nothing_acknowledged(void **state)
 }
 
 /* The journal is written through 4 MiB windows of the file, mapped one at
- * a time and made writable 256 KiB ahead of the records, with records that
+ * a time and made writable 64 KiB ahead of the records, with records that
  * straddle two windows written with pwrite (service/journal.c): with
  * ~1 KiB records (counters with long keys), each round writes 6-12 MiB, so
  * the kill lands after the writer has crossed windows, at a random place
