@@ -90,6 +90,10 @@ static bool hook_ready(void *ud)
     return s && server_ready(s);
 }
 
+/* A replica's full resynchronisation replaces the keyspace: requests wait
+ * outside (persist_set_load_gate). */
+static void gate_loading(void *ud, bool loading) { server_set_loading(ud, loading); }
+
 /* The persistence hooks are installed before the server starts and forward
  * to the data directory once it is loaded (before that, only the
  * operational routes are served, which do not journal). */
@@ -695,6 +699,7 @@ static int run(void)
             return 1;
         }
         atomic_store_explicit(&app.live_persist, app.persist, memory_order_release);
+        persist_set_load_gate(app.persist, gate_loading, app.server);
         app.repl = repl_open(o, &app.api, app.persist, err, sizeof(err));
         if (!app.repl) {
             log_error("%s", err);

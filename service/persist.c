@@ -59,6 +59,9 @@ struct persist {
     uint64_t loaded_keys, replayed_records;
     uint64_t journal_epoch;               /* the highest epoch record replayed at start */
     _Atomic uint64_t epoch;               /* written again into each journal a snapshot starts */
+    /* closes and opens the data routes around a replica's load (server_set_loading) */
+    void (*load_gate)(void *ud, bool loading);
+    void *load_gate_ud;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -936,14 +939,11 @@ static void collect_entry(void *ud, ks_entry_t *e)
     l->v[l->n++] = e;
 }
 
-bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len, char *err, size_t errlen)
+/* persist_load_snapshot_bytes, the keyspace closed to requests. */
+static bool load_replacing(persist_t *p, const uint8_t *bytes, size_t len, snap_scan_t *scp, char *err,
+                           size_t errlen)
 {
     snap_scan_t sc;
-    if (!snapfmt_scan(bytes, len, NULL, NULL, &sc)) {
-        snprintf(err, errlen, "snapshot from the primary is damaged at offset %zu: %s", sc.bad_off, sc.why);
-        return false;
-    }
-    /* every key goes, shard by shard; then the snapshot's keys come in */
     struct entry_list l = { 0 };
     for (unsigned i = 0; i < ks_shard_count(p->ks); i++) {
         ks_shard_t *sh = ks_shard_at(p->ks, i);
@@ -968,8 +968,40 @@ bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len,
         snprintf(err, errlen, "snapshot from the primary does not load at offset %zu: %s", sc.bad_off, sc.why);
         return false;
     }
-    p->loaded_keys = sc.records;
+    *scp = sc;
     return true;
+}
+
+bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len, char *err, size_t errlen)
+{
+    snap_scan_t sc;
+    if (!snapfmt_scan(bytes, len, NULL, NULL, &sc)) {
+        snprintf(err, errlen, "snapshot from the primary is damaged at offset %zu: %s", sc.bad_off, sc.why);
+        return false;
+    }
+    /* every key goes, shard by shard; then the snapshot's keys come in.
+     * Meanwhile no snapshot is taken (one would hold a keyspace half
+     * replaced) and no request reads: the data routes answer 503 until the
+     * load is complete - and stay closed if it fails halfway, until a later
+     * load succeeds, since the keyspace then holds neither state. */
+    /* (the gate first: a request it waits for may itself wait for snap_mu,
+     * as /info does) */
+    if (p->load_gate)
+        p->load_gate(p->load_gate_ud, true);
+    pthread_mutex_lock(&p->snap_mu);
+    bool ok = load_replacing(p, bytes, len, &sc, err, errlen);
+    pthread_mutex_unlock(&p->snap_mu);
+    if (ok && p->load_gate)
+        p->load_gate(p->load_gate_ud, false);
+    if (ok)
+        p->loaded_keys = sc.records;
+    return ok;
+}
+
+void persist_set_load_gate(persist_t *p, void (*gate)(void *ud, bool loading), void *ud)
+{
+    p->load_gate = gate;
+    p->load_gate_ud = ud;
 }
 
 json_t *persist_snapshot_hook(void *ud, const char **errp)

@@ -77,6 +77,10 @@ bool persist_snapshot_to_buffer(persist_t *p, wbuf_t *out, void (*at_barrier)(vo
  * resynchronisation): the bytes are checked completely first, like a
  * snapshot file; false with err when they are refused. */
 bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len, char *err, size_t errlen);
+/* What closes the data routes while persist_load_snapshot_bytes replaces
+ * the keyspace and opens them after (server_set_loading): gate(ud, true)
+ * returns once no request is reading. */
+void persist_set_load_gate(persist_t *p, void (*gate)(void *ud, bool loading), void *ud);
 /* Re-executes one journal record through the API (req.replay, the rules of
  * algorithm generation `gen`); a refusal is logged with `where` and `off`. */
 void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off);

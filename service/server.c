@@ -6,6 +6,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -87,6 +88,15 @@ typedef struct ipcount {
 } ipcount_t;
 #define IP_BUCKETS 1024
 
+/* Data requests in progress on the threads that run them, for
+ * server_set_loading: each request thread counts on a line of its own (no
+ * line shared between threads on the request path); more threads than
+ * slots share slots, which only makes the loader wait for more of them. */
+#define BUSY_SLOTS 64
+typedef struct busy_slot {
+    _Atomic unsigned n;
+} __attribute__((aligned(64))) busy_slot_t;
+
 struct server {
     struct MHD_Daemon *d;
     api_server_t *api;
@@ -96,7 +106,10 @@ struct server {
     int port;
     _Atomic bool ready;
     _Atomic bool closing;          /* shutting down: answer with Connection: close */
+    _Atomic bool loading;          /* the keyspace is being replaced: data routes answer 503 */
     _Atomic unsigned inflight;
+    busy_slot_t busy[BUSY_SLOTS];  /* data requests between the gate and the end of their dispatch */
+    _Atomic unsigned nbusy;        /* slots handed out */
     /* connections (see above) */
     pthread_mutex_t conn_mu;
     conn_t *conns;                 /* newest first */
@@ -662,6 +675,18 @@ static const char *framing_error(const struct head_scan *h)
     return NULL;
 }
 
+/* This thread's slot of s->busy, handed out on its first request. */
+static busy_slot_t *busy_slot(server_t *s)
+{
+    static _Thread_local server_t *owner;
+    static _Thread_local busy_slot_t *slot;
+    if (owner != s) {
+        slot = &s->busy[atomic_fetch_add(&s->nbusy, 1) % BUSY_SLOTS];
+        owner = s;
+    }
+    return slot;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -768,10 +793,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     st->server = s;
 
     api_resp_t resp;
-    if (!atomic_load_explicit(&s->ready, memory_order_acquire) && !api_path_operational(req.path, req.path_len)) {
-        return send_error(s, c, st, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
+    /* the gate (server_set_loading): counted in before the flags are read,
+     * so a loader that saw no one counted knows every later request sees
+     * its flag.  While it is closed, the operational routes still run, not
+     * counted: nothing waits for them (/info may wait for the loader). */
+    busy_slot_t *slot = busy_slot(s);
+    atomic_fetch_add(&slot->n, 1);
+    if (!atomic_load(&s->ready) || atomic_load(&s->loading)) {
+        atomic_fetch_sub(&slot->n, 1);
+        if (!api_path_operational(req.path, req.path_len)) {
+            api_req_release(&req);
+            if (atomic_load(&s->ready))
+                return send_error(s, c, st, API_E_UNAVAILABLE,
+                                  "loading a snapshot from the primary (a full resynchronisation): retry in a moment");
+            return send_error(s, c, st, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
+        }
+        slot = NULL;
     }
     api_dispatch(s->api, &req, &resp);
+    if (slot)
+        atomic_fetch_sub_explicit(&slot->n, 1, memory_order_release);
     api_req_release(&req);
     if (resp.deferred) {
         /* slow work runs on its own thread; this worker keeps serving */
@@ -925,7 +966,21 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
 int server_port(const server_t *s) { return s->port; }
 void server_set_hooks(server_t *s, const server_hooks_t *hooks) { s->hooks = *hooks; }
 void server_set_ready(server_t *s, bool ready) { atomic_store(&s->ready, ready); }
-bool server_ready(const server_t *s) { return atomic_load(&s->ready); }
+bool server_ready(const server_t *s) { return atomic_load(&s->ready) && !atomic_load(&s->loading); }
+
+void server_set_loading(server_t *s, bool loading)
+{
+    atomic_store(&s->loading, loading);
+    if (!loading)
+        return;
+    /* every request that passed the gate before the flag was set finishes
+     * its dispatch; each slot is seen empty once (a request counted in
+     * after that sees the flag).  The caller holds nothing such a request
+     * may wait for. */
+    for (unsigned i = 0; i < BUSY_SLOTS; i++)
+        while (atomic_load(&s->busy[i].n) != 0)
+            sched_yield();
+}
 unsigned server_inflight(const server_t *s) { return atomic_load(&s->inflight); }
 
 void server_quiesce(server_t *s)

@@ -44,7 +44,13 @@ int server_port(const server_t *s);
 /* Installs hooks; call before server_set_ready(true) (ready publishes them). */
 void server_set_hooks(server_t *s, const server_hooks_t *hooks);
 void server_set_ready(server_t *s, bool ready);
+/* Ready, and not loading. */
 bool server_ready(const server_t *s);
+/* Loading (a replica replacing its keyspace with its primary's snapshot):
+ * every route but the operational ones answers 503 and /readyz is 503.
+ * Setting it returns once no request that got past the check before is
+ * still at work, so nothing reads a keyspace half replaced. */
+void server_set_loading(server_t *s, bool loading);
 unsigned server_inflight(const server_t *s);
 /* Housekeeping, every ~100 ms: closes connections past --header-timeout
  * without a complete request head, and idle keep-alive connections while

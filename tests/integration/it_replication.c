@@ -19,7 +19,9 @@
  * before - on the primary, on the replica once resumed (dumps identical) and
  * after a kill -9 and replay - and writers on one key while the replica
  * stalls and resumes leave exactly the number of 200 answers;
- * HAProxy with deploy/ha's configuration routes changes through a failover. */
+ * HAProxy with deploy/ha's configuration routes changes through a failover;
+ * reads on a replica during eight full resynchronisations answer each key's
+ * value or 503, never the key missing. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1287,6 +1289,89 @@ static void test_haproxy_failover(void **state)
     tally_cleanup(&p);
 }
 
+/* Reads on a replica while it resynchronises from a snapshot: the load
+ * replaces the whole keyspace, so each read answers what the key held (the
+ * same before and after) or 503 while the load runs - never a key missing
+ * halfway (a counter then reads 0).  Eight full resynchronisations (POST
+ * /admin/replicate) under a reader that never stops; large Bloom filters
+ * make each load take milliseconds. */
+#define WATCHED 1500
+
+struct reader {
+    const tally_proc_t *r;
+    _Atomic int *stop;
+    unsigned seed;
+    long ok, loading, wrong;
+    char first_wrong[256];
+};
+
+static void *reader_main(void *arg)
+{
+    struct reader *rd = arg;
+    while (!atomic_load(rd->stop)) {
+        int i = (int)(rand_r(&rd->seed) % WATCHED);
+        http_resp_t a = httpf(rd->r, "GET", NULL, "/counter/w%d", i);
+        char want[64];
+        snprintf(want, sizeof(want), "{\"value\":%d,\"ttl_ms\":-1}", i % 7 + 1);
+        if (a.status == 200 && a.body && strcmp(a.body, want) == 0) {
+            rd->ok++;
+        } else if (a.status == 503 && a.body && strstr(a.body, "loading a snapshot from the primary")) {
+            rd->loading++;
+        } else {
+            if (!rd->wrong++)
+                snprintf(rd->first_wrong, sizeof(rd->first_wrong), "w%d: %ld %s (want %s)", i, a.status,
+                         a.body ? a.body : "", want);
+        }
+        http_free(&a);
+    }
+    return NULL;
+}
+
+static void test_reads_during_resync(void **state)
+{
+    (void)state;
+    tally_proc_t p, r;
+    tally_start(&p, NULL, NULL);
+    for (int i = 0; i < WATCHED; i++) {
+        char body[32];
+        snprintf(body, sizeof(body), "{\"by\":%d}", i % 7 + 1);
+        http_resp_t a = httpf(&p, "POST", body, "/counter/w%d", i);
+        assert_status(&a, 200);
+        http_free(&a);
+    }
+    for (int i = 0; i < 6; i++) {
+        http_resp_t a = httpf(&p, "PUT", "{\"error_rate\":0.0001,\"capacity\":1000000}", "/bloom/big%d", i);
+        assert_status(&a, 201);
+        http_free(&a);
+    }
+    start_replica(&r, &p, NULL);
+    wait_caught_up(&p, &r);
+
+    _Atomic int stop = 0;
+    struct reader rd = { &r, &stop, 99u, 0, 0, 0, "" };
+    pthread_t t;
+    pthread_create(&t, NULL, reader_main, &rd);
+    char url[64], q[128];
+    url_of(&p, url, sizeof(url));
+    snprintf(q, sizeof(q), "/admin/replicate?primary=%s", url);
+    for (int round = 0; round < 8; round++) {
+        /* answered once the new link is in place; it counts its own syncs */
+        http_expect(&r, "POST", q, NULL, 200, NULL);
+        wait_caught_up(&p, &r);
+        assert_int_equal(link_int(&r, "full_syncs"), 1);
+    }
+    atomic_store(&stop, 1);
+    pthread_join(t, NULL);
+    printf("reads during 8 full resynchronisations: %ld answered, %ld 503 while loading, %ld wrong\n", rd.ok,
+           rd.loading, rd.wrong);
+    if (rd.wrong)
+        fail_msg("%ld reads answered neither the key's value nor 503; the first: %s", rd.wrong, rd.first_wrong);
+    assert_true(rd.ok > 0);
+    http_expect(&r, "GET", "/readyz", NULL, 200, NULL);
+    tally_cleanup(&r);
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1294,6 +1379,7 @@ int main(void)
         cmocka_unit_test(test_replica_refuses_changes),
         cmocka_unit_test(test_converge_under_load),
         cmocka_unit_test(test_resume_and_resync),
+        cmocka_unit_test(test_reads_during_resync),
         cmocka_unit_test(test_promote_and_fence),
         cmocka_unit_test(test_peers_fence_restarted_primary),
         cmocka_unit_test(test_semisync_timeout_not_applied),
