@@ -980,12 +980,12 @@ bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len,
         return false;
     }
     /* every key goes, shard by shard; then the snapshot's keys come in.
-     * Meanwhile no snapshot is taken (one would hold a keyspace half
-     * replaced) and no request reads: the data routes answer 503 until the
-     * load is complete - and stay closed if it fails halfway, until a later
-     * load succeeds, since the keyspace then holds neither state. */
-    /* (the gate first: a request it waits for may itself wait for snap_mu,
-     * as /info does) */
+     * Meanwhile no request reads: the data routes answer 503 until the load
+     * is complete - and stay closed if it fails halfway, until a later load
+     * succeeds, since the keyspace then holds neither state.  Nor is a
+     * snapshot taken (snap_mu): it would hold a keyspace half replaced.  The
+     * gate closes first: a request it waits for may itself wait for snap_mu,
+     * as /info does. */
     if (p->load_gate)
         p->load_gate(p->load_gate_ud, true);
     pthread_mutex_lock(&p->snap_mu);
