@@ -258,6 +258,13 @@ static void journal_items(api_server_t *srv, const api_req_t *req, api_resp_t *r
         api_journal(srv, req, resp);
         return;
     }
+    /* one item with a key of usual length (the gateway's case): on the stack */
+    char one[2048];
+    if (!batch && ITEM_TEXT_MAX((uint64_t)items[0].klen) <= sizeof(one)) {
+        size_t len = (size_t)(item_text(one, &items[0]) - one);
+        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", one, len);
+        return;
+    }
     wbuf_t b = WBUF_INIT;
     if (batch) {
         static const char head[] = "{\"requests\":[";
@@ -566,16 +573,39 @@ static char *header_start(api_resp_t *resp, const char *name)
     return h->value;
 }
 
-static void header_i64(api_resp_t *resp, const char *name, int64_t v)
+/* A number formatted once and copied wherever the answer repeats it: the
+ * limit, the remaining count and the reset are each in the body and twice
+ * in the headers. */
+typedef struct num {
+    char s[API_I64_TEXT];
+    size_t n;
+} num_t;
+
+static num_t num_of(int64_t v)
+{
+    num_t x;
+    x.n = (size_t)(api_format_i64(x.s, v) - x.s);
+    return x;
+}
+
+/* Needs the room api_format_i64 needs (API_I64_TEXT bytes at p): the copy
+ * is of the whole buffer, a fixed size the compiler inlines. */
+static char *put_num(char *p, const num_t *x)
+{
+    memcpy(p, x->s, sizeof(x->s));
+    return p + x->n;
+}
+
+static void header_num(api_resp_t *resp, const char *name, const num_t *x)
 {
     char *p = header_start(resp, name);
     if (p)
-        *api_format_i64(p, v) = '\0';
+        *put_num(p, x) = '\0';
 }
 
 /* "name";<k1><v1><k2><v2> (policy names are short: POLICY_NAME_MAX). */
-static void header_draft(api_resp_t *resp, const char *hname, const char *policy, const char *k1, int64_t v1,
-                         const char *k2, int64_t v2)
+static void header_draft(api_resp_t *resp, const char *hname, const char *policy, const char *k1, const num_t *v1,
+                         const char *k2, const num_t *v2)
 {
     char *p = header_start(resp, hname);
     if (!p)
@@ -584,24 +614,30 @@ static void header_draft(api_resp_t *resp, const char *hname, const char *policy
     p = put_str(p, policy);
     *p++ = '"';
     p = put_str(p, k1);
-    p = api_format_i64(p, v1);
+    p = put_num(p, v1);
     p = put_str(p, k2);
-    *api_format_i64(p, v2) = '\0';
+    *put_num(p, v2) = '\0';
 }
 
-static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed)
+/* The RateLimit headers; limit, remaining and reset_s as formatted for the
+ * body. */
+static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed, const num_t *limit,
+                        const num_t *remaining, const num_t *reset_s)
 {
-    const rl_result_t *r = &it->r;
-    secs_t s = secs_of(r, allowed);
     const char *name = it->policy ? it->policy->name : DEFAULT_POLICY_NAME;
-    int64_t window_s = rl_ceil_div(throttle_window_ns(&it->p), NS_PER_SEC);
-    header_i64(resp, "RateLimit-Limit", r->limit);
-    header_i64(resp, "RateLimit-Remaining", r->remaining);
-    header_i64(resp, "RateLimit-Reset", s.reset_s);
-    header_draft(resp, "RateLimit-Policy", name, ";q=", r->limit, ";w=", window_s);
-    header_draft(resp, "RateLimit", name, ";r=", r->remaining, ";t=", s.reset_s);
-    if (!allowed && s.retry_s >= 0)
-        header_i64(resp, "Retry-After", s.retry_s);
+    num_t window_s = num_of(rl_ceil_div(throttle_window_ns(&it->p), NS_PER_SEC));
+    header_num(resp, "RateLimit-Limit", limit);
+    header_num(resp, "RateLimit-Remaining", remaining);
+    header_num(resp, "RateLimit-Reset", reset_s);
+    header_draft(resp, "RateLimit-Policy", name, ";q=", limit, ";w=", &window_s);
+    header_draft(resp, "RateLimit", name, ";r=", remaining, ";t=", reset_s);
+    if (!allowed) {
+        secs_t s = secs_of(&it->r, allowed);
+        if (s.retry_s >= 0) {
+            num_t retry = num_of(s.retry_s);
+            header_num(resp, "Retry-After", &retry);
+        }
+    }
 }
 
 void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
@@ -609,15 +645,16 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
     const rl_result_t *r = &it->r;
     bool allowed = r->allowed || it->shadow;
     secs_t s = secs_of(r, allowed);
+    num_t limit = num_of(r->limit), remaining = num_of(r->remaining), reset_s = num_of(s.reset_s);
     char body[384], *p = body;
     p = put_str(p, allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
-    p = api_format_i64(p, r->limit);
+    p = put_num(p, &limit);
     p = put_str(p, ",\"remaining\":");
-    p = api_format_i64(p, r->remaining);
+    p = put_num(p, &remaining);
     p = put_str(p, ",\"retry_after\":");
     p = api_format_i64(p, s.retry_s);
     p = put_str(p, ",\"reset_after\":");
-    p = api_format_i64(p, s.reset_s);
+    p = put_num(p, &reset_s);
     p = put_str(p, ",\"retry_after_ms\":");
     p = api_format_i64(p, s.retry_ms);
     p = put_str(p, ",\"reset_after_ms\":");
@@ -631,7 +668,7 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
         p = put_str(p, ",\"shadow_limited\":true");
     *p++ = '}';
     api_body(resp, status, NULL, body, (size_t)(p - body));
-    add_headers(resp, it, allowed);
+    add_headers(resp, it, allowed, &limit, &remaining, &reset_s);
 }
 
 static json_t *result_json(const rl_item_t *it, bool with_key)
@@ -692,6 +729,8 @@ void rl_answer_batch(api_resp_t *resp, const rl_item_t *items, size_t n, bool al
         rl_item_t shown = *d;
         shown.shadow = false;
         shown.r.allowed = all;
-        add_headers(resp, &shown, all);
+        num_t limit = num_of(shown.r.limit), remaining = num_of(shown.r.remaining),
+              reset_s = num_of(secs_of(&shown.r, all).reset_s);
+        add_headers(resp, &shown, all, &limit, &remaining, &reset_s);
     }
 }
