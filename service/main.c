@@ -91,8 +91,19 @@ static bool hook_ready(void *ud)
 }
 
 /* A replica's full resynchronisation replaces the keyspace: requests wait
- * outside (persist_set_load_gate). */
-static void gate_loading(void *ud, bool loading) { server_set_loading(ud, loading); }
+ * outside (persist_set_load_gate).  The follower may be loading while
+ * tallyd stops: the server is freed under gate_mu, and a load after that
+ * has no requests to keep out. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void gate_loading(void *ud, bool loading)
+{
+    (void)ud;
+    pthread_mutex_lock(&gate_mu);
+    if (app.server)
+        server_set_loading(app.server, loading);
+    pthread_mutex_unlock(&gate_mu);
+}
 
 /* The persistence hooks are installed before the server starts and forward
  * to the data directory once it is loaded (before that, only the
@@ -699,7 +710,7 @@ static int run(void)
             return 1;
         }
         atomic_store_explicit(&app.live_persist, app.persist, memory_order_release);
-        persist_set_load_gate(app.persist, gate_loading, app.server);
+        persist_set_load_gate(app.persist, gate_loading, NULL);
         app.repl = repl_open(o, &app.api, app.persist, err, sizeof(err));
         if (!app.repl) {
             log_error("%s", err);
@@ -759,9 +770,11 @@ static int run(void)
     if (!server_drain(app.server, o->shutdown_timeout))
         log_warn("%u requests still in flight after %d s; closing them", server_inflight(app.server),
                  o->shutdown_timeout);
-    server_stop(app.server);
     atomic_store(&app.live_server, NULL);
+    pthread_mutex_lock(&gate_mu);
+    server_stop(app.server);
     app.server = NULL;
+    pthread_mutex_unlock(&gate_mu);
     int rc = 0;
     atomic_store(&app.live_repl, NULL);
     repl_close(app.repl);
