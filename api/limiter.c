@@ -258,28 +258,32 @@ static void journal_items(api_server_t *srv, const api_req_t *req, api_resp_t *r
         api_journal(srv, req, resp);
         return;
     }
-    /* one item with a key of usual length (the gateway's case): on the stack */
+    /* one item with a key of usual length (the gateway's case) is written
+     * on the stack */
     char one[2048];
-    if (!batch && ITEM_TEXT_MAX((uint64_t)items[0].klen) <= sizeof(one)) {
-        size_t len = (size_t)(item_text(one, &items[0]) - one);
-        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", one, len);
-        return;
-    }
+    const char *text = one;
+    size_t len;
     wbuf_t b = WBUF_INIT;
-    if (batch) {
-        static const char head[] = "{\"requests\":[";
-        wbuf_put_bytes(&b, head, sizeof(head) - 1);
-        for (size_t i = 0; i < n; i++) {
-            if (i)
-                wbuf_put_u8(&b, ',');
-            put_item_text(&b, &items[i]);
-        }
-        wbuf_put_bytes(&b, "]}", 2);
+    if (!batch && ITEM_TEXT_MAX((uint64_t)items[0].klen) <= sizeof(one)) {
+        len = (size_t)(item_text(one, &items[0]) - one);
     } else {
-        put_item_text(&b, &items[0]);
+        if (batch) {
+            static const char head[] = "{\"requests\":[";
+            wbuf_put_bytes(&b, head, sizeof(head) - 1);
+            for (size_t i = 0; i < n; i++) {
+                if (i)
+                    wbuf_put_u8(&b, ',');
+                put_item_text(&b, &items[i]);
+            }
+            wbuf_put_bytes(&b, "]}", 2);
+        } else {
+            put_item_text(&b, &items[0]);
+        }
+        text = (const char *)b.data;
+        len = b.len;
     }
     if (!b.oom)
-        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", (const char *)b.data, b.len);
+        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", text, len);
     wbuf_free(&b);
 }
 
@@ -619,24 +623,34 @@ static void header_draft(api_resp_t *resp, const char *hname, const char *policy
     *put_num(p, v2) = '\0';
 }
 
-/* The RateLimit headers; limit, remaining and reset_s as formatted for the
- * body. */
-static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed, const num_t *limit,
-                        const num_t *remaining, const num_t *reset_s)
+/* What an answer repeats of a decision, each number formatted once. */
+typedef struct nums {
+    secs_t s;
+    num_t limit, remaining, reset_s;
+} nums_t;
+
+static nums_t nums_of(const rl_result_t *r, bool allowed)
+{
+    nums_t x;
+    x.s = secs_of(r, allowed);
+    x.limit = num_of(r->limit);
+    x.remaining = num_of(r->remaining);
+    x.reset_s = num_of(x.s.reset_s);
+    return x;
+}
+
+static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed, const nums_t *x)
 {
     const char *name = it->policy ? it->policy->name : DEFAULT_POLICY_NAME;
     num_t window_s = num_of(rl_ceil_div(throttle_window_ns(&it->p), NS_PER_SEC));
-    header_num(resp, "RateLimit-Limit", limit);
-    header_num(resp, "RateLimit-Remaining", remaining);
-    header_num(resp, "RateLimit-Reset", reset_s);
-    header_draft(resp, "RateLimit-Policy", name, ";q=", limit, ";w=", &window_s);
-    header_draft(resp, "RateLimit", name, ";r=", remaining, ";t=", reset_s);
-    if (!allowed) {
-        secs_t s = secs_of(&it->r, allowed);
-        if (s.retry_s >= 0) {
-            num_t retry = num_of(s.retry_s);
-            header_num(resp, "Retry-After", &retry);
-        }
+    header_num(resp, "RateLimit-Limit", &x->limit);
+    header_num(resp, "RateLimit-Remaining", &x->remaining);
+    header_num(resp, "RateLimit-Reset", &x->reset_s);
+    header_draft(resp, "RateLimit-Policy", name, ";q=", &x->limit, ";w=", &window_s);
+    header_draft(resp, "RateLimit", name, ";r=", &x->remaining, ";t=", &x->reset_s);
+    if (!allowed && x->s.retry_s >= 0) {
+        num_t retry = num_of(x->s.retry_s);
+        header_num(resp, "Retry-After", &retry);
     }
 }
 
@@ -644,21 +658,20 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
 {
     const rl_result_t *r = &it->r;
     bool allowed = r->allowed || it->shadow;
-    secs_t s = secs_of(r, allowed);
-    num_t limit = num_of(r->limit), remaining = num_of(r->remaining), reset_s = num_of(s.reset_s);
+    nums_t x = nums_of(r, allowed);
     char body[384], *p = body;
     p = put_str(p, allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
-    p = put_num(p, &limit);
+    p = put_num(p, &x.limit);
     p = put_str(p, ",\"remaining\":");
-    p = put_num(p, &remaining);
+    p = put_num(p, &x.remaining);
     p = put_str(p, ",\"retry_after\":");
-    p = api_format_i64(p, s.retry_s);
+    p = api_format_i64(p, x.s.retry_s);
     p = put_str(p, ",\"reset_after\":");
-    p = put_num(p, &reset_s);
+    p = put_num(p, &x.reset_s);
     p = put_str(p, ",\"retry_after_ms\":");
-    p = api_format_i64(p, s.retry_ms);
+    p = api_format_i64(p, x.s.retry_ms);
     p = put_str(p, ",\"reset_after_ms\":");
-    p = api_format_i64(p, s.reset_ms);
+    p = api_format_i64(p, x.s.reset_ms);
     if (it->policy) {
         p = put_str(p, ",\"policy\":\"");
         p = put_str(p, it->policy->name);   /* [A-Za-z0-9_.-]: nothing to escape */
@@ -668,7 +681,7 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
         p = put_str(p, ",\"shadow_limited\":true");
     *p++ = '}';
     api_body(resp, status, NULL, body, (size_t)(p - body));
-    add_headers(resp, it, allowed, &limit, &remaining, &reset_s);
+    add_headers(resp, it, allowed, &x);
 }
 
 static json_t *result_json(const rl_item_t *it, bool with_key)
@@ -729,8 +742,7 @@ void rl_answer_batch(api_resp_t *resp, const rl_item_t *items, size_t n, bool al
         rl_item_t shown = *d;
         shown.shadow = false;
         shown.r.allowed = all;
-        num_t limit = num_of(shown.r.limit), remaining = num_of(shown.r.remaining),
-              reset_s = num_of(secs_of(&shown.r, all).reset_s);
-        add_headers(resp, &shown, all, &limit, &remaining, &reset_s);
+        nums_t x = nums_of(&shown.r, all);
+        add_headers(resp, &shown, all, &x);
     }
 }

@@ -940,8 +940,7 @@ static void collect_entry(void *ud, ks_entry_t *e)
 }
 
 /* persist_load_snapshot_bytes, the keyspace closed to requests. */
-static bool load_replacing(persist_t *p, const uint8_t *bytes, size_t len, snap_scan_t *scp, char *err,
-                           size_t errlen)
+static bool load_replacing(persist_t *p, const uint8_t *bytes, size_t len, char *err, size_t errlen)
 {
     snap_scan_t sc;
     struct entry_list l = { 0 };
@@ -968,7 +967,7 @@ static bool load_replacing(persist_t *p, const uint8_t *bytes, size_t len, snap_
         snprintf(err, errlen, "snapshot from the primary does not load at offset %zu: %s", sc.bad_off, sc.why);
         return false;
     }
-    *scp = sc;
+    p->loaded_keys = sc.records;
     return true;
 }
 
@@ -989,12 +988,10 @@ bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len,
     if (p->load_gate)
         p->load_gate(p->load_gate_ud, true);
     pthread_mutex_lock(&p->snap_mu);
-    bool ok = load_replacing(p, bytes, len, &sc, err, errlen);
+    bool ok = load_replacing(p, bytes, len, err, errlen);
     pthread_mutex_unlock(&p->snap_mu);
     if (ok && p->load_gate)
         p->load_gate(p->load_gate_ud, false);
-    if (ok)
-        p->loaded_keys = sc.records;
     return ok;
 }
 

@@ -88,7 +88,7 @@ typedef struct ipcount {
 } ipcount_t;
 #define IP_BUCKETS 1024
 
-/* Data requests in progress on the threads that run them, for
+/* Requests in their dispatch on the threads that run them, for
  * server_set_loading: each request thread counts on a line of its own (no
  * line shared between threads on the request path); more threads than
  * slots share slots, which only makes the loader wait for more of them. */
@@ -108,7 +108,7 @@ struct server {
     _Atomic bool closing;          /* shutting down: answer with Connection: close */
     _Atomic bool loading;          /* the keyspace is being replaced: data routes answer 503 */
     _Atomic unsigned inflight;
-    busy_slot_t busy[BUSY_SLOTS];  /* data requests between the gate and the end of their dispatch */
+    busy_slot_t busy[BUSY_SLOTS];  /* requests between the gate and the end of their dispatch */
     _Atomic unsigned nbusy;        /* slots handed out */
     /* connections (see above) */
     pthread_mutex_t conn_mu;
