@@ -140,9 +140,10 @@ median() {
 }
 
 # record_ratio NAME RATIO TARGET DETAIL: a ratio measured as such (say the
-# median of per-round ratios), with its target; DETAIL says what it is.
+# median of per-round ratios), with its target (- for none); DETAIL says
+# what it is.
 record_ratio() {
-    verdict=$(awk -v r="$2" -v t="$3" 'BEGIN { print (r + 0 >= t + 0) ? "met" : "MISSED" }')
+    verdict=$(awk -v r="$2" -v t="$3" 'BEGIN { print t == "-" ? "" : (r + 0 >= t + 0) ? "met" : "MISSED" }')
     ratio=$(awk -v r="$2" 'BEGIN { printf "%.2f", r }')
     printf '%-52s ratio %5s  target >= %-5s %s  (%s)\n' "$1" "$ratio" "$3" "$verdict" "$4"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$ratio" ratio "$4" "" "$ratio" "$3" "$verdict" >>"$RESULTS"

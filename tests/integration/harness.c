@@ -280,6 +280,15 @@ int tally_stop(tally_proc_t *p)
     kill(p->pid, SIGTERM);
     int st = wait_status(p->pid);
     p->pid = 0;   /* the port is kept: client threads may still read it */
+    if (st < 0) {
+        /* a stop that dies on a signal (an abort, a crash): its log is the
+         * only evidence, and tally_cleanup removes it, so show its end now */
+        char *log = tally_log(p);
+        size_t n = strlen(log);
+        print_error("tallyd died of signal %d on SIGTERM; the end of its log (%s):\n%s\n", -st, p->log,
+                    log + (n > 6000 ? n - 6000 : 0));
+        free(log);
+    }
     return st;
 }
 
