@@ -2,6 +2,7 @@
 #include "tests/integration/harness.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -299,6 +300,55 @@ void tally_kill(tally_proc_t *p)
     kill(p->pid, SIGKILL);
     wait_status(p->pid);
     p->pid = 0;   /* the port is kept: client threads may still read it */
+}
+
+/* Whether every thread of process `pid` is stopped (state T or t in
+ * /proc/PID/task/TID/stat, the character after the command's ')'). */
+static bool all_threads_stopped(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool all = true, any = false;
+    struct dirent *e;
+    while (all && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char stat[512], name[sizeof(path) + sizeof(e->d_name) + 8];
+        snprintf(name, sizeof(name), "%s/%s/stat", path, e->d_name);
+        FILE *f = fopen(name, "r");
+        if (!f)
+            continue;   /* the thread ended meanwhile */
+        size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+        fclose(f);
+        stat[n] = '\0';
+        const char *close = strrchr(stat, ')');
+        any = true;
+        all = close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+    }
+    closedir(d);
+    return all && any;
+}
+
+void tally_pause(tally_proc_t *p)
+{
+    if (kill(p->pid, SIGSTOP) != 0)
+        die("SIGSTOP to tallyd %d: %s", (int)p->pid, strerror(errno));
+    for (int i = 0; i < 2000; i++) {
+        if (all_threads_stopped(p->pid))
+            return;
+        struct timespec ts = { 0, 5 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    die("tallyd %d did not stop within 10 s of SIGSTOP", (int)p->pid);
+}
+
+void tally_resume(tally_proc_t *p)
+{
+    if (kill(p->pid, SIGCONT) != 0)
+        die("SIGCONT to tallyd %d: %s", (int)p->pid, strerror(errno));
 }
 
 /* A sanitizer report anywhere in a tallyd log fails the test that ran it. */

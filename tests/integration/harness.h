@@ -67,6 +67,12 @@ int tally_free_port(void);
 int tally_stop(tally_proc_t *p);
 /* SIGKILL and wait. */
 void tally_kill(tally_proc_t *p);
+/* SIGSTOP, and waits until every thread of tallyd has stopped: kill()
+ * returns before that, and until a thread takes part in the stop it can
+ * still wake on I/O and act (a replica can still acknowledge a record). */
+void tally_pause(tally_proc_t *p);
+/* SIGCONT. */
+void tally_resume(tally_proc_t *p);
 /* Stops if running and removes the data directory if the harness made it. */
 void tally_cleanup(tally_proc_t *p);
 

@@ -500,25 +500,25 @@ static void test_resume_and_resync(void **state)
     assert_int_equal(link_int(&r, "full_syncs"), 1);
 
     /* away for 4 s (the primary counts it disconnected), a few changes */
-    kill(r.pid, SIGSTOP);
+    tally_pause(&r);
     for (int i = 0; i < 100; i++) {
         http_resp_t a = httpf(&p, "POST", "{\"by\":2}", "/counter/a%d", i % 20);
         http_free(&a);
     }
     sleep_ms(4000);
     assert_int_equal(repl_int(&p, "replicas_connected"), 0);
-    kill(r.pid, SIGCONT);
+    tally_resume(&r);
     wait_caught_up(&p, &r);
     assert_int_equal(link_int(&r, "full_syncs"), 1);   /* resumed, no snapshot */
     assert_same_state(&p, &r);
 
     /* away while more than the backlog is written */
-    kill(r.pid, SIGSTOP);
+    tally_pause(&r);
     unsigned seed = 7;
     for (int i = 0; i < 1500; i++)
         one_change(&p, &seed);
     assert_true(repl_int(&p, "backlog_bytes") <= 65536);
-    kill(r.pid, SIGCONT);
+    tally_resume(&r);
     wait_caught_up(&p, &r);
     assert_int_equal(link_int(&r, "full_syncs"), 2);   /* its position was gone */
     assert_same_state(&p, &r);
@@ -1039,7 +1039,7 @@ static void test_semisync_timeout_not_applied(void **state)
     long long records = repl_int(&p, "records");
 
     /* the replica stops acknowledging: every change times out, not applied */
-    kill(r.pid, SIGSTOP);
+    tally_pause(&r);
     struct one_req o[NSTALLED];
     pthread_t t[NSTALLED];
     for (size_t i = 0; i < NSTALLED; i++) {
@@ -1059,7 +1059,7 @@ static void test_semisync_timeout_not_applied(void **state)
     assert_watched(&p, before, "after the 503s");
 
     /* the replica resumes: it applied the changes and their taking back */
-    kill(r.pid, SIGCONT);
+    tally_resume(&r);
     wait_connected(&p, 1);
     http_expect(&p, "POST", "/counter/c1", "{\"by\":1}", 200, "{\"value\":3,\"ttl_ms\":-1}");
     wait_caught_up(&p, &r);
@@ -1069,12 +1069,12 @@ static void test_semisync_timeout_not_applied(void **state)
 
     /* a kill -9 of the primary: replay takes them back too */
     http_expect(&p, "POST", "/counter/c1", "{\"by\":-1}", 200, "{\"value\":2,\"ttl_ms\":-1}");
-    kill(r.pid, SIGSTOP);
+    tally_pause(&r);
     http_resp_t a = http(&p, "POST", "/counter/c1", "{\"by\":100}", NULL);
     assert_error(&a, 503, "UNAVAILABLE");
     http_free(&a);
     tally_kill(&p);
-    kill(r.pid, SIGCONT);
+    tally_resume(&r);
     tally_start(&p, p.dir, NULL);
     p.own_dir = true;
     assert_watched(&p, before, "after kill -9 and replay");
@@ -1122,9 +1122,9 @@ static void test_semisync_exact_model(void **state)
     }
     for (int round = 0; round < 3; round++) {
         sleep_ms(300);
-        kill(r.pid, SIGSTOP);
+        tally_pause(&r);
         sleep_ms(700);
-        kill(r.pid, SIGCONT);
+        tally_resume(&r);
     }
     sleep_ms(500);
     atomic_store(&stop, 1);
