@@ -116,6 +116,8 @@ typedef struct api_req {
     const char *(*client_ip)(void *hctx);
     int64_t now_ns;              /* the time this request is served at */
     bool replay;                 /* re-executed from the journal */
+    bool loading;                /* the keyspace is being replaced (a replica's full resynchronisation):
+                                    the router answers, no handler runs (api_dispatch) */
     unsigned gen;                /* algorithm generation of a replayed record (core/types.h);
                                     0 = the current one (see api_gen) */
 

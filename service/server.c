@@ -802,11 +802,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!atomic_load(&s->ready) || atomic_load(&s->loading)) {
         atomic_fetch_sub(&slot->n, 1);
         if (!api_path_operational(req.path, req.path_len)) {
-            api_req_release(&req);
-            if (atomic_load(&s->ready))
-                return send_error(s, c, st, API_E_UNAVAILABLE,
-                                  "loading a snapshot from the primary (a full resynchronisation): retry in a moment");
-            return send_error(s, c, st, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
+            if (!atomic_load(&s->ready)) {
+                api_req_release(&req);
+                return send_error(s, c, st, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
+            }
+            req.loading = true;   /* routed and refused without the keyspace (a change: 421) */
         }
         slot = NULL;
     }

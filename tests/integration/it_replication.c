@@ -1293,8 +1293,11 @@ static void test_haproxy_failover(void **state)
 /* Reads on a replica while it resynchronises from a snapshot: the load
  * replaces the whole keyspace, so each read answers what the key held (the
  * same before and after) or 503 while the load runs - never a key missing
- * halfway (a counter then reads 0).  Eight full resynchronisations (POST
- * /admin/replicate) under a reader that never stops; large Bloom filters
+ * halfway (a counter then reads 0).  A change sent to the replica is
+ * refused with 421 naming the primary, during the load too (as Redis
+ * answers READONLY before LOADING), never 503.  Eight full
+ * resynchronisations (POST /admin/replicate) under a reader that never
+ * stops and sends every fourth request as a change; large Bloom filters
  * make each load take milliseconds. */
 #define WATCHED 1500
 
@@ -1302,15 +1305,25 @@ struct reader {
     const tally_proc_t *r;
     _Atomic int *stop;
     unsigned seed;
-    long ok, loading, wrong;
+    long ok, loading, refused, wrong;
     char first_wrong[256];
 };
 
 static void *reader_main(void *arg)
 {
     struct reader *rd = arg;
-    while (!atomic_load(rd->stop)) {
+    for (long n = 0; !atomic_load(rd->stop); n++) {
         int i = (int)(rand_r(&rd->seed) % WATCHED);
+        if (n % 4 == 3) {
+            http_resp_t a = httpf(rd->r, "POST", "{\"by\":1000}", "/counter/w%d", i);
+            if (a.status == 421 && a.body && strstr(a.body, "\"READONLY\""))
+                rd->refused++;
+            else if (!rd->wrong++)
+                snprintf(rd->first_wrong, sizeof(rd->first_wrong), "POST w%d: %ld %s (want 421 READONLY)", i,
+                         a.status, a.body ? a.body : "");
+            http_free(&a);
+            continue;
+        }
         http_resp_t a = httpf(rd->r, "GET", NULL, "/counter/w%d", i);
         char want[64];
         snprintf(want, sizeof(want), "{\"value\":%d,\"ttl_ms\":-1}", i % 7 + 1);
@@ -1349,7 +1362,7 @@ static void test_reads_during_resync(void **state)
     wait_caught_up(&p, &r);
 
     _Atomic int stop = 0;
-    struct reader rd = { &r, &stop, 99u, 0, 0, 0, "" };
+    struct reader rd = { &r, &stop, 99u, 0, 0, 0, 0, "" };
     pthread_t t;
     pthread_create(&t, NULL, reader_main, &rd);
     char url[64], q[128];
@@ -1363,11 +1376,12 @@ static void test_reads_during_resync(void **state)
     }
     atomic_store(&stop, 1);
     pthread_join(t, NULL);
-    printf("reads during 8 full resynchronisations: %ld answered, %ld 503 while loading, %ld wrong\n", rd.ok,
-           rd.loading, rd.wrong);
+    printf("during 8 full resynchronisations: %ld reads answered, %ld 503 while loading, %ld changes refused "
+           "with 421, %ld wrong\n",
+           rd.ok, rd.loading, rd.refused, rd.wrong);
     if (rd.wrong)
-        fail_msg("%ld reads answered neither the key's value nor 503; the first: %s", rd.wrong, rd.first_wrong);
-    assert_true(rd.ok > 0);
+        fail_msg("%ld requests answered neither as expected; the first: %s", rd.wrong, rd.first_wrong);
+    assert_true(rd.ok > 0 && rd.refused > 0);
     http_expect(&r, "GET", "/readyz", NULL, 200, NULL);
     tally_cleanup(&r);
 
