@@ -622,20 +622,22 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     /* journal space first: a change that cannot be made durable is refused
      * before anything is touched */
-    if (req->loading) {
-        /* the keyspace is being replaced: nothing is read or changed, but a
-         * change still gets the replica's 421 naming its primary (Redis
-         * answers READONLY before LOADING), the rest a 503 to retry */
-        if (parse_query(req, resp, &arena) && (!route_writes(match) || api_repl_writable(srv, resp)))
-            api_error(resp, API_E_UNAVAILABLE,
-                      "loading a snapshot from the primary (a full resynchronisation): retry in a moment");
-    } else if (parse_query(req, resp, &arena)) {
+    if (parse_query(req, resp, &arena)) {
         bool writes = route_writes(match);
-        /* a change that may have to be taken back keeps its pre-images */
-        resp->undo_on = writes && !req->replay && srv->hooks.undo_begin && srv->hooks.undo_begin(srv->hooks.ud);
-        if (!writes || api_journal_reserve(srv, req, resp)) {
-            match->handler(srv, req, resp);
-            api_journal_unreserve(srv, resp);
+        if (req->loading) {
+            /* the keyspace is being replaced: nothing is read or changed,
+             * but a change still gets the replica's 421 naming its primary
+             * (Redis answers READONLY before LOADING), the rest a 503 */
+            if (!writes || api_repl_writable(srv, resp))
+                api_error(resp, API_E_UNAVAILABLE,
+                          "loading a snapshot from the primary (a full resynchronisation): retry in a moment");
+        } else {
+            /* a change that may have to be taken back keeps its pre-images */
+            resp->undo_on = writes && !req->replay && srv->hooks.undo_begin && srv->hooks.undo_begin(srv->hooks.ud);
+            if (!writes || api_journal_reserve(srv, req, resp)) {
+                match->handler(srv, req, resp);
+                api_journal_unreserve(srv, resp);
+            }
         }
         if (resp->undo_on) {
             api_undo_free(srv, resp->undo);   /* none when every lock was released */

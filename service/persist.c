@@ -979,9 +979,10 @@ bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len,
         return false;
     }
     /* every key goes, shard by shard; then the snapshot's keys come in.
-     * Meanwhile no request reads: the data routes answer 503 until the load
-     * is complete - and stay closed if it fails halfway, until a later load
-     * succeeds, since the keyspace then holds neither state.  Nor is a
+     * Meanwhile no request reads: the data routes are refused (503; a
+     * change the replica's 421) until the load is complete - and stay
+     * closed if it fails halfway, until a later load succeeds, since the
+     * keyspace then holds neither state.  Nor is a
      * snapshot taken (snap_mu): it would hold a keyspace half replaced.  The
      * gate closes first: a request it waits for may itself wait for snap_mu,
      * as /info does. */

@@ -106,7 +106,7 @@ struct server {
     int port;
     _Atomic bool ready;
     _Atomic bool closing;          /* shutting down: answer with Connection: close */
-    _Atomic bool loading;          /* the keyspace is being replaced: data routes answer 503 */
+    _Atomic bool loading;          /* the keyspace is being replaced: requests are refused (api_req_t.loading) */
     _Atomic unsigned inflight;
     busy_slot_t busy[BUSY_SLOTS];  /* requests between the gate and the end of their dispatch */
     _Atomic unsigned nbusy;        /* slots handed out */

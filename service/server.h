@@ -47,7 +47,8 @@ void server_set_ready(server_t *s, bool ready);
 /* Ready, and not loading. */
 bool server_ready(const server_t *s);
 /* Loading (a replica replacing its keyspace with its primary's snapshot):
- * every route but the operational ones answers 503 and /readyz is 503.
+ * every route but the operational ones is refused without touching the
+ * keyspace (503; a change the replica's 421), and /readyz is 503.
  * Setting it returns once no request that got past the check before is
  * still at work, so nothing reads a keyspace half replaced. */
 void server_set_loading(server_t *s, bool loading);
