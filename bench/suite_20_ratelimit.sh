@@ -23,6 +23,11 @@ for algo in sliding_log sliding_window fixed_window token_bucket; do
     record "POST /throttle handler $algo vs gcra (CPU)" "$(per_s "$(micro handler "$algo")")" /s \
         "POST /throttle handler gcra" "$gcra_handler"
 done
+# the keyspace under the throttle benchmarks' churn: 100 000 keys, each
+# expiring 2 s after its last request (bench/expire_micro.c)
+on_server "$BUILD/bench/expire_micro" >"$BENCH_TMP/expire.txt"
+record "keyspace churn: active expiry (ns/expired key)" "$(awk '$1 == "expire" { print $2 }' "$BENCH_TMP/expire.txt")" ns
+record "keyspace churn: find or add (ns/request)" "$(awk '$1 == "request" { print $2 }' "$BENCH_TMP/expire.txt")" ns
 
 # --- Redis: the seeds' sliding log -----------------------------------------
 # the ceiling: a bare libmicrohttpd server answering the same requests

@@ -31,6 +31,7 @@
 #define KS_EVICT_SAMPLES 5        /* keys sampled per eviction, as Redis's maxmemory-samples */
 #define KS_EXPIRE_REPEAT_PCT 25   /* resample a shard while > 25% of samples were expired */
 #define KS_EXPIRE_STEP_BUDGET 4   /* a step samples at most 4x its shards' first rounds */
+#define KS_EXPIRE_BATCH 32        /* samples whose memory is fetched ahead together */
 
 struct ks_entry {
     struct ks_entry *next;        /* hash chain */
@@ -345,6 +346,11 @@ static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 /* Unlinks and frees an entry.  Snapshot capture must already have happened. */
 static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 {
+    /* the entries moved into e's places are random ones, each a cache miss:
+     * fetched together with e's bucket rather than one after another */
+    __builtin_prefetch(sh->all[sh->nall - 1], 1);
+    if (e->vidx)
+        __builtin_prefetch(sh->vol[sh->nvol - 1], 1);
     ks_entry_t **pp = &sh->table[e->hash & sh->mask];
     while (*pp != e)
         pp = &(*pp)->next;
@@ -695,6 +701,38 @@ void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_bucket
     *cursor = v;
 }
 
+/* Samples n volatile entries of sh at random and deletes the expired ones;
+ * returns how many it deleted.  Each sample is two cache misses (a random
+ * slot of a large array, then a random entry): a batch's slots, then their
+ * entries, are fetched ahead together instead of one miss after another,
+ * which under a stream of short-lived keys was most of a step's time. */
+static size_t expire_sample(ks_t *ks, ks_shard_t *sh, int64_t now_ms, size_t n)
+{
+    size_t at[KS_EXPIRE_BATCH];
+    size_t hit = 0;
+    while (n > 0 && sh->nvol > 0) {
+        size_t m = n < KS_EXPIRE_BATCH ? n : KS_EXPIRE_BATCH;
+        n -= m;
+        for (size_t j = 0; j < m; j++) {
+            at[j] = (size_t)rng_below(&sh->rng, sh->nvol);
+            __builtin_prefetch(&sh->vol[at[j]]);
+        }
+        for (size_t j = 0; j < m; j++)
+            __builtin_prefetch(sh->vol[at[j]]);
+        for (size_t j = 0; j < m && sh->nvol > 0; j++) {
+            /* a deletion moved the last slot into the deleted one's place:
+             * a sample past the shortened array is drawn again */
+            size_t i = at[j] < sh->nvol ? at[j] : (size_t)rng_below(&sh->rng, sh->nvol);
+            ks_entry_t *e = sh->vol[i];
+            if (expired(e, now_ms)) {
+                entry_delete(ks, sh, e);
+                hit++;
+            }
+        }
+    }
+    return hit;
+}
+
 size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
 {
     size_t deleted = 0;
@@ -708,14 +746,7 @@ size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
             if (n > budget)
                 n = budget;
             budget -= n;
-            size_t hit = 0;
-            for (size_t j = 0; j < n && sh->nvol > 0; j++) {
-                ks_entry_t *e = sh->vol[rng_below(&sh->rng, sh->nvol)];
-                if (expired(e, now_ms)) {
-                    entry_delete(ks, sh, e);
-                    hit++;
-                }
-            }
+            size_t hit = expire_sample(ks, sh, now_ms, n);
             deleted += hit;
             if (hit * 100 <= n * KS_EXPIRE_REPEAT_PCT)
                 break;
