@@ -7,8 +7,8 @@
  * The rule that makes a 503 change nothing: no record is appended into
  * space that was not secured before the change it records was made.  The
  * router secures a request's own record (api_journal_reserve); a handler
- * whose canonical record can be larger adds its bound
- * (api_journal_reserve_more); an eviction secures its deletion before the
+ * whose canonical record can be larger secures what its bound needs beyond
+ * that (api_journal_reserve_more); an eviction secures its deletion before the
  * key is removed and gives it back once appended.  resp->journal_used
  * counts what the request appended, and debug builds stop when it passes
  * resp->journal_held, so the test suites check every route's bound.
@@ -60,6 +60,12 @@ bool api_journal_reserve_more(api_server_t *srv, const api_req_t *req, api_resp_
 {
     if (req->replay || !srv->hooks.journal_reserve || bytes == 0)
         return true;
+    /* a gateway's canonical record usually fits in what the router secured
+     * for the request, which it replaces: no second round trip then */
+    uint64_t spare = resp->journal_held > resp->journal_used ? resp->journal_held - resp->journal_used : 0;
+    if (bytes <= spare)
+        return true;
+    bytes -= spare;
     if (!reserve(srv, resp, bytes))
         return false;
     resp->journal_held += bytes;
