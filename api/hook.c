@@ -66,10 +66,11 @@ static void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     size_t rlen;
     const char *rest = path_rest(req, &rlen);
+    char key[KS_KEY_MAX + 1];
     rl_item_t it;
     api_err_t e;
     bool all;
-    if (!rl_item_of_policy(p, req, rest, rlen, &it, &e))
+    if (!rl_item_of_policy(p, req, rest, rlen, key, &it, &e))
         api_err_respond(resp, &e);
     else if (rl_run(srv, req, resp, &it, 1, false, &all))
         rl_answer(resp, all ? 200 : p->deny_status, &it);

@@ -60,37 +60,40 @@ bool rl_item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key
 
 /* The policy's part of an item: its parameters and shadow mode, and the key
  * - `key` with the policy's prefix when given, else built by the policy's
- * template from the request (`rest` as for policy_key). */
+ * template from the request (`rest` as for policy_key) into `room`
+ * (KS_KEY_MAX + 1 bytes), or into storage of the item's own if NULL. */
 static bool item_of_policy(const policy_t *p, const api_req_t *req, const char *key, size_t klen, const char *rest,
-                           size_t rest_len, rl_item_t *it, api_err_t *err)
+                           size_t rest_len, char *room, rl_item_t *it, api_err_t *err)
 {
     it->policy = p;
     it->p = p->params;
     it->shadow = p->shadow;
     if (key)
         return rl_item_key(it, p->prefix, p->prefix_len, key, klen, err);
-    it->key_buf = malloc(KS_KEY_MAX + 1);
-    if (!it->key_buf) {
-        api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
-        return false;
+    if (!room) {
+        room = it->key_buf = malloc(KS_KEY_MAX + 1);
+        if (!room) {
+            api_err_set(err, API_E_OUT_OF_MEMORY, NULL, "out of memory");
+            return false;
+        }
     }
-    if (!policy_key(p, req, rest, rest_len, it->key_buf, &it->klen, err))
+    if (!policy_key(p, req, rest, rest_len, room, &it->klen, err))
         return false;
     const char *why;
-    if (!api_key_ok(it->key_buf, it->klen, &why)) {
+    if (!api_key_ok(room, it->klen, &why)) {
         api_err_set(err, API_E_BAD_REQUEST, "key", "the key policy '%s' built from the request %s", p->name, why);
         return false;
     }
-    it->key = it->key_buf;
+    it->key = room;
     return true;
 }
 
-bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, rl_item_t *it,
-                       api_err_t *err)
+bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, char *room,
+                       rl_item_t *it, api_err_t *err)
 {
     memset(it, 0, sizeof(*it));
     it->quantity = 1;
-    return item_of_policy(p, req, NULL, 0, rest, rest_len, it, err);
+    return item_of_policy(p, req, NULL, 0, rest, rest_len, room, it, err);
 }
 
 bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
@@ -140,7 +143,7 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
                 return false;
             }
         return item_of_policy(p, req, path_key ? path_key : has_key ? key.s : NULL,
-                              path_key ? path_klen : has_key ? key.len : 0, rest, rest_len, it, err);
+                              path_key ? path_klen : has_key ? key.len : 0, rest, rest_len, NULL, it, err);
     }
     if (!api_fields_bool(f, "shadow", &it->shadow, NULL, err))
         return false;

@@ -139,11 +139,12 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
                    size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it,
                    api_err_t *err);
 /* The item of a request decided by policy `p` alone (the gateway hook): the
- * key built by the policy's template from the request, quantity 1 - what
- * rl_item_parse makes of {"policy": p's name}, without the tree.  Call with
- * the policies read-locked. */
-bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, rl_item_t *it,
-                       api_err_t *err);
+ * key built by the policy's template from the request into `room` (KS_KEY_MAX
+ * + 1 bytes, the caller's: no allocation), quantity 1 - what rl_item_parse
+ * makes of {"policy": p's name}, without the tree.  Call with the policies
+ * read-locked. */
+bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, char *room,
+                       rl_item_t *it, api_err_t *err);
 void rl_item_release(rl_item_t *it);
 /* Sets the item's key: the policy's prefix (plen may be 0) then key,
  * checked by the key rules; false with *err set. */
