@@ -74,12 +74,15 @@ size_t api_escape_segment(const char *key, size_t len, char *out)
 /* JSON bodies                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Whether name is one of the NULL-terminated list (first bytes compared
- * first: these run for every member of every request). */
+/* Whether two names are the same, the first bytes compared first: these
+ * run for every member of every request, and most names differ there. */
+static inline bool same_name(const char *a, const char *b) { return a[0] == b[0] && strcmp(a, b) == 0; }
+
+/* Whether name is one of the NULL-terminated list. */
 bool api_name_listed(const char *const *list, const char *name)
 {
     for (const char *const *a = list; *a; a++)
-        if ((*a)[0] == name[0] && strcmp(*a, name) == 0)
+        if (same_name(*a, name))
             return true;
     return false;
 }
@@ -461,7 +464,7 @@ static bool param_field(const api_param_t *q, api_field_t *v)
  * is typed first. */
 static bool param_is_field(const api_fields_t *f, const api_param_t *q)
 {
-    if (f->skip && strcmp(q->name, f->skip) == 0)
+    if (f->skip && same_name(q->name, f->skip))
         return false;
     api_field_t v;
     return codec_utf8_ok(q->value, q->vlen) || param_field(q, &v);
@@ -471,7 +474,7 @@ static bool param_is_field(const api_fields_t *f, const api_param_t *q)
 static const api_flat_member_t *flat_member(const api_flat_t *room, const char *name)
 {
     for (int i = 0; i < room->n; i++)
-        if (room->m[i].name[0] == name[0] && strcmp(room->m[i].name, name) == 0)
+        if (same_name(room->m[i].name, name))
             return &room->m[i];
     return NULL;
 }
@@ -493,7 +496,7 @@ bool api_fields_query(const api_req_t *req, const char *skip, api_flat_t *room, 
     bool fits = true;
     for (int i = 0; i < f->nparams && fits; i++) {
         const api_param_t *q = &f->params[i];
-        if (skip && strcmp(q->name, skip) == 0)
+        if (skip && same_name(q->name, skip))
             continue;
         if (flat_member(room, q->name)) {
             api_err_set(err, API_E_BAD_REQUEST, q->name, "query parameter '%s' given more than once", q->name);
@@ -516,10 +519,10 @@ bool api_fields_query(const api_req_t *req, const char *skip, api_flat_t *room, 
     }
     for (int i = 1; i < f->nparams; i++) {
         const api_param_t *q = &f->params[i];
-        if (skip && strcmp(q->name, skip) == 0)
+        if (skip && same_name(q->name, skip))
             continue;
         for (int j = 0; j < i; j++)
-            if (strcmp(f->params[j].name, q->name) == 0 && param_is_field(f, &f->params[j])) {
+            if (same_name(f->params[j].name, q->name) && param_is_field(f, &f->params[j])) {
                 api_err_set(err, API_E_BAD_REQUEST, q->name, "query parameter '%s' given more than once", q->name);
                 return false;
             }
@@ -532,7 +535,7 @@ bool api_fields_get(const api_fields_t *f, const char *name, api_field_t *v)
     if (f->kind == API_FIELDS_QUERY) {
         for (int i = 0; i < f->nparams; i++) {
             const api_param_t *q = &f->params[i];
-            if (strcmp(q->name, name) == 0 && !(f->skip && strcmp(name, f->skip) == 0) && param_field(q, v))
+            if (same_name(q->name, name) && !(f->skip && same_name(name, f->skip)) && param_field(q, v))
                 return true;
         }
         return false;
@@ -816,7 +819,7 @@ json_t *api_key_body(api_req_t *req, api_resp_t *resp, const char *const *fields
 const char *api_query_get(const api_req_t *req, const char *name, size_t *len)
 {
     for (int i = 0; i < req->nparams; i++)
-        if (strcmp(req->params[i].name, name) == 0) {
+        if (same_name(req->params[i].name, name)) {
             if (len)
                 *len = req->params[i].vlen;
             return req->params[i].value;
@@ -828,7 +831,7 @@ size_t api_query_count(const api_req_t *req, const char *name)
 {
     size_t n = 0;
     for (int i = 0; i < req->nparams; i++)
-        if (strcmp(req->params[i].name, name) == 0)
+        if (same_name(req->params[i].name, name))
             n++;
     return n;
 }
@@ -894,7 +897,7 @@ static bool query_once(const api_req_t *req, const char *name, bool required, co
     *v = NULL;
     size_t n = 0;
     for (int i = 0; i < req->nparams; i++)
-        if (strcmp(req->params[i].name, name) == 0 && n++ == 0) {
+        if (same_name(req->params[i].name, name) && n++ == 0) {
             *v = req->params[i].value;
             *len = req->params[i].vlen;
         }
