@@ -16,12 +16,10 @@
  * bench/suite_20_ratelimit.sh.
  */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include "core/codec.h"
 #include "core/keyspace.h"
+#include "core/throttle.h"
 
 #define KEYS 100000
 #define PER_STEP 1000       /* requests per 10 ms step: 100 000/s */
@@ -36,23 +34,6 @@ static double cpu_ns(void)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
-
-/* A value type of one counter, as small as a throttle state. */
-static void cnt_free(void *v) { free(v); }
-static size_t cnt_size(const void *v)
-{
-    (void)v;
-    return sizeof(int64_t);
-}
-static void cnt_encode(const void *v, wbuf_t *out) { wbuf_put_i64(out, *(const int64_t *)v); }
-static void *cnt_decode(const uint8_t *p, size_t len, const char **why)
-{
-    (void)p;
-    (void)len;
-    *why = "not decoded here";
-    return NULL;
-}
-static const ks_type_t cnt_type = { 60, "cnt", cnt_free, cnt_size, cnt_encode, cnt_decode };
 
 int main(void)
 {
@@ -77,13 +58,12 @@ int main(void)
             ks_entry_t *e = ks_find_write(ks, &k, now);
             if (e) {
                 ks_entry_set_expire(ks, e, now + TTL_MS);
-            } else {
-                int64_t *v = malloc(sizeof(*v));
-                if (!v || !ks_add(ks, &k, &cnt_type, v, now + TTL_MS, now)) {
+            } else {   /* a GCRA state, as a first request makes */
+                throttle_t *t = throttle_new_gcra((now + TTL_MS) * 1000000);
+                if (!t || !ks_add(ks, &k, &throttle_type, t, now + TTL_MS, now)) {
                     fprintf(stderr, "expire_micro: out of memory\n");
                     return 1;
                 }
-                *v = 1;
             }
             ks_shard_unlock(sh);
         }
