@@ -555,9 +555,9 @@ static inline unsigned api_gen(const api_req_t *req) { return req->gen ? req->ge
  * handler whose records can be larger (canonical forms) secures the rest
  * with api_journal_reserve_more before it changes anything. */
 bool api_journal_reserve(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
-/* Secures room for `bytes`, a bound on everything the handler will still
- * journal: only what the request holds beyond what it has used does not
- * cover already; false with a 503 set. */
+/* Makes sure the request holds room for `bytes`, a bound on everything the
+ * handler will still journal, securing only what the room it holds and has
+ * not used leaves uncovered; false with a 503 set. */
 bool api_journal_reserve_more(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes);
 void api_journal_unreserve(api_server_t *srv, api_resp_t *resp);
 
