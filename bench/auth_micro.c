@@ -9,22 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/api.h"
 #include "api/auth.h"
 #include "core/keyspace.h"
+#include "service/clock.h"
 
 #define KEYS 100000
 #define OPS 300000
 #define TOKEN "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1u"
-
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static const char *header_of(void *h, const char *name)
 {
@@ -48,7 +41,7 @@ static double run(api_auth_t *auth)
     uint64_t x = 88172645463325252ULL;
     int64_t now = 1700000000LL * 1000000000LL;
     char body[128];
-    double t0 = cpu_ns();
+    double t0 = (double)clock_thread_cpu_ns();
     for (int i = 0; i < OPS; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         int len = snprintf(body, sizeof(body), "{\"key\":\"user:%llu\",\"max_burst\":15,\"count_per_period\":30,"
@@ -70,7 +63,7 @@ static double run(api_auth_t *auth)
         api_resp_release(&resp);
         api_req_release(&req);
     }
-    double t = (cpu_ns() - t0) / OPS;
+    double t = ((double)clock_thread_cpu_ns() - t0) / OPS;
     ks_free(srv.ks);
     return t;
 }

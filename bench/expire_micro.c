@@ -16,10 +16,10 @@
  * bench/suite_20_ratelimit.sh.
  */
 #include <stdio.h>
-#include <time.h>
 
 #include "core/keyspace.h"
 #include "core/throttle.h"
+#include "service/clock.h"
 
 #define KEYS 100000
 #define PER_STEP 1000       /* requests per 10 ms step: 100 000/s */
@@ -27,13 +27,6 @@
 #define TTL_MS 2000
 #define SAMPLES 20          /* service/main.c's EXPIRE_SAMPLES */
 #define STEP_SHARDS 26      /* 256 shards over 10 steps, as tallyd's default */
-
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 int main(void)
 {
@@ -46,7 +39,7 @@ int main(void)
     char key[32];
     for (int step = 0; step < STEPS; step++) {
         int64_t now = 100000 + (int64_t)step * 10;
-        double a = cpu_ns();
+        double a = (double)clock_thread_cpu_ns();
         for (int r = 0; r < PER_STEP; r++) {
             x ^= x << 13;
             x ^= x >> 7;
@@ -67,9 +60,9 @@ int main(void)
             }
             ks_shard_unlock(sh);
         }
-        double b = cpu_ns();
+        double b = (double)clock_thread_cpu_ns();
         deleted += ks_expire_step(ks, now, SAMPLES, STEP_SHARDS);
-        expire_ns += cpu_ns() - b;
+        expire_ns += (double)clock_thread_cpu_ns() - b;
         request_ns += b - a;
     }
     if (deleted == 0) {

@@ -13,21 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/api.h"
 #include "core/keyspace.h"
 #include "core/throttle.h"
+#include "service/clock.h"
 
 #define KEYS 100000
 #define OPS 2000000
-
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static const struct {
     const char *name;
@@ -70,7 +63,7 @@ int main(void)
         throttle_params_t p = params_of(a);
         throttle_t **states = calloc(KEYS, sizeof(*states));
         int64_t now = 1700000000LL * NS_PER_SEC;
-        double t0 = cpu_ns();
+        double t0 = (double)clock_thread_cpu_ns();
         for (int i = 0; i < OPS; i++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             size_t k = x % KEYS;
@@ -80,7 +73,7 @@ int main(void)
             if (throttle_check(states[k], &p, now, 1, &r))
                 throttle_commit(&states[k], &p, now, 1, &exp);
         }
-        double core = (cpu_ns() - t0) / OPS;
+        double core = ((double)clock_thread_cpu_ns() - t0) / OPS;
         for (int k = 0; k < KEYS; k++)
             throttle_free(states[k]);
         free(states);
@@ -100,7 +93,7 @@ int main(void)
         }
         int n = OPS / 4;
         now = 1700000000LL * NS_PER_SEC;
-        double h0 = cpu_ns();
+        double h0 = (double)clock_thread_cpu_ns();
         for (int i = 0; i < n; i++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             size_t b = x % NBODIES;
@@ -120,7 +113,7 @@ int main(void)
             api_resp_release(&resp);
             api_req_release(&req);
         }
-        double total = cpu_ns() - h0;
+        double total = (double)clock_thread_cpu_ns() - h0;
         free(bodies);
         free(lens);
         ks_free(srv.ks);

@@ -19,6 +19,10 @@ static inline int64_t clock_now_ns(void) { return clock_ns(CLOCK_REALTIME); }
 /* Monotonic ns, for durations. */
 static inline int64_t clock_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
+/* The calling thread's CPU time in ns: what the micro-benchmarks measure,
+ * so that other load on the machine does not count. */
+static inline int64_t clock_thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+
 /* Monotonic ns as of the last timer tick (a few ms coarse, and cheaper):
  * for deadlines counted in seconds, such as a connection's. */
 static inline int64_t clock_mono_coarse_ns(void) { return clock_ns(CLOCK_MONOTONIC_COARSE); }
