@@ -338,8 +338,12 @@ static void vol_remove(ks_shard_t *sh, ks_entry_t *e)
 static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 {
     for (ks_entry_t *e = sh->table[k->hash & sh->mask]; e; e = e->next)
-        if (e->hash == k->hash && e->klen == k->len && memcmp(e->key, k->p, k->len) == 0)
-            return e;
+        if (e->hash == k->hash && e->klen == k->len) {
+            /* the caller reads the value next: its miss overlaps the key's */
+            __builtin_prefetch(e->value);
+            if (memcmp(e->key, k->p, k->len) == 0)
+                return e;
+        }
     return NULL;
 }
 
