@@ -119,8 +119,8 @@ start_tallyd
 P=$TALLY_PORT
 g=0
 while [ $g -lt 100 ]; do
-    curl -sf -o /dev/null -X PUT -d "{\"labels\":{\"group\":\"g$g\",\"fleet\":\"all\"}}" "http://127.0.0.1:$P/ts/m${g}_[0-99]"
-    curl -sf -o /dev/null -X POST -d '{"samples":[[1000,1],[2000,2],[3000,3]]}' "http://127.0.0.1:$P/ts/m${g}_[0-99]"
+    curl -sf -o /dev/null -X PUT --json "{\"labels\":{\"group\":\"g$g\",\"fleet\":\"all\"}}" "http://127.0.0.1:$P/ts/m${g}_[0-99]"
+    curl -sf -o /dev/null -X POST --json '{"samples":[[1000,1],[2000,2],[3000,3]]}' "http://127.0.0.1:$P/ts/m${g}_[0-99]"
     g=$((g + 1))
 done
 MRANGE="http://127.0.0.1:$P/mts/range?filter=group%3Dg42&agg=sum&bucket_ms=1000"
