@@ -50,18 +50,6 @@
 #include "service/server.h"
 #include "service/tls.h"
 
-/* jemalloc's start-up options (read before the first allocation; the
- * MALLOC_CONF environment variable overrides them, e.g. MALLOC_CONF=thp:never).
- * The heap asks for transparent huge pages: a request's key lookup and its
- * limiter state are random accesses over the whole keyspace, and with 4 KiB
- * pages each one also missed the TLB.  Measured side by side (issue 20):
- * 3-6% less server CPU per /throttle and /hook request at 100 000 keys, for
- * about 7 MiB more resident memory when idle.  tallyd never forks, so huge
- * pages cost no copy-on-write.  Builds without jemalloc (the sanitizers')
- * ignore the symbol. */
-extern const char *malloc_conf;
-const char *malloc_conf = "thp:always,metadata_thp:auto";
-
 #define EXPIRE_SAMPLES 20   /* volatile keys sampled per shard visited, as Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP */
 /* Active expiry visits every shard each 100 ms tick (at most 320 shards a
  * tick), in EXPIRE_STEPS steps 10 ms apart: one pass over 256 shards takes
