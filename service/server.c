@@ -119,6 +119,7 @@ struct server {
     int64_t header_timeout_ns;
     size_t conn_mem;               /* MHD's pool per connection */
     bool tls;                      /* HTTPS (service/tls.h): nothing is written on the socket itself */
+    MHD_socket quiesced;           /* the listening socket MHD_quiesce_daemon gave back, or MHD_INVALID_SOCKET */
     cidr_set_t trusted;            /* --trusted-proxies: whose forwarding headers {ip} believes */
     _Atomic uint64_t refused_per_ip, closed_head_timeout, closed_over_cap, closed_body_timeout;
 };
@@ -875,6 +876,7 @@ server_t *server_start(const tally_opts_t *o, api_server_t *api, const server_ho
     }
     s->api = api;
     s->hooks = *hooks;
+    s->quiesced = MHD_INVALID_SOCKET;
     s->body_limit = o->body_limit;
     s->max_url = o->max_url;
     pthread_mutex_init(&s->conn_mu, NULL);
@@ -983,12 +985,20 @@ void server_set_loading(server_t *s, bool loading)
 }
 unsigned server_inflight(const server_t *s) { return atomic_load(&s->inflight); }
 
+/* The listening socket stops listening at once: a client connecting now is
+ * refused rather than left in the backlog until exit.  It is shut down, not
+ * closed: MHD's worker threads may still take it out of their epoll sets
+ * (libmicrohttpd: with internal threads the socket must stay open until
+ * MHD_stop_daemon), and a closed descriptor's number could meanwhile be
+ * reused by a connection or a file.  server_stop closes it. */
 void server_quiesce(server_t *s)
 {
     atomic_store(&s->closing, true);
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+    if (s->quiesced != MHD_INVALID_SOCKET)
+        return;
+    s->quiesced = MHD_quiesce_daemon(s->d);
+    if (s->quiesced != MHD_INVALID_SOCKET)
+        shutdown(s->quiesced, SHUT_RDWR);
 }
 
 bool server_drain(server_t *s, int timeout_s)
@@ -1007,6 +1017,8 @@ void server_stop(server_t *s)
     if (!s)
         return;
     MHD_stop_daemon(s->d);
+    if (s->quiesced != MHD_INVALID_SOCKET)
+        close(s->quiesced);
     for (size_t i = 0; i < IP_BUCKETS; i++)
         while (s->ips[i]) {
             ipcount_t *e = s->ips[i];
