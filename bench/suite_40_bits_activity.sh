@@ -2,7 +2,8 @@
 #
 #  1. /bits single-operation throughput without pipelining: POST setbit (and
 #     GET getbit) over 100 000 keys vs redis-benchmark SETBIT (GETBIT), 50
-#     connections each.  Target (issue 5): setbit >= 1.0x Redis SETBIT.
+#     connections each, in interleaved rounds.  Target (issue 5): setbit >=
+#     1.0x Redis SETBIT (the median of the per-round ratios).
 #     (redis-benchmark pads __rand_int__ with zeros, which SETBIT refuses as an
 #     offset, so both sides pick a random key of 100 000 and set bit 12345.)
 #  2. Activity: ACTIVITY_USERS users (default 10M) x ACTIVITY_DAYS days (365),
@@ -25,47 +26,64 @@ ACTIVITY_USERS=${ACTIVITY_USERS:-10000000}
 ACTIVITY_DAYS=${ACTIVITY_DAYS:-365}
 
 # -- 1. /bits single operations ------------------------------------------------
-# Besides requests per second, each server's CPU time per operation (utime +
-# stime over the run / operations): on a busy machine it is steadier than
-# throughput, and on one server core throughput is its inverse.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-us_per_op() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$2" 'BEGIN { printf "%.2f", t / hz / n * 1e6 }'; }
-nreq=$((BENCH_SECONDS * 40000))
+# tallyd and redis-server run side by side and are measured in BENCH_ROUNDS
+# interleaved rounds (as suite_10: on a shared machine one measurement of
+# each, a minute apart, compares two moments as much as two servers); the
+# figures are medians over the rounds, the ratios medians of per-round
+# ratios.  Besides requests per second, each server's CPU time per operation
+# (all its threads, /proc/PID/task/*/schedstat): steadier than throughput
+# on a busy machine, and on one server core throughput is its inverse.
 start_redis
-c0=$(cpu_ticks "$REDIS_PID")
-set -- $(redis_bench -n "$nreq" -r 100000 SETBIT bits:__rand_int__ 12345 1)
-redis_set=$1
-c1=$(cpu_ticks "$REDIS_PID")
-set -- $(redis_bench -n "$nreq" -r 100000 GETBIT bits:__rand_int__ 12345)
-redis_get=$1
-c2=$(cpu_ticks "$REDIS_PID")
-stop_redis
-redis_set_us=$(us_per_op $((c1 - c0)) "$nreq")
-redis_get_us=$(us_per_op $((c2 - c1)) "$nreq")
-record "redis SETBIT, no pipelining (req/s)" "$redis_set" req/s
-record "redis GETBIT, no pipelining (req/s)" "$redis_get" req/s
-record "redis SETBIT CPU per operation" "$redis_set_us" us
-record "redis GETBIT CPU per operation" "$redis_get_us" us
-
 start_tallyd   # default persistence (journal on, fsync everysec), as suite_10
-c0=$(cpu_ticks "$TALLY_PID")
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/bits_setbit.lua)
-tally_set=$1 tally_set_p99=$2
-c1=$(cpu_ticks "$TALLY_PID")
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/bits_getbit.lua)
-tally_get=$1
-c2=$(cpu_ticks "$TALLY_PID")
+rfile="$BENCH_TMP/rounds.bits"
+: >"$rfile"
+# redis_op CMD...: "RPS CPU_US" of redis-benchmark running CMD for about a round
+redis_op() {
+    n=$((ROUND_SECONDS * 90000))
+    c0=$(cpu_ns "$REDIS_PID")
+    set -- $(redis_bench -n "$n" -r 100000 "$@")
+    c1=$(cpu_ns "$REDIS_PID")
+    echo "$1 $(awk -v c="$((c1 - c0))" -v n="$n" 'BEGIN { printf "%.2f", c / n / 1000 }')"
+}
+# tally_op SCRIPT: "RPS P99 CPU_US" of wrk running SCRIPT for a round
+tally_op() {
+    set -- $(WRK_SECONDS=$ROUND_SECONDS server_cpu_us "$TALLY_PID" wrk_run "http://127.0.0.1:$TALLY_PORT/" "$1")
+    echo "$1 $2 $4"
+}
+redis_op SETBIT bits:__rand_int__ 12345 1 >/dev/null   # warm-up: the keys exist on both sides
+WRK_SECONDS=1 wrk_run "http://127.0.0.1:$TALLY_PORT/" bench/lua/bits_setbit.lua >/dev/null
+r=1
+while [ "$r" -le "$BENCH_ROUNDS" ]; do
+    if [ $((r % 2)) = 1 ]; then
+        rs=$(redis_op SETBIT bits:__rand_int__ 12345 1); ts=$(tally_op bench/lua/bits_setbit.lua)
+        rg=$(redis_op GETBIT bits:__rand_int__ 12345); tg=$(tally_op bench/lua/bits_getbit.lua)
+    else
+        ts=$(tally_op bench/lua/bits_setbit.lua); rs=$(redis_op SETBIT bits:__rand_int__ 12345 1)
+        tg=$(tally_op bench/lua/bits_getbit.lua); rg=$(redis_op GETBIT bits:__rand_int__ 12345)
+    fi
+    # TSET TSET_P99 TSET_US RSET RSET_US TGET TGET_P99 TGET_US RGET RGET_US, then
+    # the ratios: set req/s, get req/s, set CPU (redis/tally), get CPU (redis/tally)
+    echo "$ts $rs $tg $rg" | awk '{ printf "%s %s %s %s %s %s %s %s %s %s %.4f %.4f %.4f %.4f\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                                           ($4 > 0 ? $1 / $4 : 0), ($9 > 0 ? $6 / $9 : 0),
+                                           ($3 > 0 ? $5 / $3 : 0), ($8 > 0 ? $10 / $8 : 0) }' >>"$rfile"
+    r=$((r + 1))
+done
 stop_tallyd
-tally_set_us=$(us_per_op $((c1 - c0)) "$(awk -v r="$tally_set" -v s="$BENCH_SECONDS" 'BEGIN { print int(r * s) }')")
-tally_get_us=$(us_per_op $((c2 - c1)) "$(awk -v r="$tally_get" -v s="$BENCH_SECONDS" 'BEGIN { print int(r * s) }')")
-record "tally POST /bits/{key}/setbit p99" "$tally_set_p99" ms
-record "tally POST /bits/{key}/setbit (req/s)" "$tally_set" req/s "redis SETBIT" "$redis_set" 1.0
-record "tally GET /bits/{key}/getbit (req/s)" "$tally_get" req/s "redis GETBIT" "$redis_get"
+stop_redis
+record "redis SETBIT, no pipelining (req/s, median of $BENCH_ROUNDS rounds)" "$(median "$rfile" 4)" req/s
+record "redis GETBIT, no pipelining (req/s, median)" "$(median "$rfile" 9)" req/s
+record "redis SETBIT CPU per operation (median)" "$(median "$rfile" 5)" us
+record "redis GETBIT CPU per operation (median)" "$(median "$rfile" 10)" us
+record "tally POST /bits/{key}/setbit (req/s, median)" "$(median "$rfile" 1)" req/s
+record "tally POST /bits/{key}/setbit p99 (ms, median)" "$(median "$rfile" 2)" ms
+record "tally GET /bits/{key}/getbit (req/s, median)" "$(median "$rfile" 6)" req/s
+record "tally POST /bits/{key}/setbit CPU per operation (median)" "$(median "$rfile" 3)" us
+record "tally GET /bits/{key}/getbit CPU per operation (median)" "$(median "$rfile" 8)" us
+record_rounds "tally POST /bits/{key}/setbit vs redis SETBIT" "$rfile" 11 1.0
+record_rounds "tally GET /bits/{key}/getbit vs redis GETBIT" "$rfile" 12 -
 # as "redis CPU per tally CPU": >= 1.0 means tally spends no more per operation
-record "setbit CPU per operation, redis/tally" "$(awk -v a="$redis_set_us" -v b="$tally_set_us" 'BEGIN { printf "%.2f", a / b }')" x \
-    "(tally $tally_set_us us, redis $redis_set_us us)" 1
-record "getbit CPU per operation, redis/tally" "$(awk -v a="$redis_get_us" -v b="$tally_get_us" 'BEGIN { printf "%.2f", a / b }')" x \
-    "(tally $tally_get_us us, redis $redis_get_us us)" 1
+record_rounds "setbit CPU per operation, redis/tally" "$rfile" 13 -
+record_rounds "getbit CPU per operation, redis/tally" "$rfile" 14 -
 
 # -- 2. activity: N users x 365 days ------------------------------------------
 val() { printf '%s\n' "$out" | awk -F'\t' -v k="$1" '$1 == k { print $2 }'; }
