@@ -9,18 +9,43 @@ set -eu
 . bench/lib.sh
 
 # -- 1. journal overhead ------------------------------------------------------
-start_tallyd --journal off
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-off_rps=$1
-stop_tallyd
-record "POST /throttle, journal off (req/s)" "$off_rps" req/s
+# The four servers (journal off, then --fsync no, everysec, always) run side
+# by side and are measured in BENCH_ROUNDS interleaved rounds (as suite_10:
+# on a shared machine one run of each, minutes apart, compares moments as
+# much as policies); each policy's ratio is the median of its per-round
+# ratios to journal off.
+ports="" pids=""
+for mode in off no everysec always; do
+    if [ "$mode" = off ]; then start_tallyd --journal off; else start_tallyd --fsync "$mode"; fi
+    ports="$ports $TALLY_PORT" pids="$pids $TALLY_PID" dirs="${dirs:-} $TALLY_DIR"
+    WRK_SECONDS=1 wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua >/dev/null
+done
+jfile="$BENCH_TMP/rounds.journal"
+: >"$jfile"
+r=1
+while [ "$r" -le "$BENCH_ROUNDS" ]; do
+    order=$ports
+    [ $((r % 2)) = 0 ] && order=$(printf '%s\n' $ports | tac)
+    for p in $order; do
+        set -- $(WRK_SECONDS=$ROUND_SECONDS wrk_run "http://127.0.0.1:$p/throttle" bench/lua/throttle_post.lua)
+        echo "$p $1"
+    done >"$BENCH_TMP/round"
+    line=$(for p in $ports; do awk -v p="$p" '$1 == p { print $2 }' "$BENCH_TMP/round"; done | tr '\n' ' ')
+    # OFF NO EVERYSEC ALWAYS, then each policy over journal off
+    echo "$line" | awk '{ printf "%s %s %s %s %.4f %.4f %.4f\n", $1, $2, $3, $4,
+                                ($1 > 0 ? $2 / $1 : 0), ($1 > 0 ? $3 / $1 : 0), ($1 > 0 ? $4 / $1 : 0) }' >>"$jfile"
+    r=$((r + 1))
+done
+for p in $pids; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
+for d in $dirs; do rm -rf "$d"; done
+record "POST /throttle, journal off (req/s, median of $BENCH_ROUNDS rounds)" "$(median "$jfile" 1)" req/s
+col=2
 for mode in no everysec always; do
-    start_tallyd --fsync "$mode"
-    set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-    stop_tallyd
-    target=""
+    record "POST /throttle, fsync $mode (req/s, median)" "$(median "$jfile" "$col")" req/s
+    target=-
     [ "$mode" = everysec ] && target=0.90
-    record "POST /throttle, fsync $mode (req/s)" "$1" req/s "journal off" "$off_rps" $target
+    record_rounds "POST /throttle, fsync $mode vs journal off" "$jfile" $((col + 3)) "$target"
+    col=$((col + 1))
 done
 
 # -- 2. a snapshot of ~1 GB ---------------------------------------------------
