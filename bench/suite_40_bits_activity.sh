@@ -37,13 +37,17 @@ start_redis
 start_tallyd   # default persistence (journal on, fsync everysec), as suite_10
 rfile="$BENCH_TMP/rounds.bits"
 : >"$rfile"
+# redis_n N CMD...: redis-benchmark running CMD N times over 100 000 keys,
+# as "RPS P99 N" (wrk_run's shape, for server_cpu_us)
+redis_n() {
+    n=$1
+    shift
+    echo "$(redis_bench -n "$n" -r 100000 "$@") $n"
+}
 # redis_op CMD...: "RPS CPU_US" of redis-benchmark running CMD for about a round
 redis_op() {
-    n=$((ROUND_SECONDS * 90000))
-    c0=$(cpu_ns "$REDIS_PID")
-    set -- $(redis_bench -n "$n" -r 100000 "$@")
-    c1=$(cpu_ns "$REDIS_PID")
-    echo "$1 $(awk -v c="$((c1 - c0))" -v n="$n" 'BEGIN { printf "%.2f", c / n / 1000 }')"
+    set -- $(server_cpu_us "$REDIS_PID" redis_n $((ROUND_SECONDS * 90000)) "$@")
+    echo "$1 $4"
 }
 # tally_op SCRIPT: "RPS P99 CPU_US" of wrk running SCRIPT for a round
 tally_op() {

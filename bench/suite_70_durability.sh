@@ -14,10 +14,10 @@ set -eu
 # on a shared machine one run of each, minutes apart, compares moments as
 # much as policies); each policy's ratio is the median of its per-round
 # ratios to journal off.
-ports="" pids=""
+ports="" pids="" dirs=""
 for mode in off no everysec always; do
     if [ "$mode" = off ]; then start_tallyd --journal off; else start_tallyd --fsync "$mode"; fi
-    ports="$ports $TALLY_PORT" pids="$pids $TALLY_PID" dirs="${dirs:-} $TALLY_DIR"
+    ports="$ports $TALLY_PORT" pids="$pids $TALLY_PID" dirs="$dirs $TALLY_DIR"
     WRK_SECONDS=1 wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua >/dev/null
 done
 jfile="$BENCH_TMP/rounds.journal"
@@ -36,8 +36,12 @@ while [ "$r" -le "$BENCH_ROUNDS" ]; do
                                 ($1 > 0 ? $2 / $1 : 0), ($1 > 0 ? $3 / $1 : 0), ($1 > 0 ? $4 / $1 : 0) }' >>"$jfile"
     r=$((r + 1))
 done
-for p in $pids; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done
-for d in $dirs; do rm -rf "$d"; done
+set -- $dirs
+for TALLY_PID in $pids; do
+    TALLY_DIR=$1
+    shift
+    stop_tallyd
+done
 record "POST /throttle, journal off (req/s, median of $BENCH_ROUNDS rounds)" "$(median "$jfile" 1)" req/s
 col=2
 for mode in no everysec always; do
