@@ -32,37 +32,81 @@ wait_synced() {
 }
 
 # -- 1 and 2. throughput with replicas, lag --------------------------------------
+# The three primaries (alone, with a replica, with a replica and
+# --min-replicas-ack 1) and their replicas run side by side and are measured
+# in BENCH_ROUNDS interleaved rounds (as suite_10 and suite_70: one run of
+# each, a minute apart, compares moments as much as configurations); each
+# ratio is the median of its per-round ratios to the primary alone.  The idle
+# servers of a round only wait on their long polls.  The replica's lag is
+# sampled in a run of its own after the rounds.
 start_tallyd
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-alone=$1
-stop_tallyd
-record "POST /throttle, no replica (req/s)" "$alone" req/s
-
+alone_port=$TALLY_PORT alone_pid=$TALLY_PID alone_dir=$TALLY_DIR
 start_tallyd
 start_replica "$TALLY_PORT"
 wait_synced
-: >"$BENCH_TMP/lag.txt"
-( while :; do
-      curl -sf "http://127.0.0.1:$TALLY_PORT/metrics" | awk '/^tally_replica_lag_ms\{/ { print $2 }' >>"$BENCH_TMP/lag.txt"
-      sleep 0.1
-  done ) &
-sampler=$!
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-kill $sampler; wait $sampler 2>/dev/null || true
-record "POST /throttle, 1 replica attached (req/s)" "$1" req/s "no replica" "$alone" 0.80
-p99=$(sort -n "$BENCH_TMP/lag.txt" | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; print NR ? v[i] : 0 }')
-record "replica lag under that load, p99 of samples (ms)" "$p99" ms
-stop_replica
-stop_tallyd
-
+one_port=$TALLY_PORT one_pid=$TALLY_PID one_dir=$TALLY_DIR
+one_rpid=$REPLICA_PID one_rdir=$REPLICA_DIR
 start_tallyd --min-replicas-ack 1
 start_replica "$TALLY_PORT"
 wait_synced
-set -- $(wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua)
-record "POST /throttle, --min-replicas-ack 1 (req/s)" "$1" req/s "no replica" "$alone"
-record "POST /throttle, --min-replicas-ack 1, p99 (ms)" "$2" ms
-stop_replica
-stop_tallyd
+ack_port=$TALLY_PORT ack_pid=$TALLY_PID ack_dir=$TALLY_DIR
+ack_rpid=$REPLICA_PID ack_rdir=$REPLICA_DIR
+ports="$alone_port $one_port $ack_port"
+for p in $ports; do
+    WRK_SECONDS=1 wrk_run "http://127.0.0.1:$p/throttle" bench/lua/throttle_post.lua >/dev/null
+done
+rfile="$BENCH_TMP/rounds.replication"
+: >"$rfile"
+r=1
+while [ "$r" -le "$BENCH_ROUNDS" ]; do
+    order=$ports
+    [ $((r % 2)) = 0 ] && order=$(printf '%s\n' $ports | tac)
+    for p in $order; do
+        case $p in
+            "$alone_port") pid=$alone_pid ;;
+            "$one_port") pid=$one_pid ;;
+            *) pid=$ack_pid ;;
+        esac
+        c0=$(cpu_ns "$one_rpid")
+        set -- $(WRK_SECONDS=$ROUND_SECONDS server_cpu_us "$pid" wrk_run "http://127.0.0.1:$p/throttle" bench/lua/throttle_post.lua)
+        c1=$(cpu_ns "$one_rpid")
+        # port, req/s, p99, the primary's CPU per request, the replica's (us)
+        echo "$p $1 $2 $4" | awk -v c0="$c0" -v c1="$c1" -v n="$3" '{ print $0, (n > 0 ? (c1 - c0) / n / 1000 : 0) }'
+    done >"$BENCH_TMP/round"
+    # ALONE ONE ACK ACK_P99 ONE/ALONE ACK/ALONE ALONE_CPU/ONE_CPU ONE_REPLICA_CPU
+    col() { awk -v p="$1" -v c="$2" '$1 == p { print $c }' "$BENCH_TMP/round"; }
+    echo "$(col "$alone_port" 2) $(col "$one_port" 2) $(col "$ack_port" 2) $(col "$ack_port" 3)" \
+         "$(col "$alone_port" 4) $(col "$one_port" 4) $(col "$one_port" 5)" |
+        awk '{ printf "%s %s %s %s %.4f %.4f %.4f %.2f\n", $1, $2, $3, $4,
+               ($1 > 0 ? $2 / $1 : 0), ($1 > 0 ? $3 / $1 : 0), ($6 > 0 ? $5 / $6 : 0), $7 }' >>"$rfile"
+    r=$((r + 1))
+done
+# the replica's lag under the same load, in a run of its own: the sampler
+# (a curl every 100 ms) takes CPU that the rounds above do not charge
+: >"$BENCH_TMP/lag.txt"
+( while :; do
+      curl -sf "http://127.0.0.1:$one_port/metrics" | awk '/^tally_replica_lag_ms\{/ { print $2 }' >>"$BENCH_TMP/lag.txt"
+      sleep 0.1
+  done ) &
+sampler=$!
+wrk_run "http://127.0.0.1:$one_port/throttle" bench/lua/throttle_post.lua >/dev/null
+kill $sampler
+wait $sampler 2>/dev/null || true
+REPLICA_PID=$one_rpid REPLICA_DIR=$one_rdir stop_replica
+REPLICA_PID=$ack_rpid REPLICA_DIR=$ack_rdir stop_replica
+TALLY_PID=$alone_pid TALLY_DIR=$alone_dir stop_tallyd
+TALLY_PID=$one_pid TALLY_DIR=$one_dir stop_tallyd
+TALLY_PID=$ack_pid TALLY_DIR=$ack_dir stop_tallyd
+record "POST /throttle, no replica (req/s, median of $BENCH_ROUNDS rounds)" "$(median "$rfile" 1)" req/s
+record "POST /throttle, 1 replica attached (req/s, median)" "$(median "$rfile" 2)" req/s
+record_rounds "POST /throttle, 1 replica attached vs no replica" "$rfile" 5 0.80 "both on the server core"
+record_rounds "the primary's own CPU per request, alone over with a replica" "$rfile" 7 -
+record "the replica's CPU per record applied (us, median)" "$(median "$rfile" 8)" us
+p99=$(sort -n "$BENCH_TMP/lag.txt" | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; print NR ? v[i] : 0 }')
+record "replica lag under that load, p99 of samples (ms)" "$p99" ms
+record "POST /throttle, --min-replicas-ack 1 (req/s, median)" "$(median "$rfile" 3)" req/s
+record_rounds "POST /throttle, --min-replicas-ack 1 vs no replica" "$rfile" 6 -
+record "POST /throttle, --min-replicas-ack 1, p99 (ms, median of rounds)" "$(median "$rfile" 4)" ms
 
 # -- 3. a new replica of ~1 GB -------------------------------------------------
 REPL_GB_FILTERS=${REPL_GB_FILTERS:-560}   # Bloom filters of ~1.8 MB each, as suite_70
