@@ -133,6 +133,12 @@ redis_bench() {
     echo "$out" | awk -F'","' '{gsub(/"/,"",$2); gsub(/"/,"",$7); print $2, $7}'
 }
 
+# round_order ROUND WORD...: the words as given in odd rounds, reversed in
+# even ones, so that interleaved rounds alternate which server goes first
+round_order() {
+    if [ $(($1 % 2)) = 1 ]; then shift; echo "$@"; else shift; printf '%s\n' "$@" | tac | tr '\n' ' '; fi
+}
+
 # median FILE COLUMN: the median of a column of numbers (interleaved rounds)
 median() {
     awk -v c="$2" '{ print $c }' "$1" | sort -g |

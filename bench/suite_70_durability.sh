@@ -24,9 +24,7 @@ jfile="$BENCH_TMP/rounds.journal"
 : >"$jfile"
 r=1
 while [ "$r" -le "$BENCH_ROUNDS" ]; do
-    order=$ports
-    [ $((r % 2)) = 0 ] && order=$(printf '%s\n' $ports | tac)
-    for p in $order; do
+    for p in $(round_order "$r" $ports); do
         set -- $(WRK_SECONDS=$ROUND_SECONDS wrk_run "http://127.0.0.1:$p/throttle" bench/lua/throttle_post.lua)
         echo "$p $1"
     done >"$BENCH_TMP/round"

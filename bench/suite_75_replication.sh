@@ -59,9 +59,7 @@ rfile="$BENCH_TMP/rounds.replication"
 : >"$rfile"
 r=1
 while [ "$r" -le "$BENCH_ROUNDS" ]; do
-    order=$ports
-    [ $((r % 2)) = 0 ] && order=$(printf '%s\n' $ports | tac)
-    for p in $order; do
+    for p in $(round_order "$r" $ports); do
         case $p in
             "$alone_port") pid=$alone_pid ;;
             "$one_port") pid=$one_pid ;;
