@@ -301,7 +301,9 @@ updated:
                 int l = SP_VAL_LEN(p) + SP_VAL_LEN(p + 1);
                 if (l <= SP_VAL_MAX_LEN) {
                     sp_val_set(p + 1, v1, l);
-                    memmove(p, p + 1, (size_t)(end - p));
+                    /* the opcodes after p, one byte down (Redis moves its
+                     * string's terminator too; this buffer may end at end) */
+                    memmove(p, p + 1, (size_t)(end - p - 1));
                     h->len--;
                     end--;
                     continue;

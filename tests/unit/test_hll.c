@@ -3,7 +3,8 @@
  * seeded items, the relative error at checkpoints x10 within 5 standard
  * errors (5 x 1.04/sqrt(16384) = 4.06%); the sparse and dense encodings of
  * the same registers give the same estimate; PFADD's "updated"; the cached
- * cardinality; encode/decode round trips and refusal of damaged bytes.
+ * cardinality; encode/decode round trips and refusal of damaged bytes; a
+ * merge of two opcodes in a string at the sparse size limit.
  * (Byte-for-byte agreement with a real Redis is in
  * tests/integration/it_hll_redis.c.)
  */
@@ -117,11 +118,64 @@ static void test_encoding(void **state)
     }
 }
 
+/* A register change that merges two VAL opcodes in a sparse string whose
+ * buffer ends exactly at its last byte: a string of Redis's size limit
+ * (3000 bytes), as one reaches by growth or arrives from a snapshot or a
+ * RESTORE.  The merge shifts the opcodes after it down by one byte and must
+ * read nothing past the string (ASan's build checks that). */
+static void test_merge_at_sparse_limit(void **state)
+{
+    (void)state;
+    /* an item whose register is followed by another, and whose value fits VAL */
+    char item[32];
+    unsigned index = 0;
+    uint8_t count = 0;
+    for (int n = 0;; n++) {
+        snprintf(item, sizeof(item), "m%d", n);
+        hll_hash_item(item, strlen(item), &index, &count);
+        if (count >= 2 && count <= 32 && index >= 100 && index <= 13000)
+            break;
+    }
+    /* registers [0, index): one XZERO; index: VAL(count - 1); index + 1:
+     * VAL(count); then an XZERO and VALs of one register each, alternately
+     * 5 and 6, to fill the string to HLL_SPARSE_MAX_BYTES exactly */
+    uint8_t b[HLL_SPARSE_MAX_BYTES];
+    memset(b, 0, HLL_HDR_SIZE);
+    memcpy(b, "HYLL\x01", 5);
+    b[15] = 0x80;   /* no cached cardinality */
+    size_t at = HLL_HDR_SIZE;
+    b[at++] = (uint8_t)(0x40 | (index - 1) >> 8);
+    b[at++] = (uint8_t)((index - 1) & 0xff);
+    size_t mid = at;
+    b[at++] = (uint8_t)(0x80 | (count - 2) << 2);
+    b[at++] = (uint8_t)(0x80 | (count - 1) << 2);
+    size_t fill = HLL_SPARSE_MAX_BYTES - at - 2, rest = HLL_REGISTERS - index - 2 - fill;
+    b[at++] = (uint8_t)(0x40 | (rest - 1) >> 8);
+    b[at++] = (uint8_t)((rest - 1) & 0xff);
+    for (size_t i = 0; i < fill; i++)
+        b[at++] = (uint8_t)(0x80 | (i % 2 ? 5 : 4) << 2);
+    assert_int_equal(at, HLL_SPARSE_MAX_BYTES);
+    const char *why = NULL;
+    hll_t *h = hll_from_redis(b, sizeof(b), &why);
+    if (!h)
+        fail_msg("hll_from_redis: %s", why);
+    assert_int_equal(hll_add(h, item, strlen(item)), 1);
+    /* the two registers are now one VAL(count) of length 2 */
+    size_t len;
+    const uint8_t *after = hll_bytes(h, &len);
+    assert_true(hll_is_sparse(h));
+    assert_int_equal(len, HLL_SPARSE_MAX_BYTES - 1);
+    assert_int_equal(after[mid], 0x80 | (count - 1) << 2 | 1);
+    assert_memory_equal(after + mid + 1, b + mid + 2, HLL_SPARSE_MAX_BYTES - mid - 2);
+    hll_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_updated_and_cache),
         cmocka_unit_test(test_encoding),
+        cmocka_unit_test(test_merge_at_sparse_limit),
         cmocka_unit_test(test_error_within_theory),
     };
     return cmocka_run_group_tests_name("hll", tests, NULL, NULL);
