@@ -4,7 +4,8 @@
  * errors (5 x 1.04/sqrt(16384) = 4.06%); the sparse and dense encodings of
  * the same registers give the same estimate; PFADD's "updated"; the cached
  * cardinality; encode/decode round trips and refusal of damaged bytes; a
- * merge of two opcodes in a string at the sparse size limit.
+ * merge of two opcodes in a string at the sparse size limit; the registers
+ * against an exact model through adds, merges and reloads.
  * (Byte-for-byte agreement with a real Redis is in
  * tests/integration/it_hll_redis.c.)
  */
@@ -170,12 +171,84 @@ static void test_merge_at_sparse_limit(void **state)
     hll_free(h);
 }
 
+/* The registers against a model (an array of 16384 maxima): seeded streams
+ * of PFADD batches and PFMERGEs into one HLL, from empty through the sparse
+ * encoding to dense; every few steps the HLL is replaced by a copy loaded
+ * from its bytes (as after a restart or a RESTORE: a buffer exactly as long
+ * as the string), so edits also run at a full buffer.  ASan's build checks
+ * every edit's reads and writes. */
+static void test_registers_against_model(void **state)
+{
+    (void)state;
+    uint8_t *model = malloc(HLL_REGISTERS), *got = malloc(HLL_REGISTERS), *other = malloc(HLL_REGISTERS);
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        rng_t g;
+        rng_seed(&g, seed);
+        memset(model, 0, HLL_REGISTERS);
+        hll_t *h = hll_create();
+        int reloads = 0;
+        for (int step = 0; step < 4000 && hll_is_sparse(h); step++) {
+            if (rng_below(&g, 50) == 0) {
+                /* PFMERGE of a few registers, some of them large */
+                memset(other, 0, HLL_REGISTERS);
+                for (int j = (int)rng_below(&g, 4); j >= 0; j--) {
+                    unsigned i = (unsigned)rng_below(&g, HLL_REGISTERS);
+                    other[i] = (uint8_t)(1 + rng_below(&g, rng_below(&g, 8) ? 6 : 51));
+                    if (other[i] > model[i])
+                        model[i] = other[i];
+                }
+                assert_int_equal(hll_merge_registers(h, other, false), CORE_OK);
+            } else {
+                const char *items[5];
+                size_t lens[5];
+                char buf[5][32];
+                size_t n = 1 + rng_below(&g, 5);
+                for (size_t j = 0; j < n; j++) {
+                    int l = snprintf(buf[j], sizeof(buf[j]), "s%llu-%llu", (unsigned long long)seed,
+                                     (unsigned long long)rng_below(&g, 1000000));
+                    items[j] = buf[j];
+                    lens[j] = (size_t)l;
+                    unsigned index;
+                    uint8_t count;
+                    hll_hash_item(items[j], lens[j], &index, &count);
+                    if (count > model[index])
+                        model[index] = count;
+                }
+                assert_true(hll_add_batch(h, items, lens, n) >= 0);
+            }
+            if (rng_below(&g, 25) == 0) {
+                size_t len;
+                const uint8_t *b = hll_bytes(h, &len);
+                const char *why = NULL;
+                hll_t *c = hll_from_redis(b, len, &why);
+                if (!c)
+                    fail_msg("seed %llu step %d: its own bytes refused: %s", (unsigned long long)seed, step, why);
+                hll_free(h);
+                h = c;
+                reloads++;
+            }
+        }
+        memset(got, 0, HLL_REGISTERS);
+        hll_max_into(h, got);
+        for (unsigned i = 0; i < HLL_REGISTERS; i++)
+            if (got[i] != model[i])
+                fail_msg("seed %llu: register %u is %u, the model says %u", (unsigned long long)seed, i, got[i],
+                         model[i]);
+        assert_true(reloads > 0);
+        hll_free(h);
+    }
+    free(model);
+    free(got);
+    free(other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_updated_and_cache),
         cmocka_unit_test(test_encoding),
         cmocka_unit_test(test_merge_at_sparse_limit),
+        cmocka_unit_test(test_registers_against_model),
         cmocka_unit_test(test_error_within_theory),
     };
     return cmocka_run_group_tests_name("hll", tests, NULL, NULL);
