@@ -139,6 +139,38 @@ round_order() {
     if [ $(($1 % 2)) = 1 ]; then shift; echo "$@"; else shift; printf '%s\n' "$@" | tac | tr '\n' ' '; fi
 }
 
+# throttle_rounds FILE SERVER...: POST /throttle on each SERVER (PORT:PID,
+# or PORT:PID:PID2 to measure a second process too, say its replica) after a
+# warm-up, in BENCH_ROUNDS interleaved rounds (round_order); one line a
+# round in FILE, for each SERVER in the order given: "RPS P99 CPU_US
+# PID2_US" (CPU per request of PID and of PID2; 0 without PID2).
+throttle_rounds() {
+    tr_file=$1
+    shift
+    tr_servers="$*"
+    for s in $tr_servers; do
+        WRK_SECONDS=1 wrk_run "http://127.0.0.1:${s%%:*}/throttle" bench/lua/throttle_post.lua >/dev/null
+    done
+    : >"$tr_file"
+    tr_r=1
+    while [ "$tr_r" -le "$BENCH_ROUNDS" ]; do
+        for s in $(round_order "$tr_r" $tr_servers); do
+            IFS=: read -r port pid pid2 <<EOF_SERVER
+$s
+EOF_SERVER
+            c0=$( [ -n "$pid2" ] && cpu_ns "$pid2" || echo 0)
+            set -- $(WRK_SECONDS=$ROUND_SECONDS server_cpu_us "$pid" wrk_run "http://127.0.0.1:$port/throttle" bench/lua/throttle_post.lua)
+            c1=$( [ -n "$pid2" ] && cpu_ns "$pid2" || echo 0)
+            echo "$s $1 $2 $4" | awk -v c0="$c0" -v c1="$c1" -v n="$3" '{ print $0, (n > 0 ? (c1 - c0) / n / 1000 : 0) }'
+        done >"$BENCH_TMP/round"
+        for s in $tr_servers; do
+            awk -v s="$s" '$1 == s { printf "%s %s %s %s ", $2, $3, $4, $5 }' "$BENCH_TMP/round"
+        done >>"$tr_file"
+        echo >>"$tr_file"
+        tr_r=$((tr_r + 1))
+    done
+}
+
 # median FILE COLUMN: the median of a column of numbers (interleaved rounds)
 median() {
     awk -v c="$2" '{ print $c }' "$1" | sort -g |

@@ -14,26 +14,16 @@ set -eu
 # on a shared machine one run of each, minutes apart, compares moments as
 # much as policies); each policy's ratio is the median of its per-round
 # ratios to journal off.
-ports="" pids="" dirs=""
+servers="" pids="" dirs=""
 for mode in off no everysec always; do
     if [ "$mode" = off ]; then start_tallyd --journal off; else start_tallyd --fsync "$mode"; fi
-    ports="$ports $TALLY_PORT" pids="$pids $TALLY_PID" dirs="$dirs $TALLY_DIR"
-    WRK_SECONDS=1 wrk_run "http://127.0.0.1:$TALLY_PORT/throttle" bench/lua/throttle_post.lua >/dev/null
+    servers="$servers $TALLY_PORT:$TALLY_PID" pids="$pids $TALLY_PID" dirs="$dirs $TALLY_DIR"
 done
+throttle_rounds "$BENCH_TMP/rounds.raw" $servers
 jfile="$BENCH_TMP/rounds.journal"
-: >"$jfile"
-r=1
-while [ "$r" -le "$BENCH_ROUNDS" ]; do
-    for p in $(round_order "$r" $ports); do
-        set -- $(WRK_SECONDS=$ROUND_SECONDS wrk_run "http://127.0.0.1:$p/throttle" bench/lua/throttle_post.lua)
-        echo "$p $1"
-    done >"$BENCH_TMP/round"
-    line=$(for p in $ports; do awk -v p="$p" '$1 == p { print $2 }' "$BENCH_TMP/round"; done | tr '\n' ' ')
-    # OFF NO EVERYSEC ALWAYS, then each policy over journal off
-    echo "$line" | awk '{ printf "%s %s %s %s %.4f %.4f %.4f\n", $1, $2, $3, $4,
-                                ($1 > 0 ? $2 / $1 : 0), ($1 > 0 ? $3 / $1 : 0), ($1 > 0 ? $4 / $1 : 0) }' >>"$jfile"
-    r=$((r + 1))
-done
+# OFF NO EVERYSEC ALWAYS (req/s), then each policy over journal off
+awk '{ printf "%s %s %s %s %.4f %.4f %.4f\n", $1, $5, $9, $13,
+              ($1 > 0 ? $5 / $1 : 0), ($1 > 0 ? $9 / $1 : 0), ($1 > 0 ? $13 / $1 : 0) }' "$BENCH_TMP/rounds.raw" >"$jfile"
 set -- $dirs
 for TALLY_PID in $pids; do
     TALLY_DIR=$1

@@ -51,34 +51,11 @@ start_replica "$TALLY_PORT"
 wait_synced
 ack_port=$TALLY_PORT ack_pid=$TALLY_PID ack_dir=$TALLY_DIR
 ack_rpid=$REPLICA_PID ack_rdir=$REPLICA_DIR
-ports="$alone_port $one_port $ack_port"
-for p in $ports; do
-    WRK_SECONDS=1 wrk_run "http://127.0.0.1:$p/throttle" bench/lua/throttle_post.lua >/dev/null
-done
+throttle_rounds "$BENCH_TMP/rounds.raw" "$alone_port:$alone_pid" "$one_port:$one_pid:$one_rpid" "$ack_port:$ack_pid"
 rfile="$BENCH_TMP/rounds.replication"
-: >"$rfile"
-r=1
-while [ "$r" -le "$BENCH_ROUNDS" ]; do
-    for p in $(round_order "$r" $ports); do
-        case $p in
-            "$alone_port") pid=$alone_pid ;;
-            "$one_port") pid=$one_pid ;;
-            *) pid=$ack_pid ;;
-        esac
-        c0=$(cpu_ns "$one_rpid")
-        set -- $(WRK_SECONDS=$ROUND_SECONDS server_cpu_us "$pid" wrk_run "http://127.0.0.1:$p/throttle" bench/lua/throttle_post.lua)
-        c1=$(cpu_ns "$one_rpid")
-        # port, req/s, p99, the primary's CPU per request, the replica's (us)
-        echo "$p $1 $2 $4" | awk -v c0="$c0" -v c1="$c1" -v n="$3" '{ print $0, (n > 0 ? (c1 - c0) / n / 1000 : 0) }'
-    done >"$BENCH_TMP/round"
-    # ALONE ONE ACK ACK_P99 ONE/ALONE ACK/ALONE ALONE_CPU/ONE_CPU ONE_REPLICA_CPU
-    col() { awk -v p="$1" -v c="$2" '$1 == p { print $c }' "$BENCH_TMP/round"; }
-    echo "$(col "$alone_port" 2) $(col "$one_port" 2) $(col "$ack_port" 2) $(col "$ack_port" 3)" \
-         "$(col "$alone_port" 4) $(col "$one_port" 4) $(col "$one_port" 5)" |
-        awk '{ printf "%s %s %s %s %.4f %.4f %.4f %.2f\n", $1, $2, $3, $4,
-               ($1 > 0 ? $2 / $1 : 0), ($1 > 0 ? $3 / $1 : 0), ($6 > 0 ? $5 / $6 : 0), $7 }' >>"$rfile"
-    r=$((r + 1))
-done
+# ALONE ONE ACK ACK_P99 (req/s, ms), ONE/ALONE ACK/ALONE, ALONE_CPU/ONE_CPU, ONE_REPLICA_CPU (us)
+awk '{ printf "%s %s %s %s %.4f %.4f %.4f %.2f\n", $1, $5, $9, $10,
+              ($1 > 0 ? $5 / $1 : 0), ($1 > 0 ? $9 / $1 : 0), ($7 > 0 ? $3 / $7 : 0), $8 }' "$BENCH_TMP/rounds.raw" >"$rfile"
 # the replica's lag under the same load, in a run of its own: the sampler
 # (a curl every 100 ms) takes CPU that the rounds above do not charge
 : >"$BENCH_TMP/lag.txt"
