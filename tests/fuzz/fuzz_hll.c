@@ -30,17 +30,23 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Appends an XZERO opcode of `run` zeros (1..16384). */
+static size_t put_xzero(uint8_t *out, size_t at, size_t run)
+{
+    out[at++] = (uint8_t)(0x40 | (run - 1) >> 8);
+    out[at++] = (uint8_t)((run - 1) & 0xff);
+    return at;
+}
+
 /* Appends the opcode(s) of a run of `len` zeros (len >= 1). */
 static size_t put_zeros(uint8_t *out, size_t at, size_t len)
 {
     while (len > 0) {
         size_t run = len > HLL_REGISTERS ? HLL_REGISTERS : len;
-        if (run <= 64) {
+        if (run <= 64)
             out[at++] = (uint8_t)(run - 1);
-        } else {
-            out[at++] = (uint8_t)(0x40 | (run - 1) >> 8);
-            out[at++] = (uint8_t)((run - 1) & 0xff);
-        }
+        else
+            at = put_xzero(out, at, run);
         len -= run;
     }
     return at;
@@ -68,8 +74,7 @@ static size_t build(const uint8_t *op, size_t n, bool fill, uint8_t *out)
             size_t run = ((size_t)(b & 0x3f) << 8 | op[i + 1]) + 1;
             if (run > left)
                 run = left;
-            out[at++] = (uint8_t)(0x40 | (run - 1) >> 8);
-            out[at++] = (uint8_t)((run - 1) & 0xff);
+            at = put_xzero(out, at, run);
             covered += run;
             i += 2;
         } else {
@@ -89,9 +94,7 @@ static size_t build(const uint8_t *op, size_t n, bool fill, uint8_t *out)
             k = left - 1;
         for (size_t j = 0; j < k; j++)
             out[at++] = (uint8_t)(0x80 | (j % 2 ? 5 : 4) << 2);
-        covered += k;
-        out[at++] = (uint8_t)(0x40 | (HLL_REGISTERS - covered - 1) >> 8);
-        out[at++] = (uint8_t)((HLL_REGISTERS - covered - 1) & 0xff);
+        at = put_xzero(out, at, left - k);
         covered = HLL_REGISTERS;
     }
     if (covered < HLL_REGISTERS)
