@@ -11,7 +11,8 @@
  *
  *   always    acknowledged => on disk (fdatasync before the answer)
  *   everysec  acknowledged => in the kernel's page cache before the answer, on
- *             disk within about a second (a background fdatasync every second)
+ *             disk within about a second (the syncer thread's fdatasync every
+ *             second)
  *   no        acknowledged => in the page cache; the OS decides when it hits disk
  *
  * A kill -9 loses nothing acknowledged under any policy; a power loss can
@@ -60,14 +61,10 @@ bool journal_try(journal_t *j, uint64_t lsn);
 bool journal_wait_async(journal_t *j, uint64_t lsn, int timeout_ms, journal_done_fn done, void *ud);
 /* Writes and fsyncs everything appended so far, whatever the policy. */
 bool journal_sync(journal_t *j, const char **err);
-/* Called every second by the service: fdatasync under everysec, and retries
- * of writes that failed. */
+/* Called every second by the service: retries of writes that failed.
+ * Under everysec the journal's own syncer thread, at nice 19, starts the
+ * write-back of what is written every 100 ms and fdatasyncs every second. */
 void journal_tick(journal_t *j);
-/* Called every 100 ms by the service: under everysec, starts the write-back
- * (not a sync) of the whole pages written since the last call, so that the
- * once-a-second fdatasync is left a tenth of the work and its CPU cost comes
- * in ten small pieces rather than one. */
-void journal_write_behind(journal_t *j);
 
 /* Sets the boundary: records appended from now on go to new_fd (already
  * holding a header, synced).  Call with every shard locked.  Fails (closing
@@ -92,5 +89,6 @@ uint64_t journal_seq(journal_t *j);
 uint64_t journal_bytes(journal_t *j);        /* bytes in the current file */
 uint64_t journal_records(journal_t *j);      /* records appended since start */
 bool journal_healthy(journal_t *j);          /* false while writes fail */
+uint64_t journal_unsynced(journal_t *j);     /* bytes written, not yet fdatasync'd */
 
 #endif

@@ -8,7 +8,8 @@
  *
  * The main thread then waits for signals, waking every 10 ms to sample a
  * tenth of the shards for expired keys, and every 100 ms to let persistence
- * fsync and snapshot and the rest do their housekeeping.
+ * start its snapshots and the rest do their housekeeping (the journal's
+ * write-back and fsync have their own thread, service/journal.c).
  * SIGTERM/SIGINT: not ready -> stop accepting -> let in-flight requests
  * finish -> close connections -> final snapshot -> exit 0.  SIGHUP reloads
  * --config and --tokens (each file refused keeps what was loaded before)

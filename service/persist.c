@@ -1054,8 +1054,6 @@ void persist_tick(persist_t *p)
     int64_t sec = now / 1000000000LL;
     if (p->j && sec != p->last_tick_sec)
         journal_tick(p->j);
-    else if (p->j)
-        journal_write_behind(p->j);
     p->last_tick_sec = sec;
     periodic_join(p, false);
     if (!p->periodic_running && p->snapshot_interval > 0 && atomic_load(&p->dirty) > 0 &&
@@ -1079,6 +1077,7 @@ void persist_info(persist_t *p, json_t *obj)
         json_object_set_new(o, "journal_seq", json_integer((json_int_t)journal_seq(p->j)));
         json_object_set_new(o, "journal_bytes", json_integer((json_int_t)journal_bytes(p->j)));
         json_object_set_new(o, "journal_healthy", json_boolean(journal_healthy(p->j)));
+        json_object_set_new(o, "journal_unsynced_bytes", json_integer((json_int_t)journal_unsynced(p->j)));
     }
     pthread_mutex_lock(&p->snap_mu);
     if (p->have_last) {
@@ -1129,8 +1128,13 @@ void persist_metrics(persist_t *p, wbuf_t *out)
                      "tally_journal_bytes %" PRIu64 "\n"
                      "# HELP tally_journal_healthy 1 while journal writes succeed.\n"
                      "# TYPE tally_journal_healthy gauge\n"
-                     "tally_journal_healthy %d\n",
-                     journal_records(p->j), journal_bytes(p->j), journal_healthy(p->j) ? 1 : 0);
+                     "tally_journal_healthy %d\n"
+                     "# HELP tally_journal_unsynced_bytes Journal bytes written to the kernel, not yet fdatasync'd "
+                     "(under everysec, about a second's worth at most).\n"
+                     "# TYPE tally_journal_unsynced_bytes gauge\n"
+                     "tally_journal_unsynced_bytes %" PRIu64 "\n",
+                     journal_records(p->j), journal_bytes(p->j), journal_healthy(p->j) ? 1 : 0,
+                     journal_unsynced(p->j));
         wbuf_put_bytes(out, buf, (size_t)n);
     }
 }

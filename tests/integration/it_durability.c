@@ -831,6 +831,92 @@ static void test_canonical_record_space(void **state)
     tmpdir_remove(base);
 }
 
+/* ------------------------------------------------------------------------ */
+/* (h) fsync=everysec in the background                                     */
+/* ------------------------------------------------------------------------ */
+
+static long long unsynced_bytes(const tally_proc_t *p)
+{
+    json_t *info = http_get_json(p, "/info");
+    json_t *v = json_object_get(json_object_get(info, "persistence"), "journal_unsynced_bytes");
+    assert_true(json_is_integer(v));
+    long long n = json_integer_value(v);
+    json_decref(info);
+    return n;
+}
+
+/* How many of the process's threads run at this nice value. */
+static int threads_at_nice(pid_t pid, int nice)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int count = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char stat_path[320];
+        snprintf(stat_path, sizeof(stat_path), "/proc/%d/task/%.255s/stat", (int)pid, de->d_name);
+        char st[1024];
+        FILE *f = fopen(stat_path, "r");
+        if (!f)
+            continue;   /* the thread ended meanwhile */
+        bool got = fgets(st, sizeof(st), f) != NULL;
+        fclose(f);
+        if (!got)
+            continue;
+        /* the fields after "(comm)": state is the 3rd, nice the 19th */
+        const char *q = strrchr(st, ')');
+        int field = 2, value = 0;
+        for (; q && *q; q++)
+            if (*q == ' ' && ++field == 19) {
+                value = atoi(q + 1);
+                break;
+            }
+        count += field == 19 && value == nice;
+    }
+    closedir(d);
+    return count;
+}
+
+/* Under everysec the journal's own thread, at nice 19, makes what requests
+ * wrote durable within about a second, with nothing asking it to; under
+ * "no" nothing is fdatasync'd until a snapshot or the exit, and the gauge
+ * says so. */
+static void test_everysec_syncs_in_background(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        const char *args[] = { "--fsync", mode == 0 ? "everysec" : "no", "--snapshot-interval", "0", NULL };
+        tally_proc_t p;
+        tally_start(&p, NULL, args);
+        for (int i = 0; i < 200; i++) {
+            long st;
+            post_counter(&p, "bg", &st);
+            assert_int_equal(st, 200);
+        }
+        long long left = unsynced_bytes(&p);
+        if (mode == 0) {
+            for (int t = 0; t < 60 && left != 0; t++) {
+                usleep(50 * 1000);
+                left = unsynced_bytes(&p);
+            }
+            assert_int_equal(left, 0);
+            assert_int_equal(threads_at_nice(p.pid, 19), 1);
+        } else {
+            usleep(1500 * 1000);
+            assert_true(unsynced_bytes(&p) >= left);
+            assert_true(left > 0);
+            assert_int_equal(threads_at_nice(p.pid, 19), 0);
+        }
+        assert_int_equal(counter_value(&p, "bg"), 200);
+        assert_int_equal(tally_stop(&p), 0);
+        tally_cleanup(&p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -856,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_real_enospc),
         cmocka_unit_test(test_eviction_journal_space),
         cmocka_unit_test(test_canonical_record_space),
+        cmocka_unit_test(test_everysec_syncs_in_background),
     };
     return cmocka_run_group_tests_name("durability (integration)", tests, NULL, NULL);
 }
