@@ -242,11 +242,18 @@ static void assert_same_dumps(const tally_proc_t *a, const tally_proc_t *const *
 /* Load                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* A loader thread's state.  It lives in `loaders` (static), not on a
+ * test's frame, with its own copy of the server's address, and a loader
+ * never fails the test itself: it records the first bad answer and stops
+ * (cmocka's failure longjmps, which only the test's own thread may do).
+ * The tests that run loaders stop them in their teardown as well
+ * (loaders_teardown), so a failed assertion in the test's thread while
+ * they run leaves nothing using its abandoned frame. */
 struct load {
-    const tally_proc_t *p;
+    tally_proc_t p;
     unsigned seed;
-    _Atomic int *stop;
     long ok, sent;
+    char err[512];      /* the first bad answer, "" if none */
 };
 
 static _Atomic long ts_clock = 1700000000000;   /* distinct sample timestamps */
@@ -269,7 +276,7 @@ static const char *create_body(const char *path)
 /* One change from a mix of every family, on one of a few dozen keys: the
  * counters, the four rate limiters, HLL, Bloom, Cuckoo, Count-Min, Top-K,
  * T-Digest, bitmaps and BITFIELD, activity, geo, time series. */
-static void one_change(const tally_proc_t *p, unsigned *seed)
+static bool one_change(const tally_proc_t *p, unsigned *seed, char *err, size_t errlen)
 {
     int k = rand_r(seed) % 24, kind = rand_r(seed) % 16, v = rand_r(seed) % 5000;
     char path[96], body[256];
@@ -349,39 +356,74 @@ static void one_change(const tally_proc_t *p, unsigned *seed)
         http_free(&r);
         r = http(p, "PUT", path, create, NULL);
     }
-    if (r.status != 200 && r.status != 201 && r.status != 409 && r.status != 429)
-        fail_msg("%s %s answered %ld: %.*s", method, path, r.status, (int)r.len, r.body ? r.body : "");
+    bool ok = r.status == 200 || r.status == 201 || r.status == 409 || r.status == 429;
+    if (!ok)
+        snprintf(err, errlen, "%s %s answered %ld: %.*s", method, path, r.status, (int)r.len, r.body ? r.body : "");
     http_free(&r);
+    return ok;
 }
+
+/* one_change on the test's own thread: a bad answer fails the test */
+static void one_change_or_fail(const tally_proc_t *p, unsigned *seed)
+{
+    char err[512];
+    if (!one_change(p, seed, err, sizeof(err)))
+        fail_msg("%s", err);
+}
+
+#define LOADERS 3
+
+static struct load loaders[LOADERS];
+static pthread_t loader_threads[LOADERS];
+static bool loaders_running;
+static _Atomic int loaders_stop;
 
 static void *load_main(void *arg)
 {
     struct load *l = arg;
-    while (!atomic_load(l->stop)) {
-        one_change(l->p, &l->seed);
+    while (!atomic_load(&loaders_stop)) {
+        if (!one_change(&l->p, &l->seed, l->err, sizeof(l->err))) {
+            atomic_store(&loaders_stop, 1);
+            break;
+        }
         l->sent++;
     }
     return NULL;
 }
 
-#define LOADERS 3
+static void loaders_join(void)
+{
+    if (!loaders_running)
+        return;
+    atomic_store(&loaders_stop, 1);
+    for (int i = 0; i < LOADERS; i++)
+        pthread_join(loader_threads[i], NULL);
+    loaders_running = false;
+}
+
+static int loaders_teardown(void **state)
+{
+    (void)state;
+    loaders_join();
+    return 0;
+}
 
 static void load_run(const tally_proc_t *p, int ms, void (*midway)(void *), void *ud)
 {
-    _Atomic int stop = 0;
-    struct load l[LOADERS];
-    pthread_t t[LOADERS];
+    atomic_store(&loaders_stop, 0);
     for (int i = 0; i < LOADERS; i++) {
-        l[i] = (struct load){ p, 1234u + (unsigned)i, &stop, 0, 0 };
-        pthread_create(&t[i], NULL, load_main, &l[i]);
+        loaders[i] = (struct load){ *p, 1234u + (unsigned)i, 0, 0, "" };
+        pthread_create(&loader_threads[i], NULL, load_main, &loaders[i]);
     }
+    loaders_running = true;
     sleep_ms(ms / 2);
     if (midway)
         midway(ud);
     sleep_ms(ms / 2);
-    atomic_store(&stop, 1);
+    loaders_join();
     for (int i = 0; i < LOADERS; i++)
-        pthread_join(t[i], NULL);
+        if (loaders[i].err[0])
+            fail_msg("loader %d: %s", i, loaders[i].err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -516,7 +558,7 @@ static void test_resume_and_resync(void **state)
     tally_pause(&r);
     unsigned seed = 7;
     for (int i = 0; i < 1500; i++)
-        one_change(&p, &seed);
+        one_change_or_fail(&p, &seed);
     assert_true(repl_int(&p, "backlog_bytes") <= 65536);
     tally_resume(&r);
     wait_caught_up(&p, &r);
@@ -1086,6 +1128,7 @@ struct exact {
     const tally_proc_t *p;
     _Atomic int *stop;
     long ok;
+    long bad;   /* a status neither 200 nor 503, for the test's thread to fail on */
 };
 
 static void *exact_main(void *arg)
@@ -1096,8 +1139,12 @@ static void *exact_main(void *arg)
         if (a.status == 200)
             e->ok++;
         else if (a.status != 503)
-            fail_msg("POST /counter/x answered %ld", a.status);
+            e->bad = a.status ? a.status : -1;
         http_free(&a);
+        if (e->bad) {
+            atomic_store(e->stop, 1);
+            break;
+        }
     }
     return NULL;
 }
@@ -1117,7 +1164,7 @@ static void test_semisync_exact_model(void **state)
     struct exact e[3];
     pthread_t t[3];
     for (int i = 0; i < 3; i++) {
-        e[i] = (struct exact){ &p, &stop, 0 };
+        e[i] = (struct exact){ &p, &stop, 0, 0 };
         pthread_create(&t[i], NULL, exact_main, &e[i]);
     }
     for (int round = 0; round < 3; round++) {
@@ -1133,6 +1180,9 @@ static void test_semisync_exact_model(void **state)
         pthread_join(t[i], NULL);
         ok += e[i].ok;
     }
+    for (int i = 0; i < 3; i++)
+        if (e[i].bad)
+            fail_msg("POST /counter/x answered %ld", e[i].bad);
     char want[64];
     snprintf(want, sizeof(want), "{\"value\":%ld,\"ttl_ms\":-1}", ok);
     http_expect(&p, "GET", "/counter/x", NULL, 200, want);
@@ -1301,21 +1351,28 @@ static void test_haproxy_failover(void **state)
  * make each load take milliseconds. */
 #define WATCHED 1500
 
+/* The reader's state, static like the loaders' (see struct load): it
+ * runs while the test asserts on its own thread, and reader_teardown
+ * stops it if one of those assertions fails. */
 struct reader {
-    const tally_proc_t *r;
-    _Atomic int *stop;
+    tally_proc_t r;
+    _Atomic int stop;
     unsigned seed;
     long ok, loading, refused, wrong;
     char first_wrong[256];
 };
 
+static struct reader reader_bg;
+static pthread_t reader_thread;
+static bool reader_running;
+
 static void *reader_main(void *arg)
 {
     struct reader *rd = arg;
-    for (long n = 0; !atomic_load(rd->stop); n++) {
+    for (long n = 0; !atomic_load(&rd->stop); n++) {
         int i = (int)(rand_r(&rd->seed) % WATCHED);
         if (n % 4 == 3) {
-            http_resp_t a = httpf(rd->r, "POST", "{\"by\":1000}", "/counter/w%d", i);
+            http_resp_t a = httpf(&rd->r, "POST", "{\"by\":1000}", "/counter/w%d", i);
             if (a.status == 421 && a.body && strstr(a.body, "\"READONLY\""))
                 rd->refused++;
             else if (!rd->wrong++)
@@ -1324,7 +1381,7 @@ static void *reader_main(void *arg)
             http_free(&a);
             continue;
         }
-        http_resp_t a = httpf(rd->r, "GET", NULL, "/counter/w%d", i);
+        http_resp_t a = httpf(&rd->r, "GET", NULL, "/counter/w%d", i);
         char want[64];
         snprintf(want, sizeof(want), "{\"value\":%d,\"ttl_ms\":-1}", i % 7 + 1);
         if (a.status == 200 && a.body && strcmp(a.body, want) == 0) {
@@ -1339,6 +1396,22 @@ static void *reader_main(void *arg)
         http_free(&a);
     }
     return NULL;
+}
+
+static void reader_join(void)
+{
+    if (!reader_running)
+        return;
+    atomic_store(&reader_bg.stop, 1);
+    pthread_join(reader_thread, NULL);
+    reader_running = false;
+}
+
+static int reader_teardown(void **state)
+{
+    (void)state;
+    reader_join();
+    return 0;
 }
 
 static void test_reads_during_resync(void **state)
@@ -1361,10 +1434,13 @@ static void test_reads_during_resync(void **state)
     start_replica(&r, &p, NULL);
     wait_caught_up(&p, &r);
 
-    _Atomic int stop = 0;
-    struct reader rd = { &r, &stop, 99u, 0, 0, 0, 0, "" };
-    pthread_t t;
-    pthread_create(&t, NULL, reader_main, &rd);
+    struct reader *rd = &reader_bg;
+    memset(rd, 0, sizeof(*rd));
+    rd->r = r;
+    rd->seed = 99u;
+    atomic_store(&rd->stop, 0);
+    pthread_create(&reader_thread, NULL, reader_main, rd);
+    reader_running = true;
     char url[64], q[128];
     url_of(&p, url, sizeof(url));
     snprintf(q, sizeof(q), "/admin/replicate?primary=%s", url);
@@ -1374,14 +1450,13 @@ static void test_reads_during_resync(void **state)
         wait_caught_up(&p, &r);
         assert_int_equal(link_int(&r, "full_syncs"), 1);
     }
-    atomic_store(&stop, 1);
-    pthread_join(t, NULL);
+    reader_join();
     printf("during 8 full resynchronisations: %ld reads answered, %ld 503 while loading, %ld changes refused "
            "with 421, %ld wrong\n",
-           rd.ok, rd.loading, rd.refused, rd.wrong);
-    if (rd.wrong)
-        fail_msg("%ld requests answered neither as expected; the first: %s", rd.wrong, rd.first_wrong);
-    assert_true(rd.ok > 0 && rd.refused > 0);
+           rd->ok, rd->loading, rd->refused, rd->wrong);
+    if (rd->wrong)
+        fail_msg("%ld requests answered neither as expected; the first: %s", rd->wrong, rd->first_wrong);
+    assert_true(rd->ok > 0 && rd->refused > 0);
     http_expect(&r, "GET", "/readyz", NULL, 200, NULL);
     tally_cleanup(&r);
 
@@ -1404,11 +1479,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_haproxy_failover, haproxy_stop),
         cmocka_unit_test(test_replica_refuses_changes),
-        cmocka_unit_test(test_converge_under_load),
+        cmocka_unit_test_teardown(test_converge_under_load, loaders_teardown),
         cmocka_unit_test(test_resume_and_resync),
-        cmocka_unit_test(test_reads_during_resync),
+        cmocka_unit_test_teardown(test_reads_during_resync, reader_teardown),
         cmocka_unit_test(test_promote_and_fence),
-        cmocka_unit_test(test_peers_fence_restarted_primary),
+        cmocka_unit_test_teardown(test_peers_fence_restarted_primary, loaders_teardown),
         cmocka_unit_test(test_semisync_timeout_not_applied),
         cmocka_unit_test(test_semisync_exact_model),
         cmocka_unit_test(test_semisync_kill9),
