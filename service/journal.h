@@ -63,7 +63,8 @@ bool journal_wait_async(journal_t *j, uint64_t lsn, int timeout_ms, journal_done
 bool journal_sync(journal_t *j, const char **err);
 /* Called every second by the service: retries of writes that failed.
  * Under everysec the journal's own syncer thread, at nice 19, starts the
- * write-back of what is written every 100 ms and fdatasyncs every second. */
+ * write-back of what is written every 100 ms and fdatasyncs every second
+ * (if that thread could not be started, this call fdatasyncs instead). */
 void journal_tick(journal_t *j);
 
 /* Sets the boundary: records appended from now on go to new_fd (already
