@@ -286,31 +286,31 @@ static int jfile_write(journal_t *j, jfile_t *f, const uint8_t *p, size_t n, siz
     return 0;
 }
 
+/* A condition variable timed on the monotonic clock (deadline_in). */
+static void cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 journal_t *journal_create(int fd, uint64_t seq, fsync_mode_t mode)
 {
     journal_t *j = calloc(1, sizeof(*j));
     if (!j)
         return NULL;
     pthread_mutex_init(&j->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&j->cv);
+    cond_init_mono(&j->flush_cv);
+    cond_init_mono(&j->syncer_cv);
     jfile_init(&j->cur, fd);
     jfile_init(&j->next, -1);
     j->tail = atomic_load(&j->cur.end);
     j->seq = seq;
     j->mode = mode;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->flush_cv, &ca);
-    pthread_condattr_destroy(&ca);
     j->flusher_started = pthread_create(&j->flusher, NULL, flusher_main, j) == 0;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->syncer_cv, &ca);
-    pthread_condattr_destroy(&ca);
     if (mode == FSYNC_EVERYSEC)
         j->syncer_started = pthread_create(&j->syncer, NULL, syncer_main, j) == 0;
     return j;
@@ -837,34 +837,16 @@ uint64_t journal_seq(journal_t *j)
     return s;
 }
 
-uint64_t journal_bytes(journal_t *j)
+journal_stats_t journal_stats(journal_t *j)
 {
     pthread_mutex_lock(&j->mu);
-    uint64_t b = atomic_load(&j->cur.end);
+    journal_stats_t st = {
+        .seq = j->seq,
+        .bytes = atomic_load(&j->cur.end),
+        .records = j->records,
+        .unsynced = j->written - j->synced,
+        .healthy = !j->failing,
+    };
     pthread_mutex_unlock(&j->mu);
-    return b;
-}
-
-uint64_t journal_records(journal_t *j)
-{
-    pthread_mutex_lock(&j->mu);
-    uint64_t r = j->records;
-    pthread_mutex_unlock(&j->mu);
-    return r;
-}
-
-bool journal_healthy(journal_t *j)
-{
-    pthread_mutex_lock(&j->mu);
-    bool ok = !j->failing;
-    pthread_mutex_unlock(&j->mu);
-    return ok;
-}
-
-uint64_t journal_unsynced(journal_t *j)
-{
-    pthread_mutex_lock(&j->mu);
-    uint64_t n = j->written - j->synced;
-    pthread_mutex_unlock(&j->mu);
-    return n;
+    return st;
 }

@@ -87,9 +87,14 @@ bool journal_finish_rotation(journal_t *j, const char **err);
 /* True while a boundary set by journal_rotate has not been completed. */
 bool journal_rotation_pending(journal_t *j);
 uint64_t journal_seq(journal_t *j);
-uint64_t journal_bytes(journal_t *j);        /* bytes in the current file */
-uint64_t journal_records(journal_t *j);      /* records appended since start */
-bool journal_healthy(journal_t *j);          /* false while writes fail */
-uint64_t journal_unsynced(journal_t *j);     /* bytes written, not yet fdatasync'd */
+/* What /info and /metrics show, read under one lock. */
+typedef struct journal_stats {
+    uint64_t seq;         /* the current file's number, as journal_seq */
+    uint64_t bytes;       /* bytes in the current file */
+    uint64_t records;     /* records appended since start */
+    uint64_t unsynced;    /* bytes written, not yet fdatasync'd */
+    bool healthy;         /* false while writes fail */
+} journal_stats_t;
+journal_stats_t journal_stats(journal_t *j);
 
 #endif

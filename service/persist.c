@@ -1074,10 +1074,11 @@ void persist_info(persist_t *p, json_t *obj)
                           "changes_since_snapshot", (json_int_t)atomic_load(&p->dirty), "load_ms",
                           (double)p->load_ns / 1e6, "replayed_records", (json_int_t)p->replayed_records);
     if (p->j) {
-        json_object_set_new(o, "journal_seq", json_integer((json_int_t)journal_seq(p->j)));
-        json_object_set_new(o, "journal_bytes", json_integer((json_int_t)journal_bytes(p->j)));
-        json_object_set_new(o, "journal_healthy", json_boolean(journal_healthy(p->j)));
-        json_object_set_new(o, "journal_unsynced_bytes", json_integer((json_int_t)journal_unsynced(p->j)));
+        journal_stats_t js = journal_stats(p->j);
+        json_object_set_new(o, "journal_seq", json_integer((json_int_t)js.seq));
+        json_object_set_new(o, "journal_bytes", json_integer((json_int_t)js.bytes));
+        json_object_set_new(o, "journal_healthy", json_boolean(js.healthy));
+        json_object_set_new(o, "journal_unsynced_bytes", json_integer((json_int_t)js.unsynced));
     }
     pthread_mutex_lock(&p->snap_mu);
     if (p->have_last) {
@@ -1119,6 +1120,7 @@ void persist_metrics(persist_t *p, wbuf_t *out)
     pthread_mutex_unlock(&p->snap_mu);
     wbuf_put_bytes(out, buf, (size_t)n);
     if (p->j) {
+        journal_stats_t js = journal_stats(p->j);
         n = snprintf(buf, sizeof(buf),
                      "# HELP tally_journal_records_total Journal records appended since start.\n"
                      "# TYPE tally_journal_records_total counter\n"
@@ -1133,8 +1135,7 @@ void persist_metrics(persist_t *p, wbuf_t *out)
                      "(under everysec, about a second's worth at most).\n"
                      "# TYPE tally_journal_unsynced_bytes gauge\n"
                      "tally_journal_unsynced_bytes %" PRIu64 "\n",
-                     journal_records(p->j), journal_bytes(p->j), journal_healthy(p->j) ? 1 : 0,
-                     journal_unsynced(p->j));
+                     js.records, js.bytes, js.healthy ? 1 : 0, js.unsynced);
         wbuf_put_bytes(out, buf, (size_t)n);
     }
 }
