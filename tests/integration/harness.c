@@ -302,21 +302,19 @@ void tally_kill(tally_proc_t *p)
     p->pid = 0;   /* the port is kept: client threads may still read it */
 }
 
-/* Whether every thread of process `pid` is stopped (state T or t in
- * /proc/PID/task/TID/stat, the character after the command's ')'). */
-static bool all_threads_stopped(pid_t pid)
+size_t tally_threads_each(pid_t pid, bool (*fn)(void *ud, const char *fields), void *ud)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
     if (!d)
-        return false;
-    bool all = true, any = false;
+        return 0;
+    size_t visited = 0;
     struct dirent *e;
-    while (all && (e = readdir(d))) {
+    while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char stat[512], name[sizeof(path) + sizeof(e->d_name) + 8];
+        char stat[1024], name[sizeof(path) + sizeof(e->d_name) + 8];
         snprintf(name, sizeof(name), "%s/%s/stat", path, e->d_name);
         FILE *f = fopen(name, "r");
         if (!f)
@@ -325,11 +323,29 @@ static bool all_threads_stopped(pid_t pid)
         fclose(f);
         stat[n] = '\0';
         const char *close = strrchr(stat, ')');
-        any = true;
-        all = close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+        if (!close)
+            continue;
+        visited++;
+        if (!fn(ud, close + 1))
+            break;
     }
     closedir(d);
-    return all && any;
+    return visited;
+}
+
+/* tally_threads_each: false (stop) at the first thread not stopped */
+static bool thread_stopped(void *ud, const char *fields)
+{
+    bool *all = ud;
+    *all = fields[0] == ' ' && (fields[1] == 'T' || fields[1] == 't');
+    return *all;
+}
+
+/* Whether every thread of process `pid` is stopped (state T or t). */
+static bool all_threads_stopped(pid_t pid)
+{
+    bool all = false;
+    return tally_threads_each(pid, thread_stopped, &all) > 0 && all;
 }
 
 void tally_pause(tally_proc_t *p)

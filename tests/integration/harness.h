@@ -67,6 +67,10 @@ int tally_free_port(void);
 int tally_stop(tally_proc_t *p);
 /* SIGKILL and wait. */
 void tally_kill(tally_proc_t *p);
+/* Calls fn with the fields of each thread's /proc/PID/task/TID/stat after
+ * the command's ')' (" S 1 ...": the state is the 3rd field, nice the
+ * 19th), until fn returns false; returns how many threads it visited. */
+size_t tally_threads_each(pid_t pid, bool (*fn)(void *ud, const char *fields), void *ud);
 /* SIGSTOP, and waits until every thread of tallyd has stopped: kill()
  * returns before that, and until a thread takes part in the stop it can
  * still wake on I/O and act (a replica can still acknowledge a record). */

@@ -845,40 +845,24 @@ static long long unsynced_bytes(const tally_proc_t *p)
     return n;
 }
 
+/* tally_threads_each: counts into ud[1] the threads whose nice is ud[0] */
+static bool count_nice(void *ud, const char *fields)
+{
+    int *want_count = ud;
+    const char *q = fields;   /* the space before field 3, the state */
+    for (int field = 3; field < 19 && q; field++)
+        q = strchr(q + 1, ' ');   /* the space before field + 1 */
+    if (q && atoi(q + 1) == want_count[0])
+        want_count[1]++;
+    return true;
+}
+
 /* How many of the process's threads run at this nice value. */
 static int threads_at_nice(pid_t pid, int nice)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    assert_non_null(d);
-    int count = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char stat_path[320];
-        snprintf(stat_path, sizeof(stat_path), "/proc/%d/task/%.255s/stat", (int)pid, de->d_name);
-        char st[1024];
-        FILE *f = fopen(stat_path, "r");
-        if (!f)
-            continue;   /* the thread ended meanwhile */
-        bool got = fgets(st, sizeof(st), f) != NULL;
-        fclose(f);
-        if (!got)
-            continue;
-        /* the fields after "(comm)": state is the 3rd, nice the 19th */
-        const char *q = strrchr(st, ')');
-        int field = 2, value = 0;
-        for (; q && *q; q++)
-            if (*q == ' ' && ++field == 19) {
-                value = atoi(q + 1);
-                break;
-            }
-        count += field == 19 && value == nice;
-    }
-    closedir(d);
-    return count;
+    int want_count[2] = { nice, 0 };
+    assert_true(tally_threads_each(pid, count_nice, want_count) > 0);
+    return want_count[1];
 }
 
 /* Under everysec the journal's own thread, at nice 19, makes what requests
