@@ -781,28 +781,29 @@ bool journal_finish_rotation(journal_t *j, const char **err)
     return ok;
 }
 
+/* Stops one of the journal's threads, if it was started: its flag set
+ * under mu, its condition signalled, then joined. */
+static void thread_stop(journal_t *j, bool started, pthread_t t, bool *flag, pthread_cond_t *cv)
+{
+    if (!started)
+        return;
+    pthread_mutex_lock(&j->mu);
+    *flag = true;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(t, NULL);
+}
+
 void journal_close(journal_t *j)
 {
     if (!j)
         return;
-    if (j->syncer_started) {
-        pthread_mutex_lock(&j->mu);
-        j->syncer_stopping = true;
-        pthread_cond_signal(&j->syncer_cv);
-        pthread_mutex_unlock(&j->mu);
-        pthread_join(j->syncer, NULL);
-    }
+    thread_stop(j, j->syncer_started, j->syncer, &j->syncer_stopping, &j->syncer_cv);
     pthread_cond_destroy(&j->syncer_cv);
     const char *err;
     if (!journal_sync(j, &err))
         log_error("journal: final sync failed: %s", err);
-    if (j->flusher_started) {
-        pthread_mutex_lock(&j->mu);
-        j->stopping = true;
-        pthread_cond_signal(&j->flush_cv);
-        pthread_mutex_unlock(&j->mu);
-        pthread_join(j->flusher, NULL);
-    }
+    thread_stop(j, j->flusher_started, j->flusher, &j->stopping, &j->flush_cv);
     free(j->waiters);
     pthread_cond_destroy(&j->flush_cv);
     pthread_mutex_lock(&j->mu);
