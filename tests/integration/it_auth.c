@@ -33,12 +33,20 @@
 
 static char cfgdir[256];
 
-static void write_file(const char *path, const char *text)
+/* Writes a whole file; false (errno set) when it could not. */
+static bool file_put(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    if (!f)
+        return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    if (!file_put(path, text))
+        fail_msg("writing %s: %s", path, strerror(errno));
 }
 
 /* A token entry for the file: its hash computed as tallyd does. */
@@ -728,14 +736,7 @@ static void test_reload_under_load(void **state)
         token_entry(other, sizeof(other), "other", k % 2 ? "odd-secret" : "even-secret", "\"read\"", NULL);
         snprintf(text, sizeof(text), k % 2 ? "{\"tokens\":[%s,%s]}" : "{\"tokens\":[%2$s,%1$s]}", steady, other);
         errno = 0;
-        FILE *f = fopen(tmp, "w");
-        bool ok = f != NULL;
-        if (f) {
-            ok = fputs(text, f) >= 0;
-            ok = fclose(f) == 0 && ok;
-        }
-        ok = ok && rename(tmp, tokens) == 0;   /* whole files only, as a Secret update does */
-        if (ok)
+        if (file_put(tmp, text) && rename(tmp, tokens) == 0)   /* whole files only, as a Secret update does */
             kill(p.pid, SIGHUP);
         else
             rename_errno = errno ? errno : EIO;
