@@ -239,16 +239,52 @@ static void assert_same_dumps(const tally_proc_t *a, const tally_proc_t *const *
 }
 
 /* ------------------------------------------------------------------------ */
+/* Background threads                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Threads that send requests while a test asserts on its own thread (the
+ * loaders, the reader).  Their state is static, not on a test's frame,
+ * with their own copy of the server's address; they never fail the test
+ * themselves (cmocka's failure longjmps, which only the test's own thread
+ * may do) but record what went wrong for it.  They run until bg_stop is
+ * set: bg_join() stops and joins them all, and bg_teardown does the same
+ * after a failed assertion, so nothing keeps using an abandoned frame. */
+#define BG_MAX 4
+
+static pthread_t bg_threads[BG_MAX];
+static int bg_count;
+static _Atomic int bg_stop;
+
+static void bg_start(void *(*fn)(void *), void *arg)
+{
+    assert_true(bg_count < BG_MAX);
+    if (bg_count == 0)
+        atomic_store(&bg_stop, 0);
+    assert_int_equal(pthread_create(&bg_threads[bg_count], NULL, fn, arg), 0);
+    bg_count++;
+}
+
+static void bg_join(void)
+{
+    atomic_store(&bg_stop, 1);
+    for (int i = 0; i < bg_count; i++)
+        pthread_join(bg_threads[i], NULL);
+    bg_count = 0;
+}
+
+static int bg_teardown(void **state)
+{
+    (void)state;
+    bg_join();
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Load                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* A loader thread's state.  It lives in `loaders` (static), not on a
- * test's frame, with its own copy of the server's address, and a loader
- * never fails the test itself: it records the first bad answer and stops
- * (cmocka's failure longjmps, which only the test's own thread may do).
- * The tests that run loaders stop them in their teardown as well
- * (loaders_teardown), so a failed assertion in the test's thread while
- * they run leaves nothing using its abandoned frame. */
+/* A loader's state (see "Background threads"): a bad answer is recorded,
+ * and stops every loader. */
 struct load {
     tally_proc_t p;
     unsigned seed;
@@ -374,16 +410,13 @@ static void one_change_or_fail(const tally_proc_t *p, unsigned *seed)
 #define LOADERS 3
 
 static struct load loaders[LOADERS];
-static pthread_t loader_threads[LOADERS];
-static bool loaders_running;
-static _Atomic int loaders_stop;
 
 static void *load_main(void *arg)
 {
     struct load *l = arg;
-    while (!atomic_load(&loaders_stop)) {
+    while (!atomic_load(&bg_stop)) {
         if (!one_change(&l->p, &l->seed, l->err, sizeof(l->err))) {
-            atomic_store(&loaders_stop, 1);
+            atomic_store(&bg_stop, 1);
             break;
         }
         l->sent++;
@@ -391,36 +424,17 @@ static void *load_main(void *arg)
     return NULL;
 }
 
-static void loaders_join(void)
-{
-    if (!loaders_running)
-        return;
-    atomic_store(&loaders_stop, 1);
-    for (int i = 0; i < LOADERS; i++)
-        pthread_join(loader_threads[i], NULL);
-    loaders_running = false;
-}
-
-static int loaders_teardown(void **state)
-{
-    (void)state;
-    loaders_join();
-    return 0;
-}
-
 static void load_run(const tally_proc_t *p, int ms, void (*midway)(void *), void *ud)
 {
-    atomic_store(&loaders_stop, 0);
     for (int i = 0; i < LOADERS; i++) {
         loaders[i] = (struct load){ *p, 1234u + (unsigned)i, 0, 0, "" };
-        pthread_create(&loader_threads[i], NULL, load_main, &loaders[i]);
+        bg_start(load_main, &loaders[i]);
     }
-    loaders_running = true;
     sleep_ms(ms / 2);
     if (midway)
         midway(ud);
     sleep_ms(ms / 2);
-    loaders_join();
+    bg_join();
     for (int i = 0; i < LOADERS; i++)
         if (loaders[i].err[0])
             fail_msg("loader %d: %s", i, loaders[i].err);
@@ -1351,25 +1365,20 @@ static void test_haproxy_failover(void **state)
  * make each load take milliseconds. */
 #define WATCHED 1500
 
-/* The reader's state, static like the loaders' (see struct load): it
- * runs while the test asserts on its own thread, and reader_teardown
- * stops it if one of those assertions fails. */
+/* The reader's state (see "Background threads"). */
 struct reader {
     tally_proc_t r;
-    _Atomic int stop;
     unsigned seed;
     long ok, loading, refused, wrong;
     char first_wrong[256];
 };
 
 static struct reader reader_bg;
-static pthread_t reader_thread;
-static bool reader_running;
 
 static void *reader_main(void *arg)
 {
     struct reader *rd = arg;
-    for (long n = 0; !atomic_load(&rd->stop); n++) {
+    for (long n = 0; !atomic_load(&bg_stop); n++) {
         int i = (int)(rand_r(&rd->seed) % WATCHED);
         if (n % 4 == 3) {
             http_resp_t a = httpf(&rd->r, "POST", "{\"by\":1000}", "/counter/w%d", i);
@@ -1398,22 +1407,6 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-static void reader_join(void)
-{
-    if (!reader_running)
-        return;
-    atomic_store(&reader_bg.stop, 1);
-    pthread_join(reader_thread, NULL);
-    reader_running = false;
-}
-
-static int reader_teardown(void **state)
-{
-    (void)state;
-    reader_join();
-    return 0;
-}
-
 static void test_reads_during_resync(void **state)
 {
     (void)state;
@@ -1438,9 +1431,7 @@ static void test_reads_during_resync(void **state)
     memset(rd, 0, sizeof(*rd));
     rd->r = r;
     rd->seed = 99u;
-    atomic_store(&rd->stop, 0);
-    pthread_create(&reader_thread, NULL, reader_main, rd);
-    reader_running = true;
+    bg_start(reader_main, rd);
     char url[64], q[128];
     url_of(&p, url, sizeof(url));
     snprintf(q, sizeof(q), "/admin/replicate?primary=%s", url);
@@ -1450,7 +1441,7 @@ static void test_reads_during_resync(void **state)
         wait_caught_up(&p, &r);
         assert_int_equal(link_int(&r, "full_syncs"), 1);
     }
-    reader_join();
+    bg_join();
     printf("during 8 full resynchronisations: %ld reads answered, %ld 503 while loading, %ld changes refused "
            "with 421, %ld wrong\n",
            rd->ok, rd->loading, rd->refused, rd->wrong);
@@ -1479,11 +1470,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_haproxy_failover, haproxy_stop),
         cmocka_unit_test(test_replica_refuses_changes),
-        cmocka_unit_test_teardown(test_converge_under_load, loaders_teardown),
+        cmocka_unit_test_teardown(test_converge_under_load, bg_teardown),
         cmocka_unit_test(test_resume_and_resync),
-        cmocka_unit_test_teardown(test_reads_during_resync, reader_teardown),
+        cmocka_unit_test_teardown(test_reads_during_resync, bg_teardown),
         cmocka_unit_test(test_promote_and_fence),
-        cmocka_unit_test_teardown(test_peers_fence_restarted_primary, loaders_teardown),
+        cmocka_unit_test_teardown(test_peers_fence_restarted_primary, bg_teardown),
         cmocka_unit_test(test_semisync_timeout_not_applied),
         cmocka_unit_test(test_semisync_exact_model),
         cmocka_unit_test(test_semisync_kill9),
