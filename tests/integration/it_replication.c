@@ -243,10 +243,10 @@ static void assert_same_dumps(const tally_proc_t *a, const tally_proc_t *const *
 /* ------------------------------------------------------------------------ */
 
 /* Threads that send requests while a test asserts on its own thread (the
- * loaders, the reader).  Their state is static, not on a test's frame,
- * with their own copy of the server's address; they never fail the test
- * themselves (cmocka's failure longjmps, which only the test's own thread
- * may do) but record what went wrong for it.  They run until bg_stop is
+ * loaders, the reader, the exact-model writers).  Their state is static,
+ * not on a test's frame, with their own copy of the server's address; they
+ * never fail the test themselves (cmocka's failure longjmps, which only the
+ * test's own thread may do) but record what went wrong for it.  They run until bg_stop is
  * set: bg_join() stops and joins them all, and bg_teardown does the same
  * after a failed assertion, so nothing keeps using an abandoned frame. */
 #define BG_MAX 4
@@ -1102,11 +1102,11 @@ static void test_semisync_timeout_not_applied(void **state)
         o[i] = (struct one_req){ .p = &p, .i = (int)i };
         pthread_create(&t[i], NULL, one_req_main, &o[i]);
     }
-    for (size_t i = 0; i < NSTALLED; i++) {
-        pthread_join(t[i], NULL);
+    for (size_t i = 0; i < NSTALLED; i++)
+        pthread_join(t[i], NULL);   /* all of them before a failure leaves this frame */
+    for (size_t i = 0; i < NSTALLED; i++)
         if (o[i].status != 503 || !strstr(o[i].body, "not applied"))
             fail_msg("%s %s answered %ld: %s", stalled[i][0], stalled[i][1], o[i].status, o[i].body);
-    }
     assert_true(repl_int(&p, "records") > records);   /* journaled and streamed, then taken back */
     assert_true(repl_int(&p, "keys_taken_back") >= (long long)NSTALLED);
     http_resp_t m = http(&p, "GET", "/metrics", NULL, NULL);
@@ -1138,25 +1138,27 @@ static void test_semisync_timeout_not_applied(void **state)
     tally_cleanup(&p);
 }
 
+/* A writer's state (see "Background threads"). */
 struct exact {
-    const tally_proc_t *p;
-    _Atomic int *stop;
+    tally_proc_t p;
     long ok;
     long bad;   /* a status neither 200 nor 503, for the test's thread to fail on */
 };
 
+static struct exact exact_bg[3];
+
 static void *exact_main(void *arg)
 {
     struct exact *e = arg;
-    while (!atomic_load(e->stop)) {
-        http_resp_t a = http(e->p, "POST", "/counter/x", "{\"by\":1}", NULL);
+    while (!atomic_load(&bg_stop)) {
+        http_resp_t a = http(&e->p, "POST", "/counter/x", "{\"by\":1}", NULL);
         if (a.status == 200)
             e->ok++;
         else if (a.status != 503)
             e->bad = a.status ? a.status : -1;
         http_free(&a);
         if (e->bad) {
-            atomic_store(e->stop, 1);
+            atomic_store(&bg_stop, 1);
             break;
         }
     }
@@ -1174,12 +1176,10 @@ static void test_semisync_exact_model(void **state)
     tally_start(&p, NULL, args);
     start_replica(&r, &p, NULL);
     wait_connected(&p, 1);
-    _Atomic int stop = 0;
-    struct exact e[3];
-    pthread_t t[3];
+    struct exact *e = exact_bg;
     for (int i = 0; i < 3; i++) {
-        e[i] = (struct exact){ &p, &stop, 0, 0 };
-        pthread_create(&t[i], NULL, exact_main, &e[i]);
+        e[i] = (struct exact){ p, 0, 0 };
+        bg_start(exact_main, &e[i]);
     }
     for (int round = 0; round < 3; round++) {
         sleep_ms(300);
@@ -1188,12 +1188,10 @@ static void test_semisync_exact_model(void **state)
         tally_resume(&r);
     }
     sleep_ms(500);
-    atomic_store(&stop, 1);
+    bg_join();
     long ok = 0;
-    for (int i = 0; i < 3; i++) {
-        pthread_join(t[i], NULL);
+    for (int i = 0; i < 3; i++)
         ok += e[i].ok;
-    }
     for (int i = 0; i < 3; i++)
         if (e[i].bad)
             fail_msg("POST /counter/x answered %ld", e[i].bad);
@@ -1476,7 +1474,7 @@ int main(void)
         cmocka_unit_test(test_promote_and_fence),
         cmocka_unit_test_teardown(test_peers_fence_restarted_primary, bg_teardown),
         cmocka_unit_test(test_semisync_timeout_not_applied),
-        cmocka_unit_test(test_semisync_exact_model),
+        cmocka_unit_test_teardown(test_semisync_exact_model, bg_teardown),
         cmocka_unit_test(test_semisync_kill9),
         cmocka_unit_test(test_async_kill9_measured),
     };
