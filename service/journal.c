@@ -620,18 +620,6 @@ static void fd_return(journal_t *j)
     pthread_cond_broadcast(&j->cv);
 }
 
-static void sync_everysec(journal_t *j);
-
-void journal_tick(journal_t *j)
-{
-    pthread_mutex_lock(&j->mu);
-    if (j->buf.len > 0 && !j->writing && (!j->failing || clock_mono_ns() - j->last_fail_ns >= JOURNAL_RETRY_NS))
-        flush_locked(j, false);
-    pthread_mutex_unlock(&j->mu);
-    if (j->mode == FSYNC_EVERYSEC && !j->syncer_started)
-        sync_everysec(j);   /* no syncer thread could be started: the promise is kept from here */
-}
-
 /* everysec: makes what is written so far durable (one fdatasync outside mu). */
 static void sync_everysec(journal_t *j)
 {
@@ -648,6 +636,16 @@ static void sync_everysec(journal_t *j)
             log_error("journal: fdatasync failed: %s", strerror(e));
     }
     pthread_mutex_unlock(&j->mu);
+}
+
+void journal_tick(journal_t *j)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->buf.len > 0 && !j->writing && (!j->failing || clock_mono_ns() - j->last_fail_ns >= JOURNAL_RETRY_NS))
+        flush_locked(j, false);
+    pthread_mutex_unlock(&j->mu);
+    if (j->mode == FSYNC_EVERYSEC && !j->syncer_started)
+        sync_everysec(j);   /* no syncer thread could be started: the promise is kept from here */
 }
 
 /* everysec: starts the write-back (not a sync) of the whole pages written
