@@ -260,7 +260,7 @@ bool journalfmt_epoch_parse(const journal_req_t *q, uint64_t *epoch)
     uint64_t v = 0;
     for (size_t i = 0; i < q->body_len; i++) {
         uint8_t c = q->body[i];
-        if (c < '0' || c > '9' || v > (UINT64_MAX - (c - '0')) / 10)
+        if (c < '0' || c > '9' || v > (TALLY_EPOCH_MAX - (c - '0')) / 10)
             return false;
         v = v * 10 + (c - '0');
     }
@@ -490,6 +490,13 @@ bool journalfmt_scan(const uint8_t *p, size_t len, journalfmt_record_fn fn, void
         size_t used = 0;
         if (journalfmt_parse_record(p + off, len - off, &q, &used, &why) != PARSE_OK)
             return scan_fail(&s->bad_off, &s->why, off, why);
+        uint64_t epoch;
+        if (journalfmt_is_epoch(&q) && !journalfmt_epoch_parse(&q, &epoch)) {
+            int n = q.body_len > 24 ? 24 : (int)q.body_len;
+            snprintf(s->why_buf, sizeof(s->why_buf), "epoch record \"%.*s%s\" is not an epoch (0 to %" PRIu64 ")", n,
+                     (const char *)q.body, q.body_len > 24 ? "..." : "", TALLY_EPOCH_MAX);
+            return scan_fail(&s->bad_off, &s->why, off, s->why_buf);
+        }
         if (fn && (why = fn(ud, off, &q)) != NULL)
             return scan_fail(&s->bad_off, &s->why, off, why);
         if (!s->records)

@@ -181,10 +181,16 @@ void journalfmt_put_request(wbuf_t *out, const journal_req_t *req);
  * as before.  `buf` (JOURNAL_EPOCH_BUF bytes) holds the body. */
 #define JOURNAL_EPOCH_PATH "tally:epoch"
 #define JOURNAL_EPOCH_BUF 24
+/* The largest epoch anywhere - the EPOCH file, this record, the replication
+ * routes' `epoch=`, a peer's answer, a primary's headers: 2^53 - 1, so that
+ * every epoch is an exact JSON number for any client, and a promotion can
+ * never wrap.  A larger value is refused wherever it is read. */
+#define TALLY_EPOCH_MAX UINT64_C(9007199254740991)
 /* `method` is the API's POST (core does not know the API's numbers). */
 void journalfmt_epoch_request(uint64_t epoch, int64_t now_ns, uint8_t method, char *buf, journal_req_t *out);
 /* True when `q` is an epoch record; *epoch its value (false for a damaged
- * one, and for any other request). */
+ * one - not a decimal number, or above TALLY_EPOCH_MAX - and for any other
+ * request).  journalfmt_scan refuses a file holding a damaged one. */
 bool journalfmt_epoch_parse(const journal_req_t *q, uint64_t *epoch);
 /* True when `q` is an epoch record, well-formed or not: never dispatched. */
 bool journalfmt_is_epoch(const journal_req_t *q);
@@ -241,7 +247,8 @@ typedef struct journal_scan {
     int64_t first_ns, last_ns;
     bool ok;                /* false: damaged at bad_off, because of why */
     size_t bad_off;
-    const char *why;
+    const char *why;        /* static text, or why_buf (a message naming a value) */
+    char why_buf[120];
 } journal_scan_t;
 
 /* Walks a whole journal file, passing each request record to fn (may be

@@ -1,15 +1,17 @@
 /* fuzz_journal.c - the journal reader (journalfmt_scan, the one start-up and
  * `tallyd --check` use) on any bytes, in both places a file can sit, plus
  * the record decoder from offset 0, header or not, and the epoch record's
- * reader on every record. */
+ * reader on every record (never above TALLY_EPOCH_MAX; a file holding a
+ * damaged one is refused). */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "core/persist_fmt.h"
 
+/* ud: non-NULL when called by journalfmt_scan, which refuses a file holding
+ * a damaged epoch record before passing it on. */
 static const char *touch(void *ud, size_t off, const journal_req_t *q)
 {
-    (void)ud;
     (void)off;
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < q->path_len; i++)
@@ -17,8 +19,11 @@ static const char *touch(void *ud, size_t off, const journal_req_t *q)
     for (size_t i = 0; i < q->body_len; i++)
         sink ^= q->body[i];
     uint64_t epoch = 0;   /* a promotion's epoch record, as replay reads it */
-    if (journalfmt_epoch_parse(q, &epoch) && !journalfmt_is_epoch(q))
-        abort();          /* only an epoch record parses as one */
+    bool parsed = journalfmt_epoch_parse(q, &epoch);
+    if (parsed && (!journalfmt_is_epoch(q) || epoch > TALLY_EPOCH_MAX))
+        abort();          /* only an epoch record parses as one, and never above the largest epoch */
+    if (ud && journalfmt_is_epoch(q) && !parsed)
+        abort();          /* the scan stops at a damaged one */
     sink ^= (uint8_t)epoch;
     (void)sink;
     return NULL;
@@ -27,7 +32,8 @@ static const char *touch(void *ud, size_t off, const journal_req_t *q)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     journal_scan_t s;
-    if (journalfmt_scan(data, size, touch, NULL, &s)) {
+    static int from_scan;
+    if (journalfmt_scan(data, size, touch, &from_scan, &s)) {
         if (s.data_end > size || s.data_end + s.tail_bytes > size)
             abort();   /* the scan never reports beyond the bytes */
         journal_scan_t older = s;

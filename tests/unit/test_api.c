@@ -715,12 +715,12 @@ static void test_journal_record_size(void **state)
 }
 
 /* The epoch record of a promotion survives the journal's framing; nothing
- * else is taken for one (a damaged one is refused, a request is never
- * mistaken for it). */
+ * else is taken for one (a damaged one - above TALLY_EPOCH_MAX included - is
+ * refused, a request is never mistaken for it). */
 static void test_journal_epoch_record(void **state)
 {
     (void)state;
-    const uint64_t epochs[] = { 0, 1, 42, UINT64_MAX };
+    const uint64_t epochs[] = { 0, 1, 42, TALLY_EPOCH_MAX };
     for (size_t i = 0; i < sizeof(epochs) / sizeof(epochs[0]); i++) {
         char buf[JOURNAL_EPOCH_BUF];
         journal_req_t rec, back;
@@ -739,7 +739,8 @@ static void test_journal_epoch_record(void **state)
         assert_int_equal(back.now_ns, T0);
         wbuf_free(&b);
     }
-    static const char *const bad[] = { "", "x", "12a", "-1", "18446744073709551616", "99999999999999999999999" };
+    static const char *const bad[] = { "",    "x", "12a", "-1", "9007199254740992", "9223372036854775807",
+                                       "18446744073709551615", "18446744073709551616", "99999999999999999999999" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         journal_req_t q = { .now_ns = T0, .method = API_POST, .path = JOURNAL_EPOCH_PATH,
                             .path_len = strlen(JOURNAL_EPOCH_PATH), .query = "", .ctype = "",
