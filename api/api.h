@@ -242,6 +242,8 @@ typedef enum api_access {
     API_ACCESS_WRITE,            /* scope write: changes data */
     API_ACCESS_RATELIMIT,        /* scope ratelimit (or write): /throttle decisions, /hook */
     API_ACCESS_ADMIN,            /* scope admin: /admin/..., DELETE /keys/{key} */
+    API_ACCESS_REPLICATE,        /* scope replicate: what a replica asks its primary and a node its
+                                    --peers (/replication/...); admin does not grant it */
     API_ACCESS__COUNT
 } api_access_t;
 

@@ -25,13 +25,14 @@ static const struct {
     { API_SCOPE_WRITE, "write" },
     { API_SCOPE_RATELIMIT, "ratelimit" },
     { API_SCOPE_ADMIN, "admin" },
+    { API_SCOPE_REPLICATE, "replicate" },
 };
 #define NSCOPES (sizeof(scope_names) / sizeof(scope_names[0]))
 
 static const char *const access_names[API_ACCESS__COUNT] = {
     [API_ACCESS_UNSET] = "unset",   [API_ACCESS_PUBLIC] = "public", [API_ACCESS_METRICS] = "metrics",
     [API_ACCESS_TOKEN] = "token",   [API_ACCESS_READ] = "read",     [API_ACCESS_WRITE] = "write",
-    [API_ACCESS_RATELIMIT] = "ratelimit", [API_ACCESS_ADMIN] = "admin",
+    [API_ACCESS_RATELIMIT] = "ratelimit", [API_ACCESS_ADMIN] = "admin", [API_ACCESS_REPLICATE] = "replicate",
 };
 
 const char *api_access_name(api_access_t c)
@@ -46,6 +47,7 @@ unsigned api_access_scopes(api_access_t c)
     case API_ACCESS_WRITE: return API_SCOPE_WRITE;
     case API_ACCESS_RATELIMIT: return API_SCOPE_RATELIMIT | API_SCOPE_WRITE;
     case API_ACCESS_ADMIN: return API_SCOPE_ADMIN;
+    case API_ACCESS_REPLICATE: return API_SCOPE_REPLICATE;
     default: return 0;
     }
 }
@@ -159,8 +161,8 @@ static bool parse_scopes(json_t *arr, size_t i, unsigned *out, char *err, size_t
 {
     if (!json_is_array(arr) || json_array_size(arr) == 0) {
         snprintf(err, errlen, "tokens[%zu].scopes: %s", i,
-                 !arr ? "is required (read, write, ratelimit, admin)"
-                      : "must be a non-empty array of read, write, ratelimit, admin");
+                 !arr ? "is required (read, write, ratelimit, admin, replicate)"
+                      : "must be a non-empty array of read, write, ratelimit, admin, replicate");
         return false;
     }
     *out = 0;
@@ -172,7 +174,8 @@ static bool parse_scopes(json_t *arr, size_t i, unsigned *out, char *err, size_t
             if (strcmp(json_string_value(s), scope_names[k].name) == 0)
                 bit = scope_names[k].bit;
         if (!bit) {
-            snprintf(err, errlen, "tokens[%zu].scopes[%zu]: %s%.40s%s is not a scope (read, write, ratelimit, admin)",
+            snprintf(err, errlen,
+                     "tokens[%zu].scopes[%zu]: %s%.40s%s is not a scope (read, write, ratelimit, admin, replicate)",
                      i, j, json_is_string(s) ? "\"" : "", json_is_string(s) ? json_string_value(s) : "a non-string",
                      json_is_string(s) ? "\"" : "");
             return false;

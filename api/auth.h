@@ -26,7 +26,15 @@
  *   WRITE      every change of data        write
  *   RATELIMIT  /throttle decisions, /hook  ratelimit or write
  *   ADMIN      /admin/..., DELETE /keys/{k} admin
+ *   REPLICATE  /replication/snapshot,      replicate (what --replica-token
+ *              /replication/log,           presents to a primary and to the
+ *              /replication/epoch          --peers; admin does not grant it)
  *
+ * replicate is apart from admin both ways: a replica's token, on every
+ * node of a group, reads the whole keyspace and its stream but cannot
+ * operate, change or promote anything; an operator's admin token does not
+ * silently make its holder a replica (nor satisfy --min-replicas-ack with a
+ * poller that stores nothing).
  * `prefixes` (optional) restricts every key a request touches: the key
  * handle (api_keys_lock, api/key.c) refuses a key outside them before
  * locking anything, so every path, body, `sources`, `union`, `requests` and
@@ -57,6 +65,8 @@
 #define API_SCOPE_WRITE 2u
 #define API_SCOPE_RATELIMIT 4u
 #define API_SCOPE_ADMIN 8u
+#define API_SCOPE_REPLICATE 16u
+#define API_SCOPES_ALL 31u           /* every bit above */
 
 #define API_TOKEN_SHA256_LEN 32
 #define API_TOKEN_MAX_LEN 4096       /* longest bearer token accepted */

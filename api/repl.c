@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/repl.h"
+#include "core/persist_fmt.h"
 
 bool api_repl_writable(api_server_t *srv, api_resp_t *resp)
 {
@@ -86,7 +87,8 @@ static void h_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const allowed[] = { "epoch", NULL };
     int64_t epoch = 0;
-    if (!api_query_allow(req, resp, allowed) || !api_query_int(req, resp, "epoch", false, 0, INT64_MAX, &epoch, NULL))
+    if (!api_query_allow(req, resp, allowed) ||
+        !api_query_int(req, resp, "epoch", false, 0, (int64_t)TALLY_EPOCH_MAX, &epoch, NULL))
         return;
     api_repl_call_t *c = call_new(srv, req, resp, API_REPL_SNAPSHOT);
     if (!c)
@@ -105,7 +107,7 @@ static void h_log(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!copy_param(req, resp, "run", true, run, sizeof(run)) || !copy_param(req, resp, "id", true, id, sizeof(id)) ||
         !api_query_int(req, resp, "from", true, 0, INT64_MAX, &from, NULL) ||
         !api_query_int(req, resp, "records", false, 0, INT64_MAX, &records, NULL) ||
-        !api_query_int(req, resp, "epoch", false, 0, INT64_MAX, &epoch, NULL) ||
+        !api_query_int(req, resp, "epoch", false, 0, (int64_t)TALLY_EPOCH_MAX, &epoch, NULL) ||
         !api_query_int(req, resp, "wait_ms", false, 0, 30000, &wait_ms, NULL))
         return;
     api_repl_call_t *c = call_new(srv, req, resp, API_REPL_LOG);
@@ -156,13 +158,31 @@ static void h_replicate(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 static void h_epoch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    plain_call(srv, req, resp, API_REPL_EPOCH);
+    static const char *const allowed[] = { "nonce", NULL };
+    const char *nonce = NULL;
+    size_t n = 0;
+    if (!api_query_allow(req, resp, allowed) || !api_query_string(req, resp, "nonce", false, &nonce, &n))
+        return;
+    bool hex = !nonce || (n >= API_REPL_NONCE_MIN && n <= API_REPL_NONCE_MAX);
+    for (size_t i = 0; hex && nonce && i < n; i++)
+        hex = (nonce[i] >= '0' && nonce[i] <= '9') || (nonce[i] >= 'a' && nonce[i] <= 'f');
+    if (!hex) {
+        api_error_field(resp, API_E_BAD_REQUEST, "nonce", "nonce must be %d to %d lowercase hex digits",
+                        API_REPL_NONCE_MIN, API_REPL_NONCE_MAX);
+        return;
+    }
+    api_repl_call_t *c = call_new(srv, req, resp, API_REPL_EPOCH);
+    if (!c)
+        return;
+    if (nonce)
+        memcpy(c->nonce, nonce, n);   /* NUL-terminated by calloc */
+    call_defer(resp, c);
 }
 
 static const api_route_t routes[] = {
-    { API_GET,  "/replication/snapshot", h_snapshot, 0, API_ACCESS_ADMIN },
-    { API_GET,  "/replication/log",      h_log, 0, API_ACCESS_ADMIN },
-    { API_GET,  "/replication/epoch",    h_epoch, 0, API_ACCESS_ADMIN },
+    { API_GET,  "/replication/snapshot", h_snapshot, 0, API_ACCESS_REPLICATE },
+    { API_GET,  "/replication/log",      h_log, 0, API_ACCESS_REPLICATE },
+    { API_GET,  "/replication/epoch",    h_epoch, 0, API_ACCESS_REPLICATE },
     { API_POST, "/admin/promote",        h_promote, API_ROUTE_READS, API_ACCESS_ADMIN },
     { API_POST, "/admin/replicate",      h_replicate, API_ROUTE_READS, API_ACCESS_ADMIN },
 };

@@ -12,7 +12,16 @@
  *
  * GET /replication/epoch answers this node's role and the highest epoch it
  * knows: what a node started with --peers asks the others before it takes
- * a change as a primary (service/repl.h).
+ * a change as a primary (service/repl.h).  Asked with `nonce=` (hex), a
+ * node holding the group's secret (--peer-secret-file) signs the nonce and
+ * the exact bytes of its answer (header X-Tally-Peer-Signature,
+ * service/peers.h): a peer's word counts only when it is signed for the
+ * question asked.
+ *
+ * These three routes need the `replicate` scope (api/auth.h), which admin
+ * does not grant.  An `epoch` above TALLY_EPOCH_MAX (core/persist_fmt.h)
+ * is a 400; a newer epoch than the node's is a 409 that changes nothing
+ * (service/repl.h: a caller's epoch never fences a node by itself).
  *
  * POST /admin/promote makes a replica the primary under a new epoch;
  * POST /admin/replicate?primary=URL makes any node a replica of URL (an old
@@ -26,6 +35,8 @@
 
 #define API_REPL_URL_MAX 512
 #define API_REPL_ID_MAX 40
+#define API_REPL_NONCE_MIN 32        /* hex digits of a nonce: at least 128 random bits */
+#define API_REPL_NONCE_MAX 128
 
 typedef enum api_repl_op {
     API_REPL_SNAPSHOT,           /* GET /replication/snapshot */
@@ -46,6 +57,7 @@ typedef struct api_repl_call {
     char id[API_REPL_ID_MAX];    /* log: the replica's name */
     char addr[64];               /* log: the replica's address */
     char primary[API_REPL_URL_MAX];  /* follow: the primary's base URL */
+    char nonce[API_REPL_NONCE_MAX + 1];  /* epoch: the asker's nonce ("" none: the answer is not signed) */
 } api_repl_call_t;
 
 typedef struct api_repl_hooks {

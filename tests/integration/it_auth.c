@@ -10,6 +10,9 @@
  *     multi-limit `requests`, `sources` (BITOP, CMS, T-Digest, HLL merges),
  *     BITOP's destination, `union`, policy-resolved keys in /hook and in a
  *     key-less /throttle; GET /keys lists only keys under them;
+ *   - the replicate scope, apart from admin: a replica's token polls the
+ *     stream and nothing else, an admin token cannot poll, and a poll of a
+ *     newer epoch (409) leaves a standalone primary taking changes;
  *   - /info without the data directory for non-admin tokens; /metrics and
  *     --metrics-public;
  *   - reload on SIGHUP and POST /admin/reload (a bad file keeps the old set);
@@ -63,7 +66,7 @@ static void token_entry(char *out, size_t n, const char *name, const char *value
  * prefixes for data and one with prefixes for rate limits. */
 static void write_tokens(const char *path)
 {
-    char t[7][400], text[4096];
+    char t[8][400], text[4096];
     token_entry(t[0], sizeof(t[0]), "reader", "read-secret", "\"read\"", NULL);
     token_entry(t[1], sizeof(t[1]), "writer", "write-secret", "\"write\"", NULL);
     token_entry(t[2], sizeof(t[2]), "gateway", "ratelimit-secret", "\"ratelimit\"", NULL);
@@ -71,7 +74,9 @@ static void write_tokens(const char *path)
     token_entry(t[4], sizeof(t[4]), "tenant", "tenant-secret", "\"read\",\"write\"", "\"t:\"");
     token_entry(t[5], sizeof(t[5]), "tenant-gw", "tenant-gw-secret", "\"ratelimit\"", "\"t:\",\"u:\"");
     token_entry(t[6], sizeof(t[6]), "all", "all-secret", "\"read\",\"write\",\"admin\"", NULL);
-    snprintf(text, sizeof(text), "{\"tokens\":[%s,%s,%s,%s,%s,%s,%s]}", t[0], t[1], t[2], t[3], t[4], t[5], t[6]);
+    token_entry(t[7], sizeof(t[7]), "replica", "replicate-secret", "\"replicate\"", NULL);
+    snprintf(text, sizeof(text), "{\"tokens\":[%s,%s,%s,%s,%s,%s,%s,%s]}", t[0], t[1], t[2], t[3], t[4], t[5], t[6],
+             t[7]);
     write_file(path, text);
 }
 
@@ -277,6 +282,7 @@ static const struct {
     { "write-secret", "write" },
     { "ratelimit-secret", "ratelimit" },
     { "admin-secret", "admin" },
+    { "replicate-secret", "replicate" },
 };
 
 /* Whether a token of `scope` (NULL: no token) may call a route of `access`. */
@@ -302,7 +308,8 @@ static void test_route_matrix(void **state)
     route_t routes[256];
     size_t n = routes_load(routes, 256);
     assert_true(n > 50);
-    static const char *const classes[] = { "public", "metrics", "token", "read", "write", "ratelimit", "admin" };
+    static const char *const classes[] = { "public",    "metrics", "token", "read",
+                                           "write",     "ratelimit", "admin", "replicate" };
     for (size_t i = 0; i < n; i++) {
         bool known = false;
         for (size_t c = 0; c < sizeof(classes) / sizeof(classes[0]); c++)
@@ -324,7 +331,8 @@ static void test_route_matrix(void **state)
         const char *method, *body;
         char path[256];
         route_request(r, path, sizeof(path), &method, &body);
-        const char *who[] = { NULL, "not-a-token", scoped[0].token, scoped[1].token, scoped[2].token, scoped[3].token };
+        const char *who[] = { NULL,           "not-a-token",   scoped[0].token, scoped[1].token,
+                              scoped[2].token, scoped[3].token, scoped[4].token };
         for (size_t w = 0; w < sizeof(who) / sizeof(who[0]); w++) {
             const char *scope = w < 2 ? NULL : scoped[w - 2].scope;
             if (grants(r->access, scope))
@@ -379,6 +387,82 @@ static void test_route_matrix(void **state)
         }
     }
     state_free(&before);
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The replicate scope                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* What a replica's token may do, and what an admin token may no longer do;
+ * an epoch a caller sends never fences a node by itself. */
+static void test_replicate_scope(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    start_with_files(&p, "0");
+    const char *R = "replicate-secret", *A = "admin-secret", *W = "write-secret";
+    assert_int_equal(status_as(&p, W, "POST", "/counter/k", "{\"by\":2}"), 200);
+
+    /* a replicate token polls the stream and asks the epoch... */
+    http_resp_t r = req_as(&p, R, "GET", "/replication/snapshot", NULL, NULL);
+    assert_status(&r, 200);
+    char run[64];
+    assert_true(http_header(&r, "X-Tally-Repl-Run", run, sizeof(run)));
+    http_free(&r);
+    char path[256];
+    snprintf(path, sizeof(path), "/replication/log?run=%s&from=0&id=r1&wait_ms=0", run);
+    assert_int_equal(status_as(&p, R, "GET", path, NULL), 200);
+    r = req_as(&p, R, "GET", "/replication/epoch?nonce=00112233445566778899aabbccddeeff", NULL, NULL);
+    assert_status(&r, 200);
+    assert_string_equal(json_string_value(json_object_get(r.json, "role")), "primary");
+    char sig[128];
+    assert_false(http_header(&r, "X-Tally-Peer-Signature", sig, sizeof(sig)));   /* no --peer-secret-file */
+    http_free(&r);
+    assert_int_equal(status_as(&p, R, "GET", "/replication/epoch?nonce=xyz", NULL), 400);
+    /* ...and nothing else: no key read or written, no operation */
+    static const char *const denied[][3] = {
+        { "GET", "/counter/k", NULL },       { "POST", "/counter/k", "{\"by\":1}" }, { "GET", "/keys", NULL },
+        { "GET", "/keys/k/dump", NULL },     { "DELETE", "/keys/k", NULL },         { "POST", "/admin/promote", NULL },
+        { "POST", "/admin/snapshot", NULL }, { "POST", "/admin/replicate?primary=http://127.0.0.1:1", NULL },
+    };
+    for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
+        r = req_as(&p, R, denied[i][0], denied[i][1], denied[i][2], NULL);
+        if (r.status != 403)
+            fail_msg("%s %s with a replicate token: %ld %s", denied[i][0], denied[i][1], r.status, r.body);
+        http_free(&r);
+    }
+    /* an admin token cannot poll: admin does not grant replicate */
+    static const char *const polls[] = { "/replication/snapshot", "/replication/epoch", "/replication/log" };
+    for (size_t i = 0; i < sizeof(polls) / sizeof(polls[0]); i++) {
+        r = req_as(&p, A, "GET", i == 2 ? path : polls[i], NULL, NULL);
+        assert_status(&r, 403);
+        assert_non_null(strstr(r.body, "lacks scope replicate"));
+        http_free(&r);
+    }
+
+    /* a poll of a newer epoch is refused (409) and fences nothing: the
+     * standalone primary keeps taking changes */
+    assert_int_equal(status_as(&p, R, "GET", "/replication/snapshot?epoch=5", NULL), 409);
+    snprintf(path, sizeof(path), "/replication/log?run=%s&from=0&id=r1&wait_ms=0&epoch=5", run);
+    assert_int_equal(status_as(&p, R, "GET", path, NULL), 409);
+    assert_int_equal(status_as(&p, R, "GET", "/replication/snapshot?epoch=9007199254740991", NULL), 409);
+    /* epochs past 2^53 - 1 are not epochs */
+    r = req_as(&p, R, "GET", "/replication/snapshot?epoch=9007199254740992", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    http_free(&r);
+    snprintf(path, sizeof(path), "/replication/log?run=%s&from=0&id=r1&wait_ms=0&epoch=9223372036854775807", run);
+    assert_int_equal(status_as(&p, R, "GET", path, NULL), 400);
+    r = req_as(&p, R, "GET", "/replication/epoch", NULL, NULL);
+    assert_string_equal(json_string_value(json_object_get(r.json, "role")), "primary");
+    assert_int_equal(json_int_of(&r, "epoch"), 0);
+    http_free(&r);
+    assert_int_equal(status_as(&p, W, "POST", "/counter/k", "{\"by\":3}"), 200);
+    r = req_as(&p, "read-secret", "GET", "/counter/k", NULL, NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "value"), 5);
+    http_free(&r);
+    assert_int_equal(status_as(&p, NULL, "GET", "/readyz?role=primary", NULL), 200);
     tally_cleanup(&p);
 }
 
@@ -897,6 +981,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_matrix),
+        cmocka_unit_test(test_replicate_scope),
         cmocka_unit_test(test_prefixes),
         cmocka_unit_test(test_refused_before_eviction),
         cmocka_unit_test(test_info_and_metrics),

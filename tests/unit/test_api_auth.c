@@ -57,6 +57,14 @@ static void test_parse_good(void **state)
     assert_int_equal(t->v[1].nprefixes, 0);
     assert_int_equal(t->v[1].sha256[0], 0xe3);   /* upper-case hex reads too */
     api_tokens_release(t);
+    /* replicate is a scope of its own: admin neither includes it nor is included */
+    t = parse("{\"tokens\":[{\"name\":\"rep\",\"sha256\":\"" ABC "\",\"scopes\":[\"replicate\"]}]}", err);
+    assert_non_null(t);
+    assert_int_equal(t->v[0].scopes, API_SCOPE_REPLICATE);
+    api_tokens_release(t);
+    assert_int_equal(api_access_scopes(API_ACCESS_REPLICATE), API_SCOPE_REPLICATE);
+    assert_int_equal(api_access_scopes(API_ACCESS_ADMIN), API_SCOPE_ADMIN);
+    assert_string_equal(api_access_name(API_ACCESS_REPLICATE), "replicate");
     /* no tokens at all: everything but the probes is refused */
     t = parse("{\"tokens\":[]}", err);
     assert_non_null(t);
@@ -106,8 +114,8 @@ static void test_parse_refused(void **state)
 
 /* Every route names an access class; the probes are public, the admin
  * routes admin, and no GET but a rate-limit decision and what a replica asks
- * its primary (every key and every change, whatever a token's prefixes: admin)
- * needs more than read. */
+ * its primary (every key and every change, whatever a token's prefixes:
+ * replicate, which admin does not grant) needs more than read. */
 static void test_every_route_classified(void **state)
 {
     (void)state;
@@ -122,7 +130,7 @@ static void test_every_route_classified(void **state)
         if (!strncmp(m.pattern, "/admin/", 7))
             assert_int_equal(m.access, API_ACCESS_ADMIN);
         if (!strncmp(m.pattern, "/replication/", 13))
-            assert_int_equal(m.access, API_ACCESS_ADMIN);
+            assert_int_equal(m.access, API_ACCESS_REPLICATE);
         else if (!strcmp(m.method, "GET") && m.access != API_ACCESS_READ && strncmp(m.pattern, "/throttle/", 10) != 0)
             assert_true(m.access == API_ACCESS_PUBLIC || m.access == API_ACCESS_TOKEN ||
                         m.access == API_ACCESS_METRICS);

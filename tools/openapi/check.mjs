@@ -46,6 +46,7 @@ const securityOf = {
   write: [{ bearer: ["write"] }],
   ratelimit: [{ bearer: ["ratelimit"] }, { bearer: ["write"] }],
   admin: [{ bearer: ["admin"] }],
+  replicate: [{ bearer: ["replicate"] }],
 };
 if (spec.components?.securitySchemes?.bearer?.scheme !== "bearer") fail("no bearer security scheme in components.securitySchemes");
 for (const line of routes) {
