@@ -447,8 +447,10 @@ static bool reload_files(const char *who, size_t *count, char *err, size_t errle
 }
 
 /* Reloads everything reloadable for SIGHUP and POST /admin/reload: the TLS
- * files (service/tls.h), then --tokens and --config (reload_files).  False
- * with a message when any is refused (what was loaded before stays). */
+ * files (service/tls.h), the cluster map, the replication credentials
+ * (--replica-token-file, --peer-secret-file: service/repl.h), then --tokens
+ * and --config (reload_files).  False with a message when any is refused
+ * (what was loaded before stays). */
 static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
 {
     bool ok = true;
@@ -466,7 +468,19 @@ static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
             ok = false;
         }
     }
-    if ((app.tls || app.api.cluster) && !app.opts.config[0] && !app.opts.tokens[0])
+    repl_t *r = live_repl();
+    if (r && repl_reloadable(&app.opts)) {
+        char rerr[1024];
+        if (repl_reload(r, &app.opts, rerr, sizeof(rerr))) {
+            log_info("%s: reloaded the replication credentials (--replica-token-file, --peer-secret-file)", who);
+        } else {
+            log_error("%s: %s; keeping the replication credentials loaded before", who, rerr);
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "%s%s; the replication credentials loaded before stay", n ? "; " : "", rerr);
+            ok = false;
+        }
+    }
+    if ((app.tls || app.api.cluster || repl_reloadable(&app.opts)) && !app.opts.config[0] && !app.opts.tokens[0])
         return ok;   /* no tokens or policies to reload */
     char ferr[1024];
     if (!reload_files(who, count, ferr, sizeof(ferr))) {
@@ -701,9 +715,19 @@ static int run(void)
     }
 
     if (!o->in_memory) {
-        app.persist = persist_open(o, &app.api, err, sizeof(err));
+        /* the replica token and the group's secret, before the data loads:
+         * a refused file stops the start at once */
+        repl_creds_t *creds = malloc(sizeof(*creds));
+        bool creds_ok = creds && repl_creds_load(o, creds, err, sizeof(err));
+        if (!creds)
+            snprintf(err, sizeof(err), "out of memory");
+        if (creds_ok)
+            app.persist = persist_open(o, &app.api, err, sizeof(err));
         if (!app.persist) {
-            log_error("%s", err);
+            if (creds)
+                repl_creds_wipe(creds);
+            free(creds);
+            log_error("%s%s", err, creds_ok ? "" : "; refusing to start");
             server_stop(app.server);
             pid_file_remove();
             ks_free(app.ks);
@@ -712,7 +736,9 @@ static int run(void)
         }
         atomic_store_explicit(&app.live_persist, app.persist, memory_order_release);
         persist_set_load_gate(app.persist, gate_loading, NULL);
-        app.repl = repl_open(o, &app.api, app.persist, err, sizeof(err));
+        app.repl = repl_open(o, creds, &app.api, app.persist, err, sizeof(err));
+        repl_creds_wipe(creds);
+        free(creds);
         if (!app.repl) {
             log_error("%s", err);
             server_stop(app.server);
@@ -744,7 +770,7 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            if (app.tls || app.api.cluster || app.opts.config[0] || app.opts.tokens[0])
+            if (app.tls || app.api.cluster || app.opts.config[0] || app.opts.tokens[0] || repl_reloadable(&app.opts))
                 reload_all("SIGHUP", &count, err, sizeof(err));
             if (!access_log_reopen(err, sizeof(err)))
                 log_error("SIGHUP: %s; still writing the access log to the file open before", err);

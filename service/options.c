@@ -63,11 +63,13 @@ static const opt_def_t defs[] = {
     { "auth-fail-limit", "TALLY_AUTH_FAIL_LIMIT", K_INT, OFF(auth_fail_limit), 0, 1000000, "unknown tokens a minute from one client address before it gets 429 (default 10; 0: no limit)" },
     /* replication */
     { "replica-of", "TALLY_REPLICA_OF", K_STR, OFF(replica_of), 0, CAP(replica_of), "follow this primary (base URL, e.g. http://10.0.0.1:8080): load its snapshot, apply its changes, refuse changes with 421" },
-    { "replica-token", "TALLY_REPLICA_TOKEN", K_STR, OFF(replica_token), 0, CAP(replica_token), "bearer token (scope admin) this replica presents to its primary" },
+    { "replica-token", "TALLY_REPLICA_TOKEN", K_STR, OFF(replica_token), 0, CAP(replica_token), "bearer token (scope replicate) this node presents to its primary and its --peers; visible in ps: prefer --replica-token-file" },
+    { "replica-token-file", "TALLY_REPLICA_TOKEN_FILE", K_STR, OFF(replica_token_file), 0, CAP(replica_token_file), "file holding that token (one line; not readable by other users); re-read on SIGHUP and POST /admin/reload" },
     { "repl-backlog", "TALLY_REPL_BACKLOG", K_SIZE, OFF(repl_backlog), 0, 0, "bytes of recent changes a primary keeps for replicas that reconnect (default 64mb; further behind: a new snapshot)" },
     { "min-replicas-ack", "TALLY_MIN_REPLICAS_ACK", K_INT, OFF(min_replicas_ack), 0, 32, "answer a change only once this many replicas hold it, else take it back (default 0: asynchronous); fewer connected: 503, not applied" },
     { "min-replicas-timeout", "TALLY_MIN_REPLICAS_TIMEOUT", K_INT, OFF(min_replicas_timeout), 1, 600000, "milliseconds a change waits for --min-replicas-ack before it is taken back and answered 503, not applied (default 1000)" },
-    { "peers", "TALLY_PEERS", K_STR, OFF(peers), 0, CAP(peers), "the other nodes of this replication group, comma-separated base URLs: a node starting as a primary takes no change until a majority of the group answered and none was promoted under a newer epoch; one that learns of a newer epoch follows its primary" },
+    { "peers", "TALLY_PEERS", K_STR, OFF(peers), 0, CAP(peers), "the other nodes of this replication group, comma-separated base URLs (needs --peer-secret-file): a node starting as a primary takes no change until a majority of the group answered and none was promoted under a newer epoch; one that a majority tells of a newer epoch follows its primary" },
+    { "peer-secret-file", "TALLY_PEER_SECRET_FILE", K_STR, OFF(peer_secret_file), 0, CAP(peer_secret_file), "the replication group's shared secret (at least 32 bytes, the same file on every node, not readable by other users): signs this node's answers to its peers and checks theirs; re-read on SIGHUP and POST /admin/reload" },
     /* cluster (deploy/cluster/README.md) */
     { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },
     { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
@@ -301,6 +303,17 @@ static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen
     }
     if (!opts_peers_check(o->peers, err, errlen))
         return false;
+    if (o->peers[0] && !o->peer_secret_file[0]) {
+        snprintf(err, errlen, "--peers needs --peer-secret-file FILE: the group's shared secret, which signs every "
+                 "answer a peer gives (make one with: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE; the "
+                 "same file on every node)");
+        return false;
+    }
+    if (o->replica_token[0] && o->replica_token_file[0]) {
+        snprintf(err, errlen, "--replica-token and --replica-token-file both give the token: keep one (the file, "
+                 "which ps does not show)");
+        return false;
+    }
     if (o->repl_backlog < 65536) {
         snprintf(err, errlen, "--repl-backlog: at least 64kb");
         return false;
@@ -401,8 +414,9 @@ void opts_usage(FILE *out)
     }
     fprintf(out,
             "\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight requests, snapshot, exit 0;\n"
-            "         SIGHUP reloads --config, --tokens and the TLS files (as does POST\n"
-            "         /admin/reload) and reopens --access-log.\n"
+            "         SIGHUP reloads --config, --tokens, --cluster, the TLS files and\n"
+            "         --replica-token-file and --peer-secret-file (as does POST /admin/reload)\n"
+            "         and reopens --access-log.\n"
             "Files in --data-dir: snapshot.tly (the latest snapshot), journal.<seq>.tlj (changes\n"
             "since), LOCK (held while tallyd runs).\n");
 }

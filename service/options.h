@@ -60,7 +60,12 @@ typedef struct tally_opts {
     char access_log[512];        /* --access-log, TALLY_ACCESS_LOG: FILE or - (stdout); none */
     /* Replication (service/repl.h, README "Replication"). */
     char replica_of[512];        /* --replica-of, TALLY_REPLICA_OF: the primary's base URL; none = primary */
-    char replica_token[256];     /* --replica-token, TALLY_REPLICA_TOKEN: an admin token of the primary */
+    char replica_token[256];     /* --replica-token, TALLY_REPLICA_TOKEN: a replicate token of the primary
+                                    (visible in ps: prefer the file) */
+    char replica_token_file[512];  /* --replica-token-file, TALLY_REPLICA_TOKEN_FILE: the same, read from a
+                                      file (trailing newline trimmed; re-read on reload) */
+    char peer_secret_file[512];  /* --peer-secret-file, TALLY_PEER_SECRET_FILE: the replication group's shared
+                                    secret (>= 32 bytes) that signs peers' answers; required with --peers */
     size_t repl_backlog;         /* --repl-backlog, TALLY_REPL_BACKLOG: 64 MiB of records for reconnects */
     int min_replicas_ack;        /* --min-replicas-ack, TALLY_MIN_REPLICAS_ACK: 0 = asynchronous */
     int min_replicas_timeout;    /* --min-replicas-timeout, TALLY_MIN_REPLICAS_TIMEOUT: 1000 ms */

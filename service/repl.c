@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/persist_fmt.h"
@@ -28,6 +29,8 @@
 #define PROBE_RETRY_MS 500           /* probing or fenced: ask the peers again after */
 #define PROBE_STEADY_MS 2000         /* a primary or a replica asks its peers this often */
 #define PROBE_TIMEOUT_MS 1000        /* one peer's answer, at most */
+#define PROBE_WAKE_MS 200            /* a round asked for by a caller's newer epoch: this long after the last,
+                                        at the soonest (a stream of such polls costs a round per 200 ms) */
 #define REPL_UNDONE_MAX 64           /* stream ranges taken back that are remembered */
 
 enum { ROLE_PRIMARY, ROLE_REPLICA, ROLE_FENCED, ROLE_PROBING };
@@ -56,7 +59,6 @@ struct repl {
     api_server_t *api;
     persist_t *p;
     char dir[512];
-    char token[256];
     int min_acks, ack_timeout_ms;
     api_repl_hooks_t hooks;
 
@@ -65,12 +67,19 @@ struct repl {
     int ngroup;
     pthread_t prober;
     bool prober_on;
-    pthread_cond_t probe_cv;     /* closing */
+    pthread_cond_t probe_cv;     /* closing, or probe_now */
     peer_answer_t answers[OPTS_PEERS_MAX];   /* the prober thread's */
-    bool self[OPTS_PEERS_MAX];   /* entries found to be this node (its own stream id answered) */
+    char told[OPTS_PEERS_MAX][800];          /* the prober's: why each did not count, as last logged */
     _Atomic bool stopping;       /* repl_close: a question in flight is abandoned */
-    uint64_t peer_epoch;         /* the highest epoch a peer reported (mu) */
-    char probe_state[1000];      /* the last round's outcome, for /info (mu) */
+    bool probe_now;              /* a caller sent a newer epoch: a round soon (mu) */
+    uint64_t stale_logged;       /* the newest caller's epoch logged (mu): one line per epoch, not per poll */
+    uint64_t peer_epoch;         /* the highest epoch of the last round's authenticated answers (mu) */
+    char probe_state[1400];      /* the last round's outcome, for /info (mu) */
+
+    /* Credentials (mu; the files are re-read by repl_reload). */
+    char token[API_TOKEN_MAX_LEN + 1];   /* presented to the primary and to the peers */
+    uint8_t secret[PEERS_SECRET_MAX];    /* signs this node's answers, checks the peers' */
+    size_t secret_len;
 
     pthread_mutex_t role_mu;     /* one role change at a time (promote, follow, prober) */
     pthread_mutex_t mu;
@@ -137,18 +146,56 @@ static void run_new(repl_t *r)
 /* The epoch file                                                           */
 /* ------------------------------------------------------------------------ */
 
-static uint64_t epoch_read(const char *dir)
+/* Reads EPOCH: 0 when there is none; false with err when it holds
+ * anything but a decimal epoch up to TALLY_EPOCH_MAX and a newline. */
+static bool epoch_read(const char *dir, uint64_t *epoch, char *err, size_t errlen)
 {
-    char path[600];
+    char path[600], text[40];
     snprintf(path, sizeof(path), "%s/%s", dir, EPOCH_NAME);
+    *epoch = 0;
     FILE *f = fopen(path, "r");
-    unsigned long long e = 0;
-    if (f) {
-        if (fscanf(f, "%llu", &e) != 1)
-            e = 0;
-        fclose(f);
+    if (!f) {
+        if (errno == ENOENT)
+            return true;
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return false;
     }
-    return e;
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    bool rerr = ferror(f);
+    fclose(f);
+    text[n] = '\0';
+    if (rerr) {
+        snprintf(err, errlen, "cannot read %s", path);
+        return false;
+    }
+    if (!repl_epoch_parse(text, n, epoch)) {
+        if (n && text[n - 1] == '\n')
+            text[--n] = '\0';   /* shown as it reads, without its line end */
+        for (size_t i = 0; i < n; i++)
+            if (text[i] < 0x20 || text[i] > 0x7e)
+                text[i] = '?';
+        snprintf(err, errlen,
+                 "%s holds \"%.24s%s\", not an epoch (a decimal number from 0 to %" PRIu64 "): restore it, or remove "
+                 "it if the journal holds the promotion's epoch record (a restart then rewrites it)",
+                 path, text, n > 24 ? "..." : "", TALLY_EPOCH_MAX);
+        return false;
+    }
+    return true;
+}
+
+bool repl_epoch_parse(const char *text, size_t len, uint64_t *epoch)
+{
+    if (len && text[len - 1] == '\n')
+        len--;
+    uint64_t v = 0;
+    bool ok = len > 0;   /* leading zeros allowed, as the epoch record allows them */
+    for (size_t i = 0; ok && i < len; i++) {
+        ok = text[i] >= '0' && text[i] <= '9' && v <= (TALLY_EPOCH_MAX - (uint64_t)(text[i] - '0')) / 10;
+        v = v * 10 + (uint64_t)(text[i] - '0');
+    }
+    if (ok)
+        *epoch = v;
+    return ok;
 }
 
 /* Writes EPOCH durably (file_replace). */
@@ -162,6 +209,150 @@ static bool epoch_write(const char *dir, uint64_t epoch, char *err, size_t errle
         return false;
     }
     return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Credentials: the replica token and the group's secret                    */
+/* ------------------------------------------------------------------------ */
+
+/* Reads a credential file whole into buf (at most max bytes, one trailing
+ * newline - or CRLF - trimmed): a regular file that other users cannot
+ * read and only its owner can write; readable by its group is allowed with
+ * a warning (a Kubernetes Secret mounted with an fsGroup is).  False with
+ * err naming the flag and the file. */
+static bool cred_read(const char *flag, const char *path, uint8_t *buf, size_t max, size_t *len, char *err,
+                      size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s %s: %s", flag, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s %s: not a regular file", flag, path);
+        close(fd);
+        return false;
+    }
+    if (st.st_mode & (S_IROTH | S_IWOTH | S_IWGRP)) {
+        snprintf(err, errlen, "%s %s: mode %04o lets other users %s it: chmod 600 %s (or 640 for a group that must "
+                 "read it)", flag, path, (unsigned)(st.st_mode & 07777),
+                 st.st_mode & (S_IWOTH | S_IWGRP) ? "change" : "read", path);
+        close(fd);
+        return false;
+    }
+    if (st.st_mode & S_IRGRP)
+        log_warn("%s %s: readable by its group (mode %04o): every member of the group can read it", flag, path,
+                 (unsigned)(st.st_mode & 07777));
+    size_t n = 0;
+    for (;;) {
+        uint8_t extra;
+        ssize_t got = n < max ? read(fd, buf + n, max - n) : read(fd, &extra, 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            snprintf(err, errlen, "%s %s: %s", flag, path, strerror(errno));
+            close(fd);
+            return false;
+        }
+        if (got == 0)
+            break;
+        if (n == max) {
+            snprintf(err, errlen, "%s %s: longer than %zu bytes", flag, path, max);
+            close(fd);
+            return false;
+        }
+        n += (size_t)got;
+    }
+    close(fd);
+    if (n && buf[n - 1] == '\n')
+        n--;
+    if (n && buf[n - 1] == '\r')
+        n--;
+    *len = n;
+    return true;
+}
+
+/* A bearer token goes into a header: printable ASCII, no space. */
+static bool token_ok(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f)
+            return false;
+    return n > 0;
+}
+
+bool repl_creds_load(const tally_opts_t *o, repl_creds_t *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof(*c));
+    if (o->replica_token_file[0]) {
+        size_t n = 0;
+        if (!cred_read("--replica-token-file", o->replica_token_file, (uint8_t *)c->token, API_TOKEN_MAX_LEN, &n,
+                       err, errlen))
+            return false;
+        c->token[n] = '\0';
+        if (!token_ok(c->token, n) || strlen(c->token) != n) {
+            snprintf(err, errlen,
+                     "--replica-token-file %s: %s (one line: the token, as a client sends it after \"Bearer \")",
+                     o->replica_token_file, n ? "holds a space, a control character or a second line" : "is empty");
+            repl_creds_wipe(c);
+            return false;
+        }
+    } else if (o->replica_token[0]) {
+        if (!token_ok(o->replica_token, strlen(o->replica_token))) {
+            snprintf(err, errlen, "--replica-token: a space or a control character cannot be part of a bearer token");
+            return false;
+        }
+        snprintf(c->token, sizeof(c->token), "%s", o->replica_token);
+    }
+    if (o->peer_secret_file[0]) {
+        if (!cred_read("--peer-secret-file", o->peer_secret_file, c->secret, sizeof(c->secret), &c->secret_len, err,
+                       errlen)) {
+            repl_creds_wipe(c);
+            return false;
+        }
+        if (c->secret_len < PEERS_SECRET_MIN) {
+            snprintf(err, errlen,
+                     "--peer-secret-file %s: %zu bytes; the group's secret needs at least %d (make one with: head -c "
+                     "32 /dev/urandom | base64 > FILE; chmod 600 FILE; the same file on every node)",
+                     o->peer_secret_file, c->secret_len, PEERS_SECRET_MIN);
+            repl_creds_wipe(c);
+            return false;
+        }
+    }
+    return true;
+}
+
+void repl_creds_wipe(repl_creds_t *c) { explicit_bzero(c, sizeof(*c)); }
+
+bool repl_reloadable(const tally_opts_t *o) { return o->replica_token_file[0] || o->peer_secret_file[0]; }
+
+bool repl_reload(repl_t *r, const tally_opts_t *o, char *err, size_t errlen)
+{
+    repl_creds_t *c = malloc(sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "out of memory reloading the replication credentials");
+        return false;
+    }
+    bool ok = repl_creds_load(o, c, err, errlen);
+    if (ok) {
+        pthread_mutex_lock(&r->mu);
+        memcpy(r->token, c->token, sizeof(r->token));
+        memcpy(r->secret, c->secret, sizeof(r->secret));
+        r->secret_len = c->secret_len;
+        replica_t *f = r->follower;
+        bool set = !f || replica_set_token(f, r->token);
+        pthread_mutex_unlock(&r->mu);
+        if (!set) {
+            snprintf(err, errlen, "out of memory giving the follower its new token");
+            ok = false;
+        }
+    }
+    repl_creds_wipe(c);
+    free(c);
+    return ok;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -705,23 +896,31 @@ static bool not_primary(repl_t *r, api_resp_t *resp)
     return true;
 }
 
-/* A request from a replica that knows a newer epoch than this node's: this
- * node was replaced by a promotion.  A primary becomes fenced; 409 (mu held). */
+/* A request from a replica that knows a newer epoch than this node's: it
+ * follows a node promoted since, not this one.  Refused with 409, and
+ * nothing else: a caller's epoch never fences a node by itself (anyone with
+ * a replicate token could send one).  With --peers the prober asks the
+ * group at once, and an authenticated majority decides (mu held). */
 static bool stale(repl_t *r, uint64_t epoch, api_resp_t *resp)
 {
     if (epoch <= r->epoch)
         return false;
-    if (epoch > r->peer_epoch)
-        r->peer_epoch = epoch;
-    int role = atomic_load(&r->role);
-    if (role == ROLE_PRIMARY || role == ROLE_PROBING) {
-        atomic_store(&r->role, ROLE_FENCED);
-        log_error("replication: a replica knows epoch %" PRIu64 ", newer than this primary's %" PRIu64
-                  ": another node was promoted. This node takes no changes until it follows the new primary "
-                  "(POST /admin/replicate?primary=URL)",
-                  epoch, r->epoch);
+    if (r->ngroup) {
+        r->probe_now = true;
+        pthread_cond_broadcast(&r->probe_cv);
     }
-    api_error(resp, API_E_CONFLICT, "this node's epoch %" PRIu64 " is older than %" PRIu64 ": it is no longer the primary",
+    if (epoch > r->stale_logged) {
+        r->stale_logged = epoch;
+        log_warn("replication: a replica asked with epoch %" PRIu64 ", newer than this node's %" PRIu64 "; refused "
+                 "(409). %s",
+                 epoch, r->epoch,
+                 r->ngroup ? "Asking the --peers: a majority reporting the newer epoch makes this node follow its "
+                             "primary, or fences it"
+                           : "Without --peers this node stays as it is: if another node was promoted, make this one "
+                             "its replica (POST /admin/replicate?primary=URL)");
+    }
+    api_error(resp, API_E_CONFLICT,
+              "this node's epoch %" PRIu64 " is older than %" PRIu64 ": follow the primary of the newer epoch",
               r->epoch, epoch);
     return true;
 }
@@ -882,7 +1081,7 @@ static bool follow(repl_t *r, const char *primary, uint64_t epoch_hint, char *er
     atomic_store(&r->role, ROLE_REPLICA);
     snprintf(r->primary, sizeof(r->primary), "%s", primary);
     r->epoch = epoch > epoch_hint ? epoch : epoch_hint;
-    r->follower = replica_start(primary, r->token, r->api, r->p, r->epoch);
+    r->follower = replica_start(primary, r->token, r->api, r->p, r->epoch);   /* the token goes to `primary` only */
     bool ok = r->follower != NULL;
     pthread_cond_broadcast(&r->grew);
     pthread_mutex_unlock(&r->mu);
@@ -902,8 +1101,16 @@ static void serve_promote(repl_t *r, api_resp_t *resp)
     }
     uint64_t epoch = follower_stop(r);
     pthread_mutex_lock(&r->mu);
-    epoch = (epoch > r->peer_epoch ? epoch : r->peer_epoch) + 1;   /* above any epoch seen */
+    epoch = epoch > r->peer_epoch ? epoch : r->peer_epoch;   /* above its own and its peers' last answers */
     pthread_mutex_unlock(&r->mu);
+    if (epoch >= TALLY_EPOCH_MAX) {
+        api_error(resp, API_E_INTERNAL,
+                  "promotion failed, this node takes no changes: the next epoch would pass the largest, %" PRIu64
+                  " (this node or a peer reports %" PRIu64 ")",
+                  TALLY_EPOCH_MAX, epoch);
+        return;
+    }
+    epoch++;
     char err[700];
     if (!epoch_write(r->dir, epoch, err, sizeof(err))) {
         api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
@@ -935,146 +1142,202 @@ static void serve_promote(repl_t *r, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:s,s:I,s:b}", "role", "primary", "epoch", (json_int_t)epoch, "promoted", 1));
 }
 
-static void serve_epoch(repl_t *r, api_resp_t *resp)
+/* The answer to a peer; signed for its nonce when this node holds the
+ * group's secret (service/peers.h): the signature covers the exact bytes
+ * sent. */
+static void serve_epoch(repl_t *r, const char *nonce, api_resp_t *resp)
 {
     pthread_mutex_lock(&r->mu);
     int role = atomic_load(&r->role);
     json_t *o = json_pack("{s:s,s:I,s:s}", "role", role_names[role], "epoch", (json_int_t)known_epoch(r), "run", r->run);
     json_object_set_new(o, "primary", role == ROLE_REPLICA ? json_string(r->primary) : json_null());
-    pthread_mutex_unlock(&r->mu);
     api_json(resp, 200, o);
+    if (resp->status == 200 && nonce[0] && r->secret_len) {
+        char sig[PEERS_SIG_LEN + 1];
+        peers_sign(r->secret, r->secret_len, nonce, resp->body, resp->len, sig);
+        api_add_header(resp, PEERS_SIG_HEADER, "%s", sig);
+    }
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Asking the peers (--peers)                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Is `url` another member of the group, one that answered this round? */
-static bool in_group(const repl_t *r, const char *url)
+/* The member of the group whose URL is `url` (spelled as in --peers, no
+ * trailing '/'), or -1: not a configured member. */
+static int member_of(const repl_t *r, const char *url)
 {
     for (int i = 0; i < r->ngroup; i++)
-        if (!r->self[i] && r->answers[i].answered && !strcmp(r->group[i], url))
-            return true;
-    return false;
+        if (!strcmp(r->group[i], url))
+            return i;
+    return -1;
 }
 
-/* Is `url` this node?  A group entry found to be it, or a URL that answers
- * with this node's stream id (a replica's primary is not always in the
- * group).  Asked without mu. */
-static bool is_self(repl_t *r, const char *url)
+/* Logs why member i's answer does not count ("" it counts), when that
+ * changed since the round before: a peer down for an hour is one line, not
+ * one every round (prober thread). */
+static void tell_once(repl_t *r, int i, const char *why)
 {
-    for (int i = 0; i < r->ngroup; i++)
-        if (r->self[i] && !strcmp(r->group[i], url))
-            return true;
-    peer_answer_t a;
-    peers_ask(url, r->token, PROBE_TIMEOUT_MS, &r->stopping, &a);
-    pthread_mutex_lock(&r->mu);
-    bool self = a.answered && !strcmp(a.run, r->run);
-    pthread_mutex_unlock(&r->mu);
-    return self;
+    if (!strncmp(r->told[i], why, sizeof(r->told[i]) - 1))
+        return;
+    if (why[0])
+        log_warn("replication: an answer of the --peers does not count: %s", why);
+    else
+        log_info("replication: peer %s answers again", r->group[i]);
+    snprintf(r->told[i], sizeof(r->told[i]), "%s", why);
 }
 
-/* One round: asks every peer, then decides (role_mu held by the caller).
- * A peer names the node to follow when it is a primary of a newer epoch
- * (or, for a node not yet primary, of the same epoch), or a replica of a
- * newer epoch - or of the same epoch following another member of the group
- * (not this node: this node's own URL is not in its --peers).  Found: this
- * node follows it.  A replica moves to the primary of an epoch newer than
- * any it knows, or - when its own primary, a member of the group, says it
- * is no longer the primary - to the group's primary of its epoch or newer
- * (its primary was replaced while it was not told).  A newer epoch without a primary to follow: fenced.
- * Otherwise a probing node becomes the primary once a majority of the group
- * (itself included) answered; a URL that turns out to be this node (its own
- * stream id) is left out of the group. */
+/* One round: asks every member, then decides from this round's answers only
+ * (role_mu held by the caller), by the rules of repl.h.  An answer counts
+ * when it is signed for this round's question (service/peers.h); one that
+ * carries this node's own stream id is this node (the first such entry is
+ * left out of the group, any other never votes), and two entries answering
+ * with one stream id are one node, counted once. */
 static void probe_round(repl_t *r)
 {
     peer_answer_t *ans = r->answers;
-    for (int i = 0; i < r->ngroup; i++)
-        peers_ask(r->group[i], r->token, PROBE_TIMEOUT_MS, &r->stopping, &ans[i]);
+    char token[sizeof(r->token)];
+    uint8_t key[sizeof(r->secret)];
     pthread_mutex_lock(&r->mu);
+    r->probe_now = false;
+    memcpy(token, r->token, sizeof(token));
+    size_t klen = r->secret_len;
+    memcpy(key, r->secret, klen);
+    pthread_mutex_unlock(&r->mu);
     for (int i = 0; i < r->ngroup; i++)
-        r->self[i] = r->self[i] || (ans[i].answered && !strcmp(ans[i].run, r->run));
+        peers_ask(r->group[i], token, key, klen, PROBE_TIMEOUT_MS, &r->stopping, &ans[i]);
+    explicit_bzero(key, sizeof(key));
+    explicit_bzero(token, sizeof(token));
+
+    pthread_mutex_lock(&r->mu);
     int role = atomic_load(&r->role);
-    uint64_t mine = known_epoch(r), best = 0;
-    int answered = 1, members = 1, rivals = 0;
-    const char *target = NULL;
-    /* a replica: does its primary (when it is one of the group) still say
-     * it is the primary? */
-    bool primary_stands = true;
-    for (int i = 0; i < r->ngroup && role == ROLE_REPLICA; i++)
-        if (!strcmp(r->group[i], r->primary))
-            primary_stands = ans[i].answered && !strcmp(ans[i].role, "primary");
-    char why[800] = "";
+    uint64_t mine = known_epoch(r), top = 0;
+    int self = -1;
+    for (int i = 0; i < r->ngroup && self < 0; i++)
+        if (ans[i].answered && !strcmp(ans[i].run, r->run))
+            self = i;
+    int others = r->ngroup - (self >= 0), need = others / 2 + 1;
+    int vote[OPTS_PEERS_MAX];    /* the member an answer names as the primary of its epoch, or -1 */
+    int answered = 0, newer = 0, rivals = 0;
+    char why[sizeof(r->told[0])] = "";   /* the last reason an answer did not count */
     for (int i = 0; i < r->ngroup; i++) {
         const peer_answer_t *a = &ans[i];
-        if (r->self[i])
-            continue;   /* this node, listed among its own peers */
-        members++;
-        if (!a->answered) {
-            snprintf(why, sizeof(why), "%s", a->error);
+        vote[i] = -1;
+        if (i == self)
+            continue;
+        char reason[sizeof(why)] = "";
+        if (!a->answered)
+            snprintf(reason, sizeof(reason), "%s", a->error);
+        else if (!strcmp(a->run, r->run))
+            snprintf(reason, sizeof(reason), "%s answers as this node (listed twice?): not counted", r->group[i]);
+        for (int j = 0; j < i && !reason[0]; j++)
+            if (j != self && ans[j].answered && !strcmp(ans[j].run, a->run))
+                snprintf(reason, sizeof(reason), "%s answers as %s (one node listed twice?): counted once",
+                         r->group[i], r->group[j]);
+        tell_once(r, i, reason);
+        if (reason[0]) {
+            memcpy(why, reason, sizeof(why));
             continue;
         }
         answered++;
-        if (a->epoch > r->peer_epoch)
-            r->peer_epoch = a->epoch;
-        bool newer = a->epoch > mine, same = a->epoch == mine && role != ROLE_PRIMARY;
-        const char *url = !strcmp(a->role, "primary") ? r->group[i]
-                          : !strcmp(a->role, "replica") && a->primary[0] ? a->primary : NULL;
-        bool names = url && (newer || (same && (url == r->group[i] || in_group(r, a->primary))));
-        if (role == ROLE_REPLICA)   /* a replica moves to a newer epoch's primary, or off a former one */
-            names = url && strcmp(url, r->primary) != 0 &&
-                    (newer || (!primary_stands && a->epoch >= mine && url == r->group[i]));
-        if (names && (!target || a->epoch > best)) {
-            target = url;
-            best = a->epoch;
-        }
-        rivals += same && !strcmp(a->role, "probing");
+        top = a->epoch > top ? a->epoch : top;
+        newer += a->epoch > mine;
+        rivals += a->epoch == mine && !strcmp(a->role, "probing");
+        if (!strcmp(a->role, "primary"))
+            vote[i] = i;
+        else if (!strcmp(a->role, "replica") && a->primary[0])
+            vote[i] = member_of(r, a->primary);   /* -1 when it is not a configured member */
+        if (vote[i] == self)
+            vote[i] = -1;                          /* this node is not a primary to follow */
     }
-    int majority = members / 2 + 1;
-    char to[OPTS_PEER_URL_MAX] = "";
-    if (target) {
-        snprintf(to, sizeof(to), "%s", target);
-    } else if (r->peer_epoch > mine && (role == ROLE_PRIMARY || role == ROLE_PROBING)) {
-        atomic_store(&r->role, ROLE_FENCED);
-        log_error("replication: a peer knows epoch %" PRIu64 ", newer than this node's %" PRIu64
-                  ", and no primary of it answered: fenced (no change taken) until one does",
-                  r->peer_epoch, mine);
-    } else if (role == ROLE_PROBING && rivals == 0 && answered >= majority) {
+    r->peer_epoch = top;   /* this round's, not kept: a promotion goes above it */
+    /* the primary a majority agrees on: the newest epoch's */
+    int best = -1, agree = 0;
+    uint64_t best_epoch = 0;
+    for (int i = 0; i < r->ngroup; i++) {
+        if (vote[i] < 0)
+            continue;
+        int n = 0;
+        for (int j = 0; j < r->ngroup; j++)
+            n += vote[j] == vote[i] && ans[j].epoch == ans[i].epoch;
+        if (n >= need && (best < 0 || ans[i].epoch > best_epoch)) {
+            best = vote[i];
+            best_epoch = ans[i].epoch;
+            agree = n;
+        }
+    }
+    const char *to = NULL;
+    if (best >= 0 && role == ROLE_PRIMARY) {
+        to = best_epoch > mine ? r->group[best] : NULL;
+    } else if (best >= 0 && role == ROLE_REPLICA) {
+        /* its own primary, a member, no longer says it is the primary: it
+         * was replaced while this node was not told */
+        int k = member_of(r, r->primary);
+        bool stands = k < 0 || (ans[k].answered && !strcmp(ans[k].role, "primary"));
+        if (strcmp(r->group[best], r->primary) != 0 && (best_epoch > mine || (best_epoch == mine && !stands)))
+            to = r->group[best];
+    } else if (best >= 0) {   /* probing or fenced: a primary of its epoch or newer */
+        to = best_epoch >= mine ? r->group[best] : NULL;
+    }
+    int group_need = (others + 1) / 2 + 1;   /* of the whole group, this node included */
+    if (!to && newer >= need && role != ROLE_REPLICA) {
+        if (role != ROLE_FENCED) {
+            atomic_store(&r->role, ROLE_FENCED);
+            log_error("replication: %d of the %d other members of the group report an epoch newer than this "
+                      "node's %" PRIu64 " (up to %" PRIu64 ") and no majority names its primary: fenced (no change "
+                      "taken) until one does",
+                      newer, others, mine, top);
+        }
+    } else if (!to && role == ROLE_FENCED) {
+        atomic_store(&r->role, ROLE_PROBING);
+        role = ROLE_PROBING;
+        log_warn("replication: fewer than %d of the %d other members of the group report an epoch newer than "
+                 "%" PRIu64 " now: the fence lifts, this node is probing again",
+                 need, others, mine);
+    }
+    if (!to && role == ROLE_PROBING && newer == 0 && rivals == 0 && answered + 1 >= group_need) {
         atomic_store(&r->role, ROLE_PRIMARY);
         log_info("replication: %d of the %d nodes of the group answered, none of a newer epoch than %" PRIu64
-                 ": this node is the primary", answered, members, mine);
+                 ": this node is the primary",
+                 answered + 1, others + 1, mine);
     }
     role = atomic_load(&r->role);
-    if (to[0])
-        snprintf(r->probe_state, sizeof(r->probe_state), "following %s (epoch %" PRIu64 ")", to, best);
+    char note[300] = "";
+    if (newer && newer < need)
+        snprintf(note, sizeof(note), "; %d of %d report a newer epoch (up to %" PRIu64 "), %d needed to act", newer,
+                 others, top, need);
+    else if (rivals)
+        snprintf(note, sizeof(note), "; another node is probing under the same epoch");
+    const char *sep = why[0] ? "; " : "";
+    if (to)
+        snprintf(r->probe_state, sizeof(r->probe_state),
+                 "following %.300s (epoch %" PRIu64 ": %d of %d members agree)%s%.400s", to, best_epoch, agree, others,
+                 sep, why);
     else if (role == ROLE_PROBING)
-        snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered (%d needed)%s%s%s", answered,
-                 members, majority, rivals ? "; another node is probing under the same epoch" : "",
-                 why[0] ? "; " : "", why);
+        snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered (%d needed)%s%s%.400s",
+                 answered + 1, others + 1, group_need, note, sep, why);
+    else if (role == ROLE_FENCED)
+        snprintf(r->probe_state, sizeof(r->probe_state),
+                 "fenced: %d of %d members report an epoch newer than %" PRIu64 " (up to %" PRIu64 "), and no %d "
+                 "agree on its primary%s%.400s",
+                 newer, others, mine, top, need, sep, why);
+    else if (role == ROLE_REPLICA)
+        snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered; this node follows %.300s%s%s%.400s",
+                 answered + 1, others + 1, r->primary, note, sep, why);
     else
-        snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered", answered, members);
+        snprintf(r->probe_state, sizeof(r->probe_state), "%d of %d nodes answered%s%s%.400s", answered + 1,
+                 others + 1, note, sep, why);
+    char target[OPTS_PEER_URL_MAX] = "";
+    if (to)
+        snprintf(target, sizeof(target), "%s", to);
     pthread_mutex_unlock(&r->mu);
-    if (to[0] && is_self(r, to)) {
-        /* a replica of a newer epoch follows this node: it is the one that
-         * was replaced (the replica's own polls fence it too) */
-        pthread_mutex_lock(&r->mu);
-        int now_role = atomic_load(&r->role);
-        if (best > mine && (now_role == ROLE_PRIMARY || now_role == ROLE_PROBING)) {
-            atomic_store(&r->role, ROLE_FENCED);
-            log_error("replication: a replica of epoch %" PRIu64 " follows this node of epoch %" PRIu64
-                      ": fenced (no change taken) until a primary of the newer epoch answers",
-                      best, mine);
-        }
-        snprintf(r->probe_state, sizeof(r->probe_state), "a replica of epoch %" PRIu64 " follows this node", best);
-        pthread_mutex_unlock(&r->mu);
-        to[0] = '\0';
-    }
-    if (to[0]) {
+    if (target[0]) {
         char err[200];
-        log_warn("replication: %s is the primary under epoch %" PRIu64 " (this node knew %" PRIu64
-                 "): this node follows it and takes no change",
-                 to, best, mine);
-        if (!follow(r, to, best, err, sizeof(err)))
+        log_warn("replication: %d of the %d other members of the group report %s as the primary of epoch %" PRIu64
+                 " (this node knew %" PRIu64 "): this node follows it and takes no change",
+                 agree, others, target, best_epoch, mine);
+        if (!follow(r, target, best_epoch, err, sizeof(err)))
             log_error("replication: %s", err);
     }
 }
@@ -1090,9 +1353,15 @@ static void *prober_main(void *arg)
         pthread_mutex_unlock(&r->role_mu);
         pthread_mutex_lock(&r->mu);
         int role = atomic_load(&r->role);
-        if (!r->closing)
-            cond_wait_ms(&r->probe_cv, &r->mu,
-                         role == ROLE_PRIMARY || role == ROLE_REPLICA ? PROBE_STEADY_MS : PROBE_RETRY_MS);
+        int64_t done = mono_ms();
+        int64_t next = done + (role == ROLE_PRIMARY || role == ROLE_REPLICA ? PROBE_STEADY_MS : PROBE_RETRY_MS);
+        int64_t soonest = done + PROBE_WAKE_MS;   /* a caller's newer epoch asks for a round: not before */
+        for (;;) {
+            int64_t now = mono_ms();
+            if (r->closing || now >= next || (r->probe_now && now >= soonest))
+                break;
+            cond_wait_ms(&r->probe_cv, &r->mu, (r->probe_now ? soonest : next) - now);
+        }
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
@@ -1109,7 +1378,7 @@ static void hook_run(void *ud, const api_repl_call_t *c, api_resp_t *resp)
         serve_log(r, c, resp);
         break;
     case API_REPL_EPOCH:
-        serve_epoch(r, resp);
+        serve_epoch(r, c->nonce, resp);
         break;
     case API_REPL_PROMOTE:
         pthread_mutex_lock(&r->role_mu);
@@ -1154,7 +1423,8 @@ const api_repl_hooks_t *repl_hooks(repl_t *r) { return &r->hooks; }
 /* Lifecycle, /info, /metrics                                               */
 /* ------------------------------------------------------------------------ */
 
-repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *err, size_t errlen)
+repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, api_server_t *api, persist_t *p, char *err,
+                  size_t errlen)
 {
     repl_t *r = calloc(1, sizeof(*r));
     if (r)
@@ -1170,7 +1440,9 @@ repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *
     r->min_acks = o->min_replicas_ack;
     r->ack_timeout_ms = o->min_replicas_timeout;
     snprintf(r->dir, sizeof(r->dir), "%s", o->data_dir);
-    snprintf(r->token, sizeof(r->token), "%s", o->replica_token);
+    memcpy(r->token, c->token, sizeof(r->token));
+    memcpy(r->secret, c->secret, sizeof(r->secret));
+    r->secret_len = c->secret_len;
     r->hooks = (api_repl_hooks_t){ r, hook_writable, hook_role, hook_run };
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->role_mu, NULL);
@@ -1189,7 +1461,11 @@ repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *
         repl_close(r);
         return NULL;
     }
-    uint64_t file = epoch_read(o->data_dir), journaled = persist_journal_epoch(p);
+    uint64_t file = 0, journaled = persist_journal_epoch(p);   /* the journal's: range-checked by its reader */
+    if (!epoch_read(o->data_dir, &file, err, errlen)) {
+        repl_close(r);
+        return NULL;
+    }
     r->epoch = file > journaled ? file : journaled;
     if (journaled > file) {   /* the file is rewritten: the next snapshot drops the journal */
         log_warn("replication: the journal records epoch %" PRIu64 ", newer than the EPOCH file's %" PRIu64
@@ -1250,6 +1526,8 @@ void repl_close(repl_t *r)
     pthread_mutex_destroy(&r->role_mu);
     pthread_cond_destroy(&r->grew);
     pthread_cond_destroy(&r->probe_cv);
+    explicit_bzero(r->secret, sizeof(r->secret));
+    explicit_bzero(r->token, sizeof(r->token));
     free(r->ring);
     free(r);
 }

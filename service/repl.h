@@ -15,10 +15,32 @@
  * record before its `from`.
  *
  * Epochs.  Each promotion raises the epoch (kept in the data directory's
- * EPOCH file, written before the promoted node takes a change).  Replicas
- * send the highest epoch they know with every poll; a primary that sees a
- * newer epoch than its own was replaced: it becomes "fenced" and takes no
- * change until it is made a replica (POST /admin/replicate).
+ * EPOCH file, written before the promoted node takes a change), never past
+ * TALLY_EPOCH_MAX (core/persist_fmt.h), which every reader of an epoch
+ * checks.  Replicas send the highest epoch they know with every poll; a
+ * poll of a newer epoch than this node's is refused (409) and changes
+ * nothing - a caller's epoch never fences a node by itself, since anyone
+ * holding a replicate token could send one.  With --peers it makes the
+ * prober ask the group at once.
+ *
+ * The group (--peers).  A prober thread asks every configured member GET
+ * /replication/epoch, signed for a fresh nonce (service/peers.h); an
+ * unsigned, badly signed or malformed answer is no answer.  With M the
+ * members besides this node (its own entry, recognised by its stream id,
+ * left out) and a majority more than M/2 of them, each round decides from
+ * that round's answers only:
+ *   - follow epoch E's primary P (a configured member, never a URL a peer
+ *     names that is not one) when a majority reports E with P (P answering
+ *     as the primary of E, replicas of E naming P) and E is newer than this
+ *     node's (a probing or fenced node: E not older; a replica: also E the
+ *     same when its own primary, a member, no longer says it is primary);
+ *   - else fenced (a primary, probing or fenced node) while a majority
+ *     reports an epoch newer than this node's;
+ *   - else a fenced node is probing again (the newer epoch is no longer a
+ *     majority's: the fence lifts), and a probing node becomes the primary
+ *     once a majority of the whole group, itself included, answered, none
+ *     of them with a newer epoch, none probing under the same epoch.
+ * A primary that hears too few answers stays the primary.
  *
  * Semi-synchronous writes (--min-replicas-ack N).  A change is refused
  * before it is applied (503) while fewer than N replicas are connected; once
@@ -38,15 +60,44 @@
 #include <stdint.h>
 
 #include "api/api.h"
+#include "api/auth.h"
 #include "api/repl.h"
 #include "service/options.h"
+#include "service/peers.h"
 #include "service/persist.h"
 
 typedef struct repl repl_t;
 
-/* Reads the data directory's EPOCH, starts following --replica-of when
- * given.  NULL with err on failure. */
-repl_t *repl_open(const tally_opts_t *o, api_server_t *api, persist_t *p, char *err, size_t errlen);
+/* What replication reads from files: the bearer token this node presents
+ * to a primary and to its peers (--replica-token, or --replica-token-file
+ * with its trailing newline trimmed) and the group's secret
+ * (--peer-secret-file, trailing newline trimmed, PEERS_SECRET_MIN bytes at
+ * least).  A file readable by other users, or writable by group or others,
+ * is refused; one readable by its group is taken with a warning. */
+typedef struct repl_creds {
+    char token[API_TOKEN_MAX_LEN + 1];   /* "" none */
+    uint8_t secret[PEERS_SECRET_MAX];
+    size_t secret_len;                   /* 0: no --peer-secret-file */
+} repl_creds_t;
+/* Reads the files of o into *c; false with err naming the file and why. */
+bool repl_creds_load(const tally_opts_t *o, repl_creds_t *c, char *err, size_t errlen);
+/* Zeroes *c (the secret does not linger on a stack). */
+void repl_creds_wipe(repl_creds_t *c);
+
+/* Reads the data directory's EPOCH (a value that is not an epoch is
+ * refused, naming the file), starts following --replica-of when given.
+ * NULL with err on failure. */
+repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, api_server_t *api, persist_t *p, char *err,
+                  size_t errlen);
+/* The EPOCH file's text: a decimal epoch up to TALLY_EPOCH_MAX, then at
+ * most one newline; false for anything else (*epoch untouched). */
+bool repl_epoch_parse(const char *text, size_t len, uint64_t *epoch);
+/* Whether o names a file repl_reload re-reads. */
+bool repl_reloadable(const tally_opts_t *o);
+/* Re-reads --replica-token-file and --peer-secret-file (SIGHUP, POST
+ * /admin/reload); a refused file changes nothing (the token and secret
+ * before stay), false with err. */
+bool repl_reload(repl_t *r, const tally_opts_t *o, char *err, size_t errlen);
 /* Stops following, wakes every poll; frees r. */
 void repl_close(repl_t *r);
 /* The hooks api/repl.h calls. */

@@ -25,7 +25,7 @@ struct replica {
     api_server_t *api;
     persist_t *p;
     char url[API_REPL_URL_MAX];
-    char auth[320];              /* "Authorization: Bearer ..." or "" */
+    char *auth;                  /* "Authorization: Bearer ..." or NULL (mu: a reload replaces it) */
     char id[API_REPL_ID_MAX];
     pthread_t thread;
     _Atomic bool stop;
@@ -35,6 +35,7 @@ struct replica {
     wbuf_t body;
     char h_run[API_REPL_ID_MAX];
     uint64_t h_offset, h_records, h_epoch, h_head;
+    bool h_bad;                  /* a position header is not a number, or the epoch is out of range */
 
     /* Position and status: written by the thread under mu, read by /info. */
     pthread_mutex_t mu;
@@ -56,7 +57,21 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     return f->body.oom ? 0 : size * n;
 }
 
-static uint64_t header_u64(const char *v) { return strtoull(v, NULL, 10); }
+/* A header's decimal value; false when it is not one (or above max). */
+static bool header_u64(const char *v, uint64_t max, uint64_t *out)
+{
+    uint64_t x = 0;
+    if (*v < '0' || *v > '9')
+        return false;
+    for (; *v >= '0' && *v <= '9'; v++) {
+        if (x > (max - (uint64_t)(*v - '0')) / 10)
+            return false;
+        x = x * 10 + (uint64_t)(*v - '0');
+    }
+    v += strspn(v, " \t");
+    *out = x;
+    return *v == '\0';
+}
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
@@ -75,13 +90,13 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     if (!strcasecmp(line, "X-Tally-Repl-Run"))
         snprintf(f->h_run, sizeof(f->h_run), "%s", v);
     else if (!strcasecmp(line, "X-Tally-Repl-Offset"))
-        f->h_offset = header_u64(v);
+        f->h_bad |= !header_u64(v, UINT64_MAX, &f->h_offset);
     else if (!strcasecmp(line, "X-Tally-Repl-Records"))
-        f->h_records = header_u64(v);
+        f->h_bad |= !header_u64(v, UINT64_MAX, &f->h_records);
     else if (!strcasecmp(line, "X-Tally-Repl-Epoch"))
-        f->h_epoch = header_u64(v);
+        f->h_bad |= !header_u64(v, TALLY_EPOCH_MAX, &f->h_epoch);
     else if (!strcasecmp(line, "X-Tally-Repl-Head"))
-        f->h_head = header_u64(v);
+        f->h_bad |= !header_u64(v, UINT64_MAX, &f->h_head);
     return len;
 }
 
@@ -103,7 +118,17 @@ static long exchange(replica_t *f, const char *path, long timeout_ms)
     f->body.oom = false;
     f->h_run[0] = '\0';
     f->h_offset = f->h_records = f->h_epoch = f->h_head = 0;
-    struct curl_slist *hdrs = f->auth[0] ? curl_slist_append(NULL, f->auth) : NULL;
+    f->h_bad = false;
+    pthread_mutex_lock(&f->mu);
+    struct curl_slist *hdrs = f->auth ? curl_slist_append(NULL, f->auth) : NULL;
+    bool oom = f->auth && !hdrs;
+    pthread_mutex_unlock(&f->mu);
+    if (oom) {
+        pthread_mutex_lock(&f->mu);
+        snprintf(f->last_err, sizeof(f->last_err), "%s: out of memory", url);
+        pthread_mutex_unlock(&f->mu);
+        return 0;
+    }
     curl_easy_setopt(f->curl, CURLOPT_URL, url);
     curl_easy_setopt(f->curl, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(f->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
@@ -113,11 +138,17 @@ static long exchange(replica_t *f, const char *path, long timeout_ms)
     if (rc == CURLE_OK)
         curl_easy_getinfo(f->curl, CURLINFO_RESPONSE_CODE, &status);
     pthread_mutex_lock(&f->mu);
-    if (rc != CURLE_OK)
+    if (rc != CURLE_OK) {
         snprintf(f->last_err, sizeof(f->last_err), "%s: %s", url, curl_easy_strerror(rc));
-    else if (status != 200)
+    } else if (status != 200) {
         snprintf(f->last_err, sizeof(f->last_err), "%s answered %ld: %.*s", url, status,
                  (int)(f->body.len < 160 ? f->body.len : 160), f->body.data ? (char *)f->body.data : "");
+    } else if (f->h_bad) {   /* a primary that sends this is broken, or not a tally primary */
+        snprintf(f->last_err, sizeof(f->last_err),
+                 "%s: a X-Tally-Repl-* header is not a number, or an epoch above %" PRIu64 ": answer refused", url,
+                 TALLY_EPOCH_MAX);
+        status = 0;
+    }
     pthread_mutex_unlock(&f->mu);
     return status;
 }
@@ -185,6 +216,13 @@ static bool apply(replica_t *f)
         }
         uint64_t epoch = 0;
         bool is_epoch = journalfmt_epoch_parse(&q, &epoch);   /* a promotion's record: learnt, not run */
+        if (!is_epoch && journalfmt_is_epoch(&q)) {
+            log_error("replication: the epoch record at stream offset %" PRIu64 " holds \"%.*s\", not an epoch "
+                      "(0 to %" PRIu64 "); fetching a snapshot",
+                      f->offset + off, (int)(q.body_len > 24 ? 24 : q.body_len), (const char *)q.body,
+                      TALLY_EPOCH_MAX);
+            return false;
+        }
         persist_replay_request(f->api, &q, 0, where, (size_t)(f->offset + off));
         off += used;
         /* the position moves per record: a stop between two is exact */
@@ -271,19 +309,22 @@ replica_t *replica_start(const char *primary, const char *token, api_server_t *a
     size_t ul = strlen(f->url);
     while (ul && f->url[ul - 1] == '/')
         f->url[--ul] = '\0';
-    if (token[0])
-        snprintf(f->auth, sizeof(f->auth), "Authorization: Bearer %s", token);
+    pthread_mutex_init(&f->mu, NULL);
+    if (token[0] && !replica_set_token(f, token))
+        goto fail;
     uint8_t b[6] = { 0 };
     if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
         int64_t t = clock_now_ns();
         memcpy(b, &t, sizeof(b));
     }
     snprintf(f->id, sizeof(f->id), "r-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
-    pthread_mutex_init(&f->mu, NULL);
     f->curl = curl_easy_init();
     if (!f->curl)
         goto fail;
     curl_easy_setopt(f->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(f->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(f->curl, CURLOPT_FOLLOWLOCATION, 0L);   /* a redirect is an error: the token stays here */
+    curl_easy_setopt(f->curl, CURLOPT_PROXY, "");            /* no http_proxy from the environment */
     curl_easy_setopt(f->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
     curl_easy_setopt(f->curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(f->curl, CURLOPT_WRITEDATA, f);
@@ -300,8 +341,26 @@ fail:
     if (f->curl)
         curl_easy_cleanup(f->curl);
     pthread_mutex_destroy(&f->mu);
+    free(f->auth);
     free(f);
     return NULL;
+}
+
+bool replica_set_token(replica_t *f, const char *token)
+{
+    char *auth = NULL;
+    if (token[0]) {
+        size_t n = strlen(token) + 32;
+        if (!(auth = malloc(n)))
+            return false;
+        snprintf(auth, n, "Authorization: Bearer %s", token);
+    }
+    pthread_mutex_lock(&f->mu);
+    char *old = f->auth;
+    f->auth = auth;
+    pthread_mutex_unlock(&f->mu);
+    free(old);
+    return true;
 }
 
 void replica_stop(replica_t *f)
@@ -313,6 +372,7 @@ void replica_stop(replica_t *f)
     curl_easy_cleanup(f->curl);
     wbuf_free(&f->body);
     pthread_mutex_destroy(&f->mu);
+    free(f->auth);
     free(f);
 }
 

@@ -22,9 +22,17 @@
 
 typedef struct replica replica_t;
 
-/* Starts following `primary` (a base URL) with bearer `token` ("" none).
- * `epoch`: the highest epoch this node knows.  NULL when out of memory. */
+/* Starts following `primary` (a base URL: --replica-of, POST
+ * /admin/replicate or a member of --peers, never a URL a peer named) with
+ * bearer `token` ("" none).  `epoch`: the highest epoch this node knows.
+ * The token goes to that URL only: no redirect is followed and no proxy of
+ * the environment is used.  The primary's epochs (its headers, the epoch
+ * records of its stream) above TALLY_EPOCH_MAX are refused as damage.  NULL
+ * when out of memory. */
 replica_t *replica_start(const char *primary, const char *token, api_server_t *api, persist_t *p, uint64_t epoch);
+/* Replaces the bearer token of the exchanges that follow (a reload of
+ * --replica-token-file); false when out of memory (the old one stays). */
+bool replica_set_token(replica_t *f, const char *token);
 /* Stops the thread (an exchange in flight is aborted) and frees f. */
 void replica_stop(replica_t *f);
 /* The highest epoch seen from the primary (or given at start). */

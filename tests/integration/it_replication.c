@@ -7,10 +7,17 @@
  * (421 naming the primary); a replica stopped for a while resumes from its
  * position, one whose position left the backlog resynchronises; promotion
  * raises the epoch (restored from the journal's epoch record without the
- * EPOCH file) and fences the old primary; with --peers a former primary
- * restarted as a primary refuses every change from its start and ends a
- * replica of the new primary, and a primary or replica not told of a
- * promotion follows it; with --min-replicas-ack 1 a kill -9 of the primary
+ * EPOCH file), and a replica of the new epoch polling the old primary is
+ * refused without fencing it; with --peers (and the group's secret) a
+ * former primary restarted as a primary refuses every change from its start
+ * and ends a replica of the new primary, and a primary not told of a
+ * promotion follows it once a majority of its group reports it; fake peers
+ * (libmicrohttpd in this process) answering unsigned, badly signed,
+ * replayed, redirected, out-of-range or lone answers change nothing, and
+ * nothing reaches a URL outside --peers; --replica-token-file and
+ * --peer-secret-file are refused when unsafe and re-read on SIGHUP and
+ * POST /admin/reload; an EPOCH file or epoch record above 2^53 - 1 is
+ * refused; with --min-replicas-ack 1 a kill -9 of the primary
  * at a random instant (10 rounds) loses no acknowledged change (exact model:
  * every key's value after promotion lies between what was acknowledged and
  * what was attempted), and without it the loss is measured and printed;
@@ -24,12 +31,17 @@
  * value or 503, never the key missing, and a replica stopped while it loads
  * exits cleanly. */
 #include <fcntl.h>
+#include <microhttpd.h>
+#include <nettle/hmac.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +56,34 @@ static void sleep_ms(int ms)
 }
 
 static void url_of(const tally_proc_t *p, char *out, size_t n) { snprintf(out, n, "http://127.0.0.1:%d", p->port); }
+
+/* Credential files (--peer-secret-file, --replica-token-file) live in a
+ * directory of the run's, made by main(). */
+static char credsdir[256];
+
+/* Writes the credential file `name` with `mode`; returns its path (static
+ * storage per name slot: at most 8 live at once). */
+static const char *cred_file(const char *name, const char *text, mode_t mode)
+{
+    static char paths[8][300];
+    static int next;
+    char *path = paths[next++ % 8];
+    snprintf(path, 300, "%s/%s", credsdir, name);
+    file_write(path, text, strlen(text));
+    assert_int_equal(chmod(path, mode), 0);
+    return path;
+}
+
+/* The group's secret: every node started with --peers gets it. */
+#define GROUP_SECRET "it_replication's group secret, 44 bytes long"
+
+static const char *peer_secret(void)
+{
+    static char path[300];
+    if (!path[0])
+        snprintf(path, sizeof(path), "%s", cred_file("peer.secret", GROUP_SECRET "\n", 0600));
+    return path;
+}
 
 /* Starts a replica of `primary` with extra args (NULL-terminated, may be NULL). */
 static void start_replica(tally_proc_t *r, const tally_proc_t *primary, const char *const *extra)
@@ -66,6 +106,18 @@ static long long repl_int(const tally_proc_t *p, const char *name)
     long long x = json_is_integer(v) ? json_integer_value(v) : -1;
     json_decref(o);
     return x;
+}
+
+/* A string member of "replication" (or of its "link" when `link`), copied
+ * into out ("" when absent). */
+static const char *repl_str(const tally_proc_t *p, bool link, const char *name, char *out, size_t n)
+{
+    json_t *o = http_get_json(p, "/info");
+    json_t *r = json_object_get(o, "replication");
+    const char *v = json_string_value(json_object_get(link ? json_object_get(r, "link") : r, name));
+    snprintf(out, n, "%s", v ? v : "");
+    json_decref(o);
+    return out;
 }
 
 static long long link_int(const tally_proc_t *p, const char *name)
@@ -582,7 +634,9 @@ static void test_resume_and_resync(void **state)
     tally_cleanup(&p);
 }
 
-/* Promotion under a new epoch; the old primary is fenced, then rejoins. */
+/* Promotion under a new epoch; the old primary, restarted without --peers,
+ * is not fenced by a replica's newer epoch (409, nothing changes), and
+ * rejoins as a replica when told. */
 static void test_promote_and_fence(void **state)
 {
     (void)state;
@@ -617,24 +671,22 @@ static void test_promote_and_fence(void **state)
     tally_start(&p, pdir, NULL);
     p.own_dir = true;
     http_expect(&p, "POST", "/counter/x", "{\"by\":1000}", 200, NULL);
-    /* the replica of epoch 1 pointed at it fences it */
-    char url[64], q[128];
+    /* a replica of epoch 1 pointed at it is refused (409), and that changes
+     * nothing on it: a caller's epoch never fences a node by itself (anyone
+     * holding a replicate token could send one).  Without --peers it stays
+     * a primary until an operator makes it a replica. */
+    char url[64], q[128], text[1200];
     url_of(&p, url, sizeof(url));
     snprintf(q, sizeof(q), "/admin/replicate?primary=%s", url);
     http_expect(&r2, "POST", q, NULL, 200, NULL);
-    for (int i = 0; i < 200 && repl_int(&p, "epoch") == 0; i++) {
-        json_t *o = http_get_json(&p, "/info");
-        const char *role = json_string_value(json_object_get(json_object_get(o, "replication"), "role"));
-        bool fenced = role && strcmp(role, "fenced") == 0;
-        json_decref(o);
-        if (fenced)
-            break;
+    for (int i = 0; i < 500 && !strstr(repl_str(&r2, true, "last_error", text, sizeof(text)), "answered 409"); i++)
         sleep_ms(20);
-    }
-    a = http(&p, "POST", "/counter/x", "{\"by\":1}", NULL);
-    assert_error(&a, 503, "UNAVAILABLE");
-    http_free(&a);
-    http_expect(&p, "GET", "/readyz?role=primary", NULL, 503, NULL);
+    if (!strstr(text, "answered 409"))
+        fail_msg("the replica of epoch 1 was not refused by the primary of epoch 0: %s", text);
+    assert_string_equal(repl_str(&p, false, "role", text, sizeof(text)), "primary");
+    assert_int_equal(repl_int(&p, "epoch"), 0);
+    http_expect(&p, "POST", "/counter/x", "{\"by\":1}", 200, NULL);   /* diverging: dropped when it rejoins */
+    http_expect(&p, "GET", "/readyz?role=primary", NULL, 200, NULL);
     /* rejoining as a replica of the new primary drops its diverging change */
     char rurl[64];
     url_of(&r, rurl, sizeof(rurl));
@@ -719,8 +771,10 @@ static void expect_refused(const tally_proc_t *p, const char *key)
  * primary started again on its disk WITHOUT --replica-of refuses every
  * change from its first request, never answers /readyz?role=primary 200,
  * finds the new primary by itself and ends as its replica, dump for dump.
- * Then a promotion the running primary is not told of: it and its replica
- * learn the newer epoch from their peers and follow the new primary. */
+ * Then a promotion the running primary is not told of: one member of a
+ * newer epoch is not a majority, and it stays the primary; once its replica
+ * is pointed at the new primary (promote.sh's second step), two members
+ * report the newer epoch and it follows by itself. */
 static void test_peers_fence_restarted_primary(void **state)
 {
     (void)state;
@@ -734,13 +788,15 @@ static void test_peers_fence_restarted_primary(void **state)
     snprintf(peers[0], sizeof(peers[0]), "%s,%s", url[1], url[2]);
     snprintf(peers[1], sizeof(peers[1]), "%s,%s,%s", url[0], url[1], url[2]);   /* itself too: recognised */
     snprintf(peers[2], sizeof(peers[2]), "%s,%s", url[0], url[1]);
-    const char *pargs[] = { "--port", ports[0], "--peers", peers[0], NULL };
-    const char *r1args[] = { "--port", ports[1], "--peers", peers[1], "--replica-of", url[0], NULL };
-    const char *r2args[] = { "--port", ports[2], "--peers", peers[2], "--replica-of", url[0], NULL };
+    const char *pargs[] = { "--port", ports[0], "--peers", peers[0], "--peer-secret-file", peer_secret(), NULL };
+    const char *r1args[] = { "--port", ports[1], "--peers", peers[1], "--peer-secret-file", peer_secret(),
+                             "--replica-of", url[0], NULL };
+    const char *r2args[] = { "--port", ports[2], "--peers", peers[2], "--peer-secret-file", peer_secret(),
+                             "--replica-of", url[0], NULL };
 
     /* a peer that is not a base URL is refused at start, named */
     tally_proc_t bad;
-    const char *badargs[] = { "--peers", "http://127.0.0.1:1,10.0.0.9:8080", NULL };
+    const char *badargs[] = { "--peers", "http://127.0.0.1:1,10.0.0.9:8080", "--peer-secret-file", peer_secret(), NULL };
     assert_int_not_equal(tally_start_expect_exit(&bad, NULL, badargs), 0);
     char *blog = tally_log(&bad);
     assert_non_null(strstr(blog, "--peers: '10.0.0.9:8080' is not a base URL"));
@@ -837,25 +893,31 @@ static void test_peers_fence_restarted_primary(void **state)
                         "3 of 3 nodes answered");
     json_decref(o);
 
-    /* r2 is promoted behind r1's back (epoch 2): the primary r1 and its
-     * replica p learn it from their periodic questions and follow r2 */
+    /* r2 is promoted behind r1's back (epoch 2).  One member reporting a
+     * newer epoch is not a majority of r1's two others: r1 stays the
+     * primary (its peers_state says why), and so does r2 */
     a = http(&r2, "POST", "/admin/promote", NULL, NULL);
     assert_status(&a, 200);
     assert_int_equal(json_int_of(&a, "epoch"), 2);
     http_free(&a);
+    char text[1200];
+    for (int i = 0; i < 500 && !strstr(repl_str(&r1, false, "peers_state", text, sizeof(text)), "1 of 2 report a newer"); i++)
+        sleep_ms(20);
+    assert_non_null(strstr(text, "1 of 2 report a newer epoch (up to 2), 2 needed to act"));
+    assert_string_equal(role_of(&r1, role, sizeof(role)), "primary");
+    assert_string_equal(role_of(&p, role, sizeof(role)), "replica");
+    /* the operator points p at r2 (promote.sh does): now two members report
+     * epoch 2 with r2, and r1 follows r2 by itself */
+    snprintf(q, sizeof(q), "/admin/replicate?primary=%s", url[2]);
+    http_expect(&p, "POST", q, NULL, 200, NULL);
     wait_role(&r1, "replica");
     http_expect(&r1, "GET", "/readyz?role=primary", NULL, 503, NULL);
+    a = http(&r1, "POST", "/counter/x", "{\"by\":1}", NULL);
+    assert_error(&a, 421, "READONLY");
+    assert_true(http_header(&a, "X-Tally-Primary", hdr, sizeof(hdr)));
+    assert_string_equal(hdr, url[2]);
+    http_free(&a);
     http_expect(&r2, "POST", "/counter/x", "{\"by\":100}", 200, NULL);
-    for (int i = 0; i < 500; i++) {   /* p moves within a round or two */
-        http_resp_t w = http(&p, "POST", "/counter/x", "{\"by\":1}", NULL);
-        bool moved = w.status == 421 && http_header(&w, "X-Tally-Primary", hdr, sizeof(hdr)) && !strcmp(hdr, url[2]);
-        http_free(&w);
-        if (moved)
-            break;
-        if (i == 499)
-            fail_msg("the replica did not move to the primary of epoch 2");
-        sleep_ms(20);
-    }
     wait_caught_up(&r2, &r1);
     wait_caught_up(&r2, &p);
     http_expect(&p, "GET", "/counter/x", NULL, 200, "{\"value\":115,\"ttl_ms\":-1}");
@@ -864,6 +926,574 @@ static void test_peers_fence_restarted_primary(void **state)
     tally_cleanup(&r2);
     tally_cleanup(&r1);
     tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forged peers: what a peer's answer may change                            */
+/* ------------------------------------------------------------------------ */
+
+/* A node A runs with --peers naming two fake peers (libmicrohttpd servers
+ * in this process) that answer GET /replication/epoch as a test phase
+ * says; a third fake, ATTACKER, is in no --peers and only records what
+ * reaches it.  A peer's answer counts only when it is signed with the
+ * group's secret for the question asked, and changes A's role only when a
+ * majority of its members agrees; A never sends anything to a URL it was
+ * not given. */
+enum fake_mode {
+    F_HONEST,                    /* a replica of A under epoch 0, signed */
+    F_UNSIGNED,                  /* a replica of ATTACKER under epoch 5, no signature */
+    F_WRONG_SECRET,              /* the same, signed with another secret */
+    F_REPLAYED,                  /* the same, signed with the group's secret for the previous question */
+    F_REDIRECT,                  /* 302 to ATTACKER */
+    F_PROBING_MAX,               /* probing under epoch 2^63 - 1, signed */
+    F_EPOCH_2_53,                /* primary under epoch 2^53, signed */
+    F_PRIMARY_5,                 /* itself the primary of epoch 5, signed */
+    F_REPLICA_OF_ATTACKER,       /* a replica of ATTACKER under epoch 5, signed */
+    F_REPLICA_OF_FAKE0,          /* a replica of fake 0 under epoch 5, signed */
+    F_ATTACKER,                  /* ATTACKER: 200 {} to anything */
+};
+
+#define OTHER_SECRET "another group's secret, also long enough!!!"
+
+typedef struct fake {
+    struct MHD_Daemon *d;
+    char url[64];
+    char run[24];
+    pthread_mutex_t mu;
+    enum fake_mode mode;
+    int epoch_asks;              /* GET /replication/epoch received */
+    int requests;                /* every request received */
+    int with_auth;               /* requests carrying an Authorization header */
+    char auth[300];              /* the last one */
+    char other[300];             /* the last request that was not /replication/epoch */
+    char other_auth[300];        /* its Authorization header ("" none) */
+    char last_nonce[140];        /* the nonce of the previous question */
+} fake_t;
+
+static fake_t fakes[3];          /* 0, 1: A's --peers; 2: ATTACKER */
+static char fake_node_url[64];   /* A */
+
+static void hmac_hex(const char *secret, const char *nonce, const char *body, char out[80])
+{
+    struct hmac_sha256_ctx c;
+    uint8_t mac[SHA256_DIGEST_SIZE];
+    hmac_sha256_set_key(&c, strlen(secret), (const uint8_t *)secret);
+    hmac_sha256_update(&c, strlen(nonce), (const uint8_t *)nonce);
+    hmac_sha256_update(&c, 1, (const uint8_t *)"\n");
+    hmac_sha256_update(&c, strlen(body), (const uint8_t *)body);
+    hmac_sha256_digest(&c, sizeof(mac), mac);
+    int n = snprintf(out, 80, "hmac-sha256=");
+    for (size_t i = 0; i < sizeof(mac); i++)
+        n += snprintf(out + n, (size_t)(80 - n), "%02x", mac[i]);
+}
+
+static enum MHD_Result fake_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                    const char *version, const char *upload, size_t *upload_size, void **state)
+{
+    (void)method, (void)version, (void)upload, (void)upload_size;
+    fake_t *f = cls;
+    if (!*state) {   /* the head: answered on the next call */
+        *state = f;
+        return MHD_YES;
+    }
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *nonce = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "nonce");
+    bool epoch = !strcmp(url, "/replication/epoch");
+    char previous[140];
+    pthread_mutex_lock(&f->mu);
+    enum fake_mode m = f->mode;
+    f->requests++;
+    if (auth) {
+        f->with_auth++;
+        snprintf(f->auth, sizeof(f->auth), "%s", auth);
+    }
+    if (epoch) {
+        f->epoch_asks++;
+    } else {
+        snprintf(f->other, sizeof(f->other), "%s", url);
+        snprintf(f->other_auth, sizeof(f->other_auth), "%s", auth ? auth : "");
+    }
+    snprintf(previous, sizeof(previous), "%s", f->last_nonce[0] ? f->last_nonce : "00000000000000000000000000000000");
+    snprintf(f->last_nonce, sizeof(f->last_nonce), "%s", nonce ? nonce : "");
+    pthread_mutex_unlock(&f->mu);
+    char body[600], sig[80] = "", location[200] = "";
+    const char *secret = GROUP_SECRET, *signed_for = nonce ? nonce : "";
+    unsigned status = 200;
+    const char *attacker = fakes[2].url;
+    switch (m) {
+    case F_HONEST:
+        snprintf(body, sizeof(body), "{\"role\":\"replica\",\"epoch\":0,\"run\":\"%s\",\"primary\":\"%s\"}", f->run,
+                 fake_node_url);
+        break;
+    case F_UNSIGNED:
+    case F_WRONG_SECRET:
+    case F_REPLAYED:
+    case F_REPLICA_OF_ATTACKER:
+        snprintf(body, sizeof(body), "{\"role\":\"replica\",\"epoch\":5,\"run\":\"%s\",\"primary\":\"%s\"}", f->run,
+                 attacker);
+        secret = m == F_UNSIGNED ? NULL : m == F_WRONG_SECRET ? OTHER_SECRET : GROUP_SECRET;
+        signed_for = m == F_REPLAYED ? previous : signed_for;
+        break;
+    case F_REDIRECT:
+        snprintf(body, sizeof(body), "{}");
+        snprintf(location, sizeof(location), "%s%s?nonce=%s", attacker, url, nonce ? nonce : "");
+        status = 302;
+        secret = NULL;
+        break;
+    case F_PROBING_MAX:
+        snprintf(body, sizeof(body), "{\"role\":\"probing\",\"epoch\":9223372036854775807,\"run\":\"%s\",\"primary\":null}",
+                 f->run);
+        break;
+    case F_EPOCH_2_53:
+        snprintf(body, sizeof(body), "{\"role\":\"primary\",\"epoch\":9007199254740992,\"run\":\"%s\",\"primary\":null}",
+                 f->run);
+        break;
+    case F_PRIMARY_5:
+        snprintf(body, sizeof(body), "{\"role\":\"primary\",\"epoch\":5,\"run\":\"%s\",\"primary\":null}", f->run);
+        break;
+    case F_REPLICA_OF_FAKE0:
+        snprintf(body, sizeof(body), "{\"role\":\"replica\",\"epoch\":5,\"run\":\"%s\",\"primary\":\"%s\"}", f->run,
+                 fakes[0].url);
+        break;
+    case F_ATTACKER:
+        snprintf(body, sizeof(body), "{}");
+        secret = NULL;
+        break;
+    }
+    if (!epoch && m != F_ATTACKER) {   /* a primary asked for its data sends the asker elsewhere */
+        snprintf(body, sizeof(body), "{}");
+        snprintf(location, sizeof(location), "%s%s", attacker, url);
+        status = 302;
+        secret = NULL;
+    }
+    if (secret)
+        hmac_hex(secret, signed_for, body, sig);
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (sig[0])
+        MHD_add_response_header(r, "X-Tally-Peer-Signature", sig);
+    if (location[0])
+        MHD_add_response_header(r, "Location", location);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void fake_start(fake_t *f, int i, enum fake_mode mode)
+{
+    memset(f, 0, sizeof(*f));
+    pthread_mutex_init(&f->mu, NULL);
+    f->mode = mode;
+    snprintf(f->run, sizeof(f->run), "fake-run-%d", i);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    f->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, fake_handler, f,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_END);
+    assert_non_null(f->d);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT);
+    assert_non_null(di);
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%u", (unsigned)di->port);
+}
+
+static void fake_stop(fake_t *f)
+{
+    if (f->d)
+        MHD_stop_daemon(f->d);
+    f->d = NULL;
+    pthread_mutex_destroy(&f->mu);
+}
+
+static int fakes_stop(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        if (fakes[i].d)
+            fake_stop(&fakes[i]);
+    return 0;
+}
+
+static void fake_set(fake_t *f, enum fake_mode mode)
+{
+    pthread_mutex_lock(&f->mu);
+    f->mode = mode;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int fake_count(fake_t *f, const int *field)
+{
+    pthread_mutex_lock(&f->mu);
+    int n = *field;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+/* Waits until A has asked both members at least three more times (so a
+ * whole round ran and decided after the phase began).  A replication
+ * request of a newer epoch (409: it changes nothing) makes A ask its peers
+ * at once instead of in 2 s. */
+static void rounds_pass(const tally_proc_t *a)
+{
+    int base0 = fake_count(&fakes[0], &fakes[0].epoch_asks), base1 = fake_count(&fakes[1], &fakes[1].epoch_asks);
+    for (int i = 0; i < 400; i++) {
+        if (fake_count(&fakes[0], &fakes[0].epoch_asks) >= base0 + 3 &&
+            fake_count(&fakes[1], &fakes[1].epoch_asks) >= base1 + 3)
+            return;
+        http_expect(a, "GET", "/replication/snapshot?epoch=9999", NULL, 409, NULL);
+        sleep_ms(50);
+    }
+    fail_msg("the node did not ask its peers three times in 20 s");
+}
+
+/* A is the primary of epoch 0 and takes a change (counted in *acked). */
+static void still_primary(const tally_proc_t *a, int *acked)
+{
+    http_resp_t e = http(a, "GET", "/replication/epoch", NULL, NULL);
+    assert_status(&e, 200);
+    assert_string_equal(json_string_value(json_object_get(e.json, "role")), "primary");
+    assert_int_equal(json_int_of(&e, "epoch"), 0);
+    http_free(&e);
+    http_expect(a, "POST", "/counter/forged", "{\"by\":1}", 200, NULL);
+    (*acked)++;
+    http_expect(a, "GET", "/readyz?role=primary", NULL, 200, NULL);
+}
+
+/* Nothing ever reached ATTACKER. */
+static void attacker_untouched(void)
+{
+    fake_t *f = &fakes[2];
+    pthread_mutex_lock(&f->mu);
+    int n = f->requests, with_auth = f->with_auth;
+    char last[300];
+    snprintf(last, sizeof(last), "%s", f->other);
+    pthread_mutex_unlock(&f->mu);
+    if (n != 0)
+        fail_msg("ATTACKER (in no --peers) received %d requests, %d with a token: the last was %s", n, with_auth,
+                 last);
+}
+
+/* Whether fake f was asked `path` (besides /replication/epoch); its
+ * Authorization header into auth. */
+static bool fake_asked(fake_t *f, const char *path, char *auth, size_t n)
+{
+    pthread_mutex_lock(&f->mu);
+    bool asked = strstr(f->other, path) != NULL;
+    snprintf(auth, n, "%s", f->other_auth);
+    pthread_mutex_unlock(&f->mu);
+    return asked;
+}
+
+static void test_forged_peer_answers(void **state)
+{
+    (void)state;
+    fake_start(&fakes[0], 0, F_HONEST);
+    fake_start(&fakes[1], 1, F_HONEST);
+    fake_start(&fakes[2], 2, F_ATTACKER);
+    char port[16], peers[200];
+    int p = tally_free_port();
+    snprintf(port, sizeof(port), "%d", p);
+    snprintf(fake_node_url, sizeof(fake_node_url), "http://127.0.0.1:%d", p);
+    snprintf(peers, sizeof(peers), "%s,%s", fakes[0].url, fakes[1].url);
+    const char *token = cred_file("replicate.token", "replica-token-of-the-group\n", 0600);
+    const char *args[] = { "--port", port, "--peers", peers, "--peer-secret-file", peer_secret(),
+                           "--replica-token-file", token, NULL };
+    tally_proc_t a;
+    tally_start(&a, NULL, args);
+    wait_role(&a, "primary");   /* both members answer honestly: 3 of 3 */
+    int acked = 0;
+    still_primary(&a, &acked);
+    char text[1200];
+
+    static const struct {
+        enum fake_mode mode;
+        const char *said;        /* in A's peers_state afterwards */
+    } forged[] = {
+        { F_UNSIGNED, "not signed" },
+        { F_WRONG_SECRET, "signature does not match" },
+        { F_REPLAYED, "signature does not match" },
+        { F_REDIRECT, "answered 302" },
+        { F_PROBING_MAX, "epoch out of range" },
+        { F_EPOCH_2_53, "epoch out of range" },
+    };
+    for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
+        /* both members - a majority - answer so */
+        fake_set(&fakes[0], forged[i].mode);
+        fake_set(&fakes[1], forged[i].mode);
+        rounds_pass(&a);
+        repl_str(&a, false, "peers_state", text, sizeof(text));
+        if (!strstr(text, forged[i].said))
+            fail_msg("forged answer %zu: peers_state \"%s\" does not say \"%s\"", i, text, forged[i].said);
+        still_primary(&a, &acked);
+        attacker_untouched();
+    }
+    /* signed and well-formed, but one member of two: no majority */
+    fake_set(&fakes[0], F_PRIMARY_5);
+    fake_set(&fakes[1], F_HONEST);
+    rounds_pass(&a);
+    assert_non_null(strstr(repl_str(&a, false, "peers_state", text, sizeof(text)), "1 of 2 report a newer epoch"));
+    still_primary(&a, &acked);
+    fake_set(&fakes[0], F_REPLICA_OF_ATTACKER);
+    rounds_pass(&a);
+    still_primary(&a, &acked);
+    attacker_untouched();
+
+    /* both members, signed, name ATTACKER as the primary of epoch 5: a
+     * majority of a newer epoch fences A, but a URL that is not a member is
+     * never followed, nor sent anything */
+    fake_set(&fakes[1], F_REPLICA_OF_ATTACKER);
+    wait_role(&a, "fenced");
+    expect_refused(&a, "forged");
+    http_expect(&a, "GET", "/readyz?role=primary", NULL, 503, NULL);
+    rounds_pass(&a);
+    assert_string_equal(role_of(&a, text, sizeof(text)), "fenced");
+    attacker_untouched();
+    /* the members answer as before: nothing learnt from them stays - the
+     * fence lifts and A is the primary of epoch 0 again */
+    fake_set(&fakes[0], F_HONEST);
+    fake_set(&fakes[1], F_HONEST);
+    wait_role(&a, "primary");
+    still_primary(&a, &acked);
+    char want[32];
+    snprintf(want, sizeof(want), "{\"value\":%d,\"ttl_ms\":-1}", acked);
+    http_expect(&a, "GET", "/counter/forged", NULL, 200, want);
+
+    /* the control: a signed majority naming a member as the primary of a
+     * newer epoch is followed - with the token, to that member only, and
+     * its redirect to ATTACKER is not followed */
+    fake_set(&fakes[0], F_PRIMARY_5);
+    fake_set(&fakes[1], F_REPLICA_OF_FAKE0);
+    wait_role(&a, "replica");
+    char auth[300];
+    for (int i = 0; i < 500 && !fake_asked(&fakes[0], "/replication/snapshot", auth, sizeof(auth)); i++)
+        sleep_ms(20);
+    assert_true(fake_asked(&fakes[0], "/replication/snapshot", auth, sizeof(auth)));
+    assert_string_equal(auth, "Bearer replica-token-of-the-group");
+    http_resp_t w = http(&a, "POST", "/counter/forged", "{\"by\":1}", NULL);
+    assert_error(&w, 421, "READONLY");
+    char hdr[128];
+    assert_true(http_header(&w, "X-Tally-Primary", hdr, sizeof(hdr)));
+    assert_string_equal(hdr, fakes[0].url);
+    http_free(&w);
+    assert_non_null(strstr(repl_str(&a, true, "last_error", text, sizeof(text)), "answered 302"));
+    attacker_untouched();
+    tally_cleanup(&a);
+    fakes_stop(NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Credentials: --replica-token-file and --peer-secret-file                 */
+/* ------------------------------------------------------------------------ */
+
+/* tallyd refuses to start with these arguments, saying `says`. */
+static void expect_refused_start(const char *const *args, const char *says)
+{
+    tally_proc_t bad;
+    assert_int_not_equal(tally_start_expect_exit(&bad, NULL, args), 0);
+    char *log = tally_log(&bad);
+    if (!strstr(log, says))
+        fail_msg("tallyd refused to start, but its log does not say \"%s\":\n%s", says, log);
+    free(log);
+    tally_cleanup(&bad);
+}
+
+/* A request with a bearer token. */
+static http_resp_t http_as(const tally_proc_t *p, const char *token, const char *method, const char *path,
+                           const char *body)
+{
+    char auth[200];
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+    const char *h[] = { auth, NULL };
+    return http_h(p, method, path, body, NULL, h);
+}
+
+/* Waits (10 s at most) until GET path on p answers exactly `want`. */
+static void wait_body(const tally_proc_t *p, const char *path, const char *want)
+{
+    char got[256] = "";
+    for (int i = 0; i < 500; i++) {
+        http_resp_t a = http(p, "GET", path, NULL, NULL);
+        snprintf(got, sizeof(got), "%.*s", (int)a.len, a.body ? a.body : "");
+        http_free(&a);
+        if (!strcmp(got, want))
+            return;
+        sleep_ms(20);
+    }
+    fail_msg("GET %s on port %d answers %s, not %s, after 10 s", path, p->port, got, want);
+}
+
+/* Waits (10 s at most) until the replica's last exchange failed saying `says`. */
+static void wait_link_error(const tally_proc_t *r, const char *says)
+{
+    char text[1200] = "";
+    for (int i = 0; i < 500 && !strstr(repl_str(r, true, "last_error", text, sizeof(text)), says); i++)
+        sleep_ms(20);
+    if (!strstr(text, says))
+        fail_msg("the replica's last error is \"%s\", not \"%s\"", text, says);
+}
+
+/* A token file entry whose hash is computed as `tallyd --hash-token` does. */
+static void token_entry(char *out, size_t n, const char *name, const char *token, const char *scope)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "printf %%s '%s' | %s --hash-token", token, getenv("TALLYD"));
+    FILE *f = popen(cmd, "r");
+    char hex[80] = "";
+    assert_non_null(f);
+    assert_non_null(fgets(hex, sizeof(hex), f));
+    pclose(f);
+    hex[strcspn(hex, "\n")] = '\0';
+    snprintf(out, n, "{\"name\":\"%s\",\"sha256\":\"%s\",\"scopes\":[%s]}", name, hex, scope);
+}
+
+/* The flags are refused when unsafe; the token goes to the primary from
+ * its file, which SIGHUP and POST /admin/reload re-read (a refused file
+ * keeps the token before); an admin token is not a replica's token. */
+static void test_replica_credentials(void **state)
+{
+    (void)state;
+    const char *loose = cred_file("loose.secret", GROUP_SECRET "\n", 0644);
+    const char *shorter = cred_file("short.secret", "0123456789\n", 0600);
+    const char *empty = cred_file("empty.token", "\n", 0600);
+    const char *two = cred_file("two.token", "first\nsecond\n", 0600);
+    const char *a1[] = { "--peers", "http://127.0.0.1:1", NULL };
+    expect_refused_start(a1, "--peers needs --peer-secret-file FILE");
+    const char *a2[] = { "--peers", "http://127.0.0.1:1", "--peer-secret-file", loose, NULL };
+    expect_refused_start(a2, "mode 0644 lets other users read it: chmod 600");
+    const char *a3[] = { "--peers", "http://127.0.0.1:1", "--peer-secret-file", shorter, NULL };
+    expect_refused_start(a3, "10 bytes; the group's secret needs at least 32");
+    const char *a4[] = { "--replica-token", "abc", "--replica-token-file", two, NULL };
+    expect_refused_start(a4, "--replica-token and --replica-token-file both give the token");
+    const char *a5[] = { "--replica-token-file", empty, NULL };
+    expect_refused_start(a5, "is empty");
+    const char *a6[] = { "--replica-token-file", two, NULL };
+    expect_refused_start(a6, "a second line");
+    /* readable by its group (a Kubernetes Secret with an fsGroup): taken, with a warning */
+    const char *grp = cred_file("group.secret", GROUP_SECRET "\n", 0640);
+    const char *a7[] = { "--peer-secret-file", grp, NULL };
+    tally_proc_t g;
+    tally_start(&g, NULL, a7);
+    char *log = tally_log(&g);
+    assert_non_null(strstr(log, "readable by its group (mode 0640)"));
+    free(log);
+    tally_cleanup(&g);
+
+    /* a primary with tokens: two replica tokens, an admin, a writer */
+    char t[4][300], text[1400];
+    token_entry(t[0], sizeof(t[0]), "rep1", "rep-one-token", "\"replicate\"");
+    token_entry(t[1], sizeof(t[1]), "rep2", "rep-two-token", "\"replicate\"");
+    token_entry(t[2], sizeof(t[2]), "adm", "adm-token", "\"admin\"");
+    token_entry(t[3], sizeof(t[3]), "app", "app-token", "\"read\",\"write\"");
+    snprintf(text, sizeof(text), "{\"tokens\":[%s,%s,%s,%s]}", t[0], t[1], t[2], t[3]);
+    const char *tokens = cred_file("tokens.json", text, 0600);
+    const char *pargs[] = { "--tokens", tokens, "--auth-fail-limit", "0", NULL };
+    tally_proc_t p, r;
+    tally_start(&p, NULL, pargs);
+    http_resp_t a = http_as(&p, "app-token", "POST", "/counter/c", "{\"by\":1}");
+    assert_status(&a, 200);
+    http_free(&a);
+    const char *tfile = cred_file("replica.token", "rep-one-token\n", 0600);
+    char purl[64];
+    url_of(&p, purl, sizeof(purl));
+    const char *rargs[] = { "--replica-of", purl, "--replica-token-file", tfile, NULL };
+    tally_start(&r, NULL, rargs);
+    wait_body(&r, "/counter/c", "{\"value\":1,\"ttl_ms\":-1}");
+
+    /* the primary drops rep1: the replica is refused (401) and applies nothing */
+    snprintf(text, sizeof(text), "{\"tokens\":[%s,%s,%s]}", t[1], t[2], t[3]);
+    cred_file("tokens.json", text, 0600);
+    a = http_as(&p, "adm-token", "POST", "/admin/reload", NULL);
+    assert_status(&a, 200);
+    http_free(&a);
+    wait_link_error(&r, "answered 401");   /* from here on every poll is refused */
+    a = http_as(&p, "app-token", "POST", "/counter/c", "{\"by\":1}");
+    assert_status(&a, 200);
+    http_free(&a);
+    http_expect(&r, "GET", "/counter/c", NULL, 200, "{\"value\":1,\"ttl_ms\":-1}");
+    /* its file gets rep2, and SIGHUP re-reads it: the replica catches up */
+    cred_file("replica.token", "rep-two-token\n", 0600);
+    kill(r.pid, SIGHUP);
+    wait_body(&r, "/counter/c", "{\"value\":2,\"ttl_ms\":-1}");
+    /* a file other users can read is refused: the token before stays */
+    cred_file("replica.token", "rep-one-token\n", 0644);
+    a = http(&r, "POST", "/admin/reload", NULL, NULL);
+    assert_status(&a, 400);
+    assert_non_null(strstr(a.body, "lets other users read it"));
+    http_free(&a);
+    a = http_as(&p, "app-token", "POST", "/counter/c", "{\"by\":1}");
+    assert_status(&a, 200);
+    http_free(&a);
+    wait_body(&r, "/counter/c", "{\"value\":3,\"ttl_ms\":-1}");
+    /* an admin token is not a replica's: 403, nothing applied */
+    cred_file("replica.token", "adm-token\n", 0600);
+    http_expect(&r, "POST", "/admin/reload", NULL, 200, NULL);
+    wait_link_error(&r, "answered 403");
+    a = http_as(&p, "app-token", "POST", "/counter/c", "{\"by\":1}");
+    assert_status(&a, 200);
+    http_free(&a);
+    assert_non_null(strstr(repl_str(&r, true, "last_error", text, sizeof(text)), "lacks scope replicate"));
+    http_expect(&r, "GET", "/counter/c", NULL, 200, "{\"value\":3,\"ttl_ms\":-1}");
+    tally_cleanup(&r);
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Epochs are bounded wherever they are read                                */
+/* ------------------------------------------------------------------------ */
+
+/* Starts tallyd on dir expecting a refusal whose log says `says`. */
+static void expect_refused_dir(const char *dir, const char *const *args, const char *says)
+{
+    tally_proc_t bad;
+    assert_int_not_equal(tally_start_expect_exit(&bad, dir, args), 0);
+    char *log = tally_log(&bad);
+    if (!strstr(log, says))
+        fail_msg("tallyd refused to start on %s, but its log does not say \"%s\":\n%s", dir, says, log);
+    free(log);
+    tally_cleanup(&bad);
+}
+
+/* The EPOCH file and the journal's epoch record hold an epoch of at most
+ * 2^53 - 1, or the data directory is refused, naming the file and the
+ * value; a promotion never passes that epoch. */
+static void test_epoch_bounds(void **state)
+{
+    (void)state;
+    char dir[256], path[400];
+    tmpdir_make(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/EPOCH", dir);
+    file_write(path, "9223372036854775807\n", 20);
+    expect_refused_dir(dir, NULL, "EPOCH holds \"9223372036854775807\", not an epoch (a decimal number from 0 to "
+                                  "9007199254740991)");
+    file_write(path, "seven\n", 6);
+    expect_refused_dir(dir, NULL, "EPOCH holds \"seven\", not an epoch");
+    /* the largest epoch is one, but nothing comes after it */
+    file_write(path, "9007199254740991\n", 17);
+    const char *args[] = { "--replica-of", "http://127.0.0.1:1", NULL };
+    tally_proc_t r;
+    tally_start(&r, dir, args);
+    r.own_dir = true;
+    http_resp_t a = http(&r, "GET", "/replication/epoch", NULL, NULL);
+    assert_int_equal(json_int_of(&a, "epoch"), 9007199254740991LL);
+    http_free(&a);
+    a = http(&r, "POST", "/admin/promote", NULL, NULL);
+    assert_error(&a, 500, "INTERNAL");
+    assert_non_null(strstr(a.body, "the next epoch would pass the largest, 9007199254740991"));
+    http_free(&a);
+    tally_stop(&r);
+    size_t len;
+    char *text = file_read(path, &len);
+    assert_string_equal(text, "9007199254740991\n");
+    free(text);
+    tally_cleanup(&r);
+
+    /* a journal whose epoch record is above it (tests/fuzz/corpus/
+     * fuzz_journal/j3_epoch_over_max: journal 1, the record at offset 24) */
+    tmpdir_make(dir, sizeof(dir));
+    char *j = file_read("tests/fuzz/corpus/fuzz_journal/j3_epoch_over_max", &len);
+    snprintf(path, sizeof(path), "%s/journal.0000000001.tlj", dir);
+    file_write(path, j, len);
+    free(j);
+    expect_refused_dir(dir, NULL, "epoch record \"9007199254740992\" is not an epoch (0 to 9007199254740991)");
+    assert_int_equal(tally_check(path, NULL, 0), 1);
+    tmpdir_remove(dir);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1272,8 +1902,9 @@ static void test_haproxy_failover(void **state)
     snprintf(rport, sizeof(rport), "%d", tally_free_port());
     snprintf(purl, sizeof(purl), "http://127.0.0.1:%s", pport);
     snprintf(rurl, sizeof(rurl), "http://127.0.0.1:%s", rport);
-    const char *pargs[] = { "--port", pport, "--peers", rurl, NULL };
-    const char *rargs[] = { "--port", rport, "--peers", purl, "--replica-of", purl, NULL };
+    const char *pargs[] = { "--port", pport, "--peers", rurl, "--peer-secret-file", peer_secret(), NULL };
+    const char *rargs[] = { "--port", rport, "--peers", purl, "--peer-secret-file", peer_secret(), "--replica-of", purl,
+                            NULL };
     tally_start(&p, NULL, pargs);
     tally_start(&r, NULL, rargs);
     tally_proc_t wr = { .port = tally_free_port() }, rd = { .port = tally_free_port() };
@@ -1473,10 +2104,16 @@ int main(void)
         cmocka_unit_test_teardown(test_reads_during_resync, bg_teardown),
         cmocka_unit_test(test_promote_and_fence),
         cmocka_unit_test_teardown(test_peers_fence_restarted_primary, bg_teardown),
+        cmocka_unit_test_teardown(test_forged_peer_answers, fakes_stop),
+        cmocka_unit_test(test_replica_credentials),
+        cmocka_unit_test(test_epoch_bounds),
         cmocka_unit_test(test_semisync_timeout_not_applied),
         cmocka_unit_test_teardown(test_semisync_exact_model, bg_teardown),
         cmocka_unit_test(test_semisync_kill9),
         cmocka_unit_test(test_async_kill9_measured),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    tmpdir_make(credsdir, sizeof(credsdir));
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    tmpdir_remove(credsdir);
+    return failed;
 }
