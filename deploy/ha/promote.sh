@@ -11,16 +11,19 @@
 #    replicas follow the new primary (a fresh snapshot); a former primary
 #    that still runs stops taking changes at once and resynchronises.  A node
 #    that does not answer is reported.  Nodes run with --peers (every node of
-#    the group listed): when it comes back, even started as a primary, it asks
-#    its peers first, finds the new epoch and follows the new primary by
-#    itself, taking no change meanwhile (README "Replication").  A node run
-#    without --peers must be started with --replica-of NEW_PRIMARY_URL (or
-#    this step run for it) - until then only a replica of the new epoch that
-#    reaches it fences it.
+#    the group listed) and --peer-secret-file (the group's secret): when it
+#    comes back, even started as a primary, it asks its peers first, and once
+#    a majority of them reports the new epoch it follows the new primary by
+#    itself, taking no change meanwhile (README "Replication") - which is
+#    why this step matters: the nodes told here are that majority.  A node
+#    run without --peers must be started with --replica-of NEW_PRIMARY_URL
+#    (or this step run for it): until then it takes changes, since a
+#    replica's newer epoch does not fence it.
 # HAProxy (deploy/ha/haproxy.cfg) sends changes to the new primary at its
 # next health check of /readyz?role=primary.
 #
-# TOKEN_FILE holds an admin token (when the nodes run with --tokens).
+# TOKEN_FILE holds an admin token (when the nodes run with --tokens): the
+# operator's, not the replicas' (scope replicate), which cannot promote.
 # Exit status: 0 promoted and every other node told; 1 promotion failed;
 # 2 promoted, but some node did not answer.
 set -u
