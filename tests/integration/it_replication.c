@@ -1184,13 +1184,17 @@ static bool fake_asked(fake_t *f, const char *path, char *auth, size_t n)
 static void test_forged_peer_answers(void **state)
 {
     (void)state;
-    fake_start(&fakes[0], 0, F_HONEST);
-    fake_start(&fakes[1], 1, F_HONEST);
-    fake_start(&fakes[2], 2, F_ATTACKER);
     char port[16], peers[200];
     int p = tally_free_port();
     snprintf(port, sizeof(port), "%d", p);
     snprintf(fake_node_url, sizeof(fake_node_url), "http://127.0.0.1:%d", p);
+    fake_start(&fakes[0], 0, F_HONEST);
+    fake_start(&fakes[1], 1, F_HONEST);
+    fake_start(&fakes[2], 2, F_ATTACKER);
+    /* the fakes' URLs are written after their threads started: each fake's
+     * mutex, taken by every answer, publishes them before A asks anything */
+    for (int i = 0; i < 3; i++)
+        fake_set(&fakes[i], i < 2 ? F_HONEST : F_ATTACKER);
     snprintf(peers, sizeof(peers), "%s,%s", fakes[0].url, fakes[1].url);
     const char *token = cred_file("replicate.token", "replica-token-of-the-group\n", 0600);
     const char *args[] = { "--port", port, "--peers", peers, "--peer-secret-file", peer_secret(),
