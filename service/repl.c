@@ -1080,6 +1080,9 @@ static bool follow(repl_t *r, const char *primary, uint64_t epoch_hint, char *er
     pthread_mutex_lock(&r->mu);
     atomic_store(&r->role, ROLE_REPLICA);
     snprintf(r->primary, sizeof(r->primary), "%s", primary);
+    size_t pl = strlen(r->primary);
+    while (pl && r->primary[pl - 1] == '/')   /* spelled as --peers and the peers' answers are compared */
+        r->primary[--pl] = '\0';
     r->epoch = epoch > epoch_hint ? epoch : epoch_hint;
     r->follower = replica_start(primary, r->token, r->api, r->p, r->epoch);   /* the token goes to `primary` only */
     bool ok = r->follower != NULL;
