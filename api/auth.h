@@ -83,7 +83,8 @@ struct api_tokens {
  * caller's) or NULL with a message naming the offending member
  * ("tokens[2].scopes[0]: unknown scope ..."); duplicate names or hashes, an
  * unknown member, a bad hash, an empty scope list and an empty prefix are
- * refused. */
+ * refused, and so is an empty token list (it would refuse every request,
+ * admin included) unless the file also holds "deny_all": true. */
 api_tokens_t *api_tokens_parse(const char *text, size_t len, char *err, size_t errlen);
 /* Drops a reference; the set is freed with its last one.  NULL-safe. */
 void api_tokens_release(api_tokens_t *t);

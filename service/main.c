@@ -327,6 +327,9 @@ static bool load_tokens(char *err, size_t errlen, size_t *count)
     }
     *count = t->n;
     api_auth_install(app.api.auth, t);
+    if (file_readable_by_others(path))
+        log_warn("--tokens %s can be read by every user of this machine: it holds only hashes, but which "
+                 "tokens may do what is nobody else's business; chmod o-r it", path);
     return true;
 }
 
@@ -336,7 +339,7 @@ static bool load_tokens(char *err, size_t errlen, size_t *count)
 static bool cluster_store(void *ud, const char *text, size_t len, char *err, size_t errlen)
 {
     (void)ud;
-    if (!file_replace(app.opts.cluster, text, len)) {
+    if (!file_replace(app.opts.cluster, text, len, FILE_MODE_SHARED)) {
         snprintf(err, errlen, "--cluster %.300s: cannot write the new map: %s", app.opts.cluster, strerror(errno));
         return false;
     }

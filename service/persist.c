@@ -173,7 +173,7 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     unlink(tmp);
     /* read-write: the journal writes through a shared mapping */
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, FILE_MODE_PRIVATE);
     if (fd < 0) {
         snprintf(err, errlen, "cannot create journal %s: %s", tmp, strerror(errno));
         return -1;
@@ -443,7 +443,7 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
     p->lock_fd = -1;
     pthread_mutex_init(&p->snap_mu, NULL);
 
-    if (mkdir(p->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(p->dir, 0700) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create data directory %s: %s", p->dir, strerror(errno));
         goto fail;
     }
@@ -454,7 +454,7 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
     }
     char path[600];
     snprintf(path, sizeof(path), "%s/%s", p->dir, LOCK_NAME);
-    p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE_PRIVATE);
     if (p->lock_fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s (is the data directory writable?)", path, strerror(errno));
         goto fail;
@@ -765,7 +765,7 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
     /* 4. records, shard by shard */
     const char *step = "open";
     int e = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE_PRIVATE);
     XXH64_state_t *xs = XXH64_createState();
     wbuf_t b = WBUF_INIT;
     uint64_t records = 0, bytes = 0, flushed = 0;

@@ -680,6 +680,20 @@ static void test_reload(void **state)
     assert_int_equal(json_int_of(&r, "tokens"), 2);
     http_free(&r);
     assert_int_equal(status_as(&p, "first-secret", "GET", "/counter/a", NULL), 200);
+
+    /* an empty list would lock everyone out, admin included: refused unless
+     * the file says it means it */
+    write_file(tokens, "{\"tokens\":[]}");
+    r = req_as(&p, "second-secret", "POST", "/admin/reload", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "deny_all"));
+    http_free(&r);
+    assert_int_equal(status_as(&p, "second-secret", "GET", "/counter/a", NULL), 200);
+    write_file(tokens, "{\"tokens\":[],\"deny_all\":true}");
+    r = req_as(&p, "second-secret", "POST", "/admin/reload", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    assert_int_equal(status_as(&p, "second-secret", "GET", "/counter/a", NULL), 401);
     tally_cleanup(&p);
 
     /* refused at start, naming the member */
@@ -824,8 +838,12 @@ static void test_failure_limit(void **state)
     if (atoi(h) < 1 || atoi(h) > 120)
         fail_msg("Retry-After: %s", h);
     http_free(&r);
-    /* the address is held off whatever it sends, probes aside */
-    assert_int_equal(status_as(&p, "read-secret", "GET", "/counter/a", NULL), 429);
+    /* only its guesses are held off: a valid token from the same address (a
+     * gateway's, a NAT's: someone else's failures) is served as ever */
+    assert_int_equal(status_as(&p, "guess", "GET", "/counter/a", NULL), 429);
+    assert_int_equal(status_as(&p, "read-secret", "GET", "/counter/a", NULL), 200);
+    assert_int_equal(status_as(&p, "admin-secret", "GET", "/info", NULL), 200);
+    assert_int_equal(status_as(&p, "other-guess", "GET", "/counter/a", NULL), 429);
     assert_int_equal(status_as(&p, NULL, "GET", "/healthz", NULL), 200);
     tally_cleanup(&p);
     /* each refusal counted by reason */
