@@ -39,6 +39,7 @@
 #include "core/cidr.h"
 #include "core/keyspace.h"
 #include "core/version.h"
+#include "core/zindex.h"
 #include "service/access_log.h"
 #include "service/clock.h"
 #include "service/haproxy.h"
@@ -656,7 +657,9 @@ static int run(void)
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);   /* a file size limit fails writes (EFBIG) instead of killing us */
 
+    /* secret hash seeds: clients cannot precompute colliding keys or members */
     app.ks = ks_create(o->shard_bits, random_seed());
+    zindex_set_seed(random_seed());
     if (!app.ks) {
         log_error("out of memory creating the keyspace");
         transport_close();
