@@ -638,6 +638,17 @@ bool api_auth_admin(const api_req_t *req)
     return !req->token || (req->token->scopes & API_SCOPE_ADMIN);
 }
 
+bool api_auth_require_read(const api_req_t *req, api_resp_t *resp, const char *what)
+{
+    if (!req->token || (req->token->scopes & API_SCOPE_READ))
+        return true;
+    count_refusal(REFUSED_SCOPE);
+    api_error(resp, API_E_FORBIDDEN, "token \"%s\" lacks scope read, needed by %s (a read, though sent to %s %s)",
+              req->token->name, what, api_method_name(req->route->method), req->route->pattern);
+    api_add_header(resp, "WWW-Authenticate", "Bearer realm=\"tally\", error=\"insufficient_scope\", scope=\"read\"");
+    return false;
+}
+
 bool api_auth_key_visible(const api_req_t *req, const char *key, size_t len)
 {
     const api_token_t *t = req->token;
