@@ -85,6 +85,13 @@ static repl_t *live_repl(void) { return atomic_load_explicit(&app.live_repl, mem
 /* Hooks the API calls                                                      */
 /* ------------------------------------------------------------------------ */
 
+static const char *hook_unwritable(void *ud)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    return p ? persist_unwritable(p) : NULL;
+}
+
 static bool hook_ready(void *ud)
 {
     (void)ud;
@@ -668,6 +675,7 @@ static int run(void)
     ks_set_maxmemory(app.ks, o->maxmemory, o->policy);
     app.api.ks = app.ks;
     app.api.hooks.ready = hook_ready;
+    app.api.hooks.unwritable = hook_unwritable;
     app.api.hooks.metrics = hook_metrics;
     app.api.hooks.info = hook_info;
     if (!o->in_memory) {
