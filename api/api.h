@@ -189,6 +189,9 @@ typedef struct api_hooks {
     void (*journal_release)(void *ud, uint64_t bytes);
     /* True once snapshot and journal are loaded and the server accepts work. */
     bool (*ready)(void *ud);
+    /* NULL while changes can be made durable; else why not (a static
+     * string: a full disk).  NULL hook: always writable. */
+    const char *(*unwritable)(void *ud);
     /* Appends the Prometheus exposition of service metrics. */
     void (*metrics)(void *ud, wbuf_t *out);
     /* Adds service fields to the /info object. */

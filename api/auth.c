@@ -285,11 +285,24 @@ api_tokens_t *api_tokens_parse(const char *text, size_t len, char *err, size_t e
     }
     api_tokens_t *t = NULL;
     json_t *arr = json_is_object(root) ? json_object_get(root, "tokens") : NULL;
-    if (!arr || !json_is_array(arr) || json_object_size(root) != 1) {
-        snprintf(err, errlen, "the file must be an object with one member, \"tokens\": an array of tokens");
+    json_t *deny_all = json_is_object(root) ? json_object_get(root, "deny_all") : NULL;
+    if (!arr || !json_is_array(arr) || json_object_size(root) != 1 + (deny_all != NULL)) {
+        snprintf(err, errlen, "the file must be an object with one member, \"tokens\": an array of tokens "
+                 "(and, for an empty array only, \"deny_all\": true)");
         goto out;
     }
     size_t n = json_array_size(arr);
+    /* An empty list refuses every request, admin included (SIGHUP is then
+     * the only way back): taken only when the file says it means it. */
+    if (deny_all && (!json_is_true(deny_all) || n)) {
+        snprintf(err, errlen, "deny_all: only true, and only with an empty \"tokens\" array");
+        goto out;
+    }
+    if (n == 0 && !deny_all) {
+        snprintf(err, errlen, "tokens: the array is empty, which would refuse every request (admin included, "
+                 "so only SIGHUP could load tokens again); write \"deny_all\": true beside it to mean that");
+        goto out;
+    }
     if (n > API_TOKENS_MAX) {
         snprintf(err, errlen, "tokens: at most %d tokens", API_TOKENS_MAX);
         goto out;
@@ -570,16 +583,6 @@ bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_access_t access = req->route->access;
     if (!a || req->replay || access == API_ACCESS_PUBLIC || (access == API_ACCESS_METRICS && a->metrics_public))
         return true;
-    int64_t retry_ns;
-    if (fail_blocked(a, req, &retry_ns)) {
-        count_refusal(REFUSED_THROTTLED);
-        int64_t s = rl_ceil_div(retry_ns, INT64_C(1000000000));
-        api_error(resp, API_E_TOO_MANY_REQUESTS,
-                  "too many requests with unknown tokens from this address; retry in %lld s",
-                  (long long)(s > 0 ? s : 1));
-        api_add_header(resp, "Retry-After", "%lld", (long long)(s > 0 ? s : 1));
-        return false;
-    }
     const char *h = req->header ? req->header(req->hctx, "Authorization") : NULL;
     if (!h) {
         unauthorized(resp, NULL, "this route needs a token: send Authorization: Bearer <token>");
@@ -594,6 +597,18 @@ bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const api_token_t *t = set ? token_find(set, d) : NULL;
     if (!t) {
         api_tokens_release(set);
+        /* Only failures are held off: a valid token is never refused for
+         * what others behind the same address (a gateway, a NAT) sent. */
+        int64_t retry_ns;
+        if (fail_blocked(a, req, &retry_ns)) {
+            count_refusal(REFUSED_THROTTLED);
+            int64_t s = rl_ceil_div(retry_ns, INT64_C(1000000000));
+            api_error(resp, API_E_TOO_MANY_REQUESTS,
+                      "too many requests with unknown tokens from this address; retry in %lld s",
+                      (long long)(s > 0 ? s : 1));
+            api_add_header(resp, "Retry-After", "%lld", (long long)(s > 0 ? s : 1));
+            return false;
+        }
         fail_record(a, req);
         unauthorized(resp, "invalid_token",
                      tok ? "unknown token" : "the Authorization header must be: Bearer <token>");
@@ -624,6 +639,17 @@ void api_auth_done(api_req_t *req)
 bool api_auth_admin(const api_req_t *req)
 {
     return !req->token || (req->token->scopes & API_SCOPE_ADMIN);
+}
+
+bool api_auth_require_read(const api_req_t *req, api_resp_t *resp, const char *what)
+{
+    if (!req->token || (req->token->scopes & API_SCOPE_READ))
+        return true;
+    count_refusal(REFUSED_SCOPE);
+    api_error(resp, API_E_FORBIDDEN, "token \"%s\" lacks scope read, needed by %s (a read, though sent to %s %s)",
+              req->token->name, what, api_method_name(req->route->method), req->route->pattern);
+    api_add_header(resp, "WWW-Authenticate", "Bearer realm=\"tally\", error=\"insufficient_scope\", scope=\"read\"");
+    return false;
 }
 
 bool api_auth_key_visible(const api_req_t *req, const char *key, size_t len)

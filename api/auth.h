@@ -93,7 +93,8 @@ struct api_tokens {
  * caller's) or NULL with a message naming the offending member
  * ("tokens[2].scopes[0]: unknown scope ..."); duplicate names or hashes, an
  * unknown member, a bad hash, an empty scope list and an empty prefix are
- * refused. */
+ * refused, and so is an empty token list (it would refuse every request,
+ * admin included) unless the file also holds "deny_all": true. */
 api_tokens_t *api_tokens_parse(const char *text, size_t len, char *err, size_t errlen);
 /* Drops a reference; the set is freed with its last one.  NULL-safe. */
 void api_tokens_release(api_tokens_t *t);
@@ -124,6 +125,13 @@ void api_auth_metrics(const api_auth_t *a, wbuf_t *out);
 /* Whether the caller may see server details (/info): authentication off,
  * replay, or a token with scope admin. */
 bool api_auth_admin(const api_req_t *req);
+/* A change's answer is part of the change - the value a counter reaches,
+ * the bit a SETBIT replaced, what a BITFIELD SET replaced - so the write
+ * scope sees it.  But a request on a write route that only reads (a
+ * counter moved by 0, a BITFIELD GET) is a read: true when the caller may
+ * read (no tokens, a replayed record, or a token with scope read); else
+ * false with 403 naming `what` answered. */
+bool api_auth_require_read(const api_req_t *req, api_resp_t *resp, const char *what);
 /* Whether the caller's prefixes allow the key (no answer set). */
 bool api_auth_key_visible(const api_req_t *req, const char *key, size_t len);
 

@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/auth.h"
 #include "core/bitfield.h"
 #include "core/bits.h"
 
@@ -682,6 +683,12 @@ static void bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool
             api_error_field(resp, API_E_BAD_REQUEST, "ops",
                             "BITFIELD_RO only supports the GET subcommand (use /bits/{key}/field to change bits)");
             goto out;
+        }
+    for (size_t i = 0; !ro && i < n; i++)
+        if (ops[i].opcode == BF_GET) {
+            if (!api_auth_require_read(req, resp, "a BITFIELD GET"))
+                goto out;
+            break;
         }
     size_t need = (size_t)bf_needed_len(ops, n);
     if (need && !bits_room(srv, req, resp, key, klen, need, false))

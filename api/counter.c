@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/auth.h"
 #include "core/counter.h"
 
 #define COUNTER_MAX_TTL_MS 315360000000000LL   /* 10 000 years: keeps now + ttl far from overflow */
@@ -62,6 +63,8 @@ static void h_counter_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (has_ttl)
         ttl_ms = ttl * 1000;
+    if (by == 0 && !has_ttl && !has_ttl_ms && !api_auth_require_read(req, resp, "a counter moved by 0"))
+        return;
     int64_t now_ms = api_now_ms(req);
     if (!api_make_room(srv, req, resp))
         return;

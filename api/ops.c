@@ -5,6 +5,8 @@
  *   GET  /                -> 200: a short index (version, links, every route)
  *   GET  /healthz         -> 200 {"status":"ok"} while the process serves HTTP
  *   GET  /readyz          -> 200 once snapshot and journal are loaded, else 503
+ *                            (on a full disk: 200 with "writable":false and the reason;
+ *                            ?role=primary 503)
  *   GET  /info            -> JSON: version, keyspace, persistence, server (the last two
  *                            only for admin tokens when --tokens is on)
  *   GET  /metrics         -> Prometheus text exposition format 0.0.4
@@ -82,7 +84,18 @@ static void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_UNAVAILABLE, "ready, but this node's role is %s", role);
         return;
     }
-    api_json(resp, 200, want ? json_pack("{s:s,s:s}", "status", "ready", "role", role) : json_pack("{s:s}", "status", "ready"));
+    /* reads are served on a full disk: ready, but not for changes */
+    const char *unwritable = srv->hooks.unwritable ? srv->hooks.unwritable(srv->hooks.ud) : NULL;
+    if (unwritable && want && !strcmp(want, "primary")) {
+        api_error(resp, API_E_UNAVAILABLE, "ready for reads, but changes cannot be made durable: %s", unwritable);
+        return;
+    }
+    json_t *o = want ? json_pack("{s:s,s:s}", "status", "ready", "role", role) : json_pack("{s:s}", "status", "ready");
+    if (unwritable) {
+        json_object_set_new(o, "writable", json_false());
+        json_object_set_new(o, "reason", json_string(unwritable));
+    }
+    api_json(resp, 200, o);
 }
 
 static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)

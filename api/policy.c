@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "api/ratelimit.h"
+#include "core/urlpath.h"
 
 #define THROTTLE_MAX_PERIOD_S 2305843009LL   /* 2^61 ns: see GCRA_MAX_TAU_NS */
 
@@ -346,7 +347,8 @@ bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_
         const tmpl_part_t *part = &p->parts[i];
         const char *v = part->lit;
         size_t n = part->lit_len;
-        for (int k = 0; !v && k < part->nalts; k++)
+        int k = 0;
+        for (; !v && k < part->nalts; k++)
             v = source_value(&part->alts[k], req, rest, rest_len, &n);
         if (!v) {
             char what[128];
@@ -354,12 +356,18 @@ bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_
                        p->name, source_name(&part->alts[part->nalts - 1], what, sizeof(what)));
             return false;
         }
-        if (n > KS_KEY_MAX - o) {
+        /* a path counts under one spelling however it is written (core/urlpath.h) */
+        if (!part->lit && part->alts[k - 1].kind == SRC_PATH)
+            n = urlpath_normalize(v, n, out + o, KS_KEY_MAX - o);
+        else if (n <= KS_KEY_MAX - o)
+            memcpy(out + o, v, n);
+        else
+            n = (size_t)-1;
+        if (n == (size_t)-1) {
             api_err_set(err, API_E_BAD_REQUEST, "key", "policy '%s': the key would be longer than %d bytes", p->name,
                        KS_KEY_MAX);
             return false;
         }
-        memcpy(out + o, v, n);
         o += n;
     }
     out[o] = '\0';

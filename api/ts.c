@@ -894,9 +894,13 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           (json_int_t)ts_retention(ts), "duplicate_policy", ts_policy_name(ts_policy(ts)), "labels",
                           labels, "chunks", (json_int_t)info.chunks, "compressed_bytes",
                           (json_int_t)info.data_bytes, "chunk_size", TS_CHUNK_BYTES, "encoding", "compressed");
+    /* keys outside the token's prefixes are not shown: a rule to one, or a
+     * source that is one, is left out as if it were not there */
     json_t *rules = json_array();
     for (size_t i = 0; i < ts_rule_count(ts); i++) {
         ts_rule_t r = ts_rule_at(ts, i);
+        if (!api_auth_key_visible(req, r.dest, r.dest_len))
+            continue;
         char aname[32];
         ts_agg_format(r.agg, r.quantile, aname, sizeof(aname));
         json_array_append_new(rules, json_pack("{s:s%,s:s,s:I,s:I}", "dest", r.dest, r.dest_len, "agg", aname,
@@ -905,7 +909,8 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t slen;
     const char *src = ts_source(ts, &slen);
     json_object_set_new(o, "rules", rules);
-    json_object_set_new(o, "source", src ? json_stringn(src, slen) : json_null());
+    json_object_set_new(o, "source",
+                        src && api_auth_key_visible(req, src, slen) ? json_stringn(src, slen) : json_null());
     api_key_close(&h, false);
     api_json(resp, 200, o);
 }

@@ -37,7 +37,9 @@ typedef struct smap {
     size_t cap, n, used;   /* used = n + tombstones */
 } smap_t;
 
-static uint64_t str_hash(const char *s, size_t len) { return tally_xxh64(s, len, 0x5453494458ULL); }
+/* Seeded from the keyspace's secret seed (ts_index_of): clients cannot
+ * choose labels or keys that collide in these linear-probing tables. */
+static uint64_t str_hash(uint64_t seed, const char *s, size_t len) { return tally_xxh64(s, len, seed); }
 
 static size_t smap_find(const smap_t *m, const char *s, size_t len, uint64_t h)
 {
@@ -132,6 +134,7 @@ struct ts_index {
     pthread_mutex_t mu;       /* pairs, entries */
     smap_t pairs;             /* "name\0value" -> smap_t of keys */
     size_t entries;
+    uint64_t seed;            /* of str_hash: the keyspace's, with the index's own tweak */
     atomic_bool scanning;     /* a rebuild is under way: not trusted */
     pthread_mutex_t scan_mu;  /* one full scan at a time */
 };
@@ -157,6 +160,7 @@ ts_index_t *ts_index_of(ks_t *ks)
             ix = NULL;
         } else {
             registry = n;
+            ix->seed = ks_hash_seed(ks) ^ 0x5453494458ULL;   /* "TSIDX" */
             pthread_mutex_init(&ix->mu, NULL);
             pthread_mutex_init(&ix->scan_mu, NULL);
             registry[nregistry].ks = ks;
@@ -184,13 +188,13 @@ bool ts_index_add(ts_index_t *ix, const char *key, size_t klen, ts_t *ts)
 {
     char pair[PAIR_MAX];
     bool ok = true;
-    uint64_t kh = str_hash(key, klen);
+    uint64_t kh = str_hash(ix->seed, key, klen);
     pthread_mutex_lock(&ix->mu);
     for (size_t i = 0; i < ts_label_count(ts) && ok; i++) {
         ts_label_t l = ts_label_at(ts, i);
         size_t plen = pair_text(pair, sizeof(pair), l.name, l.name_len, l.value, l.value_len);
         bool added;
-        slot_t *p = smap_put(&ix->pairs, pair, plen, str_hash(pair, plen), &added);
+        slot_t *p = smap_put(&ix->pairs, pair, plen, str_hash(ix->seed, pair, plen), &added);
         if (p && added && !(p->val = calloc(1, sizeof(smap_t)))) {
             smap_del(&ix->pairs, (size_t)(p - ix->pairs.v));
             p = NULL;
@@ -221,7 +225,7 @@ static smap_t *keys_of(ts_index_t *ix, const ts_matcher_t *m, size_t k)
     size_t plen = pair_text(pair, sizeof(pair), m->name, m->name_len, m->value[k], m->value_len[k]);
     if (!plen)
         return NULL;
-    size_t i = smap_find(&ix->pairs, pair, plen, str_hash(pair, plen));
+    size_t i = smap_find(&ix->pairs, pair, plen, str_hash(ix->seed, pair, plen));
     return i == SIZE_MAX ? NULL : ix->pairs.v[i].val;
 }
 
@@ -277,9 +281,23 @@ bool ts_index_candidates(ts_index_t *ix, const ts_matcher_t *m, char ***keys, si
     return true;
 }
 
+size_t ts_index_probe_max(ts_index_t *ix)
+{
+    pthread_mutex_lock(&ix->mu);
+    size_t longest = 0, run = 0, cap = ix->pairs.cap;
+    /* twice round, so a run that wraps past the end is counted whole */
+    for (size_t k = 0; k < 2 * cap; k++) {
+        run = ix->pairs.v[k % cap].s ? run + 1 : 0;
+        if (run > longest)
+            longest = run < cap ? run : cap;
+    }
+    pthread_mutex_unlock(&ix->mu);
+    return longest;
+}
+
 void ts_index_forget(ts_index_t *ix, const ts_matcher_t *m, const char *key, size_t klen)
 {
-    uint64_t kh = str_hash(key, klen);
+    uint64_t kh = str_hash(ix->seed, key, klen);
     pthread_mutex_lock(&ix->mu);
     for (size_t k = 0; k < m->nvalues; k++) {
         smap_t *s = keys_of(ix, m, k);

@@ -54,6 +54,10 @@ bool ts_index_candidates(ts_index_t *ix, const ts_matcher_t *m, char ***keys, si
 /* How many keys m's pairs list (to pick the most selective matcher). */
 size_t ts_index_count(ts_index_t *ix, const ts_matcher_t *m);
 
+/* The longest run of occupied slots in the table of label pairs (a
+ * lookup's worst probe): for tests and diagnostics, O(table size). */
+size_t ts_index_probe_max(ts_index_t *ix);
+
 /* Drops key from the entries of m's pairs (found stale by a query). */
 void ts_index_forget(ts_index_t *ix, const ts_matcher_t *m, const char *key, size_t klen);
 

@@ -187,6 +187,8 @@ void ks_set_maxmemory(ks_t *ks, uint64_t bytes, ks_evict_policy_t policy)
     ks->policy = policy;
 }
 
+uint64_t ks_hash_seed(const ks_t *ks) { return ks->seed; }
+
 uint64_t ks_maxmemory(const ks_t *ks) { return ks->maxmemory; }
 ks_evict_policy_t ks_evict_policy(const ks_t *ks) { return ks->policy; }
 

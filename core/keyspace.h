@@ -80,6 +80,9 @@ uint64_t ks_total_memory(const ks_t *ks);
 
 void ks_set_maxmemory(ks_t *ks, uint64_t bytes, ks_evict_policy_t policy);
 uint64_t ks_maxmemory(const ks_t *ks);
+/* The seed ks_create was given: tables of the keyspace's own (indexes
+ * beside it) derive theirs from it, so none is guessable. */
+uint64_t ks_hash_seed(const ks_t *ks);
 ks_evict_policy_t ks_evict_policy(const ks_t *ks);
 /* True when a memory limit is set and current usage is at or above it. */
 bool ks_over_limit(const ks_t *ks);

@@ -11,7 +11,7 @@
 #define LEAF_MIN (LEAF_CAP / 4)      /* below this a leaf merges or borrows */
 #define INNER_MIN (INNER_CAP / 4)
 #define MAX_DEPTH 24                 /* inner levels; 16^24 members would be needed to exceed it */
-#define HASH_SEED 0x67656f7365747331ULL   /* "geosets1": layout only, never observable */
+#define HASH_SEED 0x67656f7365747331ULL   /* "geosets1": the seed until zindex_set_seed (tests) */
 #define MIN_SLOTS 8                  /* smallest hash table */
 
 /* ------------------------------------------------------------------------ */
@@ -82,7 +82,33 @@ static inline int key_cmp(uint64_t s1, const elem_t *e1, uint64_t s2, const elem
 /* Hash table: member -> element                                            */
 /* ------------------------------------------------------------------------ */
 
-static uint32_t member_hash(const char *m, size_t len) { return (uint32_t)tally_xxh64(m, len, HASH_SEED); }
+/* The table's layout is never observable (lookups by member, walks by
+ * score), so the seed can be anything: a secret one keeps clients from
+ * choosing members that collide. */
+static uint64_t hash_seed = HASH_SEED;
+
+void zindex_set_seed(uint64_t seed) { hash_seed = seed; }
+
+static uint32_t member_hash(const char *m, size_t len) { return (uint32_t)tally_xxh64(m, len, hash_seed); }
+
+size_t zindex_probe_max(const zindex_t *z)
+{
+    if (!z->nslots)
+        return 0;
+    /* a run may wrap around the end: start after an empty slot */
+    size_t start = 0, longest = 0, run = 0;
+    while (start < z->nslots && z->slots[start])
+        start++;
+    if (start == z->nslots)
+        return z->nslots;
+    for (size_t k = 1; k <= z->nslots; k++) {
+        size_t i = (start + k) % z->nslots;
+        run = z->slots[i] ? run + 1 : 0;
+        if (run > longest)
+            longest = run;
+    }
+    return longest;
+}
 
 /* Slot of the member, or SIZE_MAX. */
 static size_t slot_find(const zindex_t *z, const char *m, size_t len, uint32_t h)

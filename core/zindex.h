@@ -46,6 +46,12 @@
 
 typedef struct zindex zindex_t;
 
+/* Seeds the member hash of every index (a process-wide secret, so a client
+ * cannot precompute members that collide in the table and make each add
+ * walk a long probe sequence: hash flooding).  Called once at start-up,
+ * while no index exists; without it a fixed seed is used (tests). */
+void zindex_set_seed(uint64_t seed);
+
 /* An empty index, or NULL on allocation failure. */
 zindex_t *zindex_create(void);
 /* NULL is a no-op. */
@@ -54,6 +60,9 @@ void zindex_free(zindex_t *z);
 size_t zindex_count(const zindex_t *z);
 /* Heap bytes owned, the index itself included (O(1)). */
 size_t zindex_memory(const zindex_t *z);
+/* The longest run of occupied hash slots (a lookup's worst probe length):
+ * for tests and diagnostics, O(table size). */
+size_t zindex_probe_max(const zindex_t *z);
 
 /* ZADD's flags: NX only adds new members, XX only moves existing ones. */
 typedef enum { ZINDEX_SET = 0, ZINDEX_SET_NX = 1, ZINDEX_SET_XX = 2 } zindex_mode_t;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ int file_write_all(int fd, const void *data, size_t n)
     return 0;
 }
 
-bool file_replace(const char *path, const void *data, size_t len)
+bool file_replace(const char *path, const void *data, size_t len, unsigned mode)
 {
     size_t n = strlen(path) + 5;
     char *tmp = malloc(n), *dir = strdup(path);
@@ -49,7 +50,7 @@ bool file_replace(const char *path, const void *data, size_t len)
         strcpy(dir, ".");
     else
         slash[slash == dir] = '\0';   /* "/name": the root */
-    int e = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int e = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
         e = errno;
     if (!e)
@@ -68,4 +69,10 @@ bool file_replace(const char *path, const void *data, size_t len)
     free(dir);
     errno = e;
     return !e;
+}
+
+bool file_readable_by_others(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && (sb.st_mode & S_IROTH);
 }

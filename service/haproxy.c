@@ -116,7 +116,7 @@ bool haproxy_map_save(const cmap_t *m, const char *path, char *err, size_t errle
 {
     wbuf_t b = WBUF_INIT;
     cmap_format_haproxy(m, &b);
-    bool ok = !b.oom && file_replace(path, b.data, b.len);
+    bool ok = !b.oom && file_replace(path, b.data, b.len, FILE_MODE_SHARED);
     if (!ok)
         snprintf(err, errlen, "%s: cannot write the slot map: %s", path, b.oom ? "out of memory" : strerror(errno));
     wbuf_free(&b);

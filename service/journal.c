@@ -239,6 +239,7 @@ struct journal {
     uint64_t behind_seq;
     bool failing;           /* the last write failed */
     int last_errno;
+    bool no_space;          /* the last reservation found no space (journal_tick probes for it) */
     int64_t last_fail_ns;
 
     /* asynchronous waiters, served by the flusher thread */
@@ -643,6 +644,9 @@ void journal_tick(journal_t *j)
     pthread_mutex_lock(&j->mu);
     if (j->buf.len > 0 && !j->writing && (!j->failing || clock_mono_ns() - j->last_fail_ns >= JOURNAL_RETRY_NS))
         flush_locked(j, false);
+    /* space refused: is there a page now?  (so /readyz knows before the next change) */
+    if (j->no_space && !j->rotating)
+        j->no_space = jfile_grow(&j->cur, j->tail + atomic_load(&j->reserved) + JOURNAL_SEAL_SIZE + JOURNAL_PAGE) != 0;
     pthread_mutex_unlock(&j->mu);
     if (j->mode == FSYNC_EVERYSEC && !j->syncer_started)
         sync_everysec(j);   /* no syncer thread could be started: the promise is kept from here */
@@ -740,6 +744,7 @@ bool journal_reserve(journal_t *j, uint64_t bytes, const char **err)
                        j->tail + atomic_load(&j->reserved) + bytes + JOURNAL_SEAL_SIZE);
     if (!e)
         atomic_fetch_add(&j->reserved, bytes);
+    j->no_space = e != 0;
     pthread_mutex_unlock(&j->mu);
     if (e)
         *err = strerror(e);
@@ -845,6 +850,7 @@ journal_stats_t journal_stats(journal_t *j)
         .records = j->records,
         .unsynced = j->written - j->synced,
         .healthy = !j->failing,
+        .no_space = j->no_space,
     };
     pthread_mutex_unlock(&j->mu);
     return st;

@@ -94,6 +94,7 @@ typedef struct journal_stats {
     uint64_t records;     /* records appended since start */
     uint64_t unsynced;    /* bytes written, not yet fdatasync'd */
     bool healthy;         /* false while writes fail */
+    bool no_space;        /* the last reservation found no space (cleared once a page can be had) */
 } journal_stats_t;
 journal_stats_t journal_stats(journal_t *j);
 

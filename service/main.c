@@ -39,6 +39,7 @@
 #include "core/cidr.h"
 #include "core/keyspace.h"
 #include "core/version.h"
+#include "core/zindex.h"
 #include "service/access_log.h"
 #include "service/clock.h"
 #include "service/haproxy.h"
@@ -83,6 +84,13 @@ static repl_t *live_repl(void) { return atomic_load_explicit(&app.live_repl, mem
 /* ------------------------------------------------------------------------ */
 /* Hooks the API calls                                                      */
 /* ------------------------------------------------------------------------ */
+
+static const char *hook_unwritable(void *ud)
+{
+    (void)ud;
+    persist_t *p = live_persist();
+    return p ? persist_unwritable(p) : NULL;
+}
 
 static bool hook_ready(void *ud)
 {
@@ -327,6 +335,9 @@ static bool load_tokens(char *err, size_t errlen, size_t *count)
     }
     *count = t->n;
     api_auth_install(app.api.auth, t);
+    if (file_readable_by_others(path))
+        log_warn("--tokens %s can be read by every user of this machine: it holds only hashes, but which "
+                 "tokens may do what is nobody else's business; chmod o-r it", path);
     return true;
 }
 
@@ -336,7 +347,7 @@ static bool load_tokens(char *err, size_t errlen, size_t *count)
 static bool cluster_store(void *ud, const char *text, size_t len, char *err, size_t errlen)
 {
     (void)ud;
-    if (!file_replace(app.opts.cluster, text, len)) {
+    if (!file_replace(app.opts.cluster, text, len, FILE_MODE_SHARED)) {
         snprintf(err, errlen, "--cluster %.300s: cannot write the new map: %s", app.opts.cluster, strerror(errno));
         return false;
     }
@@ -667,7 +678,9 @@ static int run(void)
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);   /* a file size limit fails writes (EFBIG) instead of killing us */
 
+    /* secret hash seeds: clients cannot precompute colliding keys or members */
     app.ks = ks_create(o->shard_bits, random_seed());
+    zindex_set_seed(random_seed());
     if (!app.ks) {
         log_error("out of memory creating the keyspace");
         transport_close();
@@ -676,6 +689,7 @@ static int run(void)
     ks_set_maxmemory(app.ks, o->maxmemory, o->policy);
     app.api.ks = app.ks;
     app.api.hooks.ready = hook_ready;
+    app.api.hooks.unwritable = hook_unwritable;
     app.api.hooks.metrics = hook_metrics;
     app.api.hooks.info = hook_info;
     if (!o->in_memory) {

@@ -40,8 +40,19 @@ struct persist {
     int journal_wait_ms;                  /* a request waits this long for a failing disk */
     int snapshot_interval;
     int lock_fd;
-    journal_t *j;
-    uint64_t next_seq;                    /* journal seq a snapshot taken now would start at (journal off) */
+    /* The journal: set once at start - or, when tallyd started on a full
+     * disk, by the housekeeping once space returns (hence atomic: request
+     * threads read it unlocked).  NULL with journal_on: waiting for space,
+     * every change refused before it is applied. */
+    _Atomic(journal_t *) j;
+    uint64_t next_seq;                    /* journal seq a snapshot taken now would start at (journal off, or the
+                                             journal not started yet) */
+    /* A start on a full disk (under snap_mu after persist_open): the seal
+     * of a journal a crash left open, and the new journal, wait for space. */
+    bool seal_deferred;
+    uint64_t seal_seq;
+    journal_scan_t seal_sc;
+    int64_t deferred_log_ns;              /* when the wait was last logged */
     _Atomic uint64_t dirty;
     pthread_mutex_t snap_mu;
     _Atomic int64_t last_snapshot_mono;   /* written by whoever snapshots, read by persist_tick */
@@ -165,7 +176,7 @@ static int list_journals(const persist_t *p, uint64_t **out, size_t *n)
 /* Creates journal.<seq>.tlj with its header, synced with its directory.  The
  * header is written to a temporary name first and renamed, so a journal file
  * always has its header: a journal without one is damage, never "a crash
- * while creating it". */
+ * while creating it".  0, or the errno with err set. */
 static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, size_t errlen)
 {
     char path[600], tmp[640];
@@ -173,10 +184,11 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     unlink(tmp);
     /* read-write: the journal writes through a shared mapping */
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, FILE_MODE_PRIVATE);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot create journal %s: %s", tmp, strerror(errno));
-        return -1;
+        int e = errno;
+        snprintf(err, errlen, "cannot create journal %s: %s", tmp, strerror(e));
+        return e;
     }
     wbuf_t b = WBUF_INIT;
     journal_header_t h = { JOURNAL_VERSION, 0, seq };
@@ -199,7 +211,7 @@ static int create_journal(persist_t *p, uint64_t seq, int *fd_out, char *err, si
         snprintf(err, errlen, "cannot write journal %s: %s", path, strerror(e));
         close(fd);
         unlink(tmp);
-        return -1;
+        return e;
     }
     *fd_out = fd;
     return 0;
@@ -400,7 +412,7 @@ static bool replay_journal(persist_t *p, uint64_t seq, bool newest, journal_scan
 /* Closes a journal left open by a crash: the seal goes where its data ends
  * (over a torn record and the unused reserve), the file is cut there and
  * synced.  Layout-1 files (journal version 1) are only cut. */
-static bool seal_journal(persist_t *p, uint64_t seq, const journal_scan_t *sc, char *err, size_t errlen)
+static int seal_journal(persist_t *p, uint64_t seq, const journal_scan_t *sc, char *err, size_t errlen)
 {
     char path[600];
     journal_path(p, seq, path, sizeof(path));
@@ -422,8 +434,42 @@ static bool seal_journal(persist_t *p, uint64_t seq, const journal_scan_t *sc, c
         close(fd);
     if (e)
         snprintf(err, errlen, "cannot seal journal %s: %s", path, strerror(e));
-    return e == 0;
+    return e;
 }
+
+/* Errors that mean "no room on the device", which may pass. */
+static bool space_error(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
+
+/* Starts the journal at p->next_seq, sealing first a journal a crash left
+ * open whose seal had to wait; 0 or the errno with err set. */
+static int journal_start(persist_t *p, char *err, size_t errlen)
+{
+    if (p->seal_deferred) {
+        int e = seal_journal(p, p->seal_seq, &p->seal_sc, err, errlen);
+        if (e)
+            return e;
+        p->seal_deferred = false;
+    }
+    int fd;
+    int e = create_journal(p, p->next_seq, &fd, err, errlen);
+    if (e)
+        return e;
+    journal_t *j = journal_create(fd, p->next_seq, p->fsync);
+    if (!j) {
+        char path[600];
+        journal_path(p, p->next_seq, path, sizeof(path));
+        close(fd);
+        unlink(path);
+        snprintf(err, errlen, "out of memory");
+        return ENOMEM;
+    }
+    p->j = j;
+    return 0;
+}
+
+/* The answer of a change refused while the journal waits for space. */
+static const char NO_JOURNAL[] = "tallyd started on a full disk and has no journal yet; changes are taken again once "
+                                 "there is space";
 
 persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, size_t errlen)
 {
@@ -443,7 +489,7 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
     p->lock_fd = -1;
     pthread_mutex_init(&p->snap_mu, NULL);
 
-    if (mkdir(p->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(p->dir, 0700) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create data directory %s: %s", p->dir, strerror(errno));
         goto fail;
     }
@@ -454,7 +500,7 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
     }
     char path[600];
     snprintf(path, sizeof(path), "%s/%s", p->dir, LOCK_NAME);
-    p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, FILE_MODE_PRIVATE);
     if (p->lock_fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s (is the data directory writable?)", path, strerror(errno));
         goto fail;
@@ -519,7 +565,13 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
         }
         /* a journal left open by a crash is closed before a new one starts */
         bool open_end = sc.end != JEND_SEALED && (journalfmt_layout(&sc.h) == JOURNAL_LAYOUT_2 || sc.data_end != len);
-        if (p->journal_on && open_end && !seal_journal(p, seqs[i], &sc, err, errlen)) {
+        int se = p->journal_on && open_end ? seal_journal(p, seqs[i], &sc, err, errlen) : 0;
+        if (se && space_error(se) && i + 1 == nseq) {
+            /* the last journal: its seal waits for space with the next one */
+            p->seal_deferred = true;
+            p->seal_seq = seqs[i];
+            p->seal_sc = sc;
+        } else if (se) {
             free(seqs);
             goto fail;
         }
@@ -533,19 +585,20 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
     }
     free(seqs);
 
+    p->next_seq = next;
     if (p->journal_on) {
-        int fd;
-        if (create_journal(p, next, &fd, err, errlen) != 0)
+        int je = journal_start(p, err, errlen);
+        if (je && !space_error(je))
             goto fail;
-        p->j = journal_create(fd, next, p->fsync);
-        if (!p->j) {
-            close(fd);
-            snprintf(err, errlen, "out of memory");
-            goto fail;
+        if (je) {
+            /* Serve what is loaded: reads work, every change is refused
+             * before it is applied (503), and the housekeeping starts the
+             * journal once space returns (persist_tick). */
+            log_error("%s: starting without a journal; reads are served, every change is refused (503, not "
+                      "applied) until there is space; /readyz says so",
+                      err);
+            p->deferred_log_ns = clock_mono_ns();
         }
-        p->next_seq = next;
-    } else {
-        p->next_seq = next;
     }
     if (p->replayed_records)
         atomic_store(&p->dirty, p->replayed_records);
@@ -610,6 +663,10 @@ void persist_epoch_keep(persist_t *p, uint64_t epoch)
 bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char *buf, char *err, size_t errlen)
 {
     journalfmt_epoch_request(epoch, clock_now_ns(), API_POST, buf, rec);
+    if (p->journal_on && !p->j) {
+        snprintf(err, errlen, "cannot write the epoch record: %s", NO_JOURNAL);
+        return false;
+    }
     if (p->j && !epoch_journal(p, rec, err, errlen))
         return false;
     persist_epoch_keep(p, epoch);
@@ -619,7 +676,28 @@ bool persist_epoch_append(persist_t *p, uint64_t epoch, journal_req_t *rec, char
 bool persist_reserve_hook(void *ud, uint64_t bytes, const char **err)
 {
     persist_t *p = ud;
-    return !p->j || journal_reserve(p->j, bytes, err);
+    journal_t *j = p->j;
+    if (j)
+        return journal_reserve(j, bytes, err);
+    if (p->journal_on) {
+        *err = NO_JOURNAL;
+        return false;
+    }
+    return true;
+}
+
+const char *persist_unwritable(persist_t *p)
+{
+    journal_t *j = p->j;
+    if (!j)
+        return p->journal_on ? NO_JOURNAL : NULL;
+    journal_stats_t js = journal_stats(j);
+    if (!js.healthy)
+        return "journal writes are failing (a full disk or an I/O error): changes wait, then are refused (503, "
+               "not applied)";
+    if (js.no_space)
+        return "no space for the journal (a full disk): changes are refused (503, not applied) until there is space";
+    return NULL;
 }
 
 void persist_release_hook(void *ud, uint64_t bytes)
@@ -728,6 +806,10 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
     snprintf(tmp, sizeof(tmp), "%s/%s", p->dir, SNAPSHOT_TMP);
     snprintf(final, sizeof(final), "%s/%s", p->dir, SNAPSHOT_NAME);
 
+    if (p->journal_on && !p->j) {
+        snprintf(err, errlen, "%s (nothing has changed since the snapshot and journals on disk)", NO_JOURNAL);
+        return false;
+    }
     /* 0. a boundary left by a snapshot that failed is completed first */
     const char *jerr;
     if (p->j && journal_rotation_pending(p->j) && !journal_finish_rotation(p->j, &jerr)) {
@@ -765,7 +847,7 @@ static bool snapshot_locked(persist_t *p, snapshot_stats_t *st, char *err, size_
     /* 4. records, shard by shard */
     const char *step = "open";
     int e = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, FILE_MODE_PRIVATE);
     XXH64_state_t *xs = XXH64_createState();
     wbuf_t b = WBUF_INIT;
     uint64_t records = 0, bytes = 0, flushed = 0;
@@ -1048,10 +1130,28 @@ static void periodic_join(persist_t *p, bool wait)
     }
 }
 
+/* A start on a full disk: tries again, once a second, to start the
+ * journal; logs the wait once a minute. */
+static void journal_retry(persist_t *p, int64_t now)
+{
+    pthread_mutex_lock(&p->snap_mu);
+    char err[700];
+    int e = p->j ? 0 : journal_start(p, err, sizeof(err));
+    if (e && now - p->deferred_log_ns >= 60 * 1000000000LL) {
+        log_warn("still no journal: %s; every change is refused (503, not applied)", err);
+        p->deferred_log_ns = now;
+    } else if (!e) {
+        log_info("journal %" PRIu64 " started: there is space again, changes are taken", p->next_seq);
+    }
+    pthread_mutex_unlock(&p->snap_mu);
+}
+
 void persist_tick(persist_t *p)
 {
     int64_t now = clock_mono_ns();
     int64_t sec = now / 1000000000LL;
+    if (p->journal_on && !p->j && sec != p->last_tick_sec)
+        journal_retry(p, now);
     if (p->j && sec != p->last_tick_sec)
         journal_tick(p->j);
     p->last_tick_sec = sec;
@@ -1073,6 +1173,9 @@ void persist_info(persist_t *p, json_t *obj)
                           fsync_mode_name(p->fsync), "snapshot_interval", p->snapshot_interval,
                           "changes_since_snapshot", (json_int_t)atomic_load(&p->dirty), "load_ms",
                           (double)p->load_ns / 1e6, "replayed_records", (json_int_t)p->replayed_records);
+    const char *unwritable = persist_unwritable(p);
+    if (unwritable)
+        json_object_set_new(o, "unwritable", json_string(unwritable));
     if (p->j) {
         journal_stats_t js = journal_stats(p->j);
         json_object_set_new(o, "journal_seq", json_integer((json_int_t)js.seq));
@@ -1119,6 +1222,13 @@ void persist_metrics(persist_t *p, wbuf_t *out)
                      atomic_load(&p->dirty));
     pthread_mutex_unlock(&p->snap_mu);
     wbuf_put_bytes(out, buf, (size_t)n);
+    if (p->journal_on && !p->j) {
+        static const char waiting[] = "# HELP tally_journal_healthy 1 while the journal takes changes: its writes "
+                                      "succeed and it has space.\n"
+                                      "# TYPE tally_journal_healthy gauge\n"
+                                      "tally_journal_healthy 0\n";
+        wbuf_put_bytes(out, waiting, sizeof(waiting) - 1);
+    }
     if (p->j) {
         journal_stats_t js = journal_stats(p->j);
         n = snprintf(buf, sizeof(buf),
@@ -1128,14 +1238,15 @@ void persist_metrics(persist_t *p, wbuf_t *out)
                      "# HELP tally_journal_bytes Size of the current journal file.\n"
                      "# TYPE tally_journal_bytes gauge\n"
                      "tally_journal_bytes %" PRIu64 "\n"
-                     "# HELP tally_journal_healthy 1 while journal writes succeed.\n"
+                     "# HELP tally_journal_healthy 1 while the journal takes changes: its writes succeed and it "
+                     "has space.\n"
                      "# TYPE tally_journal_healthy gauge\n"
                      "tally_journal_healthy %d\n"
                      "# HELP tally_journal_unsynced_bytes Journal bytes written to the kernel, not yet fdatasync'd "
                      "(under everysec, about a second's worth at most).\n"
                      "# TYPE tally_journal_unsynced_bytes gauge\n"
                      "tally_journal_unsynced_bytes %" PRIu64 "\n",
-                     js.records, js.bytes, js.healthy ? 1 : 0, js.unsynced);
+                     js.records, js.bytes, js.healthy && !js.no_space ? 1 : 0, js.unsynced);
         wbuf_put_bytes(out, buf, (size_t)n);
     }
 }

@@ -53,6 +53,10 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
 uint64_t persist_journal_hook(void *ud, const journal_req_t *req);
 /* api_hooks_t.journal_reserve / journal_release */
 bool persist_reserve_hook(void *ud, uint64_t bytes, const char **err);
+/* NULL while changes can be made durable; else why not (a static string):
+ * tallyd started on a full disk and its journal waits for space, or journal
+ * writes are failing.  Reads are served either way. */
+const char *persist_unwritable(persist_t *p);
 void persist_release_hook(void *ud, uint64_t bytes);
 /* server_hooks_t.journal_wait */
 bool persist_wait_hook(void *ud, uint64_t lsn, const char **err);

@@ -204,7 +204,7 @@ static bool epoch_write(const char *dir, uint64_t epoch, char *err, size_t errle
     char path[600], text[32];
     snprintf(path, sizeof(path), "%s/%s", dir, EPOCH_NAME);
     int n = snprintf(text, sizeof(text), "%" PRIu64 "\n", epoch);
-    if (!file_replace(path, text, (size_t)n)) {
+    if (!file_replace(path, text, (size_t)n, FILE_MODE_PRIVATE)) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         return false;
     }

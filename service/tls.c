@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "service/clock.h"
+#include "service/file.h"
 #include "service/log.h"
 
 #define TLS_CHAIN_MAX 16                   /* certificates in a chain, ours or a client's */
@@ -296,6 +297,9 @@ static bool load(struct tls *t, bool *changed, char *what, size_t whatlen, char 
         gen_free(g);
         return false;
     }
+    if (file_readable_by_others(t->path[1]))
+        log_warn("--tls-key %s can be read by every user of this machine: chmod o-r it (0600, or 0640 with "
+                 "a group tallyd is in)", t->path[1]);
     gen_describe(g, what, whatlen);   /* before publishing: g is immutable after */
     g->older = cur;
     if (cur)

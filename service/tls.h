@@ -26,7 +26,8 @@
  * about once a second by tls_tick: a Kubernetes Secret volume's atomic
  * symlink swap and cert-manager renewals are picked up by themselves.
  *
- * Protocol versions: TLS 1.2 and 1.3 only (TALLY_TLS_PRIORITIES), and no
+ * Protocol versions: TLS 1.2 and 1.3 only, forward-secret AEAD suites only
+ * (TALLY_TLS_PRIORITIES), and no
  * session tickets: every connection makes a full handshake against the
  * current certificate and CAs, so a reload applies to all new connections
  * and a resumed session never skips the client-certificate check (tallyd's
@@ -49,9 +50,14 @@
 #include "core/codec.h"
 #include "service/options.h"
 
-/* GnuTLS priorities: its defaults, without anything older than TLS 1.2, and
- * without session tickets (see above). */
-#define TALLY_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:%NO_TICKETS"
+/* GnuTLS priorities: TLS 1.3, and TLS 1.2 with forward-secret AEAD suites
+ * only - ECDHE key exchange (no static RSA, no finite-field DHE) with
+ * AES-GCM or ChaCha20-Poly1305 (no CBC, no SHA-1 MAC), no SHA-1 signatures
+ * - and no session tickets (see above).  `gnutls-cli --list --priority ...`
+ * prints the suites; it_security's test_tls_suites checks them. */
+#define TALLY_TLS_PRIORITIES                                                                                 \
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA:-DHE-RSA:-DHE-DSS:-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:" \
+    "+CHACHA20-POLY1305:-MAC-ALL:+AEAD:-SIGN-RSA-SHA1:-SIGN-ECDSA-SHA1:%NO_TICKETS"
 
 typedef struct tls tls_t;
 

@@ -611,6 +611,65 @@ static void memory_of(const tally_proc_t *p, long long *used, long long *max)
  * token may not make is refused first, and evicts nothing: a sample whose
  * series' compaction rule writes outside the prefixes, and a rule whose
  * destination is outside them. */
+/* What the write scope sees: the answer of a change (the value a counter
+ * reaches, the bit SETBIT replaced), but not a read spelled as a write (a
+ * counter moved by 0, a BITFIELD GET); and no key outside a token's
+ * prefixes shows in a series' info (its rules' destinations, its source). */
+static void test_write_scope_reads(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    start_with_files(&p, "0");
+    const char *W = "write-secret";
+    http_resp_t r = req_as(&p, W, "POST", "/counter/w:a", "{\"by\":2}", NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "value"), 2);
+    http_free(&r);
+    r = req_as(&p, W, "POST", "/counter/w:a", "{\"by\":0}", NULL);
+    assert_error(&r, 403, "FORBIDDEN");
+    assert_non_null(strstr(r.body, "lacks scope read, needed by a counter moved by 0"));
+    http_free(&r);
+    assert_int_equal(status_as(&p, "all-secret", "POST", "/counter/w:a", "{\"by\":0}"), 200);
+    assert_int_equal(status_as(&p, W, "POST", "/bits/w:b/setbit", "{\"offset\":3,\"value\":1}"), 200);
+    r = req_as(&p, W, "POST", "/bits/w:b/field", "{\"ops\":[{\"set\":\"u8\",\"offset\":8,\"value\":1},"
+                                                 "{\"get\":\"u4\",\"offset\":0}]}", NULL);
+    assert_error(&r, 403, "FORBIDDEN");
+    assert_non_null(strstr(r.body, "needed by a BITFIELD GET"));
+    http_free(&r);
+    assert_int_equal(status_as(&p, W, "POST", "/bits/w:b/field", "{\"ops\":[{\"incrby\":\"u8\",\"offset\":8,"
+                                                               "\"increment\":1}]}"), 200);
+    assert_int_equal(status_as(&p, "all-secret", "POST", "/bits/w:b/field",
+                               "{\"ops\":[{\"get\":\"u8\",\"offset\":8}]}"), 200);
+
+    /* a series of the tenant's with a rule to a key outside its prefixes */
+    const char *T = "tenant-secret", *A = "all-secret";
+    assert_int_equal(status_as(&p, T, "PUT", "/ts/t:src", "{}"), 201);
+    assert_int_equal(status_as(&p, A, "PUT", "/ts/x:dst", "{}"), 201);
+    assert_int_equal(status_as(&p, A, "PUT", "/ts/t:dst", "{}"), 201);
+    assert_int_equal(status_as(&p, A, "POST", "/ts/t:src/rules", "{\"dest\":\"x:dst\",\"agg\":\"sum\",\"bucket_ms\":10}"),
+                     201);
+    assert_int_equal(status_as(&p, A, "POST", "/ts/t:src/rules", "{\"dest\":\"t:dst\",\"agg\":\"sum\",\"bucket_ms\":10}"),
+                     201);
+    r = req_as(&p, T, "GET", "/ts/t:src", NULL, NULL);
+    assert_status(&r, 200);
+    assert_null(strstr(r.body, "x:dst"));
+    assert_non_null(strstr(r.body, "t:dst"));
+    http_free(&r);
+    r = req_as(&p, A, "GET", "/ts/t:src", NULL, NULL);
+    assert_non_null(strstr(r.body, "x:dst"));
+    http_free(&r);
+    assert_int_equal(status_as(&p, A, "PUT", "/ts/t:dst2", "{}"), 201);
+    assert_int_equal(status_as(&p, A, "PUT", "/ts/x:src2", "{}"), 201);
+    assert_int_equal(status_as(&p, A, "POST", "/ts/x:src2/rules", "{\"dest\":\"t:dst2\",\"agg\":\"sum\",\"bucket_ms\":10}"),
+                     201);
+    r = req_as(&p, T, "GET", "/ts/t:dst2", NULL, NULL);
+    assert_status(&r, 200);
+    assert_null(strstr(r.body, "x:src2"));
+    assert_non_null(strstr(r.body, "\"source\":null"));
+    http_free(&r);
+    tally_cleanup(&p);
+}
+
 static void test_refused_before_eviction(void **state)
 {
     (void)state;
@@ -764,6 +823,20 @@ static void test_reload(void **state)
     assert_int_equal(json_int_of(&r, "tokens"), 2);
     http_free(&r);
     assert_int_equal(status_as(&p, "first-secret", "GET", "/counter/a", NULL), 200);
+
+    /* an empty list would lock everyone out, admin included: refused unless
+     * the file says it means it */
+    write_file(tokens, "{\"tokens\":[]}");
+    r = req_as(&p, "second-secret", "POST", "/admin/reload", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "deny_all"));
+    http_free(&r);
+    assert_int_equal(status_as(&p, "second-secret", "GET", "/counter/a", NULL), 200);
+    write_file(tokens, "{\"tokens\":[],\"deny_all\":true}");
+    r = req_as(&p, "second-secret", "POST", "/admin/reload", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    assert_int_equal(status_as(&p, "second-secret", "GET", "/counter/a", NULL), 401);
     tally_cleanup(&p);
 
     /* refused at start, naming the member */
@@ -908,8 +981,12 @@ static void test_failure_limit(void **state)
     if (atoi(h) < 1 || atoi(h) > 120)
         fail_msg("Retry-After: %s", h);
     http_free(&r);
-    /* the address is held off whatever it sends, probes aside */
-    assert_int_equal(status_as(&p, "read-secret", "GET", "/counter/a", NULL), 429);
+    /* only its guesses are held off: a valid token from the same address (a
+     * gateway's, a NAT's: someone else's failures) is served as ever */
+    assert_int_equal(status_as(&p, "guess", "GET", "/counter/a", NULL), 429);
+    assert_int_equal(status_as(&p, "read-secret", "GET", "/counter/a", NULL), 200);
+    assert_int_equal(status_as(&p, "admin-secret", "GET", "/info", NULL), 200);
+    assert_int_equal(status_as(&p, "other-guess", "GET", "/counter/a", NULL), 429);
     assert_int_equal(status_as(&p, NULL, "GET", "/healthz", NULL), 200);
     tally_cleanup(&p);
     /* each refusal counted by reason */
@@ -982,6 +1059,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_matrix),
         cmocka_unit_test(test_replicate_scope),
+        cmocka_unit_test(test_write_scope_reads),
         cmocka_unit_test(test_prefixes),
         cmocka_unit_test(test_refused_before_eviction),
         cmocka_unit_test(test_info_and_metrics),

@@ -689,6 +689,130 @@ static void test_real_enospc(void **state)
     tmpdir_remove(base);
 }
 
+/* What a tallyd that started on a full disk answers: reads as ever, every
+ * change 503 (not applied), /readyz ready but not writable (and 503 for
+ * ?role=primary), the reason in /info and the log. */
+static void expect_read_only(tally_proc_t *p, const char *counter, long value)
+{
+    http_resp_t r = httpf(p, "GET", NULL, "/counter/%s", counter);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "value"), value);
+    http_free(&r);
+    r = http(p, "GET", "/uv/startfull-u", NULL, NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "count"), 3);
+    http_free(&r);
+    /* (a journal may squeeze into the last free page: then its space runs out) */
+    r = httpf(p, "POST", "{\"by\":1}", "/counter/%s", counter);
+    assert_error(&r, 503, "UNAVAILABLE");
+    if (!strstr(r.body, "started on a full disk") && !strstr(r.body, "No space left on device"))
+        fail_msg("a change on a full disk: %s", r.body);
+    assert_non_null(strstr(r.body, "not applied"));
+    http_free(&r);
+    r = http(p, "GET", "/readyz", NULL, NULL);
+    assert_status(&r, 200);
+    assert_non_null(strstr(r.body, "\"writable\":false"));
+    http_free(&r);
+    r = http(p, "GET", "/readyz?role=primary", NULL, NULL);
+    assert_error(&r, 503, "UNAVAILABLE");
+    http_free(&r);
+    r = http(p, "GET", "/info", NULL, NULL);
+    assert_non_null(strstr(r.body, "\"unwritable\":"));
+    http_free(&r);
+    r = http(p, "GET", "/metrics", NULL, NULL);
+    assert_non_null(strstr(r.body, "tally_journal_healthy 0\n"));
+    http_free(&r);
+    r = httpf(p, "GET", NULL, "/counter/%s", counter);   /* the refused change left nothing */
+    assert_int_equal(json_int_of(&r, "value"), value);
+    http_free(&r);
+}
+
+/* Some state, then kill -9: the journal is left open (its seal is due at
+ * the next start, which needs a write too). */
+static void state_then_kill(tally_proc_t *p, const char *dir)
+{
+    tally_start(p, dir, (const char *[]){ "--snapshot-interval", "0", NULL });
+    http_expect(p, "POST", "/uv/startfull-u", "{\"items\":[\"a\",\"b\",\"c\"]}", 200, NULL);
+    http_expect(p, "POST", "/counter/startfull", "{\"by\":5}", 200, NULL);
+    tally_kill(p);
+}
+
+/* tallyd restarted on a full disk (RLIMIT_FSIZE below a journal's first
+ * page: creating the journal fails with EFBIG) starts and serves reads
+ * instead of exiting; on a disk with room again nothing refused is there. */
+static void test_start_on_full_disk(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    state_then_kill(&p, NULL);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p.dir);
+    tally_set_file_limit(1024);
+    tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", NULL });
+    tally_set_file_limit(0);
+    expect_read_only(&p, "startfull", 5);
+    char *log = tally_log(&p);
+    assert_non_null(strstr(log, "starting without a journal"));
+    free(log);
+    http_resp_t r = http(&p, "POST", "/admin/snapshot", NULL, NULL);
+    assert_true(r.status >= 500);   /* no snapshot without a journal to follow it */
+    http_free(&r);
+    tally_kill(&p);
+    tally_start(&p, dir, NULL);
+    r = http(&p, "GET", "/counter/startfull", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "value"), 5);
+    http_free(&r);
+    http_expect(&p, "POST", "/counter/startfull", "{\"by\":1}", 200, NULL);
+    r = http(&p, "GET", "/readyz", NULL, NULL);
+    assert_string_equal(r.body, "{\"status\":\"ready\"}");
+    http_free(&r);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
+/* The same with a real ENOSPC on a tiny tmpfs, and the space coming back
+ * while tallyd runs: within a few seconds it starts its journal and takes
+ * changes again, and those are durable (skipped without mount permission). */
+static void test_start_on_full_disk_space_returns(void **state)
+{
+    (void)state;
+    char base[256], mnt[300], dir[400], filler[400];
+    if (!small_disk(base, sizeof(base), mnt, sizeof(mnt), "2m"))
+        skip();
+    snprintf(dir, sizeof(dir), "%s/data", mnt);
+    snprintf(filler, sizeof(filler), "%s/filler", mnt);
+    tally_proc_t p;
+    state_then_kill(&p, dir);
+    fill_disk(filler, 0);
+    tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", NULL });
+    expect_read_only(&p, "startfull", 5);
+    assert_int_equal(unlink(filler), 0);
+    long st = 0;
+    for (int i = 0; i < 100 && st != 200; i++) {
+        http_resp_t r = http(&p, "POST", "/counter/startfull", "{\"by\":1}", NULL);
+        st = r.status;
+        if (st != 200 && st != 503)
+            fail_msg("a change while space returns: %ld %s", st, r.body);
+        http_free(&r);
+        if (st != 200)
+            usleep(100000);
+    }
+    assert_int_equal(st, 200);
+    http_resp_t r = http(&p, "GET", "/readyz?role=primary", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    tally_kill(&p);
+    tally_start(&p, dir, NULL);
+    r = http(&p, "GET", "/counter/startfull", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "value"), 6);
+    http_free(&r);
+    tally_cleanup(&p);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "umount %s", mnt);
+    assert_int_equal(system(cmd), 0);
+    tmpdir_remove(base);
+}
+
 /* The i-th key of 1000 bytes. */
 static void long_key(char *out, size_t n, int i)
 {
@@ -923,6 +1047,8 @@ int main(void)
         cmocka_unit_test(test_unusable_directory),
         cmocka_unit_test(test_second_process_refused),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_start_on_full_disk),
+        cmocka_unit_test(test_start_on_full_disk_space_returns),
         cmocka_unit_test(test_real_enospc),
         cmocka_unit_test(test_eviction_journal_space),
         cmocka_unit_test(test_canonical_record_space),

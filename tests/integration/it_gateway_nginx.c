@@ -407,11 +407,12 @@ static void test_errors_are_not_limits(void **state)
 }
 
 /* The shipped example, as is: policy api_nginx (GCRA, 10/s, bursts of 21,
- * per API key) and login_nginx (5 per 5 minutes per address and path). */
+ * per client of an API key nginx knows, else per address) and login_nginx
+ * (5 per 5 minutes per address and path, however the path is spelled). */
 static void test_deploy_example(void **state)
 {
     (void)state;
-    const char *key[] = { "X-Api-Key: deploy-key", NULL };
+    const char *key[] = { "X-Api-Key: example-key-replace-me", NULL };
     int allowed = 0, limited_at = -1;
     char v[64];
     for (int i = 0; i < 40 && limited_at < 0; i++) {
@@ -433,21 +434,63 @@ static void test_deploy_example(void **state)
     }
     if (limited_at < 0 || allowed < 21 || allowed > 24)
         fail_msg("deploy example: %d allowed before the first 429 (expected 21, a few more if slow)", allowed);
-    http_resp_t r = http(&T, "GET", "/keys/api:deploy-key", NULL, NULL);   /* shared with policy "api" */
+    http_resp_t r = http(&T, "GET", "/keys/api:client-example", NULL, NULL);   /* shared with policy "api" */
     assert_status(&r, 200);
     http_free(&r);
+    /* the outside review's bypasses: each spelling of /login a fresh bucket */
+    static const char *const spellings[] = { "/login/", "//login", "/%6Cogin", "/login;x", "/login%20" };
     for (int i = 0; i < 5; i++) {
-        r = http(&D, "POST", "/login", "user=a", "application/x-www-form-urlencoded");
+        r = http(&D, "POST", spellings[i], "user=a", "application/x-www-form-urlencoded");
         assert_status(&r, 200);
         http_free(&r);
     }
-    r = http(&D, "POST", "/login", "user=a", "application/x-www-form-urlencoded");
+    r = http(&D, "POST", "/login?next=%2F", "user=a", "application/x-www-form-urlencoded");
     assert_status(&r, 429);
     assert_true(http_header(&r, "Retry-After", v, sizeof(v)));
     assert_true(atoi(v) >= 299 && atoi(v) <= 300);
     http_free(&r);
     r = http(&T, "GET", "/keys/login:127.0.0.1:%2Flogin", NULL, NULL);
     assert_status(&r, 200);
+    http_free(&r);
+    r = http(&T, "GET", "/keys?prefix=login:", NULL, NULL);
+    assert_status(&r, 200);
+    assert_non_null(strstr(r.body, "\"key\":\"login:127.0.0.1:/login\""));
+    int login_keys = 0;
+    for (const char *k = r.body; (k = strstr(k, "\"key\":\"login:")); k++)
+        login_keys++;
+    assert_int_equal(login_keys, 1);   /* one bucket for every spelling */
+    http_free(&r);
+}
+
+/* A client-chosen key is no identity: made-up API keys and X-Client-Id
+ * headers, a new one on every request, all count under the client's
+ * address through the shipped example (the review's "random X-Api-Key per
+ * request is never limited"). */
+static void test_deploy_made_up_keys(void **state)
+{
+    (void)state;
+    int allowed = 0, limited = 0;
+    for (int i = 0; i < 40; i++) {
+        char k1[64], k2[64];
+        snprintf(k1, sizeof(k1), "X-Api-Key: made-up-%d", i);
+        snprintf(k2, sizeof(k2), "X-Client-Id: someone-%d", i);
+        const char *h[] = { k1, k2, NULL };
+        http_resp_t r = http_h(&D, "GET", "/orders", NULL, NULL, h);
+        if (r.status == 200)
+            allowed++;
+        else if (r.status == 429)
+            limited++;
+        else
+            fail_msg("GET through the deploy example: %ld %s", r.status, r.body);
+        http_free(&r);
+    }
+    if (allowed > 25 || limited < 15)
+        fail_msg("made-up keys: %d allowed, %d limited (expected 21, a few more if slow)", allowed, limited);
+    http_resp_t r = http(&T, "GET", "/keys/api:127.0.0.1", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    r = http(&T, "GET", "/keys/api:someone-0", NULL, NULL);
+    assert_error(&r, 404, "NOT_FOUND");
     http_free(&r);
 }
 
@@ -459,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_forged_forwarded_for),
         cmocka_unit_test(test_errors_are_not_limits),
         cmocka_unit_test(test_deploy_example),
+        cmocka_unit_test(test_deploy_made_up_keys),
     };
     return cmocka_run_group_tests_name("nginx auth_request -> tallyd (integration)", tests, setup, teardown);
 }

@@ -33,7 +33,8 @@ static const char POLICIES[] =
     "    \"bucket\": {\"algorithm\": \"token_bucket\", \"capacity\": 2, \"refill_rate\": 0.001,\n"
     "               \"key\": \"{header:X-User}\", \"prefix\": \"u/\"},\n"
     "    \"global\": {\"algorithm\": \"fixed_window\", \"max_count\": 1000, \"period\": 3600, \"key\": \"all\"},\n"
-    "    \"trial\": {\"algorithm\": \"sliding_log\", \"max_count\": 1, \"period\": 60, \"shadow\": true}\n"
+    "    \"trial\": {\"algorithm\": \"sliding_log\", \"max_count\": 1, \"period\": 60, \"shadow\": true},\n"
+    "    \"login\": {\"algorithm\": \"sliding_log\", \"max_count\": 5, \"period\": 300, \"key\": \"{ip}:{path}\"}\n"
     "  }\n"
     "}\n";
 
@@ -326,6 +327,41 @@ static void test_hook_traefik(void **state)
     assert_key("traefik:DELETE:api.example.com%2Fv1%2Fitems%2F7:192.0.2.44", true);
 }
 
+/* {path} is one key however the path is spelled (core/urlpath.h): the
+ * outside review escaped the sample login policy with each of these, sent
+ * as nginx (X-Original-URI), Traefik (X-Forwarded-Uri) or in the hook's
+ * own path. */
+static void test_path_spellings(void **state)
+{
+    (void)state;
+    static const char *const nginx[] = { "/login/", "//login", "/./login", "/%6Cogin", "/login;x",
+                                         "/login%20", "/LOGIN", "/a/../login?next=/" };
+    for (size_t i = 0; i < sizeof(nginx) / sizeof(nginx[0]); i++) {
+        char h[128];
+        snprintf(h, sizeof(h), "X-Original-URI: %s", nginx[i]);
+        const char *hs[] = { h, "X-Forwarded-For: 198.51.100.20", NULL };
+        http_resp_t r = http_h(&T, "HEAD", "/hook/login", NULL, NULL, hs);
+        assert_status(&r, i < 5 ? 200 : 429);
+        http_free(&r);
+    }
+    const char *traefik[] = { "X-Forwarded-Uri: /Login;jsessionid=9/", "X-Forwarded-For: 198.51.100.20", NULL };
+    http_resp_t r = http_h(&T, "GET", "/hook/login", NULL, NULL, traefik);
+    assert_status(&r, 429);
+    http_free(&r);
+    const char *direct[] = { "X-Forwarded-For: 198.51.100.20", NULL };
+    r = http_h(&T, "GET", "/hook/login/%6Cogin/", NULL, NULL, direct);
+    assert_status(&r, 429);
+    http_free(&r);
+    assert_key("login:198.51.100.20:%2Flogin", true);
+    r = http(&T, "GET", "/keys?prefix=login:198.51.100.20", NULL, NULL);
+    assert_status(&r, 200);
+    int n = 0;
+    for (const char *k = r.body; (k = strstr(k, "\"key\":")); k++)
+        n++;
+    assert_int_equal(n, 1);
+    http_free(&r);
+}
+
 /* Errors are never "limited": their statuses are not deny statuses. */
 static void test_hook_errors(void **state)
 {
@@ -524,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_hook_nginx),
         cmocka_unit_test(test_hook_envoy),
         cmocka_unit_test(test_hook_traefik),
+        cmocka_unit_test(test_path_spellings),
         cmocka_unit_test(test_hook_errors),
         cmocka_unit_test(test_shadow_and_metrics),
         cmocka_unit_test(test_reload),

@@ -19,10 +19,12 @@
  *             real client's key (nginx is run for real in it_gateway_nginx).
  */
 #include <curl/curl.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +75,7 @@ typedef struct tls_client {
     const char *cert, *key;      /* client certificate files (names in dir), or NULL */
     long max_version;            /* CURL_SSLVERSION_MAX_*, 0 = default */
     bool plain;                  /* http:// to the TLS port */
+    const char *ciphers;         /* the only TLS 1.2 suites offered (OpenSSL names), or NULL */
 } tls_client_t;
 
 typedef struct tls_answer {
@@ -123,7 +126,7 @@ static tls_answer_t tls_request(CURL *reuse, int port, const tls_client_t *cl, c
          * level: level 0 makes the client willing, so a refusal is the
          * server's (the same settings with TLS 1.2 succeed) */
         curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)(CURL_SSLVERSION_TLSv1_0 | cl->max_version));
-        curl_easy_setopt(c, CURLOPT_SSL_CIPHER_LIST, "DEFAULT:@SECLEVEL=0");
+        curl_easy_setopt(c, CURLOPT_SSL_CIPHER_LIST, cl->ciphers ? cl->ciphers : "DEFAULT:@SECLEVEL=0");
     }
     struct curl_slist *hs = NULL;
     if (json) {
@@ -149,7 +152,7 @@ static tls_answer_t tls_request(CURL *reuse, int port, const tls_client_t *cl, c
     return a;
 }
 
-static const tls_client_t good = { "client.pem", "client.key", 0, false };
+static const tls_client_t good = { "client.pem", "client.key", 0, false, NULL };
 
 /* Waits until the TLS server answers /readyz (tally_start_nowait only
  * waits for the port). */
@@ -202,6 +205,11 @@ static int setup(void **state)
     make_cert("stranger", "a-stranger", "other-ca");
     make_cert("second", "second.tally.test", "ca");
     make_cert("third", "third.tally.test", "ca");
+    /* an RSA pair: the one kind of key a static-RSA suite could use */
+    sh("cd %s && openssl req -newkey rsa:2048 -nodes -keyout rsa.key -out rsa.csr -subj /CN=rsa.tally.test "
+       "2>/dev/null && openssl x509 -req -in rsa.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out rsa.pem "
+       "-days 2 -extfile server.ext 2>/dev/null",
+       dir);
     /* the live files, overwritten by the reload tests */
     sh("cd %s && cp server.pem live.pem && cp server.key live.key", dir);
     return 0;
@@ -237,27 +245,73 @@ static void test_tls_serves_and_refuses(void **state)
     (void)state;
     tally_proc_t p;
     start_tls(&p, false);
-    tls_client_t anon = { NULL, NULL, 0, false };
+    tls_client_t anon = { NULL, NULL, 0, false, NULL };
     tls_answer_t a = tls_request(NULL, p.port, &anon, "POST", "/throttle",
                                  "{\"key\":\"tls\",\"max_burst\":1,\"count_per_period\":1,\"period\":60}");
     assert_int_equal(a.rc, CURLE_OK);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.subject, "first.tally.test"));
     /* plain HTTP on the TLS port: no answer */
-    tls_client_t plain = { NULL, NULL, 0, true };
+    tls_client_t plain = { NULL, NULL, 0, true, NULL };
     a = tls_request(NULL, p.port, &plain, "GET", "/healthz", NULL);
     if (a.rc == CURLE_OK && a.status == 200)
         fail_msg("plain HTTP was answered on the TLS port");
     /* TLS 1.1 refused; the same client settings with TLS 1.2 are served */
-    tls_client_t old = { NULL, NULL, CURL_SSLVERSION_MAX_TLSv1_1, false };
+    tls_client_t old = { NULL, NULL, CURL_SSLVERSION_MAX_TLSv1_1, false, NULL };
     a = tls_request(NULL, p.port, &old, "GET", "/healthz", NULL);
     assert_int_not_equal(a.rc, CURLE_OK);
-    tls_client_t v12 = { NULL, NULL, CURL_SSLVERSION_MAX_TLSv1_2, false };
+    tls_client_t v12 = { NULL, NULL, CURL_SSLVERSION_MAX_TLSv1_2, false, NULL };
     a = tls_request(NULL, p.port, &v12, "GET", "/healthz", NULL);
     assert_int_equal(a.rc, CURLE_OK);
     assert_int_equal(a.status, 200);
     assert_int_equal(tally_stop(&p), 0);
     tally_cleanup(&p);
+}
+
+/* TLS 1.2 offers only forward-secret AEAD suites (ECDHE with AES-GCM or
+ * ChaCha20-Poly1305): no CBC, no SHA-1 MAC, no static RSA key exchange -
+ * with an EC and with an RSA certificate.  The client offers exactly one
+ * suite, so a handshake that succeeds proves the server accepts it. */
+static void test_tls_suites(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *cert, *suite;
+        bool served;
+    } cases[] = {
+        { "live", "ECDHE-ECDSA-AES128-GCM-SHA256", true },
+        { "live", "ECDHE-ECDSA-CHACHA20-POLY1305", true },
+        { "live", "ECDHE-ECDSA-AES128-SHA", false },      /* CBC, SHA-1 */
+        { "live", "ECDHE-ECDSA-AES256-SHA384", false },   /* CBC */
+        { "rsa", "ECDHE-RSA-AES256-GCM-SHA384", true },
+        { "rsa", "AES256-GCM-SHA384", false },            /* static RSA: no forward secrecy */
+        { "rsa", "AES128-SHA", false },                   /* static RSA, CBC, SHA-1 */
+        { "rsa", "ECDHE-RSA-AES128-SHA", false },         /* CBC, SHA-1 */
+    };
+    for (int k = 0; k < 2; k++) {
+        const char *which = k ? "rsa" : "live";
+        char cert[400], key[400], certf[64], keyf[64];
+        snprintf(certf, sizeof(certf), "%s.pem", which);
+        snprintf(keyf, sizeof(keyf), "%s.key", which);
+        path_of(cert, sizeof(cert), certf);
+        path_of(key, sizeof(key), keyf);
+        const char *args[] = { "--in-memory", "--tls-cert", cert, "--tls-key", key, NULL };
+        tally_proc_t p;
+        tally_start_nowait(&p, NULL, args);
+        wait_tls_ready(&p, &good);
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            if (strcmp(cases[i].cert, which))
+                continue;
+            tls_client_t one = { NULL, NULL, CURL_SSLVERSION_MAX_TLSv1_2, false, cases[i].suite };
+            tls_answer_t a = tls_request(NULL, p.port, &one, "GET", "/healthz", NULL);
+            if (cases[i].served && (a.rc != CURLE_OK || a.status != 200))
+                fail_msg("%s certificate: TLS 1.2 suite %s refused (curl %d)", which, cases[i].suite, a.rc);
+            if (!cases[i].served && a.rc == CURLE_OK)
+                fail_msg("%s certificate: TLS 1.2 suite %s was served", which, cases[i].suite);
+        }
+        assert_int_equal(tally_stop(&p), 0);
+        tally_cleanup(&p);
+    }
 }
 
 static void test_mtls(void **state)
@@ -270,7 +324,7 @@ static void test_mtls(void **state)
     assert_int_equal(a.status, 200);
     /* no client certificate, or one from another CA: the handshake fails,
      * no request reaches a handler (the counter stays at 1) */
-    tls_client_t none = { NULL, NULL, 0, false }, stranger = { "stranger.pem", "stranger.key", 0, false };
+    tls_client_t none = { NULL, NULL, 0, false, NULL }, stranger = { "stranger.pem", "stranger.key", 0, false, NULL };
     for (int i = 0; i < 2; i++) {
         a = tls_request(NULL, p.port, i ? &stranger : &none, "POST", "/counter/mtls", "{\"by\":1}");
         if (a.rc == CURLE_OK)
@@ -621,6 +675,63 @@ static void test_traefik_replay(void **state)
 
 /* Without --trusted-proxies (or from a peer outside them) forwarding
  * headers are ignored: the key is the peer's address, whatever is sent. */
+/* Every file of the data directory is the owner's alone (0600; a directory
+ * tallyd creates, 0700), whatever the umask lets through; secrets others may
+ * read are named in the log. */
+static void test_file_modes(void **state)
+{
+    (void)state;
+    mode_t old = umask(0);   /* the most permissive umask: the modes are tallyd's own */
+    char data[400], tokens[400], key[400], cert[400];
+    snprintf(data, sizeof(data), "%s/modes-data", dir);
+    snprintf(tokens, sizeof(tokens), "%s/modes-tokens.json", dir);
+    sh("printf '{\"tokens\":[{\"name\":\"t\",\"sha256\":\"%%s\",\"scopes\":[\"admin\"]}]}' "
+       "\"$(printf secret | %s --hash-token)\" > %s && chmod 0644 %s",
+       getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd", tokens, tokens);
+    path_of(cert, sizeof(cert), "live.pem");
+    snprintf(key, sizeof(key), "%s/modes.key", dir);
+    sh("cp %s/live.key %s && chmod 0644 %s", dir, key, key);
+    tally_proc_t p;
+    const char *args[] = { "--data-dir", data, "--tokens", tokens, "--tls-cert", cert, "--tls-key", key, NULL };
+    tally_start_nowait(&p, NULL, args);
+    const char *tok_warn = "can be read by every user of this machine: it holds only hashes";
+    const char *key_warn = "can be read by every user of this machine: chmod o-r it (0600";
+    for (int i = 0; i < 400 && !(log_has(&p, tok_warn) && log_has(&p, key_warn)); i++)
+        usleep(25000);
+    assert_true(log_has(&p, tok_warn));
+    assert_true(log_has(&p, key_warn));
+    tally_kill(&p);
+    tally_cleanup(&p);
+    umask(0);
+    const char *plain[] = { "--data-dir", data, NULL };
+    tally_start(&p, NULL, plain);
+    http_expect(&p, "POST", "/uv/modes", "{\"items\":[\"a\"]}", 200, NULL);
+    http_expect(&p, "POST", "/admin/snapshot", NULL, 200, NULL);
+    http_expect(&p, "POST", "/uv/modes", "{\"items\":[\"b\"]}", 200, NULL);
+    struct stat sb;
+    assert_int_equal(stat(data, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    DIR *d = opendir(data);
+    assert_non_null(d);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char f[700];
+        snprintf(f, sizeof(f), "%s/%s", data, e->d_name);
+        assert_int_equal(stat(f, &sb), 0);
+        if ((sb.st_mode & 0777) != 0600)
+            fail_msg("%s: mode %o, not 0600", f, (unsigned)(sb.st_mode & 0777));
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 3);   /* the lock, a snapshot, a journal */
+    umask(old);
+    assert_int_equal(tally_stop(&p), 0);
+    tally_cleanup(&p);
+    sh("rm -rf %s %s %s", data, tokens, key);
+}
+
 static void test_untrusted_peer(void **state)
 {
     (void)state;
@@ -649,6 +760,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tls_serves_and_refuses),
+        cmocka_unit_test(test_tls_suites),
         cmocka_unit_test(test_mtls),
         cmocka_unit_test(test_tls_reload),
         cmocka_unit_test(test_tls_retired_freed),
@@ -658,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_cors),
         cmocka_unit_test(test_envoy_replay),
         cmocka_unit_test(test_traefik_replay),
+        cmocka_unit_test(test_file_modes),
         cmocka_unit_test(test_untrusted_peer),
     };
     return cmocka_run_group_tests_name("security: TLS, browsers, proxies (integration)", tests, setup, teardown);

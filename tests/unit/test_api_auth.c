@@ -65,11 +65,15 @@ static void test_parse_good(void **state)
     assert_int_equal(api_access_scopes(API_ACCESS_REPLICATE), API_SCOPE_REPLICATE);
     assert_int_equal(api_access_scopes(API_ACCESS_ADMIN), API_SCOPE_ADMIN);
     assert_string_equal(api_access_name(API_ACCESS_REPLICATE), "replicate");
-    /* no tokens at all: everything but the probes is refused */
-    t = parse("{\"tokens\":[]}", err);
+    /* no tokens at all - everything but the probes refused, admin included -
+     * only when the file says it means it */
+    assert_null(parse("{\"tokens\":[]}", err));
+    assert_non_null(strstr(err, "deny_all"));
+    t = parse("{\"tokens\":[],\"deny_all\":true}", err);
     assert_non_null(t);
     assert_int_equal(t->n, 0);
     api_tokens_release(t);
+    assert_null(parse("{\"tokens\":[],\"deny_all\":false}", err));
 }
 
 static void test_parse_refused(void **state)
@@ -230,14 +234,17 @@ static void test_router(void **state)
     api_resp_release(&r);
     assert_int_equal(serve(&srv, "Bearer nope", API_GET, "/counter/a:x", NULL, now, &r), 401);
     api_resp_release(&r);
-    assert_int_equal(serve(&srv, "Bearer r-tok", API_GET, "/counter/a:x", NULL, now, &r), 429);
+    assert_int_equal(serve(&srv, "Bearer nope", API_GET, "/counter/a:x", NULL, now, &r), 429);
     assert_true(has_header(&r, "Retry-After", ""));
+    api_resp_release(&r);
+    /* a valid token is never held off for the address's failures */
+    assert_int_equal(serve(&srv, "Bearer r-tok", API_GET, "/counter/a:x", NULL, now, &r), 200);
     api_resp_release(&r);
     assert_int_equal(serve(&srv, NULL, API_GET, "/readyz", NULL, now, &r), 200);
     api_resp_release(&r);
     /* two periods later the address may try again */
-    assert_int_equal(serve(&srv, "Bearer r-tok", API_GET, "/counter/a:x", NULL, now + INT64_C(120000000000), &r),
-                     200);
+    assert_int_equal(serve(&srv, "Bearer nope", API_GET, "/counter/a:x", NULL, now + INT64_C(120000000000), &r),
+                     401);
     api_resp_release(&r);
     api_auth_free(srv.auth);
     ks_free(srv.ks);

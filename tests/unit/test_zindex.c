@@ -18,6 +18,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/hash.h"
 #include "core/rng.h"
 #include "core/zindex.h"
 
@@ -263,6 +264,45 @@ static void test_load_rejects(void **state)
     zindex_free(z);
 }
 
+/* Hash flooding: members chosen to share their table slot under a known
+ * seed (what a client could precompute against a fixed seed) fill one probe
+ * run as long as their number; under a secret seed, set as tallyd does at
+ * start-up, the same members spread out. */
+static void test_seeded_against_flooding(void **state)
+{
+    (void)state;
+    enum { N = 600, MASK = 1023 };   /* 600 members: a table of 1024 slots */
+    static char m[N][16];
+    int found = 0;
+    zindex_set_seed(0x67656f7365747331ULL);   /* the fixed seed tally used before */
+    for (uint64_t i = 0; found < N; i++) {
+        char c[16];
+        int len = snprintf(c, sizeof(c), "m%llu", (unsigned long long)i);
+        if (((uint32_t)tally_xxh64(c, (size_t)len, 0x67656f7365747331ULL) & MASK) == 0)
+            memcpy(m[found++], c, (size_t)len + 1);
+    }
+    zindex_t *z = zindex_create();
+    for (int i = 0; i < N; i++)
+        assert_int_equal(zindex_set(z, m[i], strlen(m[i]), (uint64_t)i, ZINDEX_SET), ZINDEX_ADDED);
+    assert_true(zindex_probe_max(z) >= N);
+    zindex_free(z);
+
+    zindex_set_seed(0x9e3779b97f4a7c15ULL ^ 20261201);
+    z = zindex_create();
+    for (int i = 0; i < N; i++)
+        assert_int_equal(zindex_set(z, m[i], strlen(m[i]), (uint64_t)i, ZINDEX_SET), ZINDEX_ADDED);
+    size_t longest = zindex_probe_max(z);
+    if (longest > 40)
+        fail_msg("a secret seed still leaves a probe run of %zu slots for %d members", longest, N);
+    for (int i = 0; i < N; i++) {
+        uint64_t sc;
+        assert_true(zindex_score(z, m[i], strlen(m[i]), &sc));
+        assert_int_equal(sc, (uint64_t)i);
+    }
+    zindex_free(z);
+    zindex_set_seed(0x67656f7365747331ULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_sequential_and_memory),
         cmocka_unit_test(test_score_extremes),
         cmocka_unit_test(test_load_rejects),
+        cmocka_unit_test(test_seeded_against_flooding),
     };
     return cmocka_run_group_tests_name("zindex", tests, NULL, NULL);
 }
