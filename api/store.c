@@ -235,3 +235,115 @@ bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp
     }
     return true;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Bounds of one request                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* How many times a write may find its room taken again by others between
+ * evicting for it and retaking its locks before it is answered 507. */
+#define ROOM_ATTEMPTS 4
+
+uint64_t api_room_now(const api_server_t *srv, const api_req_t *req)
+{
+    uint64_t max = ks_maxmemory(srv->ks);
+    if (req->replay || !max)
+        return UINT64_MAX;
+    uint64_t used = ks_total_memory(srv->ks);
+    return used < max ? max - used : 0;
+}
+
+uint64_t api_value_limit(const api_server_t *srv, const api_req_t *req)
+{
+    return req->replay || !srv->limits.max_value ? UINT64_MAX : srv->limits.max_value;
+}
+
+bool api_value_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
+                    uint64_t bytes)
+{
+    if (bytes <= api_value_limit(srv, req))
+        return true;
+    const char *fmt = "%s would take %llu bytes, over --max-value-size (%llu bytes a value); nothing was changed";
+    if (field)
+        api_error_field(resp, API_E_BAD_REQUEST, field, fmt, what, (unsigned long long)bytes,
+                        (unsigned long long)srv->limits.max_value);
+    else
+        api_error(resp, API_E_BAD_REQUEST, fmt, what, (unsigned long long)bytes,
+                  (unsigned long long)srv->limits.max_value);
+    return false;
+}
+
+bool api_grow(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
+              uint64_t reach, uint64_t extra)
+{
+    return api_value_fits(srv, req, resp, field, what, reach) && api_make_room_for(srv, req, resp, extra);
+}
+
+bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra, unsigned *attempts)
+{
+    if (++*attempts > ROOM_ATTEMPTS) {
+        no_room(srv->ks, resp, extra);
+        return false;
+    }
+    return api_make_room_for(srv, req, resp, extra);
+}
+
+bool api_answer_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes, const char *how)
+{
+    (void)req;
+    uint64_t max = srv->limits.max_answer;
+    if (!max || bytes <= max)
+        return true;
+    api_error(resp, API_E_BAD_REQUEST, "the answer would take about %llu bytes, over --max-answer-size (%llu bytes): %s",
+              (unsigned long long)bytes, (unsigned long long)max, how);
+    return false;
+}
+
+uint64_t api_work_limit(const api_server_t *srv)
+{
+    uint64_t v = srv->limits.max_value;
+    return !v || v > UINT64_MAX / API_WORK_VALUES ? UINT64_MAX : v * API_WORK_VALUES;
+}
+
+bool api_work_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, uint64_t bytes)
+{
+    uint64_t max = api_work_limit(srv);
+    if (req->replay || bytes <= max)
+        return true;
+    api_error_field(resp, API_E_BAD_REQUEST, field,
+                    "'%s' would make this request read %llu bytes, over what one request may read: %d x "
+                    "--max-value-size (%llu bytes); split it into smaller requests",
+                    field, (unsigned long long)bytes, API_WORK_VALUES, (unsigned long long)max);
+    return false;
+}
+
+bool api_keys_distinct(const ks_key_t *keys, size_t n, size_t *first)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    size_t *tab = malloc(cap * sizeof(*tab));
+    if (!tab)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        tab[i] = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        size_t h = (size_t)keys[i].hash & (cap - 1);
+        for (;;) {
+            size_t j = tab[h];
+            if (j == SIZE_MAX) {
+                tab[h] = i;
+                first[i] = i;
+                break;
+            }
+            if (keys[j].hash == keys[i].hash && keys[j].len == keys[i].len &&
+                !memcmp(keys[j].p, keys[i].p, keys[i].len)) {
+                first[i] = j;
+                break;
+            }
+            h = (h + 1) & (cap - 1);
+        }
+    }
+    free(tab);
+    return true;
+}

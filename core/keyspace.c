@@ -277,6 +277,8 @@ static size_t entry_overhead(size_t klen)
     return sizeof(ks_entry_t) + klen + 1 + 3 * sizeof(void *);
 }
 
+size_t ks_entry_overhead(size_t klen) { return entry_overhead(klen); }
+
 static void charge(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, size_t mem)
 {
     if (mem >= e->mem) {

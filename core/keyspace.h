@@ -122,6 +122,9 @@ void *ks_entry_value(const ks_entry_t *e);
 const char *ks_entry_key(const ks_entry_t *e, size_t *len);
 int64_t ks_entry_expire(const ks_entry_t *e);
 size_t ks_entry_memory(const ks_entry_t *e);
+/* What an entry costs besides its value (struct, key, table slots): with
+ * type->size(value), what ks_add charges for a key of klen bytes. */
+size_t ks_entry_overhead(size_t klen);
 
 /* ------------------------------------------------------------------------ */
 /* Iteration, expiry and eviction                                           */
