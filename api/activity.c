@@ -70,7 +70,7 @@ static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const ch
                         "date plus %d)", latest, ACTIVITY_AHEAD_DAYS);
         return;
     }
-    if (!api_make_room(srv, req, resp) || !api_make_room_for(srv, req, resp, extra_bytes + ks_entry_overhead(klen)))
+    if (!api_make_room(srv, req, resp) || !api_make_room_for_key(srv, req, resp, extra_bytes + ks_entry_overhead(klen), key, klen, 0))
         return;
     api_key_t h;
     if (!api_key_open(srv, req, resp, key, klen, &activity_type, API_WRITE, &h))

@@ -608,6 +608,22 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
  * until usage + extra fits under the limit; 507 when it cannot (a single
  * value larger than the whole limit is refused, not allowed to overshoot). */
 bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra);
+/* The keys a write reads or grows while it makes room for itself: never
+ * evicted for it, and their bytes count with what it adds (a write they
+ * and its growth cannot fit under the limit together is refused at once,
+ * evicting nothing). */
+typedef struct api_keep {
+    const ks_key_t *keys;
+    size_t n;
+    uint64_t bytes;              /* what they take now */
+} api_keep_t;
+/* api_make_room_for, keeping keep's keys (NULL: none). */
+bool api_make_room_keeping(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const api_keep_t *keep);
+/* The same for a write to one key, which takes `bytes` now (0 when not
+ * known before it is locked). */
+bool api_make_room_for_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const char *key, size_t klen, uint64_t bytes);
 
 /* ---- Bounds of one request (README "Limits per request") ----------------
  * Every write that allocates knows, before it allocates, the size its value
@@ -640,9 +656,11 @@ bool api_grow(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const c
               uint64_t reach, uint64_t extra);
 /* After a write found under its lock that it needs `extra` more bytes than
  * api_room_now() allowed, and undid itself and closed its handle: evicts
- * for them and returns true to try again, at most a few times (*attempts
- * counts them, start it at 0); false with the 507/503 set. */
-bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra, unsigned *attempts);
+ * for them (keeping keep's keys, see api_make_room_keeping) and returns
+ * true to try again, at most a few times (*attempts counts them, start it
+ * at 0); false with the 507/503 set. */
+bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                    const api_keep_t *keep, unsigned *attempts);
 /* Whether an answer of about `bytes` may be built (--max-answer-size):
  * false with a 400 naming the limit, the estimate and `how` to read less
  * ("narrow the range or set count"). */

@@ -213,7 +213,8 @@ static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
     size_t after = bits_heap_bytes_after(replace ? NULL : b, len);
     bool exists = h.e != NULL;
     api_key_close(&h, false);
-    return after <= before || api_make_room_for(srv, req, resp, after - before + (exists ? 0 : ks_entry_overhead(klen)));
+    return after <= before || api_make_room_for_key(srv, req, resp, after - before + (exists ? 0 : ks_entry_overhead(klen)),
+                                                    key, klen, before);
 }
 
 /* Creates the value for a missing key, already grown to len; NULL (507 set)
@@ -523,6 +524,7 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             goto out;
         }
         bool found = true;
+        uint64_t pinned = 0;   /* the sources and the destination: kept while room is made */
         for (size_t i = 0; i < n && found; i++) {
             if (first[i] != i)
                 continue;
@@ -531,6 +533,7 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             ks_entry_t *se;
             found = api_keys_find(&h, at[i], &bits_type, API_READ, what, &se);
             const bits_t *sb = found && se ? ks_entry_value(se) : NULL;
+            pinned += sb ? bits_heap_bytes(sb) : 0;
             sdata[at[i] - 1] = sb ? bits_data(sb) : NULL;
             slen[at[i] - 1] = sb ? bits_len(sb) : 0;
             if (slen[at[i] - 1] > maxlen)
@@ -546,18 +549,23 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         free(slen);
         if (!found || !api_keys_find(&h, 0, &bits_type, API_WRITE, "destination", NULL))
             goto out;
-        /* bounded work, a bounded result, and room for the difference */
+        /* bounded work, a bounded result, and room for it: it is built
+         * while the destination's old value still exists */
         size_t before = h.e ? bits_heap_bytes(api_key_value(&h)) : 0;
         size_t after = maxlen ? bits_heap_bytes_after(NULL, maxlen) : 0;
-        uint64_t add = after > before ? after - before + (h.e ? 0 : ks_entry_overhead(klen)) : 0;
+        uint64_t add = after ? after + (h.e ? 0 : ks_entry_overhead(klen)) : 0;
+        bool dst_read = false;   /* the destination among the sources: counted once */
+        for (size_t k = 1; k <= nd && !dst_read; k++)
+            dst_read = keys[k].len == klen && memcmp(keys[k].p, key, klen) == 0;
+        api_keep_t keep = { keys, nd + 1, pinned + (dst_read ? 0 : before) };
         if (!api_work_fits(srv, req, resp, "sources", work) ||
-            !api_value_fits(srv, req, resp, "sources", "the result", after)) {
+            !api_value_fits(srv, req, resp, "sources", "the result", maxlen)) {
             api_key_close(&h, false);
             goto out;
         }
         if (add > api_room_now(srv, req)) {
             api_key_close(&h, false);
-            if (!api_room_retry(srv, req, resp, add, &attempts))
+            if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
                 goto out;
             continue;
         }

@@ -141,9 +141,12 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         uint64_t base = created ? 0 : bloom_memory(b), room = api_room_now(srv, req),
                  cap = api_value_limit(srv, req), first = created ? bloom_params_bytes(&p) : 0;
         uint64_t extra = created ? first + ks_entry_overhead(klen) : 0;
+        ks_key_t kk = ks_key(srv->ks, key, klen);
+        api_keep_t keep = { &kk, 1, base };   /* the filter itself is not evicted for its own growth */
         if (created && (first > cap || extra > room)) {
             api_key_close(&h, false);
-            if (!api_value_fits(srv, req, resp, "capacity", "the filter", first) || !api_room_retry(srv, req, resp, extra, &attempts))
+            if (!api_value_fits(srv, req, resp, "capacity", "the filter", first) ||
+                !api_room_retry(srv, req, resp, extra, &keep, &attempts))
                 goto out;
             continue;
         }
@@ -155,20 +158,24 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         bloom_undo_t *u = b ? bloom_undo_begin(b) : NULL;
         int rc = u ? BLOOM_ADDED : BLOOM_NOMEM;
         bool changed = created;
-        for (size_t i = 0; i < it.n && rc >= 0; i++) {
+        size_t i = 0;
+        for (; i < it.n && rc >= 0; i++) {
             rc = bloom_add(b, it.p[i], it.len[i], limit == UINT64_MAX ? 0 : limit, u);
             added[i] = rc == BLOOM_ADDED;
             changed |= added[i];
         }
         if (rc == BLOOM_BUDGET) {
-            uint64_t reach = bloom_memory(b) + bloom_next_link_bytes(b);
-            uint64_t more = reach - base + (created ? ks_entry_overhead(klen) : 0);
+            /* the next link is needed; the rest of the batch may need more:
+             * room is made for the most it may take, or refused at once */
+            uint64_t reach = bloom_memory(b) + bloom_next_link_bytes(b), rest = bloom_growth_bound(b, it.n - (i - 1));
+            uint64_t more = bloom_memory(b) - base + (created ? ks_entry_overhead(klen) : 0);
+            more = rest > UINT64_MAX - more ? UINT64_MAX : more + rest;
             bloom_undo_rollback(b, u);
             if (created)
                 bloom_free(b);
             api_key_close(&h, false);
             if (!api_value_fits(srv, req, resp, "items", "the filter's next sub-filter", reach) ||
-                !api_room_retry(srv, req, resp, more, &attempts))
+                !api_room_retry(srv, req, resp, more, &keep, &attempts))
                 goto out;
             continue;
         }

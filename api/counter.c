@@ -63,7 +63,7 @@ static void h_counter_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (has_ttl)
         ttl_ms = ttl * 1000;
     int64_t now_ms = api_now_ms(req);
-    if (!api_make_room_for(srv, req, resp, counter_bytes() + ks_entry_overhead(klen)))
+    if (!api_make_room_for_key(srv, req, resp, counter_bytes() + ks_entry_overhead(klen), key, klen, 0))
         return;
 
     api_key_t h;

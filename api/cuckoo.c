@@ -99,9 +99,11 @@ static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         cuckoo_t *c = api_key_value(&h);
         bool created = !c;
         uint64_t extra = created ? cuckoo_bytes_for(&dp) + ks_entry_overhead(klen) : 0;
+        ks_key_t kk = ks_key(srv->ks, key, klen);
+        api_keep_t keep = { &kk, 1, c ? cuckoo_memory(c) : 0 };   /* not evicted for its own growth */
         if (extra > api_room_now(srv, req)) {
             api_key_close(&h, false);
-            if (!api_room_retry(srv, req, resp, extra, &attempts))
+            if (!api_room_retry(srv, req, resp, extra, &keep, &attempts))
                 goto out;
             continue;
         }
@@ -113,20 +115,24 @@ static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         cuckoo_undo_t *u = c ? cuckoo_undo_begin(c) : NULL;
         int rc = u ? CUCKOO_ADDED : CUCKOO_NOMEM;
         bool changed = created;
-        for (size_t i = 0; i < it.n && rc >= 0; i++) {
+        size_t i = 0;
+        for (; i < it.n && rc >= 0; i++) {
             rc = cuckoo_add_within(c, it.p[i], it.len[i], nx, limit == UINT64_MAX ? 0 : limit, u);
             added[i] = rc == CUCKOO_ADDED;
             changed |= added[i];
         }
         if (rc == CUCKOO_BUDGET) {
+            /* the next sub-filter is needed; room is made for the sub-filters
+             * that hold twice the rest of the batch (an estimate: a full
+             * sub-filter is rare before then, and is asked for again) */
             uint64_t reach = cuckoo_memory(c) + cuckoo_next_filter_bytes(c);
-            uint64_t more = reach - base + extra;
+            uint64_t more = cuckoo_memory(c) - base + extra + cuckoo_growth_estimate(c, 2 * (it.n - (i - 1)));
             cuckoo_undo_rollback(c, u);
             if (created)
                 cuckoo_free(c);
             api_key_close(&h, false);
             if (!api_value_fits(srv, req, resp, "items", "the filter's next sub-filter", reach) ||
-                !api_room_retry(srv, req, resp, more, &attempts))
+                !api_room_retry(srv, req, resp, more, &keep, &attempts))
                 goto out;
             continue;
         }

@@ -333,8 +333,10 @@ static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         }
         if (add <= api_room_now(srv, req))
             break;
+        ks_key_t kk = ks_key(srv->ks, key, klen);
+        api_keep_t keep = { &kk, 1, g ? geo_memory(g) : 0 };   /* not evicted for its own growth */
         api_key_close(&hk, false);
-        if (!api_room_retry(srv, req, resp, add, &attempts))
+        if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
             goto out;
     }
     bool fresh = g == NULL;
@@ -760,12 +762,13 @@ again:;
         api_key_close(&h, false);
         return;
     }
-    /* room for the new set (the old one is freed once it is replaced) */
+    /* room for the new set, built while the old one still exists */
     uint64_t member_bytes = 0;
     for (size_t i = 0; i < n; i++)
         member_bytes += hits[i].len;
     uint64_t after = n ? geo_add_bound(NULL, n, member_bytes) : 0, before = h.e ? geo_memory(api_key_value(&h)) : 0;
-    uint64_t add = after > before ? after - before + (h.e ? 0 : ks_entry_overhead(dlen)) : 0;
+    uint64_t add = after ? after + (h.e ? 0 : ks_entry_overhead(dlen)) : 0;
+    api_keep_t keep = { keys, 2, before + (src ? geo_memory(src) : 0) };
     if (!api_value_fits(srv, req, resp, NULL, "the stored set", after)) {
         api_key_close(&h, false);
         free(hits);
@@ -774,7 +777,7 @@ again:;
     if (add > api_room_now(srv, req)) {
         api_key_close(&h, false);
         free(hits);
-        if (!api_room_retry(srv, req, resp, add, &attempts))
+        if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
             return;
         goto again;
     }

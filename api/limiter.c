@@ -343,10 +343,13 @@ static bool run_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, r
             size_t after;
             uint64_t add = commit_growth(t, it, req->now_ns, &after);
             if (after > api_value_limit(srv, req) || add > api_room_now(srv, req)) {
-                /* refused, or room to make without the lock: then decide again */
+                /* refused, or room to make without the lock (keeping this
+                 * key): then decide again */
+                ks_key_t kk = ks_key(srv->ks, it->key, it->klen);
+                api_keep_t keep = { &kk, 1, t ? throttle_type.size(t) : 0 };
                 api_key_close(&h, false);
                 if (!api_value_fits(srv, req, resp, NULL, "the limiter's state", after) ||
-                    !api_room_retry(srv, req, resp, add, &attempts))
+                    !api_room_retry(srv, req, resp, add, &keep, &attempts))
                     return false;
                 continue;
             }
@@ -381,12 +384,38 @@ typedef struct slot {
     bool added;
 } slot_t;
 
+/* What the whole batch may add at most, once what it held so far did not
+ * fit: each distinct key's working copy and its state at the most its
+ * parameters allow (throttle_bytes_max), so that a batch that can never fit
+ * is refused before anything is evicted for it. */
+static uint64_t batch_bound(const rl_item_t *items, size_t n, const size_t *slot_of, const slot_t *slots,
+                            uint64_t held)
+{
+    uint64_t *most = calloc(n, sizeof(*most)), bound = 0;
+    if (!most)
+        return held;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = throttle_bytes_max(&items[i].p);
+        if (b > most[slot_of[i]])
+            most[slot_of[i]] = b;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (slot_of[i] != i)
+            continue;
+        const throttle_t *cur = slots[i].e ? ks_entry_value(slots[i].e) : NULL;
+        uint64_t size = cur ? throttle_type.size(cur) : 0;
+        bound += cur ? size + (most[i] > size ? most[i] - size : 0) : most[i] + ks_entry_overhead(items[i].klen);
+    }
+    free(most);
+    return bound > held ? bound : held;
+}
+
 /* A batch, all or nothing.  The working copies and what the commits add
  * are counted as they are made: when they would pass the room there is
  * (api_room_now), nothing is kept and *more says how many bytes to evict
  * for before trying again (false with no error set). */
 static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n,
-                      bool *all, uint64_t *more)
+                      bool *all, uint64_t *more, uint64_t *pinned)
 {
     ks_t *ks = srv->ks;
     int64_t now_ms = api_now_ms(req);
@@ -433,7 +462,10 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
             goto unlock;
         held += add;
         if (held > room) {
-            *more = held;
+            *more = batch_bound(items, n, slot_of, slots, held);
+            for (size_t k = 0; k < n; k++)   /* the states it holds, kept while room is made */
+                if (slot_of[k] == k && slots[k].e)
+                    *pinned += throttle_type.size(ks_entry_value(slots[k].e));
             goto unlock;
         }
         if (!s->work && s->e && !(s->work = throttle_clone(ks_entry_value(s->e)))) {
@@ -539,12 +571,21 @@ bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t
         ok = run_one(srv, req, resp, &items[0]);
         *all_allowed = items[0].r.allowed || items[0].shadow;
     } else {
-        uint64_t more = 0;
-        for (unsigned attempts = 0;; more = 0) {
-            ok = run_batch(srv, req, resp, items, n, all_allowed, &more);
-            if (ok || !more || !api_room_retry(srv, req, resp, more, &attempts))
+        ks_key_t *keys = malloc(n * sizeof(*keys));
+        if (!keys) {
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return false;
+        }
+        for (size_t i = 0; i < n; i++)
+            keys[i] = ks_key(srv->ks, items[i].key, items[i].klen);
+        uint64_t more = 0, pinned = 0;
+        for (unsigned attempts = 0;; more = 0, pinned = 0) {
+            ok = run_batch(srv, req, resp, items, n, all_allowed, &more, &pinned);
+            api_keep_t keep = { keys, n, pinned };
+            if (ok || !more || !api_room_retry(srv, req, resp, more, &keep, &attempts))
                 break;
         }
+        free(keys);
     }
     if (ok)
         count_metrics(req, items, n);

@@ -189,17 +189,19 @@ static void no_room(ks_t *ks, api_resp_t *resp, uint64_t extra)
                   (unsigned long long)ks_maxmemory(ks), policy);
 }
 
-/* Evicts one key, its deletion's journal space secured first and given back
- * once it is appended.  Returns the bytes freed; 0 with an error set when
- * nothing could be evicted (507) or the journal cannot take it (503). */
-static size_t evict_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra)
+/* Evicts one key (never one of keep's), its deletion's journal space
+ * secured first and given back once it is appended.  Returns the bytes
+ * freed; 0 with an error set when nothing could be evicted (507) or the
+ * journal cannot take it (503). */
+static size_t evict_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                        const api_keep_t *keep)
 {
     ks_t *ks = srv->ks;
     bool reserved = srv->hooks.journal_reserve != NULL;
     if (reserved && !reserve(srv, resp, EVICT_RECORD_MAX))
         return 0;
     struct evict_ctx c = { srv, req, resp };
-    size_t freed = ks_evict(ks, api_now_ms(req), on_evict, &c);
+    size_t freed = ks_evict_keep(ks, api_now_ms(req), keep ? keep->keys : NULL, keep ? keep->n : 0, on_evict, &c);
     if (reserved && srv->hooks.journal_release)
         srv->hooks.journal_release(srv->hooks.ud, EVICT_RECORD_MAX);
     if (!freed)
@@ -212,28 +214,42 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp)
     if (req->replay)
         return true;   /* evictions were journaled as deletions */
     while (ks_over_limit(srv->ks))
-        if (!evict_one(srv, req, resp, 0))
+        if (!evict_one(srv, req, resp, 0, NULL))
             return false;
+    return true;
+}
+
+bool api_make_room_keeping(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const api_keep_t *keep)
+{
+    if (req->replay)
+        return true;
+    ks_t *ks = srv->ks;
+    uint64_t max = ks_maxmemory(ks), pinned = keep ? keep->bytes : 0;
+    if (!max)
+        return true;
+    while (ks_total_memory(ks) + extra > max) {
+        if (extra > max || pinned > max - extra) {   /* never fits, whatever is evicted */
+            no_room(ks, resp, extra);
+            return false;
+        }
+        if (!evict_one(srv, req, resp, extra, keep))
+            return false;
+    }
     return true;
 }
 
 bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra)
 {
-    if (req->replay)
-        return true;
-    ks_t *ks = srv->ks;
-    uint64_t max = ks_maxmemory(ks);
-    if (!max)
-        return true;
-    while (ks_total_memory(ks) + extra > max) {
-        if (extra > max) {
-            no_room(ks, resp, extra);
-            return false;
-        }
-        if (!evict_one(srv, req, resp, extra))
-            return false;
-    }
-    return true;
+    return api_make_room_keeping(srv, req, resp, extra, NULL);
+}
+
+bool api_make_room_for_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const char *key, size_t klen, uint64_t bytes)
+{
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    api_keep_t keep = { &k, 1, bytes };
+    return api_make_room_keeping(srv, req, resp, extra, &keep);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -279,13 +295,14 @@ bool api_grow(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const c
     return api_value_fits(srv, req, resp, field, what, reach) && api_make_room_for(srv, req, resp, extra);
 }
 
-bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra, unsigned *attempts)
+bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                    const api_keep_t *keep, unsigned *attempts)
 {
     if (++*attempts > ROOM_ATTEMPTS) {
         no_room(srv->ks, resp, extra);
         return false;
     }
-    return api_make_room_for(srv, req, resp, extra);
+    return api_make_room_keeping(srv, req, resp, extra, keep);
 }
 
 bool api_answer_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes, const char *how)

@@ -346,10 +346,19 @@ static void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             api_key_close(&h, false);
             goto done;
         }
-        uint64_t add = after > before ? after - before + (dst ? 0 : ks_entry_overhead(klen)) : 0;
+        /* the merge is built while the destination's old digest exists */
+        uint64_t add = after + (dst ? 0 : ks_entry_overhead(klen));
         if (add > api_room_now(srv, req)) {
+            uint64_t pinned = dst ? before : 0;   /* the keys it reads, each once */
+            for (size_t i = 0; i < n; i++) {
+                bool again = keys[i + 1].len == klen && memcmp(keys[i + 1].p, key, klen) == 0;
+                for (size_t k = 0; k < i && !again; k++)
+                    again = keys[k + 1].len == keys[i + 1].len && !memcmp(keys[k + 1].p, keys[i + 1].p, keys[i + 1].len);
+                pinned += again ? 0 : tdigest_type.size(srcs[i]);
+            }
+            api_keep_t keep = { keys, n + 1, pinned };
             api_key_close(&h, false);
-            if (!api_room_retry(srv, req, resp, add, &attempts))
+            if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
                 goto done;
             continue;
         }

@@ -78,7 +78,7 @@ static void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     uint64_t grow = 0;
     for (size_t i = 0; i < it.n; i++)
         grow += it.len[i] ? it.len[i] : 1;
-    if (!api_make_room_for(srv, req, resp, grow)) {
+    if (!api_make_room_for_key(srv, req, resp, grow, key, klen, 0)) {
         api_items_free(&it);
         return;
     }

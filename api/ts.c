@@ -653,7 +653,8 @@ static bool ts_make_room(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
             return false;
         ts_group_close(&g, false);
     }
-    return api_make_room(srv, req, resp) && api_make_room_for(srv, req, resp, bytes + ks_entry_overhead(klen));
+    return api_make_room(srv, req, resp) &&
+           api_make_room_for_key(srv, req, resp, bytes + ks_entry_overhead(klen), key, klen, 0);
 }
 
 static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -32,7 +32,7 @@ static void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_items_request(req, resp, true, &key, &klen, &it))
         return;
     /* an HLL is small: room for the largest one a PFADD can leave */
-    if (!api_make_room_for(srv, req, resp, hll_memory_max() + ks_entry_overhead(klen))) {
+    if (!api_make_room_for_key(srv, req, resp, hll_memory_max() + ks_entry_overhead(klen), key, klen, 0)) {
         api_items_free(&it);
         return;
     }

@@ -347,6 +347,33 @@ uint64_t bloom_next_link_bytes(const bloom_t *b)
     return next_link(b, &l) ? link_cost(b, &l) : 0;
 }
 
+uint64_t bloom_growth_bound(const bloom_t *b, uint64_t n)
+{
+    if (b->options & BLOOM_OPT_NO_SCALING)
+        return 0;
+    const link_t *last = &b->links[b->nfilters - 1];
+    uint64_t left = last->entries > last->items ? last->entries - last->items : 0, bytes = 0;
+    uint32_t nalloc = b->nalloc, nfilters = b->nfilters;
+    link_t cur = *last;
+    while (n > left) {
+        n -= left;
+        uint64_t entries;
+        link_t l;
+        if (__builtin_mul_overflow(cur.entries, (uint64_t)b->growth, &entries) ||
+            !link_init(&l, entries, cur.error * BLOOM_TIGHTENING, b->options))
+            return UINT64_MAX;
+        uint64_t more = nfilters < nalloc ? 0 : (uint64_t)(nalloc ? nalloc : 2) * sizeof(link_t);
+        if (nfilters == nalloc)
+            nalloc = nalloc ? nalloc * 2 : 2;
+        nfilters++;
+        if (__builtin_add_overflow(bytes, l.bytes + more, &bytes))
+            return UINT64_MAX;
+        cur = l;
+        left = l.entries;
+    }
+    return bytes;
+}
+
 /* Appends the next link, if the filter then takes at most max_bytes. */
 static int grow(bloom_t *b, uint64_t max_bytes)
 {

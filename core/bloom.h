@@ -154,6 +154,9 @@ int bloom_add(bloom_t *b, const void *item, size_t len, uint64_t max_bytes, bloo
 /* What the next link would add to bloom_memory (its bit array, the link
  * table's growth); 0 when it cannot be built. */
 uint64_t bloom_next_link_bytes(const bloom_t *b);
+/* What n more new items may add to bloom_memory at most (the links they
+ * would fill); UINT64_MAX when one of those links cannot be built. */
+uint64_t bloom_growth_bound(const bloom_t *b, uint64_t n);
 /* BF.EXISTS. */
 bool bloom_check(const bloom_t *b, const void *item, size_t len);
 

@@ -456,6 +456,20 @@ uint64_t cuckoo_next_filter_bytes(const cuckoo_t *c)
     return n ? slot_bytes(n * c->p.bucket_size, c->p.fp_bits) : 0;
 }
 
+uint64_t cuckoo_growth_estimate(const cuckoo_t *c, uint64_t slots)
+{
+    uint64_t bytes = 0, got = 0;
+    for (uint32_t i = c->nfilters; i < CUCKOO_MAX_FILTERS && c->p.expansion && (i == c->nfilters || got < slots);
+         i++) {
+        uint64_t n = subf_buckets(&c->p, c->buckets0, i);
+        if (!n)
+            break;
+        bytes += slot_bytes(n * c->p.bucket_size, c->p.fp_bits);
+        got += n * c->p.bucket_size;
+    }
+    return bytes;
+}
+
 int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t *undo)
 {
     return cuckoo_add_within(c, item, len, nx, 0, undo);

@@ -160,6 +160,10 @@ int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t
 int cuckoo_add_within(cuckoo_t *c, const void *item, size_t len, bool nx, uint64_t max_bytes, cuckoo_undo_t *undo);
 /* The bytes the next sub-filter would add; 0 when the filter cannot grow. */
 uint64_t cuckoo_next_filter_bytes(const cuckoo_t *c);
+/* The bytes of the sub-filters to add, from the next one, until they hold
+ * `slots` slots (at least the next one; fewer when the filter cannot grow
+ * that far): what a batch that must grow asks room for. */
+uint64_t cuckoo_growth_estimate(const cuckoo_t *c, uint64_t slots);
 /* cuckoo_memory of the filter cuckoo_create would make with these
  * (validated) parameters, before it is made; 0 when it cannot be. */
 uint64_t cuckoo_bytes_for(const cuckoo_params_t *p);

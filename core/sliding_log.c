@@ -137,6 +137,12 @@ size_t slog_bytes_after(const slog_t *l, const slog_params_t *p, int64_t now_ns,
     return sizeof(*l) + (size_t)cap_for(l ? l->cap : 0, need, p) * sizeof(int64_t);
 }
 
+size_t slog_bytes_max(const slog_params_t *p)
+{
+    uint64_t cap = (uint64_t)p->max_count > SLOG_FIRST_CAP ? (uint64_t)p->max_count : SLOG_FIRST_CAP;
+    return sizeof(slog_t) + (size_t)cap * sizeof(int64_t);
+}
+
 bool slog_commit(slog_t **logp, const slog_params_t *p, int64_t now_ns, int64_t quantity)
 {
     if (quantity <= 0)
