@@ -80,6 +80,17 @@ static bloom_t *bloom_params_create(const api_req_t *req, const bloom_params_t *
     return bloom_create_gen(api_gen(req), p->error, (uint64_t)p->capacity, (uint32_t)p->expansion, p->scaling);
 }
 
+/* Each item looked up walks every sub-filter, newest first: n items over a
+ * filter of many small sub-filters (expansion 1 from capacity 1 adds one
+ * per item) may walk as far as a request may read, and no further. */
+#define BLOOM_LINK_WALK 64   /* bytes of a sub-filter's record an item's lookup reads, at least */
+static bool bloom_walk_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const bloom_t *b, size_t n)
+{
+    bloom_info_t in;
+    bloom_get_info(b, &in);
+    return api_work_fits(srv, req, resp, "items", (uint64_t)n * in.filters * BLOOM_LINK_WALK);
+}
+
 /* What creating the filter takes (bloom_memory), before it is made. */
 static uint64_t bloom_params_bytes(const bloom_params_t *p)
 {
@@ -149,6 +160,10 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                 !api_room_retry(srv, req, resp, extra, &keep, &attempts))
                 goto out;
             continue;
+        }
+        if (!created && !bloom_walk_fits(srv, req, resp, b, it.n)) {
+            api_key_close(&h, false);
+            goto out;
         }
         if (created)
             b = bloom_params_create(req, &p);
@@ -225,6 +240,11 @@ static void bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
         return;
     }
     const bloom_t *b = api_key_value(&h);
+    if (b && !bloom_walk_fits(srv, req, resp, b, it->n)) {
+        api_key_close(&h, false);
+        free(found);
+        return;
+    }
     for (size_t i = 0; b && i < it->n; i++)
         found[i] = bloom_check(b, it->p[i], it->len[i]);
     api_key_close(&h, false);

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <roaring/roaring.h>
+
 #include "tests/integration/harness.h"
 
 #define MB (1024LL * 1024)
@@ -247,6 +249,47 @@ static void test_maxmemory_largest_requests(void **state)
         http_free(&r);
         free(s);
     }
+    check_bounds(&p, base);
+    r = http(&p, "DELETE", "/keys/g", NULL, NULL);
+    http_free(&r);
+    /* an activity import of 30 000 containers (a 450 KB body) */
+    {
+        roaring_bitmap_t *bm = roaring_bitmap_create();
+        for (uint32_t c = 0; c < 30000; c++)
+            for (uint32_t j = 0; j < 5; j++)
+                roaring_bitmap_add(bm, c * 65536u + j * 7);
+        size_t len = roaring_bitmap_portable_size_in_bytes(bm);
+        char *buf = malloc(len);
+        roaring_bitmap_portable_serialize(bm, buf);
+        roaring_bitmap_free(bm);
+        time_t now = time(NULL);
+        char path[96], day[16];
+        strftime(day, sizeof(day), "%Y-%m-%d", gmtime(&now));
+        snprintf(path, sizeof(path), "/activity/a/import?day=%s", day);
+        r = http_bin(&p, "POST", path, buf, len, "application/octet-stream");
+        assert_status(&r, 200);
+        http_free(&r);
+        free(buf);
+    }
+    check_bounds(&p, base);
+    /* 10 000 samples, 10 000 HLL items, 10 000 Top-K items */
+    {
+        char *s;
+        size_t len;
+        FILE *f = open_memstream(&s, &len);
+        fputs("{\"samples\":[", f);
+        for (int i = 0; i < 10000; i++)
+            fprintf(f, "%s[%d,%d.125]", i ? "," : "", i * 7, i);
+        fputs("]}", f);
+        fclose(f);
+        http_expect(&p, "POST", "/ts/series", s, 200, NULL);
+        free(s);
+    }
+    b = items_body("user-", 0, 10000);
+    http_expect(&p, "POST", "/uv/visits", b, 200, NULL);
+    http_expect(&p, "PUT", "/topk/top", "{\"k\":100}", 201, NULL);
+    http_expect(&p, "POST", "/topk/top", b, 200, NULL);
+    free(b);
     check_bounds(&p, base);
     tally_cleanup(&p);
 }
@@ -497,6 +540,19 @@ static void test_repeated_sources(void **state)
     }
     expect_refused(&p, "POST", "/cms/m1/merge", "{\"sources\":[\"s\",\"k0\",\"k1\",\"k2\",\"k3\"]}", 400,
                    "BAD_REQUEST", "4 x --max-value-size");
+
+    /* a Bloom filter of 1000 sub-filters (expansion 1 from capacity 1): a
+     * lookup walks them all, so 10 000 items at once would read 640 MB */
+    http_expect(&p, "PUT", "/bloom/chain", "{\"capacity\":1,\"error_rate\":0.5,\"expansion\":1}", 201, NULL);
+    char *b = items_body("chain", 0, 1000);
+    http_expect(&p, "POST", "/bloom/chain", b, 200, NULL);
+    free(b);
+    b = items_body("probe", 0, 10000);
+    expect_refused(&p, "POST", "/bloom/chain/exists", b, 400, "BAD_REQUEST", "4 x --max-value-size");
+    free(b);
+    b = items_body("probe", 0, 100);
+    http_expect(&p, "POST", "/bloom/chain/exists", b, 200, NULL);
+    free(b);
 
     /* PFCOUNT and PFMERGE: a key named again changes nothing */
     http_expect(&p, "POST", "/uv/u1", "{\"items\":[\"a\",\"b\",\"c\"]}", 200, NULL);
