@@ -12,6 +12,12 @@
  * key is removed and gives it back once appended.  resp->journal_used
  * counts what the request appended, and debug builds stop when it passes
  * resp->journal_held, so the test suites check every route's bound.
+ *
+ * The bounds of one request live here too (api/api.h, "Bounds of one
+ * request"): room asked for before a write allocates, never evicting the
+ * keys the write holds (api_keep_t), and the caps on a value
+ * (--max-value-size), an answer (--max-answer-size) and what a request
+ * reads (API_WORK_VALUES x --max-value-size).
  */
 #include <stdio.h>
 #include <stdlib.h>
