@@ -361,7 +361,7 @@ uint64_t bloom_growth_bound(const bloom_t *b, uint64_t n)
         link_t l;
         if (__builtin_mul_overflow(cur.entries, (uint64_t)b->growth, &entries) ||
             !link_init(&l, entries, cur.error * BLOOM_TIGHTENING, b->options))
-            return UINT64_MAX;
+            return bytes;   /* the add stops there (BLOOM_LIMIT): nothing more to allocate */
         uint64_t more = nfilters < nalloc ? 0 : (uint64_t)(nalloc ? nalloc : 2) * sizeof(link_t);
         if (nfilters == nalloc)
             nalloc = nalloc ? nalloc * 2 : 2;

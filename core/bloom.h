@@ -155,7 +155,8 @@ int bloom_add(bloom_t *b, const void *item, size_t len, uint64_t max_bytes, bloo
  * table's growth); 0 when it cannot be built. */
 uint64_t bloom_next_link_bytes(const bloom_t *b);
 /* What n more new items may add to bloom_memory at most (the links they
- * would fill); UINT64_MAX when one of those links cannot be built. */
+ * would fill, up to one that cannot be built, where adds stop; UINT64_MAX
+ * when the sum overflows). */
 uint64_t bloom_growth_bound(const bloom_t *b, uint64_t n);
 /* BF.EXISTS. */
 bool bloom_check(const bloom_t *b, const void *item, size_t len);
