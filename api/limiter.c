@@ -461,6 +461,15 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
         if (!api_value_fits(srv, req, resp, NULL, "the limiter's state", after))
             goto unlock;
         held += add;
+        /* with or without --maxmemory, one batch adds at most what one
+         * request may read (10 000 sliding logs would take 8 GB) */
+        if (!req->replay && held > api_work_limit(srv)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "requests",
+                            "the batch would add more than %d x --max-value-size (%llu bytes) of limiter state; "
+                            "split it into smaller requests",
+                            API_WORK_VALUES, (unsigned long long)api_work_limit(srv));
+            goto unlock;
+        }
         if (held > room) {
             *more = batch_bound(items, n, slot_of, slots, held);
             for (size_t k = 0; k < n; k++)   /* the states it holds, kept while room is made */

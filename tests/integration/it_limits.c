@@ -370,6 +370,22 @@ static void test_default_caps(void **state)
     assert_int_equal(refused, 1);   /* the batch that crosses 32 769 items; the next ones fit again */
     assert_true(rss_of(p.pid) < base + rss_allowance() - LIMIT);
 
+    /* without --maxmemory, a batch of sliding logs adds at most 4 x
+     * --max-value-size: 10 000 logs of 100 000 actions would take 8 GB */
+    {
+        const char *small[] = { "--max-value-size", "1mb", NULL };   /* 4 MiB of state a batch */
+        tally_proc_t q;
+        tally_start(&q, NULL, small);
+        b = sliding_batch(10, "log:");   /* 8 MB */
+        expect_refused(&q, "POST", "/throttle", b, 400, "BAD_REQUEST", "4 x --max-value-size");
+        free(b);
+        assert_int_equal(count_prefix(&q, "log:"), 0);
+        b = sliding_batch(4, "log:");   /* 3.2 MB */
+        http_expect(&q, "POST", "/throttle", b, 200, NULL);
+        free(b);
+        tally_cleanup(&q);
+    }
+
     /* 50 series, /mts/range with a bucket per millisecond over 1 000 000 ms
      * and empty buckets: refused before the answer is built */
     for (int i = 0; i < 50; i++) {
