@@ -55,7 +55,9 @@ static bool query_day(const api_req_t *req, api_resp_t *resp, const char *name, 
  * could wipe two years of data: it is refused instead. */
 #define ACTIVITY_AHEAD_DAYS 1
 
-/* Records users (a list or a bitmap) on `day` under the key's lock. */
+/* Records users (a list or a bitmap) on `day` under the key's lock, room
+ * made first for extra_bytes, a bound on what it adds (activity_add_bound,
+ * activity_merge_bound). */
 static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen, int32_t day,
                    const uint32_t *users, size_t n, const roaring_bitmap_t *bm, uint64_t extra_bytes)
 {
@@ -68,12 +70,16 @@ static void record(api_server_t *srv, api_req_t *req, api_resp_t *resp, const ch
                         "date plus %d)", latest, ACTIVITY_AHEAD_DAYS);
         return;
     }
-    if (!api_make_room(srv, req, resp) || !api_make_room_for(srv, req, resp, extra_bytes))
+    if (!api_make_room(srv, req, resp) || !api_make_room_for_key(srv, req, resp, extra_bytes + ks_entry_overhead(klen), key, klen, 0))
         return;
     api_key_t h;
     if (!api_key_open(srv, req, resp, key, klen, &activity_type, API_WRITE, &h))
         return;
     activity_t *a = api_key_value(&h);
+    if (!api_value_fits(srv, req, resp, NULL, "the activity set", (a ? activity_heap_bytes(a) : 0) + extra_bytes)) {
+        api_key_close(&h, false);
+        return;
+    }
     if (a && day < activity_oldest_writable(a)) {
         char oldest[11], newest[11];
         activity_format_day(activity_oldest_writable(a), oldest);
@@ -148,8 +154,7 @@ static void h_activity_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         }
         users[i] = (uint32_t)x;
     }
-    /* at most a few bytes per id even in the worst container layout */
-    record(srv, req, resp, key, klen, day, users, n, NULL, (uint64_t)n * 8);
+    record(srv, req, resp, key, klen, day, users, n, NULL, activity_add_bound(n));
     free(users);
 }
 
@@ -168,8 +173,7 @@ static void h_activity_import(api_server_t *srv, api_req_t *req, api_resp_t *res
         api_error(resp, API_E_BAD_REQUEST, "the body must be a bitmap in the portable Roaring format: %s", why);
         return;
     }
-    /* the day and its month may each grow by about the serialized size */
-    record(srv, req, resp, key, klen, day, NULL, 0, bm, (uint64_t)req->body_len * 2);
+    record(srv, req, resp, key, klen, day, NULL, 0, bm, activity_merge_bound(bm));
     roaring_bitmap_free(bm);
 }
 

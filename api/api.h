@@ -290,8 +290,23 @@ typedef struct api_route_meta {
     bool binary;                 /* API_ROUTE_BINARY: its body is application/octet-stream */
 } api_route_meta_t;
 
+/* Limits per request (README "Limits per request"), from --max-value-size
+ * and --max-answer-size; 0 = none.  Replay applies what the primary
+ * accepted: no limit refuses a replayed request. */
+typedef struct api_limits {
+    uint64_t max_value;          /* bytes one key's value may reach */
+    uint64_t max_answer;         /* bytes one answer may take */
+} api_limits_t;
+
+/* How much a request may read from its sources (BITOP, merges, unions) and
+ * go over a value for each repeated parameter: this many values of the
+ * largest size.  Enough for an operation on a few full-size values; what is
+ * more would hold a shard lock for seconds. */
+#define API_WORK_VALUES 4
+
 struct api_server {
     ks_t *ks;
+    api_limits_t limits;         /* zero: none (unit tests) */
     api_hooks_t hooks;
     api_policies_t *policies;    /* --config policies; NULL = none configured */
     const struct api_guard *guard;  /* browser checks (api/guard.h); NULL = none */
@@ -598,6 +613,77 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
  * until usage + extra fits under the limit; 507 when it cannot (a single
  * value larger than the whole limit is refused, not allowed to overshoot). */
 bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra);
+/* The keys a write reads or grows while it makes room for itself: never
+ * evicted for it, and their bytes count with what it adds (a write they
+ * and its growth cannot fit under the limit together is refused at once,
+ * evicting nothing). */
+typedef struct api_keep {
+    const ks_key_t *keys;
+    size_t n;
+    uint64_t bytes;              /* what they take now */
+} api_keep_t;
+/* api_make_room_for, keeping keep's keys (NULL: none). */
+bool api_make_room_keeping(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const api_keep_t *keep);
+/* The same for a write to one key, which takes `bytes` now (0 when not
+ * known before it is locked). */
+bool api_make_room_for_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const char *key, size_t klen, uint64_t bytes);
+
+/* ---- Bounds of one request (README "Limits per request") ----------------
+ * Every write that allocates knows, before it allocates, the size its value
+ * will reach and the bytes it adds (core's size functions: cms_bytes_for,
+ * bloom_bytes_for, throttle_bytes_after, ...), and asks:
+ *   - api_value_fits: may the value reach that size (--max-value-size)?
+ *     400 otherwise, naming the limit, the size and `what`;
+ *   - api_make_room_for: room under --maxmemory for the bytes it adds
+ *     (eviction; 507 when it cannot be had, at once when the bytes alone
+ *     pass the limit).
+ * api_grow asks both.  A write whose growth is only known under the key's
+ * lock (a batch that may add sub-filters, a sliding log's entries) compares
+ * it with api_room_now() there; when it does not fit, it undoes what it did,
+ * closes the handle and calls api_room_retry, then starts again.  Replayed
+ * requests are never refused by these limits. */
+
+/* The bytes a write may add now without evicting: UINT64_MAX without
+ * --maxmemory or on replay. */
+uint64_t api_room_now(const api_server_t *srv, const api_req_t *req);
+/* The most bytes a value may reach (for core functions that take a
+ * max_bytes): --max-value-size; UINT64_MAX when none or on replay. */
+uint64_t api_value_limit(const api_server_t *srv, const api_req_t *req);
+/* Whether a value may reach `bytes`: false with a 400 naming
+ * --max-value-size, the size and `what` ("the filter", ...), and as its
+ * field `field` (NULL: none), the parameter that asked for the size. */
+bool api_value_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
+                    uint64_t bytes);
+/* api_value_fits(reach), then api_make_room_for(extra). */
+bool api_grow(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
+              uint64_t reach, uint64_t extra);
+/* After a write found under its lock that it needs `extra` more bytes than
+ * api_room_now() allowed, and undid itself and closed its handle: evicts
+ * for them (keeping keep's keys, see api_make_room_keeping) and returns
+ * true to try again, at most a few times (*attempts counts them, start it
+ * at 0); false with the 507/503 set. */
+bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                    const api_keep_t *keep, unsigned *attempts);
+/* Whether an answer of about `bytes` may be built (--max-answer-size):
+ * false with a 400 naming the limit, the estimate and `how` to read less
+ * ("narrow the range or set count"). */
+bool api_answer_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes, const char *how);
+/* The bytes one request may read from its sources, or go over for repeated
+ * parameters: API_WORK_VALUES x --max-value-size (UINT64_MAX when none). */
+uint64_t api_work_limit(const api_server_t *srv);
+/* Whether a request may read `bytes` in all from its sources (`field`
+ * names them): false with a 400 naming the bound. */
+bool api_work_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, uint64_t bytes);
+/* JSON text of a string of `len` bytes, at most (every byte escaped as
+ * \u00XX, the quotes): what answer estimates count per item. */
+static inline uint64_t api_json_string_max(uint64_t len) { return 6 * len + 2; }
+
+/* Multi-key requests whose sources may repeat: distinct[i] is the index of
+ * the first key equal to keys[i] (keys compared by bytes).  Returns false
+ * when out of memory. */
+bool api_keys_distinct(const ks_key_t *keys, size_t n, size_t *first);
 
 /* ------------------------------------------------------------------------ */
 /* The key handle (api/key.c): open, work under the lock, close             */

@@ -2,7 +2,7 @@
  * bits.c - /bits: Redis string bitmaps with Redis's exact answers.
  *
  *   PUT  /bits/{key}           raw body        -> {"length":N}            SET
- *   GET  /bits/{key}                           -> the bytes (404 if none)  GET
+ *   GET  /bits/{key}[?start=&end=]             -> the bytes (404 if none)  GET / GETRANGE
  *   POST /bits/{key}/setbit    {"offset","value"} -> {"previous":0|1}     SETBIT
  *   GET  /bits/{key}/getbit?offset=            -> {"value":0|1}           GETBIT
  *   GET  /bits/{key}/count?start=&end=&unit=   -> {"count":N}             BITCOUNT
@@ -16,9 +16,13 @@
  * any type; here a destination holding another type is a 409 WRONGTYPE (an
  * HLL or a Bloom filter is not silently replaced by a bit string).
  *
- * Memory: a write that grows a string first makes room for the growth
+ * Memory: a write that grows a string first checks the length it reaches
+ * against --max-value-size (400) and makes room for the growth
  * (api_make_room_for), so SETBIT at offset 2^32-1 under a 100 MB limit is a
- * 507, not a 512 MiB allocation.
+ * 507, not a 512 MiB allocation.  BITOP reads a source named several times
+ * once (see h_bits_op), and the sources it reads may total at most
+ * API_WORK_VALUES x --max-value-size.  GET of a string longer than
+ * --max-answer-size is refused: ?start=&end= reads a part (GETRANGE).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,13 +194,15 @@ static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
 /* Keyspace access                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Makes room before a write that leaves the string at `len` bytes: grown in
- * place (replace = false) or replaced by an exact-size buffer.  Call without
- * locks. */
+/* Before a write that leaves the string at `len` bytes, grown in place
+ * (replace = false) or replaced by an exact-size buffer: the length may not
+ * pass --max-value-size (a bit string's size is its length, as Redis's
+ * 512 MB bulk limit counts it), and room is made for the growth.  Call
+ * without locks. */
 static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
-                      size_t len, bool replace)
+                      const char *field, size_t len, bool replace)
 {
-    if (!api_make_room(srv, req, resp))
+    if (!api_value_fits(srv, req, resp, field, "the bit string", len) || !api_make_room(srv, req, resp))
         return false;
     if (req->replay || !ks_maxmemory(srv->ks))
         return true;
@@ -206,8 +212,10 @@ static bool bits_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
     const bits_t *b = h.e && ks_entry_type(h.e) == &bits_type ? api_key_value(&h) : NULL;
     size_t before = b ? bits_heap_bytes(b) : 0;
     size_t after = bits_heap_bytes_after(replace ? NULL : b, len);
+    bool exists = h.e != NULL;
     api_key_close(&h, false);
-    return after <= before || api_make_room_for(srv, req, resp, after - before);
+    return after <= before || api_make_room_for_key(srv, req, resp, after - before + (exists ? 0 : ks_entry_overhead(klen)),
+                                                    key, klen, before);
 }
 
 /* Creates the value for a missing key, already grown to len; NULL (507 set)
@@ -249,7 +257,7 @@ static void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                   (unsigned long long)BITS_MAX_LEN);
         return;
     }
-    if (!bits_room(srv, req, resp, key, klen, req->body_len, true))
+    if (!bits_room(srv, req, resp, key, klen, NULL, req->body_len, true))
         return;
     bits_t *nb = bits_from(req->body, req->body_len);
     if (!nb) {
@@ -272,17 +280,45 @@ static void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_json(resp, 200, json_pack("{s:I}", "length", (json_int_t)req->body_len));
 }
 
+/* GET, or with ?start=&end= GETRANGE: bytes start..end inclusive, negative
+ * offsets counted from the end, clamped to the string as Redis does. */
 static void h_bits_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
+    static const char *const params[] = { "start", "end", NULL };
     const char *key;
     size_t klen;
-    if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
+    int64_t start = 0, end = -1;
+    bool has_start, has_end;
+    if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
+        !api_query_int(req, resp, "start", false, INT64_MIN, INT64_MAX, &start, &has_start) ||
+        !api_query_int(req, resp, "end", false, INT64_MIN, INT64_MAX, &end, &has_end))
         return;
+    if (has_start != has_end) {
+        const char *missing = has_start ? "end" : "start";
+        api_error_field(resp, API_E_BAD_REQUEST, missing, "'start' and 'end' go together: '%s' is missing", missing);
+        return;
+    }
     api_key_t h;
     if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_MUST_EXIST, &h))
         return;
     const bits_t *b = api_key_value(&h);   /* an empty string has no buffer */
-    api_body(resp, 200, "application/octet-stream", bits_len(b) ? (const void *)bits_data(b) : "", bits_len(b));
+    int64_t len = (int64_t)bits_len(b);
+    size_t off = 0, n = 0;
+    if (!(start < 0 && end < 0 && start > end)) {
+        if (start < 0)
+            start = start < -len ? 0 : len + start;
+        if (end < 0)
+            end = end < -len ? 0 : len + end;
+        if (end >= len)
+            end = len - 1;
+        if (len > 0 && start <= end) {
+            off = (size_t)start;
+            n = (size_t)(end - start + 1);
+        }
+    }
+    if (api_answer_fits(srv, req, resp, n,
+                        "read the string in parts with ?start=&end= (byte offsets, inclusive, as GETRANGE)"))
+        api_body(resp, 200, "application/octet-stream", n ? (const void *)(bits_data(b) + off) : "", n);
     api_key_close(&h, false);
 }
 
@@ -305,7 +341,7 @@ static void h_bits_setbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
          !api_obj_int(resp, body, "value", true, 0, 1, &value, NULL)))
         return;
     size_t need = (size_t)(offset >> 3) + 1;
-    if (!bits_room(srv, req, resp, key, klen, need, false))
+    if (!bits_room(srv, req, resp, key, klen, "offset", need, false))
         return;
     api_key_t h;
     if (!api_key_open(srv, req, resp, key, klen, &bits_type, API_WRITE, &h))
@@ -422,15 +458,16 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error_field(resp, API_E_BAD_REQUEST, "sources", "BITOP NOT takes exactly one source key, not %zu", n);
         return;
     }
+    /* keys[0] the destination, then the distinct sources; use[] the sources
+     * each pass of bits_bitop reads (indexes into keys) */
     ks_key_t *keys = malloc((n + 1) * sizeof(*keys));
-    const uint8_t **data = malloc(n * sizeof(*data));
-    size_t *lens = malloc(n * sizeof(*lens));
-    if (!keys || !data || !lens) {
-        free(keys);
-        free(data);
-        free(lens);
+    size_t *first = malloc(n * sizeof(*first)), *times = calloc(n, sizeof(*times)), *at = malloc(n * sizeof(*at));
+    size_t *use = malloc(2 * n * sizeof(*use));
+    const uint8_t **data = malloc(2 * n * sizeof(*data));
+    size_t *lens = malloc(2 * n * sizeof(*lens));
+    if (!keys || !first || !times || !at || !use || !data || !lens) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        return;
+        goto out;
     }
     keys[0] = ks_key(srv->ks, key, klen);
     for (size_t i = 0; i < n; i++) {
@@ -445,43 +482,97 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             goto out;
         keys[i + 1] = ks_key(srv->ks, json_string_value(s), json_string_length(s));
     }
+    /* A source named more than once is read once: AND and OR give the same
+     * bits for a repeated operand, and for XOR a pair cancels out, so a
+     * source named an even number of times is read twice (zeros, with its
+     * length) and an odd number once.  BITOP of 10 000 copies of one key
+     * costs what BITOP of one does. */
+    if (!api_keys_distinct(keys + 1, n, first)) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    size_t nd = 0, nuse = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (first[i] == i) {
+            at[i] = ++nd;
+            keys[nd] = keys[i + 1];
+        }
+        times[first[i]]++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (first[i] != i)
+            continue;
+        use[nuse++] = i;
+        if (op == BITS_OP_XOR && times[i] % 2 == 0)
+            use[nuse++] = i;
+    }
     /* the token's prefixes before any eviction: a refusal changes nothing */
-    if (!api_keys_allowed(srv, req, resp, keys, n + 1) || !api_make_room(srv, req, resp))
+    if (!api_keys_allowed(srv, req, resp, keys, nd + 1) || !api_make_room(srv, req, resp))
         goto out;
 
-    ks_t *ks = srv->ks;
-    for (int attempt = 0;; attempt++) {
+    for (unsigned attempts = 0;;) {
         api_key_t h;
-        if (!api_keys_lock(srv, req, resp, keys, n + 1, &h))
+        if (!api_keys_lock(srv, req, resp, keys, nd + 1, &h))
             goto out;
         size_t maxlen = 0;
-        for (size_t i = 0; i < n; i++) {
+        const uint8_t **sdata = malloc(nd * sizeof(*sdata));
+        size_t *slen = malloc(nd * sizeof(*slen));
+        if (!sdata || !slen) {
+            free(sdata);
+            free(slen);
+            api_key_close(&h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            goto out;
+        }
+        bool found = true;
+        uint64_t pinned = 0;   /* the sources and the destination: kept while room is made */
+        for (size_t i = 0; i < n && found; i++) {
+            if (first[i] != i)
+                continue;
             char what[32];
             snprintf(what, sizeof(what), "sources[%zu]", i);
             ks_entry_t *se;
-            if (!api_keys_find(&h, i + 1, &bits_type, API_READ, what, &se))
-                goto out;
-            const bits_t *sb = se ? ks_entry_value(se) : NULL;
-            data[i] = sb ? bits_data(sb) : NULL;
-            lens[i] = sb ? bits_len(sb) : 0;
-            if (lens[i] > maxlen)
-                maxlen = lens[i];
+            found = api_keys_find(&h, at[i], &bits_type, API_READ, what, &se);
+            const bits_t *sb = found && se ? ks_entry_value(se) : NULL;
+            pinned += sb ? bits_heap_bytes(sb) : 0;
+            sdata[at[i] - 1] = sb ? bits_data(sb) : NULL;
+            slen[at[i] - 1] = sb ? bits_len(sb) : 0;
+            if (slen[at[i] - 1] > maxlen)
+                maxlen = slen[at[i] - 1];
         }
-        if (!api_keys_find(&h, 0, &bits_type, API_WRITE, "destination", NULL))
+        uint64_t work = 0;
+        for (size_t k = 0; found && k < nuse; k++) {
+            data[k] = sdata[at[use[k]] - 1];
+            lens[k] = slen[at[use[k]] - 1];
+            work += lens[k];
+        }
+        free(sdata);
+        free(slen);
+        if (!found || !api_keys_find(&h, 0, &bits_type, API_WRITE, "destination", NULL))
             goto out;
-        /* the result replaces the destination: make room for the difference */
+        /* bounded work, a bounded result, and room for it: it is built
+         * while the destination's old value still exists */
         size_t before = h.e ? bits_heap_bytes(api_key_value(&h)) : 0;
         size_t after = maxlen ? bits_heap_bytes_after(NULL, maxlen) : 0;
-        uint64_t max = ks_maxmemory(ks);
-        if (attempt == 0 && !req->replay && max && after > before && ks_total_memory(ks) + (after - before) > max) {
+        uint64_t add = after ? after + (h.e ? 0 : ks_entry_overhead(klen)) : 0;
+        bool dst_read = false;   /* the destination among the sources: counted once */
+        for (size_t k = 1; k <= nd && !dst_read; k++)
+            dst_read = keys[k].len == klen && memcmp(keys[k].p, key, klen) == 0;
+        api_keep_t keep = { keys, nd + 1, pinned + (dst_read ? 0 : before) };
+        if (!api_work_fits(srv, req, resp, "sources", work) ||
+            !api_value_fits(srv, req, resp, "sources", "the result", maxlen)) {
             api_key_close(&h, false);
-            if (!api_make_room_for(srv, req, resp, after - before))
+            goto out;
+        }
+        if (add > api_room_now(srv, req)) {
+            api_key_close(&h, false);
+            if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
                 goto out;
             continue;
         }
         uint8_t *res;
         size_t rlen;
-        if (!bits_bitop((bits_op_t)op, data, lens, n, &res, &rlen)) {
+        if (!bits_bitop((bits_op_t)op, data, lens, nuse, &res, &rlen)) {
             api_key_close(&h, false);
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory computing a %zu-byte result", maxlen);
             goto out;
@@ -515,6 +606,10 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
 out:
     free(keys);
+    free(first);
+    free(times);
+    free(at);
+    free(use);
     free(data);
     free(lens);
 }
@@ -691,7 +786,7 @@ static void bits_field(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool
             break;
         }
     size_t need = (size_t)bf_needed_len(ops, n);
-    if (need && !bits_room(srv, req, resp, key, klen, need, false))
+    if (need && !bits_room(srv, req, resp, key, klen, "ops", need, false))
         goto out;
     /* only GETs (need == 0): nothing is written, so the read-only bytes are safe */
     api_key_t h;

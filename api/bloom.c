@@ -46,8 +46,7 @@ typedef struct bloom_params {
  * ("nonscaling"; all optional, RedisBloom's BF.ADD defaults).  An
  * expansion of 0 means non-scaling; a non-scaling filter given another
  * expansion is refused, as BF.RESERVE refuses it. */
-static bool bloom_params_read(api_server_t *srv, const api_req_t *req, api_resp_t *resp, json_t *body, bool put,
-                              bloom_params_t *p)
+static bool bloom_params_read(const api_req_t *req, api_resp_t *resp, json_t *body, bool put, bloom_params_t *p)
 {
     const char *scale_name = put ? "scaling" : "nonscaling", *field;
     bool required = put && !req->replay, has_err, has_cap, has_exp, has_scale, flag = put;
@@ -68,8 +67,7 @@ static bool bloom_params_read(api_server_t *srv, const api_req_t *req, api_resp_
         api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' must be positive", field);
         return false;
     }
-    const char *why = bloom_validate(p->error, (uint64_t)p->capacity, (uint32_t)p->expansion, p->scaling,
-                                     api_value_byte_limit(srv, req), &field);
+    const char *why = bloom_validate(p->error, (uint64_t)p->capacity, (uint32_t)p->expansion, p->scaling, &field);
     if (why) {
         api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
         return false;
@@ -82,6 +80,23 @@ static bloom_t *bloom_params_create(const api_req_t *req, const bloom_params_t *
     return bloom_create_gen(api_gen(req), p->error, (uint64_t)p->capacity, (uint32_t)p->expansion, p->scaling);
 }
 
+/* Each item looked up walks every sub-filter, newest first: n items over a
+ * filter of many small sub-filters (expansion 1 from capacity 1 adds one
+ * per item) may walk as far as a request may read, and no further. */
+#define BLOOM_LINK_WALK 64   /* bytes of a sub-filter's record an item's lookup reads, at least */
+static bool bloom_walk_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const bloom_t *b, size_t n)
+{
+    bloom_info_t in;
+    bloom_get_info(b, &in);
+    return api_work_fits(srv, req, resp, "items", (uint64_t)n * in.filters * BLOOM_LINK_WALK);
+}
+
+/* What creating the filter takes (bloom_memory), before it is made. */
+static uint64_t bloom_params_bytes(const bloom_params_t *p)
+{
+    return bloom_bytes_for(p->error, (uint64_t)p->capacity, (uint32_t)p->expansion, p->scaling);
+}
+
 static void h_bloom_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "error_rate", "capacity", "expansion", "scaling", NULL };
@@ -89,9 +104,10 @@ static void h_bloom_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     json_t *body;
     bloom_params_t p;
-    if (!(body = api_key_body(req, resp, fields, &key, &klen)) || !bloom_params_read(srv, req, resp, body, true, &p))
+    if (!(body = api_key_body(req, resp, fields, &key, &klen)) || !bloom_params_read(req, resp, body, true, &p))
         return;
-    if (!api_make_room(srv, req, resp))
+    uint64_t bytes = bloom_params_bytes(&p);
+    if (!api_grow(srv, req, resp, "capacity", "the filter", bytes, bytes + ks_entry_overhead(klen)))
         return;
     api_create_key(srv, req, resp, key, klen, &bloom_type, bloom_params_create(req, &p), NULL);
 }
@@ -107,7 +123,7 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     bloom_params_t p;
     bool nocreate = false;
     if (!(body = api_key_body(req, resp, fields, &key, &klen)) ||
-        !api_obj_bool(resp, body, "nocreate", &nocreate, NULL) || !bloom_params_read(srv, req, resp, body, false, &p))
+        !api_obj_bool(resp, body, "nocreate", &nocreate, NULL) || !bloom_params_read(req, resp, body, false, &p))
         return;
     if (nocreate && p.given) {
         api_error_field(resp, API_E_BAD_REQUEST, "nocreate",
@@ -122,48 +138,88 @@ static void h_bloom_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    if (!api_make_room(srv, req, resp))
-        goto out;
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_WRITE | (nocreate ? API_MUST_EXIST : 0), &h))
-        goto out;
-    bloom_t *b = api_key_value(&h);
-    bool created = !b;
-    if (created)
-        b = bloom_params_create(req, &p);
-    uint64_t limit = api_value_byte_limit(srv, req);
-    bloom_undo_t *u = b ? bloom_undo_begin(b) : NULL;
-    int rc = u ? BLOOM_ADDED : BLOOM_NOMEM;
-    bool changed = created;
-    for (size_t i = 0; i < it.n && rc >= 0; i++) {
-        rc = bloom_add(b, it.p[i], it.len[i], limit, u);
-        added[i] = rc == BLOOM_ADDED;
-        changed |= added[i];
-    }
-    if (rc < 0) {
-        bloom_undo_rollback(b, u);
+    /* Room is asked for what the batch adds (a new filter, the sub-filters it
+     * grows): sub-filters are added only while the filter stays within what
+     * the limits allow now (bloom_add's max_bytes); one that would pass it
+     * stops the batch, which is rolled back, and the request either is
+     * refused (--max-value-size) or makes room for it and starts again. */
+    for (unsigned attempts = 0;;) {
+        api_key_t h;
+        if (!api_key_open(srv, req, resp, key, klen, &bloom_type, API_WRITE | (nocreate ? API_MUST_EXIST : 0), &h))
+            goto out;
+        bloom_t *b = api_key_value(&h);
+        bool created = !b;
+        uint64_t base = created ? 0 : bloom_memory(b), room = api_room_now(srv, req),
+                 cap = api_value_limit(srv, req), first = created ? bloom_params_bytes(&p) : 0;
+        uint64_t extra = created ? first + ks_entry_overhead(klen) : 0;
+        ks_key_t kk = ks_key(srv->ks, key, klen);
+        api_keep_t keep = { &kk, 1, base };   /* the filter itself is not evicted for its own growth */
+        if (created && (first > cap || extra > room)) {
+            api_key_close(&h, false);
+            if (!api_value_fits(srv, req, resp, "capacity", "the filter", first) ||
+                !api_room_retry(srv, req, resp, extra, &keep, &attempts))
+                goto out;
+            continue;
+        }
+        if (!created && !bloom_walk_fits(srv, req, resp, b, it.n)) {
+            api_key_close(&h, false);
+            goto out;
+        }
         if (created)
+            b = bloom_params_create(req, &p);
+        uint64_t limit = cap;   /* what the filter may reach in this attempt */
+        if (room != UINT64_MAX && (created ? first : base) + room - extra < limit)
+            limit = (created ? first : base) + room - extra;
+        bloom_undo_t *u = b ? bloom_undo_begin(b) : NULL;
+        int rc = u ? BLOOM_ADDED : BLOOM_NOMEM;
+        bool changed = created;
+        size_t i = 0;
+        for (; i < it.n && rc >= 0; i++) {
+            rc = bloom_add(b, it.p[i], it.len[i], limit == UINT64_MAX ? 0 : limit, u);
+            added[i] = rc == BLOOM_ADDED;
+            changed |= added[i];
+        }
+        if (rc == BLOOM_BUDGET) {
+            /* the next link is needed; the rest of the batch may need more:
+             * room is made for the most it may take, or refused at once */
+            uint64_t reach = bloom_memory(b) + bloom_next_link_bytes(b), rest = bloom_growth_bound(b, it.n - (i - 1));
+            uint64_t more = bloom_memory(b) - base + (created ? ks_entry_overhead(klen) : 0);
+            more = rest > UINT64_MAX - more ? UINT64_MAX : more + rest;
+            bloom_undo_rollback(b, u);
+            if (created)
+                bloom_free(b);
+            api_key_close(&h, false);
+            if (!api_value_fits(srv, req, resp, "items", "the filter's next sub-filter", reach) ||
+                !api_room_retry(srv, req, resp, more, &keep, &attempts))
+                goto out;
+            continue;
+        }
+        if (rc < 0) {
+            bloom_undo_rollback(b, u);
+            if (created)
+                bloom_free(b);
+            api_key_close(&h, false);
+            if (rc == BLOOM_FULL)
+                api_error_status(resp, rc, NULL, "non scaling filter is full; nothing was added");
+            else if (rc == BLOOM_LIMIT)
+                api_error_status(resp, rc, NULL,
+                                 "the filter cannot grow: its next sub-filter cannot be built (its error rate "
+                                 "underflows, or its size overflows); nothing was added");
+            else
+                api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
+            goto out;
+        }
+        bloom_undo_commit(u);
+        if (created && !api_key_add(&h, &bloom_type, b, KS_NO_EXPIRY)) {
             bloom_free(b);
-        api_key_close(&h, false);
-        if (rc == BLOOM_FULL)
-            api_error_status(resp, rc, NULL, "non scaling filter is full; nothing was added");
-        else if (rc == BLOOM_LIMIT)
-            api_error_status(resp, rc, NULL,
-                             "the filter cannot grow: its next sub-filter would pass the memory limit (or its error "
-                             "rate underflows); nothing was added");
-        else
-            api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
-        goto out;
+            api_key_close(&h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+            goto out;
+        }
+        api_key_close(&h, changed);
+        api_bool_array(resp, "added", added, it.n);
+        break;
     }
-    bloom_undo_commit(u);
-    if (created && !api_key_add(&h, &bloom_type, b, KS_NO_EXPIRY)) {
-        bloom_free(b);
-        api_key_close(&h, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
-        goto out;
-    }
-    api_key_close(&h, changed);
-    api_bool_array(resp, "added", added, it.n);
 out:
     free(added);
     api_items_free(&it);
@@ -184,6 +240,11 @@ static void bloom_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
         return;
     }
     const bloom_t *b = api_key_value(&h);
+    if (b && !bloom_walk_fits(srv, req, resp, b, it->n)) {
+        api_key_close(&h, false);
+        free(found);
+        return;
+    }
     for (size_t i = 0; b && i < it->n; i++)
         found[i] = bloom_check(b, it->p[i], it->len[i]);
     api_key_close(&h, false);
@@ -277,7 +338,15 @@ static void h_bloom_card(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, json_pack("{s:I}", "items", (json_int_t)in.items));
 }
 
-static const api_dump_t bloom_dump = { &bloom_dump_ops, NULL };
+/* BF.SCANDUMP's header: one entry per sub-filter. */
+static uint64_t bloom_header_len(const void *v)
+{
+    bloom_info_t in;
+    bloom_get_info(v, &in);
+    return BLOOM_DUMP_HEADER_FIXED + (uint64_t)BLOOM_DUMP_LINK * in.filters;
+}
+
+static const api_dump_t bloom_dump = { &bloom_dump_ops, NULL, bloom_header_len };
 
 static void h_bloom_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {

@@ -16,7 +16,9 @@
  * merge where any counter or the total would fall below 0 or pass 2^63 - 1
  * is refused whole (RedisBloom's "CMS: MERGE overflow"; its counters are
  * 32-bit, ours 64-bit).  An increment batch that would take the total past
- * 2^63 - 1 is refused whole; nothing is applied.
+ * 2^63 - 1 is refused whole; nothing is applied.  A merge reads each
+ * source once, however often it is named (its weights summed), and the
+ * sources it reads may total at most API_WORK_VALUES x --max-value-size.
  */
 #include <stdlib.h>
 
@@ -93,9 +95,9 @@ static void h_cms_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         (unsigned long long)depth, (unsigned long long)CMS_MAX_CELLS);
         return;
     }
-    if (!api_make_room(srv, req, resp))
+    uint64_t bytes = cms_bytes_for(width, depth);
+    if (!api_grow(srv, req, resp, size_field, "the sketch", bytes, bytes + ks_entry_overhead(klen)))
         return;
-
     api_create_key(srv, req, resp, key, klen, &cms_type, cms_create((uint32_t)width, (uint32_t)depth, conservative),
                    info_json);
 }
@@ -208,8 +210,10 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ks_t *ks = srv->ks;
     ks_key_t *keys = malloc((n + 1) * sizeof(*keys));
     int64_t *w = malloc(n * sizeof(*w));
+    __int128 *wsum = calloc(n, sizeof(*wsum));
+    size_t *first = malloc(n * sizeof(*first)), *at = malloc(n * sizeof(*at));
     const cms_t **srcs = malloc(n * sizeof(*srcs));
-    if (!keys || !w || !srcs) {
+    if (!keys || !w || !wsum || !first || !at || !srcs) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
@@ -233,15 +237,36 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             w[i] = (int64_t)json_integer_value(x);
         }
     }
+    /* A source named more than once is read once, with the sum of its
+     * weights: the weighted sum is linear, so the counters are the same
+     * (CMS.MERGE of 10 000 copies of one sketch costs what one does).  The
+     * sum is taken exactly; one that leaves the int64 range overflows the
+     * merge unless the sketch is empty (then it adds nothing). */
+    if (!api_keys_distinct(keys + 1, n, first)) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (first[i] == i) {
+            at[i] = nd++;
+            keys[nd] = keys[i + 1];
+        }
+        wsum[at[first[i]]] += w[i];
+    }
 
     api_key_t h;
-    if (!api_keys_lock(srv, req, resp, keys, n + 1, &h))
+    if (!api_keys_lock(srv, req, resp, keys, nd + 1, &h))
         goto done;
     if (!api_keys_find(&h, 0, &cms_type, API_WRITE | API_MUST_EXIST, NULL, NULL))
         goto done;
+    uint64_t work = 0;
+    bool overflow = false;
     for (size_t i = 0; i < n; i++) {
+        if (first[i] != i)
+            continue;
         ks_entry_t *e;
-        if (!api_keys_find(&h, i + 1, &cms_type, API_READ, NULL, &e))
+        if (!api_keys_find(&h, at[i] + 1, &cms_type, API_READ, NULL, &e))
             goto done;
         if (!e) {
             api_key_close(&h, false);
@@ -249,10 +274,26 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                             json_string_value(json_array_get(sources, i)));
             goto done;
         }
-        srcs[i] = ks_entry_value(e);
+        const cms_t *src = ks_entry_value(e);
+        srcs[at[i]] = src;
+        work += cms_type.size(src);
+        __int128 ws = wsum[at[i]];
+        if (ws > INT64_MAX || ws < INT64_MIN) {
+            overflow |= cms_total(src) > 0;
+            ws = 0;
+        }
+        w[at[i]] = (int64_t)ws;
     }
     cms_t *c = api_key_value(&h);
-    switch (cms_merge(c, srcs, w, n)) {
+    if (!api_work_fits(srv, req, resp, "sources", work)) {
+        api_key_close(&h, false);
+        goto done;
+    }
+    cms_merge_status_t st = CMS_MERGE_OVERFLOW;
+    for (size_t i = 0; overflow && i < nd; i++)   /* the dimensions are reported first, as cms_merge does */
+        if (cms_width(srcs[i]) != cms_width(c) || cms_depth(srcs[i]) != cms_depth(c))
+            st = CMS_MERGE_DIMENSIONS;
+    switch (overflow ? st : cms_merge(c, srcs, w, nd)) {
     case CMS_MERGE_OK: {
         json_t *info = info_json(c);
         api_key_close(&h, true);
@@ -275,6 +316,9 @@ static void h_cms_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 done:
     free(keys);
     free(w);
+    free(wsum);
+    free(first);
+    free(at);
     free(srcs);
 }
 

@@ -66,7 +66,7 @@ static void h_counter_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (by == 0 && !has_ttl && !has_ttl_ms && !api_auth_require_read(req, resp, "a counter moved by 0"))
         return;
     int64_t now_ms = api_now_ms(req);
-    if (!api_make_room(srv, req, resp))
+    if (!api_make_room_for_key(srv, req, resp, counter_bytes() + ks_entry_overhead(klen), key, klen, 0))
         return;
 
     api_key_t h;

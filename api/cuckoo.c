@@ -62,7 +62,8 @@ static void h_cuckoo_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
         return;
     }
-    if (!api_make_room(srv, req, resp))
+    uint64_t bytes = cuckoo_bytes_for(&p);
+    if (!api_grow(srv, req, resp, "capacity", "the filter", bytes, bytes + ks_entry_overhead(klen)))
         return;
     api_create_key(srv, req, resp, key, klen, &cuckoo_type, cuckoo_create_gen(api_gen(req), &p, key_seed(key, klen)),
                    NULL);
@@ -85,52 +86,84 @@ static void h_cuckoo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    if (!api_make_room(srv, req, resp))
-        goto out;
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_WRITE, &h))
-        goto out;
-    cuckoo_t *c = api_key_value(&h);
-    bool created = !c;
-    if (created) {
-        cuckoo_params_t p = { CUCKOO_DEFAULT_CAPACITY, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
-                              CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
-        c = cuckoo_create_gen(api_gen(req), &p, key_seed(key, klen));
-    }
-    cuckoo_undo_t *u = c ? cuckoo_undo_begin(c) : NULL;
-    int rc = u ? CUCKOO_ADDED : CUCKOO_NOMEM;
-    bool changed = created;
-    for (size_t i = 0; i < it.n && rc >= 0; i++) {
-        rc = cuckoo_add(c, it.p[i], it.len[i], nx, u);
-        added[i] = rc == CUCKOO_ADDED;
-        changed |= added[i];
-    }
-    if (rc < 0) {
-        cuckoo_undo_rollback(c, u);
+    /* Room is asked for what the batch adds, as for /bloom: a sub-filter is
+     * added only while the filter stays within what the limits allow now;
+     * one that would pass it stops the batch, which is rolled back, and the
+     * request is refused (--max-value-size) or makes room and starts again. */
+    cuckoo_params_t dp = { CUCKOO_DEFAULT_CAPACITY, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
+                           CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
+    for (unsigned attempts = 0;;) {
+        api_key_t h;
+        if (!api_key_open(srv, req, resp, key, klen, &cuckoo_type, API_WRITE, &h))
+            goto out;
+        cuckoo_t *c = api_key_value(&h);
+        bool created = !c;
+        uint64_t extra = created ? cuckoo_bytes_for(&dp) + ks_entry_overhead(klen) : 0;
+        ks_key_t kk = ks_key(srv->ks, key, klen);
+        api_keep_t keep = { &kk, 1, c ? cuckoo_memory(c) : 0 };   /* not evicted for its own growth */
+        if (extra > api_room_now(srv, req)) {
+            api_key_close(&h, false);
+            if (!api_room_retry(srv, req, resp, extra, &keep, &attempts))
+                goto out;
+            continue;
+        }
         if (created)
+            c = cuckoo_create_gen(api_gen(req), &dp, key_seed(key, klen));
+        uint64_t base = c ? cuckoo_memory(c) : 0, room = api_room_now(srv, req), limit = api_value_limit(srv, req);
+        if (room != UINT64_MAX && base + room - extra < limit)
+            limit = base + room - extra;
+        cuckoo_undo_t *u = c ? cuckoo_undo_begin(c) : NULL;
+        int rc = u ? CUCKOO_ADDED : CUCKOO_NOMEM;
+        bool changed = created;
+        size_t i = 0;
+        for (; i < it.n && rc >= 0; i++) {
+            rc = cuckoo_add_within(c, it.p[i], it.len[i], nx, limit == UINT64_MAX ? 0 : limit, u);
+            added[i] = rc == CUCKOO_ADDED;
+            changed |= added[i];
+        }
+        if (rc == CUCKOO_BUDGET) {
+            /* the next sub-filter is needed; room is made for the sub-filters
+             * that hold twice the rest of the batch (an estimate: a full
+             * sub-filter is rare before then, and is asked for again) */
+            uint64_t reach = cuckoo_memory(c) + cuckoo_next_filter_bytes(c);
+            uint64_t more = cuckoo_memory(c) - base + extra + cuckoo_growth_estimate(c, 2 * (it.n - (i - 1)));
+            cuckoo_undo_rollback(c, u);
+            if (created)
+                cuckoo_free(c);
+            api_key_close(&h, false);
+            if (!api_value_fits(srv, req, resp, "items", "the filter's next sub-filter", reach) ||
+                !api_room_retry(srv, req, resp, more, &keep, &attempts))
+                goto out;
+            continue;
+        }
+        if (rc < 0) {
+            cuckoo_undo_rollback(c, u);
+            if (created)
+                cuckoo_free(c);
+            api_key_close(&h, false);
+            if (rc == CUCKOO_FULL)
+                api_error_status(resp, rc, NULL,
+                                 "the filter is full (no free slot after max_iterations evictions, and it cannot "
+                                 "grow); nothing was added");
+            else if (rc == CUCKOO_MAXEXP)
+                api_error_status(resp, rc, NULL,
+                                 "maximum expansions reached: the filter has %d sub-filters; nothing was added",
+                                 CUCKOO_MAX_FILTERS);
+            else
+                api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
+            goto out;
+        }
+        cuckoo_undo_commit(u);
+        if (created && !api_key_add(&h, &cuckoo_type, c, KS_NO_EXPIRY)) {
             cuckoo_free(c);
-        api_key_close(&h, false);
-        if (rc == CUCKOO_FULL)
-            api_error_status(resp, rc, NULL,
-                             "the filter is full (no free slot after max_iterations evictions, and it cannot grow); "
-                             "nothing was added");
-        else if (rc == CUCKOO_MAXEXP)
-            api_error_status(resp, rc, NULL,
-                             "maximum expansions reached: the filter has %d sub-filters; nothing was added",
-                             CUCKOO_MAX_FILTERS);
-        else
-            api_error_status(resp, rc, NULL, "out of memory adding to the filter; nothing was added");
-        goto out;
+            api_key_close(&h, false);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
+            goto out;
+        }
+        api_key_close(&h, changed);
+        api_bool_array(resp, "added", added, it.n);
+        break;
     }
-    cuckoo_undo_commit(u);
-    if (created && !api_key_add(&h, &cuckoo_type, c, KS_NO_EXPIRY)) {
-        cuckoo_free(c);
-        api_key_close(&h, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the filter");
-        goto out;
-    }
-    api_key_close(&h, changed);
-    api_bool_array(resp, "added", added, it.n);
 out:
     free(added);
     api_items_free(&it);
@@ -274,7 +307,8 @@ static void h_cuckoo_compact(api_server_t *srv, api_req_t *req, api_resp_t *resp
 }
 
 static const api_dump_t cuckoo_dump = {
-    &cuckoo_dump_ops, "only a filter with 8-bit fingerprints can be dumped: RedisBloom's format has no other size"
+    &cuckoo_dump_ops, "only a filter with 8-bit fingerprints can be dumped: RedisBloom's format has no other size",
+    NULL   /* its header is 38 bytes */
 };
 
 static void h_cuckoo_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -1,22 +1,10 @@
 /*
  * dump.c - SCANDUMP / LOADCHUNK over HTTP for the filters (api/dump.h has
- * the contract): the cursor's rules, the raw bodies, the byte limit.
+ * the contract): the cursor's rules, the raw bodies, the limits.
  */
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "api/dump.h"
-
-uint64_t api_value_byte_limit(const api_server_t *srv, const api_req_t *req)
-{
-    if (req->replay)
-        return 0;
-    uint64_t max = ks_maxmemory(srv->ks);
-    if (max)
-        return max;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-}
 
 /* The key and the required ?cursor= (>= min). */
 static bool dump_request(api_req_t *req, api_resp_t *resp, int64_t min, const char **key, size_t *klen,
@@ -40,6 +28,12 @@ void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const a
         return;
     const void *v = api_key_value(&h);
     if (cursor == 0) {
+        if (d->header_len &&
+            !api_answer_fits(srv, req, resp, d->header_len(v),
+                             "this filter's header (one entry per sub-filter) cannot be dumped")) {
+            api_key_close(&h, false);
+            return;
+        }
         wbuf_t out = WBUF_INIT;
         bool ok = ops->header(v, &out);
         api_key_close(&h, false);
@@ -74,7 +68,10 @@ void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const a
                   "a chunk is the bytes SCANDUMP gave (Content-Type: application/octet-stream)");
         return;
     }
-    if (!api_make_room(srv, req, resp))
+    /* a header creates the filter: its size is known before it is built */
+    uint64_t bytes = cursor == 1 ? ops->header_bytes(req->body, req->body_len) : 0;
+    if (!api_grow(srv, req, resp, NULL, "the filter", bytes, bytes ? bytes + ks_entry_overhead(klen) : 0) ||
+        !api_make_room(srv, req, resp))
         return;
     api_key_t h;
     if (!api_key_open(srv, req, resp, key, klen, ops->type, API_WRITE, &h))
@@ -87,7 +84,8 @@ void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const a
     }
     if (!v) {
         bool nomem = false;
-        v = ops->load_header(req->body, req->body_len, api_value_byte_limit(srv, req), &nomem, &why);
+        uint64_t cap = api_value_limit(srv, req);
+        v = ops->load_header(req->body, req->body_len, cap == UINT64_MAX ? 0 : cap, &nomem, &why);
         if (!v || !api_key_add(&h, ops->type, v, KS_NO_EXPIRY)) {
             if (v)
                 ops->type->free(v);

@@ -24,9 +24,10 @@
  * every chunk is written in place, and one that does not fit a
  * sub-filter's array is refused (400, nothing written).  The bytes are
  * untrusted: core validates the header completely (tests/fuzz/
- * fuzz_scandump), and the filter may not pass the byte limit of
- * api_value_byte_limit.  Loads are journaled as received, so replay
- * rebuilds the same bytes.
+ * fuzz_scandump); the filter it describes may not pass --max-value-size
+ * (400), and room is made for it under --maxmemory before it is built
+ * (507).  Loads are journaled as received, so replay rebuilds the same
+ * bytes.
  */
 #ifndef TALLY_API_DUMP_H
 #define TALLY_API_DUMP_H
@@ -43,15 +44,13 @@
 typedef struct api_dump {
     const ks_dump_ops_t *ops;
     const char *why_not;     /* the 400 when ops->header refuses a value */
+    /* The header chunk's length, when it grows with the value (checked
+     * against --max-answer-size before it is built); NULL: small. */
+    uint64_t (*header_len)(const void *value);
 } api_dump_t;
 
 /* The bodies of GET .../dump and POST .../load. */
 void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
 void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
-
-/* The most bytes one filter's arrays may take: --maxmemory, or without it
- * the machine's memory (a larger filter could never be filled); none (0)
- * on replay, so that what was acknowledged always rebuilds. */
-uint64_t api_value_byte_limit(const api_server_t *srv, const api_req_t *req);
 
 #endif

@@ -29,6 +29,8 @@
 #include "api/dump.h"
 #include "core/keydump.h"
 
+#define KEYDUMP_OVERHEAD 64   /* a dump's header, TTL and checksum, besides the value's encoding */
+
 static void h_key_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     const char *key;
@@ -40,6 +42,12 @@ static void h_key_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const ks_type_t *type = ks_entry_type(h.e);
     const void *v = ks_entry_value(h.e);
     int64_t exp = ks_entry_expire(h.e), now = api_now_ms(req);
+    /* an encoding takes about what the value takes in memory */
+    if (!api_answer_fits(srv, req, resp, KEYDUMP_OVERHEAD + type->size(v),
+                         "this value is too large to dump in one answer (raise --max-answer-size)")) {
+        api_key_close(&h, false);
+        return;
+    }
     wbuf_t out = WBUF_INIT;
     keydump_encode(type, v, exp == KS_NO_EXPIRY ? KEYDUMP_NO_TTL : exp - now, &out);
     bool oom = out.oom;
@@ -47,6 +55,9 @@ static void h_key_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_key_close(&h, false);
     if (oom) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory dumping the key");
+    } else if (!api_answer_fits(srv, req, resp, out.len,
+                                "this value is too large to dump in one answer (raise --max-answer-size)")) {
+        /* the estimate above was short: refused all the same */
     } else {
         api_body(resp, 200, "application/octet-stream", out.data, out.len);
         api_add_header(resp, "Tally-Digest", "%016" PRIx64, digest);
@@ -96,7 +107,8 @@ static void h_key_restore(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!ttl_given)
         ttl = dump_ttl < 0 ? 0 : dump_ttl;
-    if (!api_make_room_for(srv, req, resp, type->size(value) + req->body_len)) {
+    if (!api_grow(srv, req, resp, NULL, "the restored value", type->size(value),
+                  type->size(value) + ks_entry_overhead(klen) + req->body_len)) {
         type->free(value);
         return;
     }

@@ -310,15 +310,34 @@ static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     if (!api_make_room(srv, req, resp))
         goto out;
+    uint64_t member_bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        member_bytes += items[i].len;
 
     api_key_t hk;
-    if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_WRITE, &hk))
-        goto out;
-    geo_t *g = api_key_value(&hk);
-    if (!g && xx) {   /* XX on a missing key: nothing to update, no key created */
+    geo_t *g;
+    for (unsigned attempts = 0;;) {
+        if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_WRITE, &hk))
+            goto out;
+        g = api_key_value(&hk);
+        if (!g && xx) {   /* XX on a missing key: nothing to update, no key created */
+            api_key_close(&hk, false);
+            api_json(resp, 200, json_pack("{s:i}", "added", 0));
+            goto out;
+        }
+        /* room for what the members may add, known once the set is */
+        uint64_t add = geo_add_bound(g, n, member_bytes) + (g ? 0 : ks_entry_overhead(klen));
+        if (!api_value_fits(srv, req, resp, "members", "the geo set", (g ? geo_memory(g) : 0) + add)) {
+            api_key_close(&hk, false);
+            goto out;
+        }
+        if (add <= api_room_now(srv, req))
+            break;
+        ks_key_t kk = ks_key(srv->ks, key, klen);
+        api_keep_t keep = { &kk, 1, g ? geo_memory(g) : 0 };   /* not evicted for its own growth */
         api_key_close(&hk, false);
-        api_json(resp, 200, json_pack("{s:i}", "added", 0));
-        goto out;
+        if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
+            goto out;
     }
     bool fresh = g == NULL;
     if (fresh && !(g = geo_create())) {
@@ -661,6 +680,17 @@ static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_key_close(&hk, false);
         return;
     }
+    /* the answer's size is known before it is written: each member's text
+     * escaped at worst, and the numbers asked for */
+    uint64_t estimate = 16;
+    for (size_t i = 0; i < n; i++)
+        estimate += api_json_string_max(hits[i].len) + 16 + (nb.withdist ? 24 : 0) + (nb.withhash ? 28 : 0) +
+                    (nb.withcoord ? 56 : 0);
+    if (!api_answer_fits(srv, req, resp, estimate, "lower count, or narrow the radius or box")) {
+        api_key_close(&hk, false);
+        free(hits);
+        return;
+    }
     /* members point into the set: write the answer before unlocking */
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 16 + n * (32 + (nb.withdist ? 24 : 0) + (nb.withhash ? 28 : 0) + (nb.withcoord ? 48 : 0)));
@@ -717,6 +747,8 @@ static void h_geo_store(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     /* the token's prefixes before eviction makes room: a refused request changes nothing */
     if (!api_keys_allowed(srv, req, resp, keys, 2) || !api_make_room(srv, req, resp))
         return;
+    unsigned attempts = 0;
+again:;
     api_key_t h;
     ks_entry_t *se;
     if (!api_keys_lock(srv, req, resp, keys, 2, &h) ||
@@ -729,6 +761,25 @@ static void h_geo_store(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (src && !nearby_search(src, &nb, resp, &hits, &n)) {
         api_key_close(&h, false);
         return;
+    }
+    /* room for the new set, built while the old one still exists */
+    uint64_t member_bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        member_bytes += hits[i].len;
+    uint64_t after = n ? geo_add_bound(NULL, n, member_bytes) : 0, before = h.e ? geo_memory(api_key_value(&h)) : 0;
+    uint64_t add = after ? after + (h.e ? 0 : ks_entry_overhead(dlen)) : 0;
+    api_keep_t keep = { keys, 2, before + (src ? geo_memory(src) : 0) };
+    if (!api_value_fits(srv, req, resp, NULL, "the stored set", after)) {
+        api_key_close(&h, false);
+        free(hits);
+        return;
+    }
+    if (add > api_room_now(srv, req)) {
+        api_key_close(&h, false);
+        free(hits);
+        if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
+            return;
+        goto again;
     }
     geo_t *out = n ? geo_create() : NULL;
     for (size_t i = 0; out && i < n; i++)

@@ -14,7 +14,8 @@
  * ttl_ms is -1 for a key without expiry (as Redis's PTTL).  Listing walks the
  * shards with Redis's SCAN cursor: a key present for the whole walk is
  * returned at least once, whatever the tables do in between; a page may hold
- * fewer than `limit` keys (even none) while the cursor is not null.
+ * fewer than `limit` keys (even none) while the cursor is not null, and it
+ * stops before its answer would pass --max-answer-size.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct page {
     size_t plen;
     int64_t now_ms;
     int64_t slot_lo, slot_hi;   /* ?slots=LO-HI: only keys in these cluster slots */
+    uint64_t bytes, bucket_bytes;   /* the page's answer so far, and the bucket's, at most */
 };
 
 static void visit(void *ud, ks_entry_t *e)
@@ -60,6 +62,7 @@ static void visit(void *ud, ks_entry_t *e)
         if (slot < pg->slot_lo || slot > pg->slot_hi)
             return;
     }
+    pg->bucket_bytes += api_json_string_max(klen) + 64;   /* the type and ttl_ms, the member names */
     json_array_append_new(pg->bucket, json_pack("{s:s%,s:s,s:I}", "key", key, klen, "type",
                                                 ks_entry_type(e)->name, "ttl_ms",
                                                 (json_int_t)ttl_ms_of(e, pg->now_ms)));
@@ -120,7 +123,9 @@ static void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     /* Buckets are taken whole (the cursor cannot point inside one): a bucket
-     * whose keys would overflow the page is left for the next page. */
+     * whose keys would overflow the page (`limit` keys, or --max-answer-size
+     * bytes) is left for the next page. */
+    uint64_t max_bytes = srv->limits.max_answer ? srv->limits.max_answer : UINT64_MAX;
     size_t budget = KEYS_BUCKETS_PER_PAGE;
     bool full = false;
     while (shard < ks_shard_count(ks) && !full && budget > 0) {
@@ -130,13 +135,15 @@ static void h_keys_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         do {
             uint64_t next = v;
             json_array_clear(pg.bucket);
+            pg.bucket_bytes = 0;
             ks_shard_scan(ks, sh, &next, 1, pg.now_ms, visit, &pg);
             size_t have = json_array_size(pg.keys), more = json_array_size(pg.bucket);
-            if (have > 0 && have + more > (size_t)limit) {
+            if (have > 0 && (have + more > (size_t)limit || pg.bytes + pg.bucket_bytes > max_bytes)) {
                 full = true;
                 break;
             }
             json_array_extend(pg.keys, pg.bucket);
+            pg.bytes += pg.bucket_bytes;
             v = next;
             shard_done = v == 0;
             budget--;

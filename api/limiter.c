@@ -318,37 +318,62 @@ static void count_metrics(const api_req_t *req, const rl_item_t *items, size_t n
                                                              : POLICY_LIMITED);
 }
 
+/* The bytes committing `quantity` on `t` (NULL: a new key of klen bytes)
+ * adds to the keyspace, and the size the state reaches. */
+static uint64_t commit_growth(const throttle_t *t, const rl_item_t *it, int64_t now_ns, size_t *after)
+{
+    *after = throttle_bytes_after(t, &it->p, now_ns, it->quantity);
+    size_t before = t ? throttle_type.size(t) : 0;
+    uint64_t add = *after > before ? *after - before : 0;
+    return t ? add : add + ks_entry_overhead(it->klen);
+}
+
 static bool run_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *it)
 {
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, it->key, it->klen, &throttle_type, API_WRITE, &h))
-        return false;
-    throttle_t *t = api_key_value(&h);
-    if (algo_conflict(resp, it, t)) {
-        api_key_close(&h, false);
-        return false;
-    }
-    if (throttle_check(t, &it->p, req->now_ns, it->quantity, &it->r)) {
-        int64_t expire_ns;
-        if (h.e) {
-            if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns)) {
-                api_key_close(&h, false);
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory recording the request");
-                return false;
-            }
-            ks_entry_changed(srv->ks, h.e);
-        } else if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns) ||
-                   !api_key_add(&h, &throttle_type, t, KS_NO_EXPIRY)) {
-            throttle_free(t);
+    for (unsigned attempts = 0;;) {
+        api_key_t h;
+        if (!api_key_open(srv, req, resp, it->key, it->klen, &throttle_type, API_WRITE, &h))
+            return false;
+        throttle_t *t = api_key_value(&h);
+        if (algo_conflict(resp, it, t)) {
             api_key_close(&h, false);
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiter");
             return false;
         }
-        ks_entry_set_expire(srv->ks, h.e, expire_ms_of(expire_ns));
-        journal_items(srv, req, resp, it, 1, false);   /* canonical form: not the request as received */
+        if (throttle_check(t, &it->p, req->now_ns, it->quantity, &it->r)) {
+            size_t after;
+            uint64_t add = commit_growth(t, it, req->now_ns, &after);
+            if (after > api_value_limit(srv, req) || add > api_room_now(srv, req)) {
+                /* refused, or room to make without the lock (keeping this
+                 * key): then decide again */
+                ks_key_t kk = ks_key(srv->ks, it->key, it->klen);
+                api_keep_t keep = { &kk, 1, t ? throttle_type.size(t) : 0 };
+                api_key_close(&h, false);
+                if (!api_value_fits(srv, req, resp, NULL, "the limiter's state", after) ||
+                    !api_room_retry(srv, req, resp, add, &keep, &attempts))
+                    return false;
+                continue;
+            }
+            int64_t expire_ns;
+            if (h.e) {
+                if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns)) {
+                    api_key_close(&h, false);
+                    api_error(resp, API_E_OUT_OF_MEMORY, "out of memory recording the request");
+                    return false;
+                }
+                ks_entry_changed(srv->ks, h.e);
+            } else if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns) ||
+                       !api_key_add(&h, &throttle_type, t, KS_NO_EXPIRY)) {
+                throttle_free(t);
+                api_key_close(&h, false);
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiter");
+                return false;
+            }
+            ks_entry_set_expire(srv->ks, h.e, expire_ms_of(expire_ns));
+            journal_items(srv, req, resp, it, 1, false);   /* canonical form: not the request as received */
+        }
+        api_key_close(&h, false);
+        return true;
     }
-    api_key_close(&h, false);
-    return true;
 }
 
 /* Per distinct key of a batch. */
@@ -359,39 +384,38 @@ typedef struct slot {
     bool added;
 } slot_t;
 
-/* slot_of[i] = index of the first item with the same key. */
-static bool dedup(const ks_key_t *keys, size_t n, size_t *slot_of)
+/* What the whole batch may add at most, once what it held so far did not
+ * fit: each distinct key's working copy and its state at the most its
+ * parameters allow (throttle_bytes_max), so that a batch that can never fit
+ * is refused before anything is evicted for it. */
+static uint64_t batch_bound(const rl_item_t *items, size_t n, const size_t *slot_of, const slot_t *slots,
+                            uint64_t held)
 {
-    size_t cap = 16;
-    while (cap < 2 * n)
-        cap *= 2;
-    size_t *tab = malloc(cap * sizeof(*tab));
-    if (!tab)
-        return false;
-    for (size_t i = 0; i < cap; i++)
-        tab[i] = SIZE_MAX;
+    uint64_t *most = calloc(n, sizeof(*most)), bound = 0;
+    if (!most)
+        return held;
     for (size_t i = 0; i < n; i++) {
-        size_t h = (size_t)keys[i].hash & (cap - 1);
-        for (;;) {
-            size_t j = tab[h];
-            if (j == SIZE_MAX) {
-                tab[h] = i;
-                slot_of[i] = i;
-                break;
-            }
-            if (keys[j].hash == keys[i].hash && keys[j].len == keys[i].len && !memcmp(keys[j].p, keys[i].p, keys[i].len)) {
-                slot_of[i] = j;
-                break;
-            }
-            h = (h + 1) & (cap - 1);
-        }
+        uint64_t b = throttle_bytes_max(&items[i].p);
+        if (b > most[slot_of[i]])
+            most[slot_of[i]] = b;
     }
-    free(tab);
-    return true;
+    for (size_t i = 0; i < n; i++) {
+        if (slot_of[i] != i)
+            continue;
+        const throttle_t *cur = slots[i].e ? ks_entry_value(slots[i].e) : NULL;
+        uint64_t size = cur ? throttle_type.size(cur) : 0;
+        bound += cur ? size + (most[i] > size ? most[i] - size : 0) : most[i] + ks_entry_overhead(items[i].klen);
+    }
+    free(most);
+    return bound > held ? bound : held;
 }
 
+/* A batch, all or nothing.  The working copies and what the commits add
+ * are counted as they are made: when they would pass the room there is
+ * (api_room_now), nothing is kept and *more says how many bytes to evict
+ * for before trying again (false with no error set). */
 static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n,
-                      bool *all)
+                      bool *all, uint64_t *more, uint64_t *pinned)
 {
     ks_t *ks = srv->ks;
     int64_t now_ms = api_now_ms(req);
@@ -405,7 +429,7 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
     }
     for (size_t i = 0; i < n; i++)
         keys[i] = ks_key(ks, items[i].key, items[i].klen);
-    if (!dedup(keys, n, slot_of)) {
+    if (!api_keys_distinct(keys, n, slot_of)) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
@@ -418,6 +442,7 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
     /* decide in order; later items on a key see what earlier ones recorded */
     *all = true;
     bool changed = false;
+    uint64_t room = api_room_now(srv, req), held = 0;   /* held: copies and growth so far */
     for (size_t i = 0; i < n; i++) {
         rl_item_t *it = &items[i];
         slot_t *s = &slots[slot_of[i]];
@@ -428,6 +453,29 @@ static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
             if (!it->r.allowed && !it->shadow)
                 *all = false;
             continue;
+        }
+        size_t after;
+        uint64_t add = commit_growth(cur, it, req->now_ns, &after);
+        if (!s->work && s->e)
+            add += throttle_type.size(cur);   /* the working copy */
+        if (!api_value_fits(srv, req, resp, NULL, "the limiter's state", after))
+            goto unlock;
+        held += add;
+        /* with or without --maxmemory, one batch adds at most what one
+         * request may read (10 000 sliding logs would take 8 GB) */
+        if (!req->replay && held > api_work_limit(srv)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "requests",
+                            "the batch would add more than %d x --max-value-size (%llu bytes) of limiter state; "
+                            "split it into smaller requests",
+                            API_WORK_VALUES, (unsigned long long)api_work_limit(srv));
+            goto unlock;
+        }
+        if (held > room) {
+            *more = batch_bound(items, n, slot_of, slots, held);
+            for (size_t k = 0; k < n; k++)   /* the states it holds, kept while room is made */
+                if (slot_of[k] == k && slots[k].e)
+                    *pinned += throttle_type.size(ks_entry_value(slots[k].e));
+            goto unlock;
         }
         if (!s->work && s->e && !(s->work = throttle_clone(ks_entry_value(s->e)))) {
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
@@ -518,26 +566,35 @@ static bool cluster_check(api_server_t *srv, const api_req_t *req, api_resp_t *r
 bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n, bool batch,
             bool *all_allowed)
 {
-    bool grows = false;
-    for (size_t i = 0; i < n; i++)
-        if (items[i].quantity > 0)
-            grows = true;
-    /* journal space for the canonical record first, then room: a refusal
-     * changes nothing */
+    /* journal space for the canonical record first; room is made for what
+     * the decisions add once they are known (run_one, run_batch) */
     for (size_t i = 0; i < n; i++)
         if (!api_auth_key_allowed(req, resp, items[i].key, items[i].klen))
             return false;   /* the token's prefixes before any eviction */
     if (srv->cluster && !cluster_check(srv, req, resp, items, n))
         return false;       /* and, in a cluster, the slot (api/cluster.h) */
-    if (!api_journal_reserve_more(srv, req, resp, journal_items_bound(items, n)) ||
-        (grows && !api_make_room(srv, req, resp)))
+    if (!api_journal_reserve_more(srv, req, resp, journal_items_bound(items, n)))
         return false;
     bool ok;
     if (n == 1 && !batch) {
         ok = run_one(srv, req, resp, &items[0]);
         *all_allowed = items[0].r.allowed || items[0].shadow;
     } else {
-        ok = run_batch(srv, req, resp, items, n, all_allowed);
+        ks_key_t *keys = malloc(n * sizeof(*keys));
+        if (!keys) {
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return false;
+        }
+        for (size_t i = 0; i < n; i++)
+            keys[i] = ks_key(srv->ks, items[i].key, items[i].klen);
+        uint64_t more = 0, pinned = 0;
+        for (unsigned attempts = 0;; more = 0, pinned = 0) {
+            ok = run_batch(srv, req, resp, items, n, all_allowed, &more, &pinned);
+            api_keep_t keep = { keys, n, pinned };
+            if (ok || !more || !api_room_retry(srv, req, resp, more, &keep, &attempts))
+                break;
+        }
+        free(keys);
     }
     if (ok)
         count_metrics(req, items, n);

@@ -57,7 +57,8 @@ api_code_t api_status_code(core_status_t st)
     switch (st) {
     case CORE_NOMEM:
     case CORE_FULL:
-    case CORE_LIMIT: return API_E_OUT_OF_MEMORY;
+    case CORE_LIMIT:
+    case CORE_BUDGET: return API_E_OUT_OF_MEMORY;
     case CORE_TOO_OLD:
     case CORE_OVERFLOW:
     case CORE_UNORDERED: return API_E_BAD_REQUEST;

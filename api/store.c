@@ -12,6 +12,12 @@
  * key is removed and gives it back once appended.  resp->journal_used
  * counts what the request appended, and debug builds stop when it passes
  * resp->journal_held, so the test suites check every route's bound.
+ *
+ * The bounds of one request live here too (api/api.h, "Bounds of one
+ * request"): room asked for before a write allocates, never evicting the
+ * keys the write holds (api_keep_t), and the caps on a value
+ * (--max-value-size), an answer (--max-answer-size) and what a request
+ * reads (API_WORK_VALUES x --max-value-size).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,17 +195,19 @@ static void no_room(ks_t *ks, api_resp_t *resp, uint64_t extra)
                   (unsigned long long)ks_maxmemory(ks), policy);
 }
 
-/* Evicts one key, its deletion's journal space secured first and given back
- * once it is appended.  Returns the bytes freed; 0 with an error set when
- * nothing could be evicted (507) or the journal cannot take it (503). */
-static size_t evict_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra)
+/* Evicts one key (never one of keep's), its deletion's journal space
+ * secured first and given back once it is appended.  Returns the bytes
+ * freed; 0 with an error set when nothing could be evicted (507) or the
+ * journal cannot take it (503). */
+static size_t evict_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                        const api_keep_t *keep)
 {
     ks_t *ks = srv->ks;
     bool reserved = srv->hooks.journal_reserve != NULL;
     if (reserved && !reserve(srv, resp, EVICT_RECORD_MAX))
         return 0;
     struct evict_ctx c = { srv, req, resp };
-    size_t freed = ks_evict(ks, api_now_ms(req), on_evict, &c);
+    size_t freed = ks_evict_keep(ks, api_now_ms(req), keep ? keep->keys : NULL, keep ? keep->n : 0, on_evict, &c);
     if (reserved && srv->hooks.journal_release)
         srv->hooks.journal_release(srv->hooks.ud, EVICT_RECORD_MAX);
     if (!freed)
@@ -212,26 +220,153 @@ bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp)
     if (req->replay)
         return true;   /* evictions were journaled as deletions */
     while (ks_over_limit(srv->ks))
-        if (!evict_one(srv, req, resp, 0))
+        if (!evict_one(srv, req, resp, 0, NULL))
             return false;
+    return true;
+}
+
+bool api_make_room_keeping(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const api_keep_t *keep)
+{
+    if (req->replay)
+        return true;
+    ks_t *ks = srv->ks;
+    uint64_t max = ks_maxmemory(ks), pinned = keep ? keep->bytes : 0;
+    if (!max)
+        return true;
+    while (ks_total_memory(ks) + extra > max) {
+        if (extra > max || pinned > max - extra) {   /* never fits, whatever is evicted */
+            no_room(ks, resp, extra);
+            return false;
+        }
+        if (!evict_one(srv, req, resp, extra, keep))
+            return false;
+    }
     return true;
 }
 
 bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra)
 {
-    if (req->replay)
+    return api_make_room_keeping(srv, req, resp, extra, NULL);
+}
+
+bool api_make_room_for_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                           const char *key, size_t klen, uint64_t bytes)
+{
+    ks_key_t k = ks_key(srv->ks, key, klen);
+    api_keep_t keep = { &k, 1, bytes };
+    return api_make_room_keeping(srv, req, resp, extra, &keep);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bounds of one request                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* How many times a write may find its room taken again by others between
+ * evicting for it and retaking its locks before it is answered 507. */
+#define ROOM_ATTEMPTS 4
+
+uint64_t api_room_now(const api_server_t *srv, const api_req_t *req)
+{
+    uint64_t max = ks_maxmemory(srv->ks);
+    if (req->replay || !max)
+        return UINT64_MAX;
+    uint64_t used = ks_total_memory(srv->ks);
+    return used < max ? max - used : 0;
+}
+
+uint64_t api_value_limit(const api_server_t *srv, const api_req_t *req)
+{
+    return req->replay || !srv->limits.max_value ? UINT64_MAX : srv->limits.max_value;
+}
+
+bool api_value_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
+                    uint64_t bytes)
+{
+    if (bytes <= api_value_limit(srv, req))
         return true;
-    ks_t *ks = srv->ks;
-    uint64_t max = ks_maxmemory(ks);
-    if (!max)
-        return true;
-    while (ks_total_memory(ks) + extra > max) {
-        if (extra > max) {
-            no_room(ks, resp, extra);
-            return false;
-        }
-        if (!evict_one(srv, req, resp, extra))
-            return false;
+    const char *fmt = "%s would take %llu bytes, over --max-value-size (%llu bytes a value); nothing was changed";
+    if (field)
+        api_error_field(resp, API_E_BAD_REQUEST, field, fmt, what, (unsigned long long)bytes,
+                        (unsigned long long)srv->limits.max_value);
+    else
+        api_error(resp, API_E_BAD_REQUEST, fmt, what, (unsigned long long)bytes,
+                  (unsigned long long)srv->limits.max_value);
+    return false;
+}
+
+bool api_grow(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
+              uint64_t reach, uint64_t extra)
+{
+    return api_value_fits(srv, req, resp, field, what, reach) && api_make_room_for(srv, req, resp, extra);
+}
+
+bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                    const api_keep_t *keep, unsigned *attempts)
+{
+    if (++*attempts > ROOM_ATTEMPTS) {
+        no_room(srv->ks, resp, extra);
+        return false;
     }
+    return api_make_room_keeping(srv, req, resp, extra, keep);
+}
+
+bool api_answer_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes, const char *how)
+{
+    (void)req;
+    uint64_t max = srv->limits.max_answer;
+    if (!max || bytes <= max)
+        return true;
+    api_error(resp, API_E_BAD_REQUEST, "the answer would take about %llu bytes, over --max-answer-size (%llu bytes): %s",
+              (unsigned long long)bytes, (unsigned long long)max, how);
+    return false;
+}
+
+uint64_t api_work_limit(const api_server_t *srv)
+{
+    uint64_t v = srv->limits.max_value;
+    return !v || v > UINT64_MAX / API_WORK_VALUES ? UINT64_MAX : v * API_WORK_VALUES;
+}
+
+bool api_work_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, uint64_t bytes)
+{
+    uint64_t max = api_work_limit(srv);
+    if (req->replay || bytes <= max)
+        return true;
+    api_error_field(resp, API_E_BAD_REQUEST, field,
+                    "'%s' would make this request read %llu bytes, over what one request may read: %d x "
+                    "--max-value-size (%llu bytes); split it into smaller requests",
+                    field, (unsigned long long)bytes, API_WORK_VALUES, (unsigned long long)max);
+    return false;
+}
+
+bool api_keys_distinct(const ks_key_t *keys, size_t n, size_t *first)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    size_t *tab = malloc(cap * sizeof(*tab));
+    if (!tab)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        tab[i] = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        size_t h = (size_t)keys[i].hash & (cap - 1);
+        for (;;) {
+            size_t j = tab[h];
+            if (j == SIZE_MAX) {
+                tab[h] = i;
+                first[i] = i;
+                break;
+            }
+            if (keys[j].hash == keys[i].hash && keys[j].len == keys[i].len &&
+                !memcmp(keys[j].p, keys[i].p, keys[i].len)) {
+                first[i] = j;
+                break;
+            }
+            h = (h + 1) & (cap - 1);
+        }
+    }
+    free(tab);
     return true;
 }

@@ -56,7 +56,8 @@ static void h_tdigest_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             !api_obj_int(resp, body, "compression", false, 1, TDIGEST_MAX_COMPRESSION, &compression, NULL))
             return;
     }
-    if (!api_make_room(srv, req, resp))
+    uint64_t bytes = tdigest_bytes_for((uint32_t)compression);
+    if (!api_grow(srv, req, resp, "compression", "the digest", bytes, bytes + ks_entry_overhead(klen)))
         return;
     api_create_key(srv, req, resp, key, klen, &tdigest_type, tdigest_create((uint32_t)compression), info_json);
 }
@@ -163,6 +164,12 @@ static void query(api_server_t *srv, api_req_t *req, api_resp_t *resp, query_kin
     json_t *out = json_array();
     api_key_t h;
     ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &tdigest_type, API_MUST_EXIST, &h) ? h.e : NULL;
+    /* each value walks the digest: n of them may walk it at most as far as
+     * a request may read */
+    if (e && !api_work_fits(srv, req, resp, pname, (uint64_t)n * tdigest_type.size(ks_entry_value(e)))) {
+        api_key_close(&h, false);
+        e = NULL;
+    }
     if (e) {
         const tdigest_t *td = ks_entry_value(e);
         for (size_t i = 0; i < n; i++) {
@@ -294,58 +301,91 @@ static void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_keys_allowed(srv, req, resp, keys, n + 1) || !api_make_room(srv, req, resp))
         goto done;
 
-    api_key_t h;
-    if (!api_keys_lock(srv, req, resp, keys, n + 1, &h))
-        goto done;
-    ks_entry_t *dst;
-    if (!api_keys_find(&h, 0, &tdigest_type, API_WRITE, NULL, &dst))
-        goto done;
-    for (size_t i = 0; i < n; i++) {
-        ks_entry_t *e;
-        if (!api_keys_find(&h, i + 1, &tdigest_type, API_READ, NULL, &e))
+    /* A source named twice counts twice, as in TDIGEST.MERGE (its weight is
+     * in the result twice): the sources are read as named, and what they
+     * total is bounded like any request's reading. */
+    for (unsigned attempts = 0;;) {
+        api_key_t h;
+        if (!api_keys_lock(srv, req, resp, keys, n + 1, &h))
             goto done;
-        if (!e) {
-            api_error_field(resp, API_E_NOT_FOUND, "sources", "source '%s' does not exist",
-                            json_string_value(json_array_get(sources, i)));
-            goto unlock;
+        ks_entry_t *dst;
+        if (!api_keys_find(&h, 0, &tdigest_type, API_WRITE, NULL, &dst))
+            goto done;
+        for (size_t i = 0; i < n; i++) {
+            ks_entry_t *e;
+            if (!api_keys_find(&h, i + 1, &tdigest_type, API_READ, NULL, &e))
+                goto done;
+            if (!e) {
+                api_error_field(resp, API_E_NOT_FOUND, "sources", "source '%s' does not exist",
+                                json_string_value(json_array_get(sources, i)));
+                api_key_close(&h, false);
+                goto done;
+            }
+            srcs[i] = ks_entry_value(e);
         }
-        srcs[i] = ks_entry_value(e);
-    }
-    /* TDIGEST.MERGE: without OVERRIDE an existing destination is merged too
-     * and lends its compression; otherwise the largest of the sources' */
-    size_t m = n;
-    if (dst && !override)
-        srcs[m++] = ks_entry_value(dst);
-    if (!has_compression) {
-        if (dst && !override) {
-            compression = tdigest_compression(ks_entry_value(dst));
-        } else {
-            for (size_t i = 0; i < n; i++)
-                if ((int64_t)tdigest_compression(srcs[i]) > compression)
-                    compression = tdigest_compression(srcs[i]);
+        /* TDIGEST.MERGE: without OVERRIDE an existing destination is merged too
+         * and lends its compression; otherwise the largest of the sources' */
+        size_t m = n;
+        if (dst && !override)
+            srcs[m++] = ks_entry_value(dst);
+        int64_t comp = compression;
+        if (!has_compression) {
+            if (dst && !override) {
+                comp = tdigest_compression(ks_entry_value(dst));
+            } else {
+                for (size_t i = 0; i < n; i++)
+                    if ((int64_t)tdigest_compression(srcs[i]) > comp)
+                        comp = tdigest_compression(srcs[i]);
+            }
         }
+        uint64_t work = 0, after = tdigest_bytes_for((uint32_t)comp),
+                 before = dst ? tdigest_type.size(ks_entry_value(dst)) : 0;
+        for (size_t i = 0; i < m; i++)
+            work += tdigest_type.size(srcs[i]);
+        if (!api_work_fits(srv, req, resp, "sources", work) || !api_value_fits(srv, req, resp, "compression", "the digest", after)) {
+            api_key_close(&h, false);
+            goto done;
+        }
+        /* the merge is built while the destination's old digest exists */
+        uint64_t add = after + (dst ? 0 : ks_entry_overhead(klen));
+        if (add > api_room_now(srv, req)) {
+            uint64_t pinned = dst ? before : 0;   /* the keys it reads, each once */
+            for (size_t i = 0; i < n; i++) {
+                bool again = keys[i + 1].len == klen && memcmp(keys[i + 1].p, key, klen) == 0;
+                for (size_t k = 0; k < i && !again; k++)
+                    again = keys[k + 1].len == keys[i + 1].len && !memcmp(keys[k + 1].p, keys[i + 1].p, keys[i + 1].len);
+                pinned += again ? 0 : tdigest_type.size(srcs[i]);
+            }
+            api_keep_t keep = { keys, n + 1, pinned };
+            api_key_close(&h, false);
+            if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
+                goto done;
+            continue;
+        }
+        bool overflow;
+        tdigest_t *td = tdigest_merge((uint32_t)comp, srcs, m, &overflow);
+        if (!td) {
+            if (overflow)
+                api_error_field(resp, API_E_BAD_REQUEST, "sources",
+                                "overflow: the merge would hold more than 2^53 values");
+            else
+                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory merging");
+            api_key_close(&h, false);
+            goto done;
+        }
+        if (dst) {
+            api_key_replace(&h, td);
+        } else if (!api_key_add(&h, &tdigest_type, td, KS_NO_EXPIRY)) {
+            tdigest_free(td);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the merge");
+            api_key_close(&h, false);
+            goto done;
+        }
+        json_t *info = info_json(td);
+        api_key_close(&h, true);
+        api_json(resp, 200, info);
+        break;
     }
-    bool overflow;
-    tdigest_t *td = tdigest_merge((uint32_t)compression, srcs, m, &overflow);
-    if (!td) {
-        if (overflow)
-            api_error_field(resp, API_E_BAD_REQUEST, "sources", "overflow: the merge would hold more than 2^53 values");
-        else
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory merging");
-        goto unlock;
-    }
-    if (dst) {
-        api_key_replace(&h, td);
-    } else if (!api_key_add(&h, &tdigest_type, td, KS_NO_EXPIRY)) {
-        tdigest_free(td);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the merge");
-        goto unlock;
-    }
-    json_t *info = info_json(td);
-    api_key_close(&h, true);
-    api_json(resp, 200, info);
-unlock:
-    api_key_close(&h, false);
 done:
     free(keys);
     free(srcs);

@@ -54,9 +54,9 @@ static void h_topk_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         (long long)width, (long long)depth, (unsigned long long)TOPK_MAX_BUCKETS);
         return;
     }
-    if (!api_make_room(srv, req, resp))
+    uint64_t bytes = topk_bytes_for((uint32_t)k, (uint32_t)width, (uint32_t)depth);
+    if (!api_grow(srv, req, resp, "width", "the Top-K", bytes, bytes + ks_entry_overhead(klen)))
         return;
-
     api_create_key(srv, req, resp, key, klen, &topk_type,
                    topk_create_gen(api_gen(req), (uint32_t)k, (uint32_t)width, (uint32_t)depth, decay,
                                    tally_xxh64(key, klen, TOPK_SEED_SALT)),
@@ -74,13 +74,21 @@ static void h_topk_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_items_t it;
     if (!freq_body_items(resp, body, true, 1, TOPK_MAX_INCREMENT, &it))
         return;
-    if (!api_make_room(srv, req, resp)) {
+    /* the heap keeps a copy of an item it takes in: at most their bytes */
+    uint64_t grow = 0;
+    for (size_t i = 0; i < it.n; i++)
+        grow += it.len[i] ? it.len[i] : 1;
+    if (!api_make_room_for_key(srv, req, resp, grow, key, klen, 0)) {
         api_items_free(&it);
         return;
     }
     json_t *expelled = json_array();
     api_key_t h;
     ks_entry_t *e = api_key_open(srv, req, resp, key, klen, &topk_type, API_WRITE | API_MUST_EXIST, &h) ? h.e : NULL;
+    if (e && !api_value_fits(srv, req, resp, "items", "the Top-K", topk_type.size(ks_entry_value(e)) + grow)) {
+        api_key_close(&h, false);
+        e = NULL;
+    }
     if (e) {
         topk_t *t = ks_entry_value(e);
         for (size_t i = 0; i < it.n; i++) {
@@ -110,8 +118,12 @@ static void h_topk_list(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     json_t *list = NULL;
     if (e) {
         const topk_t *t = ks_entry_value(e);
-        topk_entry_t *v = malloc(topk_k(t) * sizeof(*v));
-        if (v) {
+        /* each listed item: its text escaped at worst, and its count */
+        uint64_t estimate = 16 + api_json_string_max(topk_item_bytes(t)) + (uint64_t)topk_k(t) * 48;
+        topk_entry_t *v = NULL;
+        if (!api_answer_fits(srv, req, resp, estimate, "the items held are too long to list at once")) {
+            /* answered */
+        } else if ((v = malloc(topk_k(t) * sizeof(*v)))) {
             size_t m = topk_list(t, v);
             list = json_array();
             for (size_t i = 0; i < m; i++)

@@ -443,11 +443,36 @@ static void answer(api_resp_t *resp, int status, wbuf_t *b)
 typedef struct collected {
     ts_sample_t *s;
     size_t n, cap;
+    bool capped, over;     /* capped: at most `max` samples, then `over` (--max-answer-size) */
+    size_t max;
 } collected_t;
+
+/* An answer row [ts,value] at most: 20 digits, a shortest double (or a
+ * "nan" string), the brackets and commas. */
+#define TS_ROW_BOUND 48
+
+/* The rows an answer may hold under --max-answer-size: capped (false: no
+ * limit) to *rows. */
+static bool answer_rows(const api_server_t *srv, size_t *rows)
+{
+    *rows = (size_t)(srv->limits.max_answer / TS_ROW_BOUND);
+    return srv->limits.max_answer != 0;
+}
+
+/* The 400 of an answer that would pass --max-answer-size: more than `rows`. */
+static void too_many_rows(api_server_t *srv, const api_req_t *req, api_resp_t *resp, size_t rows)
+{
+    api_answer_fits(srv, req, resp, ((uint64_t)rows + 1) * TS_ROW_BOUND,
+                    "narrow the range, widen bucket_ms, set count, or select fewer series");
+}
 
 static bool collect(void *ud, int64_t t, double v)
 {
     collected_t *c = ud;
+    if (c->capped && c->n >= c->max) {
+        c->over = true;
+        return false;
+    }
     if (c->n == c->cap) {
         size_t ncap = c->cap ? c->cap * 2 : 256;
         ts_sample_t *ns = realloc(c->s, ncap * sizeof(*ns));
@@ -604,9 +629,21 @@ static void ts_group_close(ts_group_t *g, bool changed)
  * will open them, and a refusal answered before anything is evicted.  (A
  * rule another request adds in between can still be refused after; that
  * changes nothing this request asked for.) */
-static bool ts_make_room(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen)
+/* What adding n samples may add to a series at most (memory limits): a
+ * sample's Gorilla bits at worst (a 64-bit timestamp delta and value, with
+ * their control bits), two chunks opened or re-encoded, and the body for a
+ * new series' labels. */
+#define TS_SAMPLE_BOUND 24
+#define TS_WRITE_FIXED (2 * (TS_CHUNK_BYTES + 256))
+static uint64_t ts_add_bound(const api_req_t *req, size_t n)
 {
-    if (!req->replay && ks_over_limit(srv->ks)) {
+    return (uint64_t)n * TS_SAMPLE_BOUND + TS_WRITE_FIXED + req->body_len;
+}
+
+static bool ts_make_room(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                         uint64_t bytes)
+{
+    if (!req->replay && (ks_over_limit(srv->ks) || bytes > api_room_now(srv, req))) {
         bool undo = resp->undo_on;   /* a look, not a change: nothing to take back */
         resp->undo_on = false;
         ts_group_t g;
@@ -616,7 +653,8 @@ static bool ts_make_room(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
             return false;
         ts_group_close(&g, false);
     }
-    return api_make_room(srv, req, resp);
+    return api_make_room(srv, req, resp) &&
+           api_make_room_for_key(srv, req, resp, bytes + ks_entry_overhead(klen), key, klen, 0);
 }
 
 static void h_ts_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -662,7 +700,7 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ts_sample_t *s = parse_samples(req, resp, body, &n);
     if (!s)
         return;
-    if (!ts_make_room(srv, req, resp, key, klen)) {
+    if (!ts_make_room(srv, req, resp, key, klen, ts_add_bound(req, n))) {
         free(s);
         return;
     }
@@ -676,6 +714,11 @@ static void h_ts_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     /* A new series gets the samples before it joins the keyspace, so a
      * refused batch leaves no empty key behind. */
     bool created = !h->e;
+    if (h->e && !api_value_fits(srv, req, resp, "samples", "the series", ts_type.size(api_key_value(h)) + ts_add_bound(req, n))) {
+        ts_group_close(&g, false);
+        free(s);
+        return;
+    }
     ts_t *ts = h->e ? api_key_value(h) : ts_create(o.retention, o.policy, o.labels, o.nlabels);
     size_t failed = 0;
     core_status_t st = CORE_NOMEM;
@@ -790,7 +833,7 @@ static void incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool dec
     }
     if (decr)
         by = -by;
-    if (!ts_make_room(srv, req, resp, key, klen))
+    if (!ts_make_room(srv, req, resp, key, klen, ts_add_bound(req, 1)))
         return;
     ts_group_t g;
     if (!ts_group_open(srv, req, resp, key, klen, API_WRITE, &g))
@@ -984,6 +1027,8 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
         return;
     }
     collected_t c = { 0 };
+    if ((c.capped = answer_rows(srv, &c.max)) && c.max < q.max_results)
+        q.max_results = c.max ? c.max : 1;   /* empty buckets past the answer's cap: refused before they are made */
     api_key_t h;
     ks_key_t keys[2];
     if (!ts_open_latest(srv, req, resp, key, klen, latest, &h, keys, &q)) {
@@ -993,6 +1038,11 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     core_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
     api_key_close(&h, false);
     free(fts);
+    if (c.over || (st == CORE_LIMIT && c.capped && q.max_results < TS_MAX_EMPTY_BUCKETS)) {
+        free(c.s);
+        too_many_rows(srv, req, resp, c.max);
+        return;
+    }
     if (st == CORE_LIMIT) {
         free(c.s);
         api_error_field(resp, API_E_BAD_REQUEST, "empty",
@@ -1255,6 +1305,16 @@ static bool ts_select(api_server_t *srv, api_req_t *req, api_resp_t *resp, const
 }
 
 /* GET /mts/index?filter=...: TS.QUERYINDEX. */
+/* An answer listing the keys of l, each with `each` more bytes: what
+ * --max-answer-size is checked against before it is built. */
+static uint64_t keylist_answer_bytes(const keylist_t *l, uint64_t each)
+{
+    uint64_t bytes = 16;
+    for (size_t i = 0; i < l->n; i++)
+        bytes += api_json_string_max(l->len[i]) + each;
+    return bytes;
+}
+
 static void h_ts_queryindex(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "filter", NULL };
@@ -1267,6 +1327,10 @@ static void h_ts_queryindex(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     free(m);
     if (!ok)
         return;
+    if (!api_answer_fits(srv, req, resp, keylist_answer_bytes(&l, 1), "select fewer series (more filters)")) {
+        keylist_free(&l);
+        return;
+    }
     json_t *keys = json_array();
     for (size_t i = 0; i < l.n; i++)
         json_array_append_new(keys, json_stringn(l.k[i], l.len[i]));
@@ -1380,6 +1444,13 @@ static void h_ts_mget(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     if (!ts_select(srv, req, resp, m, nm, &l)) {
+        free(m);
+        free(sel.names);
+        return;
+    }
+    if (!api_answer_fits(srv, req, resp, keylist_answer_bytes(&l, 32 + TS_ROW_BOUND),
+                         "select fewer series (more filters)")) {
+        keylist_free(&l);
         free(m);
         free(sel.names);
         return;
@@ -1533,18 +1604,43 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
         st = CORE_NOMEM;
         goto out;
     }
+    /* the series share one answer: each reads at most the rows the ones
+     * before it left under --max-answer-size (its key counted as rows) */
+    size_t rows_left = 0;
+    bool capped = answer_rows(srv, &rows_left), over = false;
     for (size_t i = 0; i < l.n && st == CORE_OK; i++) {
         ts_query_t q = q0;
         bool gone;
         mseries_t *x = &ms[nms];
+        size_t head = (size_t)(api_json_string_max(l.len[i]) / TS_ROW_BOUND) + 1;
+        if (capped) {
+            rows_left = rows_left > head ? rows_left - head : 0;
+            x->c.capped = true;
+            x->c.max = rows_left;
+            if (rows_left < q.max_results)
+                q.max_results = rows_left ? rows_left : 1;
+        }
         st = ts_read_one(srv, req, resp, l.k[i], l.len[i], latest, &q, m, nm, &sel, &x->c, &x->labels,
                          groupby ? &x->group : NULL, &gone, groupby);
         x->key = l.k[i];
         x->klen = l.len[i];
+        over = x->c.over || (st == CORE_LIMIT && capped && q.max_results < TS_MAX_EMPTY_BUCKETS);
+        if (capped)
+            rows_left -= x->c.n < rows_left ? x->c.n : rows_left;
         if (!gone)
             nms++;
         else
             free(x->c.s);
+        if (over) {
+            st = CORE_OK;
+            break;
+        }
+    }
+    if (over) {
+        size_t rows;
+        answer_rows(srv, &rows);
+        too_many_rows(srv, req, resp, rows);
+        goto out;
     }
     if (st != CORE_OK)
         goto out;

@@ -31,7 +31,8 @@ static void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_items_t it;
     if (!api_items_request(req, resp, true, &key, &klen, &it))
         return;
-    if (!api_make_room(srv, req, resp)) {
+    /* an HLL is small: room for the largest one a PFADD can leave */
+    if (!api_make_room_for_key(srv, req, resp, hll_memory_max() + ks_entry_overhead(klen), key, klen, 0)) {
         api_items_free(&it);
         return;
     }
@@ -62,6 +63,23 @@ static void h_uv_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     api_body(resp, 200, NULL, updated ? "{\"updated\":true}" : "{\"updated\":false}", updated ? 16 : 17);
+}
+
+/* Keeps the first of each key in keys[0..n), in order: a register's
+ * maximum over a key taken twice is its maximum over it once.  Returns how
+ * many are left, 0 when out of memory. */
+static size_t distinct(ks_key_t *keys, size_t n)
+{
+    size_t *first = malloc(n * sizeof(*first)), m = 0;
+    if (!first || !api_keys_distinct(keys, n, first)) {
+        free(first);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (first[i] == i)
+            keys[m++] = keys[i];
+    free(first);
+    return m;
 }
 
 static void count_answer(api_resp_t *resp, uint64_t count)
@@ -100,15 +118,19 @@ static void uv_union(api_server_t *srv, api_req_t *req, api_resp_t *resp, const 
         }
         keys[j++] = ks_key(ks, req->params[i].value, req->params[i].vlen);
     }
+    n = distinct(keys, n);   /* the union of a key with itself is the key */
     api_key_t h;
-    bool ok = api_keys_lock(srv, req, resp, keys, n, &h);
+    bool ok = n > 0 && api_keys_lock(srv, req, resp, keys, n, &h);
+    if (n == 0)
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0; i < n && ok; i++) {
         ks_entry_t *e;
         ok = api_keys_find(&h, i, &hll_type, API_READ, NULL, &e);
         if (ok && e)
             hll_max_into(ks_entry_value(e), max);
     }
-    api_key_close(&h, false);
+    if (n > 0)
+        api_key_close(&h, false);
     if (ok)
         count_answer(resp, hll_count_registers(max));
     free(keys);
@@ -187,7 +209,7 @@ static void h_uv_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_BAD_REQUEST, "not a valid Redis HyperLogLog: %s", why);
         return;
     }
-    if (!api_make_room(srv, req, resp)) {
+    if (!api_grow(srv, req, resp, NULL, "the HyperLogLog", hll_memory(h), hll_memory(h) + ks_entry_overhead(klen))) {
         hll_free(h);
         return;
     }
@@ -239,8 +261,13 @@ static void h_uv_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     keys[0] = ks_key(ks, key, klen);
     for (size_t i = 0; i < src.n; i++)
         keys[i + 1] = ks_key(ks, src.p[i], src.len[i]);
+    if (!(n = distinct(keys, n))) {   /* PFMERGE reads a key named twice once: the maxima are the same */
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
     /* the token's prefixes before any eviction: a refusal changes nothing */
-    if (!api_keys_allowed(srv, req, resp, keys, n) || !api_make_room(srv, req, resp))
+    if (!api_keys_allowed(srv, req, resp, keys, n) ||
+        !api_make_room_for(srv, req, resp, hll_memory_max() + ks_entry_overhead(klen)))
         goto out;
     api_key_t hk;
     if (!api_keys_lock(srv, req, resp, keys, n, &hk))

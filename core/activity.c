@@ -14,6 +14,8 @@
 #define ROARING_CHUNK_IDS 65536    /* ids per Roaring container */
 #define ROARING_ARRAY_MAX 4096     /* the most ids an array container holds (beyond: bitset) */
 #define ROARING_BITSET_BYTES 8192  /* a bitset container: 65536 bits */
+#define ACTIVITY_CONTAINER_BYTES 96   /* a container's struct and its key/type/pointer slots, with slack */
+#define ACTIVITY_TABLE_BYTES 65536    /* a day and a month slot, the tables doubling to hold them */
 
 /* One bitmap: a day (id = day number) or a month view (id = year*12 + month-1). */
 typedef struct slot {
@@ -220,6 +222,29 @@ void activity_free(activity_t *a)
 size_t activity_heap_bytes(const activity_t *a)
 {
     return sizeof(*a) + (a->days.cap + a->months.cap) * sizeof(slot_t) + a->bm_bytes;
+}
+
+/* What OR-ing `card` ids spread over `containers` Roaring containers into
+ * one bitmap can add to what rfence_measure reports: per container at most
+ * a bitset (8 KiB), or 4 bytes an id (a new run, or an array slot with its
+ * doubling slack: 8), plus the container's own record. */
+static uint64_t or_growth(uint64_t card, uint64_t containers)
+{
+    uint64_t data = 8 * card < ROARING_BITSET_BYTES * containers ? 8 * card : ROARING_BITSET_BYTES * containers;
+    return data + ACTIVITY_CONTAINER_BYTES * containers;
+}
+
+uint64_t activity_merge_bound(const roaring_bitmap_t *users)
+{
+    roaring_statistics_t st;
+    roaring_bitmap_statistics(users, &st);
+    return 2 * or_growth(st.cardinality, st.n_containers) + ACTIVITY_TABLE_BYTES;
+}
+
+uint64_t activity_add_bound(size_t n)
+{
+    uint64_t containers = n < ROARING_CHUNK_IDS ? n : ROARING_CHUNK_IDS;
+    return 2 * or_growth(n, containers) + ACTIVITY_TABLE_BYTES;
 }
 
 size_t activity_ndays(const activity_t *a) { return a->days.n; }

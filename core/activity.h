@@ -95,6 +95,12 @@ int32_t activity_oldest_writable(const activity_t *a);
 core_status_t activity_add(activity_t *a, int32_t day, const uint32_t *users, size_t n, uint64_t *added);
 /* The same with a bitmap of users (OR'd into the day). */
 core_status_t activity_merge(activity_t *a, int32_t day, const roaring_bitmap_t *users, uint64_t *added);
+/* A bound on what activity_merge(a, day, users) adds to activity_heap_bytes
+ * whatever a holds (the day and its month view each grow by at most a
+ * bitset or a few bytes per id in every container users touches), and
+ * activity_add of n ids: what a request asks room for before it writes. */
+uint64_t activity_merge_bound(const roaring_bitmap_t *users);
+uint64_t activity_add_bound(size_t n);
 
 /* Distinct users over [from, to] (inclusive, to - from < RETAIN_DAYS).
  * CORE_OK, or CORE_NOMEM. */

@@ -117,8 +117,7 @@ static bool link_init(link_t *l, uint64_t entries, double error, uint32_t option
     return true;
 }
 
-const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, bool scaling, uint64_t max_bytes,
-                           const char **field)
+const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, bool scaling, const char **field)
 {
     if (!(error > 0 && error < 1)) {
         *field = "error_rate";
@@ -140,11 +139,18 @@ const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, 
         *field = "capacity";
         return "needs a bit array too large to represent at this error rate";
     }
-    if (max_bytes && l.bytes > max_bytes) {
-        *field = "capacity";
-        return "needs a bit array larger than the memory limit at this error rate";
-    }
     return NULL;
+}
+
+uint64_t bloom_bytes_for(double error, uint64_t capacity, uint32_t expansion, bool scaling)
+{
+    link_t l;
+    double e = error > BLOOM_ERROR_CAP ? BLOOM_ERROR_CAP : error;
+    if (scaling && expansion > 0)
+        e *= BLOOM_TIGHTENING;
+    if (!link_init(&l, capacity, e, BLOOM_OPT_NOROUND | BLOOM_OPT_FORCE64))
+        return 0;
+    return sizeof(bloom_t) + 2 * sizeof(link_t) + l.bytes;   /* bloom_create_gen reserves two links */
 }
 
 /* Appends a zeroed link (room reserved by the caller); false on allocation
@@ -317,16 +323,66 @@ static bool chain_check(const bloom_t *b, hashval_t h)
 
 bool bloom_check(const bloom_t *b, const void *item, size_t len) { return chain_check(b, item_hash(b, item, len)); }
 
-/* Appends the link that follows the newest (RedisBloom's SBChain_AddLink). */
-static int grow(bloom_t *b, uint64_t max_bytes)
+/* The link that follows the newest (RedisBloom's SBChain_AddLink), data
+ * NULL; false when it cannot be built. */
+static bool next_link(const bloom_t *b, link_t *l)
 {
     const link_t *cur = &b->links[b->nfilters - 1];
     uint64_t entries;
+    return !__builtin_mul_overflow(cur->entries, (uint64_t)b->growth, &entries) &&
+           link_init(l, entries, cur->error * BLOOM_TIGHTENING, b->options);
+}
+
+/* What appending link l adds to bloom_memory: its array, and the links
+ * array when it doubles. */
+static uint64_t link_cost(const bloom_t *b, const link_t *l)
+{
+    uint64_t more = b->nfilters < b->nalloc ? 0 : (uint64_t)(b->nalloc ? b->nalloc : 2) * sizeof(link_t);
+    return l->bytes + more;
+}
+
+uint64_t bloom_next_link_bytes(const bloom_t *b)
+{
     link_t l;
-    if (__builtin_mul_overflow(cur->entries, (uint64_t)b->growth, &entries) ||
-        !link_init(&l, entries, cur->error * BLOOM_TIGHTENING, b->options) ||
-        (max_bytes && (l.bytes > max_bytes || b->bytes > max_bytes - l.bytes)))
+    return next_link(b, &l) ? link_cost(b, &l) : 0;
+}
+
+uint64_t bloom_growth_bound(const bloom_t *b, uint64_t n)
+{
+    if (b->options & BLOOM_OPT_NO_SCALING)
+        return 0;
+    const link_t *last = &b->links[b->nfilters - 1];
+    uint64_t left = last->entries > last->items ? last->entries - last->items : 0, bytes = 0;
+    uint32_t nalloc = b->nalloc, nfilters = b->nfilters;
+    link_t cur = *last;
+    while (n > left) {
+        n -= left;
+        uint64_t entries;
+        link_t l;
+        if (__builtin_mul_overflow(cur.entries, (uint64_t)b->growth, &entries) ||
+            !link_init(&l, entries, cur.error * BLOOM_TIGHTENING, b->options))
+            return bytes;   /* the add stops there (BLOOM_LIMIT): nothing more to allocate */
+        uint64_t more = nfilters < nalloc ? 0 : (uint64_t)(nalloc ? nalloc : 2) * sizeof(link_t);
+        if (nfilters == nalloc)
+            nalloc = nalloc ? nalloc * 2 : 2;
+        nfilters++;
+        if (__builtin_add_overflow(bytes, l.bytes + more, &bytes))
+            return UINT64_MAX;
+        cur = l;
+        left = l.entries;
+    }
+    return bytes;
+}
+
+/* Appends the next link, if the filter then takes at most max_bytes. */
+static int grow(bloom_t *b, uint64_t max_bytes)
+{
+    link_t l;
+    if (!next_link(b, &l))
         return BLOOM_LIMIT;
+    uint64_t cost = link_cost(b, &l), mem = bloom_memory(b);
+    if (max_bytes && (cost > max_bytes || mem > max_bytes - cost))
+        return BLOOM_BUDGET;
     if (!links_reserve(b) || !link_push(b, &l))
         return BLOOM_NOMEM;
     return BLOOM_ADDED;
@@ -523,6 +579,16 @@ static bool arrays_alloc(bloom_t *b)
     return true;
 }
 
+uint64_t bloom_load_header_bytes(const uint8_t *p, size_t len)
+{
+    rbuf_t r = rbuf_make(p, len);
+    const char *why;
+    bloom_t *b = header_parse(&r, &why);
+    uint64_t bytes = b && rbuf_done(&r) ? bloom_memory(b) : 0;
+    bloom_free(b);
+    return bytes;
+}
+
 bloom_t *bloom_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
 {
     rbuf_t r = rbuf_make(p, len);
@@ -535,8 +601,8 @@ bloom_t *bloom_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, boo
         bloom_free(b);
         return NULL;
     }
-    if (max_bytes && b->bytes > max_bytes) {
-        *why = "bloom: the filter is larger than the memory limit";
+    if (max_bytes && bloom_memory(b) > max_bytes) {
+        *why = "bloom: the filter is larger than the limit on a value's size";
         bloom_free(b);
         return NULL;
     }
@@ -627,7 +693,7 @@ static void *decode_v1(rbuf_t *r, const char **why)
     }
     bool scaling = flags & BLOOM_V1_FLAG_SCALING;
     if ((flags & ~BLOOM_V1_FLAG_SCALING) || expansion == 0 ||
-        bloom_validate(error, capacity, expansion, scaling, 0, &field)) {
+        bloom_validate(error, capacity, expansion, scaling, &field)) {
         *why = "bloom: invalid parameters";
         return NULL;
     }
@@ -729,5 +795,6 @@ static bool load_chunk(void *v, int64_t cursor, const uint8_t *p, size_t len, co
 {
     return bloom_load_chunk(v, cursor, p, len, why);
 }
+static uint64_t header_bytes(const uint8_t *p, size_t len) { return bloom_load_header_bytes(p, len); }
 
-const ks_dump_ops_t bloom_dump_ops = { &bloom_type, dump_header, dump_chunk, load_header, load_chunk };
+const ks_dump_ops_t bloom_dump_ops = { &bloom_type, dump_header, dump_chunk, load_header, load_chunk, header_bytes };

@@ -113,17 +113,20 @@ enum {
     BLOOM_PRESENT = 0,      /* maybe present already: nothing changed */
     BLOOM_NOMEM = CORE_NOMEM,   /* allocation failed */
     BLOOM_FULL = CORE_FULL,     /* non-scaling and full ("non scaling filter is full") */
-    BLOOM_LIMIT = CORE_LIMIT,   /* the next link would pass the memory limit, or cannot be
-                                   built (its error rate underflowed, its size overflowed) */
+    BLOOM_LIMIT = CORE_LIMIT,   /* the next link cannot be built (its error rate underflowed,
+                                   its size overflowed) */
+    BLOOM_BUDGET = CORE_BUDGET, /* the next link would take the filter past max_bytes */
 };
 
 /* Why creation parameters are refused, or NULL if they are fine: the error
  * rate must be in (0, 1), capacity 1..BLOOM_MAX_CAPACITY, expansion
  * 0..BLOOM_MAX_EXPANSION (0 = non-scaling), and the first link must be
- * computable and, when max_bytes > 0, hold at most max_bytes.  *field names
- * the culprit. */
-const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, bool scaling, uint64_t max_bytes,
-                           const char **field);
+ * computable.  *field names the culprit. */
+const char *bloom_validate(double error, uint64_t capacity, uint32_t expansion, bool scaling, const char **field);
+/* bloom_memory of the filter bloom_create would make with these (validated)
+ * parameters, before it is made: what a PUT asks room for.  0 when the
+ * first link cannot be built. */
+uint64_t bloom_bytes_for(double error, uint64_t capacity, uint32_t expansion, bool scaling);
 
 /* A new empty filter of the current generation (parameters validated; an
  * expansion of 0 makes it non-scaling); NULL on allocation failure. */
@@ -141,11 +144,20 @@ void bloom_undo_rollback(bloom_t *b, bloom_undo_t *u);
 /* Keeps the changes and frees the log. */
 void bloom_undo_commit(bloom_undo_t *u);
 
-/* BF.ADD: one of BLOOM_ADDED / PRESENT / NOMEM / FULL / LIMIT.  A new link
- * is added only if the filter's bit arrays then total at most max_bytes
- * (0 = no limit).  On an error the filter is unchanged by this item.  `undo`
+/* BF.ADD: one of BLOOM_ADDED / PRESENT / NOMEM / FULL / LIMIT / BUDGET.  A
+ * new link is added only if bloom_memory then stays at most max_bytes
+ * (0 = no limit): BLOOM_BUDGET otherwise, and bloom_next_link_bytes tells
+ * what it would add, so the caller can make room (or refuse the size) and
+ * try again.  On an error the filter is unchanged by this item.  `undo`
  * may be NULL. */
 int bloom_add(bloom_t *b, const void *item, size_t len, uint64_t max_bytes, bloom_undo_t *undo);
+/* What the next link would add to bloom_memory (its bit array, the link
+ * table's growth); 0 when it cannot be built. */
+uint64_t bloom_next_link_bytes(const bloom_t *b);
+/* What n more new items may add to bloom_memory at most (the links they
+ * would fill, up to one that cannot be built, where adds stop; UINT64_MAX
+ * when the sum overflows). */
+uint64_t bloom_growth_bound(const bloom_t *b, uint64_t n);
 /* BF.EXISTS. */
 bool bloom_check(const bloom_t *b, const void *item, size_t len);
 
@@ -185,13 +197,16 @@ void bloom_dump_header(const bloom_t *b, wbuf_t *out);
 const uint8_t *bloom_dump_chunk(const bloom_t *b, int64_t *cursor, size_t max_len, size_t *len);
 
 /* BF.LOADCHUNK with cursor 1 on a missing key: a new zeroed filter from a
- * header chunk, validated completely (untrusted bytes); its bit arrays may
- * total at most max_bytes (0 = no limit).  NULL with *why set on refusal
+ * header chunk, validated completely (untrusted bytes); its bloom_memory may
+ * be at most max_bytes (0 = no limit).  NULL with *why set on refusal
  * (*nomem true when only memory was missing). */
 bloom_t *bloom_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
 /* BF.LOADCHUNK of a data chunk: writes it where (cursor, len) say
  * (offset cursor - len - 1 of the concatenated arrays, inside one link).
  * False with *why set, changing nothing, when it does not fit. */
 bool bloom_load_chunk(bloom_t *b, int64_t cursor, const uint8_t *p, size_t len, const char **why);
+/* bloom_memory of the filter bloom_load_header would build from a header
+ * chunk, without allocating its arrays; 0 when the header is refused. */
+uint64_t bloom_load_header_bytes(const uint8_t *p, size_t len);
 
 #endif

@@ -176,10 +176,15 @@ cms_merge_status_t cms_merge(cms_t *dst, const cms_t *const *srcs, const int64_t
 
 static void type_free(void *v) { cms_free(v); }
 
+uint64_t cms_bytes_for(uint64_t width, uint64_t depth)
+{
+    return sizeof(cms_t) + width * depth * sizeof(uint64_t);
+}
+
 static size_t type_size(const void *v)
 {
     const cms_t *c = v;
-    return sizeof(*c) + (size_t)c->width * c->depth * sizeof(uint64_t);
+    return (size_t)cms_bytes_for(c->width, c->depth);
 }
 
 static void type_encode(const void *v, wbuf_t *out)

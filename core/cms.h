@@ -73,6 +73,9 @@ extern const ks_type_t cms_type;
 /* A new zeroed sketch (width, depth >= 1, width·depth <= CMS_MAX_CELLS);
  * NULL on allocation failure or bad dimensions. */
 cms_t *cms_create(uint32_t width, uint32_t depth, bool conservative);
+/* The heap bytes (cms_type.size) of a width x depth sketch, before it is
+ * made (width·depth <= CMS_MAX_CELLS). */
+uint64_t cms_bytes_for(uint64_t width, uint64_t depth);
 void cms_free(cms_t *c);
 
 /* RedisBloom's CMS_DimFromProb for error, probability in (0, 1).  The results

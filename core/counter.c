@@ -31,6 +31,8 @@ bool counter_add_fits(int64_t value, int64_t by, int64_t *out)
 
 static void type_free(void *v) { counter_free(v); }
 
+size_t counter_bytes(void) { return sizeof(counter_t); }
+
 static size_t type_size(const void *v)
 {
     (void)v;

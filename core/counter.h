@@ -28,4 +28,7 @@ int64_t counter_value(const counter_t *c);
 bool counter_add_fits(int64_t value, int64_t by, int64_t *out);
 void counter_set(counter_t *c, int64_t value);
 
+/* The heap bytes (counter_type.size) of a counter: what creating one adds. */
+size_t counter_bytes(void);
+
 #endif

@@ -440,7 +440,42 @@ static int insert_fp(cuckoo_t *c, lookup_t l, cuckoo_undo_t *u)
     return CUCKOO_FULL;
 }
 
+uint64_t cuckoo_bytes_for(const cuckoo_params_t *p)
+{
+    cuckoo_params_t q = *p;
+    q.expansion = round_expansion(p->expansion);
+    uint64_t n = subf_buckets(&q, next_pow2(p->capacity / p->bucket_size), 0);
+    return n ? sizeof(cuckoo_t) + slot_bytes(n * q.bucket_size, q.fp_bits) : 0;
+}
+
+uint64_t cuckoo_next_filter_bytes(const cuckoo_t *c)
+{
+    if (c->nfilters >= CUCKOO_MAX_FILTERS || c->p.expansion == 0)
+        return 0;
+    uint64_t n = subf_buckets(&c->p, c->buckets0, c->nfilters);
+    return n ? slot_bytes(n * c->p.bucket_size, c->p.fp_bits) : 0;
+}
+
+uint64_t cuckoo_growth_estimate(const cuckoo_t *c, uint64_t slots)
+{
+    uint64_t bytes = 0, got = 0;
+    for (uint32_t i = c->nfilters; i < CUCKOO_MAX_FILTERS && c->p.expansion && (i == c->nfilters || got < slots);
+         i++) {
+        uint64_t n = subf_buckets(&c->p, c->buckets0, i);
+        if (!n)
+            break;
+        bytes += slot_bytes(n * c->p.bucket_size, c->p.fp_bits);
+        got += n * c->p.bucket_size;
+    }
+    return bytes;
+}
+
 int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t *undo)
+{
+    return cuckoo_add_within(c, item, len, nx, 0, undo);
+}
+
+int cuckoo_add_within(cuckoo_t *c, const void *item, size_t len, bool nx, uint64_t max_bytes, cuckoo_undo_t *undo)
 {
     if (c->gen != TALLY_GEN_1 && c->nfilters >= CUCKOO_MAX_FILTERS)
         return CUCKOO_MAXEXP;
@@ -454,7 +489,10 @@ int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t
         u = &local;
     }
     int rc = insert_fp(c, l, u);
-    if (rc == CUCKOO_FULL && c->p.expansion > 0) {
+    uint64_t next = rc == CUCKOO_FULL && max_bytes ? cuckoo_next_filter_bytes(c) : 0;
+    if (next && (next > max_bytes || c->mem > max_bytes - next)) {
+        rc = CUCKOO_BUDGET;   /* the caller makes room, or refuses the size, and tries again */
+    } else if (rc == CUCKOO_FULL && c->p.expansion > 0) {
         if (!subf_add(c))
             rc = c->nfilters == CUCKOO_MAX_FILTERS || !subf_buckets(&c->p, c->buckets0, c->nfilters) ? CUCKOO_FULL
                                                                                                     : CUCKOO_NOMEM;
@@ -614,54 +652,90 @@ const uint8_t *cuckoo_dump_chunk(const cuckoo_t *c, int64_t *cursor, size_t max_
     return c->f[fi].data + off;
 }
 
-cuckoo_t *cuckoo_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
+/* A header chunk, checked: false with *why when RedisBloom's code could not
+ * have produced it. */
+typedef struct header {
+    cuckoo_params_t prm;
+    uint64_t items, buckets, deletes, nfilters;
+} header_t;
+
+static bool header_read(const uint8_t *p, size_t len, header_t *h, const char **why)
 {
     rbuf_t r = rbuf_make(p, len);
-    uint64_t items = rbuf_u64(&r), buckets = rbuf_u64(&r), deletes = rbuf_u64(&r), nfilters = rbuf_u64(&r);
-    cuckoo_params_t prm = { .fp_bits = 8 };
-    prm.bucket_size = rbuf_u16(&r);
-    prm.max_iterations = rbuf_u16(&r);
-    prm.expansion = rbuf_u16(&r);
+    h->items = rbuf_u64(&r);
+    h->buckets = rbuf_u64(&r);
+    h->deletes = rbuf_u64(&r);
+    h->nfilters = rbuf_u64(&r);
+    h->prm = (cuckoo_params_t){ .fp_bits = 8 };
+    h->prm.bucket_size = rbuf_u16(&r);
+    h->prm.max_iterations = rbuf_u16(&r);
+    h->prm.expansion = rbuf_u16(&r);
     const char *field;
-    *nomem = false;
     if (!rbuf_done(&r)) {
         *why = "cuckoo: a header is 38 bytes";
-        return NULL;
+        return false;
     }
     /* what RedisBloom's code can produce: a power-of-two bucket count of at
      * least 2 (capacity >= 2 * bucket size), expansion 0 or a power of two,
      * one sub-filter unless it expands, at most 32 of them */
-    if (buckets < 2 || (buckets & (buckets - 1)) || buckets > CUCKOO_MAX_CAPACITY || nfilters < 1 ||
-        nfilters > CUCKOO_MAX_FILTERS || round_expansion(prm.expansion) != prm.expansion ||
-        (prm.expansion == 0 && nfilters != 1)) {
+    if (h->buckets < 2 || (h->buckets & (h->buckets - 1)) || h->buckets > CUCKOO_MAX_CAPACITY || h->nfilters < 1 ||
+        h->nfilters > CUCKOO_MAX_FILTERS || round_expansion(h->prm.expansion) != h->prm.expansion ||
+        (h->prm.expansion == 0 && h->nfilters != 1)) {
         *why = "cuckoo: invalid geometry in the header";
-        return NULL;
+        return false;
     }
-    prm.capacity = buckets * prm.bucket_size;
-    if (cuckoo_validate(&prm, &field)) {
+    h->prm.capacity = h->buckets * h->prm.bucket_size;
+    if (cuckoo_validate(&h->prm, &field)) {
         *why = "cuckoo: invalid parameters in the header";
+        return false;
+    }
+    return true;
+}
+
+/* cuckoo_memory of the filter a checked header describes, or 0 when one of
+ * its sub-filters is too large to exist. */
+static uint64_t header_memory(const header_t *h)
+{
+    cuckoo_params_t q = h->prm;
+    q.expansion = round_expansion(h->prm.expansion);
+    uint64_t buckets0 = next_pow2(q.capacity / q.bucket_size), total = sizeof(cuckoo_t);
+    for (uint32_t i = 0; i < h->nfilters; i++) {
+        uint64_t n = subf_buckets(&q, buckets0, i);
+        if (!n)
+            return 0;
+        total += slot_bytes(n * q.bucket_size, q.fp_bits);
+    }
+    return total;
+}
+
+uint64_t cuckoo_load_header_bytes(const uint8_t *p, size_t len)
+{
+    header_t h;
+    const char *why;
+    return header_read(p, len, &h, &why) ? header_memory(&h) : 0;
+}
+
+cuckoo_t *cuckoo_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why)
+{
+    header_t h;
+    *nomem = false;
+    if (!header_read(p, len, &h, why))
+        return NULL;
+    uint64_t total = header_memory(&h);   /* checked before the sub-filters are allocated */
+    if (!total || (max_bytes && total > max_bytes)) {
+        *why = total ? "cuckoo: the filter is larger than the limit on a value's size" : "cuckoo: a sub-filter is too large";
         return NULL;
     }
-    cuckoo_t *c = alloc_shell(&prm);
+    cuckoo_t *c = alloc_shell(&h.prm);
     if (!c) {
         *nomem = true;
         *why = "out of memory";
         return NULL;
     }
     c->gen = TALLY_GEN_2;
-    c->items = items;
-    c->deletes = deletes;
-    uint64_t total = 0;   /* slot bytes of all sub-filters, checked before allocating them */
-    for (uint32_t i = 0; i < nfilters; i++) {
-        uint64_t n = subf_buckets(&c->p, c->buckets0, i);
-        total += n * c->p.bucket_size;
-        if (!n || (max_bytes && total > max_bytes)) {
-            *why = n ? "cuckoo: the filter is larger than the memory limit" : "cuckoo: a sub-filter is too large";
-            cuckoo_free(c);
-            return NULL;
-        }
-    }
-    while (c->nfilters < nfilters)
+    c->items = h.items;
+    c->deletes = h.deletes;
+    while (c->nfilters < h.nfilters)
         if (!subf_add(c)) {
             *nomem = true;
             *why = "out of memory";
@@ -809,4 +883,6 @@ static bool load_chunk(void *v, int64_t cursor, const uint8_t *p, size_t len, co
     return cuckoo_load_chunk(v, cursor, p, len, why);
 }
 
-const ks_dump_ops_t cuckoo_dump_ops = { &cuckoo_type, dump_header, dump_chunk, load_header, load_chunk };
+static uint64_t header_bytes(const uint8_t *p, size_t len) { return cuckoo_load_header_bytes(p, len); }
+
+const ks_dump_ops_t cuckoo_dump_ops = { &cuckoo_type, dump_header, dump_chunk, load_header, load_chunk, header_bytes };

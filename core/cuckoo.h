@@ -128,6 +128,7 @@ enum {
     CUCKOO_NOMEM = CORE_NOMEM,
     CUCKOO_FULL = CORE_FULL,    /* no slot, and no sub-filter can be added */
     CUCKOO_MAXEXP = CORE_LIMIT, /* already 32 sub-filters ("Maximum expansions reached") */
+    CUCKOO_BUDGET = CORE_BUDGET, /* the next sub-filter would take the filter past max_bytes */
 };
 
 /* Why parameters are refused, or NULL; *field names the culprit.  capacity
@@ -152,6 +153,20 @@ void cuckoo_undo_commit(cuckoo_undo_t *u);
 /* CF.ADD (nx false: duplicates allowed) / CF.ADDNX (nx true).  On NOMEM,
  * FULL or MAXEXP the filter is unchanged by this item.  `undo` may be NULL. */
 int cuckoo_add(cuckoo_t *c, const void *item, size_t len, bool nx, cuckoo_undo_t *undo);
+/* cuckoo_add, adding a sub-filter only if cuckoo_memory then stays at most
+ * max_bytes (0 = no limit): CUCKOO_BUDGET otherwise (nothing changed by this
+ * item), and cuckoo_next_filter_bytes tells what the sub-filter would add,
+ * so the caller can make room (or refuse the size) and try again. */
+int cuckoo_add_within(cuckoo_t *c, const void *item, size_t len, bool nx, uint64_t max_bytes, cuckoo_undo_t *undo);
+/* The bytes the next sub-filter would add; 0 when the filter cannot grow. */
+uint64_t cuckoo_next_filter_bytes(const cuckoo_t *c);
+/* The bytes of the sub-filters to add, from the next one, until they hold
+ * `slots` slots (at least the next one; fewer when the filter cannot grow
+ * that far): what a batch that must grow asks room for. */
+uint64_t cuckoo_growth_estimate(const cuckoo_t *c, uint64_t slots);
+/* cuckoo_memory of the filter cuckoo_create would make with these
+ * (validated) parameters, before it is made; 0 when it cannot be. */
+uint64_t cuckoo_bytes_for(const cuckoo_params_t *p);
 /* CF.EXISTS */
 bool cuckoo_check(const cuckoo_t *c, const void *item, size_t len);
 /* CF.COUNT: copies of the item's fingerprint in its buckets (may overcount). */
@@ -191,5 +206,8 @@ const uint8_t *cuckoo_dump_chunk(const cuckoo_t *c, int64_t *cursor, size_t max_
 cuckoo_t *cuckoo_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
 /* CF.LOADCHUNK of a data chunk (as bloom_load_chunk). */
 bool cuckoo_load_chunk(cuckoo_t *c, int64_t cursor, const uint8_t *p, size_t len, const char **why);
+/* cuckoo_memory of the filter cuckoo_load_header would build from a header
+ * chunk, without building it; 0 when the header is refused. */
+uint64_t cuckoo_load_header_bytes(const uint8_t *p, size_t len);
 
 #endif

@@ -43,6 +43,11 @@ void geo_free(geo_t *g)
 size_t geo_count(const geo_t *g) { return zindex_count(g->z); }
 size_t geo_memory(const geo_t *g) { return sizeof(*g) + zindex_memory(g->z); }
 
+uint64_t geo_add_bound(const geo_t *g, size_t n, uint64_t member_bytes)
+{
+    return (g ? 0 : sizeof(*g)) + zindex_add_bound(g ? g->z : NULL, n, member_bytes);
+}
+
 int geo_set(geo_t *g, const char *member, size_t len, uint64_t score, geo_add_mode_t mode)
 {
     if (len > GEO_MEMBER_MAX)   /* never present: XX skips it, anything else cannot add it */

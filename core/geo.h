@@ -48,6 +48,9 @@ void geo_free(geo_t *g);
 size_t geo_count(const geo_t *g);
 /* Heap bytes owned (O(1)). */
 size_t geo_memory(const geo_t *g);
+/* A bound on what adding n members of member_bytes bytes in all adds to
+ * geo_memory of g (NULL: a new set): what GEOADD asks room for. */
+uint64_t geo_add_bound(const geo_t *g, size_t n, uint64_t member_bytes);
 
 /* GEOADD's flags. */
 typedef enum { GEO_ADD = ZINDEX_SET, GEO_ADD_NX = ZINDEX_SET_NX, GEO_ADD_XX = ZINDEX_SET_XX } geo_add_mode_t;

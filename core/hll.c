@@ -117,6 +117,8 @@ void hll_invalidate_cache(hll_t *h) { invalidate_cache(h); }
 bool hll_cache_valid(const hll_t *h) { return cache_valid(h->buf); }
 size_t hll_memory(const hll_t *h) { return sizeof(*h) + h->cap; }
 
+size_t hll_memory_max(void) { return sizeof(hll_t) + HLL_DENSE_SIZE + 1 + HLL_SPARSE_MAX_BYTES; }
+
 /* Builds the dense string of a (validated) sparse one into `dense`, which
  * holds HLL_DENSE_SIZE + 1 bytes.  The header (and so the cached
  * cardinality) is copied, as Redis's hllSparseToDense does. */

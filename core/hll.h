@@ -119,5 +119,8 @@ void hll_invalidate_cache(hll_t *h);
 
 /* Heap bytes owned. */
 size_t hll_memory(const hll_t *h);
+/* The most hll_memory of a value made here may reach, plus the sparse
+ * string a promotion frees: what one PFADD or PFMERGE may add at most. */
+size_t hll_memory_max(void);
 
 #endif

@@ -29,6 +29,7 @@
 
 #define KS_MIN_BUCKETS 16         /* a shard's table never shrinks below this */
 #define KS_EVICT_SAMPLES 5        /* keys sampled per eviction, as Redis's maxmemory-samples */
+#define KS_EVICT_SCAN 64          /* entries looked at when every sample was a key to keep */
 #define KS_EXPIRE_REPEAT_PCT 25   /* resample a shard while > 25% of samples were expired */
 #define KS_EXPIRE_STEP_BUDGET 4   /* a step samples at most 4x its shards' first rounds */
 #define KS_EXPIRE_BATCH 32        /* samples whose memory is fetched ahead together */
@@ -278,6 +279,8 @@ static size_t entry_overhead(size_t klen)
 {
     return sizeof(ks_entry_t) + klen + 1 + 3 * sizeof(void *);
 }
+
+size_t ks_entry_overhead(size_t klen) { return entry_overhead(klen); }
 
 static void charge(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, size_t mem)
 {
@@ -763,7 +766,16 @@ size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
     return deleted;
 }
 
-size_t ks_evict(ks_t *ks, int64_t now_ms, ks_evict_fn on_evict, void *ud)
+/* Whether e is one of keep[0..nkeep). */
+static bool kept(const ks_entry_t *e, const ks_key_t *keep, size_t nkeep)
+{
+    for (size_t i = 0; i < nkeep; i++)
+        if (keep[i].len == e->klen && memcmp(keep[i].p, e->key, e->klen) == 0)
+            return true;
+    return false;
+}
+
+size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkeep, ks_evict_fn on_evict, void *ud)
 {
     if (ks->policy == KS_NOEVICTION)
         return 0;
@@ -774,19 +786,22 @@ size_t ks_evict(ks_t *ks, int64_t now_ms, ks_evict_fn on_evict, void *ud)
         ks_shard_lock(sh);
         ks_entry_t **arr = ks->policy == KS_VOLATILE_LRU ? sh->vol : sh->all;
         size_t n = ks->policy == KS_VOLATILE_LRU ? sh->nvol : sh->nall;
-        if (n == 0) {
-            ks_shard_unlock(sh);
-            continue;
-        }
         ks_entry_t *best = NULL;
         uint32_t best_idle = 0;
-        for (int s = 0; s < KS_EVICT_SAMPLES; s++) {
+        for (int s = 0; n && s < KS_EVICT_SAMPLES; s++) {
             ks_entry_t *e = arr[rng_below(&sh->rng, n)];
             uint32_t idle = now_s - e->lru;
-            if (!best || idle > best_idle) {
+            if ((!best || idle > best_idle) && !kept(e, keep, nkeep)) {
                 best = e;
                 best_idle = idle;
             }
+        }
+        for (size_t k = 0; !best && k < n && k < KS_EVICT_SCAN; k++)   /* the samples were all kept: another */
+            if (!kept(arr[k], keep, nkeep))
+                best = arr[k];
+        if (!best) {
+            ks_shard_unlock(sh);
+            continue;
         }
         size_t freed = best->mem;
         if (on_evict)
@@ -796,4 +811,9 @@ size_t ks_evict(ks_t *ks, int64_t now_ms, ks_evict_fn on_evict, void *ud)
         return freed;
     }
     return 0;
+}
+
+size_t ks_evict(ks_t *ks, int64_t now_ms, ks_evict_fn on_evict, void *ud)
+{
+    return ks_evict_keep(ks, now_ms, NULL, 0, on_evict, ud);
 }

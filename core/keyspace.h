@@ -125,6 +125,9 @@ void *ks_entry_value(const ks_entry_t *e);
 const char *ks_entry_key(const ks_entry_t *e, size_t *len);
 int64_t ks_entry_expire(const ks_entry_t *e);
 size_t ks_entry_memory(const ks_entry_t *e);
+/* What an entry costs besides its value (struct, key, table slots): with
+ * type->size(value), what ks_add charges for a key of klen bytes. */
+size_t ks_entry_overhead(size_t klen);
 
 /* ------------------------------------------------------------------------ */
 /* Iteration, expiry and eviction                                           */
@@ -154,6 +157,9 @@ size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
  * freed, 0 when nothing could be evicted. */
 typedef void (*ks_evict_fn)(void *ud, const char *key, size_t len);
 size_t ks_evict(ks_t *ks, int64_t now_ms, ks_evict_fn on_evict, void *ud);
+/* The same, never evicting one of keep[0..nkeep) (the keys a request
+ * reads or writes while it makes room for itself). */
+size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkeep, ks_evict_fn on_evict, void *ud);
 
 /* ------------------------------------------------------------------------ */
 /* Snapshots                                                                */

@@ -110,6 +110,39 @@ bool slog_check(const slog_t *log, const slog_params_t *p, int64_t now_ns, int64
     return r->allowed && quantity > 0;
 }
 
+/* The ring's slots once `need` actions are live in a ring of `cap` slots:
+ * grown by doubling, but never past what max_count can use; halved when a
+ * quarter full.  The one rule of slog_commit and slog_bytes_after. */
+static uint64_t cap_for(uint32_t cap, uint64_t need, const slog_params_t *p)
+{
+    if (need > cap) {
+        uint64_t c = cap ? (uint64_t)cap * 2 : SLOG_FIRST_CAP;
+        while (c < need)
+            c *= 2;
+        if (c > (uint64_t)p->max_count && (uint64_t)p->max_count >= need)
+            c = (uint64_t)p->max_count;
+        return c;
+    }
+    if (cap > SLOG_MIN_CAP && need <= cap / 4)
+        return cap / 2 > SLOG_MIN_CAP ? cap / 2 : SLOG_MIN_CAP;   /* shrink, keeping room to grow */
+    return cap;
+}
+
+size_t slog_bytes_after(const slog_t *l, const slog_params_t *p, int64_t now_ns, int64_t quantity)
+{
+    if (quantity <= 0)
+        return slog_bytes(l);
+    uint32_t first = first_after(l, now_ns - p->period_ns);
+    uint64_t need = (uint64_t)(l ? l->len - first : 0) + (uint64_t)quantity;
+    return sizeof(*l) + (size_t)cap_for(l ? l->cap : 0, need, p) * sizeof(int64_t);
+}
+
+size_t slog_bytes_max(const slog_params_t *p)
+{
+    uint64_t cap = (uint64_t)p->max_count > SLOG_FIRST_CAP ? (uint64_t)p->max_count : SLOG_FIRST_CAP;
+    return sizeof(slog_t) + (size_t)cap * sizeof(int64_t);
+}
+
 bool slog_commit(slog_t **logp, const slog_params_t *p, int64_t now_ns, int64_t quantity)
 {
     if (quantity <= 0)
@@ -125,18 +158,10 @@ bool slog_commit(slog_t **logp, const slog_params_t *p, int64_t now_ns, int64_t 
         stamp = at(l, l->len - 1);
 
     uint32_t cap = l ? l->cap : 0;
-    uint32_t want = cap;
-    if (need > cap) {
-        /* grow by doubling, but never past what max_count can use */
-        uint64_t c = cap ? (uint64_t)cap * 2 : SLOG_FIRST_CAP;
-        while (c < need)
-            c *= 2;
-        if (c > (uint64_t)p->max_count && (uint64_t)p->max_count >= need)
-            c = (uint64_t)p->max_count;
-        want = (uint32_t)c;
-    } else if (cap > SLOG_MIN_CAP && need <= cap / 4) {
-        want = cap / 2 > SLOG_MIN_CAP ? cap / 2 : SLOG_MIN_CAP;   /* shrink, keeping room to grow */
-    }
+    uint64_t c = cap_for(cap, need, p);
+    if (c > UINT32_MAX)
+        return false;
+    uint32_t want = (uint32_t)c;
 
     if (want != cap) {
         slog_t *n = ring_new(want);

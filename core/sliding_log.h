@@ -75,6 +75,12 @@ int64_t slog_expire_ns(const slog_t *log, const slog_params_t *p);
 size_t slog_len(const slog_t *log);
 /* Heap bytes of the log (O(1)). */
 size_t slog_bytes(const slog_t *log);
+/* Heap bytes of the log once slog_commit(log, p, now_ns, quantity) ran (the
+ * same arithmetic), without changing it: what a request asks room for. */
+size_t slog_bytes_after(const slog_t *log, const slog_params_t *p, int64_t now_ns, int64_t quantity);
+/* The most heap bytes commits under p can give a log (its ring at
+ * max_count slots), unless it was already larger. */
+size_t slog_bytes_max(const slog_params_t *p);
 slog_t *slog_clone(const slog_t *log);
 void slog_free(slog_t *log);
 

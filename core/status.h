@@ -21,6 +21,8 @@ typedef enum core_status {
     CORE_OVERFLOW = -5,    /* the result would not be finite / would exceed the type's range */
     CORE_UNORDERED = -6,   /* input that must come in order did not */
     CORE_LIMIT = -7,       /* growing further would pass a limit (memory limit, expansion cap) */
+    CORE_BUDGET = -8,      /* the change needs more bytes than the caller's max_bytes allows: it asks
+                              for room (or refuses the value's size), then tries again */
 } core_status_t;
 
 #endif

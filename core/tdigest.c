@@ -491,6 +491,11 @@ double tdigest_max(const tdigest_t *td) { return tdigest_count(td) ? td->max : N
 
 static void type_free(void *v) { tdigest_free(v); }
 
+uint64_t tdigest_bytes_for(uint32_t compression)
+{
+    return sizeof(tdigest_t) + (uint64_t)cap_of(compression) * sizeof(td_node_t);
+}
+
 static size_t type_size(const void *v)
 {
     const tdigest_t *td = v;

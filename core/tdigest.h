@@ -85,6 +85,9 @@ extern const ks_type_t tdigest_type;
 /* A new empty digest; compression in [1, TDIGEST_MAX_COMPRESSION].  NULL on
  * allocation failure or a compression out of range. */
 tdigest_t *tdigest_create(uint32_t compression);
+/* The heap bytes (tdigest_type.size) of a digest of this compression,
+ * before it is made (what PUT and MERGE ask room for). */
+uint64_t tdigest_bytes_for(uint32_t compression);
 void tdigest_free(tdigest_t *td);
 
 /* Adds one finite value with weight 1.  Returns false, changing nothing, when

@@ -202,6 +202,18 @@ static size_t type_size(const void *v)
     return sizeof(throttle_t) + (t->algo == THROTTLE_SLIDING_LOG ? slog_bytes(t->u.log) : 0);
 }
 
+size_t throttle_bytes_max(const throttle_params_t *p)
+{
+    return sizeof(throttle_t) + (p->algo == THROTTLE_SLIDING_LOG ? slog_bytes_max(&p->u.log) : 0);
+}
+
+size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t quantity)
+{
+    if (p->algo != THROTTLE_SLIDING_LOG)
+        return sizeof(throttle_t);
+    return sizeof(throttle_t) + slog_bytes_after(t ? t->u.log : NULL, &p->u.log, now_ns, quantity);
+}
+
 static void type_encode(const void *v, wbuf_t *out)
 {
     const throttle_t *t = v;

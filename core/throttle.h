@@ -92,6 +92,14 @@ bool throttle_check(const throttle_t *t, const throttle_params_t *p, int64_t now
 bool throttle_commit(throttle_t **t, const throttle_params_t *p, int64_t now_ns, int64_t quantity,
                      int64_t *expire_ns);
 
+/* The heap bytes (throttle_type.size) of the state once throttle_commit
+ * with the same arguments ran on `t` (NULL: absent), without changing it:
+ * what a request asks room for before it commits. */
+size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t quantity);
+/* The most heap bytes commits under p can give a state, whatever the
+ * requests (unless it already took more): a batch's bound. */
+size_t throttle_bytes_max(const throttle_params_t *p);
+
 throttle_algo_t throttle_algo(const throttle_t *t);
 /* A deep copy (NULL on allocation failure). */
 throttle_t *throttle_clone(const throttle_t *t);

@@ -38,6 +38,8 @@ struct topk {
 /* Representation                                                           */
 /* ------------------------------------------------------------------------ */
 
+static uint32_t index_size(uint32_t k);
+
 static bool params_ok(uint64_t k, uint64_t width, uint64_t depth, double decay)
 {
     return k >= 1 && k <= TOPK_MAX_K && width >= 1 && depth >= 1 && width <= TOPK_MAX_BUCKETS &&
@@ -55,9 +57,7 @@ static topk_t *topk_alloc(uint32_t k, uint32_t width, uint32_t depth, double dec
     t->fps = calloc(nb, sizeof(uint32_t));
     t->counts = calloc(nb, sizeof(uint64_t));
     t->heap = calloc(k, sizeof(heap_slot_t));
-    uint32_t size = 4;
-    while (size < 2 * k)
-        size *= 2;
+    uint32_t size = index_size(k);
     t->index = calloc(size, sizeof(uint32_t));
     t->mask = size - 1;
     if (!t->fps || !t->counts || !t->heap || !t->index) {
@@ -103,6 +103,7 @@ void topk_free(topk_t *t)
 }
 
 uint32_t topk_k(const topk_t *t) { return t->k; }
+size_t topk_item_bytes(const topk_t *t) { return t->item_bytes; }
 uint32_t topk_width(const topk_t *t) { return t->width; }
 uint32_t topk_depth(const topk_t *t) { return t->depth; }
 double topk_decay(const topk_t *t) { return t->decay; }
@@ -476,11 +477,25 @@ size_t topk_list(const topk_t *t, topk_entry_t *out)
 
 static void type_free(void *v) { topk_free(v); }
 
+/* Slots of the heap's index for k items: a power of two >= 2k (at least 4). */
+static uint32_t index_size(uint32_t k)
+{
+    uint32_t size = 4;
+    while (size < 2 * k)
+        size *= 2;
+    return size;
+}
+
+uint64_t topk_bytes_for(uint32_t k, uint32_t width, uint32_t depth)
+{
+    return sizeof(topk_t) + (uint64_t)width * depth * (sizeof(uint32_t) + sizeof(uint64_t)) +
+           (uint64_t)k * sizeof(heap_slot_t) + (uint64_t)index_size(k) * sizeof(uint32_t);
+}
+
 static size_t type_size(const void *v)
 {
     const topk_t *t = v;
-    return sizeof(*t) + (size_t)t->width * t->depth * (sizeof(uint32_t) + sizeof(uint64_t)) +
-           (size_t)t->k * sizeof(heap_slot_t) + ((size_t)t->mask + 1) * sizeof(uint32_t) + t->item_bytes;
+    return (size_t)topk_bytes_for(t->k, t->width, t->depth) + t->item_bytes;
 }
 
 static void type_encode(const void *v, wbuf_t *out)

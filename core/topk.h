@@ -124,6 +124,12 @@ extern const ks_type_t topk_type;
  * width·depth <= TOPK_MAX_BUCKETS, 0 < decay <= 1) whose decay decisions are
  * seeded with `seed`.  NULL on allocation failure or bad parameters. */
 topk_t *topk_create(uint32_t k, uint32_t width, uint32_t depth, double decay, uint64_t seed);
+/* The heap bytes (topk_type.size) of a new Top-K with these (valid)
+ * dimensions, before it is made; each item it keeps adds its length (at
+ * least 1). */
+uint64_t topk_bytes_for(uint32_t k, uint32_t width, uint32_t depth);
+/* The bytes of the items the heap holds (each counted as at least 1). */
+size_t topk_item_bytes(const topk_t *t);
 /* The same with the rules of generation `gen` (TALLY_GEN_*). */
 topk_t *topk_create_gen(unsigned gen, uint32_t k, uint32_t width, uint32_t depth, double decay, uint64_t seed);
 void topk_free(topk_t *t);

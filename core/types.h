@@ -97,6 +97,10 @@ typedef struct ks_dump_ops {
     void *(*load_header)(const uint8_t *p, size_t len, uint64_t max_bytes, bool *nomem, const char **why);
     /* Writes a data chunk where (cursor, len) say; false with *why, nothing written. */
     bool (*load_chunk)(void *value, int64_t cursor, const uint8_t *p, size_t len, const char **why);
+    /* The size (type->size) of the value load_header would build from this
+     * header, without building it: what a load asks room for; 0 when the
+     * header is refused. */
+    uint64_t (*header_bytes)(const uint8_t *p, size_t len);
 } ks_dump_ops_t;
 
 /* The type with this on-disk tag, or NULL when no such type exists. */

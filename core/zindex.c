@@ -644,6 +644,19 @@ void zindex_free(zindex_t *z)
 size_t zindex_count(const zindex_t *z) { return z->count; }
 size_t zindex_memory(const zindex_t *z) { return sizeof(*z) + z->bytes; }
 
+uint64_t zindex_add_bound(const zindex_t *z, size_t n, uint64_t member_bytes)
+{
+    size_t count = z ? z->count : 0, nslots = z ? z->nslots : 0, slots = nslots;
+    while ((uint64_t)(count + n) * 4 > (uint64_t)slots * 3)
+        slots = slots ? slots * 2 : MIN_SLOTS;
+    /* a larger table (the old one is freed once its members moved), and per
+     * member its element, a leaf it may split off and an inner node such a
+     * split may add; the tree's depth of inner nodes for a root split */
+    uint64_t table = slots > nslots ? (uint64_t)(slots + nslots) * sizeof(elem_t *) : 0;
+    return (z ? 0 : sizeof(zindex_t)) + table + member_bytes +
+           (uint64_t)n * (elem_bytes(0) + sizeof(leaf_t) + sizeof(inner_t)) + 16 * sizeof(inner_t);
+}
+
 int zindex_set(zindex_t *z, const char *member, size_t len, uint64_t score, zindex_mode_t mode)
 {
     uint32_t h = member_hash(member, len);

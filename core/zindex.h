@@ -63,6 +63,10 @@ size_t zindex_memory(const zindex_t *z);
 /* The longest run of occupied hash slots (a lookup's worst probe length):
  * for tests and diagnostics, O(table size). */
 size_t zindex_probe_max(const zindex_t *z);
+/* A bound on what inserting n members of member_bytes bytes in all adds to
+ * zindex_memory of z (NULL: a new index), whatever they are: what a request
+ * asks room for before it inserts. */
+uint64_t zindex_add_bound(const zindex_t *z, size_t n, uint64_t member_bytes);
 
 /* ZADD's flags: NX only adds new members, XX only moves existing ones. */
 typedef enum { ZINDEX_SET = 0, ZINDEX_SET_NX = 1, ZINDEX_SET_XX = 2 } zindex_mode_t;

@@ -688,6 +688,7 @@ static int run(void)
     }
     ks_set_maxmemory(app.ks, o->maxmemory, o->policy);
     app.api.ks = app.ks;
+    app.api.limits = (api_limits_t){ o->max_value, o->max_answer };
     app.api.hooks.ready = hook_ready;
     app.api.hooks.unwritable = hook_unwritable;
     app.api.hooks.metrics = hook_metrics;

@@ -42,6 +42,8 @@ static const opt_def_t defs[] = {
     { "shards", "TALLY_SHARDS", K_SHARDS, OFF(shard_bits), 0, 0, "keyspace shards, a power of two 1..4096 (default 256)" },
     { "maxmemory", "TALLY_MAXMEMORY", K_SIZE, OFF(maxmemory), 0, 0, "memory limit for keys and values, e.g. 512mb (default 0: none)" },
     { "maxmemory-policy", "TALLY_MAXMEMORY_POLICY", K_POLICY, OFF(policy), 0, 0, "noeviction | allkeys-lru | volatile-lru (default noeviction)" },
+    { "max-value-size", "TALLY_MAX_VALUE_SIZE", K_SIZE, OFF(max_value), 0, 0, "largest value one key may hold, e.g. 64mb: a request that would create or grow a value past it gets 400, and one request reads at most 4 times it from its sources (default 512mb, as Redis's bulk limit; 0: none)" },
+    { "max-answer-size", "TALLY_MAX_ANSWER_SIZE", K_SIZE, OFF(max_answer), 0, 0, "largest answer one request may build (ranges, lists, dumps, raw values), e.g. 16mb; larger gets 400: read it in pages (default 64mb; 0: none)" },
     { "snapshot-interval", "TALLY_SNAPSHOT_INTERVAL", K_INT, OFF(snapshot_interval), 0, 86400 * 365, "seconds between snapshots when anything changed (default 60; 0: only on demand and exit)" },
     { "journal", "TALLY_JOURNAL", K_BOOL_ONOFF, OFF(journal), 0, 0, "on | off: journal every change (default on)" },
     { "fsync", "TALLY_FSYNC", K_FSYNC, OFF(fsync), 0, 0, "always | everysec | no: when the journal reaches the disk (default everysec)" },
@@ -137,8 +139,8 @@ static bool set_opt(tally_opts_t *o, const opt_def_t *d, const char *v, char *er
             snprintf(err, errlen, "--%s: '%s' is not a size (e.g. 1048576, 512kb, 64mb, 2gb)", d->flag, v);
             return false;
         }
-        if (d->offset == OFF(maxmemory))
-            o->maxmemory = x;
+        if (d->offset == OFF(maxmemory) || d->offset == OFF(max_value) || d->offset == OFF(max_answer))
+            *(uint64_t *)p = x;
         else
             *(size_t *)p = (size_t)x;
         return true;
@@ -223,6 +225,8 @@ static void defaults(tally_opts_t *o)
     o->shutdown_timeout = 10;
     o->shard_bits = 8;
     o->policy = KS_NOEVICTION;
+    o->max_value = 512ULL << 20;
+    o->max_answer = 64ULL << 20;
     o->snapshot_interval = 60;
     o->journal = true;
     o->fsync = FSYNC_EVERYSEC;

@@ -30,6 +30,8 @@ typedef struct tally_opts {
     unsigned shard_bits;         /* --shards, TALLY_SHARDS: 256 (power of two) */
     uint64_t maxmemory;          /* --maxmemory, TALLY_MAXMEMORY: 0 = unlimited */
     ks_evict_policy_t policy;    /* --maxmemory-policy, TALLY_MAXMEMORY_POLICY: noeviction */
+    uint64_t max_value;          /* --max-value-size, TALLY_MAX_VALUE_SIZE: 512 MiB a key's value, 0 = none */
+    uint64_t max_answer;         /* --max-answer-size, TALLY_MAX_ANSWER_SIZE: 64 MiB an answer, 0 = none */
     int snapshot_interval;       /* --snapshot-interval, TALLY_SNAPSHOT_INTERVAL: 60 s, 0 = never periodic */
     bool journal;                /* --journal on|off, TALLY_JOURNAL: on */
     fsync_mode_t fsync;          /* --fsync always|everysec|no, TALLY_FSYNC: everysec */

@@ -80,8 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!srv.ks) {
         srv.ks = ks_create(2, 42);
-        /* a limit, so that a SETBIT at offset 2^32-1 is refused (507), not a 512 MiB allocation */
+        /* a limit, so that a SETBIT at offset 2^32-1 is refused (507), not a 512 MiB allocation;
+         * and the limits per request, small enough that inputs reach them */
         ks_set_maxmemory(srv.ks, 64u << 20, KS_ALLKEYS_LRU);
+        srv.limits = (api_limits_t){ 8u << 20, 1u << 20 };
         srv.hooks.journal = fake_journal;
         /* policies reachable without headers: literal and {path} keys */
         static const char policies[] =

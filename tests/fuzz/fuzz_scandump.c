@@ -7,11 +7,13 @@
  *   u16 header length (top bit set: Cuckoo) | header chunk |
  *   { u32 cursor | u16 length | bytes }...
  *
- * The header goes to the type's load_header (arrays capped at 16 MiB), each
- * following piece to its load_chunk.  Whatever loads must then answer
- * lookups and adds without fault, and dump itself back into a value with
- * identical bytes: header, then every data chunk at the cursor SCANDUMP
- * names. */
+ * The header goes to the type's load_header (the value capped at 16 MiB),
+ * each following piece to its load_chunk.  The size header_bytes announces
+ * before anything is built must be the loaded value's (0 for a header that
+ * is refused, over the cap for one refused for its size).  Whatever loads
+ * must then answer lookups and adds without fault, never grow past the cap
+ * by adds, and dump itself back into a value with identical bytes: header,
+ * then every data chunk at the cursor SCANDUMP names. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,18 +38,10 @@ static bool bf_add(void *v, const void *item, size_t len)
 }
 static bool bf_check(const void *v, const void *item, size_t len) { return bloom_check(v, item, len); }
 
-/* Adds unless the next sub-filter could pass FUZZ_MAX_BYTES (cuckoo_add
- * has no limit of its own: --maxmemory bounds it in the server). */
+/* Adds unless the next sub-filter would pass FUZZ_MAX_BYTES. */
 static bool cf_add(void *v, const void *item, size_t len)
 {
-    cuckoo_info_t in;
-    cuckoo_get_info(v, &in);
-    double next = (double)in.buckets0 * in.bucket_size;
-    for (uint32_t i = 0; i < in.filters; i++)
-        next *= in.expansion;
-    if (next > FUZZ_MAX_BYTES)
-        return false;
-    return cuckoo_add(v, item, len, false, NULL) == CUCKOO_ADDED;
+    return cuckoo_add_within(v, item, len, false, FUZZ_MAX_BYTES, NULL) == CUCKOO_ADDED;
 }
 static bool cf_check(const void *v, const void *item, size_t len) { return cuckoo_check(v, item, len); }
 
@@ -99,9 +93,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     bool nomem;
     const char *why;
+    uint64_t announced = o->dump->header_bytes(hdr, hlen);
     void *v = o->dump->load_header(hdr, hlen, FUZZ_MAX_BYTES, &nomem, &why);
-    if (!v)
+    if (!v) {
+        if (!nomem && announced && announced <= FUZZ_MAX_BYTES)
+            abort();   /* refused, though its size was announced within the cap */
         return 0;
+    }
+    if (announced != o->dump->type->size(v))
+        abort();   /* the size asked for before building must be the size built */
     for (;;) {
         uint32_t cursor = rbuf_u32(&r);
         uint16_t len = rbuf_u16(&r);
@@ -115,8 +115,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 64; i++) {
         item[0] = (char)i;
         o->check(v, item, 2);
+        size_t before = o->dump->type->size(v);
         if (o->add(v, item, 2) && !o->check(v, item, 2))
             abort();   /* no false negatives */
+        size_t after = o->dump->type->size(v);
+        if (after > before && after > FUZZ_MAX_BYTES)
+            abort();   /* grown past the cap it was given */
     }
     roundtrip(o, v);
     o->dump->type->free(v);

@@ -607,7 +607,7 @@ static void memory_of(const tally_proc_t *p, long long *used, long long *max)
     http_free(&r);
 }
 
-/* Over --maxmemory with allkeys-lru, a write evicts before it runs; one the
+/* At --maxmemory with allkeys-lru, a write that needs room evicts before it runs; one the
  * token may not make is refused first, and evicts nothing: a sample whose
  * series' compaction rule writes outside the prefixes, and a rule whose
  * destination is outside them. */
@@ -685,12 +685,20 @@ static void test_refused_before_eviction(void **state)
     assert_int_equal(status_as(&p, A, "PUT", "/ts/x:agg", "{}"), 201);
     assert_int_equal(status_as(&p, A, "POST", "/ts/t:src/rules", "{\"dest\":\"x:agg\",\"agg\":\"sum\",\"bucket_ms\":1000}"),
                      201);
-    /* filled past the limit: the next write that runs evicts */
+    /* filled to the limit (writes ask for their room first: memory never
+     * passes it): the next write that grows by a few KiB evicts */
     long long used = 0, max = 0;
     char path[64];
-    for (int i = 0; used <= max; i++) {
+    memory_of(&p, &used, &max);
+    for (int i = 0; max - used >= 64 * 1024; i++) {
         snprintf(path, sizeof(path), "/bloom/x:fill%d", i);
         assert_int_equal(status_as(&p, A, "PUT", path, "{\"capacity\":20000,\"error_rate\":0.001}"), 201);
+        memory_of(&p, &used, &max);
+        assert_true(i < 1000);
+    }
+    for (int i = 0; max - used >= 2048; i++) {
+        snprintf(path, sizeof(path), "/counter/x:small%d", i);
+        assert_int_equal(status_as(&p, A, "POST", path, "{\"by\":1}"), 200);
         memory_of(&p, &used, &max);
         assert_true(i < 1000);
     }
@@ -706,10 +714,12 @@ static void test_refused_before_eviction(void **state)
 
     /* the same limit evicts for a write that is allowed */
     char *keys_before = keys_listing(&p);
-    assert_int_equal(status_as(&p, T, "POST", "/counter/t:n", "{\"by\":1}"), 200);
+    assert_int_equal(status_as(&p, T, "PUT", "/cms/t:n", "{\"width\":1000,\"depth\":1}"), 201);
     char *keys_after = keys_listing(&p);
     assert_string_not_equal(keys_before, keys_after);
     assert_null(strstr(keys_before, "\"t:n\""));
+    memory_of(&p, &used, &max);
+    assert_true(used <= max);
     free(keys_before);
     free(keys_after);
     memory_of(&p, &used, &max);

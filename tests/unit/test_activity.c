@@ -479,12 +479,54 @@ static void test_memory_accounting(void **state)
     activity_free(a);
 }
 
+/* What a merge or an add of ids asks room for bounds what it adds, whatever
+ * the set already holds (seeded random layouts: arrays, bitsets, runs). */
+static void test_growth_bounds(void **state)
+{
+    (void)state;
+    rng_t r;
+    rng_seed(&r, 11);
+    activity_t *a = activity_create();
+    int32_t day = 20000;
+    for (int round = 0; round < 60; round++) {
+        roaring_bitmap_t *bm = roaring_bitmap_create();
+        uint32_t base = (uint32_t)(rng_next(&r) % 8) << 16;
+        switch (round % 3) {
+        case 0:   /* scattered ids */
+            for (int i = 0; i < 3000; i++)
+                roaring_bitmap_add(bm, base + (uint32_t)(rng_next(&r) % (1u << 20)));
+            break;
+        case 1:   /* dense ranges */
+            roaring_bitmap_add_range(bm, base + (uint32_t)(rng_next(&r) % 65536), base + 200000);
+            break;
+        default:  /* alternating ids: many runs */
+            for (uint32_t i = 0; i < 20000; i += 2)
+                roaring_bitmap_add(bm, base + i + (uint32_t)(rng_next(&r) % 2));
+        }
+        roaring_bitmap_run_optimize(bm);
+        size_t before = activity_heap_bytes(a);
+        uint64_t added;
+        assert_int_equal(activity_merge(a, day + round % 40, bm, &added), CORE_OK);
+        size_t after = activity_heap_bytes(a);
+        assert_true(after <= before + activity_merge_bound(bm));
+        roaring_bitmap_free(bm);
+        uint32_t ids[500];
+        for (int i = 0; i < 500; i++)
+            ids[i] = (uint32_t)(rng_next(&r) % (1u << 24));
+        before = activity_heap_bytes(a);
+        assert_int_equal(activity_add(a, day + round % 40, ids, 500, &added), CORE_OK);
+        assert_true(activity_heap_bytes(a) <= before + activity_add_bound(500));
+    }
+    activity_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calendar),         cmocka_unit_test(test_against_model),
         cmocka_unit_test(test_retained_range),   cmocka_unit_test(test_encoding_roundtrip),
         cmocka_unit_test(test_bitmap_checker),   cmocka_unit_test(test_memory_accounting),
+        cmocka_unit_test(test_growth_bounds),
     };
     return cmocka_run_group_tests_name("activity", tests, NULL, NULL);
 }

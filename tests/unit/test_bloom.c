@@ -138,11 +138,14 @@ static void test_rb_info(void **state)
     bloom_free(b);
 
     /* BF.RESERVE bf 0.000001 300000000: one link of 1132420136 bytes (Size
-     * 1132420232 = 32 + 64 + bytes); checked without allocating it */
+     * 1132420232 = 32 + 64 + bytes); measured without allocating it */
     const char *f;
-    assert_null(bloom_validate(0.000001, 300000000, 2, true, 1132420136, &f));
-    assert_non_null(bloom_validate(0.000001, 300000000, 2, true, 1132420135, &f));
-    assert_string_equal(f, "capacity");
+    assert_null(bloom_validate(0.000001, 300000000, 2, true, &f));
+    uint64_t bytes = bloom_bytes_for(0.000001, 300000000, 2, true);
+    assert_true(bytes >= 1132420136 && bytes < 1132420136 + 1024);
+    b = bloom_create(0.01, 100, 2, true);
+    assert_int_equal(bloom_bytes_for(0.01, 100, 2, true), bloom_memory(b));
+    bloom_free(b);
 
     /* BF.INSERT nonscaling_err CAPACITY 3 NONSCALING ITEMS a b c; then
      * a b c d: 0 0 0, "non scaling filter is full" */
@@ -211,7 +214,8 @@ static void test_seed_transcript(void **state)
 }
 
 /* No fixed limit on links: expansion 1 from capacity 1 passes 128 links;
- * growth stops at the memory limit instead, changing nothing. */
+ * growth stops at the caller's max_bytes instead (BLOOM_BUDGET), changing
+ * nothing, and bloom_next_link_bytes tells what the next link would add. */
 static void test_growth_limit(void **state)
 {
     (void)state;
@@ -220,20 +224,29 @@ static void test_growth_limit(void **state)
     bloom_info_t in;
     bloom_get_info(b, &in);
     assert_true(in.filters > 128);
-    uint64_t used = in.size_bytes - 32 - 64 * (uint64_t)in.filters;
+    uint64_t mem = bloom_memory(b), next = bloom_next_link_bytes(b);
+    assert_true(next >= 8);
     /* a limit at the current size: the next link does not fit */
     char k[16];
     int rc = BLOOM_PRESENT, i = 300;
-    while (rc == BLOOM_PRESENT) {
+    while (rc == BLOOM_PRESENT || rc == BLOOM_ADDED) {
         snprintf(k, sizeof(k), "%d", i++);
-        rc = bloom_add(b, k, strlen(k), used, NULL);
+        rc = bloom_add(b, k, strlen(k), mem, NULL);
+        if (rc == BLOOM_ADDED) {   /* the newest link still had room */
+            bloom_get_info(b, &in);
+            mem = bloom_memory(b);
+        }
     }
+    assert_int_equal(rc, BLOOM_BUDGET);
     bloom_info_t after;
     bloom_get_info(b, &after);
-    if (rc == BLOOM_LIMIT)
-        assert_int_equal(after.filters, in.filters);
-    else
-        assert_int_equal(rc, BLOOM_ADDED);   /* the newest link still had room */
+    assert_int_equal(after.filters, in.filters);
+    assert_int_equal(bloom_memory(b), mem);
+    /* room for exactly that link: it is added */
+    next = bloom_next_link_bytes(b);
+    assert_int_equal(bloom_add(b, k, strlen(k), mem + next - 1, NULL), BLOOM_BUDGET);
+    assert_int_equal(bloom_add(b, k, strlen(k), mem + next, NULL), BLOOM_ADDED);
+    assert_int_equal(bloom_memory(b), mem + next);
     bloom_free(b);
 }
 
@@ -511,9 +524,14 @@ static void test_load_validation(void **state)
     const char *why;
     bloom_t *b = bloom_load_header(good, n, 0, &nomem, &why);
     assert_non_null(b);
+    uint64_t mem = bloom_memory(b);
+    assert_int_equal(bloom_load_header_bytes(good, n), mem);   /* the size, known before it is built */
     bloom_free(b);
-    assert_null(bloom_load_header(good, n, 15, &nomem, &why));   /* over the memory limit */
+    assert_null(bloom_load_header(good, n, mem - 1, &nomem, &why));   /* over the limit on a value */
     assert_false(nomem);
+    assert_non_null(b = bloom_load_header(good, n, mem, &nomem, &why));
+    bloom_free(b);
+    assert_int_equal(bloom_load_header_bytes(good, n - 1), 0);
     for (size_t cut = 0; cut < n; cut++)
         assert_null(bloom_load_header(good, cut, 0, &nomem, &why));
     memcpy(bad, good, n);
@@ -668,19 +686,19 @@ static void test_validate(void **state)
 {
     (void)state;
     const char *f;
-    assert_null(bloom_validate(0.01, 100, 2, true, 0, &f));
-    assert_non_null(bloom_validate(0, 100, 2, true, 0, &f));
+    assert_null(bloom_validate(0.01, 100, 2, true, &f));
+    assert_non_null(bloom_validate(0, 100, 2, true, &f));
     assert_string_equal(f, "error_rate");
-    assert_non_null(bloom_validate(1, 100, 2, true, 0, &f));
-    assert_non_null(bloom_validate(-0.5, 100, 2, true, 0, &f));
-    assert_non_null(bloom_validate(NAN, 100, 2, true, 0, &f));
-    assert_non_null(bloom_validate(0.01, 0, 2, true, 0, &f));
+    assert_non_null(bloom_validate(1, 100, 2, true, &f));
+    assert_non_null(bloom_validate(-0.5, 100, 2, true, &f));
+    assert_non_null(bloom_validate(NAN, 100, 2, true, &f));
+    assert_non_null(bloom_validate(0.01, 0, 2, true, &f));
     assert_string_equal(f, "capacity");
-    assert_null(bloom_validate(0.01, 100, 0, true, 0, &f));   /* non-scaling */
-    assert_non_null(bloom_validate(0.01, 100, 32769, true, 0, &f));
+    assert_null(bloom_validate(0.01, 100, 0, true, &f));   /* non-scaling */
+    assert_non_null(bloom_validate(0.01, 100, 32769, true, &f));
     assert_string_equal(f, "expansion");
-    assert_non_null(bloom_validate(0.01, 1000000, 2, true, 1 << 20, &f));   /* 1.2 MB > 1 MiB */
-    assert_null(bloom_validate(0.999, 1, 1, true, 0, &f));                   /* tiny: 8 bytes */
+    assert_true(bloom_bytes_for(0.01, 1000000, 2, true) > 1 << 20);   /* 1.2 MB > 1 MiB */
+    assert_null(bloom_validate(0.999, 1, 1, true, &f));                /* tiny: 8 bytes */
     bloom_t *b = bloom_create(0.999, 1, 1, true);
     assert_int_equal(bloom_add(b, "a", 1, 0, NULL), BLOOM_ADDED);
     assert_true(bloom_check(b, "a", 1));

@@ -371,6 +371,15 @@ static void test_merge_negative(void **state)
     cms_free(d);
 }
 
+/* The size asked for before a sketch is made is its size. */
+static void test_bytes_for(void **state)
+{
+    (void)state;
+    cms_t *c = cms_create(2000, 9, false);
+    assert_int_equal(cms_bytes_for(2000, 9), cms_type.size(c));
+    cms_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_merge_negative),
         cmocka_unit_test(test_encoding),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_bytes_for),
     };
     return cmocka_run_group_tests_name("cms", tests, NULL, NULL);
 }

@@ -594,6 +594,31 @@ static void test_gen1(void **state)
     cuckoo_free(r);
 }
 
+/* Sizes asked for before allocating: a new filter's, and a batch's next
+ * sub-filter, which cuckoo_add_within refuses (CUCKOO_BUDGET, nothing
+ * changed) unless max_bytes leaves room for it. */
+static void test_bytes_for(void **state)
+{
+    (void)state;
+    cuckoo_params_t p = { 64, 2, 20, 2, 8 };
+    cuckoo_t *c = cuckoo_create(&p, 1);
+    assert_int_equal(cuckoo_bytes_for(&p), cuckoo_memory(c));
+    char k[32];
+    int rc = CUCKOO_ADDED, i = 0;
+    uint64_t mem = cuckoo_memory(c);
+    while (rc == CUCKOO_ADDED)
+        rc = cuckoo_add_within(c, k, (size_t)snprintf(k, sizeof(k), "b%d", i++), false, mem, NULL);
+    assert_int_equal(rc, CUCKOO_BUDGET);
+    assert_int_equal(cuckoo_memory(c), mem);
+    uint64_t next = cuckoo_next_filter_bytes(c);
+    assert_int_equal(next, 128);   /* 32 buckets x 2 slots of 8 bits, expanded x2 */
+    assert_true(cuckoo_growth_estimate(c, 1) == next);
+    assert_true(cuckoo_growth_estimate(c, 10000) > next);
+    assert_int_equal(cuckoo_add_within(c, k, strlen(k), false, mem + next, NULL), CUCKOO_ADDED);
+    assert_int_equal(cuckoo_memory(c), mem + next);
+    cuckoo_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -608,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_compaction),
         cmocka_unit_test(test_dump_load),
         cmocka_unit_test(test_gen1),
+        cmocka_unit_test(test_bytes_for),
     };
     return cmocka_run_group_tests_name("cuckoo", tests, NULL, NULL);
 }

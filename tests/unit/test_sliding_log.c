@@ -242,6 +242,30 @@ static void test_validation(void **state)
     assert_null(slog_validate(&p, &field));
 }
 
+/* slog_bytes_after tells, before a commit, the size the commit leaves (what
+ * a request asks room for), and slog_bytes_max bounds it. */
+static void test_bytes_after(void **state)
+{
+    (void)state;
+    rng_t r;
+    rng_seed(&r, 7);
+    slog_params_t p = { 1000, 10 * 1000000000LL };
+    slog_t *log = NULL;
+    int64_t now = 1000000000LL;
+    for (int i = 0; i < 20000; i++) {
+        now += (int64_t)(rng_next(&r) % 50000000);
+        int64_t q = (int64_t)(rng_next(&r) % 40);
+        rl_result_t res;
+        if (!slog_check(log, &p, now, q, &res))
+            continue;
+        size_t want = slog_bytes_after(log, &p, now, q);
+        assert_true(slog_commit(&log, &p, now, q));
+        assert_int_equal(slog_bytes(log), want);
+        assert_true(slog_bytes(log) <= slog_bytes_max(&p));
+    }
+    slog_free(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -252,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_encoding),
         cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_bytes_after),
     };
     return cmocka_run_group_tests_name("sliding_log", tests, NULL, NULL);
 }

@@ -428,6 +428,15 @@ static void test_weight_limit(void **state)
     wbuf_free(&w);
 }
 
+/* The size asked for before a digest is made is its size. */
+static void test_bytes_for(void **state)
+{
+    (void)state;
+    tdigest_t *td = tdigest_create(250);
+    assert_int_equal(tdigest_bytes_for(250), tdigest_type.size(td));
+    tdigest_free(td);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_weight_limit),
         cmocka_unit_test(test_accuracy_uniform),
         cmocka_unit_test(test_accuracy_lognormal),
+        cmocka_unit_test(test_bytes_for),
     };
     return cmocka_run_group_tests_name("tdigest", tests, NULL, NULL);
 }

@@ -143,12 +143,35 @@ static void test_hostile(void **state)
     assert_null(throttle_type.decode(b, 11, &why));   /* trailing byte */
 }
 
+/* throttle_bytes_after is the size a commit leaves, for every algorithm. */
+static void test_bytes_after(void **state)
+{
+    (void)state;
+    throttle_params_t ps[2] = { { .algo = THROTTLE_GCRA }, { .algo = THROTTLE_SLIDING_LOG } };
+    ps[0].u.gcra = (gcra_params_t){ 0 };
+    const char *field;
+    ps[1].u.log = (slog_params_t){ 100, 60 * 1000000000LL };
+    assert_null(throttle_validate(&ps[1], &field));
+    throttle_t *t = NULL;
+    int64_t now = 5 * 1000000000LL, exp;
+    for (int q = 1; q <= 30; q += 7) {
+        size_t want = throttle_bytes_after(t, &ps[1], now, q);
+        assert_true(throttle_commit(&t, &ps[1], now, q, &exp));
+        assert_int_equal(throttle_type.size(t), want);
+        assert_true(want <= throttle_bytes_max(&ps[1]));
+        now += 1000000;
+    }
+    throttle_free(t);
+    assert_true(throttle_bytes_after(NULL, &ps[0], now, 1) == throttle_bytes_max(&ps[0]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_algorithm),
         cmocka_unit_test(test_version1),
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_bytes_after),
     };
     return cmocka_run_group_tests_name("throttle", tests, NULL, NULL);
 }

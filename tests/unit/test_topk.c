@@ -594,6 +594,21 @@ static void test_limits(void **state)
     topk_free(t);
 }
 
+/* The size asked for before a Top-K is made is its size; items add theirs. */
+static void test_bytes_for(void **state)
+{
+    (void)state;
+    topk_t *t = topk_create(50, 400, 5, 0.9, 1);
+    assert_int_equal(topk_bytes_for(50, 400, 5), topk_type.size(t));
+    char *out;
+    size_t olen;
+    topk_add(t, "hello", 5, 1, &out, &olen);
+    free(out);
+    assert_int_equal(topk_item_bytes(t), 5);
+    assert_int_equal(topk_type.size(t), topk_bytes_for(50, 400, 5) + 5);
+    topk_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_decoder),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_zipf_precision),
+        cmocka_unit_test(test_bytes_for),
     };
     return cmocka_run_group_tests_name("topk", tests, NULL, NULL);
 }

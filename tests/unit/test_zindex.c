@@ -303,6 +303,29 @@ static void test_seeded_against_flooding(void **state)
     zindex_set_seed(0x67656f7365747331ULL);
 }
 
+/* zindex_add_bound bounds what inserting members adds, from an empty index
+ * and from a bulk-loaded one (every leaf full: each insert splits one). */
+static void test_add_bound(void **state)
+{
+    (void)state;
+    rng_t r;
+    rng_seed(&r, 5);
+    zindex_t *z = zindex_create();
+    char m[64];
+    for (int round = 0; round < 20; round++) {
+        size_t n = 1 + (size_t)(rng_next(&r) % 3000), bytes = 0;
+        size_t before = zindex_memory(z);
+        uint64_t bound = zindex_add_bound(z, n, 0);
+        for (size_t i = 0; i < n; i++) {
+            size_t len = (size_t)snprintf(m, sizeof(m), "m%llu", (unsigned long long)(rng_next(&r) % 1000000));
+            bytes += len;
+            zindex_set(z, m, len, rng_next(&r) >> 12, ZINDEX_SET);
+        }
+        assert_true(zindex_memory(z) <= before + bound + bytes);
+    }
+    zindex_free(z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -311,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_score_extremes),
         cmocka_unit_test(test_load_rejects),
         cmocka_unit_test(test_seeded_against_flooding),
+        cmocka_unit_test(test_add_bound),
     };
     return cmocka_run_group_tests_name("zindex", tests, NULL, NULL);
 }
