@@ -162,6 +162,12 @@ static bool parse_opts(const api_req_t *req, api_resp_t *resp, json_t *body, ts_
            parse_labels(req, resp, body, o, &present);
 }
 
+/* "nan", "-nan" or "+nan" in any case: what RedisTimeSeries reads as NaN. */
+static bool is_nan_text(const char *s)
+{
+    return strcasecmp(s + (s[0] == '-' || s[0] == '+'), "nan") == 0;
+}
+
 /* The samples array: [[ts|"*", value], ...], "*" = now. */
 static ts_sample_t *parse_samples(const api_req_t *req, api_resp_t *resp, json_t *body, size_t *n)
 {
@@ -207,13 +213,14 @@ static ts_sample_t *parse_samples(const api_req_t *req, api_resp_t *resp, json_t
                             (long long)TS_MAX_TIMESTAMP);
             goto bad;
         }
-        if (json_is_string(v) && strcasecmp(json_string_value(v), "nan") == 0) {
+        if (json_is_string(v) && is_nan_text(json_string_value(v))) {
             s[i].value = NAN;   /* a missing reading, as RedisTimeSeries stores it */
             continue;
         }
         if (!json_is_number(v) || !isfinite(json_number_value(v))) {
             api_error_field(resp, API_E_BAD_REQUEST, "samples",
-                            "samples[%zu]: the value must be a finite number or \"nan\"", i);
+                            "samples[%zu]: the value must be a finite number or \"nan\" (\"-nan\", \"+nan\")",
+                            i);
             goto bad;
         }
         s[i].value = json_number_value(v);
@@ -470,14 +477,27 @@ static bool collect(void *ud, int64_t t, double v)
 /* A source's compactions are written in the same request, under the locks of
  * every key involved: the source is looked up, the names of its rules'
  * destinations copied, and then all of them locked at once (in shard order)
- * and looked up again; if the rules changed in between, again. */
+ * and looked up again; if the rules changed in between, again.
+ *
+ * A link between two series is live when both halves agree: the rule's
+ * destination names the series as its source, and the source has the rule.
+ * A destination deleted (or expired, evicted, replaced) leaves a stale rule
+ * behind, a deleted source a stale source name: RedisTimeSeries drops those
+ * at once (tests/flow/test_ts_createrule.py test_delete_key), so here they
+ * are never shown nor counted, and a write drops the stale rules. */
 typedef struct ts_group {
     api_key_t h;                        /* h.e: the series (the open entry) */
-    ks_key_t keys[1 + TS_MAX_RULES];
-    char *names;                        /* the destinations' names, back to back */
+    ks_key_t keys[4 + TS_MAX_RULES];
+    char *names;                        /* the destinations' (and source's) names, back to back */
     size_t n;                           /* keys locked */
-    ks_entry_t *dst[TS_MAX_RULES];      /* per rule: its live destination, or NULL (the rule is stale) */
+    size_t extra_at;                    /* where the caller's extra keys are in keys[] */
+    ks_entry_t *dst[TS_MAX_RULES];      /* per rule: its live destination, or NULL (stale, or not seen) */
+    bool seen[TS_MAX_RULES];            /* per rule: its destination was looked at */
+    bool src_named, src_seen, src_live; /* the series names a source; looked at (TS_GROUP_SOURCE); has the rule */
 } ts_group_t;
+
+#define TS_GROUP_SOURCE 0x100u          /* also look at the source the series names */
+#define TS_GROUP_VISIBLE 0x200u         /* only the keys the token sees (a read): the rest stay unseen */
 
 /* Whether `dst` names src_key as its source (the other half of a live rule). */
 static bool ts_dst_live(ks_entry_t *e, const char *src_key, size_t src_len)
@@ -487,6 +507,12 @@ static bool ts_dst_live(ks_entry_t *e, const char *src_key, size_t src_len)
     size_t len;
     const char *src = ts_source(ks_entry_value(e), &len);
     return src && len == src_len && memcmp(src, src_key, len) == 0;
+}
+
+/* Whether e is a series with a rule writing to name. */
+static bool ts_has_rule_to(ks_entry_t *e, const char *name, size_t len)
+{
+    return e && ks_entry_type(e) == &ts_type && ts_rule_find(ks_entry_value(e), name, len) >= 0;
 }
 
 /* The source named by a series (copied into buf), or NULL. */
@@ -502,22 +528,33 @@ static const char *ts_copy_source(const ts_t *ts, char **buf, size_t *len)
     return *buf;
 }
 
-/* Opens the series at key with `flags` and, when it has rules, their
- * destinations.  False with *resp answered and nothing locked. */
-static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
-                          unsigned flags, ts_group_t *g)
+/* Opens the series at key with `flags` (API_* and TS_GROUP_*) and, when it
+ * has rules, their destinations (and with TS_GROUP_SOURCE the source it
+ * names), and the caller's extra[0..nextra) (at most 2, found by the caller
+ * at keys[extra_at + j]).  False with *resp answered and nothing locked. */
+static bool ts_group_open_with(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                               unsigned flags, const ks_key_t *extra, size_t nextra, ts_group_t *g)
 {
+    unsigned kflags = flags & (API_WRITE | API_MUST_EXIST);
+    bool with_src = flags & TS_GROUP_SOURCE, visible = flags & TS_GROUP_VISIBLE;
+    size_t off[TS_MAX_RULES + 1], len[TS_MAX_RULES + 1];   /* rule i's destination, then the source, in names */
     memset(g, 0, sizeof(*g));
     for (int attempt = 0;; attempt++) {
-        if (!api_key_open(srv, req, resp, key, klen, &ts_type, flags, &g->h))
+        if (!api_key_open(srv, req, resp, key, klen, &ts_type, kflags, &g->h))
             return false;
         const ts_t *ts = api_key_value(&g->h);
-        size_t nr = ts ? ts_rule_count(ts) : 0;
-        if (nr == 0 || attempt == 8) {   /* (rules changing under us eight times: give up on them) */
+        size_t nr = ts ? ts_rule_count(ts) : 0, slen = 0;
+        const char *src = ts && with_src ? ts_source(ts, &slen) : NULL;
+        g->src_named = src != NULL;
+        if ((nr == 0 && !src && !nextra) || attempt == 8) {   /* (links changing eight times: give up on them) */
             g->n = 1;
-            return true;
+            if (!nextra)
+                return true;
+            api_key_close(&g->h, false);
+            api_error(resp, API_E_UNAVAILABLE, "the series kept changing; try again");
+            return false;
         }
-        size_t total = 0;
+        size_t total = slen;
         for (size_t i = 0; i < nr; i++)
             total += ts_rule_at(ts, i).dest_len;
         free(g->names);
@@ -527,45 +564,96 @@ static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, c
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
             return false;
         }
+        /* keys[0] the series, then each destination and the source that is
+         * looked at (for a read, those the token sees) */
+        size_t at[TS_MAX_RULES + 1], o = 0;   /* their index in keys, 0 = not looked at */
         g->keys[0] = ks_key(srv->ks, key, klen);
-        char *p = g->names;
-        for (size_t i = 0; i < nr; i++) {
-            ts_rule_t r = ts_rule_at(ts, i);
-            memcpy(p, r.dest, r.dest_len);
-            g->keys[1 + i] = ks_key(srv->ks, p, r.dest_len);
-            p += r.dest_len;
+        g->n = 1;
+        for (size_t i = 0; i <= nr; i++) {
+            const char *name;
+            if (i < nr) {
+                ts_rule_t r = ts_rule_at(ts, i);
+                name = r.dest;
+                len[i] = r.dest_len;
+            } else if (src) {
+                name = src;
+                len[i] = slen;
+            } else {
+                break;
+            }
+            memcpy(g->names + o, name, len[i]);
+            off[i] = o;
+            o += len[i];
+            at[i] = 0;
+            if (!visible || api_auth_key_visible(req, g->names + off[i], len[i])) {
+                at[i] = g->n;
+                g->keys[g->n++] = ks_key(srv->ks, g->names + off[i], len[i]);
+            }
         }
+        g->extra_at = g->n;
+        for (size_t j = 0; j < nextra; j++)
+            g->keys[g->n++] = extra[j];
         api_key_close(&g->h, false);
-        g->n = 1 + nr;
         if (!api_keys_lock(srv, req, resp, g->keys, g->n, &g->h)) {
             free(g->names);   /* a rule's destination outside the token's prefixes: 403 */
             g->names = NULL;
             return false;
         }
         ks_entry_t *e;
-        for (size_t i = 0; i < nr; i++) {
-            if (!api_keys_find(&g->h, 1 + i, NULL, API_READ, NULL, &e))
-                return false;
-            g->dst[i] = ts_dst_live(e, key, klen) ? e : NULL;
+        for (size_t i = 0; i <= nr && (i < nr || src); i++) {
+            if (!at[i])
+                continue;
+            if (!api_keys_find(&g->h, at[i], NULL, API_READ, NULL, &e))
+                goto gone;
+            if (i < nr) {
+                g->seen[i] = true;
+                g->dst[i] = ts_dst_live(e, key, klen) ? e : NULL;
+            } else {
+                g->src_seen = true;
+                g->src_live = ts_has_rule_to(e, key, klen);
+            }
         }
-        if (!api_keys_find(&g->h, 0, &ts_type, flags, NULL, &e))
-            return false;
-        /* the same rules, in the same order? */
+        if (!api_keys_find(&g->h, 0, &ts_type, kflags, NULL, &e))
+            goto gone;
+        g->h.e = e;   /* (a read of several keys leaves it unset) */
+        /* the same rules, in the same order, and the same source? */
         ts = e ? ks_entry_value(e) : NULL;
         bool same = ts && ts_rule_count(ts) == nr;
         for (size_t i = 0; same && i < nr; i++) {
             ts_rule_t r = ts_rule_at(ts, i);
-            same = r.dest_len == g->keys[1 + i].len && memcmp(r.dest, g->keys[1 + i].p, r.dest_len) == 0;
+            same = r.dest_len == len[i] && memcmp(r.dest, g->names + off[i], len[i]) == 0;
+        }
+        if (same && with_src) {
+            size_t l2;
+            const char *s2 = ts_source(ts, &l2);
+            same = !s2 == !src && (!s2 || (l2 == slen && memcmp(s2, g->names + off[nr], slen) == 0));
         }
         if (same) {
             for (size_t i = 0; i < nr; i++)
-                if (g->dst[i])
+                if (g->dst[i] && (kflags & API_WRITE))
                     ks_entry_prepare_write(srv->ks, g->dst[i]);
             return true;
         }
+        memset(g->seen, 0, sizeof(g->seen));
+        memset(g->dst, 0, sizeof(g->dst));
+        g->src_seen = g->src_live = false;
         api_key_close(&g->h, false);
     }
+gone:   /* answered (404, 409) and closed */
+    free(g->names);
+    g->names = NULL;
+    return false;
 }
+
+static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                          unsigned flags, ts_group_t *g)
+{
+    return ts_group_open_with(srv, req, resp, key, klen, flags, NULL, 0, g);
+}
+
+/* Whether rule i may be live: live, or not looked at (nothing is dropped or
+ * hidden on a guess). */
+static bool ts_group_rule_live(const ts_group_t *g, size_t i) { return g->dst[i] || !g->seen[i]; }
 
 /* Applies the rules after samples t[0..n) went into the series (old_newest:
  * its newest timestamp before, -1 if none), or after a deletion of
@@ -576,6 +664,8 @@ static void ts_group_compact(ts_group_t *g, int64_t old_newest, const int64_t *t
     if (!src || g->n == 1)
         return;
     for (size_t i = ts_rule_count(src); i-- > 0;) {
+        if (!g->seen[i])
+            continue;
         if (!g->dst[i]) {
             ts_rule_remove(src, i);
             continue;
@@ -875,10 +965,11 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, &h))
+    /* the rules and source with the series they link to: stale links are not shown */
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_MUST_EXIST | TS_GROUP_SOURCE | TS_GROUP_VISIBLE, &g))
         return;
-    const ts_t *ts = api_key_value(&h);
+    const ts_t *ts = api_key_value(&g.h);
     ts_info_t info;
     ts_get_info(ts, &info);
     json_t *labels = json_object();
@@ -896,6 +987,8 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           (json_int_t)info.data_bytes, "chunk_size", TS_CHUNK_BYTES, "encoding", "compressed");
     json_t *rules = json_array();
     for (size_t i = 0; i < ts_rule_count(ts); i++) {
+        if (!ts_group_rule_live(&g, i))
+            continue;
         ts_rule_t r = ts_rule_at(ts, i);
         char aname[32];
         ts_agg_format(r.agg, r.quantile, aname, sizeof(aname));
@@ -904,9 +997,11 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     size_t slen;
     const char *src = ts_source(ts, &slen);
+    if (g.src_seen && !g.src_live)
+        src = NULL;
     json_object_set_new(o, "rules", rules);
     json_object_set_new(o, "source", src ? json_stringn(src, slen) : json_null());
-    api_key_close(&h, false);
+    ts_group_close(&g, false);
     api_json(resp, 200, o);
 }
 
@@ -1029,15 +1124,34 @@ static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *res
     }
     if (!parse_bound(req, resp, "from", 0, &from, &ex) || !parse_bound(req, resp, "to", TS_MAX_TIMESTAMP, &to, &ex))
         return;
-    if (from > to) {
-        api_error_field(resp, API_E_BAD_REQUEST, "from", "'from' (%lld) is after 'to' (%lld)", (long long)from,
-                        (long long)to);
-        return;
-    }
     ts_group_t g;
     if (!ts_group_open(srv, req, resp, key, klen, API_WRITE | API_MUST_EXIST, &g))
         return;
-    int64_t deleted = ts_delete_range(api_key_value(&g.h), from, to);
+    ts_t *ts = api_key_value(&g.h);
+    /* With live rules, a deletion reaching before the retention window is
+     * refused, as RedisTimeSeries refuses it: the destination's bucket was
+     * built from samples the source has trimmed since, and recomputing it
+     * from what is left would lose them.  A replayed deletion was accepted
+     * when served (releases before this check accepted these too, and a
+     * refused one is never journaled), so replay applies it as it was. */
+    bool beyond = false;
+    for (size_t i = 0; !req->replay && i < ts_rule_count(ts) && !beyond; i++) {
+        ts_rule_t r = ts_rule_at(ts, i);
+        beyond = ts_group_rule_live(&g, i) &&
+                 (ts_delete_beyond_retention(ts, NULL, from) || ts_delete_beyond_retention(ts, &r, from));
+    }
+    if (beyond) {
+        ts_info_t info;
+        ts_get_info(ts, &info);
+        ts_group_close(&g, false);
+        api_error_field(resp, API_E_BAD_REQUEST, "from",
+                        "the series has compaction rules: deleting samples or compaction buckets beyond its "
+                        "retention period (before %lld) is not possible",
+                        (long long)(info.last_ts - ts_retention(ts)));
+        return;
+    }
+    /* from after to deletes nothing (TS.DEL answers 0) */
+    int64_t deleted = from > to ? 0 : ts_delete_range(ts, from, to);
     if (deleted > 0)
         ts_group_compact(&g, -1, NULL, 0, from, to);
     ts_group_close(&g, deleted > 0);
@@ -1658,12 +1772,6 @@ static bool ts_peek_source(api_server_t *srv, api_req_t *req, api_resp_t *resp, 
     return true;
 }
 
-/* Whether e is a series with a rule writing to name. */
-static bool ts_has_rule_to(ks_entry_t *e, const char *name, size_t len)
-{
-    return e && ks_entry_type(e) == &ts_type && ts_rule_find(ks_entry_value(e), name, len) >= 0;
-}
-
 /* POST /ts/{key}/rules {"dest":"k","agg":"avg","bucket_ms":60000,"align":0}:
  * TS.CREATERULE key dest AGGREGATION agg bucket_ms align. */
 static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -1699,89 +1807,81 @@ static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp
     if (!api_keys_allowed(srv, req, resp, named, 2) || !api_make_room(srv, req, resp))
         return;
     for (int attempt = 0; attempt < 8; attempt++) {
-        /* the sources the two series name now: their rules decide what is live */
-        char *a = NULL, *b = NULL;
-        size_t alen, blen;
-        if (!ts_peek_source(srv, req, resp, dest, dlen, &a, &alen))
+        /* the destination with its links, the series and the source it
+         * names, all locked: their rules decide what is live */
+        char *b = NULL;
+        size_t blen;
+        if (!ts_peek_source(srv, req, resp, key, klen, &b, &blen))
             return;
-        if (!ts_peek_source(srv, req, resp, key, klen, &b, &blen)) {
-            free(a);
-            return;
-        }
-        ks_key_t keys[4] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
-        size_t n = 2, ai = 0, bi = 0;
-        if (a && !(alen == klen && memcmp(a, key, klen) == 0)) {
-            ai = n;
-            keys[n++] = ks_key(srv->ks, a, alen);
-        }
-        if (b && !(blen == dlen && memcmp(b, dest, dlen) == 0) && !(a && alen == blen && memcmp(a, b, alen) == 0)) {
-            bi = n;
-            keys[n++] = ks_key(srv->ks, b, blen);
-        } else if (b && a && alen == blen && memcmp(a, b, alen) == 0) {
-            bi = ai;
-        }
-        api_key_t h;
-        ks_entry_t *de, *ae = NULL, *be = NULL, *se;
-        if (!api_keys_lock(srv, req, resp, keys, n, &h) ||
-            !api_keys_find(&h, 1, &ts_type, API_WRITE | API_MUST_EXIST, "dest", &de) ||
-            (ai && !api_keys_find(&h, ai, NULL, API_READ, NULL, &ae)) ||
-            (bi && bi != ai && !api_keys_find(&h, bi, NULL, API_READ, NULL, &be)) ||
-            !api_keys_find(&h, 0, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se)) {
-            free(a);
+        ks_key_t extra[2] = { ks_key(srv->ks, key, klen), b ? ks_key(srv->ks, b, blen) : ks_key(srv->ks, key, klen) };
+        ts_group_t g;
+        ks_entry_t *se, *be = NULL, *de;
+        if (!ts_group_open_with(srv, req, resp, dest, dlen, API_WRITE | API_MUST_EXIST | TS_GROUP_SOURCE, extra,
+                                b ? 2 : 1, &g)) {
             free(b);
             return;
         }
-        if (bi && bi == ai)
-            be = ae;
+        de = g.h.e;
+        if ((b && !api_keys_find(&g.h, g.extra_at + 1, NULL, API_READ, NULL, &be)) ||
+            !api_keys_find(&g.h, g.extra_at, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se)) {
+            free(g.names);
+            free(b);
+            return;
+        }
         ts_t *src = ks_entry_value(se), *dst = ks_entry_value(de);
-        char *a2 = NULL, *b2 = NULL;
-        size_t a2len = 0, b2len = 0;
-        ts_copy_source(dst, &a2, &a2len);
+        char *b2 = NULL;
+        size_t b2len = 0;
         ts_copy_source(src, &b2, &b2len);
-        bool same = (!a == !a2) && (!a || (alen == a2len && memcmp(a, a2, alen) == 0)) && (!b == !b2) &&
-                    (!b || (blen == b2len && memcmp(b, b2, blen) == 0));
-        free(a2);
+        bool same = !b == !b2 && (!b || (blen == b2len && memcmp(b, b2, blen) == 0));
         free(b2);
         if (!same) {   /* changed between the look and the lock: again */
-            api_key_close(&h, false);
-            free(a);
+            ts_group_close(&g, false);
             free(b);
             continue;
         }
-        /* b names the series that has key as destination; is that rule live?
-         * (b may be dest itself, which then has a rule to key) */
-        bool src_is_dst = b && ((bi && ts_has_rule_to(be, key, klen)) ||
-                                (blen == dlen && memcmp(b, dest, dlen) == 0 && ts_has_rule_to(de, key, klen)));
-        bool dst_taken = a && ai && ts_has_rule_to(ae, dest, dlen);
-        if (ts_rule_find(src, dest, dlen) >= 0 || dst_taken) {
-            api_key_close(&h, false);
+        size_t alen = 0;
+        const char *a = ts_source(dst, &alen);
+        /* a rule from the series to dest, live when dest names the series;
+         * a live source of dest other than the series; a live source of the
+         * series (it is a destination); live rules of dest */
+        long stale = ts_rule_find(src, dest, dlen);
+        bool exists = stale >= 0 && ts_dst_live(de, key, klen);
+        bool dst_taken = !exists && g.src_live && !(alen == klen && memcmp(a, key, klen) == 0);
+        bool src_is_dst = b && ts_has_rule_to(be, key, klen);
+        bool dst_rules = false;
+        for (size_t i = 0; i < ts_rule_count(dst); i++)
+            dst_rules |= g.dst[i] != NULL;
+        if (exists || dst_taken) {
+            ts_group_close(&g, false);
             api_error_field(resp, API_E_EXISTS, "dest", "'%.*s' is already the destination of a rule (from '%.*s')",
-                            (int)(dlen > 200 ? 200 : dlen), dest, (int)(dst_taken ? (alen > 200 ? 200 : alen) : klen > 200 ? 200 : klen),
-                            dst_taken ? a : key);
-        } else if (src_is_dst || ts_rule_count(dst) > 0) {
-            api_key_close(&h, false);
+                            (int)(dlen > 200 ? 200 : dlen), dest,
+                            (int)(dst_taken ? (alen > 200 ? 200 : alen) : klen > 200 ? 200 : klen), dst_taken ? a : key);
+        } else if (src_is_dst || dst_rules) {
+            ts_group_close(&g, false);
             api_error_field(resp, API_E_BAD_REQUEST, src_is_dst ? "key" : "dest",
                             src_is_dst ? "the source is itself the destination of a rule: compactions do not chain"
                                        : "the destination has rules of its own: compactions do not chain");
-        } else if (ts_rule_count(src) >= TS_MAX_RULES) {
-            api_key_close(&h, false);
+        } else if (ts_rule_count(src) - (stale >= 0) >= TS_MAX_RULES) {
+            ts_group_close(&g, false);
             api_error_field(resp, API_E_BAD_REQUEST, "dest", "a series has at most %d rules", TS_MAX_RULES);
         } else {
+            /* a stale rule to dest (dest deleted and created again) goes:
+             * RedisTimeSeries dropped it with the old dest */
             ts_rule_t r = { dest, dlen, agg, bucket, align, quant };
-            if (!ts_rule_add(src, &r)) {
-                api_key_close(&h, false);
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
-            } else if (!ts_set_source(dst, key, klen)) {
-                ts_rule_remove(src, ts_rule_count(src) - 1);
-                api_key_close(&h, false);
+            bool added = ts_rule_add(src, &r);
+            if (!added || !ts_set_source(dst, key, klen)) {
+                if (added)
+                    ts_rule_remove(src, ts_rule_count(src) - 1);
+                ts_group_close(&g, false);
                 api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
             } else {
+                if (stale >= 0)
+                    ts_rule_remove(src, (size_t)stale);
                 ks_entry_changed(srv->ks, de);
-                api_key_close(&h, true);
+                ts_group_close(&g, true);
                 api_json(resp, 201, json_pack("{s:b}", "created", true));
             }
         }
-        free(a);
         free(b);
         return;
     }
@@ -1805,17 +1905,15 @@ static void h_ts_rule_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp
         return;
     ts_t *src = ks_entry_value(se);
     long i = ts_rule_find(src, dest, dlen);
-    if (i < 0) {
+    if (i < 0 || !ts_dst_live(de, key, klen)) {   /* a stale rule is already gone for RedisTimeSeries */
         api_key_close(&h, false);
         api_error_field(resp, API_E_NOT_FOUND, "dest", "no rule writes from this series to '%.*s'",
                         (int)(dlen > 200 ? 200 : dlen), dest);
         return;
     }
     ts_rule_remove(src, (size_t)i);
-    if (ts_dst_live(de, key, klen)) {
-        ts_set_source(ks_entry_value(de), NULL, 0);
-        ks_entry_changed(srv->ks, de);
-    }
+    ts_set_source(ks_entry_value(de), NULL, 0);
+    ks_entry_changed(srv->ks, de);
     api_key_close(&h, true);
     api_json(resp, 200, json_pack("{s:b}", "deleted", true));
 }

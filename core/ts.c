@@ -950,6 +950,17 @@ out:
     return deleted;
 }
 
+bool ts_delete_beyond_retention(const ts_t *ts, const ts_rule_t *rule, int64_t from)
+{
+    int64_t t = from;
+    if (rule) {
+        t = ts_bucket_start(from, rule->bucket_ms, rule->align);
+        if (t < 0)
+            t = 0;
+    }
+    return t < cutoff(ts);   /* (no retention or no samples: INT64_MIN) */
+}
+
 /* ======================================================================== */
 /* INCRBY, ALTER                                                            */
 /* ======================================================================== */
@@ -1280,12 +1291,13 @@ bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char *
     if (v == end)
         return true;   /* l= / l!= */
     if (*v == '(') {
-        if (end[-1] != ')' || end - v < 3) {
-            *why = "a list of values is (a,b,...) with at least one value";
+        if (end[-1] != ')' || end - v < 2) {
+            *why = "a list of values is (a,b,...)";
             return false;
         }
+        out->list = true;   /* () is the empty list: l=() matches nothing (RedisTimeSeries) */
         const char *p = v + 1, *stop = end - 1;
-        while (p <= stop) {
+        while (p < stop || (p == stop && out->nvalues > 0)) {
             const char *c = memchr(p, ',', (size_t)(stop - p));
             const char *e = c ? c : stop;
             if (e == p) {
@@ -1318,7 +1330,7 @@ bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char *
     return true;
 }
 
-bool ts_matcher_positive(const ts_matcher_t *m) { return !m->negate && m->nvalues > 0; }
+bool ts_matcher_positive(const ts_matcher_t *m) { return !m->negate && (m->nvalues > 0 || m->list); }
 
 const char *ts_label_get(const ts_t *ts, const char *name, size_t len, size_t *vlen)
 {
@@ -1339,7 +1351,7 @@ bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n)
         for (size_t i = 0; v && i < m[k].nvalues && !in; i++)
             in = m[k].value_len[i] == vl && memcmp(m[k].value[i], v, vl) == 0;
         bool ok;
-        if (m[k].nvalues == 0)
+        if (m[k].nvalues == 0 && !m[k].list)
             ok = m[k].negate ? v != NULL : v == NULL;
         else
             ok = m[k].negate ? !in : in;

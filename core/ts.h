@@ -226,6 +226,16 @@ core_status_t ts_rule_added(const ts_t *src, const ts_rule_t *rule, int64_t old_
                             ts_t *dst);
 core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t from, int64_t to, ts_t *dst);
 
+/* Whether a deletion starting at `from` reaches before the retention window
+ * in the way RedisTimeSeries refuses for a series with compaction rules
+ * (TS.DEL: "deleting samples or compaction buckets beyond the series
+ * retention period is not possible"): with a retention, `from` (rule NULL)
+ * or the start of the rule's bucket holding `from` is older than the newest
+ * sample minus the retention.  A destination bucket holds samples the
+ * source no longer has there, so it could only be rebuilt from part of
+ * them. */
+bool ts_delete_beyond_retention(const ts_t *ts, const ts_rule_t *rule, int64_t from);
+
 /* Deletes the samples with from <= t <= to (TS.DEL).  Returns how many went
  * (0 leaves the series untouched), or -1 on allocation failure (unchanged). */
 int64_t ts_delete_range(ts_t *ts, int64_t from, int64_t to);
@@ -249,6 +259,7 @@ void ts_get_info(const ts_t *ts, ts_info_t *out);
  *   l=v       the label l is v            l!=v       l is not v (or absent)
  *   l=        l is absent                 l!=        l is present
  *   l=(a,b)   l is one of a, b            l!=(a,b)   l is none of them (or absent)
+ *   l=()      nothing (an empty list)     l!=()      everything
  * Values point into the parsed text. */
 #define TS_FILTER_MAX_VALUES 64
 
@@ -256,14 +267,15 @@ typedef struct ts_matcher {
     const char *name;
     size_t name_len;
     bool negate;                         /* != */
-    size_t nvalues;                      /* 0: l= (absent) / l!= (present) */
+    bool list;                           /* (a,b,...): nvalues may be 0 */
+    size_t nvalues;                      /* 0 without a list: l= (absent) / l!= (present) */
     const char *value[TS_FILTER_MAX_VALUES];
     size_t value_len[TS_FILTER_MAX_VALUES];
 } ts_matcher_t;
 
 /* Parses one filter; false with *why set on bad syntax. */
 bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char **why);
-/* Whether a matcher selects series (l=v, l=(a,b)): a query needs one. */
+/* Whether a matcher selects series (l=v, l=(a,b), l=()): a query needs one. */
 bool ts_matcher_positive(const ts_matcher_t *m);
 /* Whether the series satisfies every matcher. */
 bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n);

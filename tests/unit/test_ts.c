@@ -887,8 +887,8 @@ static void test_label_filters(void **state)
                      nf > 2 ? f[2] : "", n, !want, want);
         ts_free(ts);
     }
-    static const char *const bad[] = { "a", "=x", "!=x", "a=(x", "a=()", "a=(x,,y)", "a=x,y", "a=x=y", "a(=x",
-                                       "a=(x)y" };
+    static const char *const bad[] = { "a",     "=x",    "!=x",   "a=(x", "a=(", "a=(x,,y)", "a=(x,)", "a=x,y",
+                                       "a=x=y", "a(=x", "a=(x)y" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ts_matcher_t m;
         const char *why;
@@ -901,6 +901,23 @@ static void test_label_filters(void **state)
     assert_true(ts_matcher_parse("a=(x,y)", 7, &m, &why) && ts_matcher_positive(&m) && m.nvalues == 2);
     assert_true(ts_matcher_parse("a!=x", 4, &m, &why) && !ts_matcher_positive(&m));
     assert_true(ts_matcher_parse("a=", 2, &m, &why) && !ts_matcher_positive(&m));
+    /* RedisTimeSeries tests/flow/test_ts_queryindex.py test_label_index:
+     * 'generation=x', 'class=()' answers no series (an empty list matches
+     * nothing, and it selects: it may be a query's only positive filter);
+     * its negation matches every series, with or without the label */
+    ts_label_t lab[2] = { { "generation", 10, "x", 1 }, { "class", 5, "top", 3 } };
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, lab, 2), *bare = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    assert_true(ts_matcher_parse("class=()", 8, &m, &why) && ts_matcher_positive(&m) && m.nvalues == 0);
+    assert_false(ts_matches(ts, &m, 1));
+    assert_false(ts_matches(bare, &m, 1));
+    assert_true(ts_matcher_parse("class!=()", 9, &m, &why) && !ts_matcher_positive(&m));
+    assert_true(ts_matches(ts, &m, 1));
+    assert_true(ts_matches(bare, &m, 1));
+    const char *names[2] = { "generation", "class" }, *values[2] = { "x", "top" };
+    assert_false(ts_filter_model("class=()", names, values, 2));
+    assert_true(ts_filter_model("class!=()", names, values, 2));
+    ts_free(ts);
+    ts_free(bare);
 }
 
 /* A version-1 encoding (before rules) still decodes, to a series without
