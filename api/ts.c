@@ -1561,10 +1561,12 @@ static int cmp_gsample(const void *a, const void *b)
     return x->at < y->at ? -1 : x->at > y->at;
 }
 
-/* GROUPBY label REDUCE r: the series of one group [g0, g1) merged, one value
- * per timestamp (reduced in the series' key order), into *out, newest first
- * when reverse. */
-static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, bool reverse, collected_t *out)
+/* GROUPBY label REDUCE r: the series of one group [g0, g1) (each read in
+ * time order, without count) merged, one value per timestamp (reduced in the
+ * series' key order), into *out, newest first when reverse, at most `count`
+ * values (0: all): RedisTimeSeries applies COUNT to the group's answer. */
+static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, bool reverse, uint64_t count,
+                         collected_t *out)
 {
     size_t total = 0;
     for (size_t i = g0; i < g1; i++)
@@ -1582,7 +1584,7 @@ static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, 
             all[k++] = (gsample_t){ ms[i].c.s[j].ts, i, ms[i].c.s[j].value };
     qsort(all, k, sizeof(*all), cmp_gsample);
     bool ok = true;
-    for (size_t n = 0; n < k && ok;) {
+    for (size_t n = 0; n < k && ok && (!count || out->n < count);) {
         /* the runs of one timestamp, taken from the newest when reverse */
         size_t i = reverse ? k - 1 - n : n, j = i, nv = 0;
         if (reverse) {
@@ -1644,6 +1646,10 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
     }
     for (size_t i = 0; i < l.n && st == CORE_OK; i++) {
         ts_query_t q = q0;
+        if (groupby) {   /* the group's answer is reversed and counted, not each series' */
+            q.reverse = false;
+            q.count = 0;
+        }
         bool gone;
         mseries_t *x = &ms[nms];
         st = ts_read_one(srv, req, resp, l.k[i], l.len[i], latest, &q, m, nm, &sel, &x->c, &x->labels,
@@ -1685,7 +1691,7 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
             while (g1 < nms && strcmp(ms[g1].group, ms[g0].group) == 0)
                 g1++;
             collected_t c = { 0 };
-            if (!reduce_group(ms, g0, g1, red, reverse, &c)) {
+            if (!reduce_group(ms, g0, g1, red, reverse, q0.count, &c)) {
                 b.oom = true;
                 break;
             }
@@ -1700,15 +1706,32 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
             }
             if (src)
                 p[-1] = '\0';
-            json_t *labels = json_object();
-            json_object_set_new(labels, groupby, json_string(ms[g0].group));
-            json_object_set_new(labels, "__reducer__", json_string(ts_agg_name(red)));
-            json_object_set_new(labels, "__source__", src ? json_string(src) : json_null());
+            /* the group's labels, shown as a series' are: all with
+             * withlabels, the ones named with selected_labels, else none */
+            json_t *all = json_object();
+            json_object_set_new(all, groupby, json_string(ms[g0].group));
+            json_object_set_new(all, "__reducer__", json_string(ts_agg_name(red)));
+            json_object_set_new(all, "__source__", src ? json_string(src) : json_null());
             free(src);
+            json_t *labels = NULL;
+            if (sel.all) {
+                labels = json_incref(all);
+            } else if (sel.n) {
+                labels = json_object();
+                for (size_t j = 0; j < sel.n; j++) {
+                    json_t *v = json_object_get(all, sel.names[j]->value);
+                    json_object_set(labels, sel.names[j]->value, v ? v : json_null());
+                }
+            }
+            json_decref(all);
             char *gk = NULL;
             if (asprintf(&gk, "%s=%s", groupby, ms[g0].group) < 0)
                 gk = NULL;
-            json_t *k = json_pack("{s:s?,s:o}", "key", gk, "labels", labels);
+            json_t *k = json_pack("{s:s?}", "key", gk);
+            if (k && labels)
+                json_object_set_new(k, "labels", labels);
+            else
+                json_decref(labels);
             free(gk);
             char *t = k ? json_dumps(k, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
             json_decref(k);

@@ -1653,7 +1653,10 @@ double ts_reduce(ts_agg_t a, const double *v, size_t n)
     for (size_t i = 0; i < n; i++)
         if (agg_counts(a, v[i]))
             agg_add(&g, v[i]);
-    double r = g.n && !g.oom ? agg_final(&g) : NAN;
+    /* no value counted: the count family answers 0, the rest NaN ("no
+     * data"), as RedisTimeSeries's reducer does */
+    bool counts = a == TS_AGG_COUNT || a == TS_AGG_COUNT_NAN || a == TS_AGG_COUNT_ALL;
+    double r = g.oom ? NAN : g.n ? agg_final(&g) : counts ? 0 : NAN;
     agg_release(&g);
     return r;
 }

@@ -345,7 +345,8 @@ typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
 
 /* One aggregation over values[0..n) in order (GROUPBY ... REDUCE): the
- * values it counts (see ts_range), NaN when it counts none. */
+ * values it counts (see ts_range); when it counts none, 0 for count,
+ * countNaN and countAll, NaN for the others. */
 double ts_reduce(ts_agg_t a, const double *v, size_t n);
 
 /* The first timestamp of the bucket holding t (may be negative). */

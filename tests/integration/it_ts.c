@@ -1051,7 +1051,7 @@ static void test_label_queries(void **state)
     lq_check(&r, room, kind, present, N);   /* scans (the loaded series are not indexed yet) */
     lq_check(&r, room, kind, present, N);   /* from the index */
     /* GROUPBY room REDUCE sum over kind=temp, against the sums by hand */
-    http_resp_t g = http(&T, "GET", "/mts/range?filter=kind%3Dtemp&groupby=room&reduce=sum", NULL, NULL);
+    http_resp_t g = http(&T, "GET", "/mts/range?filter=kind%3Dtemp&groupby=room&reduce=sum&withlabels=true", NULL, NULL);
     assert_status(&g, 200);
     json_t *groups = json_object_get(g.json, "series");
     for (size_t k = 0; k < json_array_size(groups); k++) {

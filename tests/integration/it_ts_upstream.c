@@ -188,12 +188,75 @@ static void test_deleted_links(void **state)
     expect_info("tester", "source", "\"other\"");
 }
 
+/* ------------------------------------------------------------------------ */
+/* Item 3: GROUPBY ... REDUCE                                               */
+/* ------------------------------------------------------------------------ */
+
+static void test_groupby_reduce(void **state)
+{
+    (void)state;
+    /* test_ts_mrange_groupby.py test_groupby_reduce */
+    expect("POST", "/ts/s1", "{\"samples\":[[1,100]],\"labels\":{\"metric_family\":\"cpu\",\"metric_name\":\"user\"}}",
+           200, NULL);
+    expect("POST", "/ts/s2", "{\"samples\":[[2,55]],\"labels\":{\"metric_family\":\"cpu\",\"metric_name\":\"user\"}}",
+           200, NULL);
+    expect("POST", "/ts/s3", "{\"samples\":[[2,40]],\"labels\":{\"metric_family\":\"cpu\",\"metric_name\":\"system\"}}",
+           200, NULL);
+    expect("POST", "/ts/s1", "{\"samples\":[[2,95]]}", 200, NULL);
+    get("/mts/range?withlabels=true&filter=metric_family%3Dcpu&groupby=metric_name&reduce=max",
+        "{\"series\":[{\"key\":\"metric_name=system\",\"labels\":{\"metric_name\":\"system\",\"__reducer__\":"
+        "\"max\",\"__source__\":\"s3\"},\"samples\":[[2,40.0]]},{\"key\":\"metric_name=user\",\"labels\":{"
+        "\"metric_name\":\"user\",\"__reducer__\":\"max\",\"__source__\":\"s1,s2\"},\"samples\":[[1,100.0],[2,95.0]]}]}");
+    /* COUNT 1 is the group's first value, not each series' */
+    get("/mts/range?count=1&filter=metric_family%3Dcpu&groupby=metric_name&reduce=min",
+        "{\"series\":[{\"key\":\"metric_name=system\",\"samples\":[[2,40.0]]},{\"key\":\"metric_name=user\","
+        "\"samples\":[[1,100.0]]}]}");
+    get("/mts/revrange?count=1&filter=metric_family%3Dcpu&groupby=metric_name&reduce=min",
+        "{\"series\":[{\"key\":\"metric_name=system\",\"samples\":[[2,40.0]]},{\"key\":\"metric_name=user\","
+        "\"samples\":[[2,55.0]]}]}");
+    get("/mts/range?filter=metric_family%3Dcpu&groupby=metric_name&reduce=count&selected_labels=__reducer__",
+        "{\"series\":[{\"key\":\"metric_name=system\",\"labels\":{\"__reducer__\":\"count\"},\"samples\":[[2,1.0]]},"
+        "{\"key\":\"metric_name=user\",\"labels\":{\"__reducer__\":\"count\"},\"samples\":[[1,1.0],[2,2.0]]}]}");
+    /* test_groupby_reduce_empty: a label no series has, no groups */
+    get("/mts/range?withlabels=true&filter=metric_family%3Dcpu&groupby=labelX&reduce=max", "{\"series\":[]}");
+
+    /* test_ts_mrange_groupby.py test_groupby_reduce_count_with_nan: the count
+     * family answers 0 where it counts nothing */
+    expect("POST", "/ts/stock:A",
+           "{\"samples\":[[1000,100],[1010,110],[1020,120],[1030,\"NaN\"]],\"labels\":{\"type\":\"stock\",\"name\":\"A\"}}",
+           200, NULL);
+    expect("POST", "/ts/stock:B",
+           "{\"samples\":[[1000,120],[1010,110],[1020,\"NaN\"],[1030,\"NaN\"]],\"labels\":{\"type\":\"stock\",\"name\":"
+           "\"B\"}}",
+           200, NULL);
+    get("/mts/range?filter=type%3Dstock&groupby=type&reduce=count",
+        "{\"series\":[{\"key\":\"type=stock\",\"samples\":[[1000,2.0],[1010,2.0],[1020,1.0],[1030,0.0]]}]}");
+    get("/mts/range?filter=type%3Dstock&groupby=type&reduce=countNaN",
+        "{\"series\":[{\"key\":\"type=stock\",\"samples\":[[1000,0.0],[1010,0.0],[1020,1.0],[1030,2.0]]}]}");
+    get("/mts/range?filter=type%3Dstock&groupby=type&reduce=countAll",
+        "{\"series\":[{\"key\":\"type=stock\",\"samples\":[[1000,2.0],[1010,2.0],[1020,2.0],[1030,2.0]]}]}");
+    get("/mts/range?filter=type%3Dstock&groupby=type&reduce=sum",
+        "{\"series\":[{\"key\":\"type=stock\",\"samples\":[[1000,220.0],[1010,220.0],[1020,120.0],[1030,\"nan\"]]}]}");
+
+    /* test_ts_mrange_groupby.py test_bucket_timestamp: no labels asked, none shown */
+    expect("PUT", "/ts/g1", "{\"labels\":{\"metric_family\":\"gpu\",\"metric_name\":\"user\"}}", 201, NULL);
+    expect("POST", "/ts/g1", "{\"samples\":[[15,1],[17,4],[51,3],[73,5],[75,3]]}", 200, NULL);
+    expect("PUT", "/ts/g2", "{\"labels\":{\"metric_family\":\"gpu\",\"metric_name\":\"user\"}}", 201, NULL);
+    expect("POST", "/ts/g2", "{\"samples\":[[3,1],[4,2],[51,3],[60,9]]}", 200, NULL);
+    get("/mts/range?from=0&to=100&agg=max&bucket_ms=10&filter=metric_family%3Dgpu&groupby=metric_name&reduce=sum",
+        "{\"series\":[{\"key\":\"metric_name=user\",\"samples\":[[0,2.0],[10,4.0],[50,6.0],[60,9.0],[70,5.0]]}]}");
+    get("/mts/revrange?from=0&to=73&agg=max&bucket_ms=10&bucket_timestamp=mid&filter=metric_family%3Dgpu&groupby="
+        "metric_name&reduce=sum",
+        "{\"series\":[{\"key\":\"metric_name=user\",\"samples\":[[75,5.0],[65,9.0],[55,6.0],[15,4.0],[5,2.0]]}]}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_del_beyond_retention_with_rules),
         cmocka_unit_test(test_parsing),
         cmocka_unit_test(test_deleted_links),
+        cmocka_unit_test(test_groupby_reduce),
     };
     return cmocka_run_group_tests_name("ts (RedisTimeSeries's tests)", tests, setup, teardown);
 }
