@@ -272,8 +272,53 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The aggregations of one query (agg=min,max): where q->aggs points. */
+typedef struct ts_aggs {
+    ts_agg_t a[TS_MAX_AGGS];
+    double q[TS_MAX_AGGS];
+} ts_aggs_t;
+
+/* agg: one aggregation, or several separated by commas (RedisTimeSeries's
+ * AGGREGATION min,max), into q (and aggs, which q then points to). */
+static bool parse_aggs(api_resp_t *resp, const char *agg, ts_query_t *q, ts_aggs_t *aggs)
+{
+    size_t n = 0;
+    for (const char *p = agg;; n++) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        char one[40];
+        if (n == TS_MAX_AGGS) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg", "at most %d aggregations in 'agg'", TS_MAX_AGGS);
+            return false;
+        }
+        if (len == 0 || len >= sizeof(one)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg", "'agg' is an aggregation or several separated by commas");
+            return false;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (!ts_agg_parse_any(one, &aggs->a[n], &aggs->q[n])) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg",
+                            "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
+                            "std.s, var.p, var.s, twa, countNaN, countAll, p0 to p100)",
+                            one);
+            return false;
+        }
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    q->agg = aggs->a[0];
+    q->quantile = aggs->q[0];
+    q->naggs = n + 1;
+    q->aggs = aggs->a;
+    q->quantiles = aggs->q;
+    return true;
+}
+
 /* The query of /range (multi: of /mts/range, with its label parameters). */
-static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out, bool multi)
+static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, ts_aggs_t *aggs, int64_t **fts_out,
+                        bool multi)
 {
     static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
                                           "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
@@ -281,6 +326,7 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
     static const char *const mparams[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
                                            "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
                                            "latest", "filter", "withlabels", "selected_labels", "groupby", "reduce",
+                                           "exclude_empty",
                                            NULL };
     memset(q, 0, sizeof(*q));
     *fts_out = NULL;
@@ -314,13 +360,8 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
     if (!api_query_int(req, resp, "bucket_ms", false, 1, INT64_MAX, &q->bucket_ms, &present))
         return false;
     if (agg) {
-        if (!ts_agg_parse_any(agg, &q->agg, &q->quantile)) {
-            api_error_field(resp, API_E_BAD_REQUEST, "agg",
-                            "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
-                            "std.s, var.p, var.s, twa, countNaN, countAll, p0 to p100)",
-                            agg);
+        if (!parse_aggs(resp, agg, q, aggs))
             return false;
-        }
         if (!present) {
             api_error_field(resp, API_E_BAD_REQUEST, "bucket_ms", "'agg' needs 'bucket_ms' (> 0)");
             return false;
@@ -450,6 +491,8 @@ static void answer(api_resp_t *resp, int status, wbuf_t *b)
 typedef struct collected {
     ts_sample_t *s;
     size_t n, cap;
+    double *more;          /* several aggregations: the values after the first, `stride` a row */
+    size_t stride;
 } collected_t;
 
 static bool collect(void *ud, int64_t t, double v)
@@ -465,6 +508,38 @@ static bool collect(void *ud, int64_t t, double v)
     }
     c->s[c->n++] = (ts_sample_t){ t, v };
     return true;
+}
+
+/* A row of several aggregations (ts_range_rows). */
+static bool collect_row(void *ud, int64_t t, const double *v, size_t n)
+{
+    collected_t *c = ud;
+    size_t had = c->cap;
+    if (!collect(c, t, v[0]))
+        return false;
+    c->stride = n - 1;
+    if (c->cap != had || !c->more) {
+        double *m = realloc(c->more, c->cap * c->stride * sizeof(*m) + 1);
+        if (!m)
+            return false;
+        c->more = m;
+    }
+    memcpy(c->more + (c->n - 1) * c->stride, v + 1, c->stride * sizeof(*v));
+    return true;
+}
+
+/* Runs a query into c: ts_range, or ts_range_rows for several aggregations. */
+static core_status_t collect_range(const ts_t *ts, const ts_query_t *q, collected_t *c)
+{
+    return q->naggs > 1 ? ts_range_rows(ts, q, collect_row, c) : ts_range(ts, q, collect, c);
+}
+
+static void collected_free(collected_t *c)
+{
+    free(c->s);
+    free(c->more);
+    c->s = NULL;
+    c->more = NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1053,6 +1128,10 @@ static void put_samples(wbuf_t *b, const collected_t *c)
         put_i64(b, c->s[i].ts);
         wbuf_put_u8(b, ',');
         put_double(b, &last, c->s[i].value);
+        for (size_t k = 0; k < c->stride; k++) {   /* agg=min,max: [ts,min,max] */
+            wbuf_put_u8(b, ',');
+            put_double(b, &last, c->more[i * c->stride + k]);
+        }
         wbuf_put_u8(b, ']');
     }
     wbuf_put_u8(b, ']');
@@ -1063,8 +1142,9 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     const char *key;
     size_t klen;
     ts_query_t q;
+    ts_aggs_t aggs;
     int64_t *fts;
-    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts, false))
+    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &aggs, &fts, false))
         return;
     q.reverse = reverse;
     q.max_results = TS_MAX_EMPTY_BUCKETS;
@@ -1080,18 +1160,18 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
         free(fts);
         return;
     }
-    core_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
+    core_status_t st = collect_range(api_key_value(&h), &q, &c);
     api_key_close(&h, false);
     free(fts);
     if (st == CORE_LIMIT) {
-        free(c.s);
+        collected_free(&c);
         api_error_field(resp, API_E_BAD_REQUEST, "empty",
                         "empty=true would report more than %d buckets: narrow the range, widen bucket_ms or set count",
                         TS_MAX_EMPTY_BUCKETS);
         return;
     }
     if (st != CORE_OK) {
-        free(c.s);
+        collected_free(&c);
         api_error_status(resp, st, NULL, "out of memory running the query");
         return;
     }
@@ -1101,7 +1181,7 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     wbuf_put_bytes(&b, "{\"samples\":", 11);
     put_samples(&b, &c);
     wbuf_put_u8(&b, '}');
-    free(c.s);
+    collected_free(&c);
     answer(resp, 200, &b);
 }
 
@@ -1462,7 +1542,7 @@ static core_status_t ts_read_one(api_server_t *srv, api_req_t *req, api_resp_t *
         const char *gv = groupby ? ts_label_get(ts, groupby, strlen(groupby), &gl) : NULL;
         if (!groupby || gv) {
             *gone = false;
-            st = ts_range(ts, q, collect, c);
+            st = collect_range(ts, q, c);
             *labels = labels_json(ts, sel);
             if (gv && !(*group = strndup(gv, gl)))
                 st = CORE_NOMEM;
@@ -1607,8 +1687,9 @@ static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, 
 static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
 {
     ts_query_t q0;
+    ts_aggs_t aggs;
     int64_t *fts;
-    if (!parse_range(req, resp, &q0, &fts, true))
+    if (!parse_range(req, resp, &q0, &aggs, &fts, true))
         return;
     q0.reverse = reverse;
     q0.max_results = TS_MAX_EMPTY_BUCKETS;
@@ -1623,12 +1704,22 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
     size_t nms = 0;
     core_status_t st = CORE_OK;
     size_t glen, rlen;
+    bool exclude_empty = false;
     if (!api_query_bool(req, resp, "latest", &latest, NULL) || !parse_labelsel(req, resp, &sel) ||
         !api_query_string(req, resp, "groupby", false, &groupby, &glen) ||
-        !api_query_string(req, resp, "reduce", false, &reduce, &rlen))
+        !api_query_string(req, resp, "reduce", false, &reduce, &rlen) ||
+        !api_query_bool(req, resp, "exclude_empty", &exclude_empty, NULL))
         goto out;
+    if (exclude_empty && groupby) {   /* (RedisTimeSeries: "EXCLUDEEMPTY is not allowed with GROUPBY") */
+        api_error_field(resp, API_E_BAD_REQUEST, "exclude_empty", "'exclude_empty' cannot be used with 'groupby'");
+        goto out;
+    }
     if (!groupby != !reduce) {
         api_error_field(resp, API_E_BAD_REQUEST, groupby ? "reduce" : "groupby", "'groupby' and 'reduce' go together");
+        goto out;
+    }
+    if (groupby && q0.naggs > 1) {   /* (as RedisTimeSeries: one value per series to reduce) */
+        api_error_field(resp, API_E_BAD_REQUEST, "agg", "'groupby' takes one aggregation, not several");
         goto out;
     }
     if (reduce && (!ts_agg_parse(reduce, &red) || red == TS_AGG_TWA || red == TS_AGG_FIRST || red == TS_AGG_LAST)) {
@@ -1659,14 +1750,16 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
         if (!gone)
             nms++;
         else
-            free(x->c.s);
+            collected_free(&x->c);
     }
     if (st != CORE_OK)
         goto out;
     wbuf_t b = WBUF_INIT;
     wbuf_put_bytes(&b, "{\"series\":[", 11);
     if (!groupby) {
-        for (size_t i = 0; i < nms; i++) {
+        for (size_t i = 0, shown = 0; i < nms; i++) {
+            if (exclude_empty && ms[i].c.n == 0)
+                continue;   /* EXCLUDEEMPTY: a series with nothing to answer is left out */
             json_t *k = json_pack("{s:s%}", "key", ms[i].key, ms[i].klen);
             if (ms[i].labels)
                 json_object_set(k, "labels", ms[i].labels);
@@ -1676,7 +1769,7 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
                 b.oom = true;
                 break;
             }
-            if (i)
+            if (shown++)
                 wbuf_put_u8(&b, ',');
             wbuf_put_bytes(&b, t, strlen(t) - 1);   /* {"key":..,"labels":..  then the samples */
             free(t);
@@ -1762,7 +1855,7 @@ out:
     else if (st != CORE_OK)
         api_error_status(resp, st, NULL, "out of memory running the query");
     for (size_t i = 0; i < nms; i++) {
-        free(ms[i].c.s);
+        collected_free(&ms[i].c);
         json_decref(ms[i].labels);
         free(ms[i].group);
     }

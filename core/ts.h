@@ -313,10 +313,18 @@ typedef struct ts_query {
     ts_sample_t extra;
     uint64_t max_results;          /* > 0: CORE_LIMIT instead of emitting more (bounds EMPTY) */
     double quantile;               /* TS_AGG_QUANTILE: in [0, 1] */
+    size_t naggs;                  /* > 1: several aggregations (agg=min,max), aggs[0] == agg (ts_range_rows) */
+    const ts_agg_t *aggs;
+    const double *quantiles;       /* their quantiles (TS_AGG_QUANTILE) */
+    bool legacy_twa;               /* twa of a rule of generation 1 (see ts_rule_t.gen) */
 } ts_query_t;
+
+#define TS_MAX_AGGS 16             /* aggregations in one query, as RedisTimeSeries's TS_AGG_TYPES_MAX */
 
 /* Receives each result in order; returns false to stop with CORE_NOMEM. */
 typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
+/* Receives each bucket of several aggregations: values[0..n) in the order of q->aggs. */
+typedef bool (*ts_emit_row_fn)(void *ud, int64_t ts, const double *values, size_t n);
 
 /* Runs a range query: samples in [from, to] within retention, filtered by
  * timestamp then value (a NaN passes no value filter), optionally aggregated
@@ -343,6 +351,10 @@ typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
  * Returns CORE_OK, CORE_NOMEM, or CORE_LIMIT when more than q->max_results
  * would be emitted (the results emitted so far are to be discarded). */
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
+/* ts_range of several aggregations (q->naggs >= 1): a row per bucket.  A
+ * bucket is reported when any of them counts a sample in it (or with
+ * EMPTY); the others report their empty value there. */
+core_status_t ts_range_rows(const ts_t *ts, const ts_query_t *q, ts_emit_row_fn emit, void *ud);
 
 /* One aggregation over values[0..n) in order (GROUPBY ... REDUCE): the
  * values it counts (see ts_range); when it counts none, 0 for count,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/it_ts_upstream_cases.h"
 
 TALLY_ONE_SERVER_SUITE(T)
 
@@ -250,6 +251,210 @@ static void test_groupby_reduce(void **state)
         "{\"series\":[{\"key\":\"metric_name=user\",\"samples\":[[75,5.0],[65,9.0],[55,6.0],[15,4.0],[5,2.0]]}]}");
 }
 
+/* ------------------------------------------------------------------------ */
+/* Items 2 and 8: EMPTY and twa, test_ts_range.py case by case              */
+/* ------------------------------------------------------------------------ */
+
+/* Whether a JSON value (a number, or "nan"/"inf" as tally prints them) is
+ * the expected text's double, exactly. */
+static bool same_value(json_t *got, const char *want, size_t len)
+{
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%.*s", (int)len, want);
+    double w = strtod(buf, NULL);
+    if (json_is_string(got))
+        return strcmp(json_string_value(got), "nan") == 0 ? isnan(w) : strtod(json_string_value(got), NULL) == w;
+    return json_is_number(got) && json_number_value(got) == w && !isnan(w);
+}
+
+/* Fails unless the answer's samples are the rows of `want` (see
+ * it_ts_upstream_cases.h). */
+static void expect_rows(const char *path, const char *want)
+{
+    json_t *j = http_get_json(&T, path);
+    json_t *rows = json_object_get(j, "samples");
+    bool first_only = want[0] == '^';
+    const char *p = want + first_only;
+    size_t n = 0;
+    bool ok = json_is_array(rows);
+    while (ok && *p) {
+        const char *end = strchr(p, ';');
+        size_t rl = end ? (size_t)(end - p) : strlen(p);
+        json_t *row = json_array_get(rows, n++);
+        size_t col = 0;
+        for (const char *f = p; ok && f < p + rl; col++) {
+            const char *c = memchr(f, ',', (size_t)(p + rl - f));
+            size_t fl = c ? (size_t)(c - f) : (size_t)(p + rl - f);
+            json_t *got = json_array_get(row, col);
+            if (col == 0)
+                ok = json_is_integer(got) && json_integer_value(got) == strtoll(f, NULL, 10);
+            else
+                ok = same_value(got, f, fl);
+            f += fl + 1;
+        }
+        ok = ok && json_array_size(row) == col;
+        p += rl + (end != NULL);
+    }
+    if (ok && !first_only)
+        ok = json_array_size(rows) == n;
+    if (!ok) {
+        char *text = json_dumps(j, JSON_COMPACT);
+        fail_msg("GET %s: %s, want %s", path, text, want);
+    }
+    json_decref(j);
+}
+
+static void test_upstream_range_cases(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(upstream_range_cases) / sizeof(upstream_range_cases[0]); i++) {
+        const upstream_case_t *c = &upstream_range_cases[i];
+        if (c->want) {
+            expect_rows(c->path, c->want);
+            continue;
+        }
+        http_resp_t r = http(&T, c->method, c->path, c->body, NULL);
+        if (r.status >= 300 && !(r.status == 404 && strcmp(c->method, "DELETE") == 0))
+            fail_msg("%s %s %s: %ld %s", c->method, c->path, c->body ? c->body : "", r.status, r.body);
+        http_free(&r);
+    }
+}
+
+/* test_ts_range.py test_ts_range_NaN_values, test_ts_range_countNaN,
+ * test_ts_range_countAll, test_ts_range_aggregator_empty_no_preceding_sample;
+ * test_ts_mrange.py test_mrange_empty_fill_*: buckets holding only samples an
+ * aggregation does not count */
+static void test_nan_buckets(void **state)
+{
+    (void)state;
+    expect("POST", "/ts/nanb",
+           "{\"samples\":[[10,10],[20,\"nan\"],[30,20],[40,\"nan\"],[50,30],[110,\"nan\"],[120,\"nan\"],[130,\"nan\"],"
+           "[210,40],[220,50]],\"labels\":{\"nanb\":\"1\"}}",
+           200, NULL);
+    static const struct {
+        const char *agg, *want;
+    } first[] = { { "sum", "0,60" },  { "count", "0,3" }, { "min", "0,10" }, { "max", "0,30" },
+                  { "avg", "0,20" },  { "first", "0,10" }, { "last", "0,30" }, { "range", "0,20" } };
+    char path[256];
+    for (size_t i = 0; i < sizeof(first) / sizeof(first[0]); i++) {
+        snprintf(path, sizeof(path), "/ts/nanb/range?from=0&to=99&agg=%s&bucket_ms=100", first[i].agg);
+        expect_rows(path, first[i].want);
+    }
+    expect_rows("/ts/nanb/range?from=0&to=299&agg=sum&bucket_ms=100", "0,60;200,90");
+    expect_rows("/ts/nanb/range?from=0&to=299&agg=sum&bucket_ms=100&empty=true", "0,60;100,0;200,90");
+    expect_rows("/ts/nanb/revrange?from=0&to=299&agg=sum&bucket_ms=100", "200,90;0,60");
+    expect_rows("/ts/nanb/range?from=0&to=299&agg=count&bucket_ms=100&empty=true", "0,3;100,0;200,2");
+    /* the NaN-only bucket with EMPTY: 0 for sum and count, the last value
+     * before it for last, twa from the line around it, NaN for the rest */
+    static const struct {
+        const char *agg, *want;
+    } empty[] = { { "sum", "0" },   { "count", "0" }, { "min", "nan" },   { "max", "nan" },   { "avg", "nan" },
+                  { "first", "nan" }, { "last", "30" }, { "range", "nan" }, { "std.p", "nan" }, { "std.s", "nan" },
+                  { "var.p", "nan" }, { "var.s", "nan" }, { "twa", "36.21875" } };
+    for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++) {
+        char want[64];
+        snprintf(path, sizeof(path), "/ts/nanb/range?from=0&to=199&agg=%s&bucket_ms=100&empty=true", empty[i].agg);
+        json_t *j = http_get_json(&T, path);
+        json_t *rows = json_object_get(j, "samples");
+        json_t *v = json_array_get(json_array_get(rows, 1), 1);
+        snprintf(want, sizeof(want), "%s", empty[i].want);
+        if (json_array_size(rows) != 2 || !same_value(v, want, strlen(want)))
+            fail_msg("GET %s: bucket 100 is not %s", path, want);
+        json_decref(j);
+    }
+    expect_rows("/ts/nanb/range?from=100&to=199&agg=sum&bucket_ms=100", "");
+    /* the issue's case: the one bucket holds only a NaN, no sample before it */
+    expect("POST", "/ts/nanc", "{\"samples\":[[100,\"nan\"],[200,50]]}", 200, NULL);
+    expect_rows("/ts/nanc/range?from=100&to=199&agg=last&bucket_ms=100&empty=true", "100,nan");
+    expect_rows("/ts/nanc/range?from=100&to=199&agg=twa&bucket_ms=100&empty=true", "100,nan");
+    expect_rows("/ts/nanc/range?from=100&to=199&agg=count&bucket_ms=100&empty=true", "100,0");
+
+    /* countNaN / countAll: buckets holding only values they do not count are
+     * buckets all the same (5 here, 3 before issue 37) */
+    expect("POST", "/ts/cnan", "{\"samples\":[[10,10],[20,\"nan\"],[30,20],[40,\"nan\"],[50,30]],\"labels\":{\"cnan\":\"1\"}}",
+           200, NULL);
+    expect_rows("/ts/cnan/range?from=0&to=99&agg=countNaN&bucket_ms=100", "0,2");
+    expect_rows("/ts/cnan/revrange?from=0&to=99&agg=countNaN&bucket_ms=10&empty=true", "50,0;40,1;30,0;20,1;10,0");
+    expect_rows("/ts/cnan/range?from=0&to=99&agg=countNaN&bucket_ms=50", "0,2");
+    expect_rows("/ts/cnan/range?from=0&to=99&agg=countAll&bucket_ms=100", "0,5");
+    expect_rows("/ts/cnan/revrange?from=0&to=99&agg=countAll&bucket_ms=10&empty=true", "50,1;40,1;30,1;20,1;10,1");
+    /* the same through /mts/range */
+    http_resp_t r = http(&T, "GET", "/mts/revrange?from=0&to=99&agg=countNaN&bucket_ms=10&empty=true&filter=cnan%3D1",
+                         NULL, NULL);
+    assert_status(&r, 200);
+    json_t *one = json_array_get(json_object_get(r.json, "series"), 0);
+    char *got = json_dumps(json_object_get(one, "samples"), JSON_COMPACT);
+    assert_string_equal(got, "[[50,0.0],[40,1.0],[30,0.0],[20,1.0],[10,0.0]]");
+    free(got);
+    http_free(&r);
+}
+
+/* test_ts_mrange.py test_excludeempty_*: series with nothing to answer left out */
+static void test_exclude_empty(void **state)
+{
+    (void)state;
+    expect("POST", "/ts/xeb1", "{\"samples\":[[10,1],[20,2]],\"labels\":{\"g\":\"xeb\"}}", 200, NULL);
+    expect("POST", "/ts/xeb2", "{\"samples\":[[1000,99]],\"labels\":{\"g\":\"xeb\"}}", 200, NULL);
+    expect("POST", "/ts/xeb3", "{\"samples\":[[15,3]],\"labels\":{\"g\":\"xeb\"}}", 200, NULL);
+    get("/mts/range?from=1&to=100&exclude_empty=true&filter=g%3Dxeb",
+        "{\"series\":[{\"key\":\"xeb1\",\"samples\":[[10,1.0],[20,2.0]]},{\"key\":\"xeb3\",\"samples\":[[15,3.0]]}]}");
+    get("/mts/range?from=1&to=100&filter=g%3Dxeb",
+        "{\"series\":[{\"key\":\"xeb1\",\"samples\":[[10,1.0],[20,2.0]]},{\"key\":\"xeb2\",\"samples\":[]},"
+        "{\"key\":\"xeb3\",\"samples\":[[15,3.0]]}]}");
+    get("/mts/range?from=2&to=9&exclude_empty=true&filter=g%3Dxeb", "{\"series\":[]}");
+    get("/mts/revrange?from=1&to=100&count=1&exclude_empty=true&filter=g%3Dxeb",
+        "{\"series\":[{\"key\":\"xeb1\",\"samples\":[[20,2.0]]},{\"key\":\"xeb3\",\"samples\":[[15,3.0]]}]}");
+    get("/mts/range?from=1&to=100&filter_by_value_min=2&filter_by_value_max=3&exclude_empty=true&filter=g%3Dxeb",
+        "{\"series\":[{\"key\":\"xeb1\",\"samples\":[[20,2.0]]},{\"key\":\"xeb3\",\"samples\":[[15,3.0]]}]}");
+    /* test_excludeempty_agg_empty_flag_both_sides / one_side: EMPTY's buckets count */
+    expect("POST", "/ts/xebs", "{\"samples\":[[10,1],[9999,2]],\"labels\":{\"g\":\"xebs\"}}", 200, NULL);
+    get("/mts/range?from=1000&to=5000&agg=avg&bucket_ms=1000&empty=true&exclude_empty=true&filter=g%3Dxebs",
+        "{\"series\":[{\"key\":\"xebs\",\"samples\":[[1000,\"nan\"],[2000,\"nan\"],[3000,\"nan\"],[4000,\"nan\"],"
+        "[5000,\"nan\"]]}]}");
+    expect("POST", "/ts/xeos", "{\"samples\":[[9999,2]],\"labels\":{\"g\":\"xeos\"}}", 200, NULL);
+    get("/mts/range?from=1000&to=5000&agg=avg&bucket_ms=1000&empty=true&exclude_empty=true&filter=g%3Dxeos",
+        "{\"series\":[]}");
+    /* test_excludeempty_error_with_groupby */
+    expect("GET", "/mts/range?from=1&to=100&exclude_empty=true&filter=g%3Dxeb&groupby=g&reduce=sum", NULL, 400, NULL);
+}
+
+/* test_ts_multi_agg.py: several aggregations in one query */
+static void test_multi_agg(void **state)
+{
+    (void)state;
+    char body[2048];
+    size_t u = (size_t)snprintf(body, sizeof(body), "{\"samples\":[");
+    for (int i = 0; i < 10; i++)
+        u += (size_t)snprintf(body + u, sizeof(body) - u, "%s[%d,%d],[%d,%d]", i ? "," : "", 1000 + i, 100 + i, 2000 + i,
+                              200 + i);
+    snprintf(body + u, sizeof(body) - u, "],\"labels\":{\"type\":\"maggstock\"}}");
+    expect("POST", "/ts/magg", body, 200, NULL);
+    /* test_multi_agg_basic_range, _revrange, _three_aggregators, _duplicate_types */
+    expect_rows("/ts/magg/range?agg=min,max&bucket_ms=1000", "1000,100,109;2000,200,209");
+    expect_rows("/ts/magg/revrange?agg=min,max&bucket_ms=1000", "2000,200,209;1000,100,109");
+    expect_rows("/ts/magg/range?to=1999&agg=min,max,avg&bucket_ms=1000", "1000,100,109,104.5");
+    expect_rows("/ts/magg/range?to=1999&agg=min,min&bucket_ms=1000", "1000,100,100");
+    /* test_multi_agg_mrevrange: sum,count per series */
+    get("/mts/revrange?agg=sum,count&bucket_ms=1000&filter=type%3Dmaggstock",
+        "{\"series\":[{\"key\":\"magg\",\"samples\":[[2000,2045.0,10.0],[1000,1045.0,10.0]]}]}");
+    /* test_multi_agg_with_count */
+    expect_rows("/ts/magg/range?agg=min,max&bucket_ms=1000&count=1", "1000,100,109");
+    /* test_multi_agg_candlestick */
+    expect("POST", "/ts/magg_cs", "{\"samples\":[[1000,50],[1001,30],[1002,80],[1003,60]]}", 200, NULL);
+    expect_rows("/ts/magg_cs/range?agg=min,max,first,last&bucket_ms=1000", "1000,30,80,50,60");
+    /* test_multi_agg_with_twa: twa equal to its single-agg value */
+    expect("POST", "/ts/magg_twa", "{\"samples\":[[8,8],[9,9],[10,10],[13,13],[14,14],[23,23]]}", 200, NULL);
+    expect_rows("/ts/magg_twa/range?from=10&to=20&agg=min,max,twa&bucket_ms=10", "10,10,14,15");
+    /* test_multi_agg_invalid_type_error, _empty_type_error, _groupby_error,
+     * test_createrule_multi_agg_error */
+    expect("GET", "/ts/magg/range?agg=min,invalid&bucket_ms=1000", NULL, 400, NULL);
+    expect("GET", "/ts/magg/range?agg=min,&bucket_ms=1000", NULL, 400, NULL);
+    expect("GET", "/mts/range?agg=min,max&bucket_ms=1000&filter=type%3Dmaggstock&groupby=type&reduce=max", NULL, 400,
+           NULL);
+    expect("PUT", "/ts/magg_dst", NULL, 201, NULL);
+    expect("POST", "/ts/magg/rules", "{\"dest\":\"magg_dst\",\"agg\":\"min,max\",\"bucket_ms\":1000}", 400, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +462,10 @@ int main(void)
         cmocka_unit_test(test_parsing),
         cmocka_unit_test(test_deleted_links),
         cmocka_unit_test(test_groupby_reduce),
+        cmocka_unit_test(test_upstream_range_cases),
+        cmocka_unit_test(test_nan_buckets),
+        cmocka_unit_test(test_exclude_empty),
+        cmocka_unit_test(test_multi_agg),
     };
     return cmocka_run_group_tests_name("ts (RedisTimeSeries's tests)", tests, setup, teardown);
 }
