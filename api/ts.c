@@ -745,6 +745,7 @@ static void ts_group_compact(ts_group_t *g, int64_t old_newest, const int64_t *t
             ts_rule_remove(src, i);
             continue;
         }
+        ts_rule_touch(src, i, old_newest, t, n, from, to);
         ts_rule_t r = ts_rule_at(src, i);
         ts_t *dst = ks_entry_value(g->dst[i]);
         /* a failure (out of memory) leaves that bucket as it was */
@@ -1890,59 +1891,93 @@ static bool ts_peek_source(api_server_t *srv, api_req_t *req, api_resp_t *resp, 
 
 /* POST /ts/{key}/rules {"dest":"k","agg":"avg","bucket_ms":60000,"align":0}:
  * TS.CREATERULE key dest AGGREGATION agg bucket_ms align. */
+/*
+ * A rule keeps the generation of the rules that created it (ts_rule_t.gen).
+ * A live request creates a generation-2 rule and is journaled with
+ * "generation":2 added to its body; a replayed record carries its
+ * generation, and one without (journaled before rule generations) creates a
+ * generation-1 rule, as it did when it was served.  Clients cannot send it.
+ */
 static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "dest", "agg", "bucket_ms", "align", NULL };
+    static const char *const replayed[] = { "dest", "agg", "bucket_ms", "align", "generation", NULL };
     const char *key, *dest, *aggs = NULL;
     size_t klen, dlen;
-    int64_t bucket = 0, align = 0;
+    int64_t bucket = 0, align = 0, gen = TS_RULE_GEN_2;
+    bool has_gen = false;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    json_t *body = api_body_object(req, resp, fields);
+    json_t *body = api_body_object(req, resp, req->replay ? replayed : fields);
     ts_agg_t agg;
     if (!body || !api_obj_key(resp, body, "dest", true, &dest, &dlen) ||
         !api_obj_string(resp, body, "agg", true, &aggs, NULL) ||
         !api_obj_int(resp, body, "bucket_ms", true, 1, INT64_MAX, &bucket, NULL) ||
-        !api_obj_int(resp, body, "align", false, 0, INT64_MAX, &align, NULL))
+        !api_obj_int(resp, body, "align", false, 0, INT64_MAX, &align, NULL) ||
+        !api_obj_int(resp, body, "generation", false, TS_RULE_GEN_1, TS_RULE_GEN_2, &gen, &has_gen))
         return;
+    if (req->replay && !has_gen)
+        gen = TS_RULE_GEN_1;
+    /* the record journaled: the body with its generation (room secured first) */
+    char *canon = NULL, *jpath = NULL;
+    if (!req->replay) {
+        json_t *c = json_deep_copy(body);
+        if (c)
+            json_object_set_new(c, "generation", json_integer(gen));
+        canon = c ? json_dumps(c, JSON_COMPACT) : NULL;
+        json_decref(c);
+        jpath = strndup(req->path, req->path_len);
+        if (!canon || !jpath) {
+            free(canon);
+            free(jpath);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return;
+        }
+        uint64_t bound = JOURNAL_REQUEST_FIXED + 2 * (uint64_t)req->path_len + strlen(canon) + 64;
+        if (!api_journal_reserve_more(srv, req, resp, bound)) {
+            free(canon);
+            free(jpath);
+            return;
+        }
+    }
     double quant;
     if (!ts_agg_parse_any(aggs, &agg, &quant)) {
         api_error_field(resp, API_E_BAD_REQUEST, "agg",
                         "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, std.s, "
                         "var.p, var.s, twa, countNaN, countAll, p0 to p100)",
                         aggs);
-        return;
+        goto out;
     }
     if (dlen == klen && memcmp(dest, key, klen) == 0) {
         api_error_field(resp, API_E_BAD_REQUEST, "dest", "the source and the destination must be different series");
-        return;
+        goto out;
     }
     /* both keys allowed before room is made for them (the sources their
      * rules name are checked when locked) */
     ks_key_t named[2] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
     if (!api_keys_allowed(srv, req, resp, named, 2) || !api_make_room(srv, req, resp))
-        return;
+        goto out;
     for (int attempt = 0; attempt < 8; attempt++) {
         /* the destination with its links, the series and the source it
          * names, all locked: their rules decide what is live */
         char *b = NULL;
         size_t blen;
         if (!ts_peek_source(srv, req, resp, key, klen, &b, &blen))
-            return;
+            goto out;
         ks_key_t extra[2] = { ks_key(srv->ks, key, klen), b ? ks_key(srv->ks, b, blen) : ks_key(srv->ks, key, klen) };
         ts_group_t g;
         ks_entry_t *se, *be = NULL, *de;
         if (!ts_group_open_with(srv, req, resp, dest, dlen, API_WRITE | API_MUST_EXIST | TS_GROUP_SOURCE, extra,
                                 b ? 2 : 1, &g)) {
             free(b);
-            return;
+            goto out;
         }
         de = g.h.e;
         if ((b && !api_keys_find(&g.h, g.extra_at + 1, NULL, API_READ, NULL, &be)) ||
             !api_keys_find(&g.h, g.extra_at, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se)) {
             free(g.names);
             free(b);
-            return;
+            goto out;
         }
         ts_t *src = ks_entry_value(se), *dst = ks_entry_value(de);
         char *b2 = NULL;
@@ -1983,7 +2018,10 @@ static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp
         } else {
             /* a stale rule to dest (dest deleted and created again) goes:
              * RedisTimeSeries dropped it with the old dest */
-            ts_rule_t r = { dest, dlen, agg, bucket, align, quant };
+            ts_sample_t newest;
+            ts_rule_t r = { dest, dlen, agg, bucket, align, quant, (uint8_t)gen, -1 };
+            if (gen == TS_RULE_GEN_2 && ts_last(src, &newest))
+                r.since = newest.ts;   /* the samples before it are not the rule's (RedisTimeSeries) */
             bool added = ts_rule_add(src, &r);
             if (!added || !ts_set_source(dst, key, klen)) {
                 if (added)
@@ -1994,14 +2032,20 @@ static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp
                 if (stale >= 0)
                     ts_rule_remove(src, (size_t)stale);
                 ks_entry_changed(srv->ks, de);
-                ts_group_close(&g, true);
+                ks_entry_changed(srv->ks, se);
+                if (!req->replay)
+                    api_journal_as(srv, req, resp, API_POST, jpath, NULL, "application/json", canon, strlen(canon));
+                ts_group_close(&g, false);   /* (journaled just above) */
                 api_json(resp, 201, json_pack("{s:b}", "created", true));
             }
         }
         free(b);
-        return;
+        goto out;
     }
     api_error(resp, API_E_UNAVAILABLE, "the series kept changing; try again");
+out:
+    free(canon);
+    free(jpath);
 }
 
 /* DELETE /ts/{key}/rules?dest=k: TS.DELETERULE key dest. */

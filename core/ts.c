@@ -65,11 +65,12 @@
  * rounding makes slightly negative is reported as 0 (RedisTimeSeries would
  * print it, and NaN for std).
  *
- * Snapshot encoding (version 2), little-endian:
+ * Snapshot encoding (version 3), little-endian:
  *   u8 version | u8 policy | i64 retention_ms | u32 nlabels
  *   nlabels x (blob name | blob value)            blob = u32 length + bytes
  *   u32 nrules                                    (version 2 on; 0 in version 1)
- *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align | f64 quantile)
+ *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align | f64 quantile
+ *             | u8 gen | i64 since)               (gen, since: version 3 on; 1, -1 before)
  *   u8 has_source [| blob source]                 (version 2 on)
  *   u32 nchunks
  *   nchunks x (u32 count | u32 nbits | i64 first_ts | ceil(nbits/8) bytes of stream)
@@ -91,7 +92,7 @@
 #include "core/gorilla.h"
 #include "core/tdigest.h"
 
-#define TS_ENC_VERSION 2              /* first byte of every encoding (1: before compaction rules, still read) */
+#define TS_ENC_VERSION 3              /* first byte of every encoding (1: before compaction rules, 2: before rule generations; still read) */
 #define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
 #define TS_CHUNK_MAX_BYTES TS_CHUNK_BYTES   /* a chunk is full past this many stream bytes */
 #define TS_SAMPLE_MAX_BITS GORILLA_SAMPLE_MAX_BITS   /* one more sample, at worst */
@@ -172,6 +173,8 @@ typedef struct ts_rl {
     ts_agg_t agg;
     int64_t bucket_ms, align;
     double quantile;
+    uint8_t gen;
+    int64_t since;
 } ts_rl_t;
 
 struct ts {
@@ -1030,7 +1033,7 @@ size_t ts_rule_count(const ts_t *ts) { return ts->nrules; }
 ts_rule_t ts_rule_at(const ts_t *ts, size_t i)
 {
     const ts_rl_t *r = &ts->rules[i];
-    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align, r->quantile };
+    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align, r->quantile, r->gen, r->since };
 }
 
 long ts_rule_find(const ts_t *ts, const char *dest, size_t len)
@@ -1060,7 +1063,8 @@ bool ts_rule_add(ts_t *ts, const ts_rule_t *rule)
         return false;
     }
     ts->rules = n;
-    n[ts->nrules++] = (ts_rl_t){ d, (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align, rule->quantile };
+    n[ts->nrules++] = (ts_rl_t){ d,           (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align,
+                                 rule->quantile, rule->gen,                rule->since };
     ts->mem += sizeof(*n) + rule->dest_len + 1;
     return true;
 }
@@ -1119,7 +1123,14 @@ core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, 
     int64_t lo = b < 0 ? 0 : b;
     int64_t hi = b > INT64_MAX - rule->bucket_ms ? INT64_MAX : b + rule->bucket_ms;
     ts_query_t q = { .from = lo, .to = hi, .count = 1, .agg = rule->agg, .bucket_ms = rule->bucket_ms,
-                     .align = rule->align, .quantile = rule->quantile };
+                     .align = rule->align, .quantile = rule->quantile, .legacy_twa = rule->gen == TS_RULE_GEN_1 };
+    if (rule->gen == TS_RULE_GEN_2 && rule->since >= 0 && ts_bucket_start(rule->since, rule->bucket_ms, rule->align) == b) {
+        /* the bucket open when the rule was created: the samples after it
+         * only, from a fresh start (no neighbour before); a first result in
+         * a later bucket means none */
+        q.from = rule->since + 1;
+        q.no_before = true;
+    }
     one_t o = { 0 };
     core_status_t st = ts_range(src, &q, take_one, &o);
     *has = st == CORE_OK && o.has && o.ts == lo;
@@ -1138,6 +1149,20 @@ bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *ou
         return false;
     out->ts = b < 0 ? 0 : b;
     return true;
+}
+
+void ts_rule_touch(ts_t *src, size_t i, int64_t old_newest, const int64_t *t, size_t n, int64_t from, int64_t to)
+{
+    ts_rl_t *r = &src->rules[i];
+    if (r->gen != TS_RULE_GEN_2 || r->since < 0)
+        return;
+    int64_t b0 = ts_bucket_start(r->since, r->bucket_ms, r->align);
+    (void)from;   /* a deletion anywhere from it on touches it, or may open it again */
+    bool touched = !t && to >= b0;
+    for (size_t k = 0; t && k < n && !touched; k++)
+        touched = t[k] <= old_newest && ts_bucket_start(t[k], r->bucket_ms, r->align) == b0;
+    if (touched)
+        r->since = -1;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1804,7 +1829,7 @@ static bool gather(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to
     int64_t nt[2];
     double nv[2];
     int64_t cut = cutoff(ts);
-    for (size_t i = neighbours(ts, q, -1, from, to, cut, tb, vb, ok, k, nt, nv); i-- > 0;)
+    for (size_t i = k ? neighbours(ts, q, -1, from, to, cut, tb, vb, ok, k, nt, nv) : 0; i-- > 0;)
         if (!pts_push(p, nt[i], nv[i]))
             return false;
     p->i0 = p->n;
@@ -1821,7 +1846,7 @@ static bool gather(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to
         !pts_push(p, q->extra.ts, q->extra.value))
         return false;
     p->i1 = p->n;
-    size_t m = neighbours(ts, q, 1, from, to, cut, tb, vb, ok, k, nt, nv);
+    size_t m = neighbours(ts, q, 1, from, to, cut, tb, vb, ok, k ? k : 2, nt, nv);
     for (size_t i = 0; i < m; i++)
         if (!pts_push(p, nt[i], nv[i]))
             return false;
@@ -2157,7 +2182,7 @@ static core_status_t range_buckets(const ts_t *ts, const ts_query_t *q, int64_t 
     core_status_t st = CORE_NOMEM;
     pl.agg = calloc(pl.naggs, sizeof(*pl.agg));
     pl.row = malloc(pl.naggs * sizeof(*pl.row));
-    if (!pl.agg || !pl.row || !gather(ts, q, from, to, tb, vb, valid, passes, 2, &pl.p))
+    if (!pl.agg || !pl.row || !gather(ts, q, from, to, tb, vb, valid, passes, q->no_before ? 0 : 2, &pl.p))
         goto out;
     for (size_t a = 0; a < pl.naggs; a++) {
         pl.agg[a].type = pl.aggs[a];
@@ -2340,6 +2365,8 @@ static void type_encode(const void *value, wbuf_t *out)
         wbuf_put_i64(out, ts->rules[i].bucket_ms);
         wbuf_put_i64(out, ts->rules[i].align);
         wbuf_put_f64(out, ts->rules[i].quantile);
+        wbuf_put_u8(out, ts->rules[i].gen);
+        wbuf_put_i64(out, ts->rules[i].since);
     }
     wbuf_put_u8(out, ts->src != NULL);
     if (ts->src)
@@ -2365,7 +2392,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         *why = "ts: truncated header";
         return NULL;
     }
-    if (ver != 1 && ver != TS_ENC_VERSION) {
+    if (ver < 1 || ver > TS_ENC_VERSION) {
         *why = "ts: unknown encoding version";
         return NULL;
     }
@@ -2410,12 +2437,19 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
             uint8_t agg = rbuf_u8(&r);
             int64_t bucket = rbuf_i64(&r), align = rbuf_i64(&r);
             double quant = rbuf_f64(&r);
+            uint8_t gen = TS_RULE_GEN_1;   /* (version 2: before issue 37) */
+            int64_t since = -1;
+            if (ver >= 3) {
+                gen = rbuf_u8(&r);
+                since = rbuf_i64(&r);
+            }
             if (r.err || !dp || dl == 0 || dl > TS_MAX_LABEL_LEN * 64 || agg == TS_AGG_NONE || agg >= TS_AGG__COUNT ||
-                bucket <= 0 || align < 0 || !(quant >= 0 && quant <= 1) || (agg != TS_AGG_QUANTILE && quant != 0)) {
+                bucket <= 0 || align < 0 || !(quant >= 0 && quant <= 1) || (agg != TS_AGG_QUANTILE && quant != 0) ||
+                (gen != TS_RULE_GEN_1 && gen != TS_RULE_GEN_2) || since < -1 || (gen == TS_RULE_GEN_1 && since != -1)) {
                 *why = "ts: bad rule";
                 return NULL;
             }
-            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align, quant };
+            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align, quant, gen, since };
         }
         uint8_t has_src = rbuf_u8(&r);
         if (has_src > 1 || (has_src && (!(srcp = rbuf_blob(&r, &srcl)) || srcl == 0))) {

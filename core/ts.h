@@ -192,7 +192,21 @@ typedef struct ts_rule {
     int64_t bucket_ms;
     int64_t align;
     double quantile;       /* TS_AGG_QUANTILE */
+    uint8_t gen;           /* TS_RULE_GEN_*: the rules it computes by, for life */
+    int64_t since;         /* generation 2: the source's newest timestamp when it was created, -1 none */
 } ts_rule_t;
+
+/* A rule computes its buckets by the rules of the generation that created it
+ * (a journal replays to the state it was written with):
+ *   1  before issue 37: twa over the polyline weighted by shares of the
+ *      window; a rule created on a non-empty source aggregates the samples
+ *      written before it too
+ *   2  RedisTimeSeries's: twa in its arithmetic (ts_range), and the bucket
+ *      that was open when the rule was created aggregates only the samples
+ *      after `since` - until a write other than an in-order append (or a
+ *      deletion) touches it, when it is recomputed from every sample, as
+ *      RedisTimeSeries's context then is (ts_rule_touch). */
+enum { TS_RULE_GEN_1 = 1, TS_RULE_GEN_2 = 2 };
 
 #define TS_MAX_RULES 64   /* rules per source */
 
@@ -214,6 +228,12 @@ core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, 
 /* The open bucket: the one holding the source's newest sample, still
  * changing; false when the source is empty. */
 bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *out);
+
+/* Before rule i of src is applied after a write (samples t[0..n) added when
+ * the newest was old_newest; or, t NULL, a deletion of [from, to]): a
+ * generation-2 rule forgets `since` when the write touches the bucket that
+ * was open at its creation otherwise than by appending after old_newest. */
+void ts_rule_touch(ts_t *src, size_t i, int64_t old_newest, const int64_t *t, size_t n, int64_t from, int64_t to);
 
 /* Applies a rule after samples were added to src (old_newest: the newest
  * timestamp before them, -1 when src was empty; t[0..n): their timestamps):
@@ -317,6 +337,7 @@ typedef struct ts_query {
     const ts_agg_t *aggs;
     const double *quantiles;       /* their quantiles (TS_AGG_QUANTILE) */
     bool legacy_twa;               /* twa of a rule of generation 1 (see ts_rule_t.gen) */
+    bool no_before;                /* twa: no neighbour before `from` (a rule's fresh start) */
 } ts_query_t;
 
 #define TS_MAX_AGGS 16             /* aggregations in one query, as RedisTimeSeries's TS_AGG_TYPES_MAX */

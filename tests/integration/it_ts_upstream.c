@@ -190,6 +190,40 @@ static void test_deleted_links(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Item 6: a rule created on a non-empty source                             */
+/* ------------------------------------------------------------------------ */
+
+static void test_rule_on_non_empty_source(void **state)
+{
+    (void)state;
+    /* test_ts_createrule.py test_create_rule_non_empty_src_series */
+    expect("PUT", "/ts/n1", NULL, 201, NULL);
+    expect("PUT", "/ts/n2", NULL, 201, NULL);
+    expect("PUT", "/ts/n3", NULL, 201, NULL);
+    add_each("n1", (const int[]){ 1, 2, 3, 11 }, 4);
+    expect("POST", "/ts/n1/rules", "{\"dest\":\"n2\",\"agg\":\"avg\",\"bucket_ms\":10}", 201, NULL);
+    get("/ts/n2/range?from=-&to=%2B&latest=true", "{\"samples\":[]}");
+    expect("POST", "/ts/n1/rules", "{\"dest\":\"n3\",\"agg\":\"avg\",\"bucket_ms\":10,\"align\":5}", 201, NULL);
+    get("/ts/n3/range?from=-&to=%2B&latest=true", "{\"samples\":[]}");
+    /* what comes after the rule is the rule's: the open bucket, then closed */
+    add_each("n1", (const int[]){ 12 }, 1);
+    get("/ts/n2/range?latest=true", "{\"samples\":[[10,12.0]]}");
+    get("/ts/n3/range?latest=true", "{\"samples\":[[5,12.0]]}");
+    /* replayed from the journal (the record carries the rule's generation) */
+    tally_kill(&T);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", T.dir);
+    tally_start(&T, dir, NULL);
+    T.own_dir = true;
+    get("/ts/n2/range?latest=true", "{\"samples\":[[10,12.0]]}");
+    add_each("n1", (const int[]){ 25 }, 1);
+    get("/ts/n2/range", "{\"samples\":[[10,12.0]]}");
+    get("/ts/n3/range", "{\"samples\":[[5,12.0]]}");
+    /* the generation cannot be sent by a client */
+    expect("POST", "/ts/n2/rules", "{\"dest\":\"n3\",\"agg\":\"avg\",\"bucket_ms\":10,\"generation\":1}", 400, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Item 3: GROUPBY ... REDUCE                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -461,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_del_beyond_retention_with_rules),
         cmocka_unit_test(test_parsing),
         cmocka_unit_test(test_deleted_links),
+        cmocka_unit_test(test_rule_on_non_empty_source),
         cmocka_unit_test(test_groupby_reduce),
         cmocka_unit_test(test_upstream_range_cases),
         cmocka_unit_test(test_nan_buckets),

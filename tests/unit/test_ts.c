@@ -857,8 +857,14 @@ static void test_rules_random(void **state)
                 agg = (ts_agg_t)(1 + rng_below(&r, TS_AGG__COUNT - 1));
             while (agg == TS_AGG_TWA);
             static const int64_t buckets[] = { 1, 7, 100, 1000, 3600 };
-            rule[i] = (ts_rule_t){ names[i], strlen(names[i]), agg, buckets[rng_below(&r, 5)],
-                                   (int64_t)rng_below(&r, 500), agg == TS_AGG_QUANTILE ? rng_double(&r) : 0 };
+            rule[i] = (ts_rule_t){ names[i],
+                                   strlen(names[i]),
+                                   agg,
+                                   buckets[rng_below(&r, 5)],
+                                   (int64_t)rng_below(&r, 500),
+                                   agg == TS_AGG_QUANTILE ? rng_double(&r) : 0,
+                                   (uint8_t)(seed % 2 ? TS_RULE_GEN_2 : TS_RULE_GEN_1),
+                                   -1 };
             assert_true(ts_rule_add(src, &rule[i]));
             dst[i] = ts_create(0, TS_DUP_BLOCK, NULL, 0);
             assert_true(ts_set_source(dst[i], "src", 3));
@@ -1046,7 +1052,7 @@ static void test_label_filters(void **state)
 }
 
 /* A version-1 encoding (before rules) still decodes, to a series without
- * rules or source, and re-encodes as version 2. */
+ * rules or source, and re-encodes as version 3. */
 static void test_decode_version1(void **state)
 {
     (void)state;
@@ -1055,9 +1061,9 @@ static void test_decode_version1(void **state)
     assert_int_equal(ts_add(ts, s, 2, TS_DUP_MAX, NULL), CORE_OK);
     wbuf_t a = WBUF_INIT;
     ts_type.encode(ts, &a);
-    /* version 2 = version 1 + u32 nrules (0) + u8 has_source (0) after the labels */
+    /* version 3 without rules = version 1 + u32 nrules (0) + u8 has_source (0) after the labels */
     size_t labels_end = 1 + 1 + 8 + 4 + (4 + 1) + (4 + 1);
-    assert_int_equal(a.data[0], 2);
+    assert_int_equal(a.data[0], 3);
     wbuf_t v1 = WBUF_INIT;
     wbuf_put_u8(&v1, 1);
     wbuf_put_bytes(&v1, a.data + 1, labels_end - 1);
@@ -1076,6 +1082,158 @@ static void test_decode_version1(void **state)
     wbuf_free(&a);
     wbuf_free(&b);
     wbuf_free(&v1);
+    ts_free(back);
+    ts_free(ts);
+}
+
+/* Adds one sample to src and applies rule 0 into dst, as a write does. */
+static void rule_add1(ts_t *src, ts_t *dst, int64_t t, double v)
+{
+    ts_sample_t last, s = { t, v };
+    int64_t old = ts_last(src, &last) ? last.ts : -1;
+    assert_int_equal(ts_add(src, &s, 1, TS_DUP_LAST, NULL), CORE_OK);
+    ts_rule_touch(src, 0, old, &t, 1, 0, 0);
+    ts_rule_t r = ts_rule_at(src, 0);
+    assert_int_equal(ts_rule_added(src, &r, old, &t, 1, dst), CORE_OK);
+}
+
+static void expect_open(const ts_t *src, bool has, int64_t at, double value)
+{
+    ts_rule_t r = ts_rule_at(src, 0);
+    ts_sample_t o;
+    bool got = ts_rule_open_bucket(src, &r, &o);
+    assert_int_equal(got, has);
+    if (has && (o.ts != at || o.value != value))
+        fail_msg("open bucket [%lld, %.17g], want [%lld, %.17g]", (long long)o.ts, o.value, (long long)at, value);
+}
+
+/* Rule generations (ts_rule_t.gen).  RedisTimeSeries tests/flow/
+ * test_ts_createrule.py test_create_rule_non_empty_src_series: a rule created
+ * on a source holding 1, 2, 3, 11 shows no open bucket (LATEST) until a
+ * sample comes, and then aggregates only what came after it; a generation-1
+ * rule (created before issue 37, or by a journal of then) keeps aggregating
+ * the whole bucket.  A write touching that bucket otherwise than by an
+ * in-order append makes it a bucket like any other.  And twa: generation 2
+ * is RedisTimeSeries's arithmetic (test_ts_range.py test_agg_twa case 7: 15),
+ * generation 1 the old one (14.999999999999998). */
+static void test_rule_generations(void **state)
+{
+    (void)state;
+    ts_sample_t pre[] = { { 1, 1 }, { 2, 2 }, { 3, 3 }, { 11, 11 } };
+    for (int gen = TS_RULE_GEN_1; gen <= TS_RULE_GEN_2; gen++)
+        for (int64_t align = 0; align <= 5; align += 5) {
+            ts_t *src = ts_create(0, TS_DUP_LAST, NULL, 0), *dst = ts_create(0, TS_DUP_LAST, NULL, 0);
+            assert_int_equal(ts_add(src, pre, 4, TS_DUP_LAST, NULL), CORE_OK);
+            ts_rule_t r = { "d", 1, TS_AGG_AVG, 10, align, 0, (uint8_t)gen, gen == TS_RULE_GEN_2 ? 11 : -1 };
+            assert_true(ts_rule_add(src, &r));
+            int64_t b = align ? 5 : 10;   /* the bucket of 11 */
+            if (gen == TS_RULE_GEN_2) {
+                expect_open(src, false, 0, 0);
+                rule_add1(src, dst, 12, 12);
+                expect_open(src, true, b, 12);
+                rule_add1(src, dst, 30, 30);   /* closes it: 12 alone */
+            } else {
+                expect_open(src, true, b, 11);
+                rule_add1(src, dst, 12, 12);
+                expect_open(src, true, b, 11.5);
+                rule_add1(src, dst, 30, 30);
+            }
+            ts_query_t all = { .from = 0, .to = TS_MAX_TIMESTAMP };
+            res_t got = { 0 };
+            assert_int_equal(ts_range(dst, &all, res_push, &got), CORE_OK);
+            assert_int_equal(got.n, 1);
+            assert_int_equal(got.t[0], b);
+            double want = gen == TS_RULE_GEN_2 ? 12 : 11.5;
+            if (got.v[0] != want)
+                fail_msg("gen %d align %lld: closed bucket %.17g, want %.17g", gen, (long long)align, got.v[0], want);
+            res_free(&got);
+            /* an out-of-order sample into that bucket: recomputed from every sample */
+            rule_add1(src, dst, align ? 6 : 10, 20);
+            assert_int_equal(ts_rule_at(src, 0).since, -1);
+            assert_int_equal(ts_range(dst, &all, res_push, &got), CORE_OK);
+            want = (20 + 11 + 12) / 3.0;
+            if (got.n != 1 || got.v[0] != want)
+                fail_msg("gen %d align %lld: recomputed bucket %.17g, want %.17g", gen, (long long)align, got.v[0], want);
+            res_free(&got);
+            ts_free(src);
+            ts_free(dst);
+        }
+    /* a deletion reaching the bucket open at creation forgets `since` too */
+    ts_t *src = ts_create(0, TS_DUP_LAST, NULL, 0);
+    assert_int_equal(ts_add(src, pre, 4, TS_DUP_LAST, NULL), CORE_OK);
+    ts_rule_t r = { "d", 1, TS_AGG_SUM, 10, 0, 0, TS_RULE_GEN_2, 11 };
+    assert_true(ts_rule_add(src, &r));
+    ts_rule_touch(src, 0, -1, NULL, 0, 0, 5);
+    assert_int_equal(ts_rule_at(src, 0).since, 11);
+    ts_rule_touch(src, 0, -1, NULL, 0, 0, 10);
+    assert_int_equal(ts_rule_at(src, 0).since, -1);
+    expect_open(src, true, 10, 11);
+    ts_free(src);
+
+    /* twa by generation */
+    ts_sample_t tw[] = { { 3, 3 }, { 9, 9 }, { 13, 13 }, { 22, 22 } };   /* (test_agg_twa case 7) */
+    for (int gen = TS_RULE_GEN_1; gen <= TS_RULE_GEN_2; gen++) {
+        src = ts_create(0, TS_DUP_LAST, NULL, 0);
+        ts_t *dst = ts_create(0, TS_DUP_LAST, NULL, 0);
+        ts_rule_t t = { "d", 1, TS_AGG_TWA, 10, 0, 0, (uint8_t)gen, -1 };
+        assert_true(ts_rule_add(src, &t));
+        for (size_t i = 0; i < 4; i++)
+            rule_add1(src, dst, tw[i].ts, tw[i].value);
+        ts_query_t all = { .from = 10, .to = 10 };
+        res_t got = { 0 };
+        assert_int_equal(ts_range(dst, &all, res_push, &got), CORE_OK);
+        assert_int_equal(got.n, 1);
+        if (gen == TS_RULE_GEN_2)
+            assert_true(got.v[0] == 15);
+        else
+            if (got.v[0] != 14.999999999999998)
+                fail_msg("generation 1 twa %.17g", got.v[0]);
+        res_free(&got);
+        ts_free(src);
+        ts_free(dst);
+    }
+}
+
+/* A version-2 encoding (rules without generation) decodes to generation-1
+ * rules (the rules that served them, for life) and re-encodes as version 3
+ * with generation 1 and no `since`. */
+static void test_decode_version2(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_rule_t r = { "d1", 2, TS_AGG_TWA, 10, 0, 0, TS_RULE_GEN_1, -1 };
+    assert_true(ts_rule_add(ts, &r));
+    wbuf_t a = WBUF_INIT;
+    ts_type.encode(ts, &a);
+    /* the rule: blob "d1" | agg | bucket | align | quantile, then gen | since */
+    size_t rule_end = 1 + 1 + 8 + 4 + 4 + (4 + 2) + 1 + 8 + 8 + 8;
+    assert_int_equal(a.data[0], 3);
+    assert_int_equal(a.data[rule_end], TS_RULE_GEN_1);
+    wbuf_t v2 = WBUF_INIT;
+    wbuf_put_u8(&v2, 2);
+    wbuf_put_bytes(&v2, a.data + 1, rule_end - 1);
+    wbuf_put_bytes(&v2, a.data + rule_end + 9, a.len - rule_end - 9);
+    const char *why = NULL;
+    ts_t *back = ts_type.decode(v2.data, v2.len, &why);
+    if (!back)
+        fail_msg("version 2 refused: %s", why);
+    assert_int_equal(ts_rule_count(back), 1);
+    ts_rule_t got = ts_rule_at(back, 0);
+    assert_int_equal(got.gen, TS_RULE_GEN_1);
+    assert_int_equal(got.since, -1);
+    wbuf_t b = WBUF_INIT;
+    ts_type.encode(back, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    /* a generation the decoder does not know, or a since on generation 1, is refused */
+    a.data[rule_end] = 3;
+    assert_null(ts_type.decode(a.data, a.len, &why));
+    a.data[rule_end] = TS_RULE_GEN_1;
+    a.data[rule_end + 1] = 5;
+    assert_null(ts_type.decode(a.data, a.len, &why));
+    wbuf_free(&a);
+    wbuf_free(&b);
+    wbuf_free(&v2);
     ts_free(back);
     ts_free(ts);
 }
@@ -1643,6 +1801,8 @@ int main(void)
         cmocka_unit_test(test_flow_expectations),
         cmocka_unit_test(test_rules_random),
         cmocka_unit_test(test_decode_version1),
+        cmocka_unit_test(test_decode_version2),
+        cmocka_unit_test(test_rule_generations),
         cmocka_unit_test(test_label_filters),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
