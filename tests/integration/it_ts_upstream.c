@@ -224,6 +224,77 @@ static void test_rule_on_non_empty_source(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Journals and snapshots written before issue 37                           */
+/* ------------------------------------------------------------------------ */
+
+#define FIXTURE_37 "tests/fixtures/ts_before_37"   /* tests run from the repository root */
+
+/* A data directory of the tally before issue 37 (make-fixture.sh there says
+ * how it was made and what that tally answered) loads to what it answered:
+ * its rules keep the first generation's rules for life (twa's arithmetic,
+ * the samples before a rule), the deletion it accepted stays applied; new
+ * requests follow the new rules (the same deletion is refused now). */
+static void test_directory_before_37(void **state)
+{
+    (void)state;
+    char dir[256];
+    tmpdir_make(dir, sizeof(dir));
+    static const char *const files[] = { "snapshot.tly", "journal.0000000002.tlj" };
+    for (size_t i = 0; i < 2; i++) {
+        char src[256], dst[512];
+        snprintf(src, sizeof(src), FIXTURE_37 "/%s", files[i]);
+        snprintf(dst, sizeof(dst), "%s/%s", dir, files[i]);
+        size_t len;
+        char *data = file_read(src, &len);
+        file_write(dst, data, len);
+        free(data);
+    }
+    tally_proc_t p;
+    tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", NULL });
+    p.own_dir = true;
+    static const char *const d1_before = "{\"samples\":[[0,6.499999999999999],[10,14.999999999999998]]}";
+    static const char *const d1_after =
+        "{\"samples\":[[0,6.499999999999999],[10,14.999999999999998],[20,26.749999999999996]]}";
+    http_expect(&p, "GET", "/ts/d1/range", NULL, 200, d1_before);
+    http_expect(&p, "GET", "/ts/d2/range", NULL, 200, "{\"samples\":[[10,11.5]]}");
+    http_expect(&p, "GET", "/ts/t4/range", NULL, 200, "{\"samples\":[]}");
+    /* the deletion the old tally accepted is refused now */
+    http_expect(&p, "DELETE", "/ts/t3/range?from=14&to=14", NULL, 400, NULL);
+    /* part 3 of make-fixture.sh, answered as the old tally answered it */
+    http_expect(&p, "POST", "/ts/s1", "{\"samples\":[[25,27.5]]}", 200, NULL);
+    http_expect(&p, "POST", "/ts/s1", "{\"samples\":[[28,30.8]]}", 200, NULL);
+    http_expect(&p, "POST", "/ts/s1", "{\"samples\":[[34,37.4]]}", 200, NULL);
+    http_expect(&p, "POST", "/ts/s2", "{\"samples\":[[27,27]]}", 200, NULL);
+    http_expect(&p, "POST", "/ts/s2", "{\"samples\":[[35,35]]}", 200, NULL);
+    http_expect(&p, "GET", "/ts/d1/range", NULL, 200, d1_after);
+    http_expect(&p, "GET", "/ts/d2/range", NULL, 200, "{\"samples\":[[10,11.5],[20,26.0]]}");
+    /* through a replay of both journals, then a snapshot of version 3 */
+    for (int round = 0; round < 2; round++) {
+        if (round == 0)
+            tally_kill(&p);
+        else
+            assert_int_equal(tally_stop(&p), 0);
+        tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", NULL });
+        p.own_dir = true;
+        http_expect(&p, "GET", "/ts/d1/range", NULL, 200, d1_after);
+        http_expect(&p, "GET", "/ts/d2/range", NULL, 200, "{\"samples\":[[10,11.5],[20,26.0]]}");
+        http_expect(&p, "GET", "/ts/t4/range", NULL, 200, "{\"samples\":[]}");
+    }
+    /* a rule created now, over the same samples, computes generation 2's */
+    http_expect(&p, "PUT", "/ts/d1b", NULL, 201, NULL);
+    http_expect(&p, "PUT", "/ts/s1b", NULL, 201, NULL);
+    http_expect(&p, "POST", "/ts/s1b/rules", "{\"dest\":\"d1b\",\"agg\":\"twa\",\"bucket_ms\":10}", 201, NULL);
+    static const char *const s1[] = { "[3,3]", "[9,9]", "[13,13]", "[22,22]", "[25,27.5]", "[28,30.8]", "[34,37.4]" };
+    for (size_t i = 0; i < 7; i++) {
+        char body[64];
+        snprintf(body, sizeof(body), "{\"samples\":[%s]}", s1[i]);
+        http_expect(&p, "POST", "/ts/s1b", body, 200, NULL);
+    }
+    http_expect(&p, "GET", "/ts/d1b/range", NULL, 200, "{\"samples\":[[0,6.5],[10,15.0],[20,26.75]]}");
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Item 3: GROUPBY ... REDUCE                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -496,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_parsing),
         cmocka_unit_test(test_deleted_links),
         cmocka_unit_test(test_rule_on_non_empty_source),
+        cmocka_unit_test(test_directory_before_37),
         cmocka_unit_test(test_groupby_reduce),
         cmocka_unit_test(test_upstream_range_cases),
         cmocka_unit_test(test_nan_buckets),
