@@ -354,20 +354,34 @@ typedef bool (*ts_emit_row_fn)(void *ud, int64_t ts, const double *values, size_
  * `count` results.  Within a bucket samples are aggregated in time order
  * whatever the direction, with RedisTimeSeries's formulas (see ts.c); an
  * aggregation skips the samples it does not count (NaN, except for countNaN
- * and countAll), and a bucket with none of those is empty.
+ * and countAll).  Without EMPTY, a bucket is reported when it holds a sample
+ * the aggregation counts.
  *
- * EMPTY (q->empty) also reports the empty buckets lying between samples the
- * aggregation counts: from the bucket of `from` (or of the first such sample
- * in range when none precedes `from`) to the bucket of `to` (or of the last
- * such sample in range when none follows `to`); as RedisTimeSeries, an empty
- * bucket is 0 for sum, count, countNaN, countAll; the last counted value
- * before it for last; the interpolated average for twa; NaN otherwise.
+ * EMPTY (q->empty) follows RedisTimeSeries's aggregation iterator: the
+ * buckets come from the query's samples (in range, passing the filters, NaN
+ * included), so a bucket holding only samples the aggregation skips is
+ * reported too, with the empty value; so are the empty buckets between two
+ * buckets of samples, and those from the bucket of `from` before the first
+ * (to the bucket of `to` after the last; the whole range when it holds no
+ * sample) when a valid sample - not NaN, passing the filters, in or out of
+ * range - lies before and one after them.  The empty value is 0 for sum,
+ * count, countNaN and countAll; for last the last valid sample before the
+ * bucket; for twa RedisTimeSeries's twa_calc_empty_bucket_val (the average of
+ * the line between the valid samples around it at its window's two ends; with
+ * samples on one side only, the nearest when within half their step); NaN
+ * otherwise.
  *
- * twa is the average over the bucket's window [max(start, from),
- * min(start + bucket_ms, to)], clipped to the series' first and last counted
- * samples, of the line through consecutive counted samples (the nearest ones
- * outside [from, to] included); a window of one instant reports the line's
- * value there.
+ * twa is RedisTimeSeries's, in its arithmetic (the same bits): over the
+ * bucket's window [max(start, from), min(start + bucket_ms, to)], the
+ * trapezoids between its valid samples and, along the line to the
+ * neighbour, to the window's ends - the neighbour before is the last valid
+ * sample of the previous bucket of samples (none when that bucket had only
+ * NaN), or for the first bucket the nearest valid sample before it; the one
+ * after is the first sample of the next bucket when it is valid, or for the
+ * last bucket the nearest valid sample after it - summed in the order the
+ * query walks and divided by the span from the first point to the last (a
+ * zero span reports the last sample's value).  A rule of generation 1
+ * (q->legacy_twa) computes the older polyline average instead.
  *
  * Returns CORE_OK, CORE_NOMEM, or CORE_LIMIT when more than q->max_results
  * would be emitted (the results emitted so far are to be discarded). */
