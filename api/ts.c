@@ -9,6 +9,7 @@
  *   GET    /ts/{key}/range      ?from=-&to=+&agg=avg&bucket_ms=60000&align=&bucket_timestamp=&count=
  *                                &filter_by_value_min=&filter_by_value_max=&filter_by_ts=...
  *                               -> {"samples":[[ts,value],...]}                   (TS.RANGE)
+ *                               (agg=min,max: [[ts,min,max],...], AGGREGATION min,max)
  *   GET    /ts/{key}/revrange   the same, newest first                            (TS.REVRANGE)
  *   DELETE /ts/{key}/range      ?from=&to= -> {"deleted":N}                       (TS.DEL)
  *

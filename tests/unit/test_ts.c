@@ -1194,6 +1194,23 @@ static void test_rule_generations(void **state)
     }
 }
 
+/* GROUPBY ... REDUCE of nothing counted (RedisTimeSeries tests/flow/
+ * test_ts_mrange_groupby.py test_groupby_reduce_count_with_nan): the count
+ * family answers 0, the rest NaN. */
+static void test_reduce_nothing_counted(void **state)
+{
+    (void)state;
+    const double nans[] = { NAN, NAN }, vals[] = { 1, 2 };
+    assert_true(ts_reduce(TS_AGG_COUNT, nans, 2) == 0);
+    assert_true(ts_reduce(TS_AGG_COUNT_NAN, vals, 2) == 0);
+    assert_true(ts_reduce(TS_AGG_COUNT_NAN, nans, 2) == 2);
+    assert_true(ts_reduce(TS_AGG_COUNT_ALL, nans, 2) == 2);
+    assert_true(ts_reduce(TS_AGG_COUNT_ALL, nans, 0) == 0);
+    assert_true(isnan(ts_reduce(TS_AGG_SUM, nans, 2)));
+    assert_true(isnan(ts_reduce(TS_AGG_MAX, nans, 2)));
+    assert_true(ts_reduce(TS_AGG_SUM, vals, 2) == 3);
+}
+
 /* A version-2 encoding (rules without generation) decodes to generation-1
  * rules (the rules that served them, for life) and re-encodes as version 3
  * with generation 1 and no `since`. */
@@ -1803,6 +1820,7 @@ int main(void)
         cmocka_unit_test(test_decode_version1),
         cmocka_unit_test(test_decode_version2),
         cmocka_unit_test(test_rule_generations),
+        cmocka_unit_test(test_reduce_nothing_counted),
         cmocka_unit_test(test_label_filters),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
