@@ -57,7 +57,7 @@ static void h_cuckoo_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         !api_obj_int(resp, body, "fingerprint_bits", false, 8, 16, &fp, NULL))
         return;
     cuckoo_params_t p = { (uint64_t)cap, (uint32_t)bs, (uint32_t)mi, (uint32_t)exp, (uint32_t)fp };
-    const char *why = cuckoo_validate(&p, &field);
+    const char *why = cuckoo_validate(&p, 0, &field);   /* sizes: api_grow below */
     if (why) {
         api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' %s", field, why);
         return;

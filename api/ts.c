@@ -9,6 +9,7 @@
  *   GET    /ts/{key}/range      ?from=-&to=+&agg=avg&bucket_ms=60000&align=&bucket_timestamp=&count=
  *                                &filter_by_value_min=&filter_by_value_max=&filter_by_ts=...
  *                               -> {"samples":[[ts,value],...]}                   (TS.RANGE)
+ *                               (agg=min,max: [[ts,min,max],...], AGGREGATION min,max)
  *   GET    /ts/{key}/revrange   the same, newest first                            (TS.REVRANGE)
  *   DELETE /ts/{key}/range      ?from=&to= -> {"deleted":N}                       (TS.DEL)
  *
@@ -162,6 +163,12 @@ static bool parse_opts(const api_req_t *req, api_resp_t *resp, json_t *body, ts_
            parse_labels(req, resp, body, o, &present);
 }
 
+/* "nan", "-nan" or "+nan" in any case: what RedisTimeSeries reads as NaN. */
+static bool is_nan_text(const char *s)
+{
+    return strcasecmp(s + (s[0] == '-' || s[0] == '+'), "nan") == 0;
+}
+
 /* The samples array: [[ts|"*", value], ...], "*" = now. */
 static ts_sample_t *parse_samples(const api_req_t *req, api_resp_t *resp, json_t *body, size_t *n)
 {
@@ -207,13 +214,14 @@ static ts_sample_t *parse_samples(const api_req_t *req, api_resp_t *resp, json_t
                             (long long)TS_MAX_TIMESTAMP);
             goto bad;
         }
-        if (json_is_string(v) && strcasecmp(json_string_value(v), "nan") == 0) {
+        if (json_is_string(v) && is_nan_text(json_string_value(v))) {
             s[i].value = NAN;   /* a missing reading, as RedisTimeSeries stores it */
             continue;
         }
         if (!json_is_number(v) || !isfinite(json_number_value(v))) {
             api_error_field(resp, API_E_BAD_REQUEST, "samples",
-                            "samples[%zu]: the value must be a finite number or \"nan\"", i);
+                            "samples[%zu]: the value must be a finite number or \"nan\" (\"-nan\", \"+nan\")",
+                            i);
             goto bad;
         }
         s[i].value = json_number_value(v);
@@ -265,8 +273,53 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The aggregations of one query (agg=min,max): where q->aggs points. */
+typedef struct ts_aggs {
+    ts_agg_t a[TS_MAX_AGGS];
+    double q[TS_MAX_AGGS];
+} ts_aggs_t;
+
+/* agg: one aggregation, or several separated by commas (RedisTimeSeries's
+ * AGGREGATION min,max), into q (and aggs, which q then points to). */
+static bool parse_aggs(api_resp_t *resp, const char *agg, ts_query_t *q, ts_aggs_t *aggs)
+{
+    size_t n = 0;
+    for (const char *p = agg;; n++) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        char one[40];
+        if (n == TS_MAX_AGGS) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg", "at most %d aggregations in 'agg'", TS_MAX_AGGS);
+            return false;
+        }
+        if (len == 0 || len >= sizeof(one)) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg", "'agg' is an aggregation or several separated by commas");
+            return false;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (!ts_agg_parse_any(one, &aggs->a[n], &aggs->q[n])) {
+            api_error_field(resp, API_E_BAD_REQUEST, "agg",
+                            "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
+                            "std.s, var.p, var.s, twa, countNaN, countAll, p0 to p100)",
+                            one);
+            return false;
+        }
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    q->agg = aggs->a[0];
+    q->quantile = aggs->q[0];
+    q->naggs = n + 1;
+    q->aggs = aggs->a;
+    q->quantiles = aggs->q;
+    return true;
+}
+
 /* The query of /range (multi: of /mts/range, with its label parameters). */
-static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, int64_t **fts_out, bool multi)
+static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, ts_aggs_t *aggs, int64_t **fts_out,
+                        bool multi)
 {
     static const char *const params[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
                                           "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
@@ -274,6 +327,7 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
     static const char *const mparams[] = { "from", "to", "agg", "bucket_ms", "align", "bucket_timestamp", "count",
                                            "filter_by_value_min", "filter_by_value_max", "filter_by_ts", "empty",
                                            "latest", "filter", "withlabels", "selected_labels", "groupby", "reduce",
+                                           "exclude_empty",
                                            NULL };
     memset(q, 0, sizeof(*q));
     *fts_out = NULL;
@@ -307,13 +361,8 @@ static bool parse_range(const api_req_t *req, api_resp_t *resp, ts_query_t *q, i
     if (!api_query_int(req, resp, "bucket_ms", false, 1, INT64_MAX, &q->bucket_ms, &present))
         return false;
     if (agg) {
-        if (!ts_agg_parse_any(agg, &q->agg, &q->quantile)) {
-            api_error_field(resp, API_E_BAD_REQUEST, "agg",
-                            "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, "
-                            "std.s, var.p, var.s, twa, countNaN, countAll, p0 to p100)",
-                            agg);
+        if (!parse_aggs(resp, agg, q, aggs))
             return false;
-        }
         if (!present) {
             api_error_field(resp, API_E_BAD_REQUEST, "bucket_ms", "'agg' needs 'bucket_ms' (> 0)");
             return false;
@@ -443,8 +492,10 @@ static void answer(api_resp_t *resp, int status, wbuf_t *b)
 typedef struct collected {
     ts_sample_t *s;
     size_t n, cap;
-    bool capped, over;     /* capped: at most `max` samples, then `over` (--max-answer-size) */
-    size_t max;
+    double *more;          /* several aggregations: the values after the first, `stride` a row */
+    size_t stride;
+    bool capped, over;     /* capped: at most `max` rows' worth, then `over` (--max-answer-size) */
+    size_t max;            /* in TS_ROW_BOUND units: a row of k values counts k */
 } collected_t;
 
 /* An answer row [ts,value] at most: 20 digits, a shortest double (or a
@@ -469,7 +520,7 @@ static void too_many_rows(api_server_t *srv, const api_req_t *req, api_resp_t *r
 static bool collect(void *ud, int64_t t, double v)
 {
     collected_t *c = ud;
-    if (c->capped && c->n >= c->max) {
+    if (c->capped && (c->n + 1) * (1 + c->stride) > c->max) {
         c->over = true;
         return false;
     }
@@ -485,6 +536,38 @@ static bool collect(void *ud, int64_t t, double v)
     return true;
 }
 
+/* A row of several aggregations (ts_range_rows). */
+static bool collect_row(void *ud, int64_t t, const double *v, size_t n)
+{
+    collected_t *c = ud;
+    size_t had = c->cap;
+    c->stride = n - 1;   /* before collect: the answer cap counts every value of a row */
+    if (!collect(c, t, v[0]))
+        return false;
+    if (c->cap != had || !c->more) {
+        double *m = realloc(c->more, c->cap * c->stride * sizeof(*m) + 1);
+        if (!m)
+            return false;
+        c->more = m;
+    }
+    memcpy(c->more + (c->n - 1) * c->stride, v + 1, c->stride * sizeof(*v));
+    return true;
+}
+
+/* Runs a query into c: ts_range, or ts_range_rows for several aggregations. */
+static core_status_t collect_range(const ts_t *ts, const ts_query_t *q, collected_t *c)
+{
+    return q->naggs > 1 ? ts_range_rows(ts, q, collect_row, c) : ts_range(ts, q, collect, c);
+}
+
+static void collected_free(collected_t *c)
+{
+    free(c->s);
+    free(c->more);
+    c->s = NULL;
+    c->more = NULL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -495,14 +578,27 @@ static bool collect(void *ud, int64_t t, double v)
 /* A source's compactions are written in the same request, under the locks of
  * every key involved: the source is looked up, the names of its rules'
  * destinations copied, and then all of them locked at once (in shard order)
- * and looked up again; if the rules changed in between, again. */
+ * and looked up again; if the rules changed in between, again.
+ *
+ * A link between two series is live when both halves agree: the rule's
+ * destination names the series as its source, and the source has the rule.
+ * A destination deleted (or expired, evicted, replaced) leaves a stale rule
+ * behind, a deleted source a stale source name: RedisTimeSeries drops those
+ * at once (tests/flow/test_ts_createrule.py test_delete_key), so here they
+ * are never shown nor counted, and a write drops the stale rules. */
 typedef struct ts_group {
     api_key_t h;                        /* h.e: the series (the open entry) */
-    ks_key_t keys[1 + TS_MAX_RULES];
-    char *names;                        /* the destinations' names, back to back */
+    ks_key_t keys[4 + TS_MAX_RULES];
+    char *names;                        /* the destinations' (and source's) names, back to back */
     size_t n;                           /* keys locked */
-    ks_entry_t *dst[TS_MAX_RULES];      /* per rule: its live destination, or NULL (the rule is stale) */
+    size_t extra_at;                    /* where the caller's extra keys are in keys[] */
+    ks_entry_t *dst[TS_MAX_RULES];      /* per rule: its live destination, or NULL (stale, or not seen) */
+    bool seen[TS_MAX_RULES];            /* per rule: its destination was looked at */
+    bool src_named, src_seen, src_live; /* the series names a source; looked at (TS_GROUP_SOURCE); has the rule */
 } ts_group_t;
+
+#define TS_GROUP_SOURCE 0x100u          /* also look at the source the series names */
+#define TS_GROUP_VISIBLE 0x200u         /* only the keys the token sees (a read): the rest stay unseen */
 
 /* Whether `dst` names src_key as its source (the other half of a live rule). */
 static bool ts_dst_live(ks_entry_t *e, const char *src_key, size_t src_len)
@@ -512,6 +608,12 @@ static bool ts_dst_live(ks_entry_t *e, const char *src_key, size_t src_len)
     size_t len;
     const char *src = ts_source(ks_entry_value(e), &len);
     return src && len == src_len && memcmp(src, src_key, len) == 0;
+}
+
+/* Whether e is a series with a rule writing to name. */
+static bool ts_has_rule_to(ks_entry_t *e, const char *name, size_t len)
+{
+    return e && ks_entry_type(e) == &ts_type && ts_rule_find(ks_entry_value(e), name, len) >= 0;
 }
 
 /* The source named by a series (copied into buf), or NULL. */
@@ -527,22 +629,33 @@ static const char *ts_copy_source(const ts_t *ts, char **buf, size_t *len)
     return *buf;
 }
 
-/* Opens the series at key with `flags` and, when it has rules, their
- * destinations.  False with *resp answered and nothing locked. */
-static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
-                          unsigned flags, ts_group_t *g)
+/* Opens the series at key with `flags` (API_* and TS_GROUP_*) and, when it
+ * has rules, their destinations (and with TS_GROUP_SOURCE the source it
+ * names), and the caller's extra[0..nextra) (at most 2, found by the caller
+ * at keys[extra_at + j]).  False with *resp answered and nothing locked. */
+static bool ts_group_open_with(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                               unsigned flags, const ks_key_t *extra, size_t nextra, ts_group_t *g)
 {
+    unsigned kflags = flags & (API_WRITE | API_MUST_EXIST);
+    bool with_src = flags & TS_GROUP_SOURCE, visible = flags & TS_GROUP_VISIBLE;
+    size_t off[TS_MAX_RULES + 1], len[TS_MAX_RULES + 1];   /* rule i's destination, then the source, in names */
     memset(g, 0, sizeof(*g));
     for (int attempt = 0;; attempt++) {
-        if (!api_key_open(srv, req, resp, key, klen, &ts_type, flags, &g->h))
+        if (!api_key_open(srv, req, resp, key, klen, &ts_type, kflags, &g->h))
             return false;
         const ts_t *ts = api_key_value(&g->h);
-        size_t nr = ts ? ts_rule_count(ts) : 0;
-        if (nr == 0 || attempt == 8) {   /* (rules changing under us eight times: give up on them) */
+        size_t nr = ts ? ts_rule_count(ts) : 0, slen = 0;
+        const char *src = ts && with_src ? ts_source(ts, &slen) : NULL;
+        g->src_named = src != NULL;
+        if ((nr == 0 && !src && !nextra) || attempt == 8) {   /* (links changing eight times: give up on them) */
             g->n = 1;
-            return true;
+            if (!nextra)
+                return true;
+            api_key_close(&g->h, false);
+            api_error(resp, API_E_UNAVAILABLE, "the series kept changing; try again");
+            return false;
         }
-        size_t total = 0;
+        size_t total = slen;
         for (size_t i = 0; i < nr; i++)
             total += ts_rule_at(ts, i).dest_len;
         free(g->names);
@@ -552,45 +665,96 @@ static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, c
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
             return false;
         }
+        /* keys[0] the series, then each destination and the source that is
+         * looked at (for a read, those the token sees) */
+        size_t at[TS_MAX_RULES + 1], o = 0;   /* their index in keys, 0 = not looked at */
         g->keys[0] = ks_key(srv->ks, key, klen);
-        char *p = g->names;
-        for (size_t i = 0; i < nr; i++) {
-            ts_rule_t r = ts_rule_at(ts, i);
-            memcpy(p, r.dest, r.dest_len);
-            g->keys[1 + i] = ks_key(srv->ks, p, r.dest_len);
-            p += r.dest_len;
+        g->n = 1;
+        for (size_t i = 0; i <= nr; i++) {
+            const char *name;
+            if (i < nr) {
+                ts_rule_t r = ts_rule_at(ts, i);
+                name = r.dest;
+                len[i] = r.dest_len;
+            } else if (src) {
+                name = src;
+                len[i] = slen;
+            } else {
+                break;
+            }
+            memcpy(g->names + o, name, len[i]);
+            off[i] = o;
+            o += len[i];
+            at[i] = 0;
+            if (!visible || api_auth_key_visible(req, g->names + off[i], len[i])) {
+                at[i] = g->n;
+                g->keys[g->n++] = ks_key(srv->ks, g->names + off[i], len[i]);
+            }
         }
+        g->extra_at = g->n;
+        for (size_t j = 0; j < nextra; j++)
+            g->keys[g->n++] = extra[j];
         api_key_close(&g->h, false);
-        g->n = 1 + nr;
         if (!api_keys_lock(srv, req, resp, g->keys, g->n, &g->h)) {
             free(g->names);   /* a rule's destination outside the token's prefixes: 403 */
             g->names = NULL;
             return false;
         }
         ks_entry_t *e;
-        for (size_t i = 0; i < nr; i++) {
-            if (!api_keys_find(&g->h, 1 + i, NULL, API_READ, NULL, &e))
-                return false;
-            g->dst[i] = ts_dst_live(e, key, klen) ? e : NULL;
+        for (size_t i = 0; i <= nr && (i < nr || src); i++) {
+            if (!at[i])
+                continue;
+            if (!api_keys_find(&g->h, at[i], NULL, API_READ, NULL, &e))
+                goto gone;
+            if (i < nr) {
+                g->seen[i] = true;
+                g->dst[i] = ts_dst_live(e, key, klen) ? e : NULL;
+            } else {
+                g->src_seen = true;
+                g->src_live = ts_has_rule_to(e, key, klen);
+            }
         }
-        if (!api_keys_find(&g->h, 0, &ts_type, flags, NULL, &e))
-            return false;
-        /* the same rules, in the same order? */
+        if (!api_keys_find(&g->h, 0, &ts_type, kflags, NULL, &e))
+            goto gone;
+        g->h.e = e;   /* (a read of several keys leaves it unset) */
+        /* the same rules, in the same order, and the same source? */
         ts = e ? ks_entry_value(e) : NULL;
         bool same = ts && ts_rule_count(ts) == nr;
         for (size_t i = 0; same && i < nr; i++) {
             ts_rule_t r = ts_rule_at(ts, i);
-            same = r.dest_len == g->keys[1 + i].len && memcmp(r.dest, g->keys[1 + i].p, r.dest_len) == 0;
+            same = r.dest_len == len[i] && memcmp(r.dest, g->names + off[i], len[i]) == 0;
+        }
+        if (same && with_src) {
+            size_t l2;
+            const char *s2 = ts_source(ts, &l2);
+            same = !s2 == !src && (!s2 || (l2 == slen && memcmp(s2, g->names + off[nr], slen) == 0));
         }
         if (same) {
             for (size_t i = 0; i < nr; i++)
-                if (g->dst[i])
+                if (g->dst[i] && (kflags & API_WRITE))
                     ks_entry_prepare_write(srv->ks, g->dst[i]);
             return true;
         }
+        memset(g->seen, 0, sizeof(g->seen));
+        memset(g->dst, 0, sizeof(g->dst));
+        g->src_seen = g->src_live = false;
         api_key_close(&g->h, false);
     }
+gone:   /* answered (404, 409) and closed */
+    free(g->names);
+    g->names = NULL;
+    return false;
 }
+
+static bool ts_group_open(api_server_t *srv, api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
+                          unsigned flags, ts_group_t *g)
+{
+    return ts_group_open_with(srv, req, resp, key, klen, flags, NULL, 0, g);
+}
+
+/* Whether rule i may be live: live, or not looked at (nothing is dropped or
+ * hidden on a guess). */
+static bool ts_group_rule_live(const ts_group_t *g, size_t i) { return g->dst[i] || !g->seen[i]; }
 
 /* Applies the rules after samples t[0..n) went into the series (old_newest:
  * its newest timestamp before, -1 if none), or after a deletion of
@@ -601,10 +765,13 @@ static void ts_group_compact(ts_group_t *g, int64_t old_newest, const int64_t *t
     if (!src || g->n == 1)
         return;
     for (size_t i = ts_rule_count(src); i-- > 0;) {
+        if (!g->seen[i])
+            continue;
         if (!g->dst[i]) {
             ts_rule_remove(src, i);
             continue;
         }
+        ts_rule_touch(src, i, old_newest, t, n, from, to);
         ts_rule_t r = ts_rule_at(src, i);
         ts_t *dst = ks_entry_value(g->dst[i]);
         /* a failure (out of memory) leaves that bucket as it was */
@@ -918,10 +1085,11 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     size_t klen;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, key, klen, &ts_type, API_MUST_EXIST, &h))
+    /* the rules and source with the series they link to: stale links are not shown */
+    ts_group_t g;
+    if (!ts_group_open(srv, req, resp, key, klen, API_MUST_EXIST | TS_GROUP_SOURCE | TS_GROUP_VISIBLE, &g))
         return;
-    const ts_t *ts = api_key_value(&h);
+    const ts_t *ts = api_key_value(&g.h);
     ts_info_t info;
     ts_get_info(ts, &info);
     json_t *labels = json_object();
@@ -941,6 +1109,8 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
      * source that is one, is left out as if it were not there */
     json_t *rules = json_array();
     for (size_t i = 0; i < ts_rule_count(ts); i++) {
+        if (!ts_group_rule_live(&g, i))
+            continue;
         ts_rule_t r = ts_rule_at(ts, i);
         if (!api_auth_key_visible(req, r.dest, r.dest_len))
             continue;
@@ -951,10 +1121,12 @@ static void h_ts_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     size_t slen;
     const char *src = ts_source(ts, &slen);
+    if (g.src_seen && !g.src_live)
+        src = NULL;
     json_object_set_new(o, "rules", rules);
     json_object_set_new(o, "source",
                         src && api_auth_key_visible(req, src, slen) ? json_stringn(src, slen) : json_null());
-    api_key_close(&h, false);
+    ts_group_close(&g, false);
     api_json(resp, 200, o);
 }
 
@@ -1006,6 +1178,10 @@ static void put_samples(wbuf_t *b, const collected_t *c)
         put_i64(b, c->s[i].ts);
         wbuf_put_u8(b, ',');
         put_double(b, &last, c->s[i].value);
+        for (size_t k = 0; k < c->stride; k++) {   /* agg=min,max: [ts,min,max] */
+            wbuf_put_u8(b, ',');
+            put_double(b, &last, c->more[i * c->stride + k]);
+        }
         wbuf_put_u8(b, ']');
     }
     wbuf_put_u8(b, ']');
@@ -1016,8 +1192,9 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     const char *key;
     size_t klen;
     ts_query_t q;
+    ts_aggs_t aggs;
     int64_t *fts;
-    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &fts, false))
+    if (!api_path_key(req, resp, &key, &klen) || !parse_range(req, resp, &q, &aggs, &fts, false))
         return;
     q.reverse = reverse;
     q.max_results = TS_MAX_EMPTY_BUCKETS;
@@ -1035,23 +1212,23 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
         free(fts);
         return;
     }
-    core_status_t st = ts_range(api_key_value(&h), &q, collect, &c);
+    core_status_t st = collect_range(api_key_value(&h), &q, &c);
     api_key_close(&h, false);
     free(fts);
     if (c.over || (st == CORE_LIMIT && c.capped && q.max_results < TS_MAX_EMPTY_BUCKETS)) {
-        free(c.s);
+        collected_free(&c);
         too_many_rows(srv, req, resp, c.max);
         return;
     }
     if (st == CORE_LIMIT) {
-        free(c.s);
+        collected_free(&c);
         api_error_field(resp, API_E_BAD_REQUEST, "empty",
                         "empty=true would report more than %d buckets: narrow the range, widen bucket_ms or set count",
                         TS_MAX_EMPTY_BUCKETS);
         return;
     }
     if (st != CORE_OK) {
-        free(c.s);
+        collected_free(&c);
         api_error_status(resp, st, NULL, "out of memory running the query");
         return;
     }
@@ -1061,7 +1238,7 @@ static void range(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reve
     wbuf_put_bytes(&b, "{\"samples\":", 11);
     put_samples(&b, &c);
     wbuf_put_u8(&b, '}');
-    free(c.s);
+    collected_free(&c);
     answer(resp, 200, &b);
 }
 
@@ -1084,15 +1261,34 @@ static void h_ts_delete_range(api_server_t *srv, api_req_t *req, api_resp_t *res
     }
     if (!parse_bound(req, resp, "from", 0, &from, &ex) || !parse_bound(req, resp, "to", TS_MAX_TIMESTAMP, &to, &ex))
         return;
-    if (from > to) {
-        api_error_field(resp, API_E_BAD_REQUEST, "from", "'from' (%lld) is after 'to' (%lld)", (long long)from,
-                        (long long)to);
-        return;
-    }
     ts_group_t g;
     if (!ts_group_open(srv, req, resp, key, klen, API_WRITE | API_MUST_EXIST, &g))
         return;
-    int64_t deleted = ts_delete_range(api_key_value(&g.h), from, to);
+    ts_t *ts = api_key_value(&g.h);
+    /* With live rules, a deletion reaching before the retention window is
+     * refused, as RedisTimeSeries refuses it: the destination's bucket was
+     * built from samples the source has trimmed since, and recomputing it
+     * from what is left would lose them.  A replayed deletion was accepted
+     * when served (releases before this check accepted these too, and a
+     * refused one is never journaled), so replay applies it as it was. */
+    bool beyond = false;
+    for (size_t i = 0; !req->replay && i < ts_rule_count(ts) && !beyond; i++) {
+        ts_rule_t r = ts_rule_at(ts, i);
+        beyond = ts_group_rule_live(&g, i) &&
+                 (ts_delete_beyond_retention(ts, NULL, from) || ts_delete_beyond_retention(ts, &r, from));
+    }
+    if (beyond) {
+        ts_info_t info;
+        ts_get_info(ts, &info);
+        ts_group_close(&g, false);
+        api_error_field(resp, API_E_BAD_REQUEST, "from",
+                        "the series has compaction rules: deleting samples or compaction buckets beyond its "
+                        "retention period (before %lld) is not possible",
+                        (long long)(info.last_ts - ts_retention(ts)));
+        return;
+    }
+    /* from after to deletes nothing (TS.DEL answers 0) */
+    int64_t deleted = from > to ? 0 : ts_delete_range(ts, from, to);
     if (deleted > 0)
         ts_group_compact(&g, -1, NULL, 0, from, to);
     ts_group_close(&g, deleted > 0);
@@ -1417,7 +1613,7 @@ static core_status_t ts_read_one(api_server_t *srv, api_req_t *req, api_resp_t *
         const char *gv = groupby ? ts_label_get(ts, groupby, strlen(groupby), &gl) : NULL;
         if (!groupby || gv) {
             *gone = false;
-            st = ts_range(ts, q, collect, c);
+            st = collect_range(ts, q, c);
             *labels = labels_json(ts, sel);
             if (gv && !(*group = strndup(gv, gl)))
                 st = CORE_NOMEM;
@@ -1523,10 +1719,12 @@ static int cmp_gsample(const void *a, const void *b)
     return x->at < y->at ? -1 : x->at > y->at;
 }
 
-/* GROUPBY label REDUCE r: the series of one group [g0, g1) merged, one value
- * per timestamp (reduced in the series' key order), into *out, newest first
- * when reverse. */
-static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, bool reverse, collected_t *out)
+/* GROUPBY label REDUCE r: the series of one group [g0, g1) (each read in
+ * time order, without count) merged, one value per timestamp (reduced in the
+ * series' key order), into *out, newest first when reverse, at most `count`
+ * values (0: all): RedisTimeSeries applies COUNT to the group's answer. */
+static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, bool reverse, uint64_t count,
+                         collected_t *out)
 {
     size_t total = 0;
     for (size_t i = g0; i < g1; i++)
@@ -1544,7 +1742,7 @@ static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, 
             all[k++] = (gsample_t){ ms[i].c.s[j].ts, i, ms[i].c.s[j].value };
     qsort(all, k, sizeof(*all), cmp_gsample);
     bool ok = true;
-    for (size_t n = 0; n < k && ok;) {
+    for (size_t n = 0; n < k && ok && (!count || out->n < count);) {
         /* the runs of one timestamp, taken from the newest when reverse */
         size_t i = reverse ? k - 1 - n : n, j = i, nv = 0;
         if (reverse) {
@@ -1567,8 +1765,9 @@ static bool reduce_group(const mseries_t *ms, size_t g0, size_t g1, ts_agg_t r, 
 static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool reverse)
 {
     ts_query_t q0;
+    ts_aggs_t aggs;
     int64_t *fts;
-    if (!parse_range(req, resp, &q0, &fts, true))
+    if (!parse_range(req, resp, &q0, &aggs, &fts, true))
         return;
     q0.reverse = reverse;
     q0.max_results = TS_MAX_EMPTY_BUCKETS;
@@ -1583,12 +1782,22 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
     size_t nms = 0;
     core_status_t st = CORE_OK;
     size_t glen, rlen;
+    bool exclude_empty = false;
     if (!api_query_bool(req, resp, "latest", &latest, NULL) || !parse_labelsel(req, resp, &sel) ||
         !api_query_string(req, resp, "groupby", false, &groupby, &glen) ||
-        !api_query_string(req, resp, "reduce", false, &reduce, &rlen))
+        !api_query_string(req, resp, "reduce", false, &reduce, &rlen) ||
+        !api_query_bool(req, resp, "exclude_empty", &exclude_empty, NULL))
         goto out;
+    if (exclude_empty && groupby) {   /* (RedisTimeSeries: "EXCLUDEEMPTY is not allowed with GROUPBY") */
+        api_error_field(resp, API_E_BAD_REQUEST, "exclude_empty", "'exclude_empty' cannot be used with 'groupby'");
+        goto out;
+    }
     if (!groupby != !reduce) {
         api_error_field(resp, API_E_BAD_REQUEST, groupby ? "reduce" : "groupby", "'groupby' and 'reduce' go together");
+        goto out;
+    }
+    if (groupby && q0.naggs > 1) {   /* (as RedisTimeSeries: one value per series to reduce) */
+        api_error_field(resp, API_E_BAD_REQUEST, "agg", "'groupby' takes one aggregation, not several");
         goto out;
     }
     if (reduce && (!ts_agg_parse(reduce, &red) || red == TS_AGG_TWA || red == TS_AGG_FIRST || red == TS_AGG_LAST)) {
@@ -1610,6 +1819,10 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
     bool capped = answer_rows(srv, &rows_left), over = false;
     for (size_t i = 0; i < l.n && st == CORE_OK; i++) {
         ts_query_t q = q0;
+        if (groupby) {   /* the group's answer is reversed and counted, not each series' */
+            q.reverse = false;
+            q.count = 0;
+        }
         bool gone;
         mseries_t *x = &ms[nms];
         size_t head = (size_t)(api_json_string_max(l.len[i]) / TS_ROW_BOUND) + 1;
@@ -1625,12 +1838,13 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
         x->key = l.k[i];
         x->klen = l.len[i];
         over = x->c.over || (st == CORE_LIMIT && capped && q.max_results < TS_MAX_EMPTY_BUCKETS);
+        size_t used = x->c.n * (1 + x->c.stride);   /* in TS_ROW_BOUND units, as collect counts */
         if (capped)
-            rows_left -= x->c.n < rows_left ? x->c.n : rows_left;
+            rows_left -= used < rows_left ? used : rows_left;
         if (!gone)
             nms++;
         else
-            free(x->c.s);
+            collected_free(&x->c);
         if (over) {
             st = CORE_OK;
             break;
@@ -1647,7 +1861,9 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
     wbuf_t b = WBUF_INIT;
     wbuf_put_bytes(&b, "{\"series\":[", 11);
     if (!groupby) {
-        for (size_t i = 0; i < nms; i++) {
+        for (size_t i = 0, shown = 0; i < nms; i++) {
+            if (exclude_empty && ms[i].c.n == 0)
+                continue;   /* EXCLUDEEMPTY: a series with nothing to answer is left out */
             json_t *k = json_pack("{s:s%}", "key", ms[i].key, ms[i].klen);
             if (ms[i].labels)
                 json_object_set(k, "labels", ms[i].labels);
@@ -1657,7 +1873,7 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
                 b.oom = true;
                 break;
             }
-            if (i)
+            if (shown++)
                 wbuf_put_u8(&b, ',');
             wbuf_put_bytes(&b, t, strlen(t) - 1);   /* {"key":..,"labels":..  then the samples */
             free(t);
@@ -1672,7 +1888,7 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
             while (g1 < nms && strcmp(ms[g1].group, ms[g0].group) == 0)
                 g1++;
             collected_t c = { 0 };
-            if (!reduce_group(ms, g0, g1, red, reverse, &c)) {
+            if (!reduce_group(ms, g0, g1, red, reverse, q0.count, &c)) {
                 b.oom = true;
                 break;
             }
@@ -1687,15 +1903,32 @@ static void mrange(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool rev
             }
             if (src)
                 p[-1] = '\0';
-            json_t *labels = json_object();
-            json_object_set_new(labels, groupby, json_string(ms[g0].group));
-            json_object_set_new(labels, "__reducer__", json_string(ts_agg_name(red)));
-            json_object_set_new(labels, "__source__", src ? json_string(src) : json_null());
+            /* the group's labels, shown as a series' are: all with
+             * withlabels, the ones named with selected_labels, else none */
+            json_t *all = json_object();
+            json_object_set_new(all, groupby, json_string(ms[g0].group));
+            json_object_set_new(all, "__reducer__", json_string(ts_agg_name(red)));
+            json_object_set_new(all, "__source__", src ? json_string(src) : json_null());
             free(src);
+            json_t *labels = NULL;
+            if (sel.all) {
+                labels = json_incref(all);
+            } else if (sel.n) {
+                labels = json_object();
+                for (size_t j = 0; j < sel.n; j++) {
+                    json_t *v = json_object_get(all, sel.names[j]->value);
+                    json_object_set(labels, sel.names[j]->value, v ? v : json_null());
+                }
+            }
+            json_decref(all);
             char *gk = NULL;
             if (asprintf(&gk, "%s=%s", groupby, ms[g0].group) < 0)
                 gk = NULL;
-            json_t *k = json_pack("{s:s?,s:o}", "key", gk, "labels", labels);
+            json_t *k = json_pack("{s:s?}", "key", gk);
+            if (k && labels)
+                json_object_set_new(k, "labels", labels);
+            else
+                json_decref(labels);
             free(gk);
             char *t = k ? json_dumps(k, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
             json_decref(k);
@@ -1726,7 +1959,7 @@ out:
     else if (st != CORE_OK)
         api_error_status(resp, st, NULL, "out of memory running the query");
     for (size_t i = 0; i < nms; i++) {
-        free(ms[i].c.s);
+        collected_free(&ms[i].c);
         json_decref(ms[i].labels);
         free(ms[i].group);
     }
@@ -1759,134 +1992,163 @@ static bool ts_peek_source(api_server_t *srv, api_req_t *req, api_resp_t *resp, 
     return true;
 }
 
-/* Whether e is a series with a rule writing to name. */
-static bool ts_has_rule_to(ks_entry_t *e, const char *name, size_t len)
-{
-    return e && ks_entry_type(e) == &ts_type && ts_rule_find(ks_entry_value(e), name, len) >= 0;
-}
-
 /* POST /ts/{key}/rules {"dest":"k","agg":"avg","bucket_ms":60000,"align":0}:
  * TS.CREATERULE key dest AGGREGATION agg bucket_ms align. */
+/*
+ * A rule keeps the generation of the rules that created it (ts_rule_t.gen).
+ * A live request creates a generation-2 rule and is journaled with
+ * "generation":2 added to its body; a replayed record carries its
+ * generation, and one without (journaled before rule generations) creates a
+ * generation-1 rule, as it did when it was served.  Clients cannot send it.
+ */
 static void h_ts_rule_create(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "dest", "agg", "bucket_ms", "align", NULL };
+    static const char *const replayed[] = { "dest", "agg", "bucket_ms", "align", "generation", NULL };
     const char *key, *dest, *aggs = NULL;
     size_t klen, dlen;
-    int64_t bucket = 0, align = 0;
+    int64_t bucket = 0, align = 0, gen = TS_RULE_GEN_2;
+    bool has_gen = false;
     if (!api_path_key(req, resp, &key, &klen) || !api_no_query(req, resp))
         return;
-    json_t *body = api_body_object(req, resp, fields);
+    json_t *body = api_body_object(req, resp, req->replay ? replayed : fields);
     ts_agg_t agg;
     if (!body || !api_obj_key(resp, body, "dest", true, &dest, &dlen) ||
         !api_obj_string(resp, body, "agg", true, &aggs, NULL) ||
         !api_obj_int(resp, body, "bucket_ms", true, 1, INT64_MAX, &bucket, NULL) ||
-        !api_obj_int(resp, body, "align", false, 0, INT64_MAX, &align, NULL))
+        !api_obj_int(resp, body, "align", false, 0, INT64_MAX, &align, NULL) ||
+        !api_obj_int(resp, body, "generation", false, TS_RULE_GEN_1, TS_RULE_GEN_2, &gen, &has_gen))
         return;
+    if (req->replay && !has_gen)
+        gen = TS_RULE_GEN_1;
+    /* the record journaled: the body with its generation (room secured first) */
+    char *canon = NULL, *jpath = NULL;
+    if (!req->replay) {
+        json_t *c = json_deep_copy(body);
+        if (c)
+            json_object_set_new(c, "generation", json_integer(gen));
+        canon = c ? json_dumps(c, JSON_COMPACT) : NULL;
+        json_decref(c);
+        jpath = strndup(req->path, req->path_len);
+        if (!canon || !jpath) {
+            free(canon);
+            free(jpath);
+            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+            return;
+        }
+        uint64_t bound = JOURNAL_REQUEST_FIXED + 2 * (uint64_t)req->path_len + strlen(canon) + 64;
+        if (!api_journal_reserve_more(srv, req, resp, bound)) {
+            free(canon);
+            free(jpath);
+            return;
+        }
+    }
     double quant;
     if (!ts_agg_parse_any(aggs, &agg, &quant)) {
         api_error_field(resp, API_E_BAD_REQUEST, "agg",
                         "unknown aggregation '%.32s' (avg, sum, min, max, range, count, first, last, std.p, std.s, "
                         "var.p, var.s, twa, countNaN, countAll, p0 to p100)",
                         aggs);
-        return;
+        goto out;
     }
     if (dlen == klen && memcmp(dest, key, klen) == 0) {
         api_error_field(resp, API_E_BAD_REQUEST, "dest", "the source and the destination must be different series");
-        return;
+        goto out;
     }
     /* both keys allowed before room is made for them (the sources their
      * rules name are checked when locked) */
     ks_key_t named[2] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
     if (!api_keys_allowed(srv, req, resp, named, 2) || !api_make_room(srv, req, resp))
-        return;
+        goto out;
     for (int attempt = 0; attempt < 8; attempt++) {
-        /* the sources the two series name now: their rules decide what is live */
-        char *a = NULL, *b = NULL;
-        size_t alen, blen;
-        if (!ts_peek_source(srv, req, resp, dest, dlen, &a, &alen))
-            return;
-        if (!ts_peek_source(srv, req, resp, key, klen, &b, &blen)) {
-            free(a);
-            return;
-        }
-        ks_key_t keys[4] = { ks_key(srv->ks, key, klen), ks_key(srv->ks, dest, dlen) };
-        size_t n = 2, ai = 0, bi = 0;
-        if (a && !(alen == klen && memcmp(a, key, klen) == 0)) {
-            ai = n;
-            keys[n++] = ks_key(srv->ks, a, alen);
-        }
-        if (b && !(blen == dlen && memcmp(b, dest, dlen) == 0) && !(a && alen == blen && memcmp(a, b, alen) == 0)) {
-            bi = n;
-            keys[n++] = ks_key(srv->ks, b, blen);
-        } else if (b && a && alen == blen && memcmp(a, b, alen) == 0) {
-            bi = ai;
-        }
-        api_key_t h;
-        ks_entry_t *de, *ae = NULL, *be = NULL, *se;
-        if (!api_keys_lock(srv, req, resp, keys, n, &h) ||
-            !api_keys_find(&h, 1, &ts_type, API_WRITE | API_MUST_EXIST, "dest", &de) ||
-            (ai && !api_keys_find(&h, ai, NULL, API_READ, NULL, &ae)) ||
-            (bi && bi != ai && !api_keys_find(&h, bi, NULL, API_READ, NULL, &be)) ||
-            !api_keys_find(&h, 0, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se)) {
-            free(a);
+        /* the destination with its links, the series and the source it
+         * names, all locked: their rules decide what is live */
+        char *b = NULL;
+        size_t blen;
+        if (!ts_peek_source(srv, req, resp, key, klen, &b, &blen))
+            goto out;
+        ks_key_t extra[2] = { ks_key(srv->ks, key, klen), b ? ks_key(srv->ks, b, blen) : ks_key(srv->ks, key, klen) };
+        ts_group_t g;
+        ks_entry_t *se, *be = NULL, *de;
+        if (!ts_group_open_with(srv, req, resp, dest, dlen, API_WRITE | API_MUST_EXIST | TS_GROUP_SOURCE, extra,
+                                b ? 2 : 1, &g)) {
             free(b);
-            return;
+            goto out;
         }
-        if (bi && bi == ai)
-            be = ae;
+        de = g.h.e;
+        if ((b && !api_keys_find(&g.h, g.extra_at + 1, NULL, API_READ, NULL, &be)) ||
+            !api_keys_find(&g.h, g.extra_at, &ts_type, API_WRITE | API_MUST_EXIST, NULL, &se)) {
+            free(g.names);
+            free(b);
+            goto out;
+        }
         ts_t *src = ks_entry_value(se), *dst = ks_entry_value(de);
-        char *a2 = NULL, *b2 = NULL;
-        size_t a2len = 0, b2len = 0;
-        ts_copy_source(dst, &a2, &a2len);
+        char *b2 = NULL;
+        size_t b2len = 0;
         ts_copy_source(src, &b2, &b2len);
-        bool same = (!a == !a2) && (!a || (alen == a2len && memcmp(a, a2, alen) == 0)) && (!b == !b2) &&
-                    (!b || (blen == b2len && memcmp(b, b2, blen) == 0));
-        free(a2);
+        bool same = !b == !b2 && (!b || (blen == b2len && memcmp(b, b2, blen) == 0));
         free(b2);
         if (!same) {   /* changed between the look and the lock: again */
-            api_key_close(&h, false);
-            free(a);
+            ts_group_close(&g, false);
             free(b);
             continue;
         }
-        /* b names the series that has key as destination; is that rule live?
-         * (b may be dest itself, which then has a rule to key) */
-        bool src_is_dst = b && ((bi && ts_has_rule_to(be, key, klen)) ||
-                                (blen == dlen && memcmp(b, dest, dlen) == 0 && ts_has_rule_to(de, key, klen)));
-        bool dst_taken = a && ai && ts_has_rule_to(ae, dest, dlen);
-        if (ts_rule_find(src, dest, dlen) >= 0 || dst_taken) {
-            api_key_close(&h, false);
+        size_t alen = 0;
+        const char *a = ts_source(dst, &alen);
+        /* a rule from the series to dest, live when dest names the series;
+         * a live source of dest other than the series; a live source of the
+         * series (it is a destination); live rules of dest */
+        long stale = ts_rule_find(src, dest, dlen);
+        bool exists = stale >= 0 && ts_dst_live(de, key, klen);
+        bool dst_taken = !exists && g.src_live && !(alen == klen && memcmp(a, key, klen) == 0);
+        bool src_is_dst = b && ts_has_rule_to(be, key, klen);
+        bool dst_rules = false;
+        for (size_t i = 0; i < ts_rule_count(dst); i++)
+            dst_rules |= g.dst[i] != NULL;
+        if (exists || dst_taken) {
+            ts_group_close(&g, false);
             api_error_field(resp, API_E_EXISTS, "dest", "'%.*s' is already the destination of a rule (from '%.*s')",
-                            (int)(dlen > 200 ? 200 : dlen), dest, (int)(dst_taken ? (alen > 200 ? 200 : alen) : klen > 200 ? 200 : klen),
-                            dst_taken ? a : key);
-        } else if (src_is_dst || ts_rule_count(dst) > 0) {
-            api_key_close(&h, false);
+                            (int)(dlen > 200 ? 200 : dlen), dest,
+                            (int)(dst_taken ? (alen > 200 ? 200 : alen) : klen > 200 ? 200 : klen), dst_taken ? a : key);
+        } else if (src_is_dst || dst_rules) {
+            ts_group_close(&g, false);
             api_error_field(resp, API_E_BAD_REQUEST, src_is_dst ? "key" : "dest",
                             src_is_dst ? "the source is itself the destination of a rule: compactions do not chain"
                                        : "the destination has rules of its own: compactions do not chain");
-        } else if (ts_rule_count(src) >= TS_MAX_RULES) {
-            api_key_close(&h, false);
+        } else if (ts_rule_count(src) - (stale >= 0) >= TS_MAX_RULES) {
+            ts_group_close(&g, false);
             api_error_field(resp, API_E_BAD_REQUEST, "dest", "a series has at most %d rules", TS_MAX_RULES);
         } else {
-            ts_rule_t r = { dest, dlen, agg, bucket, align, quant };
-            if (!ts_rule_add(src, &r)) {
-                api_key_close(&h, false);
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
-            } else if (!ts_set_source(dst, key, klen)) {
-                ts_rule_remove(src, ts_rule_count(src) - 1);
-                api_key_close(&h, false);
+            /* a stale rule to dest (dest deleted and created again) goes:
+             * RedisTimeSeries dropped it with the old dest */
+            ts_sample_t newest;
+            ts_rule_t r = { dest, dlen, agg, bucket, align, quant, (uint8_t)gen, -1 };
+            if (gen == TS_RULE_GEN_2 && ts_last(src, &newest))
+                r.since = newest.ts;   /* the samples before it are not the rule's (RedisTimeSeries) */
+            bool added = ts_rule_add(src, &r);
+            if (!added || !ts_set_source(dst, key, klen)) {
+                if (added)
+                    ts_rule_remove(src, ts_rule_count(src) - 1);
+                ts_group_close(&g, false);
                 api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding the rule");
             } else {
+                if (stale >= 0)
+                    ts_rule_remove(src, (size_t)stale);
                 ks_entry_changed(srv->ks, de);
-                api_key_close(&h, true);
+                ks_entry_changed(srv->ks, se);
+                if (!req->replay)
+                    api_journal_as(srv, req, resp, API_POST, jpath, NULL, "application/json", canon, strlen(canon));
+                ts_group_close(&g, false);   /* (journaled just above) */
                 api_json(resp, 201, json_pack("{s:b}", "created", true));
             }
         }
-        free(a);
         free(b);
-        return;
+        goto out;
     }
     api_error(resp, API_E_UNAVAILABLE, "the series kept changing; try again");
+out:
+    free(canon);
+    free(jpath);
 }
 
 /* DELETE /ts/{key}/rules?dest=k: TS.DELETERULE key dest. */
@@ -1906,17 +2168,15 @@ static void h_ts_rule_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp
         return;
     ts_t *src = ks_entry_value(se);
     long i = ts_rule_find(src, dest, dlen);
-    if (i < 0) {
+    if (i < 0 || !ts_dst_live(de, key, klen)) {   /* a stale rule is already gone for RedisTimeSeries */
         api_key_close(&h, false);
         api_error_field(resp, API_E_NOT_FOUND, "dest", "no rule writes from this series to '%.*s'",
                         (int)(dlen > 200 ? 200 : dlen), dest);
         return;
     }
     ts_rule_remove(src, (size_t)i);
-    if (ts_dst_live(de, key, klen)) {
-        ts_set_source(ks_entry_value(de), NULL, 0);
-        ks_entry_changed(srv->ks, de);
-    }
+    ts_set_source(ks_entry_value(de), NULL, 0);
+    ks_entry_changed(srv->ks, de);
     api_key_close(&h, true);
     api_json(resp, 200, json_pack("{s:b}", "deleted", true));
 }

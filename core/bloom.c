@@ -20,7 +20,8 @@
 #define BLOOM_RB_CHAIN_BYTES 32               /* sizeof(SBChain) in RedisBloom's Size */
 #define BLOOM_RB_LINK_BYTES 64                /* sizeof(SBLink) in RedisBloom's Size */
 #define BLOOM_MAX_BYTES (UINT64_C(1) << 60)   /* a link's bytes * 8 must fit in 64 bits */
-#define BLOOM_BPE_TOLERANCE 1e-9              /* a dump's bpe vs -ln(error)/ln2^2 (libm ulps) */
+#define BLOOM_MAX_BPE 1550.0                  /* above -ln(p)/ln2^2 of the smallest double p (1549.5): no error
+                                                 rate gives more, and lookups stay bounded (<= 1075 hashes) */
 #define BLOOM_KNOWN_OPTS (BLOOM_OPT_NOROUND | BLOOM_OPT_ENTS_IS_BITS | BLOOM_OPT_FORCE64 | \
                           BLOOM_OPT_NO_SCALING | BLOOM_OPT_TALLY_ODD_STEP)
 
@@ -539,8 +540,11 @@ static bloom_t *header_parse(rbuf_t *r, const char **why)
         l->hashes = rbuf_u32(r);
         l->entries = rbuf_u64(r);
         l->n2 = rbuf_u8(r);
-        if (!(l->error > 0 && l->error < 1) || !(l->bpe > 0) ||
-            fabs(l->bpe - bits_per_entry(l->error)) > BLOOM_BPE_TOLERANCE * l->bpe ||
+        /* RedisBloom's bloom_validate_integrity: the error in (0, 1) and the
+         * hash count its ceil(ln2 * bits per entry); the bits per entry are
+         * not tied to the error (a filter loaded from such a header dumps
+         * it again), only bounded */
+        if (!(l->error > 0 && l->error < 1) || !(l->bpe > 0 && l->bpe <= BLOOM_MAX_BPE) ||
             l->hashes != (uint32_t)ceil(ln2_of(options) * l->bpe)) {
             *why = "bloom: a filter's error rate, bits per entry and hash count disagree";
             goto fail;

@@ -50,19 +50,49 @@ static uint64_t slot_bytes(uint64_t slots, uint32_t fp_bits)
     return (slots * fp_bits + 7) / 8;
 }
 
-/* Buckets of sub-filter i, or 0 if it cannot exist. */
+/* Buckets of sub-filter i, or 0 if it cannot exist (more than
+ * CUCKOO_MAX_BUCKETS). */
 static uint64_t subf_buckets(const cuckoo_params_t *p, uint64_t buckets0, uint32_t i)
 {
     uint64_t n = buckets0;
     for (uint32_t k = 0; k < i; k++)
         if (__builtin_mul_overflow(n, (uint64_t)p->expansion, &n))
             return 0;
-    if (n == 0 || n > CUCKOO_MAX_FILTER_BYTES || slot_bytes(n * p->bucket_size, p->fp_bits) > CUCKOO_MAX_FILTER_BYTES)
-        return 0;
-    return n;
+    return n == 0 || n > CUCKOO_MAX_BUCKETS ? 0 : n;
 }
 
-const char *cuckoo_validate(const cuckoo_params_t *p, const char **field)
+/* Whether the filter may grow by one more sub-filter here. */
+static bool can_grow(const cuckoo_t *c);
+
+/* The checks of cuckoo_validate but the capacity's. */
+static const char *params_check(const cuckoo_params_t *p, const char **field);
+
+/* Whether a filter's own capacity is possible: what cuckoo_validate takes,
+ * or what a RedisBloom header gives (its first sub-filter's slots, buckets
+ * up to CUCKOO_MAX_BUCKETS). */
+static bool capacity_possible(const cuckoo_params_t *p)
+{
+    return p->capacity >= 2ULL * p->bucket_size && next_pow2(p->capacity / p->bucket_size) <= CUCKOO_MAX_BUCKETS;
+}
+
+const char *cuckoo_validate(const cuckoo_params_t *p, uint64_t max_bytes, const char **field)
+{
+    const char *why = params_check(p, field);
+    if (why)
+        return why;
+    if (p->capacity < 2ULL * p->bucket_size || p->capacity > CUCKOO_MAX_CAPACITY) {
+        *field = "capacity";
+        return "must be at least 2 * bucket_size and at most 4294967296";
+    }
+    uint64_t buckets = next_pow2(p->capacity / p->bucket_size);   /* <= 2^32: capacity is */
+    if (max_bytes && slot_bytes(buckets * p->bucket_size, p->fp_bits) > max_bytes) {
+        *field = "capacity";
+        return "needs a sub-filter larger than the memory limit";
+    }
+    return NULL;
+}
+
+static const char *params_check(const cuckoo_params_t *p, const char **field)
 {
     if (p->bucket_size < 1 || p->bucket_size > CUCKOO_MAX_BUCKET_SIZE) {
         *field = "bucket_size";
@@ -79,16 +109,6 @@ const char *cuckoo_validate(const cuckoo_params_t *p, const char **field)
     if (p->fp_bits != 8 && p->fp_bits != 12 && p->fp_bits != 16) {
         *field = "fingerprint_bits";
         return "must be 8, 12 or 16";
-    }
-    if (p->capacity < 2ULL * p->bucket_size || p->capacity > CUCKOO_MAX_CAPACITY) {
-        *field = "capacity";
-        return "must be at least 2 * bucket_size and at most 4294967296";
-    }
-    cuckoo_params_t q = *p;
-    q.expansion = round_expansion(p->expansion);
-    if (!subf_buckets(&q, next_pow2(p->capacity / p->bucket_size), 0)) {
-        *field = "capacity";
-        return "needs a sub-filter over 1 GiB";
     }
     return NULL;
 }
@@ -155,9 +175,11 @@ static inline uint64_t alt_index(uint64_t i, uint32_t fp, uint64_t buckets)
 /* Create / free                                                            */
 /* ------------------------------------------------------------------------ */
 
-static bool subf_add(cuckoo_t *c)
+/* Allocates the next sub-filter; growing (an add found no room), one of at
+ * most CUCKOO_MAX_GROW_BYTES.  False when it cannot exist or be allocated. */
+static bool subf_add(cuckoo_t *c, bool growing)
 {
-    if (c->nfilters == CUCKOO_MAX_FILTERS)
+    if (c->nfilters == CUCKOO_MAX_FILTERS || (growing && !can_grow(c)))
         return false;
     uint64_t n = subf_buckets(&c->p, c->buckets0, c->nfilters);
     if (!n)
@@ -171,6 +193,12 @@ static bool subf_add(cuckoo_t *c)
     c->nfilters++;
     c->mem += bytes;
     return true;
+}
+
+static bool can_grow(const cuckoo_t *c)
+{
+    uint64_t n = c->nfilters < CUCKOO_MAX_FILTERS ? subf_buckets(&c->p, c->buckets0, c->nfilters) : 0;
+    return n && slot_bytes(n * c->p.bucket_size, c->p.fp_bits) <= CUCKOO_MAX_GROW_BYTES;
 }
 
 static void subf_drop_last(cuckoo_t *c)
@@ -202,7 +230,7 @@ cuckoo_t *cuckoo_create_gen(unsigned gen, const cuckoo_params_t *p, uint64_t see
     c->gen = gen == TALLY_GEN_1 ? TALLY_GEN_1 : TALLY_GEN_2;
     if (c->gen == TALLY_GEN_1)   /* generation 2 draws nothing: its state stays zero */
         rng_seed(&c->rng, seed);
-    if (!subf_add(c)) {
+    if (!subf_add(c, false)) {
         free(c);
         return NULL;
     }
@@ -450,7 +478,7 @@ uint64_t cuckoo_bytes_for(const cuckoo_params_t *p)
 
 uint64_t cuckoo_next_filter_bytes(const cuckoo_t *c)
 {
-    if (c->nfilters >= CUCKOO_MAX_FILTERS || c->p.expansion == 0)
+    if (c->nfilters >= CUCKOO_MAX_FILTERS || c->p.expansion == 0 || !can_grow(c))
         return 0;
     uint64_t n = subf_buckets(&c->p, c->buckets0, c->nfilters);
     return n ? slot_bytes(n * c->p.bucket_size, c->p.fp_bits) : 0;
@@ -462,8 +490,8 @@ uint64_t cuckoo_growth_estimate(const cuckoo_t *c, uint64_t slots)
     for (uint32_t i = c->nfilters; i < CUCKOO_MAX_FILTERS && c->p.expansion && (i == c->nfilters || got < slots);
          i++) {
         uint64_t n = subf_buckets(&c->p, c->buckets0, i);
-        if (!n)
-            break;
+        if (!n || slot_bytes(n * c->p.bucket_size, c->p.fp_bits) > CUCKOO_MAX_GROW_BYTES)
+            break;   /* growth stops there (can_grow) */
         bytes += slot_bytes(n * c->p.bucket_size, c->p.fp_bits);
         got += n * c->p.bucket_size;
     }
@@ -493,8 +521,8 @@ int cuckoo_add_within(cuckoo_t *c, const void *item, size_t len, bool nx, uint64
     if (next && (next > max_bytes || c->mem > max_bytes - next)) {
         rc = CUCKOO_BUDGET;   /* the caller makes room, or refuses the size, and tries again */
     } else if (rc == CUCKOO_FULL && c->p.expansion > 0) {
-        if (!subf_add(c))
-            rc = c->nfilters == CUCKOO_MAX_FILTERS || !subf_buckets(&c->p, c->buckets0, c->nfilters) ? CUCKOO_FULL
+        if (!subf_add(c, true))
+            rc = !can_grow(c) ? CUCKOO_FULL
                                                                                                     : CUCKOO_NOMEM;
         else
             rc = insert_fp(c, l, u);   /* the new sub-filter has room */
@@ -678,14 +706,14 @@ static bool header_read(const uint8_t *p, size_t len, header_t *h, const char **
     /* what RedisBloom's code can produce: a power-of-two bucket count of at
      * least 2 (capacity >= 2 * bucket size), expansion 0 or a power of two,
      * one sub-filter unless it expands, at most 32 of them */
-    if (h->buckets < 2 || (h->buckets & (h->buckets - 1)) || h->buckets > CUCKOO_MAX_CAPACITY || h->nfilters < 1 ||
+    if (h->buckets < 2 || (h->buckets & (h->buckets - 1)) || h->buckets > CUCKOO_MAX_BUCKETS || h->nfilters < 1 ||
         h->nfilters > CUCKOO_MAX_FILTERS || round_expansion(h->prm.expansion) != h->prm.expansion ||
         (h->prm.expansion == 0 && h->nfilters != 1)) {
         *why = "cuckoo: invalid geometry in the header";
         return false;
     }
     h->prm.capacity = h->buckets * h->prm.bucket_size;
-    if (cuckoo_validate(&h->prm, &field)) {
+    if (params_check(&h->prm, &field) || !capacity_possible(&h->prm)) {
         *why = "cuckoo: invalid parameters in the header";
         return false;
     }
@@ -736,7 +764,7 @@ cuckoo_t *cuckoo_load_header(const uint8_t *p, size_t len, uint64_t max_bytes, b
     c->items = h.items;
     c->deletes = h.deletes;
     while (c->nfilters < h.nfilters)
-        if (!subf_add(c)) {
+        if (!subf_add(c, false)) {
             *nomem = true;
             *why = "out of memory";
             cuckoo_free(c);
@@ -806,7 +834,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         *why = "cuckoo: truncated header or unknown version";
         return NULL;
     }
-    if (cuckoo_validate(&prm, &field) || round_expansion(prm.expansion) != prm.expansion) {
+    if (params_check(&prm, &field) || !capacity_possible(&prm) || round_expansion(prm.expansion) != prm.expansion) {
         *why = "cuckoo: invalid parameters";
         return NULL;
     }
@@ -836,7 +864,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
             *why = "cuckoo: padding bits set";
             goto fail;
         }
-        if (!subf_add(c)) {
+        if (!subf_add(c, false)) {
             *why = "out of memory";
             goto fail;
         }

@@ -106,7 +106,9 @@
 #define CUCKOO_MAX_ITERATIONS 65535
 #define CUCKOO_MAX_EXPANSION 32768
 #define CUCKOO_MAX_CAPACITY (1ULL << 32)
-#define CUCKOO_MAX_FILTER_BYTES (1ULL << 30)  /* one sub-filter, 1 GiB */
+#define CUCKOO_MAX_BUCKETS (1ULL << 32)       /* of one sub-filter: the first of CUCKOO_MAX_CAPACITY at bucket size 1
+                                                 (RedisBloom's largest reservation, 2^30, reaches it growing) */
+#define CUCKOO_MAX_GROW_BYTES (1ULL << 30)    /* a sub-filter a filter grows here takes at most 1 GiB */
 
 typedef struct cuckoo cuckoo_t;
 
@@ -133,9 +135,9 @@ enum {
 
 /* Why parameters are refused, or NULL; *field names the culprit.  capacity
  * >= 2 * bucket_size (RedisBloom) and <= 2^32, bucket_size 1..255,
- * max_iterations 1..65535, expansion 0..32768, fp_bits 8/12/16, first
- * sub-filter <= 1 GiB. */
-const char *cuckoo_validate(const cuckoo_params_t *p, const char **field);
+ * max_iterations 1..65535, expansion 0..32768, fp_bits 8/12/16, the first
+ * sub-filter's slots within max_bytes (0: no limit). */
+const char *cuckoo_validate(const cuckoo_params_t *p, uint64_t max_bytes, const char **field);
 
 /* A new empty filter; `seed` seeds the eviction choices (the API derives it
  * from the key).  NULL on allocation failure. */

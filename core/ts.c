@@ -65,11 +65,12 @@
  * rounding makes slightly negative is reported as 0 (RedisTimeSeries would
  * print it, and NaN for std).
  *
- * Snapshot encoding (version 2), little-endian:
+ * Snapshot encoding (version 3), little-endian:
  *   u8 version | u8 policy | i64 retention_ms | u32 nlabels
  *   nlabels x (blob name | blob value)            blob = u32 length + bytes
  *   u32 nrules                                    (version 2 on; 0 in version 1)
- *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align | f64 quantile)
+ *   nrules x (blob dest | u8 agg | i64 bucket_ms | i64 align | f64 quantile
+ *             | u8 gen | i64 since)               (gen, since: version 3 on; 1, -1 before)
  *   u8 has_source [| blob source]                 (version 2 on)
  *   u32 nchunks
  *   nchunks x (u32 count | u32 nbits | i64 first_ts | ceil(nbits/8) bytes of stream)
@@ -91,7 +92,7 @@
 #include "core/gorilla.h"
 #include "core/tdigest.h"
 
-#define TS_ENC_VERSION 2              /* first byte of every encoding (1: before compaction rules, still read) */
+#define TS_ENC_VERSION 3              /* first byte of every encoding (1: before compaction rules, 2: before rule generations; still read) */
 #define TS_CHUNK_MAX_SAMPLES 1024     /* bounds the cost of an out-of-order insert (one decode) */
 #define TS_CHUNK_MAX_BYTES TS_CHUNK_BYTES   /* a chunk is full past this many stream bytes */
 #define TS_SAMPLE_MAX_BITS GORILLA_SAMPLE_MAX_BITS   /* one more sample, at worst */
@@ -172,6 +173,8 @@ typedef struct ts_rl {
     ts_agg_t agg;
     int64_t bucket_ms, align;
     double quantile;
+    uint8_t gen;
+    int64_t since;
 } ts_rl_t;
 
 struct ts {
@@ -950,6 +953,17 @@ out:
     return deleted;
 }
 
+bool ts_delete_beyond_retention(const ts_t *ts, const ts_rule_t *rule, int64_t from)
+{
+    int64_t t = from;
+    if (rule) {
+        t = ts_bucket_start(from, rule->bucket_ms, rule->align);
+        if (t < 0)
+            t = 0;
+    }
+    return t < cutoff(ts);   /* (no retention or no samples: INT64_MIN) */
+}
+
 /* ======================================================================== */
 /* INCRBY, ALTER                                                            */
 /* ======================================================================== */
@@ -1019,7 +1033,7 @@ size_t ts_rule_count(const ts_t *ts) { return ts->nrules; }
 ts_rule_t ts_rule_at(const ts_t *ts, size_t i)
 {
     const ts_rl_t *r = &ts->rules[i];
-    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align, r->quantile };
+    return (ts_rule_t){ r->dest, r->dlen, r->agg, r->bucket_ms, r->align, r->quantile, r->gen, r->since };
 }
 
 long ts_rule_find(const ts_t *ts, const char *dest, size_t len)
@@ -1049,7 +1063,8 @@ bool ts_rule_add(ts_t *ts, const ts_rule_t *rule)
         return false;
     }
     ts->rules = n;
-    n[ts->nrules++] = (ts_rl_t){ d, (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align, rule->quantile };
+    n[ts->nrules++] = (ts_rl_t){ d,           (uint32_t)rule->dest_len, rule->agg, rule->bucket_ms, rule->align,
+                                 rule->quantile, rule->gen,                rule->since };
     ts->mem += sizeof(*n) + rule->dest_len + 1;
     return true;
 }
@@ -1108,7 +1123,14 @@ core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, 
     int64_t lo = b < 0 ? 0 : b;
     int64_t hi = b > INT64_MAX - rule->bucket_ms ? INT64_MAX : b + rule->bucket_ms;
     ts_query_t q = { .from = lo, .to = hi, .count = 1, .agg = rule->agg, .bucket_ms = rule->bucket_ms,
-                     .align = rule->align, .quantile = rule->quantile };
+                     .align = rule->align, .quantile = rule->quantile, .legacy_twa = rule->gen == TS_RULE_GEN_1 };
+    if (rule->gen == TS_RULE_GEN_2 && rule->since >= 0 && ts_bucket_start(rule->since, rule->bucket_ms, rule->align) == b) {
+        /* the bucket open when the rule was created: the samples after it
+         * only, from a fresh start (no neighbour before); a first result in
+         * a later bucket means none */
+        q.from = rule->since + 1;
+        q.no_before = true;
+    }
     one_t o = { 0 };
     core_status_t st = ts_range(src, &q, take_one, &o);
     *has = st == CORE_OK && o.has && o.ts == lo;
@@ -1127,6 +1149,20 @@ bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *ou
         return false;
     out->ts = b < 0 ? 0 : b;
     return true;
+}
+
+void ts_rule_touch(ts_t *src, size_t i, int64_t old_newest, const int64_t *t, size_t n, int64_t from, int64_t to)
+{
+    ts_rl_t *r = &src->rules[i];
+    if (r->gen != TS_RULE_GEN_2 || r->since < 0)
+        return;
+    int64_t b0 = ts_bucket_start(r->since, r->bucket_ms, r->align);
+    (void)from;   /* a deletion anywhere from it on touches it, or may open it again */
+    bool touched = !t && to >= b0;
+    for (size_t k = 0; t && k < n && !touched; k++)
+        touched = t[k] <= old_newest && ts_bucket_start(t[k], r->bucket_ms, r->align) == b0;
+    if (touched)
+        r->since = -1;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -1280,12 +1316,13 @@ bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char *
     if (v == end)
         return true;   /* l= / l!= */
     if (*v == '(') {
-        if (end[-1] != ')' || end - v < 3) {
-            *why = "a list of values is (a,b,...) with at least one value";
+        if (end[-1] != ')' || end - v < 2) {
+            *why = "a list of values is (a,b,...)";
             return false;
         }
+        out->list = true;   /* () is the empty list: l=() matches nothing (RedisTimeSeries) */
         const char *p = v + 1, *stop = end - 1;
-        while (p <= stop) {
+        while (p < stop || (p == stop && out->nvalues > 0)) {
             const char *c = memchr(p, ',', (size_t)(stop - p));
             const char *e = c ? c : stop;
             if (e == p) {
@@ -1318,7 +1355,7 @@ bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char *
     return true;
 }
 
-bool ts_matcher_positive(const ts_matcher_t *m) { return !m->negate && m->nvalues > 0; }
+bool ts_matcher_positive(const ts_matcher_t *m) { return !m->negate && (m->nvalues > 0 || m->list); }
 
 const char *ts_label_get(const ts_t *ts, const char *name, size_t len, size_t *vlen)
 {
@@ -1339,7 +1376,7 @@ bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n)
         for (size_t i = 0; v && i < m[k].nvalues && !in; i++)
             in = m[k].value_len[i] == vl && memcmp(m[k].value[i], v, vl) == 0;
         bool ok;
-        if (m[k].nvalues == 0)
+        if (m[k].nvalues == 0 && !m[k].list)
             ok = m[k].negate ? v != NULL : v == NULL;
         else
             ok = m[k].negate ? !in : in;
@@ -1574,6 +1611,7 @@ static double agg_final(agg_t *a)
 typedef struct qrun {
     const ts_query_t *q;
     ts_emit_fn emit;
+    ts_emit_row_fn emit_row;   /* several aggregations (range_buckets): rows, when set */
     void *ud;
     uint64_t emitted;
     bool done;             /* count reached or emit failed */
@@ -1641,7 +1679,10 @@ double ts_reduce(ts_agg_t a, const double *v, size_t n)
     for (size_t i = 0; i < n; i++)
         if (agg_counts(a, v[i]))
             agg_add(&g, v[i]);
-    double r = g.n && !g.oom ? agg_final(&g) : NAN;
+    /* no value counted: the count family answers 0, the rest NaN ("no
+     * data"), as RedisTimeSeries's reducer does */
+    bool counts = a == TS_AGG_COUNT || a == TS_AGG_COUNT_NAN || a == TS_AGG_COUNT_ALL;
+    double r = g.oom ? NAN : g.n ? agg_final(&g) : counts ? 0 : NAN;
     agg_release(&g);
     return r;
 }
@@ -1694,17 +1735,15 @@ static void feed(qrun_t *r, int64_t t, double v)
 }
 
 /* ------------------------------------------------------------------------ */
-/* EMPTY and twa: buckets that look past their own samples                  */
+/* Neighbours: samples a bucket looks at beyond its own                     */
 /* ------------------------------------------------------------------------ */
 
-/* The points a query sees: the nearest counted sample before `from` (if
- * any), the counted samples in range [i0, i1), the nearest counted sample
- * after `to` (if any); all passing the query's filters. */
+/* A growable list of samples in time order. */
 typedef struct pts {
     int64_t *t;
     double *v;
     size_t n, cap;
-    size_t i0, i1;
+    size_t i0, i1;          /* the query's own samples (see range_buckets and legacy_twa) */
 } pts_t;
 
 static bool pts_push(pts_t *p, int64_t t, double v)
@@ -1726,51 +1765,97 @@ static bool pts_push(pts_t *p, int64_t t, double v)
     return true;
 }
 
-static bool counted(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && agg_counts(q->agg, v); }
+typedef bool (*sample_ok_fn)(const ts_query_t *q, int64_t t, double v);
 
-/* The nearest counted sample before `from` (dir < 0, not below `cut`) or
- * after `to` (dir > 0); false when there is none.  tb/vb: decode buffers. */
-static bool neighbour(const ts_t *ts, const ts_query_t *q, int dir, int64_t from, int64_t to, int64_t cut,
-                      int64_t *tb, double *vb, int64_t *ot, double *ov)
+/* What generation-1 twa rules interpolate from: the samples the aggregation counts. */
+static bool counted(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && agg_counts(q->agg, v); }
+/* What RedisTimeSeries interpolates from and fills gaps between: samples
+ * passing the filters that are not NaN. */
+static bool valid(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && !isnan(v); }
+
+/* Up to k (<= 2) samples satisfying ok nearest before `from` (dir < 0, not
+ * below `cut`; nearest first) or after `to` (dir > 0); how many were found.
+ * tb/vb: decode buffers. */
+static size_t neighbours(const ts_t *ts, const ts_query_t *q, int dir, int64_t from, int64_t to, int64_t cut,
+                         int64_t *tb, double *vb, sample_ok_fn ok, size_t k, int64_t *ot, double *ov)
 {
+    size_t n = 0;
+    if (!has_samples(ts))
+        return 0;
     if (dir < 0) {
         if (from == 0 || from <= cut)
-            return false;
-        for (size_t j = chunk_for(ts, from - 1) + 1; j-- > 0;) {
+            return 0;
+        for (size_t j = chunk_for(ts, from - 1) + 1; j-- > 0 && n < k;) {
             const ts_chunk_t *c = ts->chunks[j];
             if (c->last_ts < cut)
-                return false;
+                break;
             if (c->first_ts >= from)
                 continue;
             chunk_decode(c, tb, vb);
-            for (size_t i = lower_bound(tb, c->count, from); i-- > 0;) {
+            for (size_t i = lower_bound(tb, c->count, from); i-- > 0 && n < k;) {
                 if (tb[i] < cut)
-                    return false;
-                if (counted(q, tb[i], vb[i])) {
-                    *ot = tb[i];
-                    *ov = vb[i];
-                    return true;
+                    return n;
+                if (ok(q, tb[i], vb[i])) {
+                    ot[n] = tb[i];
+                    ov[n++] = vb[i];
                 }
             }
         }
-        return false;
+        return n;
     }
     if (to == TS_MAX_TIMESTAMP)
-        return false;
-    for (size_t j = chunk_for(ts, to + 1); j < ts->nchunks; j++) {
+        return 0;
+    for (size_t j = chunk_for(ts, to + 1); j < ts->nchunks && n < k; j++) {
         const ts_chunk_t *c = ts->chunks[j];
         if (c->last_ts <= to)
             continue;
         chunk_decode(c, tb, vb);
-        for (size_t i = lower_bound(tb, c->count, to + 1); i < c->count; i++)
-            if (counted(q, tb[i], vb[i])) {
-                *ot = tb[i];
-                *ov = vb[i];
-                return true;
+        for (size_t i = lower_bound(tb, c->count, to + 1); i < c->count && n < k; i++)
+            if (ok(q, tb[i], vb[i])) {
+                ot[n] = tb[i];
+                ov[n++] = vb[i];
             }
     }
-    return false;
+    return n;
 }
+
+/* The samples a query looks at into p, in time order: up to `k` samples
+ * satisfying ok before `from`, then the query's own [p->i0, p->i1): those
+ * in [from, to] satisfying in_ok (and the LATEST extra sample), then up to
+ * `k` satisfying ok after `to`. */
+static bool gather(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to, int64_t *tb, double *vb,
+                   sample_ok_fn ok, sample_ok_fn in_ok, size_t k, pts_t *p)
+{
+    int64_t nt[2];
+    double nv[2];
+    int64_t cut = cutoff(ts);
+    for (size_t i = k ? neighbours(ts, q, -1, from, to, cut, tb, vb, ok, k, nt, nv) : 0; i-- > 0;)
+        if (!pts_push(p, nt[i], nv[i]))
+            return false;
+    p->i0 = p->n;
+    for (size_t j = has_samples(ts) ? chunk_for(ts, from) : 0; j < ts->nchunks && ts->chunks[j]->first_ts <= to; j++) {
+        const ts_chunk_t *c = ts->chunks[j];
+        if (c->last_ts < from)
+            continue;
+        chunk_decode(c, tb, vb);
+        for (size_t i = lower_bound(tb, c->count, from); i < c->count && tb[i] <= to; i++)
+            if (in_ok(q, tb[i], vb[i]) && !pts_push(p, tb[i], vb[i]))
+                return false;
+    }
+    if (q->has_extra && q->extra.ts >= from && q->extra.ts <= to && in_ok(q, q->extra.ts, q->extra.value) &&
+        !pts_push(p, q->extra.ts, q->extra.value))
+        return false;
+    p->i1 = p->n;
+    size_t m = neighbours(ts, q, 1, from, to, cut, tb, vb, ok, k ? k : 2, nt, nv);
+    for (size_t i = 0; i < m; i++)
+        if (!pts_push(p, nt[i], nv[i]))
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* twa of the rules created before issue 37 (generation 1 of a rule)        */
+/* ------------------------------------------------------------------------ */
 
 /* The line through points k and k+1 at x (t[k] <= x <= t[k+1]), in
  * RedisTimeSeries's form v1 + (x - t1)·(v2 - v1) / (t2 - t1). */
@@ -1799,7 +1884,7 @@ static double twa_window(const pts_t *p, int64_t a, int64_t b)
     if (a == b)
         return line_at(p, k, a);
     /* each trapezoid weighted by its share of the window, so that huge values
-     * cannot overflow on the way (RedisTimeSeries sums areas first) */
+     * cannot overflow on the way */
     double sum = 0, f0 = line_at(p, k, a), w = (double)(b - a);
     int64_t x0 = a;
     while (x0 < b) {
@@ -1813,118 +1898,31 @@ static double twa_window(const pts_t *p, int64_t a, int64_t b)
     return sum;
 }
 
-/* Reports the bucket starting at b. */
-static void rich_bucket(qrun_t *r, const pts_t *p, int64_t b, int64_t from, int64_t to)
-{
-    const ts_query_t *q = r->q;
-    int64_t e = b > INT64_MAX - q->bucket_ms ? INT64_MAX : b + q->bucket_ms;   /* exclusive end (saturated) */
-    size_t j0 = lower_bound(p->t, p->n, b), j1 = lower_bound(p->t, p->n, e);
-    if (e == INT64_MAX)
-        j1 = p->n;
-    if (j0 < p->i0)
-        j0 = p->i0;
-    if (j1 > p->i1)
-        j1 = p->i1;
-    double value;
-    if (q->agg == TS_AGG_TWA) {
-        int64_t wa = b > from ? b : from, wb = e < to ? e : to;
-        if (wa < p->t[0])
-            wa = p->t[0];
-        if (wb > p->t[p->n - 1])
-            wb = p->t[p->n - 1];
-        value = wa <= wb ? twa_window(p, wa, wb) : NAN;
-    } else if (j0 < j1) {
-        agg_reset(&r->agg);
-        for (size_t i = j0; i < j1; i++)
-            agg_add(&r->agg, p->v[i]);
-        value = agg_final(&r->agg);
-    } else {
-        switch (q->agg) {
-        case TS_AGG_SUM:
-        case TS_AGG_COUNT:
-        case TS_AGG_COUNT_NAN:
-        case TS_AGG_COUNT_ALL: value = 0; break;
-        case TS_AGG_LAST: value = j0 > 0 ? p->v[j0 - 1] : NAN; break;
-        default: value = NAN; break;
-        }
-    }
-    out(r, report_ts(q, b), value);
-}
-
-/* ts_range for EMPTY or twa: gathers the points, then walks the buckets. */
-static core_status_t range_rich(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to, qrun_t *r,
+/* The first-generation twa of a rule's buckets (forward, no EMPTY): the
+ * average over [max(start, from), min(start + bucket_ms, to)], clipped to
+ * the first and last counted samples, of the line through the counted
+ * samples and the nearest counted ones outside [from, to].  Kept so that a
+ * rule created before issue 37 computes what it always did (journals replay
+ * to the same state). */
+static core_status_t legacy_twa(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to, qrun_t *r,
                                 int64_t *tb, double *vb)
 {
     pts_t p = { 0 };
     core_status_t st = CORE_NOMEM;
-    int64_t nt;
-    double nv;
-    int64_t cut = cutoff(ts);
-    bool stored = has_samples(ts);
-    if (stored && neighbour(ts, q, -1, from, to, cut, tb, vb, &nt, &nv) && !pts_push(&p, nt, nv))
+    if (!gather(ts, q, from, to, tb, vb, counted, counted, 1, &p))
         goto out;
-    p.i0 = p.n;
-    for (size_t j = chunk_for(ts, from); j < ts->nchunks && ts->chunks[j]->first_ts <= to; j++) {
-        const ts_chunk_t *c = ts->chunks[j];
-        if (c->last_ts < from)
-            continue;
-        chunk_decode(c, tb, vb);
-        for (size_t i = lower_bound(tb, c->count, from); i < c->count && tb[i] <= to; i++)
-            if (counted(q, tb[i], vb[i]) && !pts_push(&p, tb[i], vb[i]))
-                goto out;
-    }
-    bool extra = q->has_extra && counted(q, q->extra.ts, q->extra.value);   /* after every stored sample */
-    if (extra && q->extra.ts <= to && !pts_push(&p, q->extra.ts, q->extra.value))
-        goto out;
-    p.i1 = p.n;
-    bool have_prev = p.i0 > 0, have_next = false;
-    if (stored && neighbour(ts, q, 1, from, to, cut, tb, vb, &nt, &nv)) {
-        if (!pts_push(&p, nt, nv))
-            goto out;
-        have_next = true;
-    } else if (extra && q->extra.ts > to) {
-        if (!pts_push(&p, q->extra.ts, q->extra.value))
-            goto out;
-        have_next = true;
-    }
     st = CORE_OK;
-    bool any = p.i1 > p.i0;
-    if (!q->empty) {
-        /* the buckets holding samples */
-        if (!q->reverse) {
-            for (size_t i = p.i0; i < p.i1 && !r->done;) {
-                int64_t b = ts_bucket_start(p.t[i], q->bucket_ms, q->align);
-                rich_bucket(r, &p, b, from, to);
-                while (i < p.i1 && (uint64_t)p.t[i] - (uint64_t)b < (uint64_t)q->bucket_ms)
-                    i++;
-            }
-        } else {
-            for (size_t i = p.i1; i > p.i0 && !r->done;) {
-                int64_t b = ts_bucket_start(p.t[i - 1], q->bucket_ms, q->align);
-                rich_bucket(r, &p, b, from, to);
-                while (i > p.i0 && p.t[i - 1] >= b)
-                    i--;
-            }
-        }
-        goto out;
-    }
-    /* every bucket between counted samples */
-    if (!any && !(have_prev && have_next))
-        goto out;
-    int64_t lo = have_prev ? from : p.t[p.i0], hi = have_next ? to : p.t[p.i1 - 1];
-    if (lo > hi)
-        goto out;
-    int64_t blo = ts_bucket_start(lo, q->bucket_ms, q->align), bhi = ts_bucket_start(hi, q->bucket_ms, q->align);
-    uint64_t nb = ((uint64_t)bhi - (uint64_t)blo) / (uint64_t)q->bucket_ms + 1;
-    uint64_t want = q->count && q->count < nb ? q->count : nb;
-    if (q->max_results && want > q->max_results) {
-        st = CORE_LIMIT;
-        goto out;
-    }
-    for (uint64_t k = 0; k < nb && !r->done; k++) {
-        int64_t b = q->reverse ? (int64_t)((uint64_t)bhi - k * (uint64_t)q->bucket_ms)
-                               : (int64_t)((uint64_t)blo + k * (uint64_t)q->bucket_ms);
-        rich_bucket(r, &p, b, from, to);
+    for (size_t i = p.i0; i < p.i1 && !r->done;) {
+        int64_t b = ts_bucket_start(p.t[i], q->bucket_ms, q->align);
+        int64_t e = b > INT64_MAX - q->bucket_ms ? INT64_MAX : b + q->bucket_ms;
+        int64_t wa = b > from ? b : from, wb = e < to ? e : to;
+        if (wa < p.t[0])
+            wa = p.t[0];
+        if (wb > p.t[p.n - 1])
+            wb = p.t[p.n - 1];
+        out(r, report_ts(q, b), wa <= wb ? twa_window(&p, wa, wb) : NAN);
+        while (i < p.i1 && (uint64_t)p.t[i] - (uint64_t)b < (uint64_t)q->bucket_ms)
+            i++;
     }
 out:
     free(p.t);
@@ -1932,7 +1930,350 @@ out:
     return st;
 }
 
+/* ------------------------------------------------------------------------ */
+/* EMPTY, twa and several aggregations: RedisTimeSeries's aggregation       */
+/* iterator (its filter_iterator.c and compaction.c), bucket by bucket      */
+/* ------------------------------------------------------------------------ */
+
+/* The buckets a query reports come from its own samples: those in range
+ * passing the filters, NaN included.  A bucket of them with a sample an
+ * aggregation counts gets that aggregation's value; one without any (only
+ * NaN, or for countNaN no NaN) is reported only with EMPTY, with the empty
+ * value.  EMPTY also reports the empty buckets between two buckets of
+ * samples, and those before the first (from the bucket of `from`) and after
+ * the last (to the bucket of `to`) when a valid sample (not NaN, passing the
+ * filters, in or out of range) lies on each side of them.  Empty values:
+ * 0 for sum and the counts, for last the last valid sample before the
+ * bucket, for twa the line between the valid samples around it, NaN for the
+ * rest. */
+
+typedef struct run {
+    int64_t b;              /* bucket start */
+    size_t i0, i1;          /* its samples in the points */
+} run_t;
+
+typedef struct plan {
+    const ts_query_t *q;
+    int64_t from, to;
+    pts_t p;                /* two valid samples before, the query's own, two after */
+    run_t *runs;
+    size_t nruns;
+    size_t naggs;
+    const ts_agg_t *aggs;
+    agg_t *agg;             /* one state per aggregation */
+    double *row;
+} plan_t;
+
+#define NONE SIZE_MAX
+
+/* The nearest valid point before index i (NONE). */
+static size_t valid_below(const pts_t *p, size_t i)
+{
+    while (i-- > 0)
+        if (!isnan(p->v[i]))
+            return i;
+    return NONE;
+}
+
+/* The nearest valid point from index i on (NONE). */
+static size_t valid_from(const pts_t *p, size_t i)
+{
+    for (; i < p->n; i++)
+        if (!isnan(p->v[i]))
+            return i;
+    return NONE;
+}
+
+/* The last valid point with t < x and the one before it, first valid with
+ * t >= x and the one after it (each NONE when missing). */
+static void around(const pts_t *p, int64_t before, int64_t after, size_t *b1, size_t *b2, size_t *a1, size_t *a2)
+{
+    *b1 = valid_below(p, lower_bound(p->t, p->n, before));
+    *b2 = *b1 == NONE ? NONE : valid_below(p, *b1);
+    *a1 = valid_from(p, lower_bound(p->t, p->n, after));
+    *a2 = *a1 == NONE ? NONE : valid_from(p, *a1 + 1);
+}
+
+static int64_t bucket_end(const plan_t *pl, int64_t b)
+{
+    return b > INT64_MAX - pl->q->bucket_ms ? INT64_MAX : b + pl->q->bucket_ms;
+}
+
+/* A twa window: [max(start, from), min(start + bucket_ms, to)]. */
+static int64_t win_a(const plan_t *pl, int64_t b) { return b < pl->from ? pl->from : b; }
+static int64_t win_b(const plan_t *pl, int64_t b)
+{
+    int64_t e = bucket_end(pl, b);
+    return e < pl->to ? e : pl->to;
+}
+
+/* twa of a bucket without valid samples (RedisTimeSeries's
+ * twa_calc_empty_bucket_val): the average of the line between the valid
+ * samples around it at its window's two ends; with samples on one side
+ * only, the nearest one when it is within half the step between the two
+ * nearest of that side, else NaN. */
+static double twa_empty(const pts_t *p, int64_t ta, int64_t tb, size_t b1, size_t b2, size_t a1, size_t a2)
+{
+    bool empty = true;
+    if (b1 != NONE && b2 != NONE && p->t[b1] + (p->t[b1] - p->t[b2]) > ta)
+        empty = false;
+    if (a1 != NONE && a2 != NONE && tb + (p->t[a2] - p->t[a1]) > p->t[a1])
+        empty = false;
+    if (b1 != NONE && a1 != NONE) {
+        double dv = p->v[a1] - p->v[b1], dt = (double)(p->t[a1] - p->t[b1]);
+        double va = p->v[b1] + ((double)(ta - p->t[b1]) * dv) / dt;
+        double vb = p->v[b1] + ((double)(tb - p->t[b1]) * dv) / dt;
+        return (va + vb) / 2.0;
+    }
+    if (empty)
+        return NAN;
+    if (a2 != NONE)
+        return tb + (p->t[a2] - p->t[a1]) / 2 <= p->t[a1] ? NAN : p->v[a1];
+    return p->t[b1] + (p->t[b1] - p->t[b2]) / 2 <= ta ? NAN : p->v[b1];
+}
+
+/* twa of run k, with RedisTimeSeries's neighbours and arithmetic
+ * (TwaAddValue, TwaAddNextBucketFirstSample, TwaFinalize): the trapezoids
+ * between the valid samples, and from the window's ends to them along the
+ * line to the neighbour outside (the last valid sample of the previous run
+ * of samples when it has one - or before the first run, the nearest valid
+ * sample before it -, the first sample of the next run when it is valid -
+ * or after the last run, the nearest valid sample after it); summed in the
+ * order the query walks (so a reverse range sums them backwards, as
+ * RedisTimeSeries does), divided by the window from the first point to the
+ * last. */
+static double twa_run(const plan_t *pl, size_t k)
+{
+    const pts_t *p = &pl->p;
+    const run_t *r = &pl->runs[k];
+    size_t j1 = valid_from(p, r->i0), jm = valid_below(p, r->i1);   /* (a run with a valid sample) */
+    size_t L, R;
+    if (!pl->q->reverse) {
+        L = k == 0 ? valid_below(p, p->i0) : valid_below(p, pl->runs[k - 1].i1);
+        if (k > 0 && L < pl->runs[k - 1].i0)
+            L = NONE;   /* the previous run had no valid sample */
+        R = k + 1 < pl->nruns ? (isnan(p->v[r->i1]) ? NONE : r->i1) : valid_from(p, jm + 1);
+    } else {
+        R = k + 1 == pl->nruns ? valid_from(p, p->i1) : valid_from(p, pl->runs[k + 1].i0);
+        if (k + 1 < pl->nruns && R >= pl->runs[k + 1].i1)
+            R = NONE;
+        L = k > 0 ? (isnan(p->v[r->i0 - 1]) ? NONE : r->i0 - 1) : valid_below(p, j1);
+    }
+    int64_t ta = win_a(pl, r->b < 0 ? 0 : r->b), tb = win_b(pl, r->b);
+    int64_t first = L != NONE ? ta : p->t[j1], last = R != NONE ? tb : p->t[jm];
+    if (first == last)
+        return pl->q->reverse ? p->v[j1] : p->v[jm];
+    /* the ends: the line from the older point (vab) to the window's end */
+    double left = 0, right = 0;
+    if (L != NONE) {
+        double vab = p->v[L] + ((double)(ta - p->t[L]) * (p->v[j1] - p->v[L])) / (double)(p->t[j1] - p->t[L]);
+        left = ((vab + p->v[j1]) * (double)(p->t[j1] - ta)) / 2.0;
+    }
+    if (R != NONE) {
+        double vab = p->v[jm] + ((double)(tb - p->t[jm]) * (p->v[R] - p->v[jm])) / (double)(p->t[R] - p->t[jm]);
+        right = ((vab + p->v[jm]) * (double)(tb - p->t[jm])) / 2.0;
+    }
+    double res = 0;
+    if (!pl->q->reverse) {
+        if (L != NONE)
+            res += left;
+        for (size_t a = j1, b = valid_from(p, j1 + 1); b != NONE && b <= jm; a = b, b = valid_from(p, b + 1))
+            res += ((p->v[a] + p->v[b]) * (double)(p->t[b] - p->t[a])) / 2.0;
+        if (R != NONE)
+            res += right;
+    } else {
+        if (R != NONE)
+            res += right;
+        for (size_t b = jm, a = valid_below(p, jm); a != NONE && a >= j1; b = a, a = valid_below(p, a))
+            res += ((p->v[a] + p->v[b]) * (double)(p->t[b] - p->t[a])) / 2.0;
+        if (L != NONE)
+            res += left;
+    }
+    return res / (double)llabs(last - first);
+}
+
+/* The value of aggregation a for the bucket starting at b: run k's (NONE:
+ * an empty bucket), or the empty value. */
+static double plan_value(plan_t *pl, size_t a, int64_t b, size_t k)
+{
+    const pts_t *p = &pl->p;
+    ts_agg_t type = pl->aggs[a];
+    bool has = false;
+    if (k != NONE)
+        for (size_t i = pl->runs[k].i0; i < pl->runs[k].i1 && !has; i++)
+            has = agg_counts(type, p->v[i]);
+    if (has && type == TS_AGG_TWA)
+        return twa_run(pl, k);
+    if (has) {
+        agg_t *g = &pl->agg[a];
+        agg_reset(g);
+        for (size_t i = pl->runs[k].i0; i < pl->runs[k].i1; i++)
+            if (agg_counts(type, p->v[i]))
+                agg_add(g, p->v[i]);
+        return agg_final(g);
+    }
+    switch (type) {
+    case TS_AGG_SUM:
+    case TS_AGG_COUNT:
+    case TS_AGG_COUNT_NAN:
+    case TS_AGG_COUNT_ALL: return 0;
+    case TS_AGG_LAST: {
+        size_t i = valid_below(p, lower_bound(p->t, p->n, b));
+        return i == NONE ? NAN : p->v[i];
+    }
+    case TS_AGG_TWA: {
+        size_t b1, b2, a1, a2;
+        int64_t bn = b < 0 ? 0 : b, ta = win_a(pl, bn), tb = win_b(pl, b);
+        if (k != NONE) {
+            around(p, ta, tb, &b1, &b2, &a1, &a2);
+        } else {
+            /* a gap: its neighbours, as RedisTimeSeries finds them for the
+             * whole gap (around the first bucket's start) */
+            size_t j = lower_bound(p->t, p->n, ta);
+            b1 = valid_below(p, j);
+            b2 = b1 == NONE ? NONE : valid_below(p, b1);
+            a1 = valid_from(p, j);
+            a2 = a1 == NONE ? NONE : valid_from(p, a1 + 1);
+        }
+        return twa_empty(p, ta, tb, b1, b2, a1, a2);
+    }
+    default: return NAN;
+    }
+}
+
+/* Reports the bucket starting at b (run k, or NONE). */
+static void plan_row(plan_t *pl, qrun_t *r, int64_t b, size_t k)
+{
+    for (size_t a = 0; a < pl->naggs; a++)
+        pl->row[a] = plan_value(pl, a, b, k);
+    if (r->done)
+        return;
+    int64_t at = report_ts(pl->q, b);
+    if (!(r->emit_row ? r->emit_row(r->ud, at, pl->row, pl->naggs) : r->emit(r->ud, at, pl->row[0]))) {
+        r->oom = r->done = true;
+        return;
+    }
+    if (++r->emitted == pl->q->count)
+        r->done = true;
+}
+
+/* Whether a valid point lies before x and one at or after it. */
+static bool both_sides(const pts_t *p, int64_t x)
+{
+    size_t j = lower_bound(p->t, p->n, x);
+    return valid_below(p, j) != NONE && valid_from(p, j) != NONE;
+}
+
+/* An item of the answer: run k, or the empty buckets [lo, hi] (k NONE). */
+typedef struct item {
+    int64_t lo, hi;
+    size_t k;
+} item_t;
+
+static core_status_t range_buckets(const ts_t *ts, const ts_query_t *q, int64_t from, int64_t to, qrun_t *r,
+                                   int64_t *tb, double *vb)
+{
+    const ts_agg_t one[1] = { q->agg };
+    const double oneq[1] = { q->quantile };
+    plan_t pl = { .q = q, .from = from, .to = to, .naggs = q->naggs > 1 ? q->naggs : 1 };
+    pl.aggs = q->naggs > 1 ? q->aggs : one;
+    const double *quant = q->naggs > 1 ? q->quantiles : oneq;
+    item_t *items = NULL;
+    core_status_t st = CORE_NOMEM;
+    pl.agg = calloc(pl.naggs, sizeof(*pl.agg));
+    pl.row = malloc(pl.naggs * sizeof(*pl.row));
+    if (!pl.agg || !pl.row || !gather(ts, q, from, to, tb, vb, valid, passes, q->no_before ? 0 : 2, &pl.p))
+        goto out;
+    for (size_t a = 0; a < pl.naggs; a++) {
+        pl.agg[a].type = pl.aggs[a];
+        pl.agg[a].q = quant[a];
+        agg_reset(&pl.agg[a]);
+    }
+    /* the runs of the query's samples, one per bucket */
+    const pts_t *p = &pl.p;
+    pl.runs = malloc((p->i1 - p->i0 + 1) * sizeof(*pl.runs));
+    items = malloc((2 * (p->i1 - p->i0) + 3) * sizeof(*items));
+    if (!pl.runs || !items)
+        goto out;
+    for (size_t i = p->i0; i < p->i1;) {
+        run_t *x = &pl.runs[pl.nruns++];
+        x->b = ts_bucket_start(p->t[i], q->bucket_ms, q->align);
+        x->i0 = i;
+        while (i < p->i1 && (uint64_t)p->t[i] - (uint64_t)x->b < (uint64_t)q->bucket_ms)
+            i++;
+        x->i1 = i;
+    }
+    /* the answer's items, in time order, and how many buckets they hold */
+    size_t ni = 0;
+    uint64_t rows = 0, bms = (uint64_t)q->bucket_ms;
+    int64_t bfrom = ts_bucket_start(from, q->bucket_ms, q->align), bto = ts_bucket_start(to, q->bucket_ms, q->align);
+    if (q->empty && pl.nruns == 0) {
+        if (both_sides(p, from))
+            items[ni++] = (item_t){ bfrom, bto, NONE };
+    } else if (q->empty && bfrom < pl.runs[0].b && both_sides(p, from)) {
+        items[ni++] = (item_t){ bfrom, pl.runs[0].b - q->bucket_ms, NONE };
+    }
+    for (size_t k = 0; k < pl.nruns; k++) {
+        bool any = false;
+        for (size_t i = pl.runs[k].i0; i < pl.runs[k].i1 && !any; i++)
+            for (size_t a = 0; a < pl.naggs && !any; a++)
+                any = agg_counts(pl.aggs[a], p->v[i]);
+        if (q->empty && k > 0 && (uint64_t)pl.runs[k].b - (uint64_t)pl.runs[k - 1].b > bms)
+            items[ni++] = (item_t){ pl.runs[k - 1].b + q->bucket_ms, pl.runs[k].b - q->bucket_ms, NONE };
+        if (any || q->empty)
+            items[ni++] = (item_t){ pl.runs[k].b, pl.runs[k].b, k };
+    }
+    if (q->empty && pl.nruns > 0 && pl.runs[pl.nruns - 1].b < bto) {
+        int64_t lo = pl.runs[pl.nruns - 1].b + q->bucket_ms;
+        if (both_sides(p, lo))
+            items[ni++] = (item_t){ lo, bto, NONE };
+    }
+    for (size_t i = 0; i < ni; i++)
+        rows += ((uint64_t)items[i].hi - (uint64_t)items[i].lo) / bms + 1;
+    if (q->count && q->count < rows)
+        rows = q->count;
+    st = CORE_OK;
+    if (q->max_results && rows > q->max_results) {
+        st = CORE_LIMIT;
+        goto out;
+    }
+    for (size_t n = 0; n < ni && !r->done; n++) {
+        const item_t *it = &items[q->reverse ? ni - 1 - n : n];
+        uint64_t nb = ((uint64_t)it->hi - (uint64_t)it->lo) / bms + 1;
+        for (uint64_t j = 0; j < nb && !r->done; j++) {
+            int64_t b = q->reverse ? (int64_t)((uint64_t)it->hi - j * bms) : (int64_t)((uint64_t)it->lo + j * bms);
+            plan_row(&pl, r, b, it->k);
+        }
+    }
+out:
+    for (size_t a = 0; pl.agg && a < pl.naggs; a++) {
+        r->agg.oom |= pl.agg[a].oom;
+        agg_release(&pl.agg[a]);
+    }
+    free(pl.agg);
+    free(pl.row);
+    free(pl.runs);
+    free(items);
+    free(pl.p.t);
+    free(pl.p.v);
+    return st;
+}
+
+static core_status_t range_run(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, ts_emit_row_fn emit_row,
+                               void *ud);
+
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud)
+{
+    return range_run(ts, q, emit, NULL, ud);
+}
+
+core_status_t ts_range_rows(const ts_t *ts, const ts_query_t *q, ts_emit_row_fn emit, void *ud)
+{
+    return range_run(ts, q, NULL, emit, ud);
+}
+
+static core_status_t range_run(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, ts_emit_row_fn emit_row,
+                               void *ud)
 {
     if (!has_samples(ts) && !q->has_extra)
         return CORE_OK;
@@ -1942,7 +2283,7 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         from = cut;
     if (from > to)
         return CORE_OK;
-    qrun_t r = { .q = q, .emit = emit, .ud = ud };
+    qrun_t r = { .q = q, .emit = emit, .emit_row = emit_row, .ud = ud };
     r.agg.type = q->agg;
     r.agg.q = q->quantile;
     agg_reset(&r.agg);
@@ -1953,8 +2294,10 @@ core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, voi
         free(v);
         return CORE_NOMEM;
     }
-    if (q->agg != TS_AGG_NONE && (q->empty || q->agg == TS_AGG_TWA)) {
-        core_status_t st = range_rich(ts, q, from, to, &r, t, v);
+    if (q->agg != TS_AGG_NONE && (q->empty || q->agg == TS_AGG_TWA || q->naggs > 1)) {
+        core_status_t st = q->legacy_twa && q->agg == TS_AGG_TWA && !q->empty && !q->reverse && q->naggs <= 1
+                               ? legacy_twa(ts, q, from, to, &r, t, v)
+                               : range_buckets(ts, q, from, to, &r, t, v);
         free(t);
         free(v);
         agg_release(&r.agg);
@@ -2022,6 +2365,8 @@ static void type_encode(const void *value, wbuf_t *out)
         wbuf_put_i64(out, ts->rules[i].bucket_ms);
         wbuf_put_i64(out, ts->rules[i].align);
         wbuf_put_f64(out, ts->rules[i].quantile);
+        wbuf_put_u8(out, ts->rules[i].gen);
+        wbuf_put_i64(out, ts->rules[i].since);
     }
     wbuf_put_u8(out, ts->src != NULL);
     if (ts->src)
@@ -2047,7 +2392,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         *why = "ts: truncated header";
         return NULL;
     }
-    if (ver != 1 && ver != TS_ENC_VERSION) {
+    if (ver < 1 || ver > TS_ENC_VERSION) {
         *why = "ts: unknown encoding version";
         return NULL;
     }
@@ -2092,12 +2437,19 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
             uint8_t agg = rbuf_u8(&r);
             int64_t bucket = rbuf_i64(&r), align = rbuf_i64(&r);
             double quant = rbuf_f64(&r);
+            uint8_t gen = TS_RULE_GEN_1;   /* (version 2: before issue 37) */
+            int64_t since = -1;
+            if (ver >= 3) {
+                gen = rbuf_u8(&r);
+                since = rbuf_i64(&r);
+            }
             if (r.err || !dp || dl == 0 || dl > TS_MAX_LABEL_LEN * 64 || agg == TS_AGG_NONE || agg >= TS_AGG__COUNT ||
-                bucket <= 0 || align < 0 || !(quant >= 0 && quant <= 1) || (agg != TS_AGG_QUANTILE && quant != 0)) {
+                bucket <= 0 || align < 0 || !(quant >= 0 && quant <= 1) || (agg != TS_AGG_QUANTILE && quant != 0) ||
+                (gen != TS_RULE_GEN_1 && gen != TS_RULE_GEN_2) || since < -1 || (gen == TS_RULE_GEN_1 && since != -1)) {
                 *why = "ts: bad rule";
                 return NULL;
             }
-            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align, quant };
+            rules[i] = (ts_rule_t){ (const char *)dp, dl, (ts_agg_t)agg, bucket, align, quant, gen, since };
         }
         uint8_t has_src = rbuf_u8(&r);
         if (has_src > 1 || (has_src && (!(srcp = rbuf_blob(&r, &srcl)) || srcl == 0))) {

@@ -192,7 +192,21 @@ typedef struct ts_rule {
     int64_t bucket_ms;
     int64_t align;
     double quantile;       /* TS_AGG_QUANTILE */
+    uint8_t gen;           /* TS_RULE_GEN_*: the rules it computes by, for life */
+    int64_t since;         /* generation 2: the source's newest timestamp when it was created, -1 none */
 } ts_rule_t;
+
+/* A rule computes its buckets by the rules of the generation that created it
+ * (a journal replays to the state it was written with):
+ *   1  before issue 37: twa over the polyline weighted by shares of the
+ *      window; a rule created on a non-empty source aggregates the samples
+ *      written before it too
+ *   2  RedisTimeSeries's: twa in its arithmetic (ts_range), and the bucket
+ *      that was open when the rule was created aggregates only the samples
+ *      after `since` - until a write other than an in-order append (or a
+ *      deletion) touches it, when it is recomputed from every sample, as
+ *      RedisTimeSeries's context then is (ts_rule_touch). */
+enum { TS_RULE_GEN_1 = 1, TS_RULE_GEN_2 = 2 };
 
 #define TS_MAX_RULES 64   /* rules per source */
 
@@ -215,6 +229,12 @@ core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, 
  * changing; false when the source is empty. */
 bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *out);
 
+/* Before rule i of src is applied after a write (samples t[0..n) added when
+ * the newest was old_newest; or, t NULL, a deletion of [from, to]): a
+ * generation-2 rule forgets `since` when the write touches the bucket that
+ * was open at its creation otherwise than by appending after old_newest. */
+void ts_rule_touch(ts_t *src, size_t i, int64_t old_newest, const int64_t *t, size_t n, int64_t from, int64_t to);
+
 /* Applies a rule after samples were added to src (old_newest: the newest
  * timestamp before them, -1 when src was empty; t[0..n): their timestamps):
  * every closed bucket they touched, and the bucket that was open and closed
@@ -225,6 +245,16 @@ bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *ou
 core_status_t ts_rule_added(const ts_t *src, const ts_rule_t *rule, int64_t old_newest, const int64_t *t, size_t n,
                             ts_t *dst);
 core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t from, int64_t to, ts_t *dst);
+
+/* Whether a deletion starting at `from` reaches before the retention window
+ * in the way RedisTimeSeries refuses for a series with compaction rules
+ * (TS.DEL: "deleting samples or compaction buckets beyond the series
+ * retention period is not possible"): with a retention, `from` (rule NULL)
+ * or the start of the rule's bucket holding `from` is older than the newest
+ * sample minus the retention.  A destination bucket holds samples the
+ * source no longer has there, so it could only be rebuilt from part of
+ * them. */
+bool ts_delete_beyond_retention(const ts_t *ts, const ts_rule_t *rule, int64_t from);
 
 /* Deletes the samples with from <= t <= to (TS.DEL).  Returns how many went
  * (0 leaves the series untouched), or -1 on allocation failure (unchanged). */
@@ -249,6 +279,7 @@ void ts_get_info(const ts_t *ts, ts_info_t *out);
  *   l=v       the label l is v            l!=v       l is not v (or absent)
  *   l=        l is absent                 l!=        l is present
  *   l=(a,b)   l is one of a, b            l!=(a,b)   l is none of them (or absent)
+ *   l=()      nothing (an empty list)     l!=()      everything
  * Values point into the parsed text. */
 #define TS_FILTER_MAX_VALUES 64
 
@@ -256,14 +287,15 @@ typedef struct ts_matcher {
     const char *name;
     size_t name_len;
     bool negate;                         /* != */
-    size_t nvalues;                      /* 0: l= (absent) / l!= (present) */
+    bool list;                           /* (a,b,...): nvalues may be 0 */
+    size_t nvalues;                      /* 0 without a list: l= (absent) / l!= (present) */
     const char *value[TS_FILTER_MAX_VALUES];
     size_t value_len[TS_FILTER_MAX_VALUES];
 } ts_matcher_t;
 
 /* Parses one filter; false with *why set on bad syntax. */
 bool ts_matcher_parse(const char *s, size_t len, ts_matcher_t *out, const char **why);
-/* Whether a matcher selects series (l=v, l=(a,b)): a query needs one. */
+/* Whether a matcher selects series (l=v, l=(a,b), l=()): a query needs one. */
 bool ts_matcher_positive(const ts_matcher_t *m);
 /* Whether the series satisfies every matcher. */
 bool ts_matches(const ts_t *ts, const ts_matcher_t *m, size_t n);
@@ -301,10 +333,19 @@ typedef struct ts_query {
     ts_sample_t extra;
     uint64_t max_results;          /* > 0: CORE_LIMIT instead of emitting more (bounds EMPTY) */
     double quantile;               /* TS_AGG_QUANTILE: in [0, 1] */
+    size_t naggs;                  /* > 1: several aggregations (agg=min,max), aggs[0] == agg (ts_range_rows) */
+    const ts_agg_t *aggs;
+    const double *quantiles;       /* their quantiles (TS_AGG_QUANTILE) */
+    bool legacy_twa;               /* twa of a rule of generation 1 (see ts_rule_t.gen) */
+    bool no_before;                /* twa: no neighbour before `from` (a rule's fresh start) */
 } ts_query_t;
+
+#define TS_MAX_AGGS 16             /* aggregations in one query, as RedisTimeSeries's TS_AGG_TYPES_MAX */
 
 /* Receives each result in order; returns false to stop with CORE_NOMEM. */
 typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
+/* Receives each bucket of several aggregations: values[0..n) in the order of q->aggs. */
+typedef bool (*ts_emit_row_fn)(void *ud, int64_t ts, const double *values, size_t n);
 
 /* Runs a range query: samples in [from, to] within retention, filtered by
  * timestamp then value (a NaN passes no value filter), optionally aggregated
@@ -313,27 +354,46 @@ typedef bool (*ts_emit_fn)(void *ud, int64_t ts, double value);
  * `count` results.  Within a bucket samples are aggregated in time order
  * whatever the direction, with RedisTimeSeries's formulas (see ts.c); an
  * aggregation skips the samples it does not count (NaN, except for countNaN
- * and countAll), and a bucket with none of those is empty.
+ * and countAll).  Without EMPTY, a bucket is reported when it holds a sample
+ * the aggregation counts.
  *
- * EMPTY (q->empty) also reports the empty buckets lying between samples the
- * aggregation counts: from the bucket of `from` (or of the first such sample
- * in range when none precedes `from`) to the bucket of `to` (or of the last
- * such sample in range when none follows `to`); as RedisTimeSeries, an empty
- * bucket is 0 for sum, count, countNaN, countAll; the last counted value
- * before it for last; the interpolated average for twa; NaN otherwise.
+ * EMPTY (q->empty) follows RedisTimeSeries's aggregation iterator: the
+ * buckets come from the query's samples (in range, passing the filters, NaN
+ * included), so a bucket holding only samples the aggregation skips is
+ * reported too, with the empty value; so are the empty buckets between two
+ * buckets of samples, and those from the bucket of `from` before the first
+ * (to the bucket of `to` after the last; the whole range when it holds no
+ * sample) when a valid sample - not NaN, passing the filters, in or out of
+ * range - lies before and one after them.  The empty value is 0 for sum,
+ * count, countNaN and countAll; for last the last valid sample before the
+ * bucket; for twa RedisTimeSeries's twa_calc_empty_bucket_val (the average of
+ * the line between the valid samples around it at its window's two ends; with
+ * samples on one side only, the nearest when within half their step); NaN
+ * otherwise.
  *
- * twa is the average over the bucket's window [max(start, from),
- * min(start + bucket_ms, to)], clipped to the series' first and last counted
- * samples, of the line through consecutive counted samples (the nearest ones
- * outside [from, to] included); a window of one instant reports the line's
- * value there.
+ * twa is RedisTimeSeries's, in its arithmetic (the same bits): over the
+ * bucket's window [max(start, from), min(start + bucket_ms, to)], the
+ * trapezoids between its valid samples and, along the line to the
+ * neighbour, to the window's ends - the neighbour before is the last valid
+ * sample of the previous bucket of samples (none when that bucket had only
+ * NaN), or for the first bucket the nearest valid sample before it; the one
+ * after is the first sample of the next bucket when it is valid, or for the
+ * last bucket the nearest valid sample after it - summed in the order the
+ * query walks and divided by the span from the first point to the last (a
+ * zero span reports the last sample's value).  A rule of generation 1
+ * (q->legacy_twa) computes the older polyline average instead.
  *
  * Returns CORE_OK, CORE_NOMEM, or CORE_LIMIT when more than q->max_results
  * would be emitted (the results emitted so far are to be discarded). */
 core_status_t ts_range(const ts_t *ts, const ts_query_t *q, ts_emit_fn emit, void *ud);
+/* ts_range of several aggregations (q->naggs >= 1): a row per bucket.  A
+ * bucket is reported when any of them counts a sample in it (or with
+ * EMPTY); the others report their empty value there. */
+core_status_t ts_range_rows(const ts_t *ts, const ts_query_t *q, ts_emit_row_fn emit, void *ud);
 
 /* One aggregation over values[0..n) in order (GROUPBY ... REDUCE): the
- * values it counts (see ts_range), NaN when it counts none. */
+ * values it counts (see ts_range); when it counts none, 0 for count,
+ * countNaN and countAll, NaN for the others. */
 double ts_reduce(ts_agg_t a, const double *v, size_t n);
 
 /* The first timestamp of the bucket holding t (may be negative). */

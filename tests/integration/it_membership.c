@@ -852,6 +852,96 @@ static void test_persistence_and_replay(void **state)
     free(termed);
 }
 
+/* Issue 37, item 7: headers RedisBloom writes and loads, from its own code
+ * (deps/bloom/bloom.c bloom_init / bloom_validate_integrity, src/sb.c
+ * SB_NewChainFromHeader, src/cf.c CFHeader_Load; tests/flow/test_overall.py
+ * test_scandump_invalid_header for what it refuses).  No redis-server with
+ * RedisBloom is available here (not in Debian), so the headers are built
+ * from that arithmetic: a link's bits per entry are not tied to its error
+ * rate there, only its hash count to the bits per entry. */
+static void test_loadchunk_headers_upstream(void **state)
+{
+    (void)state;
+    /* a full non-scaling filter (items == capacity) whose bits per entry
+     * (12) are not -ln(0.01)/ln2^2: RedisBloom loads it, and the next add
+     * fails as the filter is full; it used to be refused, and that add to
+     * create a fresh filter */
+    uint8_t h[73], *p = put_le(h, 10, 8);
+    p = put_le(p, 1, 4);
+    p = put_le(p, 1 | 4 | 8, 4);   /* NOROUND | FORCE64 | NO_SCALING */
+    p = put_le(p, 2, 4);
+    double e = 0.01, bpe = 12;
+    uint64_t eb, bb;
+    memcpy(&eb, &e, 8);
+    memcpy(&bb, &bpe, 8);
+    p = put_le(p, 16, 8);
+    p = put_le(p, 128, 8);
+    p = put_le(p, 10, 8);
+    p = put_le(p, eb, 8);
+    p = put_le(p, bb, 8);
+    p = put_le(p, (uint64_t)ceil(0.693147180559945 * bpe), 4);
+    p = put_le(p, 10, 8);
+    *p++ = 0;
+    assert_int_equal(p - h, 73);
+    load_chunk(&T, "bloom", "rbfull", 1, h, sizeof(h), 200);
+    http_resp_t r = http(&T, "POST", "/bloom/rbfull", "{\"items\":[\"x\"]}", NULL);
+    assert_error(&r, 507, "OUT_OF_MEMORY");
+    assert_non_null(strstr(r.body, "full"));
+    http_free(&r);
+    r = http(&T, "GET", "/bloom/rbfull", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "items"), 10);
+    assert_int_equal(json_int_of(&r, "hashes"), 9);
+    http_free(&r);
+    /* a hash count that does not follow from the bits per entry is what
+     * RedisBloom refuses ("received bad data"); its key stays empty there,
+     * so an add then creates a filter with the defaults, as here */
+    h[20 + 40] = 8;
+    load_chunk(&T, "bloom", "rbbad", 1, h, sizeof(h), 400);
+    r = http(&T, "POST", "/bloom/rbbad", "{\"items\":[\"x\"]}", NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    r = http(&T, "GET", "/bloom/rbbad", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "capacity"), 100);
+    http_free(&r);
+
+    /* cuckoo: a first sub-filter of 2^32 buckets (capacity 2^32 at bucket
+     * size 1, what openapi.yaml allows) is a geometry RedisBloom's code
+     * writes; of 255-slot buckets it is larger than this machine, so it is
+     * refused for memory, not as a geometry */
+    uint8_t c[38], *q = put_le(c, 0, 8);
+    q = put_le(q, 1ULL << 32, 8);
+    q = put_le(q, 0, 8);
+    q = put_le(q, 1, 8);
+    q = put_le(q, 255, 2);
+    q = put_le(q, 20, 2);
+    q = put_le(q, 1, 2);
+    char path[64];
+    snprintf(path, sizeof(path), "/cuckoo/cfbig/load?cursor=1");
+    r = http_bin(&T, "POST", path, c, sizeof(c), "application/octet-stream");
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "memory limit"));
+    http_free(&r);
+    put_le(c + 8, 1ULL << 33, 8);
+    r = http_bin(&T, "POST", path, c, sizeof(c), "application/octet-stream");
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "geometry"));
+    http_free(&r);
+    /* and PUT takes a capacity up to 2^32 (openapi.yaml), its first
+     * sub-filter within the memory limit (a server of 64 MB here) */
+    tally_proc_t small;
+    tally_start(&small, NULL, (const char *[]){ "--maxmemory", "64mb", NULL });
+    r = http(&small, "PUT", "/cuckoo/cfbig", "{\"capacity\":4294967296}", NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "memory limit"));
+    http_free(&r);
+    r = http(&small, "PUT", "/cuckoo/cfbig", "{\"capacity\":4294967297}", NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "4294967296"));
+    http_free(&r);
+    http_expect(&small, "PUT", "/cuckoo/cfbig", "{\"capacity\":8388608}", 201, NULL);   /* 4 MiB of slots */
+    tally_cleanup(&small);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -864,6 +954,7 @@ int main(void)
         cmocka_unit_test(test_cuckoo_parity),
         cmocka_unit_test(test_bloom_scandump),
         cmocka_unit_test(test_cuckoo_scandump),
+        cmocka_unit_test(test_loadchunk_headers_upstream),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_persistence_and_replay),
     };

@@ -420,7 +420,6 @@ static void test_bad_input(void **state)
         { "GET", "/ts/missing/range", NULL, 404, "NOT_FOUND", NULL },
         { "GET", "/ts/missing", NULL, 404, "NOT_FOUND", NULL },
         { "DELETE", "/ts/bad/range?from=10", NULL, 400, "BAD_REQUEST", "to" },
-        { "DELETE", "/ts/bad/range?from=10&to=5", NULL, 400, "BAD_REQUEST", "from" },
         { "DELETE", "/ts/missing/range?from=-&to=%2B", NULL, 404, "NOT_FOUND", NULL },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1052,7 +1051,7 @@ static void test_label_queries(void **state)
     lq_check(&r, room, kind, present, N);   /* scans (the loaded series are not indexed yet) */
     lq_check(&r, room, kind, present, N);   /* from the index */
     /* GROUPBY room REDUCE sum over kind=temp, against the sums by hand */
-    http_resp_t g = http(&T, "GET", "/mts/range?filter=kind%3Dtemp&groupby=room&reduce=sum", NULL, NULL);
+    http_resp_t g = http(&T, "GET", "/mts/range?filter=kind%3Dtemp&groupby=room&reduce=sum&withlabels=true", NULL, NULL);
     assert_status(&g, 200);
     json_t *groups = json_object_get(g.json, "series");
     for (size_t k = 0; k < json_array_size(groups); k++) {

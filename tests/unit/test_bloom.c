@@ -512,8 +512,9 @@ static void test_load_old_redisbloom_filter(void **state)
     bloom_free(b);
 }
 
-/* Every header field that RedisBloom's code could not have produced is
- * refused; chunks that do not fit are refused and change nothing. */
+/* Every header field that RedisBloom's code could not have produced (or
+ * would not load) is refused; chunks that do not fit are refused and change
+ * nothing. */
 static void test_load_validation(void **state)
 {
     (void)state;
@@ -538,9 +539,19 @@ static void test_load_validation(void **state)
     bad[n] = 0;
     assert_null(bloom_load_header(bad, n + 1, 0, &nomem, &why));   /* trailing byte */
 
+    /* RedisBloom checks the hash count against the bits per entry, not the
+     * bits per entry against the error rate (deps/bloom/bloom.c
+     * bloom_validate_integrity): such a header loads there, and here */
+    ref_link_t loose = { 16, 128, 3, 0.005, 2 * ref_bpe(0.005), 16, 10, 0 };
+    n = ref_header(bad, 3, 5, 2, &loose, 1);
+    b = bloom_load_header(bad, n, 0, &nomem, &why);
+    if (!b)
+        fail_msg("a header RedisBloom loads was refused: %s", why);
+    bloom_free(b);
     ref_link_t v[] = {
         { 16, 128, 3, 0.005, ref_bpe(0.005), 9, 10, 0 },     /* hashes */
-        { 16, 128, 3, 0.005, 2 * ref_bpe(0.005), 16, 10, 0 }, /* bpe */
+        { 16, 128, 3, 0.005, 2 * ref_bpe(0.005), 15, 10, 0 }, /* hashes of another bpe */
+        { 16, 128, 3, 0.005, 2000, 1387, 10, 0 },             /* bpe past any error's (lookups bounded) */
         { 16, 128, 3, 0, 0, 0, 10, 0 },                        /* error 0 */
         { 16, 128, 3, 1, ref_bpe(1), 0, 10, 0 },               /* error 1 */
         { 16, 120, 3, 0.005, ref_bpe(0.005), 8, 10, 0 },       /* bits != bytes * 8 */

@@ -40,24 +40,31 @@ static void test_validate(void **state)
     (void)state;
     const char *f;
     cuckoo_params_t p = params(1024, 2, 1, 8);
-    assert_null(cuckoo_validate(&p, &f));
+    assert_null(cuckoo_validate(&p, 0, &f));
     p.fp_bits = 10;
-    assert_non_null(cuckoo_validate(&p, &f));
+    assert_non_null(cuckoo_validate(&p, 0, &f));
     assert_string_equal(f, "fingerprint_bits");
     p = params(3, 2, 1, 8);
-    assert_non_null(cuckoo_validate(&p, &f));   /* capacity < 2 * bucket_size */
+    assert_non_null(cuckoo_validate(&p, 0, &f));   /* capacity < 2 * bucket_size */
     assert_string_equal(f, "capacity");
     p = params(1024, 0, 1, 8);
-    assert_non_null(cuckoo_validate(&p, &f));
+    assert_non_null(cuckoo_validate(&p, 0, &f));
     p = params(1024, 256, 1, 8);
-    assert_non_null(cuckoo_validate(&p, &f));
+    assert_non_null(cuckoo_validate(&p, 0, &f));
     p = params(1024, 2, 40000, 8);
-    assert_non_null(cuckoo_validate(&p, &f));
+    assert_non_null(cuckoo_validate(&p, 0, &f));
     p = params(1024, 2, 1, 8);
     p.max_iterations = 0;
-    assert_non_null(cuckoo_validate(&p, &f));
-    p = params(1ULL << 32, 1, 1, 16);   /* 8 GiB */
-    assert_non_null(cuckoo_validate(&p, &f));
+    assert_non_null(cuckoo_validate(&p, 0, &f));
+    /* capacity up to 2^32 (openapi.yaml), the first sub-filter within the
+     * memory limit: 2^32 buckets of 16-bit slots are 8 GiB */
+    p = params(1ULL << 32, 1, 1, 16);
+    assert_null(cuckoo_validate(&p, 0, &f));
+    assert_non_null(cuckoo_validate(&p, 1ULL << 30, &f));
+    assert_string_equal(f, "capacity");
+    assert_null(cuckoo_validate(&p, 1ULL << 33, &f));
+    p = params((1ULL << 32) + 1, 1, 1, 8);
+    assert_non_null(cuckoo_validate(&p, 0, &f));
 }
 
 /* Random adds/removes against a multiset: every item added more times than
@@ -545,6 +552,19 @@ static void test_dump_load(void **state)
         le_put(m + bad[i].off, bad[i].v, bad[i].n);
         assert_null(cuckoo_load_header(m, 38, 0, &nomem, &why));
     }
+    /* the largest first sub-filter: 2^32 buckets (a capacity of 2^32 at
+     * bucket size 1, or RedisBloom's 2^30 grown), loaded within the memory
+     * limit; 2^33 is refused as a geometry */
+    uint8_t big[38];
+    memcpy(big, h.data, 38);
+    le_put(big + 8, 1ULL << 32, 8);
+    le_put(big + 24, 1, 8);
+    assert_null(cuckoo_load_header(big, 38, 1ULL << 30, &nomem, &why));
+    assert_false(nomem);
+    assert_string_equal(why, "cuckoo: the filter is larger than the limit on a value's size");
+    le_put(big + 8, 1ULL << 33, 8);
+    assert_null(cuckoo_load_header(big, 38, 1ULL << 30, &nomem, &why));
+    assert_string_equal(why, "cuckoo: invalid geometry in the header");
     uint8_t m[39];
     memcpy(m, h.data, 38);
     le_put(m + 36, 0, 2);   /* expansion 0 with 3 sub-filters */

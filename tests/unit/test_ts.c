@@ -267,8 +267,9 @@ static int64_t m_report(const ts_query_t *q, int64_t start)
     return base > INT64_MAX ? INT64_MAX : (int64_t)base;   /* saturates at the end of time */
 }
 
-/* Whether a sample passes the query's filters and is counted by its aggregation. */
-static bool m_counted(const ts_query_t *q, int64_t t, double v)
+/* Whether a sample passes the query's filters (timestamps, then values: a
+ * NaN is in no value range). */
+static bool m_passes(const ts_query_t *q, int64_t t, double v)
 {
     if (q->filter_ts) {
         bool hit = false;
@@ -279,12 +280,19 @@ static bool m_counted(const ts_query_t *q, int64_t t, double v)
     }
     if ((q->has_min || q->has_max) && isnan(v))
         return false;
-    if ((q->has_min && v < q->min) || (q->has_max && v > q->max))
-        return false;
-    if (q->agg == TS_AGG_COUNT_NAN)
-        return isnan(v);
-    return q->agg == TS_AGG_NONE || q->agg == TS_AGG_COUNT_ALL || !isnan(v);
+    return !((q->has_min && v < q->min) || (q->has_max && v > q->max));
 }
+
+/* Whether the aggregation counts a value. */
+static bool m_counts(ts_agg_t a, double v)
+{
+    if (a == TS_AGG_COUNT_NAN)
+        return isnan(v);
+    return a == TS_AGG_NONE || a == TS_AGG_COUNT_ALL || !isnan(v);
+}
+
+/* Whether a sample passes the query's filters and is counted by its aggregation. */
+static bool m_counted(const ts_query_t *q, int64_t t, double v) { return m_passes(q, t, v) && m_counts(q->agg, v); }
 
 static int64_t m_bucket(const ts_query_t *q, int64_t t)
 {
@@ -294,117 +302,235 @@ static int64_t m_bucket(const ts_query_t *q, int64_t t)
     return (int64_t)((__int128)q->align + k * q->bucket_ms);
 }
 
-/* The integral of the polyline through pts over [a, b], segment by segment:
- * every pair of neighbours contributes the trapezoid of its overlap. */
-static double m_twa(const res_t *pts, int64_t a, int64_t b)
+/* The samples an EMPTY or twa query sees (RedisTimeSeries's aggregation
+ * iterator): its own S (in range, passing the filters, NaN included) in runs
+ * of one bucket each, and the valid ones V (passing the filters, not NaN) of
+ * the whole series. */
+typedef struct m_view {
+    res_t s, v;
+    int64_t *rb;            /* run k: bucket rb[k], S samples [r0[k], r1[k]) */
+    size_t *r0, *r1, nr;
+} m_view_t;
+
+static size_t m_last_below(const res_t *v, int64_t x, size_t skip)   /* the (skip+1)-th valid before x, or SIZE_MAX */
 {
-    if (a == b) {
-        for (size_t k = 0; k < pts->n; k++) {
-            if (pts->t[k] == a)
-                return pts->v[k];
-            if (k + 1 < pts->n && pts->t[k] < a && a < pts->t[k + 1])
-                return pts->v[k] + (double)(a - pts->t[k]) * (pts->v[k + 1] - pts->v[k]) /
-                                       (double)(pts->t[k + 1] - pts->t[k]);
-        }
-        fail();
-    }
-    long double area = 0;
-    for (size_t k = 0; k + 1 < pts->n; k++) {
-        int64_t x0 = pts->t[k] > a ? pts->t[k] : a, x1 = pts->t[k + 1] < b ? pts->t[k + 1] : b;
-        if (x0 >= x1)
-            continue;
-        long double slope = ((long double)pts->v[k + 1] - pts->v[k]) / (long double)(pts->t[k + 1] - pts->t[k]);
-        long double f0 = pts->v[k] + slope * (x0 - pts->t[k]), f1 = pts->v[k] + slope * (x1 - pts->t[k]);
-        area += (f0 + f1) * (x1 - x0) / 2;
-    }
-    return (double)(area / (long double)(b - a));
+    for (size_t i = v->n; i-- > 0;)
+        if (v->t[i] < x && skip-- == 0)
+            return i;
+    return SIZE_MAX;
 }
 
-/* EMPTY and twa by brute force over every bucket. */
+static size_t m_first_from(const res_t *v, int64_t x, size_t skip)   /* the (skip+1)-th valid at or after x */
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (v->t[i] >= x && skip-- == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+/* twa of a bucket without valid samples, as RedisTimeSeries's
+ * twa_calc_empty_bucket_val: b1, b2 the two valid samples nearest before,
+ * a1, a2 nearest after. */
+static double m_twa_empty(const res_t *v, int64_t ta, int64_t tb, size_t b1, size_t b2, size_t a1, size_t a2)
+{
+    const size_t no = SIZE_MAX;
+    if (b1 != no && a1 != no) {
+        double dv = v->v[a1] - v->v[b1], dt = (double)(v->t[a1] - v->t[b1]);
+        double va = v->v[b1] + ((double)(ta - v->t[b1]) * dv) / dt, vb = v->v[b1] + ((double)(tb - v->t[b1]) * dv) / dt;
+        return (va + vb) / 2.0;
+    }
+    bool near_before = b2 != no && v->t[b1] + (v->t[b1] - v->t[b2]) > ta;
+    bool near_after = a2 != no && tb + (v->t[a2] - v->t[a1]) > v->t[a1];
+    if (!near_before && !near_after)
+        return NAN;
+    if (a2 != no)
+        return tb + (v->t[a2] - v->t[a1]) / 2 <= v->t[a1] ? NAN : v->v[a1];
+    return v->t[b1] + (v->t[b1] - v->t[b2]) / 2 <= ta ? NAN : v->v[b1];
+}
+
+/* twa of run k: the trapezoids of its valid samples and, along the line to
+ * the neighbour RedisTimeSeries uses on each side, to the window's ends. */
+static double m_twa_run(const m_view_t *w, const ts_query_t *q, size_t k)
+{
+    const res_t *s = &w->s;
+    int64_t ta = w->rb[k] < 0 ? 0 : w->rb[k], tb = (int64_t)((__int128)w->rb[k] + q->bucket_ms < q->to
+                                                               ? w->rb[k] + q->bucket_ms : q->to);
+    if (ta < q->from)
+        ta = q->from;
+    /* the valid samples of the run */
+    int64_t vt[4096];
+    double vv[4096];
+    size_t m = 0;
+    for (size_t i = w->r0[k]; i < w->r1[k]; i++)
+        if (!isnan(s->v[i])) {
+            assert_true(m < 4096);
+            vt[m] = s->t[i];
+            vv[m++] = s->v[i];
+        }
+    /* neighbours (SIZE_MAX: none) as points (lt, lv), (rt, rv) */
+    bool hl = false, hr = false;
+    int64_t lt = 0, rt = 0;
+    double lv = 0, rv = 0;
+    if (!q->reverse) {
+        if (k == 0) {
+            size_t i = m_last_below(&w->v, s->t[w->r0[0]], 0);
+            if ((hl = i != SIZE_MAX))
+                lt = w->v.t[i], lv = w->v.v[i];
+        } else {
+            for (size_t i = w->r1[k - 1]; i-- > w->r0[k - 1] && !hl;)
+                if (!isnan(s->v[i]))
+                    hl = true, lt = s->t[i], lv = s->v[i];
+        }
+        if (k + 1 < w->nr) {
+            if ((hr = !isnan(s->v[w->r0[k + 1]])))
+                rt = s->t[w->r0[k + 1]], rv = s->v[w->r0[k + 1]];
+        } else {
+            size_t i = m_first_from(&w->v, vt[m - 1] + 1, 0);
+            if ((hr = i != SIZE_MAX))
+                rt = w->v.t[i], rv = w->v.v[i];
+        }
+    } else {
+        if (k + 1 == w->nr) {
+            size_t i = m_first_from(&w->v, s->t[w->r1[k] - 1] + 1, 0);
+            if ((hr = i != SIZE_MAX))
+                rt = w->v.t[i], rv = w->v.v[i];
+        } else {
+            for (size_t i = w->r0[k + 1]; i < w->r1[k + 1] && !hr; i++)
+                if (!isnan(s->v[i]))
+                    hr = true, rt = s->t[i], rv = s->v[i];
+        }
+        if (k > 0) {
+            if ((hl = !isnan(s->v[w->r1[k - 1] - 1])))
+                lt = s->t[w->r1[k - 1] - 1], lv = s->v[w->r1[k - 1] - 1];
+        } else {
+            size_t i = m_last_below(&w->v, vt[0], 0);
+            if ((hl = i != SIZE_MAX))
+                lt = w->v.t[i], lv = w->v.v[i];
+        }
+    }
+    int64_t first = hl ? ta : vt[0], last = hr ? tb : vt[m - 1];
+    if (first == last)
+        return q->reverse ? vv[0] : vv[m - 1];
+    double terms[4097];
+    size_t nt = 0;
+    if (hl) {
+        double vab = lv + ((double)(ta - lt) * (vv[0] - lv)) / (double)(vt[0] - lt);
+        terms[nt++] = ((vab + vv[0]) * (double)(vt[0] - ta)) / 2.0;
+    }
+    for (size_t i = 1; i < m; i++)
+        terms[nt++] = ((vv[i - 1] + vv[i]) * (double)(vt[i] - vt[i - 1])) / 2.0;
+    if (hr) {
+        double vab = vv[m - 1] + ((double)(tb - vt[m - 1]) * (rv - vv[m - 1])) / (double)(rt - vt[m - 1]);
+        terms[nt++] = ((vab + vv[m - 1]) * (double)(tb - vt[m - 1])) / 2.0;
+    }
+    double res = 0;   /* summed in the order the query walks */
+    for (size_t i = 0; i < nt; i++)
+        res += terms[q->reverse ? nt - 1 - i : i];
+    return res / (double)llabs(last - first);
+}
+
+/* EMPTY and twa by brute force (forward order; the caller reverses). */
 static void m_range_rich(const model_t *m, const ts_query_t *q, res_t *all)
 {
-    res_t pts = { 0 };   /* every counted sample, in time order */
-    size_t i0 = SIZE_MAX, i1 = 0;
-    for (size_t i = 0; i < m->n; i++)
-        if (m_counted(q, m->t[i], m->v[i])) {
-            if (m->t[i] >= q->from && m->t[i] <= q->to) {
-                if (i0 == SIZE_MAX)
-                    i0 = pts.n;
-                i1 = pts.n + 1;
-            }
-            res_push(&pts, m->t[i], m->v[i]);
-        }
-    bool any = i0 != SIZE_MAX;
-    bool prev = pts.n && pts.t[0] < q->from, next = pts.n && pts.t[pts.n - 1] > q->to;
-    /* only the neighbours next to the range take part */
-    res_t used = { 0 };
-    size_t lo_i = 0, hi_i = pts.n;
-    for (size_t i = 0; i < pts.n; i++) {
-        if (pts.t[i] < q->from)
-            lo_i = i;
+    m_view_t w = { 0 };
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->t[i] >= q->from && m->t[i] <= q->to && m_passes(q, m->t[i], m->v[i]))
+            res_push(&w.s, m->t[i], m->v[i]);
+        if (m_passes(q, m->t[i], m->v[i]) && !isnan(m->v[i]))
+            res_push(&w.v, m->t[i], m->v[i]);
     }
-    for (size_t i = pts.n; i-- > 0;)
-        if (pts.t[i] > q->to)
-            hi_i = i + 1;
-    for (size_t i = prev ? lo_i : 0; i < hi_i; i++)
-        res_push(&used, pts.t[i], pts.v[i]);
-    int64_t lo, hi;
-    if (q->empty) {
-        if (!any && !(prev && next))
-            goto out;
-        lo = prev ? q->from : pts.t[i0];
-        hi = next ? q->to : pts.t[i1 - 1];
-    } else {
-        if (!any)
-            goto out;
-        lo = pts.t[i0];
-        hi = pts.t[i1 - 1];
+    w.rb = malloc((w.s.n + 1) * sizeof(*w.rb));
+    w.r0 = malloc((w.s.n + 1) * sizeof(*w.r0));
+    w.r1 = malloc((w.s.n + 1) * sizeof(*w.r1));
+    for (size_t i = 0; i < w.s.n; i++) {
+        int64_t b = m_bucket(q, w.s.t[i]);
+        if (!w.nr || w.rb[w.nr - 1] != b) {
+            w.rb[w.nr] = b;
+            w.r0[w.nr] = i;
+            w.nr++;
+        }
+        w.r1[w.nr - 1] = i + 1;
     }
-    double *vals = malloc((pts.n + 1) * sizeof(*vals));
-    assert_non_null(vals);
-    for (__int128 b = m_bucket(q, lo); b <= hi; b += q->bucket_ms) {
-        if (!q->empty) {   /* jump to the next bucket holding a sample in range */
-            size_t k = i0;
-            while (k < i1 && pts.t[k] < b)
-                k++;
-            if (k == i1)
-                break;
-            if (pts.t[k] >= b + q->bucket_ms)
-                b = m_bucket(q, pts.t[k]);
-        }
-        size_t nv = 0;
-        double last = NAN;   /* LOCF: the last counted value before the bucket's part of the range */
-        __int128 part = b > q->from ? b : q->from;
-        for (size_t i = 0; i < pts.n; i++) {
-            if (pts.t[i] < part)
-                last = pts.v[i];
-            if (pts.t[i] >= b && pts.t[i] < b + q->bucket_ms && pts.t[i] >= q->from && pts.t[i] <= q->to)
-                vals[nv++] = pts.v[i];
-        }
-        if (!nv && !q->empty)
-            continue;
+    /* the buckets reported: (start, run or SIZE_MAX, the start of its gap) */
+    size_t cap = 1024, ne = 0;
+    int64_t *eb = malloc(cap * sizeof(*eb)), *eg = malloc(cap * sizeof(*eg));
+    size_t *ek = malloc(cap * sizeof(*ek));
+#define M_EMIT(B, K, G)                                                                                                 \
+    do {                                                                                                               \
+        if (ne == cap) {                                                                                               \
+            cap *= 2;                                                                                                  \
+            eb = realloc(eb, cap * sizeof(*eb));                                                                       \
+            eg = realloc(eg, cap * sizeof(*eg));                                                                       \
+            ek = realloc(ek, cap * sizeof(*ek));                                                                       \
+        }                                                                                                              \
+        eb[ne] = (B), ek[ne] = (K), eg[ne++] = (G);                                                                    \
+    } while (0)
+    int64_t bf = m_bucket(q, q->from), bt = m_bucket(q, q->to);
+    bool sides_from = m_last_below(&w.v, q->from, 0) != SIZE_MAX && m_first_from(&w.v, q->from, 0) != SIZE_MAX;
+    if (q->empty && w.nr == 0 && sides_from)
+        for (__int128 b = bf; b <= bt; b += q->bucket_ms)
+            M_EMIT((int64_t)b, SIZE_MAX, bf);
+    if (q->empty && w.nr > 0 && bf < w.rb[0] && sides_from)
+        for (__int128 b = bf; b < w.rb[0]; b += q->bucket_ms)
+            M_EMIT((int64_t)b, SIZE_MAX, bf);
+    for (size_t k = 0; k < w.nr; k++) {
+        if (q->empty && k > 0)
+            for (__int128 b = (__int128)w.rb[k - 1] + q->bucket_ms; b < w.rb[k]; b += q->bucket_ms)
+                M_EMIT((int64_t)b, SIZE_MAX, w.rb[k - 1] + q->bucket_ms);
+        bool any = false;
+        for (size_t i = w.r0[k]; i < w.r1[k]; i++)
+            any |= m_counts(q->agg, w.s.v[i]);
+        if (any || q->empty)
+            M_EMIT(w.rb[k], k, 0);
+    }
+    if (q->empty && w.nr > 0 && (__int128)w.rb[w.nr - 1] + q->bucket_ms <= bt) {
+        int64_t lo = w.rb[w.nr - 1] + q->bucket_ms;
+        if (m_last_below(&w.v, lo, 0) != SIZE_MAX && m_first_from(&w.v, lo, 0) != SIZE_MAX)
+            for (__int128 b = lo; b <= bt; b += q->bucket_ms)
+                M_EMIT((int64_t)b, SIZE_MAX, lo);
+    }
+#undef M_EMIT
+    double *vals = malloc((w.s.n + 1) * sizeof(*vals));
+    for (size_t e = 0; e < ne; e++) {
+        int64_t b = eb[e];
+        size_t k = ek[e], nv = 0;
+        if (k != SIZE_MAX)
+            for (size_t i = w.r0[k]; i < w.r1[k]; i++)
+                if (m_counts(q->agg, w.s.v[i]))
+                    vals[nv++] = w.s.v[i];
+        int64_t ta = b < 0 ? 0 : b, tb = (int64_t)((__int128)b + q->bucket_ms < q->to ? b + q->bucket_ms : q->to);
+        if (ta < q->from)
+            ta = q->from;
         double v;
-        if (q->agg == TS_AGG_TWA) {
-            __int128 wa = b > q->from ? b : q->from, wb = b + q->bucket_ms < q->to ? b + q->bucket_ms : q->to;
-            if (wa < used.t[0])
-                wa = used.t[0];
-            if (wb > used.t[used.n - 1])
-                wb = used.t[used.n - 1];
-            v = wa <= wb ? m_twa(&used, (int64_t)wa, (int64_t)wb) : NAN;
+        if (nv && q->agg == TS_AGG_TWA) {
+            v = m_twa_run(&w, q, k);
         } else if (nv) {
             v = m_aggregate(q->agg, vals, nv);
         } else if (q->agg == TS_AGG_SUM || q->agg == TS_AGG_COUNT || q->agg == TS_AGG_COUNT_NAN ||
                    q->agg == TS_AGG_COUNT_ALL) {
             v = 0;
+        } else if (q->agg == TS_AGG_LAST) {   /* the last valid sample before the bucket */
+            size_t i = m_last_below(&w.v, b, 0);
+            v = i == SIZE_MAX ? NAN : w.v.v[i];
+        } else if (q->agg == TS_AGG_TWA) {
+            int64_t at = k == SIZE_MAX ? (eg[e] < q->from ? q->from : eg[e]) : ta;   /* a gap's neighbours */
+            int64_t after = k == SIZE_MAX ? at : tb;
+            v = m_twa_empty(&w.v, ta, tb, m_last_below(&w.v, at, 0), m_last_below(&w.v, at, 1),
+                            m_first_from(&w.v, after, 0), m_first_from(&w.v, after, 1));
         } else {
-            v = q->agg == TS_AGG_LAST ? last : NAN;
+            v = NAN;
         }
-        res_push(all, m_report(q, (int64_t)b), v);
+        res_push(all, m_report(q, b), v);
     }
     free(vals);
-out:
-    res_free(&pts);
-    res_free(&used);
+    free(eb);
+    free(eg);
+    free(ek);
+    free(w.rb);
+    free(w.r0);
+    free(w.r1);
+    res_free(&w.s);
+    res_free(&w.v);
 }
 
 static void m_range(const model_t *m, const ts_query_t *q, res_t *out)
@@ -475,8 +601,7 @@ static void check_query(const ts_t *ts, const model_t *m, const ts_query_t *q)
     if (got.n != want.n)
         fail_msg("query %s: %zu results, model %zu", d, got.n, want.n);
     for (size_t i = 0; i < got.n; i++) {
-        bool same = memcmp(&got.v[i], &want.v[i], sizeof(double)) == 0 || (isnan(got.v[i]) && isnan(want.v[i])) ||
-                    (q->agg == TS_AGG_TWA && fabs(got.v[i] - want.v[i]) <= 1e-9 * fmax(1, fabs(want.v[i])));
+        bool same = memcmp(&got.v[i], &want.v[i], sizeof(double)) == 0 || (isnan(got.v[i]) && isnan(want.v[i]));
         if (got.t[i] != want.t[i] || !same)
             fail_msg("query %s: result %zu is [%lld, %.17g], model [%lld, %.17g]", d, i, (long long)got.t[i],
                      got.v[i], (long long)want.t[i], want.v[i]);
@@ -732,8 +857,14 @@ static void test_rules_random(void **state)
                 agg = (ts_agg_t)(1 + rng_below(&r, TS_AGG__COUNT - 1));
             while (agg == TS_AGG_TWA);
             static const int64_t buckets[] = { 1, 7, 100, 1000, 3600 };
-            rule[i] = (ts_rule_t){ names[i], strlen(names[i]), agg, buckets[rng_below(&r, 5)],
-                                   (int64_t)rng_below(&r, 500), agg == TS_AGG_QUANTILE ? rng_double(&r) : 0 };
+            rule[i] = (ts_rule_t){ names[i],
+                                   strlen(names[i]),
+                                   agg,
+                                   buckets[rng_below(&r, 5)],
+                                   (int64_t)rng_below(&r, 500),
+                                   agg == TS_AGG_QUANTILE ? rng_double(&r) : 0,
+                                   (uint8_t)(seed % 2 ? TS_RULE_GEN_2 : TS_RULE_GEN_1),
+                                   -1 };
             assert_true(ts_rule_add(src, &rule[i]));
             dst[i] = ts_create(0, TS_DUP_BLOCK, NULL, 0);
             assert_true(ts_set_source(dst[i], "src", 3));
@@ -887,8 +1018,8 @@ static void test_label_filters(void **state)
                      nf > 2 ? f[2] : "", n, !want, want);
         ts_free(ts);
     }
-    static const char *const bad[] = { "a", "=x", "!=x", "a=(x", "a=()", "a=(x,,y)", "a=x,y", "a=x=y", "a(=x",
-                                       "a=(x)y" };
+    static const char *const bad[] = { "a",     "=x",    "!=x",   "a=(x", "a=(", "a=(x,,y)", "a=(x,)", "a=x,y",
+                                       "a=x=y", "a(=x", "a=(x)y" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ts_matcher_t m;
         const char *why;
@@ -901,10 +1032,27 @@ static void test_label_filters(void **state)
     assert_true(ts_matcher_parse("a=(x,y)", 7, &m, &why) && ts_matcher_positive(&m) && m.nvalues == 2);
     assert_true(ts_matcher_parse("a!=x", 4, &m, &why) && !ts_matcher_positive(&m));
     assert_true(ts_matcher_parse("a=", 2, &m, &why) && !ts_matcher_positive(&m));
+    /* RedisTimeSeries tests/flow/test_ts_queryindex.py test_label_index:
+     * 'generation=x', 'class=()' answers no series (an empty list matches
+     * nothing, and it selects: it may be a query's only positive filter);
+     * its negation matches every series, with or without the label */
+    ts_label_t lab[2] = { { "generation", 10, "x", 1 }, { "class", 5, "top", 3 } };
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, lab, 2), *bare = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    assert_true(ts_matcher_parse("class=()", 8, &m, &why) && ts_matcher_positive(&m) && m.nvalues == 0);
+    assert_false(ts_matches(ts, &m, 1));
+    assert_false(ts_matches(bare, &m, 1));
+    assert_true(ts_matcher_parse("class!=()", 9, &m, &why) && !ts_matcher_positive(&m));
+    assert_true(ts_matches(ts, &m, 1));
+    assert_true(ts_matches(bare, &m, 1));
+    const char *names[2] = { "generation", "class" }, *values[2] = { "x", "top" };
+    assert_false(ts_filter_model("class=()", names, values, 2));
+    assert_true(ts_filter_model("class!=()", names, values, 2));
+    ts_free(ts);
+    ts_free(bare);
 }
 
 /* A version-1 encoding (before rules) still decodes, to a series without
- * rules or source, and re-encodes as version 2. */
+ * rules or source, and re-encodes as version 3. */
 static void test_decode_version1(void **state)
 {
     (void)state;
@@ -913,9 +1061,9 @@ static void test_decode_version1(void **state)
     assert_int_equal(ts_add(ts, s, 2, TS_DUP_MAX, NULL), CORE_OK);
     wbuf_t a = WBUF_INIT;
     ts_type.encode(ts, &a);
-    /* version 2 = version 1 + u32 nrules (0) + u8 has_source (0) after the labels */
+    /* version 3 without rules = version 1 + u32 nrules (0) + u8 has_source (0) after the labels */
     size_t labels_end = 1 + 1 + 8 + 4 + (4 + 1) + (4 + 1);
-    assert_int_equal(a.data[0], 2);
+    assert_int_equal(a.data[0], 3);
     wbuf_t v1 = WBUF_INIT;
     wbuf_put_u8(&v1, 1);
     wbuf_put_bytes(&v1, a.data + 1, labels_end - 1);
@@ -934,6 +1082,175 @@ static void test_decode_version1(void **state)
     wbuf_free(&a);
     wbuf_free(&b);
     wbuf_free(&v1);
+    ts_free(back);
+    ts_free(ts);
+}
+
+/* Adds one sample to src and applies rule 0 into dst, as a write does. */
+static void rule_add1(ts_t *src, ts_t *dst, int64_t t, double v)
+{
+    ts_sample_t last, s = { t, v };
+    int64_t old = ts_last(src, &last) ? last.ts : -1;
+    assert_int_equal(ts_add(src, &s, 1, TS_DUP_LAST, NULL), CORE_OK);
+    ts_rule_touch(src, 0, old, &t, 1, 0, 0);
+    ts_rule_t r = ts_rule_at(src, 0);
+    assert_int_equal(ts_rule_added(src, &r, old, &t, 1, dst), CORE_OK);
+}
+
+static void expect_open(const ts_t *src, bool has, int64_t at, double value)
+{
+    ts_rule_t r = ts_rule_at(src, 0);
+    ts_sample_t o;
+    bool got = ts_rule_open_bucket(src, &r, &o);
+    assert_int_equal(got, has);
+    if (has && (o.ts != at || o.value != value))
+        fail_msg("open bucket [%lld, %.17g], want [%lld, %.17g]", (long long)o.ts, o.value, (long long)at, value);
+}
+
+/* Rule generations (ts_rule_t.gen).  RedisTimeSeries tests/flow/
+ * test_ts_createrule.py test_create_rule_non_empty_src_series: a rule created
+ * on a source holding 1, 2, 3, 11 shows no open bucket (LATEST) until a
+ * sample comes, and then aggregates only what came after it; a generation-1
+ * rule (created before issue 37, or by a journal of then) keeps aggregating
+ * the whole bucket.  A write touching that bucket otherwise than by an
+ * in-order append makes it a bucket like any other.  And twa: generation 2
+ * is RedisTimeSeries's arithmetic (test_ts_range.py test_agg_twa case 7: 15),
+ * generation 1 the old one (14.999999999999998). */
+static void test_rule_generations(void **state)
+{
+    (void)state;
+    ts_sample_t pre[] = { { 1, 1 }, { 2, 2 }, { 3, 3 }, { 11, 11 } };
+    for (int gen = TS_RULE_GEN_1; gen <= TS_RULE_GEN_2; gen++)
+        for (int64_t align = 0; align <= 5; align += 5) {
+            ts_t *src = ts_create(0, TS_DUP_LAST, NULL, 0), *dst = ts_create(0, TS_DUP_LAST, NULL, 0);
+            assert_int_equal(ts_add(src, pre, 4, TS_DUP_LAST, NULL), CORE_OK);
+            ts_rule_t r = { "d", 1, TS_AGG_AVG, 10, align, 0, (uint8_t)gen, gen == TS_RULE_GEN_2 ? 11 : -1 };
+            assert_true(ts_rule_add(src, &r));
+            int64_t b = align ? 5 : 10;   /* the bucket of 11 */
+            if (gen == TS_RULE_GEN_2) {
+                expect_open(src, false, 0, 0);
+                rule_add1(src, dst, 12, 12);
+                expect_open(src, true, b, 12);
+                rule_add1(src, dst, 30, 30);   /* closes it: 12 alone */
+            } else {
+                expect_open(src, true, b, 11);
+                rule_add1(src, dst, 12, 12);
+                expect_open(src, true, b, 11.5);
+                rule_add1(src, dst, 30, 30);
+            }
+            ts_query_t all = { .from = 0, .to = TS_MAX_TIMESTAMP };
+            res_t got = { 0 };
+            assert_int_equal(ts_range(dst, &all, res_push, &got), CORE_OK);
+            assert_int_equal(got.n, 1);
+            assert_int_equal(got.t[0], b);
+            double want = gen == TS_RULE_GEN_2 ? 12 : 11.5;
+            if (got.v[0] != want)
+                fail_msg("gen %d align %lld: closed bucket %.17g, want %.17g", gen, (long long)align, got.v[0], want);
+            res_free(&got);
+            /* an out-of-order sample into that bucket: recomputed from every sample */
+            rule_add1(src, dst, align ? 6 : 10, 20);
+            assert_int_equal(ts_rule_at(src, 0).since, -1);
+            assert_int_equal(ts_range(dst, &all, res_push, &got), CORE_OK);
+            want = (20 + 11 + 12) / 3.0;
+            if (got.n != 1 || got.v[0] != want)
+                fail_msg("gen %d align %lld: recomputed bucket %.17g, want %.17g", gen, (long long)align, got.v[0], want);
+            res_free(&got);
+            ts_free(src);
+            ts_free(dst);
+        }
+    /* a deletion reaching the bucket open at creation forgets `since` too */
+    ts_t *src = ts_create(0, TS_DUP_LAST, NULL, 0);
+    assert_int_equal(ts_add(src, pre, 4, TS_DUP_LAST, NULL), CORE_OK);
+    ts_rule_t r = { "d", 1, TS_AGG_SUM, 10, 0, 0, TS_RULE_GEN_2, 11 };
+    assert_true(ts_rule_add(src, &r));
+    ts_rule_touch(src, 0, -1, NULL, 0, 0, 5);
+    assert_int_equal(ts_rule_at(src, 0).since, 11);
+    ts_rule_touch(src, 0, -1, NULL, 0, 0, 10);
+    assert_int_equal(ts_rule_at(src, 0).since, -1);
+    expect_open(src, true, 10, 11);
+    ts_free(src);
+
+    /* twa by generation */
+    ts_sample_t tw[] = { { 3, 3 }, { 9, 9 }, { 13, 13 }, { 22, 22 } };   /* (test_agg_twa case 7) */
+    for (int gen = TS_RULE_GEN_1; gen <= TS_RULE_GEN_2; gen++) {
+        src = ts_create(0, TS_DUP_LAST, NULL, 0);
+        ts_t *dst = ts_create(0, TS_DUP_LAST, NULL, 0);
+        ts_rule_t t = { "d", 1, TS_AGG_TWA, 10, 0, 0, (uint8_t)gen, -1 };
+        assert_true(ts_rule_add(src, &t));
+        for (size_t i = 0; i < 4; i++)
+            rule_add1(src, dst, tw[i].ts, tw[i].value);
+        ts_query_t all = { .from = 10, .to = 10 };
+        res_t got = { 0 };
+        assert_int_equal(ts_range(dst, &all, res_push, &got), CORE_OK);
+        assert_int_equal(got.n, 1);
+        if (gen == TS_RULE_GEN_2)
+            assert_true(got.v[0] == 15);
+        else
+            if (got.v[0] != 14.999999999999998)
+                fail_msg("generation 1 twa %.17g", got.v[0]);
+        res_free(&got);
+        ts_free(src);
+        ts_free(dst);
+    }
+}
+
+/* GROUPBY ... REDUCE of nothing counted (RedisTimeSeries tests/flow/
+ * test_ts_mrange_groupby.py test_groupby_reduce_count_with_nan): the count
+ * family answers 0, the rest NaN. */
+static void test_reduce_nothing_counted(void **state)
+{
+    (void)state;
+    const double nans[] = { NAN, NAN }, vals[] = { 1, 2 };
+    assert_true(ts_reduce(TS_AGG_COUNT, nans, 2) == 0);
+    assert_true(ts_reduce(TS_AGG_COUNT_NAN, vals, 2) == 0);
+    assert_true(ts_reduce(TS_AGG_COUNT_NAN, nans, 2) == 2);
+    assert_true(ts_reduce(TS_AGG_COUNT_ALL, nans, 2) == 2);
+    assert_true(ts_reduce(TS_AGG_COUNT_ALL, nans, 0) == 0);
+    assert_true(isnan(ts_reduce(TS_AGG_SUM, nans, 2)));
+    assert_true(isnan(ts_reduce(TS_AGG_MAX, nans, 2)));
+    assert_true(ts_reduce(TS_AGG_SUM, vals, 2) == 3);
+}
+
+/* A version-2 encoding (rules without generation) decodes to generation-1
+ * rules (the rules that served them, for life) and re-encodes as version 3
+ * with generation 1 and no `since`. */
+static void test_decode_version2(void **state)
+{
+    (void)state;
+    ts_t *ts = ts_create(0, TS_DUP_BLOCK, NULL, 0);
+    ts_rule_t r = { "d1", 2, TS_AGG_TWA, 10, 0, 0, TS_RULE_GEN_1, -1 };
+    assert_true(ts_rule_add(ts, &r));
+    wbuf_t a = WBUF_INIT;
+    ts_type.encode(ts, &a);
+    /* the rule: blob "d1" | agg | bucket | align | quantile, then gen | since */
+    size_t rule_end = 1 + 1 + 8 + 4 + 4 + (4 + 2) + 1 + 8 + 8 + 8;
+    assert_int_equal(a.data[0], 3);
+    assert_int_equal(a.data[rule_end], TS_RULE_GEN_1);
+    wbuf_t v2 = WBUF_INIT;
+    wbuf_put_u8(&v2, 2);
+    wbuf_put_bytes(&v2, a.data + 1, rule_end - 1);
+    wbuf_put_bytes(&v2, a.data + rule_end + 9, a.len - rule_end - 9);
+    const char *why = NULL;
+    ts_t *back = ts_type.decode(v2.data, v2.len, &why);
+    if (!back)
+        fail_msg("version 2 refused: %s", why);
+    assert_int_equal(ts_rule_count(back), 1);
+    ts_rule_t got = ts_rule_at(back, 0);
+    assert_int_equal(got.gen, TS_RULE_GEN_1);
+    assert_int_equal(got.since, -1);
+    wbuf_t b = WBUF_INIT;
+    ts_type.encode(back, &b);
+    assert_int_equal(a.len, b.len);
+    assert_memory_equal(a.data, b.data, a.len);
+    /* a generation the decoder does not know, or a since on generation 1, is refused */
+    a.data[rule_end] = 3;
+    assert_null(ts_type.decode(a.data, a.len, &why));
+    a.data[rule_end] = TS_RULE_GEN_1;
+    a.data[rule_end + 1] = 5;
+    assert_null(ts_type.decode(a.data, a.len, &why));
+    wbuf_free(&a);
+    wbuf_free(&b);
+    wbuf_free(&v2);
     ts_free(back);
     ts_free(ts);
 }
@@ -1501,6 +1818,9 @@ int main(void)
         cmocka_unit_test(test_flow_expectations),
         cmocka_unit_test(test_rules_random),
         cmocka_unit_test(test_decode_version1),
+        cmocka_unit_test(test_decode_version2),
+        cmocka_unit_test(test_rule_generations),
+        cmocka_unit_test(test_reduce_nothing_counted),
         cmocka_unit_test(test_label_filters),
         cmocka_unit_test(test_compression_target),
         cmocka_unit_test(test_decode_hostile),
