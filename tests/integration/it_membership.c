@@ -906,8 +906,8 @@ static void test_loadchunk_headers_upstream(void **state)
 
     /* cuckoo: a first sub-filter of 2^32 buckets (capacity 2^32 at bucket
      * size 1, what openapi.yaml allows) is a geometry RedisBloom's code
-     * writes; of 255-slot buckets it is larger than this machine, so it is
-     * refused for memory, not as a geometry */
+     * writes; of 255-slot buckets it is larger than --max-value-size, so it
+     * is refused for its size, not as a geometry */
     uint8_t c[38], *q = put_le(c, 0, 8);
     q = put_le(q, 1ULL << 32, 8);
     q = put_le(q, 0, 8);
@@ -919,7 +919,7 @@ static void test_loadchunk_headers_upstream(void **state)
     snprintf(path, sizeof(path), "/cuckoo/cfbig/load?cursor=1");
     r = http_bin(&T, "POST", path, c, sizeof(c), "application/octet-stream");
     assert_error(&r, 400, "BAD_REQUEST");
-    assert_non_null(strstr(r.body, "memory limit"));
+    assert_non_null(strstr(r.body, "--max-value-size"));
     http_free(&r);
     put_le(c + 8, 1ULL << 33, 8);
     r = http_bin(&T, "POST", path, c, sizeof(c), "application/octet-stream");
@@ -927,12 +927,12 @@ static void test_loadchunk_headers_upstream(void **state)
     assert_non_null(strstr(r.body, "geometry"));
     http_free(&r);
     /* and PUT takes a capacity up to 2^32 (openapi.yaml), its first
-     * sub-filter within the memory limit (a server of 64 MB here) */
+     * sub-filter within the limits (--max-value-size, --maxmemory 64 MB here) */
     tally_proc_t small;
     tally_start(&small, NULL, (const char *[]){ "--maxmemory", "64mb", NULL });
     r = http(&small, "PUT", "/cuckoo/cfbig", "{\"capacity\":4294967296}", NULL);
     assert_error(&r, 400, "BAD_REQUEST");
-    assert_non_null(strstr(r.body, "memory limit"));
+    assert_non_null(strstr(r.body, "--max-value-size"));
     http_free(&r);
     r = http(&small, "PUT", "/cuckoo/cfbig", "{\"capacity\":4294967297}", NULL);
     assert_error(&r, 400, "BAD_REQUEST");
