@@ -52,6 +52,7 @@ endif
 TEST_LIBS := -lcmocka -lcurl
 
 CORE_SRC := $(wildcard core/*.c)
+CMD_SRC := $(wildcard cmd/*.c)
 API_SRC := $(wildcard api/*.c)
 SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -65,11 +66,14 @@ BENCH_SRC := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC))
+CMD_OBJ := $(call obj,$(CMD_SRC))
 API_OBJ := $(call obj,$(API_SRC))
 SVC_OBJ := $(call obj,$(SVC_SRC))
 LIBCORE := $(BUILD)/libtallycore.a
+LIBCMD := $(BUILD)/libtallycmd.a
 LIBTALLY := $(BUILD)/libtally.a
 CORE_PURE := $(BUILD)/core-pure
+CMD_PURE := $(BUILD)/cmd-pure
 TALLYD := $(BUILD)/tallyd
 RESHARD := $(BUILD)/tally-reshard
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
@@ -152,26 +156,40 @@ $(CORE_PURE): $(LIBCORE)
 	printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -x c -o $@ - -x none -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive \
 	  $(CORE_LIBS) -pthread
 
+# The command layer (cmd/) is a library of its own too: CMD_PURE links every
+# one of its objects with core and CMD_LIBS only, so the linker proves the
+# layer every protocol shares holds no jansson, no libmicrohttpd, no libcurl
+# and no sockets of a front-end.
+CMD_LIBS := -lnettle $(CORE_LIBS)
+$(LIBCMD): $(CMD_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(CMD_PURE): $(LIBCMD) $(LIBCORE)
+	printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -x c -o $@ - -x none -Wl,--whole-archive $(LIBCMD) -Wl,--no-whole-archive \
+	  $(LIBCORE) $(CMD_LIBS) -pthread
+
 $(LIBTALLY): $(API_OBJ) $(SVC_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCORE) | $(CORE_PURE)
+$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCMD) $(LIBCORE) | $(CORE_PURE) $(CMD_PURE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCORE)
+$(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS) -lcmocka
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCORE)
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCMD) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 # Fuzz targets built with the normal compiler and a file-replaying main(), so
 # `make test` runs every saved input (corpus and past crashes) as a regression.
-$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY) $(LIBCORE)
+$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
@@ -184,7 +202,7 @@ $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 $(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCORE)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # ----------------------------------------------------------------- test --
@@ -288,7 +306,7 @@ fuzz: deps-fuzz
 	@set -e; mkdir -p $(FUZZ_BUILD); \
 	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(API_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
+	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(API_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
 	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
 	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
 	  mkdir -p $(FUZZ_BUILD)/corpus-$$n; $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \

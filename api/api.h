@@ -30,6 +30,7 @@
 #include "core/keyspace.h"
 #include "core/persist_fmt.h"
 #include "core/status.h"
+#include "cmd/err.h"
 
 #define API_MAX_SEGMENTS 16      /* deepest path any route has, plus slack */
 #define API_MAX_PARAMS 10000     /* query parameters per request (batches of item=) */
@@ -50,35 +51,35 @@ typedef enum api_method {
     API_ANY = 0xff               /* route method: matches every method */
 } api_method_t;
 
-/* One error code per failure class; the status comes from one table. */
-typedef enum api_code {
-    API_E_BAD_REQUEST = 0,
-    API_E_UNAUTHORIZED,
-    API_E_FORBIDDEN,
-    API_E_NOT_FOUND,
-    API_E_METHOD_NOT_ALLOWED,
-    API_E_WRONGTYPE,
-    API_E_EXISTS,
-    API_E_PAYLOAD_TOO_LARGE,
-    API_E_URI_TOO_LONG,
-    API_E_UNSUPPORTED_MEDIA_TYPE,
-    API_E_OUT_OF_MEMORY,
-    API_E_INTERNAL,
-    API_E_UNAVAILABLE,
-    API_E_NO_SPACE,              /* 507: the disk is full */
-    API_E_REQUEST_TIMEOUT,       /* 408: the request body stopped arriving */
-    API_E_MISDIRECTED,           /* 421: a Host a loopback-bound tallyd does not serve (api/guard.h) */
-    API_E_TOO_MANY_REQUESTS,     /* 429: too many unknown tokens from one address (api/auth.h) */
-    API_E_READONLY,              /* 421: a change sent to a replica (api/repl.h) */
-    API_E_GONE,                  /* 410: a replication position the primary no longer holds */
-    API_E_CONFLICT,              /* 409: a replication request from a newer epoch than this node's */
-    API_E_CROSSSLOT,             /* 400: a request's keys span cluster slots (api/cluster.h) */
-    API_E_MOVED,                 /* 421: another node owns the key's slot (api/cluster.h) */
-    API_E_ASK,                   /* 421: the key's slot is migrating and the key has left (api/cluster.h) */
-    API_E_TRYAGAIN,              /* 503: a migrating slot holds only some of the request's keys */
-    API_E_PRECONDITION_FAILED,   /* 412: DELETE /keys/{key}?digest= on a value that changed */
-    API_E__COUNT
-} api_code_t;
+/* The error codes are the command layer's (cmd/err.h); the HTTP status of
+ * each comes from one table (api/respond.c). */
+typedef cmd_code_t api_code_t;
+#define API_E_BAD_REQUEST CMD_E_BAD_REQUEST
+#define API_E_UNAUTHORIZED CMD_E_UNAUTHORIZED
+#define API_E_FORBIDDEN CMD_E_FORBIDDEN
+#define API_E_NOT_FOUND CMD_E_NOT_FOUND
+#define API_E_METHOD_NOT_ALLOWED CMD_E_METHOD_NOT_ALLOWED
+#define API_E_WRONGTYPE CMD_E_WRONGTYPE
+#define API_E_EXISTS CMD_E_EXISTS
+#define API_E_PAYLOAD_TOO_LARGE CMD_E_PAYLOAD_TOO_LARGE
+#define API_E_URI_TOO_LONG CMD_E_URI_TOO_LONG
+#define API_E_UNSUPPORTED_MEDIA_TYPE CMD_E_UNSUPPORTED_MEDIA_TYPE
+#define API_E_OUT_OF_MEMORY CMD_E_OUT_OF_MEMORY
+#define API_E_INTERNAL CMD_E_INTERNAL
+#define API_E_UNAVAILABLE CMD_E_UNAVAILABLE
+#define API_E_NO_SPACE CMD_E_NO_SPACE
+#define API_E_REQUEST_TIMEOUT CMD_E_REQUEST_TIMEOUT
+#define API_E_MISDIRECTED CMD_E_MISDIRECTED
+#define API_E_TOO_MANY_REQUESTS CMD_E_TOO_MANY_REQUESTS
+#define API_E_READONLY CMD_E_READONLY
+#define API_E_GONE CMD_E_GONE
+#define API_E_CONFLICT CMD_E_CONFLICT
+#define API_E_CROSSSLOT CMD_E_CROSSSLOT
+#define API_E_MOVED CMD_E_MOVED
+#define API_E_ASK CMD_E_ASK
+#define API_E_TRYAGAIN CMD_E_TRYAGAIN
+#define API_E_PRECONDITION_FAILED CMD_E_PRECONDITION_FAILED
+#define API_E__COUNT CMD_E__COUNT
 
 typedef struct api_param {
     char *name;
@@ -349,15 +350,9 @@ api_method_t api_method_parse(const char *s);
  * the error envelope.  A field name longer than the buffer (an unknown
  * field or query parameter the client sent) is borrowed, not copied: it
  * points into the request, which outlives the answer. */
-typedef struct api_err {
-    api_code_t code;
-    char field[80];              /* the offending field; "" for none */
-    const char *long_field;      /* the field when it does not fit in field[]; else NULL */
-    char message[512];
-} api_err_t;
+typedef cmd_err_t api_err_t;
 
-void api_err_set(api_err_t *err, api_code_t code, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+#define api_err_set cmd_err_set
 /* Sets the error envelope of err: {"error":{"code","message"[,"field"]}}. */
 void api_err_respond(api_resp_t *resp, const api_err_t *err);
 /* The response form of a reader: answers err unless ok; returns ok. */
@@ -365,9 +360,8 @@ bool api_err_answered(api_resp_t *resp, bool ok, const api_err_t *err);
 
 int api_code_status(api_code_t code);
 const char *api_code_name(api_code_t code);
-/* The API code answering a core status (the one mapping of core_status_t;
- * CORE_OK maps to API_E_INTERNAL: it is no error to answer). */
-api_code_t api_status_code(core_status_t st);
+/* The code answering a core status (cmd/err.h). */
+#define api_status_code cmd_status_code
 /* Sets the error envelope of a core status, with the family's message;
  * field may be NULL. */
 void api_error_status(api_resp_t *resp, core_status_t st, const char *field, const char *fmt, ...)

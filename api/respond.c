@@ -52,22 +52,6 @@ static const struct {
 int api_code_status(api_code_t code) { return codes[code].status; }
 const char *api_code_name(api_code_t code) { return codes[code].name; }
 
-api_code_t api_status_code(core_status_t st)
-{
-    switch (st) {
-    case CORE_NOMEM:
-    case CORE_FULL:
-    case CORE_LIMIT:
-    case CORE_BUDGET: return API_E_OUT_OF_MEMORY;
-    case CORE_TOO_OLD:
-    case CORE_OVERFLOW:
-    case CORE_UNORDERED: return API_E_BAD_REQUEST;
-    case CORE_DUPLICATE: return API_E_EXISTS;
-    case CORE_OK: break;
-    }
-    return API_E_INTERNAL;
-}
-
 /* The one place an error envelope is built. */
 static void envelope(api_resp_t *resp, api_code_t code, const char *field, const char *msg)
 {
@@ -88,20 +72,9 @@ static void error_v(api_resp_t *resp, api_code_t code, const char *field, const 
     envelope(resp, code, field, msg);
 }
 
-void api_err_set(api_err_t *err, api_code_t code, const char *field, const char *fmt, ...)
-{
-    err->code = code;
-    snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
-    err->long_field = field && strlen(field) >= sizeof(err->field) ? field : NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-}
-
 void api_err_respond(api_resp_t *resp, const api_err_t *err)
 {
-    envelope(resp, err->code, err->long_field ? err->long_field : err->field[0] ? err->field : NULL, err->message);
+    envelope(resp, err->code, cmd_err_field(err), err->message);
 }
 
 bool api_err_answered(api_resp_t *resp, bool ok, const api_err_t *err)
