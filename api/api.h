@@ -30,7 +30,12 @@
 #include "core/keyspace.h"
 #include "core/persist_fmt.h"
 #include "core/status.h"
+#include "cmd/access.h"
+#include "cmd/cmd.h"
 #include "cmd/err.h"
+#include "cmd/journal.h"
+#include "cmd/keys.h"
+#include "cmd/room.h"
 
 #define API_MAX_SEGMENTS 16      /* deepest path any route has, plus slack */
 #define API_MAX_PARAMS 10000     /* query parameters per request (batches of item=) */
@@ -88,15 +93,14 @@ typedef struct api_param {
 } api_param_t;
 
 typedef struct api_route api_route_t;
-typedef struct api_server api_server_t;
+typedef struct cmd_server api_server_t;     /* the command layer's server (cmd/cmd.h) */
 typedef struct api_resp api_resp_t;
 typedef struct api_policies api_policies_t;   /* named rate-limit policies (api/ratelimit.h) */
-typedef struct api_auth api_auth_t;           /* tokens and who may do what (api/auth.h) */
-typedef struct api_cluster api_cluster_t;     /* the slots this node owns (api/cluster.h) */
-typedef struct api_token api_token_t;
-typedef struct api_tokens api_tokens_t;
+typedef cmd_auth_t api_auth_t;                /* tokens and who may do what (cmd/access.h) */
+typedef cmd_token_t api_token_t;
+typedef cmd_tokens_t api_tokens_t;
 
-#define API_TOKEN_NAME_MAX 64    /* longest token name (api/auth.h) */
+#define API_TOKEN_NAME_MAX CMD_TOKEN_NAME_MAX
 
 typedef struct api_req {
     /* Filled by the caller of api_dispatch. */
@@ -124,8 +128,8 @@ typedef struct api_req {
 
     /* Filled by the router. */
     const api_route_t *route;
-    const api_token_t *token;    /* the caller's token; NULL: authentication off, or replay */
-    api_tokens_t *tokens;        /* the token set `token` belongs to, held until api_dispatch returns */
+    cmd_ctx_t *ctx;              /* the request's execution (cmd/cmd.h): its token, journal, pre-images */
+    api_tokens_t *tokens;        /* the token set ctx->token belongs to, held until api_dispatch returns */
     char *seg[API_MAX_SEGMENTS]; /* decoded path segments */
     size_t seg_len[API_MAX_SEGMENTS];
     int nseg;
@@ -142,7 +146,6 @@ typedef struct api_req {
     char arena_inline[API_INLINE_ARENA];
 } api_req_t;
 
-typedef struct api_undo api_undo_t;   /* api/undo.h */
 
 typedef struct api_header {
     const char *name;            /* static string */
@@ -156,43 +159,23 @@ struct api_resp {
     size_t len;
     api_header_t headers[API_MAX_HEADERS];
     int nheaders;
-    uint64_t journal_lsn;        /* wait for this journal position before answering */
-    /* Journal space this request holds (api_journal_reserve and _more) and
-     * the bytes of its records so far: a record never exceeds what is held,
-     * so the disk cannot refuse a change already applied. */
-    uint64_t journal_held, journal_used;
+    uint64_t journal_lsn;        /* wait for this journal position before answering (the context's) */
     /* Slow work (a snapshot) is not done in the HTTP worker: the handler sets
      * `deferred`, and the server runs it on another thread, which fills in
      * the response, and answers when it returns. */
     void (*deferred)(api_server_t *srv, api_resp_t *resp);
     void *deferred_arg;          /* what the handler leaves for `deferred` (it frees it) */
     int route_index;             /* for metrics: index in the route table, -1 none */
-    /* Semi-synchronous replication (api/undo.h): `undo_on` when this change
-     * keeps pre-images; those of the keys locked now, not yet journaled;
-     * the stream position its answer waits for (0: none). */
-    bool undo_on;
-    struct api_undo *undo;
-    uint64_t repl_pos;
+    uint64_t repl_pos;           /* the replicas' stream position the answer waits for (0: none) */
     char token_name[API_TOKEN_NAME_MAX + 1];   /* the caller's token, for the access log; "" none */
 };
 
-/* What the API needs from the service, as callbacks, so that api/ never
- * depends on service/. */
-typedef struct api_hooks {
+/* What the HTTP adapter's operational routes need from the service, as
+ * callbacks, so that api/ never depends on service/ (the command layer's
+ * own are cmd_hooks_t). */
+struct api_repl_call;
+typedef struct api_admin_hooks {
     void *ud;
-    /* Appends a journal record; returns its LSN (0 when journaling is off).
-     * Called with the shards of the keys involved locked. */
-    uint64_t (*journal)(void *ud, const journal_req_t *req);
-    /* Secures journal space for a change of about `bytes` before it is
-     * applied (false with *err when the disk cannot take it); the promise
-     * is given back with journal_release once the handler returned. */
-    bool (*journal_reserve)(void *ud, uint64_t bytes, const char **err);
-    void (*journal_release)(void *ud, uint64_t bytes);
-    /* True once snapshot and journal are loaded and the server accepts work. */
-    bool (*ready)(void *ud);
-    /* NULL while changes can be made durable; else why not (a static
-     * string: a full disk).  NULL hook: always writable. */
-    const char *(*unwritable)(void *ud);
     /* Appends the Prometheus exposition of service metrics. */
     void (*metrics)(void *ud, wbuf_t *out);
     /* Adds service fields to the /info object. */
@@ -203,19 +186,10 @@ typedef struct api_hooks {
     /* Re-reads the --config policies file; false with a message in err
      * (no file configured, or the file is refused: the old policies stay). */
     bool (*reload)(void *ud, size_t *count, char *err, size_t errlen);
-    /* Replication (api/repl.h); NULL when the service has none. */
-    const struct api_repl_hooks *repl;
-    /* Taking changes back (api/undo.h); NULL when the service never does.
-     * undo_begin is asked before a change is admitted: true when its
-     * pre-images are to be kept (then undo_end is called once the handler
-     * returned: between the two, no change is being taken back).
-     * undo_register takes the pre-images of the record just journaled (the
-     * list, possibly NULL, is its from then on; called under the keys'
-     * locks) and returns the stream position the answer waits for. */
-    bool (*undo_begin)(void *ud);
-    void (*undo_end)(void *ud);
-    uint64_t (*undo_register)(void *ud, struct api_undo *list);
-} api_hooks_t;
+    /* Serves a replication call (api/repl.h) on a server thread of its own
+     * (it may wait): fills resp.  NULL: a node without replication. */
+    void (*repl_run)(void *ud, const struct api_repl_call *call, api_resp_t *resp);
+} api_admin_hooks_t;
 
 /* ------------------------------------------------------------------------ */
 /* Routes and families                                                      */
@@ -237,19 +211,17 @@ typedef void (*api_handler_fn)(api_server_t *srv, api_req_t *req, api_resp_t *re
 /* Who may call a route (api/auth.h): every route names one, so a route
  * added without thinking about access fails to compile (-Wextra's missing
  * initializer) and tests/unit/test_auth.c's check of the table. */
-typedef enum api_access {
-    API_ACCESS_UNSET = 0,        /* not a class: a route must name one of the others */
-    API_ACCESS_PUBLIC,           /* /healthz, /readyz: never needs a token */
-    API_ACCESS_METRICS,          /* /metrics: any token, none with --metrics-public */
-    API_ACCESS_TOKEN,            /* any valid token (GET /, /info; its details need admin) */
-    API_ACCESS_READ,             /* scope read: reads data */
-    API_ACCESS_WRITE,            /* scope write: changes data */
-    API_ACCESS_RATELIMIT,        /* scope ratelimit (or write): /throttle decisions, /hook */
-    API_ACCESS_ADMIN,            /* scope admin: /admin/..., DELETE /keys/{key} */
-    API_ACCESS_REPLICATE,        /* scope replicate: what a replica asks its primary and a node its
-                                    --peers (/replication/...); admin does not grant it */
-    API_ACCESS__COUNT
-} api_access_t;
+typedef cmd_access_t api_access_t;   /* the classes of cmd/access.h */
+#define API_ACCESS_UNSET CMD_ACCESS_UNSET
+#define API_ACCESS_PUBLIC CMD_ACCESS_PUBLIC
+#define API_ACCESS_METRICS CMD_ACCESS_METRICS
+#define API_ACCESS_TOKEN CMD_ACCESS_TOKEN
+#define API_ACCESS_READ CMD_ACCESS_READ
+#define API_ACCESS_WRITE CMD_ACCESS_WRITE
+#define API_ACCESS_RATELIMIT CMD_ACCESS_RATELIMIT
+#define API_ACCESS_ADMIN CMD_ACCESS_ADMIN
+#define API_ACCESS_REPLICATE CMD_ACCESS_REPLICATE
+#define API_ACCESS__COUNT CMD_ACCESS__COUNT
 
 /* One row: {method, pattern, handler, flags, access}.  A pattern segment `{name}`
  * matches one path segment (percent-decoded, read with api_path_param); a
@@ -291,29 +263,8 @@ typedef struct api_route_meta {
     bool binary;                 /* API_ROUTE_BINARY: its body is application/octet-stream */
 } api_route_meta_t;
 
-/* Limits per request (README "Limits per request"), from --max-value-size
- * and --max-answer-size; 0 = none.  Replay applies what the primary
- * accepted: no limit refuses a replayed request. */
-typedef struct api_limits {
-    uint64_t max_value;          /* bytes one key's value may reach */
-    uint64_t max_answer;         /* bytes one answer may take */
-} api_limits_t;
-
-/* How much a request may read from its sources (BITOP, merges, unions) and
- * go over a value for each repeated parameter: this many values of the
- * largest size.  Enough for an operation on a few full-size values; what is
- * more would hold a shard lock for seconds. */
-#define API_WORK_VALUES 4
-
-struct api_server {
-    ks_t *ks;
-    api_limits_t limits;         /* zero: none (unit tests) */
-    api_hooks_t hooks;
-    api_policies_t *policies;    /* --config policies; NULL = none configured */
-    const struct api_guard *guard;  /* browser checks (api/guard.h); NULL = none */
-    api_auth_t *auth;            /* --tokens; NULL = no authentication (api/auth.h) */
-    api_cluster_t *cluster;      /* --cluster; NULL = not in a cluster (api/cluster.h) */
-};
+typedef cmd_limits_t api_limits_t;
+#define API_WORK_VALUES CMD_WORK_VALUES
 
 /* ------------------------------------------------------------------------ */
 /* Dispatch                                                                 */
@@ -559,196 +510,170 @@ static inline int64_t api_now_ms(const api_req_t *req) { return req->now_ns / 10
  * live, the recording journal's on replay (core/types.h). */
 static inline unsigned api_gen(const api_req_t *req) { return req->gen ? req->gen : TALLY_GEN_CURRENT; }
 
-/* Before a request that may change state: secures journal space for it, so
- * that a change that could not be made durable is never applied.  Returns
- * false with a 503 set (nothing changed) when the space cannot be had;
- * otherwise resp->journal_held is what api_journal_unreserve gives back
- * after the handler.  api_dispatch calls it for every route that may write.
- * What it secures covers the request journaled as received (at most twice
- * its size plus a page, which also covers any one deletion of a key); a
- * handler whose records can be larger (canonical forms) secures the rest
- * with api_journal_reserve_more before it changes anything. */
-bool api_journal_reserve(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
-/* Makes sure the request holds room for `bytes`, a bound on everything the
- * handler will still journal, securing only what the room it holds and has
- * not used leaves uncovered; false with a 503 set. */
-bool api_journal_reserve_more(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes);
-void api_journal_unreserve(api_server_t *srv, api_resp_t *resp);
+/* The command layer does the work below (cmd/journal.h, cmd/room.h,
+ * cmd/keys.h, cmd/access.h) in the request's context; these are its HTTP
+ * forms, which answer a refusal on the response.  A family whose handlers
+ * are typed operations calls the cmd_ functions itself. */
 
-/* Journals this request as received (call under the shard locks, only when
- * state changed; api_key_close does it for handlers).  The space was
- * secured by api_journal_reserve.  Raises resp->journal_lsn to the record's
- * position, which the server waits for before answering when fsync is
- * "always". */
-void api_journal(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
+/* The HTTP answer of a refusal the command layer described: the error
+ * envelope, and the headers its details call for (X-Tally-Owner on a
+ * MOVED, X-Tally-Primary on a READONLY, Retry-After, WWW-Authenticate). */
+void api_cmd_error(api_resp_t *resp, const cmd_err_t *err);
+/* ok; else the refusal in req->ctx answered on resp. */
+static inline bool api_cmd_answered(const api_req_t *req, api_resp_t *resp, bool ok)
+{
+    if (!ok)
+        api_cmd_error(resp, &req->ctx->err);
+    return ok;
+}
+
+/* Journal (cmd/journal.h). */
+static inline bool api_journal_reserve_more(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
+                                            uint64_t bytes)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_journal_reserve_more(req->ctx, bytes));
+}
+/* Journals this request's change as received (call under the shard
+ * locks, only when state changed; api_key_close does it for handlers). */
+static inline void api_journal(api_server_t *srv, const api_req_t *req, api_resp_t *resp)
+{
+    (void)srv;
+    (void)resp;
+    cmd_journal_change(req->ctx);
+}
 /* Journals a different, canonical request (resolved parameters). */
 void api_journal_as(api_server_t *srv, const api_req_t *req, api_resp_t *resp, api_method_t method,
                     const char *path, const char *query, const char *ctype, const void *body,
                     size_t body_len);
-/* Journals `key`'s state as a canonical record (api/dumpkey.c): with `dump`
- * (GET /keys/{key}/dump's encoding) the replacing restore PUT
- * /keys/{key}/restore?replace=true&ttl_ms=N (0: no expiry), without it
- * DELETE /keys/{key}.  What a restore that could not store its value, and a
- * change taken back (api/undo.c), leave in the journal. */
-void api_journal_key_state(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
-                           const void *dump, size_t dump_len, int64_t ttl_ms);
-/* Percent-encodes a key as one path segment into out (NUL-terminated);
- * out must hold 3 * len + 1 bytes. */
-size_t api_escape_segment(const char *key, size_t len, char *out);
+static inline void api_journal_key_state(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key,
+                                         size_t klen, const void *dump, size_t dump_len, int64_t ttl_ms)
+{
+    (void)srv;
+    (void)resp;
+    cmd_journal_key_state(req->ctx, key, klen, dump, dump_len, ttl_ms);
+}
+#define api_escape_segment cmd_escape_segment
 
-/* Before a write that may grow memory: evicts under the configured policy
- * while over the limit, journaling each eviction (the journal space of each
- * is secured before the key is removed).  Returns false (507 set) when the
- * limit is reached and nothing can be evicted, or (503 set) when the journal
- * cannot take the next eviction; keys already evicted stay evicted (their
- * deletions are journaled), the write itself is not applied. */
-bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp);
-/* Like api_make_room, for a write known to add about `extra` bytes: evicts
- * until usage + extra fits under the limit; 507 when it cannot (a single
- * value larger than the whole limit is refused, not allowed to overshoot). */
-bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra);
-/* The keys a write reads or grows while it makes room for itself: never
- * evicted for it, and their bytes count with what it adds (a write they
- * and its growth cannot fit under the limit together is refused at once,
- * evicting nothing). */
-typedef struct api_keep {
-    const ks_key_t *keys;
-    size_t n;
-    uint64_t bytes;              /* what they take now */
-} api_keep_t;
-/* api_make_room_for, keeping keep's keys (NULL: none). */
-bool api_make_room_keeping(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
-                           const api_keep_t *keep);
-/* The same for a write to one key, which takes `bytes` now (0 when not
- * known before it is locked). */
-bool api_make_room_for_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
-                           const char *key, size_t klen, uint64_t bytes);
-
-/* ---- Bounds of one request (README "Limits per request") ----------------
- * Every write that allocates knows, before it allocates, the size its value
- * will reach and the bytes it adds (core's size functions: cms_bytes_for,
- * bloom_bytes_for, throttle_bytes_after, ...), and asks:
- *   - api_value_fits: may the value reach that size (--max-value-size)?
- *     400 otherwise, naming the limit, the size and `what`;
- *   - api_make_room_for: room under --maxmemory for the bytes it adds
- *     (eviction; 507 when it cannot be had, at once when the bytes alone
- *     pass the limit).
- * api_grow asks both.  A write whose growth is only known under the key's
- * lock (a batch that may add sub-filters, a sliding log's entries) compares
- * it with api_room_now() there; when it does not fit, it undoes what it did,
- * closes the handle and calls api_room_retry, then starts again.  Replayed
- * requests are never refused by these limits. */
-
-/* The bytes a write may add now without evicting: UINT64_MAX without
- * --maxmemory or on replay. */
-uint64_t api_room_now(const api_server_t *srv, const api_req_t *req);
-/* The most bytes a value may reach (for core functions that take a
- * max_bytes): --max-value-size; UINT64_MAX when none or on replay. */
-uint64_t api_value_limit(const api_server_t *srv, const api_req_t *req);
-/* Whether a value may reach `bytes`: false with a 400 naming
- * --max-value-size, the size and `what` ("the filter", ...), and as its
- * field `field` (NULL: none), the parameter that asked for the size. */
-bool api_value_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
-                    uint64_t bytes);
-/* api_value_fits(reach), then api_make_room_for(extra). */
-bool api_grow(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, const char *what,
-              uint64_t reach, uint64_t extra);
-/* After a write found under its lock that it needs `extra` more bytes than
- * api_room_now() allowed, and undid itself and closed its handle: evicts
- * for them (keeping keep's keys, see api_make_room_keeping) and returns
- * true to try again, at most a few times (*attempts counts them, start it
- * at 0); false with the 507/503 set. */
-bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
-                    const api_keep_t *keep, unsigned *attempts);
-/* Whether an answer of about `bytes` may be built (--max-answer-size):
- * false with a 400 naming the limit, the estimate and `how` to read less
- * ("narrow the range or set count"). */
-bool api_answer_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes, const char *how);
-/* The bytes one request may read from its sources, or go over for repeated
- * parameters: API_WORK_VALUES x --max-value-size (UINT64_MAX when none). */
-uint64_t api_work_limit(const api_server_t *srv);
-/* Whether a request may read `bytes` in all from its sources (`field`
- * names them): false with a 400 naming the bound. */
-bool api_work_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field, uint64_t bytes);
+/* Room and the bounds of one request (cmd/room.h). */
+typedef cmd_keep_t api_keep_t;
+static inline bool api_make_room(api_server_t *srv, const api_req_t *req, api_resp_t *resp)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_make_room(req->ctx));
+}
+static inline bool api_make_room_for(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_make_room_for(req->ctx, extra));
+}
+static inline bool api_make_room_keeping(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                                         const api_keep_t *keep)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_make_room_keeping(req->ctx, extra, keep));
+}
+static inline bool api_make_room_for_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                                         const char *key, size_t klen, uint64_t bytes)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_make_room_for_key(req->ctx, extra, key, klen, bytes));
+}
+static inline uint64_t api_room_now(const api_server_t *srv, const api_req_t *req)
+{
+    (void)srv;
+    return cmd_room_now(req->ctx);
+}
+static inline uint64_t api_value_limit(const api_server_t *srv, const api_req_t *req)
+{
+    (void)srv;
+    return cmd_value_limit(req->ctx);
+}
+static inline bool api_value_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field,
+                                  const char *what, uint64_t bytes)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_value_fits(req->ctx, field, what, bytes));
+}
+static inline bool api_grow(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field,
+                            const char *what, uint64_t reach, uint64_t extra)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_grow(req->ctx, field, what, reach, extra));
+}
+static inline bool api_room_retry(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
+                                  const api_keep_t *keep, unsigned *attempts)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_room_retry(req->ctx, extra, keep, attempts));
+}
+static inline bool api_answer_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t bytes,
+                                   const char *how)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_answer_fits(req->ctx, bytes, how));
+}
+#define api_work_limit cmd_work_limit
+static inline bool api_work_fits(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *field,
+                                 uint64_t bytes)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_work_fits(req->ctx, field, bytes));
+}
 /* JSON text of a string of `len` bytes, at most (every byte escaped as
  * \u00XX, the quotes): what answer estimates count per item. */
 static inline uint64_t api_json_string_max(uint64_t len) { return 6 * len + 2; }
+#define api_keys_distinct cmd_keys_distinct
 
-/* Multi-key requests whose sources may repeat: distinct[i] is the index of
- * the first key equal to keys[i] (keys compared by bytes).  Returns false
- * when out of memory. */
-bool api_keys_distinct(const ks_key_t *keys, size_t n, size_t *first);
-
-/* ------------------------------------------------------------------------ */
-/* The key handle (api/key.c): open, work under the lock, close             */
-/* ------------------------------------------------------------------------ */
-
-#define API_READ 0u              /* look the key up */
-#define API_WRITE 1u             /* the handler may change the value: prepare it */
-#define API_MUST_EXIST 2u        /* a missing key is a 404 */
-
-typedef struct api_key {
-    api_server_t *srv;
-    const api_req_t *req;
-    api_resp_t *resp;
-    ks_key_t *keys;              /* the keys locked (one, or a multi-key request's) */
-    size_t n;
-    ks_entry_t *e;               /* the entry opened (for writing); NULL when missing */
-    ks_key_t key;                /* storage of the key of api_key_open */
-    bool locked;
-} api_key_t;
-
-/* Locks the key's shard and looks it up expecting `type` (NULL: any type).
- * Returns true with the shard locked and h->e the entry (NULL when the key
- * does not exist), prepared for modification with API_WRITE.  Returns false
- * with nothing locked and *resp set: 404 when missing under API_MUST_EXIST,
- * 409 WRONGTYPE when the key holds another type, 403 when the key is outside
- * the caller's token prefixes. */
-__attribute__((warn_unused_result)) bool api_key_open(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
-                                                     const char *key, size_t len, const ks_type_t *type,
-                                                     unsigned flags, api_key_t *h);
-/* The value of the open entry, NULL when the key does not exist. */
-static inline void *api_key_value(const api_key_t *h) { return h->e ? ks_entry_value(h->e) : NULL; }
-/* Stores `value` (owned by the keyspace from then on) at the missing key -
- * keys[0] of a multi-key handle - and makes it the open entry.  False when
- * out of memory: nothing is stored, the caller still owns `value` and
- * answers. */
-bool api_key_add(api_key_t *h, const ks_type_t *type, void *value, int64_t expire_ms);
-/* Replaces the open entry's value (the old one is freed). */
-void api_key_replace(api_key_t *h, void *value);
-/* Deletes the open entry; h->e becomes NULL. */
-void api_key_delete(api_key_t *h);
-/* Ends the work on the key(s): when `changed`, re-measures the open entry
- * (memory accounting) and journals the request, still under the lock; then
- * unlocks.  Does nothing on a handle already closed (a failed open or
- * api_keys_find has closed it). */
-void api_key_close(api_key_t *h, bool changed);
-
-/* The multi-key form: locks the shards of keys[0..n) in ascending order
- * (never deadlocks with another such request).  keys[0] is the destination
- * when there is one.  End with api_key_close.  Every key must be within the
- * caller's token prefixes (api_auth_keys_allowed): otherwise 403 is set,
- * nothing is locked and false is returned - the one place every handler
- * passes through, so none can forget the check. */
-__attribute__((warn_unused_result)) bool api_keys_lock(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
-                                                      ks_key_t *keys, size_t n, api_key_t *h);
-/* Whether the caller's token may touch the key(s): true when it has no
- * prefixes (or authentication is off, or on replay); else 403 naming the key
- * and the token's prefixes.  api_keys_lock checks this itself; a handler
- * calls it earlier only to refuse before an eviction (api_make_room). */
-bool api_auth_key_allowed(const api_req_t *req, api_resp_t *resp, const char *key, size_t len);
-bool api_auth_keys_allowed(const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n);
-/* api_auth_keys_allowed and, in a cluster, the keys' slot (one slot, owned
- * here: api/cluster.h): what a multi-key handler checks before it evicts
- * for room; api_keys_lock checks both again under the locks. */
-bool api_keys_allowed(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n);
-/* Looks keys[i] up with the rules of api_key_open; `role` (may be NULL)
- * names the key in a WRONGTYPE message ("sources[1]").  With API_WRITE the
- * entry becomes the open entry that api_key_close re-measures.  *e (may be
- * NULL) is the entry, NULL when missing.  On failure every lock is
- * released, *resp is set and false is returned. */
-bool api_keys_find(api_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role,
-                   ks_entry_t **e);
+/* The key handle (cmd/keys.h). */
+#define API_READ CMD_READ
+#define API_WRITE CMD_WRITE
+#define API_MUST_EXIST CMD_MUST_EXIST
+typedef cmd_key_t api_key_t;
+__attribute__((warn_unused_result)) static inline bool api_key_open(api_server_t *srv, const api_req_t *req,
+                                                                   api_resp_t *resp, const char *key, size_t len,
+                                                                   const ks_type_t *type, unsigned flags,
+                                                                   api_key_t *h)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_key_open(req->ctx, key, len, type, flags, h));
+}
+#define api_key_value cmd_key_value
+#define api_key_add cmd_key_add
+#define api_key_replace cmd_key_replace
+#define api_key_delete cmd_key_delete
+#define api_key_close cmd_key_close
+__attribute__((warn_unused_result)) static inline bool api_keys_lock(api_server_t *srv, const api_req_t *req,
+                                                                    api_resp_t *resp, ks_key_t *keys, size_t n,
+                                                                    api_key_t *h)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_keys_lock(req->ctx, keys, n, h));
+}
+static inline bool api_auth_key_allowed(const api_req_t *req, api_resp_t *resp, const char *key, size_t len)
+{
+    return api_cmd_answered(req, resp, cmd_key_allowed(req->ctx, key, len));
+}
+static inline bool api_auth_keys_allowed(const api_req_t *req, api_resp_t *resp, const ks_key_t *keys, size_t n)
+{
+    return api_cmd_answered(req, resp, cmd_keys_allowed(req->ctx, keys, n));
+}
+static inline bool api_keys_allowed(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const ks_key_t *keys,
+                                    size_t n)
+{
+    (void)srv;
+    return api_cmd_answered(req, resp, cmd_keys_allowed_here(req->ctx, keys, n));
+}
+/* cmd_keys_find, its refusal answered on the response the request's
+ * context was opened for. */
+static inline bool api_keys_find(api_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role,
+                                 ks_entry_t **e)
+{
+    if (cmd_keys_find(h, i, type, flags, role, e))
+        return true;
+    api_cmd_error(h->ctx->front, &h->ctx->err);
+    return false;
+}
 
 /* The info routes (GET /cms/{key}, /topk, /tdigest): 200 with info(value)
  * built under the shard lock; 404 when missing, 409 WRONGTYPE. */

@@ -238,7 +238,7 @@ static bool add_bits(api_key_t *h, bits_t *b)
     if (api_key_add(h, &bits_type, b, KS_NO_EXPIRY))
         return true;
     bits_free(b);
-    api_error(h->resp, API_E_OUT_OF_MEMORY, "out of memory adding the key");
+    api_error(h->ctx->front, API_E_OUT_OF_MEMORY, "out of memory adding the key");
     return false;
 }
 

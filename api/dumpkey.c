@@ -65,23 +65,6 @@ static void h_key_dump(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     wbuf_free(&out);
 }
 
-void api_journal_key_state(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const char *key, size_t klen,
-                           const void *dump, size_t dump_len, int64_t ttl_ms)
-{
-    char escaped[3 * KS_KEY_MAX + 1];   /* keys are at most KS_KEY_MAX bytes */
-    api_escape_segment(key, klen, escaped);
-    char path[sizeof(escaped) + 32];
-    if (!dump) {
-        snprintf(path, sizeof(path), "/keys/%s", escaped);
-        api_journal_as(srv, req, resp, API_DELETE, path, NULL, NULL, NULL, 0);
-        return;
-    }
-    char query[64];
-    snprintf(path, sizeof(path), "/keys/%s/restore", escaped);
-    snprintf(query, sizeof(query), "replace=true&ttl_ms=%lld", (long long)ttl_ms);
-    api_journal_as(srv, req, resp, API_PUT, path, query, "application/octet-stream", dump, dump_len);
-}
-
 static void h_key_restore(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "replace", "ttl_ms", NULL };

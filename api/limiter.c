@@ -558,7 +558,8 @@ static bool cluster_check(api_server_t *srv, const api_req_t *req, api_resp_t *r
         keys[i].p = items[i].key;
         keys[i].len = items[i].klen;
     }
-    bool ok = api_cluster_keys_check(srv, req, resp, keys, n, false);
+    (void)srv;
+    bool ok = api_cmd_answered(req, resp, cmd_cluster_keys_check(req->ctx, keys, n, false));
     free(keys);
     return ok;
 }

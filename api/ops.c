@@ -79,7 +79,7 @@ static void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_error(resp, API_E_UNAVAILABLE, "not ready: loading data or shutting down");
         return;
     }
-    const char *role = srv->hooks.repl ? srv->hooks.repl->role(srv->hooks.repl->ud) : "primary";
+    const char *role = srv->hooks.role ? srv->hooks.role(srv->hooks.ud) : "primary";
     if (want && strcmp(want, role) != 0) {
         api_error(resp, API_E_UNAVAILABLE, "ready, but this node's role is %s", role);
         return;
@@ -109,8 +109,8 @@ static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                           policy_name(ks_evict_policy(ks)), "shards", (int)ks_shard_count(ks));
     if (!api_auth_admin(req))   /* bind, data directory, persistence: for admin tokens only */
         json_object_set_new(o, "server", json_pack("{s:b}", "ready", !srv->hooks.ready || srv->hooks.ready(srv->hooks.ud)));
-    else if (srv->hooks.info)
-        srv->hooks.info(srv->hooks.ud, o);
+    else if (srv->admin && srv->admin->info)
+        srv->admin->info(srv->admin->ud, o);
     if (srv->cluster)
         api_cluster_info(srv->cluster, o);
     api_json(resp, 200, o);
@@ -135,8 +135,8 @@ static void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                      (unsigned long long)ks_total_keys(srv->ks), (unsigned long long)ks_total_memory(srv->ks),
                      (unsigned long long)ks_maxmemory(srv->ks));
     wbuf_put_bytes(&b, line, (size_t)n);
-    if (srv->hooks.metrics)
-        srv->hooks.metrics(srv->hooks.ud, &b);
+    if (srv->admin && srv->admin->metrics)
+        srv->admin->metrics(srv->admin->ud, &b);
     api_policies_metrics(srv->policies, &b);
     api_auth_metrics(srv->auth, &b);
     if (srv->cluster)
@@ -154,7 +154,7 @@ static void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 static void snapshot_job(api_server_t *srv, api_resp_t *resp)
 {
     const char *err = NULL;
-    json_t *o = srv->hooks.snapshot(srv->hooks.ud, &err);
+    json_t *o = srv->admin->snapshot(srv->admin->ud, &err);
     if (!o) {
         bool no_space = err && (strstr(err, strerror(ENOSPC)) || strstr(err, strerror(EFBIG)) ||
                                 strstr(err, strerror(EDQUOT)));
@@ -173,7 +173,7 @@ static void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp
         return;
     if (req->replay)
         return;
-    if (!srv->hooks.snapshot) {
+    if (!srv->admin || !srv->admin->snapshot) {
         api_error(resp, API_E_UNAVAILABLE, "persistence is not configured (no --data-dir)");
         return;
     }
@@ -188,9 +188,9 @@ static void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     size_t count = 0;
     char err[1024];
-    if (!srv->hooks.reload || !srv->hooks.reload(srv->hooks.ud, &count, err, sizeof(err))) {
+    if (!srv->admin || !srv->admin->reload || !srv->admin->reload(srv->admin->ud, &count, err, sizeof(err))) {
         api_error_field(resp, API_E_BAD_REQUEST, "config", "%s",
-                        srv->hooks.reload ? err : "this server cannot reload its configuration");
+                        srv->admin && srv->admin->reload ? err : "this server cannot reload its configuration");
         return;
     }
     json_t *o = json_pack("{s:b,s:I}", "reloaded", 1, "policies", (json_int_t)count);

@@ -51,25 +51,6 @@ static bool path_key(const api_req_t *req, const char **key, size_t *len, api_er
     return api_key_check("key", *key, *len, err);
 }
 
-size_t api_escape_segment(const char *key, size_t len, char *out)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t j = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)key[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-            c == '_' || c == '.' || c == '~') {
-            out[j++] = (char)c;
-        } else {
-            out[j++] = '%';
-            out[j++] = hex[c >> 4];
-            out[j++] = hex[c & 15];
-        }
-    }
-    out[j] = '\0';
-    return j;
-}
-
 /* ------------------------------------------------------------------------ */
 /* JSON bodies                                                              */
 /* ------------------------------------------------------------------------ */

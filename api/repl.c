@@ -9,33 +9,12 @@
 #include "api/repl.h"
 #include "core/persist_fmt.h"
 
-bool api_repl_writable(api_server_t *srv, api_resp_t *resp)
-{
-    const api_repl_hooks_t *h = srv->hooks.repl;
-    char primary[API_REPL_URL_MAX];
-    if (!h || h->writable(h->ud, primary, sizeof(primary)))
-        return true;
-    if (primary[0]) {
-        api_add_header(resp, "X-Tally-Primary", "%s", primary);
-        api_error(resp, API_E_READONLY, "this node is a read-only replica: send changes to the primary %s", primary);
-    } else if (!strcmp(h->role(h->ud), "probing")) {
-        api_error(resp, API_E_UNAVAILABLE,
-                  "this node started as a primary and takes no changes until a majority of its replication group "
-                  "(--peers) answered and none was promoted under a newer epoch; the request was not applied");
-    } else {
-        api_error(resp, API_E_UNAVAILABLE,
-                  "this node takes no changes: it is a replica whose primary is unknown, or a former primary "
-                  "fenced after a promotion elsewhere (make it a replica with POST /admin/replicate)");
-    }
-    return false;
-}
-
 /* Runs on a server thread: the call is the handler's deferred_arg. */
 static void repl_job(api_server_t *srv, api_resp_t *resp)
 {
     api_repl_call_t *call = resp->deferred_arg;
     resp->deferred_arg = NULL;
-    srv->hooks.repl->run(srv->hooks.repl->ud, call, resp);
+    srv->admin->repl_run(srv->admin->ud, call, resp);
     free(call);
 }
 
@@ -45,7 +24,7 @@ static api_repl_call_t *call_new(api_server_t *srv, const api_req_t *req, api_re
 {
     if (req->replay)
         return NULL;
-    if (!srv->hooks.repl) {
+    if (!srv->admin || !srv->admin->repl_run) {
         api_error(resp, API_E_UNAVAILABLE, "replication needs a data directory (this tallyd runs --in-memory)");
         return NULL;
     }

@@ -7,8 +7,8 @@
  * re-executing each through the replay path.  Each poll acknowledges
  * everything before `from`, which is what --min-replicas-ack waits for.
  * Changes sent to a replica are refused (421 READONLY naming the primary,
- * or 503 when it is unknown) before anything is touched: the check sits in
- * api_journal_reserve, which every changing route passes through.
+ * or 503 when it is unknown) before anything is touched: the check is the
+ * command layer's (cmd_writable), made when a change is admitted.
  *
  * GET /replication/epoch answers this node's role and the highest epoch it
  * knows: what a node started with --peers asks the others before it takes
@@ -60,20 +60,7 @@ typedef struct api_repl_call {
     char nonce[API_REPL_NONCE_MAX + 1];  /* epoch: the asker's nonce ("" none: the answer is not signed) */
 } api_repl_call_t;
 
-typedef struct api_repl_hooks {
-    void *ud;
-    /* True when this node takes changes; else false with the primary's base
-     * URL in `primary` ("" when unknown, or while fenced). */
-    bool (*writable)(void *ud, char *primary, size_t n);
-    /* "primary", "replica", "fenced" (a primary that saw a newer epoch) or
-     * "probing" (started as a primary, asking its --peers first). */
-    const char *(*role)(void *ud);
-    /* Serves a call on a server thread of its own (it may wait): fills resp. */
-    void (*run)(void *ud, const api_repl_call_t *call, api_resp_t *resp);
-} api_repl_hooks_t;
-
-/* True when the node takes changes; else fills resp with 421 READONLY
- * (header X-Tally-Primary: the primary's URL) or 503 and returns false. */
-bool api_repl_writable(api_server_t *srv, api_resp_t *resp);
+/* The service serves each call through api_admin_hooks_t.repl_run; whether
+ * the node takes changes at all is the command layer's (cmd_writable). */
 
 #endif

@@ -77,6 +77,29 @@ void api_err_respond(api_resp_t *resp, const api_err_t *err)
     envelope(resp, err->code, cmd_err_field(err), err->message);
 }
 
+void api_cmd_error(api_resp_t *resp, const cmd_err_t *err)
+{
+    if (err->code == API_E_MOVED || err->code == API_E_ASK) {
+        /* the node to ask instead, in the body and as headers */
+        json_t *e = json_pack("{s:s,s:s,s:i,s:s,s:s,s:I}", "code", codes[err->code].name, "message", err->message,
+                              "slot", err->slot, "node", err->node, "address", err->where, "epoch",
+                              (json_int_t)err->epoch);
+        api_json(resp, codes[err->code].status, json_pack("{s:o}", "error", e));
+        api_add_header(resp, "X-Tally-Owner", "%s", err->where);
+        api_add_header(resp, "X-Tally-Owner-Node", "%s", err->node);
+        api_add_header(resp, "X-Tally-Slot", "%d", err->slot);
+        return;
+    }
+    if (err->code == API_E_READONLY && err->where[0])
+        api_add_header(resp, "X-Tally-Primary", "%s", err->where);
+    envelope(resp, err->code, cmd_err_field(err), err->message);
+    if (err->retry_after > 0)
+        api_add_header(resp, "Retry-After", "%d", err->retry_after);
+    if (err->code == API_E_FORBIDDEN && err->scope)
+        api_add_header(resp, "WWW-Authenticate", "Bearer realm=\"tally\", error=\"insufficient_scope\", scope=\"%s\"",
+                       err->scope);
+}
+
 bool api_err_answered(api_resp_t *resp, bool ok, const api_err_t *err)
 {
     if (!ok)

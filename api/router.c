@@ -23,7 +23,6 @@
 #include "api/auth.h"
 #include "api/cluster.h"
 #include "api/repl.h"
-#include "api/undo.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
@@ -554,14 +553,39 @@ void api_resp_init(api_resp_t *resp)
     resp->len = 0;
     resp->nheaders = 0;
     resp->journal_lsn = 0;
-    resp->journal_held = resp->journal_used = 0;
-    resp->undo_on = false;
-    resp->undo = NULL;
     resp->repl_pos = 0;
     resp->deferred = NULL;
     resp->deferred_arg = NULL;
     resp->route_index = -1;
     resp->token_name[0] = '\0';
+}
+
+/* The journal space a change secures before its handler runs: its record
+ * is this request, or a canonical form of it no larger than twice its size
+ * plus a page (a resolved key, a deletion); handlers whose canonical records
+ * can be larger reserve the rest themselves (api_journal_reserve_more). */
+static uint64_t journal_bound(const api_req_t *req)
+{
+    return 2 * (64 + (uint64_t)req->path_len + req->query_len + req->body_len + (req->ctype ? strlen(req->ctype) : 0)) +
+           4096;
+}
+
+/* The cluster's check of the path's {key} (or X-Tally-Key): what the
+ * proxy routed by, before anything is decoded further.  False with the
+ * answer set. */
+static bool cluster_route_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    if (req->replay)
+        return true;
+    (void)srv;
+    cmd_ctx_t *ctx = req->ctx;
+    const char *asking = req->header ? req->header(req->hctx, "X-Tally-Asking") : NULL;
+    ctx->routing_key = req->header ? req->header(req->hctx, "X-Tally-Key") : NULL;
+    ctx->asking = asking && strcmp(asking, "1") == 0;
+    ks_key_t k = { 0 };
+    if (!(req->route->flags & API_ROUTE_KEY_TEMPLATE))
+        k.p = api_path_param(req, "key", &k.len);
+    return api_cmd_answered(req, resp, cmd_cluster_keys_check(ctx, &k, k.p ? 1 : 0, false));
 }
 
 /* Routes and runs the request (api_dispatch without the CORS headers). */
@@ -612,11 +636,14 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     req->route = match;
+    cmd_ctx_t *ctx = req->ctx;
+    ctx->what_verb = api_method_name(match->method);
+    ctx->what_name = match->pattern;
     /* who is asking, before anything is decoded further (api/auth.h) */
     if (!api_auth_check(srv, req, resp))
         return;
-    /* in a cluster, another node's key is not touched at all (api/cluster.h) */
-    if (srv->cluster && !api_cluster_route_check(srv, req, resp)) {
+    /* in a cluster, another node's key is not touched at all (cmd/cluster.h) */
+    if (srv->cluster && !cluster_route_check(srv, req, resp)) {
         api_auth_done(req);
         return;
     }
@@ -628,22 +655,32 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
             /* the keyspace is being replaced: nothing is read or changed,
              * but a change still gets the replica's 421 naming its primary
              * (Redis answers READONLY before LOADING), the rest a 503 */
-            if (!writes || api_repl_writable(srv, resp))
+            if (!writes || cmd_writable(ctx))
                 api_error(resp, API_E_UNAVAILABLE,
                           "loading a snapshot from the primary (a full resynchronisation): retry in a moment");
+            else
+                api_cmd_error(resp, &ctx->err);
         } else {
+            /* the record of a change as received: the request itself */
+            journal_req_t jr = {
+                .now_ns = req->now_ns,
+                .method = (uint8_t)req->method,
+                .path = req->path,
+                .path_len = req->path_len,
+                .query = req->query ? req->query : "",
+                .query_len = req->query ? req->query_len : 0,
+                .ctype = req->ctype ? req->ctype : "",
+                .ctype_len = req->ctype ? strlen(req->ctype) : 0,
+                .body = req->body,
+                .body_len = req->body_len,
+            };
+            ctx->as_received = &jr;
             /* a change that may have to be taken back keeps its pre-images */
-            resp->undo_on = writes && !req->replay && srv->hooks.undo_begin && srv->hooks.undo_begin(srv->hooks.ud);
-            if (!writes || api_journal_reserve(srv, req, resp)) {
+            ctx->undo_on = writes && !req->replay && srv->hooks.undo_begin && srv->hooks.undo_begin(srv->hooks.ud);
+            if (!writes || api_cmd_answered(req, resp, cmd_writable(ctx) && cmd_journal_reserve(ctx, journal_bound(req))))
                 match->handler(srv, req, resp);
-                api_journal_unreserve(srv, resp);
-            }
-        }
-        if (resp->undo_on) {
-            api_undo_free(srv, resp->undo);   /* none when every lock was released */
-            resp->undo = NULL;
-            resp->undo_on = false;
-            srv->hooks.undo_end(srv->hooks.ud);
+            cmd_ctx_end(ctx);
+            ctx->as_received = NULL;
         }
     }
     api_auth_done(req);
@@ -652,7 +689,14 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     api_resp_init(resp);
+    cmd_ctx_t ctx;
+    cmd_ctx_init(&ctx, srv, req->now_ns, req->replay, req->gen);
+    ctx.front = resp;
+    req->ctx = &ctx;
     dispatch(srv, req, resp);
+    resp->journal_lsn = ctx.journal_lsn;
+    resp->repl_pos = ctx.repl_pos;
+    req->ctx = NULL;
     if (srv->guard)
         api_guard_cors(srv->guard, req, resp->route_index >= 0 ? &table[resp->route_index] : NULL, resp);
 }

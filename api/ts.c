@@ -776,7 +776,7 @@ static void ts_group_compact(ts_group_t *g, int64_t old_newest, const int64_t *t
         ts_t *dst = ks_entry_value(g->dst[i]);
         /* a failure (out of memory) leaves that bucket as it was */
         (void)(t ? ts_rule_added(src, &r, old_newest, t, n, dst) : ts_rule_deleted(src, &r, from, to, dst));
-        ks_entry_changed(g->h.srv->ks, g->dst[i]);
+        ks_entry_changed(g->h.ctx->srv->ks, g->dst[i]);
     }
 }
 
@@ -811,11 +811,11 @@ static bool ts_make_room(api_server_t *srv, api_req_t *req, api_resp_t *resp, co
                          uint64_t bytes)
 {
     if (!req->replay && (ks_over_limit(srv->ks) || bytes > api_room_now(srv, req))) {
-        bool undo = resp->undo_on;   /* a look, not a change: nothing to take back */
-        resp->undo_on = false;
+        bool undo = req->ctx->undo_on;   /* a look, not a change: nothing to take back */
+        req->ctx->undo_on = false;
         ts_group_t g;
         bool ok = ts_group_open(srv, req, resp, key, klen, API_READ, &g);
-        resp->undo_on = undo;
+        req->ctx->undo_on = undo;
         if (!ok)
             return false;
         ts_group_close(&g, false);

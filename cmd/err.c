@@ -10,6 +10,11 @@ void cmd_err_set(cmd_err_t *err, cmd_code_t code, const char *field, const char 
     err->code = code;
     snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
     err->long_field = field && strlen(field) >= sizeof(err->field) ? field : NULL;
+    err->where[0] = err->node[0] = '\0';
+    err->slot = -1;
+    err->epoch = 0;
+    err->retry_after = 0;
+    err->scope = NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);

@@ -61,6 +61,14 @@ typedef struct cmd_err {
     char field[80];              /* the offending field; "" for none */
     const char *long_field;      /* the field when it does not fit in field[]; else NULL */
     char message[512];
+    /* What a front-end tells the client besides the message (each cleared
+     * by cmd_err_set, then set by the check that needs it): */
+    char where[512];             /* MOVED / ASK: the owner's host:port; READONLY: the primary's base URL */
+    char node[64];               /* MOVED / ASK: the owner's node name */
+    int slot;                    /* MOVED / ASK: the key's cluster slot (-1: none) */
+    uint64_t epoch;              /* MOVED / ASK: the epoch of the cluster map that says so */
+    int retry_after;             /* seconds a client should wait before retrying (0: none said) */
+    const char *scope;           /* FORBIDDEN for a scope: the scope lacked (NULL: a key prefix, or none) */
 } cmd_err_t;
 
 /* Fills err (printf-style message); field may be NULL. */

@@ -65,6 +65,7 @@ static struct {
     tally_opts_t opts;
     ks_t *ks;
     api_server_t api;
+    api_admin_hooks_t admin;     /* the HTTP adapter's operational routes' hooks (app.api.admin) */
     api_guard_t *guard;          /* browser checks (api/guard.h) */
     tls_t *tls;                  /* HTTPS credentials (service/tls.h); NULL for plain HTTP */
     server_t *server;
@@ -180,7 +181,7 @@ static bool hook_wait_async(void *ud, uint64_t lsn, uint64_t pos, void (*done)(v
     return !p || repl_wait_async_hook(live_repl(), p, lsn, pos, done, dud);
 }
 
-/* Taking changes back (api/undo.h): only a semi-synchronous primary does. */
+/* Taking changes back (cmd/undo.h): only a semi-synchronous primary does. */
 static bool hook_undo_begin(void *ud)
 {
     (void)ud;
@@ -194,7 +195,7 @@ static void hook_undo_end(void *ud)
     repl_undo_end(live_repl());
 }
 
-static uint64_t hook_undo_register(void *ud, api_undo_t *list)
+static uint64_t hook_undo_register(void *ud, cmd_undo_t *list)
 {
     (void)ud;
     return repl_undo_register(live_repl(), list);
@@ -244,20 +245,20 @@ static void hook_info(void *ud, json_t *obj)
         json_object_set_new(obj, "persistence", json_pack("{s:s}", "mode", "in-memory"));
 }
 
-/* Replication's API hooks, forwarded to it once it is open (before that
- * only operational routes are served: a node is a primary until then). */
+/* Replication's hooks, forwarded to it once it is open (before that only
+ * operational routes are served: a node is a primary until then). */
 static bool fwd_writable(void *ud, char *primary, size_t n)
 {
     (void)ud;
     repl_t *r = live_repl();
-    return !r || repl_hooks(r)->writable(repl_hooks(r)->ud, primary, n);
+    return !r || repl_writable(r, primary, n);
 }
 
 static const char *fwd_role(void *ud)
 {
     (void)ud;
     repl_t *r = live_repl();
-    return r ? repl_hooks(r)->role(repl_hooks(r)->ud) : "primary";
+    return r ? repl_role(r) : "primary";
 }
 
 static void fwd_run(void *ud, const api_repl_call_t *call, api_resp_t *resp)
@@ -265,12 +266,10 @@ static void fwd_run(void *ud, const api_repl_call_t *call, api_resp_t *resp)
     (void)ud;
     repl_t *r = live_repl();
     if (r)
-        repl_hooks(r)->run(repl_hooks(r)->ud, call, resp);
+        repl_run(r, call, resp);
     else
         api_error(resp, API_E_UNAVAILABLE, "not ready: loading data");
 }
-
-static const api_repl_hooks_t repl_fwd = { NULL, fwd_writable, fwd_role, fwd_run };
 
 /* ------------------------------------------------------------------------ */
 /* Policies file                                                            */
@@ -363,14 +362,14 @@ static bool load_cluster(const char *who, char *err, size_t errlen)
     if (!text)
         return false;
     char why[600];
-    bool ok = api_cluster_set(app.api.cluster, text, n, false, why, sizeof(why));
+    bool ok = cmd_cluster_set(app.api.cluster, text, n, false, why, sizeof(why));
     free(text);
     if (!ok) {
         snprintf(err, errlen, "--cluster %.300s: %.600s", app.opts.cluster, why);
         log_error("%s: %s; keeping the map loaded before", who, err);
     } else {
         log_info("%s: --cluster %s: epoch %llu, this node is '%s'", who, app.opts.cluster,
-                 (unsigned long long)api_cluster_epoch(app.api.cluster), app.opts.cluster_node);
+                 (unsigned long long)cmd_cluster_epoch(app.api.cluster), app.opts.cluster_node);
     }
     return ok;
 }
@@ -655,10 +654,10 @@ static int run(void)
             log_error("--cluster needs --cluster-node NAME (this node's name in the map); refusing to start");
             return 1;
         }
-        app.api.cluster = api_cluster_create(o->cluster_node, cluster_store, NULL);
+        app.api.cluster = cmd_cluster_create(o->cluster_node, cluster_store, NULL);
         if (!app.api.cluster || !load_cluster("start", err, sizeof(err))) {
             log_error("%s; refusing to start", app.api.cluster ? err : "out of memory");
-            api_cluster_free(app.api.cluster);
+            cmd_cluster_free(app.api.cluster);
             return 1;
         }
     }
@@ -691,21 +690,24 @@ static int run(void)
     app.api.limits = (api_limits_t){ o->max_value, o->max_answer };
     app.api.hooks.ready = hook_ready;
     app.api.hooks.unwritable = hook_unwritable;
-    app.api.hooks.metrics = hook_metrics;
-    app.api.hooks.info = hook_info;
+    app.admin.metrics = hook_metrics;
+    app.admin.info = hook_info;
     if (!o->in_memory) {
         app.api.hooks.journal = hook_journal;
         app.api.hooks.journal_reserve = hook_reserve;
         app.api.hooks.journal_release = hook_release;
-        app.api.hooks.snapshot = hook_snapshot;
-        app.api.hooks.repl = &repl_fwd;
+        app.api.hooks.writable = fwd_writable;
+        app.api.hooks.role = fwd_role;
+        app.admin.snapshot = hook_snapshot;
+        app.admin.repl_run = fwd_run;
         if (o->min_replicas_ack) {   /* else no change ever keeps a pre-image */
             app.api.hooks.undo_begin = hook_undo_begin;
             app.api.hooks.undo_end = hook_undo_end;
             app.api.hooks.undo_register = hook_undo_register;
         }
     }
-    app.api.hooks.reload = hook_reload;
+    app.admin.reload = hook_reload;
+    app.api.admin = &app.admin;
     metrics_init();
 
     server_hooks_t sh = { 0 };
@@ -833,7 +835,7 @@ static int run(void)
     api_policies_free(app.api.policies);
     transport_close();
     api_auth_free(app.api.auth);
-    api_cluster_free(app.api.cluster);
+    cmd_cluster_free(app.api.cluster);
     access_log_close();
     pid_file_remove();
     log_info("stopped");

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/persist_fmt.h"
-#include "api/undo.h"
+#include "cmd/undo.h"
 #include "service/clock.h"
 #include "service/file.h"
 #include "service/log.h"
@@ -60,7 +60,6 @@ struct repl {
     persist_t *p;
     char dir[512];
     int min_acks, ack_timeout_ms;
-    api_repl_hooks_t hooks;
 
     /* --peers: the other nodes of the group, asked by the prober thread. */
     char group[OPTS_PEERS_MAX][OPTS_PEER_URL_MAX];
@@ -109,7 +108,7 @@ struct repl {
      * 200 and never taken back).  `undone`: the stream ranges taken back
      * (merged, the latest REPL_UNDONE_MAX), for answers that arrive after. */
     pthread_rwlock_t gate;
-    api_undo_t *doubt, **doubt_tail;
+    cmd_undo_t *doubt, **doubt_tail;
     uint64_t safe;
     struct { uint64_t lo, hi; } undone[REPL_UNDONE_MAX];
     int nundone;
@@ -444,12 +443,12 @@ static uint64_t acks_floor(const repl_t *r, int64_t now)
 
 /* Raises r->safe to what the replicas hold now, and detaches the changes in
  * doubt that became safe (mu held: the caller frees them without it). */
-static api_undo_t *safe_advance(repl_t *r, int64_t now)
+static cmd_undo_t *safe_advance(repl_t *r, int64_t now)
 {
     uint64_t floor = acks_floor(r, now);
     if (floor > r->safe)
         r->safe = floor;
-    api_undo_t *safe = NULL, **tail = &safe;
+    cmd_undo_t *safe = NULL, **tail = &safe;
     while (r->doubt && r->doubt->pos <= r->safe) {
         *tail = r->doubt;
         tail = &r->doubt->next;
@@ -582,7 +581,7 @@ static bool acks_wait(repl_t *r, uint64_t target, void (*done)(void *ud, bool ok
 {
     pthread_mutex_lock(&r->mu);
     int64_t now = mono_ms();
-    api_undo_t *safe = safe_advance(r, now);
+    cmd_undo_t *safe = safe_advance(r, now);
     bool undone = undone_at(r, target), acked = !undone && target <= r->safe;
     waiter_t *w = NULL;
     if (!acked && (w = malloc(sizeof(*w))))
@@ -595,7 +594,7 @@ static bool acks_wait(repl_t *r, uint64_t target, void (*done)(void *ud, bool ok
         *list = w;
     }
     pthread_mutex_unlock(&r->mu);
-    api_undo_free(r->api, safe);
+    cmd_undo_free(r->api, safe);
     if (acked)
         return true;
     if (!w)
@@ -662,11 +661,11 @@ bool repl_undo_begin(repl_t *r)
 
 void repl_undo_end(repl_t *r) { pthread_rwlock_unlock(&r->gate); }
 
-uint64_t repl_undo_register(repl_t *r, api_undo_t *list)
+uint64_t repl_undo_register(repl_t *r, cmd_undo_t *list)
 {
     pthread_mutex_lock(&r->mu);
     uint64_t pos = r->head;   /* past this change's record: appended just before, under the same locks */
-    for (api_undo_t *u = list; u; u = u->next) {
+    for (cmd_undo_t *u = list; u; u = u->next) {
         u->pos = pos;
         u->owner = NULL;
     }
@@ -681,7 +680,7 @@ uint64_t repl_undo_register(repl_t *r, api_undo_t *list)
  * state before every change in doubt. */
 static int undo_cmp(const void *a, const void *b)
 {
-    const api_undo_t *x = *(api_undo_t *const *)a, *y = *(api_undo_t *const *)b;
+    const cmd_undo_t *x = *(cmd_undo_t *const *)a, *y = *(cmd_undo_t *const *)b;
     size_t n = x->klen < y->klen ? x->klen : y->klen;
     int c = memcmp(x->key, y->key, n);
     if (c || x->klen != y->klen)
@@ -692,36 +691,36 @@ static int undo_cmp(const void *a, const void *b)
 /* Restores every key of `list` to its state before the first change in
  * doubt; *lsn: the last restoring record's journal position, *restored the
  * keys restored.  Returns the keys that could not be restored. */
-static uint64_t undo_apply_all(repl_t *r, api_undo_t *list, uint64_t *lsn, uint64_t *restored)
+static uint64_t undo_apply_all(repl_t *r, cmd_undo_t *list, uint64_t *lsn, uint64_t *restored)
 {
     size_t n = 0;
-    for (api_undo_t *u = list; u; u = u->next)
+    for (cmd_undo_t *u = list; u; u = u->next)
         n++;
-    api_undo_t **v = malloc((n ? n : 1) * sizeof(*v));
+    cmd_undo_t **v = malloc((n ? n : 1) * sizeof(*v));
     uint64_t failed = 0;
     int64_t now = clock_now_ns();
     if (!v) {
         /* newest first, one at a time: the last restore of a key is its oldest state */
         for (size_t k = n; k > 0; k--) {
-            api_undo_t *u = list;
+            cmd_undo_t *u = list;
             for (size_t i = 1; i < k; i++)
                 u = u->next;
             uint64_t l = 0;
-            failed += !api_undo_apply(r->api, u, now, &l);
+            failed += !cmd_undo_apply(r->api, u, now, &l);
             *lsn = l > *lsn ? l : *lsn;
         }
         *restored = n - failed;   /* a key restored more than once counts each time */
         return failed;
     }
     size_t i = 0;
-    for (api_undo_t *u = list; u; u = u->next)
+    for (cmd_undo_t *u = list; u; u = u->next)
         v[i++] = u;
     qsort(v, n, sizeof(*v), undo_cmp);
     for (i = 0; i < n; i++) {
         if (i > 0 && v[i]->klen == v[i - 1]->klen && memcmp(v[i]->key, v[i - 1]->key, v[i]->klen) == 0)
             continue;   /* a later change of a key restored already */
         uint64_t l = 0;
-        bool ok = api_undo_apply(r->api, v[i], now, &l);
+        bool ok = cmd_undo_apply(r->api, v[i], now, &l);
         failed += !ok;
         *restored += ok;
         *lsn = l > *lsn ? l : *lsn;
@@ -738,7 +737,7 @@ static void undo_run(repl_t *r)
     pthread_rwlock_wrlock(&r->gate);
     pthread_mutex_lock(&r->mu);
     int64_t now = mono_ms();
-    api_undo_t *safe = safe_advance(r, now);
+    cmd_undo_t *safe = safe_advance(r, now);
     waiter_t *acked = NULL, *late = NULL;
     waiters_take(r, &acked, false, now);
     waiters_take(r, &late, true, now);
@@ -749,7 +748,7 @@ static void undo_run(repl_t *r)
         }
         pthread_mutex_unlock(&r->mu);
         pthread_rwlock_unlock(&r->gate);
-        api_undo_free(r->api, safe);
+        cmd_undo_free(r->api, safe);
         waiters_finish(acked, true, NULL);
         waiters_finish(late, false, "fewer replicas than --min-replicas-ack acknowledged the change before this "
                                     "node stopped being the primary: read it back before retrying");
@@ -765,7 +764,7 @@ static void undo_run(repl_t *r)
     }
     for (waiter_t *w = failing; w; w = w->next)
         r->acks_timed_out++;
-    api_undo_t *doubt = r->doubt;
+    cmd_undo_t *doubt = r->doubt;
     r->doubt = NULL;
     r->doubt_tail = &r->doubt;
     /* the range taken back, for answers still on their way (merged, bounded) */
@@ -781,12 +780,12 @@ static void undo_run(repl_t *r)
     }
     r->undoing = true;
     pthread_mutex_unlock(&r->mu);
-    api_undo_free(r->api, safe);
+    cmd_undo_free(r->api, safe);
     waiters_finish(acked, true, NULL);
 
     uint64_t lsn = 0, keys = 0;
     uint64_t failed = undo_apply_all(r, doubt, &lsn, &keys);
-    api_undo_free(r->api, doubt);
+    cmd_undo_free(r->api, doubt);
     pthread_rwlock_unlock(&r->gate);
     if (failed)
         log_error("replication: %" PRIu64 " keys could not be restored (out of memory) after "
@@ -814,7 +813,7 @@ void repl_tick(repl_t *r)
 {
     pthread_mutex_lock(&r->mu);
     int64_t now = mono_ms();
-    api_undo_t *safe = safe_advance(r, now), *stale = NULL;
+    cmd_undo_t *safe = safe_advance(r, now), *stale = NULL;
     if (atomic_load(&r->role) != ROLE_PRIMARY) {   /* a replica's stream is its primary's business */
         stale = r->doubt;
         r->doubt = NULL;
@@ -824,8 +823,8 @@ void repl_tick(repl_t *r)
     for (waiter_t *w = r->waiters; w && !late; w = w->next)
         late = now >= w->deadline_ms;
     pthread_mutex_unlock(&r->mu);
-    api_undo_free(r->api, safe);
-    api_undo_free(r->api, stale);
+    cmd_undo_free(r->api, safe);
+    cmd_undo_free(r->api, stale);
     if (late)
         undo_run(r);
 }
@@ -979,7 +978,7 @@ static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
     pe->seen_ms = now;
     pe->polling = true;
     waiter_t *acked = NULL;
-    api_undo_t *safe = safe_advance(r, now);
+    cmd_undo_t *safe = safe_advance(r, now);
     waiters_take(r, &acked, false, now);
     /* wait for a record */
     int64_t deadline = now + c->wait_ms;
@@ -1017,7 +1016,7 @@ static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
     }
     pthread_mutex_unlock(&r->mu);
     waiters_finish(acked, true, NULL);
-    api_undo_free(r->api, safe);
+    cmd_undo_free(r->api, safe);
     if (gone || b.oom) {
         wbuf_free(&b);
         if (gone)
@@ -1370,9 +1369,8 @@ static void *prober_main(void *arg)
     return NULL;
 }
 
-static void hook_run(void *ud, const api_repl_call_t *c, api_resp_t *resp)
+void repl_run(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
 {
-    repl_t *r = ud;
     switch (c->op) {
     case API_REPL_SNAPSHOT:
         serve_snapshot(r, c->epoch, resp);
@@ -1402,9 +1400,8 @@ static void hook_run(void *ud, const api_repl_call_t *c, api_resp_t *resp)
     }
 }
 
-static bool hook_writable(void *ud, char *primary, size_t n)
+bool repl_writable(repl_t *r, char *primary, size_t n)
 {
-    repl_t *r = ud;
     int role = atomic_load_explicit(&r->role, memory_order_relaxed);
     if (role == ROLE_PRIMARY)
         return true;
@@ -1414,13 +1411,11 @@ static bool hook_writable(void *ud, char *primary, size_t n)
     return false;
 }
 
-static const char *hook_role(void *ud)
+const char *repl_role(repl_t *r)
 {
-    repl_t *r = ud;
     return role_names[atomic_load(&r->role)];
 }
 
-const api_repl_hooks_t *repl_hooks(repl_t *r) { return &r->hooks; }
 
 /* ------------------------------------------------------------------------ */
 /* Lifecycle, /info, /metrics                                               */
@@ -1446,7 +1441,6 @@ repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, api_server_t *ap
     memcpy(r->token, c->token, sizeof(r->token));
     memcpy(r->secret, c->secret, sizeof(r->secret));
     r->secret_len = c->secret_len;
-    r->hooks = (api_repl_hooks_t){ r, hook_writable, hook_role, hook_run };
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->role_mu, NULL);
     /* writers first: a taking back is not starved by a stream of changes */
@@ -1519,11 +1513,11 @@ void repl_close(repl_t *r)
     pthread_cond_broadcast(&r->grew);
     waiter_t *all = r->waiters;
     r->waiters = NULL;
-    api_undo_t *doubt = r->doubt;
+    cmd_undo_t *doubt = r->doubt;
     r->doubt = NULL;
     pthread_mutex_unlock(&r->mu);
     waiters_finish(all, false, "shutting down");
-    api_undo_free(r->api, doubt);
+    cmd_undo_free(r->api, doubt);
     pthread_rwlock_destroy(&r->gate);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->role_mu);

@@ -46,7 +46,7 @@
  * before it is applied (503) while fewer than N replicas are connected; once
  * applied and journaled, its answer waits until N replicas acknowledged the
  * stream past it, for --min-replicas-timeout ms.  Each change keeps the
- * pre-images of the keys it locked (api/undo.h) while it is in doubt; when
+ * pre-images of the keys it locked (cmd/undo.h) while it is in doubt; when
  * a wait times out, every change in doubt is taken back - with no change
  * in flight, each key restored to its state before the first of them and
  * the restoring records journaled and streamed - and their waits are
@@ -62,6 +62,7 @@
 #include "api/api.h"
 #include "api/auth.h"
 #include "api/repl.h"
+#include "cmd/undo.h"
 #include "service/options.h"
 #include "service/peers.h"
 #include "service/persist.h"
@@ -100,8 +101,13 @@ bool repl_reloadable(const tally_opts_t *o);
 bool repl_reload(repl_t *r, const tally_opts_t *o, char *err, size_t errlen);
 /* Stops following, wakes every poll; frees r. */
 void repl_close(repl_t *r);
-/* The hooks api/repl.h calls. */
-const api_repl_hooks_t *repl_hooks(repl_t *r);
+/* What the command layer and the replication routes ask (cmd_hooks_t's
+ * writable and role, api_admin_hooks_t's repl_run): whether this node
+ * takes changes (false: the primary's URL in `primary`, "" unknown), its
+ * role's name, and a replication call served on a thread of its own. */
+bool repl_writable(repl_t *r, char *primary, size_t n);
+const char *repl_role(repl_t *r);
+void repl_run(repl_t *r, const api_repl_call_t *c, api_resp_t *resp);
 
 /* A change journaled on the primary (called with the shards of its keys
  * locked, so the stream orders changes to one key as they were made). */
@@ -114,13 +120,13 @@ bool repl_reserve_ok(repl_t *r, const char **err);
 bool repl_try_hook(repl_t *r, persist_t *p, uint64_t lsn);
 bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, uint64_t pos,
                           void (*done)(void *ud, bool ok, const char *err), void *dud);
-/* api_hooks_t.undo_begin, undo_end, undo_register (api/undo.h): whether a
+/* cmd_hooks_t.undo_begin, undo_end, undo_register (cmd/undo.h): whether a
  * change keeps pre-images (a semi-synchronous primary; the change then
  * holds the gate that taking back excludes), its end, and the pre-images of
  * a record just journaled, in doubt from then on at the returned position. */
 bool repl_undo_begin(repl_t *r);
 void repl_undo_end(repl_t *r);
-uint64_t repl_undo_register(repl_t *r, api_undo_t *list);
+uint64_t repl_undo_register(repl_t *r, cmd_undo_t *list);
 /* Every ~100 ms: drops pre-images the replicas made safe; when a wait timed
  * out, takes back every change in doubt and answers their waits 503. */
 void repl_tick(repl_t *r);

@@ -20,7 +20,7 @@
 
 #include "api/api.h"
 #include "api/ratelimit.h"
-#include "api/undo.h"
+#include "cmd/undo.h"
 #include "core/geo.h"
 #include "core/geohash.h"
 #include "core/hash.h"
@@ -790,10 +790,10 @@ static void test_coord_text(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Taking changes back (api/undo.h)                                         */
+/* Taking changes back (cmd/undo.h)                                         */
 /* ------------------------------------------------------------------------ */
 
-static api_undo_t *undo_kept;   /* what undo_register received, newest first */
+static cmd_undo_t *undo_kept;   /* what undo_register received, newest first */
 static uint64_t undo_pos;
 
 static bool undo_begin_on(void *ud)
@@ -804,12 +804,12 @@ static bool undo_begin_on(void *ud)
 
 static void undo_end_nop(void *ud) { (void)ud; }
 
-static uint64_t undo_keep(void *ud, api_undo_t *list)
+static uint64_t undo_keep(void *ud, cmd_undo_t *list)
 {
     (void)ud;
     undo_pos++;
     while (list) {
-        api_undo_t *next = list->next;
+        cmd_undo_t *next = list->next;
         list->pos = undo_pos;
         list->next = undo_kept;
         undo_kept = list;
@@ -878,19 +878,19 @@ static void test_undo_takes_changes_back(void **state)
     a.hooks.undo_begin = NULL;
     /* a key locked without a change keeps nothing: reads do not capture */
     size_t kept = 0;
-    for (api_undo_t *u = undo_kept; u; u = u->next)
+    for (cmd_undo_t *u = undo_kept; u; u = u->next)
         kept++;
     assert_int_equal(kept, 9);   /* one per key locked by each change: the merge locks m, u1 and u2 */
 
     /* newest first: the last restore of a key is its oldest state */
     while (undo_kept) {
-        api_undo_t *u = undo_kept;
+        cmd_undo_t *u = undo_kept;
         undo_kept = u->next;
         u->next = NULL;
         uint64_t lsn = 0;
-        assert_true(api_undo_apply(&a, u, t, &lsn));
+        assert_true(cmd_undo_apply(&a, u, t, &lsn));
         assert_true(lsn > 0);
-        api_undo_free(&a, u);
+        cmd_undo_free(&a, u);
     }
     /* the same instant as before, shifted: the TTL counts down alike */
     for (int k = 0; k < NKEYS; k++) {

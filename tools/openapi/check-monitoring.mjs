@@ -13,9 +13,9 @@ const [dashPath, rulesPath] = process.argv.slice(2);
 let failed = false;
 const fail = (m) => { console.error("monitoring: " + m); failed = true; };
 
-// What tallyd exports: "# TYPE name kind" in the C sources of api/ and service/.
+// What tallyd exports: "# TYPE name kind" in the C sources of cmd/, api/ and service/.
 const exported = new Set(["up"]);
-for (const dir of ["api", "service"]) {
+for (const dir of ["cmd", "api", "service"]) {
   for (const f of readdirSync(dir).filter((n) => n.endsWith(".c"))) {
     for (const m of readFileSync(join(dir, f), "utf8").matchAll(/# TYPE (tally_[a-z0-9_]+) ([a-z]+)/g)) {
       exported.add(m[1]);

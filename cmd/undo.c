@@ -1,9 +1,10 @@
 /* undo.c - pre-images of changes and taking a change back: see undo.h. */
-#include "api/undo.h"
+#include "cmd/undo.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/journal.h"
 #include "core/keydump.h"
 
 /* The restoring record's size at most: PUT /keys/{key}/restore with its
@@ -13,33 +14,33 @@ static uint64_t record_bound(size_t klen, size_t dump_len)
     return JOURNAL_REQUEST_FIXED + 6 + 3 * (uint64_t)klen + 8 + 64 + 24 + dump_len;
 }
 
-static bool captured(const api_resp_t *resp, const ks_key_t *k)
+static bool captured(const cmd_ctx_t *ctx, const ks_key_t *k)
 {
-    for (const api_undo_t *u = resp->undo; u; u = u->next)
+    for (const cmd_undo_t *u = ctx->undo; u; u = u->next)
         if (u->klen == k->len && memcmp(u->key, k->p, k->len) == 0)
             return true;
     return false;
 }
 
-bool api_undo_capture(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const api_key_t *owner,
-                      const ks_key_t *keys, size_t n)
+bool cmd_undo_capture(cmd_ctx_t *ctx, const void *owner, const ks_key_t *keys, size_t n)
 {
-    int64_t now = api_now_ms(req);
+    cmd_server_t *srv = ctx->srv;
+    int64_t now = cmd_now_ms(ctx);
     for (size_t i = 0; i < n; i++) {
-        if (captured(resp, &keys[i]))
+        if (captured(ctx, &keys[i]))
             continue;
         ks_entry_t *e = ks_find(srv->ks, &keys[i], now);
         wbuf_t d = WBUF_INIT;
         if (e)
             keydump_encode(ks_entry_type(e), ks_entry_value(e), KEYDUMP_NO_TTL, &d);
-        api_undo_t *u = d.oom ? NULL : malloc(sizeof(*u) + keys[i].len);
+        cmd_undo_t *u = d.oom ? NULL : malloc(sizeof(*u) + keys[i].len);
         if (!u) {
             wbuf_free(&d);
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory keeping the key's state before the change "
-                                                 "(--min-replicas-ack); the request was not applied");
-            return false;
+            return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL,
+                            "out of memory keeping the key's state before the change (--min-replicas-ack); the "
+                            "request was not applied");
         }
-        *u = (api_undo_t){ .dump = e ? d.data : NULL, .dump_len = e ? d.len : 0,
+        *u = (cmd_undo_t){ .dump = e ? d.data : NULL, .dump_len = e ? d.len : 0,
                            .expire_ms = e ? ks_entry_expire(e) : KS_NO_EXPIRY, .owner = owner,
                            .klen = keys[i].len };
         memcpy(u->key, keys[i].p, keys[i].len);
@@ -48,20 +49,19 @@ bool api_undo_capture(api_server_t *srv, const api_req_t *req, api_resp_t *resp,
         if (srv->hooks.journal_reserve && !srv->hooks.journal_reserve(srv->hooks.ud, bytes, &err)) {
             free(u->dump);
             free(u);
-            api_error(resp, API_E_UNAVAILABLE,
-                      "the change cannot be made durable: no journal space (%s); the request was not applied, "
-                      "retry later",
-                      err);
-            return false;
+            return cmd_fail(ctx, CMD_E_UNAVAILABLE, NULL,
+                            "the change cannot be made durable: no journal space (%s); the request was not "
+                            "applied, retry later",
+                            err);
         }
         u->held = srv->hooks.journal_reserve ? bytes : 0;
-        u->next = resp->undo;
-        resp->undo = u;
+        u->next = ctx->undo;
+        ctx->undo = u;
     }
     return true;
 }
 
-static void undo_free_one(api_server_t *srv, api_undo_t *u)
+static void undo_free_one(cmd_server_t *srv, cmd_undo_t *u)
 {
     if (u->held && srv->hooks.journal_release)
         srv->hooks.journal_release(srv->hooks.ud, u->held);
@@ -69,30 +69,30 @@ static void undo_free_one(api_server_t *srv, api_undo_t *u)
     free(u);
 }
 
-void api_undo_drop(api_server_t *srv, api_resp_t *resp, const api_key_t *owner)
+void cmd_undo_drop(cmd_ctx_t *ctx, const void *owner)
 {
-    api_undo_t **pp = &resp->undo;
+    cmd_undo_t **pp = &ctx->undo;
     while (*pp) {
-        api_undo_t *u = *pp;
+        cmd_undo_t *u = *pp;
         if (u->owner == owner) {
             *pp = u->next;
-            undo_free_one(srv, u);
+            undo_free_one(ctx->srv, u);
         } else {
             pp = &u->next;
         }
     }
 }
 
-void api_undo_free(api_server_t *srv, api_undo_t *list)
+void cmd_undo_free(cmd_server_t *srv, cmd_undo_t *list)
 {
     while (list) {
-        api_undo_t *next = list->next;
+        cmd_undo_t *next = list->next;
         undo_free_one(srv, list);
         list = next;
     }
 }
 
-bool api_undo_apply(api_server_t *srv, const api_undo_t *u, int64_t now_ns, uint64_t *lsn)
+bool cmd_undo_apply(cmd_server_t *srv, const cmd_undo_t *u, int64_t now_ns, uint64_t *lsn)
 {
     int64_t now = now_ns / 1000000;
     /* a pre-image whose expiry has passed would be gone by now: absent */
@@ -104,11 +104,9 @@ bool api_undo_apply(api_server_t *srv, const api_undo_t *u, int64_t now_ns, uint
     if (present && !keydump_decode(u->dump, u->dump_len, &type, &value, &dump_ttl, &why))
         return false;   /* our own bytes: only memory can be missing */
 
-    api_req_t req;
-    api_req_init(&req, API_PUT, "", 0, now_ns);
-    api_resp_t resp;
-    api_resp_init(&resp);
-    resp.journal_held = u->held;   /* what the restoring record may use (debug builds check) */
+    cmd_ctx_t ctx;
+    cmd_ctx_init(&ctx, srv, now_ns, false, 0);
+    ctx.journal_held = u->held;   /* what the restoring record may use (debug builds check) */
 
     ks_t *ks = srv->ks;
     ks_key_t k = ks_key(ks, u->key, u->klen);
@@ -131,9 +129,10 @@ bool api_undo_apply(api_server_t *srv, const api_undo_t *u, int64_t now_ns, uint
             present = false;   /* what did happen: the key is absent */
         }
     }
-    api_journal_key_state(srv, &req, &resp, u->key, u->klen, present ? u->dump : NULL, u->dump_len,
+    cmd_journal_key_state(&ctx, u->key, u->klen, present ? u->dump : NULL, u->dump_len,
                           u->expire_ms == KS_NO_EXPIRY ? 0 : u->expire_ms - now);
     ks_shard_unlock(sh);
-    *lsn = resp.journal_lsn;
+    *lsn = ctx.journal_lsn;
+    ctx.journal_held = 0;   /* u's, given back when u is freed */
     return ok;
 }

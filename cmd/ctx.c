@@ -1,0 +1,80 @@
+/*
+ * ctx.c - a request's execution state (cmd/cmd.h), and the check of
+ * whether this node takes changes at all.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "cmd/journal.h"
+#include "cmd/undo.h"
+
+void cmd_ctx_init(cmd_ctx_t *ctx, cmd_server_t *srv, int64_t now_ns, bool replay, unsigned gen)
+{
+    ctx->srv = srv;
+    ctx->token = NULL;
+    ctx->what_verb = "";
+    ctx->what_name = "";
+    ctx->now_ns = now_ns;
+    ctx->replay = replay;
+    ctx->gen = gen;
+    ctx->err.code = CMD_E_INTERNAL;
+    ctx->err.field[0] = ctx->err.message[0] = ctx->err.where[0] = ctx->err.node[0] = '\0';
+    ctx->err.long_field = NULL;
+    ctx->err.slot = -1;
+    ctx->err.epoch = 0;
+    ctx->err.retry_after = 0;
+    ctx->err.scope = NULL;
+    ctx->routing_key = NULL;
+    ctx->asking = false;
+    ctx->journal_held = ctx->journal_used = ctx->journal_lsn = 0;
+    ctx->as_received = NULL;
+    ctx->undo_on = false;
+    ctx->undo = NULL;
+    ctx->repl_pos = 0;
+    ctx->front = NULL;
+}
+
+void cmd_ctx_end(cmd_ctx_t *ctx)
+{
+    cmd_journal_unreserve(ctx);
+    if (ctx->undo_on) {
+        cmd_undo_free(ctx->srv, ctx->undo);   /* none when every lock was released */
+        ctx->undo = NULL;
+        ctx->undo_on = false;
+        ctx->srv->hooks.undo_end(ctx->srv->hooks.ud);
+    }
+}
+
+bool cmd_fail(cmd_ctx_t *ctx, cmd_code_t code, const char *field, const char *fmt, ...)
+{
+    cmd_err_set(&ctx->err, code, field, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err.message, sizeof(ctx->err.message), fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+bool cmd_writable(cmd_ctx_t *ctx)
+{
+    const cmd_hooks_t *h = &ctx->srv->hooks;
+    char primary[sizeof(ctx->err.where)];
+    if (ctx->replay || !h->writable || h->writable(h->ud, primary, sizeof(primary)))
+        return true;
+    if (primary[0]) {
+        cmd_fail(ctx, CMD_E_READONLY, NULL, "this node is a read-only replica: send changes to the primary %s",
+                 primary);
+        snprintf(ctx->err.where, sizeof(ctx->err.where), "%s", primary);
+    } else if (!strcmp(h->role(h->ud), "probing")) {
+        cmd_fail(ctx, CMD_E_UNAVAILABLE, NULL,
+                 "this node started as a primary and takes no changes until a majority of its replication group "
+                 "(--peers) answered and none was promoted under a newer epoch; the request was not applied");
+    } else {
+        cmd_fail(ctx, CMD_E_UNAVAILABLE, NULL,
+                 "this node takes no changes: it is a replica whose primary is unknown, or a former primary "
+                 "fenced after a promotion elsewhere (make it a replica with POST /admin/replicate)");
+    }
+    return false;
+}

@@ -1,0 +1,154 @@
+/* journal.c - see journal.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/journal.h"
+
+bool cmd_journal_reserve(cmd_ctx_t *ctx, uint64_t bytes)
+{
+    cmd_server_t *srv = ctx->srv;
+    if (ctx->replay || !srv->hooks.journal_reserve || bytes == 0)
+        return true;
+    const char *err = "journal unavailable";
+    if (!srv->hooks.journal_reserve(srv->hooks.ud, bytes, &err))
+        return cmd_fail(ctx, CMD_E_UNAVAILABLE, NULL,
+                        "the change cannot be made durable: no journal space (%s); the request was not applied, "
+                        "retry later",
+                        err);
+    ctx->journal_held += bytes;
+    return true;
+}
+
+bool cmd_journal_reserve_more(cmd_ctx_t *ctx, uint64_t bytes)
+{
+    if (ctx->replay || !ctx->srv->hooks.journal_reserve || bytes == 0)
+        return true;
+    /* a gateway's canonical record usually fits in what the request
+     * already holds, which it replaces: no second round trip then */
+    uint64_t spare = ctx->journal_held > ctx->journal_used ? ctx->journal_held - ctx->journal_used : 0;
+    if (bytes <= spare)
+        return true;
+    return cmd_journal_reserve(ctx, bytes - spare);
+}
+
+void cmd_journal_unreserve(cmd_ctx_t *ctx)
+{
+    cmd_server_t *srv = ctx->srv;
+    if (ctx->journal_held && srv->hooks.journal_release)
+        srv->hooks.journal_release(srv->hooks.ud, ctx->journal_held);
+    ctx->journal_held = 0;
+}
+
+static void journal_put(cmd_ctx_t *ctx, const journal_req_t *jr)
+{
+    cmd_server_t *srv = ctx->srv;
+    uint64_t lsn = srv->hooks.journal(srv->hooks.ud, jr);
+    if (lsn > ctx->journal_lsn)
+        ctx->journal_lsn = lsn;
+    if (ctx->undo_on) {
+        /* the pre-images of the keys locked now go with the record (cmd/undo.h) */
+        uint64_t pos = srv->hooks.undo_register(srv->hooks.ud, ctx->undo);
+        ctx->undo = NULL;
+        if (pos > ctx->repl_pos)
+            ctx->repl_pos = pos;
+    }
+}
+
+void cmd_journal_record(cmd_ctx_t *ctx, const journal_req_t *jr)
+{
+    if (ctx->replay || !ctx->srv->hooks.journal)
+        return;
+    ctx->journal_used += journalfmt_request_size(jr);
+#ifdef TALLY_DEBUG_LOCKS
+    if (ctx->srv->hooks.journal_reserve && ctx->journal_used > ctx->journal_held) {
+        fprintf(stderr, "tally: journal record of %.*s exceeds the space secured for it (%llu > %llu bytes)\n",
+                (int)jr->path_len, jr->path, (unsigned long long)ctx->journal_used,
+                (unsigned long long)ctx->journal_held);
+        abort();
+    }
+#endif
+    journal_put(ctx, jr);
+}
+
+void cmd_journal_change(cmd_ctx_t *ctx)
+{
+    if (ctx->as_received)
+        cmd_journal_record(ctx, ctx->as_received);
+}
+
+size_t cmd_escape_segment(const char *key, size_t len, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t j = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+            c == '_' || c == '.' || c == '~') {
+            out[j++] = (char)c;
+        } else {
+            out[j++] = '%';
+            out[j++] = hex[c >> 4];
+            out[j++] = hex[c & 15];
+        }
+    }
+    out[j] = '\0';
+    return j;
+}
+
+/* A canonical request record (method, path, query, content type, body). */
+static void journal_as(cmd_ctx_t *ctx, uint8_t method, const char *path, const char *query, const char *ctype,
+                       const void *body, size_t body_len)
+{
+    journal_req_t jr = {
+        .now_ns = ctx->now_ns,
+        .method = method,
+        .path = path,
+        .path_len = strlen(path),
+        .query = query ? query : "",
+        .query_len = query ? strlen(query) : 0,
+        .ctype = ctype ? ctype : "",
+        .ctype_len = ctype ? strlen(ctype) : 0,
+        .body = body,
+        .body_len = body_len,
+    };
+    cmd_journal_record(ctx, &jr);
+}
+
+/* The method numbers of the journal's request records (api_method_t). */
+enum { REC_PUT = 4, REC_DELETE = 5 };
+
+void cmd_journal_key_state(cmd_ctx_t *ctx, const char *key, size_t klen, const void *dump, size_t dump_len,
+                           int64_t ttl_ms)
+{
+    char escaped[3 * KS_KEY_MAX + 1];   /* keys are at most KS_KEY_MAX bytes */
+    cmd_escape_segment(key, klen, escaped);
+    char path[sizeof(escaped) + 32];
+    if (!dump) {
+        snprintf(path, sizeof(path), "/keys/%s", escaped);
+        journal_as(ctx, REC_DELETE, path, NULL, NULL, NULL, 0);
+        return;
+    }
+    char query[64];
+    snprintf(path, sizeof(path), "/keys/%s/restore", escaped);
+    snprintf(query, sizeof(query), "replace=true&ttl_ms=%lld", (long long)ttl_ms);
+    journal_as(ctx, REC_PUT, path, query, "application/octet-stream", dump, dump_len);
+}
+
+void cmd_journal_eviction(cmd_ctx_t *ctx, const char *key, size_t len)
+{
+    if (!ctx->srv->hooks.journal)
+        return;
+    char path[6 + 3 * KS_KEY_MAX + 1];   /* keys are at most KS_KEY_MAX bytes */
+    memcpy(path, "/keys/", 6);
+    size_t plen = 6 + cmd_escape_segment(key, len, path + 6);
+    journal_req_t jr = {
+        .now_ns = ctx->now_ns,
+        .method = REC_DELETE,
+        .path = path,
+        .path_len = plen,
+        .query = "",
+        .ctype = "",
+    };
+    journal_put(ctx, &jr);   /* in space the eviction secured: not the request's */
+}

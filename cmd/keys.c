@@ -1,0 +1,121 @@
+/* keys.c - the key handle: see keys.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/access.h"
+#include "cmd/cluster.h"
+#include "cmd/journal.h"
+#include "cmd/keys.h"
+#include "cmd/names.h"
+#include "cmd/undo.h"
+
+static bool answer_missing(cmd_ctx_t *ctx, const ks_type_t *type)
+{
+    char msg[160];
+    cmd_type_missing(type, msg, sizeof(msg));
+    return cmd_fail(ctx, CMD_E_NOT_FOUND, NULL, "%s", msg);
+}
+
+/* WRONGTYPE naming both types ("key holds a counter (counter), not a geo
+ * set (geo)"); `role` (may be NULL) names the key of a multi-key request
+ * ("sources[1]"). */
+static bool answer_wrongtype(cmd_ctx_t *ctx, const ks_entry_t *e, const ks_type_t *wanted, const char *role)
+{
+    const ks_type_t *held = ks_entry_type(e);
+    return cmd_fail(ctx, CMD_E_WRONGTYPE, NULL, "%s%skey holds %s (%s), not %s (%s)", role ? role : "",
+                    role ? ": " : "", cmd_type_noun(held), held->name, cmd_type_noun(wanted), wanted->name);
+}
+
+bool cmd_keys_lock(cmd_ctx_t *ctx, ks_key_t *keys, size_t n, cmd_key_t *h)
+{
+    h->locked = false;
+    if (!cmd_keys_allowed(ctx, keys, n))
+        return false;
+    cmd_server_t *srv = ctx->srv;
+    h->ctx = ctx;
+    h->keys = keys;
+    h->n = n;
+    h->e = NULL;
+    h->locked = true;
+    if (n == 1)
+        ks_shard_lock(ks_shard_at(srv->ks, keys[0].shard));
+    else
+        ks_lock_keys(srv->ks, keys, n);
+    if (!cmd_cluster_keys_check(ctx, keys, n, true)) {
+        cmd_key_close(h, false);   /* another node's slot, or keys that have left it */
+        return false;
+    }
+    if (ctx->undo_on && !cmd_undo_capture(ctx, h, keys, n)) {
+        cmd_key_close(h, false);   /* nothing changed yet: refused */
+        return false;
+    }
+    return true;
+}
+
+bool cmd_keys_allowed_here(cmd_ctx_t *ctx, const ks_key_t *keys, size_t n)
+{
+    return cmd_keys_allowed(ctx, keys, n) && cmd_cluster_keys_check(ctx, keys, n, false);
+}
+
+bool cmd_keys_find(cmd_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role, ks_entry_t **out)
+{
+    cmd_ctx_t *ctx = h->ctx;
+    ks_entry_t *e = ks_find(ctx->srv->ks, &h->keys[i], cmd_now_ms(ctx));
+    if (!e && (flags & CMD_MUST_EXIST)) {
+        cmd_key_close(h, false);
+        return answer_missing(ctx, type);
+    }
+    if (e && type && ks_entry_type(e) != type) {
+        cmd_key_close(h, false);
+        return answer_wrongtype(ctx, e, type, role);
+    }
+    if (e && (flags & CMD_WRITE))
+        ks_entry_prepare_write(ctx->srv->ks, e);
+    if (flags & CMD_WRITE || h->n == 1)
+        h->e = e;
+    if (out)
+        *out = e;
+    return true;
+}
+
+bool cmd_key_open(cmd_ctx_t *ctx, const char *key, size_t len, const ks_type_t *type, unsigned flags, cmd_key_t *h)
+{
+    h->key = ks_key(ctx->srv->ks, key, len);
+    return cmd_keys_lock(ctx, &h->key, 1, h) && cmd_keys_find(h, 0, type, flags, NULL, NULL);
+}
+
+bool cmd_key_add(cmd_key_t *h, const ks_type_t *type, void *value, int64_t expire_ms)
+{
+    ks_entry_t *e = ks_add(h->ctx->srv->ks, &h->keys[0], type, value, expire_ms, cmd_now_ms(h->ctx));
+    if (!e)
+        return false;
+    h->e = e;
+    return true;
+}
+
+void cmd_key_replace(cmd_key_t *h, void *value) { ks_entry_replace_value(h->ctx->srv->ks, h->e, value); }
+
+void cmd_key_delete(cmd_key_t *h)
+{
+    ks_entry_delete(h->ctx->srv->ks, h->e);
+    h->e = NULL;
+}
+
+void cmd_key_close(cmd_key_t *h, bool changed)
+{
+    if (!h->locked)
+        return;
+    cmd_ctx_t *ctx = h->ctx;
+    if (changed) {
+        if (h->e)
+            ks_entry_changed(ctx->srv->ks, h->e);
+        cmd_journal_change(ctx);
+    }
+    h->locked = false;
+    if (h->n == 1)
+        ks_shard_unlock(ks_shard_at(ctx->srv->ks, h->keys[0].shard));
+    else
+        ks_unlock_keys(ctx->srv->ks, h->keys, h->n);
+    if (ctx->undo)
+        cmd_undo_drop(ctx, h);   /* pre-images of a lock that journaled nothing */
+}
