@@ -56,9 +56,11 @@ CMD_SRC := $(wildcard cmd/*.c)
 API_SRC := $(wildcard api/*.c)
 SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
-# Unit tests of api/ (in-process: router, readers, envelope, replay); every
-# other unit test is of core/ and links only core.
+# Unit tests of api/ (in-process: router, readers, envelope, replay); of the
+# command layer, linked with core only (test_cmd*); every other unit test is
+# of core/ and links only core.
 API_UNIT_SRC := $(wildcard tests/unit/test_api*.c)
+CMD_UNIT_SRC := $(wildcard tests/unit/test_cmd*.c)
 IT_SRC := $(wildcard tests/integration/it_*.c)
 IT_LIB_SRC := $(filter-out $(IT_SRC),$(wildcard tests/integration/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -78,6 +80,7 @@ TALLYD := $(BUILD)/tallyd
 RESHARD := $(BUILD)/tally-reshard
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 API_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(API_UNIT_SRC))
+CMD_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(CMD_UNIT_SRC))
 IT_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 IT_LIB_OBJ := $(call obj,$(IT_LIB_SRC))
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRC))
@@ -180,6 +183,9 @@ $(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCMD) $(LIBCORE) | $(CORE_PUR
 
 $(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
+
+$(CMD_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCMD) $(LIBCORE)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMD_LIBS) -lcmocka
 
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS) -lcmocka

@@ -334,12 +334,12 @@ static void h_activity_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_POST,   "/activity/{key}",           h_activity_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/activity/{key}",           h_activity_info, 0, API_ACCESS_READ },
-    { API_POST,   "/activity/{key}/import",    h_activity_import, API_ROUTE_BINARY, API_ACCESS_WRITE },
-    { API_GET,    "/activity/{key}/count",     h_activity_count, 0, API_ACCESS_READ },
-    { API_GET,    "/activity/{key}/users",     h_activity_users, 0, API_ACCESS_READ },
-    { API_GET,    "/activity/{key}/retention", h_activity_retention, 0, API_ACCESS_READ },
+    { API_POST,   "/activity/{key}",           h_activity_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/activity/{key}",           h_activity_info, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/activity/{key}/import",    h_activity_import, API_ROUTE_BINARY, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/activity/{key}/count",     h_activity_count, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/activity/{key}/users",     h_activity_users, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/activity/{key}/retention", h_activity_retention, 0, API_ACCESS_READ, NULL },
 };
 
-API_FAMILY(activity, &activity_type, "an activity set", "no such key");
+API_FAMILY(activity);

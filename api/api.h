@@ -232,26 +232,27 @@ struct api_route {
     api_handler_fn handler;
     unsigned flags;
     api_access_t access;
+    /* The operation of the command table the route runs (cmd/def.h), or
+     * NULL: the route's access class and whether it changes state are the
+     * operation's then (the router takes them from it), so a row of such a
+     * route names neither - API_BY(CMD_X) in place of the access class. */
+    const struct cmd_def *cmd;
 };
 
+/* The last two members of a route running an operation of the table. */
+#define API_BY(def) API_ACCESS_UNSET, &(def)
+
 /* What each api/<family>.c exports: its routes (handlers static behind
- * them) and, for a family that stores a type, how messages name it.
- * api/routes.c lists the families in matching order. */
+ * them).  api/routes.c lists the families in matching order; how messages
+ * name the types their keys hold is the command layer's (cmd/names.h). */
 typedef struct api_family {
     const char *name;
     const api_route_t *routes;
     size_t nroutes;
-    const ks_type_t *type;       /* the type its keys hold; NULL for hook, keys, ops */
-    const char *noun;            /* with its article: "a Bloom filter" (WRONGTYPE messages) */
-    const char *missing;         /* the 404 of a key that must exist; NULL: "no such key (create the
-                                    <type> with PUT /<type>/{key})" */
 } api_family_t;
 
-/* Defines api_<name>_family from the file's `routes` table: the type its
- * keys hold (or NULL), its noun and its 404 text (NULL: the default). */
-#define API_FAMILY(name, type_, noun_, missing_)                                                              \
-    const api_family_t api_##name##_family = { #name, routes, sizeof(routes) / sizeof(routes[0]), type_, noun_, \
-                                               missing_ }
+/* Defines api_<name>_family from the file's `routes` table. */
+#define API_FAMILY(name) const api_family_t api_##name##_family = { #name, routes, sizeof(routes) / sizeof(routes[0]) }
 
 extern const api_family_t *const api_families[];
 extern const size_t api_nfamilies;

@@ -829,15 +829,15 @@ static void h_bits_field_ro(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/bits/{key}",        h_bits_put, API_ROUTE_BINARY, API_ACCESS_WRITE },
-    { API_GET,    "/bits/{key}",        h_bits_get, 0, API_ACCESS_READ },
-    { API_POST,   "/bits/{key}/setbit", h_bits_setbit, 0, API_ACCESS_WRITE },
-    { API_GET,    "/bits/{key}/getbit", h_bits_getbit, 0, API_ACCESS_READ },
-    { API_GET,    "/bits/{key}/count",  h_bits_count, 0, API_ACCESS_READ },
-    { API_GET,    "/bits/{key}/pos",    h_bits_pos, 0, API_ACCESS_READ },
-    { API_POST,   "/bits/{key}/op",     h_bits_op, 0, API_ACCESS_WRITE },
-    { API_POST,   "/bits/{key}/field",  h_bits_field, 0, API_ACCESS_WRITE },
-    { API_POST,   "/bits/{key}/field_ro", h_bits_field_ro, API_ROUTE_READS, API_ACCESS_READ },
+    { API_PUT,    "/bits/{key}",        h_bits_put, API_ROUTE_BINARY, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/bits/{key}",        h_bits_get, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/bits/{key}/setbit", h_bits_setbit, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/bits/{key}/getbit", h_bits_getbit, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/bits/{key}/count",  h_bits_count, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/bits/{key}/pos",    h_bits_pos, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/bits/{key}/op",     h_bits_op, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/bits/{key}/field",  h_bits_field, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/bits/{key}/field_ro", h_bits_field_ro, API_ROUTE_READS, API_ACCESS_READ, NULL },
 };
 
-API_FAMILY(bits, &bits_type, "a bit string", "no such key");
+API_FAMILY(bits);

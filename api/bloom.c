@@ -359,14 +359,14 @@ static void h_bloom_load(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/bloom/{key}",        h_bloom_put, 0, API_ACCESS_WRITE },
-    { API_POST,   "/bloom/{key}",        h_bloom_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/bloom/{key}",        h_bloom_info, 0, API_ACCESS_READ },
-    { API_POST,   "/bloom/{key}/exists", h_bloom_mexists, API_ROUTE_READS, API_ACCESS_READ },
-    { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0, API_ACCESS_READ },
-    { API_GET,    "/bloom/{key}/card",   h_bloom_card, 0, API_ACCESS_READ },
-    { API_GET,    "/bloom/{key}/dump",   h_bloom_dump, 0, API_ACCESS_READ },
-    { API_POST,   "/bloom/{key}/load",   h_bloom_load, API_ROUTE_BINARY, API_ACCESS_WRITE },
+    { API_PUT,    "/bloom/{key}",        h_bloom_put, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/bloom/{key}",        h_bloom_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/bloom/{key}",        h_bloom_info, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/bloom/{key}/exists", h_bloom_mexists, API_ROUTE_READS, API_ACCESS_READ, NULL },
+    { API_GET,    "/bloom/{key}/exists", h_bloom_exists, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/bloom/{key}/card",   h_bloom_card, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/bloom/{key}/dump",   h_bloom_dump, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/bloom/{key}/load",   h_bloom_load, API_ROUTE_BINARY, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(bloom, &bloom_type, "a Bloom filter", "no bloom filter at this key");
+API_FAMILY(bloom);

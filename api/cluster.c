@@ -188,9 +188,9 @@ static void h_admin_cluster(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 }
 
 static const api_route_t routes[] = {
-    { API_GET, "/cluster",       h_cluster, 0, API_ACCESS_TOKEN },
-    { API_GET, "/cluster/slot",  h_cluster_slot, 0, API_ACCESS_TOKEN },
-    { API_PUT, "/admin/cluster", h_admin_cluster, API_ROUTE_READS, API_ACCESS_ADMIN },
+    { API_GET, "/cluster",       h_cluster, 0, API_ACCESS_TOKEN, NULL },
+    { API_GET, "/cluster/slot",  h_cluster_slot, 0, API_ACCESS_TOKEN, NULL },
+    { API_PUT, "/admin/cluster", h_admin_cluster, API_ROUTE_READS, API_ACCESS_ADMIN, NULL },
 };
 
-API_FAMILY(cluster, NULL, NULL, NULL);
+API_FAMILY(cluster);

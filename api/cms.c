@@ -333,12 +333,12 @@ static void h_cms_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/cms/{key}",       h_cms_put, 0, API_ACCESS_WRITE },
-    { API_POST,   "/cms/{key}",       h_cms_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/cms/{key}",       h_cms_info, 0, API_ACCESS_READ },
-    { API_GET,    "/cms/{key}/count", h_cms_count, 0, API_ACCESS_READ },
-    { API_POST,   "/cms/{key}/count", h_cms_count_post, API_ROUTE_READS, API_ACCESS_READ },
-    { API_POST,   "/cms/{key}/merge", h_cms_merge, 0, API_ACCESS_WRITE },
+    { API_PUT,    "/cms/{key}",       h_cms_put, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/cms/{key}",       h_cms_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/cms/{key}",       h_cms_info, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/cms/{key}/count", h_cms_count, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/cms/{key}/count", h_cms_count_post, API_ROUTE_READS, API_ACCESS_READ, NULL },
+    { API_POST,   "/cms/{key}/merge", h_cms_merge, 0, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(cms, &cms_type, "a Count-Min sketch", NULL);
+API_FAMILY(cms);

@@ -322,16 +322,16 @@ static void h_cuckoo_load(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/cuckoo/{key}",        h_cuckoo_put, 0, API_ACCESS_WRITE },
-    { API_POST,   "/cuckoo/{key}",        h_cuckoo_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/cuckoo/{key}",        h_cuckoo_info, 0, API_ACCESS_READ },
-    { API_POST,   "/cuckoo/{key}/exists", h_cuckoo_mexists, API_ROUTE_READS, API_ACCESS_READ },
-    { API_GET,    "/cuckoo/{key}/exists", h_cuckoo_exists, 0, API_ACCESS_READ },
-    { API_POST,   "/cuckoo/{key}/remove", h_cuckoo_remove, 0, API_ACCESS_WRITE },
-    { API_GET,    "/cuckoo/{key}/count",  h_cuckoo_count, 0, API_ACCESS_READ },
-    { API_POST,   "/cuckoo/{key}/compact", h_cuckoo_compact, 0, API_ACCESS_WRITE },
-    { API_GET,    "/cuckoo/{key}/dump",   h_cuckoo_dump, 0, API_ACCESS_READ },
-    { API_POST,   "/cuckoo/{key}/load",   h_cuckoo_load, API_ROUTE_BINARY, API_ACCESS_WRITE },
+    { API_PUT,    "/cuckoo/{key}",        h_cuckoo_put, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/cuckoo/{key}",        h_cuckoo_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/cuckoo/{key}",        h_cuckoo_info, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/cuckoo/{key}/exists", h_cuckoo_mexists, API_ROUTE_READS, API_ACCESS_READ, NULL },
+    { API_GET,    "/cuckoo/{key}/exists", h_cuckoo_exists, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/cuckoo/{key}/remove", h_cuckoo_remove, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/cuckoo/{key}/count",  h_cuckoo_count, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/cuckoo/{key}/compact", h_cuckoo_compact, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/cuckoo/{key}/dump",   h_cuckoo_dump, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/cuckoo/{key}/load",   h_cuckoo_load, API_ROUTE_BINARY, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(cuckoo, &cuckoo_type, "a Cuckoo filter", "no cuckoo filter at this key");
+API_FAMILY(cuckoo);

@@ -129,8 +129,8 @@ static void h_key_restore(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 }
 
 static const api_route_t routes[] = {
-    { API_GET, "/keys/{key}/dump",    h_key_dump, 0, API_ACCESS_READ },
-    { API_PUT, "/keys/{key}/restore", h_key_restore, API_ROUTE_BINARY, API_ACCESS_WRITE },
+    { API_GET, "/keys/{key}/dump",    h_key_dump, 0, API_ACCESS_READ, NULL },
+    { API_PUT, "/keys/{key}/restore", h_key_restore, API_ROUTE_BINARY, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(dumpkey, NULL, NULL, NULL);
+API_FAMILY(dumpkey);

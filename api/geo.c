@@ -813,13 +813,13 @@ again:;
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_GET,    "/geo/nearby",       h_geo_nearby, 0, API_ACCESS_READ },
-    { API_POST,   "/geo/{key}",        h_geo_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/geo/{key}/pos",    h_geo_pos, 0, API_ACCESS_READ },
-    { API_GET,    "/geo/{key}/dist",   h_geo_dist, 0, API_ACCESS_READ },
-    { API_GET,    "/geo/{key}/hash",   h_geo_hash, 0, API_ACCESS_READ },
-    { API_POST,   "/geo/{key}/remove", h_geo_remove, 0, API_ACCESS_WRITE },
-    { API_POST,   "/geo/{key}/store",  h_geo_store, 0, API_ACCESS_WRITE },
+    { API_GET,    "/geo/nearby",       h_geo_nearby, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/geo/{key}",        h_geo_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/geo/{key}/pos",    h_geo_pos, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/geo/{key}/dist",   h_geo_dist, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/geo/{key}/hash",   h_geo_hash, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/geo/{key}/remove", h_geo_remove, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/geo/{key}/store",  h_geo_store, 0, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(geo, &geo_type, "a geo set", "no such key");
+API_FAMILY(geo);

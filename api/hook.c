@@ -80,7 +80,7 @@ static void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_ANY,    "/hook/{policy}/{path...}", h_hook, API_ROUTE_GATEWAY, API_ACCESS_RATELIMIT },
+    { API_ANY,    "/hook/{policy}/{path...}", h_hook, API_ROUTE_GATEWAY, API_ACCESS_RATELIMIT, NULL },
 };
 
-API_FAMILY(hook, NULL, NULL, NULL);
+API_FAMILY(hook);

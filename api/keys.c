@@ -265,11 +265,11 @@ static void h_key_ttl_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_GET,    "/keys",           h_keys_list, 0, API_ACCESS_READ },
-    { API_GET,    "/keys/{key}",     h_key_get, 0, API_ACCESS_READ },
-    { API_DELETE, "/keys/{key}",     h_key_delete, 0, API_ACCESS_ADMIN },
-    { API_PUT,    "/keys/{key}/ttl", h_key_ttl_put, 0, API_ACCESS_WRITE },
-    { API_DELETE, "/keys/{key}/ttl", h_key_ttl_delete, 0, API_ACCESS_WRITE },
+    { API_GET,    "/keys",           h_keys_list, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/keys/{key}",     h_key_get, 0, API_ACCESS_READ, NULL },
+    { API_DELETE, "/keys/{key}",     h_key_delete, 0, API_ACCESS_ADMIN, NULL },
+    { API_PUT,    "/keys/{key}/ttl", h_key_ttl_put, 0, API_ACCESS_WRITE, NULL },
+    { API_DELETE, "/keys/{key}/ttl", h_key_ttl_delete, 0, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(keys, NULL, NULL, NULL);
+API_FAMILY(keys);

@@ -201,13 +201,13 @@ static void h_admin_reload(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_GET,    "/",               h_index, 0, API_ACCESS_TOKEN },
-    { API_GET,    "/healthz",        h_healthz, API_ROUTE_OPERATIONAL, API_ACCESS_PUBLIC },
-    { API_GET,    "/readyz",         h_readyz, API_ROUTE_OPERATIONAL, API_ACCESS_PUBLIC },
-    { API_GET,    "/info",           h_info, API_ROUTE_OPERATIONAL, API_ACCESS_TOKEN },
-    { API_GET,    "/metrics",        h_metrics, API_ROUTE_OPERATIONAL, API_ACCESS_METRICS },
-    { API_POST,   "/admin/snapshot", h_admin_snapshot, API_ROUTE_READS, API_ACCESS_ADMIN },
-    { API_POST,   "/admin/reload",   h_admin_reload, API_ROUTE_READS, API_ACCESS_ADMIN },
+    { API_GET,    "/",               h_index, 0, API_ACCESS_TOKEN, NULL },
+    { API_GET,    "/healthz",        h_healthz, API_ROUTE_OPERATIONAL, API_ACCESS_PUBLIC, NULL },
+    { API_GET,    "/readyz",         h_readyz, API_ROUTE_OPERATIONAL, API_ACCESS_PUBLIC, NULL },
+    { API_GET,    "/info",           h_info, API_ROUTE_OPERATIONAL, API_ACCESS_TOKEN, NULL },
+    { API_GET,    "/metrics",        h_metrics, API_ROUTE_OPERATIONAL, API_ACCESS_METRICS, NULL },
+    { API_POST,   "/admin/snapshot", h_admin_snapshot, API_ROUTE_READS, API_ACCESS_ADMIN, NULL },
+    { API_POST,   "/admin/reload",   h_admin_reload, API_ROUTE_READS, API_ACCESS_ADMIN, NULL },
 };
 
-API_FAMILY(ops, NULL, NULL, NULL);
+API_FAMILY(ops);

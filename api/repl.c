@@ -159,11 +159,11 @@ static void h_epoch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 }
 
 static const api_route_t routes[] = {
-    { API_GET,  "/replication/snapshot", h_snapshot, 0, API_ACCESS_REPLICATE },
-    { API_GET,  "/replication/log",      h_log, 0, API_ACCESS_REPLICATE },
-    { API_GET,  "/replication/epoch",    h_epoch, 0, API_ACCESS_REPLICATE },
-    { API_POST, "/admin/promote",        h_promote, API_ROUTE_READS, API_ACCESS_ADMIN },
-    { API_POST, "/admin/replicate",      h_replicate, API_ROUTE_READS, API_ACCESS_ADMIN },
+    { API_GET,  "/replication/snapshot", h_snapshot, 0, API_ACCESS_REPLICATE, NULL },
+    { API_GET,  "/replication/log",      h_log, 0, API_ACCESS_REPLICATE, NULL },
+    { API_GET,  "/replication/epoch",    h_epoch, 0, API_ACCESS_REPLICATE, NULL },
+    { API_POST, "/admin/promote",        h_promote, API_ROUTE_READS, API_ACCESS_ADMIN, NULL },
+    { API_POST, "/admin/replicate",      h_replicate, API_ROUTE_READS, API_ACCESS_ADMIN, NULL },
 };
 
-API_FAMILY(repl, NULL, NULL, NULL);
+API_FAMILY(repl);

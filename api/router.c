@@ -23,6 +23,7 @@
 #include "api/auth.h"
 #include "api/cluster.h"
 #include "api/repl.h"
+#include "cmd/def.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */
@@ -191,6 +192,14 @@ static void compile_routes(void)
     for (size_t f = 0; f < api_nfamilies; f++)
         for (size_t i = 0; i < api_families[f]->nroutes; i++, r++) {
             table[r] = api_families[f]->routes[i];
+            const cmd_def_t *op = table[r].cmd;
+            if (op) {
+                /* the operation's access and its writing, said once (cmd/def.h) */
+                if (table[r].access != API_ACCESS_UNSET || table[r].flags & (API_ROUTE_READS | API_ROUTE_WRITES))
+                    abort();   /* written twice */
+                table[r].access = op->access;
+                table[r].flags |= op->flags & CMD_F_WRITE ? API_ROUTE_WRITES : API_ROUTE_READS;
+            }
             if (table[r].access == API_ACCESS_UNSET || table[r].access >= API_ACCESS__COUNT)
                 abort();   /* a route without an access class (api.h): never served */
             compile_route(&compiled[r], table[r].pattern);

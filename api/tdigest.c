@@ -414,20 +414,20 @@ static void h_tdigest_reset(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/tdigest/{key}",              h_tdigest_put, 0, API_ACCESS_WRITE },
-    { API_POST,   "/tdigest/{key}",              h_tdigest_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/tdigest/{key}",              h_tdigest_info, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/quantile",     h_tdigest_quantile, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/cdf",          h_tdigest_cdf, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/rank",         h_tdigest_rank, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/revrank",      h_tdigest_revrank, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/byrank",       h_tdigest_byrank, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/byrevrank",    h_tdigest_byrevrank, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/trimmed_mean", h_tdigest_trimmed_mean, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/min",          h_tdigest_min, 0, API_ACCESS_READ },
-    { API_GET,    "/tdigest/{key}/max",          h_tdigest_max, 0, API_ACCESS_READ },
-    { API_POST,   "/tdigest/{key}/merge",        h_tdigest_merge, 0, API_ACCESS_WRITE },
-    { API_POST,   "/tdigest/{key}/reset",        h_tdigest_reset, 0, API_ACCESS_WRITE },
+    { API_PUT,    "/tdigest/{key}",              h_tdigest_put, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/tdigest/{key}",              h_tdigest_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/tdigest/{key}",              h_tdigest_info, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/quantile",     h_tdigest_quantile, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/cdf",          h_tdigest_cdf, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/rank",         h_tdigest_rank, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/revrank",      h_tdigest_revrank, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/byrank",       h_tdigest_byrank, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/byrevrank",    h_tdigest_byrevrank, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/trimmed_mean", h_tdigest_trimmed_mean, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/min",          h_tdigest_min, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/tdigest/{key}/max",          h_tdigest_max, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/tdigest/{key}/merge",        h_tdigest_merge, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/tdigest/{key}/reset",        h_tdigest_reset, 0, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(tdigest, &tdigest_type, "a T-Digest", NULL);
+API_FAMILY(tdigest);

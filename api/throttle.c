@@ -208,9 +208,9 @@ static void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *res
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_POST,   "/throttle",       h_throttle_post, 0, API_ACCESS_RATELIMIT },
-    { API_GET,    "/throttle/{key}", h_throttle_get, API_ROUTE_WRITES | API_ROUTE_KEY_TEMPLATE, API_ACCESS_RATELIMIT },
-    { API_DELETE, "/throttle/{key}", h_throttle_delete, API_ROUTE_KEY_TEMPLATE, API_ACCESS_WRITE },
+    { API_POST,   "/throttle",       h_throttle_post, 0, API_ACCESS_RATELIMIT, NULL },
+    { API_GET,    "/throttle/{key}", h_throttle_get, API_ROUTE_WRITES | API_ROUTE_KEY_TEMPLATE, API_ACCESS_RATELIMIT, NULL },
+    { API_DELETE, "/throttle/{key}", h_throttle_delete, API_ROUTE_KEY_TEMPLATE, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(throttle, &throttle_type, "a rate limiter", "no such key");
+API_FAMILY(throttle);

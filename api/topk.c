@@ -181,11 +181,11 @@ static void h_topk_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/topk/{key}",       h_topk_put, 0, API_ACCESS_WRITE },
-    { API_POST,   "/topk/{key}",       h_topk_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/topk/{key}",       h_topk_info, 0, API_ACCESS_READ },
-    { API_GET,    "/topk/{key}/list",  h_topk_list, 0, API_ACCESS_READ },
-    { API_POST,   "/topk/{key}/query", h_topk_query, API_ROUTE_READS, API_ACCESS_READ },
+    { API_PUT,    "/topk/{key}",       h_topk_put, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/topk/{key}",       h_topk_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/topk/{key}",       h_topk_info, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/topk/{key}/list",  h_topk_list, 0, API_ACCESS_READ, NULL },
+    { API_POST,   "/topk/{key}/query", h_topk_query, API_ROUTE_READS, API_ACCESS_READ, NULL },
 };
 
-API_FAMILY(topk, &topk_type, "a Top-K", NULL);
+API_FAMILY(topk);

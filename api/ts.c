@@ -2183,21 +2183,21 @@ static void h_ts_rule_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_PUT,    "/ts/{key}",          h_ts_put, 0, API_ACCESS_WRITE },
-    { API_POST,   "/ts/{key}",          h_ts_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/ts/{key}",          h_ts_info, 0, API_ACCESS_READ },
-    { API_PATCH,  "/ts/{key}",          h_ts_alter, 0, API_ACCESS_WRITE },
-    { API_POST,   "/ts/{key}/incrby",   h_ts_incrby, 0, API_ACCESS_WRITE },
-    { API_POST,   "/ts/{key}/decrby",   h_ts_decrby, 0, API_ACCESS_WRITE },
-    { API_GET,    "/ts/{key}/range",    h_ts_range, 0, API_ACCESS_READ },
-    { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0, API_ACCESS_READ },
-    { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0, API_ACCESS_WRITE },
-    { API_POST,   "/ts/{key}/rules",    h_ts_rule_create, 0, API_ACCESS_WRITE },
-    { API_DELETE, "/ts/{key}/rules",    h_ts_rule_delete, 0, API_ACCESS_WRITE },
-    { API_GET,    "/mts/index",         h_ts_queryindex, 0, API_ACCESS_READ },
-    { API_GET,    "/mts/get",           h_ts_mget, 0, API_ACCESS_READ },
-    { API_GET,    "/mts/range",         h_ts_mrange, 0, API_ACCESS_READ },
-    { API_GET,    "/mts/revrange",      h_ts_mrevrange, 0, API_ACCESS_READ },
+    { API_PUT,    "/ts/{key}",          h_ts_put, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/ts/{key}",          h_ts_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/ts/{key}",          h_ts_info, 0, API_ACCESS_READ, NULL },
+    { API_PATCH,  "/ts/{key}",          h_ts_alter, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/ts/{key}/incrby",   h_ts_incrby, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/ts/{key}/decrby",   h_ts_decrby, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/ts/{key}/range",    h_ts_range, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/ts/{key}/revrange", h_ts_revrange, 0, API_ACCESS_READ, NULL },
+    { API_DELETE, "/ts/{key}/range",    h_ts_delete_range, 0, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/ts/{key}/rules",    h_ts_rule_create, 0, API_ACCESS_WRITE, NULL },
+    { API_DELETE, "/ts/{key}/rules",    h_ts_rule_delete, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/mts/index",         h_ts_queryindex, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/mts/get",           h_ts_mget, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/mts/range",         h_ts_mrange, 0, API_ACCESS_READ, NULL },
+    { API_GET,    "/mts/revrange",      h_ts_mrevrange, 0, API_ACCESS_READ, NULL },
 };
 
-API_FAMILY(ts, &ts_type, "a time series", "no such time series");
+API_FAMILY(ts);

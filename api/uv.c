@@ -305,10 +305,10 @@ out:
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_POST,   "/uv/{key}",       h_uv_add, 0, API_ACCESS_WRITE },
-    { API_GET,    "/uv/{key}",       h_uv_get, 0, API_ACCESS_READ },
-    { API_PUT,    "/uv/{key}",       h_uv_put, API_ROUTE_BINARY, API_ACCESS_WRITE },
-    { API_POST,   "/uv/{key}/merge", h_uv_merge, 0, API_ACCESS_WRITE },
+    { API_POST,   "/uv/{key}",       h_uv_add, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/uv/{key}",       h_uv_get, 0, API_ACCESS_READ, NULL },
+    { API_PUT,    "/uv/{key}",       h_uv_put, API_ROUTE_BINARY, API_ACCESS_WRITE, NULL },
+    { API_POST,   "/uv/{key}/merge", h_uv_merge, 0, API_ACCESS_WRITE, NULL },
 };
 
-API_FAMILY(uv, &hll_type, "a HyperLogLog", "no HyperLogLog at this key");
+API_FAMILY(uv);

@@ -62,8 +62,8 @@ void cmd_journal_record(cmd_ctx_t *ctx, const journal_req_t *jr)
     ctx->journal_used += journalfmt_request_size(jr);
 #ifdef TALLY_DEBUG_LOCKS
     if (ctx->srv->hooks.journal_reserve && ctx->journal_used > ctx->journal_held) {
-        fprintf(stderr, "tally: journal record of %.*s exceeds the space secured for it (%llu > %llu bytes)\n",
-                (int)jr->path_len, jr->path, (unsigned long long)ctx->journal_used,
+        fprintf(stderr, "tally: journal record of %.*s (op %u) exceeds the space secured for it (%llu > %llu bytes)\n",
+                (int)jr->path_len, jr->path, (unsigned)jr->op, (unsigned long long)ctx->journal_used,
                 (unsigned long long)ctx->journal_held);
         abort();
     }
@@ -73,8 +73,13 @@ void cmd_journal_record(cmd_ctx_t *ctx, const journal_req_t *jr)
 
 void cmd_journal_change(cmd_ctx_t *ctx)
 {
-    if (ctx->as_received)
+    if (ctx->rec) {
+        journal_req_t jr = { .kind = JOURNAL_REC_COMMAND, .op = ctx->rec_op, .now_ns = ctx->now_ns, .path = "",
+                             .query = "", .ctype = "", .body = ctx->rec, .body_len = ctx->rec_len };
+        cmd_journal_record(ctx, &jr);
+    } else if (ctx->as_received) {
         cmd_journal_record(ctx, ctx->as_received);
+    }
 }
 
 size_t cmd_escape_segment(const char *key, size_t len, char *out)

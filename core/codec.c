@@ -22,13 +22,16 @@ bool wbuf_reserve(wbuf_t *b, size_t extra)
     size_t cap = b->cap ? b->cap : 64;
     while (cap < want)
         cap *= 2;
-    uint8_t *p = realloc(b->data, cap);
+    uint8_t *p = b->borrowed ? malloc(cap) : realloc(b->data, cap);
     if (!p) {
         b->oom = true;
         return false;
     }
+    if (b->borrowed && b->len)
+        memcpy(p, b->data, b->len);
     b->data = p;
     b->cap = cap;
+    b->borrowed = false;
     return true;
 }
 
@@ -95,16 +98,23 @@ void wbuf_patch_u64(wbuf_t *b, size_t at, uint64_t v)
 
 void wbuf_free(wbuf_t *b)
 {
-    if (b->data)   /* jemalloc's free(NULL) is not free: every GET has an empty body */
+    if (b->data && !b->borrowed)   /* jemalloc's free(NULL) is not free: every GET has an empty body */
         free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
     b->oom = false;
+    b->borrowed = false;
 }
 
 uint8_t *wbuf_steal(wbuf_t *b, size_t *len)
 {
     uint8_t *p = b->data;
+    if (b->borrowed) {   /* the caller's storage: hand over a heap copy */
+        p = b->len ? malloc(b->len) : NULL;
+        if (p)
+            memcpy(p, b->data, b->len);
+        b->borrowed = false;
+    }
     if (len)
         *len = b->len;
     b->data = NULL;

@@ -26,10 +26,20 @@ typedef struct wbuf {
     size_t len;
     size_t cap;
     bool oom;       /* an allocation failed; the contents are incomplete */
+    bool borrowed;  /* data is the caller's storage (wbuf_on): never freed */
 } wbuf_t;
 
 /* An empty buffer needs no allocation: `wbuf_t b = WBUF_INIT;`. */
-#define WBUF_INIT { NULL, 0, 0, false }
+#define WBUF_INIT { NULL, 0, 0, false, false }
+
+/* A buffer that writes into the caller's storage (a stack array) until it
+ * outgrows it, then moves to the heap: a small record costs no allocation.
+ * wbuf_free is still required (it frees only what the buffer allocated). */
+static inline wbuf_t wbuf_on(void *storage, size_t cap)
+{
+    wbuf_t b = { (uint8_t *)storage, 0, cap, false, true };
+    return b;
+}
 
 /* Ensures room for `extra` more bytes. Returns false (and sets oom) on failure. */
 bool wbuf_reserve(wbuf_t *b, size_t extra);
@@ -48,7 +58,8 @@ void wbuf_patch_u32(wbuf_t *b, size_t at, uint32_t v);
 void wbuf_patch_u64(wbuf_t *b, size_t at, uint64_t v);
 /* Frees the storage and resets to empty. */
 void wbuf_free(wbuf_t *b);
-/* Hands the storage to the caller (who frees it) and resets to empty. */
+/* Hands the storage to the caller (who frees it) and resets to empty
+ * (a borrowed buffer's bytes are copied to the heap: NULL if that fails). */
 uint8_t *wbuf_steal(wbuf_t *b, size_t *len);
 
 typedef struct rbuf {

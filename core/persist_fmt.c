@@ -138,6 +138,7 @@ static const struct {
 } journal_versions[JOURNAL_VERSION + 1] = {
     [1] = { JOURNAL_LAYOUT_1, TALLY_GEN_1 },
     [3] = { JOURNAL_LAYOUT_2, TALLY_GEN_2 },
+    [4] = { JOURNAL_LAYOUT_2, TALLY_GEN_2 },
 };
 
 /* Layout 2's header check over the 24 header bytes at p: XXH64 of them
@@ -226,14 +227,23 @@ void journalfmt_put_request(wbuf_t *out, const journal_req_t *q)
     if (!wbuf_reserve(out, size))
         return;
     uint8_t *frame = out->data + out->len, *payload = frame + JOURNAL_FRAME_SIZE, *p = payload;
-    *p++ = JOURNAL_REC_REQUEST;
-    le64_store(p, (uint64_t)q->now_ns);
-    p += 8;
-    *p++ = (uint8_t)q->method;
-    p = put_field(p, q->path, q->path_len, 2);
-    p = put_field(p, q->query, q->query_len, 4);
-    p = put_field(p, q->ctype, q->ctype_len, 2);
-    p = put_field(p, q->body, q->body_len, 4);
+    if (q->kind == JOURNAL_REC_COMMAND) {
+        *p++ = JOURNAL_REC_COMMAND;
+        le64_store(p, (uint64_t)q->now_ns);
+        p += 8;
+        *p++ = (uint8_t)q->op;
+        *p++ = (uint8_t)(q->op >> 8);
+        p = put_field(p, q->body, q->body_len, 4);
+    } else {
+        *p++ = JOURNAL_REC_REQUEST;
+        le64_store(p, (uint64_t)q->now_ns);
+        p += 8;
+        *p++ = (uint8_t)q->method;
+        p = put_field(p, q->path, q->path_len, 2);
+        p = put_field(p, q->query, q->query_len, 4);
+        p = put_field(p, q->ctype, q->ctype_len, 2);
+        p = put_field(p, q->body, q->body_len, 4);
+    }
     uint32_t len = (uint32_t)(p - payload);
     le32_store(frame, len);
     le32_store(frame + 4, (uint32_t)tally_xxh64(payload, len, len));
@@ -270,6 +280,8 @@ bool journalfmt_epoch_parse(const journal_req_t *q, uint64_t *epoch)
 
 size_t journalfmt_request_size(const journal_req_t *q)
 {
+    if (q->kind == JOURNAL_REC_COMMAND)
+        return JOURNAL_COMMAND_FIXED + q->body_len;
     return JOURNAL_REQUEST_FIXED + q->path_len + q->query_len + q->ctype_len + q->body_len;
 }
 
@@ -294,6 +306,21 @@ persist_parse_t journalfmt_parse_record(const uint8_t *p, size_t len, journal_re
     }
     rbuf_t b = rbuf_make(payload, plen);
     uint8_t kind = rbuf_u8(&b);
+    if (kind == JOURNAL_REC_COMMAND) {
+        *q = (journal_req_t){ .kind = JOURNAL_REC_COMMAND, .path = "", .query = "", .ctype = "" };
+        q->now_ns = rbuf_i64(&b);
+        q->op = rbuf_u16(&b);
+        q->body_len = rbuf_u32(&b);
+        q->body = rbuf_bytes(&b, q->body_len);
+        if (!rbuf_done(&b) || q->op == 0) {
+            *why = "malformed command record";
+            return PARSE_CORRUPT;
+        }
+        *used = r.off;
+        return PARSE_OK;
+    }
+    q->kind = JOURNAL_REC_REQUEST;
+    q->op = 0;
     q->now_ns = rbuf_i64(&b);
     q->method = rbuf_u8(&b);
     q->path_len = rbuf_u16(&b);
@@ -490,6 +517,8 @@ bool journalfmt_scan(const uint8_t *p, size_t len, journalfmt_record_fn fn, void
         size_t used = 0;
         if (journalfmt_parse_record(p + off, len - off, &q, &used, &why) != PARSE_OK)
             return scan_fail(&s->bad_off, &s->why, off, why);
+        if (q.kind == JOURNAL_REC_COMMAND && s->h.version < JOURNAL_VERSION_COMMANDS)
+            return scan_fail(&s->bad_off, &s->why, off, "a command record in a journal of a version without them");
         uint64_t epoch;
         if (journalfmt_is_epoch(&q) && !journalfmt_epoch_parse(&q, &epoch)) {
             int n = q.body_len > 24 ? 24 : (int)q.body_len;

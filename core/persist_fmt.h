@@ -31,10 +31,16 @@
  *   request payload: u8 kind=1 | i64 now_ns | u8 method | u16 plen | path
  *            | u32 qlen | query | u16 ctlen | content type | u32 blen | body
  *   seal payload:    u8 kind=2 | u64 records | u64 offset | u64 next_seq
+ *   command payload: u8 kind=3 | i64 now_ns | u16 op | u32 alen | arguments
+ *                    (version 4 on: an operation of the command table,
+ *                    cmd/def.h, named by its id, its arguments encoded by it)
  *
- *   A journal record is a request as the API layer re-executes it (the
- *   "canonical request": parameters resolved, server time recorded), so
- *   replay runs exactly the code that served it.  `check` is the low 32 bits
+ *   A journal record is what the command layer re-executes: an operation
+ *   with its typed arguments (a command record), or, in journals written
+ *   before the command layer and for the families it does not type yet, a
+ *   request as the HTTP adapter re-executes it (the "canonical request":
+ *   parameters resolved, server time recorded).  Either way replay runs
+ *   exactly the code that served it.  `check` is the low 32 bits
  *   of XXH64(payload, seed = len).  `hcheck` is 0 in layout 1 (it was a
  *   flags word there, always 0); in layout 2 it is the low 32 bits of XXH64
  *   of the other 20 header bytes (1 if that is 0), so a damaged header - a
@@ -53,7 +59,8 @@
  *                                wrote it, with two meanings (layout 2 +
  *                                generation 1, layout 1 + generation 2), so
  *                                no reader can tell which rules served it
- *   3        2       2           tally now
+ *   3        2       2           tally before the command layer (issue 38)
+ *   4        2       2           tally now: the same, and command records
  *
  * Layout 2 adds three rules that let a reader tell a crash from damage:
  *
@@ -98,12 +105,14 @@
 #define SNAP_TRAILER_SIZE 17     /* EOF byte + record count + checksum */
 
 #define JOURNAL_MAGIC "TALLYJNL"
-#define JOURNAL_VERSION 3          /* what is written now: layout 2, generation 2 (table above) */
+#define JOURNAL_VERSION 4          /* what is written now: layout 2, generation 2, command records (table above) */
+#define JOURNAL_VERSION_COMMANDS 4 /* the first version that may hold command records */
 #define JOURNAL_LAYOUT_1 1         /* frame first, no seal */
 #define JOURNAL_LAYOUT_2 2         /* payload first, seal records, whole pages */
 #define JOURNAL_HEADER_SIZE 24
 #define JOURNAL_REC_REQUEST 1
 #define JOURNAL_REC_SEAL 2
+#define JOURNAL_REC_COMMAND 3
 #define JOURNAL_SEAL_SIZE 33       /* frame + kind + 3 x u64 */
 #define JOURNAL_FRAME_SIZE 8
 #define JOURNAL_PAGE 4096          /* journal space is reserved in whole pages */
@@ -151,7 +160,12 @@ typedef struct journal_header {
     uint64_t seq;
 } journal_header_t;
 
+/* A record of a change: a request (kind JOURNAL_REC_REQUEST: method, path,
+ * query, content type, body) or a command (JOURNAL_REC_COMMAND: op and its
+ * encoded arguments in body; method 0, the strings empty). */
 typedef struct journal_req {
+    uint8_t kind;                /* 0 is read as JOURNAL_REC_REQUEST */
+    uint16_t op;                 /* a command's operation id (cmd/ids.h) */
     int64_t now_ns;
     uint8_t method;
     const char *path;
@@ -197,6 +211,8 @@ bool journalfmt_is_epoch(const journal_req_t *q);
 /* The bytes journalfmt_put_request appends for `req`: the frame, the fixed
  * fields (JOURNAL_REQUEST_FIXED with the frame) and the four strings. */
 #define JOURNAL_REQUEST_FIXED (JOURNAL_FRAME_SIZE + 22)
+/* A command record's: the frame, kind, time, op and the arguments' length. */
+#define JOURNAL_COMMAND_FIXED (JOURNAL_FRAME_SIZE + 15)
 size_t journalfmt_request_size(const journal_req_t *req);
 /* Parses the framed record at p. PARSE_TRUNCATED means the record runs past
  * `len` (a torn tail when it is the last thing in the file). */

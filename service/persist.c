@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "cmd/def.h"
 #include "core/keyspace.h"
 #include "core/persist_fmt.h"
 #include "core/types.h"
@@ -296,6 +297,16 @@ struct replay_ctx {
 
 void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off)
 {
+    if (q->kind == JOURNAL_REC_COMMAND) {
+        /* an operation of the command table, run directly (cmd/def.h) */
+        cmd_err_t err;
+        if (!cmd_replay(api, q, gen, &err)) {
+            const cmd_def_t *def = cmd_def_by_id(q->op);
+            log_warn("%s offset %zu: %s replayed with an error: %s", where, off, def ? def->name : "an operation",
+                     err.message);
+        }
+        return;
+    }
     if (journalfmt_is_epoch(q))
         return;   /* not a request: the caller reads it (persist_open, the replica) */
     char ctype[256];
@@ -325,7 +336,7 @@ void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned 
 static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
 {
     struct replay_ctx *c = ud;
-    if (q->method < API_GET || q->method > API_OTHER)
+    if (q->kind == JOURNAL_REC_REQUEST && (q->method < API_GET || q->method > API_OTHER))
         return "unknown method in record";
     char where[640];
     snprintf(where, sizeof(where), "journal %s", c->path);
@@ -1267,10 +1278,13 @@ void persist_close(persist_t *p)
 /* tallyd --check                                                           */
 /* ------------------------------------------------------------------------ */
 
+#define CMD_CHECK_OPS 1024   /* operation ids --check counts one by one (cmd/ids.h) */
+
 struct check_ctx {
     uint64_t per_type[TYPE_TAG_MAX + 1], bytes_type[TYPE_TAG_MAX + 1];
     uint64_t with_ttl;
     uint64_t by_method[API_OTHER + 1];
+    uint64_t by_op[CMD_CHECK_OPS];   /* command records, by operation id */
     char why[256];
 };
 
@@ -1327,6 +1341,12 @@ static const char *check_request(void *ud, size_t off, const journal_req_t *q)
 {
     (void)off;
     struct check_ctx *c = ud;
+    if (q->kind == JOURNAL_REC_COMMAND) {
+        if (!cmd_def_by_id(q->op) || q->op >= CMD_CHECK_OPS)
+            return "unknown operation in a command record (a record of a newer tally)";
+        c->by_op[q->op]++;
+        return NULL;
+    }
     if (q->method < API_GET || q->method > API_OTHER)
         return "unknown method in record";
     c->by_method[q->method]++;
@@ -1393,6 +1413,9 @@ static int check_journal(const char *path, const mapped_t *m, FILE *out)
         for (unsigned i = 0; i <= API_OTHER; i++)
             if (c->by_method[i])
                 fprintf(out, "  %-7s %" PRIu64 "\n", api_method_name((api_method_t)i), c->by_method[i]);
+        for (unsigned i = 0; i < CMD_CHECK_OPS; i++)
+            if (c->by_op[i])
+                fprintf(out, "  %-7s %" PRIu64 "\n", cmd_def_by_id((uint16_t)i)->name, c->by_op[i]);
         char end[256];
         describe_end(&sc, end, sizeof(end));
         fprintf(out, "  end: %s\n", end);

@@ -209,7 +209,7 @@ static bool apply(replica_t *f)
         size_t used = 0;
         const char *why = NULL;
         if (journalfmt_parse_record(f->body.data + off, f->body.len - off, &q, &used, &why) != PARSE_OK ||
-            q.method < API_GET || q.method > API_OTHER) {
+            (q.kind == JOURNAL_REC_REQUEST && (q.method < API_GET || q.method > API_OTHER))) {
             log_error("replication: record at stream offset %" PRIu64 " is damaged (%s); fetching a snapshot",
                       f->offset + off, why ? why : "bad method");
             return false;

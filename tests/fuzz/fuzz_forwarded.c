@@ -65,9 +65,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     api_guard_t *g = api_guard_create(field[7], field[8], method & 1, err, sizeof(err));
     if (g) {
         static const api_route_t routes[] = {
-            { API_POST, "/counter/{key}", NULL, 0, API_ACCESS_WRITE },
-            { API_PUT, "/bits/{key}", NULL, API_ROUTE_BINARY, API_ACCESS_WRITE },
-            { API_ANY, "/hook/{policy}/{path...}", NULL, API_ROUTE_GATEWAY, API_ACCESS_RATELIMIT },
+            { API_POST, "/counter/{key}", NULL, 0, API_ACCESS_WRITE, NULL },
+            { API_PUT, "/bits/{key}", NULL, API_ROUTE_BINARY, API_ACCESS_WRITE, NULL },
+            { API_ANY, "/hook/{policy}/{path...}", NULL, API_ROUTE_GATEWAY, API_ACCESS_RATELIMIT, NULL },
         };
         static const api_method_t methods[] = { API_GET, API_POST, API_PUT, API_DELETE, API_OPTIONS, API_HEAD };
         const api_route_t *r = &routes[(method >> 1) % 3];

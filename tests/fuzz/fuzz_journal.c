@@ -1,11 +1,15 @@
 /* fuzz_journal.c - the journal reader (journalfmt_scan, the one start-up and
  * `tallyd --check` use) on any bytes, in both places a file can sit, plus
- * the record decoder from offset 0, header or not, and the epoch record's
+ * the record decoder from offset 0, header or not, the epoch record's
  * reader on every record (never above TALLY_EPOCH_MAX; a file holding a
- * damaged one is refused). */
+ * damaged one is refused), and, for a command record, its operation's
+ * argument decoder (cmd/def.h: what replay runs before the operation). */
+#include <stdalign.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "cmd/def.h"
 #include "core/persist_fmt.h"
 
 /* ud: non-NULL when called by journalfmt_scan, which refuses a file holding
@@ -25,6 +29,14 @@ static const char *touch(void *ud, size_t off, const journal_req_t *q)
     if (ud && journalfmt_is_epoch(q) && !parsed)
         abort();          /* the scan stops at a damaged one */
     sink ^= (uint8_t)epoch;
+    const cmd_def_t *def = q->kind == JOURNAL_REC_COMMAND ? cmd_def_by_id(q->op) : NULL;
+    if (def && def->decode) {
+        alignas(max_align_t) unsigned char args[CMD_ARGS_MAX];
+        rbuf_t in = rbuf_make(q->body, q->body_len);
+        const char *why;
+        if (def->decode(&in, args, &why))
+            sink ^= args[0];
+    }
     (void)sink;
     return NULL;
 }

@@ -20,7 +20,9 @@
  * (tests/fixtures/journal_v1: a snapshot with version-1 value encodings and
  * a version-1 journal; make-fixture.sh there says how it was made and what
  * that tally answered), as it was closed, as kill -9 left it and with a torn
- * last record; version 3 (written now) on what this tally writes; version 2
+ * last record; version 3 (the last release before the command layer,
+ * every record an HTTP request) on a fixture of it too; version 4 (written
+ * now: command records as well) on what this tally writes; version 2
  * (only ever written by unreleased builds, with two meanings) and newer
  * versions must be refused by name, start-up and --check agreeing.
  */
@@ -96,8 +98,8 @@ static void expect_log(const tally_proc_t *p, const char *want)
     free(log);
 }
 
-/* Version 3 (what is written now) replays by generation 2's rules. */
-static void test_v3_journal_replays_generation_2(void **state)
+/* Version 4 (what is written now) replays by generation 2's rules. */
+static void test_current_journal_replays_generation_2(void **state)
 {
     (void)state;
     tally_proc_t p;
@@ -109,7 +111,7 @@ static void test_v3_journal_replays_generation_2(void **state)
     tally_kill(&p);   /* no final snapshot: everything is in the journal */
     char jp[512];
     snprintf(jp, sizeof(jp), "%s/journal.0000000001.tlj", p.dir);
-    check_says(jp, 0, "format version 3 (layout 2, replayed by generation 2's rules)");
+    check_says(jp, 0, "format version 4 (layout 2, replayed by generation 2's rules)");
     tally_start(&p, p.dir, ARGS);
     p.own_dir = true;
     expect_filters(&p, "/bloom/b", 23);
@@ -168,10 +170,10 @@ static void test_release_v1_directory(void **state)
     write_table(&p, "n", NULL, "m", "{\"expelled\":[null,null,\"a\"]}");   /* new values: generation 2 */
     tally_kill(&p);
     /* journal 2 (version 1, older, not sealed: layout 1 has no seal) and
-     * journal 3 (version 3, left by kill -9) */
+     * journal 3 (version 4, left by kill -9) */
     check_says(jp, 0, "later journals hold records");
     snprintf(jp, sizeof(jp), "%s/journal.0000000003.tlj", dir);
-    check_says(jp, 0, "format version 3 (layout 2, replayed by generation 2's rules)");
+    check_says(jp, 0, "format version 4 (layout 2, replayed by generation 2's rules)");
     for (int round = 0; round < 2; round++) {
         tally_start(&p, dir, ARGS);
         p.own_dir = true;
@@ -250,23 +252,92 @@ static void set_version(const char *path, uint32_t version)
 {
     size_t len;
     char *data = file_read(path, &len);
-    for (int i = 0; i < 4; i++)
-        data[8 + i] = (char)(version >> (8 * i));
+    if (version == 3 || version == JOURNAL_VERSION) {
+        /* a well-formed header of that version (its check made anew) */
+        journal_header_t h = { .version = version, .flags = 0, .seq = 0 };
+        for (int i = 0; i < 8; i++)
+            h.seq |= (uint64_t)(unsigned char)data[16 + i] << (8 * i);
+        wbuf_t b = WBUF_INIT;
+        journalfmt_put_header(&b, &h);
+        memcpy(data, b.data, JOURNAL_HEADER_SIZE);
+        wbuf_free(&b);
+    } else {
+        for (int i = 0; i < 4; i++)
+            data[8 + i] = (char)(version >> (8 * i));
+    }
     file_write(path, data, len);
     free(data);
+}
+
+/* A journal of the last release before the command layer (version 3, every
+ * record an HTTP request: tests/fixtures/journal_v3, make-fixture.sh there
+ * says how it was made) replays to what that release served, key by key:
+ * each value's digest (value and absolute expiry) and, for a key without a
+ * TTL, its whole dump, byte for byte. */
+static void test_journal_v3_replays(void **state)
+{
+    (void)state;
+    char dir[256];
+    tmpdir_make(dir, sizeof(dir));
+    char src[256] = "tests/fixtures/journal_v3/journal.0000000001.tlj", dst[512];
+    snprintf(dst, sizeof(dst), "%s/journal.0000000001.tlj", dir);
+    size_t len;
+    char *data = file_read(src, &len);
+    file_write(dst, data, len);
+    free(data);
+    check_says(dst, 0, "format version 3 (layout 2, replayed by generation 2's rules)");
+    tally_proc_t p;
+    tally_start(&p, dir, ARGS);
+    p.own_dir = true;
+    char *expected = file_read("tests/fixtures/journal_v3/expected.tsv", &len);
+    int keys = 0;
+    for (char *line = strtok(expected, "\n"); line; line = strtok(NULL, "\n")) {
+        char key[128], digest[32], *hex = malloc(strlen(line) + 1);
+        assert_int_equal(sscanf(line, "%127[^\t]\t%31[^\t]\t%s", key, digest, hex), 3);
+        http_resp_t r = httpf(&p, "GET", NULL, "/keys/%s/dump", key);
+        assert_status(&r, 200);
+        char got[32];
+        assert_true(http_header(&r, "Tally-Digest", got, sizeof(got)));
+        if (strcmp(got, digest) != 0)
+            fail_msg("key %s: digest %s, the release served %s", key, got, digest);
+        if (strcmp(hex, "-") != 0) {
+            assert_int_equal(r.len * 2, strlen(hex));
+            for (size_t i = 0; i < r.len; i++) {
+                char b[3];
+                snprintf(b, sizeof(b), "%02x", (unsigned char)r.body[i]);
+                if (memcmp(b, hex + 2 * i, 2) != 0)
+                    fail_msg("key %s: dump differs from the release's at byte %zu", key, i);
+            }
+        }
+        http_free(&r);
+        free(hex);
+        keys++;
+    }
+    free(expected);
+    assert_true(keys >= 30);
+    json_t *j = http_get_json(&p, "/info");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "keyspace"), "keys")), keys);
+    json_decref(j);
+    char *log = tally_log(&p);
+    if (strstr(log, "replayed with"))
+        fail_msg("a record replayed with an error:\n%s", log);
+    free(log);
+    tally_cleanup(&p);
 }
 
 /* Version 2 (unreleased builds wrote it with two meanings) and versions
  * newer than this tally are refused, and so is a version-3 journal whose
  * version field was damaged into 1 (its header check is where version 1
  * holds zero flags): start-up names the file and offset 0, --check agrees,
- * the file is left as it was. */
+ * the file is left as it was.  A journal of version 3 - written before
+ * command records - holding one is refused at that record. */
 static void test_v2_and_newer_refused(void **state)
 {
     (void)state;
     tally_proc_t p;
     tally_start(&p, NULL, ARGS);
     write_table(&p, "b", NULL, "t", NULL);
+    http_expect(&p, "POST", "/counter/n", "{\"by\":7}", 200, NULL);   /* a command record */
     tally_kill(&p);
     char jp[512];
     snprintf(jp, sizeof(jp), "%s/journal.0000000001.tlj", p.dir);
@@ -275,16 +346,18 @@ static void test_v2_and_newer_refused(void **state)
         const char *why;
     } cases[] = {
         { 2, "journal version 2 was written only by unreleased development builds" },
-        { 4, "journal written by a newer tally" },
+        { JOURNAL_VERSION + 1, "journal written by a newer tally" },
         { 0, "unknown journal version" },
         { 1, "unknown journal flags (or a damaged header)" },   /* not replayed by generation 1's rules */
+        { 3, "a command record in a journal of a version without them" },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         set_version(jp, cases[i].version);
         size_t len;
         char *before = file_read(jp, &len);
         assert_int_not_equal(tally_start_expect_exit(&p, p.dir, ARGS), 0);
-        expect_log(&p, "journal.0000000001.tlj is damaged at offset 0");
+        expect_log(&p, cases[i].version == 3 ? "journal.0000000001.tlj is damaged at offset "
+                                             : "journal.0000000001.tlj is damaged at offset 0");
         expect_log(&p, cases[i].why);
         check_says(jp, 1, cases[i].why);
         assert_true(file_equals(jp, before, len));
@@ -301,7 +374,8 @@ static void test_v2_and_newer_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_v3_journal_replays_generation_2),
+        cmocka_unit_test(test_current_journal_replays_generation_2),
+        cmocka_unit_test(test_journal_v3_replays),
         cmocka_unit_test(test_release_v1_directory),
         cmocka_unit_test(test_release_v1_after_crash),
         cmocka_unit_test(test_v2_and_newer_refused),

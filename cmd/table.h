@@ -1,0 +1,15 @@
+/*
+ * table.h - the table's rows (cmd/def.h reads them): one array of every
+ * operation, listed in table.c by family.
+ */
+#ifndef TALLY_CMD_TABLE_H
+#define TALLY_CMD_TABLE_H
+
+#include <stddef.h>
+
+#include "cmd/def.h"
+
+extern const cmd_def_t *const cmd_defs[];
+extern const size_t cmd_ndefs;
+
+#endif
