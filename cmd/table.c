@@ -1,10 +1,40 @@
 /* table.c - every operation of the command table, by family. */
-#include "cmd/counter.h"
 #include "cmd/table.h"
 
+/* counters */
+#include "cmd/counter.h"
+
+
+/* keys, dumps, HyperLogLog, Bloom, Cuckoo */
+
+
+/* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
+
+
+/* rate limiting */
+
+
+/* time series */
+
+
 const cmd_def_t *const cmd_defs[] = {
+    /* counters */
     &CMD_INCRBY,
     &CMD_COUNTER_GET,
+
+
+    /* keys, dumps, HyperLogLog, Bloom, Cuckoo */
+
+
+    /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
+
+
+    /* rate limiting */
+
+
+    /* time series */
+
+
 };
 
 const size_t cmd_ndefs = sizeof(cmd_defs) / sizeof(cmd_defs[0]);
