@@ -262,6 +262,7 @@ typedef struct api_route_meta {
     const char *method;
     api_access_t access;
     bool binary;                 /* API_ROUTE_BINARY: its body is application/octet-stream */
+    const char *command;         /* the operation it runs (cmd/def.h), NULL for an operational route */
 } api_route_meta_t;
 
 typedef cmd_limits_t api_limits_t;
@@ -286,6 +287,12 @@ void api_resp_release(api_resp_t *resp);
 /* The route table, for metrics labels, `tallyd --routes` and the OpenAPI check. */
 size_t api_route_count(void);
 api_route_meta_t api_route_meta(size_t i);
+/* The families whose second path segment is a key ("throttle|counter|..."
+ * in route order: every route /F/{key}...), and the two-segment literal
+ * paths of those families whose second segment is not a key
+ * ("geo/nearby"): what a proxy routing by the path's key must know
+ * (service/haproxy.c).  False when a buffer is too small. */
+bool api_keyed_paths(char *families, size_t fcap, char *literals, size_t lcap);
 /* True when the path is served while the server is not ready (a route
  * flagged API_ROUTE_OPERATIONAL: /healthz, /readyz, /info, /metrics). */
 bool api_path_operational(const char *path, size_t len);

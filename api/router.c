@@ -217,8 +217,63 @@ api_route_meta_t api_route_meta(size_t i)
 {
     pthread_once(&compile_once, compile_routes);
     api_route_meta_t m = { table[i].pattern, api_method_name(table[i].method), table[i].access,
-                           (table[i].flags & API_ROUTE_BINARY) != 0 };
+                           (table[i].flags & API_ROUTE_BINARY) != 0, table[i].cmd ? table[i].cmd->name : NULL };
     return m;
+}
+
+/* Appends "|" (unless first) and n bytes of t to out; false when out is full. */
+static bool list_add(char *out, size_t cap, size_t *used, const char *t, size_t n)
+{
+    size_t need = (*used ? 1 : 0) + n;
+    if (*used + need >= cap)
+        return false;
+    if (*used)
+        out[(*used)++] = '|';
+    memcpy(out + *used, t, n);
+    *used += n;
+    out[*used] = 0;
+    return true;
+}
+
+/* Whether out (a "|" list) already holds t. */
+static bool list_has(const char *out, const char *t, size_t n)
+{
+    for (const char *p = out; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && memcmp(p, t, n) == 0)
+            return true;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+bool api_keyed_paths(char *families, size_t fcap, char *literals, size_t lcap)
+{
+    pthread_once(&compile_once, compile_routes);
+    size_t fu = 0, lu = 0;
+    families[0] = literals[0] = 0;
+    for (size_t r = 0; r < nroutes; r++) {   /* /F/{key}...: F is keyed */
+        const compiled_route_t *c = &compiled[r];
+        if (c->nseg >= 2 && !c->seg[0].param && c->seg[1].param && strncmp(c->seg[1].text, "key", 3) == 0 &&
+            c->seg[1].len == 3 && !list_has(families, c->seg[0].text, c->seg[0].len) &&
+            !list_add(families, fcap, &fu, c->seg[0].text, c->seg[0].len))
+            return false;
+    }
+    for (size_t r = 0; r < nroutes; r++) {   /* /F/literal of a keyed F: its second segment is no key */
+        const compiled_route_t *c = &compiled[r];
+        if (c->nseg != 2 || c->rest || c->seg[0].param || c->seg[1].param ||
+            !list_has(families, c->seg[0].text, c->seg[0].len))
+            continue;
+        char path[128];
+        int n = snprintf(path, sizeof(path), "%.*s/%.*s", (int)c->seg[0].len, c->seg[0].text, (int)c->seg[1].len,
+                         c->seg[1].text);
+        if (n < 0 || (size_t)n >= sizeof(path) || !list_add(literals, lcap, &lu, path, (size_t)n))
+            return false;
+    }
+    return true;
 }
 
 bool api_path_operational(const char *path, size_t len)

@@ -6,7 +6,10 @@
  *   1. the routing key: the X-Tally-Key header when the request has one
  *      (routes whose keys are in the body or query: POST /throttle,
  *      /geo/nearby?key=, multi-key requests), else the path's key segment
- *      /<family>/<key>/... percent-decoded (url_dec);
+ *      /<family>/<key>/... percent-decoded (url_dec), for the families
+ *      the route table says have a key there (api_keyed_paths: every
+ *      /F/{key} route; /geo/nearby excepted) - derived, never listed by
+ *      hand;
  *   2. the hash tag: regsub keeps the text between the first '{' and the
  *      first '}' after it when it is not empty (Redis's rule), else the
  *      whole key stays (the converter is in single quotes so that the
@@ -46,11 +49,8 @@
 #include "service/haproxy.h"
 #include "service/file.h"
 
-/* The families whose second path segment is a key: every per-key route. */
-static const char *const keyed = "throttle|counter|uv|bloom|cuckoo|cms|topk|tdigest|bits|activity|geo|ts|keys";
-
 void haproxy_config_write(const cmap_t *m, const char *source, const char *map_path, const char *socket_path,
-                          FILE *out)
+                          const char *keyed, const char *unkeyed, FILE *out)
 {
     fprintf(out,
             "# HAProxy 2.6 configuration for the tally cluster of %s, epoch %" PRIu64 ".\n"
@@ -83,12 +83,12 @@ void haproxy_config_write(const cmap_t *m, const char *source, const char *map_p
             "    # 1. the routing key: X-Tally-Key, else the key segment of the path\n"
             "    http-request set-var(txn.rkey) req.hdr(X-Tally-Key) if { req.hdr(X-Tally-Key) -m found }\n"
             "    http-request set-var(txn.rkey) path,field(3,/),url_dec if !{ var(txn.rkey) -m found } "
-            "{ path -m reg ^/(%s)/[^/]+ } !{ path -m reg ^/geo/nearby$ }\n"
+            "{ path -m reg ^/(%s)/[^/]+ } !{ path -m reg ^/(%s)$ }\n"
             "    # 2. the hash tag (Redis's rule), 3. the slot\n"
             "    http-request set-var(txn.slot) var(txn.rkey),'regsub(\"^[^{]*\\{([^}]+)\\}.*$\",\"\\1\")',crc32,mod(%u) "
             "if { var(txn.rkey) -m found }\n"
             "    http-request set-header X-Tally-Slot %%[var(txn.slot)] if { var(txn.slot) -m found }\n",
-            source, m->epoch, source, map_path, socket_path, keyed, SLOT_COUNT);
+            source, m->epoch, source, map_path, socket_path, keyed, unkeyed, SLOT_COUNT);
     fprintf(out,
             "    # 4. the owner of the slot's range (\"LO:HI backend\" lines)\n"
             "    use_backend %%[var(txn.slot),map_int(%s)] if { var(txn.slot) -m found }\n"

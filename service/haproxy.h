@@ -23,9 +23,12 @@
 
 /* Writes the configuration for map m (read from `source`, named in a
  * comment) to out: the slot map is read from map_path, the admin socket
- * listens at socket_path. */
+ * listens at socket_path.  keyed: the path families whose second segment
+ * is the key ("throttle|counter|..."), unkeyed: the two-segment paths of
+ * those families that hold no key ("geo/nearby"), both "|" lists as the
+ * route table gives them (api_keyed_paths). */
 void haproxy_config_write(const cmap_t *m, const char *source, const char *map_path, const char *socket_path,
-                          FILE *out);
+                          const char *keyed, const char *unkeyed, FILE *out);
 /* Replaces the slot map file at path (a temporary file, fsync, rename: a
  * restarting HAProxy reads the old map or the new one, never half).  False
  * with a message. */

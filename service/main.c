@@ -397,8 +397,16 @@ static int print_haproxy_config(void)
         fwrite(b.data, 1, b.len, stdout);
         wbuf_free(&b);
     } else {
+        char keyed[512], unkeyed[512];
+        if (!api_keyed_paths(keyed, sizeof(keyed), unkeyed, sizeof(unkeyed))) {
+            fprintf(stderr, "tallyd: --haproxy-config: the route table's keyed families do not fit in %zu bytes\n",
+                    sizeof(keyed));
+            cmap_free(m);
+            return 2;
+        }
         haproxy_config_write(m, app.opts.cluster, app.opts.haproxy_map[0] ? app.opts.haproxy_map : HAPROXY_MAP_DEFAULT,
-                             app.opts.haproxy_socket[0] ? app.opts.haproxy_socket : HAPROXY_SOCKET_DEFAULT, stdout);
+                             app.opts.haproxy_socket[0] ? app.opts.haproxy_socket : HAPROXY_SOCKET_DEFAULT, keyed,
+                             unkeyed, stdout);
     }
     cmap_free(m);
     return 0;
@@ -878,7 +886,8 @@ int main(int argc, char **argv)
     case OPTS_ROUTES:
         for (size_t i = 0; i < api_route_count(); i++) {
             api_route_meta_t m = api_route_meta(i);
-            printf("%s %s %s%s\n", m.method, m.pattern, api_access_name(m.access), m.binary ? " octet-stream" : "");
+            printf("%s %s %s%s%s%s\n", m.method, m.pattern, api_access_name(m.access), m.binary ? " octet-stream" : "",
+                   m.command ? " " : "", m.command ? m.command : "");
         }
         return 0;
     case OPTS_CHECK:

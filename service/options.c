@@ -407,7 +407,7 @@ void opts_usage(FILE *out)
             "tallyd - rate limiting and analytics primitives over HTTP/JSON\n\n"
             "Usage: tallyd [options]\n"
             "       tallyd --check FILE   verify a snapshot or journal file and print what it holds\n"
-            "       tallyd --routes       print the HTTP routes served, with the access class of each\n"
+            "       tallyd --routes       print the HTTP routes served, with the access class and command of each\n"
             "       tallyd --hash-token   print the SHA-256 (hex) of the token read from stdin, for --tokens\n"
             "       tallyd --version\n\n"
             "Options (each also read from the environment variable shown; flags win):\n");

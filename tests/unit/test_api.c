@@ -205,6 +205,25 @@ static void test_router(void **state)
     assert_true(api_route_count() > 80);
     for (size_t i = 0; i < api_route_count(); i++)
         assert_int_equal(api_route_meta(i).pattern[0], '/');
+    /* the keyed families HAProxy routes by path come from the table: every
+     * /F/{key} route's F, and /geo/nearby is the one literal among them */
+    char keyed[512], unkeyed[512];
+    assert_true(api_keyed_paths(keyed, sizeof(keyed), unkeyed, sizeof(unkeyed)));
+    assert_string_equal(unkeyed, "geo/nearby");
+    for (size_t i = 0; i < api_route_count(); i++) {
+        const char *p = api_route_meta(i).pattern, *slash = strchr(p + 1, '/');
+        if (!slash || strncmp(slash, "/{key}", 6) != 0)
+            continue;
+        char fam[64];
+        snprintf(fam, sizeof(fam), "%.*s", (int)(slash - p - 1), p + 1);
+        char *hit = strstr(keyed, fam);
+        assert_non_null(hit);
+        assert_true((hit == keyed || hit[-1] == '|') && (hit[strlen(fam)] == '|' || hit[strlen(fam)] == 0));
+    }
+    assert_null(strstr(keyed, "hook"));
+    assert_null(strstr(keyed, "mts"));
+    char tiny[8];
+    assert_false(api_keyed_paths(tiny, sizeof(tiny), unkeyed, sizeof(unkeyed)));
     ks_free(srv.ks);
 }
 
