@@ -128,6 +128,7 @@ typedef struct api_req {
 
     /* Filled by the router. */
     const api_route_t *route;
+    const struct api_pattern *pattern;   /* route's pattern, split (api/pattern.h) */
     cmd_ctx_t *ctx;              /* the request's execution (cmd/cmd.h): its token, journal, pre-images */
     api_tokens_t *tokens;        /* the token set ctx->token belongs to, held until api_dispatch returns */
     char *seg[API_MAX_SEGMENTS]; /* decoded path segments */

@@ -19,45 +19,12 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/pattern.h"
 #include "api/guard.h"
 #include "api/auth.h"
 #include "api/cluster.h"
 #include "api/repl.h"
 #include "cmd/def.h"
-
-/* ------------------------------------------------------------------------ */
-/* Methods                                                                  */
-/* ------------------------------------------------------------------------ */
-
-static const struct {
-    api_method_t m;
-    const char *name;
-} method_names[] = {
-    { API_GET, "GET" },       { API_HEAD, "HEAD" },   { API_POST, "POST" },
-    { API_PUT, "PUT" },       { API_DELETE, "DELETE" }, { API_PATCH, "PATCH" },
-    { API_OPTIONS, "OPTIONS" }, { API_ANY, "ANY" },
-};
-
-const char *api_method_name(api_method_t m)
-{
-    for (size_t i = 0; i < sizeof(method_names) / sizeof(method_names[0]); i++)
-        if (method_names[i].m == m)
-            return method_names[i].name;
-    return "OTHER";
-}
-
-api_method_t api_method_parse(const char *s)
-{
-    /* every request comes through here: GET and POST without a scan */
-    if (s[0] == 'G' && s[1] == 'E' && s[2] == 'T' && s[3] == '\0')
-        return API_GET;
-    if (s[0] == 'P' && s[1] == 'O' && s[2] == 'S' && s[3] == 'T' && s[4] == '\0')
-        return API_POST;
-    for (size_t i = 0; i < sizeof(method_names) / sizeof(method_names[0]); i++)
-        if (method_names[i].m != API_ANY && strcmp(method_names[i].name, s) == 0)
-            return method_names[i].m;
-    return API_OTHER;
-}
 
 /* ------------------------------------------------------------------------ */
 /* The table: the families' routes, flattened once                          */
@@ -66,24 +33,8 @@ api_method_t api_method_parse(const char *s)
 static api_route_t *table;          /* every route, in family order */
 static size_t nroutes;
 
-/* Each pattern is split once into segments: literals compared byte for
- * byte, `{x}` matching any one segment, a final `{x...}` any remainder. */
-typedef struct pattern_seg {
-    const char *text;    /* literal text, or the parameter's name */
-    size_t len;
-    bool param;
-} pattern_seg_t;
-
-typedef struct compiled_route {
-    pattern_seg_t seg[API_MAX_SEGMENTS];
-    int nseg;            /* segments before a rest parameter */
-    bool rest;           /* ends with {x...} */
-} compiled_route_t;
-
-static compiled_route_t *compiled;
+static api_pattern_t *compiled;
 static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
-
-static void compile_route(compiled_route_t *c, const char *pattern);
 
 /*
  * The routes a path can match, by its first segment: a request looks its
@@ -115,7 +66,7 @@ static size_t first_hash(const char *s, size_t n)
     return h;
 }
 
-static bool first_is_param(const compiled_route_t *c) { return c->nseg == 0 || c->seg[0].param; }
+static bool first_is_param(const api_pattern_t *c) { return c->nseg == 0 || c->seg[0].param; }
 
 /* The slot of a first segment in first_index: its list, or the empty slot
  * where it would go. */
@@ -147,7 +98,7 @@ static void index_routes(void)
             wild.idx[wild.n++] = (uint32_t)r;
     size_t used = 1;
     for (size_t r = 0; r < nroutes; r++) {
-        const pattern_seg_t *f = &compiled[r].seg[0];
+        const api_pattern_seg_t *f = &compiled[r].seg[0];
         if (first_is_param(&compiled[r]))
             continue;
         route_list_t *l = first_slot(f->text, f->len);
@@ -157,7 +108,7 @@ static void index_routes(void)
         l->first_len = f->len;
         l->idx = all + used++ * nroutes;
         for (size_t k = r; k < nroutes; k++) {   /* no route before r starts with this literal */
-            const compiled_route_t *c = &compiled[k];
+            const api_pattern_t *c = &compiled[k];
             if (first_is_param(c) || (c->seg[0].len == f->len && memcmp(c->seg[0].text, f->text, f->len) == 0))
                 l->idx[l->n++] = (uint32_t)k;
         }
@@ -202,7 +153,7 @@ static void compile_routes(void)
             }
             if (table[r].access == API_ACCESS_UNSET || table[r].access >= API_ACCESS__COUNT)
                 abort();   /* a route without an access class (api.h): never served */
-            compile_route(&compiled[r], table[r].pattern);
+            api_pattern_compile(&compiled[r], table[r].pattern);
         }
     index_routes();
 }
@@ -256,14 +207,14 @@ bool api_keyed_paths(char *families, size_t fcap, char *literals, size_t lcap)
     size_t fu = 0, lu = 0;
     families[0] = literals[0] = 0;
     for (size_t r = 0; r < nroutes; r++) {   /* /F/{key}...: F is keyed */
-        const compiled_route_t *c = &compiled[r];
+        const api_pattern_t *c = &compiled[r];
         if (c->nseg >= 2 && !c->seg[0].param && c->seg[1].param && strncmp(c->seg[1].text, "key", 3) == 0 &&
             c->seg[1].len == 3 && !list_has(families, c->seg[0].text, c->seg[0].len) &&
             !list_add(families, fcap, &fu, c->seg[0].text, c->seg[0].len))
             return false;
     }
     for (size_t r = 0; r < nroutes; r++) {   /* /F/literal of a keyed F: its second segment is no key */
-        const compiled_route_t *c = &compiled[r];
+        const api_pattern_t *c = &compiled[r];
         if (c->nseg != 2 || c->rest || c->seg[0].param || c->seg[1].param ||
             !list_has(families, c->seg[0].text, c->seg[0].len))
             continue;
@@ -482,42 +433,6 @@ static bool parse_query(api_req_t *req, api_resp_t *resp, char **arena)
 /* Matching                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static void compile_route(compiled_route_t *c, const char *pattern)
-{
-    const char *p = pattern + 1;
-    for (;;) {
-        const char *end = strchr(p, '/');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        bool param = len >= 2 && p[0] == '{' && p[len - 1] == '}';
-        if (param && len >= 5 && memcmp(p + len - 4, "...}", 4) == 0) {
-            c->rest = true;
-            c->seg[c->nseg].text = p + 1;
-            c->seg[c->nseg].len = len - 5;
-            break;   /* the rest parameter's name sits after the counted segments */
-        }
-        c->seg[c->nseg].text = param ? p + 1 : p;
-        c->seg[c->nseg].len = param ? len - 2 : len;
-        c->seg[c->nseg].param = param;
-        c->nseg++;
-        if (!end)
-            break;
-        p = end + 1;
-    }
-}
-
-static bool route_matches(size_t r, const api_req_t *req)
-{
-    const compiled_route_t *c = &compiled[r];
-    if (c->rest ? req->nseg < c->nseg : req->nseg != c->nseg)
-        return false;
-    for (int i = 0; i < c->nseg; i++) {
-        const pattern_seg_t *s = &c->seg[i];
-        if (!s->param && (req->seg_len[i] != s->len || memcmp(req->seg[i], s->text, s->len) != 0))
-            return false;
-    }
-    return true;
-}
-
 /* A route serves this method: its own, any (ANY), or HEAD on a GET route. */
 static bool method_matches(api_method_t route, api_method_t m)
 {
@@ -533,7 +448,7 @@ static void not_found(const api_req_t *req, api_resp_t *resp)
     int shown = 0;
     const char *prev = NULL;
     for (size_t r = 0; r < nroutes; r++) {
-        const pattern_seg_t *first = &compiled[r].seg[0];
+        const api_pattern_seg_t *first = &compiled[r].seg[0];
         if (req->nseg == 0 || first->param || first->len == 0 || first->len != req->seg_len[0] ||
             memcmp(first->text, req->seg[0], first->len) != 0)
             continue;
@@ -565,7 +480,7 @@ static void path_methods(const api_req_t *req, size_t first, char *allow, size_t
 {
     allow[0] = '\0';
     for (size_t i = first; i < nroutes; i++) {
-        if (!route_matches(i, req))
+        if (!api_pattern_matches(&compiled[i], req))
             continue;
         size_t al = strlen(allow);
         snprintf(allow + al, n - al, "%s%s%s", al ? ", " : "", api_method_name(table[i].method),
@@ -582,46 +497,6 @@ static void not_allowed(const api_req_t *req, api_resp_t *resp, size_t first)
     api_error(resp, API_E_METHOD_NOT_ALLOWED, "method %s is not allowed here; allowed: %s",
               api_method_name(req->method), allow);
     api_add_header(resp, "Allow", "%s", allow);
-}
-
-const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
-{
-    if (!req->route)
-        return NULL;
-    const compiled_route_t *c = &compiled[req->route - table];
-    size_t nlen = strlen(name);
-    for (int i = 0; i < c->nseg; i++)
-        if (c->seg[i].param && c->seg[i].len == nlen && memcmp(c->seg[i].text, name, nlen) == 0) {
-            if (len)
-                *len = req->seg_len[i];
-            return req->seg[i];
-        }
-    return NULL;
-}
-
-void api_req_init(api_req_t *req, api_method_t method, const char *path, size_t path_len, int64_t now_ns)
-{
-    memset(req, 0, offsetof(api_req_t, params_inline));   /* the inline room is written before it is read */
-    req->method = method;
-    req->path = path;
-    req->path_len = path_len;
-    req->now_ns = now_ns;
-}
-
-void api_resp_init(api_resp_t *resp)
-{
-    /* not memset: the header array is large and written only as used */
-    resp->status = 0;
-    resp->ctype = NULL;
-    resp->body = NULL;
-    resp->len = 0;
-    resp->nheaders = 0;
-    resp->journal_lsn = 0;
-    resp->repl_pos = 0;
-    resp->deferred = NULL;
-    resp->deferred_arg = NULL;
-    resp->route_index = -1;
-    resp->token_name[0] = '\0';
 }
 
 /* The journal space a change secures before its handler runs: its record
@@ -673,7 +548,7 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     const route_list_t *cand = route_candidates(req);
     for (size_t k = 0; k < cand->n; k++) {
         size_t i = cand->idx[k];
-        if (!route_matches(i, req))
+        if (!api_pattern_matches(&compiled[i], req))
             continue;
         if (resp->route_index < 0)
             resp->route_index = (int)i;
@@ -700,6 +575,7 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         return;
     }
     req->route = match;
+    req->pattern = &compiled[match - table];
     cmd_ctx_t *ctx = req->ctx;
     ctx->what_verb = api_method_name(match->method);
     ctx->what_name = match->pattern;
@@ -763,26 +639,4 @@ void api_dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     req->ctx = NULL;
     if (srv->guard)
         api_guard_cors(srv->guard, req, resp->route_index >= 0 ? &table[resp->route_index] : NULL, resp);
-}
-
-void api_req_release(api_req_t *req)
-{
-    if (req->arena != req->arena_inline)
-        free(req->arena);
-    req->arena = NULL;
-    req->nseg = 0;
-    if (req->params != req->params_inline)
-        free(req->params);
-    req->params = NULL;
-    req->params_cap = 0;
-    req->nparams = 0;
-    json_decref(req->json);
-    req->json = NULL;
-}
-
-void api_resp_release(api_resp_t *resp)
-{
-    if (resp->body)   /* usually handed to libmicrohttpd already; free(NULL) costs jemalloc a call */
-        free(resp->body);
-    resp->body = NULL;
 }

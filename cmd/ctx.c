@@ -2,7 +2,6 @@
  * ctx.c - a request's execution state (cmd/cmd.h), and the check of
  * whether this node takes changes at all.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,16 +47,6 @@ void cmd_ctx_end(cmd_ctx_t *ctx)
         ctx->undo_on = false;
         ctx->srv->hooks.undo_end(ctx->srv->hooks.ud);
     }
-}
-
-bool cmd_fail(cmd_ctx_t *ctx, cmd_code_t code, const char *field, const char *fmt, ...)
-{
-    cmd_err_set(&ctx->err, code, field, "%s", "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->err.message, sizeof(ctx->err.message), fmt, ap);
-    va_end(ap);
-    return false;
 }
 
 bool cmd_writable(cmd_ctx_t *ctx)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd/cmd.h"
 #include "cmd/err.h"
 
 void cmd_err_set(cmd_err_t *err, cmd_code_t code, const char *field, const char *fmt, ...)
@@ -40,4 +41,16 @@ cmd_code_t cmd_status_code(core_status_t st)
     case CORE_OK: break;
     }
     return CMD_E_INTERNAL;
+}
+
+/* In err.c, not ctx.c, so that every file of the layer may fail a request
+ * without calling up into the context's lifecycle. */
+bool cmd_fail(cmd_ctx_t *ctx, cmd_code_t code, const char *field, const char *fmt, ...)
+{
+    cmd_err_set(&ctx->err, code, field, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err.message, sizeof(ctx->err.message), fmt, ap);
+    va_end(ap);
+    return false;
 }
