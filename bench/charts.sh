@@ -62,10 +62,12 @@ matrix() {
     cat "$2.n"
 }
 
-# bars CHART FILE: one bar a row, "GROUP vs SERIES" and the value
+# bars CHART FILE: one bar a row, "GROUP vs SERIES" and the value, under a
+# header line; prints the number of bars
 bars() {
-    awk -F'\t' -v c="$1" '!/^#/ && $1 == c { printf "%s vs %s\t%s\n", $2, $3, $4 }' "$in" >"$2"
-    wc -l <"$2" | tr -d ' '
+    awk -F'\t' -v c="$1" 'BEGIN { print "bar\tvalue" } !/^#/ && $1 == c { printf "%s vs %s\t%s\n", $2, $3, $4; n++ }
+                          END { print n + 0 > "/dev/stderr" }' "$in" 2>"$2.n" >"$2"
+    cat "$2.n"
 }
 
 # plot NAME: runs the gnuplot program on stdin, writing OUTDIR/NAME.svg;
