@@ -312,11 +312,13 @@ charts:
 
 # ----------------------------------------------------------------- docs --
 # openapi.yaml as a browsable page (Redocly CLI, pinned in tools/openapi):
-# build/docs/api.html, one self-contained file.
+# build/docs/api.html, one file with Redoc's scripts inlined, readable
+# offline (only icons come from Redocly's CDN).
 docs: deps-test
 	@mkdir -p build/docs
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
-	  tools/openapi/node_modules/.bin/redocly build-docs openapi.yaml --output build/docs/api.html
+	  tools/openapi/node_modules/.bin/redocly build-docs openapi.yaml --inlineBundle --title 'tally HTTP API' \
+	  --output build/docs/api.html
 
 # ----------------------------------------------------------------- fuzz --
 FUZZ_SECONDS ?= 60
