@@ -110,9 +110,20 @@ plot "$1" using 0:($3):xtic(1) with dots linecolor rgb "#ffffffff" notitle, \
 GP
 }
 
-# hbars NAME TITLE XLABEL N: horizontal bars of ratios from $tmp/NAME.tsv
-# (N rows), with the line at 1 (the reference)
+# hbars NAME TITLE XLABEL N [log]: horizontal bars of ratios from
+# $tmp/NAME.tsv (N rows), with the line at 1 (the reference); "log" draws
+# the ratios on a logarithmic axis (for ratios from about 1 to 100 and
+# more), each bar drawn from 1 (the reference) to its ratio
 hbars() {
+    if [ "${5:-}" = log ]; then
+        base=1
+        axis="set logscale x 2
+set xrange [(STATS_min < 0.5 ? STATS_min / 2 : 0.25):STATS_max * 2]
+set xtics (0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)"
+    else
+        base=0
+        axis="set xrange [0:(STATS_max > 1 ? STATS_max : 1) * 1.18]"
+    fi
     height=$((150 + 34 * $4)) plot "$1" <<GP
 stats "$tmp/$1.tsv" using 2 nooutput
 set title "$2" noenhanced
@@ -121,13 +132,13 @@ set grid noytics xtics
 set border 1
 set ytics scale 0 noenhanced
 set yrange [$4 - 0.4:-0.6]
-set xrange [0:(STATS_max > 1 ? STATS_max : 1) * 1.18]
+$axis
 set lmargin $(awk -F'\t' '{ if (length($1) > m) m = length($1) } END { print m + 2 }' "$tmp/$1.tsv")
 set bmargin 5
 set arrow 1 from 1, graph 0 to 1, graph 1 nohead dashtype 2 linecolor rgb "#444444"
 set style fill solid 0.85 border -1
 unset key
-plot "$tmp/$1.tsv" using (0):0:(0):2:(\$0 - 0.32):(\$0 + 0.32):ytic(1) with boxxyerror linecolor rgb "#2f6db5", \
+plot "$tmp/$1.tsv" using ($base):0:($base):2:(\$0 - 0.32):(\$0 + 0.32):ytic(1) with boxxyerror linecolor rgb "#2f6db5", \
      "" using 2:0:(sprintf(" %.2f", \$2)) with labels left font "sans,11"
 GP
 }
@@ -166,7 +177,7 @@ fi
 n=$(bars vs_redis "$tmp/vs_redis.tsv")
 if [ "$n" -gt 0 ]; then
     hbars vs_redis "tally against Redis: the same work, the same run" \
-        "tally throughput / Redis throughput (1 = as fast; higher is better)" "$n"
+        "tally / Redis, log scale (1 = as fast; higher is better)" "$n" log
     drawn=$((drawn + 1))
 fi
 
