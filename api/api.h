@@ -290,7 +290,7 @@ typedef struct api_route_meta {
     bool binary;                 /* API_ROUTE_BINARY: its body is application/octet-stream */
 } api_route_meta_t;
 
-/* Limits per request (README "Limits per request"), from --max-value-size
+/* Limits per request (docs/keys.md, "Limits per request"), from --max-value-size
  * and --max-answer-size; 0 = none.  Replay applies what the primary
  * accepted: no limit refuses a replayed request. */
 typedef struct api_limits {
@@ -630,7 +630,7 @@ bool api_make_room_keeping(api_server_t *srv, const api_req_t *req, api_resp_t *
 bool api_make_room_for_key(api_server_t *srv, const api_req_t *req, api_resp_t *resp, uint64_t extra,
                            const char *key, size_t klen, uint64_t bytes);
 
-/* ---- Bounds of one request (README "Limits per request") ----------------
+/* ---- Bounds of one request (docs/keys.md, "Limits per request") ----------------
  * Every write that allocates knows, before it allocates, the size its value
  * will reach and the bytes it adds (core's size functions: cms_bytes_for,
  * bloom_bytes_for, throttle_bytes_after, ...), and asks:
