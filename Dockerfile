@@ -1,8 +1,8 @@
 # tallyd container image: build on Debian 12, run on a slim Debian 12 as a
 # non-root user, data on a volume, listening on all interfaces inside the
 # container - so every request but /healthz and /readyz needs a token, from
-# the token file mounted as a secret at /run/secrets/tally-tokens (README,
-# "Security"; tallyd refuses to start without it).
+# the token file mounted as a secret at /run/secrets/tally-tokens
+# (docs/security.md; tallyd refuses to start without it).
 #   Build: docker build -t tally .
 #   Run:   docker run -p 8080:8080 -v tally-data:/data \
 #            -v "$PWD/tokens.json:/run/secrets/tally-tokens:ro" tally

@@ -9,6 +9,8 @@
 #   make bench     bench dependencies + benchmarks against Redis and a bare libmicrohttpd server
 #   make fuzz      run each libFuzzer target for FUZZ_SECONDS (clang)
 #   make valgrind  the unit tests under valgrind (leaks and invalid accesses are errors)
+#   make docs      openapi.yaml rendered into a browsable page, build/docs/api.html
+#   make charts    the benchmark charts (docs/img/*.svg) drawn again from the last make bench
 #   make SANITIZER=address,undefined test    only the sanitizer run
 #   make SANITIZER=thread tsan-suite         the ThreadSanitizer run alone
 #
@@ -90,8 +92,8 @@ DATA_DIR ?= ./data
 PORT ?= 8080
 
 .PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
-        valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check install-check examples-check fuzz-regress \
-        bench fuzz clean
+        valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check config-check install-check \
+        examples-check links-check charts-check api-page fuzz-regress bench charts docs fuzz clean
 
 all: $(TALLYD) $(RESHARD)
 
@@ -118,9 +120,11 @@ MANDIR ?= $(PREFIX)/share/man
 DOCDIR ?= $(PREFIX)/share/doc/tally
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 INSTALL ?= install
-# What `make install` puts where (uninstall removes exactly these).
+# What `make install` puts where (uninstall removes exactly these): the
+# README with the docs/ pages and charts it links to.
+DOC_PAGES := $(wildcard docs/*.md docs/img/*.svg)
 INSTALLED := $(BINDIR)/tallyd $(BINDIR)/tally-reshard $(MANDIR)/man8/tallyd.8 $(UNITDIR)/tallyd.service \
-             $(DOCDIR)/README.md $(DOCDIR)/openapi.yaml $(DOCDIR)/examples/policies.json \
+             $(DOCDIR)/README.md $(addprefix $(DOCDIR)/,$(DOC_PAGES)) $(DOCDIR)/openapi.yaml $(DOCDIR)/examples/policies.json \
              $(DOCDIR)/monitoring/grafana-dashboard.json $(DOCDIR)/monitoring/alerts.yml
 
 install: deps
@@ -132,6 +136,7 @@ install: deps
 	sed 's|/usr/local/bin/tallyd|$(BINDIR)/tallyd|' deploy/systemd/tallyd.service > $(DESTDIR)$(UNITDIR)/tallyd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/tallyd.service
 	$(INSTALL) -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	@set -e; for f in $(DOC_PAGES); do $(INSTALL) -D -m 0644 $$f $(DESTDIR)$(DOCDIR)/$$f; done
 	$(INSTALL) -D -m 0644 openapi.yaml $(DESTDIR)$(DOCDIR)/openapi.yaml
 	$(INSTALL) -D -m 0644 deploy/gateways/policies.json $(DESTDIR)$(DOCDIR)/examples/policies.json
 	$(INSTALL) -D -m 0644 deploy/monitoring/grafana-dashboard.json $(DESTDIR)$(DOCDIR)/monitoring/grafana-dashboard.json
@@ -140,7 +145,8 @@ install: deps
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/monitoring $(DESTDIR)$(DOCDIR) 2>/dev/null
+	-rmdir $(DESTDIR)$(DOCDIR)/docs/img $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/monitoring \
+	  $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # ---------------------------------------------------------------- build --
 $(BUILD)/%.o: %.c
@@ -228,7 +234,7 @@ endif
 # optimised pass.
 ifeq ($(strip $(SANITIZER)),)
 test-suite: all unit integration fuzz-regress openapi-check openapi-lint lint-yaml monitoring-check man-check \
-            install-check examples-check
+            config-check install-check examples-check links-check charts-check api-page
 else
 test-suite: all unit integration fuzz-regress
 endif
@@ -287,23 +293,59 @@ monitoring-check:
 man-check: $(TALLYD)
 	sh tools/check-man.sh man/tallyd.8 $(TALLYD)
 
+# docs/configuration.md's table has every option of --help, with its
+# environment variable and default.
+config-check: $(TALLYD)
+	sh tools/check-config.sh docs/configuration.md $(TALLYD)
+
 # make install into a scratch DESTDIR: the files land, the binary runs, the
 # unit verifies (systemd-analyze, with the installed man page), and
 # make uninstall leaves nothing behind.
 install-check: $(TALLYD)
 	sh tools/check-install.sh
 
-# Every example of the READMEs, run as written against a fresh tallyd on a
-# free port, each answer compared with the one shown (HACKING.md, "Examples
-# in the docs", has the convention).
-EXAMPLE_DOCS := README.md $(wildcard deploy/README.md deploy/*/README.md deploy/*/*/README.md)
+# Every example of the README, of docs/ and of the deploy READMEs, run as
+# written against a fresh tallyd on a free port (one per file), each answer
+# compared with the one shown (HACKING.md, "Examples in the docs", has the
+# convention).
+EXAMPLE_DOCS := README.md $(wildcard docs/*.md) $(wildcard deploy/README.md deploy/*/README.md deploy/*/*/README.md)
 examples-check: $(TALLYD)
 	node tools/check-examples.mjs $(TALLYD) $(EXAMPLE_DOCS)
+
+# Every relative link and anchor of the docs resolves (remark-validate-links),
+# and every page of docs/ is linked from the README.
+LINK_DOCS := README.md HACKING.md bench/HISTORY.md docs $(wildcard deploy/README.md deploy/*/README.md deploy/*/*/README.md)
+links-check:
+	sh tools/check-links.sh $(LINK_DOCS)
+
+# The chart script renders a small fixed results file without a word from
+# gnuplot, into SVGs that hold what the file says.
+charts-check:
+	sh tools/check-charts.sh tests/fixtures/bench/charts.tsv $(BUILD)/charts-check
 
 # ---------------------------------------------------------------- bench --
 bench: deps-bench
 	@$(MAKE) --no-print-directory all $(BENCH_BIN)
 	BUILD=$(BUILD) sh bench/run.sh
+
+# The charts of the last make bench (its $(BUILD)/bench/charts.tsv) drawn
+# again into docs/img/ (CHARTS_DIR to draw them elsewhere).
+CHARTS_DIR ?= docs/img
+charts:
+	sh bench/charts.sh $(BUILD)/bench/charts.tsv $(CHARTS_DIR)
+
+# ----------------------------------------------------------------- docs --
+# openapi.yaml as a browsable page (Redocly CLI, pinned in tools/openapi):
+# build/docs/api.html, one file with Redoc's scripts inlined, readable
+# offline (only icons come from Redocly's CDN).  make test builds it too,
+# so the page cannot stop building.
+docs: deps-test
+	@$(MAKE) --no-print-directory api-page
+api-page:
+	@mkdir -p build/docs
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+	  tools/openapi/node_modules/.bin/redocly build-docs openapi.yaml --inlineBundle --title 'tally HTTP API' \
+	  --output build/docs/api.html
 
 # ----------------------------------------------------------------- fuzz --
 FUZZ_SECONDS ?= 60

@@ -16,9 +16,11 @@
 ROUND_SECONDS=$((BENCH_SECONDS / BENCH_ROUNDS))
 [ "$ROUND_SECONDS" -ge 1 ] || ROUND_SECONDS=1
 : "${RESULTS:=$BUILD/bench/results.tsv}"
+# the figures the charts draw (bench/charts.sh), one row each; see chart()
+: "${CHARTS:=$BUILD/bench/charts.tsv}"
 TALLYD=$BUILD/tallyd
 BENCH_TMP=${BENCH_TMP:-$(mktemp -d /tmp/tally-bench-XXXXXX)}
-export BUILD RESULTS BENCH_TMP
+export BUILD RESULTS CHARTS BENCH_TMP
 
 # Background servers are started as `$ON_SERVER prog &` (not through a shell
 # function) so that $! is the server's own pid.
@@ -196,7 +198,8 @@ record_rounds() {
 
 # record NAME VALUE UNIT [REFERENCE_NAME REFERENCE_VALUE TARGET_RATIO]
 # Appends a row to $RESULTS and prints it; with a reference, the ratio
-# value/reference and whether it meets the target.
+# value/reference and whether it meets the target.  record, record_ratio
+# and record_rounds leave the ratio they printed in $ratio (for chart).
 record() {
     name=$1 value=$2 unit=$3 refname=${4:-} refval=${5:-} target=${6:-}
     if [ -n "$refval" ]; then
@@ -209,4 +212,14 @@ record() {
         printf '%-52s %12s %s\n' "$name" "$value" "$unit"
     fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$value" "$unit" "$refname" "$refval" "$ratio" "$target" "$verdict" >>"$RESULTS"
+}
+
+# chart CHART GROUP SERIES VALUE: one figure for bench/charts.sh, appended to
+# $CHARTS as a tab-separated row (the file's format is described there).
+# CHART is one of the charts it draws (throughput, latency, vs_redis,
+# overhead); GROUP a bar group or a bar (a route); SERIES what the bar
+# measures (tally, a reference, a percentile).  An empty VALUE is skipped.
+chart() {
+    [ -n "$4" ] || return 0
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$CHARTS"
 }

@@ -1,7 +1,7 @@
 /*
  * sketch_micro.c - ns per operation of the core HyperLogLog, Bloom and Cuckoo
  * structures, without HTTP.  Prints "name value" lines (value in ns/op) for
- * bench/suite_30_uv_bloom.sh; run by hand it is the README's table.
+ * bench/suite_30_uv_bloom.sh; run by hand it is docs/benchmarks.md's table.
  *
  * Items are "item:<n>" strings prepared up front; each figure is the best of
  * 3 runs so a noisy neighbour on the shared machine skews it less.

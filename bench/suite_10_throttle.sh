@@ -100,12 +100,17 @@ stop_tallyd
 stop_bare
 stop_redis
 
-# record_ol NAME "P50 P99 P999 RATE": the three percentiles of one open-loop run
+# record_ol NAME LABEL "P50 P99 P999 RATE": the three percentiles of one
+# open-loop run (LABEL: its bar group in the latency chart)
 record_ol() {
-    set -- "$1" $2
+    label=$2
+    set -- "$1" $3
     record "$1 at half of peak ($5/s): p50" "$2" ms
     record "$1 at half of peak ($5/s): p99" "$3" ms
     record "$1 at half of peak ($5/s): p99.9" "$4" ms
+    chart latency "$label" p50 "$2"
+    chart latency "$label" p99 "$3"
+    chart latency "$label" p99.9 "$4"
 }
 
 # report KIND LABEL TARGET: one route's medians
@@ -116,7 +121,11 @@ report() {
     record "tally $2 p99 (ms, median of rounds)" "$(median "$f" 2)" ms
     record "redis EVALSHA gcra.lua, same rounds (req/s, median)" "$(median "$f" 9)" req/s
     record_rounds "tally $2 vs redis EVALSHA gcra.lua" "$f" 10 1.5
+    chart vs_redis "$2" "Redis EVALSHA GCRA in Lua" "$ratio"
     record "bare honest, same requests (req/s, median)" "$b_rps" req/s
+    chart throughput "$2" tally "$t_rps"
+    chart throughput "$2" "bare libmicrohttpd server" "$b_rps"
+    chart throughput "$2" "Redis, GCRA in Lua" "$(median "$f" 9)"
     record "tally $2 server CPU (us/request, median)" "$(median "$f" 3)" us
     record "bare honest server CPU (us/request, median)" "$(median "$f" 6)" us
     record_rounds "tally $2 vs bare honest, throughput" "$f" 7 "$3"
@@ -126,7 +135,7 @@ report() {
 report post "POST /throttle" 0.85
 report get "GET /throttle/{key}" 0.9
 report hook "GET /hook/{policy}" 0.9
-record_ol "tally POST /throttle, open loop," "$ol_post"
-record_ol "tally GET /throttle/{key}, open loop," "$ol_get"
-record_ol "bare honest POST, open loop," "$ol_bare_post"
-record_ol "bare honest GET, open loop," "$ol_bare_get"
+record_ol "tally POST /throttle, open loop," "tally POST" "$ol_post"
+record_ol "tally GET /throttle/{key}, open loop," "tally GET" "$ol_get"
+record_ol "bare honest POST, open loop," "bare server POST" "$ol_bare_post"
+record_ol "bare honest GET, open loop," "bare server GET" "$ol_bare_get"

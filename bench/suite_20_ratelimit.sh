@@ -103,6 +103,7 @@ for algo in sliding_log sliding_window fixed_window token_bucket; do
     record_rounds "tally POST /throttle $algo vs gcra" "$f" 3 0.9
 done
 record_rounds "tally POST /throttle sliding_log vs Redis" "$BENCH_TMP/rounds.vs_redis" 1 2.0
+chart vs_redis "POST /throttle sliding_log" "Redis sliding log in Lua" "$ratio"
 
 # --- nginx -> tallyd hook ---------------------------------------------------
 NGINX=${NGINX:-/usr/sbin/nginx}

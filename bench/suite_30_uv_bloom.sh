@@ -39,8 +39,11 @@ record "tally POST /uv $BATCH items/request p99" "$uv_batch_p99" ms
 record "tally POST /bloom $BATCH items/request p99" "$bloom_batch_p99" ms
 record "tally POST /uv 1 item/request p99" "$uv_single_p99" ms
 record "tally POST /uv $BATCH items/request (items/s)" "$uv_items" items/s "redis PFADD -P 16" "$redis_p16" 2.0
+chart vs_redis "POST /uv, $BATCH items a request" "Redis PFADD pipelined" "$ratio"
 record "tally POST /bloom $BATCH items/request (items/s)" "$bloom_items" items/s "redis PFADD -P 16" "$redis_p16" 2.0
+chart vs_redis "POST /bloom, $BATCH items a request" "Redis PFADD pipelined" "$ratio"
 record "tally POST /uv 1 item/request (items/s)" "$uv_single_rps" items/s "redis PFADD no pipelining" "$redis_p1" 1.0
+chart vs_redis "POST /uv, 1 item a request" "Redis PFADD" "$ratio"
 
 # core micro-benchmark: one row per structure and operation
 on_server "$BUILD/bench/sketch_micro" | while read -r name value; do

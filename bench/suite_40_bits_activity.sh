@@ -84,7 +84,9 @@ record "tally GET /bits/{key}/getbit (req/s, median)" "$(median "$rfile" 6)" req
 record "tally POST /bits/{key}/setbit CPU per operation (median)" "$(median "$rfile" 3)" us
 record "tally GET /bits/{key}/getbit CPU per operation (median)" "$(median "$rfile" 8)" us
 record_rounds "tally POST /bits/{key}/setbit vs redis SETBIT" "$rfile" 11 1.0
+chart vs_redis "POST /bits/{key}/setbit" "Redis SETBIT" "$ratio"
 record_rounds "tally GET /bits/{key}/getbit vs redis GETBIT" "$rfile" 12 -
+chart vs_redis "GET /bits/{key}/getbit" "Redis GETBIT" "$ratio"
 # as "redis CPU per tally CPU": >= 1.0 means tally spends no more per operation
 record_rounds "setbit CPU per operation, redis/tally" "$rfile" 13 -
 record_rounds "getbit CPU per operation, redis/tally" "$rfile" 14 -

@@ -69,5 +69,6 @@ record "geo nearby results per query" "$nres" members
 record "redis GEOSEARCH 1M, ~100 results p99" "$redis_p99" ms
 record "tally GET /geo/nearby 1M, ~100 results p99" "$tally_p99" ms
 record "tally GET /geo/nearby 1M, ~100 results (req/s)" "$tally_rps" req/s "redis GEOSEARCH BYRADIUS" "$redis_rps" 1.0
+chart vs_redis "GET /geo/nearby" "Redis GEOSEARCH" "$ratio"
 record "tally /geo/nearby withdist sort=asc (req/s)" "$tally_d_rps" req/s "redis GEOSEARCH WITHDIST ASC" "$redis_d_rps" 1.0
 record "tally /geo/nearby withdist,hash,coord asc (req/s)" "$tally_a_rps" req/s "redis GEOSEARCH WITHDIST WITHHASH WITHCOORD" "$redis_a_rps" 1.0

@@ -105,8 +105,10 @@ record "tally GET /ts range day -> 24 hourly avgs, p99" "$day_p99" ms
 record "tally GET /ts range last hour -> 60 minute avgs, mean" "$(ms "$hour_rps")" ms
 record "tally GET /ts range last hour -> 60 minute avgs, p99" "$hour_p99" ms
 record "tally POST /ts 1000 samples/request (samples/s)" "$ingest" samples/s "redis ZADD 1000 pairs" "$redis_ingest" 1.0
+chart vs_redis "POST /ts, 1000 samples a request" "Redis ZADD" "$ratio"
 record "tally POST /ts, journal on (samples/s)" "$ingest_journal" samples/s "redis ZADD 1000 pairs" "$redis_ingest"
 record "tally range day -> 24 hourly avgs, 1 conn (req/s)" "$day_rps" req/s "redis EVALSHA zset" "$redis_day_rps" 1.0
+chart vs_redis "GET /ts range, a day in hourly averages" "Redis sorted set + Lua" "$ratio"
 record "tally range last hour -> 60 minute avgs, 1 conn (req/s)" "$hour_rps" req/s "redis EVALSHA zset" "$redis_hour_rps" 1.0
 record "memory: redis zset bytes/sample over tally's" "$redis_bps" ratio "tally bytes/sample" "$bps" 10
 record "memory target: 2 bytes/sample over tally's" 2 ratio "tally bytes/sample" "$bps" 1.0

@@ -37,6 +37,7 @@ for mode in no everysec always; do
     target=-
     [ "$mode" = everysec ] && target=0.90
     record_rounds "POST /throttle, fsync $mode vs journal off" "$jfile" $((col + 3)) "$target"
+    chart overhead "journal, --fsync $mode" "journal off" "$ratio"
     col=$((col + 1))
 done
 

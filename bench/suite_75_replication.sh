@@ -75,12 +75,14 @@ TALLY_PID=$ack_pid TALLY_DIR=$ack_dir stop_tallyd
 record "POST /throttle, no replica (req/s, median of $BENCH_ROUNDS rounds)" "$(median "$rfile" 1)" req/s
 record "POST /throttle, 1 replica attached (req/s, median)" "$(median "$rfile" 2)" req/s
 record_rounds "POST /throttle, 1 replica attached vs no replica" "$rfile" 5 0.80 "both on the server core"
+chart overhead "1 replica attached" "no replica" "$ratio"
 record_rounds "the primary's own CPU per request, alone over with a replica" "$rfile" 7 -
 record "the replica's CPU per record applied (us, median)" "$(median "$rfile" 8)" us
 p99=$(sort -n "$BENCH_TMP/lag.txt" | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; print NR ? v[i] : 0 }')
 record "replica lag under that load, p99 of samples (ms)" "$p99" ms
 record "POST /throttle, --min-replicas-ack 1 (req/s, median)" "$(median "$rfile" 3)" req/s
 record_rounds "POST /throttle, --min-replicas-ack 1 vs no replica" "$rfile" 6 -
+chart overhead "1 replica, --min-replicas-ack 1" "no replica" "$ratio"
 record "POST /throttle, --min-replicas-ack 1, p99 (ms, median of rounds)" "$(median "$rfile" 4)" ms
 
 # -- 3. a new replica of ~1 GB -------------------------------------------------

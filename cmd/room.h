@@ -2,7 +2,7 @@
  * room.h - the bounds of one request: room under --maxmemory asked for
  * before a write allocates, and the caps on a value (--max-value-size), an
  * answer (--max-answer-size) and what a request reads
- * (CMD_WORK_VALUES x --max-value-size).  README "Limits per request".
+ * (CMD_WORK_VALUES x --max-value-size).  docs/keys.md, "Limits per request".
  *
  * Every write that allocates knows, before it allocates, the size its value
  * will reach and the bytes it adds (core's size functions: cms_bytes_for,

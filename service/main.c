@@ -608,7 +608,7 @@ static bool auth_start(const tally_opts_t *o)
         log_error("--bind %s without --tokens would let anyone who reaches the port read, change and delete "
                   "every key. Create a token: `head -c 32 /dev/urandom | base64 > token; tallyd --hash-token < token` "
                   "prints its sha256; list it in a file {\"tokens\":[{\"name\":\"app\",\"sha256\":\"<hex>\","
-                  "\"scopes\":[\"read\",\"write\"]}]} and start with --tokens FILE (README, \"Security\"). "
+                  "\"scopes\":[\"read\",\"write\"]}]} and start with --tokens FILE (docs/security.md). "
                   "Or bind 127.0.0.1, or pass --insecure-no-auth to serve without tokens anyway; refusing to start",
                   o->bind);
         return false;

@@ -46,7 +46,7 @@ typedef struct tally_opts {
     char allow_origin[1024];     /* --allow-origin, TALLY_ALLOW_ORIGIN: browser origins allowed (CORS), default none */
     char allow_host[1024];       /* --allow-host, TALLY_ALLOW_HOST: Host names accepted besides IPs and localhost */
     char trusted_proxies[1024];  /* --trusted-proxies, TALLY_TRUSTED_PROXIES: CIDRs whose X-Forwarded-For is believed */
-    /* Authentication (api/auth.h, README "Security"). */
+    /* Authentication (api/auth.h, docs/security.md). */
     char tokens[512];            /* --tokens, TALLY_TOKENS: token file; none = no authentication */
     bool metrics_public;         /* --metrics-public, TALLY_METRICS_PUBLIC: /metrics without a token */
     char cluster[512];           /* --cluster, TALLY_CLUSTER: the cluster map file; none = not in a cluster */
@@ -60,7 +60,7 @@ typedef struct tally_opts {
     int auth_fail_limit;         /* --auth-fail-limit, TALLY_AUTH_FAIL_LIMIT: unknown tokens a minute
                                     per client address before 429; 10, 0 = no limit */
     char access_log[512];        /* --access-log, TALLY_ACCESS_LOG: FILE or - (stdout); none */
-    /* Replication (service/repl.h, README "Replication"). */
+    /* Replication (service/repl.h, docs/replication.md). */
     char replica_of[512];        /* --replica-of, TALLY_REPLICA_OF: the primary's base URL; none = primary */
     char replica_token[256];     /* --replica-token, TALLY_REPLICA_TOKEN: a replicate token of the primary
                                     (visible in ps: prefer the file) */

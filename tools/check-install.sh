@@ -12,7 +12,7 @@ fail() { echo "install: $*" >&2; exit 1; }
 
 make --no-print-directory -s install DESTDIR="$stage" PREFIX=/usr >/dev/null
 for f in usr/bin/tallyd usr/share/man/man8/tallyd.8 usr/lib/systemd/system/tallyd.service \
-         usr/share/doc/tally/README.md usr/share/doc/tally/openapi.yaml usr/share/doc/tally/examples/policies.json \
+         usr/share/doc/tally/README.md usr/share/doc/tally/docs/configuration.md usr/share/doc/tally/openapi.yaml usr/share/doc/tally/examples/policies.json \
          usr/share/doc/tally/monitoring/grafana-dashboard.json usr/share/doc/tally/monitoring/alerts.yml; do
     [ -f "$stage/$f" ] || fail "make install did not install /$f"
 done

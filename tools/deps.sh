@@ -8,8 +8,10 @@
 #                              systemd-analyze, groff, haproxy (it_replication's
 #                              failover test, it_cluster*), iproute2 (it_cluster_ns's
 #                              network namespaces), Node.js + the npm tools
-#                              in tools/openapi (pinned by package-lock.json)
-#   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx
+#                              in tools/openapi (pinned by package-lock.json),
+#                              gnuplot-nox (the charts' test)
+#   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx,
+#                              gnuplot-nox (bench/charts.sh draws its charts)
 #   sh tools/deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
 #   sh tools/deps.sh valgrind + cmocka and valgrind (make valgrind)
 #
@@ -25,8 +27,8 @@ libcurl4-openssl-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools nginx haproxy iproute2 yamllint prometheus systemd groff-base" ;;
-bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps" ;;
+redis-server redis-tools nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox" ;;
+bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
 *) echo "deps: unknown set '$set_name' (build, test, bench, fuzz or valgrind)" >&2; exit 2 ;;

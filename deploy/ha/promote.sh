@@ -1,7 +1,7 @@
 #!/bin/sh
 # promote.sh - fail over to a replica: promote it, then point every other
 # node at it.  Run by an operator or an orchestrator that decided the
-# primary is gone (tally does not elect: see README "Replication").
+# primary is gone (tally does not elect: see docs/replication.md).
 #
 #   deploy/ha/promote.sh [-t TOKEN_FILE] NEW_PRIMARY_URL [OTHER_NODE_URL...]
 #
@@ -14,7 +14,7 @@
 #    the group listed) and --peer-secret-file (the group's secret): when it
 #    comes back, even started as a primary, it asks its peers first, and once
 #    a majority of them reports the new epoch it follows the new primary by
-#    itself, taking no change meanwhile (README "Replication") - which is
+#    itself, taking no change meanwhile (docs/replication.md) - which is
 #    why this step matters: the nodes told here are that majority.  A node
 #    run without --peers must be started with --replica-of NEW_PRIMARY_URL
 #    (or this step run for it): until then it takes changes, since a

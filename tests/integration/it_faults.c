@@ -15,7 +15,7 @@
  *   either be refused - the log names the file and an offset, the file is
  *   byte for byte unchanged, and `tallyd --check FILE` says DAMAGED too -
  *   or start with every acknowledged change.  The counts are printed (the
- *   README quotes them).
+ *   durability page, docs/durability.md, quotes them).
  *
  *   Mixed load with snapshots, SIGHUP reloads and metrics scrapes: the run
  *   ThreadSanitizer watches in `make test`.

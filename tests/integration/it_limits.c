@@ -1,5 +1,5 @@
 /*
- * it_limits.c - the bounds of one request (README "Limits per request",
+ * it_limits.c - the bounds of one request (docs/keys.md "Limits per request",
  * issue 36 items 2-4), through a real tallyd:
  *
  *   - under --maxmemory 64mb (allkeys-lru, so a wrong eviction would show):

@@ -4,7 +4,7 @@
  * the cases issue 37 found answered differently, each citing the upstream
  * file and test it comes from, with upstream's answers as the expected ones
  * (NaN printed "nan", numbers as tally prints them).  What stays different
- * on purpose is in the README's "What differs from Redis/RedisBloom" table.
+ * on purpose is in docs/differences.md ("What differs, and why").
  */
 #include <math.h>
 #include <stdio.h>
