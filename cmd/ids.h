@@ -21,7 +21,25 @@ enum cmd_id {
     CMD_ID_COUNTER_GET = 2,
 
 
-    /* keys, dumps, HyperLogLog, Bloom, Cuckoo (10-99) */
+    /* keys, dumps, HyperLogLog, Bloom, Cuckoo (10-59), geo (60-99) */
+    CMD_ID_BF_RESERVE = 30,
+    CMD_ID_BF_INSERT = 31,
+    CMD_ID_BF_MEXISTS = 32,
+    CMD_ID_BF_EXISTS = 33,
+    CMD_ID_BF_INFO = 34,
+    CMD_ID_BF_CARD = 35,
+    CMD_ID_BF_SCANDUMP = 36,
+    CMD_ID_BF_LOADCHUNK = 37,
+    CMD_ID_CF_RESERVE = 40,
+    CMD_ID_CF_INSERT = 41,
+    CMD_ID_CF_MEXISTS = 42,
+    CMD_ID_CF_EXISTS = 43,
+    CMD_ID_CF_DEL = 44,
+    CMD_ID_CF_COUNT = 45,
+    CMD_ID_CF_INFO = 46,
+    CMD_ID_CF_COMPACT = 47,
+    CMD_ID_CF_SCANDUMP = 48,
+    CMD_ID_CF_LOADCHUNK = 49,
 
 
     /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo (100-199) */

@@ -5,7 +5,9 @@
 #include "cmd/counter.h"
 
 
-/* keys, dumps, HyperLogLog, Bloom, Cuckoo */
+/* keys, dumps, HyperLogLog, Bloom, Cuckoo, geo */
+#include "cmd/bloom.h"
+#include "cmd/cuckoo.h"
 
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
@@ -23,7 +25,25 @@ const cmd_def_t *const cmd_defs[] = {
     &CMD_COUNTER_GET,
 
 
-    /* keys, dumps, HyperLogLog, Bloom, Cuckoo */
+    /* keys, dumps, HyperLogLog, Bloom, Cuckoo, geo */
+    &CMD_BF_RESERVE,
+    &CMD_BF_INSERT,
+    &CMD_BF_MEXISTS,
+    &CMD_BF_EXISTS,
+    &CMD_BF_INFO,
+    &CMD_BF_CARD,
+    &CMD_BF_SCANDUMP,
+    &CMD_BF_LOADCHUNK,
+    &CMD_CF_RESERVE,
+    &CMD_CF_INSERT,
+    &CMD_CF_MEXISTS,
+    &CMD_CF_EXISTS,
+    &CMD_CF_DEL,
+    &CMD_CF_COUNT,
+    &CMD_CF_INFO,
+    &CMD_CF_COMPACT,
+    &CMD_CF_SCANDUMP,
+    &CMD_CF_LOADCHUNK,
 
 
     /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */

@@ -1,0 +1,372 @@
+/*
+ * test_cmd_keys.c - the operations of the keys group on their own (linked
+ * with cmd and core only): keys (SCAN, KEY.INFO, DEL, PEXPIRE, PERSIST,
+ * DUMP, RESTORE), HyperLogLog (PF*), Bloom (BF.*), Cuckoo (CF.*) and geo
+ * (GEO*, ZREM).  Every write operation runs a sequence through cmd_call and
+ * its records replay to the same dumps (cmd_check_replays); the decoders
+ * refuse truncated and garbled records.
+ */
+#include <stdalign.h>
+#include <stdlib.h>
+
+#include "cmd/bloom.h"
+#include "cmd/cuckoo.h"
+#include "cmd/itemlist.h"
+#include "core/bloom.h"
+#include "core/cuckoo.h"
+#include "tests/unit/cmd_check.h"
+
+#define T0 CMD_CHECK_NOW_NS
+#define MS 1000000LL
+
+/* Runs op and requires it to succeed. */
+static void ok(cmd_check_t *c, const cmd_def_t *op, const void *args, void *res, int64_t now_ns)
+{
+    cmd_err_t err;
+    if (!cmd_check_run(c, op, args, res, now_ns, &err))
+        fail_msg("%s refused: %s", op->name, err.message);
+}
+
+/* Runs op and requires the refusal `code`; returns its message. */
+static const char *refused(cmd_check_t *c, const cmd_def_t *op, const void *args, void *res, int64_t now_ns,
+                           cmd_code_t code)
+{
+    static cmd_err_t err;
+    if (cmd_check_run(c, op, args, res, now_ns, &err))
+        fail_msg("%s was not refused", op->name);
+    if (err.code != code)
+        fail_msg("%s refused with code %d, not %d: %s", op->name, (int)err.code, (int)code, err.message);
+    return err.message;
+}
+
+static size_t journal_len(const cmd_check_t *c) { return c->journal.len; }
+
+/* The items of a list given as C strings. */
+typedef struct strs {
+    const char *p[64];
+    size_t len[64];
+    size_t n;
+} strs_t;
+
+static cmd_items_t items_of(strs_t *s, const char *const *v, size_t n)
+{
+    assert_true(n <= 64);
+    for (size_t i = 0; i < n; i++) {
+        s->p[i] = v[i];
+        s->len[i] = strlen(v[i]);
+    }
+    s->n = n;
+    return cmd_items_of(s->p, s->len, NULL, n);
+}
+
+/* Every truncation of a valid record is refused, and so are the garbles
+ * given (offset, byte); then the record itself replays. */
+static void check_decoder(const cmd_def_t *op, const void *args, const size_t *garble_at, const uint8_t *garble,
+                          size_t ngarbles)
+{
+    wbuf_t b = WBUF_INIT;
+    op->encode(args, &b);
+    assert_false(b.oom);
+    alignas(max_align_t) unsigned char out[CMD_ARGS_MAX];
+    const char *why;
+    for (size_t cut = 0; cut < b.len; cut++) {
+        rbuf_t in = rbuf_make(b.data, cut);
+        if (op->decode(&in, out, &why) && rbuf_done(&in))
+            fail_msg("%s: a record cut at %zu of %zu bytes decodes", op->name, cut, b.len);
+    }
+    for (size_t g = 0; g < ngarbles; g++) {
+        assert_true(garble_at[g] < b.len);
+        uint8_t keep = b.data[garble_at[g]];
+        b.data[garble_at[g]] = garble[g];
+        rbuf_t in = rbuf_make(b.data, b.len);
+        if (op->decode(&in, out, &why) && rbuf_done(&in))
+            fail_msg("%s: byte %zu set to %u decodes", op->name, garble_at[g], garble[g]);
+        b.data[garble_at[g]] = keep;
+    }
+    /* trailing bytes are refused too */
+    wbuf_put_u8(&b, 0);
+    rbuf_t in = rbuf_make(b.data, b.len);
+    assert_false(op->decode(&in, out, &why) && rbuf_done(&in));
+    in = rbuf_make(b.data, b.len - 1);
+    assert_true(op->decode(&in, out, &why) && rbuf_done(&in));
+    wbuf_free(&b);
+}
+
+/* The byte offset of what follows a record's version and key. */
+static size_t after_key(size_t klen) { return 1 + 4 + klen; }
+
+/* A Bloom filter at key: a value for the tests of other families. */
+static void reserve_bloom(cmd_check_t *c, const char *key, int64_t now)
+{
+    cmd_bf_reserve_args_t a = { key, strlen(key), { 0.01, 100, 2, true } };
+    cmd_bf_res_t r;
+    ok(c, &CMD_BF_RESERVE, &a, &r, now);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bloom                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Copies the filter at `from` to `to` by SCANDUMP / LOADCHUNK. */
+static void copy_filter(cmd_check_t *c, const cmd_def_t *dump, const cmd_def_t *load, const char *from,
+                        const char *to, int64_t now)
+{
+    cmd_scandump_args_t d = { from, strlen(from), 0 };
+    for (;;) {
+        cmd_scandump_res_t r;
+        ok(c, dump, &d, &r, now);
+        if (r.cursor == 0) {
+            assert_int_equal(r.len, 0);
+            free(r.data);
+            return;
+        }
+        cmd_loadchunk_args_t l = { to, strlen(to), r.cursor, r.data, r.len };
+        cmd_loadchunk_res_t lr;
+        ok(c, load, &l, &lr, now);
+        assert_int_equal(lr.loaded, r.len);
+        free(r.data);
+        d.cursor = r.cursor;
+    }
+}
+
+static void test_bloom_replay(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    strs_t s;
+    bool out[64];
+    cmd_bf_res_t r;
+    reserve_bloom(&c, "bf", t);
+    cmd_bf_reserve_args_t again = { "bf", 2, { 0.01, 100, 2, true } };
+    refused(&c, &CMD_BF_RESERVE, &again, &r, t, CMD_E_EXISTS);
+
+    static const char *const v[] = { "a", "b", "c", "a" };
+    cmd_bf_insert_args_t ins = { "bf", 2, items_of(&s, v, 4), false, { 0.01, 100, 2, true }, out };
+    ok(&c, &CMD_BF_INSERT, &ins, &r, t += MS);
+    assert_int_equal(r.n, 3);
+    assert_true(out[0] && out[1] && out[2] && !out[3]);
+    /* an insert that creates, with options; nocreate on a missing key */
+    cmd_bf_insert_args_t made = { "small", 5, items_of(&s, v, 3), false, { 0.001, 2, 1, true }, NULL };
+    ok(&c, &CMD_BF_INSERT, &made, &r, t += MS);
+    cmd_bf_insert_args_t nocreate = { "none", 4, items_of(&s, v, 1), true, { 0.01, 100, 2, true }, NULL };
+    refused(&c, &CMD_BF_INSERT, &nocreate, &r, t, CMD_E_NOT_FOUND);
+    /* a non-scaling filter that fills part-way: all or nothing */
+    cmd_bf_reserve_args_t tiny = { "tiny", 4, { 0.01, 2, 0, false } };
+    ok(&c, &CMD_BF_RESERVE, &tiny, &r, t += MS);
+    static const char *const many[] = { "1", "2", "3", "4", "5", "6", "7", "8" };
+    size_t before = journal_len(&c);
+    cmd_bf_insert_args_t full = { "tiny", 4, items_of(&s, many, 8), false, { 0.01, 100, 2, true }, out };
+    assert_non_null(strstr(refused(&c, &CMD_BF_INSERT, &full, &r, t, CMD_E_OUT_OF_MEMORY), "non scaling"));
+    assert_int_equal(journal_len(&c), before);
+
+    cmd_bf_exists_args_t ex = { "bf", 2, items_of(&s, (const char *const[]){ "a", "zz" }, 2), out };
+    ok(&c, &CMD_BF_MEXISTS, &ex, &r, t);
+    assert_true(out[0] && !out[1]);
+    ex.key = "missing";
+    ex.klen = 7;
+    ok(&c, &CMD_BF_EXISTS, &ex, &r, t);
+    assert_false(out[0] || out[1]);
+    cmd_bf_key_args_t k = { "bf", 2 };
+    cmd_bf_info_res_t info;
+    ok(&c, &CMD_BF_INFO, &k, &info, t);
+    assert_int_equal(info.info.items, 3);
+    ok(&c, &CMD_BF_CARD, &k, &info, t);
+    assert_int_equal(info.info.items, 3);
+    k.key = "missing";
+    k.klen = 7;
+    refused(&c, &CMD_BF_INFO, &k, &info, t, CMD_E_NOT_FOUND);
+    ok(&c, &CMD_BF_CARD, &k, &info, t);
+    assert_int_equal(info.info.items, 0);
+
+    copy_filter(&c, &CMD_BF_SCANDUMP, &CMD_BF_LOADCHUNK, "small", "copy", t += MS);
+    cmd_loadchunk_args_t orphan = { "orphan", 6, 5, (const uint8_t *)"xx", 2 };
+    cmd_loadchunk_res_t lr;
+    refused(&c, &CMD_BF_LOADCHUNK, &orphan, &lr, t, CMD_E_NOT_FOUND);
+    orphan.cursor = 1;
+    refused(&c, &CMD_BF_LOADCHUNK, &orphan, &lr, t, CMD_E_BAD_REQUEST);
+    cmd_check_replays(&c);
+    cmd_check_close(&c);
+}
+
+static void test_bloom_decoders(void **state)
+{
+    (void)state;
+    strs_t s;
+    cmd_bf_reserve_args_t res = { "key", 3, { 0.01, 100, 2, true } };
+    size_t p = after_key(3);
+    /* version 0; scaling 2; an error rate of NaN, then of 1e300 or so (the double's top byte); capacity 2^56 */
+    check_decoder(&CMD_BF_RESERVE, &res, (size_t[]){ 0, p, p + 8, p + 8, p + 16 }, (uint8_t[]){ 0, 2, 0xff, 0x7f, 1 },
+                  5);
+    cmd_bf_insert_args_t ins = { "key", 3, items_of(&s, (const char *const[]){ "a", "bc" }, 2), true,
+                                 { 0.01, 100, 2, true }, NULL };
+    /* flags 4; the item count 0; an item's length past the record */
+    size_t items = p + 1 + 8 + 8 + 4;
+    check_decoder(&CMD_BF_INSERT, &ins, (size_t[]){ p, items, items + 4 }, (uint8_t[]){ 4, 0, 9 }, 3);
+    cmd_loadchunk_args_t l = { "key", 3, 7, (const uint8_t *)"chunk", 5 };
+    /* a cursor of 0, then a negative one */
+    check_decoder(&CMD_BF_LOADCHUNK, &l, (size_t[]){ p, p + 7 }, (uint8_t[]){ 0, 0x80 }, 2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cuckoo                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void test_cuckoo_replay(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    strs_t s;
+    bool out[64];
+    cmd_cf_res_t r;
+    cmd_cf_reserve_args_t res = { "cf", 2, { 64, 2, 20, 1, 8 } };
+    ok(&c, &CMD_CF_RESERVE, &res, &r, t);
+    refused(&c, &CMD_CF_RESERVE, &res, &r, t, CMD_E_EXISTS);
+    static const char *const v[] = { "a", "b", "a", "c" };
+    cmd_cf_items_args_t ins = { "cf", 2, items_of(&s, v, 4), false, out };
+    ok(&c, &CMD_CF_INSERT, &ins, &r, t += MS);
+    assert_int_equal(r.n, 4);   /* duplicates allowed */
+    ins.nx = true;
+    ok(&c, &CMD_CF_INSERT, &ins, &r, t += MS);
+    assert_int_equal(r.n, 0);
+    /* an insert that creates with the defaults; many items grow it */
+    static const char *const many[] = { "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13",
+                                        "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24", "25",
+                                        "26", "27", "28", "29", "30", "31", "32", "33", "34", "35", "36", "37",
+                                        "38", "39" };
+    cmd_cf_items_args_t made = { "made", 4, items_of(&s, many, 40), false, NULL };
+    ok(&c, &CMD_CF_INSERT, &made, &r, t += MS);
+    for (int i = 0; i < 5; i++) {
+        made.key = "cf";
+        made.klen = 2;
+        ok(&c, &CMD_CF_INSERT, &made, &r, t += MS);
+    }
+    cmd_cf_count_args_t cnt = { "cf", 2, "a", 1 };
+    ok(&c, &CMD_CF_COUNT, &cnt, &r, t);
+    assert_true(r.n >= 2);
+    cmd_cf_items_args_t del = { "cf", 2, items_of(&s, (const char *const[]){ "a", "zz" }, 2), false, out };
+    ok(&c, &CMD_CF_DEL, &del, &r, t += MS);
+    assert_true(out[0] && !out[1]);
+    del.key = "missing";
+    del.klen = 7;
+    refused(&c, &CMD_CF_DEL, &del, &r, t, CMD_E_NOT_FOUND);
+    cmd_cf_items_args_t ex = { "cf", 2, items_of(&s, (const char *const[]){ "a", "b", "zz" }, 3), false, out };
+    ok(&c, &CMD_CF_MEXISTS, &ex, &r, t);
+    assert_true(out[0] && out[1] && !out[2]);
+    cmd_cf_key_args_t k = { "cf", 2 };
+    cmd_cf_info_res_t before, after;
+    ok(&c, &CMD_CF_INFO, &k, &before, t);
+    assert_true(before.info.filters > 1);
+    /* remove most of what grew it, then compact */
+    cmd_cf_items_args_t drop = { "cf", 2, items_of(&s, many, 40), false, NULL };
+    for (int i = 0; i < 5; i++)
+        ok(&c, &CMD_CF_DEL, &drop, &r, t += MS);
+    ok(&c, &CMD_CF_COMPACT, &k, &after, t += MS);
+    assert_true(after.info.items < before.info.items);
+    copy_filter(&c, &CMD_CF_SCANDUMP, &CMD_CF_LOADCHUNK, "cf", "copy", t += MS);
+    cmd_check_replays(&c);
+    cmd_check_close(&c);
+}
+
+static void test_cuckoo_decoders(void **state)
+{
+    (void)state;
+    strs_t s;
+    size_t p = after_key(3);
+    cmd_cf_reserve_args_t res = { "key", 3, { 64, 2, 20, 1, 8 } };
+    /* a capacity under 2 x bucket_size; bucket_size 0; fingerprint bits 9 */
+    check_decoder(&CMD_CF_RESERVE, &res, (size_t[]){ p, p + 8, p + 20 }, (uint8_t[]){ 1, 0, 9 }, 3);
+    cmd_cf_items_args_t ins = { "key", 3, items_of(&s, (const char *const[]){ "a", "" }, 2), true, NULL };
+    check_decoder(&CMD_CF_INSERT, &ins, (size_t[]){ p, p + 1 }, (uint8_t[]){ 2, 0 }, 2);
+    check_decoder(&CMD_CF_DEL, &ins, (size_t[]){ p + 4, p + 6 }, (uint8_t[]){ 0x80, 5 }, 2);
+    cmd_cf_key_args_t k = { "key", 3 };
+    check_decoder(&CMD_CF_COMPACT, &k, (size_t[]){ 1 }, (uint8_t[]){ 0 }, 1);   /* an empty key */
+}
+
+/* ------------------------------------------------------------------------ */
+/* The item lists of records                                                */
+/* ------------------------------------------------------------------------ */
+
+static void test_itemlist(void **state)
+{
+    (void)state;
+    /* lengths around the varint's steps, a number per item */
+    static const size_t lens[] = { 0, 1, 127, 128, 16383, 16384, 70000 };
+    enum { N = sizeof(lens) / sizeof(lens[0]) };
+    char *bufs[N];
+    const char *p[N];
+    uint64_t num[N];
+    for (size_t i = 0; i < N; i++) {
+        bufs[i] = malloc(lens[i] + 1);
+        memset(bufs[i], 'a' + (int)i, lens[i]);
+        p[i] = bufs[i];
+        num[i] = 0x0102030405060708ull * i;
+    }
+    cmd_items_t l = cmd_items_of(p, lens, num, N);
+    wbuf_t b = WBUF_INIT;
+    cmd_items_put(&b, &l);
+    assert_int_equal(b.len, cmd_items_record_bytes(&l));
+    rbuf_t in = rbuf_make(b.data, b.len);
+    cmd_items_t back;
+    assert_true(cmd_items_get(&in, CMD_ITEMS_NUM, 0, 100, &back));
+    assert_true(rbuf_done(&in));
+    assert_int_equal(back.n, N);
+    assert_int_equal(cmd_items_record_bytes(&back), b.len);
+    cmd_items_view_t v;
+    assert_true(cmd_items_view(&back, &v));
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(v.len[i], lens[i]);
+        assert_memory_equal(v.p[i], bufs[i], lens[i]);
+        assert_true(v.num[i] == num[i]);
+    }
+    cmd_items_view_free(&v);
+    /* re-encoding a record's list gives the same bytes */
+    wbuf_t again = WBUF_INIT;
+    cmd_items_put(&again, &back);
+    assert_int_equal(again.len, b.len);
+    assert_memory_equal(again.data, b.data, b.len);
+    wbuf_free(&again);
+    /* keys must be 1..KS_KEY_MAX bytes; more entries than allowed */
+    in = rbuf_make(b.data, b.len);
+    assert_false(cmd_items_get(&in, CMD_ITEMS_NUM | CMD_ITEMS_KEYS, 0, 100, &back));
+    in = rbuf_make(b.data, b.len);
+    assert_false(cmd_items_get(&in, CMD_ITEMS_NUM, 0, N - 1, &back));
+    wbuf_free(&b);
+    for (size_t i = 0; i < N; i++)
+        free(bufs[i]);
+
+    /* varints: minimal forms only, 32 bits at most */
+    static const uint8_t overlong[] = { 0x80, 0x00 }, big[] = { 0xff, 0xff, 0xff, 0xff, 0x1f },
+                         max[] = { 0xff, 0xff, 0xff, 0xff, 0x0f }, endless[] = { 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 };
+    uint32_t x;
+    in = rbuf_make(overlong, sizeof overlong);
+    assert_false(cmd_get_varint(&in, &x));
+    in = rbuf_make(big, sizeof big);
+    assert_false(cmd_get_varint(&in, &x));
+    in = rbuf_make(endless, sizeof endless);
+    assert_false(cmd_get_varint(&in, &x));
+    in = rbuf_make(max, sizeof max);
+    assert_true(cmd_get_varint(&in, &x));
+    assert_true(x == UINT32_MAX);
+    /* text lists refuse bytes that are not UTF-8 */
+    static const uint8_t bad_text[] = { 1, 0, 0, 0, 2, 0xc3, 0x28 };
+    in = rbuf_make(bad_text, sizeof bad_text);
+    assert_false(cmd_items_get(&in, CMD_ITEMS_TEXT, 0, 10, &back));
+    in = rbuf_make(bad_text, sizeof bad_text);
+    assert_true(cmd_items_get(&in, 0, 0, 10, &back));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bloom_replay),
+        cmocka_unit_test(test_bloom_decoders),
+        cmocka_unit_test(test_cuckoo_replay),
+        cmocka_unit_test(test_cuckoo_decoders),
+        cmocka_unit_test(test_itemlist),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
