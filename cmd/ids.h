@@ -22,6 +22,13 @@ enum cmd_id {
 
 
     /* keys, dumps, HyperLogLog, Bloom, Cuckoo (10-59), geo (60-99) */
+    CMD_ID_SCAN = 10,
+    CMD_ID_KEY_INFO = 11,
+    CMD_ID_DEL = 12,
+    CMD_ID_PEXPIRE = 13,
+    CMD_ID_PERSIST = 14,
+    CMD_ID_DUMP = 15,
+    CMD_ID_RESTORE = 16,
     CMD_ID_BF_RESERVE = 30,
     CMD_ID_BF_INSERT = 31,
     CMD_ID_BF_MEXISTS = 32,

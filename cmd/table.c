@@ -8,6 +8,7 @@
 /* keys, dumps, HyperLogLog, Bloom, Cuckoo, geo */
 #include "cmd/bloom.h"
 #include "cmd/cuckoo.h"
+#include "cmd/keys_ops.h"
 
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
@@ -26,6 +27,13 @@ const cmd_def_t *const cmd_defs[] = {
 
 
     /* keys, dumps, HyperLogLog, Bloom, Cuckoo, geo */
+    &CMD_SCAN,
+    &CMD_KEY_INFO,
+    &CMD_DEL,
+    &CMD_PEXPIRE,
+    &CMD_PERSIST,
+    &CMD_DUMP,
+    &CMD_RESTORE,
     &CMD_BF_RESERVE,
     &CMD_BF_INSERT,
     &CMD_BF_MEXISTS,

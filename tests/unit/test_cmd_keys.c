@@ -12,6 +12,7 @@
 #include "cmd/bloom.h"
 #include "cmd/cuckoo.h"
 #include "cmd/itemlist.h"
+#include "cmd/keys_ops.h"
 #include "core/bloom.h"
 #include "core/cuckoo.h"
 #include "tests/unit/cmd_check.h"
@@ -101,6 +102,160 @@ static void reserve_bloom(cmd_check_t *c, const char *key, int64_t now)
     cmd_bf_reserve_args_t a = { key, strlen(key), { 0.01, 100, 2, true } };
     cmd_bf_res_t r;
     ok(c, &CMD_BF_RESERVE, &a, &r, now);
+}
+
+/* ------------------------------------------------------------------------ */
+/* keys                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void test_keys_replay(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    reserve_bloom(&c, "a", t);
+    reserve_bloom(&c, "b", t);
+    reserve_bloom(&c, "gone", t);
+
+    cmd_keys_res_t kr;
+    cmd_pexpire_args_t pe = { "a", 1, 60000 };
+    ok(&c, &CMD_PEXPIRE, &pe, &kr, t += MS);
+    assert_int_equal(kr.ttl_ms, 60000);
+    cmd_pexpire_args_t pe_missing = { "nope", 4, 1000 };
+    refused(&c, &CMD_PEXPIRE, &pe_missing, &kr, t, CMD_E_NOT_FOUND);
+    cmd_pexpire_args_t pe_bad = { "a", 1, 0 };
+    refused(&c, &CMD_PEXPIRE, &pe_bad, &kr, t, CMD_E_BAD_REQUEST);
+
+    cmd_key_info_res_t in;
+    cmd_key_args_t ka = { "a", 1 };
+    ok(&c, &CMD_KEY_INFO, &ka, &in, t += MS);
+    assert_string_equal(in.type, "bloom");
+    assert_int_equal(in.ttl_ms, 60000 - 1);   /* set at T0 + 1 ms, read at T0 + 2 ms */
+    assert_true(in.memory_bytes > 0);
+
+    /* PERSIST: journaled only when an expiry was removed */
+    size_t before = journal_len(&c);
+    cmd_key_args_t kb = { "b", 1 };
+    ok(&c, &CMD_PERSIST, &kb, &kr, t);
+    assert_false(kr.done);
+    assert_int_equal(journal_len(&c), before);
+    pe.key = "b";
+    ok(&c, &CMD_PEXPIRE, &pe, &kr, t);
+    ok(&c, &CMD_PERSIST, &kb, &kr, t += MS);
+    assert_true(kr.done);
+
+    /* DUMP, then RESTORE elsewhere with and without a TTL of its own */
+    cmd_dump_res_t d;
+    ok(&c, &CMD_DUMP, &ka, &d, t += MS);
+    assert_non_null(d.data);
+    cmd_restore_args_t ra = { "copy", 4, false, false, 0, d.data, d.len };
+    cmd_restore_res_t rr;
+    ok(&c, &CMD_RESTORE, &ra, &rr, t += MS);
+    assert_string_equal(rr.type, "bloom");
+    assert_int_equal(rr.ttl_ms, 60000 - 3);   /* the dump's remaining TTL, dumped at T0 + 4 ms */
+    assert_false(rr.replaced);
+    refused(&c, &CMD_RESTORE, &ra, &rr, t, CMD_E_EXISTS);
+    ra.replace = true;
+    ra.has_ttl = true;
+    ra.ttl_ms = 0;
+    ok(&c, &CMD_RESTORE, &ra, &rr, t += MS);
+    assert_int_equal(rr.ttl_ms, -1);
+    assert_true(rr.replaced);
+    ra.key = "b";   /* over a key of the same type, with a TTL */
+    ra.klen = 1;
+    ra.ttl_ms = 5000;
+    ok(&c, &CMD_RESTORE, &ra, &rr, t += MS);
+    assert_int_equal(rr.ttl_ms, 5000);
+    /* a damaged dump restores nothing and journals nothing */
+    before = journal_len(&c);
+    d.data[d.len / 2] ^= 1;
+    ra.key = "fresh";
+    ra.klen = 5;
+    assert_non_null(strstr(refused(&c, &CMD_RESTORE, &ra, &rr, t, CMD_E_BAD_REQUEST), "not a valid dump"));
+    assert_int_equal(journal_len(&c), before);
+    free(d.data);
+
+    /* DEL with a digest: refused once the key changed, done while it holds */
+    ok(&c, &CMD_DUMP, &kb, &d, t += MS);
+    uint64_t digest = d.digest;
+    free(d.data);
+    cmd_del_args_t del = { "b", 1, true, digest ^ 1 };
+    refused(&c, &CMD_DEL, &del, &kr, t, CMD_E_PRECONDITION_FAILED);
+    del.digest = digest;
+    ok(&c, &CMD_DEL, &del, &kr, t += MS);
+    assert_true(kr.done);
+    cmd_del_args_t plain = { "gone", 4, false, 0 };
+    ok(&c, &CMD_DEL, &plain, &kr, t += MS);
+    assert_true(kr.done);
+    before = journal_len(&c);
+    ok(&c, &CMD_DEL, &plain, &kr, t += MS);   /* nothing to delete: no record */
+    assert_false(kr.done);
+    assert_int_equal(journal_len(&c), before);
+
+    assert_int_equal(cmd_check_replays(&c), 11);
+    cmd_check_close(&c);
+}
+
+static void test_scan_pages(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    enum { N = 300 };
+    for (int i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "%s%d", i % 3 ? "k:" : "other:", i);
+        reserve_bloom(&c, key, T0);
+    }
+    bool seen[N] = { false };
+    cmd_scan_args_t a = { .prefix = "k:", .plen = 2, .limit = 7, .slot_lo = -1, .slot_hi = -1 };
+    int pages = 0;
+    for (;;) {
+        cmd_scan_res_t r;
+        ok(&c, &CMD_SCAN, &a, &r, T0);
+        assert_true(r.n <= a.limit);
+        for (size_t i = 0; i < r.n; i++) {
+            assert_true(r.keys[i].klen > 2 && memcmp(r.keys[i].key, "k:", 2) == 0);
+            assert_string_equal(r.keys[i].type, "bloom");
+            assert_int_equal(r.keys[i].ttl_ms, -1);
+            char num[16];
+            snprintf(num, sizeof(num), "%.*s", (int)r.keys[i].klen - 2, r.keys[i].key + 2);
+            seen[atoi(num)] = true;
+        }
+        bool done = r.done;
+        a.shard = r.shard;
+        a.pos = r.pos;
+        cmd_scan_res_free(&r);
+        pages++;
+        if (done)
+            break;
+    }
+    assert_true(pages > N / 3 / 7);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(seen[i], i % 3 != 0);
+    cmd_scan_args_t bad = { .prefix = "", .shard = 99, .limit = 1, .slot_lo = -1, .slot_hi = -1 };
+    cmd_scan_res_t r;
+    refused(&c, &CMD_SCAN, &bad, &r, T0, CMD_E_BAD_REQUEST);
+    cmd_check_close(&c);
+}
+
+static void test_keys_decoders(void **state)
+{
+    (void)state;
+    cmd_del_args_t del = { "key", 3, true, 42 };
+    check_decoder(&CMD_DEL, &del, (size_t[]){ 0, 1, after_key(3) }, (uint8_t[]){ 2, 0, 2 }, 3);
+    cmd_del_args_t del0 = { "key", 3, false, 0 };
+    check_decoder(&CMD_DEL, &del0, (size_t[]){ after_key(3) + 1 }, (uint8_t[]){ 7 }, 1);   /* a digest without its flag */
+    cmd_pexpire_args_t pe = { "key", 3, 1000 };
+    check_decoder(&CMD_PEXPIRE, &pe, (size_t[]){ 0, after_key(3) + 7 }, (uint8_t[]){ 0, 0x80 }, 2);
+    cmd_key_args_t k = { "key", 3 };
+    check_decoder(&CMD_PERSIST, &k, (size_t[]){ 0 }, (uint8_t[]){ 3 }, 1);
+    static const uint8_t dump[] = "not a dump but bytes";
+    cmd_restore_args_t ra = { "key", 3, true, true, 5000, dump, sizeof dump };
+    check_decoder(&CMD_RESTORE, &ra, (size_t[]){ 0, after_key(3), after_key(3) + 8 }, (uint8_t[]){ 2, 4, 0x80 }, 3);
+    cmd_restore_args_t rb = { "key", 3, false, false, 0, dump, sizeof dump };
+    check_decoder(&CMD_RESTORE, &rb, (size_t[]){ after_key(3) + 1 }, (uint8_t[]){ 1 }, 1);   /* a TTL without its flag */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -362,6 +517,9 @@ static void test_itemlist(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keys_replay),
+        cmocka_unit_test(test_scan_pages),
+        cmocka_unit_test(test_keys_decoders),
         cmocka_unit_test(test_bloom_replay),
         cmocka_unit_test(test_bloom_decoders),
         cmocka_unit_test(test_cuckoo_replay),
