@@ -9,6 +9,7 @@
 #include "cmd/bloom.h"
 #include "cmd/cuckoo.h"
 #include "cmd/keys_ops.h"
+#include "cmd/uv.h"
 
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
@@ -34,6 +35,11 @@ const cmd_def_t *const cmd_defs[] = {
     &CMD_PERSIST,
     &CMD_DUMP,
     &CMD_RESTORE,
+    &CMD_PFADD,
+    &CMD_PFCOUNT,
+    &CMD_PFMERGE,
+    &CMD_HLL_EXPORT,
+    &CMD_HLL_IMPORT,
     &CMD_BF_RESERVE,
     &CMD_BF_INSERT,
     &CMD_BF_MEXISTS,

@@ -13,6 +13,7 @@
 #include "cmd/cuckoo.h"
 #include "cmd/itemlist.h"
 #include "cmd/keys_ops.h"
+#include "cmd/uv.h"
 #include "core/bloom.h"
 #include "core/cuckoo.h"
 #include "tests/unit/cmd_check.h"
@@ -256,6 +257,108 @@ static void test_keys_decoders(void **state)
     check_decoder(&CMD_RESTORE, &ra, (size_t[]){ 0, after_key(3), after_key(3) + 8 }, (uint8_t[]){ 2, 4, 0x80 }, 3);
     cmd_restore_args_t rb = { "key", 3, false, false, 0, dump, sizeof dump };
     check_decoder(&CMD_RESTORE, &rb, (size_t[]){ after_key(3) + 1 }, (uint8_t[]){ 1 }, 1);   /* a TTL without its flag */
+}
+
+/* ------------------------------------------------------------------------ */
+/* HyperLogLog                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void test_uv_replay(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    strs_t s;
+    cmd_uv_res_t r;
+    static const char *const v[] = { "a", "b", "c", "d", "e" };
+    cmd_pfadd_args_t add = { "u1", 2, items_of(&s, v, 3) };
+    ok(&c, &CMD_PFADD, &add, &r, t += MS);
+    assert_true(r.updated);
+    size_t before = journal_len(&c);
+    ok(&c, &CMD_PFADD, &add, &r, t += MS);   /* nothing new: no change, no record */
+    assert_false(r.updated);
+    assert_int_equal(journal_len(&c), before);
+    cmd_pfadd_args_t add2 = { "u2", 2, items_of(&s, v + 2, 3) };
+    ok(&c, &CMD_PFADD, &add2, &r, t += MS);
+    cmd_pfadd_args_t empty = { "e", 1, items_of(&s, v, 0) };
+    ok(&c, &CMD_PFADD, &empty, &r, t += MS);   /* PFADD key: an empty HyperLogLog */
+    assert_true(r.updated);
+    reserve_bloom(&c, "bf", t);
+    cmd_pfadd_args_t wrong = { "bf", 2, items_of(&s, v, 1) };
+    refused(&c, &CMD_PFADD, &wrong, &r, t, CMD_E_WRONGTYPE);
+
+    /* PFMERGE with a source named twice and a missing one */
+    cmd_pfmerge_args_t m = { "m", 1, items_of(&s, (const char *const[]){ "u1", "u2", "u1", "none" }, 4) };
+    ok(&c, &CMD_PFMERGE, &m, &r, t += MS);
+    assert_int_equal(r.count, 5);
+    ok(&c, &CMD_PFMERGE, &m, &r, t += MS);   /* into the existing key */
+    assert_int_equal(r.count, 5);
+    cmd_pfmerge_args_t mw = { "m", 1, items_of(&s, (const char *const[]){ "bf" }, 1) };
+    assert_non_null(strstr(refused(&c, &CMD_PFMERGE, &mw, &r, t, CMD_E_WRONGTYPE), "bloom"));
+
+    /* HLL.EXPORT's bytes imported at a new key and over another */
+    cmd_hll_key_args_t ek = { "u1", 2 };
+    ok(&c, &CMD_HLL_EXPORT, &ek, &r, t);
+    assert_non_null(r.data);
+    cmd_hll_import_args_t im = { "imp", 3, r.data, r.len };
+    cmd_uv_res_t ir;
+    ok(&c, &CMD_HLL_IMPORT, &im, &ir, t += MS);
+    assert_int_equal(ir.count, 3);
+    assert_true(ir.sparse);
+    assert_false(ir.replaced);
+    im.key = "u2";
+    im.klen = 2;
+    ok(&c, &CMD_HLL_IMPORT, &im, &ir, t += MS);
+    assert_true(ir.replaced);
+    before = journal_len(&c);
+    r.data[0] ^= 0xff;
+    assert_non_null(strstr(refused(&c, &CMD_HLL_IMPORT, &im, &ir, t, CMD_E_BAD_REQUEST), "not a valid Redis"));
+    assert_int_equal(journal_len(&c), before);
+    free(r.data);
+    ek.key = "none";
+    ek.klen = 4;
+    refused(&c, &CMD_HLL_EXPORT, &ek, &r, t, CMD_E_NOT_FOUND);
+    assert_int_equal(cmd_check_replays(&c), 8);
+
+    /* counts (after the replay check: a count caches the cardinality in the
+     * value, which is not journaled) */
+    cmd_pfcount_args_t cnt = { "u1", 2, items_of(&s, v, 0) };
+    ok(&c, &CMD_PFCOUNT, &cnt, &r, t);
+    assert_int_equal(r.count, 3);
+    cnt.unions = items_of(&s, (const char *const[]){ "u1", "e", "none", "imp" }, 4);
+    ok(&c, &CMD_PFCOUNT, &cnt, &r, t);
+    assert_int_equal(r.count, 3);
+    cnt.key = "m";
+    cnt.klen = 1;
+    ok(&c, &CMD_PFCOUNT, &cnt, &r, t);
+    assert_int_equal(r.count, 5);
+    cnt.unions = items_of(&s, (const char *const[]){ "bf" }, 1);
+    refused(&c, &CMD_PFCOUNT, &cnt, &r, t, CMD_E_WRONGTYPE);
+    cnt.key = "none";
+    cnt.klen = 4;
+    cnt.unions.n = 0;
+    ok(&c, &CMD_PFCOUNT, &cnt, &r, t);
+    assert_int_equal(r.count, 0);
+    cmd_check_close(&c);
+}
+
+static void test_uv_decoders(void **state)
+{
+    (void)state;
+    strs_t s;
+    size_t p = after_key(3);
+    cmd_pfadd_args_t add = { "key", 3, items_of(&s, (const char *const[]){ "x", "yz" }, 2) };
+    /* a count past the items; an item's length past the record */
+    check_decoder(&CMD_PFADD, &add, (size_t[]){ 0, p, p + 4 }, (uint8_t[]){ 2, 3, 7 }, 3);
+    cmd_pfadd_args_t none = { "key", 3, items_of(&s, (const char *const[]){ "x" }, 0) };
+    check_decoder(&CMD_PFADD, &none, (size_t[]){ 1 }, (uint8_t[]){ 0 }, 1);
+    cmd_pfmerge_args_t m = { "key", 3, items_of(&s, (const char *const[]){ "k1", "k2" }, 2) };
+    /* no sources; an empty source key; a source key that is not UTF-8 */
+    check_decoder(&CMD_PFMERGE, &m, (size_t[]){ p, p + 4, p + 5 }, (uint8_t[]){ 0, 0, 0xff }, 3);
+    static const uint8_t bytes[] = "HYLL and more";
+    cmd_hll_import_args_t im = { "key", 3, bytes, sizeof bytes };
+    check_decoder(&CMD_HLL_IMPORT, &im, (size_t[]){ 0, p }, (uint8_t[]){ 9, 0xff }, 2);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -520,6 +623,8 @@ int main(void)
         cmocka_unit_test(test_keys_replay),
         cmocka_unit_test(test_scan_pages),
         cmocka_unit_test(test_keys_decoders),
+        cmocka_unit_test(test_uv_replay),
+        cmocka_unit_test(test_uv_decoders),
         cmocka_unit_test(test_bloom_replay),
         cmocka_unit_test(test_bloom_decoders),
         cmocka_unit_test(test_cuckoo_replay),
