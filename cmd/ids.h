@@ -52,6 +52,13 @@ enum cmd_id {
     CMD_ID_CF_COMPACT = 47,
     CMD_ID_CF_SCANDUMP = 48,
     CMD_ID_CF_LOADCHUNK = 49,
+    CMD_ID_GEOADD = 60,
+    CMD_ID_ZREM = 61,
+    CMD_ID_GEOPOS = 62,
+    CMD_ID_GEOHASH = 63,
+    CMD_ID_GEODIST = 64,
+    CMD_ID_GEOSEARCH = 65,
+    CMD_ID_GEOSEARCHSTORE = 66,
 
 
     /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo (100-199) */

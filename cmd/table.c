@@ -8,6 +8,7 @@
 /* keys, dumps, HyperLogLog, Bloom, Cuckoo, geo */
 #include "cmd/bloom.h"
 #include "cmd/cuckoo.h"
+#include "cmd/geo.h"
 #include "cmd/keys_ops.h"
 #include "cmd/uv.h"
 
@@ -58,6 +59,13 @@ const cmd_def_t *const cmd_defs[] = {
     &CMD_CF_COMPACT,
     &CMD_CF_SCANDUMP,
     &CMD_CF_LOADCHUNK,
+    &CMD_GEOADD,
+    &CMD_ZREM,
+    &CMD_GEOPOS,
+    &CMD_GEOHASH,
+    &CMD_GEODIST,
+    &CMD_GEOSEARCH,
+    &CMD_GEOSEARCHSTORE,
 
 
     /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */

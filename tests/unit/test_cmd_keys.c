@@ -11,11 +11,13 @@
 
 #include "cmd/bloom.h"
 #include "cmd/cuckoo.h"
+#include "cmd/geo.h"
 #include "cmd/itemlist.h"
 #include "cmd/keys_ops.h"
 #include "cmd/uv.h"
 #include "core/bloom.h"
 #include "core/cuckoo.h"
+#include "core/geohash.h"
 #include "tests/unit/cmd_check.h"
 
 #define T0 CMD_CHECK_NOW_NS
@@ -545,6 +547,170 @@ static void test_cuckoo_decoders(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* geo                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* GEOADD of members at positions (lon, lat pairs). */
+static bool geoadd(cmd_check_t *c, const char *key, const char *const *m, const double *pos, size_t n, unsigned flags,
+                   int64_t now, cmd_geo_res_t *r, cmd_err_t *err)
+{
+    size_t len[16];
+    uint64_t score[16];
+    assert_true(n <= 16);
+    for (size_t i = 0; i < n; i++) {
+        len[i] = strlen(m[i]);
+        score[i] = geohash_score(pos[2 * i], pos[2 * i + 1]);
+    }
+    cmd_geoadd_args_t a = { key, strlen(key), cmd_items_of(m, len, score, n), flags & 1, flags & 2, flags & 4 };
+    return cmd_check_run(c, &CMD_GEOADD, &a, r, now, err);
+}
+
+static void test_geo_replay(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    strs_t s;
+    cmd_geo_res_t r;
+    cmd_err_t err;
+    static const char *const m[] = { "Palermo", "Catania", "Paris", "Rome" };
+    static const double pos[] = { 13.361389, 38.115556, 15.087269, 37.502669, 2.3522, 48.8566, 12.4964, 41.9028 };
+    assert_true(geoadd(&c, "g", m, pos, 4, 0, t += MS, &r, &err));
+    assert_int_equal(r.n, 4);
+    size_t before = journal_len(&c);
+    assert_true(geoadd(&c, "none", m, pos, 2, 2, t, &r, &err));   /* XX on a missing key: no key, no record */
+    assert_int_equal(r.n, 0);
+    assert_int_equal(journal_len(&c), before);
+    static const double moved[] = { 13.5, 38.2, 15.087269, 37.502669 };
+    assert_true(geoadd(&c, "g", m, moved, 2, 4, t += MS, &r, &err));   /* CH: one moved */
+    assert_int_equal(r.n, 1);
+    assert_true(geoadd(&c, "g", (const char *const[]){ "Palermo", "Nice" }, (const double[]){ 1, 1, 7.26, 43.7 }, 2,
+                       1, t += MS, &r, &err));   /* NX: only the new one */
+    assert_int_equal(r.n, 1);
+    reserve_bloom(&c, "bf", t);
+    assert_false(geoadd(&c, "bf", m, pos, 1, 0, t, &r, &err));
+    assert_int_equal(err.code, CMD_E_WRONGTYPE);
+
+    /* reads */
+    uint64_t scores[3];
+    bool found[3];
+    cmd_geo_members_args_t pm = { "g", 1, items_of(&s, (const char *const[]){ "Paris", "nope", "Nice" }, 3), scores,
+                                  found };
+    ok(&c, &CMD_GEOPOS, &pm, &r, t);
+    assert_true(found[0] && !found[1] && found[2]);
+    assert_true(scores[0] == geohash_score(2.3522, 48.8566));
+    ok(&c, &CMD_GEOHASH, &pm, &r, t);
+    assert_int_equal(r.n, 2);
+    cmd_geodist_args_t d = { "g", 1, "Catania", "Rome", 7, 4, GEO_UNIT_KM };
+    ok(&c, &CMD_GEODIST, &d, &r, t);
+    assert_true(r.found && r.distance > 500 && r.distance < 600);
+    d.to = "nope";
+    d.tlen = 4;
+    ok(&c, &CMD_GEODIST, &d, &r, t);
+    assert_false(r.found);
+
+    /* GEOSEARCH around a member, nearest first, then around a position */
+    cmd_geosearch_args_t q = { .key = "g", .klen = 1, .member = "Rome", .mlen = 4,
+                               .q = { .shape = { .kind = GEO_SHAPE_RADIUS, .radius = 700, .to_m = GEO_UNIT_KM },
+                                      .sort = GEO_SORT_ASC },
+                               .withdist = true };
+    ok(&c, &CMD_GEOSEARCH, &q, &r, t);
+    assert_int_equal(r.n, 4);   /* Rome, Palermo (moved north), Nice, Catania */
+    assert_memory_equal(r.hits[0].member, "Rome", 4);
+    assert_memory_equal(r.hits[1].member, "Palermo", 7);
+    assert_true(r.hits[1].dist < r.hits[2].dist && r.hits[2].dist < r.hits[3].dist);
+    cmd_geo_res_free(&r);
+    q.member = "Atlantis";
+    q.mlen = 8;
+    assert_non_null(strstr(refused(&c, &CMD_GEOSEARCH, &q, &r, t, CMD_E_NOT_FOUND), "Atlantis"));
+    q.key = "none";
+    q.klen = 4;
+    ok(&c, &CMD_GEOSEARCH, &q, &r, t);   /* a missing key has no members, even around one */
+    assert_int_equal(r.n, 0);
+    cmd_geo_res_free(&r);
+
+    /* GEOSEARCHSTORE: a box around a position, a member's radius into the
+     * source itself, then nothing found deletes the key */
+    cmd_geosearch_args_t st = { .key = "dst", .klen = 3, .source = "g", .slen = 1,
+                                .q = { .shape = { .kind = GEO_SHAPE_BOX, .lon = 13, .lat = 39, .width = 800,
+                                                  .height = 800, .to_m = GEO_UNIT_KM },
+                                       .count = 2, .sort = GEO_SORT_ASC } };   /* Palermo, Catania */
+    ok(&c, &CMD_GEOSEARCHSTORE, &st, &r, t += MS);
+    assert_int_equal(r.n, 2);
+    cmd_pexpire_args_t pe = { "dst", 3, 100000 };
+    cmd_keys_res_t kr;
+    ok(&c, &CMD_PEXPIRE, &pe, &kr, t += MS);
+    cmd_geosearch_args_t self = { .key = "dst", .klen = 3, .source = "dst", .slen = 3, .member = "Palermo", .mlen = 7,
+                                  .q = { .shape = { .kind = GEO_SHAPE_RADIUS, .radius = 10, .to_m = GEO_UNIT_KM } } };
+    ok(&c, &CMD_GEOSEARCHSTORE, &self, &r, t += MS);   /* drops the TTL too */
+    assert_int_equal(r.n, 1);
+    cmd_geosearch_args_t empty = { .key = "dst", .klen = 3, .source = "g", .slen = 1,
+                                   .q = { .shape = { .kind = GEO_SHAPE_RADIUS, .lon = -70, .lat = -40, .radius = 1,
+                                                     .to_m = GEO_UNIT_M } } };
+    ok(&c, &CMD_GEOSEARCHSTORE, &empty, &r, t += MS);
+    assert_int_equal(r.n, 0);
+    cmd_key_args_t ka = { "dst", 3 };
+    cmd_key_info_res_t info;
+    refused(&c, &CMD_KEY_INFO, &ka, &info, t, CMD_E_NOT_FOUND);
+    st.key = "bf";
+    st.klen = 2;
+    assert_non_null(strstr(refused(&c, &CMD_GEOSEARCHSTORE, &st, &r, t, CMD_E_WRONGTYPE), "destination"));
+
+    /* ZREM: some, then the rest deletes the key */
+    cmd_geo_members_args_t zr = { "g", 1, items_of(&s, (const char *const[]){ "Paris", "nope" }, 2), NULL, NULL };
+    ok(&c, &CMD_ZREM, &zr, &r, t += MS);
+    assert_int_equal(r.n, 1);
+    before = journal_len(&c);
+    ok(&c, &CMD_ZREM, &zr, &r, t += MS);   /* nothing removed: no record */
+    assert_int_equal(r.n, 0);
+    assert_int_equal(journal_len(&c), before);
+    assert_true(geoadd(&c, "small", m, pos, 2, 0, t += MS, &r, &err));
+    cmd_geo_members_args_t all = { "small", 5, items_of(&s, m, 2), NULL, NULL };
+    ok(&c, &CMD_ZREM, &all, &r, t += MS);
+    assert_int_equal(r.n, 2);
+    ka.key = "small";
+    ka.klen = 5;
+    refused(&c, &CMD_KEY_INFO, &ka, &info, t, CMD_E_NOT_FOUND);
+    assert_int_equal(cmd_check_replays(&c), 11);
+    cmd_check_close(&c);
+}
+
+static void test_geo_decoders(void **state)
+{
+    (void)state;
+    size_t p = after_key(3);
+    const char *m[] = { "a", "bc" };
+    size_t len[] = { 1, 2 };
+    uint64_t score[] = { geohash_score(1, 2), geohash_score(3, 4) };
+    cmd_geoadd_args_t add = { "key", 3, cmd_items_of(m, len, score, 2), false, true, true };
+    /* NX and XX; a flag past ch; no members; an empty member; a score past 52 bits */
+    check_decoder(&CMD_GEOADD, &add, (size_t[]){ p, p, p + 1, p + 5, p + 5 + 1 + 1 + 7 },
+                  (uint8_t[]){ 3, 8, 0, 0, 0x10 }, 5);
+    strs_t s;
+    cmd_geo_members_args_t zr = { "key", 3, items_of(&s, (const char *const[]){ "a", "bc" }, 2), NULL, NULL };
+    /* no members; a member that is not UTF-8 */
+    check_decoder(&CMD_ZREM, &zr, (size_t[]){ p, p + 5 }, (uint8_t[]){ 0, 0xc3 }, 2);
+    cmd_geosearch_args_t st = { .key = "key", .klen = 3, .source = "src", .slen = 3, .member = "mm", .mlen = 2,
+                                .q = { .shape = { .kind = GEO_SHAPE_RADIUS, .radius = 10, .to_m = GEO_UNIT_KM },
+                                       .count = 5, .any = true, .sort = GEO_SORT_ASC } };
+    size_t q = p + 4 + 3 + 1 + 1 + 2;   /* after the source, the member flag and the member */
+    /* member flag 2; an empty member; kind 2; lon set with a member centre; a negative radius; a width with a
+     * radius; an unknown unit; count 0 with any; any 2; sort 3 */
+    check_decoder(&CMD_GEOSEARCHSTORE, &st,
+                  (size_t[]){ p + 7, p + 8, q, q + 8, q + 1 + 16 + 7, q + 1 + 24 + 7, q + 1 + 40, q + 1 + 48,
+                              q + 1 + 56, q + 1 + 57 },
+                  (uint8_t[]){ 2, 0, 2, 0x40, 0x80, 0x40, 1, 0, 2, 3 }, 10);
+    cmd_geosearch_args_t box = { .key = "key", .klen = 3, .source = "src", .slen = 3,
+                                 .q = { .shape = { .kind = GEO_SHAPE_BOX, .lon = 10, .lat = 20, .width = 5,
+                                                   .height = 6, .to_m = GEO_UNIT_MI } } };
+    q = p + 4 + 3 + 1;
+    /* a latitude past the poles' limit; a height of NaN */
+    check_decoder(&CMD_GEOSEARCHSTORE, &box, (size_t[]){ q + 1 + 8 + 7, q + 1 + 32 + 7 }, (uint8_t[]){ 0x41, 0xff },
+                  2);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The item lists of records                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -629,6 +795,8 @@ int main(void)
         cmocka_unit_test(test_bloom_decoders),
         cmocka_unit_test(test_cuckoo_replay),
         cmocka_unit_test(test_cuckoo_decoders),
+        cmocka_unit_test(test_geo_replay),
+        cmocka_unit_test(test_geo_decoders),
         cmocka_unit_test(test_itemlist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
