@@ -1,6 +1,8 @@
 /*
  * dump.h - RedisBloom's SCANDUMP / LOADCHUNK over HTTP, for the filters
- * that have them (/bloom, /cuckoo).
+ * that have them (/bloom, /cuckoo): the adapter of the operations
+ * BF.SCANDUMP, BF.LOADCHUNK, CF.SCANDUMP and CF.LOADCHUNK (cmd/filterdump.h
+ * has their contract).
  *
  *   GET  /<family>/{key}/dump?cursor=C   -> 200 application/octet-stream
  *        the chunk's bytes; header Tally-Cursor: the chunk's cursor
@@ -26,8 +28,8 @@
  * untrusted: core validates the header completely (tests/fuzz/
  * fuzz_scandump); the filter it describes may not pass --max-value-size
  * (400), and room is made for it under --maxmemory before it is built
- * (507).  Loads are journaled as received, so replay rebuilds the same
- * bytes.
+ * (507).  A load's record holds the key, the cursor and the chunk, so
+ * replay rebuilds the same bytes.
  */
 #ifndef TALLY_API_DUMP_H
 #define TALLY_API_DUMP_H
@@ -37,20 +39,17 @@
 #include <stdint.h>
 
 #include "api/api.h"
+#include "cmd/filterdump.h"
 
-#define API_DUMP_CHUNK (512u << 10)   /* half the default --max-body */
+#define API_DUMP_CHUNK CMD_DUMP_CHUNK   /* half the default --max-body */
 
-/* A filter family's dump: core's interface and why a value may have no dump. */
-typedef struct api_dump {
-    const ks_dump_ops_t *ops;
-    const char *why_not;     /* the 400 when ops->header refuses a value */
-    /* The header chunk's length, when it grows with the value (checked
-     * against --max-answer-size before it is built); NULL: small. */
-    uint64_t (*header_len)(const void *value);
-} api_dump_t;
+/* The bodies of GET .../dump and POST .../load, running `op` (a family's
+ * SCANDUMP or LOADCHUNK: cmd/filterdump.h's arguments and result). */
+void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const cmd_def_t *op);
+void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const cmd_def_t *op);
 
-/* The bodies of GET .../dump and POST .../load. */
-void api_dump_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
-void api_load_serve(api_server_t *srv, api_req_t *req, api_resp_t *resp, const api_dump_t *d);
+/* Sets a response body that the response takes over (malloc'd; NULL for
+ * an empty one): api_body without the copy. */
+void api_body_take(api_resp_t *resp, int status, const char *ctype, void *body, size_t len);
 
 #endif

@@ -25,6 +25,10 @@
  * "could not decode requested zset member").  The key is deleted when its
  * last member is removed.  Units: m, km, ft, mi, any case; a search must
  * name one (`unit`, as Redis's BYRADIUS / BYBOX), GEODIST defaults to m.
+ *
+ * The adapter of the operations GEOADD, ZREM, GEOPOS, GEOHASH, GEODIST,
+ * GEOSEARCH and GEOSEARCHSTORE (cmd/geo.h): it parses and validates, runs
+ * the operation and prints its result.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +36,8 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/items.h"
+#include "cmd/geo.h"
 #include "core/geo.h"
 
 
@@ -207,20 +213,15 @@ static bool query_members(const api_req_t *req, api_resp_t *resp, const char *na
 /* POST /geo/{key}: GEOADD                                                  */
 /* ------------------------------------------------------------------------ */
 
-typedef struct add_item {
-    const char *member;
-    size_t len;
-    uint64_t score;
-} add_item_t;
+/* The members of a GEOADD body: names, lengths and scores (one block). */
+typedef struct add_items {
+    const char **p;
+    size_t *len;
+    uint64_t *score;
+    size_t n;
+} add_items_t;
 
-/* One applied change, for rolling back a batch that runs out of memory. */
-typedef struct undo {
-    size_t item;
-    bool added;
-    uint64_t old_score;
-} undo_t;
-
-static bool parse_add_items(api_resp_t *resp, json_t *body, add_item_t **items, size_t *n)
+static bool parse_add_items(api_resp_t *resp, json_t *body, add_items_t *items)
 {
     json_t *arr = json_object_get(body, "members");
     if (!arr) {
@@ -238,11 +239,15 @@ static bool parse_add_items(api_resp_t *resp, json_t *body, add_item_t **items, 
                         API_MAX_BATCH);
         return false;
     }
-    add_item_t *it = malloc(count * sizeof(*it));
-    if (!it) {
+    void *block = malloc(count * (sizeof(*items->p) + sizeof(*items->len) + sizeof(*items->score)));
+    if (!block) {
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return false;
     }
+    items->p = block;
+    items->len = (size_t *)(items->p + count);
+    items->score = (uint64_t *)(items->len + count);
+    items->n = count;
     for (size_t i = 0; i < count; i++) {
         json_t *o = json_array_get(arr, i);
         char field[48];
@@ -269,134 +274,40 @@ static bool parse_add_items(api_resp_t *resp, json_t *body, add_item_t **items, 
             api_error_field(resp, API_E_BAD_REQUEST, field, "'%s' needs numbers 'lon' and 'lat'", field);
             goto fail;
         }
-        it[i].member = json_string_value(m);
-        it[i].len = json_string_length(m);
-        if (!api_check_key(resp, field, it[i].member, it[i].len) ||
+        items->p[i] = json_string_value(m);
+        items->len[i] = json_string_length(m);
+        if (!api_check_key(resp, field, items->p[i], items->len[i]) ||
             !lonlat_ok(resp, field, json_number_value(lon), json_number_value(lat)))
             goto fail;
-        it[i].score = geohash_score(json_number_value(lon), json_number_value(lat));
+        items->score[i] = geohash_score(json_number_value(lon), json_number_value(lat));
     }
-    *items = it;
-    *n = count;
     return true;
 fail:
-    free(it);
+    free(block);
     return false;
 }
 
 static void h_geo_add(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
+    (void)srv;
     static const char *const fields[] = { "members", "nx", "xx", "ch", NULL };
-    const char *key;
-    size_t klen;
+    cmd_geoadd_args_t a = { 0 };
     json_t *body;
-    bool nx = false, xx = false, ch = false;
-    if (!(body = api_key_body(req, resp, fields, &key, &klen)) || !api_obj_bool(resp, body, "nx", &nx, NULL) ||
-        !api_obj_bool(resp, body, "xx", &xx, NULL) || !api_obj_bool(resp, body, "ch", &ch, NULL))
+    if (!(body = api_key_body(req, resp, fields, &a.key, &a.klen)) || !api_obj_bool(resp, body, "nx", &a.nx, NULL) ||
+        !api_obj_bool(resp, body, "xx", &a.xx, NULL) || !api_obj_bool(resp, body, "ch", &a.ch, NULL))
         return;
-    if (nx && xx) {
+    if (a.nx && a.xx) {
         api_error_field(resp, API_E_BAD_REQUEST, "xx", "'nx' and 'xx' cannot both be true");
         return;
     }
-    add_item_t *items;
-    size_t n;
-    if (!parse_add_items(resp, body, &items, &n))
+    add_items_t items;
+    if (!parse_add_items(resp, body, &items))
         return;
-    undo_t *undo = malloc(n * sizeof(*undo));
-    if (!undo) {
-        free(items);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        return;
-    }
-    if (!api_make_room(srv, req, resp))
-        goto out;
-    uint64_t member_bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        member_bytes += items[i].len;
-
-    api_key_t hk;
-    geo_t *g;
-    for (unsigned attempts = 0;;) {
-        if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_WRITE, &hk))
-            goto out;
-        g = api_key_value(&hk);
-        if (!g && xx) {   /* XX on a missing key: nothing to update, no key created */
-            api_key_close(&hk, false);
-            api_json(resp, 200, json_pack("{s:i}", "added", 0));
-            goto out;
-        }
-        /* room for what the members may add, known once the set is */
-        uint64_t add = geo_add_bound(g, n, member_bytes) + (g ? 0 : ks_entry_overhead(klen));
-        if (!api_value_fits(srv, req, resp, "members", "the geo set", (g ? geo_memory(g) : 0) + add)) {
-            api_key_close(&hk, false);
-            goto out;
-        }
-        if (add <= api_room_now(srv, req))
-            break;
-        ks_key_t kk = ks_key(srv->ks, key, klen);
-        api_keep_t keep = { &kk, 1, g ? geo_memory(g) : 0 };   /* not evicted for its own growth */
-        api_key_close(&hk, false);
-        if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
-            goto out;
-    }
-    bool fresh = g == NULL;
-    if (fresh && !(g = geo_create())) {
-        api_key_close(&hk, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory creating the geo set");
-        goto out;
-    }
-    geo_add_mode_t mode = nx ? GEO_ADD_NX : xx ? GEO_ADD_XX : GEO_ADD;
-    size_t added = 0, nundo = 0;   /* added: the answer (new members, plus moved ones with ch) */
-    bool oom = false;
-    for (size_t i = 0; i < n && !oom; i++) {
-        uint64_t old = 0;
-        geo_score(g, items[i].member, items[i].len, &old);
-        switch (geo_set(g, items[i].member, items[i].len, items[i].score, mode)) {
-        case GEO_SET_ADDED:
-            added++;
-            undo[nundo++] = (undo_t){ i, true, 0 };
-            break;
-        case GEO_SET_UPDATED:   /* the score changed (an equal position is UNCHANGED) */
-            if (ch)
-                added++;
-            undo[nundo++] = (undo_t){ i, false, old };
-            break;
-        case CORE_NOMEM:
-            oom = true;
-            break;
-        default:
-            break;
-        }
-    }
-    if (oom) {   /* put everything back: a failed request changes nothing */
-        while (nundo--) {
-            const undo_t *u = &undo[nundo];
-            if (u->added)
-                geo_remove(g, items[u->item].member, items[u->item].len);
-            else
-                geo_set(g, items[u->item].member, items[u->item].len, u->old_score, GEO_ADD);
-        }
-        if (fresh)
-            geo_free(g);
-        else
-            ks_entry_changed(srv->ks, hk.e);
-        api_key_close(&hk, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory adding members");
-        goto out;
-    }
-    if (fresh && !api_key_add(&hk, &geo_type, g, KS_NO_EXPIRY)) {
-        geo_free(g);
-        api_key_close(&hk, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the geo set");
-        goto out;
-    }
-    if (!fresh)
-        ks_entry_changed(srv->ks, hk.e);
-    api_key_close(&hk, nundo > 0);
-    api_json(resp, 200, json_pack("{s:I}", "added", (json_int_t)added));
-out:
-    free(undo);
-    free(items);
+    a.members = cmd_items_of(items.p, items.len, items.score, items.n);
+    cmd_geo_res_t r;
+    if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_GEOADD, &a, &r)))
+        api_json(resp, 200, json_pack("{s:I}", "added", (json_int_t)r.n));
+    free(items.p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -405,11 +316,11 @@ out:
 
 static void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
+    (void)srv;
     static const char *const fields[] = { "members", NULL };
-    const char *key;
-    size_t klen;
+    cmd_geo_members_args_t a = { 0 };
     json_t *body;
-    if (!(body = api_key_body(req, resp, fields, &key, &klen)))
+    if (!(body = api_key_body(req, resp, fields, &a.key, &a.klen)))
         return;
     json_t *arr = json_object_get(body, "members");
     if (!json_is_array(arr) || json_array_size(arr) == 0) {
@@ -433,24 +344,19 @@ static void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (!api_check_key(resp, field, json_string_value(m), json_string_length(m)))
             return;
     }
-
-    api_key_t hk;
-    if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_WRITE, &hk))
+    api_items_t it;
+    api_err_t err;
+    if (!api_err_answered(resp, api_items_alloc(n, &it, &err), &err))
         return;
-    geo_t *g = api_key_value(&hk);
-    size_t removed = 0;
-    if (g) {
-        for (size_t i = 0; i < n; i++) {
-            json_t *m = json_array_get(arr, i);
-            removed += geo_remove(g, json_string_value(m), json_string_length(m));
-        }
-        if (geo_count(g) == 0)
-            api_key_delete(&hk);   /* like Redis, an empty set is no key */
-        else
-            ks_entry_changed(srv->ks, hk.e);
+    for (size_t i = 0; i < n; i++) {
+        it.p[i] = json_string_value(json_array_get(arr, i));
+        it.len[i] = json_string_length(json_array_get(arr, i));
     }
-    api_key_close(&hk, removed > 0);
-    api_json(resp, 200, json_pack("{s:I}", "removed", (json_int_t)removed));
+    a.members = cmd_items_of(it.p, it.len, NULL, n);
+    cmd_geo_res_t r;
+    if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_ZREM, &a, &r)))
+        api_json(resp, 200, json_pack("{s:I}", "removed", (json_int_t)r.n));
+    api_items_free(&it);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -458,49 +364,61 @@ static void h_geo_remove(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 /* ------------------------------------------------------------------------ */
 
 /* Shared by pos and hash: one entry per requested member, null if absent. */
-static void per_member(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool hashes)
+static void per_member(api_req_t *req, api_resp_t *resp, bool hashes)
 {
-    const char *key;
-    size_t klen, n;
+    cmd_geo_members_args_t a;
+    size_t n;
     const char **names;
     size_t *lens;
-    if (!api_path_key(req, resp, &key, &klen) ||
+    if (!api_path_key(req, resp, &a.key, &a.klen) ||
         !api_query_allow(req, resp, (const char *const[]){ "member", NULL }) ||
         !query_members(req, resp, "member", &names, &lens, &n))
         return;
-    api_key_t hk;
-    if (api_key_open(srv, req, resp, key, klen, &geo_type, API_READ, &hk)) {
-        const geo_t *g = api_key_value(&hk);
+    a.members = cmd_items_of(names, lens, NULL, n);
+    a.scores = malloc((n ? n : 1) * sizeof(*a.scores));
+    a.found = malloc((n ? n : 1) * sizeof(*a.found));
+    cmd_geo_res_t r;
+    if (!a.scores || !a.found) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+    } else if (api_cmd_answered(req, resp, cmd_call(req->ctx, hashes ? &CMD_GEOHASH : &CMD_GEOPOS, &a, &r))) {
         wbuf_t b = WBUF_INIT;
         put_str(&b, hashes ? "{\"hashes\":[" : "{\"positions\":[");
         for (size_t i = 0; i < n; i++) {
             if (i)
                 wbuf_put_u8(&b, ',');
-            uint64_t score;
-            if (!g || !geo_score(g, names[i], lens[i], &score)) {
+            if (!a.found[i]) {
                 put_str(&b, "null");
             } else if (hashes) {
                 char h[12];
-                geohash_string(score, h);
+                geohash_string(a.scores[i], h);
                 wbuf_put_u8(&b, '"');
                 put_str(&b, h);
                 wbuf_put_u8(&b, '"');
             } else {
                 double lon, lat;
-                geohash_decode_score(score, &lon, &lat);
+                geohash_decode_score(a.scores[i], &lon, &lat);
                 put_lonlat(&b, lon, lat);
             }
         }
         put_str(&b, "]}");
-        api_key_close(&hk, false);
         answer(resp, &b);
     }
+    free(a.scores);
+    free(a.found);
     free(names);
     free(lens);
 }
 
-static void h_geo_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, false); }
-static void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp) { per_member(srv, req, resp, true); }
+static void h_geo_pos(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    (void)srv;
+    per_member(req, resp, false);
+}
+static void h_geo_hash(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    (void)srv;
+    per_member(req, resp, true);
+}
 
 static bool query_member(const api_req_t *req, api_resp_t *resp, const char *name, bool required,
                          const char **m, size_t *len)
@@ -510,31 +428,21 @@ static bool query_member(const api_req_t *req, api_resp_t *resp, const char *nam
 
 static void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    const char *key, *from, *to;
-    size_t klen, flen, tlen;
-    double to_m;
-    if (!api_path_key(req, resp, &key, &klen) ||
+    (void)srv;
+    cmd_geodist_args_t a;
+    cmd_geo_res_t r;
+    if (!api_path_key(req, resp, &a.key, &a.klen) ||
         !api_query_allow(req, resp, (const char *const[]){ "from", "to", "unit", NULL }) ||
-        !query_member(req, resp, "from", true, &from, &flen) || !query_member(req, resp, "to", true, &to, &tlen) ||
-        !query_unit(req, resp, false, &to_m))
+        !query_member(req, resp, "from", true, &a.from, &a.flen) ||
+        !query_member(req, resp, "to", true, &a.to, &a.tlen) || !query_unit(req, resp, false, &a.to_m) ||
+        !api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_GEODIST, &a, &r)))
         return;
-    api_key_t hk;
-    if (!api_key_open(srv, req, resp, key, klen, &geo_type, API_READ, &hk))
-        return;
-    const geo_t *g = api_key_value(&hk);
-    uint64_t s1, s2;
-    bool both = g && geo_score(g, from, flen, &s1) && geo_score(g, to, tlen, &s2);
-    api_key_close(&hk, false);
     wbuf_t b = WBUF_INIT;
     put_str(&b, "{\"distance\":");
-    if (both) {
-        double x1, y1, x2, y2;
-        geohash_decode_score(s1, &x1, &y1);
-        geohash_decode_score(s2, &x2, &y2);
-        put_distance(&b, geo_distance(x1, y1, x2, y2) / to_m);
-    } else {
+    if (r.found)
+        put_distance(&b, r.distance);
+    else
         put_str(&b, "null");
-    }
     wbuf_put_u8(&b, '}');
     answer(resp, &b);
 }
@@ -543,27 +451,22 @@ static void h_geo_dist(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 /* GET /geo/nearby: GEOSEARCH                                               */
 /* ------------------------------------------------------------------------ */
 
-typedef struct nearby {
-    const char *key, *member;
-    size_t klen, mlen;
-    geo_query_t q;
-    bool withdist, withcoord, withhash;
-} nearby_t;
-
 /* The query of GET /geo/nearby, or with `store` that of POST
  * /geo/{key}/store (the set searched is `source`; no with* options). */
-static bool parse_nearby(const api_req_t *req, api_resp_t *resp, bool store, nearby_t *nb)
+static bool parse_nearby(const api_req_t *req, api_resp_t *resp, bool store, cmd_geosearch_args_t *nb)
 {
     static const char *const params[] = { "key", "member", "lon", "lat", "radius", "width", "height", "unit", "count",
                                           "any", "sort", "withdist", "withcoord", "withhash", NULL };
     static const char *const store_params[] = { "source", "member", "lon", "lat", "radius", "width", "height",
                                                 "unit", "count", "any", "sort", "storedist", NULL };
+    const char *key, *dest = nb->key;
+    size_t klen, dlen = nb->klen;
     memset(nb, 0, sizeof(*nb));
     geo_shape_t *s = &nb->q.shape;
     bool has_lon, has_lat, has_radius, has_w, has_h, has_count;
     int64_t count = 0;
     if (!api_query_allow(req, resp, store ? store_params : params) ||
-        !query_member(req, resp, store ? "source" : "key", true, &nb->key, &nb->klen) ||
+        !query_member(req, resp, store ? "source" : "key", true, &key, &klen) ||
         !query_member(req, resp, "member", false, &nb->member, &nb->mlen) ||
         !api_query_double(req, resp, "lon", false, -1e300, 1e300, &s->lon, &has_lon) ||
         !api_query_double(req, resp, "lat", false, -1e300, 1e300, &s->lat, &has_lat) ||
@@ -577,6 +480,15 @@ static bool parse_nearby(const api_req_t *req, api_resp_t *resp, bool store, nea
         !api_query_bool(req, resp, "withcoord", &nb->withcoord, NULL) ||
         !api_query_bool(req, resp, "withhash", &nb->withhash, NULL))
         return false;
+    if (store) {
+        nb->key = dest;
+        nb->klen = dlen;
+        nb->source = key;
+        nb->slen = klen;
+    } else {
+        nb->key = key;
+        nb->klen = klen;
+    }
 
     /* the centre: a member, or a longitude/latitude pair */
     if (has_lon != has_lat) {
@@ -639,64 +551,19 @@ static bool parse_nearby(const api_req_t *req, api_resp_t *resp, bool store, nea
     return true;
 }
 
-/* Runs the search of nb on g (a member centre decoded first): false with
- * the answer set (404 for a centre member not in the set, 507). */
-static bool nearby_search(const geo_t *g, nearby_t *nb, api_resp_t *resp, geo_hit_t **hits, size_t *n)
-{
-    if (nb->member) {
-        uint64_t score;
-        if (!geo_score(g, nb->member, nb->mlen, &score)) {
-            api_error_field(resp, API_E_NOT_FOUND, "member",
-                            "could not decode requested zset member: '%.*s' is not in this geo set",
-                            (int)(nb->mlen > 200 ? 200 : nb->mlen), nb->member);
-            return false;
-        }
-        geohash_decode_score(score, &nb->q.shape.lon, &nb->q.shape.lat);
-    }
-    if (!geo_search(g, &nb->q, hits, n)) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory searching");
-        return false;
-    }
-    return true;
-}
-
 static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    nearby_t nb;
-    if (!parse_nearby(req, resp, false, &nb))
+    (void)srv;
+    cmd_geosearch_args_t nb = { 0 };
+    cmd_geo_res_t r;
+    if (!parse_nearby(req, resp, false, &nb) || !api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_GEOSEARCH, &nb, &r)))
         return;
-    api_key_t hk;
-    if (!api_key_open(srv, req, resp, nb.key, nb.klen, &geo_type, API_READ, &hk))
-        return;
-    const geo_t *g = api_key_value(&hk);
-    if (!g) {   /* as Redis: a missing key has no members, even around a member */
-        api_key_close(&hk, false);
-        api_body(resp, 200, NULL, "{\"results\":[]}", 14);
-        return;
-    }
-    geo_hit_t *hits;
-    size_t n;
-    if (!nearby_search(g, &nb, resp, &hits, &n)) {
-        api_key_close(&hk, false);
-        return;
-    }
-    /* the answer's size is known before it is written: each member's text
-     * escaped at worst, and the numbers asked for */
-    uint64_t estimate = 16;
-    for (size_t i = 0; i < n; i++)
-        estimate += api_json_string_max(hits[i].len) + 16 + (nb.withdist ? 24 : 0) + (nb.withhash ? 28 : 0) +
-                    (nb.withcoord ? 56 : 0);
-    if (!api_answer_fits(srv, req, resp, estimate, "lower count, or narrow the radius or box")) {
-        api_key_close(&hk, false);
-        free(hits);
-        return;
-    }
-    /* members point into the set: write the answer before unlocking */
+    size_t n = r.n;
     wbuf_t b = WBUF_INIT;
     wbuf_reserve(&b, 16 + n * (32 + (nb.withdist ? 24 : 0) + (nb.withhash ? 28 : 0) + (nb.withcoord ? 48 : 0)));
     put_str(&b, "{\"results\":[");
     for (size_t i = 0; i < n; i++) {
-        const geo_hit_t *h = &hits[i];
+        const geo_hit_t *h = &r.hits[i];
         put_str(&b, i ? ",{\"member\":" : "{\"member\":");
         put_json_string(&b, h->member, h->len);
         if (nb.withdist) {
@@ -716,8 +583,7 @@ static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         wbuf_put_u8(&b, '}');
     }
     put_str(&b, "]}");
-    api_key_close(&hk, false);
-    free(hits);
+    cmd_geo_res_free(&r);
     answer(resp, &b);
 }
 
@@ -730,11 +596,10 @@ static void h_geo_nearby(api_server_t *srv, api_req_t *req, api_resp_t *resp)
  * its result is a sorted set of distances, a type tally does not have. */
 static void h_geo_store(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    const char *dest;
-    size_t dlen;
-    nearby_t nb;
+    (void)srv;
+    cmd_geosearch_args_t nb = { 0 };
     bool storedist = false;
-    if (!api_path_key(req, resp, &dest, &dlen) || !parse_nearby(req, resp, true, &nb) ||
+    if (!api_path_key(req, resp, &nb.key, &nb.klen) || !parse_nearby(req, resp, true, &nb) ||
         !api_query_bool(req, resp, "storedist", &storedist, NULL))
         return;
     if (storedist) {
@@ -743,83 +608,23 @@ static void h_geo_store(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                         "members (without storedist) or ask /geo/nearby with withdist");
         return;
     }
-    ks_key_t keys[2] = { ks_key(srv->ks, dest, dlen), ks_key(srv->ks, nb.key, nb.klen) };
-    /* the token's prefixes before eviction makes room: a refused request changes nothing */
-    if (!api_keys_allowed(srv, req, resp, keys, 2) || !api_make_room(srv, req, resp))
-        return;
-    unsigned attempts = 0;
-again:;
-    api_key_t h;
-    ks_entry_t *se;
-    if (!api_keys_lock(srv, req, resp, keys, 2, &h) ||
-        !api_keys_find(&h, 1, &geo_type, API_READ, "source", &se) ||
-        !api_keys_find(&h, 0, &geo_type, API_WRITE, "destination", NULL))
-        return;
-    const geo_t *src = se ? ks_entry_value(se) : NULL;
-    geo_hit_t *hits = NULL;
-    size_t n = 0;
-    if (src && !nearby_search(src, &nb, resp, &hits, &n)) {
-        api_key_close(&h, false);
-        return;
+    cmd_geo_res_t r;
+    if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_GEOSEARCHSTORE, &nb, &r))) {
+        char b[48];
+        int len = snprintf(b, sizeof(b), "{\"stored\":%llu}", (unsigned long long)r.n);
+        api_body(resp, 200, NULL, b, (size_t)len);
     }
-    /* room for the new set, built while the old one still exists */
-    uint64_t member_bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        member_bytes += hits[i].len;
-    uint64_t after = n ? geo_add_bound(NULL, n, member_bytes) : 0, before = h.e ? geo_memory(api_key_value(&h)) : 0;
-    uint64_t add = after ? after + (h.e ? 0 : ks_entry_overhead(dlen)) : 0;
-    api_keep_t keep = { keys, 2, before + (src ? geo_memory(src) : 0) };
-    if (!api_value_fits(srv, req, resp, NULL, "the stored set", after)) {
-        api_key_close(&h, false);
-        free(hits);
-        return;
-    }
-    if (add > api_room_now(srv, req)) {
-        api_key_close(&h, false);
-        free(hits);
-        if (!api_room_retry(srv, req, resp, add, &keep, &attempts))
-            return;
-        goto again;
-    }
-    geo_t *out = n ? geo_create() : NULL;
-    for (size_t i = 0; out && i < n; i++)
-        if (geo_set(out, hits[i].member, hits[i].len, hits[i].score, GEO_ADD) < 0) {
-            geo_free(out);
-            out = NULL;
-        }
-    free(hits);
-    if (n && !out) {
-        api_key_close(&h, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the results");
-        return;
-    }
-    bool changed = h.e != NULL || out;
-    if (h.e && out) {
-        api_key_replace(&h, out);
-        ks_entry_set_expire(srv->ks, h.e, KS_NO_EXPIRY);   /* a new value: Redis's store drops the TTL */
-    } else if (h.e) {
-        api_key_delete(&h);
-    } else if (out && !api_key_add(&h, &geo_type, out, KS_NO_EXPIRY)) {
-        geo_free(out);
-        api_key_close(&h, false);
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the results");
-        return;
-    }
-    api_key_close(&h, changed);
-    char b[48];
-    int len = snprintf(b, sizeof(b), "{\"stored\":%zu}", n);
-    api_body(resp, 200, NULL, b, (size_t)len);
 }
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_GET,    "/geo/nearby",       h_geo_nearby, 0, API_ACCESS_READ, NULL },
-    { API_POST,   "/geo/{key}",        h_geo_add, 0, API_ACCESS_WRITE, NULL },
-    { API_GET,    "/geo/{key}/pos",    h_geo_pos, 0, API_ACCESS_READ, NULL },
-    { API_GET,    "/geo/{key}/dist",   h_geo_dist, 0, API_ACCESS_READ, NULL },
-    { API_GET,    "/geo/{key}/hash",   h_geo_hash, 0, API_ACCESS_READ, NULL },
-    { API_POST,   "/geo/{key}/remove", h_geo_remove, 0, API_ACCESS_WRITE, NULL },
-    { API_POST,   "/geo/{key}/store",  h_geo_store, 0, API_ACCESS_WRITE, NULL },
+    { API_GET,    "/geo/nearby",       h_geo_nearby, 0, API_BY(CMD_GEOSEARCH) },
+    { API_POST,   "/geo/{key}",        h_geo_add, 0, API_BY(CMD_GEOADD) },
+    { API_GET,    "/geo/{key}/pos",    h_geo_pos, 0, API_BY(CMD_GEOPOS) },
+    { API_GET,    "/geo/{key}/dist",   h_geo_dist, 0, API_BY(CMD_GEODIST) },
+    { API_GET,    "/geo/{key}/hash",   h_geo_hash, 0, API_BY(CMD_GEOHASH) },
+    { API_POST,   "/geo/{key}/remove", h_geo_remove, 0, API_BY(CMD_ZREM) },
+    { API_POST,   "/geo/{key}/store",  h_geo_store, 0, API_BY(CMD_GEOSEARCHSTORE) },
 };
 
 API_FAMILY(geo);
