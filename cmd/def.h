@@ -35,6 +35,7 @@
 
 #include "cmd/access.h"
 #include "cmd/cmd.h"
+#include "cmd/record.h"
 #include "core/codec.h"
 
 #define CMD_F_WRITE 1u           /* may change state: needs a writable node and journal space; journaled */
@@ -79,8 +80,5 @@ const cmd_def_t *cmd_def_by_name(const char *name, size_t len);
 size_t cmd_def_count(void);
 const cmd_def_t *cmd_def_at(size_t i);
 
-/* Record fields (core/codec), the forms every operation's record uses. */
-void cmd_put_key(wbuf_t *out, const char *key, size_t len);
-bool cmd_get_key(rbuf_t *in, const char **key, size_t *len);
 
 #endif

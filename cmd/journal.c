@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/ids.h"
 #include "cmd/journal.h"
+#include "cmd/keyrec.h"
 
 bool cmd_journal_reserve(cmd_ctx_t *ctx, uint64_t bytes)
 {
@@ -101,59 +103,47 @@ size_t cmd_escape_segment(const char *key, size_t len, char *out)
     return j;
 }
 
-/* A canonical request record (method, path, query, content type, body). */
-static void journal_as(cmd_ctx_t *ctx, uint8_t method, const char *path, const char *query, const char *ctype,
-                       const void *body, size_t body_len)
+/* A command record of operation `op` whose arguments are `args`. */
+static journal_req_t command_record(const cmd_ctx_t *ctx, uint16_t op, const wbuf_t *args)
 {
-    journal_req_t jr = {
-        .now_ns = ctx->now_ns,
-        .method = method,
-        .path = path,
-        .path_len = strlen(path),
-        .query = query ? query : "",
-        .query_len = query ? strlen(query) : 0,
-        .ctype = ctype ? ctype : "",
-        .ctype_len = ctype ? strlen(ctype) : 0,
-        .body = body,
-        .body_len = body_len,
-    };
-    cmd_journal_record(ctx, &jr);
+    journal_req_t jr = { .kind = JOURNAL_REC_COMMAND, .op = op, .now_ns = ctx->now_ns, .path = "", .query = "",
+                         .ctype = "", .body = args->data, .body_len = args->len };
+    return jr;
 }
-
-/* The method numbers of the journal's request records (api_method_t). */
-enum { REC_PUT = 4, REC_DELETE = 5 };
 
 void cmd_journal_key_state(cmd_ctx_t *ctx, const char *key, size_t klen, const void *dump, size_t dump_len,
                            int64_t ttl_ms)
 {
-    char escaped[3 * KS_KEY_MAX + 1];   /* keys are at most KS_KEY_MAX bytes */
-    cmd_escape_segment(key, klen, escaped);
-    char path[sizeof(escaped) + 32];
-    if (!dump) {
-        snprintf(path, sizeof(path), "/keys/%s", escaped);
-        journal_as(ctx, REC_DELETE, path, NULL, NULL, NULL, 0);
+    if (ctx->replay || !ctx->srv->hooks.journal)
         return;
+    uint8_t small[64 + KS_KEY_MAX];   /* the record but a dump's bytes: no allocation */
+    wbuf_t args = wbuf_on(small, sizeof small);
+    journal_req_t jr;
+    if (!dump) {
+        cmd_del_args_t a = { .key = key, .klen = klen };
+        cmd_keyrec_del_encode(&a, &args);
+        jr = command_record(ctx, CMD_ID_DEL, &args);
+    } else {
+        cmd_restore_args_t a = { .key = key, .klen = klen, .replace = true, .has_ttl = true, .ttl_ms = ttl_ms,
+                                 .dump = dump, .len = dump_len };
+        cmd_keyrec_restore_head(&a, &args);
+        jr = command_record(ctx, CMD_ID_RESTORE, &args);
+        jr.tail = dump;
+        jr.tail_len = dump_len;
     }
-    char query[64];
-    snprintf(path, sizeof(path), "/keys/%s/restore", escaped);
-    snprintf(query, sizeof(query), "replace=true&ttl_ms=%lld", (long long)ttl_ms);
-    journal_as(ctx, REC_PUT, path, query, "application/octet-stream", dump, dump_len);
+    cmd_journal_record(ctx, &jr);
+    wbuf_free(&args);
 }
 
 void cmd_journal_eviction(cmd_ctx_t *ctx, const char *key, size_t len)
 {
     if (!ctx->srv->hooks.journal)
         return;
-    char path[6 + 3 * KS_KEY_MAX + 1];   /* keys are at most KS_KEY_MAX bytes */
-    memcpy(path, "/keys/", 6);
-    size_t plen = 6 + cmd_escape_segment(key, len, path + 6);
-    journal_req_t jr = {
-        .now_ns = ctx->now_ns,
-        .method = REC_DELETE,
-        .path = path,
-        .path_len = plen,
-        .query = "",
-        .ctype = "",
-    };
+    uint8_t small[64 + KS_KEY_MAX];   /* a deletion always fits: no allocation */
+    wbuf_t args = wbuf_on(small, sizeof small);
+    cmd_del_args_t a = { .key = key, .klen = len };
+    cmd_keyrec_del_encode(&a, &args);
+    journal_req_t jr = command_record(ctx, CMD_ID_DEL, &args);
     journal_put(ctx, &jr);   /* in space the eviction secured: not the request's */
+    wbuf_free(&args);
 }

@@ -25,10 +25,10 @@
 #include <stdint.h>
 
 #include "cmd/cmd.h"
+#include "cmd/keyrec.h"
 
-/* The longest deletion an eviction journals: DELETE /keys/{key}, the key
- * percent-encoded (3 bytes per byte at most). */
-#define CMD_EVICT_RECORD_MAX (JOURNAL_REQUEST_FIXED + 6 + 3 * KS_KEY_MAX)
+/* The longest deletion an eviction journals (a DEL record, cmd/keyrec.h). */
+#define CMD_EVICT_RECORD_MAX CMD_KEYREC_DEL_SIZE(KS_KEY_MAX)
 
 /* Secures `bytes` of journal space for the request's records (nothing on
  * replay or without a journal): false with UNAVAILABLE set when the disk
@@ -48,9 +48,9 @@ void cmd_journal_unreserve(cmd_ctx_t *ctx);
 void cmd_journal_change(cmd_ctx_t *ctx);
 /* Journals `rec`, a record the request writes in its secured space. */
 void cmd_journal_record(cmd_ctx_t *ctx, const journal_req_t *rec);
-/* Journals `key`'s state as a canonical record: with `dump` (a key dump,
- * core/keydump.h) the replacing restore PUT /keys/{key}/restore?replace=true
- * &ttl_ms=N (0: no expiry), without it DELETE /keys/{key}.  What a restore
+/* Journals `key`'s state: with `dump` (a key dump, core/keydump.h) a
+ * RESTORE record that replaces it with TTL ttl_ms (0: no expiry), without
+ * it a DEL record (cmd/keyrec.h).  What a restore
  * that could not store its value, and a change taken back (cmd/undo.h),
  * leave in the journal. */
 void cmd_journal_key_state(cmd_ctx_t *ctx, const char *key, size_t klen, const void *dump, size_t dump_len,

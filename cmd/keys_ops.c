@@ -6,6 +6,7 @@
 #include "cmd/ids.h"
 #include "cmd/journal.h"
 #include "cmd/keys.h"
+#include "cmd/keyrec.h"
 #include "cmd/keys_ops.h"
 #include "cmd/room.h"
 #include "core/keydump.h"
@@ -193,36 +194,7 @@ static bool run_del(cmd_ctx_t *ctx, const void *args, void *res)
     return true;
 }
 
-/* Record: u8 version 1 | key | u8 has_digest | u64 digest. */
-static void encode_del(const void *args, wbuf_t *out)
-{
-    const cmd_del_args_t *a = args;
-    wbuf_put_u8(out, 1);
-    cmd_put_key(out, a->key, a->klen);
-    wbuf_put_u8(out, a->has_digest);
-    wbuf_put_u64(out, a->has_digest ? a->digest : 0);
-}
 
-static bool decode_del(rbuf_t *in, void *args, const char **why)
-{
-    cmd_del_args_t *a = args;
-    if (rbuf_u8(in) != 1) {
-        *why = "unknown version";
-        return false;
-    }
-    if (!cmd_get_key(in, &a->key, &a->klen)) {
-        *why = "bad key";
-        return false;
-    }
-    uint8_t has = rbuf_u8(in);
-    a->digest = rbuf_u64(in);
-    a->has_digest = has == 1;
-    if (has > 1 || (!a->has_digest && a->digest != 0)) {
-        *why = "bad digest";
-        return false;
-    }
-    return true;
-}
 
 /* The bound of a TTL set at now_ms: now + ttl stays far from overflow. */
 static int64_t ttl_max(int64_t now_ms) { return INT64_MAX / 2 - now_ms; }
@@ -347,26 +319,6 @@ static bool run_dump(cmd_ctx_t *ctx, const void *args, void *res)
     return true;
 }
 
-/* Journals the key's deletion as a DEL record, in space the request
- * secured: what a restore that removed a key and then could not store its
- * value leaves behind. */
-static void journal_deleted(cmd_ctx_t *ctx, const char *key, size_t klen)
-{
-    uint8_t small[64];
-    wbuf_t rec = wbuf_on(small, sizeof small);
-    cmd_del_args_t d = { key, klen, false, 0 };
-    encode_del(&d, &rec);
-    if (!rec.oom) {
-        journal_req_t jr = { .kind = JOURNAL_REC_COMMAND, .op = CMD_ID_DEL, .now_ns = ctx->now_ns, .path = "",
-                             .query = "", .ctype = "", .body = rec.data, .body_len = rec.len };
-        cmd_journal_record(ctx, &jr);
-    }
-    wbuf_free(&rec);
-}
-
-/* A DEL record's bytes: what journal_deleted writes besides the frame. */
-static uint64_t del_record_bytes(size_t klen) { return JOURNAL_COMMAND_FIXED + 1 + 4 + klen + 1 + 8; }
-
 static bool run_restore(cmd_ctx_t *ctx, const void *args, void *res)
 {
     const cmd_restore_args_t *a = args;
@@ -384,7 +336,7 @@ static bool run_restore(cmd_ctx_t *ctx, const void *args, void *res)
     if (!a->has_ttl)
         ttl = dump_ttl < 0 ? 0 : dump_ttl;
     /* the deletion a failure may journal besides the record (journal_deleted) */
-    uint64_t records = ctx->rec ? JOURNAL_COMMAND_FIXED + ctx->rec_len + del_record_bytes(a->klen) : 0;
+    uint64_t records = ctx->rec ? JOURNAL_COMMAND_FIXED + ctx->rec_len + CMD_KEYREC_DEL_SIZE(a->klen) : 0;
     if (!cmd_grow(ctx, NULL, "the restored value", type->size(value),
                   type->size(value) + ks_entry_overhead(a->klen) + a->len) ||
         !cmd_journal_reserve_more(ctx, records)) {
@@ -412,7 +364,7 @@ static bool run_restore(cmd_ctx_t *ctx, const void *args, void *res)
         if (!cmd_key_add(&h, type, value, expire)) {
             type->free(value);
             if (existed)
-                journal_deleted(ctx, a->key, a->klen);   /* what did happen */
+                cmd_journal_key_state(ctx, a->key, a->klen, NULL, 0, 0);   /* what did happen: a DEL record */
             cmd_key_close(&h, false);
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory restoring the key");
         }
@@ -424,46 +376,13 @@ static bool run_restore(cmd_ctx_t *ctx, const void *args, void *res)
     return true;
 }
 
-/* Record: u8 version 1 | key | u8 flags (1 replace, 2 has_ttl) | i64 ttl_ms
- * (0 without has_ttl) | blob dump. */
-static void encode_restore(const void *args, wbuf_t *out)
-{
-    const cmd_restore_args_t *a = args;
-    wbuf_put_u8(out, 1);
-    cmd_put_key(out, a->key, a->klen);
-    wbuf_put_u8(out, (uint8_t)((a->replace ? 1 : 0) | (a->has_ttl ? 2 : 0)));
-    wbuf_put_i64(out, a->has_ttl ? a->ttl_ms : 0);
-    wbuf_put_blob(out, a->dump, a->len);
-}
 
-static bool decode_restore(rbuf_t *in, void *args, const char **why)
-{
-    cmd_restore_args_t *a = args;
-    if (rbuf_u8(in) != 1) {
-        *why = "unknown version";
-        return false;
-    }
-    if (!cmd_get_key(in, &a->key, &a->klen)) {
-        *why = "bad key";
-        return false;
-    }
-    uint8_t flags = rbuf_u8(in);
-    a->ttl_ms = rbuf_i64(in);
-    a->dump = rbuf_blob(in, &a->len);
-    a->replace = flags & 1;
-    a->has_ttl = flags & 2;
-    if (in->err || flags > 3 || a->ttl_ms < 0 || a->ttl_ms > INT64_MAX / 2 || (!a->has_ttl && a->ttl_ms)) {
-        *why = "bad options";
-        return false;
-    }
-    return true;
-}
 
 const cmd_def_t CMD_SCAN = { "SCAN", CMD_ID_SCAN, 0, CMD_ACCESS_READ, run_scan, NULL, NULL, sizeof(cmd_scan_args_t),
                              sizeof(cmd_scan_res_t) };
 const cmd_def_t CMD_KEY_INFO = { "KEY.INFO", CMD_ID_KEY_INFO, 0, CMD_ACCESS_READ, run_key_info, NULL, NULL,
                                  sizeof(cmd_key_args_t), sizeof(cmd_key_info_res_t) };
-const cmd_def_t CMD_DEL = { "DEL", CMD_ID_DEL, CMD_F_WRITE, CMD_ACCESS_ADMIN, run_del, encode_del, decode_del,
+const cmd_def_t CMD_DEL = { "DEL", CMD_ID_DEL, CMD_F_WRITE, CMD_ACCESS_ADMIN, run_del, cmd_keyrec_del_encode, cmd_keyrec_del_decode,
                             sizeof(cmd_del_args_t), sizeof(cmd_keys_res_t) };
 const cmd_def_t CMD_PEXPIRE = { "PEXPIRE", CMD_ID_PEXPIRE, CMD_F_WRITE, CMD_ACCESS_WRITE, run_pexpire,
                                 encode_pexpire, decode_pexpire, sizeof(cmd_pexpire_args_t), sizeof(cmd_keys_res_t) };
@@ -472,5 +391,5 @@ const cmd_def_t CMD_PERSIST = { "PERSIST", CMD_ID_PERSIST, CMD_F_WRITE, CMD_ACCE
 const cmd_def_t CMD_DUMP = { "DUMP", CMD_ID_DUMP, 0, CMD_ACCESS_READ, run_dump, NULL, NULL, sizeof(cmd_key_args_t),
                              sizeof(cmd_dump_res_t) };
 const cmd_def_t CMD_RESTORE = { "RESTORE", CMD_ID_RESTORE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                run_restore, encode_restore, decode_restore, sizeof(cmd_restore_args_t),
+                                run_restore, cmd_keyrec_restore_encode, cmd_keyrec_restore_decode, sizeof(cmd_restore_args_t),
                                 sizeof(cmd_restore_res_t) };

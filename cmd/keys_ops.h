@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "cmd/def.h"
+#include "cmd/keyrec.h"   /* cmd_del_args_t, cmd_restore_args_t and their records */
 
 #define CMD_SCAN_MAX_LIMIT 10000          /* keys in one page */
 #define CMD_SCAN_BUCKETS_PER_PAGE 65536   /* bounds a page's work when a prefix matches little */
@@ -81,13 +82,6 @@ typedef struct cmd_key_info_res {
     uint64_t memory_bytes;
 } cmd_key_info_res_t;
 
-typedef struct cmd_del_args {
-    const char *key;
-    size_t klen;
-    bool has_digest;
-    uint64_t digest;             /* keydump_digest of the value expected */
-} cmd_del_args_t;
-
 typedef struct cmd_pexpire_args {
     const char *key;
     size_t klen;
@@ -104,16 +98,6 @@ typedef struct cmd_dump_res {
     size_t len;
     uint64_t digest;             /* keydump_digest: DEL's precondition */
 } cmd_dump_res_t;
-
-typedef struct cmd_restore_args {
-    const char *key;
-    size_t klen;
-    bool replace;
-    bool has_ttl;
-    int64_t ttl_ms;              /* with has_ttl: 0 (no expiry) .. INT64_MAX / 2 - now */
-    const uint8_t *dump;
-    size_t len;
-} cmd_restore_args_t;
 
 typedef struct cmd_restore_res {
     const char *type;            /* the type restored (static) */

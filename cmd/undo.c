@@ -7,11 +7,11 @@
 #include "cmd/journal.h"
 #include "core/keydump.h"
 
-/* The restoring record's size at most: PUT /keys/{key}/restore with its
- * query, media type and the dump as body (a deletion is smaller). */
+/* The restoring record's size at most: a RESTORE record with the dump (a
+ * deletion is smaller). */
 static uint64_t record_bound(size_t klen, size_t dump_len)
 {
-    return JOURNAL_REQUEST_FIXED + 6 + 3 * (uint64_t)klen + 8 + 64 + 24 + dump_len;
+    return CMD_KEYREC_RESTORE_SIZE(klen, dump_len);
 }
 
 static bool captured(const cmd_ctx_t *ctx, const ks_key_t *k)
@@ -45,6 +45,16 @@ bool cmd_undo_capture(cmd_ctx_t *ctx, const void *owner, const ks_key_t *keys, s
                            .klen = keys[i].len };
         memcpy(u->key, keys[i].p, keys[i].len);
         uint64_t bytes = record_bound(u->klen, u->dump_len);
+        if (bytes - JOURNAL_FRAME_SIZE > JOURNAL_MAX_RECORD) {
+            size_t len = u->dump_len;
+            free(u->dump);
+            free(u);
+            return cmd_fail(ctx, CMD_E_BAD_REQUEST, NULL,
+                            "the key's value is too large to keep its state before the change (%zu bytes; a journal "
+                            "record holds at most %u) so that it could be taken back (--min-replicas-ack); the "
+                            "request was not applied",
+                            len, (unsigned)JOURNAL_MAX_RECORD);
+        }
         const char *err = "journal unavailable";
         if (srv->hooks.journal_reserve && !srv->hooks.journal_reserve(srv->hooks.ud, bytes, &err)) {
             free(u->dump);

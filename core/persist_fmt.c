@@ -233,7 +233,14 @@ void journalfmt_put_request(wbuf_t *out, const journal_req_t *q)
         p += 8;
         *p++ = (uint8_t)q->op;
         *p++ = (uint8_t)(q->op >> 8);
-        p = put_field(p, q->body, q->body_len, 4);
+        le32_store(p, (uint32_t)(q->body_len + q->tail_len));
+        p += 4;
+        if (q->body_len)
+            memcpy(p, q->body, q->body_len);
+        p += q->body_len;
+        if (q->tail_len)
+            memcpy(p, q->tail, q->tail_len);
+        p += q->tail_len;
     } else {
         *p++ = JOURNAL_REC_REQUEST;
         le64_store(p, (uint64_t)q->now_ns);
@@ -281,7 +288,7 @@ bool journalfmt_epoch_parse(const journal_req_t *q, uint64_t *epoch)
 size_t journalfmt_request_size(const journal_req_t *q)
 {
     if (q->kind == JOURNAL_REC_COMMAND)
-        return JOURNAL_COMMAND_FIXED + q->body_len;
+        return JOURNAL_COMMAND_FIXED + q->body_len + q->tail_len;
     return JOURNAL_REQUEST_FIXED + q->path_len + q->query_len + q->ctype_len + q->body_len;
 }
 

@@ -116,7 +116,11 @@
 #define JOURNAL_SEAL_SIZE 33       /* frame + kind + 3 x u64 */
 #define JOURNAL_FRAME_SIZE 8
 #define JOURNAL_PAGE 4096          /* journal space is reserved in whole pages */
-#define JOURNAL_MAX_RECORD (64u << 20)  /* no request is larger than the body cap; 64 MiB is a sanity bound */
+/* The largest record's payload: above any record tally writes (a request
+ * of at most --max-body, itself at most TALLY_MAX_BODY_MAX; a key's state of
+ * at most this, which a change's pre-image is refused beyond), and within
+ * the u32 length field.  A length beyond it is damage. */
+#define JOURNAL_MAX_RECORD (2u << 30)
 
 typedef struct snap_header {
     uint32_t version;
@@ -176,6 +180,12 @@ typedef struct journal_req {
     size_t ctype_len;
     const uint8_t *body;
     size_t body_len;
+    /* A command record's arguments may continue with these bytes (a large
+     * value written without copying it next to its header): the record
+     * holds body then tail as one field.  Writers only; a parsed record has
+     * its whole arguments in body. */
+    const uint8_t *tail;
+    size_t tail_len;
 } journal_req_t;
 
 void journalfmt_put_header(wbuf_t *out, const journal_header_t *h);

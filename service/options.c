@@ -32,7 +32,7 @@ static const opt_def_t defs[] = {
     { "threads", "TALLY_THREADS", K_INT, OFF(threads), 1, 1024, "HTTP worker threads (default: online cores)" },
     { "data-dir", "TALLY_DATA_DIR", K_STR, OFF(data_dir), 0, CAP(data_dir), "directory for snapshot and journal (default ./data)" },
     { "in-memory", "TALLY_IN_MEMORY", K_FLAG, OFF(in_memory), 0, 0, "keep no files: state is lost on exit" },
-    { "max-body", "TALLY_MAX_BODY", K_SIZE, OFF(body_limit), 0, 0, "largest request body (default 1mb; larger gets 413)" },
+    { "max-body", "TALLY_MAX_BODY", K_SIZE, OFF(body_limit), 0, 0, "largest request body (default 1mb, at most 1gb; larger gets 413)" },
     { "max-url", "TALLY_MAX_URL", K_SIZE, OFF(max_url), 0, 0, "longest request URL (default 16kb; longer gets 414)" },
     { "timeout", "TALLY_TIMEOUT", K_INT, OFF(conn_timeout), 1, 86400, "seconds before an idle connection is closed (default 60)" },
     { "max-connections", "TALLY_MAX_CONNECTIONS", K_INT, OFF(max_connections), 1, 1000000, "concurrent connections (default 10000)" },
@@ -390,6 +390,10 @@ opts_action_t opts_parse(tally_opts_t *o, int argc, char **argv, const char **ch
     }
     if (o->body_limit == 0 || o->max_url < 256) {
         snprintf(err, errlen, "--max-body must be > 0 and --max-url >= 256");
+        return OPTS_ERROR;
+    }
+    if (o->body_limit > TALLY_MAX_BODY_MAX) {
+        snprintf(err, errlen, "--max-body is at most 1gb (a request's journal record must stay within one record)");
         return OPTS_ERROR;
     }
     if (!opts_transport_check(o, err, errlen))

@@ -5,6 +5,10 @@
 #ifndef TALLY_OPTIONS_H
 #define TALLY_OPTIONS_H
 
+/* The largest --max-body: a request's journal record (URL, query, body)
+ * must stay below the journal's record bound (JOURNAL_MAX_RECORD). */
+#define TALLY_MAX_BODY_MAX ((size_t)1 << 30)
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +24,7 @@ typedef struct tally_opts {
     int threads;                 /* --threads, TALLY_THREADS: online cores */
     char data_dir[512];          /* --data-dir, TALLY_DATA_DIR: ./data */
     bool in_memory;              /* --in-memory, TALLY_IN_MEMORY: no files at all */
-    size_t body_limit;           /* --max-body, TALLY_MAX_BODY: 1 MiB */
+    size_t body_limit;           /* --max-body, TALLY_MAX_BODY: 1 MiB, at most TALLY_MAX_BODY_MAX */
     size_t max_url;              /* --max-url, TALLY_MAX_URL: 16 KiB */
     int conn_timeout;            /* --timeout, TALLY_TIMEOUT: idle connection seconds, 60 */
     int max_connections;         /* --max-connections, TALLY_MAX_CONNECTIONS: 10000 */

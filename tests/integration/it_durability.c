@@ -515,6 +515,50 @@ static void test_unusable_directory(void **state)
     tmpdir_remove(base);
 }
 
+/* A request of more than 64 MiB (--max-body 100mb) is one journal record:
+ * acknowledged, it survives kill -9 and the restart reads its journal (the
+ * record bound once was 64 MiB, and such a journal was refused as damaged);
+ * a --max-body whose records could pass the bound is refused at start. */
+static void test_large_record_survives(void **state)
+{
+    (void)state;
+    size_t n = 70u << 20;
+    uint8_t *body = malloc(n);
+    assert_non_null(body);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        body[i] = (uint8_t)x;
+    }
+    const char *args[] = { "--max-body", "100mb", "--snapshot-interval", "0", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    http_resp_t r = http_bin(&p, "PUT", "/bits/big", body, n, "application/octet-stream");
+    assert_status_at(&r, 200, __FILE__, __LINE__);
+    http_free(&r);
+    r = http(&p, "GET", "/bits/big/count", NULL, NULL);
+    long long count = json_int_of(&r, "count");
+    http_free(&r);
+    tally_kill(&p);
+    char journal[400], out[4096];
+    snprintf(journal, sizeof(journal), "%s/journal.0000000001.tlj", p.dir);
+    assert_int_equal(tally_check(journal, out, sizeof(out)), 0);
+    tally_start(&p, p.dir, args);
+    r = http(&p, "GET", "/bits/big/count", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "count"), count);
+    http_free(&r);
+    tally_cleanup(&p);
+    free(body);
+
+    const char *too_big[] = { "--max-body", "2gb", NULL };
+    tally_proc_t q;
+    assert_int_not_equal(tally_start_expect_exit(&q, NULL, too_big), 0);
+    char *log = tally_log(&q);
+    assert_non_null(strstr(log, "--max-body is at most 1gb"));
+    free(log);
+    unlink(q.log);
+}
+
 static void test_second_process_refused(void **state)
 {
     (void)state;
@@ -1046,6 +1090,7 @@ int main(void)
         cmocka_unit_test(test_check_tool),
         cmocka_unit_test(test_unusable_directory),
         cmocka_unit_test(test_second_process_refused),
+        cmocka_unit_test(test_large_record_survives),
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_start_on_full_disk),
         cmocka_unit_test(test_start_on_full_disk_space_returns),
