@@ -25,6 +25,12 @@ enum cmd_id {
 
 
     /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo (100-199) */
+    /* Count-Min (100-109) */
+    CMD_ID_CMS_INITBYDIM = 100,
+    CMD_ID_CMS_INCRBY = 101,
+    CMD_ID_CMS_QUERY = 102,
+    CMD_ID_CMS_MERGE = 103,
+    CMD_ID_CMS_INFO = 104,
 
 
     /* rate limiting (200-299) */

@@ -9,6 +9,7 @@
 
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
+#include "cmd/cms.h"
 
 
 /* rate limiting */
@@ -27,6 +28,11 @@ const cmd_def_t *const cmd_defs[] = {
 
 
     /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
+    &CMD_CMS_INITBYDIM,
+    &CMD_CMS_INCRBY,
+    &CMD_CMS_QUERY,
+    &CMD_CMS_MERGE,
+    &CMD_CMS_INFO,
 
 
     /* rate limiting */
