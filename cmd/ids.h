@@ -31,6 +31,13 @@ enum cmd_id {
     CMD_ID_CMS_QUERY = 102,
     CMD_ID_CMS_MERGE = 103,
     CMD_ID_CMS_INFO = 104,
+    /* Top-K (110-119) */
+    CMD_ID_TOPK_RESERVE = 110,
+    CMD_ID_TOPK_ADD = 111,
+    CMD_ID_TOPK_INCRBY = 112,
+    CMD_ID_TOPK_LIST = 113,
+    CMD_ID_TOPK_QUERY = 114,
+    CMD_ID_TOPK_INFO = 115,
 
 
     /* rate limiting (200-299) */

@@ -10,6 +10,7 @@
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
 #include "cmd/cms.h"
+#include "cmd/topk.h"
 
 
 /* rate limiting */
@@ -33,6 +34,12 @@ const cmd_def_t *const cmd_defs[] = {
     &CMD_CMS_QUERY,
     &CMD_CMS_MERGE,
     &CMD_CMS_INFO,
+    &CMD_TOPK_RESERVE,
+    &CMD_TOPK_ADD,
+    &CMD_TOPK_INCRBY,
+    &CMD_TOPK_LIST,
+    &CMD_TOPK_QUERY,
+    &CMD_TOPK_INFO,
 
 
     /* rate limiting */
