@@ -10,6 +10,7 @@
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
 #include "cmd/cms.h"
+#include "cmd/tdigest.h"
 #include "cmd/topk.h"
 
 
@@ -40,6 +41,20 @@ const cmd_def_t *const cmd_defs[] = {
     &CMD_TOPK_LIST,
     &CMD_TOPK_QUERY,
     &CMD_TOPK_INFO,
+    &CMD_TDIGEST_CREATE,
+    &CMD_TDIGEST_ADD,
+    &CMD_TDIGEST_QUANTILE,
+    &CMD_TDIGEST_CDF,
+    &CMD_TDIGEST_RANK,
+    &CMD_TDIGEST_REVRANK,
+    &CMD_TDIGEST_BYRANK,
+    &CMD_TDIGEST_BYREVRANK,
+    &CMD_TDIGEST_TRIMMED_MEAN,
+    &CMD_TDIGEST_MIN,
+    &CMD_TDIGEST_MAX,
+    &CMD_TDIGEST_MERGE,
+    &CMD_TDIGEST_RESET,
+    &CMD_TDIGEST_INFO,
 
 
     /* rate limiting */
