@@ -53,6 +53,17 @@ enum cmd_id {
     CMD_ID_TDIGEST_MERGE = 131,
     CMD_ID_TDIGEST_RESET = 132,
     CMD_ID_TDIGEST_INFO = 133,
+    /* bit strings (140-159) */
+    CMD_ID_SET = 140,
+    CMD_ID_GET = 141,
+    CMD_ID_GETRANGE = 142,
+    CMD_ID_SETBIT = 143,
+    CMD_ID_GETBIT = 144,
+    CMD_ID_BITCOUNT = 145,
+    CMD_ID_BITPOS = 146,
+    CMD_ID_BITOP = 147,
+    CMD_ID_BITFIELD = 148,
+    CMD_ID_BITFIELD_RO = 149,
 
 
     /* rate limiting (200-299) */

@@ -9,6 +9,7 @@
 
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
+#include "cmd/bits.h"
 #include "cmd/cms.h"
 #include "cmd/tdigest.h"
 #include "cmd/topk.h"
@@ -55,6 +56,16 @@ const cmd_def_t *const cmd_defs[] = {
     &CMD_TDIGEST_MERGE,
     &CMD_TDIGEST_RESET,
     &CMD_TDIGEST_INFO,
+    &CMD_SET,
+    &CMD_GET,
+    &CMD_GETRANGE,
+    &CMD_SETBIT,
+    &CMD_GETBIT,
+    &CMD_BITCOUNT,
+    &CMD_BITPOS,
+    &CMD_BITOP,
+    &CMD_BITFIELD,
+    &CMD_BITFIELD_RO,
 
 
     /* rate limiting */
