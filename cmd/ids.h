@@ -64,6 +64,13 @@ enum cmd_id {
     CMD_ID_BITOP = 147,
     CMD_ID_BITFIELD = 148,
     CMD_ID_BITFIELD_RO = 149,
+    /* activity (160-169) */
+    CMD_ID_ACTIVITY_ADD = 160,
+    CMD_ID_ACTIVITY_IMPORT = 161,
+    CMD_ID_ACTIVITY_COUNT = 162,
+    CMD_ID_ACTIVITY_USERS = 163,
+    CMD_ID_ACTIVITY_RETENTION = 164,
+    CMD_ID_ACTIVITY_INFO = 165,
 
 
     /* rate limiting (200-299) */

@@ -9,6 +9,7 @@
 
 
 /* Count-Min, Top-K, T-Digest, bitmaps, activity, geo */
+#include "cmd/activity.h"
 #include "cmd/bits.h"
 #include "cmd/cms.h"
 #include "cmd/tdigest.h"
@@ -66,6 +67,12 @@ const cmd_def_t *const cmd_defs[] = {
     &CMD_BITOP,
     &CMD_BITFIELD,
     &CMD_BITFIELD_RO,
+    &CMD_ACTIVITY_ADD,
+    &CMD_ACTIVITY_IMPORT,
+    &CMD_ACTIVITY_COUNT,
+    &CMD_ACTIVITY_USERS,
+    &CMD_ACTIVITY_RETENTION,
+    &CMD_ACTIVITY_INFO,
 
 
     /* rate limiting */
