@@ -198,12 +198,22 @@ static bool run_setbit(cmd_ctx_t *ctx, const void *args, void *res)
     return true;
 }
 
+/* The record laid out in one step (the bytes put_head and the wbuf_put_*
+ * calls would write): SETBIT is the hot write of the family, and one
+ * reservation instead of five halves what encoding it costs. */
 static void encode_setbit(const void *args, wbuf_t *out)
 {
     const cmd_bits_setbit_args_t *a = args;
-    put_head(out, a->key, a->klen);
-    wbuf_put_u64(out, a->offset);
-    wbuf_put_u8(out, (uint8_t)a->value);
+    size_t n = 1 + 4 + a->klen + 8 + 1;
+    if (!wbuf_reserve(out, n))
+        return;
+    uint8_t *p = out->data + out->len;
+    p[0] = REC_VERSION;
+    le32_store(p + 1, (uint32_t)a->klen);
+    memcpy(p + 5, a->key, a->klen);
+    le64_store(p + 5 + a->klen, a->offset);
+    p[13 + a->klen] = (uint8_t)a->value;
+    out->len += n;
 }
 
 static bool decode_setbit(rbuf_t *in, void *args, const char **why)
