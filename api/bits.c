@@ -357,7 +357,7 @@ static void h_bits_op(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         src.p[i] = json_string_value(s);
         src.len[i] = json_string_length(s);
     }
-    a.sources = (cmd_items_t){ .n = n, .p = src.p, .len = src.len };
+    a.sources = (cmd_batch_t){ .n = n, .p = src.p, .len = src.len };
     cmd_bits_len_res_t r;
     if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_BITOP, &a, &r)))
         api_json(resp, 200, json_pack("{s:I}", "length", (json_int_t)r.length));

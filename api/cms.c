@@ -48,9 +48,9 @@ static void answer_counts(api_resp_t *resp, const uint64_t *v, size_t n)
 }
 
 /* The parsed items as the operations take them. */
-static cmd_items_t items_of(const api_items_t *it)
+static cmd_batch_t items_of(const api_items_t *it)
 {
-    cmd_items_t c = { .n = it->n, .p = it->p, .len = it->len, .by = it->by };
+    cmd_batch_t c = { .n = it->n, .p = it->p, .len = it->len, .by = it->by };
     return c;
 }
 

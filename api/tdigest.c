@@ -288,7 +288,7 @@ static void h_tdigest_merge(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         src.p[i] = json_string_value(s);
         src.len[i] = json_string_length(s);
     }
-    a.sources = (cmd_items_t){ .n = n, .p = src.p, .len = src.len };
+    a.sources = (cmd_batch_t){ .n = n, .p = src.p, .len = src.len };
     cmd_tdigest_info_t r;
     if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_TDIGEST_MERGE, &a, &r)))
         answer_info(resp, 200, &r);

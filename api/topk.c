@@ -30,9 +30,9 @@ static void answer_info(api_resp_t *resp, int status, const cmd_topk_info_t *r)
                        (json_int_t)r->depth, "decay", json_real(r->decay), "size_bytes", (json_int_t)r->size_bytes));
 }
 
-static cmd_items_t items_of(const api_items_t *it)
+static cmd_batch_t items_of(const api_items_t *it)
 {
-    cmd_items_t c = { .n = it->n, .p = it->p, .len = it->len, .by = it->by };
+    cmd_batch_t c = { .n = it->n, .p = it->p, .len = it->len, .by = it->by };
     return c;
 }
 

@@ -3,9 +3,9 @@
 #include "cmd/def.h"
 #include "core/keyspace.h"
 
-bool cmd_items_next(cmd_items_iter_t *x, const char **p, size_t *len, uint64_t *by)
+bool cmd_batch_next(cmd_batch_iter_t *x, const char **p, size_t *len, uint64_t *by)
 {
-    const cmd_items_t *it = x->it;
+    const cmd_batch_t *it = x->it;
     if (x->i >= it->n)
         return false;
     if (it->rec) {
@@ -28,37 +28,37 @@ bool cmd_items_next(cmd_items_iter_t *x, const char **p, size_t *len, uint64_t *
     return true;
 }
 
-void cmd_items_put(wbuf_t *out, const cmd_items_t *it, unsigned flags)
+void cmd_batch_put(wbuf_t *out, const cmd_batch_t *it, unsigned flags)
 {
     wbuf_put_u32(out, (uint32_t)it->n);
-    cmd_items_iter_t x = cmd_items_begin(it);
+    cmd_batch_iter_t x = cmd_batch_begin(it);
     const char *p;
     size_t len;
     uint64_t by;
-    while (cmd_items_next(&x, &p, &len, &by)) {
+    while (cmd_batch_next(&x, &p, &len, &by)) {
         wbuf_put_u32(out, (uint32_t)len);
         wbuf_put_bytes(out, p, len);
-        if (flags & CMD_ITEMS_BY)
+        if (flags & CMD_BATCH_BY)
             wbuf_put_u64(out, by);
     }
 }
 
-bool cmd_items_get(rbuf_t *in, cmd_items_t *it, unsigned flags, uint64_t min_by, uint64_t max_by)
+bool cmd_batch_get(rbuf_t *in, cmd_batch_t *it, unsigned flags, uint64_t min_by, uint64_t max_by)
 {
     memset(it, 0, sizeof(*it));
     uint32_t n = rbuf_u32(in);
     if (in->err || n == 0 || n > CMD_BATCH_MAX)
         return false;
     it->rec = in->p + in->off;
-    it->rec_by = (flags & CMD_ITEMS_BY) != 0;
+    it->rec_by = (flags & CMD_BATCH_BY) != 0;
     for (uint32_t i = 0; i < n; i++) {
         size_t len = rbuf_u32(in);
         const uint8_t *p = rbuf_bytes(in, len);
         if (!p)
             return false;
-        if (flags & CMD_ITEMS_KEYS ? !cmd_key_text_ok((const char *)p, len) : !codec_utf8_ok(p, len))
+        if (flags & CMD_BATCH_KEYS ? !cmd_key_text_ok((const char *)p, len) : !codec_utf8_ok(p, len))
             return false;
-        if (flags & CMD_ITEMS_BY) {
+        if (flags & CMD_BATCH_BY) {
             uint64_t by = rbuf_u64(in);
             if (in->err || by < min_by || by > max_by)
                 return false;

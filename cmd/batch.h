@@ -8,7 +8,7 @@
  *     allocating anything (replay, and the fuzzers that decode records,
  *     free nothing a decoder returns).
  *
- * An operation walks an item list with cmd_items_next and reads a number
+ * An operation walks an item list with cmd_batch_next and reads a number
  * list with cmd_array_*; its encoder writes either form into the record in
  * the record's form, and its decoder reads the record form back (checking
  * every byte: counts, lengths, increments' range, the text of items and
@@ -36,42 +36,42 @@
 #define CMD_BATCH_MAX 10000      /* entries of one list (DESIGN §2: batches of up to 10 000) */
 
 /* An item list: n items, each with an increment (1 unless given). */
-typedef struct cmd_items {
+typedef struct cmd_batch {
     size_t n;
     const char *const *p;        /* the front-end's form: item i is p[i][0..len[i]) */
     const size_t *len;
     const uint64_t *by;          /* item i's increment; NULL: 1 each */
     const uint8_t *rec;          /* the record's form (p, len and by unused), or NULL */
     bool rec_by;                 /* the record's entries carry an increment */
-} cmd_items_t;
+} cmd_batch_t;
 
 /* A walk over a list, in order. */
-typedef struct cmd_items_iter {
-    const cmd_items_t *it;
+typedef struct cmd_batch_iter {
+    const cmd_batch_t *it;
     size_t i;
     const uint8_t *at;           /* the record's next entry */
-} cmd_items_iter_t;
+} cmd_batch_iter_t;
 
-static inline cmd_items_iter_t cmd_items_begin(const cmd_items_t *it)
+static inline cmd_batch_iter_t cmd_batch_begin(const cmd_batch_t *it)
 {
-    cmd_items_iter_t x = { it, 0, it->rec };
+    cmd_batch_iter_t x = { it, 0, it->rec };
     return x;
 }
 
 /* The next item (its bytes, length and increment): false after the last. */
-bool cmd_items_next(cmd_items_iter_t *x, const char **p, size_t *len, uint64_t *by);
+bool cmd_batch_next(cmd_batch_iter_t *x, const char **p, size_t *len, uint64_t *by);
 
-#define CMD_ITEMS_BY 1u          /* the entries carry an increment */
-#define CMD_ITEMS_KEYS 2u        /* the entries are keys */
+#define CMD_BATCH_BY 1u          /* the entries carry an increment */
+#define CMD_BATCH_KEYS 2u        /* the entries are keys */
 
 /* Writes the list in the record's form (with each increment under
- * CMD_ITEMS_BY). */
-void cmd_items_put(wbuf_t *out, const cmd_items_t *it, unsigned flags);
-/* Reads a list written by cmd_items_put with the same flags: 1 to
+ * CMD_BATCH_BY). */
+void cmd_batch_put(wbuf_t *out, const cmd_batch_t *it, unsigned flags);
+/* Reads a list written by cmd_batch_put with the same flags: 1 to
  * CMD_BATCH_MAX entries, every increment in [min_by, max_by] (under
- * CMD_ITEMS_BY), every item UTF-8 (keys: cmd_key_text_ok).  False for
+ * CMD_BATCH_BY), every item UTF-8 (keys: cmd_key_text_ok).  False for
  * anything else. */
-bool cmd_items_get(rbuf_t *in, cmd_items_t *it, unsigned flags, uint64_t min_by, uint64_t max_by);
+bool cmd_batch_get(rbuf_t *in, cmd_batch_t *it, unsigned flags, uint64_t min_by, uint64_t max_by);
 
 /* Whether bytes are a key the key rules allow: 1..KS_KEY_MAX bytes of
  * UTF-8 text without NUL. */

@@ -399,8 +399,8 @@ static bool run_bitop(cmd_ctx_t *ctx, const void *args, void *res)
     const char *p;
     size_t len;
     uint64_t by;
-    cmd_items_iter_t x = cmd_items_begin(&a->sources);
-    for (size_t i = 0; cmd_items_next(&x, &p, &len, &by); i++)
+    cmd_batch_iter_t x = cmd_batch_begin(&a->sources);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++)
         pl.keys[i + 1] = ks_key(ctx->srv->ks, p, len);
     /* A source named more than once is read once: AND and OR give the same
      * bits for a repeated operand, and for XOR a pair cancels out, so a
@@ -447,7 +447,7 @@ static void encode_bitop(const void *args, wbuf_t *out)
     const cmd_bits_bitop_args_t *a = args;
     put_head(out, a->key, a->klen);
     wbuf_put_u8(out, (uint8_t)a->op);
-    cmd_items_put(out, &a->sources, CMD_ITEMS_KEYS);
+    cmd_batch_put(out, &a->sources, CMD_BATCH_KEYS);
 }
 
 static bool decode_bitop(rbuf_t *in, void *args, const char **why)
@@ -459,7 +459,7 @@ static bool decode_bitop(rbuf_t *in, void *args, const char **why)
     if (op > BITS_OP_NOT)
         return bad(why, "bad op");
     a->op = (bits_op_t)op;
-    if (!cmd_items_get(in, &a->sources, CMD_ITEMS_KEYS, 0, 0) || (a->op == BITS_OP_NOT && a->sources.n != 1))
+    if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0) || (a->op == BITS_OP_NOT && a->sources.n != 1))
         return bad(why, "bad sources");
     return true;
 }

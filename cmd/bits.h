@@ -109,7 +109,7 @@ typedef struct cmd_bits_bitop_args {
     const char *key;             /* the destination */
     size_t klen;
     bits_op_t op;
-    cmd_items_t sources;         /* keys; NOT takes exactly one */
+    cmd_batch_t sources;         /* keys; NOT takes exactly one */
 } cmd_bits_bitop_args_t;
 
 /* BITFIELD and BITFIELD_RO. */

@@ -95,8 +95,8 @@ static bool run_incrby(cmd_ctx_t *ctx, const void *args, void *res)
     const char *p;
     size_t len;
     uint64_t by, sum = 0;
-    cmd_items_iter_t x = cmd_items_begin(&a->items);
-    while (cmd_items_next(&x, &p, &len, &by)) {
+    cmd_batch_iter_t x = cmd_batch_begin(&a->items);
+    while (cmd_batch_next(&x, &p, &len, &by)) {
         sum += by;   /* each <= 2^63 - 1: checking every step keeps the sum exact */
         if (sum > CMS_MAX_COUNT)
             break;
@@ -111,8 +111,8 @@ static bool run_incrby(cmd_ctx_t *ctx, const void *args, void *res)
                         "overflow: the increments would take the sketch's total count past %llu; nothing was added",
                         (unsigned long long)CMS_MAX_COUNT);
     }
-    x = cmd_items_begin(&a->items);
-    for (size_t i = 0; cmd_items_next(&x, &p, &len, &by); i++) {
+    x = cmd_batch_begin(&a->items);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++) {
         uint64_t v = by ? cms_incr(c, p, len, by) : cms_query(c, p, len);
         if (a->counts)
             a->counts[i] = v;
@@ -127,7 +127,7 @@ static void encode_incrby(const void *args, wbuf_t *out)
     wbuf_put_u8(out, REC_VERSION);
     cmd_put_key(out, a->key, a->klen);
     wbuf_put_u8(out, a->as_increments);
-    cmd_items_put(out, &a->items, CMD_ITEMS_BY);
+    cmd_batch_put(out, &a->items, CMD_BATCH_BY);
 }
 
 static bool decode_incrby(rbuf_t *in, void *args, const char **why)
@@ -137,7 +137,7 @@ static bool decode_incrby(rbuf_t *in, void *args, const char **why)
         return false;
     if (!cmd_get_bool(in, &a->as_increments))
         return bad(why, "bad flag");
-    if (!cmd_items_get(in, &a->items, CMD_ITEMS_BY, 0, CMS_MAX_COUNT))
+    if (!cmd_batch_get(in, &a->items, CMD_BATCH_BY, 0, CMS_MAX_COUNT))
         return bad(why, "bad items");
     a->counts = NULL;
     return true;
@@ -154,8 +154,8 @@ static bool run_query(cmd_ctx_t *ctx, const void *args, void *res)
     const char *p;
     size_t len;
     uint64_t by;
-    cmd_items_iter_t x = cmd_items_begin(&a->items);
-    for (size_t i = 0; cmd_items_next(&x, &p, &len, &by); i++)
+    cmd_batch_iter_t x = cmd_batch_begin(&a->items);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++)
         a->counts[i] = cms_query(c, p, len);
     cmd_key_close(&h, false);
     return true;
@@ -244,8 +244,8 @@ static bool run_merge(cmd_ctx_t *ctx, const void *args, void *res)
     const char *p;
     size_t len;
     uint64_t by;
-    cmd_items_iter_t x = cmd_items_begin(&a->sources);
-    for (size_t i = 0; cmd_items_next(&x, &p, &len, &by); i++) {
+    cmd_batch_iter_t x = cmd_batch_begin(&a->sources);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++) {
         keys[i + 1] = ks_key(ks, p, len);
         w[i] = a->weights.n ? cmd_array_i64(&a->weights, i) : 1;
     }
@@ -284,7 +284,7 @@ static void encode_merge(const void *args, wbuf_t *out)
     const cmd_cms_merge_args_t *a = args;
     wbuf_put_u8(out, REC_VERSION);
     cmd_put_key(out, a->key, a->klen);
-    cmd_items_put(out, &a->sources, CMD_ITEMS_KEYS);
+    cmd_batch_put(out, &a->sources, CMD_BATCH_KEYS);
     cmd_array_put_i64(out, &a->weights);
 }
 
@@ -293,7 +293,7 @@ static bool decode_merge(rbuf_t *in, void *args, const char **why)
     cmd_cms_merge_args_t *a = args;
     if (!get_head(in, &a->key, &a->klen, why))
         return false;
-    if (!cmd_items_get(in, &a->sources, CMD_ITEMS_KEYS, 0, 0))
+    if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0))
         return bad(why, "bad sources");
     if (!cmd_array_get(in, &a->weights, 8, 0, CMD_BATCH_MAX) || (a->weights.n && a->weights.n != a->sources.n))
         return bad(why, "bad weights");

@@ -58,7 +58,7 @@ typedef struct cmd_cms_initbydim_args {
 typedef struct cmd_cms_incrby_args {
     const char *key;
     size_t klen;
-    cmd_items_t items;           /* increments 0..CMS_MAX_COUNT */
+    cmd_batch_t items;           /* increments 0..CMS_MAX_COUNT */
     bool as_increments;          /* given as increments (messages name 'increments'; else 'items') */
     uint64_t *counts;            /* out, not journaled: items.n estimates, or NULL */
 } cmd_cms_incrby_args_t;
@@ -66,14 +66,14 @@ typedef struct cmd_cms_incrby_args {
 typedef struct cmd_cms_query_args {
     const char *key;
     size_t klen;
-    cmd_items_t items;
+    cmd_batch_t items;
     uint64_t *counts;            /* out: items.n estimates */
 } cmd_cms_query_args_t;
 
 typedef struct cmd_cms_merge_args {
     const char *key;             /* the destination */
     size_t klen;
-    cmd_items_t sources;         /* keys */
+    cmd_batch_t sources;         /* keys */
     cmd_array_t weights;         /* int64_t, one a source; n == 0: 1 each */
 } cmd_cms_merge_args_t;
 

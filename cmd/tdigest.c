@@ -320,8 +320,8 @@ static bool run_merge(cmd_ctx_t *ctx, const void *args, void *res)
     const char *p;
     size_t len;
     uint64_t by;
-    cmd_items_iter_t x = cmd_items_begin(&a->sources);
-    for (size_t i = 0; cmd_items_next(&x, &p, &len, &by); i++)
+    cmd_batch_iter_t x = cmd_batch_begin(&a->sources);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++)
         keys[i + 1] = ks_key(ctx->srv->ks, p, len);
     /* the token's prefixes before any eviction: a refusal changes nothing */
     if (!cmd_keys_allowed_here(ctx, keys, n + 1) || !cmd_make_room(ctx))
@@ -342,7 +342,7 @@ static void encode_merge(const void *args, wbuf_t *out)
 {
     const cmd_tdigest_merge_args_t *a = args;
     put_head(out, a->key, a->klen);
-    cmd_items_put(out, &a->sources, CMD_ITEMS_KEYS);
+    cmd_batch_put(out, &a->sources, CMD_BATCH_KEYS);
     wbuf_put_u32(out, a->compression);
     wbuf_put_u8(out, a->override);
 }
@@ -352,7 +352,7 @@ static bool decode_merge(rbuf_t *in, void *args, const char **why)
     cmd_tdigest_merge_args_t *a = args;
     if (!get_head(in, &a->key, &a->klen, why))
         return false;
-    if (!cmd_items_get(in, &a->sources, CMD_ITEMS_KEYS, 0, 0))
+    if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0))
         return bad(why, "bad sources");
     a->compression = rbuf_u32(in);
     if (a->compression > TDIGEST_MAX_COMPRESSION)

@@ -101,7 +101,7 @@ typedef struct cmd_tdigest_scalar_res {
 typedef struct cmd_tdigest_merge_args {
     const char *key;             /* the destination */
     size_t klen;
-    cmd_items_t sources;         /* keys */
+    cmd_batch_t sources;         /* keys */
     uint32_t compression;        /* 1..TDIGEST_MAX_COMPRESSION; 0: none given */
     bool override;
 } cmd_tdigest_merge_args_t;

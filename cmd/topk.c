@@ -99,8 +99,8 @@ static bool run_add(cmd_ctx_t *ctx, const void *args, void *res)
     uint64_t by;
     /* the heap keeps a copy of an item it takes in: at most their bytes */
     uint64_t grow = 0;
-    cmd_items_iter_t x = cmd_items_begin(&a->items);
-    while (cmd_items_next(&x, &p, &len, &by))
+    cmd_batch_iter_t x = cmd_batch_begin(&a->items);
+    while (cmd_batch_next(&x, &p, &len, &by))
         grow += len ? len : 1;
     if (!cmd_make_room_for_key(ctx, grow, a->key, a->klen, 0))
         return false;
@@ -112,8 +112,8 @@ static bool run_add(cmd_ctx_t *ctx, const void *args, void *res)
         cmd_key_close(&h, false);
         return false;
     }
-    x = cmd_items_begin(&a->items);
-    for (size_t i = 0; cmd_items_next(&x, &p, &len, &by); i++) {
+    x = cmd_batch_begin(&a->items);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++) {
         char *out;
         size_t olen;
         topk_add(t, p, len, (uint32_t)by, &out, &olen);
@@ -133,7 +133,7 @@ static void encode_add(const void *args, wbuf_t *out)
     const cmd_topk_add_args_t *a = args;
     wbuf_put_u8(out, REC_VERSION);
     cmd_put_key(out, a->key, a->klen);
-    cmd_items_put(out, &a->items, 0);
+    cmd_batch_put(out, &a->items, 0);
 }
 
 static bool decode_add(rbuf_t *in, void *args, const char **why)
@@ -141,7 +141,7 @@ static bool decode_add(rbuf_t *in, void *args, const char **why)
     cmd_topk_add_args_t *a = args;
     if (!get_head(in, &a->key, &a->klen, why))
         return false;
-    if (!cmd_items_get(in, &a->items, 0, 0, 0))
+    if (!cmd_batch_get(in, &a->items, 0, 0, 0))
         return bad(why, "bad items");
     a->expelled = NULL;
     return true;
@@ -152,7 +152,7 @@ static void encode_incrby(const void *args, wbuf_t *out)
     const cmd_topk_add_args_t *a = args;
     wbuf_put_u8(out, REC_VERSION);
     cmd_put_key(out, a->key, a->klen);
-    cmd_items_put(out, &a->items, CMD_ITEMS_BY);
+    cmd_batch_put(out, &a->items, CMD_BATCH_BY);
 }
 
 static bool decode_incrby(rbuf_t *in, void *args, const char **why)
@@ -160,7 +160,7 @@ static bool decode_incrby(rbuf_t *in, void *args, const char **why)
     cmd_topk_add_args_t *a = args;
     if (!get_head(in, &a->key, &a->klen, why))
         return false;
-    if (!cmd_items_get(in, &a->items, CMD_ITEMS_BY, 1, TOPK_MAX_INCREMENT))
+    if (!cmd_batch_get(in, &a->items, CMD_BATCH_BY, 1, TOPK_MAX_INCREMENT))
         return bad(why, "bad items");
     a->expelled = NULL;
     return true;
@@ -228,8 +228,8 @@ static bool run_query(cmd_ctx_t *ctx, const void *args, void *res)
     const char *p;
     size_t len;
     uint64_t by;
-    cmd_items_iter_t x = cmd_items_begin(&a->items);
-    for (size_t i = 0; cmd_items_next(&x, &p, &len, &by); i++) {
+    cmd_batch_iter_t x = cmd_batch_begin(&a->items);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++) {
         a->listed[i] = topk_query(t, p, len);
         a->counts[i] = topk_count(t, p, len);
     }

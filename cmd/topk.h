@@ -61,14 +61,14 @@ typedef struct cmd_topk_item {
 typedef struct cmd_topk_add_args {
     const char *key;
     size_t klen;
-    cmd_items_t items;           /* TOPK.INCRBY: increments 1..TOPK_MAX_INCREMENT */
+    cmd_batch_t items;           /* TOPK.INCRBY: increments 1..TOPK_MAX_INCREMENT */
     cmd_topk_item_t *expelled;   /* out, not journaled: items.n items pushed out (p NULL: none), or NULL */
 } cmd_topk_add_args_t;
 
 typedef struct cmd_topk_query_args {
     const char *key;
     size_t klen;
-    cmd_items_t items;
+    cmd_batch_t items;
     bool *listed;                /* out: items.n */
     uint64_t *counts;            /* out: items.n */
 } cmd_topk_query_args_t;

@@ -52,9 +52,9 @@ static void refused(cmd_check_t *c, const cmd_def_t *def, const void *args, void
 }
 
 /* The parsed-list form a front-end gives. */
-static cmd_items_t items(const char *const *p, const size_t *len, const uint64_t *by, size_t n)
+static cmd_batch_t items(const char *const *p, const size_t *len, const uint64_t *by, size_t n)
 {
-    cmd_items_t it = { .n = n, .p = p, .len = len, .by = by };
+    cmd_batch_t it = { .n = n, .p = p, .len = len, .by = by };
     return it;
 }
 
