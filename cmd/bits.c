@@ -1,0 +1,618 @@
+/* bits.c - Redis string bitmaps as operations: see bits.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/access.h"
+#include "cmd/bits.h"
+#include "cmd/ids.h"
+#include "cmd/keys.h"
+#include "cmd/room.h"
+
+#define REC_VERSION 1
+#define BF_REC_OP 20                 /* bytes of one BITFIELD operation in a record */
+
+static bool bad(const char **why, const char *what)
+{
+    *why = what;
+    return false;
+}
+
+static bool get_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
+{
+    if (rbuf_u8(in) != REC_VERSION)
+        return bad(why, "unknown version");
+    if (!cmd_get_text_key(in, key, klen))
+        return bad(why, "bad key");
+    return true;
+}
+
+static void put_head(wbuf_t *out, const char *key, size_t klen)
+{
+    wbuf_put_u8(out, REC_VERSION);
+    cmd_put_key(out, key, klen);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Keyspace access                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Before a write that leaves the string at `len` bytes, grown in place
+ * (replace = false) or replaced by an exact-size buffer: the length may not
+ * pass --max-value-size (a bit string's size is its length, as Redis's
+ * 512 MB bulk limit counts it), and room is made for the growth.  Call
+ * without locks. */
+static bool bits_room(cmd_ctx_t *ctx, const char *key, size_t klen, const char *field, size_t len, bool replace)
+{
+    if (!cmd_value_fits(ctx, field, "the bit string", len) || !cmd_make_room(ctx))
+        return false;
+    if (ctx->replay || !ks_maxmemory(ctx->srv->ks))
+        return true;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, key, klen, NULL, CMD_READ, &h))   /* any type: only a 403 */
+        return false;
+    const bits_t *b = h.e && ks_entry_type(h.e) == &bits_type ? cmd_key_value(&h) : NULL;
+    size_t before = b ? bits_heap_bytes(b) : 0;
+    size_t after = bits_heap_bytes_after(replace ? NULL : b, len);
+    bool exists = h.e != NULL;
+    cmd_key_close(&h, false);
+    return after <= before ||
+           cmd_make_room_for_key(ctx, after - before + (exists ? 0 : ks_entry_overhead(klen)), key, klen, before);
+}
+
+/* Creates the value for a missing key, already grown to len; NULL
+ * (OUT_OF_MEMORY set) on allocation failure. */
+static bits_t *new_bits(cmd_ctx_t *ctx, size_t len)
+{
+    uint8_t *p = calloc(len, 1);
+    bits_t *b = p ? bits_adopt(p, len) : NULL;
+    if (!b) {
+        free(p);
+        cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory allocating a %zu-byte bit string", len);
+    }
+    return b;
+}
+
+/* Stores b at the missing key of h (keys[0]); false (b freed,
+ * OUT_OF_MEMORY set) when out of memory. */
+static bool add_bits(cmd_key_t *h, bits_t *b)
+{
+    if (cmd_key_add(h, &bits_type, b, KS_NO_EXPIRY))
+        return true;
+    bits_free(b);
+    return cmd_fail(h->ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory adding the key");
+}
+
+/* ------------------------------------------------------------------------ */
+/* SET, GET, GETRANGE                                                       */
+/* ------------------------------------------------------------------------ */
+
+static bool run_set(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_bits_set_args_t *a = args;
+    cmd_bits_len_res_t *r = res;
+    if (a->len > BITS_MAX_LEN)
+        return cmd_fail(ctx, CMD_E_PAYLOAD_TOO_LARGE, NULL, "a bit string holds at most %llu bytes",
+                        (unsigned long long)BITS_MAX_LEN);
+    if (!bits_room(ctx, a->key, a->klen, NULL, a->len, true))
+        return false;
+    bits_t *nb = bits_from(a->data, a->len);
+    if (!nb)
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing %zu bytes", a->len);
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_WRITE, &h)) {
+        bits_free(nb);
+        return false;
+    }
+    if (h.e) {
+        cmd_key_replace(&h, nb);
+    } else if (!add_bits(&h, nb)) {
+        cmd_key_close(&h, false);
+        return false;
+    }
+    cmd_key_close(&h, true);
+    r->length = a->len;
+    return true;
+}
+
+static void encode_set(const void *args, wbuf_t *out)
+{
+    const cmd_bits_set_args_t *a = args;
+    put_head(out, a->key, a->klen);
+    wbuf_put_blob(out, a->data, a->len);
+}
+
+static bool decode_set(rbuf_t *in, void *args, const char **why)
+{
+    cmd_bits_set_args_t *a = args;
+    if (!get_head(in, &a->key, &a->klen, why))
+        return false;
+    a->data = rbuf_blob(in, &a->len);
+    if (!a->data || a->len > BITS_MAX_LEN)
+        return bad(why, "bad bytes");
+    return true;
+}
+
+static bool run_get(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    (void)res;
+    const cmd_bits_get_args_t *a = args;
+    int64_t start = a->start, end = a->end;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_MUST_EXIST, &h))
+        return false;
+    const bits_t *b = cmd_key_value(&h);   /* an empty string has no buffer */
+    int64_t len = (int64_t)bits_len(b);
+    size_t off = 0, n = 0;
+    if (!(start < 0 && end < 0 && start > end)) {
+        if (start < 0)
+            start = start < -len ? 0 : len + start;
+        if (end < 0)
+            end = end < -len ? 0 : len + end;
+        if (end >= len)
+            end = len - 1;
+        if (len > 0 && start <= end) {
+            off = (size_t)start;
+            n = (size_t)(end - start + 1);
+        }
+    }
+    bool ok = cmd_answer_fits(ctx, n, "read the string in parts with ?start=&end= (byte offsets, inclusive, as GETRANGE)");
+    if (ok)
+        a->bytes(a->ud, n ? bits_data(b) + off : NULL, n);
+    cmd_key_close(&h, false);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* SETBIT, GETBIT, BITCOUNT, BITPOS                                         */
+/* ------------------------------------------------------------------------ */
+
+static bool run_setbit(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_bits_setbit_args_t *a = args;
+    cmd_bits_bit_res_t *r = res;
+    size_t need = (size_t)(a->offset >> 3) + 1;
+    if (!bits_room(ctx, a->key, a->klen, "offset", need, false))
+        return false;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_WRITE, &h))
+        return false;
+    bits_t *b = cmd_key_value(&h);
+    int old = b ? bits_getbit(bits_data(b), bits_len(b), a->offset) : 0;
+    bool grows = !b || bits_len(b) < need;
+    if (grows || old != a->value) {
+        if (!b) {
+            if (!(b = new_bits(ctx, need)) || !add_bits(&h, b)) {
+                cmd_key_close(&h, false);
+                return false;
+            }
+        } else if (!bits_grow(b, need)) {
+            cmd_key_close(&h, false);
+            return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory growing the bit string to %zu bytes",
+                            need);
+        }
+        bits_setbit(bits_mut(b), a->offset, a->value);
+    }
+    cmd_key_close(&h, grows || old != a->value);
+    r->bit = old;
+    return true;
+}
+
+/* The record laid out in one step (the bytes put_head and the wbuf_put_*
+ * calls would write): SETBIT is the hot write of the family, and one
+ * reservation instead of five halves what encoding it costs. */
+static void encode_setbit(const void *args, wbuf_t *out)
+{
+    const cmd_bits_setbit_args_t *a = args;
+    size_t n = 1 + 4 + a->klen + 8 + 1;
+    if (!wbuf_reserve(out, n))
+        return;
+    uint8_t *p = out->data + out->len;
+    p[0] = REC_VERSION;
+    le32_store(p + 1, (uint32_t)a->klen);
+    memcpy(p + 5, a->key, a->klen);
+    le64_store(p + 5 + a->klen, a->offset);
+    p[13 + a->klen] = (uint8_t)a->value;
+    out->len += n;
+}
+
+static bool decode_setbit(rbuf_t *in, void *args, const char **why)
+{
+    cmd_bits_setbit_args_t *a = args;
+    if (!get_head(in, &a->key, &a->klen, why))
+        return false;
+    a->offset = rbuf_u64(in);
+    a->value = rbuf_u8(in);
+    if (a->offset > BITS_MAX_OFFSET || a->value > 1)
+        return bad(why, "bad bit");
+    return true;
+}
+
+static bool run_getbit(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_bits_getbit_args_t *a = args;
+    cmd_bits_bit_res_t *r = res;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_READ, &h))
+        return false;
+    const bits_t *b = cmd_key_value(&h);
+    r->bit = b ? bits_getbit(bits_data(b), bits_len(b), a->offset) : 0;
+    cmd_key_close(&h, false);
+    return true;
+}
+
+static bool run_bitcount(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_bits_range_args_t *a = args;
+    cmd_bits_num_res_t *r = res;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_READ, &h))
+        return false;
+    const bits_t *b = cmd_key_value(&h);
+    r->v = b ? bits_count(bits_data(b), bits_len(b), &a->range) : 0;
+    cmd_key_close(&h, false);
+    return true;
+}
+
+static bool run_bitpos(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_bits_range_args_t *a = args;
+    cmd_bits_num_res_t *r = res;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_READ, &h))
+        return false;
+    const bits_t *b = cmd_key_value(&h);
+    r->v = b ? bits_pos(bits_data(b), bits_len(b), true, a->bit, &a->range)
+             : bits_pos(NULL, 0, false, a->bit, &a->range);
+    cmd_key_close(&h, false);
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* BITOP                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* What one BITOP works with: keys[0] the destination, then the distinct
+ * sources; use[] the sources each pass of bits_bitop reads (indexes into
+ * the sources as named). */
+typedef struct bitop_plan {
+    size_t n, nd, nuse;
+    ks_key_t *keys;
+    size_t *first, *times, *at, *use;
+    const uint8_t **data;
+    size_t *lens;
+} bitop_plan_t;
+
+/* One attempt with the keys locked: 1 done, 0 refused (error set,
+ * unlocked), -1 to try again once room was made (unlocked). */
+static int bitop_locked(cmd_ctx_t *ctx, const cmd_bits_bitop_args_t *a, bitop_plan_t *pl, unsigned *attempts,
+                        cmd_bits_len_res_t *r)
+{
+    size_t n = pl->n, nd = pl->nd;
+    cmd_key_t h;
+    if (!cmd_keys_lock(ctx, pl->keys, nd + 1, &h))
+        return 0;
+    size_t maxlen = 0;
+    const uint8_t **sdata = malloc(nd * sizeof(*sdata));
+    size_t *slen = malloc(nd * sizeof(*slen));
+    if (!sdata || !slen) {
+        free(sdata);
+        free(slen);
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    bool found = true;
+    uint64_t pinned = 0;   /* the sources and the destination: kept while room is made */
+    for (size_t i = 0; i < n && found; i++) {
+        if (pl->first[i] != i)
+            continue;
+        char what[32];
+        snprintf(what, sizeof(what), "sources[%zu]", i);
+        ks_entry_t *se;
+        found = cmd_keys_find(&h, pl->at[i], &bits_type, CMD_READ, what, &se);
+        const bits_t *sb = found && se ? ks_entry_value(se) : NULL;
+        pinned += sb ? bits_heap_bytes(sb) : 0;
+        sdata[pl->at[i] - 1] = sb ? bits_data(sb) : NULL;
+        slen[pl->at[i] - 1] = sb ? bits_len(sb) : 0;
+        if (slen[pl->at[i] - 1] > maxlen)
+            maxlen = slen[pl->at[i] - 1];
+    }
+    uint64_t work = 0;
+    for (size_t k = 0; found && k < pl->nuse; k++) {
+        pl->data[k] = sdata[pl->at[pl->use[k]] - 1];
+        pl->lens[k] = slen[pl->at[pl->use[k]] - 1];
+        work += pl->lens[k];
+    }
+    free(sdata);
+    free(slen);
+    if (!found || !cmd_keys_find(&h, 0, &bits_type, CMD_WRITE, "destination", NULL))
+        return 0;
+    /* bounded work, a bounded result, and room for it: it is built while
+     * the destination's old value still exists */
+    size_t before = h.e ? bits_heap_bytes(cmd_key_value(&h)) : 0;
+    size_t after = maxlen ? bits_heap_bytes_after(NULL, maxlen) : 0;
+    uint64_t add = after ? after + (h.e ? 0 : ks_entry_overhead(a->klen)) : 0;
+    bool dst_read = false;   /* the destination among the sources: counted once */
+    for (size_t k = 1; k <= nd && !dst_read; k++)
+        dst_read = pl->keys[k].len == a->klen && memcmp(pl->keys[k].p, a->key, a->klen) == 0;
+    cmd_keep_t keep = { pl->keys, nd + 1, pinned + (dst_read ? 0 : before) };
+    if (!cmd_work_fits(ctx, "sources", work) || !cmd_value_fits(ctx, "sources", "the result", maxlen)) {
+        cmd_key_close(&h, false);
+        return 0;
+    }
+    if (add > cmd_room_now(ctx)) {
+        cmd_key_close(&h, false);
+        return cmd_room_retry(ctx, add, &keep, attempts) ? -1 : 0;
+    }
+    uint8_t *out;
+    size_t rlen;
+    if (!bits_bitop(a->op, pl->data, pl->lens, pl->nuse, &out, &rlen)) {
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory computing a %zu-byte result", maxlen);
+    }
+    bool changed = false;
+    if (rlen == 0) {
+        if (h.e) {   /* an empty result deletes the destination */
+            cmd_key_delete(&h);
+            changed = true;
+        }
+    } else {
+        bits_t *nb = bits_adopt(out, rlen);
+        if (!nb) {
+            free(out);
+            cmd_key_close(&h, false);
+            return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
+        }
+        if (h.e) {
+            cmd_key_replace(&h, nb);
+        } else if (!add_bits(&h, nb)) {
+            cmd_key_close(&h, false);
+            return 0;
+        }
+        changed = true;
+    }
+    cmd_key_close(&h, changed);
+    r->length = rlen;
+    return 1;
+}
+
+static bool run_bitop(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_bits_bitop_args_t *a = args;
+    size_t n = a->sources.n;
+    if (a->op == BITS_OP_NOT && n != 1)
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "sources", "BITOP NOT takes exactly one source key, not %zu", n);
+    bitop_plan_t pl = { .n = n };
+    pl.keys = malloc((n + 1) * sizeof(*pl.keys));
+    pl.first = malloc(n * sizeof(*pl.first));
+    pl.times = calloc(n, sizeof(*pl.times));
+    pl.at = malloc(n * sizeof(*pl.at));
+    pl.use = malloc(2 * n * sizeof(*pl.use));
+    pl.data = malloc(2 * n * sizeof(*pl.data));
+    pl.lens = malloc(2 * n * sizeof(*pl.lens));
+    int done = 0;
+    if (!pl.keys || !pl.first || !pl.times || !pl.at || !pl.use || !pl.data || !pl.lens) {
+        cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
+        goto out;
+    }
+    pl.keys[0] = ks_key(ctx->srv->ks, a->key, a->klen);
+    const char *p;
+    size_t len;
+    uint64_t by;
+    cmd_batch_iter_t x = cmd_batch_begin(&a->sources);
+    for (size_t i = 0; cmd_batch_next(&x, &p, &len, &by); i++)
+        pl.keys[i + 1] = ks_key(ctx->srv->ks, p, len);
+    /* A source named more than once is read once: AND and OR give the same
+     * bits for a repeated operand, and for XOR a pair cancels out, so a
+     * source named an even number of times is read twice (zeros, with its
+     * length) and an odd number once.  BITOP of 10 000 copies of one key
+     * costs what BITOP of one does. */
+    if (!cmd_keys_distinct(pl.keys + 1, n, pl.first)) {
+        cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pl.first[i] == i) {
+            pl.at[i] = ++pl.nd;
+            pl.keys[pl.nd] = pl.keys[i + 1];
+        }
+        pl.times[pl.first[i]]++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pl.first[i] != i)
+            continue;
+        pl.use[pl.nuse++] = i;
+        if (a->op == BITS_OP_XOR && pl.times[i] % 2 == 0)
+            pl.use[pl.nuse++] = i;
+    }
+    /* the token's prefixes before any eviction: a refusal changes nothing */
+    if (!cmd_keys_allowed_here(ctx, pl.keys, pl.nd + 1) || !cmd_make_room(ctx))
+        goto out;
+    unsigned attempts = 0;
+    while ((done = bitop_locked(ctx, a, &pl, &attempts, res)) < 0)
+        ;
+out:
+    free(pl.keys);
+    free(pl.first);
+    free(pl.times);
+    free(pl.at);
+    free(pl.use);
+    free(pl.data);
+    free(pl.lens);
+    return done > 0;
+}
+
+static void encode_bitop(const void *args, wbuf_t *out)
+{
+    const cmd_bits_bitop_args_t *a = args;
+    put_head(out, a->key, a->klen);
+    wbuf_put_u8(out, (uint8_t)a->op);
+    cmd_batch_put(out, &a->sources, CMD_BATCH_KEYS);
+}
+
+static bool decode_bitop(rbuf_t *in, void *args, const char **why)
+{
+    cmd_bits_bitop_args_t *a = args;
+    if (!get_head(in, &a->key, &a->klen, why))
+        return false;
+    uint8_t op = rbuf_u8(in);
+    if (op > BITS_OP_NOT)
+        return bad(why, "bad op");
+    a->op = (bits_op_t)op;
+    if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0) || (a->op == BITS_OP_NOT && a->sources.n != 1))
+        return bad(why, "bad sources");
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* BITFIELD                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* BITFIELD, or with `ro` BITFIELD_RO (only GET: refused for any other
+ * operation, as Redis answers "BITFIELD_RO only supports the GET
+ * subcommand"). */
+static bool field(cmd_ctx_t *ctx, const cmd_bits_field_args_t *a, bool ro)
+{
+    size_t n = a->n;
+    bf_op_t *owned = NULL;
+    const bf_op_t *ops = a->ops;
+    bf_result_t *res = a->results ? a->results : malloc((n ? n : 1) * sizeof(*res));
+    if (!ops) {   /* a record's operations (decode_field checked them) */
+        ops = owned = malloc((n ? n : 1) * sizeof(*owned));
+        for (size_t i = 0; owned && i < n; i++) {
+            const uint8_t *p = a->rec + i * BF_REC_OP;
+            owned[i] = (bf_op_t){ .opcode = p[0], .overflow = p[1], .width = p[2], .sign = p[3] != 0,
+                                  .offset = le64_load(p + 4), .arg = (int64_t)le64_load(p + 12) };
+        }
+    }
+    bool ok = false;
+    if (!ops || !res) {
+        cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; ro && i < n; i++)
+        if (ops[i].opcode != BF_GET) {
+            cmd_fail(ctx, CMD_E_BAD_REQUEST, "ops",
+                     "BITFIELD_RO only supports the GET subcommand (use /bits/{key}/field to change bits)");
+            goto out;
+        }
+    for (size_t i = 0; !ro && i < n; i++)
+        if (ops[i].opcode == BF_GET) {
+            if (!cmd_require_read(ctx, "a BITFIELD GET"))
+                goto out;
+            break;
+        }
+    size_t need = (size_t)bf_needed_len(ops, n);
+    if (need && !bits_room(ctx, a->key, a->klen, "ops", need, false))
+        goto out;
+    /* only GETs (need == 0): nothing is written, so the read-only bytes are safe */
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, need ? CMD_WRITE : CMD_READ, &h))
+        goto out;
+    bits_t *b = cmd_key_value(&h);
+    bool changed = false;
+    if (need) {
+        if (!b) {
+            if (!(b = new_bits(ctx, need)) || !add_bits(&h, b)) {
+                cmd_key_close(&h, false);
+                goto out;
+            }
+            changed = true;
+        } else {
+            changed = bits_len(b) < need;
+            if (!bits_grow(b, need)) {
+                cmd_key_close(&h, false);
+                cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory growing the bit string to %zu bytes", need);
+                goto out;
+            }
+        }
+    }
+    bool wrote;
+    bf_exec(b ? bits_mut(b) : NULL, b ? bits_len(b) : 0, ops, n, res, &wrote);
+    cmd_key_close(&h, changed || (need && wrote));
+    ok = true;
+out:
+    free(owned);
+    if (res != a->results)
+        free(res);
+    return ok;
+}
+
+static bool run_field(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    (void)res;
+    return field(ctx, args, false);
+}
+
+static bool run_field_ro(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    (void)res;
+    return field(ctx, args, true);
+}
+
+static void encode_field(const void *args, wbuf_t *out)
+{
+    const cmd_bits_field_args_t *a = args;
+    put_head(out, a->key, a->klen);
+    wbuf_put_u32(out, (uint32_t)a->n);
+    if (a->rec) {
+        wbuf_put_bytes(out, a->rec, a->n * BF_REC_OP);
+        return;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        const bf_op_t *o = &a->ops[i];
+        wbuf_put_u8(out, o->opcode);
+        wbuf_put_u8(out, o->overflow);
+        wbuf_put_u8(out, o->width);
+        wbuf_put_u8(out, o->sign);
+        wbuf_put_u64(out, o->offset);
+        wbuf_put_i64(out, o->arg);
+    }
+}
+
+static bool decode_field(rbuf_t *in, void *args, const char **why)
+{
+    cmd_bits_field_args_t *a = args;
+    if (!get_head(in, &a->key, &a->klen, why))
+        return false;
+    uint32_t n = rbuf_u32(in);
+    if (in->err || n > CMD_BATCH_MAX)
+        return bad(why, "bad count");
+    const uint8_t *rec = rbuf_bytes(in, (size_t)n * BF_REC_OP);
+    if (!rec)
+        return bad(why, "truncated");
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *p = rec + (size_t)i * BF_REC_OP;
+        uint8_t opcode = p[0], overflow = p[1], width = p[2], sign = p[3];
+        if (opcode > BF_INCRBY || overflow > BF_FAIL || sign > 1 || width < 1 || width > (sign ? 64 : 63) ||
+            le64_load(p + 4) > BITS_MAX_OFFSET || (opcode == BF_GET && le64_load(p + 12) != 0))
+            return bad(why, "bad operation");
+    }
+    a->n = n;
+    a->ops = NULL;
+    a->rec = rec;
+    a->results = NULL;
+    return true;
+}
+
+const cmd_def_t CMD_SET = { "SET", CMD_ID_SET, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_set, encode_set,
+                            decode_set, sizeof(cmd_bits_set_args_t), sizeof(cmd_bits_len_res_t) };
+const cmd_def_t CMD_GET = { "GET", CMD_ID_GET, 0, CMD_ACCESS_READ, run_get, NULL, NULL, sizeof(cmd_bits_get_args_t),
+                            0 };
+const cmd_def_t CMD_GETRANGE = { "GETRANGE", CMD_ID_GETRANGE, 0, CMD_ACCESS_READ, run_get, NULL, NULL,
+                                 sizeof(cmd_bits_get_args_t), 0 };
+const cmd_def_t CMD_SETBIT = { "SETBIT", CMD_ID_SETBIT, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_setbit,
+                               encode_setbit, decode_setbit, sizeof(cmd_bits_setbit_args_t),
+                               sizeof(cmd_bits_bit_res_t) };
+const cmd_def_t CMD_GETBIT = { "GETBIT", CMD_ID_GETBIT, 0, CMD_ACCESS_READ, run_getbit, NULL, NULL,
+                               sizeof(cmd_bits_getbit_args_t), sizeof(cmd_bits_bit_res_t) };
+const cmd_def_t CMD_BITCOUNT = { "BITCOUNT", CMD_ID_BITCOUNT, 0, CMD_ACCESS_READ, run_bitcount, NULL, NULL,
+                                 sizeof(cmd_bits_range_args_t), sizeof(cmd_bits_num_res_t) };
+const cmd_def_t CMD_BITPOS = { "BITPOS", CMD_ID_BITPOS, 0, CMD_ACCESS_READ, run_bitpos, NULL, NULL,
+                               sizeof(cmd_bits_range_args_t), sizeof(cmd_bits_num_res_t) };
+const cmd_def_t CMD_BITOP = { "BITOP", CMD_ID_BITOP, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_bitop,
+                              encode_bitop, decode_bitop, sizeof(cmd_bits_bitop_args_t), sizeof(cmd_bits_len_res_t) };
+const cmd_def_t CMD_BITFIELD = { "BITFIELD", CMD_ID_BITFIELD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
+                                 run_field, encode_field, decode_field, sizeof(cmd_bits_field_args_t), 0 };
+const cmd_def_t CMD_BITFIELD_RO = { "BITFIELD_RO", CMD_ID_BITFIELD_RO, 0, CMD_ACCESS_READ, run_field_ro, NULL, NULL,
+                                    sizeof(cmd_bits_field_args_t), 0 };

@@ -1,0 +1,29 @@
+/* create.c - a new value at a key that holds none: see create.h. */
+#include "cmd/create.h"
+#include "cmd/keys.h"
+
+bool cmd_key_create(cmd_ctx_t *ctx, const char *key, size_t klen, const ks_type_t *type, void *value,
+                    void (*fill)(const void *value, void *res), void *res)
+{
+    if (!value)
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory creating the %s", type->name);
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, key, klen, type, CMD_READ, &h)) {
+        type->free(value);
+        return false;
+    }
+    if (h.e) {
+        cmd_key_close(&h, false);
+        type->free(value);
+        return cmd_fail(ctx, CMD_E_EXISTS, NULL, "a %s already exists at this key", type->name);
+    }
+    if (!cmd_key_add(&h, type, value, KS_NO_EXPIRY)) {
+        cmd_key_close(&h, false);
+        type->free(value);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory creating the %s", type->name);
+    }
+    if (fill)
+        fill(value, res);
+    cmd_key_close(&h, true);
+    return true;
+}
