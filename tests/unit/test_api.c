@@ -73,8 +73,15 @@ static uint64_t keep_record(void *ud, const journal_req_t *q)
     r->path = dupn(q->path, q->path_len);
     r->query = dupn(q->query, q->query_len);
     r->ctype = dupn(q->ctype, q->ctype_len);
-    r->body = (uint8_t *)dupn(q->body, q->body_len);
-    r->body_len = q->body_len;
+    /* a command record's arguments are its body then its tail (journal_req_t) */
+    r->body = malloc(q->body_len + q->tail_len + 1);
+    assert_non_null(r->body);
+    if (q->body_len)
+        memcpy(r->body, q->body, q->body_len);
+    if (q->tail_len)
+        memcpy(r->body + q->body_len, q->tail, q->tail_len);
+    r->body[q->body_len + q->tail_len] = 0;
+    r->body_len = q->body_len + q->tail_len;
     return j->n;
 }
 
@@ -460,6 +467,28 @@ static char *read_answer(api_server_t *srv, const char *pq, int64_t now_ns)
     return out;
 }
 
+
+/* Replays one journaled record on srv as the journal's replay does: an
+ * operation of the command table directly, a request record through the
+ * router; fails the test when it is refused. */
+static void replay_record(api_server_t *srv, const record_t *q)
+{
+    if (q->kind == JOURNAL_REC_COMMAND) {
+        journal_req_t c = { .kind = q->kind, .op = q->op, .now_ns = q->now_ns, .path = "", .query = "",
+                            .ctype = "", .body = q->body, .body_len = q->body_len };
+        cmd_err_t err;
+        if (!cmd_replay(srv, &c, 0, &err))
+            fail_msg("replay of op %u: %s", (unsigned)q->op, err.message);
+        return;
+    }
+    char *b;
+    int st = serve_bin(srv, q->method, q->path, q->query, q->ctype, q->body, q->body_len, q->now_ns, true, &b,
+                       NULL);
+    if (st >= 300)
+        fail_msg("replay of %s %s: %d %s", api_method_name(q->method), q->path, st, b);
+    free(b);
+}
+
 /* Copies the filter at path `from` to `to` by its dump, chunk by chunk. */
 static void copy_by_dump(api_server_t *srv, const char *from, const char *to, int64_t now_ns)
 {
@@ -537,22 +566,7 @@ static void test_replay_determinism(void **state)
     assert_int_equal(serve_at(&r, API_DELETE, "/keys/old", NULL, NULL, NULL, t, true, NULL, NULL), 200);
     assert_true(j.n >= sizeof(script) / sizeof(script[0]) - 1);
     for (size_t i = 0; i < j.n; i++) {
-        const record_t *q = &j.r[i];
-        if (q->kind == JOURNAL_REC_COMMAND) {
-            /* an operation of the command table, replayed as the journal's replay does */
-            journal_req_t c = { .kind = q->kind, .op = q->op, .now_ns = q->now_ns, .path = "", .query = "",
-                                .ctype = "", .body = q->body, .body_len = q->body_len };
-            cmd_err_t err;
-            if (!cmd_replay(&r, &c, 0, &err))
-                fail_msg("replay of op %u: %s", (unsigned)q->op, err.message);
-            continue;
-        }
-        char *b;
-        int st = serve_bin(&r, q->method, q->path, q->query, q->ctype, q->body, q->body_len, q->now_ns, true, &b,
-                           NULL);
-        if (st >= 300)
-            fail_msg("replay of %s %s: %d %s", api_method_name(q->method), q->path, st, b);
-        free(b);
+        replay_record(&r, &j.r[i]);
     }
     for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
         char *x = read_answer(&a, reads[i], t), *y = read_answer(&r, reads[i], t);
@@ -936,8 +950,7 @@ static void test_undo_takes_changes_back(void **state)
     /* the journal replayed rebuilds the state taken back */
     server_init(&r, NULL);
     for (size_t i = 0; i < j.n; i++)
-        serve_bin(&r, j.r[i].method, j.r[i].path, j.r[i].query, j.r[i].ctype, j.r[i].body, j.r[i].body_len,
-                  j.r[i].now_ns, true, NULL, NULL);
+        replay_record(&r, &j.r[i]);
     for (int k = 0; k < NKEYS; k++) {
         char *x = dump_at(&r, keys[k], t_before);
         if (strcmp(before[k], x) != 0)
