@@ -201,14 +201,18 @@ typedef struct cmd_ts_mget_args {
     bool latest;
 } cmd_ts_mget_args_t;
 
+/* With groupby, the query has one aggregation at most, reduce is not twa,
+ * first or last, and exclude_empty is not set: a front-end refuses those
+ * combinations of its parameters (RedisTimeSeries's rules) as it parses
+ * them. */
 typedef struct cmd_ts_mrange_args {
     cmd_ts_filter_t filter;
     cmd_ts_labelsel_t sel;
     ts_query_t query;            /* as in cmd_ts_range_args_t */
     bool latest;
     const char *groupby;         /* NUL-terminated; NULL: no grouping */
-    ts_agg_t reduce;             /* with groupby: not twa, first or last */
-    bool exclude_empty;          /* not with groupby */
+    ts_agg_t reduce;             /* GROUPBY's REDUCE */
+    bool exclude_empty;          /* EXCLUDEEMPTY: series with nothing to answer are left out */
 } cmd_ts_mrange_args_t;
 
 /* ------------------------------------------------------------------------ */
