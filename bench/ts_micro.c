@@ -68,9 +68,9 @@ int main(void)
 
     /* compaction: the same ingest, one sample at a time, into a source with
      * rules, each applied after every add as the handler does */
-    static const ts_rule_t rules[] = { { "avg1m", 5, TS_AGG_AVG, 60000, 0, 0 },
-                                       { "max1h", 5, TS_AGG_MAX, 3600000, 0, 0 },
-                                       { "twa5m", 5, TS_AGG_TWA, 300000, 0, 0 } };
+    static const ts_rule_t rules[] = { { "avg1m", 5, TS_AGG_AVG, 60000, 0, 0, TS_RULE_GEN_2, -1 },
+                                       { "max1h", 5, TS_AGG_MAX, 3600000, 0, 0, TS_RULE_GEN_2, -1 },
+                                       { "twa5m", 5, TS_AGG_TWA, 300000, 0, 0, TS_RULE_GEN_2, -1 } };
     for (size_t nr = 1; nr <= 3; nr += 2) {
         ts_t *dst[3];
         t0 = now_ns();
