@@ -747,7 +747,7 @@ bool ts_delete_beyond_retention(const ts_t *ts, const ts_rule_t *rule, int64_t f
 {
     int64_t t = from;
     if (rule) {
-        t = ts_bucket_start(from, rule->bucket_ms, rule->align);
+        t = bucket_start(from, rule->bucket_ms, rule->align);
         if (t < 0)
             t = 0;
     }

@@ -79,13 +79,7 @@ bool ts_agg_parse(const char *s, ts_agg_t *out)
 /* Aggregators                                                              */
 /* ======================================================================== */
 
-int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align)
-{
-    int64_t m = (t - align) % bucket_ms;   /* t, align >= 0: the difference fits */
-    if (m < 0)
-        m += bucket_ms;
-    return t - m;
-}
+int64_t ts_bucket_start(int64_t t, int64_t bucket_ms, int64_t align) { return bucket_start(t, bucket_ms, align); }
 
 void tsi_agg_reset(agg_t *a)
 {
@@ -254,23 +248,12 @@ double tsi_agg_final(agg_t *a)
     }
 }
 
-/* Whether the aggregation counts this value (RedisTimeSeries's isValueValid). */
-bool tsi_agg_counts(ts_agg_t a, double v)
-{
-    switch (a) {
-    case TS_AGG_COUNT_NAN: return isnan(v);
-    case TS_AGG_COUNT_ALL:
-    case TS_AGG_NONE: return true;
-    default: return !isnan(v);
-    }
-}
-
 double ts_reduce(ts_agg_t a, const double *v, size_t n)
 {
     agg_t g = { .type = a };
     tsi_agg_reset(&g);
     for (size_t i = 0; i < n; i++)
-        if (tsi_agg_counts(a, v[i]))
+        if (agg_counts(a, v[i]))
             tsi_agg_add(&g, v[i]);
     /* no value counted: the count family answers 0, the rest NaN ("no
      * data"), as RedisTimeSeries's reducer does */

@@ -17,6 +17,7 @@
 #ifndef TALLY_TS_IMPL_H
 #define TALLY_TS_IMPL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -195,7 +196,25 @@ void tsi_agg_add(agg_t *a, double v);
 double tsi_agg_final(agg_t *a);
 /* Frees what the aggregator holds beyond itself. */
 void tsi_agg_release(agg_t *a);
-/* Whether aggregation a counts v (RedisTimeSeries's isValueValid). */
-bool tsi_agg_counts(ts_agg_t a, double v);
+/* Whether aggregation a counts v (RedisTimeSeries's isValueValid); inline:
+ * a range asks it of every sample. */
+static inline bool agg_counts(ts_agg_t a, double v)
+{
+    switch (a) {
+    case TS_AGG_COUNT_NAN: return isnan(v);
+    case TS_AGG_COUNT_ALL:
+    case TS_AGG_NONE: return true;
+    default: return !isnan(v);
+    }
+}
+
+/* ts_bucket_start, inlined where buckets are walked sample by sample. */
+static inline int64_t bucket_start(int64_t t, int64_t bucket_ms, int64_t align)
+{
+    int64_t m = (t - align) % bucket_ms;   /* t, align >= 0: the difference fits */
+    if (m < 0)
+        m += bucket_ms;
+    return t - m;
+}
 
 #endif

@@ -76,7 +76,7 @@ static bool passes(const ts_query_t *q, int64_t t, double v)
 static void feed(qrun_t *r, int64_t t, double v)
 {
     const ts_query_t *q = r->q;
-    if (!passes(q, t, v) || !tsi_agg_counts(q->agg, v))
+    if (!passes(q, t, v) || !agg_counts(q->agg, v))
         return;
     if (q->agg == TS_AGG_NONE) {
         out(r, t, v);
@@ -91,7 +91,7 @@ static void feed(qrun_t *r, int64_t t, double v)
                 return;
         }
         r->have_bucket = true;
-        r->bucket = ts_bucket_start(t, q->bucket_ms, q->align);
+        r->bucket = bucket_start(t, q->bucket_ms, q->align);
     }
     if (q->reverse) {
         if (r->rn == r->rcap) {
@@ -144,7 +144,7 @@ static bool pts_push(pts_t *p, int64_t t, double v)
 typedef bool (*sample_ok_fn)(const ts_query_t *q, int64_t t, double v);
 
 /* What generation-1 twa rules interpolate from: the samples the aggregation counts. */
-static bool counted(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && tsi_agg_counts(q->agg, v); }
+static bool counted(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && agg_counts(q->agg, v); }
 /* What RedisTimeSeries interpolates from and fills gaps between: samples
  * passing the filters that are not NaN. */
 static bool valid(const ts_query_t *q, int64_t t, double v) { return passes(q, t, v) && !isnan(v); }
@@ -289,7 +289,7 @@ static core_status_t legacy_twa(const ts_t *ts, const ts_query_t *q, int64_t fro
         goto out;
     st = CORE_OK;
     for (size_t i = p.i0; i < p.i1 && !r->done;) {
-        int64_t b = ts_bucket_start(p.t[i], q->bucket_ms, q->align);
+        int64_t b = bucket_start(p.t[i], q->bucket_ms, q->align);
         int64_t e = b > INT64_MAX - q->bucket_ms ? INT64_MAX : b + q->bucket_ms;
         int64_t wa = b > from ? b : from, wb = e < to ? e : to;
         if (wa < p.t[0])
@@ -477,14 +477,14 @@ static double plan_value(plan_t *pl, size_t a, int64_t b, size_t k)
     bool has = false;
     if (k != NONE)
         for (size_t i = pl->runs[k].i0; i < pl->runs[k].i1 && !has; i++)
-            has = tsi_agg_counts(type, p->v[i]);
+            has = agg_counts(type, p->v[i]);
     if (has && type == TS_AGG_TWA)
         return twa_run(pl, k);
     if (has) {
         agg_t *g = &pl->agg[a];
         tsi_agg_reset(g);
         for (size_t i = pl->runs[k].i0; i < pl->runs[k].i1; i++)
-            if (tsi_agg_counts(type, p->v[i]))
+            if (agg_counts(type, p->v[i]))
                 tsi_agg_add(g, p->v[i]);
         return tsi_agg_final(g);
     }
@@ -573,7 +573,7 @@ static core_status_t range_buckets(const ts_t *ts, const ts_query_t *q, int64_t 
         goto out;
     for (size_t i = p->i0; i < p->i1;) {
         run_t *x = &pl.runs[pl.nruns++];
-        x->b = ts_bucket_start(p->t[i], q->bucket_ms, q->align);
+        x->b = bucket_start(p->t[i], q->bucket_ms, q->align);
         x->i0 = i;
         while (i < p->i1 && (uint64_t)p->t[i] - (uint64_t)x->b < (uint64_t)q->bucket_ms)
             i++;
@@ -582,7 +582,7 @@ static core_status_t range_buckets(const ts_t *ts, const ts_query_t *q, int64_t 
     /* the answer's items, in time order, and how many buckets they hold */
     size_t ni = 0;
     uint64_t rows = 0, bms = (uint64_t)q->bucket_ms;
-    int64_t bfrom = ts_bucket_start(from, q->bucket_ms, q->align), bto = ts_bucket_start(to, q->bucket_ms, q->align);
+    int64_t bfrom = bucket_start(from, q->bucket_ms, q->align), bto = bucket_start(to, q->bucket_ms, q->align);
     if (q->empty && pl.nruns == 0) {
         if (both_sides(p, from))
             items[ni++] = (item_t){ bfrom, bto, NONE };
@@ -593,7 +593,7 @@ static core_status_t range_buckets(const ts_t *ts, const ts_query_t *q, int64_t 
         bool any = false;
         for (size_t i = pl.runs[k].i0; i < pl.runs[k].i1 && !any; i++)
             for (size_t a = 0; a < pl.naggs && !any; a++)
-                any = tsi_agg_counts(pl.aggs[a], p->v[i]);
+                any = agg_counts(pl.aggs[a], p->v[i]);
         if (q->empty && k > 0 && (uint64_t)pl.runs[k].b - (uint64_t)pl.runs[k - 1].b > bms)
             items[ni++] = (item_t){ pl.runs[k - 1].b + q->bucket_ms, pl.runs[k].b - q->bucket_ms, NONE };
         if (any || q->empty)

@@ -104,7 +104,7 @@ core_status_t ts_rule_bucket(const ts_t *src, const ts_rule_t *rule, int64_t b, 
     int64_t hi = b > INT64_MAX - rule->bucket_ms ? INT64_MAX : b + rule->bucket_ms;
     ts_query_t q = { .from = lo, .to = hi, .count = 1, .agg = rule->agg, .bucket_ms = rule->bucket_ms,
                      .align = rule->align, .quantile = rule->quantile, .legacy_twa = rule->gen == TS_RULE_GEN_1 };
-    if (rule->gen == TS_RULE_GEN_2 && rule->since >= 0 && ts_bucket_start(rule->since, rule->bucket_ms, rule->align) == b) {
+    if (rule->gen == TS_RULE_GEN_2 && rule->since >= 0 && bucket_start(rule->since, rule->bucket_ms, rule->align) == b) {
         /* the bucket open when the rule was created: the samples after it
          * only, from a fresh start (no neighbour before); a first result in
          * a later bucket means none */
@@ -123,7 +123,7 @@ bool ts_rule_open_bucket(const ts_t *src, const ts_rule_t *rule, ts_sample_t *ou
 {
     if (!has_samples(src))
         return false;
-    int64_t b = ts_bucket_start(newest(src), rule->bucket_ms, rule->align);
+    int64_t b = bucket_start(newest(src), rule->bucket_ms, rule->align);
     bool has;
     if (ts_rule_bucket(src, rule, b, &out->value, &has) != CORE_OK || !has)
         return false;
@@ -136,11 +136,11 @@ void ts_rule_touch(ts_t *src, size_t i, int64_t old_newest, const int64_t *t, si
     ts_rl_t *r = &src->rules[i];
     if (r->gen != TS_RULE_GEN_2 || r->since < 0)
         return;
-    int64_t b0 = ts_bucket_start(r->since, r->bucket_ms, r->align);
+    int64_t b0 = bucket_start(r->since, r->bucket_ms, r->align);
     (void)from;   /* a deletion anywhere from it on touches it, or may open it again */
     bool touched = !t && to >= b0;
     for (size_t k = 0; t && k < n && !touched; k++)
-        touched = t[k] <= old_newest && ts_bucket_start(t[k], r->bucket_ms, r->align) == b0;
+        touched = t[k] <= old_newest && bucket_start(t[k], r->bucket_ms, r->align) == b0;
     if (touched)
         r->since = -1;
 }
@@ -193,18 +193,18 @@ core_status_t ts_rule_added(const ts_t *src, const ts_rule_t *rule, int64_t old_
 {
     if (!has_samples(src))
         return CORE_OK;
-    int64_t open = ts_bucket_start(newest(src), rule->bucket_ms, rule->align);
+    int64_t open = bucket_start(newest(src), rule->bucket_ms, rule->align);
     int64_t *b = malloc((n + 1) * sizeof(*b));
     if (!b)
         return CORE_NOMEM;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        int64_t s = ts_bucket_start(t[i], rule->bucket_ms, rule->align);
+        int64_t s = bucket_start(t[i], rule->bucket_ms, rule->align);
         if (s < open)
             b[m++] = s;
     }
     if (old_newest >= 0) {
-        int64_t s = ts_bucket_start(old_newest, rule->bucket_ms, rule->align);
+        int64_t s = bucket_start(old_newest, rule->bucket_ms, rule->align);
         if (s < open)
             b[m++] = s;
     }
@@ -240,9 +240,9 @@ core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t fr
     /* the buckets dst holds from the span on: recomputed up to the span's
      * end, deleted from the open bucket on (the newest sample may have gone,
      * opening an earlier bucket again) */
-    int64_t lo = ts_bucket_start(from, rule->bucket_ms, rule->align);
-    int64_t hi = ts_bucket_start(to, rule->bucket_ms, rule->align);
-    int64_t open = has_samples(src) ? ts_bucket_start(newest(src), rule->bucket_ms, rule->align) : INT64_MIN;
+    int64_t lo = bucket_start(from, rule->bucket_ms, rule->align);
+    int64_t hi = bucket_start(to, rule->bucket_ms, rule->align);
+    int64_t open = has_samples(src) ? bucket_start(newest(src), rule->bucket_ms, rule->align) : INT64_MIN;
     int64_t first = open < lo ? open : lo;
     ts_query_t q = { .from = first < 0 ? 0 : first, .to = TS_MAX_TIMESTAMP };
     int64_t nc[2] = { 0, 0 };
@@ -250,7 +250,7 @@ core_status_t ts_rule_deleted(const ts_t *src, const ts_rule_t *rule, int64_t fr
     core_status_t st = ts_range(dst, &q, push_i64, pb);
     size_t m = 0;
     for (int64_t i = 0; st == CORE_OK && i < nc[0]; i++) {
-        int64_t b = ts_bucket_start(pb[0][i], rule->bucket_ms, rule->align);
+        int64_t b = bucket_start(pb[0][i], rule->bucket_ms, rule->align);
         if (b >= open) {
             if (ts_delete_range(dst, pb[0][i], pb[0][i]) < 0)
                 st = CORE_NOMEM;
