@@ -338,16 +338,21 @@ static void encode_add(const void *args, wbuf_t *out)
         out->oom = true;
         return;
     }
-    wbuf_reserve(out, 64 + a->samples.n * 16);
     wbuf_put_u8(out, 1);
     cmd_put_key(out, a->key, a->klen);
     put_opts(out, &a->opts);
     wbuf_put_u8(out, a->has_on_duplicate);
     wbuf_put_u8(out, (uint8_t)(a->has_on_duplicate ? a->on_duplicate : 0));
     wbuf_put_u32(out, (uint32_t)a->samples.n);
-    for (size_t i = 0; i < a->samples.n; i++) {
-        wbuf_put_i64(out, s[i].ts);
-        wbuf_put_f64(out, s[i].value);
+    if (wbuf_reserve(out, a->samples.n * 16)) {   /* the samples, stored at once: a batch may hold 10 000 */
+        uint8_t *p = out->data + out->len;
+        for (size_t i = 0; i < a->samples.n; i++, p += 16) {
+            uint64_t bits;
+            memcpy(&bits, &s[i].value, 8);
+            le64_store(p, (uint64_t)s[i].ts);
+            le64_store(p + 8, bits);
+        }
+        out->len += a->samples.n * 16;
     }
     free(own);
 }
