@@ -133,8 +133,8 @@ static void incrby(api_req_t *req, api_resp_t *resp, bool decr)
     a.timestamp = t;
     cmd_ts_incrby_res_t r;
     if (api_cmd_answered(req, resp, cmd_call(req->ctx, decr ? &CMD_TS_DECRBY : &CMD_TS_INCRBY, &a, &r)))
-        api_json(resp, 200,
-                 json_pack("{s:I,s:f,s:b}", "timestamp", (json_int_t)r.timestamp, "value", r.value, "created", r.created));
+        api_json(resp, 200, json_pack("{s:I,s:f,s:b}", "timestamp", (json_int_t)r.timestamp, "value", r.value,
+                                      "created", r.created));
 }
 
 static void h_ts_incrby(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -122,7 +122,8 @@ static void mrange(api_req_t *req, api_resp_t *resp, bool reverse)
         goto out;
     }
     if (!a.groupby != !reduce) {
-        api_error_field(resp, API_E_BAD_REQUEST, a.groupby ? "reduce" : "groupby", "'groupby' and 'reduce' go together");
+        api_error_field(resp, API_E_BAD_REQUEST, a.groupby ? "reduce" : "groupby",
+                        "'groupby' and 'reduce' go together");
         goto out;
     }
     if (a.groupby && a.query.naggs > 1) {   /* (as RedisTimeSeries: one value per series to reduce) */

@@ -217,7 +217,8 @@ bool ts_open_latest(cmd_ctx_t *ctx, const char *key, size_t klen, bool latest, c
         free(src);
         return false;
     }
-    bool ok = cmd_keys_find(h, 1, NULL, CMD_READ, NULL, &se) && cmd_keys_find(h, 0, &ts_type, CMD_MUST_EXIST, NULL, &de);
+    bool ok = cmd_keys_find(h, 1, NULL, CMD_READ, NULL, &se) &&
+              cmd_keys_find(h, 0, &ts_type, CMD_MUST_EXIST, NULL, &de);
     if (ok && ts_dst_live(de, src, slen) && se && ks_entry_type(se) == &ts_type) {
         const ts_t *s = ks_entry_value(se), *d = ks_entry_value(de);
         long i = ts_rule_find(s, key, klen);
