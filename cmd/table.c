@@ -25,6 +25,7 @@
 
 
 /* time series */
+#include "cmd/ts.h"
 
 
 const cmd_def_t *const cmd_defs[] = {
@@ -121,6 +122,21 @@ const cmd_def_t *const cmd_defs[] = {
 
 
     /* time series */
+    &CMD_TS_CREATE,
+    &CMD_TS_ADD,
+    &CMD_TS_INCRBY,
+    &CMD_TS_DECRBY,
+    &CMD_TS_ALTER,
+    &CMD_TS_DEL,
+    &CMD_TS_CREATERULE,
+    &CMD_TS_DELETERULE,
+    &CMD_TS_INFO,
+    &CMD_TS_RANGE,
+    &CMD_TS_REVRANGE,
+    &CMD_TS_QUERYINDEX,
+    &CMD_TS_MGET,
+    &CMD_TS_MRANGE,
+    &CMD_TS_MREVRANGE,
 
 
 };

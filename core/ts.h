@@ -5,8 +5,9 @@
  * A series is a set of samples (timestamp in ms, double value) with at most
  * one sample per timestamp, plus its configuration: retention, duplicate
  * policy and labels.  It answers what TS.ADD / TS.MADD / TS.RANGE /
- * TS.REVRANGE / TS.DEL / TS.INFO answer; the algorithm and byte layouts are
- * described at the top of ts.c.
+ * TS.REVRANGE / TS.DEL / TS.INFO answer; the algorithm and the chunks' byte
+ * layout are described at the top of ts.c, the snapshot encoding at the top
+ * of ts_codec.c (core/ts_impl.h lists the parts).
  *
  * Semantics (RedisTimeSeries, see ../shared/REFERENCE.md):
  *   - Timestamps are integers in [0, TS_MAX_TIMESTAMP] (RedisTimeSeries uses
@@ -352,7 +353,7 @@ typedef bool (*ts_emit_row_fn)(void *ud, int64_t ts, const double *values, size_
  * into buckets starting at t - ((t - align) mod bucket_ms) (reported as
  * max(0, start) [+ bucket or bucket/2]), in time order or reversed, at most
  * `count` results.  Within a bucket samples are aggregated in time order
- * whatever the direction, with RedisTimeSeries's formulas (see ts.c); an
+ * whatever the direction, with RedisTimeSeries's formulas (see ts_agg.c); an
  * aggregation skips the samples it does not count (NaN, except for countNaN
  * and countAll).  Without EMPTY, a bucket is reported when it holds a sample
  * the aggregation counts.

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/ts_index.h"
+#include "cmd/ts_index.h"
 #include "core/hash.h"
 
 #define OLD_SEED 0x5453494458ULL   /* the fixed seed of the index before it took the keyspace's */

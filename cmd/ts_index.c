@@ -8,7 +8,7 @@
  * counts the (pair, key) entries, stale ones included, so that the index is
  * rebuilt once it holds more than twice the live label pairs (plus slack).
  */
-#include "api/ts_index.h"
+#include "cmd/ts_index.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -5,7 +5,7 @@
  * index answers which keys may hold a label pair so that a filter does not
  * look at every key.  It is a superset of the truth, never a subset:
  *
- *   - every series is added, with all its labels, by the handler that
+ *   - every series is added, with all its labels, by the operation that
  *     creates it or changes its labels, under the key's shard lock
  *     (ts_index_add), and then marked indexed (ts_mark_indexed);
  *   - a series that arrives any other way (a snapshot loaded, a dump
@@ -19,11 +19,11 @@
  *     rebuilt by the next query's scan.
  *
  * Locking: the index has its own mutex, always taken after a shard lock
- * (handlers) or alone (queries), never the other way round.  One index per
+ * (operations) or alone (queries), never the other way round.  One index per
  * keyspace, found by ts_index_of.
  */
-#ifndef TALLY_API_TS_INDEX_H
-#define TALLY_API_TS_INDEX_H
+#ifndef TALLY_CMD_TS_INDEX_H
+#define TALLY_CMD_TS_INDEX_H
 
 #include <stdbool.h>
 #include <stddef.h>
