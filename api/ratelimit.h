@@ -152,10 +152,10 @@ bool rl_item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key
 
 /* Decides every item atomically under the locks of all their keys: when all
  * allow (a shadow item always does), every item is recorded; otherwise none
- * is.  Journals the change (canonically, with resolved parameters, when any
- * item came from a policy).  Counts policy metrics.  Returns false with an
- * error response (nothing changed); true with each item's r filled and
- * *all_allowed set. */
+ * is.  One item is its algorithm's decision operation, several (or `batch`)
+ * THROTTLE.BATCH (cmd/throttle.h), journaled with the resolved keys and
+ * parameters.  Counts policy metrics.  Returns false with an error response
+ * (nothing changed); true with each item's r filled and *all_allowed set. */
 bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n,
             bool batch, bool *all_allowed);
 
