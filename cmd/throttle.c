@@ -18,38 +18,51 @@
 /* Records                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static void put_item(wbuf_t *out, const cmd_throttle_item_t *it)
-{
-    cmd_put_key(out, it->key, it->klen);
-    wbuf_put_u8(out, it->shadow ? ITEM_SHADOW : 0);
-    wbuf_put_i64(out, it->quantity);
-    const throttle_params_t *p = &it->p;
-    switch (p->algo) {
-    case THROTTLE_GCRA:
-        wbuf_put_i64(out, p->u.gcra.max_burst);
-        wbuf_put_i64(out, p->u.gcra.count);
-        wbuf_put_i64(out, p->u.gcra.period_ns);
-        break;
-    case THROTTLE_SLIDING_LOG:
-        wbuf_put_i64(out, p->u.log.max_count);
-        wbuf_put_i64(out, p->u.log.period_ns);
-        break;
-    case THROTTLE_SLIDING_WINDOW:
-    case THROTTLE_FIXED_WINDOW:
-        wbuf_put_i64(out, p->u.win.max_count);
-        wbuf_put_i64(out, p->u.win.period_ns);
-        break;
-    case THROTTLE_TOKEN_BUCKET:
-        wbuf_put_i64(out, p->u.tb.capacity);
-        wbuf_put_i64(out, p->u.tb.rate_micro);
-        break;
-    }
-}
-
-/* The bytes put_item writes. */
+/* The bytes write_item writes. */
 static size_t item_size(const cmd_throttle_item_t *it)
 {
     return 4 + it->klen + 1 + 8 + (it->p.algo == THROTTLE_GCRA ? 24 : 16);
+}
+
+/* Writes an item at p, which has room for item_size(it) bytes; returns the
+ * end.  Stores, not wbuf_put_* calls: this is every decision's record (the
+ * key is laid out as cmd_put_key lays it out, and read with cmd_get_key). */
+static uint8_t *write_item(uint8_t *p, const cmd_throttle_item_t *it)
+{
+    le32_store(p, (uint32_t)it->klen);
+    memcpy(p + 4, it->key, it->klen);
+    p += 4 + it->klen;
+    *p++ = it->shadow ? ITEM_SHADOW : 0;
+    le64_store(p, (uint64_t)it->quantity);
+    p += 8;
+    const throttle_params_t *tp = &it->p;
+    int64_t v[3];
+    int nv = 2;
+    switch (tp->algo) {
+    case THROTTLE_GCRA:
+        v[0] = tp->u.gcra.max_burst;
+        v[1] = tp->u.gcra.count;
+        v[2] = tp->u.gcra.period_ns;
+        nv = 3;
+        break;
+    case THROTTLE_SLIDING_LOG:
+        v[0] = tp->u.log.max_count;
+        v[1] = tp->u.log.period_ns;
+        break;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW:
+        v[0] = tp->u.win.max_count;
+        v[1] = tp->u.win.period_ns;
+        break;
+    case THROTTLE_TOKEN_BUCKET:
+    default:
+        v[0] = tp->u.tb.capacity;
+        v[1] = tp->u.tb.rate_micro;
+        break;
+    }
+    for (int i = 0; i < nv; i++, p += 8)
+        le64_store(p, (uint64_t)v[i]);
+    return p;
 }
 
 /* A period as the front-ends give it: whole seconds, 1 .. CMD_THROTTLE_MAX_PERIOD_S. */
@@ -122,8 +135,14 @@ static bool get_version(rbuf_t *in, const char **why)
 
 static void encode_decision(const void *args, wbuf_t *out)
 {
-    wbuf_put_u8(out, RECORD_V1);
-    put_item(out, args);
+    const cmd_throttle_item_t *it = args;
+    size_t n = 1 + item_size(it);
+    if (n > out->cap - out->len && !wbuf_reserve(out, n))   /* the caller's stack storage usually holds it */
+        return;
+    uint8_t *p = out->data + out->len;
+    *p = RECORD_V1;
+    write_item(p + 1, it);
+    out->len += n;
 }
 
 static void encode_batch(const void *args, wbuf_t *out)
@@ -134,12 +153,15 @@ static void encode_batch(const void *args, wbuf_t *out)
         bytes += 1 + item_size(&a->items[i]);
     if (!wbuf_reserve(out, bytes))   /* one allocation for a record past the caller's storage */
         return;
-    wbuf_put_u8(out, RECORD_V1);
-    wbuf_put_u32(out, (uint32_t)a->n);
+    uint8_t *p = out->data + out->len;
+    *p++ = RECORD_V1;
+    le32_store(p, (uint32_t)a->n);
+    p += 4;
     for (size_t i = 0; i < a->n; i++) {
-        wbuf_put_u8(out, (uint8_t)a->items[i].p.algo);
-        put_item(out, &a->items[i]);
+        *p++ = (uint8_t)a->items[i].p.algo;
+        p = write_item(p, &a->items[i]);
     }
+    out->len += bytes;
 }
 
 /* Reads the next item of a batch's items. */
@@ -268,6 +290,7 @@ static bool run_decision(cmd_ctx_t *ctx, const void *args, void *res)
                 cmd_key_close(&h, false);
                 return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory recording the request");
             }
+            ks_entry_changed(ctx->srv->ks, h.e);
         } else if (!throttle_commit(&t, &it->p, ctx->now_ns, it->quantity, &expire_ns) ||
                    !cmd_key_add(&h, &throttle_type, t, KS_NO_EXPIRY)) {
             throttle_free(t);
@@ -275,7 +298,10 @@ static bool run_decision(cmd_ctx_t *ctx, const void *args, void *res)
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
         }
         ks_entry_set_expire(ctx->srv->ks, h.e, expire_ms_of(expire_ns));
-        cmd_key_close(&h, true);   /* re-measured and journaled: the decision's record */
+        /* what cmd_key_close(&h, true) does, less a second measurement of
+         * a key cmd_key_add just measured (every new key of a gateway's) */
+        cmd_journal_change(ctx);
+        cmd_key_close(&h, false);
         return true;
     }
 }
@@ -581,12 +607,12 @@ const cmd_def_t CMD_THROTTLE_RESET = { "THROTTLE.RESET", CMD_ID_THROTTLE_RESET, 
 
 const cmd_def_t *cmd_throttle_def(throttle_algo_t algo)
 {
-    switch (algo) {
-    case THROTTLE_GCRA: return &CMD_CL_THROTTLE;
-    case THROTTLE_SLIDING_LOG: return &CMD_THROTTLE_SLIDING_LOG;
-    case THROTTLE_SLIDING_WINDOW: return &CMD_THROTTLE_SLIDING_WINDOW;
-    case THROTTLE_FIXED_WINDOW: return &CMD_THROTTLE_FIXED_WINDOW;
-    case THROTTLE_TOKEN_BUCKET: return &CMD_THROTTLE_TOKEN_BUCKET;
-    }
-    return NULL;
+    static const cmd_def_t *const by_algo[THROTTLE_ALGO_MAX + 1] = {
+        [THROTTLE_GCRA] = &CMD_CL_THROTTLE,
+        [THROTTLE_SLIDING_LOG] = &CMD_THROTTLE_SLIDING_LOG,
+        [THROTTLE_SLIDING_WINDOW] = &CMD_THROTTLE_SLIDING_WINDOW,
+        [THROTTLE_FIXED_WINDOW] = &CMD_THROTTLE_FIXED_WINDOW,
+        [THROTTLE_TOKEN_BUCKET] = &CMD_THROTTLE_TOKEN_BUCKET,
+    };
+    return (unsigned)algo <= THROTTLE_ALGO_MAX ? by_algo[algo] : NULL;
 }

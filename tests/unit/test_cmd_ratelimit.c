@@ -316,6 +316,33 @@ static void test_reset(void **state)
     cmd_check_close(&c);
 }
 
+/* Keys of the longest length: records past the caller's stack storage
+ * (cmd_call's 256 bytes) are written whole on the heap and replay. */
+static void test_long_keys(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    static char k1[KS_KEY_MAX + 1], k2[KS_KEY_MAX + 1];
+    memset(k1, 'a', KS_KEY_MAX);
+    memset(k2, 'b', KS_KEY_MAX);
+    cmd_throttle_item_t one = gcra(k1, 3, 10, 60, 2);
+    assert_true(decide(&c, &one, T0, NULL, NULL));
+    cmd_throttle_item_t two[2] = { bucket(k2, 4, 1000000, 1), gcra(k1, 3, 10, 60, 1) };
+    rl_result_t rs[2];
+    bool all;
+    cmd_err_t err;
+    assert_true(batch(&c, two, 2, rs, T0 + SEC, &all, &err));
+    assert_true(all);
+    assert_int_equal(rs[1].remaining, 1);   /* 4 less the 3 taken (one emission interval is 6 s) */
+    cmd_throttle_reset_args_t r = { k2, KS_KEY_MAX };
+    cmd_throttle_reset_res_t rr;
+    assert_true(cmd_check_run(&c, &CMD_THROTTLE_RESET, &r, &rr, T0 + SEC, &err));
+    assert_true(rr.deleted);
+    assert_int_equal(cmd_check_replays(&c), 3);
+    cmd_check_close(&c);
+}
+
 /* A record's bytes through cmd_replay on a fresh server. */
 static bool replays(const cmd_def_t *def, const uint8_t *p, size_t n, cmd_err_t *err)
 {
@@ -427,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_batch_all_or_nothing),
         cmocka_unit_test(test_batch_bounds),
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_long_keys),
         cmocka_unit_test(test_bad_records_refused),
         cmocka_unit_test(test_table_rows),
     };
