@@ -97,9 +97,11 @@ bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest
     return item_of_policy(p, req, NULL, 0, rest, rest_len, room, it, err);
 }
 
-bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
-                   size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it,
-                   api_err_t *err)
+/* rl_item_parse; `named` false when the caller knows that f names no
+ * policy (its lookup is then skipped). */
+static bool item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
+                       size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, bool named,
+                       rl_item_t *it, api_err_t *err)
 {
     memset(it, 0, sizeof(*it));
     it->quantity = 1;
@@ -125,7 +127,7 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
         api_err_set(err, API_E_BAD_REQUEST, "key", "'key' must be a string");
         return false;
     }
-    if (api_fields_get(f, "policy", &v)) {
+    if (named && api_fields_get(f, "policy", &v)) {
         if (v.type != API_F_STRING) {
             api_err_set(err, API_E_BAD_REQUEST, "policy", "'policy' must be a string");
             return false;
@@ -155,6 +157,35 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
     if (!rl_params_parse(f, &it->p, err))
         return false;
     return rl_item_key(it, NULL, 0, path_key ? path_key : key.s, path_key ? path_klen : key.len, err);
+}
+
+bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
+                   size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it,
+                   api_err_t *err)
+{
+    return item_parse(srv, req, f, path_key, path_klen, rest, rest_len, fields_checked, true, it, err);
+}
+
+bool rl_item_parse_unnamed(const api_req_t *req, const api_fields_t *f, const char *path_key, size_t path_klen,
+                           rl_item_t *it, api_err_t *err)
+{
+    return item_parse(NULL, req, f, path_key, path_klen, NULL, 0, true, false, it, err);
+}
+
+bool rl_fields_name(const api_fields_t *f, bool *policy, bool *requests)
+{
+    *policy = *requests = false;
+    if (f->kind != API_FIELDS_FLAT)
+        return false;
+    for (int i = 0; i < f->flat->n; i++) {
+        const char *n = f->flat->m[i].name;   /* compared byte by byte: no call, most differ at once */
+        if (n[0] == 'p' && n[1] == 'o' && n[2] == 'l' && n[3] == 'i' && n[4] == 'c' && n[5] == 'y' && !n[6])
+            *policy = true;
+        else if (n[0] == 'r' && n[1] == 'e' && n[2] == 'q' && n[3] == 'u' && n[4] == 'e' && n[5] == 's' &&
+                 n[6] == 't' && n[7] == 's' && !n[8])
+            *requests = true;
+    }
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -87,22 +87,6 @@ done:
     free(items);
 }
 
-/* What a flat source names, in one pass over its members: a policy, a
- * batch.  The policies are read-locked only for a request that may use one
- * (a tree's, or one naming a policy): a lock and its release are about 70
- * instructions of a decision's few thousand. */
-static void flat_names(const api_fields_t *f, bool *policy, bool *requests)
-{
-    *policy = *requests = false;
-    for (int i = 0; i < f->flat->n; i++) {
-        const char *n = f->flat->m[i].name;
-        if (n[0] == 'p' && n[1] == 'o' && strcmp(n, "policy") == 0)   /* not "period" */
-            *policy = true;
-        else if (n[0] == 'r' && n[1] == 'e' && n[2] == 'q' && strcmp(n, "requests") == 0)   /* not "refill_rate" */
-            *requests = true;
-    }
-}
-
 static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
@@ -112,14 +96,13 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_fields_t f;
     if (!api_body_fields(req, resp, fields, &room, &f))
         return;
-    bool policy = true, batch = false;
-    if (f.kind == API_FIELDS_FLAT)
-        flat_names(&f, &policy, &batch);
-    if (batch) {   /* a batch (here, an invalid one) is a tree's */
+    bool policy, batch;
+    if (rl_fields_name(&f, &policy, &batch) && batch) {   /* a batch (here, an invalid one) is a tree's */
         if (!api_body_object(req, resp, fields))
             return;
         f = api_fields_json(req->json);
     }
+    /* the policies are locked for a request that may use one, until it is answered */
     bool locked = f.kind != API_FIELDS_FLAT || policy;
     if (locked)
         policies_read_lock(srv->policies);
@@ -130,7 +113,8 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         rl_item_t it;
         api_err_t e;
         bool all;
-        if (!rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, true, &it, &e))
+        if (!(locked ? rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, true, &it, &e)
+                     : rl_item_parse_unnamed(req, &f, NULL, 0, &it, &e)))
             api_err_respond(resp, &e);
         else if (rl_run(srv, req, resp, &it, 1, false, &all))
             rl_answer(resp, 200, &it);
@@ -165,21 +149,21 @@ static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_err_respond(resp, &e);
         return;
     }
-    bool policy = true, batch;
-    if (q.kind == API_FIELDS_FLAT)
-        flat_names(&q, &policy, &batch);
-    if (policy)
+    bool policy, batch;
+    bool locked = !rl_fields_name(&q, &policy, &batch) || policy;   /* as POST's */
+    if (locked)
         policies_read_lock(srv->policies);
     rl_item_t it;
     bool all;
-    if (!rl_item_parse(srv, req, &q, key, klen, NULL, 0, true, &it, &e)) {
+    if (!(locked ? rl_item_parse(srv, req, &q, key, klen, NULL, 0, true, &it, &e)
+                 : rl_item_parse_unnamed(req, &q, key, klen, &it, &e))) {
         api_err_respond(resp, &e);
     } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
         int status = all ? 200 : deny_given ? (int)deny : it.policy ? it.policy->deny_status : 429;
         rl_answer(resp, status, &it);
     }
     rl_item_release(&it);
-    if (policy)
+    if (locked)
         policies_read_unlock(srv->policies);
 }
 
