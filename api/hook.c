@@ -23,12 +23,14 @@
  * use as its deny status: an error is never mistaken for "limited".
  *
  * The hook's query string and body belong to the client's request: they are
- * ignored.  The decision is journaled as the equivalent POST /throttle with
- * the resolved key and parameters.
+ * ignored.  The decision is the policy's algorithm's operation
+ * (cmd/throttle.h), whose journal record holds the resolved key and
+ * parameters.
  */
 #include <string.h>
 
 #include "api/ratelimit.h"
+#include "cmd/throttle.h"
 
 /* The raw path after /hook/{policy}, starting with '/', or "/" when none. */
 static const char *path_rest(const api_req_t *req, size_t *len)
@@ -80,7 +82,8 @@ static void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_ANY,    "/hook/{policy}/{path...}", h_hook, API_ROUTE_GATEWAY, API_ACCESS_RATELIMIT, NULL },
+    /* the policy's decision operation, whichever: CL.THROTTLE's access and flags (cmd/throttle.h) */
+    { API_ANY,    "/hook/{policy}/{path...}", h_hook, API_ROUTE_GATEWAY, API_BY(CMD_CL_THROTTLE) },
 };
 
 API_FAMILY(hook);

@@ -1,17 +1,18 @@
 /*
- * limiter.c - the rate-limit engine that /throttle and /hook share: an item
- * (key, algorithm and parameters, or a named policy) parsed from JSON or a
- * query, the decision taken under the key locks (one key, or a batch that is
- * all or nothing), the canonical journal record of a resolved policy, and
- * the answer with its headers: Retry-After, the legacy RateLimit-Limit /
- * -Remaining / -Reset trio, and the IETF draft's RateLimit-Policy and
- * RateLimit.
+ * limiter.c - what /throttle and /hook share over HTTP: an item (key,
+ * algorithm and parameters, or a named policy) parsed from JSON or a query
+ * and resolved - a policy's parameters, shadow mode and key - into the
+ * typed arguments of a decision (cmd/throttle.h: one key, or a batch that
+ * is all or nothing, whose journal records hold what was resolved, never
+ * the policy), the policies' metrics, and the answer with its headers:
+ * Retry-After, the legacy RateLimit-Limit / -Remaining / -Reset trio, and
+ * the IETF draft's RateLimit-Policy and RateLimit.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "api/cluster.h"
 #include "api/ratelimit.h"
+#include "cmd/throttle.h"
 
 #define DEFAULT_POLICY_NAME "default"   /* name in the draft headers without a policy */
 
@@ -96,9 +97,11 @@ bool rl_item_of_policy(const policy_t *p, const api_req_t *req, const char *rest
     return item_of_policy(p, req, NULL, 0, rest, rest_len, room, it, err);
 }
 
-bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
-                   size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it,
-                   api_err_t *err)
+/* rl_item_parse; `named` false when the caller knows that f names no
+ * policy (its lookup is then skipped). */
+static bool item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
+                       size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, bool named,
+                       rl_item_t *it, api_err_t *err)
 {
     memset(it, 0, sizeof(*it));
     it->quantity = 1;
@@ -124,7 +127,7 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
         api_err_set(err, API_E_BAD_REQUEST, "key", "'key' must be a string");
         return false;
     }
-    if (api_fields_get(f, "policy", &v)) {
+    if (named && api_fields_get(f, "policy", &v)) {
         if (v.type != API_F_STRING) {
             api_err_set(err, API_E_BAD_REQUEST, "policy", "'policy' must be a string");
             return false;
@@ -156,156 +159,38 @@ bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *
     return rl_item_key(it, NULL, 0, path_key ? path_key : key.s, path_key ? path_klen : key.len, err);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Journal: the canonical form of resolved items                            */
-/* ------------------------------------------------------------------------ */
-
-static char *put_str(char *p, const char *s);
-
-/* `,"name":v` (the comma separates members). */
-static char *put_member_i64(char *p, const char *name, int64_t v)
+bool rl_item_parse(api_server_t *srv, const api_req_t *req, const api_fields_t *f, const char *path_key,
+                   size_t path_klen, const char *rest, size_t rest_len, bool fields_checked, rl_item_t *it,
+                   api_err_t *err)
 {
-    *p++ = ',';
-    *p++ = '"';
-    p = put_str(p, name);
-    *p++ = '"';
-    *p++ = ':';
-    return api_format_i64(p, v);
+    return item_parse(srv, req, f, path_key, path_klen, rest, rest_len, fields_checked, true, it, err);
 }
 
-/* The most item_text writes for an item: the key escaped (6 bytes a byte
- * at most) and the other members, whose names and 20-digit numbers fit in
- * 512 bytes. */
-#define ITEM_TEXT_MAX(klen) (512 + API_JSON_STRING_MAX(klen))
-
-/* The canonical request of one item (the key resolved, the parameters
- * spelled out), as JSON text: byte for byte what jansson's tree of the same
- * members printed through api_json_text, written directly (issue 20: the
- * tree cost a third of a /hook request), at p, which has room for
- * ITEM_TEXT_MAX(it->klen) bytes.  Returns the end. */
-static char *item_text(char *p, const rl_item_t *it)
+bool rl_item_parse_unnamed(const api_req_t *req, const api_fields_t *f, const char *path_key, size_t path_klen,
+                           rl_item_t *it, api_err_t *err)
 {
-    p = put_str(p, "{\"key\":");
-    p = api_json_string_at(p, it->key, it->klen);
-    p = put_str(p, ",\"algorithm\":\"");
-    p = put_str(p, throttle_algo_name(it->p.algo));   /* [a-z_]: nothing to escape */
-    *p++ = '"';
-    const throttle_params_t *tp = &it->p;
-    switch (tp->algo) {
-    case THROTTLE_GCRA:
-        p = put_member_i64(p, "max_burst", tp->u.gcra.max_burst);
-        p = put_member_i64(p, "count_per_period", tp->u.gcra.count);
-        p = put_member_i64(p, "period", tp->u.gcra.period_ns / NS_PER_SEC);
-        break;
-    case THROTTLE_SLIDING_LOG:
-        p = put_member_i64(p, "max_count", tp->u.log.max_count);
-        p = put_member_i64(p, "period", tp->u.log.period_ns / NS_PER_SEC);
-        break;
-    case THROTTLE_SLIDING_WINDOW:
-    case THROTTLE_FIXED_WINDOW:
-        p = put_member_i64(p, "max_count", tp->u.win.max_count);
-        p = put_member_i64(p, "period", tp->u.win.period_ns / NS_PER_SEC);
-        break;
-    case THROTTLE_TOKEN_BUCKET: {
-        char num[40];
-        p = put_member_i64(p, "capacity", tp->u.tb.capacity);
-        p = put_str(p, ",\"refill_rate\":");
-        api_format_double((double)tp->u.tb.rate_micro / 1e6, num, sizeof(num));
-        p = put_str(p, num);
-        break;
-    }
-    }
-    p = put_member_i64(p, "quantity", it->quantity);
-    if (it->shadow)
-        p = put_str(p, ",\"shadow\":true");
-    *p++ = '}';
-    return p;
+    return item_parse(NULL, req, f, path_key, path_klen, NULL, 0, true, false, it, err);
 }
 
-/* Appends item_text of it to b. */
-static void put_item_text(wbuf_t *b, const rl_item_t *it)
+bool rl_fields_name(const api_fields_t *f, bool *policy, bool *requests)
 {
-    if (!wbuf_reserve(b, ITEM_TEXT_MAX(it->klen)))
-        return;
-    char *start = (char *)b->data + b->len;
-    b->len += (size_t)(item_text(start, it) - start);
-}
-
-/* An upper bound of the canonical record journal_items writes for these
- * items (0 when it journals the request as received, which the router's
- * reservation covers): per item its members with the longest names and
- * 20-digit numbers in under 512 bytes, the key escaped at most 6 bytes a
- * byte; then the frame and the fixed strings. */
-static uint64_t journal_items_bound(const rl_item_t *items, size_t n)
-{
-    uint64_t bytes = 0;
-    bool canonical = false;
-    for (size_t i = 0; i < n; i++) {
-        canonical |= items[i].policy != NULL;
-        bytes += ITEM_TEXT_MAX((uint64_t)items[i].klen);
-    }
-    return canonical ? bytes + 64 + JOURNAL_REQUEST_FIXED + sizeof("/throttle") + sizeof("application/json") : 0;
-}
-
-/* Journals the change (under the key locks). */
-static void journal_items(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const rl_item_t *items,
-                          size_t n, bool batch)
-{
-    if (req->replay || !srv->hooks.journal)
-        return;
-    bool canonical = false;
-    for (size_t i = 0; i < n; i++)
-        if (items[i].policy)
-            canonical = true;
-    if (!canonical) {
-        api_journal(srv, req, resp);
-        return;
-    }
-    /* one item with a key of usual length (the gateway's case) is written
-     * on the stack */
-    char one[2048];
-    const char *text = one;
-    size_t len;
-    wbuf_t b = WBUF_INIT;
-    if (!batch && ITEM_TEXT_MAX((uint64_t)items[0].klen) <= sizeof(one)) {
-        len = (size_t)(item_text(one, &items[0]) - one);
-    } else {
-        if (batch) {
-            static const char head[] = "{\"requests\":[";
-            wbuf_put_bytes(&b, head, sizeof(head) - 1);
-            for (size_t i = 0; i < n; i++) {
-                if (i)
-                    wbuf_put_u8(&b, ',');
-                put_item_text(&b, &items[i]);
-            }
-            wbuf_put_bytes(&b, "]}", 2);
-        } else {
-            put_item_text(&b, &items[0]);
-        }
-        text = (const char *)b.data;
-        len = b.len;
-    }
-    if (!b.oom)
-        api_journal_as(srv, req, resp, API_POST, "/throttle", NULL, "application/json", text, len);
-    wbuf_free(&b);
-}
-
-/* ------------------------------------------------------------------------ */
-/* The engine                                                               */
-/* ------------------------------------------------------------------------ */
-
-static bool algo_conflict(api_resp_t *resp, const rl_item_t *it, const throttle_t *t)
-{
-    if (!t || throttle_algo(t) == it->p.algo)
+    *policy = *requests = false;
+    if (f->kind != API_FIELDS_FLAT)
         return false;
-    api_error(resp, API_E_WRONGTYPE,
-              "key '%.*s' holds %s limiter state; this request uses %s (DELETE /throttle/{key} resets it)",
-              (int)(it->klen > 200 ? 200 : it->klen), it->key, throttle_algo_name(throttle_algo(t)),
-              throttle_algo_name(it->p.algo));
+    for (int i = 0; i < f->flat->n; i++) {
+        const char *n = f->flat->m[i].name;   /* compared byte by byte: no call, most differ at once */
+        if (n[0] == 'p' && n[1] == 'o' && n[2] == 'l' && n[3] == 'i' && n[4] == 'c' && n[5] == 'y' && !n[6])
+            *policy = true;
+        else if (n[0] == 'r' && n[1] == 'e' && n[2] == 'q' && n[3] == 'u' && n[4] == 'e' && n[5] == 's' &&
+                 n[6] == 't' && n[7] == 's' && !n[8])
+            *requests = true;
+    }
     return true;
 }
 
-static int64_t expire_ms_of(int64_t expire_ns) { return rl_ceil_div(expire_ns, NS_PER_MS); }
+/* ------------------------------------------------------------------------ */
+/* The decisions: operations of the command table (cmd/throttle.h)          */
+/* ------------------------------------------------------------------------ */
 
 static void count_metrics(const api_req_t *req, const rl_item_t *items, size_t n)
 {
@@ -318,288 +203,50 @@ static void count_metrics(const api_req_t *req, const rl_item_t *items, size_t n
                                                              : POLICY_LIMITED);
 }
 
-/* The bytes committing `quantity` on `t` (NULL: a new key of klen bytes)
- * adds to the keyspace, and the size the state reaches. */
-static uint64_t commit_growth(const throttle_t *t, const rl_item_t *it, int64_t now_ns, size_t *after)
+/* The item as its operation takes it: key, parameters and shadow mode
+ * resolved, whatever the front-end read them from. */
+static cmd_throttle_item_t cmd_item(const rl_item_t *it)
 {
-    *after = throttle_bytes_after(t, &it->p, now_ns, it->quantity);
-    size_t before = t ? throttle_type.size(t) : 0;
-    uint64_t add = *after > before ? *after - before : 0;
-    return t ? add : add + ks_entry_overhead(it->klen);
-}
-
-static bool run_one(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *it)
-{
-    for (unsigned attempts = 0;;) {
-        api_key_t h;
-        if (!api_key_open(srv, req, resp, it->key, it->klen, &throttle_type, API_WRITE, &h))
-            return false;
-        throttle_t *t = api_key_value(&h);
-        if (algo_conflict(resp, it, t)) {
-            api_key_close(&h, false);
-            return false;
-        }
-        if (throttle_check(t, &it->p, req->now_ns, it->quantity, &it->r)) {
-            size_t after;
-            uint64_t add = commit_growth(t, it, req->now_ns, &after);
-            if (after > api_value_limit(srv, req) || add > api_room_now(srv, req)) {
-                /* refused, or room to make without the lock (keeping this
-                 * key): then decide again */
-                ks_key_t kk = ks_key(srv->ks, it->key, it->klen);
-                api_keep_t keep = { &kk, 1, t ? throttle_type.size(t) : 0 };
-                api_key_close(&h, false);
-                if (!api_value_fits(srv, req, resp, NULL, "the limiter's state", after) ||
-                    !api_room_retry(srv, req, resp, add, &keep, &attempts))
-                    return false;
-                continue;
-            }
-            int64_t expire_ns;
-            if (h.e) {
-                if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns)) {
-                    api_key_close(&h, false);
-                    api_error(resp, API_E_OUT_OF_MEMORY, "out of memory recording the request");
-                    return false;
-                }
-                ks_entry_changed(srv->ks, h.e);
-            } else if (!throttle_commit(&t, &it->p, req->now_ns, it->quantity, &expire_ns) ||
-                       !api_key_add(&h, &throttle_type, t, KS_NO_EXPIRY)) {
-                throttle_free(t);
-                api_key_close(&h, false);
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiter");
-                return false;
-            }
-            ks_entry_set_expire(srv->ks, h.e, expire_ms_of(expire_ns));
-            journal_items(srv, req, resp, it, 1, false);   /* canonical form: not the request as received */
-        }
-        api_key_close(&h, false);
-        return true;
-    }
-}
-
-/* Per distinct key of a batch. */
-typedef struct slot {
-    ks_entry_t *e;               /* stored entry, or NULL */
-    throttle_t *work;            /* working copy once the batch changes the key */
-    int64_t expire_ns;
-    bool added;
-} slot_t;
-
-/* What the whole batch may add at most, once what it held so far did not
- * fit: each distinct key's working copy and its state at the most its
- * parameters allow (throttle_bytes_max), so that a batch that can never fit
- * is refused before anything is evicted for it. */
-static uint64_t batch_bound(const rl_item_t *items, size_t n, const size_t *slot_of, const slot_t *slots,
-                            uint64_t held)
-{
-    uint64_t *most = calloc(n, sizeof(*most)), bound = 0;
-    if (!most)
-        return held;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t b = throttle_bytes_max(&items[i].p);
-        if (b > most[slot_of[i]])
-            most[slot_of[i]] = b;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (slot_of[i] != i)
-            continue;
-        const throttle_t *cur = slots[i].e ? ks_entry_value(slots[i].e) : NULL;
-        uint64_t size = cur ? throttle_type.size(cur) : 0;
-        bound += cur ? size + (most[i] > size ? most[i] - size : 0) : most[i] + ks_entry_overhead(items[i].klen);
-    }
-    free(most);
-    return bound > held ? bound : held;
-}
-
-/* A batch, all or nothing.  The working copies and what the commits add
- * are counted as they are made: when they would pass the room there is
- * (api_room_now), nothing is kept and *more says how many bytes to evict
- * for before trying again (false with no error set). */
-static bool run_batch(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n,
-                      bool *all, uint64_t *more, uint64_t *pinned)
-{
-    ks_t *ks = srv->ks;
-    int64_t now_ms = api_now_ms(req);
-    ks_key_t *keys = malloc(n * sizeof(*keys));
-    size_t *slot_of = malloc(n * sizeof(*slot_of));
-    slot_t *slots = calloc(n, sizeof(*slots));
-    bool ok = false;
-    if (!keys || !slot_of || !slots) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++)
-        keys[i] = ks_key(ks, items[i].key, items[i].klen);
-    if (!api_keys_distinct(keys, n, slot_of)) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
-    api_key_t h;
-    if (!api_keys_lock(srv, req, resp, keys, n, &h))
-        goto out;
-    for (size_t i = 0; i < n; i++)
-        if (slot_of[i] == i && !api_keys_find(&h, i, &throttle_type, API_READ, NULL, &slots[i].e))
-            goto unlock;
-    /* decide in order; later items on a key see what earlier ones recorded */
-    *all = true;
-    bool changed = false;
-    uint64_t room = api_room_now(srv, req), held = 0;   /* held: copies and growth so far */
-    for (size_t i = 0; i < n; i++) {
-        rl_item_t *it = &items[i];
-        slot_t *s = &slots[slot_of[i]];
-        const throttle_t *cur = s->work ? s->work : s->e ? ks_entry_value(s->e) : NULL;
-        if (algo_conflict(resp, it, cur))
-            goto unlock;
-        if (!throttle_check(cur, &it->p, req->now_ns, it->quantity, &it->r)) {
-            if (!it->r.allowed && !it->shadow)
-                *all = false;
-            continue;
-        }
-        size_t after;
-        uint64_t add = commit_growth(cur, it, req->now_ns, &after);
-        if (!s->work && s->e)
-            add += throttle_type.size(cur);   /* the working copy */
-        if (!api_value_fits(srv, req, resp, NULL, "the limiter's state", after))
-            goto unlock;
-        held += add;
-        /* with or without --maxmemory, one batch adds at most what one
-         * request may read (10 000 sliding logs would take 8 GB) */
-        if (!req->replay && held > api_work_limit(srv)) {
-            api_error_field(resp, API_E_BAD_REQUEST, "requests",
-                            "the batch would add more than %d x --max-value-size (%llu bytes) of limiter state; "
-                            "split it into smaller requests",
-                            API_WORK_VALUES, (unsigned long long)api_work_limit(srv));
-            goto unlock;
-        }
-        if (held > room) {
-            *more = batch_bound(items, n, slot_of, slots, held);
-            for (size_t k = 0; k < n; k++)   /* the states it holds, kept while room is made */
-                if (slot_of[k] == k && slots[k].e)
-                    *pinned += throttle_type.size(ks_entry_value(slots[k].e));
-            goto unlock;
-        }
-        if (!s->work && s->e && !(s->work = throttle_clone(ks_entry_value(s->e)))) {
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-            goto unlock;
-        }
-        if (!throttle_commit(&s->work, &it->p, req->now_ns, it->quantity, &s->expire_ns)) {
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-            goto unlock;
-        }
-        changed = true;
-    }
-    if (!*all) {
-        /* nothing is recorded: report what the stored state allows now */
-        for (size_t i = 0; i < n; i++) {
-            rl_item_t *it = &items[i];
-            if (!it->r.allowed || it->quantity == 0)
-                continue;
-            const slot_t *s = &slots[slot_of[i]];
-            rl_result_t peek;
-            throttle_check(s->e ? ks_entry_value(s->e) : NULL, &it->p, req->now_ns, 0, &peek);
-            it->r.remaining = peek.remaining;
-            it->r.reset_after_ns = peek.reset_after_ns;
-        }
-    } else if (changed) {
-        /* new keys first: the only step that can fail, undone on failure */
-        for (size_t i = 0; i < n; i++) {
-            slot_t *s = &slots[i];
-            if (!s->work || s->e)
-                continue;
-            s->e = ks_add(ks, &keys[i], &throttle_type, s->work, KS_NO_EXPIRY, now_ms);
-            if (!s->e) {
-                for (size_t k = 0; k < i; k++)
-                    if (slots[k].added) {
-                        ks_entry_delete(ks, slots[k].e);   /* frees the working copy */
-                        slots[k].work = NULL;
-                        slots[k].e = NULL;
-                    }
-                api_error(resp, API_E_OUT_OF_MEMORY, "out of memory storing the limiters");
-                goto unlock;
-            }
-            s->added = true;
-        }
-        for (size_t i = 0; i < n; i++) {
-            slot_t *s = &slots[i];
-            if (!s->work)
-                continue;
-            if (!s->added) {
-                ks_entry_prepare_write(ks, s->e);
-                ks_entry_replace_value(ks, s->e, s->work);
-            }
-            s->work = NULL;   /* owned by the keyspace now */
-            ks_entry_set_expire(ks, s->e, expire_ms_of(s->expire_ns));
-        }
-        journal_items(srv, req, resp, items, n, true);
-    }
-    ok = true;
-unlock:
-    api_key_close(&h, false);   /* journaled in canonical form above */
-out:
-    if (slots)
-        for (size_t i = 0; i < n; i++)
-            if (slots[i].work && !slots[i].added)
-                throttle_free(slots[i].work);
-    free(slots);
-    free(slot_of);
-    free(keys);
-    return ok;
-}
-
-/* The items' keys share one slot this node serves (api_keys_allowed's
- * cluster half; run_batch's api_keys_lock checks it again under the locks). */
-static bool cluster_check(api_server_t *srv, const api_req_t *req, api_resp_t *resp, const rl_item_t *items, size_t n)
-{
-    ks_key_t *keys = calloc(n, sizeof(*keys));
-    if (!keys) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        keys[i].p = items[i].key;
-        keys[i].len = items[i].klen;
-    }
-    (void)srv;
-    bool ok = api_cmd_answered(req, resp, cmd_cluster_keys_check(req->ctx, keys, n, false));
-    free(keys);
-    return ok;
+    cmd_throttle_item_t c = { .key = it->key, .klen = it->klen, .p = it->p, .quantity = it->quantity,
+                              .shadow = it->shadow };
+    return c;
 }
 
 bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n, bool batch,
             bool *all_allowed)
 {
-    /* journal space for the canonical record first; room is made for what
-     * the decisions add once they are known (run_one, run_batch) */
-    for (size_t i = 0; i < n; i++)
-        if (!api_auth_key_allowed(req, resp, items[i].key, items[i].klen))
-            return false;   /* the token's prefixes before any eviction */
-    if (srv->cluster && !cluster_check(srv, req, resp, items, n))
-        return false;       /* and, in a cluster, the slot (api/cluster.h) */
-    if (!api_journal_reserve_more(srv, req, resp, journal_items_bound(items, n)))
-        return false;
+    (void)srv;
     bool ok;
     if (n == 1 && !batch) {
-        ok = run_one(srv, req, resp, &items[0]);
-        *all_allowed = items[0].r.allowed || items[0].shadow;
+        cmd_throttle_item_t a = cmd_item(&items[0]);
+        cmd_throttle_res_t r;
+        ok = cmd_call(req->ctx, cmd_throttle_def(a.p.algo), &a, &r);
+        if (ok)
+            items[0].r = r.r;
+        *all_allowed = ok && (r.r.allowed || items[0].shadow);
     } else {
-        ks_key_t *keys = malloc(n * sizeof(*keys));
-        if (!keys) {
+        /* the items and their decisions in one block */
+        cmd_throttle_item_t *a = malloc(n * (sizeof(*a) + sizeof(rl_result_t)));
+        if (!a) {
             api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
             return false;
         }
+        rl_result_t *rs = (rl_result_t *)(a + n);
         for (size_t i = 0; i < n; i++)
-            keys[i] = ks_key(srv->ks, items[i].key, items[i].klen);
-        uint64_t more = 0, pinned = 0;
-        for (unsigned attempts = 0;; more = 0, pinned = 0) {
-            ok = run_batch(srv, req, resp, items, n, all_allowed, &more, &pinned);
-            api_keep_t keep = { keys, n, pinned };
-            if (ok || !more || !api_room_retry(srv, req, resp, more, &keep, &attempts))
-                break;
-        }
-        free(keys);
+            a[i] = cmd_item(&items[i]);
+        cmd_throttle_batch_args_t args = { .items = a, .n = n, .results = rs };
+        cmd_throttle_batch_res_t r;
+        ok = cmd_call(req->ctx, &CMD_THROTTLE_BATCH, &args, &r);
+        if (ok)
+            for (size_t i = 0; i < n; i++)
+                items[i].r = rs[i];
+        *all_allowed = ok && r.all;
+        free(a);
     }
-    if (ok)
-        count_metrics(req, items, n);
-    return ok;
+    if (!api_cmd_answered(req, resp, ok))
+        return false;
+    count_metrics(req, items, n);
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */

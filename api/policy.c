@@ -18,9 +18,8 @@
 #include <string.h>
 
 #include "api/ratelimit.h"
+#include "cmd/throttle.h"
 #include "core/urlpath.h"
-
-#define THROTTLE_MAX_PERIOD_S 2305843009LL   /* 2^61 ns: see GCRA_MAX_TAU_NS */
 
 bool rl_deny_status_ok(int64_t s)
 {
@@ -81,20 +80,20 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
     case THROTTLE_GCRA:
         if (!api_fields_int(f, "max_burst", true, 0, INT64_MAX, &p->u.gcra.max_burst, NULL, err) ||
             !api_fields_int(f, "count_per_period", true, 1, INT64_MAX, &p->u.gcra.count, NULL, err) ||
-            !api_fields_int(f, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
+            !api_fields_int(f, "period", true, 1, CMD_THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.gcra.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_SLIDING_LOG:
         if (!api_fields_int(f, "max_count", true, 1, INT64_MAX, &p->u.log.max_count, NULL, err) ||
-            !api_fields_int(f, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
+            !api_fields_int(f, "period", true, 1, CMD_THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.log.period_ns = period_s * NS_PER_SEC;
         break;
     case THROTTLE_SLIDING_WINDOW:
     case THROTTLE_FIXED_WINDOW:
         if (!api_fields_int(f, "max_count", true, 1, INT64_MAX, &p->u.win.max_count, NULL, err) ||
-            !api_fields_int(f, "period", true, 1, THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
+            !api_fields_int(f, "period", true, 1, CMD_THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
         p->u.win.period_ns = period_s * NS_PER_SEC;
         break;

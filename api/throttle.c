@@ -20,15 +20,19 @@
  * gets 409 WRONGTYPE until the key is reset (DELETE) or expires — changing a
  * limiter's algorithm silently would either forgive or punish its clients.
  *
- * Journal: a request that names a policy (or takes its key from a template)
- * is journaled as the equivalent request with the resolved key, algorithm and
- * parameters, so replay never depends on the policies file of the day.
+ * Each decision, batch and reset is an operation of the command table
+ * (cmd/throttle.h: CL.THROTTLE, THROTTLE.SLIDING_LOG, ...; THROTTLE.BATCH;
+ * THROTTLE.RESET): this file reads the request into its arguments - a
+ * policy's key, algorithm and parameters resolved - and answers its result.
+ * Its journal record holds what was resolved, so replay never depends on the
+ * policies file of the day.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/ratelimit.h"
+#include "cmd/throttle.h"
 
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */
@@ -90,15 +94,18 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
                                           NULL };
     api_flat_t room;   /* a flat body's fields, read without a tree (issue 20); kept until answered */
     api_fields_t f;
-    api_field_t v;
     if (!api_body_fields(req, resp, fields, &room, &f))
         return;
-    if (f.kind == API_FIELDS_FLAT && api_fields_get(&f, "requests", &v)) {   /* a batch (here, an invalid one) is a tree's */
+    bool policy, batch;
+    if (rl_fields_name(&f, &policy, &batch) && batch) {   /* a batch (here, an invalid one) is a tree's */
         if (!api_body_object(req, resp, fields))
             return;
         f = api_fields_json(req->json);
     }
-    policies_read_lock(srv->policies);
+    /* the policies are locked for a request that may use one, until it is answered */
+    bool locked = f.kind != API_FIELDS_FLAT || policy;
+    if (locked)
+        policies_read_lock(srv->policies);
     json_t *arr = f.kind == API_FIELDS_JSON ? json_object_get(f.obj, "requests") : NULL;
     if (arr) {
         post_batch(srv, req, resp, f.obj, arr);
@@ -106,13 +113,15 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         rl_item_t it;
         api_err_t e;
         bool all;
-        if (!rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, true, &it, &e))
+        if (!(locked ? rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, true, &it, &e)
+                     : rl_item_parse_unnamed(req, &f, NULL, 0, &it, &e)))
             api_err_respond(resp, &e);
         else if (rl_run(srv, req, resp, &it, 1, false, &all))
             rl_answer(resp, 200, &it);
         rl_item_release(&it);
     }
-    policies_read_unlock(srv->policies);
+    if (locked)
+        policies_read_unlock(srv->policies);
 }
 
 static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -140,17 +149,22 @@ static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         api_err_respond(resp, &e);
         return;
     }
-    policies_read_lock(srv->policies);
+    bool policy, batch;
+    bool locked = !rl_fields_name(&q, &policy, &batch) || policy;   /* as POST's */
+    if (locked)
+        policies_read_lock(srv->policies);
     rl_item_t it;
     bool all;
-    if (!rl_item_parse(srv, req, &q, key, klen, NULL, 0, true, &it, &e)) {
+    if (!(locked ? rl_item_parse(srv, req, &q, key, klen, NULL, 0, true, &it, &e)
+                 : rl_item_parse_unnamed(req, &q, key, klen, &it, &e))) {
         api_err_respond(resp, &e);
     } else if (rl_run(srv, req, resp, &it, 1, false, &all)) {
         int status = all ? 200 : deny_given ? (int)deny : it.policy ? it.policy->deny_status : 429;
         rl_answer(resp, status, &it);
     }
     rl_item_release(&it);
-    policies_read_unlock(srv->policies);
+    if (locked)
+        policies_read_unlock(srv->policies);
 }
 
 static void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *resp)
@@ -176,41 +190,21 @@ static void h_throttle_delete(api_server_t *srv, api_req_t *req, api_resp_t *res
         ok = false;
     }
     policies_read_unlock(srv->policies);
-    if (!ok) {
-        rl_item_release(&it);
-        return;
-    }
-    api_key_t h;
-    if (!api_key_open(srv, req, resp, it.key, it.klen, &throttle_type, API_WRITE, &h)) {
-        rl_item_release(&it);
-        return;
-    }
-    bool found = h.e != NULL;
-    if (found) {
-        api_key_delete(&h);
-        if (p) {
-            /* journal the resolved key, so replay needs no policies */
-            char *path = malloc(10 + 3 * it.klen + 1);
-            if (path) {
-                memcpy(path, "/throttle/", 10);
-                api_escape_segment(it.key, it.klen, path + 10);
-                api_journal_as(srv, req, resp, API_DELETE, path, NULL, NULL, NULL, 0);
-                free(path);
-            }
-        } else {
-            api_journal(srv, req, resp);
-        }
-    }
-    api_key_close(&h, false);   /* journaled above, the resolved key when a policy named it */
+    cmd_throttle_reset_args_t a = { it.key, it.klen };
+    cmd_throttle_reset_res_t r;
+    /* the resolved key: replay needs no policies */
+    if (ok && api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_THROTTLE_RESET, &a, &r)))
+        api_json(resp, 200, json_pack("{s:b}", "deleted", r.deleted));
     rl_item_release(&it);
-    api_json(resp, 200, json_pack("{s:b}", "deleted", found));
 }
 
 /* The family: its routes, in matching order, and its type. */
 static const api_route_t routes[] = {
-    { API_POST,   "/throttle",       h_throttle_post, 0, API_ACCESS_RATELIMIT, NULL },
-    { API_GET,    "/throttle/{key}", h_throttle_get, API_ROUTE_WRITES | API_ROUTE_KEY_TEMPLATE, API_ACCESS_RATELIMIT, NULL },
-    { API_DELETE, "/throttle/{key}", h_throttle_delete, API_ROUTE_KEY_TEMPLATE, API_ACCESS_WRITE, NULL },
+    /* every decision operation has CL.THROTTLE's access class and flags
+     * (cmd/throttle.h): the rows name it for whichever runs */
+    { API_POST,   "/throttle",       h_throttle_post, 0, API_BY(CMD_CL_THROTTLE) },
+    { API_GET,    "/throttle/{key}", h_throttle_get, API_ROUTE_KEY_TEMPLATE, API_BY(CMD_CL_THROTTLE) },
+    { API_DELETE, "/throttle/{key}", h_throttle_delete, API_ROUTE_KEY_TEMPLATE, API_BY(CMD_THROTTLE_RESET) },
 };
 
 API_FAMILY(throttle);

@@ -9,7 +9,8 @@
 #
 # Usage: sh bench/callgrind.sh [N]   (N requests per route, 20000 by default)
 # Environment: BUILD (build/release), CG_SERVERS ("tallyd honest fixed"),
-#   CG_KINDS ("throttle_post throttle_get hook_get"), BARE_POOL (bytes:
+#   CG_KINDS ("throttle_post throttle_get hook_get"; also limiter_post and
+#   policy_post, bench/openloop.c), BARE_POOL (bytes:
 #   the bare server's MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD's default
 #   if unset), CG_OUT (a directory to keep the callgrind files in).
 # Prints one line per server and route: "SERVER KIND INSTRUCTIONS/REQUEST
@@ -49,7 +50,7 @@ cg_allocs() {
 
 for server in $CG_SERVERS; do
     for kind in $CG_KINDS; do
-        [ "$server" != tallyd ] && [ "$kind" = hook_get ] && continue   # the bare server has one GET
+        case "$server:$kind" in tallyd:*|*:throttle_post|*:throttle_get) ;; *) continue ;; esac   # the bare server has one GET and one POST
         port=$(freeport)
         cgf="$OUT/$server.$kind.out"
         rm -f "$cgf"*

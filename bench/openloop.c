@@ -8,8 +8,10 @@
  * instant the request was *due* (correcting coordinated omission).
  *
  * Usage: openloop PORT RATE SECONDS CONNS KIND [WARMUP]
- *   KIND: throttle_post | throttle_get | hook_get | healthz
- *   (hook_get: GET /hook/bench/<n>, the policy of suite_10; a fixed number
+ *   KIND: throttle_post | throttle_get | hook_get | limiter_post | policy_post | healthz
+ *   (hook_get: GET /hook/bench/<n>, the policy of suite_10; limiter_post:
+ *   POST /throttle with the token bucket; policy_post: POST /throttle naming
+ *   the policy "bench" with a key of its own; a fixed number
  *   of requests at a rate far above a server's capacity is also how
  *   bench/callgrind.sh drives a server under valgrind)
  * WARMUP: seconds sent at the same rate before SECONDS, not counted (fresh
@@ -93,6 +95,18 @@ static void build(conn_t *c, const char *kind, rng_t *r)
                                       "GET /throttle/user:%u?max_burst=15&count_per_period=30&period=60 HTTP/1.1\r\n"
                                       "Host: localhost\r\n\r\n",
                                       k);
+    } else if (!strcmp(kind, "limiter_post") || !strcmp(kind, "policy_post")) {
+        char body[160];
+        int bl = !strcmp(kind, "limiter_post")
+                     ? snprintf(body, sizeof(body),
+                                "{\"key\":\"user:%u\",\"algorithm\":\"token_bucket\",\"capacity\":15,"
+                                "\"refill_rate\":0.5}",
+                                k)
+                     : snprintf(body, sizeof(body), "{\"policy\":\"bench\",\"key\":\"user:%u\"}", k);
+        c->out_len = (size_t)snprintf(c->out, sizeof(c->out),
+                                      "POST /throttle HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                                      "Content-Length: %d\r\n\r\n%s",
+                                      bl, body);
     } else if (!strcmp(kind, "hook_get")) {
         c->out_len = (size_t)snprintf(c->out, sizeof(c->out), "GET /hook/bench/%u HTTP/1.1\r\nHost: localhost\r\n\r\n", k);
     } else {

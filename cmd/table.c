@@ -22,6 +22,7 @@
 
 
 /* rate limiting */
+#include "cmd/throttle.h"
 
 
 /* time series */
@@ -119,6 +120,13 @@ const cmd_def_t *const cmd_defs[] = {
 
 
     /* rate limiting */
+    &CMD_CL_THROTTLE,
+    &CMD_THROTTLE_SLIDING_LOG,
+    &CMD_THROTTLE_SLIDING_WINDOW,
+    &CMD_THROTTLE_FIXED_WINDOW,
+    &CMD_THROTTLE_TOKEN_BUCKET,
+    &CMD_THROTTLE_BATCH,
+    &CMD_THROTTLE_RESET,
 
 
     /* time series */

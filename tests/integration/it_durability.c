@@ -946,8 +946,9 @@ static void test_eviction_journal_space(void **state)
     tmpdir_remove(base);
 }
 
-/* A rate-limit batch through a policy is journaled in canonical form (each
- * item with its resolved parameters), about three times the request's size:
+/* A rate-limit batch through a policy is journaled with each item's
+ * resolved key and parameters (THROTTLE.BATCH, cmd/throttle.h): with the
+ * policy's long prefix in every key, several times the request's size, and
  * its bound is secured before anything is decided.  On a disk with room for
  * the request but not for that record, the batch is refused and nothing was
  * taken.  (Before, the router's twice-the-request reservation held, the
@@ -963,7 +964,10 @@ static void test_canonical_record_space(void **state)
     snprintf(cfgpath, sizeof(cfgpath), "%s/policies.json", base);
     FILE *f = fopen(cfgpath, "w");
     assert_non_null(f);
-    fputs("{\"policies\": {\"w\": {\"algorithm\": \"fixed_window\", \"max_count\": 1, \"period\": 3600}}}", f);
+    fputs("{\"policies\": {\"w\": {\"algorithm\": \"fixed_window\", \"max_count\": 1, \"period\": 3600, \"prefix\": \"", f);
+    for (int i = 0; i < 250; i++)
+        fputc('w', f);
+    fputs(":\"}}}", f);
     fclose(f);
     tally_proc_t p;
     tally_start(&p, dir, (const char *[]){ "--snapshot-interval", "0", "--journal-timeout", "1", "--config", cfgpath,
@@ -975,7 +979,7 @@ static void test_canonical_record_space(void **state)
     for (int i = 0; i < N; i++)
         len += (size_t)sprintf(batch + len, "%s{\"policy\":\"w\",\"key\":\"k%04d\"}", i ? "," : "", i);
     strcpy(batch + len, "]}");
-    /* room for the request (~2 x 84 KB) but not for its ~270 KB record */
+    /* room for the request (~2 x 84 KB) but not for its ~800 KB record */
     fill_disk(filler, 200 * 1024);
     http_resp_t r = http(&p, "POST", "/throttle", batch, NULL);
     assert_error(&r, 503, "UNAVAILABLE");

@@ -1,0 +1,119 @@
+/*
+ * throttle.h - rate limiting as operations: one decision on one key with
+ * any of tally's algorithms, several decisions at once, and the reset of a
+ * limiter.  The algorithms and their state are core's (core/throttle.h);
+ * where the parameters come from - a request's fields, a policy of the
+ * --config file, a gateway's headers through a key template - is the
+ * front-end's: an operation takes them resolved, so that its journal record
+ * replays without any configuration.
+ *
+ *   CL.THROTTLE             redis-cell's CL.THROTTLE key max_burst
+ *                           count_per_period period [quantity]: GCRA with
+ *                           emission interval T = period / count, limit
+ *                           L = max_burst + 1, tolerance tau = T x L.  The
+ *                           request of `quantity` (default 1) is allowed
+ *                           when the key's theoretical arrival time pushed
+ *                           by T x quantity stays within tau of now; an
+ *                           allowed request is recorded, a limited one
+ *                           changes nothing; quantity 0 peeks (nothing
+ *                           recorded); a quantity above the limit can
+ *                           never fit (retry_after -1).
+ *   THROTTLE.SLIDING_LOG    the same decision by an exact log of the
+ *                           actions of the last `period`: at most
+ *                           max_count of them.
+ *   THROTTLE.SLIDING_WINDOW the two-window weighted counter (Cloudflare's
+ *                           approximation: previous x (period - elapsed) /
+ *                           period + current <= max_count).
+ *   THROTTLE.FIXED_WINDOW   a counter of max_count per aligned period.
+ *   THROTTLE.TOKEN_BUCKET   a bucket of `capacity` tokens refilled at
+ *                           refill_rate per second (the seeds' funnel).
+ *   THROTTLE.BATCH          several of the decisions above atomically, under
+ *                           the locks of all their keys: when every item is
+ *                           allowed (a shadow item always is) every item is
+ *                           recorded, in order (later items on a key see
+ *                           what earlier ones recorded); otherwise none is,
+ *                           and each allowed item reports what the stored
+ *                           state allows now.
+ *   THROTTLE.RESET          deletes a key's limiter state (a key holding
+ *                           another type is refused, WRONGTYPE).
+ *
+ * The five decisions answer the same result (core/ratelimit.h): allowed,
+ * the limit, what remains, when to retry and when the limiter is full
+ * again.  A key keeps the algorithm that created it: a decision with
+ * another algorithm is refused (WRONGTYPE) until the key is reset or
+ * expires.  Every state expires when it becomes equivalent to an absent
+ * key.  The decisions share their access class (ratelimit) and flags: a
+ * front-end route that may run any of them names CL.THROTTLE.
+ *
+ * Records (little-endian; key = u32 length + bytes):
+ *   decision   u8 version 1 | item
+ *   batch      u8 version 1 | u32 n (1..CMD_THROTTLE_BATCH_MAX) | n x (u8 algorithm | item)
+ *   reset      u8 version 1 | key
+ *   item       key | u8 flags (1: shadow) | i64 quantity | parameters:
+ *                gcra            i64 max_burst | i64 count_per_period | i64 period_ns
+ *                sliding_log,
+ *                sliding_window,
+ *                fixed_window    i64 max_count | i64 period_ns
+ *                token_bucket    i64 capacity | i64 refill rate in micro-tokens per second
+ * The parameters are those the decision ran with, a policy's resolved;
+ * periods are whole seconds up to CMD_THROTTLE_MAX_PERIOD_S, and every
+ * value passes core's throttle_validate: a decoder refuses anything else.
+ */
+#ifndef TALLY_CMD_THROTTLE_H
+#define TALLY_CMD_THROTTLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd/def.h"
+#include "core/throttle.h"
+
+#define CMD_THROTTLE_MAX_PERIOD_S 2305843009LL   /* 2^61 ns in whole seconds: see GCRA_MAX_TAU_NS */
+#define CMD_THROTTLE_BATCH_MAX 10000             /* decisions in one batch (DESIGN: batches of 10 000) */
+
+/* One decision: its key, algorithm and parameters, how much it asks for. */
+typedef struct cmd_throttle_item {
+    const char *key;
+    size_t klen;
+    throttle_params_t p;         /* p.algo: the operation's algorithm */
+    int64_t quantity;            /* >= 0; 0 peeks */
+    bool shadow;                 /* decided and reported, but never refuses a batch's other items */
+} cmd_throttle_item_t;
+
+typedef struct cmd_throttle_res {
+    rl_result_t r;               /* the decision (r.allowed as decided: a shadow item's answer is the front-end's) */
+} cmd_throttle_res_t;
+
+/* THROTTLE.BATCH.  A front-end gives `items` and `results` (n of each);
+ * a record decodes into `packed` (the items' bytes, validated) with items
+ * and results NULL, which the operation then reads on its own. */
+typedef struct cmd_throttle_batch_args {
+    const cmd_throttle_item_t *items;
+    size_t n;
+    rl_result_t *results;        /* filled with each item's decision; NULL: not wanted */
+    const uint8_t *packed;       /* a decoded record's items (when items is NULL) */
+    size_t packed_len;
+} cmd_throttle_batch_args_t;
+
+typedef struct cmd_throttle_batch_res {
+    bool all;                    /* every item allowed (or shadow): the batch was recorded */
+} cmd_throttle_batch_res_t;
+
+typedef struct cmd_throttle_reset_args {
+    const char *key;
+    size_t klen;
+} cmd_throttle_reset_args_t;
+
+typedef struct cmd_throttle_reset_res {
+    bool deleted;                /* the key held a limiter */
+} cmd_throttle_reset_res_t;
+
+extern const cmd_def_t CMD_CL_THROTTLE, CMD_THROTTLE_SLIDING_LOG, CMD_THROTTLE_SLIDING_WINDOW,
+    CMD_THROTTLE_FIXED_WINDOW, CMD_THROTTLE_TOKEN_BUCKET, CMD_THROTTLE_BATCH, CMD_THROTTLE_RESET;
+
+/* The decision operation of an algorithm (args cmd_throttle_item_t, result
+ * cmd_throttle_res_t); NULL for an unknown one. */
+const cmd_def_t *cmd_throttle_def(throttle_algo_t algo);
+
+#endif
