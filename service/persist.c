@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "api/api.h"
 #include "cmd/def.h"
 #include "core/keyspace.h"
 #include "core/persist_fmt.h"
@@ -34,7 +35,7 @@
 
 struct persist {
     char dir[512];
-    api_server_t *api;
+    cmd_server_t *srv;
     ks_t *ks;
     bool journal_on;
     fsync_mode_t fsync;
@@ -295,12 +296,12 @@ struct replay_ctx {
     const journal_scan_t *sc;   /* its header is read before the first record */
 };
 
-void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off)
+void persist_replay_request(cmd_server_t *srv, const journal_req_t *q, unsigned gen, const char *where, size_t off)
 {
     if (q->kind == JOURNAL_REC_COMMAND) {
         /* an operation of the command table, run directly (cmd/def.h) */
         cmd_err_t err;
-        if (!cmd_replay(api, q, gen, &err)) {
+        if (!cmd_replay(srv, q, gen, &err)) {
             const cmd_def_t *def = cmd_def_by_id(q->op);
             log_warn("%s offset %zu: %s replayed with an error: %s", where, off, def ? def->name : "an operation",
                      err.message);
@@ -324,7 +325,7 @@ void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned 
     req.replay = true;
     req.gen = gen;
     api_resp_t resp;
-    api_dispatch(api, &req, &resp);
+    api_dispatch(srv, &req, &resp);
     if (resp.status >= 400)
         log_warn("%s offset %zu: %s %.*s replayed with status %d: %.*s", where, off, api_method_name(req.method),
                  (int)q->path_len, q->path, resp.status, (int)resp.len, resp.body ? resp.body : "");
@@ -332,18 +333,23 @@ void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned 
     api_req_release(&req);
 }
 
+bool persist_record_known(const journal_req_t *q)
+{
+    return q->kind != JOURNAL_REC_REQUEST || (q->method >= API_GET && q->method <= API_OTHER);
+}
+
 /* journalfmt_scan callback of the loader: re-executes one request. */
 static const char *replay_record(void *ud, size_t off, const journal_req_t *q)
 {
     struct replay_ctx *c = ud;
-    if (q->kind == JOURNAL_REC_REQUEST && (q->method < API_GET || q->method > API_OTHER))
+    if (!persist_record_known(q))
         return "unknown method in record";
     char where[640];
     snprintf(where, sizeof(where), "journal %s", c->path);
     uint64_t epoch;
     if (journalfmt_epoch_parse(q, &epoch) && epoch > c->p->journal_epoch)
         c->p->journal_epoch = epoch;
-    persist_replay_request(c->p->api, q, journalfmt_generation(&c->sc->h), where, off);   /* the rules that served it */
+    persist_replay_request(c->p->srv, q, journalfmt_generation(&c->sc->h), where, off);   /* the rules that served it */
     return NULL;
 }
 
@@ -482,7 +488,7 @@ static int journal_start(persist_t *p, char *err, size_t errlen)
 static const char NO_JOURNAL[] = "tallyd started on a full disk and has no journal yet; changes are taken again once "
                                  "there is space";
 
-persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, size_t errlen)
+persist_t *persist_open(const tally_opts_t *o, cmd_server_t *srv, char *err, size_t errlen)
 {
     int64_t t0 = clock_mono_ns();
     persist_t *p = calloc(1, sizeof(*p));
@@ -491,8 +497,8 @@ persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, siz
         return NULL;
     }
     snprintf(p->dir, sizeof(p->dir), "%s", o->data_dir);
-    p->api = api;
-    p->ks = api->ks;
+    p->srv = srv;
+    p->ks = srv->ks;
     p->journal_on = o->journal;
     p->fsync = o->fsync;
     p->journal_wait_ms = o->journal_timeout * 1000;
@@ -1095,20 +1101,6 @@ void persist_set_load_gate(persist_t *p, void (*gate)(void *ud, bool loading), v
     p->load_gate_ud = ud;
 }
 
-json_t *persist_snapshot_hook(void *ud, const char **errp)
-{
-    persist_t *p = ud;
-    static _Thread_local char err[512];
-    snapshot_stats_t st;
-    if (!persist_snapshot(p, &st, err, sizeof(err))) {
-        *errp = err;
-        return NULL;
-    }
-    return json_pack("{s:I,s:I,s:f,s:f,s:I}", "bytes", (json_int_t)st.bytes, "keys", (json_int_t)st.records,
-                     "duration_ms", (double)st.duration_ns / 1e6, "max_shard_lock_ms", (double)st.max_lock_ns / 1e6,
-                     "journal_seq", (json_int_t)st.journal_seq);
-}
-
 /* The periodic snapshot, on a thread of its own at the lowest CPU priority
  * (nice 19: lowering one's own needs no privilege), so that on a busy core
  * it takes the time requests leave rather than a share of theirs - one
@@ -1178,37 +1170,32 @@ void persist_tick(persist_t *p)
 
 uint64_t persist_dirty(persist_t *p) { return atomic_load(&p->dirty); }
 
-void persist_info(persist_t *p, json_t *obj)
+void persist_status(persist_t *p, cmd_persist_status_t *st)
 {
-    json_t *o = json_pack("{s:s,s:b,s:s,s:i,s:I,s:f,s:I}", "data_dir", p->dir, "journal", p->journal_on, "fsync",
-                          fsync_mode_name(p->fsync), "snapshot_interval", p->snapshot_interval,
-                          "changes_since_snapshot", (json_int_t)atomic_load(&p->dirty), "load_ms",
-                          (double)p->load_ns / 1e6, "replayed_records", (json_int_t)p->replayed_records);
-    const char *unwritable = persist_unwritable(p);
-    if (unwritable)
-        json_object_set_new(o, "unwritable", json_string(unwritable));
-    if (p->j) {
-        journal_stats_t js = journal_stats(p->j);
-        json_object_set_new(o, "journal_seq", json_integer((json_int_t)js.seq));
-        json_object_set_new(o, "journal_bytes", json_integer((json_int_t)js.bytes));
-        json_object_set_new(o, "journal_healthy", json_boolean(js.healthy));
-        json_object_set_new(o, "journal_unsynced_bytes", json_integer((json_int_t)js.unsynced));
+    memset(st, 0, sizeof(*st));
+    snprintf(st->data_dir, sizeof(st->data_dir), "%s", p->dir);
+    st->journal = p->journal_on;
+    st->fsync = fsync_mode_name(p->fsync);
+    st->snapshot_interval = p->snapshot_interval;
+    st->changes_since_snapshot = atomic_load(&p->dirty);
+    st->load_ns = p->load_ns;
+    st->replayed_records = p->replayed_records;
+    st->unwritable = persist_unwritable(p);
+    journal_t *j = p->j;
+    if (j) {
+        journal_stats_t js = journal_stats(j);
+        st->has_journal = true;
+        st->journal_seq = js.seq;
+        st->journal_bytes = js.bytes;
+        st->journal_healthy = js.healthy;
+        st->journal_unsynced_bytes = js.unsynced;
     }
     pthread_mutex_lock(&p->snap_mu);
-    if (p->have_last) {
-        json_t *l = json_pack("{s:b}", "ok", p->last_ok);
-        if (p->last_ok) {
-            json_object_set_new(l, "bytes", json_integer((json_int_t)p->last.bytes));
-            json_object_set_new(l, "keys", json_integer((json_int_t)p->last.records));
-            json_object_set_new(l, "duration_ms", json_real((double)p->last.duration_ns / 1e6));
-            json_object_set_new(l, "finished_ms", json_integer(p->last.finished_ms));
-        } else {
-            json_object_set_new(l, "error", json_string(p->last_err));
-        }
-        json_object_set_new(o, "last_snapshot", l);
-    }
+    st->has_last = p->have_last;
+    st->last_ok = p->last_ok;
+    st->last = p->last;
+    snprintf(st->last_error, sizeof(st->last_error), "%s", p->last_err);
     pthread_mutex_unlock(&p->snap_mu);
-    json_object_set_new(obj, "persistence", o);
 }
 
 void persist_metrics(persist_t *p, wbuf_t *out)

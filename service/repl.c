@@ -22,7 +22,7 @@
 #include "service/peers.h"
 #include "service/replica.h"
 
-#define REPL_MAX_PEERS 32
+#define REPL_MAX_PEERS CMD_REPL_REPLICAS_MAX
 #define REPL_PEER_ALIVE_MS 3000      /* a replica that polled this recently is connected */
 #define REPL_BATCH_BYTES (1u << 20)  /* records answered by one poll at most */
 #define EPOCH_NAME "EPOCH"
@@ -33,13 +33,16 @@
                                         at the soonest (a stream of such polls costs a round per 200 ms) */
 #define REPL_UNDONE_MAX 64           /* stream ranges taken back that are remembered */
 
+_Static_assert(OPTS_PEERS_MAX <= CMD_REPL_GROUP_MAX && OPTS_PEER_URL_MAX == CMD_REPL_URL_MAX,
+               "the group fits cmd_repl_status_t");
+
 enum { ROLE_PRIMARY, ROLE_REPLICA, ROLE_FENCED, ROLE_PROBING };
 static const char *const role_names[] = { "primary", "replica", "fenced", "probing" };
 
 /* A replica as the primary sees it, from its polls. */
 typedef struct peer {
-    char id[API_REPL_ID_MAX];
-    char addr[64];
+    char id[CMD_REPL_ID_MAX];
+    char addr[CMD_REPL_ADDR_MAX];
     uint64_t acked;              /* stream offset it holds everything before */
     uint64_t records;            /* records it has applied in this stream */
     int64_t seen_ms;             /* monotonic: last poll started or ended */
@@ -56,7 +59,7 @@ typedef struct waiter {
 } waiter_t;
 
 struct repl {
-    api_server_t *api;
+    cmd_server_t *srv;
     persist_t *p;
     char dir[512];
     int min_acks, ack_timeout_ms;
@@ -76,7 +79,7 @@ struct repl {
     char probe_state[1400];      /* the last round's outcome, for /info (mu) */
 
     /* Credentials (mu; the files are re-read by repl_reload). */
-    char token[API_TOKEN_MAX_LEN + 1];   /* presented to the primary and to the peers */
+    char token[CMD_TOKEN_MAX_LEN + 1];   /* presented to the primary and to the peers */
     uint8_t secret[PEERS_SECRET_MAX];    /* signs this node's answers, checks the peers' */
     size_t secret_len;
 
@@ -84,9 +87,9 @@ struct repl {
     pthread_mutex_t mu;
     pthread_cond_t grew;         /* the backlog grew, or the role changed */
     _Atomic int role;            /* read without mu on every change */
-    char primary[API_REPL_URL_MAX];
+    char primary[CMD_REPL_URL_MAX];
     uint64_t epoch;
-    char run[API_REPL_ID_MAX];
+    char run[CMD_REPL_ID_MAX];
     replica_t *follower;         /* ROLE_REPLICA: the thread following `primary` */
     bool closing;
 
@@ -288,7 +291,7 @@ bool repl_creds_load(const tally_opts_t *o, repl_creds_t *c, char *err, size_t e
     memset(c, 0, sizeof(*c));
     if (o->replica_token_file[0]) {
         size_t n = 0;
-        if (!cred_read("--replica-token-file", o->replica_token_file, (uint8_t *)c->token, API_TOKEN_MAX_LEN, &n,
+        if (!cred_read("--replica-token-file", o->replica_token_file, (uint8_t *)c->token, CMD_TOKEN_MAX_LEN, &n,
                        err, errlen))
             return false;
         c->token[n] = '\0';
@@ -594,7 +597,7 @@ static bool acks_wait(repl_t *r, uint64_t target, void (*done)(void *ud, bool ok
         *list = w;
     }
     pthread_mutex_unlock(&r->mu);
-    cmd_undo_free(r->api, safe);
+    cmd_undo_free(r->srv, safe);
     if (acked)
         return true;
     if (!w)
@@ -706,7 +709,7 @@ static uint64_t undo_apply_all(repl_t *r, cmd_undo_t *list, uint64_t *lsn, uint6
             for (size_t i = 1; i < k; i++)
                 u = u->next;
             uint64_t l = 0;
-            failed += !cmd_undo_apply(r->api, u, now, &l);
+            failed += !cmd_undo_apply(r->srv, u, now, &l);
             *lsn = l > *lsn ? l : *lsn;
         }
         *restored = n - failed;   /* a key restored more than once counts each time */
@@ -720,7 +723,7 @@ static uint64_t undo_apply_all(repl_t *r, cmd_undo_t *list, uint64_t *lsn, uint6
         if (i > 0 && v[i]->klen == v[i - 1]->klen && memcmp(v[i]->key, v[i - 1]->key, v[i]->klen) == 0)
             continue;   /* a later change of a key restored already */
         uint64_t l = 0;
-        bool ok = cmd_undo_apply(r->api, v[i], now, &l);
+        bool ok = cmd_undo_apply(r->srv, v[i], now, &l);
         failed += !ok;
         *restored += ok;
         *lsn = l > *lsn ? l : *lsn;
@@ -748,7 +751,7 @@ static void undo_run(repl_t *r)
         }
         pthread_mutex_unlock(&r->mu);
         pthread_rwlock_unlock(&r->gate);
-        cmd_undo_free(r->api, safe);
+        cmd_undo_free(r->srv, safe);
         waiters_finish(acked, true, NULL);
         waiters_finish(late, false, "fewer replicas than --min-replicas-ack acknowledged the change before this "
                                     "node stopped being the primary: read it back before retrying");
@@ -780,12 +783,12 @@ static void undo_run(repl_t *r)
     }
     r->undoing = true;
     pthread_mutex_unlock(&r->mu);
-    cmd_undo_free(r->api, safe);
+    cmd_undo_free(r->srv, safe);
     waiters_finish(acked, true, NULL);
 
     uint64_t lsn = 0, keys = 0;
     uint64_t failed = undo_apply_all(r, doubt, &lsn, &keys);
-    cmd_undo_free(r->api, doubt);
+    cmd_undo_free(r->srv, doubt);
     pthread_rwlock_unlock(&r->gate);
     if (failed)
         log_error("replication: %" PRIu64 " keys could not be restored (out of memory) after "
@@ -823,8 +826,8 @@ void repl_tick(repl_t *r)
     for (waiter_t *w = r->waiters; w && !late; w = w->next)
         late = now >= w->deadline_ms;
     pthread_mutex_unlock(&r->mu);
-    cmd_undo_free(r->api, safe);
-    cmd_undo_free(r->api, stale);
+    cmd_undo_free(r->srv, safe);
+    cmd_undo_free(r->srv, stale);
     if (late)
         undo_run(r);
 }
@@ -857,7 +860,7 @@ static peer_t *peer_get(repl_t *r, const char *id, int64_t now)
 struct barrier {
     repl_t *r;
     uint64_t offset, records, epoch;
-    char run[API_REPL_ID_MAX];
+    char run[CMD_REPL_ID_MAX];
 };
 
 /* Runs with every shard locked: the snapshot shows the stream up to here. */
@@ -877,21 +880,16 @@ static void at_barrier(void *ud)
     pthread_mutex_unlock(&r->mu);
 }
 
-static void add_position(api_resp_t *resp, const char *run, uint64_t offset, uint64_t records, uint64_t epoch)
-{
-    api_add_header(resp, "X-Tally-Repl-Run", "%s", run);
-    api_add_header(resp, "X-Tally-Repl-Offset", "%" PRIu64, offset);
-    api_add_header(resp, "X-Tally-Repl-Records", "%" PRIu64, records);
-    api_add_header(resp, "X-Tally-Repl-Epoch", "%" PRIu64, epoch);
-}
+/* Refuses a call: *out says why (cmd/err.h), and nothing else. */
+#define refuse(out, code, ...) ((out)->ok = false, cmd_err_set(&(out)->err, (code), NULL, __VA_ARGS__))
 
-static bool not_primary(repl_t *r, api_resp_t *resp)
+static bool not_primary(repl_t *r, cmd_repl_result_t *out)
 {
     int role = atomic_load(&r->role);
     if (role == ROLE_PRIMARY)
         return false;
-    api_error(resp, API_E_UNAVAILABLE, "this node is %s, not the primary: replicas follow the primary",
-              role == ROLE_REPLICA ? "a replica" : "a fenced former primary");
+    refuse(out, CMD_E_UNAVAILABLE, "this node is %s, not the primary: replicas follow the primary",
+           role == ROLE_REPLICA ? "a replica" : "a fenced former primary");
     return true;
 }
 
@@ -900,7 +898,7 @@ static bool not_primary(repl_t *r, api_resp_t *resp)
  * nothing else: a caller's epoch never fences a node by itself (anyone with
  * a replicate token could send one).  With --peers the prober asks the
  * group at once, and an authenticated majority decides (mu held). */
-static bool stale(repl_t *r, uint64_t epoch, api_resp_t *resp)
+static bool stale(repl_t *r, uint64_t epoch, cmd_repl_result_t *out)
 {
     if (epoch <= r->epoch)
         return false;
@@ -918,16 +916,16 @@ static bool stale(repl_t *r, uint64_t epoch, api_resp_t *resp)
                            : "Without --peers this node stays as it is: if another node was promoted, make this one "
                              "its replica (POST /admin/replicate?primary=URL)");
     }
-    api_error(resp, API_E_CONFLICT,
-              "this node's epoch %" PRIu64 " is older than %" PRIu64 ": follow the primary of the newer epoch",
-              r->epoch, epoch);
+    refuse(out, CMD_E_CONFLICT,
+           "this node's epoch %" PRIu64 " is older than %" PRIu64 ": follow the primary of the newer epoch", r->epoch,
+           epoch);
     return true;
 }
 
-static void serve_snapshot(repl_t *r, uint64_t epoch, api_resp_t *resp)
+static void serve_snapshot(repl_t *r, uint64_t epoch, cmd_repl_result_t *out)
 {
     pthread_mutex_lock(&r->mu);
-    bool refused = stale(r, epoch, resp) || not_primary(r, resp);
+    bool refused = stale(r, epoch, out) || not_primary(r, out);
     pthread_mutex_unlock(&r->mu);
     if (refused)
         return;
@@ -936,40 +934,40 @@ static void serve_snapshot(repl_t *r, uint64_t epoch, api_resp_t *resp)
     char err[256];
     if (!persist_snapshot_to_buffer(r->p, &b, at_barrier, &bar, err, sizeof(err))) {
         wbuf_free(&b);
-        api_error(resp, API_E_INTERNAL, "%s", err);
+        refuse(out, CMD_E_INTERNAL, "%s", err);
         return;
     }
-    resp->status = 200;
-    resp->ctype = "application/octet-stream";
-    free(resp->body);
-    resp->body = (char *)b.data;   /* the response owns the buffer */
-    resp->len = b.len;
-    add_position(resp, bar.run, bar.offset, bar.records, bar.epoch);
+    out->data = b.data;   /* the caller's from now on */
+    out->len = b.len;
+    memcpy(out->run, bar.run, sizeof(out->run));
+    out->offset = bar.offset;
+    out->records = bar.records;
+    out->epoch = bar.epoch;
     log_info("replication: snapshot of %zu bytes sent at offset %" PRIu64, b.len, bar.offset);
 }
 
-static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
+static void serve_log(repl_t *r, const cmd_repl_call_t *c, cmd_repl_result_t *out)
 {
     pthread_mutex_lock(&r->mu);
     int64_t now = mono_ms();
-    if (stale(r, c->epoch, resp)) {
+    if (stale(r, c->epoch, out)) {
         pthread_mutex_unlock(&r->mu);
         return;
     }
-    if (not_primary(r, resp)) {
+    if (not_primary(r, out)) {
         pthread_mutex_unlock(&r->mu);
         return;
     }
     if (strcmp(c->run, r->run) != 0 || c->from < r->tail || c->from > r->head || !atomic_load(&r->active)) {
         pthread_mutex_unlock(&r->mu);
-        api_error(resp, API_E_GONE, "position %s/%" PRIu64 " is not in this primary's backlog: fetch a snapshot",
-                  c->run, c->from);
+        refuse(out, CMD_E_GONE, "position %s/%" PRIu64 " is not in this primary's backlog: fetch a snapshot", c->run,
+               c->from);
         return;
     }
     peer_t *pe = peer_get(r, c->id, now);
     if (!pe) {
         pthread_mutex_unlock(&r->mu);
-        api_error(resp, API_E_UNAVAILABLE, "too many replicas (at most %d)", REPL_MAX_PEERS);
+        refuse(out, CMD_E_UNAVAILABLE, "too many replicas (at most %d)", REPL_MAX_PEERS);
         return;
     }
     snprintf(pe->addr, sizeof(pe->addr), "%s", c->addr);
@@ -1016,27 +1014,24 @@ static void serve_log(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
     }
     pthread_mutex_unlock(&r->mu);
     waiters_finish(acked, true, NULL);
-    cmd_undo_free(r->api, safe);
+    cmd_undo_free(r->srv, safe);
     if (gone || b.oom) {
         wbuf_free(&b);
         if (gone)
-            api_error(resp, API_E_GONE, "position %s/%" PRIu64 " left the backlog: fetch a snapshot", c->run, c->from);
+            refuse(out, CMD_E_GONE, "position %s/%" PRIu64 " left the backlog: fetch a snapshot", c->run, c->from);
         else
-            api_error(resp, API_E_OUT_OF_MEMORY, "out of memory reading the backlog");
+            refuse(out, CMD_E_OUT_OF_MEMORY, "out of memory reading the backlog");
         return;
     }
-    resp->status = 200;
-    resp->ctype = "application/octet-stream";
-    free(resp->body);
-    resp->body = b.len ? (char *)b.data : malloc(1);
-    resp->len = b.len;
-    if (!resp->body) {
-        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
-        return;
+    if (b.len) {
+        out->data = b.data;   /* the caller's from now on */
+        out->len = b.len;
+    } else {
+        wbuf_free(&b);
     }
-    api_add_header(resp, "X-Tally-Repl-Head", "%" PRIu64, head);
-    api_add_header(resp, "X-Tally-Repl-Records", "%" PRIu64, records);
-    api_add_header(resp, "X-Tally-Repl-Epoch", "%" PRIu64, epoch);
+    out->offset = head;
+    out->records = records;
+    out->epoch = epoch;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1083,7 +1078,7 @@ static bool follow(repl_t *r, const char *primary, uint64_t epoch_hint, char *er
     while (pl && r->primary[pl - 1] == '/')   /* spelled as --peers and the peers' answers are compared */
         r->primary[--pl] = '\0';
     r->epoch = epoch > epoch_hint ? epoch : epoch_hint;
-    r->follower = replica_start(primary, r->token, r->api, r->p, r->epoch);   /* the token goes to `primary` only */
+    r->follower = replica_start(primary, r->token, r->srv, r->p, r->epoch);   /* the token goes to `primary` only */
     bool ok = r->follower != NULL;
     pthread_cond_broadcast(&r->grew);
     pthread_mutex_unlock(&r->mu);
@@ -1095,10 +1090,11 @@ static bool follow(repl_t *r, const char *primary, uint64_t epoch_hint, char *er
 }
 
 /* role_mu held. */
-static void serve_promote(repl_t *r, api_resp_t *resp)
+static void serve_promote(repl_t *r, cmd_repl_result_t *out)
 {
     if (atomic_load(&r->role) == ROLE_PRIMARY) {
-        api_json(resp, 200, json_pack("{s:s,s:I,s:b}", "role", "primary", "epoch", (json_int_t)r->epoch, "promoted", 0));
+        out->epoch = r->epoch;
+        out->promoted = false;
         return;
     }
     uint64_t epoch = follower_stop(r);
@@ -1106,29 +1102,29 @@ static void serve_promote(repl_t *r, api_resp_t *resp)
     epoch = epoch > r->peer_epoch ? epoch : r->peer_epoch;   /* above its own and its peers' last answers */
     pthread_mutex_unlock(&r->mu);
     if (epoch >= TALLY_EPOCH_MAX) {
-        api_error(resp, API_E_INTERNAL,
-                  "promotion failed, this node takes no changes: the next epoch would pass the largest, %" PRIu64
-                  " (this node or a peer reports %" PRIu64 ")",
-                  TALLY_EPOCH_MAX, epoch);
+        refuse(out, CMD_E_INTERNAL,
+               "promotion failed, this node takes no changes: the next epoch would pass the largest, %" PRIu64
+               " (this node or a peer reports %" PRIu64 ")",
+               TALLY_EPOCH_MAX, epoch);
         return;
     }
     epoch++;
     char err[700];
     if (!epoch_write(r->dir, epoch, err, sizeof(err))) {
-        api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
+        refuse(out, CMD_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
         return;
     }
     /* what was replicated becomes durable here before the first change */
     snapshot_stats_t st;
     if (!persist_snapshot(r->p, &st, err, sizeof(err))) {
-        api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
+        refuse(out, CMD_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
         return;
     }
     /* the epoch with the data: replayed at a restart, streamed to replicas */
     journal_req_t rec;
     char body[JOURNAL_EPOCH_BUF];
     if (!persist_epoch_append(r->p, epoch, &rec, body, err, sizeof(err))) {
-        api_error(resp, API_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
+        refuse(out, CMD_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
         return;
     }
     pthread_mutex_lock(&r->mu);
@@ -1141,25 +1137,34 @@ static void serve_promote(repl_t *r, api_resp_t *resp)
     pthread_mutex_unlock(&r->mu);
     repl_append(r, &rec);
     log_info("replication: promoted to primary under epoch %" PRIu64, epoch);
-    api_json(resp, 200, json_pack("{s:s,s:I,s:b}", "role", "primary", "epoch", (json_int_t)epoch, "promoted", 1));
+    out->epoch = epoch;
+    out->promoted = true;
 }
 
-/* The answer to a peer; signed for its nonce when this node holds the
- * group's secret (service/peers.h): the signature covers the exact bytes
- * sent. */
-static void serve_epoch(repl_t *r, const char *nonce, api_resp_t *resp)
+/* What a peer asks (the front-end has repl_sign sign its answer). */
+static void serve_epoch(repl_t *r, cmd_repl_result_t *out)
 {
     pthread_mutex_lock(&r->mu);
     int role = atomic_load(&r->role);
-    json_t *o = json_pack("{s:s,s:I,s:s}", "role", role_names[role], "epoch", (json_int_t)known_epoch(r), "run", r->run);
-    json_object_set_new(o, "primary", role == ROLE_REPLICA ? json_string(r->primary) : json_null());
-    api_json(resp, 200, o);
-    if (resp->status == 200 && nonce[0] && r->secret_len) {
-        char sig[PEERS_SIG_LEN + 1];
-        peers_sign(r->secret, r->secret_len, nonce, resp->body, resp->len, sig);
-        api_add_header(resp, PEERS_SIG_HEADER, "%s", sig);
-    }
+    out->role = role_names[role];
+    out->epoch = known_epoch(r);
+    memcpy(out->run, r->run, sizeof(out->run));
+    out->has_primary = role == ROLE_REPLICA;
+    if (out->has_primary)
+        memcpy(out->primary, r->primary, sizeof(out->primary));
     pthread_mutex_unlock(&r->mu);
+}
+
+_Static_assert(PEERS_SIG_LEN + 1 <= CMD_REPL_SIG_MAX, "a signature fits the front-end's buffer");
+
+bool repl_sign(repl_t *r, const char *nonce, const void *body, size_t len, char out[CMD_REPL_SIG_MAX])
+{
+    pthread_mutex_lock(&r->mu);
+    bool sign = r->secret_len > 0;
+    if (sign)
+        peers_sign(r->secret, r->secret_len, nonce, body, len, out);
+    pthread_mutex_unlock(&r->mu);
+    return sign;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1369,32 +1374,32 @@ static void *prober_main(void *arg)
     return NULL;
 }
 
-void repl_run(repl_t *r, const api_repl_call_t *c, api_resp_t *resp)
+void repl_run(repl_t *r, const cmd_repl_call_t *c, cmd_repl_result_t *out)
 {
+    memset(out, 0, sizeof(*out));
+    out->ok = true;
     switch (c->op) {
-    case API_REPL_SNAPSHOT:
-        serve_snapshot(r, c->epoch, resp);
+    case CMD_REPL_SNAPSHOT:
+        serve_snapshot(r, c->epoch, out);
         break;
-    case API_REPL_LOG:
-        serve_log(r, c, resp);
+    case CMD_REPL_LOG:
+        serve_log(r, c, out);
         break;
-    case API_REPL_EPOCH:
-        serve_epoch(r, c->nonce, resp);
+    case CMD_REPL_EPOCH:
+        serve_epoch(r, out);
         break;
-    case API_REPL_PROMOTE:
+    case CMD_REPL_PROMOTE:
         pthread_mutex_lock(&r->role_mu);
-        serve_promote(r, resp);
+        serve_promote(r, out);
         pthread_mutex_unlock(&r->role_mu);
         break;
-    case API_REPL_FOLLOW: {
+    case CMD_REPL_FOLLOW: {
         char err[200];
         pthread_mutex_lock(&r->role_mu);
         bool ok = follow(r, c->primary, 0, err, sizeof(err));
         pthread_mutex_unlock(&r->role_mu);
         if (!ok)
-            api_error(resp, API_E_OUT_OF_MEMORY, "%s", err);
-        else
-            api_json(resp, 200, json_pack("{s:s,s:s}", "role", "replica", "primary", c->primary));
+            refuse(out, CMD_E_OUT_OF_MEMORY, "%s", err);
         break;
     }
     }
@@ -1421,7 +1426,7 @@ const char *repl_role(repl_t *r)
 /* Lifecycle, /info, /metrics                                               */
 /* ------------------------------------------------------------------------ */
 
-repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, api_server_t *api, persist_t *p, char *err,
+repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, cmd_server_t *srv, persist_t *p, char *err,
                   size_t errlen)
 {
     repl_t *r = calloc(1, sizeof(*r));
@@ -1432,7 +1437,7 @@ repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, api_server_t *ap
         snprintf(err, errlen, "out of memory allocating the %zu-byte replication backlog", o->repl_backlog);
         return NULL;
     }
-    r->api = api;
+    r->srv = srv;
     r->p = p;
     r->cap = o->repl_backlog;
     r->min_acks = o->min_replicas_ack;
@@ -1517,7 +1522,7 @@ void repl_close(repl_t *r)
     r->doubt = NULL;
     pthread_mutex_unlock(&r->mu);
     waiters_finish(all, false, "shutting down");
-    cmd_undo_free(r->api, doubt);
+    cmd_undo_free(r->srv, doubt);
     pthread_rwlock_destroy(&r->gate);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->role_mu);
@@ -1540,48 +1545,49 @@ static void peer_lag(const repl_t *r, const peer_t *pe, int64_t now_ms, uint64_t
     }
 }
 
-void repl_info(repl_t *r, json_t *obj)
+void repl_status(repl_t *r, cmd_repl_status_t *st)
 {
+    memset(st, 0, sizeof(*st));
     pthread_mutex_lock(&r->mu);
     int role = atomic_load(&r->role);
-    json_t *o = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:i,s:i}", "role", role_names[role], "epoch",
-                          (json_int_t)r->epoch, "run", r->run, "offset", (json_int_t)r->head, "records",
-                          (json_int_t)r->records, "backlog_bytes", (json_int_t)(r->head - r->tail),
-                          "backlog_capacity", (json_int_t)r->cap, "min_replicas_ack", r->min_acks,
-                          "min_replicas_timeout_ms", r->ack_timeout_ms);
-    json_object_set_new(o, "primary", role == ROLE_REPLICA ? json_string(r->primary) : json_null());
-    if (r->ngroup) {
-        json_t *g = json_array();
-        for (int i = 0; i < r->ngroup; i++)
-            json_array_append_new(g, json_string(r->group[i]));
-        json_object_set_new(o, "peers", g);
-        json_object_set_new(o, "peers_state", json_string(r->probe_state));
-        json_object_set_new(o, "peers_epoch", json_integer((json_int_t)r->peer_epoch));
-    }
-    json_t *list = json_array();
+    st->role = role_names[role];
+    st->epoch = r->epoch;
+    memcpy(st->run, r->run, sizeof(st->run));
+    st->offset = r->head;
+    st->records = r->records;
+    st->backlog_bytes = r->head - r->tail;
+    st->backlog_capacity = r->cap;
+    st->min_replicas_ack = r->min_acks;
+    st->min_replicas_timeout_ms = r->ack_timeout_ms;
+    st->has_primary = role == ROLE_REPLICA;
+    if (st->has_primary)
+        memcpy(st->primary, r->primary, sizeof(st->primary));
+    st->ngroup = r->ngroup;
+    for (int i = 0; i < r->ngroup; i++)
+        memcpy(st->group[i], r->group[i], sizeof(st->group[i]));
+    memcpy(st->peers_state, r->probe_state, sizeof(st->peers_state));
+    st->peers_epoch = r->peer_epoch;
     int64_t now = mono_ms(), wall = clock_now_ns() / 1000000;
-    int connected = 0;
+    st->nreplicas = r->npeers;
     for (int i = 0; i < r->npeers; i++) {
         const peer_t *pe = &r->peers[i];
-        bool alive = peer_alive(pe, now);
-        connected += alive;
-        uint64_t lr;
-        int64_t lm;
-        peer_lag(r, pe, wall, &lr, &lm);
-        json_array_append_new(list, json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:I}", "id", pe->id, "addr", pe->addr,
-                                              "connected", alive, "offset", (json_int_t)pe->acked, "records",
-                                              (json_int_t)pe->records, "lag_records", (json_int_t)lr, "lag_ms",
-                                              (json_int_t)lm, "last_seen_ms_ago", (json_int_t)(now - pe->seen_ms)));
+        cmd_repl_replica_t *o = &st->replicas[i];
+        memcpy(o->id, pe->id, sizeof(o->id));
+        memcpy(o->addr, pe->addr, sizeof(o->addr));
+        o->connected = peer_alive(pe, now);
+        st->replicas_connected += o->connected;
+        o->offset = pe->acked;
+        o->records = pe->records;
+        peer_lag(r, pe, wall, &o->lag_records, &o->lag_ms);
+        o->last_seen_ms_ago = now - pe->seen_ms;
     }
-    json_object_set_new(o, "replicas", list);
-    json_object_set_new(o, "replicas_connected", json_integer(connected));
-    json_object_set_new(o, "acks_timed_out", json_integer((json_int_t)r->acks_timed_out));
-    json_object_set_new(o, "refused_too_few_replicas", json_integer((json_int_t)r->refused_no_replicas));
-    json_object_set_new(o, "keys_taken_back", json_integer((json_int_t)r->undone_keys));
+    st->acks_timed_out = r->acks_timed_out;
+    st->refused_too_few_replicas = r->refused_no_replicas;
+    st->keys_taken_back = r->undone_keys;
+    st->has_link = r->follower != NULL;
     if (r->follower)
-        replica_info(r->follower, o);
+        replica_status(r->follower, &st->link);
     pthread_mutex_unlock(&r->mu);
-    json_object_set_new(obj, "replication", o);
 }
 
 void repl_metrics(repl_t *r, wbuf_t *out)
