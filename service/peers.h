@@ -4,7 +4,7 @@
  * whether the answer is theirs.
  *
  * This is the evidence a node weighs before it changes its role
- * (service/repl.c decides, and only on a majority of the group): a peer
+ * (service/repl_prober.c decides, and only on a majority of the group): a peer
  * promoted under a newer epoch, or following another node, means this node
  * was replaced.  It is a question, not a vote: nothing here elects anyone.
  *
