@@ -93,7 +93,7 @@ PORT ?= 8080
 
 .PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
         valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check config-check install-check \
-        examples-check links-check charts-check api-page fuzz-regress bench charts docs fuzz clean
+        examples-check links-check charts-check api-page layers-check fuzz-regress bench charts docs fuzz clean
 
 all: $(TALLYD) $(RESHARD)
 
@@ -208,6 +208,19 @@ $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# service/ builds no HTTP answer: replication's and persistence's files hand
+# typed results (cmd/repl.h, cmd/persist.h) to api/, and include neither
+# jansson nor libmicrohttpd nor an api/ header, even through another header.
+# The HTTP front-end's host (main.c, server.c, server_conn.c) does, and so
+# does persist_replay.c, which replays the HTTP requests older journals hold.
+SVC_NO_HTTP := $(filter-out service/persist_replay.c,$(wildcard service/repl*.c service/persist*.c))
+layers-check:
+	@for f in $(SVC_NO_HTTP); do \
+	  if $(CC) -std=c11 -D_GNU_SOURCE -I. -M $$f | tr ' \\' '\n\n' | grep -E '(^|/)(jansson|microhttpd)\.h$$|^api/'; then \
+	    echo "layers-check: $$f includes the HTTP front-end (above)"; exit 1; \
+	  fi; \
+	done; echo "layers-check: $(words $(SVC_NO_HTTP)) files of service/ hold no HTTP"
+
 # The resharding tool (deploy/cluster/README.md): a client of the cluster's
 # nodes, core's map parser, HAProxy's runtime map update (service/haproxy.c)
 # and libcurl.
@@ -234,7 +247,7 @@ endif
 # optimised pass.
 ifeq ($(strip $(SANITIZER)),)
 test-suite: all unit integration fuzz-regress openapi-check openapi-lint lint-yaml monitoring-check man-check \
-            config-check install-check examples-check links-check charts-check api-page
+            config-check install-check examples-check links-check charts-check api-page layers-check
 else
 test-suite: all unit integration fuzz-regress
 endif

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -22,6 +23,7 @@
 #include "api/cluster.h"
 #include "api/repl.h"
 #include "api/ratelimit.h"
+#include "cmd/persist.h"
 #include "core/version.h"
 
 static const char *policy_name(ks_evict_policy_t p)
@@ -98,6 +100,53 @@ static void h_readyz(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     api_json(resp, 200, o);
 }
 
+/* The "persistence" object of /info. */
+static json_t *persist_json(const cmd_persist_status_t *st)
+{
+    json_t *o = json_pack("{s:s,s:b,s:s,s:i,s:I,s:f,s:I}", "data_dir", st->data_dir, "journal", st->journal, "fsync",
+                          st->fsync, "snapshot_interval", st->snapshot_interval, "changes_since_snapshot",
+                          (json_int_t)st->changes_since_snapshot, "load_ms", (double)st->load_ns / 1e6,
+                          "replayed_records", (json_int_t)st->replayed_records);
+    if (st->unwritable)
+        json_object_set_new(o, "unwritable", json_string(st->unwritable));
+    if (st->has_journal) {
+        json_object_set_new(o, "journal_seq", json_integer((json_int_t)st->journal_seq));
+        json_object_set_new(o, "journal_bytes", json_integer((json_int_t)st->journal_bytes));
+        json_object_set_new(o, "journal_healthy", json_boolean(st->journal_healthy));
+        json_object_set_new(o, "journal_unsynced_bytes", json_integer((json_int_t)st->journal_unsynced_bytes));
+    }
+    if (st->has_last) {
+        json_t *l = json_pack("{s:b}", "ok", st->last_ok);
+        if (st->last_ok) {
+            json_object_set_new(l, "bytes", json_integer((json_int_t)st->last.bytes));
+            json_object_set_new(l, "keys", json_integer((json_int_t)st->last.records));
+            json_object_set_new(l, "duration_ms", json_real((double)st->last.duration_ns / 1e6));
+            json_object_set_new(l, "finished_ms", json_integer(st->last.finished_ms));
+        } else {
+            json_object_set_new(l, "error", json_string(st->last_error));
+        }
+        json_object_set_new(o, "last_snapshot", l);
+    }
+    return o;
+}
+
+/* What the service says of itself, for admin tokens: the server, its
+ * replication, its data directory. */
+static void service_info(api_server_t *srv, json_t *o)
+{
+    const api_admin_hooks_t *a = srv->admin;
+    a->info(a->ud, o);
+    cmd_repl_status_t *rs = a->repl_status ? malloc(sizeof(*rs)) : NULL;
+    if (rs && a->repl_status(a->ud, rs))
+        api_repl_status_json(o, rs);
+    free(rs);
+    cmd_persist_status_t ps;
+    if (a->persist_status && a->persist_status(a->ud, &ps))
+        json_object_set_new(o, "persistence", persist_json(&ps));
+    else
+        json_object_set_new(o, "persistence", json_pack("{s:s}", "mode", "in-memory"));
+}
+
 static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     if (!no_params(req, resp))
@@ -110,7 +159,7 @@ static void h_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_auth_admin(req))   /* bind, data directory, persistence: for admin tokens only */
         json_object_set_new(o, "server", json_pack("{s:b}", "ready", !srv->hooks.ready || srv->hooks.ready(srv->hooks.ud)));
     else if (srv->admin && srv->admin->info)
-        srv->admin->info(srv->admin->ud, o);
+        service_info(srv, o);
     if (srv->cluster)
         api_cluster_info(srv->cluster, o);
     api_json(resp, 200, o);
@@ -154,8 +203,8 @@ static void h_metrics(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 static void snapshot_job(api_server_t *srv, api_resp_t *resp)
 {
     const char *err = NULL;
-    json_t *o = srv->admin->snapshot(srv->admin->ud, &err);
-    if (!o) {
+    cmd_snapshot_stats_t st;
+    if (!srv->admin->snapshot(srv->admin->ud, &st, &err)) {
         bool no_space = err && (strstr(err, strerror(ENOSPC)) || strstr(err, strerror(EFBIG)) ||
                                 strstr(err, strerror(EDQUOT)));
         api_error(resp, no_space                                ? API_E_NO_SPACE
@@ -164,7 +213,10 @@ static void snapshot_job(api_server_t *srv, api_resp_t *resp)
                   "snapshot failed: %s", err ? err : "unknown error");
         return;
     }
-    api_json(resp, 200, o);
+    api_json(resp, 200, json_pack("{s:I,s:I,s:f,s:f,s:I}", "bytes", (json_int_t)st.bytes, "keys",
+                                  (json_int_t)st.records, "duration_ms", (double)st.duration_ns / 1e6,
+                                  "max_shard_lock_ms", (double)st.max_lock_ns / 1e6, "journal_seq",
+                                  (json_int_t)st.journal_seq));
 }
 
 static void h_admin_snapshot(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -23,6 +23,9 @@
  * is a 400; a newer epoch than the node's is a 409 that changes nothing
  * (service/repl.h: a caller's epoch never fences a node by itself).
  *
+ * GET /info's "replication" object is this node's cmd_repl_status_t, as
+ * api_repl_status_json writes it.
+ *
  * POST /admin/promote makes a replica the primary under a new epoch;
  * POST /admin/replicate?primary=URL makes any node a replica of URL (an old
  * primary rejoining).  GET /readyz?role=primary answers 200 only on the
@@ -32,35 +35,17 @@
 #define TALLY_API_REPL_H
 
 #include "api/api.h"
+#include "cmd/repl.h"
 
-#define API_REPL_URL_MAX 512
-#define API_REPL_ID_MAX 40
-#define API_REPL_NONCE_MIN 32        /* hex digits of a nonce: at least 128 random bits */
-#define API_REPL_NONCE_MAX 128
+/* The signature of an answer to a peer (service/peers.h reads it). */
+#define API_REPL_SIG_HEADER "X-Tally-Peer-Signature"
 
-typedef enum api_repl_op {
-    API_REPL_SNAPSHOT,           /* GET /replication/snapshot */
-    API_REPL_LOG,                /* GET /replication/log */
-    API_REPL_PROMOTE,            /* POST /admin/promote */
-    API_REPL_FOLLOW,             /* POST /admin/replicate?primary=URL */
-    API_REPL_EPOCH               /* GET /replication/epoch */
-} api_repl_op_t;
+/* Adds the "replication" object of GET /info, from the service's state
+ * (api_admin_hooks_t.repl_status). */
+void api_repl_status_json(json_t *obj, const cmd_repl_status_t *st);
 
-/* One replication request, its parameters checked by api/repl.c. */
-typedef struct api_repl_call {
-    api_repl_op_t op;
-    char run[API_REPL_ID_MAX];   /* log: the primary's stream id the position belongs to */
-    uint64_t from;               /* log: the replica's position (= acknowledgement) */
-    uint64_t records;            /* log: records the replica has applied in this stream */
-    uint64_t epoch;              /* snapshot, log: the highest epoch the replica knows */
-    int wait_ms;                 /* log: how long to wait for a record */
-    char id[API_REPL_ID_MAX];    /* log: the replica's name */
-    char addr[64];               /* log: the replica's address */
-    char primary[API_REPL_URL_MAX];  /* follow: the primary's base URL */
-    char nonce[API_REPL_NONCE_MAX + 1];  /* epoch: the asker's nonce ("" none: the answer is not signed) */
-} api_repl_call_t;
-
-/* The service serves each call through api_admin_hooks_t.repl_run; whether
+/* The service serves each call (cmd/repl.h) through
+ * api_admin_hooks_t.repl_run and api/repl.c answers its result; whether
  * the node takes changes at all is the command layer's (cmd_writable). */
 
 #endif

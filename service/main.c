@@ -147,15 +147,20 @@ static void hook_release(void *ud, uint64_t bytes)
         persist_release_hook(p, bytes);
 }
 
-static json_t *hook_snapshot(void *ud, const char **err)
+static bool hook_snapshot(void *ud, snapshot_stats_t *st, const char **err)
 {
     (void)ud;
     persist_t *p = live_persist();
     if (!p) {
         *err = "persistence is not configured (--in-memory)";
-        return NULL;
+        return false;
     }
-    return persist_snapshot_hook(p, err);
+    static _Thread_local char msg[512];
+    if (!persist_snapshot(p, st, msg, sizeof(msg))) {
+        *err = msg;
+        return false;
+    }
+    return true;
 }
 
 static bool hook_wait(void *ud, uint64_t lsn, const char **err)
@@ -235,14 +240,15 @@ static void hook_info(void *ud, json_t *obj)
                                   "threads", app.opts.threads,
                                   "uptime_seconds", (double)(clock_mono_ns() - app.started_mono) / 1e9,
                                   "requests_total", (json_int_t)metrics_total_requests(), "ready", hook_ready(NULL)));
+}
+
+static bool hook_persist_status(void *ud, cmd_persist_status_t *st)
+{
+    (void)ud;
     persist_t *p = live_persist();
-    repl_t *r = live_repl();
-    if (r)
-        repl_info(r, obj);
     if (p)
-        persist_info(p, obj);
-    else
-        json_object_set_new(obj, "persistence", json_pack("{s:s}", "mode", "in-memory"));
+        persist_status(p, st);
+    return p != NULL;
 }
 
 /* Replication's hooks, forwarded to it once it is open (before that only
@@ -261,14 +267,32 @@ static const char *fwd_role(void *ud)
     return r ? repl_role(r) : "primary";
 }
 
-static void fwd_run(void *ud, const api_repl_call_t *call, api_resp_t *resp)
+static void fwd_run(void *ud, const cmd_repl_call_t *call, cmd_repl_result_t *out)
+{
+    (void)ud;
+    repl_t *r = live_repl();
+    if (r) {
+        repl_run(r, call, out);
+        return;
+    }
+    memset(out, 0, sizeof(*out));
+    cmd_err_set(&out->err, CMD_E_UNAVAILABLE, NULL, "not ready: loading data");
+}
+
+static bool fwd_sign(void *ud, const char *nonce, const void *body, size_t len, char *out)
+{
+    (void)ud;
+    repl_t *r = live_repl();
+    return r && repl_sign(r, nonce, body, len, out);
+}
+
+static bool fwd_status(void *ud, cmd_repl_status_t *st)
 {
     (void)ud;
     repl_t *r = live_repl();
     if (r)
-        repl_run(r, call, resp);
-    else
-        api_error(resp, API_E_UNAVAILABLE, "not ready: loading data");
+        repl_status(r, st);
+    return r != NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -700,6 +724,8 @@ static int run(void)
     app.api.hooks.unwritable = hook_unwritable;
     app.admin.metrics = hook_metrics;
     app.admin.info = hook_info;
+    app.admin.repl_status = fwd_status;
+    app.admin.persist_status = hook_persist_status;
     if (!o->in_memory) {
         app.api.hooks.journal = hook_journal;
         app.api.hooks.journal_reserve = hook_reserve;
@@ -708,6 +734,7 @@ static int run(void)
         app.api.hooks.role = fwd_role;
         app.admin.snapshot = hook_snapshot;
         app.admin.repl_run = fwd_run;
+        app.admin.repl_sign = fwd_sign;
         if (o->min_replicas_ack) {   /* else no change ever keeps a pre-image */
             app.api.hooks.undo_begin = hook_undo_begin;
             app.api.hooks.undo_end = hook_undo_end;

@@ -200,7 +200,7 @@ void peers_ask(const char *url, const char *token, const uint8_t *key, size_t kl
     char nonce[2 * PEERS_NONCE_BYTES + 1];
     for (size_t i = 0; i < sizeof(rnd); i++)
         snprintf(nonce + 2 * i, 3, "%02x", rnd[i]);
-    char full[API_REPL_URL_MAX + 64];
+    char full[CMD_REPL_URL_MAX + 64];
     snprintf(full, sizeof(full), "%s/replication/epoch?nonce=%s", url, nonce);
     CURL *c = curl_easy_init();
     if (!c) {

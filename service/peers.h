@@ -4,7 +4,7 @@
  * whether the answer is theirs.
  *
  * This is the evidence a node weighs before it changes its role
- * (service/repl.c decides, and only on a majority of the group): a peer
+ * (service/repl_prober.c decides, and only on a majority of the group): a peer
  * promoted under a newer epoch, or following another node, means this node
  * was replaced.  It is a question, not a vote: nothing here elects anyone.
  *
@@ -39,22 +39,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/repl.h"
+#include "cmd/repl.h"
 
 #define PEERS_SECRET_MIN 32          /* bytes of --peer-secret-file: 256 bits, HMAC-SHA256's key size */
 #define PEERS_SECRET_MAX 4096        /* a longer file is not a secret but a mistake */
 #define PEERS_SIG_HEADER "X-Tally-Peer-Signature"
 #define PEERS_SIG_SCHEME "hmac-sha256="
 #define PEERS_SIG_LEN (sizeof(PEERS_SIG_SCHEME) - 1 + 64)   /* the header's value, without the NUL */
-#define PEERS_NONCE_BYTES 16         /* 128 bits: 32 hex digits (API_REPL_NONCE_MIN) */
+#define PEERS_NONCE_BYTES 16         /* 128 bits: 32 hex digits (CMD_REPL_NONCE_MIN) */
 
 /* One peer's answer. */
 typedef struct peer_answer {
     bool answered;               /* a 200 with a well-formed body, signed for this question */
     char role[16];               /* "primary", "replica", "fenced", "probing" */
     uint64_t epoch;              /* the highest epoch the peer knows (<= TALLY_EPOCH_MAX) */
-    char primary[API_REPL_URL_MAX];  /* a replica's primary ("" unknown / not a replica) */
-    char run[API_REPL_ID_MAX];   /* the peer's stream id (tells a node listed among its own peers) */
+    char primary[CMD_REPL_URL_MAX];  /* a replica's primary ("" unknown / not a replica) */
+    char run[CMD_REPL_ID_MAX];   /* the peer's stream id (tells a node listed among its own peers) */
     char error[800];             /* why there is no answer */
 } peer_answer_t;
 

@@ -25,29 +25,22 @@
 #ifndef TALLY_PERSIST_H
 #define TALLY_PERSIST_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "api/api.h"
+#include "cmd/cmd.h"
+#include "cmd/persist.h"
 #include "service/options.h"
 
 typedef struct persist persist_t;
 
-typedef struct snapshot_stats {
-    uint64_t bytes;
-    uint64_t records;
-    int64_t duration_ns;
-    int64_t max_lock_ns;         /* longest a shard lock was held by the snapshot */
-    int64_t finished_ms;         /* wall clock */
-    uint64_t journal_seq;
-} snapshot_stats_t;
+typedef cmd_snapshot_stats_t snapshot_stats_t;   /* a snapshot taken (cmd/persist.h) */
 
 /* Opens (creating) the data directory, locks it, loads the snapshot and
- * replays the journals into api->ks.  Returns NULL with a message that names
+ * replays the journals into srv->ks.  Returns NULL with a message that names
  * the file, the offset and what to do when anything is damaged. */
-persist_t *persist_open(const tally_opts_t *o, api_server_t *api, char *err, size_t errlen);
+persist_t *persist_open(const tally_opts_t *o, cmd_server_t *srv, char *err, size_t errlen);
 
 /* api_hooks_t.journal */
 uint64_t persist_journal_hook(void *ud, const journal_req_t *req);
@@ -64,8 +57,6 @@ bool persist_wait_hook(void *ud, uint64_t lsn, const char **err);
 bool persist_try_hook(void *ud, uint64_t lsn);
 /* server_hooks_t.journal_wait_async */
 bool persist_wait_async_hook(void *ud, uint64_t lsn, void (*done)(void *ud, bool ok, const char *err), void *dud);
-/* api_hooks_t.snapshot */
-json_t *persist_snapshot_hook(void *ud, const char **err);
 
 /* Takes a snapshot now (one at a time: a second caller waits for the first
  * and then takes its own).  Returns false with err filled on failure. */
@@ -85,9 +76,14 @@ bool persist_load_snapshot_bytes(persist_t *p, const uint8_t *bytes, size_t len,
  * the keyspace and opens them after (server_set_loading): gate(ud, true)
  * returns once no request is reading. */
 void persist_set_load_gate(persist_t *p, void (*gate)(void *ud, bool loading), void *ud);
-/* Re-executes one journal record through the API (req.replay, the rules of
- * algorithm generation `gen`); a refusal is logged with `where` and `off`. */
-void persist_replay_request(api_server_t *api, const journal_req_t *q, unsigned gen, const char *where, size_t off);
+/* Re-executes one journal record (the rules of algorithm generation `gen`):
+ * an operation of the command table directly, an HTTP request of an older
+ * record kind through the HTTP adapter (req.replay); a refusal is logged
+ * with `where` and `off`. */
+void persist_replay_request(cmd_server_t *srv, const journal_req_t *q, unsigned gen, const char *where, size_t off);
+/* Whether a record is one replay knows: any but an HTTP request whose
+ * method the HTTP adapter does not number. */
+bool persist_record_known(const journal_req_t *q);
 /* The highest epoch record (core/persist_fmt.h) the journals replayed at
  * start held; 0 when none. */
 uint64_t persist_journal_epoch(persist_t *p);
@@ -107,7 +103,8 @@ void persist_epoch_keep(persist_t *p, uint64_t epoch);
 void persist_tick(persist_t *p);
 /* Changes since the last successful snapshot. */
 uint64_t persist_dirty(persist_t *p);
-void persist_info(persist_t *p, json_t *obj);
+/* The data directory's state for /info (cmd/persist.h). */
+void persist_status(persist_t *p, cmd_persist_status_t *st);
 void persist_metrics(persist_t *p, wbuf_t *out);
 /* Waits for a periodic snapshot under way, syncs and closes the journal and
  * releases the directory lock. */

@@ -55,13 +55,12 @@
 #ifndef TALLY_REPL_H
 #define TALLY_REPL_H
 
-#include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "api/api.h"
-#include "api/auth.h"
-#include "api/repl.h"
+#include "cmd/access.h"
+#include "cmd/repl.h"
 #include "cmd/undo.h"
 #include "service/options.h"
 #include "service/peers.h"
@@ -76,7 +75,7 @@ typedef struct repl repl_t;
  * least).  A file readable by other users, or writable by group or others,
  * is refused; one readable by its group is taken with a warning. */
 typedef struct repl_creds {
-    char token[API_TOKEN_MAX_LEN + 1];   /* "" none */
+    char token[CMD_TOKEN_MAX_LEN + 1];   /* "" none */
     uint8_t secret[PEERS_SECRET_MAX];
     size_t secret_len;                   /* 0: no --peer-secret-file */
 } repl_creds_t;
@@ -88,7 +87,7 @@ void repl_creds_wipe(repl_creds_t *c);
 /* Reads the data directory's EPOCH (a value that is not an epoch is
  * refused, naming the file), starts following --replica-of when given.
  * NULL with err on failure. */
-repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, api_server_t *api, persist_t *p, char *err,
+repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, cmd_server_t *srv, persist_t *p, char *err,
                   size_t errlen);
 /* The EPOCH file's text: a decimal epoch up to TALLY_EPOCH_MAX, then at
  * most one newline; false for anything else (*epoch untouched). */
@@ -102,12 +101,16 @@ bool repl_reload(repl_t *r, const tally_opts_t *o, char *err, size_t errlen);
 /* Stops following, wakes every poll; frees r. */
 void repl_close(repl_t *r);
 /* What the command layer and the replication routes ask (cmd_hooks_t's
- * writable and role, api_admin_hooks_t's repl_run): whether this node
- * takes changes (false: the primary's URL in `primary`, "" unknown), its
- * role's name, and a replication call served on a thread of its own. */
+ * writable and role, api_admin_hooks_t's repl_run and repl_sign): whether
+ * this node takes changes (false: the primary's URL in `primary`, ""
+ * unknown), its role's name, a replication call served on a thread of its
+ * own (cmd/repl.h: *out filled, the front-end answers it), and the
+ * signature of an answer to a peer's question (service/peers.h: false
+ * without --peer-secret-file). */
 bool repl_writable(repl_t *r, char *primary, size_t n);
 const char *repl_role(repl_t *r);
-void repl_run(repl_t *r, const api_repl_call_t *c, api_resp_t *resp);
+void repl_run(repl_t *r, const cmd_repl_call_t *c, cmd_repl_result_t *out);
+bool repl_sign(repl_t *r, const char *nonce, const void *body, size_t len, char out[CMD_REPL_SIG_MAX]);
 
 /* A change journaled on the primary (called with the shards of its keys
  * locked, so the stream orders changes to one key as they were made). */
@@ -131,7 +134,8 @@ uint64_t repl_undo_register(repl_t *r, cmd_undo_t *list);
  * out, takes back every change in doubt and answers their waits 503. */
 void repl_tick(repl_t *r);
 
-void repl_info(repl_t *r, json_t *obj);
+/* This node's replication for /info (cmd/repl.h), and its metrics. */
+void repl_status(repl_t *r, cmd_repl_status_t *st);
 void repl_metrics(repl_t *r, wbuf_t *out);
 
 #endif

@@ -12,7 +12,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "api/repl.h"
 #include "core/persist_fmt.h"
 #include "service/clock.h"
 #include "service/log.h"
@@ -22,32 +21,32 @@
 #define CONNECT_TIMEOUT_MS 2000
 
 struct replica {
-    api_server_t *api;
+    cmd_server_t *srv;
     persist_t *p;
-    char url[API_REPL_URL_MAX];
+    char url[CMD_REPL_URL_MAX];
     char *auth;                  /* "Authorization: Bearer ..." or NULL (mu: a reload replaces it) */
-    char id[API_REPL_ID_MAX];
+    char id[CMD_REPL_ID_MAX];
     pthread_t thread;
     _Atomic bool stop;
 
     /* Thread-only: the exchange being read. */
     CURL *curl;
     wbuf_t body;
-    char h_run[API_REPL_ID_MAX];
+    char h_run[CMD_REPL_ID_MAX];
     uint64_t h_offset, h_records, h_epoch, h_head;
     bool h_bad;                  /* a position header is not a number, or the epoch is out of range */
 
     /* Position and status: written by the thread under mu, read by /info. */
     pthread_mutex_t mu;
     bool synced;                 /* has a position in `run` */
-    char run[API_REPL_ID_MAX];
+    char run[CMD_REPL_ID_MAX];
     uint64_t offset, records, epoch, head, head_records;
     bool linked;
     uint64_t full_syncs, resumes, applied;
     uint64_t snapshot_bytes;     /* the last snapshot loaded */
     int64_t snapshot_ms;         /* its fetch and load, in ms */
     int64_t last_ok_ms;
-    char last_err[1100];
+    char last_err[CMD_REPL_ERROR_MAX];
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
@@ -112,7 +111,7 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
  * with last_err set). */
 static long exchange(replica_t *f, const char *path, long timeout_ms)
 {
-    char url[API_REPL_URL_MAX + 256];
+    char url[CMD_REPL_URL_MAX + 256];
     snprintf(url, sizeof(url), "%s%s", f->url, path);
     f->body.len = 0;
     f->body.oom = false;
@@ -202,14 +201,14 @@ static bool full_sync(replica_t *f)
 static bool apply(replica_t *f)
 {
     size_t off = 0;
-    char where[API_REPL_URL_MAX + 32];
+    char where[CMD_REPL_URL_MAX + 32];
     snprintf(where, sizeof(where), "replication from %s", f->url);
     while (off < f->body.len) {
         journal_req_t q;
         size_t used = 0;
         const char *why = NULL;
         if (journalfmt_parse_record(f->body.data + off, f->body.len - off, &q, &used, &why) != PARSE_OK ||
-            (q.kind == JOURNAL_REC_REQUEST && (q.method < API_GET || q.method > API_OTHER))) {
+            !persist_record_known(&q)) {
             log_error("replication: record at stream offset %" PRIu64 " is damaged (%s); fetching a snapshot",
                       f->offset + off, why ? why : "bad method");
             return false;
@@ -223,7 +222,7 @@ static bool apply(replica_t *f)
                       TALLY_EPOCH_MAX);
             return false;
         }
-        persist_replay_request(f->api, &q, 0, where, (size_t)(f->offset + off));
+        persist_replay_request(f->srv, &q, 0, where, (size_t)(f->offset + off));
         off += used;
         /* the position moves per record: a stop between two is exact */
         pthread_mutex_lock(&f->mu);
@@ -297,12 +296,12 @@ static void *follower_main(void *arg)
     return NULL;
 }
 
-replica_t *replica_start(const char *primary, const char *token, api_server_t *api, persist_t *p, uint64_t epoch)
+replica_t *replica_start(const char *primary, const char *token, cmd_server_t *srv, persist_t *p, uint64_t epoch)
 {
     replica_t *f = calloc(1, sizeof(*f));
     if (!f)
         return NULL;
-    f->api = api;
+    f->srv = srv;
     f->p = p;
     f->epoch = epoch;
     snprintf(f->url, sizeof(f->url), "%s", primary);
@@ -384,21 +383,25 @@ uint64_t replica_epoch(replica_t *f)
     return e;
 }
 
-void replica_info(replica_t *f, json_t *obj)
+void replica_status(replica_t *f, cmd_repl_link_t *st)
 {
     pthread_mutex_lock(&f->mu);
     int64_t now = clock_mono_ns() / 1000000;
-    json_object_set_new(
-        obj, "link",
-        json_pack("{s:s,s:b,s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s}", "id", f->id, "up", f->linked, "synced",
-                  f->synced, "run", f->run, "offset", (json_int_t)f->offset, "records", (json_int_t)f->records,
-                  "lag_records", (json_int_t)(f->head_records > f->records ? f->head_records - f->records : 0),
-                  "primary_epoch", (json_int_t)f->epoch, "full_syncs", (json_int_t)f->full_syncs, "resumes",
-                  (json_int_t)f->resumes, "applied", (json_int_t)f->applied, "last_ok_ms_ago",
-                  (json_int_t)(f->last_ok_ms ? now - f->last_ok_ms : -1), "last_error", f->last_err));
-    json_t *link = json_object_get(obj, "link");
-    json_object_set_new(link, "last_snapshot_bytes", json_integer((json_int_t)f->snapshot_bytes));
-    json_object_set_new(link, "last_snapshot_ms", json_integer((json_int_t)f->snapshot_ms));
+    memcpy(st->id, f->id, sizeof(st->id));
+    st->up = f->linked;
+    st->synced = f->synced;
+    memcpy(st->run, f->run, sizeof(st->run));
+    st->offset = f->offset;
+    st->records = f->records;
+    st->lag_records = f->head_records > f->records ? f->head_records - f->records : 0;
+    st->primary_epoch = f->epoch;
+    st->full_syncs = f->full_syncs;
+    st->resumes = f->resumes;
+    st->applied = f->applied;
+    st->last_ok_ms_ago = f->last_ok_ms ? now - f->last_ok_ms : -1;
+    memcpy(st->last_error, f->last_err, sizeof(st->last_error));
+    st->last_snapshot_bytes = f->snapshot_bytes;
+    st->last_snapshot_ms = f->snapshot_ms;
     pthread_mutex_unlock(&f->mu);
 }
 

@@ -14,10 +14,10 @@
 #ifndef TALLY_REPLICA_H
 #define TALLY_REPLICA_H
 
-#include <jansson.h>
 #include <stdint.h>
 
-#include "api/api.h"
+#include "cmd/cmd.h"
+#include "cmd/repl.h"
 #include "service/persist.h"
 
 typedef struct replica replica_t;
@@ -29,7 +29,7 @@ typedef struct replica replica_t;
  * the environment is used.  The primary's epochs (its headers, the epoch
  * records of its stream) above TALLY_EPOCH_MAX are refused as damage.  NULL
  * when out of memory. */
-replica_t *replica_start(const char *primary, const char *token, api_server_t *api, persist_t *p, uint64_t epoch);
+replica_t *replica_start(const char *primary, const char *token, cmd_server_t *srv, persist_t *p, uint64_t epoch);
 /* Replaces the bearer token of the exchanges that follow (a reload of
  * --replica-token-file); false when out of memory (the old one stays). */
 bool replica_set_token(replica_t *f, const char *token);
@@ -37,8 +37,8 @@ bool replica_set_token(replica_t *f, const char *token);
 void replica_stop(replica_t *f);
 /* The highest epoch seen from the primary (or given at start). */
 uint64_t replica_epoch(replica_t *f);
-/* The follower's side of /info and /metrics. */
-void replica_info(replica_t *f, json_t *obj);
+/* The follower's side of /info (cmd/repl.h) and /metrics. */
+void replica_status(replica_t *f, cmd_repl_link_t *st);
 void replica_metrics(replica_t *f, wbuf_t *out);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * Connections are bounded: --max-connections (with a headroom in which idle
  * keep-alive connections are closed to make room), --max-connections-per-ip,
- * and --header-timeout for a complete request head (see server.c).
+ * and --header-timeout for a complete request head (see server_conn.c).
  *
  * Each request's body is accumulated up to the cap (413 beyond it), then
  * handed with its raw URI to api_dispatch().  Before the response is queued
