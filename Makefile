@@ -39,7 +39,10 @@ else
 endif
 
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
-CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthread -I. -MMD -MP
+# The registries (tools/registry.sh): generated lists of every value type,
+# operation and route family, shared by every build.
+GEN := build/gen
+CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthread -I. -I$(GEN) -MMD -MP
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
 CORE_LIBS := -lroaring -lxxhash -lz -lm
@@ -152,6 +155,24 @@ uninstall:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# The lists of every value type, operation and route family, built from
+# their definitions (tools/registry.sh says how each is found): a new type
+# or family is added by its own files.  A list is rewritten only when it
+# changes, so only the file that includes it is rebuilt.
+REGISTRIES := $(GEN)/core_types.inc $(GEN)/cmd_defs.inc $(GEN)/api_families.inc
+$(GEN)/core_types.inc: $(CORE_SRC) tools/registry.sh
+	@mkdir -p $(GEN)
+	@sh tools/registry.sh types $(CORE_SRC) > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
+$(GEN)/cmd_defs.inc: $(CMD_SRC) tools/registry.sh
+	@mkdir -p $(GEN)
+	@sh tools/registry.sh commands $(CMD_SRC) > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
+$(GEN)/api_families.inc: $(API_SRC) tools/registry.sh
+	@mkdir -p $(GEN)
+	@sh tools/registry.sh families $(API_SRC) > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
+$(BUILD)/core/types.o: $(GEN)/core_types.inc
+$(BUILD)/cmd/table.o: $(GEN)/cmd_defs.inc
+$(BUILD)/api/routes.o: $(GEN)/api_families.inc
 
 # core/ is a library of its own.  CORE_PURE links every one of its objects
 # (--whole-archive) with nothing but CORE_LIBS: the linker proves that core
@@ -363,10 +384,10 @@ api-page:
 # ----------------------------------------------------------------- fuzz --
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := build/fuzz
-fuzz: deps-fuzz
+fuzz: deps-fuzz $(REGISTRIES)
 	@set -e; mkdir -p $(FUZZ_BUILD); \
 	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
-	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -I$(GEN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(API_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
 	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
 	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \

@@ -40,6 +40,17 @@
 #include "cmd/def.h"
 #include "core/activity.h"
 
+/* The journal ids of the activity sets operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_ACTIVITY_ADD = 160,
+    CMD_ID_ACTIVITY_IMPORT = 161,
+    CMD_ID_ACTIVITY_COUNT = 162,
+    CMD_ID_ACTIVITY_USERS = 163,
+    CMD_ID_ACTIVITY_RETENTION = 164,
+    CMD_ID_ACTIVITY_INFO = 165,
+};
+
 /* How far past the request's UTC date a day may be recorded: one day, for
  * clients ahead of UTC (up to +14 h). */
 #define ACTIVITY_AHEAD_DAYS 1

@@ -5,7 +5,6 @@
 
 #include "cmd/access.h"
 #include "cmd/bits.h"
-#include "cmd/ids.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 

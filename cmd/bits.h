@@ -52,6 +52,21 @@
 #include "core/bitfield.h"
 #include "core/bits.h"
 
+/* The journal ids of the bit strings operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_SET = 140,
+    CMD_ID_GET = 141,
+    CMD_ID_GETRANGE = 142,
+    CMD_ID_SETBIT = 143,
+    CMD_ID_GETBIT = 144,
+    CMD_ID_BITCOUNT = 145,
+    CMD_ID_BITPOS = 146,
+    CMD_ID_BITOP = 147,
+    CMD_ID_BITFIELD = 148,
+    CMD_ID_BITFIELD_RO = 149,
+};
+
 typedef struct cmd_bits_set_args {
     const char *key;
     size_t klen;

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "cmd/bloom.h"
-#include "cmd/ids.h"
 #include "cmd/keycreate.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"

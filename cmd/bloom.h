@@ -46,6 +46,19 @@
 #include "cmd/itemlist.h"
 #include "core/bloom.h"
 
+/* The journal ids of the Bloom filters operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_BF_RESERVE = 30,
+    CMD_ID_BF_INSERT = 31,
+    CMD_ID_BF_MEXISTS = 32,
+    CMD_ID_BF_EXISTS = 33,
+    CMD_ID_BF_INFO = 34,
+    CMD_ID_BF_CARD = 35,
+    CMD_ID_BF_SCANDUMP = 36,
+    CMD_ID_BF_LOADCHUNK = 37,
+};
+
 /* A filter's creation parameters (bloom_validate holds for them). */
 typedef struct cmd_bf_params {
     double error;

@@ -39,6 +39,16 @@
 #include "cmd/batch.h"
 #include "cmd/def.h"
 
+/* The journal ids of the Count-Min sketches operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_CMS_INITBYDIM = 100,
+    CMD_ID_CMS_INCRBY = 101,
+    CMD_ID_CMS_QUERY = 102,
+    CMD_ID_CMS_MERGE = 103,
+    CMD_ID_CMS_INFO = 104,
+};
+
 /* What CMS.INFO answers (and the creation and the merge). */
 typedef struct cmd_cms_info {
     uint32_t width, depth;

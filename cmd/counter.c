@@ -2,7 +2,6 @@
 #include <string.h>
 
 #include "cmd/counter.h"
-#include "cmd/ids.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "core/counter.h"

@@ -23,6 +23,13 @@
 
 #include "cmd/def.h"
 
+/* The journal ids of the counters operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_INCRBY = 1,
+    CMD_ID_COUNTER_GET = 2,
+};
+
 #define CMD_COUNTER_MAX_TTL_MS 315360000000000LL   /* 10 000 years: keeps now + ttl far from overflow */
 
 typedef struct cmd_incrby_args {

@@ -45,6 +45,21 @@
 #include "cmd/itemlist.h"
 #include "core/cuckoo.h"
 
+/* The journal ids of the Cuckoo filters operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_CF_RESERVE = 40,
+    CMD_ID_CF_INSERT = 41,
+    CMD_ID_CF_MEXISTS = 42,
+    CMD_ID_CF_EXISTS = 43,
+    CMD_ID_CF_DEL = 44,
+    CMD_ID_CF_COUNT = 45,
+    CMD_ID_CF_INFO = 46,
+    CMD_ID_CF_COMPACT = 47,
+    CMD_ID_CF_SCANDUMP = 48,
+    CMD_ID_CF_LOADCHUNK = 49,
+};
+
 typedef struct cmd_cf_reserve_args {
     const char *key;
     size_t klen;

@@ -43,7 +43,8 @@
 
 typedef struct cmd_def {
     const char *name;
-    uint16_t id;                 /* its journal records' op id (cmd/ids.h): never reused */
+    uint16_t id;                 /* its journal records' op id, CMD_ID_* of the family's header: < 1024, never
+                                    changed nor reused (tests/unit/test_cmd_registry.c holds every id given) */
     unsigned flags;              /* CMD_F_* */
     cmd_access_t access;
     /* The operation: true with *res filled, false with ctx->err set (and

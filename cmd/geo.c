@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cmd/geo.h"
-#include "cmd/ids.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "core/geohash.h"

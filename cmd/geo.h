@@ -43,6 +43,18 @@
 #include "cmd/itemlist.h"
 #include "core/geo.h"
 
+/* The journal ids of the geo sets operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_GEOADD = 60,
+    CMD_ID_ZREM = 61,
+    CMD_ID_GEOPOS = 62,
+    CMD_ID_GEOHASH = 63,
+    CMD_ID_GEODIST = 64,
+    CMD_ID_GEOSEARCH = 65,
+    CMD_ID_GEOSEARCHSTORE = 66,
+};
+
 typedef struct cmd_geoadd_args {
     const char *key;
     size_t klen;

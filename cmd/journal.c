@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/ids.h"
 #include "cmd/journal.h"
+#include "cmd/keys_ops.h"
 #include "cmd/keyrec.h"
 
 bool cmd_journal_reserve(cmd_ctx_t *ctx, uint64_t bytes)

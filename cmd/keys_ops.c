@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "cmd/access.h"
-#include "cmd/ids.h"
 #include "cmd/journal.h"
 #include "cmd/keys.h"
 #include "cmd/keyrec.h"

@@ -43,6 +43,18 @@
 #include "cmd/def.h"
 #include "cmd/keyrec.h"   /* cmd_del_args_t, cmd_restore_args_t and their records */
 
+/* The journal ids of the keys and dumps operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_SCAN = 10,
+    CMD_ID_KEY_INFO = 11,
+    CMD_ID_DEL = 12,
+    CMD_ID_PEXPIRE = 13,
+    CMD_ID_PERSIST = 14,
+    CMD_ID_DUMP = 15,
+    CMD_ID_RESTORE = 16,
+};
+
 #define CMD_SCAN_MAX_LIMIT 10000          /* keys in one page */
 #define CMD_SCAN_BUCKETS_PER_PAGE 65536   /* bounds a page's work when a prefix matches little */
 

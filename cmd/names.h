@@ -1,7 +1,8 @@
 /*
  * names.h - how messages name what a key holds ("key holds a counter
- * (counter), not a geo set (geo)") and what a missing key is called: one
- * table, read by the key handle (cmd/keys.h) for every protocol.
+ * (counter), not a geo set (geo)") and what a missing key is called, as
+ * each type's definition says (ks_type_t's noun and missing), read by the
+ * key handle (cmd/keys.h) for every protocol.
  */
 #ifndef TALLY_CMD_NAMES_H
 #define TALLY_CMD_NAMES_H
@@ -9,7 +10,7 @@
 #include "core/keyspace.h"
 
 /* "a Bloom filter": the type with its article ("a value" for NULL or a
- * type the table does not know). */
+ * type that names none). */
 const char *cmd_type_noun(const ks_type_t *type);
 /* The message of a key of `type` that must exist and does not: the
  * type's own ("no bloom filter at this key"), else "no such key (create

@@ -1,6 +1,6 @@
 /*
  * table.h - the table's rows (cmd/def.h reads them): one array of every
- * operation, listed in table.c by family.
+ * operation, generated from their definitions (table.c).
  */
 #ifndef TALLY_CMD_TABLE_H
 #define TALLY_CMD_TABLE_H

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cmd/create.h"
-#include "cmd/ids.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "cmd/tdigest.h"

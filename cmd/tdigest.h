@@ -47,6 +47,25 @@
 #include "cmd/batch.h"
 #include "cmd/def.h"
 
+/* The journal ids of the T-Digest operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_TDIGEST_CREATE = 120,
+    CMD_ID_TDIGEST_ADD = 121,
+    CMD_ID_TDIGEST_QUANTILE = 122,
+    CMD_ID_TDIGEST_CDF = 123,
+    CMD_ID_TDIGEST_RANK = 124,
+    CMD_ID_TDIGEST_REVRANK = 125,
+    CMD_ID_TDIGEST_BYRANK = 126,
+    CMD_ID_TDIGEST_BYREVRANK = 127,
+    CMD_ID_TDIGEST_TRIMMED_MEAN = 128,
+    CMD_ID_TDIGEST_MIN = 129,
+    CMD_ID_TDIGEST_MAX = 130,
+    CMD_ID_TDIGEST_MERGE = 131,
+    CMD_ID_TDIGEST_RESET = 132,
+    CMD_ID_TDIGEST_INFO = 133,
+};
+
 typedef struct cmd_tdigest_info {
     uint32_t compression, capacity, merged_nodes, unmerged_nodes;
     uint64_t merged_weight, unmerged_weight, total_compressions;

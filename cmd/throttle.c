@@ -5,7 +5,6 @@
 
 #include "cmd/access.h"
 #include "cmd/cluster.h"
-#include "cmd/ids.h"
 #include "cmd/journal.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
@@ -567,7 +566,7 @@ static bool run_reset(cmd_ctx_t *ctx, const void *args, void *res)
 /* The decisions share run_decision; each checks that it was given its own
  * algorithm's parameters (its record holds no algorithm: the operation
  * names it). */
-#define DECISION(var, name, id, alg, suffix)                                                                      \
+#define DECISION_DEF(var, name, id, alg, suffix)                                                                      \
     static bool run_##suffix(cmd_ctx_t *ctx, const void *args, void *res)                                         \
     {                                                                                                            \
         if (((const cmd_throttle_item_t *)args)->p.algo != (alg))                                                \
@@ -588,15 +587,15 @@ static bool run_reset(cmd_ctx_t *ctx, const void *args, void *res)
                             sizeof(cmd_throttle_item_t),                                                         \
                             sizeof(cmd_throttle_res_t) }
 
-DECISION(CMD_CL_THROTTLE, "CL.THROTTLE", CMD_ID_CL_THROTTLE, THROTTLE_GCRA, gcra);
-DECISION(CMD_THROTTLE_SLIDING_LOG, "THROTTLE.SLIDING_LOG", CMD_ID_THROTTLE_SLIDING_LOG, THROTTLE_SLIDING_LOG,
-         sliding_log);
-DECISION(CMD_THROTTLE_SLIDING_WINDOW, "THROTTLE.SLIDING_WINDOW", CMD_ID_THROTTLE_SLIDING_WINDOW,
-         THROTTLE_SLIDING_WINDOW, sliding_window);
-DECISION(CMD_THROTTLE_FIXED_WINDOW, "THROTTLE.FIXED_WINDOW", CMD_ID_THROTTLE_FIXED_WINDOW, THROTTLE_FIXED_WINDOW,
-         fixed_window);
-DECISION(CMD_THROTTLE_TOKEN_BUCKET, "THROTTLE.TOKEN_BUCKET", CMD_ID_THROTTLE_TOKEN_BUCKET, THROTTLE_TOKEN_BUCKET,
-         token_bucket);
+DECISION_DEF(CMD_CL_THROTTLE, "CL.THROTTLE", CMD_ID_CL_THROTTLE, THROTTLE_GCRA, gcra);
+DECISION_DEF(CMD_THROTTLE_SLIDING_LOG, "THROTTLE.SLIDING_LOG", CMD_ID_THROTTLE_SLIDING_LOG, THROTTLE_SLIDING_LOG,
+             sliding_log);
+DECISION_DEF(CMD_THROTTLE_SLIDING_WINDOW, "THROTTLE.SLIDING_WINDOW", CMD_ID_THROTTLE_SLIDING_WINDOW,
+             THROTTLE_SLIDING_WINDOW, sliding_window);
+DECISION_DEF(CMD_THROTTLE_FIXED_WINDOW, "THROTTLE.FIXED_WINDOW", CMD_ID_THROTTLE_FIXED_WINDOW, THROTTLE_FIXED_WINDOW,
+             fixed_window);
+DECISION_DEF(CMD_THROTTLE_TOKEN_BUCKET, "THROTTLE.TOKEN_BUCKET", CMD_ID_THROTTLE_TOKEN_BUCKET, THROTTLE_TOKEN_BUCKET,
+             token_bucket);
 
 const cmd_def_t CMD_THROTTLE_BATCH = { "THROTTLE.BATCH", CMD_ID_THROTTLE_BATCH, CMD_F_WRITE | CMD_F_DENYOOM,
                                        CMD_ACCESS_RATELIMIT, run_batch, encode_batch, decode_batch,

@@ -69,6 +69,18 @@
 #include "cmd/def.h"
 #include "core/throttle.h"
 
+/* The journal ids of the rate limiting operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_CL_THROTTLE = 200,
+    CMD_ID_THROTTLE_SLIDING_LOG = 201,
+    CMD_ID_THROTTLE_SLIDING_WINDOW = 202,
+    CMD_ID_THROTTLE_FIXED_WINDOW = 203,
+    CMD_ID_THROTTLE_TOKEN_BUCKET = 204,
+    CMD_ID_THROTTLE_BATCH = 205,
+    CMD_ID_THROTTLE_RESET = 206,
+};
+
 #define CMD_THROTTLE_MAX_PERIOD_S 2305843009LL   /* 2^61 ns in whole seconds: see GCRA_MAX_TAU_NS */
 #define CMD_THROTTLE_BATCH_MAX 10000             /* decisions in one batch (DESIGN: batches of 10 000) */
 

@@ -37,6 +37,17 @@
 #include "cmd/batch.h"
 #include "cmd/def.h"
 
+/* The journal ids of the Top-K operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_TOPK_RESERVE = 110,
+    CMD_ID_TOPK_ADD = 111,
+    CMD_ID_TOPK_INCRBY = 112,
+    CMD_ID_TOPK_LIST = 113,
+    CMD_ID_TOPK_QUERY = 114,
+    CMD_ID_TOPK_INFO = 115,
+};
+
 typedef struct cmd_topk_info {
     uint32_t k, width, depth;
     double decay;

@@ -63,6 +63,26 @@
 #include "cmd/def.h"
 #include "core/ts.h"
 
+/* The journal ids of the time series operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_TS_CREATE = 300,
+    CMD_ID_TS_ADD = 301,
+    CMD_ID_TS_INCRBY = 302,
+    CMD_ID_TS_DECRBY = 303,
+    CMD_ID_TS_ALTER = 304,
+    CMD_ID_TS_DEL = 305,
+    CMD_ID_TS_CREATERULE = 306,
+    CMD_ID_TS_DELETERULE = 307,
+    CMD_ID_TS_INFO = 308,
+    CMD_ID_TS_RANGE = 309,
+    CMD_ID_TS_REVRANGE = 310,
+    CMD_ID_TS_QUERYINDEX = 311,
+    CMD_ID_TS_MGET = 312,
+    CMD_ID_TS_MRANGE = 313,
+    CMD_ID_TS_MREVRANGE = 314,
+};
+
 #define TS_MAX_EMPTY_BUCKETS 1000000   /* buckets one EMPTY query may report (each costs an answer row) */
 /* An answer row [ts,value] at most: 20 digits, a shortest double (or a
  * "nan" string), the brackets and commas. */

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "cmd/access.h"
-#include "cmd/ids.h"
 #include "cmd/keys.h"
 #include "cmd/ts.h"
 #include "cmd/ts_group.h"

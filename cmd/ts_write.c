@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/ids.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "cmd/ts.h"

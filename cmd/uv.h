@@ -32,6 +32,16 @@
 #include "cmd/def.h"
 #include "cmd/itemlist.h"
 
+/* The journal ids of the HyperLogLog operations (cmd/def.h): a number is never
+ * changed nor reused once a release wrote it (tests/unit/test_cmd_registry.c). */
+enum {
+    CMD_ID_PFADD = 20,
+    CMD_ID_PFCOUNT = 21,
+    CMD_ID_PFMERGE = 22,
+    CMD_ID_HLL_EXPORT = 23,
+    CMD_ID_HLL_IMPORT = 24,
+};
+
 #define CMD_UV_MAX_KEYS 1000   /* keys in one union count or merge, the key's own included */
 
 typedef struct cmd_pfadd_args {

@@ -743,6 +743,8 @@ bad:
 const ks_type_t activity_type = {
     .tag = TYPE_TAG_ACTIVITY,
     .name = "activity",
+    .noun = "an activity set",
+    .missing = "no such key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

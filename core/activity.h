@@ -56,6 +56,9 @@
 #include "core/status.h"
 #include "core/types.h"
 
+/* The on-disk tag of per-day Roaring bitmaps values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_ACTIVITY = 10 };
+
 #define ACTIVITY_RETAIN_DAYS 731       /* two years, a leap day included */
 #define ACTIVITY_MAX_DAY 2932896       /* 9999-12-31: the last "YYYY-MM-DD" day */
 

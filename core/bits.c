@@ -390,6 +390,8 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t bits_type = {
     .tag = TYPE_TAG_BITS,
     .name = "bits",
+    .noun = "a bit string",
+    .missing = "no such key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -39,6 +39,9 @@
 
 #include "core/types.h"
 
+/* The on-disk tag of Redis-style bit string values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_BITS = 9 };
+
 #define BITS_MAX_OFFSET 4294967295ULL               /* 2^32 - 1: SETBIT's limit, as Redis */
 #define BITS_MAX_LEN ((BITS_MAX_OFFSET + 64) / 8)    /* 2^29 + 8: a 64-bit field at the last offset */
 

@@ -776,6 +776,8 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t bloom_type = {
     .tag = TYPE_TAG_BLOOM,
     .name = "bloom",
+    .noun = "a Bloom filter",
+    .missing = "no bloom filter at this key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -85,6 +85,9 @@
 #include "core/status.h"
 #include "core/types.h"
 
+/* The on-disk tag of scalable Bloom filter values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_BLOOM = 4 };
+
 #define BLOOM_DEFAULT_ERROR 0.01          /* RedisBloom's BF.ADD defaults */
 #define BLOOM_DEFAULT_CAPACITY 100
 #define BLOOM_DEFAULT_EXPANSION 2

@@ -258,6 +258,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t cms_type = {
     .tag = TYPE_TAG_CMS,
     .name = "cms",
+    .noun = "a Count-Min sketch",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -63,6 +63,9 @@
 
 #include "core/types.h"
 
+/* The on-disk tag of Count-Min sketch values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_CMS = 6 };
+
 #define CMS_MAX_CELLS (UINT64_C(1) << 26)   /* 512 MiB of counters: a sane upper bound per key */
 #define CMS_MAX_COUNT ((uint64_t)INT64_MAX)  /* counts are reported as JSON integers */
 

@@ -68,6 +68,8 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t counter_type = {
     .tag = TYPE_TAG_COUNTER,
     .name = "counter",
+    .noun = "a counter",
+    .missing = "no such key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

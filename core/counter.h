@@ -17,6 +17,9 @@
 
 #include "core/types.h"
 
+/* The on-disk tag of integer counter with TTL values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_COUNTER = 2 };
+
 typedef struct counter counter_t;
 
 extern const ks_type_t counter_type;

@@ -891,6 +891,8 @@ fail:
 const ks_type_t cuckoo_type = {
     .tag = TYPE_TAG_CUCKOO,
     .name = "cuckoo",
+    .noun = "a Cuckoo filter",
+    .missing = "no cuckoo filter at this key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -96,6 +96,9 @@
 #include "core/status.h"
 #include "core/types.h"
 
+/* The on-disk tag of Cuckoo filter values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_CUCKOO = 5 };
+
 #define CUCKOO_DEFAULT_CAPACITY 1024      /* RedisBloom's CF.ADD auto-create size */
 #define CUCKOO_DEFAULT_BUCKET_SIZE 2
 #define CUCKOO_DEFAULT_MAX_ITERATIONS 20

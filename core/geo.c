@@ -393,6 +393,8 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t geo_type = {
     .tag = TYPE_TAG_GEO,
     .name = "geo",
+    .noun = "a geo set",
+    .missing = "no such key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

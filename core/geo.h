@@ -34,6 +34,9 @@
 #include "core/types.h"
 #include "core/zindex.h"
 
+/* The on-disk tag of geohash-sorted member set values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_GEO = 11 };
+
 #define GEO_MEMBER_MAX 1024       /* longest member in bytes, like keys */
 
 typedef struct geo geo_t;

@@ -702,6 +702,8 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t hll_type = {
     .tag = TYPE_TAG_HLL,
     .name = "uv",
+    .noun = "a HyperLogLog",
+    .missing = "no HyperLogLog at this key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -58,6 +58,9 @@
 #include "core/status.h"
 #include "core/types.h"
 
+/* The on-disk tag of HyperLogLog (/uv) values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_HLL = 3 };
+
 #define HLL_P 14                         /* register index bits */
 #define HLL_REGISTERS (1 << HLL_P)       /* 16384 registers */
 #define HLL_HDR_SIZE 16                  /* "HYLL" + encoding + 3 unused + 8 cardinality */

@@ -169,7 +169,7 @@ typedef struct journal_header {
  * encoded arguments in body; method 0, the strings empty). */
 typedef struct journal_req {
     uint8_t kind;                /* 0 is read as JOURNAL_REC_REQUEST */
-    uint16_t op;                 /* a command's operation id (cmd/ids.h) */
+    uint16_t op;                 /* a command's operation id (cmd/def.h) */
     int64_t now_ns;
     uint8_t method;
     const char *path;

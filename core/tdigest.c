@@ -579,6 +579,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t tdigest_type = {
     .tag = TYPE_TAG_TDIGEST,
     .name = "tdigest",
+    .noun = "a T-Digest",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -74,6 +74,9 @@
 
 #include "core/types.h"
 
+/* The on-disk tag of merging T-Digest values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_TDIGEST = 8 };
+
 #define TDIGEST_DEFAULT_COMPRESSION 100     /* RedisBloom's default */
 #define TDIGEST_MAX_COMPRESSION 10000       /* capacity 60010 nodes, 960 KB */
 #define TDIGEST_MAX_WEIGHT (UINT64_C(1) << 53)   /* total weight stays exact in a double */

@@ -305,6 +305,8 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t throttle_type = {
     .tag = TYPE_TAG_THROTTLE,
     .name = "throttle",
+    .noun = "a rate limiter",
+    .missing = "no such key",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -42,6 +42,9 @@
 #include "core/types.h"
 #include "core/window.h"
 
+/* The on-disk tag of rate-limiter state (GCRA and friends) values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_THROTTLE = 1 };
+
 typedef enum throttle_algo {
     THROTTLE_GCRA = 1,
     THROTTLE_SLIDING_LOG = 2,

@@ -600,6 +600,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
 const ks_type_t topk_type = {
     .tag = TYPE_TAG_TOPK,
     .name = "topk",
+    .noun = "a Top-K",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

@@ -109,6 +109,9 @@
 
 #include "core/types.h"
 
+/* The on-disk tag of HeavyKeeper Top-K values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_TOPK = 7 };
+
 #define TOPK_DEFAULT_WIDTH 8
 #define TOPK_DEFAULT_DEPTH 7
 #define TOPK_DEFAULT_DECAY 0.9

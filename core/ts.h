@@ -43,6 +43,9 @@
 #include "core/status.h"
 #include "core/types.h"
 
+/* The on-disk tag of Gorilla-compressed time series values (core/types.h): never changed nor reused. */
+enum { TYPE_TAG_TS = 12 };
+
 #define TS_MAX_TIMESTAMP INT64_MAX   /* largest timestamp (ms): RedisTimeSeries parses a long long >= 0 */
 #define TS_MAX_LABELS 128            /* labels per series: enough for any real tagging scheme */
 #define TS_MAX_LABEL_LEN 1024        /* bytes in a label name or value, like a key */

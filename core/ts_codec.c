@@ -213,6 +213,8 @@ fail:
 const ks_type_t ts_type = {
     .tag = TYPE_TAG_TS,
     .name = "ts",
+    .noun = "a time series",
+    .missing = "no such time series",
     .free = type_free,
     .size = type_size,
     .encode = type_encode,

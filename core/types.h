@@ -19,22 +19,10 @@
 
 #include "core/codec.h"
 
-/* On-disk type tags.  Never renumber, never reuse. */
-enum {
-    TYPE_TAG_THROTTLE = 1,   /* rate-limiter state (GCRA and friends) */
-    TYPE_TAG_COUNTER = 2,    /* integer counter with TTL */
-    TYPE_TAG_HLL = 3,        /* HyperLogLog (/uv) */
-    TYPE_TAG_BLOOM = 4,      /* scalable Bloom filter */
-    TYPE_TAG_CUCKOO = 5,     /* Cuckoo filter */
-    TYPE_TAG_CMS = 6,        /* Count-Min sketch */
-    TYPE_TAG_TOPK = 7,       /* HeavyKeeper Top-K */
-    TYPE_TAG_TDIGEST = 8,    /* merging T-Digest */
-    TYPE_TAG_BITS = 9,       /* Redis-style bit string */
-    TYPE_TAG_ACTIVITY = 10,  /* per-day Roaring bitmaps */
-    TYPE_TAG_GEO = 11,       /* geohash-sorted member set */
-    TYPE_TAG_TS = 12,        /* Gorilla-compressed time series */
-    TYPE_TAG_MAX = 63        /* tags are < 64 */
-};
+/* On-disk type tags: each type's is in its own header (TYPE_TAG_HLL in
+ * core/hll.h...), next to its definition.  A tag is never changed nor
+ * reused: tests/unit/test_cmd_registry.c holds every tag ever given. */
+enum { TYPE_TAG_MAX = 63 };   /* tags are < 64 */
 
 /* Algorithm generations.  The journal records requests, and replay re-runs
  * them through the handlers; so a request must be replayed by the algorithms
@@ -62,6 +50,9 @@ enum {
 typedef struct ks_type {
     uint8_t tag;             /* on-disk tag, one of TYPE_TAG_* */
     const char *name;        /* what /keys reports and WRONGTYPE names: "uv", "bloom", ... */
+    const char *noun;        /* the type with its article, in messages: "a Bloom filter" */
+    const char *missing;     /* the refusal of a key that must exist ("no bloom filter at this key");
+                                NULL: "no such key (create the <name> with PUT /<name>/{key})" */
 
     /* Frees the value; NULL is a no-op. */
     void (*free)(void *value);
@@ -108,5 +99,9 @@ const ks_type_t *ks_type_by_tag(unsigned tag);
 
 /* The type with this name ("uv", "bloom", ...), or NULL. */
 const ks_type_t *ks_type_by_name(const char *name);
+
+/* Every type, for tests and tools: how many, and the i-th (NULL past the end). */
+size_t ks_type_count(void);
+const ks_type_t *ks_type_at(size_t i);
 
 #endif

@@ -11,7 +11,7 @@
 #include "core/types.h"
 #include "service/persist_int.h"
 
-#define CMD_CHECK_OPS 1024   /* operation ids --check counts one by one (cmd/ids.h) */
+#define CMD_CHECK_OPS 1024   /* operation ids --check counts one by one (cmd/def.h) */
 
 struct check_ctx {
     uint64_t per_type[TYPE_TAG_MAX + 1], bytes_type[TYPE_TAG_MAX + 1];

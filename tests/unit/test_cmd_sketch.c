@@ -15,7 +15,6 @@
 #include "cmd/activity.h"
 #include "cmd/bits.h"
 #include "cmd/cms.h"
-#include "cmd/ids.h"
 #include "cmd/tdigest.h"
 #include "cmd/topk.h"
 #include "core/cms.h"

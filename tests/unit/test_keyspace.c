@@ -35,7 +35,9 @@ static void *cnt_decode(const uint8_t *p, size_t len, const char **why)
     *v = (int64_t)le64_load(p);
     return v;
 }
-static const ks_type_t cnt_type = { 60, "cnt", cnt_free, cnt_size, cnt_encode, cnt_decode };
+static const ks_type_t cnt_type = {
+    .tag = 60, .name = "cnt", .free = cnt_free, .size = cnt_size, .encode = cnt_encode, .decode = cnt_decode
+};
 
 static int64_t *new_cnt(int64_t x)
 {
