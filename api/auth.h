@@ -53,10 +53,13 @@ api_tokens_t *api_tokens_parse(const char *text, size_t len, char *err, size_t e
 #define api_access_name cmd_access_name
 #define api_access_scopes cmd_access_scopes
 
-/* The router's one call, after the route is matched: true when the request
- * may go on (then the token set is held until api_auth_done); false with
- * 401, 403 or 429 set and nothing held. */
-bool api_auth_check(api_server_t *srv, api_req_t *req, api_resp_t *resp);
+/* Who is asking: the router's call after the route is matched, for a route
+ * that needs a token (authentication on, not a replay, not public).  True
+ * with ctx->token set (the token set then held until api_auth_done), or
+ * with none needed; false with 401 or 429 set and nothing held.  What the
+ * token may do - its scopes and prefixes - is checked when the request is
+ * admitted (cmd/admit.h). */
+bool api_auth_identify(api_server_t *srv, api_req_t *req, api_resp_t *resp);
 void api_auth_done(api_req_t *req);
 
 /* Whether the caller may see server details (/info): authentication off,

@@ -24,6 +24,7 @@
 #include "api/auth.h"
 #include "api/cluster.h"
 #include "api/repl.h"
+#include "cmd/admit.h"
 #include "cmd/def.h"
 
 /* ------------------------------------------------------------------------ */
@@ -509,22 +510,15 @@ static uint64_t journal_bound(const api_req_t *req)
            4096;
 }
 
-/* The cluster's check of the path's {key} (or X-Tally-Key): what the
- * proxy routed by, before anything is decoded further.  False with the
- * answer set. */
-static bool cluster_route_check(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+/* What a cluster's proxy routed by, from the request's headers: its
+ * X-Tally-Key (the key a policy's template resolves to) and X-Tally-Asking
+ * (a migration's ASK). */
+static void cluster_headers(api_req_t *req)
 {
-    if (req->replay)
-        return true;
-    (void)srv;
     cmd_ctx_t *ctx = req->ctx;
     const char *asking = req->header ? req->header(req->hctx, "X-Tally-Asking") : NULL;
     ctx->routing_key = req->header ? req->header(req->hctx, "X-Tally-Key") : NULL;
     ctx->asking = asking && strcmp(asking, "1") == 0;
-    ks_key_t k = { 0 };
-    if (!(req->route->flags & API_ROUTE_KEY_TEMPLATE))
-        k.p = api_path_param(req, "key", &k.len);
-    return api_cmd_answered(req, resp, cmd_cluster_keys_check(ctx, &k, k.p ? 1 : 0, false));
 }
 
 /* Routes and runs the request (api_dispatch without the CORS headers). */
@@ -580,49 +574,38 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     ctx->what_verb = api_method_name(match->method);
     ctx->what_name = match->pattern;
     /* who is asking, before anything is decoded further (api/auth.h) */
-    if (!api_auth_check(srv, req, resp))
+    if (!api_auth_identify(srv, req, resp))
         return;
-    /* in a cluster, another node's key is not touched at all (cmd/cluster.h) */
-    if (srv->cluster && !cluster_route_check(srv, req, resp)) {
-        api_auth_done(req);
-        return;
-    }
-    /* journal space first: a change that cannot be made durable is refused
-     * before anything is touched */
-    if (parse_query(req, resp, &arena)) {
-        bool writes = route_writes(match);
-        if (req->loading) {
-            /* the keyspace is being replaced: nothing is read or changed,
-             * but a change still gets the replica's 421 naming its primary
-             * (Redis answers READONLY before LOADING), the rest a 503 */
-            if (!writes || cmd_writable(ctx))
-                api_error(resp, API_E_UNAVAILABLE,
-                          "loading a snapshot from the primary (a full resynchronisation): retry in a moment");
-            else
-                api_cmd_error(resp, &ctx->err);
-        } else {
-            /* the record of a change as received: the request itself */
-            journal_req_t jr = {
-                .now_ns = req->now_ns,
-                .method = (uint8_t)req->method,
-                .path = req->path,
-                .path_len = req->path_len,
-                .query = req->query ? req->query : "",
-                .query_len = req->query ? req->query_len : 0,
-                .ctype = req->ctype ? req->ctype : "",
-                .ctype_len = req->ctype ? strlen(req->ctype) : 0,
-                .body = req->body,
-                .body_len = req->body_len,
-            };
-            ctx->as_received = &jr;
-            /* a change that may have to be taken back keeps its pre-images */
-            ctx->undo_on = writes && !req->replay && srv->hooks.undo_begin && srv->hooks.undo_begin(srv->hooks.ud);
-            if (!writes || api_cmd_answered(req, resp, cmd_writable(ctx) && cmd_journal_reserve(ctx, journal_bound(req))))
-                match->handler(srv, req, resp);
-            cmd_ctx_end(ctx);
-            ctx->as_received = NULL;
-        }
-    }
+    if (srv->cluster && !req->replay)
+        cluster_headers(req);
+    /* admitted once, in the command layer's order (cmd/admit.h): scope,
+     * the path key's prefixes and slot, loading, writable, journal space -
+     * a change that cannot be made durable is refused before anything is
+     * touched */
+    bool writes = route_writes(match);
+    cmd_admission_t adm = { .access = match->access, .writes = writes, .loading = req->loading };
+    if (!(match->flags & API_ROUTE_KEY_TEMPLATE))   /* a policy's input is checked once resolved, by the handler */
+        adm.key = api_path_param(req, "key", &adm.klen);
+    /* the record of a change as received: the request itself */
+    journal_req_t jr = {
+        .now_ns = req->now_ns,
+        .method = (uint8_t)req->method,
+        .path = req->path,
+        .path_len = req->path_len,
+        .query = req->query ? req->query : "",
+        .query_len = req->query ? req->query_len : 0,
+        .ctype = req->ctype ? req->ctype : "",
+        .ctype_len = req->ctype ? strlen(req->ctype) : 0,
+        .body = req->body,
+        .body_len = req->body_len,
+    };
+    if (writes)
+        adm.journal_bytes = journal_bound(req);
+    ctx->as_received = &jr;
+    if (api_cmd_answered(req, resp, cmd_admit(ctx, &adm)) && parse_query(req, resp, &arena))
+        match->handler(srv, req, resp);
+    cmd_ctx_end(ctx);
+    ctx->as_received = NULL;
     api_auth_done(req);
 }
 

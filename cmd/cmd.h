@@ -15,15 +15,20 @@
  * front-end takes the context and fills its error; a front-end turns the
  * error into its protocol's answer (cmd/err.h).
  *
- * The order of the checks, each made once and here, never in a front-end:
+ * The order of the checks, each made once and here, never in a front-end
+ * (a front-end identifies the caller, then calls cmd_admit, then parses
+ * the arguments and calls cmd_call):
  *
- *     access class (scope) and key prefixes   cmd/access.h
- *     cluster slot ownership                  cmd/cluster.h
- *     writable (replica, fenced, full disk)   cmd_writable
- *     memory budget                           cmd/room.h
- *     journal reservation                     cmd/journal.h
+ *     access class (scope) and key prefixes   cmd_admit (cmd/admit.h, cmd/access.h)
+ *     cluster slot ownership                  cmd_admit (cmd/cluster.h)
+ *     writable (replica, fenced, full disk)   cmd_admit (cmd_writable)
+ *     journal reservation                     cmd_admit, cmd_call (cmd/journal.h)
+ *     memory budget                           the operation, before it grows (cmd/room.h)
  *     lock -> run -> journal -> replicate / semi-sync undo
- *                                             cmd/keys.h, cmd/journal.h, cmd/undo.h
+ *                                             cmd_call (cmd/def.h), cmd/keys.h, cmd/journal.h, cmd/undo.h
+ *
+ * Every key an operation opens passes the prefix and slot checks again
+ * under its lock (cmd/keys.h): keys named in a body are checked there.
  *
  * No jansson, libmicrohttpd, libcurl or socket here: the build links
  * cmd/ alone with core (cmd-pure) to prove it.
