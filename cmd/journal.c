@@ -80,6 +80,16 @@ void cmd_journal_change(cmd_ctx_t *ctx)
                              .query = "", .ctype = "", .body = ctx->rec, .body_len = ctx->rec_len };
         cmd_journal_record(ctx, &jr);
     } else if (ctx->as_received) {
+#ifdef TALLY_DEBUG_LOCKS
+        /* every change of this release is an operation of the table, journaled
+         * as its command record: the request as received is only the record
+         * of a front-end's change made outside cmd_call, which is a bug */
+        if (!ctx->replay && ctx->srv->hooks.journal) {
+            fprintf(stderr, "tally: a change of %.*s was journaled as the request it came in: run it through cmd_call\n",
+                    (int)ctx->as_received->path_len, ctx->as_received->path);
+            abort();
+        }
+#endif
         cmd_journal_record(ctx, ctx->as_received);
     }
 }
