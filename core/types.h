@@ -7,8 +7,10 @@
  * forever: a snapshot written today must load in every later version, so a
  * tag is never renumbered or reused.
  *
- * Adding a type: write core/<name>.{h,c} with the four functions, define
- * `const ks_type_t <name>_type` there, and add it to the table in types.c.
+ * Adding a type: write core/<name>.{h,c} with the four functions, its tag
+ * in the header and `const ks_type_t <name>_type = {` at the start of a
+ * line of the .c; the build finds it there (tools/registry.sh) and lists it
+ * in types.c's table (HACKING.md, "Adding a data type").
  */
 #ifndef TALLY_TYPES_H
 #define TALLY_TYPES_H
