@@ -500,10 +500,12 @@ static void not_allowed(const api_req_t *req, api_resp_t *resp, size_t first)
     api_add_header(resp, "Allow", "%s", allow);
 }
 
-/* The journal space a change secures before its handler runs: its record
- * is this request, or a canonical form of it no larger than twice its size
- * plus a page (a resolved key, a deletion); handlers whose canonical records
- * can be larger reserve the rest themselves (api_journal_reserve_more). */
+/* The journal space a change secures when it is admitted: its operation's
+ * record holds what the request says, typed (a resolved key, a policy's
+ * parameters, a deletion), within twice the request's size plus a page;
+ * operations whose records can be larger reserve the rest themselves
+ * before they change anything (cmd_journal_reserve_more), and debug builds
+ * stop on a record larger than what was secured. */
 static uint64_t journal_bound(const api_req_t *req)
 {
     return 2 * (64 + (uint64_t)req->path_len + req->query_len + req->body_len + (req->ctype ? strlen(req->ctype) : 0)) +
@@ -586,26 +588,11 @@ static void dispatch(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     cmd_admission_t adm = { .access = match->access, .writes = writes, .loading = req->loading };
     if (!(match->flags & API_ROUTE_KEY_TEMPLATE))   /* a policy's input is checked once resolved, by the handler */
         adm.key = api_path_param(req, "key", &adm.klen);
-    /* the record of a change as received: the request itself */
-    journal_req_t jr = {
-        .now_ns = req->now_ns,
-        .method = (uint8_t)req->method,
-        .path = req->path,
-        .path_len = req->path_len,
-        .query = req->query ? req->query : "",
-        .query_len = req->query ? req->query_len : 0,
-        .ctype = req->ctype ? req->ctype : "",
-        .ctype_len = req->ctype ? strlen(req->ctype) : 0,
-        .body = req->body,
-        .body_len = req->body_len,
-    };
     if (writes)
         adm.journal_bytes = journal_bound(req);
-    ctx->as_received = &jr;
     if (api_cmd_answered(req, resp, cmd_admit(ctx, &adm)) && parse_query(req, resp, &arena))
         match->handler(srv, req, resp);
     cmd_ctx_end(ctx);
-    ctx->as_received = NULL;
     api_auth_done(req);
 }
 

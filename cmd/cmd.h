@@ -134,14 +134,11 @@ struct cmd_ctx {
      * so the disk cannot refuse a change already applied. */
     uint64_t journal_held, journal_used;
     uint64_t journal_lsn;        /* wait for this journal position before answering */
-    /* The record of the request's own change: the operation's, when it runs
-     * through the command table (cmd_call: its id and encoded arguments);
-     * else the request as the front-end received it (an HTTP request of a
-     * family the table does not hold yet: api/), or NULL. */
+    /* The record of the request's own change: its operation's id and
+     * encoded arguments (cmd_call), or NULL. */
     const uint8_t *rec;
     size_t rec_len;
     uint16_t rec_op;
-    const journal_req_t *as_received;
     /* Semi-synchronous replication (cmd/undo.h): `undo_on` when this change
      * keeps pre-images; those of the keys locked now, not yet journaled;
      * the stream position its answer waits for (0: none). */

@@ -31,7 +31,6 @@ void cmd_ctx_init(cmd_ctx_t *ctx, cmd_server_t *srv, int64_t now_ns, bool replay
     ctx->rec = NULL;
     ctx->rec_len = 0;
     ctx->rec_op = 0;
-    ctx->as_received = NULL;
     ctx->undo_on = false;
     ctx->undo = NULL;
     ctx->repl_pos = 0;

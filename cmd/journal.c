@@ -79,19 +79,18 @@ void cmd_journal_change(cmd_ctx_t *ctx)
         journal_req_t jr = { .kind = JOURNAL_REC_COMMAND, .op = ctx->rec_op, .now_ns = ctx->now_ns, .path = "",
                              .query = "", .ctype = "", .body = ctx->rec, .body_len = ctx->rec_len };
         cmd_journal_record(ctx, &jr);
-    } else if (ctx->as_received) {
-#ifdef TALLY_DEBUG_LOCKS
-        /* every change of this release is an operation of the table, journaled
-         * as its command record: the request as received is only the record
-         * of a front-end's change made outside cmd_call, which is a bug */
-        if (!ctx->replay && ctx->srv->hooks.journal) {
-            fprintf(stderr, "tally: a change of %.*s was journaled as the request it came in: run it through cmd_call\n",
-                    (int)ctx->as_received->path_len, ctx->as_received->path);
-            abort();
-        }
-#endif
-        cmd_journal_record(ctx, ctx->as_received);
+        return;
     }
+    /* every change is an operation of the table run by cmd_call, which
+     * encoded its record: a change without one is a bug that replay could not
+     * repeat, so debug builds stop on it */
+#ifdef TALLY_DEBUG_LOCKS
+    if (!ctx->replay && ctx->srv->hooks.journal) {
+        fprintf(stderr, "tally: a change of %s %s has no command record: run it through cmd_call\n",
+                ctx->what_verb ? ctx->what_verb : "", ctx->what_name ? ctx->what_name : "an operation");
+        abort();
+    }
+#endif
 }
 
 size_t cmd_escape_segment(const char *key, size_t len, char *out)

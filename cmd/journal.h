@@ -42,9 +42,8 @@ bool cmd_journal_reserve_more(cmd_ctx_t *ctx, uint64_t bytes);
 void cmd_journal_unreserve(cmd_ctx_t *ctx);
 
 /* Journals the request's change (call under the shard locks, only when
- * state changed): its operation's command record (ctx->rec, cmd_call), or
- * the request as received (ctx->as_received).  Raises ctx->journal_lsn to
- * the record's position. */
+ * state changed): its operation's command record (ctx->rec, cmd_call).
+ * Raises ctx->journal_lsn to the record's position. */
 void cmd_journal_change(cmd_ctx_t *ctx);
 /* Journals `rec`, a record the request writes in its secured space. */
 void cmd_journal_record(cmd_ctx_t *ctx, const journal_req_t *rec);
