@@ -18,7 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/admin.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
+#include "api/router.h"
 #include "api/auth.h"
 #include "api/cluster.h"
 #include "api/repl.h"

@@ -18,12 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
+#include "api/router.h"
 #include "api/pattern.h"
 #include "api/guard.h"
 #include "api/auth.h"
-#include "api/cluster.h"
-#include "api/repl.h"
+#include "cmd/cluster.h"
 #include "cmd/def.h"
 
 /* ------------------------------------------------------------------------ */
@@ -152,7 +154,7 @@ static void compile_routes(void)
                 table[r].flags |= op->flags & CMD_F_WRITE ? API_ROUTE_WRITES : API_ROUTE_READS;
             }
             if (table[r].access == API_ACCESS_UNSET || table[r].access >= API_ACCESS__COUNT)
-                abort();   /* a route without an access class (api.h): never served */
+                abort();   /* a route without an access class (api/route.h): never served */
             api_pattern_compile(&compiled[r], table[r].pattern);
         }
     index_routes();
@@ -502,7 +504,7 @@ static void not_allowed(const api_req_t *req, api_resp_t *resp, size_t first)
 /* The journal space a change secures before its handler runs: its record
  * is this request, or a canonical form of it no larger than twice its size
  * plus a page (a resolved key, a deletion); handlers whose canonical records
- * can be larger reserve the rest themselves (api_journal_reserve_more). */
+ * can be larger reserve the rest themselves (cmd_journal_reserve_more). */
 static uint64_t journal_bound(const api_req_t *req)
 {
     return 2 * (64 + (uint64_t)req->path_len + req->query_len + req->body_len + (req->ctype ? strlen(req->ctype) : 0)) +

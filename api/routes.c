@@ -6,7 +6,7 @@
  * Within a family, a literal segment comes before a {parameter} at the same
  * place (GET /geo/nearby before /geo/{key}, so a key may be called "nearby").
  */
-#include "api/api.h"
+#include "api/route.h"
 
 extern const api_family_t api_throttle_family;
 extern const api_family_t api_hook_family;

@@ -31,7 +31,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/router.h"
 #include "api/ratelimit.h"
 
 #define T0 1700000000000000000LL
