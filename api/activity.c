@@ -22,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "cmd/activity.h"
 
 #define USERS_DEFAULT_LIMIT 1000   /* ids per page of /users */

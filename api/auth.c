@@ -4,6 +4,11 @@
  * header, answered as RFC 6750 says (401 / 403 with WWW-Authenticate).
  * The token file arrives as text (service/ reads it).
  */
+#include "api/params.h"
+#include "api/pattern.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/auth.h"
 
 #include <stdio.h>

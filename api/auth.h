@@ -21,8 +21,14 @@
 #ifndef TALLY_AUTH_H
 #define TALLY_AUTH_H
 
-#include "api/api.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api/request.h"
 #include "cmd/access.h"
+
+typedef cmd_auth_t api_auth_t;                /* tokens and who may do what (cmd/access.h) */
+typedef cmd_token_t api_token_t;
 
 #define API_SCOPE_READ CMD_SCOPE_READ
 #define API_SCOPE_WRITE CMD_SCOPE_WRITE
@@ -65,15 +71,5 @@ void api_auth_done(api_req_t *req);
 /* Whether the caller may see server details (/info): authentication off,
  * replay, or a token with scope admin. */
 static inline bool api_auth_admin(const api_req_t *req) { return cmd_access_admin(req->ctx); }
-/* A read sent to a write route (cmd_require_read), answered as 403. */
-static inline bool api_auth_require_read(const api_req_t *req, api_resp_t *resp, const char *what)
-{
-    return api_cmd_answered(req, resp, cmd_require_read(req->ctx, what));
-}
-/* Whether the caller's prefixes allow the key (no answer set). */
-static inline bool api_auth_key_visible(const api_req_t *req, const char *key, size_t len)
-{
-    return cmd_key_visible(req->ctx, key, len);
-}
 
 #endif

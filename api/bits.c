@@ -20,7 +20,7 @@
  * it reaches against --max-value-size (400) and makes room for the growth,
  * so SETBIT at offset 2^32-1 under a 100 MB limit is a 507, not a 512 MiB
  * allocation.  BITOP reads a source named several times once, and the
- * sources it reads may total at most API_WORK_VALUES x --max-value-size.
+ * sources it reads may total at most CMD_WORK_VALUES x --max-value-size.
  * GET of a string longer than --max-answer-size is refused: ?start=&end=
  * reads a part (GETRANGE).
  *
@@ -32,7 +32,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/items.h"
 #include "cmd/bits.h"
 

@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/cluster.h"
 #include "core/slot.h"
 

@@ -17,11 +17,10 @@
 #ifndef TALLY_API_CLUSTER_H
 #define TALLY_API_CLUSTER_H
 
-#include <stdbool.h>
-#include <stddef.h>
+#include <jansson.h>
 
-#include "api/api.h"
 #include "cmd/cluster.h"
+#include "core/codec.h"
 
 /* Adds "cluster" to /info's object: node, epoch, slots (ranges "lo-hi"),
  * slots_owned, migrating and importing ranges, and the answers counted. */

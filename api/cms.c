@@ -18,14 +18,18 @@
  * 32-bit, ours 64-bit).  An increment batch that would take the total past
  * 2^63 - 1 is refused whole; nothing is applied.  A merge reads each
  * source once, however often it is named (its weights summed), and the
- * sources it reads may total at most API_WORK_VALUES x --max-value-size.
+ * sources it reads may total at most CMD_WORK_VALUES x --max-value-size.
  *
  * The HTTP adapter of the operations CMS.* (cmd/cms.h): requests are
  * parsed into their arguments and answered from their results.
  */
 #include <stdlib.h>
 
-#include "api/api.h"
+#include "api/items.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/freq.h"
 #include "cmd/cms.h"
 #include "core/cms.h"

@@ -21,7 +21,10 @@
  */
 #include <string.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "cmd/counter.h"
 
 static void answer(api_resp_t *resp, const cmd_counter_res_t *r)

@@ -4,6 +4,9 @@
  */
 #include <stdlib.h>
 
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/dump.h"
 
 /* The key and the required ?cursor= (>= min). */

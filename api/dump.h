@@ -38,7 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "cmd/def.h"
 #include "cmd/filterdump.h"
 
 #define API_DUMP_CHUNK CMD_DUMP_CHUNK   /* half the default --max-body */

@@ -27,7 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/dump.h"
 #include "cmd/keys_ops.h"
 

@@ -1,4 +1,7 @@
 /* freq.c - see freq.h. */
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/freq.h"
 #include "api/items.h"
 

@@ -6,8 +6,13 @@
 #ifndef TALLY_API_FREQ_H
 #define TALLY_API_FREQ_H
 
-#include "api/api.h"
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "api/items.h"
+#include "api/request.h"
 
 /* Reads the batch of a body holding exactly one of
  *   "items":      ["a", "b", ...]                      (each by 1), or

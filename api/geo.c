@@ -35,7 +35,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/api.h"
+#include "api/json_out.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/items.h"
 #include "cmd/geo.h"
 #include "core/geo.h"

@@ -1,4 +1,8 @@
 /* guard.c - see guard.h. */
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/guard.h"
 
 #include <arpa/inet.h>

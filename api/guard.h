@@ -44,7 +44,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/api.h"
+#include "api/request.h"
 
 typedef struct api_guard api_guard_t;
 

@@ -29,6 +29,10 @@
  */
 #include <string.h>
 
+#include "api/pattern.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
 

@@ -1,4 +1,8 @@
 /* items.c - see items.h. */
+#include "api/json_out.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/items.h"
 
 #include <stdio.h>

@@ -11,10 +11,13 @@
 #ifndef TALLY_API_ITEMS_H
 #define TALLY_API_ITEMS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/respond.h"
 
 typedef struct api_items {
     size_t n;

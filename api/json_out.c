@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/json_out.h"
 
 void api_format_double(double v, char *out, size_t n)
 {

@@ -25,7 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "cmd/keys_ops.h"
 #include "core/keydump.h"
 #include "core/slot.h"

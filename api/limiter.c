@@ -11,6 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "api/json_out.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
 

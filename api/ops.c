@@ -18,7 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/admin.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/auth.h"
 #include "api/cluster.h"
 #include "api/repl.h"
@@ -45,11 +49,14 @@ static void h_index(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     (void)srv;
     if (!no_params(req, resp))
         return;
+    /* every route in matching order, read from the families' rows (not
+     * through the router, which runs this handler) */
     json_t *routes = json_array();
-    for (size_t i = 0; i < api_route_count(); i++) {
-        api_route_meta_t m = api_route_meta(i);
-        json_array_append_new(routes, json_sprintf("%s %s", m.method, m.pattern));
-    }
+    for (size_t f = 0; f < api_nfamilies; f++)
+        for (size_t i = 0; i < api_families[f]->nroutes; i++) {
+            const api_route_t *r = &api_families[f]->routes[i];
+            json_array_append_new(routes, json_sprintf("%s %s", api_method_name(r->method), r->pattern));
+        }
     api_json(resp, 200,
              json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s},s:s,s:o}", "service", "tallyd", "version", TALLY_VERSION,
                        "links", "health", "/healthz", "ready", "/readyz", "info", "/info", "metrics", "/metrics",

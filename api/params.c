@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/pattern.h"
+#include "api/request.h"
+#include "api/respond.h"
 
 /* ------------------------------------------------------------------------ */
 /* Keys                                                                     */
@@ -421,7 +424,7 @@ api_fields_t api_fields_json(json_t *obj)
 }
 
 /* The typed value of query parameter q, as the query has always been read
- * (api.h): false for a string that is not UTF-8 text, which is absent. */
+ * (api/params.h): false for a string that is not UTF-8 text, which is absent. */
 static bool param_field(const api_param_t *q, api_field_t *v)
 {
     if (api_parse_i64(q->value, q->vlen, &v->i)) {

@@ -1,6 +1,7 @@
 /* pattern.c - see pattern.h. */
 #include <string.h>
 
+#include "api/request.h"
 #include "api/pattern.h"
 
 void api_pattern_compile(api_pattern_t *c, const char *pattern)
@@ -38,7 +39,7 @@ bool api_pattern_matches(const api_pattern_t *c, const api_req_t *req)
     return true;
 }
 
-/* The {parameter} of the route the request was matched to (api.h). */
+/* The {parameter} of the route the request was matched to (api/pattern.h). */
 const char *api_path_param(const api_req_t *req, const char *name, size_t *len)
 {
     const api_pattern_t *c = req->pattern;

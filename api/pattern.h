@@ -2,7 +2,7 @@
  * pattern.h - a route's pattern, split once into segments: literals
  * compared byte for byte, `{x}` matching any one segment, a final `{x...}`
  * any remainder.  The router matches requests with it; handlers read the
- * {parameters} of the route they were matched to (api_path_param, api.h).
+ * {parameters} of the route they were matched to (api_path_param).
  */
 #ifndef TALLY_API_PATTERN_H
 #define TALLY_API_PATTERN_H
@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/api.h"
+#include "api/request.h"
 
 typedef struct api_pattern_seg {
     const char *text;    /* literal text, or the parameter's name */
@@ -29,5 +29,8 @@ typedef struct api_pattern {
 void api_pattern_compile(api_pattern_t *c, const char *pattern);
 /* Whether the request's decoded segments match c. */
 bool api_pattern_matches(const api_pattern_t *c, const api_req_t *req);
+
+/* The decoded path segment captured by the route's {name} placeholder. */
+const char *api_path_param(const api_req_t *req, const char *name, size_t *len);
 
 #endif

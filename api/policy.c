@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
 #include "core/urlpath.h"

@@ -43,7 +43,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "core/codec.h"
 #include "core/throttle.h"
 
 #define POLICY_NAME_MAX 64        /* policy names: [A-Za-z0-9_.-], in URLs and metric labels */
@@ -51,6 +54,9 @@
 /* ------------------------------------------------------------------------ */
 /* Policies (service-facing)                                                */
 /* ------------------------------------------------------------------------ */
+
+/* Named rate-limit policies. */
+typedef struct api_policies api_policies_t;
 
 /* Creates an empty registry; NULL on allocation failure. */
 api_policies_t *api_policies_create(void);

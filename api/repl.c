@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/admin.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/repl.h"
 #include "core/persist_fmt.h"
 

@@ -34,14 +34,15 @@
 #ifndef TALLY_API_REPL_H
 #define TALLY_API_REPL_H
 
-#include "api/api.h"
+#include <jansson.h>
+
 #include "cmd/repl.h"
 
 /* The signature of an answer to a peer (service/peers.h reads it). */
 #define API_REPL_SIG_HEADER "X-Tally-Peer-Signature"
 
 /* Adds the "replication" object of GET /info, from the service's state
- * (api_admin_hooks_t.repl_status). */
+ * (api_admin_hooks_t.repl_status, api/admin.h). */
 void api_repl_status_json(json_t *obj, const cmd_repl_status_t *st);
 
 /* The service serves each call (cmd/repl.h) through

@@ -1,12 +1,12 @@
 /*
  * request.c - a request and its response as the HTTP adapter holds them:
- * methods by name, and their setting up and release (api.h).
+ * methods by name, and their setting up and release (api/request.h).
  */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
 
 /* ------------------------------------------------------------------------ */
 /* Methods                                                                  */

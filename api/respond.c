@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/json_out.h"
+#include "api/request.h"
+#include "api/respond.h"
 
 /* ------------------------------------------------------------------------ */
 /* Error envelope                                                           */
@@ -98,6 +100,13 @@ void api_cmd_error(api_resp_t *resp, const cmd_err_t *err)
     if (err->code == API_E_FORBIDDEN && err->scope)
         api_add_header(resp, "WWW-Authenticate", "Bearer realm=\"tally\", error=\"insufficient_scope\", scope=\"%s\"",
                        err->scope);
+}
+
+bool api_cmd_answered(const api_req_t *req, api_resp_t *resp, bool ok)
+{
+    if (!ok)
+        api_cmd_error(resp, &req->ctx->err);
+    return ok;
 }
 
 bool api_err_answered(api_resp_t *resp, bool ok, const api_err_t *err)

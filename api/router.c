@@ -18,12 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
+#include "api/router.h"
 #include "api/pattern.h"
 #include "api/guard.h"
 #include "api/auth.h"
-#include "api/cluster.h"
-#include "api/repl.h"
 #include "cmd/admit.h"
 #include "cmd/def.h"
 
@@ -153,7 +154,7 @@ static void compile_routes(void)
                 table[r].flags |= op->flags & CMD_F_WRITE ? API_ROUTE_WRITES : API_ROUTE_READS;
             }
             if (table[r].access == API_ACCESS_UNSET || table[r].access >= API_ACCESS__COUNT)
-                abort();   /* a route without an access class (api.h): never served */
+                abort();   /* a route without an access class (api/route.h): never served */
             api_pattern_compile(&compiled[r], table[r].pattern);
         }
     index_routes();

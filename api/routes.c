@@ -10,7 +10,7 @@
  * a literal segment comes before a {parameter} at the same place (GET
  * /geo/nearby before /geo/{key}, so a key may be called "nearby").
  */
-#include "api/api.h"
+#include "api/route.h"
 
 #define REGISTRY(name) extern const api_family_t name;
 #include "api_families.inc"

@@ -26,7 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/items.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/freq.h"
 #include "cmd/tdigest.h"
 #include "core/tdigest.h"

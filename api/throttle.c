@@ -31,6 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
 

@@ -18,7 +18,11 @@
  */
 #include <stdlib.h>
 
-#include "api/api.h"
+#include "api/items.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/freq.h"
 #include "cmd/topk.h"
 #include "core/topk.h"

@@ -37,6 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/ts_http.h"
 
 /* ------------------------------------------------------------------------ */

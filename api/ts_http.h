@@ -7,11 +7,13 @@
 #ifndef TALLY_API_TS_HTTP_H
 #define TALLY_API_TS_HTTP_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/api.h"
+#include "api/request.h"
 #include "cmd/ts.h"
+#include "core/codec.h"
 
 /* ------------------------------------------------------------------------ */
 /* Parameters (ts_parse.c); each answers its refusal on resp                */

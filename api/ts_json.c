@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/json_out.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/ts_http.h"
 
 /* The text of the last value printed: a slowly changing series repeats it. */

@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/ts_http.h"
 
 void ts_h_queryindex(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
 #include "api/ts_http.h"
 
 cmd_ts_opts_t ts_opts_cmd(const ts_opts_t *o)

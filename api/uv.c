@@ -21,7 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/route.h"
 #include "api/dump.h"
 #include "api/items.h"
 #include "cmd/uv.h"

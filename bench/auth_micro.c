@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/router.h"
 #include "api/auth.h"
 #include "core/keyspace.h"
 #include "service/clock.h"

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/router.h"
 #include "core/keyspace.h"
 #include "core/throttle.h"
 #include "service/clock.h"

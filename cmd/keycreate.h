@@ -1,8 +1,8 @@
 /*
  * keycreate.h - creating a key's value, the step every reserving operation
  * shares (BF.RESERVE, CF.RESERVE, CMS.INITBYDIM, TOPK.RESERVE,
- * TDIGEST.CREATE, TS.CREATE): the typed form of api/key.c's
- * api_create_key, for operations of the command table.
+ * TDIGEST.CREATE, TS.CREATE): a new value stored under a key that must
+ * not exist yet.
  */
 #ifndef TALLY_CMD_KEYCREATE_H
 #define TALLY_CMD_KEYCREATE_H

@@ -31,7 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/api.h"
+#include "api/admin.h"
+#include "api/request.h"
+#include "api/router.h"
 #include "api/guard.h"
 #include "api/auth.h"
 #include "api/cluster.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/router.h"
 
 /* Statuses the API produces; anything else is counted as "other". */
 static const int statuses[] = { 200, 201, 204, 400, 401, 403, 404, 405, 409, 413, 414, 415, 429, 500, 503, 507 };

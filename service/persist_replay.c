@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/router.h"
 #include "cmd/def.h"
 #include "service/log.h"
 #include "service/persist_int.h"

@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api/respond.h"
+#include "api/router.h"
 #include "service/access_log.h"
 #include "service/log.h"
 #include "service/metrics.h"

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "api/api.h"
+#include "api/request.h"
 #include "service/options.h"
 
 typedef struct server server_t;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "api/respond.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/server_int.h"

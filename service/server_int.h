@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api/respond.h"
 #include "core/cidr.h"
 #include "service/clock.h"
 #include "service/server.h"

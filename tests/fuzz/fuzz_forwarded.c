@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/route.h"
 #include "api/guard.h"
 #include "core/cidr.h"
 

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/router.h"
 #include "api/ratelimit.h"
 #include "core/keyspace.h"
 #include "core/types.h"

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "api/auth.h"
+#include "api/request.h"
+#include "api/router.h"
 #include "core/keyspace.h"
 
 /* The Authorization header of the input (other headers: none). */

@@ -32,7 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "api/api.h"
+#include "api/request.h"
 #include "core/persist_fmt.h"
 #include "tests/integration/harness.h"
 

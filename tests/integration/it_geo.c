@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api.h"
+#include "api/request.h"
 #include "core/geohash.h"
 #include "core/rng.h"
 #include "tests/integration/harness.h"

@@ -18,7 +18,11 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/api.h"
+#include "api/json_out.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/router.h"
 #include "api/ratelimit.h"
 #include "cmd/def.h"
 #include "cmd/throttle.h"

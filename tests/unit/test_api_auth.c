@@ -15,7 +15,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/api.h"
+#include "api/request.h"
+#include "api/route.h"
+#include "api/router.h"
 #include "api/auth.h"
 
 /* FIPS 180-2's "abc" and the empty string. */

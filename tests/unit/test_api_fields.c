@@ -1,5 +1,5 @@
 /*
- * test_api_fields.c - the two field sources (api.h: api_fields_t) give the
+ * test_api_fields.c - the two field sources (api/params.h: api_fields_t) give the
  * same rate-limit items and the same errors.  GET /throttle/{key} reads its
  * item straight from the decoded query; it used to build a jansson object
  * from the query first (integers, numbers and booleans typed, the rest
@@ -31,7 +31,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/api.h"
+#include "api/params.h"
+#include "api/request.h"
+#include "api/respond.h"
+#include "api/router.h"
 #include "api/ratelimit.h"
 
 #define T0 1700000000000000000LL

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "api/api.h"
+#include "api/params.h"
 #include "core/rng.h"
 
 /* The tree as text with its member order and every value's type. */
