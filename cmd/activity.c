@@ -266,16 +266,19 @@ static bool run_info(cmd_ctx_t *ctx, const void *args, void *res)
 
 const cmd_def_t CMD_ACTIVITY_ADD = { "ACTIVITY.ADD", CMD_ID_ACTIVITY_ADD, CMD_F_WRITE | CMD_F_DENYOOM,
                                      CMD_ACCESS_WRITE, run_add, encode_add, decode_add,
-                                     sizeof(cmd_activity_add_args_t), sizeof(cmd_activity_add_res_t) };
+                                     sizeof(cmd_activity_add_args_t), sizeof(cmd_activity_add_res_t), cmd_keys_first };
 const cmd_def_t CMD_ACTIVITY_IMPORT = { "ACTIVITY.IMPORT", CMD_ID_ACTIVITY_IMPORT, CMD_F_WRITE | CMD_F_DENYOOM,
                                         CMD_ACCESS_WRITE, run_import, encode_import, decode_import,
-                                        sizeof(cmd_activity_import_args_t), sizeof(cmd_activity_add_res_t) };
+                                        sizeof(cmd_activity_import_args_t), sizeof(cmd_activity_add_res_t),
+                                        cmd_keys_first };
 const cmd_def_t CMD_ACTIVITY_COUNT = { "ACTIVITY.COUNT", CMD_ID_ACTIVITY_COUNT, 0, CMD_ACCESS_READ, run_count, NULL,
-                                       NULL, sizeof(cmd_activity_count_args_t), sizeof(cmd_activity_count_res_t) };
+                                       NULL, sizeof(cmd_activity_count_args_t), sizeof(cmd_activity_count_res_t),
+                                       cmd_keys_first };
 const cmd_def_t CMD_ACTIVITY_USERS = { "ACTIVITY.USERS", CMD_ID_ACTIVITY_USERS, 0, CMD_ACCESS_READ, run_users, NULL,
-                                       NULL, sizeof(cmd_activity_users_args_t), sizeof(cmd_activity_users_res_t) };
+                                       NULL, sizeof(cmd_activity_users_args_t), sizeof(cmd_activity_users_res_t),
+                                       cmd_keys_first };
 const cmd_def_t CMD_ACTIVITY_RETENTION = { "ACTIVITY.RETENTION", CMD_ID_ACTIVITY_RETENTION, 0, CMD_ACCESS_READ,
                                            run_retention, NULL, NULL, sizeof(cmd_activity_retention_args_t),
-                                           sizeof(cmd_activity_retention_res_t) };
+                                           sizeof(cmd_activity_retention_res_t), cmd_keys_first };
 const cmd_def_t CMD_ACTIVITY_INFO = { "ACTIVITY.INFO", CMD_ID_ACTIVITY_INFO, 0, CMD_ACCESS_READ, run_info, NULL, NULL,
-                                      sizeof(cmd_activity_key_args_t), sizeof(cmd_activity_info_t) };
+                                      sizeof(cmd_activity_key_args_t), sizeof(cmd_activity_info_t), cmd_keys_first };

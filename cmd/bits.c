@@ -594,24 +594,46 @@ static bool decode_field(rbuf_t *in, void *args, const char **why)
     return true;
 }
 
+/* The destination, then each source (a list of keys). */
+static bool keys_dest_sources(const char *key, size_t klen, const cmd_batch_t *sources, cmd_key_visit_t visit, void *ud)
+{
+    if (!visit(ud, key, klen))
+        return false;
+    cmd_batch_iter_t it = cmd_batch_begin(sources);
+    const char *p;
+    size_t len;
+    uint64_t by;
+    while (cmd_batch_next(&it, &p, &len, &by))
+        if (!visit(ud, p, len))
+            return false;
+    return true;
+}
+
+static bool keys_bitop(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_bits_bitop_args_t *a = args;
+    return keys_dest_sources(a->key, a->klen, &a->sources, visit, ud);
+}
+
 const cmd_def_t CMD_SET = { "SET", CMD_ID_SET, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_set, encode_set,
-                            decode_set, sizeof(cmd_bits_set_args_t), sizeof(cmd_bits_len_res_t) };
+                            decode_set, sizeof(cmd_bits_set_args_t), sizeof(cmd_bits_len_res_t), cmd_keys_first };
 const cmd_def_t CMD_GET = { "GET", CMD_ID_GET, 0, CMD_ACCESS_READ, run_get, NULL, NULL, sizeof(cmd_bits_get_args_t),
-                            0 };
+                            0, cmd_keys_first };
 const cmd_def_t CMD_GETRANGE = { "GETRANGE", CMD_ID_GETRANGE, 0, CMD_ACCESS_READ, run_get, NULL, NULL,
-                                 sizeof(cmd_bits_get_args_t), 0 };
+                                 sizeof(cmd_bits_get_args_t), 0, cmd_keys_first };
 const cmd_def_t CMD_SETBIT = { "SETBIT", CMD_ID_SETBIT, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_setbit,
                                encode_setbit, decode_setbit, sizeof(cmd_bits_setbit_args_t),
-                               sizeof(cmd_bits_bit_res_t) };
+                               sizeof(cmd_bits_bit_res_t), cmd_keys_first };
 const cmd_def_t CMD_GETBIT = { "GETBIT", CMD_ID_GETBIT, 0, CMD_ACCESS_READ, run_getbit, NULL, NULL,
-                               sizeof(cmd_bits_getbit_args_t), sizeof(cmd_bits_bit_res_t) };
+                               sizeof(cmd_bits_getbit_args_t), sizeof(cmd_bits_bit_res_t), cmd_keys_first };
 const cmd_def_t CMD_BITCOUNT = { "BITCOUNT", CMD_ID_BITCOUNT, 0, CMD_ACCESS_READ, run_bitcount, NULL, NULL,
-                                 sizeof(cmd_bits_range_args_t), sizeof(cmd_bits_num_res_t) };
+                                 sizeof(cmd_bits_range_args_t), sizeof(cmd_bits_num_res_t), cmd_keys_first };
 const cmd_def_t CMD_BITPOS = { "BITPOS", CMD_ID_BITPOS, 0, CMD_ACCESS_READ, run_bitpos, NULL, NULL,
-                               sizeof(cmd_bits_range_args_t), sizeof(cmd_bits_num_res_t) };
+                               sizeof(cmd_bits_range_args_t), sizeof(cmd_bits_num_res_t), cmd_keys_first };
 const cmd_def_t CMD_BITOP = { "BITOP", CMD_ID_BITOP, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_bitop,
-                              encode_bitop, decode_bitop, sizeof(cmd_bits_bitop_args_t), sizeof(cmd_bits_len_res_t) };
-const cmd_def_t CMD_BITFIELD = { "BITFIELD", CMD_ID_BITFIELD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                 run_field, encode_field, decode_field, sizeof(cmd_bits_field_args_t), 0 };
+                              encode_bitop, decode_bitop, sizeof(cmd_bits_bitop_args_t), sizeof(cmd_bits_len_res_t),
+                              keys_bitop };
+const cmd_def_t CMD_BITFIELD = { "BITFIELD", CMD_ID_BITFIELD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_field,
+                                 encode_field, decode_field, sizeof(cmd_bits_field_args_t), 0, cmd_keys_first };
 const cmd_def_t CMD_BITFIELD_RO = { "BITFIELD_RO", CMD_ID_BITFIELD_RO, 0, CMD_ACCESS_READ, run_field_ro, NULL, NULL,
-                                    sizeof(cmd_bits_field_args_t), 0 };
+                                    sizeof(cmd_bits_field_args_t), 0, cmd_keys_first };

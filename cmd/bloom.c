@@ -312,20 +312,20 @@ static bool run_loadchunk(cmd_ctx_t *ctx, const void *args, void *res)
 
 const cmd_def_t CMD_BF_RESERVE = { "BF.RESERVE", CMD_ID_BF_RESERVE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
                                    run_reserve, encode_reserve, decode_reserve, sizeof(cmd_bf_reserve_args_t),
-                                   sizeof(cmd_bf_res_t) };
+                                   sizeof(cmd_bf_res_t), cmd_keys_first };
 const cmd_def_t CMD_BF_INSERT = { "BF.INSERT", CMD_ID_BF_INSERT, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
                                   run_insert, encode_insert, decode_insert, sizeof(cmd_bf_insert_args_t),
-                                  sizeof(cmd_bf_res_t) };
+                                  sizeof(cmd_bf_res_t), cmd_keys_first };
 const cmd_def_t CMD_BF_MEXISTS = { "BF.MEXISTS", CMD_ID_BF_MEXISTS, 0, CMD_ACCESS_READ, run_exists, NULL, NULL,
-                                   sizeof(cmd_bf_exists_args_t), sizeof(cmd_bf_res_t) };
+                                   sizeof(cmd_bf_exists_args_t), sizeof(cmd_bf_res_t), cmd_keys_first };
 const cmd_def_t CMD_BF_EXISTS = { "BF.EXISTS", CMD_ID_BF_EXISTS, 0, CMD_ACCESS_READ, run_exists, NULL, NULL,
-                                  sizeof(cmd_bf_exists_args_t), sizeof(cmd_bf_res_t) };
+                                  sizeof(cmd_bf_exists_args_t), sizeof(cmd_bf_res_t), cmd_keys_first };
 const cmd_def_t CMD_BF_INFO = { "BF.INFO", CMD_ID_BF_INFO, 0, CMD_ACCESS_READ, run_info, NULL, NULL,
-                                sizeof(cmd_bf_key_args_t), sizeof(cmd_bf_info_res_t) };
+                                sizeof(cmd_bf_key_args_t), sizeof(cmd_bf_info_res_t), cmd_keys_first };
 const cmd_def_t CMD_BF_CARD = { "BF.CARD", CMD_ID_BF_CARD, 0, CMD_ACCESS_READ, run_card, NULL, NULL,
-                                sizeof(cmd_bf_key_args_t), sizeof(cmd_bf_info_res_t) };
+                                sizeof(cmd_bf_key_args_t), sizeof(cmd_bf_info_res_t), cmd_keys_first };
 const cmd_def_t CMD_BF_SCANDUMP = { "BF.SCANDUMP", CMD_ID_BF_SCANDUMP, 0, CMD_ACCESS_READ, run_scandump, NULL, NULL,
-                                    sizeof(cmd_scandump_args_t), sizeof(cmd_scandump_res_t) };
+                                    sizeof(cmd_scandump_args_t), sizeof(cmd_scandump_res_t), cmd_keys_first };
 const cmd_def_t CMD_BF_LOADCHUNK = { "BF.LOADCHUNK", CMD_ID_BF_LOADCHUNK, CMD_F_WRITE | CMD_F_DENYOOM,
                                      CMD_ACCESS_WRITE, run_loadchunk, cmd_loadchunk_encode, cmd_loadchunk_decode,
-                                     sizeof(cmd_loadchunk_args_t), sizeof(cmd_loadchunk_res_t) };
+                                     sizeof(cmd_loadchunk_args_t), sizeof(cmd_loadchunk_res_t), cmd_keys_first };

@@ -53,6 +53,7 @@ typedef struct cmd_token cmd_token_t;         /* cmd/access.h */
 typedef struct cmd_tokens cmd_tokens_t;       /* cmd/access.h */
 typedef struct cmd_cluster cmd_cluster_t;     /* cmd/cluster.h */
 typedef struct cmd_auth cmd_auth_t;           /* cmd/access.h */
+typedef struct cmd_def cmd_def_t;             /* cmd/def.h */
 
 /* What the command layer needs from the service, as callbacks, so that it
  * never depends on service/. */
@@ -134,6 +135,11 @@ struct cmd_ctx {
      * so the disk cannot refuse a change already applied. */
     uint64_t journal_held, journal_used;
     uint64_t journal_lsn;        /* wait for this journal position before answering */
+    /* The operation running (cmd_call, cmd_replay) and its arguments, or
+     * NULL: debug builds hold every key it opens to those its table row
+     * says it names (cmd/def.h, keys). */
+    const cmd_def_t *def;
+    const void *args;
     /* The record of the request's own change: its operation's id and
      * encoded arguments (cmd_call), or NULL. */
     const uint8_t *rec;

@@ -314,15 +314,36 @@ static bool run_info(cmd_ctx_t *ctx, const void *args, void *res)
     return true;
 }
 
+/* The destination, then each source (a list of keys). */
+static bool keys_dest_sources(const char *key, size_t klen, const cmd_batch_t *sources, cmd_key_visit_t visit, void *ud)
+{
+    if (!visit(ud, key, klen))
+        return false;
+    cmd_batch_iter_t it = cmd_batch_begin(sources);
+    const char *p;
+    size_t len;
+    uint64_t by;
+    while (cmd_batch_next(&it, &p, &len, &by))
+        if (!visit(ud, p, len))
+            return false;
+    return true;
+}
+
+static bool keys_merge(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_cms_merge_args_t *a = args;
+    return keys_dest_sources(a->key, a->klen, &a->sources, visit, ud);
+}
+
 const cmd_def_t CMD_CMS_INITBYDIM = { "CMS.INITBYDIM", CMD_ID_CMS_INITBYDIM, CMD_F_WRITE | CMD_F_DENYOOM,
                                       CMD_ACCESS_WRITE, run_initbydim, encode_initbydim, decode_initbydim,
-                                      sizeof(cmd_cms_initbydim_args_t), sizeof(cmd_cms_info_t) };
+                                      sizeof(cmd_cms_initbydim_args_t), sizeof(cmd_cms_info_t), cmd_keys_first };
 const cmd_def_t CMD_CMS_INCRBY = { "CMS.INCRBY", CMD_ID_CMS_INCRBY, CMD_F_WRITE, CMD_ACCESS_WRITE, run_incrby,
-                                   encode_incrby, decode_incrby, sizeof(cmd_cms_incrby_args_t), 0 };
+                                   encode_incrby, decode_incrby, sizeof(cmd_cms_incrby_args_t), 0, cmd_keys_first };
 const cmd_def_t CMD_CMS_QUERY = { "CMS.QUERY", CMD_ID_CMS_QUERY, 0, CMD_ACCESS_READ, run_query, NULL, NULL,
-                                  sizeof(cmd_cms_query_args_t), 0 };
+                                  sizeof(cmd_cms_query_args_t), 0, cmd_keys_first };
 const cmd_def_t CMD_CMS_MERGE = { "CMS.MERGE", CMD_ID_CMS_MERGE, CMD_F_WRITE, CMD_ACCESS_WRITE, run_merge,
                                   encode_merge, decode_merge, sizeof(cmd_cms_merge_args_t),
-                                  sizeof(cmd_cms_info_t) };
+                                  sizeof(cmd_cms_info_t), keys_merge };
 const cmd_def_t CMD_CMS_INFO = { "CMS.INFO", CMD_ID_CMS_INFO, 0, CMD_ACCESS_READ, run_info, NULL, NULL,
-                                 sizeof(cmd_cms_key_args_t), sizeof(cmd_cms_info_t) };
+                                 sizeof(cmd_cms_key_args_t), sizeof(cmd_cms_info_t), cmd_keys_first };

@@ -100,6 +100,6 @@ static bool run_counter_get(cmd_ctx_t *ctx, const void *args, void *res)
 
 const cmd_def_t CMD_INCRBY = { "INCRBY", CMD_ID_INCRBY, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_incrby,
                                encode_incrby, decode_incrby, sizeof(cmd_incrby_args_t),
-                               sizeof(cmd_counter_res_t) };
+                               sizeof(cmd_counter_res_t), cmd_keys_first };
 const cmd_def_t CMD_COUNTER_GET = { "COUNTER.GET", CMD_ID_COUNTER_GET, 0, CMD_ACCESS_READ, run_counter_get, NULL, NULL,
-                                    sizeof(cmd_counter_get_args_t), sizeof(cmd_counter_res_t) };
+                                    sizeof(cmd_counter_get_args_t), sizeof(cmd_counter_res_t), cmd_keys_first };

@@ -28,6 +28,8 @@ void cmd_ctx_init(cmd_ctx_t *ctx, cmd_server_t *srv, int64_t now_ns, bool replay
     ctx->routing_key = NULL;
     ctx->asking = false;
     ctx->journal_held = ctx->journal_used = ctx->journal_lsn = 0;
+    ctx->def = NULL;
+    ctx->args = NULL;
     ctx->rec = NULL;
     ctx->rec_len = 0;
     ctx->rec_op = 0;

@@ -348,24 +348,25 @@ static bool run_loadchunk(cmd_ctx_t *ctx, const void *args, void *res)
 
 const cmd_def_t CMD_CF_RESERVE = { "CF.RESERVE", CMD_ID_CF_RESERVE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
                                    run_reserve, encode_reserve, decode_reserve, sizeof(cmd_cf_reserve_args_t),
-                                   sizeof(cmd_cf_res_t) };
+                                   sizeof(cmd_cf_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_INSERT = { "CF.INSERT", CMD_ID_CF_INSERT, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
                                   run_insert, encode_insert, decode_insert, sizeof(cmd_cf_items_args_t),
-                                  sizeof(cmd_cf_res_t) };
+                                  sizeof(cmd_cf_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_MEXISTS = { "CF.MEXISTS", CMD_ID_CF_MEXISTS, 0, CMD_ACCESS_READ, run_exists, NULL, NULL,
-                                   sizeof(cmd_cf_items_args_t), sizeof(cmd_cf_res_t) };
+                                   sizeof(cmd_cf_items_args_t), sizeof(cmd_cf_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_EXISTS = { "CF.EXISTS", CMD_ID_CF_EXISTS, 0, CMD_ACCESS_READ, run_exists, NULL, NULL,
-                                  sizeof(cmd_cf_items_args_t), sizeof(cmd_cf_res_t) };
+                                  sizeof(cmd_cf_items_args_t), sizeof(cmd_cf_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_DEL = { "CF.DEL", CMD_ID_CF_DEL, CMD_F_WRITE, CMD_ACCESS_WRITE, run_del, encode_del,
-                               decode_del, sizeof(cmd_cf_items_args_t), sizeof(cmd_cf_res_t) };
+                               decode_del, sizeof(cmd_cf_items_args_t), sizeof(cmd_cf_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_COUNT = { "CF.COUNT", CMD_ID_CF_COUNT, 0, CMD_ACCESS_READ, run_count, NULL, NULL,
-                                 sizeof(cmd_cf_count_args_t), sizeof(cmd_cf_res_t) };
+                                 sizeof(cmd_cf_count_args_t), sizeof(cmd_cf_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_INFO = { "CF.INFO", CMD_ID_CF_INFO, 0, CMD_ACCESS_READ, run_info, NULL, NULL,
-                                sizeof(cmd_cf_key_args_t), sizeof(cmd_cf_info_res_t) };
+                                sizeof(cmd_cf_key_args_t), sizeof(cmd_cf_info_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_COMPACT = { "CF.COMPACT", CMD_ID_CF_COMPACT, CMD_F_WRITE, CMD_ACCESS_WRITE, run_compact,
-                                   encode_key, decode_key, sizeof(cmd_cf_key_args_t), sizeof(cmd_cf_info_res_t) };
+                                   encode_key, decode_key, sizeof(cmd_cf_key_args_t), sizeof(cmd_cf_info_res_t),
+                                   cmd_keys_first };
 const cmd_def_t CMD_CF_SCANDUMP = { "CF.SCANDUMP", CMD_ID_CF_SCANDUMP, 0, CMD_ACCESS_READ, run_scandump, NULL, NULL,
-                                    sizeof(cmd_scandump_args_t), sizeof(cmd_scandump_res_t) };
+                                    sizeof(cmd_scandump_args_t), sizeof(cmd_scandump_res_t), cmd_keys_first };
 const cmd_def_t CMD_CF_LOADCHUNK = { "CF.LOADCHUNK", CMD_ID_CF_LOADCHUNK, CMD_F_WRITE | CMD_F_DENYOOM,
                                      CMD_ACCESS_WRITE, run_loadchunk, cmd_loadchunk_encode, cmd_loadchunk_decode,
-                                     sizeof(cmd_loadchunk_args_t), sizeof(cmd_loadchunk_res_t) };
+                                     sizeof(cmd_loadchunk_args_t), sizeof(cmd_loadchunk_res_t), cmd_keys_first };

@@ -7,10 +7,24 @@
 #include "cmd/journal.h"
 #include "cmd/table.h"
 
+/* Runs def on args with the context saying so (ctx->def, ctx->args: an
+ * operation may run another's). */
+static bool run(cmd_ctx_t *ctx, const cmd_def_t *def, const void *args, void *res)
+{
+    const cmd_def_t *outer = ctx->def;
+    const void *outer_args = ctx->args;
+    ctx->def = def;
+    ctx->args = args;
+    bool ok = def->run(ctx, args, res);
+    ctx->def = outer;
+    ctx->args = outer_args;
+    return ok;
+}
+
 bool cmd_call(cmd_ctx_t *ctx, const cmd_def_t *def, const void *args, void *res)
 {
     if (!(def->flags & CMD_F_WRITE) || ctx->replay || !ctx->srv->hooks.journal || !def->encode)
-        return def->run(ctx, args, res);
+        return run(ctx, def, args, res);
     uint8_t small[256];
     wbuf_t rec = wbuf_on(small, sizeof small);
     def->encode(args, &rec);
@@ -25,7 +39,7 @@ bool cmd_call(cmd_ctx_t *ctx, const cmd_def_t *def, const void *args, void *res)
     ctx->rec = rec.data;
     ctx->rec_len = rec.len;
     ctx->rec_op = def->id;
-    bool ok = def->run(ctx, args, res);
+    bool ok = run(ctx, def, args, res);
     ctx->rec = NULL;
     ctx->rec_len = 0;
     wbuf_free(&rec);
@@ -49,11 +63,44 @@ bool cmd_replay(cmd_server_t *srv, const journal_req_t *q, unsigned gen, cmd_err
     }
     cmd_ctx_t ctx;
     cmd_ctx_init(&ctx, srv, q->now_ns, true, gen);
-    bool ok = def->run(&ctx, args, res);
+    bool ok = run(&ctx, def, args, res);
     if (!ok)
         *err = ctx.err;
     cmd_ctx_end(&ctx);
     return ok;
+}
+
+struct named {
+    const char *key;
+    size_t len;
+    bool found;
+};
+
+static bool find_key(void *ud, const char *key, size_t len)
+{
+    struct named *n = ud;
+    n->found = len == n->len && memcmp(key, n->key, len) == 0;
+    return !n->found;   /* stop at it */
+}
+
+bool cmd_def_names_key(const cmd_def_t *def, const void *args, const char *key, size_t len)
+{
+    struct named n = { key, len, false };
+    if (def->keys)
+        def->keys(args, find_key, &n);
+    return n.found;
+}
+
+bool cmd_keys_first(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    /* the arguments begin with `const char *key; size_t klen;` (copied out:
+     * they are another struct) */
+    struct first {
+        const char *key;
+        size_t klen;
+    } f;
+    memcpy(&f, args, sizeof(f));
+    return visit(ud, f.key, f.klen);
 }
 
 const cmd_def_t *cmd_def_by_id(uint16_t id)

@@ -517,18 +517,27 @@ static bool decode_geosearchstore(rbuf_t *in, void *args, const char **why)
     return true;
 }
 
+/* GEOSEARCHSTORE: the destination, then the set searched. */
+static bool keys_store(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_geosearch_args_t *a = args;
+    return visit(ud, a->key, a->klen) && visit(ud, a->source, a->slen);
+}
+
 const cmd_def_t CMD_GEOADD = { "GEOADD", CMD_ID_GEOADD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_geoadd,
-                               encode_geoadd, decode_geoadd, sizeof(cmd_geoadd_args_t), sizeof(cmd_geo_res_t) };
+                               encode_geoadd, decode_geoadd, sizeof(cmd_geoadd_args_t), sizeof(cmd_geo_res_t),
+                               cmd_keys_first };
 const cmd_def_t CMD_ZREM = { "ZREM", CMD_ID_ZREM, CMD_F_WRITE, CMD_ACCESS_WRITE, run_zrem, encode_zrem, decode_zrem,
-                             sizeof(cmd_geo_members_args_t), sizeof(cmd_geo_res_t) };
+                             sizeof(cmd_geo_members_args_t), sizeof(cmd_geo_res_t), cmd_keys_first };
 const cmd_def_t CMD_GEOPOS = { "GEOPOS", CMD_ID_GEOPOS, 0, CMD_ACCESS_READ, run_scores, NULL, NULL,
-                               sizeof(cmd_geo_members_args_t), sizeof(cmd_geo_res_t) };
+                               sizeof(cmd_geo_members_args_t), sizeof(cmd_geo_res_t), cmd_keys_first };
 const cmd_def_t CMD_GEOHASH = { "GEOHASH", CMD_ID_GEOHASH, 0, CMD_ACCESS_READ, run_scores, NULL, NULL,
-                                sizeof(cmd_geo_members_args_t), sizeof(cmd_geo_res_t) };
+                                sizeof(cmd_geo_members_args_t), sizeof(cmd_geo_res_t), cmd_keys_first };
 const cmd_def_t CMD_GEODIST = { "GEODIST", CMD_ID_GEODIST, 0, CMD_ACCESS_READ, run_geodist, NULL, NULL,
-                                sizeof(cmd_geodist_args_t), sizeof(cmd_geo_res_t) };
+                                sizeof(cmd_geodist_args_t), sizeof(cmd_geo_res_t), cmd_keys_first };
 const cmd_def_t CMD_GEOSEARCH = { "GEOSEARCH", CMD_ID_GEOSEARCH, 0, CMD_ACCESS_READ, run_geosearch, NULL, NULL,
-                                  sizeof(cmd_geosearch_args_t), sizeof(cmd_geo_res_t) };
+                                  sizeof(cmd_geosearch_args_t), sizeof(cmd_geo_res_t), cmd_keys_first };
 const cmd_def_t CMD_GEOSEARCHSTORE = { "GEOSEARCHSTORE", CMD_ID_GEOSEARCHSTORE, CMD_F_WRITE | CMD_F_DENYOOM,
                                        CMD_ACCESS_WRITE, run_geosearchstore, encode_geosearchstore,
-                                       decode_geosearchstore, sizeof(cmd_geosearch_args_t), sizeof(cmd_geo_res_t) };
+                                       decode_geosearchstore, sizeof(cmd_geosearch_args_t), sizeof(cmd_geo_res_t),
+                                       keys_store };

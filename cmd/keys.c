@@ -1,9 +1,11 @@
 /* keys.c - the key handle: see keys.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/access.h"
 #include "cmd/cluster.h"
+#include "cmd/def.h"
 #include "cmd/journal.h"
 #include "cmd/keys.h"
 #include "cmd/names.h"
@@ -26,8 +28,28 @@ static bool answer_wrongtype(cmd_ctx_t *ctx, const ks_entry_t *e, const ks_type_
                     role ? ": " : "", cmd_type_noun(held), held->name, cmd_type_noun(wanted), wanted->name);
 }
 
+#ifdef TALLY_DEBUG_LOCKS
+/* Every key an operation opens is one its table row says it names (cmd/def.h,
+ * keys), unless it reaches keys its state names (CMD_F_STATE_KEYS). */
+static void check_named(const cmd_ctx_t *ctx, const ks_key_t *keys, size_t n)
+{
+    const cmd_def_t *def = ctx->def;
+    if (!def || (def->flags & CMD_F_STATE_KEYS))
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!cmd_def_names_key(def, ctx->args, keys[i].p, keys[i].len)) {
+            fprintf(stderr, "tally: %s opened key \"%.*s\", which its arguments do not name (cmd/def.h, keys)\n",
+                    def->name, (int)(keys[i].len > 100 ? 100 : keys[i].len), keys[i].p);
+            abort();
+        }
+}
+#endif
+
 bool cmd_keys_lock(cmd_ctx_t *ctx, ks_key_t *keys, size_t n, cmd_key_t *h)
 {
+#ifdef TALLY_DEBUG_LOCKS
+    check_named(ctx, keys, n);
+#endif
     h->locked = false;
     if (!cmd_keys_allowed(ctx, keys, n))
         return false;

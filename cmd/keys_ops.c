@@ -378,17 +378,17 @@ static bool run_restore(cmd_ctx_t *ctx, const void *args, void *res)
 
 
 const cmd_def_t CMD_SCAN = { "SCAN", CMD_ID_SCAN, 0, CMD_ACCESS_READ, run_scan, NULL, NULL, sizeof(cmd_scan_args_t),
-                             sizeof(cmd_scan_res_t) };
+                             sizeof(cmd_scan_res_t), NULL };
 const cmd_def_t CMD_KEY_INFO = { "KEY.INFO", CMD_ID_KEY_INFO, 0, CMD_ACCESS_READ, run_key_info, NULL, NULL,
-                                 sizeof(cmd_key_args_t), sizeof(cmd_key_info_res_t) };
-const cmd_def_t CMD_DEL = { "DEL", CMD_ID_DEL, CMD_F_WRITE, CMD_ACCESS_ADMIN, run_del, cmd_keyrec_del_encode, cmd_keyrec_del_decode,
-                            sizeof(cmd_del_args_t), sizeof(cmd_keys_res_t) };
-const cmd_def_t CMD_PEXPIRE = { "PEXPIRE", CMD_ID_PEXPIRE, CMD_F_WRITE, CMD_ACCESS_WRITE, run_pexpire,
-                                encode_pexpire, decode_pexpire, sizeof(cmd_pexpire_args_t), sizeof(cmd_keys_res_t) };
+                                 sizeof(cmd_key_args_t), sizeof(cmd_key_info_res_t), cmd_keys_first };
+const cmd_def_t CMD_DEL = { "DEL", CMD_ID_DEL, CMD_F_WRITE, CMD_ACCESS_ADMIN, run_del, cmd_keyrec_del_encode,
+                            cmd_keyrec_del_decode, sizeof(cmd_del_args_t), sizeof(cmd_keys_res_t), cmd_keys_first };
+const cmd_def_t CMD_PEXPIRE = { "PEXPIRE", CMD_ID_PEXPIRE, CMD_F_WRITE, CMD_ACCESS_WRITE, run_pexpire, encode_pexpire,
+                                decode_pexpire, sizeof(cmd_pexpire_args_t), sizeof(cmd_keys_res_t), cmd_keys_first };
 const cmd_def_t CMD_PERSIST = { "PERSIST", CMD_ID_PERSIST, CMD_F_WRITE, CMD_ACCESS_WRITE, run_persist, encode_key,
-                                decode_key, sizeof(cmd_key_args_t), sizeof(cmd_keys_res_t) };
+                                decode_key, sizeof(cmd_key_args_t), sizeof(cmd_keys_res_t), cmd_keys_first };
 const cmd_def_t CMD_DUMP = { "DUMP", CMD_ID_DUMP, 0, CMD_ACCESS_READ, run_dump, NULL, NULL, sizeof(cmd_key_args_t),
-                             sizeof(cmd_dump_res_t) };
-const cmd_def_t CMD_RESTORE = { "RESTORE", CMD_ID_RESTORE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                run_restore, cmd_keyrec_restore_encode, cmd_keyrec_restore_decode, sizeof(cmd_restore_args_t),
-                                sizeof(cmd_restore_res_t) };
+                             sizeof(cmd_dump_res_t), cmd_keys_first };
+const cmd_def_t CMD_RESTORE = { "RESTORE", CMD_ID_RESTORE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_restore,
+                                cmd_keyrec_restore_encode, cmd_keyrec_restore_decode, sizeof(cmd_restore_args_t),
+                                sizeof(cmd_restore_res_t), cmd_keys_first };

@@ -387,17 +387,38 @@ static bool decode_key(rbuf_t *in, void *args, const char **why)
 }
 
 #define QUERY(NAME, ID, RUN)                                                                                        \
-    { NAME, ID, 0, CMD_ACCESS_READ, RUN, NULL, NULL, sizeof(cmd_tdigest_query_args_t), 0 }
+    { NAME, ID, 0, CMD_ACCESS_READ, RUN, NULL, NULL, sizeof(cmd_tdigest_query_args_t), 0, cmd_keys_first }
 #define SCALAR(NAME, ID, RUN)                                                                                       \
     { NAME, ID, 0, CMD_ACCESS_READ, RUN, NULL, NULL, sizeof(cmd_tdigest_scalar_args_t),                            \
-      sizeof(cmd_tdigest_scalar_res_t) }
+      sizeof(cmd_tdigest_scalar_res_t), cmd_keys_first }
+
+/* The destination, then each source (a list of keys). */
+static bool keys_dest_sources(const char *key, size_t klen, const cmd_batch_t *sources, cmd_key_visit_t visit, void *ud)
+{
+    if (!visit(ud, key, klen))
+        return false;
+    cmd_batch_iter_t it = cmd_batch_begin(sources);
+    const char *p;
+    size_t len;
+    uint64_t by;
+    while (cmd_batch_next(&it, &p, &len, &by))
+        if (!visit(ud, p, len))
+            return false;
+    return true;
+}
+
+static bool keys_merge(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_tdigest_merge_args_t *a = args;
+    return keys_dest_sources(a->key, a->klen, &a->sources, visit, ud);
+}
 
 const cmd_def_t CMD_TDIGEST_CREATE = { "TDIGEST.CREATE", CMD_ID_TDIGEST_CREATE, CMD_F_WRITE | CMD_F_DENYOOM,
                                        CMD_ACCESS_WRITE, run_create, encode_create, decode_create,
-                                       sizeof(cmd_tdigest_create_args_t), sizeof(cmd_tdigest_info_t) };
+                                       sizeof(cmd_tdigest_create_args_t), sizeof(cmd_tdigest_info_t), cmd_keys_first };
 const cmd_def_t CMD_TDIGEST_ADD = { "TDIGEST.ADD", CMD_ID_TDIGEST_ADD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
                                     run_add, encode_add, decode_add, sizeof(cmd_tdigest_add_args_t),
-                                    sizeof(cmd_tdigest_add_res_t) };
+                                    sizeof(cmd_tdigest_add_res_t), cmd_keys_first };
 const cmd_def_t CMD_TDIGEST_QUANTILE = QUERY("TDIGEST.QUANTILE", CMD_ID_TDIGEST_QUANTILE, run_quantile);
 const cmd_def_t CMD_TDIGEST_CDF = QUERY("TDIGEST.CDF", CMD_ID_TDIGEST_CDF, run_cdf);
 const cmd_def_t CMD_TDIGEST_RANK = QUERY("TDIGEST.RANK", CMD_ID_TDIGEST_RANK, run_rank);
@@ -410,9 +431,9 @@ const cmd_def_t CMD_TDIGEST_MIN = SCALAR("TDIGEST.MIN", CMD_ID_TDIGEST_MIN, run_
 const cmd_def_t CMD_TDIGEST_MAX = SCALAR("TDIGEST.MAX", CMD_ID_TDIGEST_MAX, run_max);
 const cmd_def_t CMD_TDIGEST_MERGE = { "TDIGEST.MERGE", CMD_ID_TDIGEST_MERGE, CMD_F_WRITE | CMD_F_DENYOOM,
                                       CMD_ACCESS_WRITE, run_merge, encode_merge, decode_merge,
-                                      sizeof(cmd_tdigest_merge_args_t), sizeof(cmd_tdigest_info_t) };
+                                      sizeof(cmd_tdigest_merge_args_t), sizeof(cmd_tdigest_info_t), keys_merge };
 const cmd_def_t CMD_TDIGEST_RESET = { "TDIGEST.RESET", CMD_ID_TDIGEST_RESET, CMD_F_WRITE, CMD_ACCESS_WRITE, run_reset,
                                       encode_key, decode_key, sizeof(cmd_tdigest_key_args_t),
-                                      sizeof(cmd_tdigest_info_t) };
+                                      sizeof(cmd_tdigest_info_t), cmd_keys_first };
 const cmd_def_t CMD_TDIGEST_INFO = { "TDIGEST.INFO", CMD_ID_TDIGEST_INFO, 0, CMD_ACCESS_READ, run_info, NULL, NULL,
-                                     sizeof(cmd_tdigest_key_args_t), sizeof(cmd_tdigest_info_t) };
+                                     sizeof(cmd_tdigest_key_args_t), sizeof(cmd_tdigest_info_t), cmd_keys_first };

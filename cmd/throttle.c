@@ -585,7 +585,8 @@ static bool run_reset(cmd_ctx_t *ctx, const void *args, void *res)
                             encode_decision,                                                                     \
                             decode_##suffix,                                                                     \
                             sizeof(cmd_throttle_item_t),                                                         \
-                            sizeof(cmd_throttle_res_t) }
+                            sizeof(cmd_throttle_res_t),                                                          \
+                            cmd_keys_first }
 
 DECISION_DEF(CMD_CL_THROTTLE, "CL.THROTTLE", CMD_ID_CL_THROTTLE, THROTTLE_GCRA, gcra);
 DECISION_DEF(CMD_THROTTLE_SLIDING_LOG, "THROTTLE.SLIDING_LOG", CMD_ID_THROTTLE_SLIDING_LOG, THROTTLE_SLIDING_LOG,
@@ -597,12 +598,33 @@ DECISION_DEF(CMD_THROTTLE_FIXED_WINDOW, "THROTTLE.FIXED_WINDOW", CMD_ID_THROTTLE
 DECISION_DEF(CMD_THROTTLE_TOKEN_BUCKET, "THROTTLE.TOKEN_BUCKET", CMD_ID_THROTTLE_TOKEN_BUCKET, THROTTLE_TOKEN_BUCKET,
              token_bucket);
 
+/* Each item's key, a front-end's or a record's. */
+static bool keys_batch(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_throttle_batch_args_t *a = args;
+    if (a->items) {
+        for (size_t i = 0; i < a->n; i++)
+            if (!visit(ud, a->items[i].key, a->items[i].klen))
+                return false;
+        return true;
+    }
+    rbuf_t in = rbuf_make(a->packed, a->packed_len);
+    const char *why;
+    for (size_t i = 0; i < a->n; i++) {
+        cmd_throttle_item_t it;
+        if (!get_batch_item(&in, &it, &why) || !visit(ud, it.key, it.klen))
+            return false;
+    }
+    return true;
+}
+
 const cmd_def_t CMD_THROTTLE_BATCH = { "THROTTLE.BATCH", CMD_ID_THROTTLE_BATCH, CMD_F_WRITE | CMD_F_DENYOOM,
                                        CMD_ACCESS_RATELIMIT, run_batch, encode_batch, decode_batch,
-                                       sizeof(cmd_throttle_batch_args_t), sizeof(cmd_throttle_batch_res_t) };
+                                       sizeof(cmd_throttle_batch_args_t), sizeof(cmd_throttle_batch_res_t),
+                                       keys_batch };
 const cmd_def_t CMD_THROTTLE_RESET = { "THROTTLE.RESET", CMD_ID_THROTTLE_RESET, CMD_F_WRITE, CMD_ACCESS_WRITE,
                                        run_reset, encode_reset, decode_reset, sizeof(cmd_throttle_reset_args_t),
-                                       sizeof(cmd_throttle_reset_res_t) };
+                                       sizeof(cmd_throttle_reset_res_t), cmd_keys_first };
 
 const cmd_def_t *cmd_throttle_def(throttle_algo_t algo)
 {

@@ -249,14 +249,15 @@ static bool run_info(cmd_ctx_t *ctx, const void *args, void *res)
 
 const cmd_def_t CMD_TOPK_RESERVE = { "TOPK.RESERVE", CMD_ID_TOPK_RESERVE, CMD_F_WRITE | CMD_F_DENYOOM,
                                      CMD_ACCESS_WRITE, run_reserve, encode_reserve, decode_reserve,
-                                     sizeof(cmd_topk_reserve_args_t), sizeof(cmd_topk_info_t) };
+                                     sizeof(cmd_topk_reserve_args_t), sizeof(cmd_topk_info_t), cmd_keys_first };
 const cmd_def_t CMD_TOPK_ADD = { "TOPK.ADD", CMD_ID_TOPK_ADD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_add,
-                                 encode_add, decode_add, sizeof(cmd_topk_add_args_t), 0 };
+                                 encode_add, decode_add, sizeof(cmd_topk_add_args_t), 0, cmd_keys_first };
 const cmd_def_t CMD_TOPK_INCRBY = { "TOPK.INCRBY", CMD_ID_TOPK_INCRBY, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                    run_add, encode_incrby, decode_incrby, sizeof(cmd_topk_add_args_t), 0 };
+                                    run_add, encode_incrby, decode_incrby, sizeof(cmd_topk_add_args_t), 0,
+                                    cmd_keys_first };
 const cmd_def_t CMD_TOPK_LIST = { "TOPK.LIST", CMD_ID_TOPK_LIST, 0, CMD_ACCESS_READ, run_list, NULL, NULL,
-                                  sizeof(cmd_topk_key_args_t), sizeof(cmd_topk_list_res_t) };
+                                  sizeof(cmd_topk_key_args_t), sizeof(cmd_topk_list_res_t), cmd_keys_first };
 const cmd_def_t CMD_TOPK_QUERY = { "TOPK.QUERY", CMD_ID_TOPK_QUERY, 0, CMD_ACCESS_READ, run_query, NULL, NULL,
-                                   sizeof(cmd_topk_query_args_t), 0 };
+                                   sizeof(cmd_topk_query_args_t), 0, cmd_keys_first };
 const cmd_def_t CMD_TOPK_INFO = { "TOPK.INFO", CMD_ID_TOPK_INFO, 0, CMD_ACCESS_READ, run_info, NULL, NULL,
-                                  sizeof(cmd_topk_key_args_t), sizeof(cmd_topk_info_t) };
+                                  sizeof(cmd_topk_key_args_t), sizeof(cmd_topk_info_t), cmd_keys_first };

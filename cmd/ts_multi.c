@@ -408,11 +408,13 @@ static bool mrange(cmd_ctx_t *ctx, const cmd_ts_mrange_args_t *a, cmd_ts_multi_r
 static bool run_mrange(cmd_ctx_t *ctx, const void *args, void *res) { return mrange(ctx, args, res, false); }
 static bool run_mrevrange(cmd_ctx_t *ctx, const void *args, void *res) { return mrange(ctx, args, res, true); }
 
-const cmd_def_t CMD_TS_QUERYINDEX = { "TS.QUERYINDEX", CMD_ID_TS_QUERYINDEX, 0, CMD_ACCESS_READ, run_queryindex, NULL,
-                                      NULL, sizeof(cmd_ts_filter_t), sizeof(cmd_ts_keys_res_t) };
-const cmd_def_t CMD_TS_MGET = { "TS.MGET", CMD_ID_TS_MGET, 0, CMD_ACCESS_READ, run_mget, NULL, NULL,
-                                sizeof(cmd_ts_mget_args_t), sizeof(cmd_ts_multi_res_t) };
-const cmd_def_t CMD_TS_MRANGE = { "TS.MRANGE", CMD_ID_TS_MRANGE, 0, CMD_ACCESS_READ, run_mrange, NULL, NULL,
-                                  sizeof(cmd_ts_mrange_args_t), sizeof(cmd_ts_multi_res_t) };
-const cmd_def_t CMD_TS_MREVRANGE = { "TS.MREVRANGE", CMD_ID_TS_MREVRANGE, 0, CMD_ACCESS_READ, run_mrevrange, NULL,
-                                     NULL, sizeof(cmd_ts_mrange_args_t), sizeof(cmd_ts_multi_res_t) };
+const cmd_def_t CMD_TS_QUERYINDEX = { "TS.QUERYINDEX", CMD_ID_TS_QUERYINDEX, CMD_F_STATE_KEYS, CMD_ACCESS_READ,
+                                      run_queryindex, NULL, NULL, sizeof(cmd_ts_filter_t), sizeof(cmd_ts_keys_res_t),
+                                      NULL };
+const cmd_def_t CMD_TS_MGET = { "TS.MGET", CMD_ID_TS_MGET, CMD_F_STATE_KEYS, CMD_ACCESS_READ, run_mget, NULL, NULL,
+                                sizeof(cmd_ts_mget_args_t), sizeof(cmd_ts_multi_res_t), NULL };
+const cmd_def_t CMD_TS_MRANGE = { "TS.MRANGE", CMD_ID_TS_MRANGE, CMD_F_STATE_KEYS, CMD_ACCESS_READ, run_mrange, NULL,
+                                  NULL, sizeof(cmd_ts_mrange_args_t), sizeof(cmd_ts_multi_res_t), NULL };
+const cmd_def_t CMD_TS_MREVRANGE = { "TS.MREVRANGE", CMD_ID_TS_MREVRANGE, CMD_F_STATE_KEYS, CMD_ACCESS_READ,
+                                     run_mrevrange, NULL, NULL, sizeof(cmd_ts_mrange_args_t),
+                                     sizeof(cmd_ts_multi_res_t), NULL };

@@ -138,9 +138,10 @@ static bool range(cmd_ctx_t *ctx, const cmd_ts_range_args_t *a, cmd_ts_range_res
 static bool run_range(cmd_ctx_t *ctx, const void *args, void *res) { return range(ctx, args, res, false); }
 static bool run_revrange(cmd_ctx_t *ctx, const void *args, void *res) { return range(ctx, args, res, true); }
 
-const cmd_def_t CMD_TS_INFO = { "TS.INFO", CMD_ID_TS_INFO, 0, CMD_ACCESS_READ, run_info, NULL, NULL,
-                                sizeof(cmd_ts_key_args_t), sizeof(cmd_ts_info_res_t) };
-const cmd_def_t CMD_TS_RANGE = { "TS.RANGE", CMD_ID_TS_RANGE, 0, CMD_ACCESS_READ, run_range, NULL, NULL,
-                                 sizeof(cmd_ts_range_args_t), sizeof(cmd_ts_range_res_t) };
-const cmd_def_t CMD_TS_REVRANGE = { "TS.REVRANGE", CMD_ID_TS_REVRANGE, 0, CMD_ACCESS_READ, run_revrange, NULL, NULL,
-                                    sizeof(cmd_ts_range_args_t), sizeof(cmd_ts_range_res_t) };
+const cmd_def_t CMD_TS_INFO = { "TS.INFO", CMD_ID_TS_INFO, CMD_F_STATE_KEYS, CMD_ACCESS_READ, run_info, NULL, NULL,
+                                sizeof(cmd_ts_key_args_t), sizeof(cmd_ts_info_res_t), cmd_keys_first };
+const cmd_def_t CMD_TS_RANGE = { "TS.RANGE", CMD_ID_TS_RANGE, CMD_F_STATE_KEYS, CMD_ACCESS_READ, run_range, NULL, NULL,
+                                 sizeof(cmd_ts_range_args_t), sizeof(cmd_ts_range_res_t), cmd_keys_first };
+const cmd_def_t CMD_TS_REVRANGE = { "TS.REVRANGE", CMD_ID_TS_REVRANGE, CMD_F_STATE_KEYS, CMD_ACCESS_READ, run_revrange,
+                                    NULL, NULL, sizeof(cmd_ts_range_args_t), sizeof(cmd_ts_range_res_t),
+                                    cmd_keys_first };

@@ -232,9 +232,23 @@ static bool decode_deleterule(rbuf_t *in, void *args, const char **why)
     return true;
 }
 
-const cmd_def_t CMD_TS_CREATERULE = { "TS.CREATERULE", CMD_ID_TS_CREATERULE, CMD_F_WRITE | CMD_F_DENYOOM,
-                                      CMD_ACCESS_WRITE, run_createrule, encode_createrule, decode_createrule,
-                                      sizeof(cmd_ts_createrule_args_t), sizeof(cmd_ts_created_res_t) };
-const cmd_def_t CMD_TS_DELETERULE = { "TS.DELETERULE", CMD_ID_TS_DELETERULE, CMD_F_WRITE, CMD_ACCESS_WRITE,
-                                      run_deleterule, encode_deleterule, decode_deleterule,
-                                      sizeof(cmd_ts_deleterule_args_t), sizeof(cmd_ts_created_res_t) };
+/* A rule's source, then its destination. */
+static bool keys_createrule(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_ts_createrule_args_t *a = args;
+    return visit(ud, a->key, a->klen) && visit(ud, a->dest, a->dlen);
+}
+
+static bool keys_deleterule(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_ts_deleterule_args_t *a = args;
+    return visit(ud, a->key, a->klen) && visit(ud, a->dest, a->dlen);
+}
+
+const cmd_def_t CMD_TS_CREATERULE = { "TS.CREATERULE", CMD_ID_TS_CREATERULE,
+                                      CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_STATE_KEYS, CMD_ACCESS_WRITE,
+                                      run_createrule, encode_createrule, decode_createrule,
+                                      sizeof(cmd_ts_createrule_args_t), sizeof(cmd_ts_created_res_t), keys_createrule };
+const cmd_def_t CMD_TS_DELETERULE = { "TS.DELETERULE", CMD_ID_TS_DELETERULE, CMD_F_WRITE | CMD_F_STATE_KEYS,
+                                      CMD_ACCESS_WRITE, run_deleterule, encode_deleterule, decode_deleterule,
+                                      sizeof(cmd_ts_deleterule_args_t), sizeof(cmd_ts_created_res_t), keys_deleterule };

@@ -592,19 +592,21 @@ static bool decode_del(rbuf_t *in, void *args, const char **why)
 /* The table's rows                                                         */
 /* ------------------------------------------------------------------------ */
 
-const cmd_def_t CMD_TS_CREATE = { "TS.CREATE", CMD_ID_TS_CREATE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                  run_create, encode_create, decode_create, sizeof(cmd_ts_create_args_t),
-                                  sizeof(cmd_ts_created_res_t) };
-const cmd_def_t CMD_TS_ADD = { "TS.ADD", CMD_ID_TS_ADD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_add,
-                               encode_add, decode_add, sizeof(cmd_ts_add_args_t), sizeof(cmd_ts_created_res_t) };
-const cmd_def_t CMD_TS_INCRBY = { "TS.INCRBY", CMD_ID_TS_INCRBY, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                  run_incrby, encode_incrby, decode_incrby, sizeof(cmd_ts_incrby_args_t),
-                                  sizeof(cmd_ts_incrby_res_t) };
-const cmd_def_t CMD_TS_DECRBY = { "TS.DECRBY", CMD_ID_TS_DECRBY, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                  run_decrby, encode_incrby, decode_incrby, sizeof(cmd_ts_incrby_args_t),
-                                  sizeof(cmd_ts_incrby_res_t) };
-const cmd_def_t CMD_TS_ALTER = { "TS.ALTER", CMD_ID_TS_ALTER, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
-                                 run_alter, encode_alter, decode_alter, sizeof(cmd_ts_alter_args_t),
-                                 sizeof(cmd_ts_created_res_t) };
-const cmd_def_t CMD_TS_DEL = { "TS.DEL", CMD_ID_TS_DEL, CMD_F_WRITE, CMD_ACCESS_WRITE, run_del, encode_del,
-                               decode_del, sizeof(cmd_ts_del_args_t), sizeof(cmd_ts_del_res_t) };
+const cmd_def_t CMD_TS_CREATE = { "TS.CREATE", CMD_ID_TS_CREATE, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_STATE_KEYS,
+                                  CMD_ACCESS_WRITE, run_create, encode_create, decode_create,
+                                  sizeof(cmd_ts_create_args_t), sizeof(cmd_ts_created_res_t), cmd_keys_first };
+const cmd_def_t CMD_TS_ADD = { "TS.ADD", CMD_ID_TS_ADD, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_STATE_KEYS,
+                               CMD_ACCESS_WRITE, run_add, encode_add, decode_add, sizeof(cmd_ts_add_args_t),
+                               sizeof(cmd_ts_created_res_t), cmd_keys_first };
+const cmd_def_t CMD_TS_INCRBY = { "TS.INCRBY", CMD_ID_TS_INCRBY, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_STATE_KEYS,
+                                  CMD_ACCESS_WRITE, run_incrby, encode_incrby, decode_incrby,
+                                  sizeof(cmd_ts_incrby_args_t), sizeof(cmd_ts_incrby_res_t), cmd_keys_first };
+const cmd_def_t CMD_TS_DECRBY = { "TS.DECRBY", CMD_ID_TS_DECRBY, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_STATE_KEYS,
+                                  CMD_ACCESS_WRITE, run_decrby, encode_incrby, decode_incrby,
+                                  sizeof(cmd_ts_incrby_args_t), sizeof(cmd_ts_incrby_res_t), cmd_keys_first };
+const cmd_def_t CMD_TS_ALTER = { "TS.ALTER", CMD_ID_TS_ALTER, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_STATE_KEYS,
+                                 CMD_ACCESS_WRITE, run_alter, encode_alter, decode_alter, sizeof(cmd_ts_alter_args_t),
+                                 sizeof(cmd_ts_created_res_t), cmd_keys_first };
+const cmd_def_t CMD_TS_DEL = { "TS.DEL", CMD_ID_TS_DEL, CMD_F_WRITE | CMD_F_STATE_KEYS, CMD_ACCESS_WRITE, run_del,
+                               encode_del, decode_del, sizeof(cmd_ts_del_args_t), sizeof(cmd_ts_del_res_t),
+                               cmd_keys_first };

@@ -331,15 +331,42 @@ static bool decode_import(rbuf_t *in, void *args, const char **why)
     return true;
 }
 
+/* The key, then each of a list of others. */
+static bool keys_and_list(const char *key, size_t klen, const cmd_items_t *l, cmd_key_visit_t visit, void *ud)
+{
+    if (!visit(ud, key, klen))
+        return false;
+    cmd_items_iter_t it = { 0 };
+    const char *p;
+    size_t len;
+    while (cmd_items_next(l, &it, &p, &len, NULL))
+        if (!visit(ud, p, len))
+            return false;
+    return true;
+}
+
+static bool keys_pfcount(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_pfcount_args_t *a = args;
+    return keys_and_list(a->key, a->klen, &a->unions, visit, ud);
+}
+
+static bool keys_pfmerge(const void *args, cmd_key_visit_t visit, void *ud)
+{
+    const cmd_pfmerge_args_t *a = args;
+    return keys_and_list(a->key, a->klen, &a->sources, visit, ud);
+}
+
 const cmd_def_t CMD_PFADD = { "PFADD", CMD_ID_PFADD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_pfadd,
-                              encode_pfadd, decode_pfadd, sizeof(cmd_pfadd_args_t), sizeof(cmd_uv_res_t) };
+                              encode_pfadd, decode_pfadd, sizeof(cmd_pfadd_args_t), sizeof(cmd_uv_res_t),
+                              cmd_keys_first };
 const cmd_def_t CMD_PFCOUNT = { "PFCOUNT", CMD_ID_PFCOUNT, 0, CMD_ACCESS_READ, run_pfcount, NULL, NULL,
-                                sizeof(cmd_pfcount_args_t), sizeof(cmd_uv_res_t) };
+                                sizeof(cmd_pfcount_args_t), sizeof(cmd_uv_res_t), keys_pfcount };
 const cmd_def_t CMD_PFMERGE = { "PFMERGE", CMD_ID_PFMERGE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
                                 run_pfmerge, encode_pfmerge, decode_pfmerge, sizeof(cmd_pfmerge_args_t),
-                                sizeof(cmd_uv_res_t) };
+                                sizeof(cmd_uv_res_t), keys_pfmerge };
 const cmd_def_t CMD_HLL_EXPORT = { "HLL.EXPORT", CMD_ID_HLL_EXPORT, 0, CMD_ACCESS_READ, run_export, NULL, NULL,
-                                   sizeof(cmd_hll_key_args_t), sizeof(cmd_uv_res_t) };
+                                   sizeof(cmd_hll_key_args_t), sizeof(cmd_uv_res_t), cmd_keys_first };
 const cmd_def_t CMD_HLL_IMPORT = { "HLL.IMPORT", CMD_ID_HLL_IMPORT, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
                                    run_import, encode_import, decode_import, sizeof(cmd_hll_import_args_t),
-                                   sizeof(cmd_uv_res_t) };
+                                   sizeof(cmd_uv_res_t), cmd_keys_first };

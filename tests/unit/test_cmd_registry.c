@@ -17,7 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/bits.h"
+#include "cmd/cms.h"
 #include "cmd/def.h"
+#include "cmd/geo.h"
+#include "cmd/keys_ops.h"
+#include "cmd/tdigest.h"
+#include "cmd/throttle.h"
+#include "cmd/ts.h"
+#include "cmd/uv.h"
 #include "core/types.h"
 #include "tests/unit/cmd_check.h"
 
@@ -218,11 +226,67 @@ static void test_op_ids(void **state)
     }
 }
 
+/* The keys an operation's arguments name, as "k1,k2,...". */
+static bool add_key(void *ud, const char *key, size_t len)
+{
+    char *out = ud;
+    size_t used = strlen(out);
+    snprintf(out + used, 256 - used, "%s%.*s", used ? "," : "", (int)len, key);
+    return true;
+}
+
+static const char *keys_of(const cmd_def_t *def, const void *args)
+{
+    static char out[256];
+    out[0] = 0;
+    assert_non_null(def->keys);
+    assert_true(def->keys(args, add_key, out));
+    return out;
+}
+
+static void test_key_specs(void **state)
+{
+    (void)state;
+    /* only these select their keys by a prefix or by labels */
+    for (size_t i = 0; i < cmd_def_count(); i++) {
+        const cmd_def_t *d = cmd_def_at(i);
+        bool none = d == &CMD_SCAN || d == &CMD_TS_MGET || d == &CMD_TS_MRANGE || d == &CMD_TS_MREVRANGE ||
+                    d == &CMD_TS_QUERYINDEX;
+        if (none != (d->keys == NULL))
+            fail_msg("%s: keys %s", d->name, d->keys ? "given, but it names none" : "missing");
+    }
+    cmd_pfadd_args_t one = { .key = "k", .klen = 1 };
+    assert_string_equal(keys_of(&CMD_PFADD, &one), "k");
+
+    const char *const srcs[] = { "s1", "s2" };
+    const size_t lens[] = { 2, 2 };
+    cmd_bits_bitop_args_t bitop = { .key = "d", .klen = 1, .sources = { .n = 2, .p = srcs, .len = lens } };
+    assert_string_equal(keys_of(&CMD_BITOP, &bitop), "d,s1,s2");
+    cmd_cms_merge_args_t cms = { .key = "d", .klen = 1, .sources = { .n = 2, .p = srcs, .len = lens } };
+    assert_string_equal(keys_of(&CMD_CMS_MERGE, &cms), "d,s1,s2");
+    cmd_tdigest_merge_args_t td = { .key = "d", .klen = 1, .sources = { .n = 2, .p = srcs, .len = lens } };
+    assert_string_equal(keys_of(&CMD_TDIGEST_MERGE, &td), "d,s1,s2");
+    cmd_pfcount_args_t pfc = { .key = "a", .klen = 1, .unions = cmd_items_of(srcs, lens, NULL, 2) };
+    assert_string_equal(keys_of(&CMD_PFCOUNT, &pfc), "a,s1,s2");
+    cmd_pfmerge_args_t pfm = { .key = "d", .klen = 1, .sources = cmd_items_of(srcs, lens, NULL, 2) };
+    assert_string_equal(keys_of(&CMD_PFMERGE, &pfm), "d,s1,s2");
+    cmd_geosearch_args_t geo = { .key = "d", .klen = 1, .source = "src", .slen = 3 };
+    assert_string_equal(keys_of(&CMD_GEOSEARCHSTORE, &geo), "d,src");
+    assert_string_equal(keys_of(&CMD_GEOSEARCH, &geo), "d");
+    cmd_ts_createrule_args_t rule = { .key = "raw", .klen = 3, .dest = "avg", .dlen = 3 };
+    assert_string_equal(keys_of(&CMD_TS_CREATERULE, &rule), "raw,avg");
+    cmd_throttle_item_t items[2] = { { .key = "u:1", .klen = 3 }, { .key = "ip:2", .klen = 4 } };
+    cmd_throttle_batch_args_t batch = { .items = items, .n = 2 };
+    assert_string_equal(keys_of(&CMD_THROTTLE_BATCH, &batch), "u:1,ip:2");
+    assert_string_equal(keys_of(&CMD_CL_THROTTLE, &items[1]), "ip:2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_type_tags),
         cmocka_unit_test(test_op_ids),
+        cmocka_unit_test(test_key_specs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
