@@ -118,3 +118,31 @@ bool cmd_get_bool(rbuf_t *in, bool *out)
     *out = b == 1;
     return !in->err && b <= 1;
 }
+
+bool cmd_get_head(rbuf_t *in, unsigned version, const char **key, size_t *klen, const char **why)
+{
+    if (rbuf_u8(in) != version) {
+        *why = "unknown version";
+        return false;
+    }
+    if (!cmd_get_text_key(in, key, klen)) {
+        *why = "bad key";
+        return false;
+    }
+    return true;
+}
+
+bool cmd_batch_keys(const char *key, size_t klen, const cmd_batch_t *sources,
+                    bool (*visit)(void *ud, const char *key, size_t len), void *ud)
+{
+    if (!visit(ud, key, klen))
+        return false;
+    cmd_batch_iter_t it = cmd_batch_begin(sources);
+    const char *p;
+    size_t len;
+    uint64_t by;
+    while (cmd_batch_next(&it, &p, &len, &by))
+        if (!visit(ud, p, len))
+            return false;
+    return true;
+}

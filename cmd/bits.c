@@ -17,15 +17,6 @@ static bool bad(const char **why, const char *what)
     return false;
 }
 
-static bool get_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
-{
-    if (rbuf_u8(in) != REC_VERSION)
-        return bad(why, "unknown version");
-    if (!cmd_get_text_key(in, key, klen))
-        return bad(why, "bad key");
-    return true;
-}
-
 static void put_head(wbuf_t *out, const char *key, size_t klen)
 {
     wbuf_put_u8(out, REC_VERSION);
@@ -124,7 +115,7 @@ static void encode_set(const void *args, wbuf_t *out)
 static bool decode_set(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_set_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     a->data = rbuf_blob(in, &a->len);
     if (!a->data || a->len > BITS_MAX_LEN)
@@ -218,7 +209,7 @@ static void encode_setbit(const void *args, wbuf_t *out)
 static bool decode_setbit(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_setbit_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     a->offset = rbuf_u64(in);
     a->value = rbuf_u8(in);
@@ -452,7 +443,7 @@ static void encode_bitop(const void *args, wbuf_t *out)
 static bool decode_bitop(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_bitop_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     uint8_t op = rbuf_u8(in);
     if (op > BITS_OP_NOT)
@@ -572,7 +563,7 @@ static void encode_field(const void *args, wbuf_t *out)
 static bool decode_field(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_field_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     uint32_t n = rbuf_u32(in);
     if (in->err || n > CMD_BATCH_MAX)
@@ -594,25 +585,11 @@ static bool decode_field(rbuf_t *in, void *args, const char **why)
     return true;
 }
 
-/* The destination, then each source (a list of keys). */
-static bool keys_dest_sources(const char *key, size_t klen, const cmd_batch_t *sources, cmd_key_visit_t visit, void *ud)
-{
-    if (!visit(ud, key, klen))
-        return false;
-    cmd_batch_iter_t it = cmd_batch_begin(sources);
-    const char *p;
-    size_t len;
-    uint64_t by;
-    while (cmd_batch_next(&it, &p, &len, &by))
-        if (!visit(ud, p, len))
-            return false;
-    return true;
-}
 
 static bool keys_bitop(const void *args, cmd_key_visit_t visit, void *ud)
 {
     const cmd_bits_bitop_args_t *a = args;
-    return keys_dest_sources(a->key, a->klen, &a->sources, visit, ud);
+    return cmd_batch_keys(a->key, a->klen, &a->sources, visit, ud);
 }
 
 const cmd_def_t CMD_SET = { "SET", CMD_ID_SET, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_set, encode_set,

@@ -27,15 +27,6 @@ static bool bad(const char **why, const char *what)
     return false;
 }
 
-/* The version byte and the key every record starts with. */
-static bool get_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
-{
-    if (rbuf_u8(in) != REC_VERSION)
-        return bad(why, "unknown version");
-    if (!cmd_get_text_key(in, key, klen))
-        return bad(why, "bad key");
-    return true;
-}
 
 /* ------------------------------------------------------------------------ */
 /* CMS.INITBYDIM                                                            */
@@ -70,7 +61,7 @@ static void encode_initbydim(const void *args, wbuf_t *out)
 static bool decode_initbydim(rbuf_t *in, void *args, const char **why)
 {
     cmd_cms_initbydim_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     a->width = rbuf_u64(in);
     a->depth = rbuf_u64(in);
@@ -132,7 +123,7 @@ static void encode_incrby(const void *args, wbuf_t *out)
 static bool decode_incrby(rbuf_t *in, void *args, const char **why)
 {
     cmd_cms_incrby_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     if (!cmd_get_bool(in, &a->as_increments))
         return bad(why, "bad flag");
@@ -290,7 +281,7 @@ static void encode_merge(const void *args, wbuf_t *out)
 static bool decode_merge(rbuf_t *in, void *args, const char **why)
 {
     cmd_cms_merge_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0))
         return bad(why, "bad sources");
@@ -314,25 +305,11 @@ static bool run_info(cmd_ctx_t *ctx, const void *args, void *res)
     return true;
 }
 
-/* The destination, then each source (a list of keys). */
-static bool keys_dest_sources(const char *key, size_t klen, const cmd_batch_t *sources, cmd_key_visit_t visit, void *ud)
-{
-    if (!visit(ud, key, klen))
-        return false;
-    cmd_batch_iter_t it = cmd_batch_begin(sources);
-    const char *p;
-    size_t len;
-    uint64_t by;
-    while (cmd_batch_next(&it, &p, &len, &by))
-        if (!visit(ud, p, len))
-            return false;
-    return true;
-}
 
 static bool keys_merge(const void *args, cmd_key_visit_t visit, void *ud)
 {
     const cmd_cms_merge_args_t *a = args;
-    return keys_dest_sources(a->key, a->klen, &a->sources, visit, ud);
+    return cmd_batch_keys(a->key, a->klen, &a->sources, visit, ud);
 }
 
 const cmd_def_t CMD_CMS_INITBYDIM = { "CMS.INITBYDIM", CMD_ID_CMS_INITBYDIM, CMD_F_WRITE | CMD_F_DENYOOM,

@@ -36,15 +36,6 @@ static bool bad(const char **why, const char *what)
     return false;
 }
 
-static bool get_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
-{
-    if (rbuf_u8(in) != REC_VERSION)
-        return bad(why, "unknown version");
-    if (!cmd_get_text_key(in, key, klen))
-        return bad(why, "bad key");
-    return true;
-}
-
 static void put_head(wbuf_t *out, const char *key, size_t klen)
 {
     wbuf_put_u8(out, REC_VERSION);
@@ -74,7 +65,7 @@ static void encode_create(const void *args, wbuf_t *out)
 static bool decode_create(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_create_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     a->compression = rbuf_u32(in);
     if (a->compression < 1 || a->compression > TDIGEST_MAX_COMPRESSION)
@@ -113,7 +104,7 @@ static void encode_add(const void *args, wbuf_t *out)
 static bool decode_add(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_add_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     if (!cmd_array_get(in, &a->values, 8, 1, CMD_BATCH_MAX))
         return bad(why, "bad values");
@@ -349,7 +340,7 @@ static void encode_merge(const void *args, wbuf_t *out)
 static bool decode_merge(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_merge_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
         return false;
     if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0))
         return bad(why, "bad sources");
@@ -383,7 +374,7 @@ static void encode_key(const void *args, wbuf_t *out)
 static bool decode_key(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_key_args_t *a = args;
-    return get_head(in, &a->key, &a->klen, why);
+    return cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why);
 }
 
 #define QUERY(NAME, ID, RUN)                                                                                        \
@@ -392,25 +383,11 @@ static bool decode_key(rbuf_t *in, void *args, const char **why)
     { NAME, ID, 0, CMD_ACCESS_READ, RUN, NULL, NULL, sizeof(cmd_tdigest_scalar_args_t),                            \
       sizeof(cmd_tdigest_scalar_res_t), cmd_keys_first }
 
-/* The destination, then each source (a list of keys). */
-static bool keys_dest_sources(const char *key, size_t klen, const cmd_batch_t *sources, cmd_key_visit_t visit, void *ud)
-{
-    if (!visit(ud, key, klen))
-        return false;
-    cmd_batch_iter_t it = cmd_batch_begin(sources);
-    const char *p;
-    size_t len;
-    uint64_t by;
-    while (cmd_batch_next(&it, &p, &len, &by))
-        if (!visit(ud, p, len))
-            return false;
-    return true;
-}
 
 static bool keys_merge(const void *args, cmd_key_visit_t visit, void *ud)
 {
     const cmd_tdigest_merge_args_t *a = args;
-    return keys_dest_sources(a->key, a->klen, &a->sources, visit, ud);
+    return cmd_batch_keys(a->key, a->klen, &a->sources, visit, ud);
 }
 
 const cmd_def_t CMD_TDIGEST_CREATE = { "TDIGEST.CREATE", CMD_ID_TDIGEST_CREATE, CMD_F_WRITE | CMD_F_DENYOOM,
