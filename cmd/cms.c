@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cmd/cms.h"
-#include "cmd/create.h"
+#include "cmd/keycreate.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "core/cms.h"
@@ -43,7 +43,7 @@ static bool run_initbydim(cmd_ctx_t *ctx, const void *args, void *res)
     uint64_t bytes = cms_bytes_for(a->width, a->depth);
     if (!cmd_grow(ctx, size_field, "the sketch", bytes, bytes + ks_entry_overhead(a->klen)))
         return false;
-    return cmd_key_create(ctx, a->key, a->klen, &cms_type,
+    return cmd_create_key(ctx, a->key, a->klen, &cms_type,
                           cms_create((uint32_t)a->width, (uint32_t)a->depth, a->conservative), fill_info, res);
 }
 

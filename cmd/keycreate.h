@@ -1,7 +1,7 @@
 /*
  * keycreate.h - creating a key's value, the step every reserving operation
  * shares (BF.RESERVE, CF.RESERVE, CMS.INITBYDIM, TOPK.RESERVE,
- * TDIGEST.CREATE, TS.CREATE): a new value stored under a key that must
+ * TDIGEST.CREATE): a new value stored under a key that must
  * not exist yet.
  */
 #ifndef TALLY_CMD_KEYCREATE_H

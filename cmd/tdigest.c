@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/create.h"
+#include "cmd/keycreate.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "cmd/tdigest.h"
@@ -52,7 +52,7 @@ static bool run_create(cmd_ctx_t *ctx, const void *args, void *res)
     uint64_t bytes = tdigest_bytes_for(a->compression);
     if (!cmd_grow(ctx, "compression", "the digest", bytes, bytes + ks_entry_overhead(a->klen)))
         return false;
-    return cmd_key_create(ctx, a->key, a->klen, &tdigest_type, tdigest_create(a->compression), fill_info, res);
+    return cmd_create_key(ctx, a->key, a->klen, &tdigest_type, tdigest_create(a->compression), fill_info, res);
 }
 
 static void encode_create(const void *args, wbuf_t *out)

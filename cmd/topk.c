@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/create.h"
+#include "cmd/keycreate.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "cmd/topk.h"
@@ -44,7 +44,7 @@ static bool run_reserve(cmd_ctx_t *ctx, const void *args, void *res)
     uint64_t bytes = topk_bytes_for(a->k, a->width, a->depth);
     if (!cmd_grow(ctx, "width", "the Top-K", bytes, bytes + ks_entry_overhead(a->klen)))
         return false;
-    return cmd_key_create(ctx, a->key, a->klen, &topk_type,
+    return cmd_create_key(ctx, a->key, a->klen, &topk_type,
                           topk_create_gen(cmd_gen(ctx), a->k, a->width, a->depth, a->decay,
                                           tally_xxh64(a->key, a->klen, TOPK_SEED_SALT)),
                           fill_info, res);
