@@ -11,7 +11,8 @@
 #                              in tools/openapi (pinned by package-lock.json),
 #                              gnuplot-nox (the charts' test)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx,
-#                              gnuplot-nox (bench/charts.sh draws its charts)
+#                              gnuplot-nox (bench/charts.sh draws its charts),
+#                              libhiredis-dev (bench/resp_micro.c's reference parser)
 #   sh tools/deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
 #   sh tools/deps.sh valgrind + cmocka and valgrind (make valgrind)
 #
@@ -28,7 +29,7 @@ case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
 redis-server redis-tools nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox" ;;
-bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox" ;;
+bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox libhiredis-dev" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
 *) echo "deps: unknown set '$set_name' (build, test, bench, fuzz or valgrind)" >&2; exit 2 ;;
