@@ -138,6 +138,10 @@ bool resp_reply_int(resp_out_t *o, long long v)
 
 bool resp_reply_bulk(resp_out_t *o, const void *s, size_t len)
 {
+    if (!s && len) {
+        o->failed = true;
+        return false;
+    }
     return emit_num(o, '$', (long long)len, s ? s : "", len);
 }
 
@@ -191,8 +195,12 @@ bool resp_reply_bool(resp_out_t *o, bool b)
 
 bool resp_reply_bignum(resp_out_t *o, const char *digits, size_t len)
 {
+    if (!digits && len) {
+        o->failed = true;
+        return false;
+    }
     if (o->proto == 3)
-        return emit(o, "(", 1, digits, len);
+        return emit(o, "(", 1, digits ? digits : "", len);
     return resp_reply_bulk(o, digits, len);
 }
 
@@ -200,7 +208,7 @@ bool resp_reply_verbatim(resp_out_t *o, const char *s, size_t len, const char *e
 {
     if (o->proto != 3)
         return resp_reply_bulk(o, s, len);
-    if (len > SIZE_MAX - 4) {
+    if ((!s && len) || len > SIZE_MAX - 4) {
         o->failed = true;
         return false;
     }

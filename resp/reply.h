@@ -72,6 +72,7 @@ bool resp_reply_simple(resp_out_t *o, const char *s, size_t len);
  * a CR or LF is written as a space, as addReplyErrorFormat does. */
 bool resp_reply_error(resp_out_t *o, const char *s, size_t len);
 bool resp_reply_int(resp_out_t *o, long long v);
+/* s may be NULL only when len is 0. */
 bool resp_reply_bulk(resp_out_t *o, const void *s, size_t len);
 bool resp_reply_null(resp_out_t *o);
 bool resp_reply_null_array(resp_out_t *o);
