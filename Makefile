@@ -1,7 +1,7 @@
 # tally - build, run, install, test and benchmark tallyd.
 #
 #   make / all     build build/release/tallyd
-#   make run       build dependencies + build + start tallyd on 127.0.0.1:8080, data in ./data
+#   make run       build dependencies + build + start tallyd on 127.0.0.1:8080 (Redis protocol on 6380), data in ./data
 #   make install   install tallyd, its man page and systemd unit under PREFIX (default
 #                  /usr/local; DESTDIR for staging); make uninstall removes them
 #   make test      test dependencies + every test, twice: optimised, then under ASan+UBSan;
@@ -60,6 +60,9 @@ CORE_SRC := $(wildcard core/*.c)
 CMD_SRC := $(wildcard cmd/*.c)
 RESP_SRC := $(wildcard resp/*.c)
 API_SRC := $(wildcard api/*.c)
+# The Redis protocol's front-end (redis/: argv -> typed arguments -> cmd_call -> reply),
+# beside the HTTP adapter (api/); its bytes are resp/'s.
+REDIS_SRC := $(wildcard redis/*.c)
 SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 # Unit tests of api/ (in-process: router, readers, envelope, replay); of the
@@ -79,6 +82,7 @@ CORE_OBJ := $(call obj,$(CORE_SRC))
 CMD_OBJ := $(call obj,$(CMD_SRC))
 RESP_OBJ := $(call obj,$(RESP_SRC))
 API_OBJ := $(call obj,$(API_SRC))
+REDIS_OBJ := $(call obj,$(REDIS_SRC))
 SVC_OBJ := $(call obj,$(SVC_SRC))
 LIBCORE := $(BUILD)/libtallycore.a
 LIBCMD := $(BUILD)/libtallycmd.a
@@ -100,6 +104,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 DATA_DIR ?= ./data
 PORT ?= 8080
+RESP_PORT ?= 6380
 
 .PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
         valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check config-check install-check \
@@ -121,7 +126,7 @@ deps-valgrind: deps
 run: deps
 	@$(MAKE) --no-print-directory all
 	mkdir -p $(DATA_DIR)
-	exec $(TALLYD) --port $(PORT) --data-dir $(DATA_DIR)
+	exec $(TALLYD) --port $(PORT) --resp-port $(RESP_PORT) --data-dir $(DATA_DIR)
 
 # -------------------------------------------------------------- install --
 PREFIX ?= /usr/local
@@ -225,15 +230,15 @@ $(RESP_PURE): $(LIBRESP)
 	  grep -v -x -F $(addprefix -e ,$(RESP_LIBC)) | sort -u); \
 	  if [ -n "$$bad" ]; then echo "resp-pure: resp/ calls outside its list (RESP_LIBC): $$bad"; rm -f $@; exit 1; fi
 
-$(LIBTALLY): $(API_OBJ) $(SVC_OBJ)
+$(LIBTALLY): $(API_OBJ) $(REDIS_OBJ) $(SVC_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCMD) $(LIBCORE) | $(CORE_PURE) $(CMD_PURE) $(RESP_PURE)
+$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE) | $(CORE_PURE) $(CMD_PURE) $(RESP_PURE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
+$(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 $(CMD_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCMD) $(LIBCORE)
@@ -245,12 +250,12 @@ $(RESP_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBRESP)
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS) -lcmocka
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCMD) $(LIBCORE)
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 # Fuzz targets built with the normal compiler and a file-replaying main(), so
 # `make test` runs every saved input (corpus and past crashes) as a regression.
-$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY) $(LIBCMD) $(LIBCORE) $(LIBRESP)
+$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
@@ -276,7 +281,7 @@ layers-check:
 $(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # The request parser against hiredis's reader (make deps-bench installs
@@ -421,7 +426,7 @@ fuzz: deps-fuzz $(REGISTRIES)
 	@set -e; mkdir -p $(FUZZ_BUILD); \
 	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -I$(GEN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
+	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(REDIS_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
 	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
 	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
 	  mkdir -p $(FUZZ_BUILD)/corpus-$$n; $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \

@@ -4,7 +4,7 @@
 #   sh tools/deps.sh build   compiling tallyd (make, make run); libcurl is the
 #                              replication client (service/replica.c)
 #   sh tools/deps.sh test    + what `make test` runs: cmocka, libcurl, the
-#                              reference redis-server, nginx, yamllint, promtool,
+#                              reference redis-server, redis-cli and python3-redis (it_resp), nginx, yamllint, promtool,
 #                              systemd-analyze, groff, haproxy (it_replication's
 #                              failover test, it_cluster*), iproute2 (it_cluster_ns's
 #                              network namespaces), Node.js + the npm tools
@@ -28,7 +28,7 @@ libcurl4-openssl-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox" ;;
+redis-server redis-tools python3-redis nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox" ;;
 bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox libhiredis-dev" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
