@@ -254,6 +254,12 @@ static void deauth(redis_conn_t *c)
     resp_parser_require_auth(c->parser, !c->authed);
 }
 
+static const char *client_addr(void *ud)
+{
+    const redis_conn_t *c = ud;
+    return c->addr;
+}
+
 /* AUTH's check: the token, and the name when given (the token's own, or
  * Redis's "default").  Answers nothing on success; else answers why. */
 static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg_t *pass)
@@ -268,8 +274,8 @@ static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg
     cmd_tokens_t *set = NULL;
     const cmd_token_t *t = NULL;
     cmd_err_t err;
-    if (!cmd_auth_identify(c->cfg->srv->auth, pass->ptr, pass->len, NULL, NULL, c->cfg->hooks.now_ns(), &set, &t,
-                           &err)) {
+    if (!cmd_auth_identify(c->cfg->srv->auth, pass->ptr, pass->len, client_addr, c, c->cfg->hooks.now_ns(), &set,
+                           &t, &err)) {
         if (err.code == CMD_E_UNAUTHORIZED)
             redis_err(c, ERR_WRONGPASS);
         else
@@ -479,13 +485,15 @@ static bool parser_mem(void *ud, size_t held, size_t want)
     return true;   /* bounded by the limits (resp/parse.h); counted in redis_conn_mem */
 }
 
-redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id)
+redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *addr)
 {
     redis_conn_t *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->cfg = cfg;
     c->id = id;
+    if (addr)
+        snprintf(c->addr, sizeof(c->addr), "%s", addr);
     c->parser = resp_parser_new(&cfg->limits, parser_mem, c);
     if (!c->parser) {
         free(c);

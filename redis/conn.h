@@ -64,9 +64,10 @@ typedef enum redis_status {
     REDIS_DROP,                  /* close now (the output passed its cap, out of memory) */
 } redis_status_t;
 
-/* A connection with Redis's client id `id`; NULL when out of memory.  cfg
- * must outlive it. */
-redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id);
+/* A connection with Redis's client id `id` from the client address `addr`
+ * (what --auth-fail-limit counts unknown tokens by; may be NULL); NULL when
+ * out of memory.  cfg must outlive it. */
+redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *addr);
 void redis_conn_free(redis_conn_t *c);
 
 /* Runs every complete command at the start of buf[0..len), their replies

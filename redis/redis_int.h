@@ -20,6 +20,7 @@
 struct redis_conn {
     const redis_cfg_t *cfg;
     uint64_t id;
+    char addr[48];               /* the client's address ("" unknown) */
     resp_parser_t *parser;
     resp_out_t out;
     /* who: a token once AUTH succeeded (its set held until the connection

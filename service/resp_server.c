@@ -262,7 +262,9 @@ static void accept_some(loop_t *l)
 {
     resp_server_t *s = l->s;
     for (int i = 0; i < ACCEPTS_PER_WAKE && !atomic_load(&s->quiesced); i++) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;   /* EAGAIN: another loop took it, or none left */
         if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
@@ -274,8 +276,13 @@ static void accept_some(loop_t *l)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        char addr[INET6_ADDRSTRLEN] = "";
+        if (peer.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, addr, sizeof(addr));
+        else if (peer.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, addr, sizeof(addr));
         rconn_t *c = calloc(1, sizeof(*c));
-        redis_conn_t *rc = c ? redis_conn_new(&s->cfg, atomic_fetch_add(&s->next_id, 1)) : NULL;
+        redis_conn_t *rc = c ? redis_conn_new(&s->cfg, atomic_fetch_add(&s->next_id, 1), addr) : NULL;
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
         if (!rc || epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
             redis_conn_free(rc);

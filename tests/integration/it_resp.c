@@ -601,6 +601,87 @@ static void test_tls_refused(void **state)
     tally_cleanup(&p);
 }
 
+/* --max-connections caps the port (Redis's "max number of clients"
+ * refusal); --timeout closes an idle client, --header-timeout one whose
+ * command stopped arriving; SIGTERM with clients connected exits 0. */
+static void test_connection_limits(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", "--max-connections", "4", "--timeout", "2", "--header-timeout", "1",
+                           NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = connect_to(p.resp_port);
+        send_all(fds[i], "PING\r\n", 6);
+        expect_bytes(fds[i], "+PONG\r\n");
+    }
+    int extra = connect_to(p.resp_port);
+    buf_t got = { 0 };
+    assert_true(read_to_eof(extra, &got));
+    assert_string_equal(got.p, "-ERR max number of clients reached\r\n");
+    close(extra);
+    free(got.p);
+    /* one stops in the middle of a command: closed (--header-timeout) */
+    send_all(fds[0], "*2\r\n$4\r\nECHO\r\n", 14);
+    assert_true(read_to_eof(fds[0], NULL));
+    /* fds[1] keeps talking past the idle timeout of the others */
+    for (int i = 0; i < 4; i++) {
+        send_all(fds[1], "PING\r\n", 6);
+        expect_bytes(fds[1], "+PONG\r\n");
+        usleep(500 * 1000);
+    }
+    for (int i = 2; i < 4; i++)
+        assert_true(read_to_eof(fds[i], NULL));
+    send_all(fds[1], "PING\r\n", 6);
+    expect_bytes(fds[1], "+PONG\r\n");
+    assert_int_equal(tally_stop(&p), 0);   /* with fds[1] still connected */
+    assert_true(read_to_eof(fds[1], NULL));
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    tally_cleanup(&p);
+}
+
+/* A change answered over RESP is in the journal: a restart replays it, and
+ * HTTP reads what RESP wrote (one operation, two front-ends). */
+static void test_durable_across_restart(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", "--fsync", "always", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    buf_t b = { 0 };
+    mb(&b, "INCRBY", "dur:n", "41", NULL);
+    mb(&b, "INCR", "dur:n", NULL);
+    mb(&b, "PFADD", "dur:h", "a", "b", NULL);
+    mb(&b, "CL.THROTTLE", "dur:t", "0", "1", "3600", NULL);
+    buf_t got = exchange(p.resp_port, b.p, b.len);
+    assert_string_equal(got.p, ":41\r\n:42\r\n:1\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:3600\r\n");
+    free(got.p);
+    tally_kill(&p);   /* no final snapshot: the journal alone */
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p.dir);
+    tally_proc_t q;
+    tally_start(&q, dir, args);
+    http_expect(&q, "GET", "/counter/dur:n", NULL, 200, NULL);
+    http_resp_t r = http(&q, "GET", "/counter/dur:n", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "value"), 42);
+    http_free(&r);
+    b.len = 0;
+    mb(&b, "PFCOUNT", "dur:h", NULL);
+    mb(&b, "CL.THROTTLE", "dur:t", "0", "1", "3600", NULL);
+    got = exchange(q.resp_port, b.p, b.len);
+    if (strncmp(got.p, ":2\r\n*5\r\n:1\r\n:1\r\n:0\r\n", 20) != 0)
+        fail_msg("after the restart: %s", got.p);
+    assert_int_equal(strncmp(got.p, ":2\r\n*5\r\n:1\r\n:1\r\n:0\r\n", 20), 0);
+    free(got.p);
+    free(b.p);
+    assert_int_equal(tally_stop(&q), 0);
+    tally_cleanup(&q);
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -614,6 +695,8 @@ int main(void)
         cmocka_unit_test(test_slow_reader),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_tls_refused),
+        cmocka_unit_test(test_connection_limits),
+        cmocka_unit_test(test_durable_across_restart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
