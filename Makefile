@@ -1,7 +1,7 @@
 # tally - build, run, install, test and benchmark tallyd.
 #
 #   make / all     build build/release/tallyd
-#   make run       build dependencies + build + start tallyd on 127.0.0.1:8080, data in ./data
+#   make run       build dependencies + build + start tallyd on 127.0.0.1:8080 (Redis protocol on 6380), data in ./data
 #   make install   install tallyd, its man page and systemd unit under PREFIX (default
 #                  /usr/local; DESTDIR for staging); make uninstall removes them
 #   make test      test dependencies + every test, twice: optimised, then under ASan+UBSan;
@@ -58,7 +58,11 @@ TEST_LIBS := -lcmocka -lcurl
 
 CORE_SRC := $(wildcard core/*.c)
 CMD_SRC := $(wildcard cmd/*.c)
+RESP_SRC := $(wildcard resp/*.c)
 API_SRC := $(wildcard api/*.c)
+# The Redis protocol's front-end (redis/: argv -> typed arguments -> cmd_call -> reply),
+# beside the HTTP adapter (api/); its bytes are resp/'s.
+REDIS_SRC := $(wildcard redis/*.c)
 SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 # Unit tests of api/ (in-process: router, readers, envelope, replay); of the
@@ -66,6 +70,8 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 # of core/ and links only core.
 API_UNIT_SRC := $(wildcard tests/unit/test_api*.c)
 CMD_UNIT_SRC := $(wildcard tests/unit/test_cmd*.c)
+# Unit tests of the Redis protocol's bytes (test_resp*), linked with resp/ alone.
+RESP_UNIT_SRC := $(wildcard tests/unit/test_resp*.c)
 IT_SRC := $(wildcard tests/integration/it_*.c)
 IT_LIB_SRC := $(filter-out $(IT_SRC),$(wildcard tests/integration/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -74,18 +80,23 @@ BENCH_SRC := $(wildcard bench/*.c)
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC))
 CMD_OBJ := $(call obj,$(CMD_SRC))
+RESP_OBJ := $(call obj,$(RESP_SRC))
 API_OBJ := $(call obj,$(API_SRC))
+REDIS_OBJ := $(call obj,$(REDIS_SRC))
 SVC_OBJ := $(call obj,$(SVC_SRC))
 LIBCORE := $(BUILD)/libtallycore.a
 LIBCMD := $(BUILD)/libtallycmd.a
+LIBRESP := $(BUILD)/libtallyresp.a
 LIBTALLY := $(BUILD)/libtally.a
 CORE_PURE := $(BUILD)/core-pure
 CMD_PURE := $(BUILD)/cmd-pure
+RESP_PURE := $(BUILD)/resp-pure
 TALLYD := $(BUILD)/tallyd
 RESHARD := $(BUILD)/tally-reshard
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 API_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(API_UNIT_SRC))
 CMD_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(CMD_UNIT_SRC))
+RESP_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(RESP_UNIT_SRC))
 IT_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 IT_LIB_OBJ := $(call obj,$(IT_LIB_SRC))
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRC))
@@ -93,6 +104,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 DATA_DIR ?= ./data
 PORT ?= 8080
+RESP_PORT ?= 6380
 
 .PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
         valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check config-check install-check \
@@ -114,7 +126,7 @@ deps-valgrind: deps
 run: deps
 	@$(MAKE) --no-print-directory all
 	mkdir -p $(DATA_DIR)
-	exec $(TALLYD) --port $(PORT) --data-dir $(DATA_DIR)
+	exec $(TALLYD) --port $(PORT) --resp-port $(RESP_PORT) --data-dir $(DATA_DIR)
 
 # -------------------------------------------------------------- install --
 PREFIX ?= /usr/local
@@ -200,29 +212,50 @@ $(CMD_PURE): $(LIBCMD) $(LIBCORE)
 	printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -x c -o $@ - -x none -Wl,--whole-archive $(LIBCMD) -Wl,--no-whole-archive \
 	  $(LIBCORE) $(CMD_LIBS) -pthread
 
-$(LIBTALLY): $(API_OBJ) $(SVC_OBJ)
+# The Redis protocol's bytes (resp/: request parser, reply encoder) are a
+# library of their own: RESP_PURE links every one of its objects with the C
+# library alone, and the symbols it takes from the C library must be in
+# RESP_LIBC (memory, strings, formatting), so the linker proves the layer
+# holds no jansson, libmicrohttpd, command layer or core, and no socket,
+# file or thread call: the listener (service/) brings the I/O.
+RESP_LIBC := malloc calloc realloc free memchr memcpy memmove memset strlen snprintf
+$(LIBRESP): $(RESP_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCMD) $(LIBCORE) | $(CORE_PURE) $(CMD_PURE)
+$(RESP_PURE): $(LIBRESP)
+	printf 'int main(void) { return 0; }\n' | $(CC) $(LDFLAGS) -x c -o $@ - -x none -Wl,--whole-archive $(LIBRESP) -Wl,--no-whole-archive
+	@bad=$$(nm -u $(LIBRESP) | awk '$$1 == "U" { print $$2 }' | grep -v -E '^(__(asan|ubsan|tsan|sanitizer)_|_GLOBAL_OFFSET_TABLE_$$)' | \
+	  grep -v -x -F $(addprefix -e ,$(RESP_LIBC)) | sort -u); \
+	  if [ -n "$$bad" ]; then echo "resp-pure: resp/ calls outside its list (RESP_LIBC): $$bad"; rm -f $@; exit 1; fi
+
+$(LIBTALLY): $(API_OBJ) $(REDIS_OBJ) $(SVC_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE) | $(CORE_PURE) $(CMD_PURE) $(RESP_PURE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
+$(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 $(CMD_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCMD) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMD_LIBS) -lcmocka
 
+$(RESP_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBRESP)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS) -lcmocka
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCMD) $(LIBCORE)
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 
 # Fuzz targets built with the normal compiler and a file-replaying main(), so
 # `make test` runs every saved input (corpus and past crashes) as a regression.
-$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
+$(BUILD)/tests/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
@@ -248,8 +281,13 @@ layers-check:
 $(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCMD) $(LIBCORE)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# The request parser against hiredis's reader (make deps-bench installs
+# libhiredis-dev; nothing else links hiredis).
+$(BUILD)/bench/resp_micro: $(BUILD)/bench/resp_micro.o $(LIBRESP)
+	$(CC) $(LDFLAGS) -o $@ $^ -lhiredis
 
 # ----------------------------------------------------------------- test --
 ifeq ($(strip $(SANITIZER)),)
@@ -279,7 +317,7 @@ endif
 # detector holds at most 64 locks; the snapshot barrier takes every shard's).
 # A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
 # loops for the slower build.
-TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster it_limits
+TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster it_limits it_resp
 tsan-suite: $(TALLYD) $(RESHARD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
 	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \
@@ -388,7 +426,7 @@ fuzz: deps-fuzz $(REGISTRIES)
 	@set -e; mkdir -p $(FUZZ_BUILD); \
 	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -I$(GEN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(API_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
+	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(REDIS_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
 	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
 	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
 	  mkdir -p $(FUZZ_BUILD)/corpus-$$n; $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \

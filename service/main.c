@@ -51,6 +51,7 @@
 #include "service/file.h"
 #include "service/persist.h"
 #include "service/repl.h"
+#include "service/resp_server.h"
 #include "service/server.h"
 #include "service/tls.h"
 
@@ -71,6 +72,7 @@ static struct {
     api_guard_t *guard;          /* browser checks (api/guard.h) */
     tls_t *tls;                  /* HTTPS credentials (service/tls.h); NULL for plain HTTP */
     server_t *server;
+    resp_server_t *resp;         /* --resp-port: the Redis protocol (service/resp_server.h); NULL when off */
     persist_t *persist;
     int64_t started_mono;
     /* What the serving threads may see: published once complete (the
@@ -114,6 +116,8 @@ static void gate_loading(void *ud, bool loading)
     pthread_mutex_lock(&gate_mu);
     if (app.server)
         server_set_loading(app.server, loading);
+    if (app.resp)
+        resp_server_set_loading(app.resp, loading);
     pthread_mutex_unlock(&gate_mu);
 }
 
@@ -758,10 +762,27 @@ static int run(void)
         return 1;
     }
     atomic_store_explicit(&app.live_server, app.server, memory_order_release);
-    log_info("tallyd %s listening on %s:%d (%d threads, %u shards); loading", TALLY_VERSION, o->bind,
-             server_port(app.server), o->threads, ks_shard_count(app.ks));
+    char resp_at[96] = "";
+    if (o->resp_port >= 0) {
+        resp_server_hooks_t rh = { 0 };
+        if (!o->in_memory)
+            rh = (resp_server_hooks_t){ NULL, hook_try, hook_wait_async };
+        app.resp = resp_server_start(o, &app.api, &rh, err, sizeof(err));
+        if (!app.resp) {
+            log_error("%s; refusing to start", err);
+            server_stop(app.server);
+            ks_free(app.ks);
+            transport_close();
+            return 1;
+        }
+        snprintf(resp_at, sizeof(resp_at), "; Redis protocol on %s:%d", o->bind, resp_server_port(app.resp));
+    }
+    log_info("tallyd %s listening on %s:%d (%d threads, %u shards)%s; loading", TALLY_VERSION, o->bind,
+             server_port(app.server), o->threads, ks_shard_count(app.ks), resp_at);
     if (o->pid_file[0] && !pid_file_write(err, sizeof(err))) {
         log_error("%s; refusing to start", err);
+        resp_server_stop(app.resp);
+        app.resp = NULL;
         server_stop(app.server);
         ks_free(app.ks);
         transport_close();
@@ -782,6 +803,8 @@ static int run(void)
                 repl_creds_wipe(creds);
             free(creds);
             log_error("%s%s", err, creds_ok ? "" : "; refusing to start");
+            resp_server_stop(app.resp);
+            app.resp = NULL;
             server_stop(app.server);
             pid_file_remove();
             ks_free(app.ks);
@@ -795,6 +818,8 @@ static int run(void)
         free(creds);
         if (!app.repl) {
             log_error("%s", err);
+            resp_server_stop(app.resp);
+            app.resp = NULL;
             server_stop(app.server);
             atomic_store(&app.live_persist, NULL);
             persist_close(app.persist);
@@ -808,6 +833,8 @@ static int run(void)
         log_warn("--in-memory: nothing is written to disk; state is lost when tallyd stops");
     }
     server_set_ready(app.server, true);
+    if (app.resp)
+        resp_server_set_ready(app.resp, true);
     log_info("ready: %llu keys", (unsigned long long)ks_total_keys(app.ks));
 
     /* housekeeping until a signal says stop: an expiry step every 10 ms,
@@ -848,11 +875,15 @@ static int run(void)
              server_inflight(app.server));
     server_set_ready(app.server, false);
     server_quiesce(app.server);
+    if (app.resp)
+        resp_server_quiesce(app.resp);
     if (!server_drain(app.server, o->shutdown_timeout))
         log_warn("%u requests still in flight after %d s; closing them", server_inflight(app.server),
                  o->shutdown_timeout);
     atomic_store(&app.live_server, NULL);
     pthread_mutex_lock(&gate_mu);
+    resp_server_stop(app.resp);   /* each loop ends the command it runs */
+    app.resp = NULL;
     server_stop(app.server);
     app.server = NULL;
     pthread_mutex_unlock(&gate_mu);

@@ -16,7 +16,9 @@
 //   and --pid-file replaced by the test's.  The port a document uses (ARGS'
 //   --port, else 8080) names that server: `localhost:PORT` and
 //   `127.0.0.1:PORT` in commands are rewritten to its real port.  The 8080
-//   one starts by itself, with no options, on first use.
+//   one starts by itself, with no options, on first use.  Each tallyd also
+//   serves the Redis protocol (--resp-port 0, unless it serves TLS):
+//   `redis-cli -p 6380` in a command is rewritten to the 8080 one's port.
 // - Commands run with sh in a scratch directory holding links to the
 //   repository's top-level files (so `deploy/gateways/policies.json` works)
 //   and `data` (the tallyd's data directory); `tallyd` on PATH is the binary
@@ -164,13 +166,20 @@ class Server {
     const data = join(this.scratch, own_dir ? `data-${this.docPort}` : "data");
     const log = join(this.scratch, `tallyd-${this.docPort}.log`);
     const fd = openSync(log, "w");
+    // the Redis protocol's port too (`redis-cli -p 6380` examples), unless
+    // the server speaks TLS, which that port refuses
+    if (!own.some((a) => /^--(resp-port|tls-cert)\b/.test(a))) own.push("--resp-port", "0");
     this.proc = spawn(tallyd, ["--port", "0", "--data-dir", data, ...own],
       { cwd: this.scratch, stdio: ["ignore", fd, fd] });
     closeSync(fd);
     this.exited = new Promise((r) => this.proc.on("exit", r));
     for (let t = 0; t < 200; t++) {
       const m = readFileSync(log, "utf8").match(/listening on [\d.]+:(\d+)[\s\S]*ready:/);
-      if (m && this.proc.exitCode === null) { this.port = m[1]; return true; }
+      if (m && this.proc.exitCode === null) {
+        this.port = m[1];
+        this.respPort = (m[0].match(/Redis protocol on \S+:(\d+);/) || [null, 0])[1];
+        return true;
+      }
       if (this.proc.exitCode !== null) break;
       await sleep(50);
     }
@@ -193,6 +202,9 @@ class Server {
 }
 
 const ADDRESS = /\b(localhost|127\.0\.0\.1):(\d+)\b/g;
+// `redis-cli -p 6380` talks to the default server's Redis protocol port
+// (what `make run` serves next to 8080).
+const REDIS_CLI = /\bredis-cli -p 6380\b/g;
 
 // Runs one command with sh in its own process group, killed whole when it
 // outlives COMMAND_TIMEOUT_MS.
@@ -256,13 +268,17 @@ async function check_file(file) {
         // Every address the command uses is a tallyd of this document: the
         // default one (8080) starts on first use, others by `$ tallyd ... &`.
         let ok = true;
+        const redis_cli = REDIS_CLI.test(cmd.text);
+        REDIS_CLI.lastIndex = 0;
+        if (redis_cli && !server_for("8080").proc) ok = (await server_for("8080").start("", at)) && ok;
         for (const [, , port] of cmd.text.matchAll(ADDRESS)) {
           const s = server_for(port);
           if (!s.proc && port === "8080") ok = (await s.start("", at)) && ok;
           else if (!s.proc) { fail(at, `no \`$ tallyd --port ${port} ... &\` before this command`); ok = false; }
         }
         if (!ok) continue;
-        const command = cmd.text.replace(ADDRESS, (_, host, port) => `127.0.0.1:${servers.get(port).port}`);
+        const command = cmd.text.replace(ADDRESS, (_, host, port) => `127.0.0.1:${servers.get(port).port}`)
+          .replace(REDIS_CLI, () => `redis-cli -p ${servers.get("8080").respPort}`);
         const r = await run_shell(command, scratch, env);
         const answer = r.out + r.err;
         if (process.env.EXAMPLES_SHOW) console.log(`${at}: $ ${cmd.text}\n${answer}`);

@@ -4,14 +4,15 @@
 #   sh tools/deps.sh build   compiling tallyd (make, make run); libcurl is the
 #                              replication client (service/replica.c)
 #   sh tools/deps.sh test    + what `make test` runs: cmocka, libcurl, the
-#                              reference redis-server, nginx, yamllint, promtool,
+#                              reference redis-server, redis-cli and python3-redis (it_resp), nginx, yamllint, promtool,
 #                              systemd-analyze, groff, haproxy (it_replication's
 #                              failover test, it_cluster*), iproute2 (it_cluster_ns's
 #                              network namespaces), Node.js + the npm tools
 #                              in tools/openapi (pinned by package-lock.json),
 #                              gnuplot-nox (the charts' test)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx,
-#                              gnuplot-nox (bench/charts.sh draws its charts)
+#                              gnuplot-nox (bench/charts.sh draws its charts),
+#                              libhiredis-dev (bench/resp_micro.c's reference parser)
 #   sh tools/deps.sh fuzz    + clang and its libFuzzer runtime (make fuzz)
 #   sh tools/deps.sh valgrind + cmocka and valgrind (make valgrind)
 #
@@ -27,8 +28,8 @@ libcurl4-openssl-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox" ;;
-bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox" ;;
+redis-server redis-tools python3-redis nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox" ;;
+bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox libhiredis-dev" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
 *) echo "deps: unknown set '$set_name' (build, test, bench, fuzz or valgrind)" >&2; exit 2 ;;

@@ -213,6 +213,26 @@ static int port_from_log(const tally_proc_t *p)
     return port;
 }
 
+/* Finds "Redis protocol on ADDR:PORT" (--resp-port) in the log: 0 when
+ * the port is off. */
+static int resp_port_from_log(const tally_proc_t *p)
+{
+    char *log = tally_log(p);
+    int port = 0;
+    size_t skip = strlen(log) >= (size_t)p->log_start ? (size_t)p->log_start : 0;
+    for (char *s = log + skip; (s = strstr(s, "Redis protocol on ")); s++) {
+        char *end = strchr(s + 18, ';');
+        if (!end)
+            break;
+        char *c = end;
+        while (c > s && *c != ':')
+            c--;
+        port = atoi(c + 1);
+    }
+    free(log);
+    return port;
+}
+
 /* Starts tallyd; returns -1 once it is ready (or listening, without
  * wait_ready), or its exit status when it exits first and may_exit. */
 static int start_or_exit(tally_proc_t *p, const char *dir, const char *const *args, bool wait_ready, bool may_exit)
@@ -228,8 +248,10 @@ static int start_or_exit(tally_proc_t *p, const char *dir, const char *const *ar
             char *log = tally_log(p);
             die("tallyd exited during start-up; log:\n%s", log);
         }
-        if (!p->port)
+        if (!p->port) {
             p->port = port_from_log(p);
+            p->resp_port = p->port ? resp_port_from_log(p) : 0;
+        }
         if (p->port && !wait_ready)
             return -1;
         if (p->port) {

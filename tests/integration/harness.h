@@ -24,6 +24,7 @@
 typedef struct tally_proc {
     pid_t pid;
     int port;
+    int resp_port;        /* --resp-port's, from the log (0: off) */
     char dir[256];        /* data directory */
     char log[300];        /* stderr of the process */
     bool own_dir;         /* created by the harness: removed by tally_cleanup */

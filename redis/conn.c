@@ -1,0 +1,590 @@
+/* conn.c - see conn.h and redis_int.h: a connection's commands from argv
+ * to reply, the connection commands, and running an operation. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cmd/admit.h"
+#include "cmd/keys_ops.h"
+#include "redis/redis_int.h"
+
+#define ERR_WRONGPASS "WRONGPASS invalid username-password pair or user is disabled."
+#define ERR_NOAUTH "NOAUTH Authentication required."
+
+/* ------------------------------------------------------------------------ */
+/* Replies                                                                  */
+/* ------------------------------------------------------------------------ */
+
+void redis_err(redis_conn_t *c, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof(msg))
+        n = (int)sizeof(msg) - 1;
+    resp_reply_error(&c->out, msg, (size_t)n);
+}
+
+void redis_ok(redis_conn_t *c) { resp_reply_simple(&c->out, "OK", 2); }
+
+static void bulk_str(redis_conn_t *c, const char *s) { resp_reply_bulk(&c->out, s, strlen(s)); }
+
+/* An argument as Redis's "%s" prints it: up to its first NUL, at most max bytes. */
+static int shown(const resp_arg_t *a, size_t max)
+{
+    const char *z = memchr(a->ptr, '\0', a->len);
+    size_t n = z ? (size_t)(z - a->ptr) : a->len;
+    return (int)(n < max ? n : max);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Numbers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+bool redis_ll(const resp_arg_t *a, long long *v)
+{
+    const char *p = a->ptr;
+    size_t n = a->len;
+    if (n == 0 || n > 20)
+        return false;
+    if (n == 1 && p[0] == '0') {
+        *v = 0;
+        return true;
+    }
+    bool neg = p[0] == '-';
+    size_t i = neg;
+    if (i == n || p[i] < '1' || p[i] > '9')
+        return false;
+    unsigned long long x = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        unsigned d = (unsigned)(p[i] - '0');
+        if (x > (~0ULL - d) / 10)
+            return false;
+        x = x * 10 + d;
+    }
+    if (neg) {
+        if (x > (unsigned long long)INT64_MAX + 1)
+            return false;
+        *v = x == (unsigned long long)INT64_MAX + 1 ? INT64_MIN : -(long long)x;
+    } else {
+        if (x > (unsigned long long)INT64_MAX)
+            return false;
+        *v = (long long)x;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running an operation                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* cmd_err_t in Redis's forms (cmd/err.h has the codes). */
+static void answer_err(redis_conn_t *c, const cmd_err_t *e)
+{
+    switch (e->code) {
+    case CMD_E_WRONGTYPE:
+        redis_err(c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        break;
+    case CMD_E_FORBIDDEN:
+        redis_err(c, "NOPERM %s", e->message);
+        break;
+    case CMD_E_UNAUTHORIZED:
+        redis_err(c, "%s", ERR_NOAUTH);
+        break;
+    case CMD_E_OUT_OF_MEMORY:
+        redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        break;
+    case CMD_E_READONLY:
+        redis_err(c, "READONLY You can't write against a read only replica.");
+        break;
+    case CMD_E_MOVED:
+    case CMD_E_ASK:
+        redis_err(c, "%s %d %s", e->code == CMD_E_MOVED ? "MOVED" : "ASK", e->slot, e->where);
+        break;
+    case CMD_E_CROSSSLOT:
+        redis_err(c, "CROSSSLOT Keys in request don't hash to the same slot");
+        break;
+    case CMD_E_TRYAGAIN:
+        redis_err(c, "TRYAGAIN Multiple keys request during rehashing of slot");
+        break;
+    default:
+        redis_err(c, "ERR %s", e->message);
+        break;
+    }
+}
+
+struct first_key {
+    const char *key;
+    size_t len;
+    bool set;
+};
+
+static bool visit_first(void *ud, const char *key, size_t len)
+{
+    struct first_key *k = ud;
+    k->key = key;
+    k->len = len;
+    k->set = true;
+    return false;   /* the first one is enough */
+}
+
+/* Redis keeps counters, bit strings, HyperLogLogs and redis-cell's state
+ * in strings, where tally has a type each: a command of one on another's
+ * key fails in Redis with the string's words (INCR on a HyperLogLog: "value
+ * is not an integer"), not WRONGTYPE's.  True when the key holds one of
+ * `types` (space-separated names of core's types), and the caller may
+ * read its type. */
+static bool key_typed(redis_conn_t *c, const char *key, size_t klen, const char *types)
+{
+    cmd_ctx_t ctx;
+    cmd_ctx_init(&ctx, c->cfg->srv, c->cfg->hooks.now_ns(), false, 0);
+    ctx.token = c->token;
+    ctx.what_verb = "";
+    ctx.what_name = CMD_KEY_INFO.name;
+    cmd_key_args_t a = { key, klen };
+    cmd_key_info_res_t r;
+    cmd_admission_t adm = { .access = CMD_KEY_INFO.access, .key = key, .klen = klen };
+    bool ok = cmd_admit(&ctx, &adm) && cmd_call(&ctx, &CMD_KEY_INFO, &a, &r);
+    cmd_ctx_end(&ctx);
+    if (!ok)
+        return false;
+    size_t n = strlen(r.type);
+    for (const char *p = types; *p;) {
+        size_t w = strcspn(p, " ");
+        if (w == n && memcmp(p, r.type, n) == 0)
+            return true;
+        p += w + (p[w] == ' ');
+    }
+    return false;
+}
+
+bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *missing)
+{
+    const redis_hooks_t *hk = &c->cfg->hooks;
+    if (missing)
+        *missing = false;
+    bool loading = false;
+    if (hk->enter && !hk->enter(hk->ud, &loading)) {
+        redis_err(c, "LOADING Redis is loading the dataset in memory");
+        return false;
+    }
+    cmd_ctx_t ctx;
+    cmd_ctx_init(&ctx, c->cfg->srv, hk->now_ns(), false, 0);
+    ctx.token = c->token;
+    ctx.what_verb = "";
+    ctx.what_name = def->name;
+    ctx.front = c;
+    struct first_key k = { NULL, 0, false };
+    if (def->keys)
+        def->keys(args, visit_first, &k);
+    bool writes = (def->flags & CMD_F_WRITE) != 0;
+    cmd_admission_t adm = { .access = def->access, .key = k.set ? k.key : NULL, .klen = k.len, .writes = writes,
+                            .loading = loading };
+    if (writes)
+        adm.journal_bytes = 2 * (64 + (uint64_t)c->cmd_bytes) + 4096;
+    bool ok = cmd_admit(&ctx, &adm) && cmd_call(&ctx, def, args, res);
+    uint64_t lsn = ctx.journal_lsn, pos = ctx.repl_pos;
+    cmd_err_t *e = &ctx.err;
+    cmd_ctx_end(&ctx);
+    if (hk->leave && !loading)
+        hk->leave(hk->ud);
+    if (!ok) {
+        if (missing && e->code == CMD_E_NOT_FOUND)
+            *missing = true;
+        else if (e->code == CMD_E_WRONGTYPE && c->string_types && k.set && !loading &&
+                 key_typed(c, k.key, k.len, c->string_types))
+            redis_err(c, "%s", c->string_err);
+        else
+            answer_err(c, e);
+        return false;
+    }
+    const char *why = NULL;
+    if ((lsn || pos) && hk->durable && !hk->durable(hk->ud, lsn, pos, &why)) {
+        redis_err(c, "ERR the change could not be made durable: %s", why ? why : "journal unavailable");
+        return false;
+    }
+    return true;
+}
+
+bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from)
+{
+    size_t n = cmd->argc > from ? cmd->argc - from : 0;
+    if (n > c->scratch_cap) {
+        size_t cap = c->scratch_cap ? c->scratch_cap : 16;
+        while (cap < n)
+            cap *= 2;
+        const char **p = realloc(c->ptrs, cap * sizeof(*p));
+        if (p)
+            c->ptrs = p;
+        size_t *l = p ? realloc(c->lens, cap * sizeof(*l)) : NULL;
+        if (!p || !l) {
+            redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+            return false;
+        }
+        c->lens = l;
+        c->scratch_cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        c->ptrs[i] = cmd->argv[from + i].ptr;
+        c->lens[i] = cmd->argv[from + i].len;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Authentication                                                           */
+/* ------------------------------------------------------------------------ */
+
+static bool auth_on(const redis_conn_t *c) { return c->cfg->srv->auth != NULL; }
+
+static void deauth(redis_conn_t *c)
+{
+    cmd_tokens_release(c->tokens);
+    c->tokens = NULL;
+    c->token = NULL;
+    c->authed = !auth_on(c);
+    resp_parser_require_auth(c->parser, !c->authed);
+}
+
+static const char *client_addr(void *ud)
+{
+    const redis_conn_t *c = ud;
+    return c->addr;
+}
+
+/* AUTH's check: the token, and the name when given (the token's own, or
+ * Redis's "default").  Answers nothing on success; else answers why. */
+static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg_t *pass)
+{
+    if (!auth_on(c)) {   /* Redis's default user without a password */
+        if (user && !(user->len == 7 && memcmp(user->ptr, "default", 7) == 0)) {
+            redis_err(c, ERR_WRONGPASS);
+            return false;
+        }
+        return true;
+    }
+    cmd_tokens_t *set = NULL;
+    const cmd_token_t *t = NULL;
+    cmd_err_t err;
+    if (!cmd_auth_identify(c->cfg->srv->auth, pass->ptr, pass->len, client_addr, c, c->cfg->hooks.now_ns(), &set,
+                           &t, &err)) {
+        if (err.code == CMD_E_UNAUTHORIZED)
+            redis_err(c, ERR_WRONGPASS);
+        else
+            redis_err(c, "ERR %s", err.message);
+        return false;
+    }
+    if (user && !(user->len == 7 && memcmp(user->ptr, "default", 7) == 0) &&
+        !(strlen(t->name) == user->len && memcmp(t->name, user->ptr, user->len) == 0)) {
+        cmd_tokens_release(set);
+        redis_err(c, ERR_WRONGPASS);
+        return false;
+    }
+    cmd_tokens_release(c->tokens);
+    c->tokens = set;
+    c->token = t;
+    c->authed = true;
+    resp_parser_require_auth(c->parser, false);
+    return true;
+}
+
+void redis_auth(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    if (cmd->argc > 3) {
+        redis_err(c, "ERR syntax error");
+        return;
+    }
+    if (cmd->argc == 2 && !auth_on(c)) {
+        redis_err(c, "ERR AUTH <password> called without any password configured for the default user. "
+                     "Are you sure your configuration is correct?");
+        return;
+    }
+    if (cmd->argc == 2 ? authenticate(c, NULL, &cmd->argv[1]) : authenticate(c, &cmd->argv[1], &cmd->argv[2]))
+        redis_ok(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connection commands                                                      */
+/* ------------------------------------------------------------------------ */
+
+void redis_ping(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    if (cmd->argc > 2) {
+        redis_err(c, "ERR wrong number of arguments for 'ping' command");
+        return;
+    }
+    if (cmd->argc == 2)
+        resp_reply_bulk(&c->out, cmd->argv[1].ptr, cmd->argv[1].len);
+    else
+        resp_reply_simple(&c->out, "PONG", 4);
+}
+
+void redis_echo(redis_conn_t *c, const resp_cmd_t *cmd) { resp_reply_bulk(&c->out, cmd->argv[1].ptr, cmd->argv[1].len); }
+
+void redis_select(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    long long id;
+    if (!redis_ll(&cmd->argv[1], &id))
+        redis_err(c, "ERR value is not an integer or out of range");
+    else if (id < INT32_MIN || id > INT32_MAX)
+        redis_err(c, "ERR value is out of range, value must between -2147483648 and 2147483647");
+    else if (id != 0)
+        redis_err(c, "ERR DB index is out of range");
+    else
+        redis_ok(c);
+}
+
+void redis_quit(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    (void)cmd;
+    redis_ok(c);
+    c->close_after = true;
+}
+
+static bool set_name(redis_conn_t *c, const resp_arg_t *a)
+{
+    for (size_t i = 0; i < a->len; i++)
+        if (a->ptr[i] < '!' || a->ptr[i] > '~') {
+            redis_err(c, "ERR Client names cannot contain spaces, newlines or special characters.");
+            return false;
+        }
+    if (a->len >= sizeof(c->name)) {
+        redis_err(c, "ERR tally keeps client names of at most %zu bytes", sizeof(c->name) - 1);
+        return false;
+    }
+    memcpy(c->name, a->ptr, a->len);
+    c->name[a->len] = '\0';
+    return true;
+}
+
+void redis_reset(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    (void)cmd;
+    resp_out_set_proto(&c->out, 2);
+    c->name[0] = '\0';
+    deauth(c);
+    resp_reply_simple(&c->out, "RESET", 5);
+}
+
+static bool eq_ci(const resp_arg_t *a, const char *s)
+{
+    size_t n = strlen(s);
+    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
+}
+
+void redis_client(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    const resp_arg_t *sub = &cmd->argv[1];
+    const char *full = NULL;
+    int arity = 0;
+    if (eq_ci(sub, "setname"))
+        full = "client|setname", arity = 3;
+    else if (eq_ci(sub, "getname"))
+        full = "client|getname", arity = 2;
+    else if (eq_ci(sub, "id"))
+        full = "client|id", arity = 2;
+    if (!full) {
+        redis_err(c, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.", shown(sub, 128), sub->ptr);
+        return;
+    }
+    if ((int)cmd->argc != arity) {
+        redis_err(c, "ERR wrong number of arguments for '%s' command", full);
+        return;
+    }
+    if (arity == 3) {
+        if (set_name(c, &cmd->argv[2]))
+            redis_ok(c);
+    } else if (full[7] == 'g') {
+        if (c->name[0])
+            bulk_str(c, c->name);
+        else
+            resp_reply_null(&c->out);
+    } else {
+        resp_reply_int(&c->out, (long long)c->id);
+    }
+}
+
+void redis_hello(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    long long ver = 0;
+    size_t j = 1;
+    if (cmd->argc >= 2) {
+        if (!redis_ll(&cmd->argv[1], &ver)) {
+            redis_err(c, "ERR Protocol version is not an integer or out of range");
+            return;
+        }
+        if (ver < 2 || ver > 3) {
+            redis_err(c, "NOPROTO unsupported protocol version");
+            return;
+        }
+        j = 2;
+    }
+    const resp_arg_t *user = NULL, *pass = NULL, *name = NULL;
+    for (; j < cmd->argc; j++) {
+        size_t more = cmd->argc - 1 - j;
+        const resp_arg_t *opt = &cmd->argv[j];
+        if (eq_ci(opt, "auth") && more >= 2) {
+            user = &cmd->argv[j + 1];
+            pass = &cmd->argv[j + 2];
+            j += 2;
+        } else if (eq_ci(opt, "setname") && more) {
+            name = &cmd->argv[++j];
+        } else {
+            redis_err(c, "ERR Syntax error in HELLO option '%.*s'", shown(opt, 1024), opt->ptr);
+            return;
+        }
+    }
+    if (user && !authenticate(c, user, pass))
+        return;
+    if (!c->authed) {
+        redis_err(c, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
+                     "<proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP "
+                     "protocol version at the same time");
+        return;
+    }
+    if (name && !set_name(c, name))
+        return;
+    if (ver)
+        resp_out_set_proto(&c->out, (int)ver);
+    const cmd_hooks_t *h = &c->cfg->srv->hooks;
+    const char *role = h->role ? h->role(h->ud) : "primary";
+    resp_reply_map(&c->out, 7);
+    bulk_str(c, "server");
+    bulk_str(c, "tally");
+    bulk_str(c, "version");
+    bulk_str(c, c->cfg->version);
+    bulk_str(c, "proto");
+    resp_reply_int(&c->out, c->out.proto);
+    bulk_str(c, "id");
+    resp_reply_int(&c->out, (long long)c->id);
+    bulk_str(c, "mode");
+    bulk_str(c, c->cfg->srv->cluster ? "cluster" : "standalone");
+    bulk_str(c, "role");
+    bulk_str(c, strcmp(role, "primary") == 0 ? "master" : "replica");
+    bulk_str(c, "modules");
+    resp_reply_array(&c->out, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The connection                                                           */
+/* ------------------------------------------------------------------------ */
+
+static bool parser_mem(void *ud, size_t held, size_t want)
+{
+    (void)ud;
+    (void)held;
+    (void)want;
+    return true;   /* bounded by the limits (resp/parse.h); counted in redis_conn_mem */
+}
+
+redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *addr)
+{
+    redis_conn_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->cfg = cfg;
+    c->id = id;
+    if (addr)
+        snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    c->parser = resp_parser_new(&cfg->limits, parser_mem, c);
+    if (!c->parser) {
+        free(c);
+        return NULL;
+    }
+    resp_out_init(&c->out, cfg->out_limit, 2);
+    deauth(c);
+    return c;
+}
+
+void redis_conn_free(redis_conn_t *c)
+{
+    if (!c)
+        return;
+    cmd_tokens_release(c->tokens);
+    resp_parser_free(c->parser);
+    resp_out_free(&c->out);
+    free(c->ptrs);
+    free(c->lens);
+    free(c);
+}
+
+resp_out_t *redis_conn_out(redis_conn_t *c) { return &c->out; }
+
+size_t redis_conn_mem(const redis_conn_t *c)
+{
+    return sizeof(*c) + resp_parser_mem(c->parser) + c->out.cap +
+           c->scratch_cap * (sizeof(*c->ptrs) + sizeof(*c->lens));
+}
+
+static void unknown(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    char args[160];
+    size_t n = 0;
+    for (size_t i = 1; i < cmd->argc && n < 128; i++) {
+        int w = snprintf(args + n, sizeof(args) - n, "'%.*s' ", shown(&cmd->argv[i], 128 - n), cmd->argv[i].ptr);
+        if (w < 0)
+            break;
+        n += (size_t)w;
+    }
+    args[n] = '\0';
+    redis_err(c, "ERR unknown command '%.*s', with args beginning with: %s", shown(&cmd->argv[0], 128),
+              cmd->argv[0].ptr, args);
+}
+
+static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
+    if (!rc) {
+        unknown(c, cmd);
+        return;
+    }
+    if ((rc->arity > 0 && (size_t)rc->arity != cmd->argc) || (rc->arity < 0 && cmd->argc < (size_t)-rc->arity)) {
+        redis_err(c, "ERR wrong number of arguments for '%s' command", rc->name);
+        return;
+    }
+    if (!c->authed && !rc->no_auth) {
+        redis_err(c, ERR_NOAUTH);
+        return;
+    }
+    size_t bytes = 0;
+    for (size_t i = 0; i < cmd->argc; i++)
+        bytes += cmd->argv[i].len + 16;
+    c->cmd_bytes = bytes;
+    c->string_types = NULL;
+    rc->fn(c, cmd);
+}
+
+redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, size_t *used)
+{
+    *used = 0;
+    while (!c->close_after) {
+        size_t u = 0;
+        resp_cmd_t cmd;
+        resp_status_t st = resp_parse(c->parser, buf + *used, len - *used, &u, &cmd);
+        *used += u;
+        if (st == RESP_MORE)
+            break;
+        if (st == RESP_NOMEM)
+            return REDIS_DROP;
+        if (st == RESP_ERROR) {
+            size_t elen = 0;
+            const char *e = resp_parser_error(c->parser, &elen);
+            char msg[160];
+            int n = snprintf(msg, sizeof(msg), "ERR %.*s", (int)elen, e);
+            resp_reply_error(&c->out, msg, n > 0 ? (size_t)n : 0);
+            return resp_out_failed(&c->out) ? REDIS_DROP : REDIS_CLOSE;
+        }
+        dispatch(c, &cmd);
+        if (resp_out_failed(&c->out))
+            return REDIS_DROP;
+    }
+    return c->close_after ? REDIS_CLOSE : REDIS_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * conn.h - the Redis protocol's front-end: one client connection's state,
+ * and its commands from argv to reply, the way api/ serves HTTP:
+ *
+ *     bytes (service/resp_server.c reads the socket)
+ *       -> resp_parse (resp/parse.h)                 argv, Redis's protocol errors
+ *       -> the command's row (redis/table.c)         unknown command, arity: Redis's texts
+ *       -> NOAUTH until AUTH/HELLO AUTH identified the caller (--tokens)
+ *       -> typed arguments (redis/cmds_*.c)          the same the HTTP adapter builds
+ *       -> cmd_admit (access class, first key, slot, writable, journal space)
+ *       -> cmd_call
+ *       -> the reply (resp/reply.h), or cmd_err_t in Redis's error forms
+ *
+ * Never through HTTP: the operations are the command layer's (cmd/def.h).
+ * The listener (service/) brings the sockets, the clock and the wait for
+ * a change to be durable, as hooks; this file does no I/O.
+ *
+ * Replies are appended, in order, to the connection's output buffer
+ * (resp_out_t), which has a hard cap: a client that does not read its
+ * replies passes it and is dropped (Redis's client-output-buffer-limit).
+ */
+#ifndef TALLY_REDIS_CONN_H
+#define TALLY_REDIS_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd/cmd.h"
+#include "resp/parse.h"
+#include "resp/reply.h"
+
+/* What the listener provides. */
+typedef struct redis_hooks {
+    void *ud;
+    /* The time a command is served at (wall clock, ns). */
+    int64_t (*now_ns)(void);
+    /* Enters the serving gate before a command touches the keyspace: false
+     * when tallyd is not ready (loading its data, stopping; nothing is
+     * entered); else true, with *loading set while a replica replaces its
+     * keyspace (then nothing is entered either: the command is refused by
+     * admission without touching it), or entered: leave() follows. */
+    bool (*enter)(void *ud, bool *loading);
+    void (*leave)(void *ud);
+    /* Waits until the journal position lsn (and the replication position
+     * pos with --min-replicas-ack) is as durable as the policy says: false
+     * with *err when it cannot be.  NULL: nothing to wait for. */
+    bool (*durable)(void *ud, uint64_t lsn, uint64_t pos, const char **err);
+} redis_hooks_t;
+
+typedef struct redis_cfg {
+    cmd_server_t *srv;
+    redis_hooks_t hooks;
+    resp_limits_t limits;        /* the parser's; max_bulk = --max-body */
+    size_t out_limit;            /* a connection's unsent replies, at most */
+    const char *version;         /* HELLO's "version" */
+} redis_cfg_t;
+
+typedef struct redis_conn redis_conn_t;
+
+typedef enum redis_status {
+    REDIS_OK = 0,                /* more commands may come */
+    REDIS_CLOSE,                 /* send what is in the output, then close (QUIT, a protocol error) */
+    REDIS_DROP,                  /* close now (the output passed its cap, out of memory) */
+} redis_status_t;
+
+/* A connection with Redis's client id `id` from the client address `addr`
+ * (what --auth-fail-limit counts unknown tokens by; may be NULL); NULL when
+ * out of memory.  cfg must outlive it. */
+redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *addr);
+void redis_conn_free(redis_conn_t *c);
+
+/* Runs every complete command at the start of buf[0..len), their replies
+ * appended to the output in order; *used: the bytes done with (drop them
+ * and call again with the rest and what arrives next).  After REDIS_CLOSE
+ * or REDIS_DROP nothing more is read. */
+redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, size_t *used);
+
+/* The replies not yet sent (the listener writes buf[0..len) and calls
+ * resp_out_consume). */
+resp_out_t *redis_conn_out(redis_conn_t *c);
+
+/* Bytes the connection holds besides its input buffer (parser, output). */
+size_t redis_conn_mem(const redis_conn_t *c);
+
+#endif

@@ -1,0 +1,504 @@
+/* resp_server.c - see resp_server.h: the listening socket, the loops, each
+ * connection's buffers and deadlines.  What a connection's bytes mean is
+ * redis/conn.c's. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/version.h"
+#include "redis/conn.h"
+#include "service/clock.h"
+#include "service/log.h"
+#include "service/resp_server.h"
+
+#define IN_START (16 * 1024)          /* a connection's first input buffer */
+#define IN_KEEP (64 * 1024)           /* an idle connection's input buffer is given back above this */
+#define READS_PER_WAKE 16             /* reads of one connection before the loop serves the others */
+#define ACCEPTS_PER_WAKE 64
+#define SWEEP_NS 1000000000LL         /* deadlines are checked every second */
+#define MAX_CLIENTS_ERR "-ERR max number of clients reached\r\n"
+
+typedef struct loop loop_t;
+
+typedef struct rconn {
+    int fd;
+    struct rconn *prev, *next;
+    loop_t *loop;
+    int64_t last_ns;                  /* the last byte read or written (monotonic) */
+    char *in;                         /* received, not yet consumed: in[0..in_len) */
+    size_t in_len, in_cap;
+    redis_conn_t *rc;
+    bool out_armed;                   /* EPOLLOUT asked for */
+    bool closing;                     /* QUIT or a protocol error: send what is left, then close */
+} rconn_t;
+
+struct loop {
+    resp_server_t *s;
+    int ep, efd;                      /* its epoll set; an eventfd that stops it */
+    pthread_t th;
+    bool started;
+    rconn_t *conns;                   /* its connections */
+};
+
+struct resp_server {
+    int lfd, port;
+    int nloops;
+    loop_t *loops;
+    redis_cfg_t cfg;
+    resp_server_hooks_t hooks;
+    _Atomic bool ready, loading, quiesced, stopping;
+    _Atomic unsigned busy;            /* commands past the gate (resp_server_set_loading) */
+    _Atomic unsigned nconns;
+    _Atomic uint64_t next_id;
+    unsigned max_conns;
+    int64_t idle_ns, head_ns;
+    size_t in_limit;
+};
+
+/* ------------------------------------------------------------------------ */
+/* The front-end's hooks                                                    */
+/* ------------------------------------------------------------------------ */
+
+static bool gate_enter(void *ud, bool *loading)
+{
+    resp_server_t *s = ud;
+    atomic_fetch_add(&s->busy, 1);
+    if (!atomic_load(&s->ready) || atomic_load(&s->loading)) {
+        atomic_fetch_sub(&s->busy, 1);
+        if (!atomic_load(&s->ready))
+            return false;
+        *loading = true;   /* refused by admission, without the keyspace */
+    }
+    return true;
+}
+
+static void gate_leave(void *ud)
+{
+    resp_server_t *s = ud;
+    atomic_fetch_sub_explicit(&s->busy, 1, memory_order_release);
+}
+
+typedef struct durable_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done, ok;
+    const char *err;
+} durable_wait_t;
+
+static void durable_done(void *ud, bool ok, const char *err)
+{
+    durable_wait_t *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->ok = ok;
+    w->err = err;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The loop waits for the journal (and, with --min-replicas-ack, the
+ * replicas) before it answers a change: the next command of the pipeline
+ * runs only then, so a reply never promises what a crash could lose. */
+static bool durable(void *ud, uint64_t lsn, uint64_t pos, const char **err)
+{
+    resp_server_t *s = ud;
+    const resp_server_hooks_t *h = &s->hooks;
+    if (!h->journal_wait_async || (h->journal_try && h->journal_try(h->ud, lsn, pos)))
+        return true;
+    durable_wait_t w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL };
+    if (h->journal_wait_async(h->ud, lsn, pos, durable_done, &w))
+        return true;
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    *err = w.err;
+    return w.ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connections                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void conn_close(rconn_t *c)
+{
+    loop_t *l = c->loop;
+    epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        l->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    redis_conn_free(c->rc);
+    free(c->in);
+    free(c);
+    atomic_fetch_sub(&l->s->nconns, 1);
+}
+
+static void arm(rconn_t *c, bool out)
+{
+    if (c->out_armed == out)
+        return;
+    struct epoll_event ev = { .events = (c->closing ? 0 : EPOLLIN) | (out ? EPOLLOUT : 0), .data.ptr = c };
+    epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->out_armed = out;
+}
+
+/* Sends what the connection has pending; false when it was closed. */
+static bool conn_flush(rconn_t *c)
+{
+    resp_out_t *o = redis_conn_out(c->rc);
+    while (o->len) {
+        ssize_t w = send(c->fd, o->buf, o->len, MSG_NOSIGNAL);
+        if (w > 0) {
+            resp_out_consume(o, (size_t)w);
+            c->last_ns = clock_mono_coarse_ns();
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            arm(c, true);
+            return true;
+        }
+        conn_close(c);
+        return false;
+    }
+    if (c->closing) {
+        conn_close(c);
+        return false;
+    }
+    arm(c, false);
+    return true;
+}
+
+/* Room for at least one more read; false at the input limit. */
+static bool in_room(rconn_t *c, resp_server_t *s)
+{
+    if (c->in_cap - c->in_len >= 4096 || (c->in_cap == s->in_limit && c->in_len < c->in_cap))
+        return true;
+    if (c->in_cap >= s->in_limit)
+        return false;
+    size_t cap = c->in_cap ? c->in_cap * 2 : IN_START;
+    if (cap > s->in_limit)
+        cap = s->in_limit;
+    char *p = realloc(c->in, cap);
+    if (!p)
+        return false;
+    c->in = p;
+    c->in_cap = cap;
+    return true;
+}
+
+static void conn_readable(rconn_t *c)
+{
+    resp_server_t *s = c->loop->s;
+    for (int round = 0; round < READS_PER_WAKE && !c->closing; round++) {
+        if (!in_room(c, s)) {
+            log_debug("resp: closing a client whose command passed the input limit of %zu bytes", s->in_limit);
+            conn_close(c);
+            return;
+        }
+        size_t room = c->in_cap - c->in_len;
+        ssize_t n = recv(c->fd, c->in + c->in_len, room, 0);
+        if (n == 0) {
+            conn_close(c);
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            conn_close(c);
+            return;
+        }
+        c->in_len += (size_t)n;
+        c->last_ns = clock_mono_coarse_ns();
+        size_t used = 0;
+        redis_status_t st = redis_conn_feed(c->rc, c->in, c->in_len, &used);
+        if (used) {
+            memmove(c->in, c->in + used, c->in_len - used);
+            c->in_len -= used;
+        }
+        if (st == REDIS_DROP) {
+            conn_close(c);
+            return;
+        }
+        if (st == REDIS_CLOSE)
+            c->closing = true;
+        if ((size_t)n < room)
+            break;   /* the socket is drained */
+    }
+    if (c->in_len == 0 && c->in_cap > IN_KEEP) {   /* a large command is done: give its buffer back */
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
+    }
+    if (c->closing) {   /* nothing more is read */
+        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+        epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
+        c->out_armed = true;
+    }
+    conn_flush(c);
+}
+
+static void accept_some(loop_t *l)
+{
+    resp_server_t *s = l->s;
+    for (int i = 0; i < ACCEPTS_PER_WAKE && !atomic_load(&s->quiesced); i++) {
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(s->lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;   /* EAGAIN: another loop took it, or none left */
+        if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
+            atomic_fetch_sub(&s->nconns, 1);
+            ssize_t w = send(fd, MAX_CLIENTS_ERR, sizeof(MAX_CLIENTS_ERR) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w;
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        char addr[INET6_ADDRSTRLEN] = "";
+        if (peer.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, addr, sizeof(addr));
+        else if (peer.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, addr, sizeof(addr));
+        rconn_t *c = calloc(1, sizeof(*c));
+        redis_conn_t *rc = c ? redis_conn_new(&s->cfg, atomic_fetch_add(&s->next_id, 1), addr) : NULL;
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+        if (!rc || epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            redis_conn_free(rc);
+            free(c);
+            close(fd);
+            atomic_fetch_sub(&s->nconns, 1);
+            continue;
+        }
+        c->fd = fd;
+        c->loop = l;
+        c->rc = rc;
+        c->last_ns = clock_mono_coarse_ns();
+        c->next = l->conns;
+        if (l->conns)
+            l->conns->prev = c;
+        l->conns = c;
+    }
+}
+
+/* Closes the connections past their deadline: idle (--timeout), or in
+ * the middle of a command that stopped arriving (--header-timeout). */
+static void sweep(loop_t *l, int64_t now)
+{
+    resp_server_t *s = l->s;
+    for (rconn_t *c = l->conns, *next; c; c = next) {
+        next = c->next;
+        int64_t limit = c->in_len ? s->head_ns : s->idle_ns;
+        if (now - c->last_ns > limit)
+            conn_close(c);
+    }
+}
+
+static void *loop_main(void *arg)
+{
+    loop_t *l = arg;
+    resp_server_t *s = l->s;
+    struct epoll_event evs[128];
+    int64_t next_sweep = clock_mono_coarse_ns() + SWEEP_NS;
+    while (!atomic_load(&s->stopping)) {
+        int n = epoll_wait(l->ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), 250);
+        for (int i = 0; i < n && !atomic_load(&s->stopping); i++) {
+            void *p = evs[i].data.ptr;
+            if (p == (void *)l)
+                continue;   /* the stop eventfd */
+            if (p == (void *)s) {
+                accept_some(l);
+                continue;
+            }
+            rconn_t *c = p;
+            if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
+                conn_close(c);
+                continue;
+            }
+            if (evs[i].events & EPOLLIN)
+                conn_readable(c);   /* flushes, and may close */
+            else if (evs[i].events & EPOLLOUT)
+                conn_flush(c);
+        }
+        int64_t now = clock_mono_coarse_ns();
+        if (now >= next_sweep) {
+            sweep(l, now);
+            next_sweep = now + SWEEP_NS;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int listen_on(const char *addr, int port, int *bound, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    socklen_t len;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        len = sizeof(*a4);
+    } else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        len = sizeof(*a6);
+    } else {
+        snprintf(err, errlen, "--bind: '%s' is not an IPv4 or IPv6 address", addr);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 511) != 0) {
+        snprintf(err, errlen, "--resp-port: cannot listen on %s:%d (%s)", addr, port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        *bound = ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port);
+    return fd;
+}
+
+static void loops_free(resp_server_t *s)
+{
+    for (int i = 0; i < s->nloops; i++) {
+        loop_t *l = &s->loops[i];
+        while (l->conns) {
+            rconn_t *c = l->conns;
+            resp_out_t *o = redis_conn_out(c->rc);
+            if (o->len) {   /* what is pending, once, without waiting */
+                ssize_t w = send(c->fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                (void)w;
+            }
+            conn_close(c);
+        }
+        if (l->ep >= 0)
+            close(l->ep);
+        if (l->efd >= 0)
+            close(l->efd);
+    }
+    free(s->loops);
+}
+
+resp_server_t *resp_server_start(const tally_opts_t *o, cmd_server_t *srv, const resp_server_hooks_t *hooks,
+                                 char *err, size_t errlen)
+{
+    resp_server_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->hooks = *hooks;
+    s->max_conns = (unsigned)o->max_connections;
+    s->idle_ns = (int64_t)o->conn_timeout * 1000000000LL;
+    s->head_ns = (int64_t)o->header_timeout * 1000000000LL;
+    s->in_limit = 2 * o->body_limit + RESP_MAX_INLINE_DEFAULT;
+    atomic_store(&s->next_id, 1);
+    s->cfg.srv = srv;
+    s->cfg.hooks = (redis_hooks_t){ s, clock_now_ns, gate_enter, gate_leave, durable };
+    s->cfg.limits = resp_limits_default();
+    s->cfg.limits.max_bulk = o->body_limit;
+    s->cfg.out_limit = (size_t)(o->max_answer ? o->max_answer : 64ULL << 20) + (1u << 20);
+    s->cfg.version = TALLY_VERSION;
+    s->lfd = listen_on(o->bind, o->resp_port, &s->port, err, errlen);
+    if (s->lfd < 0) {
+        free(s);
+        return NULL;
+    }
+    s->nloops = o->threads > 0 ? o->threads : 1;
+    s->loops = calloc((size_t)s->nloops, sizeof(*s->loops));
+    if (!s->loops) {
+        snprintf(err, errlen, "out of memory");
+        close(s->lfd);
+        free(s);
+        return NULL;
+    }
+    for (int i = 0; i < s->nloops; i++)
+        s->loops[i].ep = s->loops[i].efd = -1;
+    for (int i = 0; i < s->nloops; i++) {
+        loop_t *l = &s->loops[i];
+        l->s = s;
+        l->ep = epoll_create1(EPOLL_CLOEXEC);
+        l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = s };
+        struct epoll_event eev = { .events = EPOLLIN, .data.ptr = l };
+        if (l->ep < 0 || l->efd < 0 || epoll_ctl(l->ep, EPOLL_CTL_ADD, s->lfd, &lev) != 0 ||
+            epoll_ctl(l->ep, EPOLL_CTL_ADD, l->efd, &eev) != 0 || pthread_create(&l->th, NULL, loop_main, l) != 0) {
+            snprintf(err, errlen, "--resp-port: cannot start its event loops (%s)", strerror(errno));
+            resp_server_stop(s);
+            return NULL;
+        }
+        l->started = true;
+    }
+    return s;
+}
+
+int resp_server_port(const resp_server_t *s) { return s->port; }
+void resp_server_set_ready(resp_server_t *s, bool ready) { atomic_store(&s->ready, ready); }
+
+void resp_server_set_loading(resp_server_t *s, bool loading)
+{
+    atomic_store(&s->loading, loading);
+    if (!loading)
+        return;
+    while (atomic_load(&s->busy) != 0)
+        sched_yield();
+}
+
+void resp_server_quiesce(resp_server_t *s)
+{
+    if (atomic_exchange(&s->quiesced, true))
+        return;
+    for (int i = 0; i < s->nloops; i++)
+        if (s->loops[i].ep >= 0)
+            epoll_ctl(s->loops[i].ep, EPOLL_CTL_DEL, s->lfd, NULL);
+    shutdown(s->lfd, SHUT_RDWR);   /* connecting clients are refused now; closed by resp_server_stop */
+}
+
+void resp_server_stop(resp_server_t *s)
+{
+    if (!s)
+        return;
+    resp_server_quiesce(s);
+    atomic_store(&s->stopping, true);
+    for (int i = 0; i < s->nloops; i++) {
+        loop_t *l = &s->loops[i];
+        if (!l->started)
+            continue;
+        uint64_t one = 1;
+        ssize_t w = write(l->efd, &one, sizeof(one));
+        (void)w;
+        pthread_join(l->th, NULL);
+    }
+    loops_free(s);
+    close(s->lfd);
+    free(s);
+}

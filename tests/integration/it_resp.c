@@ -1,0 +1,702 @@
+/*
+ * it_resp.c - the Redis protocol's port (--resp-port) with real clients:
+ * redis-cli, Python's redis package (Debian's python3-redis), and
+ * redis-server as the reference, replies compared byte for byte over raw
+ * sockets; bad input (huge and negative lengths, unterminated arrays, idle
+ * clients, a client that never reads), authentication (NOAUTH, WRONGPASS,
+ * NOPERM), QUIT and protocol errors closing the connection, and the
+ * refusal to serve it next to --tls-cert.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "cmd/access.h"
+#include "harness.h"
+#include "redis_ref.h"
+
+static tally_proc_t T;
+static redis_ref_t R;
+static bool have_redis;
+
+static int setup(void **state)
+{
+    (void)state;
+    static const char *const args[] = { "--resp-port", "0", "--max-answer-size", "1mb", NULL };
+    tally_start(&T, NULL, args);
+    have_redis = redis_ref_start(&R);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (have_redis)
+        redis_ref_stop(&R);
+    assert_int_equal(tally_stop(&T), 0);   /* a clean SIGTERM with the RESP port open */
+    tally_cleanup(&T);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Raw sockets                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+} buf_t;
+
+static void buf_put(buf_t *b, const void *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void buf_puts(buf_t *b, const char *s) { buf_put(b, s, strlen(s)); }
+
+/* Appends one multibulk command: words up to NULL. */
+static void mb(buf_t *b, const char *w0, ...)
+{
+    const char *w[64];
+    int n = 0;
+    va_list ap;
+    va_start(ap, w0);
+    for (const char *x = w0; x && n < 64; x = va_arg(ap, const char *))
+        w[n++] = x;
+    va_end(ap);
+    char head[32];
+    snprintf(head, sizeof(head), "*%d\r\n", n);
+    buf_puts(b, head);
+    for (int i = 0; i < n; i++) {
+        snprintf(head, sizeof(head), "$%zu\r\n", strlen(w[i]));
+        buf_puts(b, head);
+        buf_puts(b, w[i]);
+        buf_puts(b, "\r\n");
+    }
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = { 20, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* Reads until the peer closes: true when it did (false: a timeout). */
+static bool read_to_eof(int fd, buf_t *out)
+{
+    char tmp[65536];
+    for (;;) {
+        ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
+        if (n > 0) {
+            if (out)
+                buf_put(out, tmp, (size_t)n);
+            continue;
+        }
+        if (n == 0 || errno == ECONNRESET)
+            return true;
+        if (errno == EINTR)
+            continue;
+        return false;
+    }
+}
+
+/* Sends bytes, closes its side, and returns everything answered. */
+static buf_t exchange(int port, const char *bytes, size_t len)
+{
+    int fd = connect_to(port);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = send(fd, bytes + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    shutdown(fd, SHUT_WR);
+    buf_t out = { 0 };
+    buf_put(&out, "", 0);
+    assert_true(read_to_eof(fd, &out));
+    close(fd);
+    return out;
+}
+
+/* Reads exactly the bytes `want` from fd (fails the test on anything else). */
+static void expect_bytes(int fd, const char *want)
+{
+    size_t n = strlen(want), got = 0;
+    char *b = malloc(n + 1);
+    while (got < n) {
+        ssize_t r = recv(fd, b + got, n - got, 0);
+        if (r <= 0)
+            fail_msg("connection ended after %zu of %zu bytes (want \"%s\")", got, n, want);
+        got += (size_t)r;
+    }
+    b[n] = '\0';
+    assert_string_equal(b, want);
+    free(b);
+}
+
+static void send_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tests                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* redis-cli prints tally's answers as it prints Redis's (redis-cell's README
+ * example, counters, HyperLogLog, keys). */
+static void test_redis_cli(void **state)
+{
+    (void)state;
+    static const struct { const char *args, *want; } cases[] = {
+        { "PING", "PONG\n" },   /* (redis-cli prints an error with an empty line after it) */
+        { "CL.THROTTLE user123 15 30 60", "0\n16\n15\n-1\n2\n" },
+        { "CL.THROTTLE user123 15 30 60 0", "0\n16\n15\n-1\n2\n" },   /* a peek */
+        { "CL.THROTTLE user123 0 30 0", "Cell error: Zero rates are not supported\n\n" },
+        { "CL.THROTTLE user123 x 30 60", "Cell error: Couldn't parse as integer: x\n\n" },
+        { "CL.THROTTLE user123 1 2", "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]\n\n" },
+        { "PFADD cli:uv a b c", "1\n" },
+        { "PFCOUNT cli:uv", "3\n" },
+        { "INCRBY cli:n 41", "41\n" },
+        { "INCR cli:n", "42\n" },
+        { "EXPIRE cli:n 100", "1\n" },
+        { "TTL cli:n", "100\n" },
+        { "EXISTS cli:n cli:uv nope", "2\n" },
+        { "DEL cli:n nope", "1\n" },
+        { "NOSUCH a b", "ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' \n\n" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "redis-cli -p %d %s 2>&1", T.resp_port, cases[i].args);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char out[1024];
+        size_t n = fread(out, 1, sizeof(out) - 1, f);
+        out[n] = '\0';
+        pclose(f);
+        if (strcmp(out, cases[i].want) != 0)
+            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", cases[i].args, out, cases[i].want);
+    }
+}
+
+/* The same commands to redis-server and to tally: the same bytes back. */
+static void test_differential(void **state)
+{
+    (void)state;
+    if (!have_redis)
+        skip();
+    buf_t b = { 0 };
+    mb(&b, "PING", NULL);
+    mb(&b, "PING", "hello", NULL);
+    mb(&b, "PING", "a", "b", NULL);
+    mb(&b, "ECHO", "x y", NULL);
+    mb(&b, "SELECT", "0", NULL);
+    mb(&b, "SELECT", "x", NULL);
+    mb(&b, "SELECT", "99999999999", NULL);
+    mb(&b, "NOSUCH", NULL);
+    mb(&b, "nosuch", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "b", "c", NULL);
+    mb(&b, "nosuch", "line\r\nbreak", NULL);
+    mb(&b, "CLIENT", "SETNAME", "a b", NULL);
+    mb(&b, "CLIENT", "SETNAME", "me", NULL);
+    mb(&b, "CLIENT", "GETNAME", NULL);
+    mb(&b, "CLIENT", "NOSUCH", NULL);
+    mb(&b, "CLIENT", "SETNAME", NULL);
+    mb(&b, "CLIENT", NULL);
+    mb(&b, "AUTH", "secret", NULL);
+    mb(&b, "AUTH", "someone", "secret", NULL);
+    mb(&b, "AUTH", "a", "b", "c", NULL);
+    mb(&b, "HELLO", "4", NULL);
+    mb(&b, "HELLO", "x", NULL);
+    mb(&b, "HELLO", "2", "NOSUCH", NULL);
+    mb(&b, "INCR", "d:n", NULL);
+    mb(&b, "INCRBY", "d:n", "x", NULL);
+    mb(&b, "INCRBY", "d:n", "01", NULL);
+    mb(&b, "INCRBY", "d:n", "9223372036854775807", NULL);
+    mb(&b, "DECRBY", "d:n", "-9223372036854775808", NULL);
+    mb(&b, "DECRBY", "d:n", "5", NULL);
+    mb(&b, "DECR", "d:n", NULL);
+    mb(&b, "INCR", NULL);
+    mb(&b, "PFADD", "d:h", "a", "b", "c", NULL);
+    mb(&b, "PFADD", "d:h", "a", NULL);
+    mb(&b, "PFADD", "d:h2", "c", "d", NULL);
+    mb(&b, "PFCOUNT", "d:h", NULL);
+    mb(&b, "PFCOUNT", "d:h", "d:h2", "d:none", NULL);
+    mb(&b, "PFMERGE", "d:h3", "d:h", "d:h2", NULL);
+    mb(&b, "PFCOUNT", "d:h3", NULL);
+    mb(&b, "PFMERGE", "d:h4", NULL);
+    mb(&b, "PFCOUNT", "d:h4", NULL);
+    mb(&b, "PFADD", "d:n", "x", NULL);
+    mb(&b, "PFCOUNT", "d:n", NULL);
+    mb(&b, "INCR", "d:h", NULL);
+    mb(&b, "EXISTS", "d:h", "d:h", "d:none", "d:n", NULL);
+    mb(&b, "TTL", "d:n", NULL);
+    mb(&b, "PTTL", "d:n", NULL);
+    mb(&b, "TTL", "d:none", NULL);
+    mb(&b, "PTTL", "d:none", NULL);
+    mb(&b, "EXPIRE", "d:n", "100", NULL);
+    mb(&b, "TTL", "d:n", NULL);
+    mb(&b, "EXPIRE", "d:none", "100", NULL);
+    mb(&b, "EXPIRE", "d:n", "x", NULL);
+    mb(&b, "EXPIRE", "d:n", "9223372036854775807", NULL);
+    mb(&b, "PERSIST", "d:n", NULL);
+    mb(&b, "PERSIST", "d:n", NULL);
+    mb(&b, "PERSIST", "d:none", NULL);
+    mb(&b, "TTL", "d:n", NULL);
+    mb(&b, "PEXPIRE", "d:h", "100000", NULL);
+    mb(&b, "TTL", "d:h", NULL);
+    mb(&b, "EXPIRE", "d:h", "-1", NULL);
+    mb(&b, "EXISTS", "d:h", NULL);
+    mb(&b, "DEL", "d:h2", "d:none", "d:h3", NULL);
+    mb(&b, "DEL", "d:h2", NULL);
+    mb(&b, "EXISTS", "d:h2", "d:h3", "d:h4", NULL);
+    buf_puts(&b, "PING inline\r\n");
+    buf_puts(&b, "ECHO \"quoted \\x41\"\r\n");
+    mb(&b, "QUIT", NULL);
+    mb(&b, "PING", NULL);   /* never answered: QUIT closed the connection */
+    buf_t want = exchange(R.port, b.p, b.len);
+    buf_t got = exchange(T.resp_port, b.p, b.len);
+    if (want.len != got.len || memcmp(want.p, got.p, want.len) != 0)
+        fail_msg("replies differ:\nredis:\n%s\ntally:\n%s", want.p, got.p);
+    free(want.p);
+    free(got.p);
+    free(b.p);
+}
+
+/* After HELLO 3 the replies are RESP3's: compared with redis-server's
+ * (HELLO's own map names the server: checked apart). */
+static void test_resp3(void **state)
+{
+    (void)state;
+    int fd = connect_to(T.resp_port);
+    buf_t b = { 0 };
+    mb(&b, "HELLO", "3", "SETNAME", "r3", NULL);
+    send_all(fd, b.p, b.len);
+    char head[] = "%7\r\n$6\r\nserver\r\n$5\r\ntally\r\n$7\r\nversion\r\n";
+    expect_bytes(fd, head);
+    close(fd);
+    if (!have_redis)
+        skip();
+    b.len = 0;
+    mb(&b, "HELLO", "3", NULL);
+    buf_t after = { 0 };
+    mb(&after, "CLIENT", "GETNAME", NULL);
+    mb(&after, "CLIENT", "SETNAME", "x", NULL);
+    mb(&after, "CLIENT", "GETNAME", NULL);
+    mb(&after, "PING", NULL);
+    mb(&after, "INCR", "r3:n", NULL);
+    mb(&after, "PFADD", "r3:h", "a", NULL);
+    mb(&after, "PFCOUNT", "r3:h", NULL);
+    mb(&after, "TTL", "r3:none", NULL);
+    mb(&after, "INCR", "r3:h", NULL);
+    mb(&after, "HELLO", "2", NULL);
+    buf_t cmds = { 0 };
+    buf_put(&cmds, b.p, b.len);
+    buf_put(&cmds, after.p, after.len);
+    mb(&cmds, "CLIENT", "SETNAME", "", NULL);
+    mb(&cmds, "CLIENT", "GETNAME", NULL);
+    buf_t want = exchange(R.port, cmds.p, cmds.len);
+    buf_t got = exchange(T.resp_port, cmds.p, cmds.len);
+    /* drop each HELLO's map (server, version, id differ), compare the rest */
+    char *w1 = strstr(want.p, "$7\r\nmodules\r\n*0\r\n"), *g1 = strstr(got.p, "$7\r\nmodules\r\n*0\r\n");
+    assert_non_null(w1);
+    assert_non_null(g1);
+    w1 += 18;
+    g1 += 18;
+    char *w2 = strstr(w1, "*14\r\n$6\r\nserver"), *g2 = strstr(g1, "*14\r\n$6\r\nserver");   /* HELLO 2's, in RESP2 */
+    assert_non_null(w2);
+    assert_non_null(g2);
+    if (w2 - w1 != g2 - g1 || memcmp(w1, g1, (size_t)(w2 - w1)) != 0)
+        fail_msg("RESP3 replies differ:\nredis:\n%.*s\ntally:\n%.*s", (int)(w2 - w1), w1, (int)(g2 - g1), g1);
+    /* after HELLO 2: RESP2's null again */
+    size_t wl = strlen(want.p), gl = strlen(got.p);
+    assert_true(wl > 5 && gl > 5);
+    assert_string_equal(want.p + wl - 5, "$-1\r\n");
+    assert_string_equal(got.p + gl - 5, "$-1\r\n");
+    free(want.p);
+    free(got.p);
+    free(cmds.p);
+    free(after.p);
+    free(b.p);
+}
+
+/* Python's redis package: a pipeline of 1000 commands, replies in order. */
+static void test_python_pipeline(void **state)
+{
+    (void)state;
+    if (access("/usr/bin/python3", X_OK) != 0 || system("/usr/bin/python3 -c 'import redis' 2>/dev/null") != 0)
+        skip();   /* tools/deps.sh test installs python3-redis */
+    char script[] =
+        "import redis, sys\n"
+        "r = redis.Redis(port=int(sys.argv[1]))\n"
+        "p = r.pipeline(transaction=False)\n"
+        "for i in range(500):\n"
+        "    p.incr('py:n')\n"
+        "    p.execute_command('CL.THROTTLE', 'py:t', 9, 1, 3600)\n"
+        "res = p.execute()\n"
+        "assert len(res) == 1000, len(res)\n"
+        "for i in range(500):\n"
+        "    assert res[2 * i] == i + 1, (i, res[2 * i])\n"
+        "    t = res[2 * i + 1]\n"
+        "    assert t[0] == (0 if i < 10 else 1), (i, t)\n"
+        "    assert t[1] == 10 and t[2] == (9 - i if i < 10 else 0), (i, t)\n"
+        "assert r.pfadd('py:h', 'a', 'b', 'c') == 1\n"
+        "assert r.pfcount('py:h') == 3\n"
+        "assert r.expire('py:n', 50) is True and r.ttl('py:n') == 50\n"
+        "assert r.exists('py:n', 'py:h', 'py:none') == 2\n"
+        "assert r.delete('py:n') == 1 and r.get is not None\n"
+        "assert r.ping() is True\n"
+        "print('ok')\n";
+    char path[] = "/tmp/it_resp_py_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, script, strlen(script)), (ssize_t)strlen(script));
+    close(fd);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %d 2>&1", path, T.resp_port);
+    FILE *f = popen(cmd, "r");
+    char out[4096];
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    int rc = pclose(f);
+    unlink(path);
+    if (rc != 0 || strcmp(out, "ok\n") != 0)
+        fail_msg("python3 redis: %s", out);
+}
+
+/* Bad input: each protocol error answered as redis-server answers it, the
+ * connection closed, nothing changed, nothing crashed. */
+static void test_bad_input(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "*1\r\n$99999999999\r\n",           /* a huge bulk length */
+        "*1\r\n$-5\r\n",                    /* a negative one */
+        "*2\r\n$3\r\nDEL\r\nbad:k\r\n",     /* '$' expected */
+        "*99999999999\r\n",                 /* a huge count */
+        "*1\r\n$4\r\nPING\r\n*3\r\n$4\r\nINCR\r\n",   /* answered, then unterminated: the client hangs up */
+        "PING \"unbalanced\r\n",
+        "*1\r\n$1000000000\r\n",            /* larger than --max-body: refused before any byte of it */
+    };
+    buf_t setup = { 0 };
+    mb(&setup, "INCRBY", "bad:k", "7", NULL);
+    free(exchange(T.resp_port, setup.p, setup.len).p);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        buf_t got = exchange(T.resp_port, bad[i], strlen(bad[i]));
+        if (have_redis && i != 6) {   /* tally's --max-body is smaller than Redis's 512 MB */
+            buf_t want = exchange(R.port, bad[i], strlen(bad[i]));
+            if (strcmp(want.p, got.p) != 0)
+                fail_msg("bad input %zu: redis \"%s\", tally \"%s\"", i, want.p, got.p);
+            free(want.p);
+        }
+        if (i == 6)
+            assert_string_equal(got.p, "-ERR Protocol error: invalid bulk length\r\n");
+        free(got.p);
+    }
+    buf_t check = { 0 };
+    mb(&check, "INCRBY", "bad:k", "0", NULL);
+    buf_t got = exchange(T.resp_port, check.p, check.len);
+    assert_string_equal(got.p, ":7\r\n");
+    free(got.p);
+    free(check.p);
+    free(setup.p);
+}
+
+/* 200 idle clients hold nothing up; each is served when it speaks. */
+static void test_idle_clients(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    int fds[N];
+    for (int i = 0; i < N; i++)
+        fds[i] = connect_to(T.resp_port);
+    buf_t b = { 0 };
+    mb(&b, "PING", NULL);
+    buf_t got = exchange(T.resp_port, b.p, b.len);
+    assert_string_equal(got.p, "+PONG\r\n");
+    free(got.p);
+    for (int i = 0; i < N; i += 37) {
+        send_all(fds[i], b.p, b.len);
+        expect_bytes(fds[i], "+PONG\r\n");
+    }
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    free(b.p);
+}
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long kb = -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* A client that never reads its replies is dropped once they pass the
+ * output cap (--max-answer-size 1mb + 1 MiB here); memory stays bounded. */
+static void test_slow_reader(void **state)
+{
+    (void)state;
+    long before = rss_kb(T.pid);
+    int fd = connect_to(T.resp_port);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    size_t big = 256 * 1024;
+    char *payload = malloc(big);
+    memset(payload, 'x', big);
+    buf_t cmd = { 0 };
+    char head[64];
+    snprintf(head, sizeof(head), "*2\r\n$4\r\nECHO\r\n$%zu\r\n", big);
+    buf_puts(&cmd, head);
+    buf_put(&cmd, payload, big);
+    buf_puts(&cmd, "\r\n");
+    /* 64 MiB of replies asked for; the server drops the client long before */
+    bool dropped = false;
+    for (int i = 0; i < 256 && !dropped; i++) {
+        size_t off = 0;
+        while (off < cmd.len) {
+            ssize_t w = send(fd, cmd.p + off, cmd.len - off, MSG_NOSIGNAL);
+            if (w <= 0) {
+                dropped = true;
+                break;
+            }
+            off += (size_t)w;
+        }
+    }
+    assert_true(dropped);
+    assert_true(read_to_eof(fd, NULL));
+    close(fd);
+    long after = rss_kb(T.pid);
+    if (after - before > 64 * 1024)
+        fail_msg("tallyd grew from %ld kB to %ld kB for one slow reader", before, after);
+    buf_t b = { 0 };
+    mb(&b, "PING", NULL);
+    buf_t got = exchange(T.resp_port, b.p, b.len);
+    assert_string_equal(got.p, "+PONG\r\n");
+    free(got.p);
+    free(b.p);
+    free(cmd.p);
+    free(payload);
+}
+
+/* --tokens: NOAUTH before AUTH, WRONGPASS for an unknown token or a name
+ * that is not the token's, NOPERM naming a key outside its prefixes. */
+static void test_auth(void **state)
+{
+    (void)state;
+    char dir[256];
+    tmpdir_make(dir, sizeof(dir));
+    char hex[2 * CMD_TOKEN_SHA256_LEN + 1], path[300], json[512];
+    cmd_token_hash_hex("s3cret", 6, hex);
+    snprintf(json, sizeof(json),
+             "{\"tokens\":[{\"name\":\"app\",\"sha256\":\"%s\",\"scopes\":[\"read\",\"write\",\"ratelimit\"],"
+             "\"prefixes\":[\"app:\"]}]}", hex);
+    snprintf(path, sizeof(path), "%s/tokens.json", dir);
+    file_write(path, json, strlen(json));
+    const char *args[] = { "--resp-port", "0", "--tokens", path, NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    int fd = connect_to(p.resp_port);
+    buf_t b = { 0 };
+    mb(&b, "PING", NULL);
+    mb(&b, "INCR", "app:n", NULL);
+    mb(&b, "NOSUCH", NULL);
+    mb(&b, "HELLO", "3", NULL);
+    mb(&b, "AUTH", "wrong", NULL);
+    mb(&b, "AUTH", "someone", "s3cret", NULL);
+    mb(&b, "PING", NULL);
+    mb(&b, "AUTH", "s3cret", NULL);
+    mb(&b, "INCR", "app:n", NULL);
+    mb(&b, "INCR", "other:n", NULL);
+    mb(&b, "AUTH", "app", "s3cret", NULL);
+    mb(&b, "CL.THROTTLE", "app:t", "1", "1", "60", NULL);
+    mb(&b, "RESET", NULL);
+    mb(&b, "PING", NULL);
+    send_all(fd, b.p, b.len);
+    expect_bytes(fd, "-NOAUTH Authentication required.\r\n"
+                     "-NOAUTH Authentication required.\r\n"
+                     "-ERR unknown command 'NOSUCH', with args beginning with: \r\n"
+                     "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO "
+                     "<proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP "
+                     "protocol version at the same time\r\n"
+                     "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+                     "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+                     "-NOAUTH Authentication required.\r\n"
+                     "+OK\r\n"
+                     ":1\r\n"
+                     "-NOPERM key \"other:n\" is outside the prefixes of token \"app\": ");
+    char rest[256];
+    ssize_t n = recv(fd, rest, sizeof(rest) - 1, 0);
+    assert_true(n > 0);
+    rest[n] = '\0';
+    char *eol = strstr(rest, "\r\n");
+    assert_non_null(eol);
+    close(fd);
+    /* the rest, on a fresh connection: HELLO 3 AUTH, then the decision */
+    fd = connect_to(p.resp_port);
+    b.len = 0;
+    mb(&b, "HELLO", "2", "AUTH", "app", "s3cret", NULL);
+    send_all(fd, b.p, b.len);
+    expect_bytes(fd, "*14\r\n$6\r\nserver\r\n$5\r\ntally\r\n");
+    close(fd);
+    fd = connect_to(p.resp_port);
+    b.len = 0;
+    mb(&b, "AUTH", "app", "s3cret", NULL);
+    mb(&b, "CL.THROTTLE", "app:t2", "1", "1", "60", NULL);
+    mb(&b, "RESET", NULL);
+    mb(&b, "PING", NULL);
+    send_all(fd, b.p, b.len);
+    expect_bytes(fd, "+OK\r\n*5\r\n:0\r\n:2\r\n:1\r\n:-1\r\n:60\r\n+RESET\r\n-NOAUTH Authentication required.\r\n");
+    close(fd);
+    free(b.p);
+    assert_int_equal(tally_stop(&p), 0);
+    tally_cleanup(&p);
+    tmpdir_remove(dir);
+}
+
+/* The Redis port speaks no TLS yet: with --tls-cert, tallyd refuses to start. */
+static void test_tls_refused(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key", NULL };
+    tally_proc_t p;
+    int rc = tally_start_expect_exit(&p, NULL, args);
+    assert_int_equal(rc, 2);
+    char *log = tally_log(&p);
+    assert_non_null(strstr(log, "does not speak TLS yet"));
+    free(log);
+    tally_cleanup(&p);
+}
+
+/* --max-connections caps the port (Redis's "max number of clients"
+ * refusal); --timeout closes an idle client, --header-timeout one whose
+ * command stopped arriving; SIGTERM with clients connected exits 0. */
+static void test_connection_limits(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", "--max-connections", "4", "--timeout", "2", "--header-timeout", "1",
+                           NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = connect_to(p.resp_port);
+        send_all(fds[i], "PING\r\n", 6);
+        expect_bytes(fds[i], "+PONG\r\n");
+    }
+    int extra = connect_to(p.resp_port);
+    buf_t got = { 0 };
+    assert_true(read_to_eof(extra, &got));
+    assert_string_equal(got.p, "-ERR max number of clients reached\r\n");
+    close(extra);
+    free(got.p);
+    /* one stops in the middle of a command: closed (--header-timeout) */
+    send_all(fds[0], "*2\r\n$4\r\nECHO\r\n", 14);
+    assert_true(read_to_eof(fds[0], NULL));
+    /* fds[1] keeps talking past the idle timeout of the others */
+    for (int i = 0; i < 4; i++) {
+        send_all(fds[1], "PING\r\n", 6);
+        expect_bytes(fds[1], "+PONG\r\n");
+        usleep(500 * 1000);
+    }
+    for (int i = 2; i < 4; i++)
+        assert_true(read_to_eof(fds[i], NULL));
+    send_all(fds[1], "PING\r\n", 6);
+    expect_bytes(fds[1], "+PONG\r\n");
+    assert_int_equal(tally_stop(&p), 0);   /* with fds[1] still connected */
+    assert_true(read_to_eof(fds[1], NULL));
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    tally_cleanup(&p);
+}
+
+/* A change answered over RESP is in the journal: a restart replays it, and
+ * HTTP reads what RESP wrote (one operation, two front-ends). */
+static void test_durable_across_restart(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", "--fsync", "always", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    buf_t b = { 0 };
+    mb(&b, "INCRBY", "dur:n", "41", NULL);
+    mb(&b, "INCR", "dur:n", NULL);
+    mb(&b, "PFADD", "dur:h", "a", "b", NULL);
+    mb(&b, "CL.THROTTLE", "dur:t", "0", "1", "3600", NULL);
+    buf_t got = exchange(p.resp_port, b.p, b.len);
+    assert_string_equal(got.p, ":41\r\n:42\r\n:1\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:3600\r\n");
+    free(got.p);
+    tally_kill(&p);   /* no final snapshot: the journal alone */
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p.dir);
+    tally_proc_t q;
+    tally_start(&q, dir, args);
+    http_expect(&q, "GET", "/counter/dur:n", NULL, 200, NULL);
+    http_resp_t r = http(&q, "GET", "/counter/dur:n", NULL, NULL);
+    assert_int_equal(json_int_of(&r, "value"), 42);
+    http_free(&r);
+    b.len = 0;
+    mb(&b, "PFCOUNT", "dur:h", NULL);
+    mb(&b, "CL.THROTTLE", "dur:t", "0", "1", "3600", NULL);
+    got = exchange(q.resp_port, b.p, b.len);
+    if (strncmp(got.p, ":2\r\n*5\r\n:1\r\n:1\r\n:0\r\n", 20) != 0)
+        fail_msg("after the restart: %s", got.p);
+    assert_int_equal(strncmp(got.p, ":2\r\n*5\r\n:1\r\n:1\r\n:0\r\n", 20), 0);
+    free(got.p);
+    free(b.p);
+    assert_int_equal(tally_stop(&q), 0);
+    tally_cleanup(&q);
+    tally_cleanup(&p);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_redis_cli),
+        cmocka_unit_test(test_differential),
+        cmocka_unit_test(test_resp3),
+        cmocka_unit_test(test_python_pipeline),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_idle_clients),
+        cmocka_unit_test(test_slow_reader),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_tls_refused),
+        cmocka_unit_test(test_connection_limits),
+        cmocka_unit_test(test_durable_across_restart),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
