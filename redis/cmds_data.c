@@ -7,12 +7,15 @@
  *                         five integers and its "Cell error: ..." errors
  *   INCR, INCRBY, DECR, DECRBY    CMD_INCRBY on tally's counters
  *   PFADD, PFCOUNT, PFMERGE       CMD_PFADD, CMD_PFCOUNT, CMD_PFMERGE
- *   DEL, EXISTS, TTL, PTTL, EXPIRE, PEXPIRE, PERSIST
- *                         CMD_DEL, CMD_KEY_INFO, CMD_PEXPIRE, CMD_PERSIST
+ *   DEL, UNLINK, EXISTS, TYPE, TTL, PTTL, EXPIRE, PEXPIRE, EXPIREAT,
+ *   PEXPIREAT, PERSIST    CMD_DEL, CMD_KEY_INFO, CMD_PEXPIRE, CMD_PERSIST
+ *   GET                   CMD_KEY_INFO, then CMD_COUNTER_GET on a counter
+ *                         or CMD_GET on a bit string
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd/bits.h"
 #include "cmd/counter.h"
 #include "cmd/keys_ops.h"
 #include "cmd/throttle.h"
@@ -244,11 +247,16 @@ static void ttl(redis_conn_t *c, const resp_cmd_t *cmd, bool ms)
 void redis_ttl(redis_conn_t *c, const resp_cmd_t *cmd) { ttl(c, cmd, false); }
 void redis_pttl(redis_conn_t *c, const resp_cmd_t *cmd) { ttl(c, cmd, true); }
 
-static void expire(redis_conn_t *c, const resp_cmd_t *cmd, bool ms)
+/* EXPIRE, PEXPIRE (at: false, a TTL) and EXPIREAT, PEXPIREAT (at: true, a
+ * Unix time): Redis's checks in its order, then PEXPIRE's operation with
+ * the TTL left, or DEL for a time not after now. */
+static void expire(redis_conn_t *c, const resp_cmd_t *cmd, bool ms, bool at)
 {
-    const char *name = ms ? "pexpire" : "expire";
+    static const char *const names[2][2] = { { "expire", "pexpire" }, { "expireat", "pexpireat" } };
+    static const char *const upper[2][2] = { { "EXPIRE", "PEXPIRE" }, { "EXPIREAT", "PEXPIREAT" } };
+    const char *name = names[at][ms];
     if (cmd->argc > 3) {
-        redis_err(c, "ERR tally does not take %s's options (NX, XX, GT, LT) yet", ms ? "PEXPIRE" : "EXPIRE");
+        redis_err(c, "ERR tally does not take %s's options (NX, XX, GT, LT) yet", upper[at][ms]);
         return;
     }
     long long v;
@@ -260,7 +268,11 @@ static void expire(redis_conn_t *c, const resp_cmd_t *cmd, bool ms)
         redis_err(c, "ERR invalid expire time in '%s' command", name);
         return;
     }
-    int64_t ttl_ms = ms ? v : v * 1000;
+    int64_t when_ms = ms ? v : v * 1000;
+    int64_t now_ms = c->cfg->hooks.now_ns() / 1000000;
+    /* the TTL from now (an absolute time before the epoch's start - now
+     * counts as in the past) */
+    int64_t ttl_ms = !at ? when_ms : when_ms < INT64_MIN + now_ms ? -1 : when_ms - now_ms;
     const resp_arg_t *k = &cmd->argv[1];
     bool missing;
     cmd_keys_res_t r;
@@ -270,7 +282,6 @@ static void expire(redis_conn_t *c, const resp_cmd_t *cmd, bool ms)
             resp_reply_int(redis_conn_out(c), !missing && r.done);
         return;
     }
-    int64_t now_ms = c->cfg->hooks.now_ns() / 1000000;
     if (ttl_ms > INT64_MAX / 2 - now_ms - 1000) {   /* cmd/keys_ops.h's bound, with room for the clock */
         redis_err(c, "ERR invalid expire time in '%s' command", name);
         return;
@@ -280,8 +291,10 @@ static void expire(redis_conn_t *c, const resp_cmd_t *cmd, bool ms)
         resp_reply_int(redis_conn_out(c), missing ? 0 : 1);
 }
 
-void redis_expire(redis_conn_t *c, const resp_cmd_t *cmd) { expire(c, cmd, false); }
-void redis_pexpire(redis_conn_t *c, const resp_cmd_t *cmd) { expire(c, cmd, true); }
+void redis_expire(redis_conn_t *c, const resp_cmd_t *cmd) { expire(c, cmd, false, false); }
+void redis_pexpire(redis_conn_t *c, const resp_cmd_t *cmd) { expire(c, cmd, true, false); }
+void redis_expireat(redis_conn_t *c, const resp_cmd_t *cmd) { expire(c, cmd, false, true); }
+void redis_pexpireat(redis_conn_t *c, const resp_cmd_t *cmd) { expire(c, cmd, true, true); }
 
 void redis_persist(redis_conn_t *c, const resp_cmd_t *cmd)
 {
@@ -290,4 +303,73 @@ void redis_persist(redis_conn_t *c, const resp_cmd_t *cmd)
     bool missing;
     if (redis_run(c, &CMD_PERSIST, &a, &r, &missing) || missing)
         resp_reply_int(redis_conn_out(c), !missing && r.done);
+}
+
+/* What Redis's TYPE names each of tally's types: Redis keeps counters, bit
+ * strings, HyperLogLogs and redis-cell's state in strings, geo sets in
+ * sorted sets; the probabilistic types and time series are the names
+ * RedisBloom's and RedisTimeSeries' module types register. */
+static const struct {
+    const char *tally, *redis;
+} redis_types[] = {
+    { "counter", "string" },    { "bits", "string" },       { "uv", "string" },
+    { "throttle", "string" },   { "geo", "zset" },          { "bloom", "MBbloom--" },
+    { "cuckoo", "MBbloomCF" },  { "cms", "CMSk-TYPE" },     { "topk", "TopK-TYPE" },
+    { "tdigest", "TDIS-TYPE" }, { "ts", "TSDB-TYPE" },
+};
+
+void redis_type(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    cmd_key_info_res_t info;
+    int f = key_info(c, &cmd->argv[1], &info);
+    if (f < 0)
+        return;
+    const char *t = "none";
+    if (f) {
+        t = info.type;   /* a type of tally's own (activity): its name */
+        for (size_t i = 0; i < sizeof(redis_types) / sizeof(redis_types[0]); i++)
+            if (strcmp(redis_types[i].tally, info.type) == 0)
+                t = redis_types[i].redis;
+    }
+    resp_reply_simple(redis_conn_out(c), t, strlen(t));
+}
+
+/* CMD_GET's bytes, answered as a bulk string under the key's lock. */
+static void get_bytes(void *ud, const uint8_t *p, size_t n)
+{
+    resp_reply_bulk(redis_conn_out(ud), n ? (const void *)p : "", n);
+}
+
+void redis_get(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    const resp_arg_t *k = &cmd->argv[1];
+    cmd_key_info_res_t info;
+    int f = key_info(c, k, &info);
+    if (f < 0)
+        return;
+    resp_out_t *o = redis_conn_out(c);
+    if (f == 0) {
+        resp_reply_null(o);
+        return;
+    }
+    bool missing;
+    if (strcmp(info.type, "counter") == 0) {
+        cmd_counter_get_args_t a = { .key = k->ptr, .klen = k->len };
+        cmd_counter_res_t r;
+        if (!redis_run(c, &CMD_COUNTER_GET, &a, &r, NULL))
+            return;
+        if (r.ttl_ms == -2) {   /* deleted since KEY.INFO */
+            resp_reply_null(o);
+            return;
+        }
+        char num[24];
+        int n = snprintf(num, sizeof(num), "%lld", (long long)r.value);
+        resp_reply_bulk(o, num, (size_t)n);
+    } else if (strcmp(info.type, "bits") == 0) {
+        cmd_bits_get_args_t a = { .key = k->ptr, .klen = k->len, .start = 0, .end = -1, .bytes = get_bytes, .ud = c };
+        if (!redis_run(c, &CMD_GET, &a, NULL, &missing) && missing)
+            resp_reply_null(o);
+    } else {
+        redis_err(c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+    }
 }

@@ -5,7 +5,7 @@
  *                     connection commands (PING, HELLO, AUTH, CLIENT...);
  *                     running an operation (admission, cmd_call, errors)
  *     cmds_data.c     the data commands: CL.THROTTLE, counters,
- *                     HyperLogLog, keys
+ *                     HyperLogLog, keys, GET
  *     table.c         the table of commands, by name
  *
  * Calls run table.c -> conn.c / cmds_data.c -> conn.c's helpers below.
@@ -88,6 +88,10 @@ void redis_pttl(redis_conn_t *c, const resp_cmd_t *cmd);
 void redis_expire(redis_conn_t *c, const resp_cmd_t *cmd);
 void redis_pexpire(redis_conn_t *c, const resp_cmd_t *cmd);
 void redis_persist(redis_conn_t *c, const resp_cmd_t *cmd);
+void redis_expireat(redis_conn_t *c, const resp_cmd_t *cmd);
+void redis_pexpireat(redis_conn_t *c, const resp_cmd_t *cmd);
+void redis_type(redis_conn_t *c, const resp_cmd_t *cmd);
+void redis_get(redis_conn_t *c, const resp_cmd_t *cmd);
 
 /* The connection commands (conn.c). */
 void redis_ping(redis_conn_t *c, const resp_cmd_t *cmd);

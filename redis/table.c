@@ -22,6 +22,7 @@ static const redis_cmd_t table[] = {
     { "decr", 2, false, redis_decr },
     { "decrby", 3, false, redis_decrby },
     { "incr", 2, false, redis_incr },
+    { "get", 2, false, redis_get },
     { "incrby", 3, false, redis_incrby },
     /* HyperLogLog */
     { "pfadd", -2, false, redis_pfadd },
@@ -31,10 +32,14 @@ static const redis_cmd_t table[] = {
     { "del", -2, false, redis_del },
     { "exists", -2, false, redis_exists },
     { "expire", -3, false, redis_expire },
+    { "expireat", -3, false, redis_expireat },
     { "persist", 2, false, redis_persist },
     { "pexpire", -3, false, redis_pexpire },
+    { "pexpireat", -3, false, redis_pexpireat },
     { "pttl", 2, false, redis_pttl },
     { "ttl", 2, false, redis_ttl },
+    { "type", 2, false, redis_type },
+    { "unlink", -2, false, redis_del },
 };
 
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len)

@@ -212,6 +212,12 @@ static void test_differential(void **state)
     (void)state;
     if (!have_redis)
         skip();
+    /* a bit string with a zero byte in it, made by SETBIT on each side
+     * (tally's over HTTP: no SETBIT on this port yet) */
+    resp_free(redis_cmd(&R, "SETBIT", "d:b", "1", "1", NULL));
+    resp_free(redis_cmd(&R, "SETBIT", "d:b", "23", "1", NULL));
+    http_expect(&T, "POST", "/bits/d:b/setbit", "{\"offset\":1,\"value\":1}", 200, NULL);
+    http_expect(&T, "POST", "/bits/d:b/setbit", "{\"offset\":23,\"value\":1}", 200, NULL);
     buf_t b = { 0 };
     mb(&b, "PING", NULL);
     mb(&b, "PING", "hello", NULL);
@@ -277,6 +283,43 @@ static void test_differential(void **state)
     mb(&b, "DEL", "d:h2", "d:none", "d:h3", NULL);
     mb(&b, "DEL", "d:h2", NULL);
     mb(&b, "EXISTS", "d:h2", "d:h3", "d:h4", NULL);
+    /* TYPE, GET */
+    mb(&b, "TYPE", "d:n", NULL);
+    mb(&b, "TYPE", "d:h4", NULL);
+    mb(&b, "TYPE", "d:b", NULL);
+    mb(&b, "TYPE", "d:none", NULL);
+    mb(&b, "TYPE", NULL);
+    mb(&b, "TYPE", "a", "b", NULL);
+    mb(&b, "GET", "d:n", NULL);
+    mb(&b, "GET", "d:b", NULL);
+    mb(&b, "GET", "d:none", NULL);
+    mb(&b, "GET", NULL);
+    mb(&b, "INCRBY", "d:neg", "-42", NULL);
+    mb(&b, "GET", "d:neg", NULL);
+    /* EXPIREAT, PEXPIREAT, UNLINK */
+    mb(&b, "EXPIREAT", "d:n", "4102444800", NULL);
+    mb(&b, "PERSIST", "d:n", NULL);
+    mb(&b, "PEXPIREAT", "d:n", "4102444800123", NULL);
+    mb(&b, "PERSIST", "d:n", NULL);
+    mb(&b, "EXPIREAT", "d:none", "4102444800", NULL);
+    mb(&b, "PEXPIREAT", "d:none", "1", NULL);
+    mb(&b, "EXPIREAT", "d:n", "x", NULL);
+    mb(&b, "EXPIREAT", "d:n", "9223372036854775807", NULL);
+    mb(&b, "EXPIREAT", "d:n", "-9223372036854775808", NULL);
+    mb(&b, "PEXPIREAT", "d:n", "x", NULL);
+    mb(&b, "EXPIREAT", "d:n", NULL);
+    mb(&b, "EXISTS", "d:n", NULL);
+    mb(&b, "PEXPIREAT", "d:n", "1", NULL);
+    mb(&b, "EXISTS", "d:n", NULL);
+    mb(&b, "PEXPIREAT", "d:neg", "-9223372036854775808", NULL);
+    mb(&b, "EXISTS", "d:neg", NULL);
+    mb(&b, "EXPIREAT", "d:h4", "0", NULL);
+    mb(&b, "TYPE", "d:h4", NULL);
+    mb(&b, "PFADD", "d:u1", "a", NULL);
+    mb(&b, "UNLINK", "d:u1", "d:none", "d:b", NULL);
+    mb(&b, "UNLINK", "d:u1", NULL);
+    mb(&b, "UNLINK", NULL);
+    mb(&b, "GET", "d:b", NULL);
     buf_puts(&b, "PING inline\r\n");
     buf_puts(&b, "ECHO \"quoted \\x41\"\r\n");
     mb(&b, "QUIT", NULL);
@@ -286,6 +329,46 @@ static void test_differential(void **state)
     if (want.len != got.len || memcmp(want.p, got.p, want.len) != 0)
         fail_msg("replies differ:\nredis:\n%s\ntally:\n%s", want.p, got.p);
     free(want.p);
+    free(got.p);
+    free(b.p);
+}
+
+/* TYPE of each of tally's types (the names Redis, RedisBloom and
+ * RedisTimeSeries answer; no redis-server here has those modules), and
+ * GET refusing what is not a counter or a bit string. */
+static void test_type_get(void **state)
+{
+    (void)state;
+    http_expect(&T, "PUT", "/bloom/ty:bf", "{\"capacity\":100,\"error_rate\":0.01}", 201, NULL);
+    http_expect(&T, "PUT", "/cuckoo/ty:cf", "{\"capacity\":100}", 201, NULL);
+    http_expect(&T, "PUT", "/cms/ty:cms", "{\"width\":10,\"depth\":2}", 201, NULL);
+    http_expect(&T, "PUT", "/topk/ty:topk", "{\"k\":2}", 201, NULL);
+    http_expect(&T, "PUT", "/tdigest/ty:td", "{\"compression\":100}", 201, NULL);
+    http_expect(&T, "POST", "/ts/ty:ts", "{\"samples\":[[1,1]]}", 200, NULL);
+    http_expect(&T, "POST", "/geo/ty:geo", "{\"members\":[{\"member\":\"m\",\"lon\":13.4,\"lat\":52.5}]}", 200, NULL);
+    http_expect(&T, "POST", "/activity/ty:act", "{\"day\":\"2026-11-21\",\"users\":[1]}", 200, NULL);
+    buf_t b = { 0 };
+    static const char *const keys[] = { "ty:bf", "ty:cf",  "ty:cms", "ty:topk", "ty:td",
+                                        "ty:ts", "ty:geo", "ty:act", "ty:thr" };
+    mb(&b, "CL.THROTTLE", "ty:thr", "1", "1", "60", NULL);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        mb(&b, "TYPE", keys[i], NULL);
+    mb(&b, "PFADD", "ty:uv", "a", NULL);
+    mb(&b, "TYPE", "ty:uv", NULL);
+    mb(&b, "GET", "ty:bf", NULL);
+    mb(&b, "GET", "ty:uv", NULL);
+    mb(&b, "GET", "ty:thr", NULL);
+    mb(&b, "GET", "ty:geo", NULL);
+    buf_t got = exchange(T.resp_port, b.p, b.len);
+    const char *wt = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    char want[1024];
+    snprintf(want, sizeof(want),
+             "*5\r\n:0\r\n:2\r\n:1\r\n:-1\r\n:60\r\n"
+             "+MBbloom--\r\n+MBbloomCF\r\n+CMSk-TYPE\r\n+TopK-TYPE\r\n+TDIS-TYPE\r\n+TSDB-TYPE\r\n+zset\r\n"
+             "+activity\r\n+string\r\n:1\r\n+string\r\n%s%s%s%s",
+             wt, wt, wt, wt);
+    if (strcmp(got.p, want) != 0)
+        fail_msg("TYPE/GET: got\n%s\nwant\n%s", got.p, want);
     free(got.p);
     free(b.p);
 }
@@ -688,6 +771,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redis_cli),
         cmocka_unit_test(test_differential),
+        cmocka_unit_test(test_type_get),
         cmocka_unit_test(test_resp3),
         cmocka_unit_test(test_python_pipeline),
         cmocka_unit_test(test_bad_input),
