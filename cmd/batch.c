@@ -119,13 +119,13 @@ bool cmd_get_bool(rbuf_t *in, bool *out)
     return !in->err && b <= 1;
 }
 
-bool cmd_get_head(rbuf_t *in, unsigned version, const char **key, size_t *klen, const char **why)
+bool cmd_get_head(rbuf_t *in, unsigned version, bool text, const char **key, size_t *klen, const char **why)
 {
     if (rbuf_u8(in) != version) {
         *why = "unknown version";
         return false;
     }
-    if (!cmd_get_text_key(in, key, klen)) {
+    if (!(text ? cmd_get_text_key(in, key, klen) : cmd_get_key(in, key, klen))) {
         *why = "bad key";
         return false;
     }

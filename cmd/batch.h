@@ -79,8 +79,9 @@ bool cmd_key_text_ok(const char *p, size_t len);
 /* cmd_get_key, and the key's text checked (cmd_key_text_ok). */
 bool cmd_get_text_key(rbuf_t *in, const char **key, size_t *len);
 /* The head most records start with: the version byte, which must be
- * `version`, and the key (cmd_get_text_key).  False with *why. */
-bool cmd_get_head(rbuf_t *in, unsigned version, const char **key, size_t *klen, const char **why);
+ * `version`, and the key (cmd_get_text_key when `text`, else
+ * cmd_get_key).  False with *why. */
+bool cmd_get_head(rbuf_t *in, unsigned version, bool text, const char **key, size_t *klen, const char **why);
 /* The keys of an operation on a destination and a list of sources (BITOP,
  * merges), for its table row's `keys` (cmd/def.h): the destination, then
  * each source. */

@@ -115,7 +115,7 @@ static void encode_set(const void *args, wbuf_t *out)
 static bool decode_set(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_set_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     a->data = rbuf_blob(in, &a->len);
     if (!a->data || a->len > BITS_MAX_LEN)
@@ -209,7 +209,7 @@ static void encode_setbit(const void *args, wbuf_t *out)
 static bool decode_setbit(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_setbit_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     a->offset = rbuf_u64(in);
     a->value = rbuf_u8(in);
@@ -443,7 +443,7 @@ static void encode_bitop(const void *args, wbuf_t *out)
 static bool decode_bitop(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_bitop_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     uint8_t op = rbuf_u8(in);
     if (op > BITS_OP_NOT)
@@ -563,7 +563,7 @@ static void encode_field(const void *args, wbuf_t *out)
 static bool decode_field(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_field_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     uint32_t n = rbuf_u32(in);
     if (in->err || n > CMD_BATCH_MAX)

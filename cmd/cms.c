@@ -61,7 +61,7 @@ static void encode_initbydim(const void *args, wbuf_t *out)
 static bool decode_initbydim(rbuf_t *in, void *args, const char **why)
 {
     cmd_cms_initbydim_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     a->width = rbuf_u64(in);
     a->depth = rbuf_u64(in);
@@ -123,7 +123,7 @@ static void encode_incrby(const void *args, wbuf_t *out)
 static bool decode_incrby(rbuf_t *in, void *args, const char **why)
 {
     cmd_cms_incrby_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     if (!cmd_get_bool(in, &a->as_increments))
         return bad(why, "bad flag");
@@ -281,7 +281,7 @@ static void encode_merge(const void *args, wbuf_t *out)
 static bool decode_merge(rbuf_t *in, void *args, const char **why)
 {
     cmd_cms_merge_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0))
         return bad(why, "bad sources");

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/batch.h"
 #include "cmd/cuckoo.h"
 #include "cmd/keycreate.h"
 #include "cmd/keys.h"
@@ -11,19 +12,6 @@
 #define CUCKOO_SEED_SALT 0x6375636b6f6fULL   /* "cuckoo": seeds evictions from the key */
 
 static uint64_t key_seed(const char *key, size_t klen) { return tally_xxh64(key, klen, CUCKOO_SEED_SALT); }
-
-static bool decode_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
-{
-    if (rbuf_u8(in) != 1) {
-        *why = "unknown version";
-        return false;
-    }
-    if (!cmd_get_key(in, key, klen)) {
-        *why = "bad key";
-        return false;
-    }
-    return true;
-}
 
 /* ------------------------------------------------------------------------ */
 /* CF.RESERVE                                                               */
@@ -57,7 +45,7 @@ static bool decode_reserve(rbuf_t *in, void *args, const char **why)
 {
     cmd_cf_reserve_args_t *a = args;
     const char *field;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     a->p.capacity = rbuf_u64(in);
     a->p.bucket_size = rbuf_u32(in);
@@ -183,7 +171,7 @@ static void encode_insert(const void *args, wbuf_t *out)
 static bool decode_insert(rbuf_t *in, void *args, const char **why)
 {
     cmd_cf_items_args_t *a = args;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     uint8_t nx = rbuf_u8(in);
     if (in->err || nx > 1 || !cmd_items_get(in, 0, 1, CMD_ITEMS_MAX, &a->items)) {
@@ -236,7 +224,7 @@ static void encode_del(const void *args, wbuf_t *out)
 static bool decode_del(rbuf_t *in, void *args, const char **why)
 {
     cmd_cf_items_args_t *a = args;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     if (!cmd_items_get(in, 0, 1, CMD_ITEMS_MAX, &a->items)) {
         *why = "bad items";
@@ -272,7 +260,7 @@ static void encode_key(const void *args, wbuf_t *out)
 static bool decode_key(rbuf_t *in, void *args, const char **why)
 {
     cmd_cf_key_args_t *a = args;
-    return decode_head(in, &a->key, &a->klen, why);
+    return cmd_get_head(in, 1, false, &a->key, &a->klen, why);
 }
 
 /* ------------------------------------------------------------------------ */

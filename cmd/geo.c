@@ -3,23 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/batch.h"
 #include "cmd/geo.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "core/geohash.h"
-
-static bool decode_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
-{
-    if (rbuf_u8(in) != 1) {
-        *why = "unknown version";
-        return false;
-    }
-    if (!cmd_get_key(in, key, klen)) {
-        *why = "bad key";
-        return false;
-    }
-    return true;
-}
 
 /* What GEOADD and ZREM records hold of members: keys' text. */
 #define MEMBERS (CMD_ITEMS_KEYS | CMD_ITEMS_TEXT)
@@ -156,7 +144,7 @@ static void encode_geoadd(const void *args, wbuf_t *out)
 static bool decode_geoadd(rbuf_t *in, void *args, const char **why)
 {
     cmd_geoadd_args_t *a = args;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     uint8_t flags = rbuf_u8(in);
     if (in->err || flags > 7 || (flags & 3) == 3 ||
@@ -222,7 +210,7 @@ static void encode_zrem(const void *args, wbuf_t *out)
 static bool decode_zrem(rbuf_t *in, void *args, const char **why)
 {
     cmd_geo_members_args_t *a = args;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     if (!cmd_items_get(in, MEMBERS, 1, CMD_ITEMS_MAX, &a->members)) {
         *why = "bad members";
@@ -470,7 +458,7 @@ static bool decode_geosearchstore(rbuf_t *in, void *args, const char **why)
     cmd_geosearch_args_t *a = args;
     geo_shape_t *s = &a->q.shape;
     memset(a, 0, sizeof(*a));
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     if (!cmd_get_key(in, &a->source, &a->slen)) {
         *why = "bad source";

@@ -65,7 +65,7 @@ static void encode_create(const void *args, wbuf_t *out)
 static bool decode_create(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_create_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     a->compression = rbuf_u32(in);
     if (a->compression < 1 || a->compression > TDIGEST_MAX_COMPRESSION)
@@ -104,7 +104,7 @@ static void encode_add(const void *args, wbuf_t *out)
 static bool decode_add(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_add_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     if (!cmd_array_get(in, &a->values, 8, 1, CMD_BATCH_MAX))
         return bad(why, "bad values");
@@ -340,7 +340,7 @@ static void encode_merge(const void *args, wbuf_t *out)
 static bool decode_merge(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_merge_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     if (!cmd_batch_get(in, &a->sources, CMD_BATCH_KEYS, 0, 0))
         return bad(why, "bad sources");
@@ -374,7 +374,7 @@ static void encode_key(const void *args, wbuf_t *out)
 static bool decode_key(rbuf_t *in, void *args, const char **why)
 {
     cmd_tdigest_key_args_t *a = args;
-    return cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why);
+    return cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why);
 }
 
 #define QUERY(NAME, ID, RUN)                                                                                        \

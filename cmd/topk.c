@@ -64,7 +64,7 @@ static void encode_reserve(const void *args, wbuf_t *out)
 static bool decode_reserve(rbuf_t *in, void *args, const char **why)
 {
     cmd_topk_reserve_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     a->k = rbuf_u32(in);
     a->width = rbuf_u32(in);
@@ -129,7 +129,7 @@ static void encode_add(const void *args, wbuf_t *out)
 static bool decode_add(rbuf_t *in, void *args, const char **why)
 {
     cmd_topk_add_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     if (!cmd_batch_get(in, &a->items, 0, 0, 0))
         return bad(why, "bad items");
@@ -148,7 +148,7 @@ static void encode_incrby(const void *args, wbuf_t *out)
 static bool decode_incrby(rbuf_t *in, void *args, const char **why)
 {
     cmd_topk_add_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
     if (!cmd_batch_get(in, &a->items, CMD_BATCH_BY, 1, TOPK_MAX_INCREMENT))
         return bad(why, "bad items");

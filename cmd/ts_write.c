@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/batch.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "cmd/ts.h"
@@ -120,20 +121,6 @@ static bool get_opts(rbuf_t *in, cmd_ts_opts_t *o, const char **why)
     return get_labels(in, &o->labels, why);
 }
 
-/* The version byte and the key every record starts with. */
-static bool get_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
-{
-    if (rbuf_u8(in) != 1) {
-        *why = "unknown version";
-        return false;
-    }
-    if (!cmd_get_key(in, key, klen)) {
-        *why = "bad key";
-        return false;
-    }
-    return true;
-}
-
 /* A timestamp a series takes. */
 static bool get_timestamp(rbuf_t *in, int64_t *t)
 {
@@ -194,7 +181,7 @@ static void encode_create(const void *args, wbuf_t *out)
 static bool decode_create(rbuf_t *in, void *args, const char **why)
 {
     cmd_ts_create_args_t *a = args;
-    return get_head(in, &a->key, &a->klen, why) && get_opts(in, &a->opts, why);
+    return cmd_get_head(in, 1, false, &a->key, &a->klen, why) && get_opts(in, &a->opts, why);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -359,7 +346,7 @@ static void encode_add(const void *args, wbuf_t *out)
 static bool decode_add(rbuf_t *in, void *args, const char **why)
 {
     cmd_ts_add_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why) || !get_opts(in, &a->opts, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why) || !get_opts(in, &a->opts, why))
         return false;
     uint8_t has = rbuf_u8(in);
     if (!get_policy(in, &a->on_duplicate) || has > 1 || (!has && a->on_duplicate != 0)) {
@@ -447,7 +434,7 @@ static void encode_incrby(const void *args, wbuf_t *out)
 static bool decode_incrby(rbuf_t *in, void *args, const char **why)
 {
     cmd_ts_incrby_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why) || !get_opts(in, &a->opts, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why) || !get_opts(in, &a->opts, why))
         return false;
     a->by = rbuf_f64(in);
     if (!get_timestamp(in, &a->timestamp) || !isfinite(a->by)) {
@@ -502,7 +489,7 @@ static void encode_alter(const void *args, wbuf_t *out)
 static bool decode_alter(rbuf_t *in, void *args, const char **why)
 {
     cmd_ts_alter_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     uint8_t what = rbuf_u8(in);
     a->has_retention = what & 1;
@@ -579,7 +566,7 @@ static void encode_del(const void *args, wbuf_t *out)
 static bool decode_del(rbuf_t *in, void *args, const char **why)
 {
     cmd_ts_del_args_t *a = args;
-    if (!get_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     if (!get_timestamp(in, &a->from) || !get_timestamp(in, &a->to)) {
         *why = "bad range";

@@ -2,23 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/batch.h"
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "cmd/uv.h"
 #include "core/hll.h"
-
-static bool decode_head(rbuf_t *in, const char **key, size_t *klen, const char **why)
-{
-    if (rbuf_u8(in) != 1) {
-        *why = "unknown version";
-        return false;
-    }
-    if (!cmd_get_key(in, key, klen)) {
-        *why = "bad key";
-        return false;
-    }
-    return true;
-}
 
 /* ------------------------------------------------------------------------ */
 /* PFADD                                                                    */
@@ -77,7 +65,7 @@ static void encode_pfadd(const void *args, wbuf_t *out)
 static bool decode_pfadd(rbuf_t *in, void *args, const char **why)
 {
     cmd_pfadd_args_t *a = args;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     if (!cmd_items_get(in, 0, 0, CMD_ITEMS_MAX, &a->items)) {
         *why = "bad items";
@@ -238,7 +226,7 @@ static void encode_pfmerge(const void *args, wbuf_t *out)
 static bool decode_pfmerge(rbuf_t *in, void *args, const char **why)
 {
     cmd_pfmerge_args_t *a = args;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     if (!cmd_items_get(in, CMD_ITEMS_KEYS | CMD_ITEMS_TEXT, 1, CMD_UV_MAX_KEYS - 1, &a->sources)) {
         *why = "bad sources";
@@ -321,7 +309,7 @@ static void encode_import(const void *args, wbuf_t *out)
 static bool decode_import(rbuf_t *in, void *args, const char **why)
 {
     cmd_hll_import_args_t *a = args;
-    if (!decode_head(in, &a->key, &a->klen, why))
+    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
         return false;
     a->bytes = rbuf_blob(in, &a->len);
     if (in->err) {
