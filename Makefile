@@ -172,7 +172,7 @@ $(BUILD)/%.o: %.c
 # their definitions (tools/registry.sh says how each is found): a new type
 # or family is added by its own files.  A list is rewritten only when it
 # changes, so only the file that includes it is rebuilt.
-REGISTRIES := $(GEN)/core_types.inc $(GEN)/cmd_defs.inc $(GEN)/api_families.inc
+REGISTRIES := $(GEN)/core_types.inc $(GEN)/cmd_defs.inc $(GEN)/api_families.inc $(GEN)/redis_groups.inc
 $(GEN)/core_types.inc: $(CORE_SRC) tools/registry.sh
 	@mkdir -p $(GEN)
 	@sh tools/registry.sh types $(CORE_SRC) > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
@@ -185,6 +185,10 @@ $(GEN)/api_families.inc: $(API_SRC) tools/registry.sh
 $(BUILD)/core/types.o: $(GEN)/core_types.inc
 $(BUILD)/cmd/table.o: $(GEN)/cmd_defs.inc
 $(BUILD)/api/routes.o: $(GEN)/api_families.inc
+$(GEN)/redis_groups.inc: $(REDIS_SRC) tools/registry.sh
+	@mkdir -p $(GEN)
+	@sh tools/registry.sh redis $(REDIS_SRC) > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
+$(BUILD)/redis/table.o: $(GEN)/redis_groups.inc
 
 # core/ is a library of its own.  CORE_PURE links every one of its objects
 # (--whole-archive) with nothing but CORE_LIBS: the linker proves that core

@@ -296,7 +296,7 @@ static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg
     return true;
 }
 
-void redis_auth(redis_conn_t *c, const resp_cmd_t *cmd)
+static void auth_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc > 3) {
         redis_err(c, "ERR syntax error");
@@ -315,7 +315,7 @@ void redis_auth(redis_conn_t *c, const resp_cmd_t *cmd)
 /* Connection commands                                                      */
 /* ------------------------------------------------------------------------ */
 
-void redis_ping(redis_conn_t *c, const resp_cmd_t *cmd)
+static void ping_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc > 2) {
         redis_err(c, "ERR wrong number of arguments for 'ping' command");
@@ -327,9 +327,9 @@ void redis_ping(redis_conn_t *c, const resp_cmd_t *cmd)
         resp_reply_simple(&c->out, "PONG", 4);
 }
 
-void redis_echo(redis_conn_t *c, const resp_cmd_t *cmd) { resp_reply_bulk(&c->out, cmd->argv[1].ptr, cmd->argv[1].len); }
+static void echo_command(redis_conn_t *c, const resp_cmd_t *cmd) { resp_reply_bulk(&c->out, cmd->argv[1].ptr, cmd->argv[1].len); }
 
-void redis_select(redis_conn_t *c, const resp_cmd_t *cmd)
+static void select_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     long long id;
     if (!redis_ll(&cmd->argv[1], &id))
@@ -342,7 +342,7 @@ void redis_select(redis_conn_t *c, const resp_cmd_t *cmd)
         redis_ok(c);
 }
 
-void redis_quit(redis_conn_t *c, const resp_cmd_t *cmd)
+static void quit_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     (void)cmd;
     redis_ok(c);
@@ -365,7 +365,7 @@ static bool set_name(redis_conn_t *c, const resp_arg_t *a)
     return true;
 }
 
-void redis_reset(redis_conn_t *c, const resp_cmd_t *cmd)
+static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     (void)cmd;
     resp_out_set_proto(&c->out, 2);
@@ -380,7 +380,7 @@ static bool eq_ci(const resp_arg_t *a, const char *s)
     return a->len == n && strncasecmp(a->ptr, s, n) == 0;
 }
 
-void redis_client(redis_conn_t *c, const resp_cmd_t *cmd)
+static void client_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     const resp_arg_t *sub = &cmd->argv[1];
     const char *full = NULL;
@@ -412,7 +412,7 @@ void redis_client(redis_conn_t *c, const resp_cmd_t *cmd)
     }
 }
 
-void redis_hello(redis_conn_t *c, const resp_cmd_t *cmd)
+static void hello_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     long long ver = 0;
     size_t j = 1;
@@ -550,7 +550,7 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
         redis_err(c, "ERR wrong number of arguments for '%s' command", rc->name);
         return;
     }
-    if (!c->authed && !rc->no_auth) {
+    if (!c->authed && !(rc->flags & REDIS_CF_NO_AUTH)) {
         redis_err(c, ERR_NOAUTH);
         return;
     }
@@ -588,3 +588,17 @@ redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, siz
     }
     return c->close_after ? REDIS_CLOSE : REDIS_OK;
 }
+
+#define CONN_ANY REDIS_CF_NOSCRIPT | REDIS_CF_LOADING | REDIS_CF_STALE | REDIS_CF_FAST | REDIS_CF_NO_AUTH | REDIS_CF_ALLOW_BUSY
+#define CONN "@fast @connection"
+static const redis_cmd_t commands[] = {
+    { "auth", -2, CONN_ANY, CONN, 0, 0, 0, auth_command, NULL },
+    { "client", -2, 0, "@slow", 0, 0, 0, client_command, NULL },
+    { "echo", 2, REDIS_CF_LOADING | REDIS_CF_STALE | REDIS_CF_FAST, CONN, 0, 0, 0, echo_command, NULL },
+    { "hello", -1, CONN_ANY, CONN, 0, 0, 0, hello_command, NULL },
+    { "ping", -1, REDIS_CF_FAST, CONN, 0, 0, 0, ping_command, NULL },
+    { "quit", -1, CONN_ANY, CONN, 0, 0, 0, quit_command, NULL },
+    { "reset", 1, CONN_ANY, CONN, 0, 0, 0, reset_command, NULL },
+    { "select", 2, REDIS_CF_LOADING | REDIS_CF_STALE | REDIS_CF_FAST, CONN, 0, 0, 0, select_command, NULL },
+};
+REDIS_COMMANDS(connection);

@@ -4,11 +4,14 @@
  *     conn.c          a connection: parse, look up, NOAUTH, dispatch; the
  *                     connection commands (PING, HELLO, AUTH, CLIENT...);
  *                     running an operation (admission, cmd_call, errors)
- *     cmds_data.c     the data commands: CL.THROTTLE, counters,
- *                     HyperLogLog, keys, GET
- *     table.c         the table of commands, by name
+ *     cmds_<group>.c  a group's commands, as Redis groups them (string,
+ *                     hll, keys...) or as the module that has them (cell,
+ *                     bloom...): handlers and their rows (REDIS_COMMANDS)
+ *     table.c         every group's rows, looked up by name
  *
- * Calls run table.c -> conn.c / cmds_data.c -> conn.c's helpers below.
+ * Calls run conn.c -> table.c -> a group's handler -> conn.c's helpers
+ * below.  A new group is its own file alone: tools/registry.sh lists the
+ * REDIS_COMMANDS(...) it finds for table.c.
  */
 #ifndef TALLY_REDIS_INT_H
 #define TALLY_REDIS_INT_H
@@ -42,18 +45,66 @@ struct redis_conn {
     const char *string_types, *string_err;
 };
 
-/* A command: Redis's arity (n: exactly n words with the name; -n: at
- * least n), and its handler. */
+/* COMMAND's flags (Redis's names, printed in this order). */
+enum {
+    REDIS_CF_WRITE = 1u << 0,
+    REDIS_CF_READONLY = 1u << 1,
+    REDIS_CF_DENYOOM = 1u << 2,
+    REDIS_CF_MODULE = 1u << 3,
+    REDIS_CF_ADMIN = 1u << 4,
+    REDIS_CF_PUBSUB = 1u << 5,
+    REDIS_CF_NOSCRIPT = 1u << 6,
+    REDIS_CF_BLOCKING = 1u << 7,
+    REDIS_CF_LOADING = 1u << 8,
+    REDIS_CF_STALE = 1u << 9,
+    REDIS_CF_SKIP_MONITOR = 1u << 10,
+    REDIS_CF_SKIP_SLOWLOG = 1u << 11,
+    REDIS_CF_ASKING = 1u << 12,
+    REDIS_CF_FAST = 1u << 13,
+    REDIS_CF_NO_AUTH = 1u << 14,       /* served before AUTH */
+    REDIS_CF_MAY_REPLICATE = 1u << 15,
+    REDIS_CF_NO_MANDATORY_KEYS = 1u << 16,
+    REDIS_CF_NO_ASYNC_LOADING = 1u << 17,
+    REDIS_CF_NO_MULTI = 1u << 18,
+    REDIS_CF_MOVABLEKEYS = 1u << 19,
+    REDIS_CF_ALLOW_BUSY = 1u << 20,
+};
+#define REDIS_CF_COUNT 21
+/* The flags' names, by bit ("write", "readonly", ... "allow_busy"). */
+extern const char *const redis_cf_names[REDIS_CF_COUNT];
+
+/* A command, as Redis's command table has it: its name, arity (n: exactly
+ * n words with the name; -n: at least n), COMMAND's flags and ACL
+ * categories, where its keys are (first, last - negative counts from the
+ * end - and step; 0 0 0 none), its handler, and its subcommands (a table
+ * ended by a row without a name; NULL none: CLIENT|..., COMMAND|...). */
 typedef void (*redis_cmd_fn)(redis_conn_t *c, const resp_cmd_t *cmd);
 typedef struct redis_cmd {
     const char *name;            /* lowercase, as Redis names it in errors */
     int arity;
-    bool no_auth;                /* served before AUTH (AUTH, HELLO, QUIT, RESET) */
+    unsigned flags;              /* REDIS_CF_* */
+    const char *acl;             /* "@write @string @fast" */
+    int first, last, step;
     redis_cmd_fn fn;
+    const struct redis_cmd *subs;
 } redis_cmd_t;
 
-/* The table (table.c): the row of argv[0] (any case), or NULL. */
+/* A group's rows (cmds_<group>.c). */
+typedef struct redis_group {
+    const char *name;
+    const redis_cmd_t *cmds;
+    size_t n;
+} redis_group_t;
+
+/* Defines redis_<name>_commands from the file's `commands` table; the
+ * line must start with it (tools/registry.sh finds it there). */
+#define REDIS_COMMANDS(name) \
+    const redis_group_t redis_##name##_commands = { #name, commands, sizeof(commands) / sizeof(commands[0]) }
+
+/* The table (table.c): the row of argv[0] (any case), or NULL; every row,
+ * sorted by name (COMMAND, COMMAND COUNT...). */
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len);
+const redis_cmd_t *const *redis_cmd_all(size_t *n);
 
 /* Replies (false: the output passed its cap; the connection is dropped). */
 void redis_err(redis_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -72,35 +123,11 @@ bool redis_ll(const resp_arg_t *a, long long *v);
  * memory (answered). */
 bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from);
 
-/* The handlers of cmds_data.c (table.c lists them). */
-void redis_cl_throttle(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_incr(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_incrby(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_decr(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_decrby(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_pfadd(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_pfcount(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_pfmerge(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_del(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_exists(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_ttl(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_pttl(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_expire(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_pexpire(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_persist(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_expireat(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_pexpireat(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_type(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_get(redis_conn_t *c, const resp_cmd_t *cmd);
+/* KEY.INFO of a key (cmds_keys.c): 1 with *info, 0 missing, -1 an error
+ * answered. */
+struct cmd_key_info_res;
+int redis_key_info(redis_conn_t *c, const resp_arg_t *k, struct cmd_key_info_res *info);
 
-/* The connection commands (conn.c). */
-void redis_ping(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_echo(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_hello(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_auth(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_select(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_quit(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_reset(redis_conn_t *c, const resp_cmd_t *cmd);
-void redis_client(redis_conn_t *c, const resp_cmd_t *cmd);
+#define REDIS_ERR_NOT_INT "ERR value is not an integer or out of range"
 
 #endif

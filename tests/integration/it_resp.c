@@ -21,6 +21,7 @@
 #include "cmd/access.h"
 #include "harness.h"
 #include "redis_ref.h"
+#include "resp_client.h"
 
 static tally_proc_t T;
 static redis_ref_t R;
@@ -43,127 +44,6 @@ static int teardown(void **state)
     assert_int_equal(tally_stop(&T), 0);   /* a clean SIGTERM with the RESP port open */
     tally_cleanup(&T);
     return 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Raw sockets                                                              */
-/* ------------------------------------------------------------------------ */
-
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-} buf_t;
-
-static void buf_put(buf_t *b, const void *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void buf_puts(buf_t *b, const char *s) { buf_put(b, s, strlen(s)); }
-
-/* Appends one multibulk command: words up to NULL. */
-static void mb(buf_t *b, const char *w0, ...)
-{
-    const char *w[64];
-    int n = 0;
-    va_list ap;
-    va_start(ap, w0);
-    for (const char *x = w0; x && n < 64; x = va_arg(ap, const char *))
-        w[n++] = x;
-    va_end(ap);
-    char head[32];
-    snprintf(head, sizeof(head), "*%d\r\n", n);
-    buf_puts(b, head);
-    for (int i = 0; i < n; i++) {
-        snprintf(head, sizeof(head), "$%zu\r\n", strlen(w[i]));
-        buf_puts(b, head);
-        buf_puts(b, w[i]);
-        buf_puts(b, "\r\n");
-    }
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    struct timeval tv = { 20, 0 };
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return fd;
-}
-
-/* Reads until the peer closes: true when it did (false: a timeout). */
-static bool read_to_eof(int fd, buf_t *out)
-{
-    char tmp[65536];
-    for (;;) {
-        ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
-        if (n > 0) {
-            if (out)
-                buf_put(out, tmp, (size_t)n);
-            continue;
-        }
-        if (n == 0 || errno == ECONNRESET)
-            return true;
-        if (errno == EINTR)
-            continue;
-        return false;
-    }
-}
-
-/* Sends bytes, closes its side, and returns everything answered. */
-static buf_t exchange(int port, const char *bytes, size_t len)
-{
-    int fd = connect_to(port);
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = send(fd, bytes + off, len - off, MSG_NOSIGNAL);
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    shutdown(fd, SHUT_WR);
-    buf_t out = { 0 };
-    buf_put(&out, "", 0);
-    assert_true(read_to_eof(fd, &out));
-    close(fd);
-    return out;
-}
-
-/* Reads exactly the bytes `want` from fd (fails the test on anything else). */
-static void expect_bytes(int fd, const char *want)
-{
-    size_t n = strlen(want), got = 0;
-    char *b = malloc(n + 1);
-    while (got < n) {
-        ssize_t r = recv(fd, b + got, n - got, 0);
-        if (r <= 0)
-            fail_msg("connection ended after %zu of %zu bytes (want \"%s\")", got, n, want);
-        got += (size_t)r;
-    }
-    b[n] = '\0';
-    assert_string_equal(b, want);
-    free(b);
-}
-
-static void send_all(int fd, const char *s, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return;
-        s += w;
-        n -= (size_t)w;
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -457,20 +337,8 @@ static void test_python_pipeline(void **state)
         "assert r.delete('py:n') == 1 and r.get is not None\n"
         "assert r.ping() is True\n"
         "print('ok')\n";
-    char path[] = "/tmp/it_resp_py_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, script, strlen(script)), (ssize_t)strlen(script));
-    close(fd);
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %d 2>&1", path, T.resp_port);
-    FILE *f = popen(cmd, "r");
     char out[4096];
-    size_t n = fread(out, 1, sizeof(out) - 1, f);
-    out[n] = '\0';
-    int rc = pclose(f);
-    unlink(path);
-    if (rc != 0 || strcmp(out, "ok\n") != 0)
+    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
         fail_msg("python3 redis: %s", out);
 }
 
