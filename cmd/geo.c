@@ -234,6 +234,7 @@ static bool run_scores(cmd_ctx_t *ctx, const void *args, void *res)
     if (!cmd_key_open(ctx, a->key, a->klen, &geo_type, CMD_READ, &hk))
         return false;
     const geo_t *g = cmd_key_value(&hk);
+    r->count = g ? geo_count(g) : 0;
     cmd_items_iter_t it = { 0 };
     const char *m;
     size_t len;

@@ -11,7 +11,8 @@
  *   ZREM            removes members; the key is deleted with its last one
  *                   (an empty set is no key, as in Redis).
  *   GEOPOS          each member's score, or not found (its position and its
- *   GEOHASH         hash are the front-end's to print from the score).
+ *   GEOHASH         hash are the front-end's to print from the score), and
+ *                   the set's size (ZCARD, ZSCORE over RESP).
  *   GEODIST         the distance between two members in the unit asked for
  *                   (metres per unit in to_m), or not found when either is
  *                   missing (or the key is).
@@ -91,6 +92,7 @@ typedef struct cmd_geosearch_args {
 
 typedef struct cmd_geo_res {
     uint64_t n;                  /* GEOADD added, ZREM removed, GEOSEARCH and GEOSEARCHSTORE found */
+    uint64_t count;              /* GEOPOS, GEOHASH: the set's members (0: no key; ZCARD) */
     bool found;                  /* GEODIST: both members exist */
     double distance;             /* GEODIST, in the unit asked for */
     geo_hit_t *hits;             /* GEOSEARCH: n hits (members copied): cmd_geo_res_free */
