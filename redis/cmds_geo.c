@@ -9,6 +9,9 @@
  *   GEOSEARCHSTORE         CMD_GEOSEARCHSTORE
  *   ZREM                   CMD_ZREM
  *   ZCARD, ZSCORE          CMD_GEOPOS (the set's size; a member's score)
+ *   ZRANGE, ZRANGEBYSCORE, ZREVRANGE, ZREVRANGEBYSCORE
+ *                          CMD_ZRANGE (by rank or score, REV, LIMIT,
+ *                          WITHSCORES; not BYLEX)
  *
  * Arguments are read as Redis's georadiusGeneric reads them (options in
  * any order and case, the same checks and messages); the operation runs
@@ -618,6 +621,119 @@ static void georadiusbymember_ro_command(redis_conn_t *c, const resp_cmd_t *cmd)
     search_generic(c, cmd, 1, BY_MEMBER | NO_STORE);
 }
 
+/* ------------------------------------------------------------------------ */
+/* ZRANGE, ZRANGEBYSCORE                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* zslParseRange's bound: strtod of the text up to its first NUL (so "" is
+ * 0, as in Redis), "(" first for an exclusive one, not NaN. */
+static bool arg_score_bound(const resp_arg_t *a, double *v, bool *ex)
+{
+    size_t n = a->len;
+    const char *nul = memchr(a->ptr, '\0', n);
+    if (nul)
+        n = (size_t)(nul - a->ptr);
+    char small[128];
+    char *s = n < sizeof(small) ? small : malloc(n + 1);
+    if (!s)
+        return false;
+    memcpy(s, a->ptr, n);
+    s[n] = '\0';
+    *ex = s[0] == '(';
+    char *end;
+    *v = strtod(s + *ex, &end);
+    bool ok = *end == '\0' && !isnan(*v);
+    if (s != small)
+        free(s);
+    return ok;
+}
+
+/* zrangeGenericCommand: ZRANGE (fixed false: BYSCORE, BYLEX and REV may be
+ * given), or with fixed true ZRANGEBYSCORE, ZREVRANGE, ZREVRANGEBYSCORE
+ * (by_score and rev given: none of them). */
+static void zrange_generic(redis_conn_t *c, const resp_cmd_t *cmd, bool fixed, bool by_score, bool rev)
+{
+    cmd_zrange_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .by_score = by_score, .rev = rev,
+                            .limit = -1 };
+    bool typed = fixed, directed = fixed, bylex = false;
+    for (size_t j = 4; j < cmd->argc; j++) {
+        size_t left = cmd->argc - j - 1;
+        const resp_arg_t *o = &cmd->argv[j];
+        if (arg_is(o, "withscores")) {
+            a.withscores = true;
+        } else if (arg_is(o, "limit") && left >= 2) {
+            long long off, lim;
+            if (!redis_ll(&cmd->argv[j + 1], &off) || !redis_ll(&cmd->argv[j + 2], &lim)) {
+                redis_err(c, REDIS_ERR_NOT_INT);
+                return;
+            }
+            a.offset = off;
+            a.limit = lim;
+            j += 2;
+        } else if (!directed && arg_is(o, "rev")) {
+            a.rev = directed = true;
+        } else if (!typed && arg_is(o, "bylex")) {
+            bylex = typed = true;
+        } else if (!typed && arg_is(o, "byscore")) {
+            a.by_score = typed = true;
+        } else {
+            redis_err(c, ERR_SYNTAX);
+            return;
+        }
+    }
+    if (a.limit != -1 && !a.by_score && !bylex) {
+        redis_err(c, "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+        return;
+    }
+    if (a.withscores && bylex) {
+        redis_err(c, "ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+        return;
+    }
+    if (bylex) {
+        redis_err(c, "ERR tally does not take BYLEX: a geo set's members are ordered by their scores");
+        return;
+    }
+    /* REV BYSCORE takes max first */
+    const resp_arg_t *lo = &cmd->argv[a.rev && a.by_score ? 3 : 2], *hi = &cmd->argv[a.rev && a.by_score ? 2 : 3];
+    if (!a.by_score) {
+        long long start, stop;
+        if (!redis_ll(lo, &start) || !redis_ll(hi, &stop)) {
+            redis_err(c, REDIS_ERR_NOT_INT);
+            return;
+        }
+        a.start = start;
+        a.stop = stop;
+    } else if (!arg_score_bound(lo, &a.min, &a.minex) || !arg_score_bound(hi, &a.max, &a.maxex)) {
+        redis_err(c, "ERR min or max is not a float");
+        return;
+    }
+    cmd_geo_res_t r;
+    if (!redis_run(c, &CMD_ZRANGE, &a, &r, NULL))
+        return;
+    resp_out_t *o = redis_conn_out(c);
+    bool pairs = a.withscores && o->proto == 3;   /* RESP3: [member, score] each; RESP2: flat */
+    resp_reply_array(o, a.withscores && !pairs ? 2 * r.n : r.n);
+    for (size_t i = 0; i < r.n; i++) {
+        if (pairs)
+            resp_reply_array(o, 2);
+        resp_reply_bulk(o, r.hits[i].member, r.hits[i].len);
+        if (a.withscores)
+            resp_reply_double(o, (double)r.hits[i].score);
+    }
+    cmd_geo_res_free(&r);
+}
+
+static void zrange_command(redis_conn_t *c, const resp_cmd_t *cmd) { zrange_generic(c, cmd, false, false, false); }
+static void zrangebyscore_command(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    zrange_generic(c, cmd, true, true, false);
+}
+static void zrevrange_command(redis_conn_t *c, const resp_cmd_t *cmd) { zrange_generic(c, cmd, true, false, true); }
+static void zrevrangebyscore_command(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    zrange_generic(c, cmd, true, true, true);
+}
+
 static const redis_cmd_t commands[] = {
     { "geoadd", -5, REDIS_CF_WRITE | REDIS_CF_DENYOOM, "@write @geo @slow", 1, 1, 1, geoadd_command, NULL },
     { "geodist", -4, REDIS_CF_READONLY, "@read @geo @slow", 1, 1, 1, geodist_command, NULL },
@@ -634,7 +750,12 @@ static const redis_cmd_t commands[] = {
     { "geosearchstore", -8, REDIS_CF_WRITE | REDIS_CF_DENYOOM, "@write @geo @slow", 1, 2, 1, geosearchstore_command,
       NULL },
     { "zcard", 2, REDIS_CF_READONLY | REDIS_CF_FAST, "@read @sortedset @fast", 1, 1, 1, zcard_command, NULL },
+    { "zrange", -4, REDIS_CF_READONLY, "@read @sortedset @slow", 1, 1, 1, zrange_command, NULL },
+    { "zrangebyscore", -4, REDIS_CF_READONLY, "@read @sortedset @slow", 1, 1, 1, zrangebyscore_command, NULL },
     { "zrem", -3, REDIS_CF_WRITE | REDIS_CF_FAST, "@write @sortedset @fast", 1, 1, 1, zrem_command, NULL },
+    { "zrevrange", -4, REDIS_CF_READONLY, "@read @sortedset @slow", 1, 1, 1, zrevrange_command, NULL },
+    { "zrevrangebyscore", -4, REDIS_CF_READONLY, "@read @sortedset @slow", 1, 1, 1, zrevrangebyscore_command,
+      NULL },
     { "zscore", 3, REDIS_CF_READONLY | REDIS_CF_FAST, "@read @sortedset @fast", 1, 1, 1, zscore_command, NULL },
 };
 REDIS_COMMANDS(geo);

@@ -372,6 +372,89 @@ static void test_search(void **state)
     diff_both(cmds);
 }
 
+/* ZRANGE (by rank, BYSCORE, REV, LIMIT, WITHSCORES), ZRANGEBYSCORE,
+ * ZREVRANGE and ZREVRANGEBYSCORE on
+ * geo sets, members at one place (equal scores) ordered by their bytes. */
+static void test_zrange(void **state)
+{
+    (void)state;
+    if (!have_redis)
+        skip();
+    static const char *const cmds[] = {
+        "GEOADD z 13.361389 38.115556 Palermo 15.087269 37.502669 Catania 12.496366 41.902782 Rome",
+        "GEOADD z 1 1 b 1 1 a 1 1 c 180 85.05112878 edge -180 -85.05112878 edge2",
+        "ZRANGE z 0 -1",
+        "ZRANGE z 0 -1 WITHSCORES",
+        "ZRANGE z 0 -1 REV withscores",
+        "ZRANGE z 2 4",
+        "ZRANGE z -3 -2 REV",
+        "ZRANGE z -100 100",
+        "ZRANGE z 5 2",
+        "ZRANGE z 8 10",
+        "ZRANGE z -1 -1",
+        "ZRANGE z 0 -1 LIMIT 0 -1",
+        "ZRANGE z 0 -1 LIMIT 0 2",
+        "ZRANGE z 0 x",
+        "ZRANGE z 0 1 NOSUCH",
+        "ZRANGE z 0 1 REV REV",
+        "ZRANGE z 0 1 BYSCORE BYSCORE",
+        "ZRANGE z -inf +inf BYSCORE",
+        "ZRANGE z -inf +inf BYSCORE WITHSCORES LIMIT 1 3",
+        "ZRANGE z +inf -inf BYSCORE REV WITHSCORES",
+        "ZRANGE z +inf -inf BYSCORE REV LIMIT 1 2",
+        "ZRANGE z -inf +inf BYSCORE REV",
+        "ZRANGE z 0 3480343273965391 BYSCORE",
+        "ZRANGE z 0 (3480343273965391 BYSCORE",
+        "ZRANGE z (3480343273965391 +inf BYSCORE",
+        "ZRANGE z 3480343273965391 3480343273965391 BYSCORE",
+        "ZRANGE z (3480343273965391 (3480343273965391 BYSCORE",
+        "ZRANGE z 5 1 BYSCORE",
+        "ZRANGE z -5 -1 BYSCORE",
+        "ZRANGE z 1e20 1e30 BYSCORE",
+        "ZRANGE z 0 1e30 BYSCORE LIMIT -1 2",
+        "ZRANGE z 0 1e30 BYSCORE LIMIT 2 -5",
+        "ZRANGE z 0 1e30 BYSCORE LIMIT 2 0",
+        "ZRANGE z 0 1e30 BYSCORE LIMIT 100 1",
+        "ZRANGE z 0 1e30 BYSCORE LIMIT 1",
+        "ZRANGE z 0 1e30 BYSCORE LIMIT x 1",
+        "ZRANGE z x 1 BYSCORE",
+        "ZRANGE z nan 1 BYSCORE",
+        "ZRANGE z '' 1e30 BYSCORE",
+        "ZRANGE z ( 1e30 BYSCORE",
+        "ZRANGE z 0 1 BYLEX WITHSCORES",
+        "ZRANGE z 0 1 LIMIT 0 1",
+        "ZRANGE nokey 0 -1",
+        "ZRANGE nokey 0 -1 BYSCORE",
+        "ZRANGEBYSCORE z -inf +inf",
+        "ZRANGEBYSCORE z -inf +inf WITHSCORES LIMIT 2 2",
+        "ZRANGEBYSCORE z 1000 3480343273965391",
+        "ZRANGEBYSCORE z -inf +inf REV",
+        "ZRANGEBYSCORE z -inf +inf BYSCORE",
+        "ZRANGEBYSCORE z a b",
+        "ZRANGEBYSCORE nokey 0 1",
+        "ZRANGEBYSCORE z 0",
+        "ZREVRANGE z 0 -1",
+        "ZREVRANGE z 1 3 WITHSCORES",
+        "ZREVRANGE z -2 -1",
+        "ZREVRANGE z 0 1 REV",
+        "ZREVRANGE z 0 1 BYSCORE",
+        "ZREVRANGE z 0 1 LIMIT 0 1",
+        "ZREVRANGE nokey 0 1",
+        "ZREVRANGEBYSCORE z +inf -inf",
+        "ZREVRANGEBYSCORE z +inf -inf WITHSCORES LIMIT 1 2",
+        "ZREVRANGEBYSCORE z (3480343273965391 -inf",
+        "ZREVRANGEBYSCORE z -inf +inf",
+        "ZREVRANGEBYSCORE z +inf -inf REV",
+        "ZREVRANGEBYSCORE z x 1",
+        "INCR zz:n",
+        "ZRANGE zz:n 0 -1",
+        "ZRANGEBYSCORE zz:n 0 1",
+        "ZREVRANGE zz:n 0 1",
+        NULL,
+    };
+    diff_both(cmds);
+}
+
 /* Searches over 400 seeded random points in a small area: distances ties,
  * COUNT's partial sort, ANY's early stop and the cells' scan order all as
  * Redis. */
@@ -569,6 +652,9 @@ static void test_python(void **state)
         "assert r.zscore('py:g', 'Rome') == 3480343273965391.0, r.zscore('py:g', 'Rome')\n"
         "assert r.zcard('py:g') == 3\n"
         "assert r.zrem('py:g', 'Rome', 'nope') == 1 and r.zcard('py:g') == 2\n"
+        "assert r.zrange('py:g', 0, -1) == ['Palermo', 'Catania'], r.zrange('py:g', 0, -1)\n"
+        "assert r.zrange('py:g', 0, 0, desc=True, withscores=True) == [('Catania', 3479447370796909.0)]\n"
+        "assert r.zrangebyscore('py:g', '-inf', '+inf', start=1, num=1) == ['Catania']\n"
         "try:\n"
         "    r.geoadd('py:g', [200, 10, 'bad'])\n"
         "    raise SystemExit('no error')\n"
@@ -591,6 +677,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_members),
         cmocka_unit_test(test_search),
+        cmocka_unit_test(test_zrange),
         cmocka_unit_test(test_random_points),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_redis_cli_seed),
