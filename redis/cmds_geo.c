@@ -15,8 +15,8 @@
  *
  * Arguments are read as Redis's georadiusGeneric reads them (options in
  * any order and case, the same checks and messages); the operation runs
- * once they all parsed, so of a command with several faults tally may name
- * another one first than Redis (which looks the key up first).
+ * once they all parsed, so for a command with several faults tally may
+ * report a different one than Redis (which looks the key up first).
  *
  * Numbers: coordinates as addReplyHumanLongDouble ("%.17Lf" without its
  * trailing zeros: a bulk string in RESP2, a double in RESP3); distances
@@ -28,7 +28,9 @@
  * Another is never in a set: reads answer it as missing (as Redis does for
  * a member it does not hold), ZREM removes nothing for it; GEOADD refuses
  * it, and so does a STORE search centred on it.  STOREDIST is refused (its
- * result, distances as scores, is a sorted set tally does not have).
+ * result, distances as scores, is a sorted set tally does not have), and a
+ * STORE's destination must hold a geo set or nothing (WRONGTYPE; Redis
+ * replaces any type).
  */
 #include <errno.h>
 #include <math.h>
