@@ -197,6 +197,13 @@ bool resp_reply_double(resp_out_t *o, double d)
     return resp_reply_bulk(o, t, (size_t)n);
 }
 
+bool resp_reply_double_text(resp_out_t *o, const char *text, size_t len)
+{
+    if (o->proto == 3)
+        return emit(o, ",", 1, text, len);   /* ",text\r\n", whole or nothing */
+    return resp_reply_bulk(o, text, len);
+}
+
 bool resp_reply_bool(resp_out_t *o, bool b)
 {
     if (o->proto == 3)
