@@ -7,6 +7,9 @@
 #include "cmd/journal.h"
 #include "cmd/table.h"
 
+/* Records larger than this are read back before they are journaled (cmd_call). */
+#define CMD_REC_CHECK_BYTES 8192
+
 /* Runs def on args with the context saying so (ctx->def, ctx->args: an
  * operation may run another's). */
 static bool run(cmd_ctx_t *ctx, const cmd_def_t *def, const void *args, void *res)
@@ -31,6 +34,22 @@ bool cmd_call(cmd_ctx_t *ctx, const cmd_def_t *def, const void *args, void *res)
     if (rec.oom) {
         wbuf_free(&rec);
         return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+    /* What is journaled must replay: a large record (a long list: what a
+     * front-end that did not cap its lists would pass on) is read back as
+     * replay reads it and refused before it runs when replay would refuse
+     * it.  A small one cannot pass a list's limit; its values are checked
+     * by the operation, with its own error. */
+    if (rec.len > CMD_REC_CHECK_BYTES) {
+        alignas(max_align_t) unsigned char back[CMD_ARGS_MAX];
+        memset(back, 0, def->args_size);
+        rbuf_t in = rbuf_make(rec.data, rec.len);
+        const char *why = "malformed";
+        if (!def->decode(&in, back, &why) || !rbuf_done(&in)) {
+            wbuf_free(&rec);
+            return cmd_fail(ctx, CMD_E_BAD_REQUEST, NULL, "%s: more than one change may hold (%s)", def->name,
+                            in.err ? "truncated" : why);
+        }
     }
     if (!cmd_journal_reserve_more(ctx, JOURNAL_COMMAND_FIXED + rec.len)) {
         wbuf_free(&rec);

@@ -17,11 +17,22 @@ static void pfadd_command(redis_conn_t *c, const resp_cmd_t *cmd)
     not_hll(c);
     if (!redis_items(c, cmd, 2))
         return;
-    cmd_pfadd_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
-    a.items = cmd_items_of(c->ptrs, c->lens, NULL, cmd->argc - 2);
-    cmd_uv_res_t r;
-    if (redis_run(c, &CMD_PFADD, &a, &r, NULL))
-        resp_reply_int(redis_conn_out(c), r.updated ? 1 : 0);
+    /* Redis takes any number of elements; a change (a journal record)
+     * holds at most CMD_ITEMS_MAX: a longer PFADD is several, in order, each
+     * durable on its own (adding an element twice changes nothing) */
+    size_t n = cmd->argc - 2, updated = 0;
+    for (size_t at = 0; at < n || at == 0; at += CMD_ITEMS_MAX) {
+        size_t part = n - at < CMD_ITEMS_MAX ? n - at : CMD_ITEMS_MAX;
+        cmd_pfadd_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
+        a.items = cmd_items_of(c->ptrs + at, c->lens + at, NULL, part);
+        cmd_uv_res_t r;
+        if (!redis_run(c, &CMD_PFADD, &a, &r, NULL))
+            return;
+        updated |= r.updated;
+        if (n == 0)
+            break;
+    }
+    resp_reply_int(redis_conn_out(c), updated ? 1 : 0);
 }
 
 static void pfcount_command(redis_conn_t *c, const resp_cmd_t *cmd)

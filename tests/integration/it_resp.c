@@ -690,6 +690,48 @@ static void test_disk_full_pipelines(void **state)
     tally_cleanup(&p);
 }
 
+/* A PFADD of more elements than one change holds (25 000 > 10 000) is
+ * taken, in changes of at most 10 000, and replays after a kill -9. */
+static void test_pfadd_large(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    buf_t b = { 0 };
+    char w[32];
+    buf_puts(&b, "*25002\r\n$5\r\nPFADD\r\n$5\r\nbig:h\r\n");
+    for (int i = 0; i < 25000; i++) {
+        int n = snprintf(w, sizeof(w), "e%d", i);
+        char head[16];
+        snprintf(head, sizeof(head), "$%d\r\n", n);
+        buf_puts(&b, head);
+        buf_puts(&b, w);
+        buf_puts(&b, "\r\n");
+    }
+    mb(&b, "PFADD", "big:h", "e1", NULL);
+    buf_t got = exchange(p.resp_port, b.p, b.len);
+    assert_string_equal(got.p, ":1\r\n:0\r\n");
+    free(got.p);
+    tally_kill(&p);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p.dir);
+    tally_proc_t q;
+    tally_start(&q, dir, args);
+    b.len = 0;
+    mb(&b, "PFCOUNT", "big:h", NULL);
+    got = exchange(q.resp_port, b.p, b.len);
+    long long n = strtoll(got.p + 1, NULL, 10);
+    if (n < 24500 || n > 25500)
+        fail_msg("PFCOUNT after the restart: %s", got.p);
+    free(got.p);
+    free(b.p);
+    assert_int_equal(tally_stop(&q), 0);
+    tally_cleanup(&q);
+    p.own_dir = true;
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -707,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_connection_limits),
         cmocka_unit_test(test_durable_across_restart),
         cmocka_unit_test(test_disk_full_pipelines),
+        cmocka_unit_test(test_pfadd_large),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
