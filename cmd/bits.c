@@ -835,6 +835,7 @@ static bool decode_field(rbuf_t *in, void *args, const char **why)
     a->ops = NULL;
     a->rec = rec;
     a->results = NULL;
+    a->strings = false;
     return true;
 }
 
