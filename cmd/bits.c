@@ -611,6 +611,9 @@ static bool run_bitop(cmd_ctx_t *ctx, const void *args, void *res)
 {
     const cmd_bits_bitop_args_t *a = args;
     size_t n = a->sources.n;
+    if (n > CMD_BATCH_MAX)   /* what a record holds (decode_bitop) */
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "sources", "BITOP takes at most %d source keys, not %zu",
+                        CMD_BATCH_MAX, n);
     if (a->op == BITS_OP_NOT && n != 1)
         return cmd_fail(ctx, CMD_E_BAD_REQUEST, "sources", "BITOP NOT takes exactly one source key, not %zu", n);
     bitop_plan_t pl = { .n = n };
@@ -705,6 +708,9 @@ static bool decode_bitop(rbuf_t *in, void *args, const char **why)
 static bool field(cmd_ctx_t *ctx, const cmd_bits_field_args_t *a, bool ro)
 {
     size_t n = a->n;
+    if (n > CMD_BATCH_MAX)   /* what a record holds (decode_field) */
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "ops", "BITFIELD takes at most %d operations, not %zu",
+                        CMD_BATCH_MAX, n);
     bf_op_t *owned = NULL;
     const bf_op_t *ops = a->ops;
     bf_result_t *res = a->results ? a->results : malloc((n ? n : 1) * sizeof(*res));

@@ -550,6 +550,53 @@ static void test_http_unchanged(void **state)
     free(b.p);
 }
 
+/* tally's own answers where it differs from Redis on purpose (docs/
+ * redis.md): in-place changes of a counter, SET over a sketch; and the
+ * size of one BITFIELD or BITOP, bounded by what a journal record holds. */
+static void test_differences(void **state)
+{
+    (void)state;
+    buf_t b = { 0 };
+    mb(&b, "SET", "df:n", "5", NULL);
+    mb(&b, "APPEND", "df:n", "1", NULL);
+    mb(&b, "SETRANGE", "df:n", "0", "1", NULL);
+    mb(&b, "SETBIT", "df:n", "0", "1", NULL);
+    mb(&b, "BITFIELD", "df:n", "SET", "u8", "0", "1", NULL);
+    mb(&b, "BITOP", "NOT", "df:d", "df:n", NULL);
+    mb(&b, "GET", "df:n", NULL);
+    mb(&b, "PFADD", "df:h", "a", NULL);
+    mb(&b, "SET", "df:h", "x", NULL);
+    mb(&b, "SET", "df:h", "x", "GET", NULL);
+    mb(&b, "GETBIT", "df:h", "0", NULL);
+    buf_t got = exchange(T.resp_port, b.p, b.len);
+#define WT "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    assert_string_equal(got.p, "+OK\r\n" WT WT WT WT WT "$1\r\n5\r\n:1\r\n" WT WT WT);
+#undef WT
+    free(got.p);
+    b.len = 0;
+    buf_t big = { 0 };
+    buf_puts(&big, "*40006\r\n$8\r\nBITFIELD\r\n$5\r\ndf:bf\r\n");
+    for (int i = 0; i < 10001; i++)
+        buf_puts(&big, "$3\r\nSET\r\n$2\r\nu8\r\n$1\r\n0\r\n$1\r\n1\r\n");
+    mb(&b, "EXISTS", "df:bf", NULL);
+    buf_put(&big, b.p, b.len);
+    got = exchange(T.resp_port, big.p, big.len);
+    assert_string_equal(got.p, "-ERR BITFIELD takes at most 10000 operations, not 10001\r\n:0\r\n");
+    free(got.p);
+    big.len = 0;
+    b.len = 0;
+    buf_puts(&big, "*10004\r\n$5\r\nBITOP\r\n$2\r\nOR\r\n$5\r\ndf:bo\r\n");
+    for (int i = 0; i < 10001; i++)
+        buf_puts(&big, "$4\r\ndf:x\r\n");
+    mb(&b, "EXISTS", "df:bo", NULL);
+    buf_put(&big, b.p, b.len);
+    got = exchange(T.resp_port, big.p, big.len);
+    assert_string_equal(got.p, "-ERR BITOP takes at most 10000 source keys, not 10001\r\n:0\r\n");
+    free(got.p);
+    free(big.p);
+    free(b.p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -560,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_python),
         cmocka_unit_test(test_journal_replay),
         cmocka_unit_test(test_http_unchanged),
+        cmocka_unit_test(test_differences),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
