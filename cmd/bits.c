@@ -299,7 +299,8 @@ static bool run_get(cmd_ctx_t *ctx, const void *args, void *res)
             n = (size_t)(end - start + 1);
         }
     }
-    bool ok = cmd_answer_fits(ctx, n, "read the string in parts with ?start=&end= (byte offsets, inclusive, as GETRANGE)");
+    bool ok = cmd_answer_fits(ctx, n, a->strings ? "read the string in parts with GETRANGE"
+                                                 : "read the string in parts with ?start=&end= (byte offsets, inclusive, as GETRANGE)");
     if (ok)
         a->bytes(a->ud, n ? data + off : NULL, n);
     cmd_key_close(&h, false);

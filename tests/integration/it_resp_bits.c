@@ -24,7 +24,7 @@ static bool have_redis;
 static int setup(void **state)
 {
     (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
+    static const char *const args[] = { "--resp-port", "0", "--max-answer-size", "1mb", NULL };
     tally_start(&T, NULL, args);
     have_redis = redis_ref_start(&R);
     return 0;
@@ -572,6 +572,22 @@ static void test_differences(void **state)
 #define WT "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
     assert_string_equal(got.p, "+OK\r\n" WT WT WT WT WT "$1\r\n5\r\n:1\r\n" WT WT WT);
 #undef WT
+    free(got.p);
+    /* a string longer than --max-answer-size: its length, and parts of it */
+    b.len = 0;
+    mb(&b, "SETRANGE", "df:long", "1100000", "x", NULL);
+    mb(&b, "STRLEN", "df:long", NULL);
+    mb(&b, "GETRANGE", "df:long", "1099999", "-1", NULL);
+    mb(&b, "GET", "df:long", NULL);
+    mb(&b, "GETRANGE", "df:long", "0", "-1", NULL);
+    got = exchange(T.resp_port, b.p, b.len);
+    static const char want[] = ":1100001\r\n:1100001\r\n$2\r\n\0x\r\n"
+                               "-ERR the answer would take about 1100001 bytes, over --max-answer-size (1048576 bytes): "
+                               "read the string in parts with GETRANGE\r\n"
+                               "-ERR the answer would take about 1100001 bytes, over --max-answer-size (1048576 bytes): "
+                               "read the string in parts with GETRANGE\r\n";
+    assert_int_equal(got.len, sizeof(want) - 1);
+    assert_memory_equal(got.p, want, sizeof(want) - 1);
     free(got.p);
     b.len = 0;
     buf_t big = { 0 };
