@@ -5,6 +5,7 @@
  *                         EXAT PXAT KEEPTTL); a value that is a decimal
  *                         integer in Redis's canonical form is stored as a
  *                         counter, so INCR/DECR work after SET as in Redis
+ *   SETNX, SETEX, PSETEX, GETSET      SET with NX, EX, PX, GET
  *   APPEND, SETRANGE      CMD_SETRANGE
  *   STRLEN, GETRANGE, SUBSTR, MGET    CMD_GET / CMD_GETRANGE
  *   SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD, BITFIELD_RO
@@ -103,10 +104,70 @@ static void set_old(void *ud, bool exists, const uint8_t *p, size_t n)
         o->oom = exists && n;
 }
 
+/* How a SET-family command answers success and NX/XX's refusal. */
+typedef enum { SET_OK_NIL, SET_ONE_ZERO } set_reply_t;
+
+/* Redis's setGenericCommand: the expiry checked (`name` in its error),
+ * then the operation; with `get` the value replaced is the answer. */
+static void set_generic(redis_conn_t *c, const resp_arg_t *key, const resp_arg_t *val, unsigned flags,
+                        const resp_arg_t *expire, bool secs, bool at, bool get, set_reply_t reply, const char *name)
+{
+    int64_t expire_ms = 0;
+    if (expire) {
+        long long v;
+        if (!redis_ll(expire, &v)) {
+            redis_err(c, REDIS_ERR_NOT_INT);
+            return;
+        }
+        if (v <= 0 || (secs && v > INT64_MAX / 1000)) {
+            redis_err(c, "ERR invalid expire time in '%s' command", name);
+            return;
+        }
+        if (secs)
+            v *= 1000;
+        if (!at) {
+            int64_t now = (int64_t)(c->cfg->hooks.now_ns() / 1000000);
+            if (v > INT64_MAX - now) {
+                redis_err(c, "ERR invalid expire time in '%s' command", name);
+                return;
+            }
+            v += now;
+        }
+        expire_ms = v;
+    }
+    long long num;
+    if (redis_ll(val, &num))
+        flags |= CMD_SET_COUNTER;
+    set_old_t old = { false, false, NULL, 0 };
+    cmd_bits_set_args_t a = { .key = key->ptr, .klen = key->len, .data = (const uint8_t *)val->ptr,
+                              .len = val->len, .flags = CMD_SET_REDIS | flags, .expire_ms = expire_ms,
+                              .old = get ? set_old : NULL, .ud = &old };
+    cmd_bits_len_res_t r;
+    bool ok = redis_run(c, &CMD_SET, &a, &r, NULL);
+    resp_out_t *o = redis_conn_out(c);
+    if (ok && get) {
+        if (old.oom)
+            redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        else if (old.exists)
+            resp_reply_bulk(o, old.n ? (const void *)old.p : "", old.n);
+        else
+            resp_reply_null(o);
+    }
+    free(old.p);
+    if (!ok || get)
+        return;
+    if (reply == SET_ONE_ZERO)
+        resp_reply_int(o, r.skipped ? 0 : 1);
+    else if (r.skipped)
+        resp_reply_null(o);
+    else
+        redis_ok(c);
+}
+
 static void set_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     enum { EX = 1, PX = 2, EXAT = 4, PXAT = 8 };
-    unsigned flags = CMD_SET_REDIS, when = 0;
+    unsigned flags = 0, when = 0;
     bool get = false;
     const resp_arg_t *expire = NULL;
     /* Redis's parseExtendedStringArgumentsOrReply: every word first */
@@ -130,55 +191,28 @@ static void set_command(redis_conn_t *c, const resp_cmd_t *cmd)
             return;
         }
     }
-    int64_t expire_ms = 0;
-    if (expire) {
-        long long v;
-        if (!redis_ll(expire, &v)) {
-            redis_err(c, REDIS_ERR_NOT_INT);
-            return;
-        }
-        bool secs = when == EX || when == EXAT;
-        if (v <= 0 || (secs && v > INT64_MAX / 1000)) {
-            redis_err(c, "ERR invalid expire time in 'set' command");
-            return;
-        }
-        if (secs)
-            v *= 1000;
-        if (when == EX || when == PX) {
-            int64_t now = (int64_t)(c->cfg->hooks.now_ns() / 1000000);
-            if (v > INT64_MAX - now) {
-                redis_err(c, "ERR invalid expire time in 'set' command");
-                return;
-            }
-            v += now;
-        }
-        expire_ms = v;
-    }
-    long long num;
-    if (redis_ll(&cmd->argv[2], &num))
-        flags |= CMD_SET_COUNTER;
-    set_old_t old = { false, false, NULL, 0 };
-    cmd_bits_set_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len,
-                              .data = (const uint8_t *)cmd->argv[2].ptr, .len = cmd->argv[2].len,
-                              .flags = flags, .expire_ms = expire_ms,
-                              .old = get ? set_old : NULL, .ud = &old };
-    cmd_bits_len_res_t r;
-    bool ok = redis_run(c, &CMD_SET, &a, &r, NULL);
-    if (ok && get) {
-        if (old.oom)
-            redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
-        else if (old.exists)
-            resp_reply_bulk(redis_conn_out(c), old.n ? (const void *)old.p : "", old.n);
-        else
-            resp_reply_null(redis_conn_out(c));
-    }
-    free(old.p);
-    if (!ok || get)
-        return;
-    if (r.skipped)
-        resp_reply_null(redis_conn_out(c));
-    else
-        redis_ok(c);
+    set_generic(c, &cmd->argv[1], &cmd->argv[2], flags, expire, when == EX || when == EXAT,
+                when == EXAT || when == PXAT, get, SET_OK_NIL, "set");
+}
+
+static void setnx_command(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    set_generic(c, &cmd->argv[1], &cmd->argv[2], CMD_SET_NX, NULL, false, false, false, SET_ONE_ZERO, "setnx");
+}
+
+static void setex_command(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    set_generic(c, &cmd->argv[1], &cmd->argv[3], 0, &cmd->argv[2], true, false, false, SET_OK_NIL, "setex");
+}
+
+static void psetex_command(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    set_generic(c, &cmd->argv[1], &cmd->argv[3], 0, &cmd->argv[2], false, false, false, SET_OK_NIL, "psetex");
+}
+
+static void getset_command(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    set_generic(c, &cmd->argv[1], &cmd->argv[2], 0, NULL, false, false, true, SET_OK_NIL, "getset");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -533,10 +567,14 @@ static const redis_cmd_t commands[] = {
     { "bitop", -4, W_DENY, "@write @bitmap @slow", 2, -1, 1, bitop_command, NULL },
     { "bitpos", -3, REDIS_CF_READONLY, "@read @bitmap @slow", 1, 1, 1, bitpos_command, NULL },
     { "getbit", 3, R_FAST, "@read @bitmap @fast", 1, 1, 1, getbit_command, NULL },
+    { "getset", 3, W_DENY | REDIS_CF_FAST, "@write @string @fast", 1, 1, 1, getset_command, NULL },
     { "getrange", 4, REDIS_CF_READONLY, "@read @string @slow", 1, 1, 1, getrange_command, NULL },
     { "mget", -2, R_FAST, "@read @string @fast", 1, -1, 1, mget_command, NULL },
+    { "psetex", 4, W_DENY, "@write @string @slow", 1, 1, 1, psetex_command, NULL },
     { "set", -3, W_DENY, "@write @string @slow", 1, 1, 1, set_command, NULL },
     { "setbit", 4, W_DENY, "@write @bitmap @slow", 1, 1, 1, setbit_command, NULL },
+    { "setex", 4, W_DENY, "@write @string @slow", 1, 1, 1, setex_command, NULL },
+    { "setnx", 3, W_DENY | REDIS_CF_FAST, "@write @string @fast", 1, 1, 1, setnx_command, NULL },
     { "setrange", 4, W_DENY, "@write @string @slow", 1, 1, 1, setrange_command, NULL },
     { "strlen", 2, R_FAST, "@read @string @fast", 1, 1, 1, strlen_command, NULL },
     { "substr", 4, REDIS_CF_READONLY, "@read @string @slow", 1, 1, 1, getrange_command, NULL },

@@ -317,6 +317,29 @@ static void commands(buf_t *b, const char *p)
     mb(b, "SET", s, "v", "PXAT", "1", "GET", NULL);
     mb(b, "SET", s, "7", "EXAT", "1", NULL);
     mb(b, "EXISTS", s, NULL);
+    /* SETNX, SETEX, PSETEX, GETSET */
+    mb(b, "SETNX", c, "1", NULL);
+    mb(b, "SETNX", c, "2", NULL);
+    mb(b, "GET", c, NULL);
+    mb(b, "SETEX", c, "100", "v", NULL);
+    mb(b, "TTL", c, NULL);
+    mb(b, "GETSET", c, "w", NULL);
+    mb(b, "TTL", c, NULL);
+    mb(b, "GETSET", miss, "w", NULL);
+    mb(b, "GETSET", miss, "7", NULL);
+    mb(b, "INCR", miss, NULL);
+    mb(b, "DEL", miss, NULL);
+    mb(b, "GETSET", g, "w", NULL);
+    mb(b, "PSETEX", c, "100000", "12", NULL);
+    mb(b, "TTL", c, NULL);
+    mb(b, "INCR", c, NULL);
+    mb(b, "SETEX", c, "0", "v", NULL);
+    mb(b, "SETEX", c, "x", "v", NULL);
+    mb(b, "SETEX", c, "9223372036854776", "v", NULL);
+    mb(b, "PSETEX", c, "-1", "v", NULL);
+    mb(b, "SETEX", c, "10", NULL);
+    mb(b, "SETNX", c, NULL);
+    mb(b, "GETSET", c, NULL);
     /* arity */
     mb(b, "SETBIT", bb, NULL);
     mb(b, "GETBIT", bb, NULL);
@@ -471,6 +494,10 @@ static void test_python(void **state)
         "assert r.set('py:n', 10) is True\n"
         "assert r.incr('py:n') == 11 and r.get('py:n') == b'11'\n"
         "assert r.mget('py:n', 'py:s', 'py:none') == [b'11', b'Jello world', None]\n"
+        "assert r.setnx('py:x', 1) is True and r.setnx('py:x', 2) is False\n"
+        "assert r.setex('py:x', 100, 'v') is True and r.ttl('py:x') == 100\n"
+        "assert r.psetex('py:x', 100000, 'w') is True and r.getset('py:x', 'z') == b'w'\n"
+        "assert r.ttl('py:x') == -1\n"
         "print('ok')\n";
     char out[4096];
     if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
