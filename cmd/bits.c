@@ -316,6 +316,77 @@ static bool too_long(cmd_ctx_t *ctx)
     return cmd_fail(ctx, CMD_E_BAD_REQUEST, "offset", "string exceeds maximum allowed size (proto-max-bulk-len)");
 }
 
+/* Whether p[0..n) is an integer as Redis writes one (what a counter's
+ * digits print as): *v its value. */
+static bool canonical_int(const uint8_t *p, size_t n, int64_t *v)
+{
+    char num[24];
+    if (n == 0 || n >= sizeof(num) || memchr(p, 0, n))
+        return false;
+    memcpy(num, p, n);
+    num[n] = 0;
+    char *end;
+    long long x = strtoll(num, &end, 10);
+    char back[24];
+    if (*end || snprintf(back, sizeof(back), "%lld", x) != (int)n || memcmp(back, num, n) != 0)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* SETRANGE or APPEND on a counter (`strings`: the Redis front-end): its
+ * digits changed as Redis changes the string.  A result that is still an
+ * integer in Redis's form stays a counter (INCR goes on working); another
+ * makes the key a bit string of those bytes, its expiry kept.  Closes h. */
+static bool setrange_counter(cmd_ctx_t *ctx, const cmd_bits_setrange_args_t *a, cmd_key_t *h,
+                             cmd_bits_len_res_t *r)
+{
+    counter_t *cv = cmd_key_value(h);
+    char digits[24];
+    size_t dlen = (size_t)snprintf(digits, sizeof(digits), "%lld", (long long)counter_value(cv));
+    if (a->len == 0) {
+        cmd_key_close(h, false);
+        r->length = dlen;
+        return true;
+    }
+    uint64_t off = a->append ? dlen : a->offset;
+    if (off + a->len > CMD_BITS_MAX_STRING) {
+        cmd_key_close(h, false);
+        return too_long(ctx);
+    }
+    size_t end = off + a->len > dlen ? (size_t)(off + a->len) : dlen;
+    uint8_t *p = calloc(end, 1);
+    if (!p) {
+        cmd_key_close(h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory building a %zu-byte string", end);
+    }
+    memcpy(p, digits, dlen);
+    memcpy(p + off, a->data, a->len);
+    r->length = end;
+    int64_t v;
+    if (canonical_int(p, end, &v)) {
+        free(p);
+        counter_set(cv, v);
+        cmd_key_close(h, true);
+        return true;
+    }
+    bits_t *b = bits_adopt(p, end);
+    if (!b) {
+        free(p);
+        cmd_key_close(h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory building a %zu-byte string", end);
+    }
+    int64_t expire = ks_entry_expire(h->e);
+    cmd_key_delete(h);
+    if (!cmd_key_add(h, &bits_type, b, expire)) {
+        bits_free(b);
+        cmd_key_close(h, true);   /* the counter is gone: journaled as the change it was */
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory adding the key");
+    }
+    cmd_key_close(h, true);
+    return true;
+}
+
 static bool run_setrange(cmd_ctx_t *ctx, const void *args, void *res)
 {
     const cmd_bits_setrange_args_t *a = args;
@@ -327,9 +398,12 @@ static bool run_setrange(cmd_ctx_t *ctx, const void *args, void *res)
     uint64_t need = a->append ? 0 : a->offset + a->len;
     if (a->append && a->len) {
         cmd_key_t h;
-        if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_READ, &h))
+        const uint8_t *p;
+        size_t n;
+        char digits[24];
+        if (!open_read(ctx, a->key, a->klen, a->strings, CMD_READ, &h, &p, &n, digits))
             return false;
-        need = (h.e ? bits_len(cmd_key_value(&h)) : 0) + (uint64_t)a->len;
+        need = n + (uint64_t)a->len;
         cmd_key_close(&h, false);
         if (need > CMD_BITS_MAX_STRING)
             return too_long(ctx);
@@ -337,8 +411,16 @@ static bool run_setrange(cmd_ctx_t *ctx, const void *args, void *res)
     if (a->len && !bits_room(ctx, a->key, a->klen, "value", (size_t)need, false))
         return false;
     cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_WRITE, &h))
+    if (!cmd_key_open(ctx, a->key, a->klen, a->strings ? NULL : &bits_type, CMD_WRITE, &h))
         return false;
+    const ks_type_t *held = h.e ? ks_entry_type(h.e) : NULL;
+    if (held == &counter_type)
+        return setrange_counter(ctx, a, &h, r);
+    if (held && held != &bits_type) {
+        bool ok = not_string(ctx, h.e);
+        cmd_key_close(&h, false);
+        return ok;
+    }
     bits_t *b = cmd_key_value(&h);
     size_t len = b ? bits_len(b) : 0;
     if (a->len == 0) {   /* nothing written, nothing created */
@@ -371,7 +453,7 @@ static void encode_setrange(const void *args, wbuf_t *out)
 {
     const cmd_bits_setrange_args_t *a = args;
     put_head(out, a->key, a->klen);
-    wbuf_put_u8(out, a->append);
+    wbuf_put_u8(out, (uint8_t)((a->append ? 1 : 0) | (a->strings ? 2 : 0)));
     wbuf_put_u64(out, a->offset);
     wbuf_put_blob(out, a->data, a->len);
 }
@@ -381,12 +463,13 @@ static bool decode_setrange(rbuf_t *in, void *args, const char **why)
     cmd_bits_setrange_args_t *a = args;
     if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
         return false;
-    uint8_t append = rbuf_u8(in);
+    uint8_t flags = rbuf_u8(in);
     a->offset = rbuf_u64(in);
     a->data = rbuf_blob(in, &a->len);
-    if (in->err || append > 1 || !a->data || a->offset > CMD_BITS_MAX_STRING || a->len > CMD_BITS_MAX_STRING)
+    if (in->err || flags > 3 || !a->data || a->offset > CMD_BITS_MAX_STRING || a->len > CMD_BITS_MAX_STRING)
         return bad(why, "bad range");
-    a->append = append != 0;
+    a->append = (flags & 1) != 0;
+    a->strings = (flags & 2) != 0;
     return true;
 }
 

@@ -43,7 +43,11 @@
  *
  * Reads with `strings` (the Redis front-end) read a counter as Redis holds
  * it: its decimal digits (GETRANGE, STRLEN, GETBIT, BITCOUNT, BITPOS, a
- * BITFIELD of GETs).  Writes other than SET on a counter are WRONGTYPE.
+ * BITFIELD of GETs).  SETRANGE and APPEND with `strings` change a
+ * counter's digits: a result still an integer in Redis's form stays a
+ * counter, another makes the key a bit string (its expiry kept).  The
+ * other writes (SETBIT, BITFIELD's SET/INCRBY, BITOP) on a counter are
+ * WRONGTYPE.
  *
  * Deviation from Redis, on purpose: Redis's SET and BITOP overwrite a key of
  * any type; here a destination holding another type is WRONGTYPE (an HLL
@@ -58,7 +62,7 @@
  *   SET        key | u32 length | bytes
  *              version 2 (written only with flags or an expiry): the same,
  *              then u8 flags (CMD_SET_*) | i64 expiry (absolute ms, 0 none)
- *   SETRANGE   key | u8 append | u64 offset | u32 length | bytes
+ *   SETRANGE   key | u8 flags (1 append, 2 strings) | u64 offset | u32 length | bytes
  *   SETBIT     key | u64 offset | u8 value
  *   BITOP      key | u8 op | sources (keys)
  *   BITFIELD   key | u32 n | n x (u8 opcode | u8 overflow | u8 width | u8 signed | u64 offset | i64 arg)
@@ -130,6 +134,7 @@ typedef struct cmd_bits_setrange_args {
     uint64_t offset;             /* SETRANGE's byte offset */
     const uint8_t *data;
     size_t len;
+    bool strings;                /* a counter is changed as its digits (journaled) */
 } cmd_bits_setrange_args_t;
 
 /* GET and GETRANGE. */

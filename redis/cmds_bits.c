@@ -11,8 +11,9 @@
  *   SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD, BITFIELD_RO
  *
  * Reads take a counter as Redis holds it, its decimal digits (STRLEN of an
- * INCR'd key is its digit count); writes other than SET on a counter are
- * WRONGTYPE (docs/redis.md, differences).  Arguments are checked in Redis
+ * INCR'd key is its digit count); APPEND and SETRANGE change those digits
+ * (a counter while they still make an integer); SETBIT, BITFIELD's writes
+ * and BITOP on a counter are WRONGTYPE (docs/redis.md, differences).  Arguments are checked in Redis
  * 7.0's order: where Redis looks the key up before parsing the rest
  * (BITCOUNT, BITPOS), a parse error on a missing key answers what the
  * missing key answers.
@@ -222,7 +223,8 @@ static void getset_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void setrange(redis_conn_t *c, const resp_cmd_t *cmd, bool append, uint64_t offset, const resp_arg_t *v)
 {
     cmd_bits_setrange_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .append = append,
-                                   .offset = offset, .data = (const uint8_t *)v->ptr, .len = v->len };
+                                   .offset = offset, .data = (const uint8_t *)v->ptr, .len = v->len,
+                                   .strings = true };
     cmd_bits_len_res_t r;
     if (redis_run(c, &CMD_SETRANGE, &a, &r, NULL))
         resp_reply_int(redis_conn_out(c), (long long)r.length);

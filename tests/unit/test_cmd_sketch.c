@@ -659,10 +659,30 @@ static void test_bits_replays(void **state)
     refused(&c, &CMD_SETRANGE, &sr, &lr, CMD_E_BAD_REQUEST, "offset");
     rs.flags = CMD_SET_REDIS | CMD_SET_COUNTER;
     rs.key = "r2";
+    rs.klen = 2;
     ok(&c, &CMD_SET, &rs, &lr, T0 + 85 * MS);
     rg.key = "r2";
+    rg.klen = 2;
     ok(&c, &CMD_GET, &rg, NULL, T0);   /* a counter read as its digits */
     assert_int_equal(got_len, 2);
+    /* APPEND on a counter: still an integer, then not: a bit string */
+    cmd_bits_setrange_args_t ca = { .key = "r2", .klen = 2, .append = true, .data = (const uint8_t *)"7", .len = 1,
+                                    .strings = true };
+    ok(&c, &CMD_SETRANGE, &ca, &lr, T0 + 85 * MS);
+    assert_int_equal(lr.length, 3);
+    ok(&c, &CMD_GET, &rg, NULL, T0);
+    assert_memory_equal(got, "427", 3);
+    ca.data = (const uint8_t *)"x";
+    ok(&c, &CMD_SETRANGE, &ca, &lr, T0 + 85 * MS);
+    ok(&c, &CMD_GET, &rg, NULL, T0);
+    assert_memory_equal(got, "427x", 4);
+    ca.strings = false;   /* HTTP's form: a counter is not a bit string */
+    ca.key = "r3";
+    ca.klen = 2;
+    rs.key = "r3";
+    ok(&c, &CMD_SET, &rs, &lr, T0 + 85 * MS);
+    refused(&c, &CMD_SETRANGE, &ca, &lr, CMD_E_WRONGTYPE, NULL);
+    rs.key = "r2";
     rs.expire_ms = T0 / MS;   /* not after now: the key is gone */
     ok(&c, &CMD_SET, &rs, &lr, T0 + 86 * MS);
     refused(&c, &CMD_GET, &rg, NULL, CMD_E_NOT_FOUND, NULL);
@@ -682,7 +702,8 @@ static void test_bits_records(void **state)
                         redis = { .key = "k", .klen = 1, .data = (const uint8_t *)"-12", .len = 3,
                                   .flags = CMD_SET_REDIS | CMD_SET_XX | CMD_SET_COUNTER, .expire_ms = T0 / 1000000 + 5000 };
     cmd_bits_setrange_args_t sr = { .key = "k", .klen = 1, .offset = 7, .data = (const uint8_t *)"ab", .len = 2 },
-                             ap = { .key = "k", .klen = 1, .append = true, .data = (const uint8_t *)"c", .len = 1 };
+                             ap = { .key = "k", .klen = 1, .append = true, .data = (const uint8_t *)"c", .len = 1,
+                                    .strings = true };
     cmd_bits_setbit_args_t sb = { "k", 1, BITS_MAX_OFFSET, 1 };
     cmd_bits_bitop_args_t bo = { "k", 1, BITS_OP_OR, items(s, sl, NULL, 2) };
     cmd_bits_field_args_t bf = { .key = "k", .klen = 1, .n = 2, .ops = ops }, bf0 = { .key = "k", .klen = 1, .n = 0, .ops = ops };
