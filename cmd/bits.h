@@ -40,6 +40,8 @@
  *                 SET or INCRBY may write, as Redis does.  A GET is a read:
  *                 the caller must be allowed to read.
  *   BITFIELD_RO   GETs only (any other operation is refused).
+ *                 BITFIELD takes at most CMD_BATCH_MAX operations and BITOP
+ *                 as many sources: what their records hold.
  *
  * Reads with `strings` (the Redis front-end) read a counter as Redis holds
  * it: its decimal digits (GETRANGE, STRLEN, GETBIT, BITCOUNT, BITPOS, a
