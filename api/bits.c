@@ -203,7 +203,7 @@ static bool setbit_fast(const api_req_t *req, uint64_t *offset, int64_t *value)
 static void h_bits_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     (void)srv;
-    cmd_bits_set_args_t a;
+    cmd_bits_set_args_t a = { 0 };   /* no Redis options: a plain SET */
     if (!api_path_key(req, resp, &a.key, &a.klen) || !api_no_query(req, resp))
         return;
     a.data = req->body;
@@ -266,7 +266,7 @@ static void h_bits_getbit(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     (void)srv;
     static const char *const params[] = { "offset", NULL };
-    cmd_bits_getbit_args_t a;
+    cmd_bits_getbit_args_t a = { 0 };
     cmd_bits_bit_res_t r;
     if (!api_path_key(req, resp, &a.key, &a.klen) || !api_query_allow(req, resp, params) ||
         !query_offset(req, resp, &a.offset))

@@ -6,9 +6,12 @@
 #include "cmd/access.h"
 #include "cmd/bits.h"
 #include "cmd/keys.h"
+#include "cmd/names.h"
 #include "cmd/room.h"
+#include "core/counter.h"
 
 #define REC_VERSION 1
+#define SET_REC_VERSION 2            /* SET with flags or an expiry */
 #define BF_REC_OP 20                 /* bytes of one BITFIELD operation in a record */
 
 static bool bad(const char **why, const char *what)
@@ -73,17 +76,141 @@ static bool add_bits(cmd_key_t *h, bits_t *b)
     return cmd_fail(h->ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory adding the key");
 }
 
+/* WRONGTYPE for a key holding neither a bit string nor a counter. */
+static bool not_string(cmd_ctx_t *ctx, const ks_entry_t *e)
+{
+    const ks_type_t *held = ks_entry_type(e);
+    return cmd_fail(ctx, CMD_E_WRONGTYPE, NULL, "key holds %s (%s), not %s (%s)", cmd_type_noun(held), held->name,
+                    cmd_type_noun(&bits_type), bits_type.name);
+}
+
+/* Opens a key to read it as Redis holds a string: a bit string's bytes,
+ * or with `strings` a counter's decimal digits (written to digits[]).
+ * *p may be NULL when *n is 0; h->e is NULL for a missing key.  False
+ * (nothing locked, error set) as cmd_key_open. */
+static bool open_read(cmd_ctx_t *ctx, const char *key, size_t klen, bool strings, unsigned flags, cmd_key_t *h,
+                      const uint8_t **p, size_t *n, char digits[24])
+{
+    if (!cmd_key_open(ctx, key, klen, strings ? NULL : &bits_type, flags, h))
+        return false;
+    *p = NULL;
+    *n = 0;
+    if (!h->e)
+        return true;
+    const ks_type_t *t = ks_entry_type(h->e);
+    if (t == &bits_type) {
+        const bits_t *b = cmd_key_value(h);
+        *p = bits_data(b);
+        *n = bits_len(b);
+    } else if (t == &counter_type) {
+        int len = snprintf(digits, 24, "%lld", (long long)counter_value(cmd_key_value(h)));
+        *p = (const uint8_t *)digits;
+        *n = (size_t)len;
+    } else {
+        bool r = not_string(ctx, h->e);
+        cmd_key_close(h, false);
+        return r;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------------------ */
 /* SET, GET, GETRANGE                                                       */
 /* ------------------------------------------------------------------------ */
+
+/* Redis's SET (CMD_SET_REDIS): the key's old value may be a bit string or a
+ * counter, and the new one either; NX/XX, the expiry, KEEPTTL and GET. */
+static bool run_set_redis(cmd_ctx_t *ctx, const cmd_bits_set_args_t *a, cmd_bits_len_res_t *r)
+{
+    bool counter = (a->flags & CMD_SET_COUNTER) != 0;
+    int64_t value = 0;
+    if (counter) {
+        char num[24];
+        if (a->len == 0 || a->len >= sizeof(num))
+            return cmd_fail(ctx, CMD_E_BAD_REQUEST, NULL, "a counter's value must be a decimal integer");
+        memcpy(num, a->data, a->len);
+        num[a->len] = 0;
+        char *end;
+        long long v = strtoll(num, &end, 10);
+        if (*end)
+            return cmd_fail(ctx, CMD_E_BAD_REQUEST, NULL, "a counter's value must be a decimal integer");
+        value = v;
+        if (!cmd_make_room_for_key(ctx, counter_bytes() + ks_entry_overhead(a->klen), a->key, a->klen, 0))
+            return false;
+    } else if (!bits_room(ctx, a->key, a->klen, NULL, a->len, true)) {
+        return false;
+    }
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, NULL, CMD_WRITE, &h))
+        return false;
+    const ks_type_t *held = h.e ? ks_entry_type(h.e) : NULL;
+    if (held && held != &bits_type && held != &counter_type) {
+        bool ok = not_string(ctx, h.e);
+        cmd_key_close(&h, false);
+        return ok;
+    }
+    if (a->old) {
+        const uint8_t *p = NULL;
+        size_t n = 0;
+        char digits[24];
+        if (held == &bits_type) {
+            p = bits_data(cmd_key_value(&h));
+            n = bits_len(cmd_key_value(&h));
+        } else if (held == &counter_type) {
+            n = (size_t)snprintf(digits, sizeof(digits), "%lld", (long long)counter_value(cmd_key_value(&h)));
+            p = (const uint8_t *)digits;
+        }
+        a->old(a->ud, held != NULL, p, n);
+    }
+    r->length = a->len;
+    if (((a->flags & CMD_SET_NX) && held) || ((a->flags & CMD_SET_XX) && !held)) {
+        r->skipped = true;
+        cmd_key_close(&h, false);
+        return true;
+    }
+    int64_t expire = held && (a->flags & CMD_SET_KEEPTTL) ? ks_entry_expire(h.e) : a->expire_ms;
+    if (a->expire_ms && a->expire_ms <= cmd_now_ms(ctx)) {
+        /* set, then expired at once: the key is gone */
+        if (h.e)
+            cmd_key_delete(&h);
+        cmd_key_close(&h, held != NULL);
+        return true;
+    }
+    void *nv = counter ? (void *)counter_new(value) : (void *)bits_from(a->data, a->len);
+    if (!nv) {
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing %zu bytes", a->len);
+    }
+    const ks_type_t *type = counter ? &counter_type : &bits_type;
+    if (held == type) {
+        cmd_key_replace(&h, nv);
+        ks_entry_set_expire(ctx->srv->ks, h.e, expire);
+    } else {
+        if (h.e)
+            cmd_key_delete(&h);
+        if (!cmd_key_add(&h, type, nv, expire)) {
+            if (counter)
+                counter_free(nv);
+            else
+                bits_free(nv);
+            cmd_key_close(&h, held != NULL);
+            return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory adding the key");
+        }
+    }
+    cmd_key_close(&h, true);
+    return true;
+}
 
 static bool run_set(cmd_ctx_t *ctx, const void *args, void *res)
 {
     const cmd_bits_set_args_t *a = args;
     cmd_bits_len_res_t *r = res;
+    r->skipped = false;
     if (a->len > BITS_MAX_LEN)
         return cmd_fail(ctx, CMD_E_PAYLOAD_TOO_LARGE, NULL, "a bit string holds at most %llu bytes",
                         (unsigned long long)BITS_MAX_LEN);
+    if (a->flags & CMD_SET_REDIS)
+        return run_set_redis(ctx, a, r);
     if (!bits_room(ctx, a->key, a->klen, NULL, a->len, true))
         return false;
     bits_t *nb = bits_from(a->data, a->len);
@@ -108,18 +235,37 @@ static bool run_set(cmd_ctx_t *ctx, const void *args, void *res)
 static void encode_set(const void *args, wbuf_t *out)
 {
     const cmd_bits_set_args_t *a = args;
-    put_head(out, a->key, a->klen);
+    bool v2 = a->flags || a->expire_ms;
+    wbuf_put_u8(out, v2 ? SET_REC_VERSION : REC_VERSION);
+    cmd_put_key(out, a->key, a->klen);
     wbuf_put_blob(out, a->data, a->len);
+    if (v2) {
+        wbuf_put_u8(out, (uint8_t)a->flags);
+        wbuf_put_i64(out, a->expire_ms);
+    }
 }
 
 static bool decode_set(rbuf_t *in, void *args, const char **why)
 {
     cmd_bits_set_args_t *a = args;
-    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
+    unsigned version = in->off < in->len && in->p[in->off] == SET_REC_VERSION ? SET_REC_VERSION : REC_VERSION;
+    if (!cmd_get_head(in, version, true, &a->key, &a->klen, why))
         return false;
     a->data = rbuf_blob(in, &a->len);
     if (!a->data || a->len > BITS_MAX_LEN)
         return bad(why, "bad bytes");
+    a->flags = 0;
+    a->expire_ms = 0;
+    a->old = NULL;
+    a->ud = NULL;
+    if (version == SET_REC_VERSION) {
+        a->flags = rbuf_u8(in);
+        a->expire_ms = rbuf_i64(in);
+        if (in->err || (a->flags & ~CMD_SET_FLAGS) || !(a->flags & CMD_SET_REDIS) || a->expire_ms < 0 ||
+            ((a->flags & CMD_SET_NX) && (a->flags & CMD_SET_XX)) ||
+            ((a->flags & CMD_SET_KEEPTTL) && a->expire_ms))
+            return bad(why, "bad options");
+    }
     return true;
 }
 
@@ -129,10 +275,17 @@ static bool run_get(cmd_ctx_t *ctx, const void *args, void *res)
     const cmd_bits_get_args_t *a = args;
     int64_t start = a->start, end = a->end;
     cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_MUST_EXIST, &h))
+    const uint8_t *data;
+    size_t dlen;
+    char digits[24];
+    if (!open_read(ctx, a->key, a->klen, a->strings, CMD_MUST_EXIST, &h, &data, &dlen, digits))
         return false;
-    const bits_t *b = cmd_key_value(&h);   /* an empty string has no buffer */
-    int64_t len = (int64_t)bits_len(b);
+    if (a->length_only) {
+        a->bytes(a->ud, NULL, dlen);
+        cmd_key_close(&h, false);
+        return true;
+    }
+    int64_t len = (int64_t)dlen;
     size_t off = 0, n = 0;
     if (!(start < 0 && end < 0 && start > end)) {
         if (start < 0)
@@ -146,11 +299,178 @@ static bool run_get(cmd_ctx_t *ctx, const void *args, void *res)
             n = (size_t)(end - start + 1);
         }
     }
-    bool ok = cmd_answer_fits(ctx, n, "read the string in parts with ?start=&end= (byte offsets, inclusive, as GETRANGE)");
+    bool ok = cmd_answer_fits(ctx, n, a->strings ? "read the string in parts with GETRANGE"
+                                                 : "read the string in parts with ?start=&end= (byte offsets, inclusive, as GETRANGE)");
     if (ok)
-        a->bytes(a->ud, n ? bits_data(b) + off : NULL, n);
+        a->bytes(a->ud, n ? data + off : NULL, n);
     cmd_key_close(&h, false);
     return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* SETRANGE, APPEND                                                         */
+/* ------------------------------------------------------------------------ */
+
+static bool too_long(cmd_ctx_t *ctx)
+{
+    return cmd_fail(ctx, CMD_E_BAD_REQUEST, "offset", "string exceeds maximum allowed size (proto-max-bulk-len)");
+}
+
+/* Whether p[0..n) is an integer as Redis writes one (what a counter's
+ * digits print as): *v its value. */
+static bool canonical_int(const uint8_t *p, size_t n, int64_t *v)
+{
+    char num[24];
+    if (n == 0 || n >= sizeof(num) || memchr(p, 0, n))
+        return false;
+    memcpy(num, p, n);
+    num[n] = 0;
+    char *end;
+    long long x = strtoll(num, &end, 10);
+    char back[24];
+    if (*end || snprintf(back, sizeof(back), "%lld", x) != (int)n || memcmp(back, num, n) != 0)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* SETRANGE or APPEND on a counter (`strings`: the Redis front-end): its
+ * digits changed as Redis changes the string.  A result that is still an
+ * integer in Redis's form stays a counter (INCR goes on working); another
+ * makes the key a bit string of those bytes, its expiry kept.  Closes h. */
+static bool setrange_counter(cmd_ctx_t *ctx, const cmd_bits_setrange_args_t *a, cmd_key_t *h,
+                             cmd_bits_len_res_t *r)
+{
+    counter_t *cv = cmd_key_value(h);
+    char digits[24];
+    size_t dlen = (size_t)snprintf(digits, sizeof(digits), "%lld", (long long)counter_value(cv));
+    if (a->len == 0) {
+        cmd_key_close(h, false);
+        r->length = dlen;
+        return true;
+    }
+    uint64_t off = a->append ? dlen : a->offset;
+    if (off + a->len > CMD_BITS_MAX_STRING) {
+        cmd_key_close(h, false);
+        return too_long(ctx);
+    }
+    size_t end = off + a->len > dlen ? (size_t)(off + a->len) : dlen;
+    uint8_t *p = calloc(end, 1);
+    if (!p) {
+        cmd_key_close(h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory building a %zu-byte string", end);
+    }
+    memcpy(p, digits, dlen);
+    memcpy(p + off, a->data, a->len);
+    r->length = end;
+    int64_t v;
+    if (canonical_int(p, end, &v)) {
+        free(p);
+        counter_set(cv, v);
+        cmd_key_close(h, true);
+        return true;
+    }
+    bits_t *b = bits_adopt(p, end);
+    if (!b) {
+        free(p);
+        cmd_key_close(h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory building a %zu-byte string", end);
+    }
+    int64_t expire = ks_entry_expire(h->e);
+    cmd_key_delete(h);
+    if (!cmd_key_add(h, &bits_type, b, expire)) {
+        bits_free(b);
+        cmd_key_close(h, true);   /* the counter is gone: journaled as the change it was */
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory adding the key");
+    }
+    cmd_key_close(h, true);
+    return true;
+}
+
+static bool run_setrange(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_bits_setrange_args_t *a = args;
+    cmd_bits_len_res_t *r = res;
+    r->skipped = false;
+    if (!a->append && a->len && a->offset + a->len > CMD_BITS_MAX_STRING)
+        return too_long(ctx);
+    /* the length reached: SETRANGE's is known, APPEND's needs the string */
+    uint64_t need = a->append ? 0 : a->offset + a->len;
+    if (a->append && a->len) {
+        cmd_key_t h;
+        const uint8_t *p;
+        size_t n;
+        char digits[24];
+        if (!open_read(ctx, a->key, a->klen, a->strings, CMD_READ, &h, &p, &n, digits))
+            return false;
+        need = n + (uint64_t)a->len;
+        cmd_key_close(&h, false);
+        if (need > CMD_BITS_MAX_STRING)
+            return too_long(ctx);
+    }
+    if (a->len && !bits_room(ctx, a->key, a->klen, "value", (size_t)need, false))
+        return false;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, a->key, a->klen, a->strings ? NULL : &bits_type, CMD_WRITE, &h))
+        return false;
+    const ks_type_t *held = h.e ? ks_entry_type(h.e) : NULL;
+    if (held == &counter_type)
+        return setrange_counter(ctx, a, &h, r);
+    if (held && held != &bits_type) {
+        bool ok = not_string(ctx, h.e);
+        cmd_key_close(&h, false);
+        return ok;
+    }
+    bits_t *b = cmd_key_value(&h);
+    size_t len = b ? bits_len(b) : 0;
+    if (a->len == 0) {   /* nothing written, nothing created */
+        cmd_key_close(&h, false);
+        r->length = len;
+        return true;
+    }
+    uint64_t off = a->append ? len : a->offset;
+    if (off + a->len > CMD_BITS_MAX_STRING) {   /* APPEND: grown since measured */
+        cmd_key_close(&h, false);
+        return too_long(ctx);
+    }
+    size_t end = (size_t)(off + a->len);
+    if (!b) {
+        if (!(b = new_bits(ctx, end)) || !add_bits(&h, b)) {
+            cmd_key_close(&h, false);
+            return false;
+        }
+    } else if (end > len && !bits_grow(b, end)) {
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory growing the bit string to %zu bytes", end);
+    }
+    memcpy(bits_mut(b) + off, a->data, a->len);
+    r->length = bits_len(b);
+    cmd_key_close(&h, true);
+    return true;
+}
+
+static void encode_setrange(const void *args, wbuf_t *out)
+{
+    const cmd_bits_setrange_args_t *a = args;
+    put_head(out, a->key, a->klen);
+    wbuf_put_u8(out, (uint8_t)((a->append ? 1 : 0) | (a->strings ? 2 : 0)));
+    wbuf_put_u64(out, a->offset);
+    wbuf_put_blob(out, a->data, a->len);
+}
+
+static bool decode_setrange(rbuf_t *in, void *args, const char **why)
+{
+    cmd_bits_setrange_args_t *a = args;
+    if (!cmd_get_head(in, REC_VERSION, true, &a->key, &a->klen, why))
+        return false;
+    uint8_t flags = rbuf_u8(in);
+    a->offset = rbuf_u64(in);
+    a->data = rbuf_blob(in, &a->len);
+    if (in->err || flags > 3 || !a->data || a->offset > CMD_BITS_MAX_STRING || a->len > CMD_BITS_MAX_STRING)
+        return bad(why, "bad range");
+    a->append = (flags & 1) != 0;
+    a->strings = (flags & 2) != 0;
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -223,10 +543,12 @@ static bool run_getbit(cmd_ctx_t *ctx, const void *args, void *res)
     const cmd_bits_getbit_args_t *a = args;
     cmd_bits_bit_res_t *r = res;
     cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_READ, &h))
+    const uint8_t *p;
+    size_t n;
+    char digits[24];
+    if (!open_read(ctx, a->key, a->klen, a->strings, CMD_READ, &h, &p, &n, digits))
         return false;
-    const bits_t *b = cmd_key_value(&h);
-    r->bit = b ? bits_getbit(bits_data(b), bits_len(b), a->offset) : 0;
+    r->bit = h.e ? bits_getbit(p, n, a->offset) : 0;
     cmd_key_close(&h, false);
     return true;
 }
@@ -236,10 +558,12 @@ static bool run_bitcount(cmd_ctx_t *ctx, const void *args, void *res)
     const cmd_bits_range_args_t *a = args;
     cmd_bits_num_res_t *r = res;
     cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_READ, &h))
+    const uint8_t *p;
+    size_t n;
+    char digits[24];
+    if (!open_read(ctx, a->key, a->klen, a->strings, CMD_READ, &h, &p, &n, digits))
         return false;
-    const bits_t *b = cmd_key_value(&h);
-    r->v = b ? bits_count(bits_data(b), bits_len(b), &a->range) : 0;
+    r->v = h.e ? bits_count(p, n, &a->range) : 0;
     cmd_key_close(&h, false);
     return true;
 }
@@ -249,11 +573,12 @@ static bool run_bitpos(cmd_ctx_t *ctx, const void *args, void *res)
     const cmd_bits_range_args_t *a = args;
     cmd_bits_num_res_t *r = res;
     cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_READ, &h))
+    const uint8_t *p;
+    size_t n;
+    char digits[24];
+    if (!open_read(ctx, a->key, a->klen, a->strings, CMD_READ, &h, &p, &n, digits))
         return false;
-    const bits_t *b = cmd_key_value(&h);
-    r->v = b ? bits_pos(bits_data(b), bits_len(b), true, a->bit, &a->range)
-             : bits_pos(NULL, 0, false, a->bit, &a->range);
+    r->v = bits_pos(p, n, h.e != NULL, a->bit, &a->range);
     cmd_key_close(&h, false);
     return true;
 }
@@ -370,6 +695,9 @@ static bool run_bitop(cmd_ctx_t *ctx, const void *args, void *res)
 {
     const cmd_bits_bitop_args_t *a = args;
     size_t n = a->sources.n;
+    if (n > CMD_BATCH_MAX)   /* what a record holds (decode_bitop) */
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "sources", "BITOP takes at most %d source keys, not %zu",
+                        CMD_BATCH_MAX, n);
     if (a->op == BITS_OP_NOT && n != 1)
         return cmd_fail(ctx, CMD_E_BAD_REQUEST, "sources", "BITOP NOT takes exactly one source key, not %zu", n);
     bitop_plan_t pl = { .n = n };
@@ -464,6 +792,9 @@ static bool decode_bitop(rbuf_t *in, void *args, const char **why)
 static bool field(cmd_ctx_t *ctx, const cmd_bits_field_args_t *a, bool ro)
 {
     size_t n = a->n;
+    if (n > CMD_BATCH_MAX)   /* what a record holds (decode_field) */
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "ops", "BITFIELD takes at most %d operations, not %zu",
+                        CMD_BATCH_MAX, n);
     bf_op_t *owned = NULL;
     const bf_op_t *ops = a->ops;
     bf_result_t *res = a->results ? a->results : malloc((n ? n : 1) * sizeof(*res));
@@ -497,7 +828,19 @@ static bool field(cmd_ctx_t *ctx, const cmd_bits_field_args_t *a, bool ro)
         goto out;
     /* only GETs (need == 0): nothing is written, so the read-only bytes are safe */
     cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, need ? CMD_WRITE : CMD_READ, &h))
+    if (!need) {
+        const uint8_t *p;
+        size_t len;
+        char digits[24];
+        if (!open_read(ctx, a->key, a->klen, a->strings, CMD_READ, &h, &p, &len, digits))
+            goto out;
+        bool wrote;
+        bf_exec((uint8_t *)(uintptr_t)p, len, ops, n, res, &wrote);
+        cmd_key_close(&h, false);
+        ok = true;
+        goto out;
+    }
+    if (!cmd_key_open(ctx, a->key, a->klen, &bits_type, CMD_WRITE, &h))
         goto out;
     bits_t *b = cmd_key_value(&h);
     bool changed = false;
@@ -582,6 +925,7 @@ static bool decode_field(rbuf_t *in, void *args, const char **why)
     a->ops = NULL;
     a->rec = rec;
     a->results = NULL;
+    a->strings = false;
     return true;
 }
 
@@ -612,5 +956,8 @@ const cmd_def_t CMD_BITOP = { "BITOP", CMD_ID_BITOP, CMD_F_WRITE | CMD_F_DENYOOM
                               keys_bitop };
 const cmd_def_t CMD_BITFIELD = { "BITFIELD", CMD_ID_BITFIELD, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE, run_field,
                                  encode_field, decode_field, sizeof(cmd_bits_field_args_t), 0, cmd_keys_first };
+const cmd_def_t CMD_SETRANGE = { "SETRANGE", CMD_ID_SETRANGE, CMD_F_WRITE | CMD_F_DENYOOM, CMD_ACCESS_WRITE,
+                                 run_setrange, encode_setrange, decode_setrange, sizeof(cmd_bits_setrange_args_t),
+                                 sizeof(cmd_bits_len_res_t), cmd_keys_first };
 const cmd_def_t CMD_BITFIELD_RO = { "BITFIELD_RO", CMD_ID_BITFIELD_RO, 0, CMD_ACCESS_READ, run_field_ro, NULL, NULL,
                                     sizeof(cmd_bits_field_args_t), 0, cmd_keys_first };

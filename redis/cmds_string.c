@@ -84,7 +84,8 @@ static void get_command(redis_conn_t *c, const resp_cmd_t *cmd)
         int n = snprintf(num, sizeof(num), "%lld", (long long)r.value);
         resp_reply_bulk(o, num, (size_t)n);
     } else if (strcmp(info.type, "bits") == 0) {
-        cmd_bits_get_args_t a = { .key = k->ptr, .klen = k->len, .start = 0, .end = -1, .bytes = get_bytes, .ud = c };
+        cmd_bits_get_args_t a = { .key = k->ptr, .klen = k->len, .start = 0, .end = -1, .bytes = get_bytes, .ud = c,
+                                  .strings = true };
         if (!redis_run(c, &CMD_GET, &a, NULL, &missing) && missing)
             resp_reply_null(o);
     } else {

@@ -126,6 +126,7 @@ static const given_t op_ids[] = {
     { 147, "BITOP", false },
     { 148, "BITFIELD", false },
     { 149, "BITFIELD_RO", false },
+    { 150, "SETRANGE", false },
     { 160, "ACTIVITY.ADD", false },
     { 161, "ACTIVITY.IMPORT", false },
     { 162, "ACTIVITY.COUNT", false },

@@ -560,7 +560,7 @@ static void test_bits_replays(void **state)
     cmd_check_t c;
     cmd_check_open(&c);
     cmd_bits_len_res_t lr;
-    cmd_bits_set_args_t set = { "s1", 2, (const uint8_t *)"hello", 5 };
+    cmd_bits_set_args_t set = { .key = "s1", .klen = 2, .data = (const uint8_t *)"hello", .len = 5 };
     ok(&c, &CMD_SET, &set, &lr, T0);
     assert_int_equal(lr.length, 5);
     cmd_bits_bit_res_t br;
@@ -574,12 +574,12 @@ static void test_bits_replays(void **state)
     ok(&c, &CMD_SETBIT, &last, &br, T0 + 50 * MS);
     ok(&c, &CMD_SETBIT, &last, &br, T0 + 51 * MS);   /* no change: no record */
     assert_int_equal(br.bit, 1);
-    cmd_bits_getbit_args_t gb = { "s2", 2, 7 };
+    cmd_bits_getbit_args_t gb = { .key = "s2", .klen = 2, .offset = 7 };
     ok(&c, &CMD_GETBIT, &gb, &br, T0);
     assert_int_equal(br.bit, 1);
 
     /* BITFIELD on "hello": the seeds' example, then a FAIL overflow */
-    cmd_bits_set_args_t h = { "f", 1, (const uint8_t *)"hello", 5 };
+    cmd_bits_set_args_t h = { .key = "f", .klen = 1, .data = (const uint8_t *)"hello", .len = 5 };
     ok(&c, &CMD_SET, &h, &lr, T0 + 60 * MS);
     bf_op_t ops[4] = {
         { .opcode = BF_GET, .width = 4, .offset = 0 },
@@ -588,15 +588,15 @@ static void test_bits_replays(void **state)
         { .opcode = BF_INCRBY, .overflow = BF_FAIL, .width = 2, .offset = 200, .arg = 9 },
     };
     bf_result_t res[4];
-    cmd_bits_field_args_t fa = { "f", 1, 4, ops, NULL, res };
+    cmd_bits_field_args_t fa = { .key = "f", .klen = 1, .n = 4, .ops = ops, .results = res };
     ok(&c, &CMD_BITFIELD, &fa, NULL, T0 + 61 * MS);
     assert_int_equal(res[0].value, 6);
     assert_true(res[3].nil);
-    cmd_bits_field_args_t ro = { "f", 1, 1, ops, NULL, res };
+    cmd_bits_field_args_t ro = { .key = "f", .klen = 1, .n = 1, .ops = ops, .results = res };
     ok(&c, &CMD_BITFIELD_RO, &ro, NULL, T0);
     ro.n = 2;
     refused(&c, &CMD_BITFIELD_RO, &ro, NULL, CMD_E_BAD_REQUEST, "ops");
-    cmd_bits_field_args_t grow = { "g", 1, 1, ops + 1, NULL, NULL };   /* no answer wanted */
+    cmd_bits_field_args_t grow = { .key = "g", .klen = 1, .n = 1, .ops = ops + 1 };   /* no answer wanted */
     ok(&c, &CMD_BITFIELD, &grow, NULL, T0 + 62 * MS);
 
     /* BITOP: a source twice under XOR cancels out; NOT; an empty result
@@ -617,7 +617,7 @@ static void test_bits_replays(void **state)
     ok(&c, &CMD_BITOP, &del, &lr, T0 + 72 * MS);
     assert_int_equal(lr.length, 0);
 
-    cmd_bits_get_args_t get = { "f", 1, 0, -1, keep_bytes, NULL };
+    cmd_bits_get_args_t get = { .key = "f", .klen = 1, .start = 0, .end = -1, .bytes = keep_bytes };
     ok(&c, &CMD_GET, &get, NULL, T0);
     assert_int_equal(got_len, 26);   /* grown to bit 201 */
     get.start = -26;
@@ -626,11 +626,66 @@ static void test_bits_replays(void **state)
     assert_int_equal(got_len, 2);
     get.key = "n";
     refused(&c, &CMD_GET, &get, NULL, CMD_E_NOT_FOUND, NULL);
-    cmd_bits_range_args_t ra = { "s1", 2, { 0 }, 1 };
+    cmd_bits_range_args_t ra = { .key = "s1", .klen = 2, .bit = 1 };
     cmd_bits_num_res_t nr;
     ok(&c, &CMD_BITCOUNT, &ra, &nr, T0);
     assert_true(nr.v > 0);
     ok(&c, &CMD_BITPOS, &ra, &nr, T0);
+
+    /* Redis's SET: a counter, its expiry, NX refused, replaced by bytes
+     * with KEEPTTL, then expired at once; SETRANGE and APPEND */
+    cmd_bits_set_args_t rs = { .key = "r", .klen = 1, .data = (const uint8_t *)"42", .len = 2,
+                               .flags = CMD_SET_REDIS | CMD_SET_COUNTER, .expire_ms = T0 / MS + 100000 };
+    ok(&c, &CMD_SET, &rs, &lr, T0 + 80 * MS);
+    assert_false(lr.skipped);
+    rs.flags |= CMD_SET_NX;
+    rs.expire_ms = 0;
+    ok(&c, &CMD_SET, &rs, &lr, T0 + 81 * MS);
+    assert_true(lr.skipped);
+    cmd_bits_set_args_t rb = { .key = "r", .klen = 1, .data = (const uint8_t *)"xy", .len = 2,
+                               .flags = CMD_SET_REDIS | CMD_SET_XX | CMD_SET_KEEPTTL };
+    ok(&c, &CMD_SET, &rb, &lr, T0 + 82 * MS);
+    cmd_bits_get_args_t rg = { .key = "r", .klen = 1, .start = 0, .end = -1, .bytes = keep_bytes, .strings = true };
+    ok(&c, &CMD_GET, &rg, NULL, T0);
+    assert_int_equal(got_len, 2);
+    cmd_bits_setrange_args_t sr = { .key = "r", .klen = 1, .offset = 5, .data = (const uint8_t *)"z", .len = 1 };
+    ok(&c, &CMD_SETRANGE, &sr, &lr, T0 + 83 * MS);
+    assert_int_equal(lr.length, 6);
+    sr.append = true;
+    ok(&c, &CMD_SETRANGE, &sr, &lr, T0 + 84 * MS);
+    assert_int_equal(lr.length, 7);
+    sr.offset = CMD_BITS_MAX_STRING;
+    sr.append = false;
+    refused(&c, &CMD_SETRANGE, &sr, &lr, CMD_E_BAD_REQUEST, "offset");
+    rs.flags = CMD_SET_REDIS | CMD_SET_COUNTER;
+    rs.key = "r2";
+    rs.klen = 2;
+    ok(&c, &CMD_SET, &rs, &lr, T0 + 85 * MS);
+    rg.key = "r2";
+    rg.klen = 2;
+    ok(&c, &CMD_GET, &rg, NULL, T0);   /* a counter read as its digits */
+    assert_int_equal(got_len, 2);
+    /* APPEND on a counter: still an integer, then not: a bit string */
+    cmd_bits_setrange_args_t ca = { .key = "r2", .klen = 2, .append = true, .data = (const uint8_t *)"7", .len = 1,
+                                    .strings = true };
+    ok(&c, &CMD_SETRANGE, &ca, &lr, T0 + 85 * MS);
+    assert_int_equal(lr.length, 3);
+    ok(&c, &CMD_GET, &rg, NULL, T0);
+    assert_memory_equal(got, "427", 3);
+    ca.data = (const uint8_t *)"x";
+    ok(&c, &CMD_SETRANGE, &ca, &lr, T0 + 85 * MS);
+    ok(&c, &CMD_GET, &rg, NULL, T0);
+    assert_memory_equal(got, "427x", 4);
+    ca.strings = false;   /* HTTP's form: a counter is not a bit string */
+    ca.key = "r3";
+    ca.klen = 2;
+    rs.key = "r3";
+    ok(&c, &CMD_SET, &rs, &lr, T0 + 85 * MS);
+    refused(&c, &CMD_SETRANGE, &ca, &lr, CMD_E_WRONGTYPE, NULL);
+    rs.key = "r2";
+    rs.expire_ms = T0 / MS;   /* not after now: the key is gone */
+    ok(&c, &CMD_SET, &rs, &lr, T0 + 86 * MS);
+    refused(&c, &CMD_GET, &rg, NULL, CMD_E_NOT_FOUND, NULL);
     assert_true(cmd_check_replays(&c) >= 1 + 20 + 1 + 1 + 1 + 1 + 3);   /* a SETBIT of the bit there writes nothing */
     cmd_check_close(&c);
 }
@@ -642,12 +697,39 @@ static void test_bits_records(void **state)
     size_t sl[2] = { 1, 1 };
     bf_op_t ops[2] = { { .opcode = BF_SET, .overflow = BF_SAT, .width = 63, .offset = BITS_MAX_OFFSET, .arg = -1 },
                        { .opcode = BF_GET, .width = 64, .sign = true, .offset = 3 } };
-    cmd_bits_set_args_t st = { "k", 1, (const uint8_t *)"\0\1\2", 3 }, empty = { "k", 1, (const uint8_t *)"", 0 };
+    cmd_bits_set_args_t st = { .key = "k", .klen = 1, .data = (const uint8_t *)"\0\1\2", .len = 3 },
+                        empty = { .key = "k", .klen = 1, .data = (const uint8_t *)"", .len = 0 },
+                        redis = { .key = "k", .klen = 1, .data = (const uint8_t *)"-12", .len = 3,
+                                  .flags = CMD_SET_REDIS | CMD_SET_XX | CMD_SET_COUNTER, .expire_ms = T0 / 1000000 + 5000 };
+    cmd_bits_setrange_args_t sr = { .key = "k", .klen = 1, .offset = 7, .data = (const uint8_t *)"ab", .len = 2 },
+                             ap = { .key = "k", .klen = 1, .append = true, .data = (const uint8_t *)"c", .len = 1,
+                                    .strings = true };
     cmd_bits_setbit_args_t sb = { "k", 1, BITS_MAX_OFFSET, 1 };
     cmd_bits_bitop_args_t bo = { "k", 1, BITS_OP_OR, items(s, sl, NULL, 2) };
-    cmd_bits_field_args_t bf = { "k", 1, 2, ops, NULL, NULL }, bf0 = { "k", 1, 0, ops, NULL, NULL };
+    cmd_bits_field_args_t bf = { .key = "k", .klen = 1, .n = 2, .ops = ops }, bf0 = { .key = "k", .klen = 1, .n = 0, .ops = ops };
     check_decoder(&CMD_SET, &st);
     check_decoder(&CMD_SET, &empty);
+    {   /* SET's version 2 (Redis's options): read back, cuts and version 3 refused */
+        wbuf_t v2 = WBUF_INIT, again = WBUF_INIT;
+        CMD_SET.encode(&redis, &v2);
+        assert_int_equal(v2.data[0], 2);
+        alignas(max_align_t) unsigned char back[CMD_ARGS_MAX];
+        assert_true(decodes(&CMD_SET, v2.data, v2.len, back));
+        CMD_SET.encode(back, &again);
+        assert_int_equal(v2.len, again.len);
+        assert_memory_equal(v2.data, again.data, v2.len);
+        for (size_t cut = 0; cut < v2.len; cut++)
+            assert_false(decodes(&CMD_SET, v2.data, cut, back));
+        v2.data[0] = 3;
+        assert_false(decodes(&CMD_SET, v2.data, v2.len, back));
+        v2.data[0] = 2;
+        v2.data[v2.len - 9] = CMD_SET_NX | CMD_SET_XX | CMD_SET_REDIS;   /* both: never written */
+        assert_false(decodes(&CMD_SET, v2.data, v2.len, back));
+        wbuf_free(&v2);
+        wbuf_free(&again);
+    }
+    check_decoder(&CMD_SETRANGE, &sr);
+    check_decoder(&CMD_SETRANGE, &ap);
     check_decoder(&CMD_SETBIT, &sb);
     check_decoder(&CMD_BITOP, &bo);
     check_decoder(&CMD_BITFIELD, &bf);
