@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd/batch.h"
 #include "cmd/def.h"
 #include "cmd/journal.h"
 #include "cmd/table.h"
@@ -47,8 +48,8 @@ bool cmd_call(cmd_ctx_t *ctx, const cmd_def_t *def, const void *args, void *res)
         const char *why = "malformed";
         if (!def->decode(&in, back, &why) || !rbuf_done(&in)) {
             wbuf_free(&rec);
-            return cmd_fail(ctx, CMD_E_BAD_REQUEST, NULL, "%s: more than one change may hold (%s)", def->name,
-                            in.err ? "truncated" : why);
+            return cmd_fail(ctx, CMD_E_BAD_REQUEST, NULL, "%s: too large for one change (%s: a change holds at most %d items, keys or operations)", def->name,
+                            in.err ? "truncated" : why, CMD_BATCH_MAX);
         }
     }
     if (!cmd_journal_reserve_more(ctx, JOURNAL_COMMAND_FIXED + rec.len)) {

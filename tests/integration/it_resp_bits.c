@@ -656,7 +656,7 @@ static void test_differences(void **state)
     mb(&b, "EXISTS", "df:bf", NULL);
     buf_put(&big, b.p, b.len);
     got = exchange(T.resp_port, big.p, big.len);
-    assert_string_equal(got.p, "-ERR BITFIELD takes at most 10000 operations, not 10001\r\n:0\r\n");
+    assert_string_equal(got.p, "-ERR BITFIELD: too large for one change (bad count: a change holds at most 10000 items, keys or operations)\r\n:0\r\n");
     free(got.p);
     big.len = 0;
     b.len = 0;
@@ -666,7 +666,7 @@ static void test_differences(void **state)
     mb(&b, "EXISTS", "df:bo", NULL);
     buf_put(&big, b.p, b.len);
     got = exchange(T.resp_port, big.p, big.len);
-    assert_string_equal(got.p, "-ERR BITOP takes at most 10000 source keys, not 10001\r\n:0\r\n");
+    assert_string_equal(got.p, "-ERR BITOP: too large for one change (bad sources: a change holds at most 10000 items, keys or operations)\r\n:0\r\n");
     free(got.p);
     free(big.p);
     free(b.p);
