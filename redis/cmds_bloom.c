@@ -17,12 +17,9 @@
  * NONSCALING anywhere in argv, BF.INSERT dispatches on the first letters
  * of a word) and its errors keep RedisBloom's texts, "ERR" or not.
  *
- * Where tally differs: a batch that a non-scaling filter cannot take whole
- * is refused by the operation (nothing added); RedisBloom adds items until
- * the filter is full and ends its reply with the error.  Such a batch is
- * then run again item by item, so that the reply is RedisBloom's; those
- * items are separate changes (each journaled), not one atomic command.
- * SCANDUMP's chunks are RedisBloom's bytes, cut at 512 KiB rather than
+ * A batch that a non-scaling filter cannot take whole keeps the items
+ * before the one that did not fit, as RedisBloom does (CMD_BF_INSERT's
+ * partial batches; HTTP's are all or nothing).  SCANDUMP's chunks are RedisBloom's bytes, cut at 512 KiB rather than
  * 16 MiB (cmd/filterdump.h).
  */
 #include <errno.h>
@@ -38,7 +35,6 @@
 #define H_WRONGTYPE (1u << CMD_E_WRONGTYPE)
 #define H_EXISTS (1u << CMD_E_EXISTS)
 #define H_BAD (1u << CMD_E_BAD_REQUEST)
-#define H_OOM (1u << CMD_E_OUT_OF_MEMORY)
 
 #define ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -214,21 +210,10 @@ static void bf_reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
 /* BF.ADD, BF.MADD, BF.INSERT                                               */
 /* ------------------------------------------------------------------------ */
 
-/* An add's failure in RedisBloom's words: a non-scaling filter full, or a
- * link that cannot be built ("problem inserting"); else NULL. */
-static const char *add_failure(const cmd_err_t *e)
-{
-    if (e->code != CMD_E_OUT_OF_MEMORY)
-        return NULL;
-    if (strncmp(e->message, "non scaling filter is full", 26) == 0)
-        return "ERR non scaling filter is full";
-    if (strncmp(e->message, "the filter cannot grow", 22) == 0)
-        return "ERR problem inserting into filter";
-    return NULL;
-}
-
 /* Adds argv[from..) with the options (bfInsertCommon): one boolean, or an
- * array of them when multi. */
+ * array of them when multi.  RedisBloom's rule for a full filter: the items
+ * before the one that did not fit stay, and the reply ends with the error
+ * (the operation's partial batch). */
 static void bf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bool multi, bool nocreate,
                          const cmd_bf_params_t *p)
 {
@@ -241,49 +226,25 @@ static void bf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bo
         return;
     }
     cmd_bf_insert_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n),
-                               nocreate, *p, added };
+                               nocreate, *p, added, true };
     cmd_bf_res_t r;
     cmd_err_t e;
     resp_out_t *o = redis_conn_out(c);
-    if (redis_run_handled(c, &CMD_BF_INSERT, &a, &r, H_NOT_FOUND | H_WRONGTYPE | H_OOM, &e)) {
-        if (multi)
-            resp_reply_array(o, n);
-        for (size_t i = 0; i < n; i++)
-            reply_bool(c, added[i]);
-    } else if (e.code == CMD_E_NOT_FOUND || e.code == CMD_E_WRONGTYPE) {
-        status_err(c, &e);
-    } else if (e.code == CMD_E_OUT_OF_MEMORY && !add_failure(&e)) {
-        redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
-    } else if (e.code == CMD_E_OUT_OF_MEMORY && !multi) {
-        redis_err(c, "%s", add_failure(&e));
-    } else if (e.code == CMD_E_OUT_OF_MEMORY) {
-        /* RedisBloom keeps the items before the one that did not fit and
-         * ends the array with the error: item by item, as it runs them */
-        size_t done = 0;
-        const char *stop = NULL;
-        for (; done < n && !stop; done++) {
-            bool one = false;
-            cmd_bf_insert_args_t b = { a.key, a.klen, cmd_items_of(&c->ptrs[done], &c->lens[done], NULL, 1),
-                                       nocreate, *p, &one };
-            if (redis_run_handled(c, &CMD_BF_INSERT, &b, &r, H_OOM | H_NOT_FOUND | H_WRONGTYPE, &e)) {
-                added[done] = one;
-                continue;
-            }
-            if (!(stop = add_failure(&e))) {   /* anything else fails the command */
-                if (e.code == CMD_E_NOT_FOUND || e.code == CMD_E_WRONGTYPE)
-                    status_err(c, &e);
-                else if (e.code != CMD_E__COUNT)
-                    redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
-                free(added);
-                return;
-            }
-        }
-        resp_reply_array(o, done);   /* the items run, the last one the error when it stopped */
-        for (size_t i = 0; i < done - (stop != NULL); i++)
-            reply_bool(c, added[i]);
-        if (stop)
-            redis_err(c, "%s", stop);
+    if (!redis_run_handled(c, &CMD_BF_INSERT, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e)) {
+        if (e.code != CMD_E__COUNT)
+            status_err(c, &e);
+        free(added);
+        return;
     }
+    const char *stop = r.stop == BLOOM_FULL    ? "ERR non scaling filter is full"
+                       : r.stop == BLOOM_LIMIT ? "ERR problem inserting into filter"
+                                               : NULL;
+    if (multi)
+        resp_reply_array(o, r.done);
+    for (size_t i = 0; i < r.done - (stop != NULL); i++)
+        reply_bool(c, added[i]);
+    if (stop)
+        redis_err(c, "%s", stop);
     free(added);
 }
 

@@ -16,16 +16,11 @@
  * booleans for CF.ADD, CF.ADDNX, CF.INSERT, CF.EXISTS, CF.MEXISTS and
  * CF.DEL, integers for CF.INSERTNX and CF.COUNT; CF.INFO a map.
  *
- * Where tally differs: CF.INSERT's CAPACITY and NOCREATE are not options
- * of CMD_CF_INSERT (it creates with RedisBloom's default capacity, 1024):
- * a missing key is first created by CMD_CF_RESERVE with the capacity
- * asked for, and NOCREATE looks the filter up first (CMD_CF_INFO) - two
- * steps, not one atomic command.  A batch the filter cannot take whole
- * is refused by the operation; RedisBloom answers -1 for each item that
- * found no room and keeps the others, so such a batch is run again item
- * by item (each item its own change).  RedisBloom checks the 32
- * sub-filters limit once per command ("Maximum expansions reached");
- * tally per item: an item that would need a 33rd answers -1.
+ * CF.INSERT's CAPACITY, NOCREATE and its partial batches (-1 for an item
+ * that finds no room, the others kept) are CMD_CF_INSERT's options; HTTP's
+ * batches are all or nothing.  RedisBloom checks the 32 sub-filters limit
+ * once per command ("Maximum expansions reached") and may then grow past
+ * it; tally also checks each item: one that would need a 33rd answers -1.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -166,20 +161,8 @@ static void cf_reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
 /* CF.ADD, CF.ADDNX, CF.INSERT, CF.INSERTNX                                 */
 /* ------------------------------------------------------------------------ */
 
-/* How an add failed, in RedisBloom's terms: 1 no room ("Filter is full"),
- * 2 the sub-filters limit, 0 anything else. */
-static int add_failure(const cmd_err_t *e)
-{
-    if (e->code != CMD_E_OUT_OF_MEMORY)
-        return 0;
-    if (strncmp(e->message, "the filter is full", 18) == 0)
-        return 1;
-    if (strncmp(e->message, "maximum expansions reached", 26) == 0)
-        return 2;
-    return 0;
-}
-
-/* One item's answer: RESP3 booleans except for CF.INSERTNX. */
+/* One item's answer: RESP3 booleans except for CF.INSERTNX; -1 (RESP3
+ * CF.INSERT: false) for an item that found no room. */
 static void add_answer(redis_conn_t *c, bool nx, bool multi, int v)
 {
     resp_out_t *o = redis_conn_out(c);
@@ -191,67 +174,40 @@ static void add_answer(redis_conn_t *c, bool nx, bool multi, int v)
         resp_reply_int(o, v);
 }
 
-/* cfInsertCommon on argv[from..). */
-static void cf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bool nx, bool multi)
+/* cfInsertCommon on argv[from..): RedisBloom's rules are the operation's
+ * partial batch (an item without room is skipped and answered -1; a
+ * filter that has its 32 sub-filters refuses the command). */
+static void cf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bool nx, bool multi, bool nocreate,
+                         uint64_t capacity)
 {
     size_t n = cmd->argc - from;
     if (!redis_items(c, cmd, from))
         return;
-    bool *added = calloc(n, sizeof(*added));
+    bool *added = calloc(2 * n, sizeof(*added));
     if (!added) {
         redis_err(c, ERR_OOM);
         return;
     }
-    cmd_cf_items_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n), nx, added };
+    cmd_cf_items_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n), nx, added,
+                              nocreate, capacity, true, added + n };
     cmd_cf_res_t r;
     cmd_err_t e;
     resp_out_t *o = redis_conn_out(c);
-    int why = 0;
-    if (redis_run_handled(c, &CMD_CF_INSERT, &a, &r, H_WRONGTYPE | H_OOM, &e)) {
-        if (multi)
-            resp_reply_array(o, n);
-        for (size_t i = 0; i < n; i++)
-            add_answer(c, nx, multi, added[i]);
-    } else if (e.code == CMD_E_WRONGTYPE) {
-        status_err(c, &e);
-    } else if (e.code != CMD_E__COUNT && !(why = add_failure(&e))) {
+    if (redis_run_handled(c, &CMD_CF_INSERT, &a, &r, H_NOT_FOUND | H_WRONGTYPE | H_OOM, &e)) {
+        if (!multi && added[n]) {
+            redis_err(c, "Filter is full");
+        } else {
+            if (multi)
+                resp_reply_array(o, n);
+            for (size_t i = 0; i < n; i++)
+                add_answer(c, nx, multi, added[n + i] ? -1 : added[i]);
+        }
+    } else if (e.code == CMD_E_OUT_OF_MEMORY && strncmp(e.message, "maximum expansions reached", 26) == 0) {
+        redis_err(c, "Maximum expansions reached");
+    } else if (e.code == CMD_E_OUT_OF_MEMORY) {
         redis_err(c, ERR_OOM);
-    } else if (why && !multi) {
-        redis_err(c, "%s", why == 1 ? "Filter is full" : "Maximum expansions reached");
-    } else if (why) {
-        /* item by item: -1 for each item that finds no room, the others kept */
-        int *v = malloc(n * sizeof(*v));
-        if (!v) {
-            free(added);
-            redis_err(c, ERR_OOM);
-            return;
-        }
-        for (size_t i = 0; i < n; i++) {
-            bool one = false;
-            cmd_cf_items_args_t b = { a.key, a.klen, cmd_items_of(&c->ptrs[i], &c->lens[i], NULL, 1), nx, &one };
-            if (redis_run_handled(c, &CMD_CF_INSERT, &b, &r, H_WRONGTYPE | H_OOM, &e)) {
-                v[i] = one;
-                continue;
-            }
-            int w = add_failure(&e);
-            if (w == 2 && i == 0) {   /* full of sub-filters before the command: RedisBloom's check */
-                redis_err(c, "Maximum expansions reached");
-            } else if (w) {
-                v[i] = -1;
-                continue;
-            } else if (e.code == CMD_E_WRONGTYPE) {
-                status_err(c, &e);
-            } else if (e.code != CMD_E__COUNT) {
-                redis_err(c, ERR_OOM);
-            }
-            free(v);
-            free(added);
-            return;
-        }
-        resp_reply_array(o, n);
-        for (size_t i = 0; i < n; i++)
-            add_answer(c, nx, true, v[i]);
-        free(v);
+    } else {
+        status_err(c, &e);
     }
     free(added);
 }
@@ -262,7 +218,7 @@ static void cf_add_command(redis_conn_t *c, const resp_cmd_t *cmd)
         wrong_arity(c, "cf.add");
         return;
     }
-    cf_add_items(c, cmd, 2, false, false);
+    cf_add_items(c, cmd, 2, false, false, false, 0);
 }
 
 static void cf_addnx_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -271,7 +227,7 @@ static void cf_addnx_command(redis_conn_t *c, const resp_cmd_t *cmd)
         wrong_arity(c, "cf.addnx");
         return;
     }
-    cf_add_items(c, cmd, 2, true, false);
+    cf_add_items(c, cmd, 2, true, false, false, 0);
 }
 
 static void cf_insert(redis_conn_t *c, const resp_cmd_t *cmd, bool nx)
@@ -317,19 +273,20 @@ static void cf_insert(redis_conn_t *c, const resp_cmd_t *cmd, bool nx)
         wrong_arity(c, name);
         return;
     }
-    cuckoo_info_t in;
-    int st = cf_lookup(c, &cmd->argv[1], &in);
-    if (st < 0)
-        return;
-    if (st == 0 && nocreate) {
-        redis_err(c, "ERR not found");
-        return;
+    cuckoo_params_t p = { (uint64_t)cap, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
+                          CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
+    const char *field;
+    if (cuckoo_validate(&p, 0, &field)) {
+        /* larger than tally builds: refused when the insert would create */
+        cuckoo_info_t in;
+        int st = cf_lookup(c, &cmd->argv[1], &in);
+        if (st == 0)
+            redis_err(c, nocreate ? "ERR not found" : "ERR Insufficient memory to create filter");
+        if (st != 1)
+            return;
+        cap = 0;   /* unused: the filter exists */
     }
-    if (st == 0 && cap != CUCKOO_DEFAULT_CAPACITY &&
-        !cf_create(c, &cmd->argv[1], cap, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
-                   CUCKOO_DEFAULT_EXPANSION))
-        return;
-    cf_add_items(c, cmd, items, nx, true);
+    cf_add_items(c, cmd, items, nx, true, nocreate, cap == CUCKOO_DEFAULT_CAPACITY ? 0 : (uint64_t)cap);
 }
 
 static void cf_insert_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -359,7 +316,7 @@ static void cf_check(redis_conn_t *c, const resp_cmd_t *cmd, bool multi)
         return;
     }
     cmd_cf_items_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n), false,
-                              found };
+                              found, false, 0, false, NULL };
     cmd_cf_res_t r;
     cmd_err_t e;
     if (redis_run_handled(c, multi ? &CMD_CF_MEXISTS : &CMD_CF_EXISTS, &a, &r, H_WRONGTYPE, &e) ||
@@ -417,7 +374,7 @@ static void cf_del_command(redis_conn_t *c, const resp_cmd_t *cmd)
     const char *item = cmd->argv[2].ptr;
     size_t ilen = cmd->argv[2].len;
     cmd_cf_items_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(&item, &ilen, NULL, 1), false,
-                              &removed };
+                              &removed, false, 0, false, NULL };
     cmd_cf_res_t r;
     cmd_err_t e;
     if (redis_run_handled(c, &CMD_CF_DEL, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e))
