@@ -671,9 +671,14 @@ static void test_durable_across_restart(void **state)
     mb(&b, "BF.MADD", "dur:bf", "a", "b", "c", NULL);
     mb(&b, "CF.INSERT", "dur:cf", "CAPACITY", "100", "ITEMS", "x", "y", NULL);
     mb(&b, "CF.DEL", "dur:cf", "y", NULL);
+    mb(&b, "BF.INSERT", "dur:ns", "CAPACITY", "2", "NONSCALING", "ITEMS", "a", "b", "c", NULL);
+    mb(&b, "CF.RESERVE", "dur:full", "4", "EXPANSION", "0", NULL);
+    mb(&b, "CF.INSERT", "dur:full", "NOCREATE", "ITEMS", "1", "2", "3", "4", "5", "6", NULL);
     mb(&b, "BF.SCANDUMP", "dur:bf", "0", NULL);
     buf_t got = exchange(p.resp_port, b.p, b.len);
-    const char *want = "+OK\r\n*3\r\n:1\r\n:1\r\n:1\r\n*2\r\n:1\r\n:1\r\n:1\r\n*2\r\n:1\r\n$73\r\n";
+    const char *want = "+OK\r\n*3\r\n:1\r\n:1\r\n:1\r\n*2\r\n:1\r\n:1\r\n:1\r\n"
+                       "*3\r\n:1\r\n:1\r\n-ERR non scaling filter is full\r\n"
+                       "+OK\r\n*6\r\n:1\r\n:1\r\n:1\r\n:1\r\n:-1\r\n:-1\r\n*2\r\n:1\r\n$73\r\n";
     if (strncmp(got.p, want, strlen(want)) != 0)
         fail_msg("before the restart: %s", got.p);
     /* the header chunk loaded into a new key, then its one data chunk */
@@ -707,11 +712,14 @@ static void test_durable_across_restart(void **state)
     mb(&b, "BF.INFO", "dur:copy", "items", NULL);
     mb(&b, "CF.MEXISTS", "dur:cf", "x", "y", NULL);
     mb(&b, "CF.INFO", "dur:cf", NULL);
+    mb(&b, "BF.CARD", "dur:ns", NULL);
+    mb(&b, "CF.MEXISTS", "dur:full", "1", "2", "3", "4", NULL);
     got = exchange(q.resp_port, b.p, b.len);
     assert_string_equal(got.p, "*3\r\n:1\r\n:1\r\n:1\r\n:3\r\n*3\r\n:1\r\n:1\r\n:1\r\n*1\r\n:3\r\n*2\r\n:1\r\n:0\r\n"
                                "*16\r\n+Size\r\n:184\r\n+Number of buckets\r\n:64\r\n+Number of filters\r\n:1\r\n"
                                "+Number of items inserted\r\n:1\r\n+Number of items deleted\r\n:1\r\n"
-                               "+Bucket size\r\n:2\r\n+Expansion rate\r\n:1\r\n+Max iterations\r\n:20\r\n");
+                               "+Bucket size\r\n:2\r\n+Expansion rate\r\n:1\r\n+Max iterations\r\n:20\r\n"
+                               ":2\r\n*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n");
     free(got.p);
     free(b.p);
     assert_int_equal(tally_stop(&q), 0);
