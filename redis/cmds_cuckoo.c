@@ -495,14 +495,13 @@ static void cf_loadchunk_command(redis_conn_t *c, const resp_cmd_t *cmd)
     const resp_arg_t *k = &cmd->argv[1], *d = &cmd->argv[3];
     cuckoo_info_t in;
     long long pos;
-    bool pos_ok = redis_ll(&cmd->argv[2], &pos) && pos != 0;
-    int st = cf_lookup(c, k, &in);   /* RedisBloom opens the key first */
-    if (st < 0)
-        return;
-    if (!pos_ok) {
+    if (!redis_ll(&cmd->argv[2], &pos) || pos == 0) {   /* before the key's type, as RedisBloom answers */
         redis_err(c, "Invalid position");
         return;
     }
+    int st = cf_lookup(c, k, &in);
+    if (st < 0)
+        return;
     if (pos == 1 && st == 1) {
         redis_err(c, "ERR item exists");
         return;

@@ -537,6 +537,8 @@ static void test_cuckoo_errors(void **state)
         C("cf.del", "ce:hll", "a"),
         C("cf.info", "ce:hll"),
         C("cf.reserve", "ce:hll", "100"),
+        C("cf.loadchunk", "ce:hll", "x", "y"),
+        C("cf.loadchunk", "ce:hll", "1", "y"),
         C("CF.COMPACT", "ce:cf"),
         C("CF.COMPACT", "ce:none"),
         C("CF.COMPACT", "ce:cf", "b"),
@@ -570,6 +572,8 @@ static void test_cuckoo_errors(void **state)
            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
            ":0\r\n:0\r\n-Not found\r\n"
            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+           "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+           "-Invalid position\r\n"
            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
            "+OK\r\n-Cuckoo filter was not found\r\n" ERR_ARITY("cf.compact"),
            "CF errors");
