@@ -19,8 +19,9 @@
  *
  * A batch that a non-scaling filter cannot take whole keeps the items
  * before the one that did not fit, as RedisBloom does (CMD_BF_INSERT's
- * partial batches; HTTP's are all or nothing).  SCANDUMP's chunks are RedisBloom's bytes, cut at 512 KiB rather than
- * 16 MiB (cmd/filterdump.h).
+ * partial batches; HTTP's are all or nothing).  SCANDUMP's chunks are
+ * RedisBloom's bytes, cut at 512 KiB rather than 16 MiB
+ * (cmd/filterdump.h).
  */
 #include <errno.h>
 #include <math.h>
