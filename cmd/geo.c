@@ -234,6 +234,7 @@ static bool run_scores(cmd_ctx_t *ctx, const void *args, void *res)
     if (!cmd_key_open(ctx, a->key, a->klen, &geo_type, CMD_READ, &hk))
         return false;
     const geo_t *g = cmd_key_value(&hk);
+    r->count = g ? geo_count(g) : 0;
     cmd_items_iter_t it = { 0 };
     const char *m;
     size_t len;
@@ -505,6 +506,146 @@ static bool decode_geosearchstore(rbuf_t *in, void *args, const char **why)
     return true;
 }
 
+/* ------------------------------------------------------------------------ */
+/* ZRANGE                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The members visited in order, pointing into the set. */
+typedef struct zcollect {
+    const cmd_zrange_args_t *a;
+    geo_hit_t *a_hits;
+    size_t n, cap;
+    uint64_t index, from, to;    /* by rank: keep [from, to] */
+    uint64_t skip, take;         /* by score, forward: LIMIT's (take UINT64_MAX: all) */
+    bool oom;
+} zcollect_t;
+
+static bool zkeep(zcollect_t *z, uint64_t score, const char *member, size_t len)
+{
+    if (z->n == z->cap) {
+        size_t cap = z->cap ? z->cap * 2 : 16;
+        geo_hit_t *h = realloc(z->a_hits, cap * sizeof(*h));
+        if (!h) {
+            z->oom = true;
+            return false;
+        }
+        z->a_hits = h;
+        z->cap = cap;
+    }
+    z->a_hits[z->n++] = (geo_hit_t){ .member = member, .len = len, .score = score };
+    return true;
+}
+
+static bool zvisit(void *ud, uint64_t score, const char *member, size_t len)
+{
+    zcollect_t *z = ud;
+    const cmd_zrange_args_t *a = z->a;
+    if (!a->by_score) {
+        uint64_t i = z->index++;
+        if (i < z->from)
+            return true;
+        return zkeep(z, score, member, len) && i < z->to;
+    }
+    double d = (double)score;
+    if (a->minex ? !(d > a->min) : !(d >= a->min))
+        return true;
+    if (a->maxex ? !(d < a->max) : !(d <= a->max))
+        return false;   /* past the range: scores only grow */
+    if (a->rev)
+        return zkeep(z, score, member, len);   /* LIMIT counts from the top: applied after */
+    if (z->skip) {
+        z->skip--;
+        return true;
+    }
+    if (z->take == 0)
+        return false;
+    z->take--;
+    return zkeep(z, score, member, len) && z->take > 0;
+}
+
+/* The uint64 score range [*lo, *hi) holding every score of [min, max]. */
+static bool zscore_span(double min, double max, uint64_t *lo, uint64_t *hi)
+{
+    if (max < 0 || min >= 0x1p63)
+        return false;
+    *lo = min <= 0 ? 0 : (uint64_t)floor(min);
+    *hi = max >= 0x1p63 ? UINT64_MAX : (uint64_t)floor(max) + 1;
+    return true;
+}
+
+static bool run_zrange(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_zrange_args_t *a = args;
+    cmd_geo_res_t *r = res;
+    memset(r, 0, sizeof(*r));
+    cmd_key_t hk;
+    if (!cmd_key_open(ctx, a->key, a->klen, &geo_type, CMD_READ, &hk))
+        return false;
+    const geo_t *g = cmd_key_value(&hk);
+    zcollect_t z = { .a = a, .take = UINT64_MAX };
+    if (g && !a->by_score) {
+        /* genericZrangebyrankCommand's indexes */
+        int64_t len = (int64_t)geo_count(g), start = a->start, stop = a->stop;
+        if (start < 0)
+            start += len;
+        if (stop < 0)
+            stop += len;
+        if (start < 0)
+            start = 0;
+        if (!(start > stop || start >= len)) {
+            if (stop >= len)
+                stop = len - 1;
+            z.from = (uint64_t)(a->rev ? len - 1 - stop : start);
+            z.to = (uint64_t)(a->rev ? len - 1 - start : stop);
+            geo_range(g, 0, UINT64_MAX, zvisit, &z);
+        }
+    } else if (g && a->offset >= 0 && a->limit != 0) {
+        /* genericZrangebyscoreCommand: a negative offset skips everything */
+        uint64_t lo, hi;
+        z.skip = (uint64_t)a->offset;
+        z.take = a->limit < 0 ? UINT64_MAX : (uint64_t)a->limit;
+        if (zscore_span(a->min, a->max, &lo, &hi))
+            geo_range(g, lo, hi, zvisit, &z);
+    }
+    if (z.oom) {
+        cmd_key_close(&hk, false);
+        free(z.a_hits);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory reading the range");
+    }
+    geo_hit_t *h = z.a_hits;
+    size_t n = z.n;
+    if (a->rev) {   /* highest first */
+        for (size_t i = 0; i < n / 2; i++) {
+            geo_hit_t t = h[i];
+            h[i] = h[n - 1 - i];
+            h[n - 1 - i] = t;
+        }
+        if (a->by_score) {   /* LIMIT from the top */
+            uint64_t off = (uint64_t)a->offset, take = a->limit < 0 ? UINT64_MAX : (uint64_t)a->limit;
+            size_t from = off < n ? (size_t)off : n;
+            size_t keep = n - from < take ? n - from : (size_t)take;
+            if (from)
+                memmove(h, h + from, keep * sizeof(*h));
+            n = keep;
+        }
+    }
+    uint64_t estimate = 16;
+    for (size_t i = 0; i < n; i++)
+        estimate += (uint64_t)h[i].len + 16 + (a->withscores ? 32 : 0);
+    if (!cmd_answer_fits(ctx, estimate, "ask a shorter range, or use LIMIT")) {
+        cmd_key_close(&hk, false);
+        free(h);
+        return false;
+    }
+    r->hits = copy_hits(h, n);
+    cmd_key_close(&hk, false);
+    free(h);
+    if (!r->hits)
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory building the answer");
+    r->n = n;
+    return true;
+}
+
 /* GEOSEARCHSTORE: the destination, then the set searched. */
 static bool keys_store(const void *args, cmd_key_visit_t visit, void *ud)
 {
@@ -529,3 +670,5 @@ const cmd_def_t CMD_GEOSEARCHSTORE = { "GEOSEARCHSTORE", CMD_ID_GEOSEARCHSTORE, 
                                        CMD_ACCESS_WRITE, run_geosearchstore, encode_geosearchstore,
                                        decode_geosearchstore, sizeof(cmd_geosearch_args_t), sizeof(cmd_geo_res_t),
                                        keys_store };
+const cmd_def_t CMD_ZRANGE = { "ZRANGE", CMD_ID_ZRANGE, 0, CMD_ACCESS_READ, run_zrange, NULL, NULL,
+                               sizeof(cmd_zrange_args_t), sizeof(cmd_geo_res_t), cmd_keys_first };

@@ -11,7 +11,8 @@
  *   ZREM            removes members; the key is deleted with its last one
  *                   (an empty set is no key, as in Redis).
  *   GEOPOS          each member's score, or not found (its position and its
- *   GEOHASH         hash are the front-end's to print from the score).
+ *   GEOHASH         hash are the front-end's to print from the score), and
+ *                   the set's size (ZCARD, ZSCORE over RESP).
  *   GEODIST         the distance between two members in the unit asked for
  *                   (metres per unit in to_m), or not found when either is
  *                   missing (or the key is).
@@ -28,6 +29,12 @@
  *                   none deletes the key, as in Redis.  The key may be the
  *                   source; it must hold a geo set or nothing (Redis would
  *                   overwrite any type).
+ *
+ *   ZRANGE          members in (score, member) order, with their scores
+ *                   (Redis's ZRANGE by rank or BYSCORE, REV, LIMIT, as
+ *                   genericZrangebyrankCommand and genericZrangebyscoreCommand
+ *                   select them); a missing key has none.  The answer is
+ *                   estimated first (--max-answer-size).
  *
  * Members are keys' text: 1..1024 bytes of UTF-8 without NUL (validated by
  * the front-end and by the record decoders).
@@ -53,6 +60,7 @@ enum {
     CMD_ID_GEODIST = 64,
     CMD_ID_GEOSEARCH = 65,
     CMD_ID_GEOSEARCHSTORE = 66,
+    CMD_ID_ZRANGE = 67,
 };
 
 typedef struct cmd_geoadd_args {
@@ -89,15 +97,28 @@ typedef struct cmd_geosearch_args {
     bool withdist, withcoord, withhash;   /* GEOSEARCH: what the answer prints (its estimate) */
 } cmd_geosearch_args_t;
 
+typedef struct cmd_zrange_args {
+    const char *key;
+    size_t klen;
+    bool by_score;               /* else by rank */
+    bool rev;                    /* from the highest score */
+    int64_t start, stop;         /* by rank: as Redis, negative from the end */
+    double min, max;             /* by score (not NaN) */
+    bool minex, maxex;           /* exclusive bounds ("(1.5") */
+    int64_t offset, limit;       /* by score: LIMIT (offset < 0: none; limit < 0: all) */
+    bool withscores;             /* what the answer prints (its estimate) */
+} cmd_zrange_args_t;
+
 typedef struct cmd_geo_res {
     uint64_t n;                  /* GEOADD added, ZREM removed, GEOSEARCH and GEOSEARCHSTORE found */
+    uint64_t count;              /* GEOPOS, GEOHASH: the set's members (0: no key; ZCARD) */
     bool found;                  /* GEODIST: both members exist */
     double distance;             /* GEODIST, in the unit asked for */
-    geo_hit_t *hits;             /* GEOSEARCH: n hits (members copied): cmd_geo_res_free */
+    geo_hit_t *hits;             /* GEOSEARCH, ZRANGE: n hits (members copied): cmd_geo_res_free */
 } cmd_geo_res_t;
 void cmd_geo_res_free(cmd_geo_res_t *r);
 
 extern const cmd_def_t CMD_GEOADD, CMD_ZREM, CMD_GEOPOS, CMD_GEOHASH, CMD_GEODIST, CMD_GEOSEARCH,
-    CMD_GEOSEARCHSTORE;
+    CMD_GEOSEARCHSTORE, CMD_ZRANGE;
 
 #endif

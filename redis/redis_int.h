@@ -39,6 +39,13 @@ struct redis_conn {
     size_t *lens;
     size_t scratch_cap;
     size_t cmd_bytes;            /* the command's arguments' bytes (its journal bound) */
+    /* Group commit: the changes of one batch of pipelined commands wait
+     * for durability once, at the batch's end (redis_conn_feed), before
+     * any of its replies is sent; wait_from is where the first change's
+     * reply starts in the output (cut back to it when the wait fails). */
+    bool wait_pending;
+    uint64_t wait_lsn, wait_pos;
+    size_t wait_from;
     /* set by a handler before redis_run: a WRONGTYPE on its first key that
      * holds one of these types (which Redis keeps in strings) answers
      * string_err instead, as Redis does (redis_run) */

@@ -1,12 +1,15 @@
 /* table.c - the Redis protocol's commands of tally, by name (redis_int.h):
  * every group's rows (cmds_<group>.c, conn.c), listed at build time by
- * tools/registry.sh, sorted once and looked up by binary search.  A
+ * tools/registry.sh, sorted once (COMMAND lists them in order) and found by
+ * name in an open-addressing table of their lowercase names' hashes (every
+ * command looks its name up: a binary search of strncasecmp cost more
+ * than the INCR it found).  A
  * command is here only when it answers as Redis (or the module that has
  * it) does; anything else gets Redis's unknown-command error. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "redis/redis_int.h"
 
@@ -28,6 +31,23 @@ const char *const redis_cf_names[REDIS_CF_COUNT] = {
 
 static const redis_cmd_t **sorted;
 static size_t nsorted;
+static const redis_cmd_t **slots;   /* by hash, linear probing; a power of two >= 4 x rows */
+static size_t slot_mask;
+
+#define NAME_MAX_LEN 64   /* longer names are no command's */
+
+/* FNV-1a of the name in lowercase ASCII. */
+static uint32_t name_hash(const char *p, size_t len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch >= 'A' && ch <= 'Z')
+            ch = (unsigned char)(ch + 32);
+        h = (h ^ ch) * 16777619u;
+    }
+    return h;
+}
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static int by_name(const void *a, const void *b)
@@ -50,6 +70,19 @@ static void build(void)
     for (size_t i = 1; i < nsorted; i++)
         if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0)
             abort();   /* two rows of one name: a build error the tests catch */
+    size_t cap = 16;
+    while (cap < 4 * nsorted)
+        cap *= 2;
+    slots = calloc(cap, sizeof(*slots));
+    if (!slots)
+        abort();
+    slot_mask = cap - 1;
+    for (size_t i = 0; i < nsorted; i++) {
+        size_t at = name_hash(sorted[i]->name, strlen(sorted[i]->name)) & slot_mask;
+        while (slots[at])
+            at = (at + 1) & slot_mask;
+        slots[at] = sorted[i];
+    }
 }
 
 const redis_cmd_t *const *redis_cmd_all(size_t *n)
@@ -62,20 +95,20 @@ const redis_cmd_t *const *redis_cmd_all(size_t *n)
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len)
 {
     pthread_once(&once, build);
-    size_t lo = 0, hi = nsorted;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        const char *m = sorted[mid]->name;
-        size_t mlen = strlen(m);
-        int d = strncasecmp(m, name, mlen < len ? mlen : len);
-        if (d == 0)
-            d = (mlen > len) - (mlen < len);
-        if (d == 0)
-            return sorted[mid];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (len == 0 || len > NAME_MAX_LEN)
+        return NULL;
+    for (size_t at = name_hash(name, len) & slot_mask; slots[at]; at = (at + 1) & slot_mask) {
+        const char *m = slots[at]->name;
+        size_t i = 0;
+        for (; i < len; i++) {
+            unsigned char ch = (unsigned char)name[i];
+            if (ch >= 'A' && ch <= 'Z')
+                ch = (unsigned char)(ch + 32);
+            if (m[i] == '\0' || (unsigned char)m[i] != ch)
+                break;
+        }
+        if (i == len && m[len] == '\0')
+            return slots[at];
     }
     return NULL;
 }

@@ -97,12 +97,23 @@ static bool emit(resp_out_t *o, const char *hdr, size_t hlen, const void *data, 
     return true;
 }
 
-/* "<prefix><v>\r\n" */
+/* "<prefix><v>\r\n" (every reply's length or integer: digits written
+ * backwards, no printf on the hot path) */
 static bool emit_num(resp_out_t *o, char prefix, long long v, const void *data, size_t len)
 {
     char h[HDR_MAX];
-    int n = snprintf(h, sizeof(h), "%c%lld\r\n", prefix, v);
-    return emit(o, h, (size_t)n, data, len);
+    char *e = h + sizeof(h), *p = e;
+    *--p = '\n';
+    *--p = '\r';
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    *--p = prefix;
+    return emit(o, p, (size_t)(e - p), data, len);
 }
 
 /* A line whose text cannot hold CR or LF: they become spaces. */
@@ -184,6 +195,13 @@ bool resp_reply_double(resp_out_t *o, double d)
         return emit(o, h, (size_t)hn, NULL, 0);
     }
     return resp_reply_bulk(o, t, (size_t)n);
+}
+
+bool resp_reply_double_text(resp_out_t *o, const char *text, size_t len)
+{
+    if (o->proto == 3)
+        return emit(o, ",", 1, text, len);   /* ",text\r\n", whole or nothing */
+    return resp_reply_bulk(o, text, len);
 }
 
 bool resp_reply_bool(resp_out_t *o, bool b)

@@ -81,6 +81,9 @@ bool resp_reply_array(resp_out_t *o, size_t n);
 bool resp_reply_map(resp_out_t *o, size_t n);
 bool resp_reply_set(resp_out_t *o, size_t n);
 bool resp_reply_double(resp_out_t *o, double d);
+/* A double already printed (text: len bytes, e.g. GEOPOS's "%.17Lf" form):
+ * a bulk string in RESP2, ",text" in RESP3, as addReplyHumanLongDouble. */
+bool resp_reply_double_text(resp_out_t *o, const char *text, size_t len);
 bool resp_reply_bool(resp_out_t *o, bool b);
 /* digits: an optional '-' and decimal digits (not checked). */
 bool resp_reply_bignum(resp_out_t *o, const char *digits, size_t len);

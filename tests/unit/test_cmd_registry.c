@@ -90,6 +90,7 @@ static const given_t op_ids[] = {
     { 64, "GEODIST", false },
     { 65, "GEOSEARCH", false },
     { 66, "GEOSEARCHSTORE", false },
+    { 67, "ZRANGE", false },
     { 100, "CMS.INITBYDIM", false },
     { 101, "CMS.INCRBY", false },
     { 102, "CMS.QUERY", false },

@@ -547,6 +547,10 @@ static void test_replies_by_version(void **state)
         volatile double zero = 0.0;
         assert_true(resp_reply_double(&o, zero / zero));
         if (r3) expect_out(&o, S(",-nan\r\n")); else expect_out(&o, S("$4\r\n-nan\r\n"));
+        /* GEOPOS's coordinate, printed by the caller ("%.17Lf" trimmed) */
+        assert_true(resp_reply_double_text(&o, S("116.48903220891952515")));
+        if (r3) expect_out(&o, S(",116.48903220891952515\r\n"));
+        else expect_out(&o, S("$21\r\n116.48903220891952515\r\n"));
         /* EVAL "redis.setresp(3); return true|false" 0 */
         assert_true(resp_reply_bool(&o, true) && resp_reply_bool(&o, false));
         if (r3) expect_out(&o, S("#t\r\n#f\r\n")); else expect_out(&o, S(":1\r\n:0\r\n"));
