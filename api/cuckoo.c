@@ -78,7 +78,7 @@ static void cuckoo_batch(api_req_t *req, api_resp_t *resp, const cmd_def_t *op, 
         api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
         return;
     }
-    cmd_cf_items_args_t a = { key, klen, cmd_items_of(it->p, it->len, NULL, it->n), nx, out };
+    cmd_cf_items_args_t a = { key, klen, cmd_items_of(it->p, it->len, NULL, it->n), nx, out, false, 0, false, NULL };
     cmd_cf_res_t r;
     if (api_cmd_answered(req, resp, cmd_call(req->ctx, op, &a, &r)))
         api_bool_array(resp, name, out, it->n);
@@ -123,7 +123,7 @@ static void h_cuckoo_exists(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (!api_path_key(req, resp, &key, &klen) || !api_query_allow(req, resp, params) ||
         !api_query_item(req, resp, "item", &item, &ilen))
         return;
-    cmd_cf_items_args_t a = { key, klen, cmd_items_of(&item, &ilen, NULL, 1), false, &found };
+    cmd_cf_items_args_t a = { key, klen, cmd_items_of(&item, &ilen, NULL, 1), false, &found, false, 0, false, NULL };
     cmd_cf_res_t r;
     if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_CF_EXISTS, &a, &r)))
         api_body(resp, 200, NULL, found ? "{\"exists\":true}" : "{\"exists\":false}", found ? 15 : 16);

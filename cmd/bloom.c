@@ -153,6 +153,11 @@ static bool insert(cmd_ctx_t *ctx, const cmd_bf_insert_args_t *a, const cmd_item
                 return false;
             continue;
         }
+        int stop = 0;
+        if (a->partial && (rc == BLOOM_FULL || rc == BLOOM_LIMIT)) {
+            stop = rc;   /* RedisBloom's rule: the earlier items stay */
+            rc = BLOOM_PRESENT;
+        }
         if (rc < 0) {
             bloom_undo_rollback(b, u);
             if (created)
@@ -174,6 +179,8 @@ static bool insert(cmd_ctx_t *ctx, const cmd_bf_insert_args_t *a, const cmd_item
         }
         cmd_key_close(&h, changed);
         r->n = added;
+        r->done = i;
+        r->stop = stop;
         return true;
     }
 }
@@ -190,13 +197,14 @@ static bool run_insert(cmd_ctx_t *ctx, const void *args, void *res)
 }
 
 /* Record: u8 version 1 | key | u8 flags (1 nocreate, 2 scaling) | f64 error
- * | u64 capacity | u32 expansion | items. */
+ * | u64 capacity | u32 expansion | items; version 2 (a partial batch) has
+ * the same layout and flag 4 (partial). */
 static void encode_insert(const void *args, wbuf_t *out)
 {
     const cmd_bf_insert_args_t *a = args;
-    wbuf_put_u8(out, 1);
+    wbuf_put_u8(out, a->partial ? 2 : 1);
     cmd_put_key(out, a->key, a->klen);
-    wbuf_put_u8(out, (uint8_t)((a->nocreate ? 1 : 0) | (a->p.scaling ? 2 : 0)));
+    wbuf_put_u8(out, (uint8_t)((a->nocreate ? 1 : 0) | (a->p.scaling ? 2 : 0) | (a->partial ? 4 : 0)));
     put_params(out, &a->p);
     cmd_items_put(out, &a->items);
 }
@@ -204,7 +212,8 @@ static void encode_insert(const void *args, wbuf_t *out)
 static bool decode_insert(rbuf_t *in, void *args, const char **why)
 {
     cmd_bf_insert_args_t *a = args;
-    if (rbuf_u8(in) != 1) {
+    uint8_t version = rbuf_u8(in);
+    if (version != 1 && version != 2) {
         *why = "unknown version";
         return false;
     }
@@ -213,11 +222,12 @@ static bool decode_insert(rbuf_t *in, void *args, const char **why)
         return false;
     }
     uint8_t flags = rbuf_u8(in);
-    if (flags > 3) {
+    if (flags > (version == 2 ? 7 : 3) || (version == 2 && !(flags & 4))) {
         *why = "bad flags";
         return false;
     }
     a->nocreate = flags & 1;
+    a->partial = flags & 4;
     if (!get_params(in, flags & 2, &a->p, why))
         return false;
     if (!cmd_items_get(in, 0, 1, CMD_ITEMS_MAX, &a->items)) {

@@ -20,6 +20,12 @@
  *                 would pass them stops the batch, which is rolled back and
  *                 either refused (--max-value-size) or started again once
  *                 room is made.
+ *                 With `partial` (the Redis protocol's BF.MADD and
+ *                 BF.INSERT, RedisBloom's rule) such a batch keeps the items
+ *                 before the one that did not fit (a non-scaling filter
+ *                 full, or a sub-filter that cannot be built) and stops
+ *                 there: res.done items were run, the last one refused
+ *                 when res.stop says why.
  *   BF.MEXISTS    whether each item may have been added (false for all at a
  *   BF.EXISTS     missing key); BF.EXISTS is the one-item form.
  *   BF.INFO       the filter's parameters and counts (NOT_FOUND when missing).
@@ -80,6 +86,7 @@ typedef struct cmd_bf_insert_args {
     bool nocreate;
     cmd_bf_params_t p;           /* the filter's, when the insert creates it */
     bool *added;                 /* out, items.n entries (NULL: not wanted) */
+    bool partial;                /* stop at an item the filter cannot take, keeping the earlier ones */
 } cmd_bf_insert_args_t;
 
 typedef struct cmd_bf_exists_args {
@@ -96,6 +103,12 @@ typedef struct cmd_bf_key_args {
 
 typedef struct cmd_bf_res {
     size_t n;                    /* BF.INSERT: items added; BF.MEXISTS: items found */
+    /* BF.INSERT: the items run (items.n unless a partial batch stopped),
+     * and why the last of them was refused: 0 (it was not), BLOOM_FULL (a
+     * non-scaling filter is full) or BLOOM_LIMIT (the next sub-filter
+     * cannot be built) */
+    size_t done;
+    int stop;
 } cmd_bf_res_t;
 
 typedef struct cmd_bf_info_res {

@@ -71,14 +71,24 @@ static bool insert(cmd_ctx_t *ctx, const cmd_cf_items_args_t *a, const cmd_items
      * now; one that would pass it stops the batch, which is rolled back, and
      * the request is refused (--max-value-size) or makes room and starts
      * again. */
-    cuckoo_params_t dp = { CUCKOO_DEFAULT_CAPACITY, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
-                           CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
+    cuckoo_params_t dp = { a->capacity ? a->capacity : CUCKOO_DEFAULT_CAPACITY, CUCKOO_DEFAULT_BUCKET_SIZE,
+                           CUCKOO_DEFAULT_MAX_ITERATIONS, CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
     for (unsigned attempts = 0;;) {
         cmd_key_t h;
-        if (!cmd_key_open(ctx, a->key, a->klen, &cuckoo_type, CMD_WRITE, &h))
+        if (!cmd_key_open(ctx, a->key, a->klen, &cuckoo_type, CMD_WRITE | (a->nocreate ? CMD_MUST_EXIST : 0), &h))
             return false;
         cuckoo_t *c = cmd_key_value(&h);
         bool created = !c;
+        if (c && a->partial) {   /* RedisBloom's check, once before the items */
+            cuckoo_info_t in;
+            cuckoo_get_info(c, &in);
+            if (in.filters >= CUCKOO_MAX_FILTERS) {
+                cmd_key_close(&h, false);
+                return cmd_fail(ctx, cmd_status_code(CORE_LIMIT), NULL,
+                                "maximum expansions reached: the filter has %d sub-filters; nothing was added",
+                                CUCKOO_MAX_FILTERS);
+            }
+        }
         uint64_t extra = created ? cuckoo_bytes_for(&dp) + ks_entry_overhead(a->klen) : 0;
         ks_key_t kk = ks_key(ctx->srv->ks, a->key, a->klen);
         cmd_keep_t keep = { &kk, 1, c ? cuckoo_memory(c) : 0 };   /* not evicted for its own growth */
@@ -99,6 +109,13 @@ static bool insert(cmd_ctx_t *ctx, const cmd_cf_items_args_t *a, const cmd_items
         size_t i = 0, added = 0;
         for (; i < n && rc >= 0; i++) {
             rc = cuckoo_add_within(c, it->p[i], it->len[i], a->nx, limit == UINT64_MAX ? 0 : limit, u);
+            if (a->noroom)
+                a->noroom[i] = false;
+            if (a->partial && (rc == CUCKOO_FULL || rc == CUCKOO_MAXEXP)) {
+                if (a->noroom)   /* skipped, unchanged by it (RedisBloom's -1) */
+                    a->noroom[i] = true;
+                rc = CUCKOO_EXISTS;
+            }
             bool fresh = rc == CUCKOO_ADDED;
             if (a->out)
                 a->out[i] = fresh;
@@ -158,28 +175,52 @@ static bool run_insert(cmd_ctx_t *ctx, const void *args, void *res)
     return ok;
 }
 
-/* Record: u8 version 1 | key | u8 nx | items. */
+/* Record: u8 version 1 | key | u8 nx | items; with the Redis protocol's
+ * options, version 2: u8 2 | key | u8 flags (1 nx, 2 nocreate, 4 partial)
+ * | u64 capacity (0: the default) | items. */
 static void encode_insert(const void *args, wbuf_t *out)
 {
     const cmd_cf_items_args_t *a = args;
-    wbuf_put_u8(out, 1);
+    bool v2 = a->nocreate || a->capacity || a->partial;
+    wbuf_put_u8(out, v2 ? 2 : 1);
     cmd_put_key(out, a->key, a->klen);
-    wbuf_put_u8(out, a->nx);
+    wbuf_put_u8(out, (uint8_t)(a->nx | (a->nocreate ? 2 : 0) | (a->partial ? 4 : 0)));
+    if (v2)
+        wbuf_put_u64(out, a->capacity);
     cmd_items_put(out, &a->items);
 }
 
 static bool decode_insert(rbuf_t *in, void *args, const char **why)
 {
     cmd_cf_items_args_t *a = args;
-    if (!cmd_get_head(in, 1, false, &a->key, &a->klen, why))
+    memset(a, 0, sizeof(*a));
+    uint8_t version = rbuf_u8(in);
+    if (version != 1 && version != 2) {
+        *why = "unknown version";
         return false;
-    uint8_t nx = rbuf_u8(in);
-    if (in->err || nx > 1 || !cmd_items_get(in, 0, 1, CMD_ITEMS_MAX, &a->items)) {
+    }
+    if (!cmd_get_key(in, &a->key, &a->klen)) {
+        *why = "bad key";
+        return false;
+    }
+    uint8_t flags = rbuf_u8(in);
+    if (version == 2) {
+        a->capacity = rbuf_u64(in);
+        cuckoo_params_t p = { a->capacity, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
+                              CUCKOO_DEFAULT_EXPANSION, CUCKOO_DEFAULT_FP_BITS };
+        const char *field;
+        if (in->err || (a->capacity && cuckoo_validate(&p, 0, &field))) {
+            *why = "bad filter parameters";
+            return false;
+        }
+    }
+    if (in->err || flags > (version == 2 ? 7 : 1) || !cmd_items_get(in, 0, 1, CMD_ITEMS_MAX, &a->items)) {
         *why = "bad items";
         return false;
     }
-    a->nx = nx;
-    a->out = NULL;
+    a->nx = flags & 1;
+    a->nocreate = flags & 2;
+    a->partial = flags & 4;
     return true;
 }
 

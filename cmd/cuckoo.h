@@ -17,6 +17,14 @@
  *                 grows; one with 32 sub-filters refuses every add
  *                 ("Maximum expansions reached").  Room is asked for what
  *                 the batch adds, as for BF.INSERT.
+ *                 The Redis protocol's CF.INSERT adds RedisBloom's options
+ *                 and rule: `nocreate` (NOT_FOUND for a missing filter),
+ *                 `capacity` (the filter's when the insert creates it), and
+ *                 `partial`: an item that finds no room (or would need a
+ *                 33rd sub-filter) is skipped and flagged in noroom[], the
+ *                 others kept, and a filter that has its 32 sub-filters
+ *                 already refuses the batch whole (RedisBloom checks that
+ *                 once, before the items).
  *   CF.MEXISTS    whether each item may be present (false for all at a
  *   CF.EXISTS     missing key); CF.EXISTS is the one-item form.
  *   CF.DEL        removes one copy of each item (removed[i]); NOT_FOUND
@@ -73,6 +81,11 @@ typedef struct cmd_cf_items_args {
     bool nx;                     /* CF.INSERT: CF.ADDNX's rule */
     bool *out;                   /* per item (CF.INSERT added, CF.MEXISTS found, CF.DEL removed); may be NULL
                                     for a change */
+    /* CF.INSERT only (all zero: HTTP's insert) */
+    bool nocreate;               /* NOT_FOUND for a missing filter */
+    uint64_t capacity;           /* of the filter the insert creates (0: CUCKOO_DEFAULT_CAPACITY) */
+    bool partial;                /* skip the items that find no room instead of refusing the batch */
+    bool *noroom;                /* out with partial, per item (may be NULL) */
 } cmd_cf_items_args_t;
 
 typedef struct cmd_cf_count_args {

@@ -168,9 +168,20 @@ static bool key_typed(redis_conn_t *c, const char *key, size_t klen, const char 
 
 bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *missing)
 {
-    const redis_hooks_t *hk = &c->cfg->hooks;
+    cmd_err_t e;
     if (missing)
         *missing = false;
+    bool ok = redis_run_handled(c, def, args, res, missing ? 1u << CMD_E_NOT_FOUND : 0, &e);
+    if (!ok && missing && e.code == CMD_E_NOT_FOUND)
+        *missing = true;
+    return ok;
+}
+
+bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, unsigned handled,
+                       cmd_err_t *err)
+{
+    const redis_hooks_t *hk = &c->cfg->hooks;
+    err->code = CMD_E__COUNT;
     bool loading = false;
     if (hk->enter && !hk->enter(hk->ud, &loading)) {
         redis_err(c, "LOADING Redis is loading the dataset in memory");
@@ -197,8 +208,8 @@ bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *re
     if (hk->leave && !loading)
         hk->leave(hk->ud);
     if (!ok) {
-        if (missing && e->code == CMD_E_NOT_FOUND)
-            *missing = true;
+        if (handled & (1u << e->code))
+            *err = *e;
         else if (e->code == CMD_E_WRONGTYPE && c->string_types && k.set && !loading &&
                  key_typed(c, k.key, k.len, c->string_types))
             redis_err(c, "%s", c->string_err);

@@ -122,6 +122,13 @@ void redis_ok(redis_conn_t *c);
  * filled, false with the error already answered in Redis's form.  With
  * missing_ok, NOT_FOUND is not answered: *missing is set instead. */
 bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *missing);
+/* The same, leaving the errors whose code is in `handled` (a mask of
+ * 1u << CMD_E_*) unanswered: false with *err filled, for a command whose
+ * module answers them in words of its own (RedisBloom's "ERR not found",
+ * "ERR item exists"...).  err->code is CMD_E__COUNT when the error was
+ * answered here. */
+bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, unsigned handled,
+                       cmd_err_t *err);
 
 /* string2ll's rules (Redis's integer arguments): an optional '-', digits,
  * no leading zero, no spaces, within int64. */

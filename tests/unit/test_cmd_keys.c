@@ -403,21 +403,21 @@ static void test_bloom_replay(void **state)
     refused(&c, &CMD_BF_RESERVE, &again, &r, t, CMD_E_EXISTS);
 
     static const char *const v[] = { "a", "b", "c", "a" };
-    cmd_bf_insert_args_t ins = { "bf", 2, items_of(&s, v, 4), false, { 0.01, 100, 2, true }, out };
+    cmd_bf_insert_args_t ins = { "bf", 2, items_of(&s, v, 4), false, { 0.01, 100, 2, true }, out, false };
     ok(&c, &CMD_BF_INSERT, &ins, &r, t += MS);
     assert_int_equal(r.n, 3);
     assert_true(out[0] && out[1] && out[2] && !out[3]);
     /* an insert that creates, with options; nocreate on a missing key */
-    cmd_bf_insert_args_t made = { "small", 5, items_of(&s, v, 3), false, { 0.001, 2, 1, true }, NULL };
+    cmd_bf_insert_args_t made = { "small", 5, items_of(&s, v, 3), false, { 0.001, 2, 1, true }, NULL, false };
     ok(&c, &CMD_BF_INSERT, &made, &r, t += MS);
-    cmd_bf_insert_args_t nocreate = { "none", 4, items_of(&s, v, 1), true, { 0.01, 100, 2, true }, NULL };
+    cmd_bf_insert_args_t nocreate = { "none", 4, items_of(&s, v, 1), true, { 0.01, 100, 2, true }, NULL, false };
     refused(&c, &CMD_BF_INSERT, &nocreate, &r, t, CMD_E_NOT_FOUND);
     /* a non-scaling filter that fills part-way: all or nothing */
     cmd_bf_reserve_args_t tiny = { "tiny", 4, { 0.01, 2, 0, false } };
     ok(&c, &CMD_BF_RESERVE, &tiny, &r, t += MS);
     static const char *const many[] = { "1", "2", "3", "4", "5", "6", "7", "8" };
     size_t before = journal_len(&c);
-    cmd_bf_insert_args_t full = { "tiny", 4, items_of(&s, many, 8), false, { 0.01, 100, 2, true }, out };
+    cmd_bf_insert_args_t full = { "tiny", 4, items_of(&s, many, 8), false, { 0.01, 100, 2, true }, out, false };
     assert_non_null(strstr(refused(&c, &CMD_BF_INSERT, &full, &r, t, CMD_E_OUT_OF_MEMORY), "non scaling"));
     assert_int_equal(journal_len(&c), before);
 
@@ -460,7 +460,7 @@ static void test_bloom_decoders(void **state)
     check_decoder(&CMD_BF_RESERVE, &res, (size_t[]){ 0, p, p + 8, p + 8, p + 16 }, (uint8_t[]){ 0, 2, 0xff, 0x7f, 1 },
                   5);
     cmd_bf_insert_args_t ins = { "key", 3, items_of(&s, (const char *const[]){ "a", "bc" }, 2), true,
-                                 { 0.01, 100, 2, true }, NULL };
+                                 { 0.01, 100, 2, true }, NULL, false };
     /* flags 4; the item count 0; an item's length past the record */
     size_t items = p + 1 + 8 + 8 + 4;
     check_decoder(&CMD_BF_INSERT, &ins, (size_t[]){ p, items, items + 4 }, (uint8_t[]){ 4, 0, 9 }, 3);
@@ -486,7 +486,7 @@ static void test_cuckoo_replay(void **state)
     ok(&c, &CMD_CF_RESERVE, &res, &r, t);
     refused(&c, &CMD_CF_RESERVE, &res, &r, t, CMD_E_EXISTS);
     static const char *const v[] = { "a", "b", "a", "c" };
-    cmd_cf_items_args_t ins = { "cf", 2, items_of(&s, v, 4), false, out };
+    cmd_cf_items_args_t ins = { "cf", 2, items_of(&s, v, 4), false, out, false, 0, false, NULL };
     ok(&c, &CMD_CF_INSERT, &ins, &r, t += MS);
     assert_int_equal(r.n, 4);   /* duplicates allowed */
     ins.nx = true;
@@ -497,7 +497,7 @@ static void test_cuckoo_replay(void **state)
                                         "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24", "25",
                                         "26", "27", "28", "29", "30", "31", "32", "33", "34", "35", "36", "37",
                                         "38", "39" };
-    cmd_cf_items_args_t made = { "made", 4, items_of(&s, many, 40), false, NULL };
+    cmd_cf_items_args_t made = { "made", 4, items_of(&s, many, 40), false, NULL, false, 0, false, NULL };
     ok(&c, &CMD_CF_INSERT, &made, &r, t += MS);
     for (int i = 0; i < 5; i++) {
         made.key = "cf";
@@ -507,13 +507,13 @@ static void test_cuckoo_replay(void **state)
     cmd_cf_count_args_t cnt = { "cf", 2, "a", 1 };
     ok(&c, &CMD_CF_COUNT, &cnt, &r, t);
     assert_true(r.n >= 2);
-    cmd_cf_items_args_t del = { "cf", 2, items_of(&s, (const char *const[]){ "a", "zz" }, 2), false, out };
+    cmd_cf_items_args_t del = { "cf", 2, items_of(&s, (const char *const[]){ "a", "zz" }, 2), false, out, false, 0, false, NULL };
     ok(&c, &CMD_CF_DEL, &del, &r, t += MS);
     assert_true(out[0] && !out[1]);
     del.key = "missing";
     del.klen = 7;
     refused(&c, &CMD_CF_DEL, &del, &r, t, CMD_E_NOT_FOUND);
-    cmd_cf_items_args_t ex = { "cf", 2, items_of(&s, (const char *const[]){ "a", "b", "zz" }, 3), false, out };
+    cmd_cf_items_args_t ex = { "cf", 2, items_of(&s, (const char *const[]){ "a", "b", "zz" }, 3), false, out, false, 0, false, NULL };
     ok(&c, &CMD_CF_MEXISTS, &ex, &r, t);
     assert_true(out[0] && out[1] && !out[2]);
     cmd_cf_key_args_t k = { "cf", 2 };
@@ -521,7 +521,7 @@ static void test_cuckoo_replay(void **state)
     ok(&c, &CMD_CF_INFO, &k, &before, t);
     assert_true(before.info.filters > 1);
     /* remove most of what grew it, then compact */
-    cmd_cf_items_args_t drop = { "cf", 2, items_of(&s, many, 40), false, NULL };
+    cmd_cf_items_args_t drop = { "cf", 2, items_of(&s, many, 40), false, NULL, false, 0, false, NULL };
     for (int i = 0; i < 5; i++)
         ok(&c, &CMD_CF_DEL, &drop, &r, t += MS);
     ok(&c, &CMD_CF_COMPACT, &k, &after, t += MS);
@@ -539,7 +539,7 @@ static void test_cuckoo_decoders(void **state)
     cmd_cf_reserve_args_t res = { "key", 3, { 64, 2, 20, 1, 8 } };
     /* a capacity under 2 x bucket_size; bucket_size 0; fingerprint bits 9 */
     check_decoder(&CMD_CF_RESERVE, &res, (size_t[]){ p, p + 8, p + 20 }, (uint8_t[]){ 1, 0, 9 }, 3);
-    cmd_cf_items_args_t ins = { "key", 3, items_of(&s, (const char *const[]){ "a", "" }, 2), true, NULL };
+    cmd_cf_items_args_t ins = { "key", 3, items_of(&s, (const char *const[]){ "a", "" }, 2), true, NULL, false, 0, false, NULL };
     check_decoder(&CMD_CF_INSERT, &ins, (size_t[]){ p, p + 1 }, (uint8_t[]){ 2, 0 }, 2);
     check_decoder(&CMD_CF_DEL, &ins, (size_t[]){ p + 4, p + 6 }, (uint8_t[]){ 0x80, 5 }, 2);
     cmd_cf_key_args_t k = { "key", 3 };
