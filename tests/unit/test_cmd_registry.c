@@ -60,6 +60,7 @@ static const given_t op_ids[] = {
     { 14, "PERSIST", false },
     { 15, "DUMP", false },
     { 16, "RESTORE", false },
+    { 17, "DBSIZE", false },
     { 20, "PFADD", false },
     { 21, "PFCOUNT", false },
     { 22, "PFMERGE", false },
