@@ -122,12 +122,12 @@ static void test_keys_replay(void **state)
     reserve_bloom(&c, "gone", t);
 
     cmd_keys_res_t kr;
-    cmd_pexpire_args_t pe = { "a", 1, 60000 };
+    cmd_pexpire_args_t pe = { "a", 1, 60000, 0 };
     ok(&c, &CMD_PEXPIRE, &pe, &kr, t += MS);
     assert_int_equal(kr.ttl_ms, 60000);
-    cmd_pexpire_args_t pe_missing = { "nope", 4, 1000 };
+    cmd_pexpire_args_t pe_missing = { "nope", 4, 1000, 0 };
     refused(&c, &CMD_PEXPIRE, &pe_missing, &kr, t, CMD_E_NOT_FOUND);
-    cmd_pexpire_args_t pe_bad = { "a", 1, 0 };
+    cmd_pexpire_args_t pe_bad = { "a", 1, 0, 0 };
     refused(&c, &CMD_PEXPIRE, &pe_bad, &kr, t, CMD_E_BAD_REQUEST);
 
     cmd_key_info_res_t in;
@@ -243,6 +243,59 @@ static void test_scan_pages(void **state)
     cmd_check_close(&c);
 }
 
+/* PEXPIRE's conditions (Redis 7's EXPIRE NX XX GT LT): checked under the
+ * key's lock, journaled only when they hold, replayed alike; with
+ * CMD_EXPIRE_PAST a time not after now deletes the key. */
+static void test_expire_conditions(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    reserve_bloom(&c, "e", t);
+    cmd_keys_res_t kr;
+    cmd_pexpire_args_t xx = { "e", 1, 5000, CMD_EXPIRE_XX };
+    size_t before = journal_len(&c);
+    ok(&c, &CMD_PEXPIRE, &xx, &kr, t += MS);   /* no expiry yet */
+    assert_false(kr.done);
+    assert_int_equal(journal_len(&c), before);
+    cmd_pexpire_args_t gt = { "e", 1, 5000, CMD_EXPIRE_GT };
+    ok(&c, &CMD_PEXPIRE, &gt, &kr, t += MS);   /* none counts as never: not later */
+    assert_false(kr.done);
+    cmd_pexpire_args_t nx = { "e", 1, 5000, CMD_EXPIRE_NX };
+    ok(&c, &CMD_PEXPIRE, &nx, &kr, t += MS);
+    assert_true(kr.done);
+    ok(&c, &CMD_PEXPIRE, &nx, &kr, t += MS);
+    assert_false(kr.done);
+    gt.ttl_ms = 9000;
+    ok(&c, &CMD_PEXPIRE, &gt, &kr, t += MS);
+    assert_true(kr.done);
+    cmd_pexpire_args_t lt = { "e", 1, 20000, CMD_EXPIRE_LT | CMD_EXPIRE_XX };
+    ok(&c, &CMD_PEXPIRE, &lt, &kr, t += MS);   /* later than the current one */
+    assert_false(kr.done);
+    lt.ttl_ms = 100;
+    ok(&c, &CMD_PEXPIRE, &lt, &kr, t += MS);
+    assert_true(kr.done);
+    cmd_key_info_res_t in;
+    cmd_key_args_t ka = { "e", 1 };
+    ok(&c, &CMD_KEY_INFO, &ka, &in, t += MS);
+    assert_int_equal(in.ttl_ms, 99);
+    assert_int_equal(in.expire_ms, t / MS - 1 + 100);
+    cmd_pexpire_args_t past = { "e", 1, -1, CMD_EXPIRE_GT | CMD_EXPIRE_PAST };
+    ok(&c, &CMD_PEXPIRE, &past, &kr, t += MS);   /* not later: kept */
+    assert_false(kr.done);
+    past.cond = CMD_EXPIRE_LT | CMD_EXPIRE_PAST;
+    ok(&c, &CMD_PEXPIRE, &past, &kr, t += MS);   /* earlier, and past: deleted */
+    assert_true(kr.done);
+    refused(&c, &CMD_KEY_INFO, &ka, &in, t += MS, CMD_E_NOT_FOUND);
+    cmd_pexpire_args_t both = { "e", 1, 100, CMD_EXPIRE_NX | CMD_EXPIRE_GT };
+    refused(&c, &CMD_PEXPIRE, &both, &kr, t, CMD_E_BAD_REQUEST);
+    cmd_pexpire_args_t neg = { "e", 1, -1, CMD_EXPIRE_LT };   /* a past time without PAST */
+    refused(&c, &CMD_PEXPIRE, &neg, &kr, t, CMD_E_BAD_REQUEST);
+    assert_int_equal(cmd_check_replays(&c), 5);   /* the reserve and the four changes */
+    cmd_check_close(&c);
+}
+
 static void test_keys_decoders(void **state)
 {
     (void)state;
@@ -250,8 +303,11 @@ static void test_keys_decoders(void **state)
     check_decoder(&CMD_DEL, &del, (size_t[]){ 0, 1, after_key(3) }, (uint8_t[]){ 2, 0, 2 }, 3);
     cmd_del_args_t del0 = { "key", 3, false, 0 };
     check_decoder(&CMD_DEL, &del0, (size_t[]){ after_key(3) + 1 }, (uint8_t[]){ 7 }, 1);   /* a digest without its flag */
-    cmd_pexpire_args_t pe = { "key", 3, 1000 };
+    cmd_pexpire_args_t pe = { "key", 3, 1000, 0 };
     check_decoder(&CMD_PEXPIRE, &pe, (size_t[]){ 0, after_key(3) + 7 }, (uint8_t[]){ 0, 0x80 }, 2);
+    cmd_pexpire_args_t pc = { "key", 3, -5, CMD_EXPIRE_LT | CMD_EXPIRE_PAST };   /* version 2: conditions */
+    check_decoder(&CMD_PEXPIRE, &pc, (size_t[]){ 0, after_key(3) + 8, after_key(3) + 8, after_key(3) + 8 },
+                  (uint8_t[]){ 3, 0, CMD_EXPIRE_NX | CMD_EXPIRE_GT, CMD_EXPIRE_LT }, 4);
     cmd_key_args_t k = { "key", 3 };
     check_decoder(&CMD_PERSIST, &k, (size_t[]){ 0 }, (uint8_t[]){ 3 }, 1);
     static const uint8_t dump[] = "not a dump but bytes";
@@ -638,7 +694,7 @@ static void test_geo_replay(void **state)
                                        .count = 2, .sort = GEO_SORT_ASC } };   /* Palermo, Catania */
     ok(&c, &CMD_GEOSEARCHSTORE, &st, &r, t += MS);
     assert_int_equal(r.n, 2);
-    cmd_pexpire_args_t pe = { "dst", 3, 100000 };
+    cmd_pexpire_args_t pe = { "dst", 3, 100000, 0 };
     cmd_keys_res_t kr;
     ok(&c, &CMD_PEXPIRE, &pe, &kr, t += MS);
     cmd_geosearch_args_t self = { .key = "dst", .klen = 3, .source = "dst", .slen = 3, .member = "Palermo", .mlen = 7,
@@ -788,6 +844,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_replay),
         cmocka_unit_test(test_scan_pages),
+        cmocka_unit_test(test_expire_conditions),
         cmocka_unit_test(test_keys_decoders),
         cmocka_unit_test(test_uv_replay),
         cmocka_unit_test(test_uv_decoders),
