@@ -802,7 +802,12 @@ static void test_multi_durable(void **state)
     assert_true(ttl > 99000 && ttl <= 100000);
     free(got.p);
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
+    int rc = tally_stop(&q);
+    if (rc != 0) {
+        char *log = tally_log(&q);
+        fprintf(stderr, "%s\n", log ? log : "");
+        fail_msg("tallyd exited with %d", rc);
+    }
     tally_cleanup(&q);
     tally_cleanup(&p);
 }
