@@ -481,6 +481,8 @@ static void multi_cases(buf_t *b)
     mb(b, "multi", "x", NULL);   /* MULTI's own arity error while queuing */
     mb(b, "EXEC", NULL);
     mb(b, "MULTI", NULL);
+    mb(b, "AUTH", "secret", NULL);   /* connection commands queue and run in EXEC */
+    mb(b, "AUTH", "default", "x", NULL);
     mb(b, "SELECT", "0", NULL);
     mb(b, "CLIENT", "SETNAME", "tx", NULL);
     mb(b, "CLIENT", "GETNAME", NULL);
