@@ -630,8 +630,8 @@ static void restore_command(redis_conn_t *c, const resp_cmd_t *cmd)
         redis_ok(c);
         return;
     }
-    if (ttl > INT64_MAX / 2 - now_ms - 1000) {
-        redis_err(c, "ERR Invalid TTL value, must be >= 0");   /* past tally's bound (cmd/keys_ops.h) */
+    if (ttl > INT64_MAX / 2 - now_ms - 1000) {   /* tally's bound (cmd/keys_ops.h); Redis would take it */
+        redis_err(c, "ERR invalid expire time in 'restore' command");
         return;
     }
     cmd_restore_args_t a = { .key = k->ptr, .klen = k->len, .replace = replace, .has_ttl = true, .ttl_ms = ttl,
