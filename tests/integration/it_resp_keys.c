@@ -451,6 +451,9 @@ static void multi_cases(buf_t *b)
     mb(b, "EXISTS", "m:a", "m:b", "m:none", NULL);
     mb(b, "PING", NULL);
     mb(b, "ECHO", "hi", NULL);
+    mb(b, "KEYS", "m:a", NULL);   /* keys by a pattern: EXEC holds every shard */
+    mb(b, "SCAN", "0", "MATCH", "m:[ac]", "TYPE", "string", "COUNT", "1000", NULL);
+    mb(b, "DUMP", "m:none", NULL);
     mb(b, "EXEC", NULL);
     mb(b, "MULTI", NULL);
     mb(b, "EXEC", NULL);   /* empty */
