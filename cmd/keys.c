@@ -204,6 +204,13 @@ bool cmd_hold_has(const cmd_ctx_t *ctx, unsigned i)
 
 void cmd_shard_lock(cmd_ctx_t *ctx, unsigned i)
 {
+#ifdef TALLY_DEBUG_LOCKS
+    if (ctx->hold && !cmd_hold_has(ctx, i)) {   /* another lock than the hold's, out of order */
+        fprintf(stderr, "tally: %s walks shards under a transaction that does not hold them all (cmd/keys.h)\n",
+                ctx->def ? ctx->def->name : "an operation");
+        abort();
+    }
+#endif
     if (!cmd_hold_has(ctx, i))
         ks_shard_lock(ks_shard_at(ctx->srv->ks, i));
 }

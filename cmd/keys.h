@@ -135,7 +135,9 @@ void cmd_hold_end(cmd_hold_t *hold);
 /* Whether the context's hold has shard `i` (false without a hold). */
 bool cmd_hold_has(const cmd_ctx_t *ctx, unsigned i);
 /* A shard's lock for an operation that walks shards itself (SCAN, label
- * selections): nothing to do for one its transaction holds. */
+ * selections): nothing to do for one its transaction holds.  A
+ * transaction running such an operation holds every shard (`all`): debug
+ * builds stop on any other. */
 void cmd_shard_lock(cmd_ctx_t *ctx, unsigned i);
 void cmd_shard_unlock(cmd_ctx_t *ctx, unsigned i);
 

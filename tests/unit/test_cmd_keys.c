@@ -13,6 +13,7 @@
 #include "cmd/cuckoo.h"
 #include "cmd/geo.h"
 #include "cmd/itemlist.h"
+#include "cmd/keys.h"
 #include "cmd/keys_ops.h"
 #include "cmd/uv.h"
 #include "core/bloom.h"
@@ -293,6 +294,77 @@ static void test_expire_conditions(void **state)
     cmd_pexpire_args_t neg = { "e", 1, -1, CMD_EXPIRE_LT };   /* a past time without PAST */
     refused(&c, &CMD_PEXPIRE, &neg, &kr, t, CMD_E_BAD_REQUEST);
     assert_int_equal(cmd_check_replays(&c), 5);   /* the reserve and the four changes */
+    cmd_check_close(&c);
+}
+
+/* Runs def under a transaction's hold (cmd/keys.h): true, or false with
+ * *code the refusal. */
+static bool run_held(cmd_check_t *c, const cmd_hold_t *hold, const cmd_def_t *def, const void *args, void *res,
+                     int64_t now, cmd_code_t *code)
+{
+    cmd_ctx_t ctx;
+    cmd_ctx_init(&ctx, &c->srv, now, false, 0);
+    ctx.hold = hold;
+    bool ok = cmd_call(&ctx, def, args, res);
+    if (!ok)
+        *code = ctx.err.code;
+    cmd_ctx_end(&ctx);
+    return ok;
+}
+
+/* A hold (MULTI/EXEC's): the operations on its keys run without locking
+ * again, each journaled as it runs; a key in a shard it does not hold is
+ * refused (nothing locked out of order); with every shard held, SCAN walks
+ * them all; the shards are free again after cmd_hold_end. */
+static void test_hold(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    /* two keys in different shards */
+    char in[8] = "h0", out[8] = "h1";
+    unsigned s_in = ks_key(c.srv.ks, in, 2).shard;
+    for (int i = 1; i < 100 && ks_key(c.srv.ks, out, strlen(out)).shard == s_in; i++)
+        snprintf(out, sizeof(out), "h%d", i);
+    assert_int_not_equal(ks_key(c.srv.ks, out, strlen(out)).shard, s_in);
+    reserve_bloom(&c, in, t);
+    reserve_bloom(&c, out, t);
+    ks_key_t k = ks_key(c.srv.ks, in, 2);
+    cmd_hold_t hold;
+    assert_true(cmd_hold_begin(&hold, &c.srv, &k, 1, false));
+    cmd_keys_res_t kr;
+    cmd_code_t code = CMD_E_INTERNAL;
+    size_t before = journal_len(&c);
+    cmd_pexpire_args_t pe = { in, 2, 60000, CMD_EXPIRE_NX };
+    assert_true(run_held(&c, &hold, &CMD_PEXPIRE, &pe, &kr, t += MS, &code));
+    assert_true(kr.done);
+    assert_true(journal_len(&c) > before);   /* journaled as it ran, the hold still on */
+    cmd_key_info_res_t info;
+    cmd_key_args_t ka = { in, 2 };
+    assert_true(run_held(&c, &hold, &CMD_KEY_INFO, &ka, &info, t += MS, &code));
+    assert_int_equal(info.ttl_ms, 60000 - 1);
+    cmd_key_args_t ko = { out, strlen(out) };
+    assert_false(run_held(&c, &hold, &CMD_KEY_INFO, &ko, &info, t, &code));
+    assert_int_equal(code, CMD_E_INTERNAL);
+    cmd_hold_end(&hold);
+    ok(&c, &CMD_KEY_INFO, &ko, &info, t);   /* unlocked again */
+    /* every shard: SCAN walks them under the hold */
+    assert_true(cmd_hold_begin(&hold, &c.srv, NULL, 0, true));
+    cmd_scan_args_t sa = { .prefix = "h", .plen = 1, .limit = 100, .slot_lo = -1, .slot_hi = -1 };
+    cmd_scan_res_t sr;
+    size_t n = 0;
+    do {
+        assert_true(run_held(&c, &hold, &CMD_SCAN, &sa, &sr, t, &code));
+        n += sr.n;
+        sa.shard = sr.shard;
+        sa.pos = sr.pos;
+        cmd_scan_res_free(&sr);
+    } while (!sr.done);
+    assert_int_equal(n, 2);
+    assert_true(run_held(&c, &hold, &CMD_KEY_INFO, &ko, &info, t, &code));
+    cmd_hold_end(&hold);
+    assert_int_equal(cmd_check_replays(&c), 3);
     cmd_check_close(&c);
 }
 
@@ -845,6 +917,7 @@ int main(void)
         cmocka_unit_test(test_keys_replay),
         cmocka_unit_test(test_scan_pages),
         cmocka_unit_test(test_expire_conditions),
+        cmocka_unit_test(test_hold),
         cmocka_unit_test(test_keys_decoders),
         cmocka_unit_test(test_uv_replay),
         cmocka_unit_test(test_uv_decoders),
