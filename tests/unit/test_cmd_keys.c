@@ -323,7 +323,7 @@ static void test_hold(void **state)
     cmd_check_open(&c);
     int64_t t = T0;
     /* two keys in different shards */
-    char in[8] = "h0", out[8] = "h1";
+    char in[16] = "h0", out[16] = "h1";
     unsigned s_in = ks_key(c.srv.ks, in, 2).shard;
     for (int i = 1; i < 100 && ks_key(c.srv.ks, out, strlen(out)).shard == s_in; i++)
         snprintf(out, sizeof(out), "h%d", i);
