@@ -143,7 +143,7 @@ static void h_key_ttl_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     (void)srv;
     static const char *const fields[] = { "ttl_ms", NULL };
-    cmd_pexpire_args_t a;
+    cmd_pexpire_args_t a = { .cond = 0 };
     json_t *body;
     /* validate everything before locking */
     if (!(body = api_key_body(req, resp, fields, &a.key, &a.klen)) ||

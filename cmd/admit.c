@@ -3,6 +3,7 @@
 
 #include "cmd/cluster.h"
 #include "cmd/journal.h"
+#include "cmd/keys.h"
 
 bool cmd_admit(cmd_ctx_t *ctx, const cmd_admission_t *a)
 {
@@ -23,6 +24,9 @@ bool cmd_admit(cmd_ctx_t *ctx, const cmd_admission_t *a)
     if (!a->writes)
         return true;
     const cmd_hooks_t *h = &ctx->srv->hooks;
-    ctx->undo_on = !ctx->replay && h->undo_begin && h->undo_begin(h->ud);
+    if (ctx->hold)   /* the transaction entered the gate once, before its locks (cmd/keys.h) */
+        ctx->undo_on = !ctx->replay && ctx->hold->undo;
+    else
+        ctx->undo_on = !ctx->replay && h->undo_begin && h->undo_begin(h->ud);
     return cmd_writable(ctx) && cmd_journal_reserve(ctx, a->journal_bytes);
 }

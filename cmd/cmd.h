@@ -152,6 +152,10 @@ struct cmd_ctx {
     cmd_undo_t *undo;
     uint64_t repl_pos;
     void *front;                 /* the front-end's own state of the request (opaque here) */
+    /* A transaction's locks (cmd/keys.h, cmd_hold_t), held for the whole
+     * of it by this thread: the keys under them are opened without locking
+     * again, and nothing else is locked; NULL outside a transaction. */
+    const struct cmd_hold *hold;
 };
 
 /* A fresh context (no token, no error, nothing held). */

@@ -37,6 +37,7 @@ void cmd_ctx_init(cmd_ctx_t *ctx, cmd_server_t *srv, int64_t now_ns, bool replay
     ctx->undo = NULL;
     ctx->repl_pos = 0;
     ctx->front = NULL;
+    ctx->hold = NULL;
 }
 
 void cmd_ctx_end(cmd_ctx_t *ctx)
@@ -46,7 +47,8 @@ void cmd_ctx_end(cmd_ctx_t *ctx)
         cmd_undo_free(ctx->srv, ctx->undo);   /* none when every lock was released */
         ctx->undo = NULL;
         ctx->undo_on = false;
-        ctx->srv->hooks.undo_end(ctx->srv->hooks.ud);
+        if (!ctx->hold)   /* a transaction's gate is the hold's (cmd_hold_end) */
+            ctx->srv->hooks.undo_end(ctx->srv->hooks.ud);
     }
 }
 

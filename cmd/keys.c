@@ -51,15 +51,26 @@ bool cmd_keys_lock(cmd_ctx_t *ctx, ks_key_t *keys, size_t n, cmd_key_t *h)
     check_named(ctx, keys, n);
 #endif
     h->locked = false;
+    h->held = false;
     if (!cmd_keys_allowed(ctx, keys, n))
         return false;
     cmd_server_t *srv = ctx->srv;
+    if (ctx->hold) {
+        for (size_t i = 0; i < n; i++)
+            if (!cmd_hold_has(ctx, keys[i].shard))
+                return cmd_fail(ctx, CMD_E_INTERNAL, NULL,
+                                "%s reached a key its transaction did not lock; nothing was changed by it",
+                                ctx->def ? ctx->def->name : "the operation");
+        h->held = true;
+    }
     h->ctx = ctx;
     h->keys = keys;
     h->n = n;
     h->e = NULL;
     h->locked = true;
-    if (n == 1)
+    if (h->held)
+        ;   /* the transaction's locks */
+    else if (n == 1)
         ks_shard_lock(ks_shard_at(srv->ks, keys[0].shard));
     else
         ks_lock_keys(srv->ks, keys, n);
@@ -134,10 +145,78 @@ void cmd_key_close(cmd_key_t *h, bool changed)
         cmd_journal_change(ctx);
     }
     h->locked = false;
-    if (h->n == 1)
+    if (h->held)
+        ;   /* the transaction keeps its locks (cmd_hold_end) */
+    else if (h->n == 1)
         ks_shard_unlock(ks_shard_at(ctx->srv->ks, h->keys[0].shard));
     else
         ks_unlock_keys(ctx->srv->ks, h->keys, h->n);
     if (ctx->undo)
         cmd_undo_drop(ctx, h);   /* pre-images of a lock that journaled nothing */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transactions                                                             */
+/* ------------------------------------------------------------------------ */
+
+bool cmd_hold_begin(cmd_hold_t *hold, cmd_server_t *srv, const ks_key_t *keys, size_t n, bool all)
+{
+    unsigned count = ks_shard_count(srv->ks);
+    hold->srv = srv;
+    hold->all = all;
+    hold->shard = calloc(count, 1);
+    if (!hold->shard)
+        return false;
+    if (all)
+        memset(hold->shard, 1, count);
+    for (size_t i = 0; i < n; i++)
+        hold->shard[keys[i].shard] = 1;
+    const cmd_hooks_t *hk = &srv->hooks;
+    /* the gate before the locks: a change being taken back holds the gate
+     * while it locks keys */
+    hold->undo = hk->undo_begin && hk->undo_begin(hk->ud);
+    for (unsigned i = 0; i < count; i++)   /* ascending: never deadlocks */
+        if (hold->shard[i])
+            ks_shard_lock(ks_shard_at(srv->ks, i));
+    return true;
+}
+
+void cmd_hold_end(cmd_hold_t *hold)
+{
+    if (!hold->shard)
+        return;
+    unsigned count = ks_shard_count(hold->srv->ks);
+    for (unsigned i = count; i-- > 0;)
+        if (hold->shard[i])
+            ks_shard_unlock(ks_shard_at(hold->srv->ks, i));
+    free(hold->shard);
+    hold->shard = NULL;
+    const cmd_hooks_t *hk = &hold->srv->hooks;
+    if (hold->undo)
+        hk->undo_end(hk->ud);
+    hold->undo = false;
+}
+
+bool cmd_hold_has(const cmd_ctx_t *ctx, unsigned i)
+{
+    return ctx->hold && ctx->hold->shard && ctx->hold->shard[i];
+}
+
+void cmd_shard_lock(cmd_ctx_t *ctx, unsigned i)
+{
+#ifdef TALLY_DEBUG_LOCKS
+    if (ctx->hold && !cmd_hold_has(ctx, i)) {   /* another lock than the hold's, out of order */
+        fprintf(stderr, "tally: %s walks shards under a transaction that does not hold them all (cmd/keys.h)\n",
+                ctx->def ? ctx->def->name : "an operation");
+        abort();
+    }
+#endif
+    if (!cmd_hold_has(ctx, i))
+        ks_shard_lock(ks_shard_at(ctx->srv->ks, i));
+}
+
+void cmd_shard_unlock(cmd_ctx_t *ctx, unsigned i)
+{
+    if (!cmd_hold_has(ctx, i))
+        ks_shard_unlock(ks_shard_at(ctx->srv->ks, i));
 }

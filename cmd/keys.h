@@ -51,6 +51,7 @@ typedef struct cmd_key {
     ks_entry_t *e;               /* the entry opened (for writing); NULL when missing */
     ks_key_t key;                /* storage of the key of cmd_key_open */
     bool locked;
+    bool held;                   /* the locks are the transaction's (ctx->hold): close keeps them */
 } cmd_key_t;
 
 /* Locks the key's shard and looks it up expecting `type` (NULL: any type).
@@ -96,5 +97,48 @@ bool cmd_keys_allowed_here(cmd_ctx_t *ctx, const ks_key_t *keys, size_t n);
  * released, ctx->err is set and false is returned. */
 bool cmd_keys_find(cmd_key_t *h, size_t i, const ks_type_t *type, unsigned flags, const char *role,
                    ks_entry_t **e);
+
+/* ------------------------------------------------------------------------
+ * Transactions (Redis's MULTI/EXEC): the locks of every key a transaction's
+ * operations name, taken once for all of them, so that no other client's
+ * operation on those keys runs between two of its own.
+ *
+ *     cmd_hold_t hold;
+ *     cmd_hold_begin(&hold, srv, keys, n, all);   the shards, in ascending order
+ *     for each operation: ctx.hold = &hold; cmd_admit; cmd_call; cmd_ctx_end
+ *     cmd_hold_end(&hold);                        unlocked; then wait for durability
+ *
+ * Under a hold, cmd_keys_lock locks nothing: every key must be in a shard
+ * the hold has (else INTERNAL: the front-end did not name it), and the
+ * prefix, slot and pre-image steps run as usual; cmd_key_close journals each
+ * operation's change as it happens and keeps the locks.  Shards are taken in
+ * ascending index order like cmd_keys_lock's, so two holds, or a hold and a
+ * multi-key operation, never deadlock; `all` takes every shard (operations
+ * that reach keys their arguments do not name, or keys by a pattern).  No
+ * key is evicted under a hold (that would lock other shards): a write past
+ * --maxmemory is refused.  With semi-synchronous replication the gate of
+ * cmd_admit (hooks.undo_begin) is entered once, before the locks, for the
+ * whole hold.  Only the thread that began a hold may use or end it.
+ * ------------------------------------------------------------------------ */
+typedef struct cmd_hold {
+    cmd_server_t *srv;
+    unsigned char *shard;        /* per shard index: 1 held */
+    bool all;                    /* every shard */
+    bool undo;                   /* hooks.undo_begin said true: pre-images are kept */
+} cmd_hold_t;
+
+/* Locks the shards of keys[0..n) (every shard with `all`).  False when out
+ * of memory (nothing held). */
+bool cmd_hold_begin(cmd_hold_t *hold, cmd_server_t *srv, const ks_key_t *keys, size_t n, bool all);
+/* Unlocks what cmd_hold_begin locked and leaves the gate. */
+void cmd_hold_end(cmd_hold_t *hold);
+/* Whether the context's hold has shard `i` (false without a hold). */
+bool cmd_hold_has(const cmd_ctx_t *ctx, unsigned i);
+/* A shard's lock for an operation that walks shards itself (SCAN, label
+ * selections): nothing to do for one its transaction holds.  A
+ * transaction running such an operation holds every shard (`all`): debug
+ * builds stop on any other. */
+void cmd_shard_lock(cmd_ctx_t *ctx, unsigned i);
+void cmd_shard_unlock(cmd_ctx_t *ctx, unsigned i);
 
 #endif

@@ -91,7 +91,7 @@ static bool run_scan(cmd_ctx_t *ctx, const void *args, void *res)
     while (shard < ks_shard_count(ks) && !full && budget > 0) {
         ks_shard_t *sh = ks_shard_at(ks, shard);
         bool shard_done = false;   /* v == 0 also means "not started" */
-        ks_shard_lock(sh);
+        cmd_shard_lock(ctx, shard);   /* a transaction's own already held */
         do {
             uint64_t next = v;
             size_t have = pg.n, text = pg.text.len;
@@ -111,7 +111,7 @@ static bool run_scan(cmd_ctx_t *ctx, const void *args, void *res)
             if (have + more >= a->limit)
                 full = true;
         } while (!shard_done && !full && budget > 0);
-        ks_shard_unlock(sh);
+        cmd_shard_unlock(ctx, shard);
         if (shard_done)
             shard++;
     }
@@ -162,6 +162,7 @@ static bool run_key_info(cmd_ctx_t *ctx, const void *args, void *res)
         return false;
     r->type = ks_entry_type(h.e)->name;
     r->ttl_ms = ttl_left(h.e, cmd_now_ms(ctx));
+    r->expire_ms = ks_entry_expire(h.e) == KS_NO_EXPIRY ? -1 : ks_entry_expire(h.e);
     r->memory_bytes = ks_entry_memory(h.e);
     cmd_key_close(&h, false);
     return true;
@@ -198,36 +199,80 @@ static bool run_del(cmd_ctx_t *ctx, const void *args, void *res)
 /* The bound of a TTL set at now_ms: now + ttl stays far from overflow. */
 static int64_t ttl_max(int64_t now_ms) { return INT64_MAX / 2 - now_ms; }
 
+/* Whether the conditions of Redis's EXPIRE options hold for an entry whose
+ * expiry is `cur` (KS_NO_EXPIRY: never) and a new one at `when`. */
+static bool expire_cond_holds(unsigned cond, int64_t cur, int64_t when)
+{
+    bool none = cur == KS_NO_EXPIRY;
+    if ((cond & CMD_EXPIRE_NX) && !none)
+        return false;
+    if ((cond & CMD_EXPIRE_XX) && none)
+        return false;
+    if ((cond & CMD_EXPIRE_GT) && (none || when <= cur))
+        return false;
+    if ((cond & CMD_EXPIRE_LT) && !none && when >= cur)
+        return false;
+    return true;
+}
+
+/* NX alone; GT and LT not together. */
+static bool expire_cond_valid(unsigned cond)
+{
+    if (cond & ~(CMD_EXPIRE_NX | CMD_EXPIRE_XX | CMD_EXPIRE_GT | CMD_EXPIRE_LT | CMD_EXPIRE_PAST))
+        return false;
+    if ((cond & CMD_EXPIRE_NX) && (cond & (CMD_EXPIRE_XX | CMD_EXPIRE_GT | CMD_EXPIRE_LT)))
+        return false;
+    return !((cond & CMD_EXPIRE_GT) && (cond & CMD_EXPIRE_LT));
+}
+
 static bool run_pexpire(cmd_ctx_t *ctx, const void *args, void *res)
 {
     const cmd_pexpire_args_t *a = args;
     cmd_keys_res_t *r = res;
     int64_t now_ms = cmd_now_ms(ctx);
-    if (a->ttl_ms < 1 || a->ttl_ms > ttl_max(now_ms))
-        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "ttl_ms", "'ttl_ms' must be between 1 and %lld",
+    int64_t lo = (a->cond & CMD_EXPIRE_PAST) ? -ttl_max(now_ms) : 1;
+    if (!expire_cond_valid(a->cond))
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "cond", "NX cannot go with XX, GT or LT, nor GT with LT");
+    if (a->ttl_ms < lo || a->ttl_ms > ttl_max(now_ms))
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "ttl_ms", "'ttl_ms' must be between %lld and %lld", (long long)lo,
                         (long long)ttl_max(now_ms));
     cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, NULL, CMD_MUST_EXIST, &h))
+    if (!cmd_key_open(ctx, a->key, a->klen, NULL, CMD_MUST_EXIST | (a->ttl_ms <= 0 ? CMD_WRITE : 0), &h))
         return false;
-    ks_entry_set_expire(ctx->srv->ks, h.e, now_ms + a->ttl_ms);
+    int64_t when = now_ms + a->ttl_ms;
+    if (!expire_cond_holds(a->cond, ks_entry_expire(h.e), when)) {
+        r->done = false;
+        r->ttl_ms = ttl_left(h.e, now_ms);
+        cmd_key_close(&h, false);
+        return true;
+    }
+    if (a->ttl_ms <= 0)
+        cmd_key_delete(&h);   /* a time not after now: gone, as Redis does */
+    else
+        ks_entry_set_expire(ctx->srv->ks, h.e, when);
     cmd_key_close(&h, true);
+    r->done = true;
     r->ttl_ms = a->ttl_ms;
     return true;
 }
 
-/* Record: u8 version 1 | key | i64 ttl_ms. */
+/* Record: u8 version 1 | key | i64 ttl_ms, or with conditions u8 version 2
+ * | key | i64 ttl_ms | u8 cond (replay checks them on the same state). */
 static void encode_pexpire(const void *args, wbuf_t *out)
 {
     const cmd_pexpire_args_t *a = args;
-    wbuf_put_u8(out, 1);
+    wbuf_put_u8(out, a->cond ? 2 : 1);
     cmd_put_key(out, a->key, a->klen);
     wbuf_put_i64(out, a->ttl_ms);
+    if (a->cond)
+        wbuf_put_u8(out, (uint8_t)a->cond);
 }
 
 static bool decode_pexpire(rbuf_t *in, void *args, const char **why)
 {
     cmd_pexpire_args_t *a = args;
-    if (rbuf_u8(in) != 1) {
+    uint8_t v = rbuf_u8(in);
+    if (v != 1 && v != 2) {
         *why = "unknown version";
         return false;
     }
@@ -236,8 +281,14 @@ static bool decode_pexpire(rbuf_t *in, void *args, const char **why)
         return false;
     }
     a->ttl_ms = rbuf_i64(in);
-    if (a->ttl_ms < 1 || a->ttl_ms > INT64_MAX / 2) {
+    a->cond = v == 2 ? rbuf_u8(in) : 0;
+    int64_t lo = (a->cond & CMD_EXPIRE_PAST) ? -(INT64_MAX / 2) : 1;
+    if (a->ttl_ms < lo || a->ttl_ms > INT64_MAX / 2) {
         *why = "bad ttl";
+        return false;
+    }
+    if ((v == 2 && !a->cond) || !expire_cond_valid(a->cond)) {
+        *why = "bad conditions";
         return false;
     }
     return true;
@@ -377,6 +428,16 @@ static bool run_restore(cmd_ctx_t *ctx, const void *args, void *res)
 
 
 
+static bool run_dbsize(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    (void)args;
+    cmd_dbsize_res_t *r = res;
+    r->keys = ks_total_keys(ctx->srv->ks);
+    return true;
+}
+
+const cmd_def_t CMD_DBSIZE = { "DBSIZE", CMD_ID_DBSIZE, 0, CMD_ACCESS_READ, run_dbsize, NULL, NULL, 1,
+                               sizeof(cmd_dbsize_res_t), NULL };
 const cmd_def_t CMD_SCAN = { "SCAN", CMD_ID_SCAN, 0, CMD_ACCESS_READ, run_scan, NULL, NULL, sizeof(cmd_scan_args_t),
                              sizeof(cmd_scan_res_t), NULL };
 const cmd_def_t CMD_KEY_INFO = { "KEY.INFO", CMD_ID_KEY_INFO, 0, CMD_ACCESS_READ, run_key_info, NULL, NULL,

@@ -18,6 +18,12 @@
  *               the resharding tool removes a key it copied without losing
  *               a write that arrived in between.
  *   PEXPIRE     sets the key's expiry to now + ttl_ms; NOT_FOUND when missing.
+ *               With `cond` (Redis 7's EXPIRE options), only when the key's
+ *               expiry passes it - NX: it has none, XX: it has one, GT/LT:
+ *               the new one is later/earlier than the current one (a key
+ *               without an expiry counts as expiring never) - else nothing
+ *               changes and `done` is false; with CMD_EXPIRE_PAST a ttl_ms
+ *               not after now deletes the key (once the condition holds).
  *   PERSIST     removes the key's expiry (whether it had one is the answer);
  *               NOT_FOUND when missing.
  *   DUMP        the key's dump (core/keydump.h: versioned, checksummed, type
@@ -30,6 +36,9 @@
  *               is the dump's remaining one, or ttl_ms when given (0: no
  *               expiry, as Redis's RESTORE ttl 0).  Its record holds the
  *               dump's bytes, so replay rebuilds the same value and expiry.
+ *
+ *   DBSIZE      how many keys the keyspace holds (Redis's DBSIZE: those
+ *               expired but not yet removed count too); no arguments.
  *
  * ttl_ms in results: the milliseconds left, -1 without an expiry (PTTL's).
  */
@@ -53,6 +62,7 @@ enum {
     CMD_ID_PERSIST = 14,
     CMD_ID_DUMP = 15,
     CMD_ID_RESTORE = 16,
+    CMD_ID_DBSIZE = 17,
 };
 
 #define CMD_SCAN_MAX_LIMIT 10000          /* keys in one page */
@@ -91,17 +101,25 @@ typedef struct cmd_key_args {
 typedef struct cmd_key_info_res {
     const char *type;            /* the type's name (static) */
     int64_t ttl_ms;
+    int64_t expire_ms;           /* the absolute expiry (Unix ms), -1 without one */
     uint64_t memory_bytes;
 } cmd_key_info_res_t;
+
+#define CMD_EXPIRE_NX 1u          /* only a key without an expiry */
+#define CMD_EXPIRE_XX 2u          /* only a key with an expiry */
+#define CMD_EXPIRE_GT 4u          /* only a later expiry */
+#define CMD_EXPIRE_LT 8u          /* only an earlier expiry */
+#define CMD_EXPIRE_PAST 16u       /* a ttl_ms <= 0 deletes the key (Redis's EXPIRE in the past) */
 
 typedef struct cmd_pexpire_args {
     const char *key;
     size_t klen;
-    int64_t ttl_ms;              /* 1 .. INT64_MAX / 2 - now */
+    int64_t ttl_ms;              /* 1 .. INT64_MAX / 2 - now; down to -(INT64_MAX / 2) with CMD_EXPIRE_PAST */
+    unsigned cond;               /* CMD_EXPIRE_*: NX alone, or XX with GT or LT */
 } cmd_pexpire_args_t;
 
 typedef struct cmd_keys_res {
-    bool done;                   /* DEL: deleted; PERSIST: an expiry was removed */
+    bool done;                   /* DEL: deleted; PERSIST: an expiry was removed; PEXPIRE: set (the condition held) */
     int64_t ttl_ms;              /* PEXPIRE: the TTL set */
 } cmd_keys_res_t;
 
@@ -117,6 +135,11 @@ typedef struct cmd_restore_res {
     bool replaced;               /* a key existed */
 } cmd_restore_res_t;
 
+typedef struct cmd_dbsize_res {
+    uint64_t keys;
+} cmd_dbsize_res_t;
+
+extern const cmd_def_t CMD_DBSIZE;
 extern const cmd_def_t CMD_SCAN, CMD_KEY_INFO, CMD_DEL, CMD_PEXPIRE, CMD_PERSIST, CMD_DUMP, CMD_RESTORE;
 
 #endif

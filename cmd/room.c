@@ -33,6 +33,10 @@ static size_t evict_one(cmd_ctx_t *ctx, uint64_t extra, const cmd_keep_t *keep)
 {
     cmd_server_t *srv = ctx->srv;
     const char *err = "journal unavailable";
+    if (ctx->hold) {   /* evicting would lock shards besides the transaction's (cmd/keys.h) */
+        no_room(ctx, extra);
+        return 0;
+    }
     if (srv->hooks.journal_reserve && !srv->hooks.journal_reserve(srv->hooks.ud, CMD_EVICT_RECORD_MAX, &err)) {
         cmd_fail(ctx, CMD_E_UNAVAILABLE, NULL,
                  "the change cannot be made durable: no journal space (%s); the request was not applied, retry "

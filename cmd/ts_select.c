@@ -138,11 +138,11 @@ bool ts_select(cmd_ctx_t *ctx, const cmd_ts_filter_t *f, cmd_ts_keys_res_t *out)
         for (unsigned s = 0; s < ks_shard_count(ks) && !l.oom; s++) {
             ks_shard_t *sh = ks_shard_at(ks, s);
             uint64_t cursor = 0;
-            ks_shard_lock(sh);
+            cmd_shard_lock(ctx, s);   /* a transaction's own already held */
             do
                 ks_shard_scan(ks, sh, &cursor, 1024, cmd_now_ms(ctx), keylist_visit, &l);
             while (cursor != 0 && !l.oom);
-            ks_shard_unlock(sh);
+            cmd_shard_unlock(ctx, s);
         }
         if (ix)
             ts_index_scan_end(ix, !l.oom);

@@ -24,6 +24,13 @@ void keydump_encode(const ks_type_t *type, const void *value, int64_t ttl_ms, wb
     wbuf_put_u64(out, XXH64(out->data + start, out->len - start, 0));
 }
 
+bool keydump_verify(const uint8_t *p, size_t len)
+{
+    return len >= KEYDUMP_HEADER_SIZE + KEYDUMP_TRAILER_SIZE && memcmp(p, KEYDUMP_MAGIC, 8) == 0 &&
+           (unsigned)(p[8] | p[9] << 8) == KEYDUMP_VERSION &&
+           le64_load(p + len - KEYDUMP_TRAILER_SIZE) == XXH64(p, len - KEYDUMP_TRAILER_SIZE, 0);
+}
+
 bool keydump_decode(const uint8_t *p, size_t len, const ks_type_t **type, void **value, int64_t *ttl_ms,
                     const char **why)
 {

@@ -43,6 +43,11 @@
  * Allocation failure is reported through out->oom. */
 void keydump_encode(const ks_type_t *type, const void *value, int64_t ttl_ms, wbuf_t *out);
 
+/* Whether untrusted bytes are framed as a dump of this version with a
+ * checksum that matches (the check of Redis's RESTORE "payload version or
+ * checksum"); keydump_decode checks the rest. */
+bool keydump_verify(const uint8_t *p, size_t len);
+
 /* Decodes a dump from untrusted bytes: on success *type, *value (owned by the
  * caller) and *ttl_ms (-1 none, else >= 1); NULL value with *why (a static
  * message) when anything is wrong.  Never reads outside [p, p+len). */

@@ -149,6 +149,7 @@ static bool key_typed(redis_conn_t *c, const char *key, size_t klen, const char 
     ctx.token = c->token;
     ctx.what_verb = "";
     ctx.what_name = CMD_KEY_INFO.name;
+    ctx.hold = c->exec ? &c->exec->hold : NULL;
     cmd_key_args_t a = { key, klen };
     cmd_key_info_res_t r;
     cmd_admission_t adm = { .access = CMD_KEY_INFO.access, .key = key, .klen = klen };
@@ -183,7 +184,9 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
     const redis_hooks_t *hk = &c->cfg->hooks;
     err->code = CMD_E__COUNT;
     bool loading = false;
-    if (hk->enter && !hk->enter(hk->ud, &loading)) {
+    if (c->exec) {   /* EXEC entered the gate for its whole queue */
+        loading = c->exec->loading;
+    } else if (hk->enter && !hk->enter(hk->ud, &loading)) {
         redis_err(c, "LOADING Redis is loading the dataset in memory");
         return false;
     }
@@ -193,6 +196,7 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
     ctx.what_verb = "";
     ctx.what_name = def->name;
     ctx.front = c;
+    ctx.hold = c->exec && !loading ? &c->exec->hold : NULL;
     struct first_key k = { NULL, 0, false };
     if (def->keys)
         def->keys(args, visit_first, &k);
@@ -205,7 +209,7 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
     uint64_t lsn = ctx.journal_lsn, pos = ctx.repl_pos;
     cmd_err_t *e = &ctx.err;
     cmd_ctx_end(&ctx);
-    if (hk->leave && !loading)
+    if (hk->leave && !loading && !c->exec)
         hk->leave(hk->ud);
     if (!ok) {
         if (handled & (1u << e->code))
@@ -216,6 +220,13 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
         else
             answer_err(c, e);
         return false;
+    }
+    if (c->exec) {   /* EXEC waits once, its locks released */
+        if (lsn > c->exec->lsn)
+            c->exec->lsn = lsn;
+        if (pos > c->exec->pos)
+            c->exec->pos = pos;
+        return true;
     }
     if ((lsn || pos) && hk->durable) {   /* waited for at the batch's end (settle) */
         if (!c->wait_pending) {
@@ -384,6 +395,7 @@ static bool set_name(redis_conn_t *c, const resp_arg_t *a)
 static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     (void)cmd;
+    redis_multi_discard(c);
     resp_out_set_proto(&c->out, 2);
     c->name[0] = '\0';
     deauth(c);
@@ -524,6 +536,7 @@ void redis_conn_free(redis_conn_t *c)
 {
     if (!c)
         return;
+    redis_multi_discard(c);
     cmd_tokens_release(c->tokens);
     resp_parser_free(c->parser);
     resp_out_free(&c->out);
@@ -536,7 +549,8 @@ resp_out_t *redis_conn_out(redis_conn_t *c) { return &c->out; }
 
 size_t redis_conn_mem(const redis_conn_t *c)
 {
-    return sizeof(*c) + resp_parser_mem(c->parser) + c->out.cap +
+    return sizeof(*c) + resp_parser_mem(c->parser) + c->out.cap + c->queue_bytes +
+           c->queue_cap * sizeof(*c->queue) +
            c->scratch_cap * (sizeof(*c->ptrs) + sizeof(*c->lens));
 }
 
@@ -555,27 +569,37 @@ static void unknown(redis_conn_t *c, const resp_cmd_t *cmd)
               cmd->argv[0].ptr, args);
 }
 
-static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
+void redis_call_row(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cmd)
 {
-    const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
-    if (!rc) {
-        unknown(c, cmd);
-        return;
-    }
-    if ((rc->arity > 0 && (size_t)rc->arity != cmd->argc) || (rc->arity < 0 && cmd->argc < (size_t)-rc->arity)) {
-        redis_err(c, "ERR wrong number of arguments for '%s' command", rc->name);
-        return;
-    }
-    if (!c->authed && !(rc->flags & REDIS_CF_NO_AUTH)) {
-        redis_err(c, ERR_NOAUTH);
-        return;
-    }
     size_t bytes = 0;
     for (size_t i = 0; i < cmd->argc; i++)
         bytes += cmd->argv[i].len + 16;
     c->cmd_bytes = bytes;
     c->string_types = NULL;
     rc->fn(c, cmd);
+}
+
+static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
+    if (!rc) {
+        unknown(c, cmd);
+        redis_multi_refused(c);
+        return;
+    }
+    if ((rc->arity > 0 && (size_t)rc->arity != cmd->argc) || (rc->arity < 0 && cmd->argc < (size_t)-rc->arity)) {
+        redis_err(c, "ERR wrong number of arguments for '%s' command", rc->name);
+        redis_multi_refused(c);
+        return;
+    }
+    if (!c->authed && !(rc->flags & REDIS_CF_NO_AUTH)) {
+        redis_err(c, ERR_NOAUTH);
+        redis_multi_refused(c);
+        return;
+    }
+    if (redis_multi_queue(c, rc, cmd))
+        return;
+    redis_call_row(c, rc, cmd);
 }
 
 /* The batch's changes made durable before any reply of it is sent (the

@@ -8,6 +8,8 @@
  *                     hll, keys...) or as the module that has them (cell,
  *                     bloom...): handlers and their rows (REDIS_COMMANDS)
  *     table.c         every group's rows, looked up by name
+ *     cmds_multi.c    MULTI, EXEC, DISCARD: the queue, and EXEC's run of
+ *                     it under its keys' locks (cmd/keys.h, cmd_hold_t)
  *
  * Calls run conn.c -> table.c -> a group's handler -> conn.c's helpers
  * below.  A new group is its own file alone: tools/registry.sh lists the
@@ -18,7 +20,18 @@
 
 #include "cmd/access.h"
 #include "cmd/def.h"
+#include "cmd/keys.h"
 #include "redis/conn.h"
+
+typedef struct redis_queued redis_queued_t;   /* a command MULTI queued (cmds_multi.c) */
+
+/* EXEC running its queue: the transaction's locks, and the journal and
+ * replication positions its answer waits for once they are released. */
+typedef struct redis_exec {
+    cmd_hold_t hold;
+    bool loading;                /* the keyspace is being replaced: nothing held, admission refuses */
+    uint64_t lsn, pos;
+} redis_exec_t;
 
 struct redis_conn {
     const redis_cfg_t *cfg;
@@ -50,6 +63,12 @@ struct redis_conn {
      * holds one of these types (which Redis keeps in strings) answers
      * string_err instead, as Redis does (redis_run) */
     const char *string_types, *string_err;
+    /* MULTI: commands are queued (in order) until EXEC or DISCARD; `dirty`
+     * once one was refused while queued (EXEC then aborts) */
+    bool multi, multi_dirty;
+    redis_queued_t **queue;
+    size_t nqueued, queue_cap, queue_bytes;
+    redis_exec_t *exec;          /* while EXEC runs the queue, else NULL */
 };
 
 /* COMMAND's flags (Redis's names, printed in this order). */
@@ -112,6 +131,20 @@ typedef struct redis_group {
  * sorted by name (COMMAND, COMMAND COUNT...). */
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len);
 const redis_cmd_t *const *redis_cmd_all(size_t *n);
+
+/* Runs a command whose row, arity and authentication were checked (conn.c):
+ * what dispatch and EXEC call. */
+void redis_call_row(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cmd);
+
+/* MULTI's side of dispatch (cmds_multi.c): in a transaction, queues a
+ * command that is not one of those run at once (EXEC, DISCARD, MULTI,
+ * WATCH, QUIT, RESET) and answers QUEUED: true when it did.  A command
+ * refused while queued (unknown, arity, NOAUTH, no-multi) marks the
+ * transaction (redis_multi_refused) so that EXEC aborts. */
+bool redis_multi_queue(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cmd);
+void redis_multi_refused(redis_conn_t *c);
+/* Ends the transaction, its queue dropped (DISCARD, RESET, the end). */
+void redis_multi_discard(redis_conn_t *c);
 
 /* Replies (false: the output passed its cap; the connection is dropped). */
 void redis_err(redis_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -13,6 +13,7 @@
 #include "cmd/cuckoo.h"
 #include "cmd/geo.h"
 #include "cmd/itemlist.h"
+#include "cmd/keys.h"
 #include "cmd/keys_ops.h"
 #include "cmd/uv.h"
 #include "core/bloom.h"
@@ -122,12 +123,12 @@ static void test_keys_replay(void **state)
     reserve_bloom(&c, "gone", t);
 
     cmd_keys_res_t kr;
-    cmd_pexpire_args_t pe = { "a", 1, 60000 };
+    cmd_pexpire_args_t pe = { "a", 1, 60000, 0 };
     ok(&c, &CMD_PEXPIRE, &pe, &kr, t += MS);
     assert_int_equal(kr.ttl_ms, 60000);
-    cmd_pexpire_args_t pe_missing = { "nope", 4, 1000 };
+    cmd_pexpire_args_t pe_missing = { "nope", 4, 1000, 0 };
     refused(&c, &CMD_PEXPIRE, &pe_missing, &kr, t, CMD_E_NOT_FOUND);
-    cmd_pexpire_args_t pe_bad = { "a", 1, 0 };
+    cmd_pexpire_args_t pe_bad = { "a", 1, 0, 0 };
     refused(&c, &CMD_PEXPIRE, &pe_bad, &kr, t, CMD_E_BAD_REQUEST);
 
     cmd_key_info_res_t in;
@@ -243,6 +244,130 @@ static void test_scan_pages(void **state)
     cmd_check_close(&c);
 }
 
+/* PEXPIRE's conditions (Redis 7's EXPIRE NX XX GT LT): checked under the
+ * key's lock, journaled only when they hold, replayed alike; with
+ * CMD_EXPIRE_PAST a time not after now deletes the key. */
+static void test_expire_conditions(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    reserve_bloom(&c, "e", t);
+    cmd_keys_res_t kr;
+    cmd_pexpire_args_t xx = { "e", 1, 5000, CMD_EXPIRE_XX };
+    size_t before = journal_len(&c);
+    ok(&c, &CMD_PEXPIRE, &xx, &kr, t += MS);   /* no expiry yet */
+    assert_false(kr.done);
+    assert_int_equal(journal_len(&c), before);
+    cmd_pexpire_args_t gt = { "e", 1, 5000, CMD_EXPIRE_GT };
+    ok(&c, &CMD_PEXPIRE, &gt, &kr, t += MS);   /* none counts as never: not later */
+    assert_false(kr.done);
+    cmd_pexpire_args_t nx = { "e", 1, 5000, CMD_EXPIRE_NX };
+    ok(&c, &CMD_PEXPIRE, &nx, &kr, t += MS);
+    assert_true(kr.done);
+    ok(&c, &CMD_PEXPIRE, &nx, &kr, t += MS);
+    assert_false(kr.done);
+    gt.ttl_ms = 9000;
+    ok(&c, &CMD_PEXPIRE, &gt, &kr, t += MS);
+    assert_true(kr.done);
+    cmd_pexpire_args_t lt = { "e", 1, 20000, CMD_EXPIRE_LT | CMD_EXPIRE_XX };
+    ok(&c, &CMD_PEXPIRE, &lt, &kr, t += MS);   /* later than the current one */
+    assert_false(kr.done);
+    lt.ttl_ms = 100;
+    ok(&c, &CMD_PEXPIRE, &lt, &kr, t += MS);
+    assert_true(kr.done);
+    cmd_key_info_res_t in;
+    cmd_key_args_t ka = { "e", 1 };
+    ok(&c, &CMD_KEY_INFO, &ka, &in, t += MS);
+    assert_int_equal(in.ttl_ms, 99);
+    assert_int_equal(in.expire_ms, t / MS - 1 + 100);
+    cmd_pexpire_args_t past = { "e", 1, -1, CMD_EXPIRE_GT | CMD_EXPIRE_PAST };
+    ok(&c, &CMD_PEXPIRE, &past, &kr, t += MS);   /* not later: kept */
+    assert_false(kr.done);
+    past.cond = CMD_EXPIRE_LT | CMD_EXPIRE_PAST;
+    ok(&c, &CMD_PEXPIRE, &past, &kr, t += MS);   /* earlier, and past: deleted */
+    assert_true(kr.done);
+    refused(&c, &CMD_KEY_INFO, &ka, &in, t += MS, CMD_E_NOT_FOUND);
+    cmd_pexpire_args_t both = { "e", 1, 100, CMD_EXPIRE_NX | CMD_EXPIRE_GT };
+    refused(&c, &CMD_PEXPIRE, &both, &kr, t, CMD_E_BAD_REQUEST);
+    cmd_pexpire_args_t neg = { "e", 1, -1, CMD_EXPIRE_LT };   /* a past time without PAST */
+    refused(&c, &CMD_PEXPIRE, &neg, &kr, t, CMD_E_BAD_REQUEST);
+    assert_int_equal(cmd_check_replays(&c), 5);   /* the reserve and the four changes */
+    cmd_check_close(&c);
+}
+
+/* Runs def under a transaction's hold (cmd/keys.h): true, or false with
+ * *code the refusal. */
+static bool run_held(cmd_check_t *c, const cmd_hold_t *hold, const cmd_def_t *def, const void *args, void *res,
+                     int64_t now, cmd_code_t *code)
+{
+    cmd_ctx_t ctx;
+    cmd_ctx_init(&ctx, &c->srv, now, false, 0);
+    ctx.hold = hold;
+    bool ok = cmd_call(&ctx, def, args, res);
+    if (!ok)
+        *code = ctx.err.code;
+    cmd_ctx_end(&ctx);
+    return ok;
+}
+
+/* A hold (MULTI/EXEC's): the operations on its keys run without locking
+ * again, each journaled as it runs; a key in a shard it does not hold is
+ * refused (nothing locked out of order); with every shard held, SCAN walks
+ * them all; the shards are free again after cmd_hold_end. */
+static void test_hold(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int64_t t = T0;
+    /* two keys in different shards */
+    char in[16] = "h0", out[16] = "h1";
+    unsigned s_in = ks_key(c.srv.ks, in, 2).shard;
+    for (int i = 1; i < 100 && ks_key(c.srv.ks, out, strlen(out)).shard == s_in; i++)
+        snprintf(out, sizeof(out), "h%d", i);
+    assert_int_not_equal(ks_key(c.srv.ks, out, strlen(out)).shard, s_in);
+    reserve_bloom(&c, in, t);
+    reserve_bloom(&c, out, t);
+    ks_key_t k = ks_key(c.srv.ks, in, 2);
+    cmd_hold_t hold;
+    assert_true(cmd_hold_begin(&hold, &c.srv, &k, 1, false));
+    cmd_keys_res_t kr;
+    cmd_code_t code = CMD_E_INTERNAL;
+    size_t before = journal_len(&c);
+    cmd_pexpire_args_t pe = { in, 2, 60000, CMD_EXPIRE_NX };
+    assert_true(run_held(&c, &hold, &CMD_PEXPIRE, &pe, &kr, t += MS, &code));
+    assert_true(kr.done);
+    assert_true(journal_len(&c) > before);   /* journaled as it ran, the hold still on */
+    cmd_key_info_res_t info;
+    cmd_key_args_t ka = { in, 2 };
+    assert_true(run_held(&c, &hold, &CMD_KEY_INFO, &ka, &info, t += MS, &code));
+    assert_int_equal(info.ttl_ms, 60000 - 1);
+    cmd_key_args_t ko = { out, strlen(out) };
+    assert_false(run_held(&c, &hold, &CMD_KEY_INFO, &ko, &info, t, &code));
+    assert_int_equal(code, CMD_E_INTERNAL);
+    cmd_hold_end(&hold);
+    ok(&c, &CMD_KEY_INFO, &ko, &info, t);   /* unlocked again */
+    /* every shard: SCAN walks them under the hold */
+    assert_true(cmd_hold_begin(&hold, &c.srv, NULL, 0, true));
+    cmd_scan_args_t sa = { .prefix = "h", .plen = 1, .limit = 100, .slot_lo = -1, .slot_hi = -1 };
+    cmd_scan_res_t sr;
+    size_t n = 0;
+    do {
+        assert_true(run_held(&c, &hold, &CMD_SCAN, &sa, &sr, t, &code));
+        n += sr.n;
+        sa.shard = sr.shard;
+        sa.pos = sr.pos;
+        cmd_scan_res_free(&sr);
+    } while (!sr.done);
+    assert_int_equal(n, 2);
+    assert_true(run_held(&c, &hold, &CMD_KEY_INFO, &ko, &info, t, &code));
+    cmd_hold_end(&hold);
+    assert_int_equal(cmd_check_replays(&c), 3);
+    cmd_check_close(&c);
+}
+
 static void test_keys_decoders(void **state)
 {
     (void)state;
@@ -250,8 +375,11 @@ static void test_keys_decoders(void **state)
     check_decoder(&CMD_DEL, &del, (size_t[]){ 0, 1, after_key(3) }, (uint8_t[]){ 2, 0, 2 }, 3);
     cmd_del_args_t del0 = { "key", 3, false, 0 };
     check_decoder(&CMD_DEL, &del0, (size_t[]){ after_key(3) + 1 }, (uint8_t[]){ 7 }, 1);   /* a digest without its flag */
-    cmd_pexpire_args_t pe = { "key", 3, 1000 };
+    cmd_pexpire_args_t pe = { "key", 3, 1000, 0 };
     check_decoder(&CMD_PEXPIRE, &pe, (size_t[]){ 0, after_key(3) + 7 }, (uint8_t[]){ 0, 0x80 }, 2);
+    cmd_pexpire_args_t pc = { "key", 3, -5, CMD_EXPIRE_LT | CMD_EXPIRE_PAST };   /* version 2: conditions */
+    check_decoder(&CMD_PEXPIRE, &pc, (size_t[]){ 0, after_key(3) + 8, after_key(3) + 8, after_key(3) + 8 },
+                  (uint8_t[]){ 3, 0, CMD_EXPIRE_NX | CMD_EXPIRE_GT, CMD_EXPIRE_LT }, 4);
     cmd_key_args_t k = { "key", 3 };
     check_decoder(&CMD_PERSIST, &k, (size_t[]){ 0 }, (uint8_t[]){ 3 }, 1);
     static const uint8_t dump[] = "not a dump but bytes";
@@ -638,7 +766,7 @@ static void test_geo_replay(void **state)
                                        .count = 2, .sort = GEO_SORT_ASC } };   /* Palermo, Catania */
     ok(&c, &CMD_GEOSEARCHSTORE, &st, &r, t += MS);
     assert_int_equal(r.n, 2);
-    cmd_pexpire_args_t pe = { "dst", 3, 100000 };
+    cmd_pexpire_args_t pe = { "dst", 3, 100000, 0 };
     cmd_keys_res_t kr;
     ok(&c, &CMD_PEXPIRE, &pe, &kr, t += MS);
     cmd_geosearch_args_t self = { .key = "dst", .klen = 3, .source = "dst", .slen = 3, .member = "Palermo", .mlen = 7,
@@ -788,6 +916,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_replay),
         cmocka_unit_test(test_scan_pages),
+        cmocka_unit_test(test_expire_conditions),
+        cmocka_unit_test(test_hold),
         cmocka_unit_test(test_keys_decoders),
         cmocka_unit_test(test_uv_replay),
         cmocka_unit_test(test_uv_decoders),

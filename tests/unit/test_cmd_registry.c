@@ -60,6 +60,7 @@ static const given_t op_ids[] = {
     { 14, "PERSIST", false },
     { 15, "DUMP", false },
     { 16, "RESTORE", false },
+    { 17, "DBSIZE", false },
     { 20, "PFADD", false },
     { 21, "PFCOUNT", false },
     { 22, "PFMERGE", false },
@@ -249,10 +250,10 @@ static const char *keys_of(const cmd_def_t *def, const void *args)
 static void test_key_specs(void **state)
 {
     (void)state;
-    /* only these select their keys by a prefix or by labels */
+    /* only these select their keys by a prefix or by labels, or count them */
     for (size_t i = 0; i < cmd_def_count(); i++) {
         const cmd_def_t *d = cmd_def_at(i);
-        bool none = d == &CMD_SCAN || d == &CMD_TS_MGET || d == &CMD_TS_MRANGE || d == &CMD_TS_MREVRANGE ||
+        bool none = d == &CMD_SCAN || d == &CMD_DBSIZE || d == &CMD_TS_MGET || d == &CMD_TS_MRANGE || d == &CMD_TS_MREVRANGE ||
                     d == &CMD_TS_QUERYINDEX;
         if (none != (d->keys == NULL))
             fail_msg("%s: keys %s", d->name, d->keys ? "given, but it names none" : "missing");
