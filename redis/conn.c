@@ -1,5 +1,8 @@
 /* conn.c - see conn.h and redis_int.h: a connection's commands from argv
  * to reply, the connection commands, and running an operation. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,12 +85,33 @@ bool redis_ll(const resp_arg_t *a, long long *v)
     return true;
 }
 
+bool redis_double(const resp_arg_t *a, double *v)
+{
+    char small[128], *buf = small;
+    if (a->len == 0 || isspace((unsigned char)a->ptr[0]))
+        return false;
+    if (a->len >= sizeof(small) && !(buf = malloc(a->len + 1)))
+        return false;
+    memcpy(buf, a->ptr, a->len);
+    buf[a->len] = '\0';
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    bool ok = (size_t)(end - buf) == a->len && !isnan(d) &&
+              !(errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL || fpclassify(d) == FP_ZERO));
+    if (buf != small)
+        free(buf);
+    if (ok)
+        *v = d;
+    return ok;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Running an operation                                                     */
 /* ------------------------------------------------------------------------ */
 
 /* cmd_err_t in Redis's forms (cmd/err.h has the codes). */
-static void answer_err(redis_conn_t *c, const cmd_err_t *e)
+void redis_answer_err(redis_conn_t *c, const cmd_err_t *e)
 {
     switch (e->code) {
     case CMD_E_WRONGTYPE:
@@ -166,11 +190,14 @@ static bool key_typed(redis_conn_t *c, const char *key, size_t klen, const char 
     return false;
 }
 
-bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *missing)
+static bool run_op(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *missing,
+                   cmd_err_t *keep)
 {
     const redis_hooks_t *hk = &c->cfg->hooks;
     if (missing)
         *missing = false;
+    if (keep)
+        keep->code = CMD_E__COUNT;
     bool loading = false;
     if (hk->enter && !hk->enter(hk->ud, &loading)) {
         redis_err(c, "LOADING Redis is loading the dataset in memory");
@@ -197,13 +224,15 @@ bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *re
     if (hk->leave && !loading)
         hk->leave(hk->ud);
     if (!ok) {
-        if (missing && e->code == CMD_E_NOT_FOUND)
+        if (keep)
+            *keep = *e;
+        else if (missing && e->code == CMD_E_NOT_FOUND)
             *missing = true;
         else if (e->code == CMD_E_WRONGTYPE && c->string_types && k.set && !loading &&
                  key_typed(c, k.key, k.len, c->string_types))
             redis_err(c, "%s", c->string_err);
         else
-            answer_err(c, e);
+            redis_answer_err(c, e);
         return false;
     }
     const char *why = NULL;
@@ -212,6 +241,16 @@ bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *re
         return false;
     }
     return true;
+}
+
+bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *missing)
+{
+    return run_op(c, def, args, res, missing, NULL);
+}
+
+bool redis_run_keep(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, cmd_err_t *err)
+{
+    return run_op(c, def, args, res, NULL, err);
 }
 
 bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from)
