@@ -314,11 +314,11 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 /* RedisBloom registers each with arity -1 (it checks its own), keys 1 1 1,
  * and ACL categories "<its> cms". */
 static const redis_cmd_t commands[] = {
-    { "cms.incrby", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @slow @cms", 1, 1, 1, incrby_command, NULL },
+    { "cms.incrby", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @cms", 1, 1, 1, incrby_command, NULL },
     { "cms.info", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @fast @cms", 1, 1, 1, info_command, NULL },
     { "cms.initbydim", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @fast @cms", 1, 1, 1, initbydim_command, NULL },
     { "cms.initbyprob", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @fast @cms", 1, 1, 1, initbyprob_command, NULL },
-    { "cms.merge", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @slow @cms", 1, 1, 1, merge_command, NULL },
-    { "cms.query", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @slow @cms", 1, 1, 1, query_command, NULL },
+    { "cms.merge", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @cms", 1, 1, 1, merge_command, NULL },
+    { "cms.query", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @cms", 1, 1, 1, query_command, NULL },
 };
 REDIS_COMMANDS(cms);

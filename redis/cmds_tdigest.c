@@ -450,19 +450,19 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 #define W (REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE)
 #define R (REDIS_CF_READONLY | REDIS_CF_MODULE)
 static const redis_cmd_t commands[] = {
-    { "tdigest.add", -1, W, "@write @slow @tdigest", 1, 1, 1, add_command, NULL },
+    { "tdigest.add", -1, W, "@write @tdigest", 1, 1, 1, add_command, NULL },
     { "tdigest.byrank", -1, R, "@read @fast @tdigest", 1, 1, 1, byrank_command, NULL },
     { "tdigest.byrevrank", -1, R, "@read @fast @tdigest", 1, 1, 1, byrevrank_command, NULL },
     { "tdigest.cdf", -1, R, "@read @fast @tdigest", 1, 1, 1, cdf_command, NULL },
     { "tdigest.create", -1, W, "@write @fast @tdigest", 1, 1, 1, create_command, NULL },
     { "tdigest.info", -1, R, "@read @fast @tdigest", 1, 1, 1, info_command, NULL },
     { "tdigest.max", -1, R, "@read @fast @tdigest", 1, 1, 1, max_command, NULL },
-    { "tdigest.merge", -1, W, "@write @slow @tdigest", 1, 1, 1, merge_command, NULL },
+    { "tdigest.merge", -1, W, "@write @tdigest", 1, 1, 1, merge_command, NULL },
     { "tdigest.min", -1, R, "@read @fast @tdigest", 1, 1, 1, min_command, NULL },
     { "tdigest.quantile", -1, R, "@read @fast @tdigest", 1, 1, 1, quantile_command, NULL },
     { "tdigest.rank", -1, R, "@read @fast @tdigest", 1, 1, 1, rank_command, NULL },
     { "tdigest.reset", -1, W, "@write @fast @tdigest", 1, 1, 1, reset_command, NULL },
     { "tdigest.revrank", -1, R, "@read @fast @tdigest", 1, 1, 1, revrank_command, NULL },
-    { "tdigest.trimmed_mean", -1, R, "@read @slow @tdigest", 1, 1, 1, trimmed_mean_command, NULL },
+    { "tdigest.trimmed_mean", -1, R, "@read @tdigest", 1, 1, 1, trimmed_mean_command, NULL },
 };
 REDIS_COMMANDS(tdigest);

@@ -286,12 +286,12 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 /* RedisBloom registers each with arity -1 (it checks its own), keys 1 1 1,
  * and ACL categories "<its> topk". */
 static const redis_cmd_t commands[] = {
-    { "topk.add", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @slow @topk", 1, 1, 1, add_command, NULL },
-    { "topk.count", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @slow @topk", 1, 1, 1, count_command, NULL },
-    { "topk.incrby", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @slow @topk", 1, 1, 1, incrby_command, NULL },
+    { "topk.add", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @topk", 1, 1, 1, add_command, NULL },
+    { "topk.count", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @topk", 1, 1, 1, count_command, NULL },
+    { "topk.incrby", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @topk", 1, 1, 1, incrby_command, NULL },
     { "topk.info", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @fast @topk", 1, 1, 1, info_command, NULL },
-    { "topk.list", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @slow @topk", 1, 1, 1, list_command, NULL },
-    { "topk.query", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @slow @topk", 1, 1, 1, query_command, NULL },
+    { "topk.list", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @topk", 1, 1, 1, list_command, NULL },
+    { "topk.query", -1, REDIS_CF_READONLY | REDIS_CF_MODULE, "@read @topk", 1, 1, 1, query_command, NULL },
     { "topk.reserve", -1, REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE, "@write @fast @topk", 1, 1, 1, reserve_command, NULL },
 };
 REDIS_COMMANDS(topk);
