@@ -744,6 +744,122 @@ static void test_http_parity(void **state)
     json_decref(j);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Bounds, and the journal                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A command of `head` words then n copies of `word` (twice per entry with
+ * pairs: word, then "1"). */
+static void big(buf_t *b, const char *const *head, size_t nhead, size_t n, const char *word, bool pairs)
+{
+    char line[64];
+    size_t words = nhead + n * (pairs ? 2 : 1);
+    snprintf(line, sizeof(line), "*%zu\r\n", words);
+    buf_puts(b, line);
+    for (size_t i = 0; i < nhead; i++) {
+        snprintf(line, sizeof(line), "$%zu\r\n", strlen(head[i]));
+        buf_puts(b, line);
+        buf_puts(b, head[i]);
+        buf_puts(b, "\r\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(line, sizeof(line), "$%zu\r\n%s\r\n", strlen(word), word);
+        buf_puts(b, line);
+        if (pairs)
+            buf_puts(b, "$1\r\n1\r\n");
+    }
+}
+
+/* tally's bounds answer an error and change nothing: a record holds at
+ * most 10 000 entries, a Top-K at most k 10 000, a digest at most
+ * compression 10 000. */
+static void test_bounds(void **state)
+{
+    (void)state;
+    buf_t b = { 0 };
+    mb(&b, "CMS.INITBYDIM", "bd:cms", "10", "2", NULL);
+    mb(&b, "TOPK.RESERVE", "bd:topk", "2", NULL);
+    mb(&b, "TDIGEST.CREATE", "bd:td", NULL);
+    big(&b, (const char *const[]){ "CMS.INCRBY", "bd:cms" }, 2, 10001, "a", true);
+    big(&b, (const char *const[]){ "TOPK.ADD", "bd:topk" }, 2, 10001, "a", false);
+    big(&b, (const char *const[]){ "TOPK.INCRBY", "bd:topk" }, 2, 10001, "a", true);
+    big(&b, (const char *const[]){ "TDIGEST.ADD", "bd:td" }, 2, 10001, "1", false);
+    big(&b, (const char *const[]){ "TDIGEST.MERGE", "bd:td", "10001" }, 3, 10001, "bd:td", false);
+    mb(&b, "TOPK.RESERVE", "bd:k", "10001", NULL);
+    mb(&b, "TDIGEST.CREATE", "bd:c", "COMPRESSION", "10001", NULL);
+    mb(&b, "CMS.INITBYDIM", "bd:w", "100000", "100000", NULL);
+    mb(&b, "CMS.QUERY", "bd:cms", "a", NULL);
+    mb(&b, "TOPK.LIST", "bd:topk", NULL);
+    mb(&b, "TDIGEST.MAX", "bd:td", NULL);
+    mb(&b, "EXISTS", "bd:k", "bd:c", "bd:w", NULL);
+    /* 10 000 is taken */
+    big(&b, (const char *const[]){ "TDIGEST.ADD", "bd:td" }, 2, 10000, "2", false);
+    mb(&b, "TDIGEST.MAX", "bd:td", NULL);
+    check("bounds", 2, &b,
+          "+OK\r\n+OK\r\n+OK\r\n"
+          "-CMS: at most 10000 items in one CMS.INCRBY\r\n"
+          "-TopK: at most 10000 items in one TOPK.ADD\r\n"
+          "-TopK: at most 10000 items in one TOPK.INCRBY\r\n"
+          "-ERR T-Digest: at most 10000 values in one TDIGEST.ADD\r\n"
+          "-ERR T-Digest: at most 10000 keys in one TDIGEST.MERGE\r\n"
+          "-TopK: invalid k\r\n"
+          "-ERR T-Digest: compression parameter must be at most 10000\r\n"
+          "-CMS: invalid init arguments\r\n"
+          "*1\r\n:0\r\n*0\r\n$3\r\nnan\r\n:0\r\n"
+          "+OK\r\n$1\r\n2\r\n");
+    free(b.p);
+}
+
+/* What the commands change is journaled as the HTTP routes' operations:
+ * a restart from the journal alone answers the same. */
+static void test_durable_across_restart(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", "--fsync", "always", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    buf_t b = { 0 };
+    mb(&b, "CMS.INITBYPROB", "du:cms", "0.01", "0.01", NULL);
+    mb(&b, "CMS.INCRBY", "du:cms", "a", "3", "b", "0", NULL);
+    mb(&b, "CMS.INITBYDIM", "du:m", "200", "7", NULL);
+    mb(&b, "CMS.MERGE", "du:m", "2", "du:cms", "du:cms", "WEIGHTS", "2", "1", NULL);
+    mb(&b, "TOPK.RESERVE", "du:topk", "2", "20", "4", "0.5", NULL);
+    mb(&b, "TOPK.ADD", "du:topk", "x", "y", "x", NULL);
+    mb(&b, "TOPK.INCRBY", "du:topk", "z", "4", "y", "0", NULL);
+    mb(&b, "TDIGEST.CREATE", "du:td", "50", NULL);
+    mb(&b, "TDIGEST.ADD", "du:td", "1", "2", "3", "4", NULL);
+    mb(&b, "TDIGEST.CREATE", "du:td2", NULL);
+    mb(&b, "TDIGEST.ADD", "du:td2", "9", NULL);
+    mb(&b, "TDIGEST.MERGE", "du:td3", "2", "du:td", "du:td2", "COMPRESSION", "80", NULL);
+    mb(&b, "TDIGEST.RESET", "du:td2", NULL);
+    buf_t got = exchange(p.resp_port, b.p, b.len);
+    free(got.p);
+    buf_t reads = { 0 };
+    mb(&reads, "CMS.QUERY", "du:m", "a", "b", NULL);
+    mb(&reads, "CMS.INFO", "du:cms", NULL);
+    mb(&reads, "TOPK.LIST", "du:topk", "WITHCOUNT", NULL);
+    mb(&reads, "TDIGEST.QUANTILE", "du:td3", "0", "0.5", "1", NULL);
+    mb(&reads, "TDIGEST.MAX", "du:td2", NULL);
+    mb(&reads, "TDIGEST.INFO", "du:td3", NULL);
+    buf_t before = exchange(p.resp_port, reads.p, reads.len);
+    tally_kill(&p);   /* no final snapshot: the journal alone */
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p.dir);
+    tally_proc_t q;
+    tally_start(&q, dir, args);
+    buf_t after = exchange(q.resp_port, reads.p, reads.len);
+    assert_string_equal(after.p, before.p);
+    assert_non_null(strstr(after.p, "*2\r\n:9\r\n:0\r\n*6\r\n+width\r\n:200\r\n+depth\r\n:7\r\n+count\r\n:3\r\n"));
+    assert_non_null(strstr(after.p, "*4\r\n$1\r\nz\r\n:4\r\n$1\r\nx\r\n:2\r\n"));
+    free(before.p);
+    free(after.p);
+    free(reads.p);
+    free(b.p);
+    assert_int_equal(tally_stop(&q), 0);
+    tally_cleanup(&q);
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -754,6 +870,8 @@ int main(void)
         cmocka_unit_test(test_tdigest_old_forms),
         cmocka_unit_test(test_python),
         cmocka_unit_test(test_http_parity),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_durable_across_restart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
