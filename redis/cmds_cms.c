@@ -20,8 +20,9 @@
 #include "core/cms.h"
 #include "redis/redis_int.h"
 
-#define E_MISSING "CMS: key does not exist"
-#define E_EXISTS "CMS: key already exists"
+#define E_MISSING "CMS: key does not exist"       /* RedisBloom's GetKey error */
+#define E_EXISTS "CMS: key already exists"         /* RedisBloom's create error */
+/* REDISMODULE_ERRORMSG_WRONGTYPE, Redis's own */
 #define E_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 static void wrong_arity(redis_conn_t *c, const char *name)

@@ -30,8 +30,9 @@
 #include "core/tdigest.h"
 #include "redis/redis_int.h"
 
-#define E_MISSING "ERR T-Digest: key does not exist"
-#define E_EXISTS "ERR T-Digest: key already exists"
+#define E_MISSING "ERR T-Digest: key does not exist"       /* RedisBloom's GetKey error */
+#define E_EXISTS "ERR T-Digest: key already exists"         /* RedisBloom's create error */
+/* REDISMODULE_ERRORMSG_WRONGTYPE, Redis's own */
 #define E_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 static void wrong_arity(redis_conn_t *c, const char *name)
@@ -447,8 +448,8 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 
 /* RedisBloom registers each with arity -1 (it checks its own), keys 1 1 1,
  * and ACL categories "<its> tdigest". */
-#define W (REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE)
-#define R (REDIS_CF_READONLY | REDIS_CF_MODULE)
+#define W (REDIS_CF_WRITE | REDIS_CF_DENYOOM | REDIS_CF_MODULE)   /* "write deny-oom", a module's */
+#define R (REDIS_CF_READONLY | REDIS_CF_MODULE)                      /* "readonly", a module's */
 static const redis_cmd_t commands[] = {
     { "tdigest.add", -1, W, "@write @tdigest", 1, 1, 1, add_command, NULL },
     { "tdigest.byrank", -1, R, "@read @fast @tdigest", 1, 1, 1, byrank_command, NULL },

@@ -18,8 +18,9 @@
 #include "core/topk.h"
 #include "redis/redis_int.h"
 
-#define E_MISSING "TopK: key does not exist"
-#define E_EXISTS "TopK: key already exists"
+#define E_MISSING "TopK: key does not exist"       /* RedisBloom's GetKey error */
+#define E_EXISTS "TopK: key already exists"         /* RedisBloom's create error */
+/* REDISMODULE_ERRORMSG_WRONGTYPE, Redis's own */
 #define E_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 /* RedisBloom's text, with the spaces its source's line continuation leaves */
 #define E_INCREMENT                                                                                  \
@@ -144,7 +145,8 @@ static void add(redis_conn_t *c, const resp_cmd_t *cmd, bool incr)
         by[m++] = (uint64_t)v;
     }
     if (m > CMD_BATCH_MAX) {   /* a record holds at most CMD_BATCH_MAX items */
-        arg_error(c, k, false, incr ? "TopK: at most 10000 items in one TOPK.INCRBY" : "TopK: at most 10000 items in one TOPK.ADD");
+        arg_error(c, k, false,
+                  incr ? "TopK: at most 10000 items in one TOPK.INCRBY" : "TopK: at most 10000 items in one TOPK.ADD");
         goto done;
     }
     cmd_err_t e;

@@ -127,6 +127,7 @@ static void ok(const char *w0, const char *w1, const char *w2)
     free(b.p);
 }
 
+/* Redis's and RedisBloom's WRONGTYPE */
 #define WRONGTYPE "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
 
 /* ------------------------------------------------------------------------ */
@@ -329,7 +330,8 @@ static void test_topk(void **state)
     mb(&b, "TOPK.INFO", "topk", NULL);
     mb(&b, "TOPK.LIST", "topk", "WITHCOUNT", NULL);
     check("TOPK RESP3", 3, &b,
-          "*2\r\n#t\r\n#f\r\n*1\r\n_\r\n%4\r\n+k\r\n:20\r\n+width\r\n:50\r\n+depth\r\n:5\r\n+decay\r\n,0.90000000000000002\r\n"
+          "*2\r\n#t\r\n#f\r\n*1\r\n_\r\n"
+          "%4\r\n+k\r\n:20\r\n+width\r\n:50\r\n+depth\r\n:5\r\n+decay\r\n,0.90000000000000002\r\n"
           "*6\r\n$1\r\na\r\n:3\r\n$1\r\nc\r\n:3\r\n$1\r\nb\r\n:1\r\n");
     /* a k of 1: the item pushed out is named */
     b.len = 0;
