@@ -333,6 +333,22 @@ static void test_topk(void **state)
           "*2\r\n#t\r\n#f\r\n*1\r\n_\r\n"
           "%4\r\n+k\r\n:20\r\n+width\r\n:50\r\n+depth\r\n:5\r\n+decay\r\n,0.90000000000000002\r\n"
           "*6\r\n$1\r\na\r\n:3\r\n$1\r\nc\r\n:3\r\n$1\r\nb\r\n:1\r\n");
+    /* test_resp3.py's Top-K */
+    b.len = 0;
+    mb(&b, "TOPK.RESERVE", "topk3", "2", "50", "5", "0.9", NULL);
+    mb(&b, "TOPK.ADD", "topk3", "foo", "bar", "baz", "42", "foo", "bar", "baz", NULL);
+    mb(&b, "TOPK.ADD", "topk3", "foo", "baz", "42", "foo", "baz", NULL);
+    mb(&b, "TOPK.ADD", "topk3", "foo", "bar", "baz", "foo", "baz", NULL);
+    mb(&b, "TOPK.QUERY", "topk3", "foo", "bar", "baz", "dan", NULL);
+    buf_t all = { 0 };
+    mb(&all, "HELLO", "3", NULL);
+    buf_put(&all, b.p, b.len);
+    buf_t got = exchange(T.resp_port, all.p, all.len);
+    const char *q = strstr(got.p, "*4\r\n#");
+    if (!q || strcmp(q, "*4\r\n#t\r\n#f\r\n#t\r\n#f\r\n") != 0)
+        fail_msg("TOPK.QUERY in RESP3: %s", got.p);
+    free(got.p);
+    free(all.p);
     /* a k of 1: the item pushed out is named */
     b.len = 0;
     mb(&b, "TOPK.RESERVE", "one", "1", "50", "5", "0.9", NULL);
