@@ -1,5 +1,8 @@
 /* conn.c - see conn.h and redis_int.h: a connection's commands from argv
  * to reply, the connection commands, and running an operation. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,12 +85,33 @@ bool redis_ll(const resp_arg_t *a, long long *v)
     return true;
 }
 
+bool redis_double(const resp_arg_t *a, double *v)
+{
+    char small[128], *buf = small;
+    if (a->len == 0 || isspace((unsigned char)a->ptr[0]))
+        return false;
+    if (a->len >= sizeof(small) && !(buf = malloc(a->len + 1)))
+        return false;
+    memcpy(buf, a->ptr, a->len);
+    buf[a->len] = '\0';
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    bool ok = (size_t)(end - buf) == a->len && !isnan(d) &&
+              !(errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL || fpclassify(d) == FP_ZERO));
+    if (buf != small)
+        free(buf);
+    if (ok)
+        *v = d;
+    return ok;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Running an operation                                                     */
 /* ------------------------------------------------------------------------ */
 
 /* cmd_err_t in Redis's forms (cmd/err.h has the codes). */
-static void answer_err(redis_conn_t *c, const cmd_err_t *e)
+void redis_answer_err(redis_conn_t *c, const cmd_err_t *e)
 {
     switch (e->code) {
     case CMD_E_WRONGTYPE:
@@ -218,7 +242,7 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
                  key_typed(c, k.key, k.len, c->string_types))
             redis_err(c, "%s", c->string_err);
         else
-            answer_err(c, e);
+            redis_answer_err(c, e);
         return false;
     }
     if (c->exec) {   /* EXEC waits once, its locks released */
@@ -239,6 +263,11 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
             c->wait_pos = pos;
     }
     return true;
+}
+
+bool redis_run_keep(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, cmd_err_t *err)
+{
+    return redis_run_handled(c, def, args, res, ~0u, err);
 }
 
 bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from)

@@ -162,10 +162,20 @@ bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *re
  * answered here. */
 bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, unsigned handled,
                        cmd_err_t *err);
+/* redis_run_handled with every code handled: a refusal (admission's or the
+ * operation's) is not answered but copied to *err, for the caller to
+ * answer in its module's words ("CMS: key does not exist") or with
+ * redis_answer_err. */
+bool redis_run_keep(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, cmd_err_t *err);
+/* A cmd_err_t in Redis's forms (-WRONGTYPE, -NOPERM, -MOVED..., else -ERR message). */
+void redis_answer_err(redis_conn_t *c, const cmd_err_t *e);
 
 /* string2ll's rules (Redis's integer arguments): an optional '-', digits,
  * no leading zero, no spaces, within int64. */
 bool redis_ll(const resp_arg_t *a, long long *v);
+/* string2d's rules (Redis's float arguments, RedisModule_StringToDouble):
+ * all of it read by strtod, no leading space, not NaN, no overflow. */
+bool redis_double(const resp_arg_t *a, double *v);
 /* Item arrays for argv[from..argc) (c->ptrs, c->lens); false when out of
  * memory (answered). */
 bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from);
