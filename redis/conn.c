@@ -199,6 +199,8 @@ bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *re
     if (!ok) {
         if (missing && e->code == CMD_E_NOT_FOUND)
             *missing = true;
+        else if (c->err_answer && !loading && c->err_answer(c, e))
+            ;
         else if (e->code == CMD_E_WRONGTYPE && c->string_types && k.set && !loading &&
                  key_typed(c, k.key, k.len, c->string_types))
             redis_err(c, "%s", c->string_err);
@@ -559,6 +561,7 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
         bytes += cmd->argv[i].len + 16;
     c->cmd_bytes = bytes;
     c->string_types = NULL;
+    c->err_answer = NULL;
     rc->fn(c, cmd);
 }
 

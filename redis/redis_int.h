@@ -43,6 +43,10 @@ struct redis_conn {
      * holds one of these types (which Redis keeps in strings) answers
      * string_err instead, as Redis does (redis_run) */
     const char *string_types, *string_err;
+    /* set by a handler before redis_run: answers an operation's error in
+     * a module's own words (RedisTimeSeries's "ERR TSDB: ..."); false
+     * leaves it to conn.c's answer */
+    bool (*err_answer)(redis_conn_t *c, const struct cmd_err *e);
 };
 
 /* COMMAND's flags (Redis's names, printed in this order). */
