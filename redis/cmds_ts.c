@@ -396,27 +396,55 @@ static void ts_alter_command(redis_conn_t *c, const resp_cmd_t *cmd)
 
 static int64_t now_ms(redis_conn_t *c) { return (int64_t)(c->cfg->hooks.now_ns() / 1000000); }
 
-/* The value of TS.ADD: what its fast_double_parser reads at the start
- * of the argument (the rest is not looked at), or NaN written "nan". */
+/* The value of TS.ADD as its fast_double_parser reads it: a number at
+ * the start of the argument, -?(0|[1-9][0-9]*)(.[0-9]*)?([eE][+-]?[0-9]+)?,
+ * the rest not looked at ("2x" is 2); NaN written "nan" (any case, a sign
+ * before it), which tally stores as a missing reading (RedisTimeSeries
+ * 1.12's spellings); an infinity refused. */
 static bool parse_value(const resp_arg_t *a, double *out)
 {
-    char buf[400];
-    size_t n = a->len < sizeof(buf) - 1 ? a->len : sizeof(buf) - 1;
-    memcpy(buf, a->ptr, n);
-    buf[n] = '\0';
-    const char *p = buf + (buf[0] == '-' || buf[0] == '+');
-    if (strncasecmp(p, "nan", 3) == 0) {
+    const char *s = a->ptr, *end = a->ptr + a->len, *p = s;
+    const char *q = p + (p < end && (*p == '-' || *p == '+'));
+    if (end - q == 3 && strncasecmp(q, "nan", 3) == 0) {
         *out = NAN;
         return true;
     }
-    /* digits, or a point and a digit, must start it (no spaces, hex, inf) */
-    if (!(p[0] >= '0' && p[0] <= '9') && !(p[0] == '.' && p[1] >= '0' && p[1] <= '9'))
+#define DIGIT(x) ((x) < end && *(x) >= '0' && *(x) <= '9')
+    if (p < end && *p == '-')
+        p++;
+    if (!DIGIT(p))
         return false;
-    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+    if (*p == '0') {
+        p++;
+        if (DIGIT(p))
+            return false;
+    } else {
+        while (DIGIT(p))
+            p++;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        while (DIGIT(p))
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '-' || *p == '+'))
+            p++;
+        if (!DIGIT(p))
+            return false;
+        while (DIGIT(p))
+            p++;
+    }
+#undef DIGIT
+    char buf[400];
+    size_t n = (size_t)(p - s);
+    if (n >= sizeof(buf))
         return false;
-    char *end;
-    double v = strtod(buf, &end);
-    if (end == buf || !isfinite(v))
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    double v = strtod(buf, NULL);
+    if (!isfinite(v))
         return false;
     *out = v;
     return true;
@@ -572,36 +600,46 @@ static void incrby(redis_conn_t *c, const resp_cmd_t *cmd, bool decr)
         ts_wrong_arity(c, cmd);
         return;
     }
+    /* the module reads, in order: the creation options (a missing key),
+     * the key's type, the amount, TIMESTAMP; the key is looked at only
+     * when one of the others fails, to answer the first failure */
     create_opts_t o;
     bool hl, hr;
-    if (!parse_create(cmd, &o, &hl, &hr)) {
+    bool copts = parse_create(cmd, &o, &hl, &hr);
+    cmd_ts_incrby_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .request_bytes = c->cmd_bytes };
+    const char *err = NULL;
+    bool arity = false;
+    if (!ts_strict_double(&cmd->argv[2], &a.by) || !isfinite(a.by))
+        err = "ERR TSDB: invalid increase/decrease value";
+    int i = ts_arg_index(cmd, "TIMESTAMP");
+    a.timestamp = now_ms(c);
+    if (!err && i >= 0) {
+        const resp_arg_t *ta = (size_t)i + 1 < cmd->argc ? &cmd->argv[i + 1] : NULL;
+        if (!ta)
+            arity = true;
+        else if (!(ta->len == 1 && ta->ptr[0] == '*') && !ts_timestamp(ta, &a.timestamp))
+            err = "ERR TSDB: invalid timestamp";
+    }
+    if (!copts || err || arity) {
         int kind = ts_key_kind(c, &cmd->argv[1]);
         if (kind < 0)
             return;
-        if (kind == 0) {
+        if (kind == 2) {
+            redis_err(c, "ERR WRONGTYPE Operation against a key holding the wrong kind of value");
+            return;
+        }
+        if (kind == 0 && !copts) {
             answer_opts(c, cmd, &o);
             return;
         }
-        memset(&o, 0, sizeof(o));
-        o.policy = TS_DUP_BLOCK;
-    }
-    cmd_ts_incrby_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .request_bytes = c->cmd_bytes };
-    if (!ts_strict_double(&cmd->argv[2], &a.by) || !isfinite(a.by)) {
-        ts_tsdb_err(c, "invalid increase/decrease value");
-        return;
-    }
-    int i = ts_arg_index(cmd, "TIMESTAMP");
-    a.timestamp = now_ms(c);
-    if (i >= 0) {
-        if ((size_t)i + 1 >= cmd->argc) {
+        if (arity)
             ts_wrong_arity(c, cmd);
+        else if (err)
+            redis_err(c, "%s", err);
+        if (arity || err)
             return;
-        }
-        const resp_arg_t *ta = &cmd->argv[i + 1];
-        if (!(ta->len == 1 && ta->ptr[0] == '*') && !ts_timestamp(ta, &a.timestamp)) {
-            ts_tsdb_err(c, "invalid timestamp");
-            return;
-        }
+        memset(&o, 0, sizeof(o));   /* an existing series: the options are not used */
+        o.policy = TS_DUP_BLOCK;
     }
     a.opts = opts_cmd(&o);
     cmd_ts_incrby_res_t r;

@@ -206,6 +206,10 @@ static void test_write_errors(void **state)
     SEND(&s, ERR("Couldn't parse LABELS"), "TS.CREATE", "e:a", "LABELS", "k", "");
     SEND(&s, ERR("Couldn't parse LABELS"), "TS.CREATE", "e:a", "LABELS", "k", "(a)");
     SEND(&s, ERR("invalid value"), "TS.ADD", "e:a", "1", "abc");
+    SEND(&s, ERR("invalid value"), "TS.ADD", "e:a", "1", "+1");
+    SEND(&s, ERR("invalid value"), "TS.ADD", "e:a", "1", ".5");
+    SEND(&s, ERR("invalid value"), "TS.ADD", "e:a", "1", "01");
+    SEND(&s, ERR("invalid value"), "TS.ADD", "e:a", "1", "1e");
     SEND(&s, ERR("invalid timestamp"), "TS.ADD", "e:a", "abc", "1");
     SEND(&s, ERR("invalid timestamp, must be a nonnegative integer"), "TS.ADD", "e:a", "-1", "1");
     SEND(&s, "-ERR wrong number of arguments for 'TS.MADD' command\r\n", "TS.MADD", "e:a", "1", "1", "e:a");
@@ -217,6 +221,15 @@ static void test_write_errors(void **state)
     SEND(&s, WRONGTYPE, "TS.INFO", "e:str");
     SEND(&s, WRONGTYPE, "TS.GET", "e:str");
     SEND(&s, WRONGTYPE, "TS.INCRBY", "e:str", "1");
+    SEND(&s, WRONGTYPE, "TS.INCRBY", "e:str", "x", "RETENTION", "y");   /* the type first */
+    SEND(&s, ERR("Couldn't parse RETENTION"), "TS.INCRBY", "e:none", "x", "RETENTION", "y");
+    SEND(&s, ERR("invalid increase/decrease value"), "TS.INCRBY", "e:none", "x");
+    SEND(&s, ":0\r\n", "EXISTS", "e:none");
+    /* the number at the start of the value is read ("2x" is 2) */
+    SEND(&s, ":1\r\n", "TS.ADD", "e:p", "1", "2x");
+    SEND(&s, ":2\r\n", "TS.ADD", "e:p", "2", "0x10");
+    SEND(&s, ":3\r\n", "TS.ADD", "e:p", "3", "-1.5e2abc");
+    SEND(&s, "*3\r\n*2\r\n:1\r\n+2\r\n*2\r\n:2\r\n+0\r\n*2\r\n:3\r\n+-150\r\n", "TS.RANGE", "e:p", "-", "+");
     run(&s);
 }
 
@@ -612,6 +625,13 @@ static void test_python_ts(void **state)
         "    assert False\n"
         "except redis.ResponseError as e:\n"
         "    assert str(e).startswith('TSDB: Error at upsert'), str(e)\n"
+        "import time\n"
+        "before = int(time.time() * 1000)\n"
+        "t = ts.add('py:now', '*', 1)\n"
+        "assert ts.create('py:now2') is True\n"
+        "m = ts.madd([('py:now2', '*', 2)])\n"
+        "after = int(time.time() * 1000)\n"
+        "assert before - 1000 <= t <= after + 1000 and t <= m[0] <= after + 1000, (before, t, m, after)\n"
         "print('ok')\n";
     char out[4096];
     if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
