@@ -524,7 +524,7 @@ static void mrange(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
     char group[TS_MAX_LABEL_LEN + 1];
     if (gb > 0) {
         int rd = ts_arg_index(cmd, "REDUCE");
-        if ((size_t)gb + 1 >= cmd->argc || rd < 0 || cmd->argc - (size_t)gb != 4) {
+        if ((size_t)gb + 1 >= cmd->argc || rd < 0 || (size_t)rd + 1 >= cmd->argc || cmd->argc - (size_t)gb != 4) {
             ts_wrong_arity(c, cmd);
             goto out;
         }

@@ -268,7 +268,7 @@ static void test_rules_info(void **state)
     SEND(&s, OK, "TS.CREATERULE", "r:src", "r:dst2", "AGGREGATION", "twa", "10", "5");
     /* samples 1..25 at value 5: the rule writes closed buckets */
     for (int t = 1; t <= 25; t++) {
-        char ts[8];
+        char ts[16];
         snprintf(ts, sizeof(ts), "%d", t);
         char want[16];
         snprintf(want, sizeof(want), ":%d\r\n", t);
@@ -396,7 +396,7 @@ static void test_range(void **state)
     };
     char want[64];
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
-        char ts[8];
+        char ts[24];
         snprintf(ts, sizeof(ts), "%zu", i + 1);
         snprintf(want, sizeof(want), ":%zu\r\n", i + 1);
         SEND(&s, want, "TS.ADD", "g:v", ts, vals[i][0]);
