@@ -323,23 +323,53 @@ static bool parse_labelsel(const resp_cmd_t *cmd, cmd_ts_labelsel_t *sel, cmd_ts
     return true;
 }
 
-/* The labels of a series: pairs under RESP2, a map under RESP3; the
- * last `drop` left out. */
-static void reply_labels(resp_out_t *o, const cmd_ts_series_t *x, size_t drop)
+/* The labels of a series as the command asked (`user`): all of them but
+ * the last `drop` (WITHLABELS), the names selected (SELECTED_LABELS: the
+ * first label of that name in any case, as the module looks them up, or
+ * the name and nil), or none; pairs under RESP2, a map under RESP3.  The
+ * operation was asked for every label whenever some are shown. */
+static void reply_labels(resp_out_t *o, const cmd_ts_series_t *x, const cmd_ts_labelsel_t *user, size_t drop)
 {
-    size_t n = x->has_labels && x->nlabels > drop ? x->nlabels - drop : 0;
     bool map = o->proto == 3;
-    ts_reply_map_or_array(o, n);
-    for (size_t i = 0; i < n; i++) {
-        const cmd_ts_shown_t *l = &x->labels[i];
+    if (user->all) {
+        size_t n = x->nlabels > drop ? x->nlabels - drop : 0;
+        ts_reply_map_or_array(o, n);
+        for (size_t i = 0; i < n; i++) {
+            const cmd_ts_shown_t *l = &x->labels[i];
+            if (!map)
+                resp_reply_array(o, 2);
+            resp_reply_bulk(o, l->name, strlen(l->name));
+            if (l->value)
+                resp_reply_bulk(o, l->value, l->value_len);
+            else
+                resp_reply_null(o);
+        }
+        return;
+    }
+    ts_reply_map_or_array(o, user->n);
+    for (size_t i = 0; i < user->n; i++) {
+        const cmd_ts_shown_t *l = NULL;
+        for (size_t j = 0; j < x->nlabels && !l; j++)
+            if (strcasecmp(x->labels[j].name, user->names[i].p) == 0)
+                l = &x->labels[j];
         if (!map)
             resp_reply_array(o, 2);
-        resp_reply_bulk(o, l->name, strlen(l->name));
-        if (l->value)
+        const char *name = l ? l->name : user->names[i].p;
+        resp_reply_bulk(o, name, strlen(name));
+        if (l && l->value)
             resp_reply_bulk(o, l->value, l->value_len);
         else
             resp_reply_null(o);
     }
+}
+
+/* What the operation is asked for: every label when any is shown (the
+ * selection is made here, in the module's way), and always for a RESP3
+ * grouping, which names its sources from them. */
+static cmd_ts_labelsel_t asked(const cmd_ts_labelsel_t *user, bool all)
+{
+    cmd_ts_labelsel_t a = { .all = all || user->all || user->n > 0 };
+    return a;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -397,12 +427,15 @@ void ts_mget_command(redis_conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     a.filter = (cmd_ts_filter_t){ m, cmd->argc - (size_t)at - 1 };
+    cmd_ts_labelsel_t user = a.sel;
+    a.sel = asked(&user, false);
     cmd_ts_multi_res_t r;
     bool ok = redis_run(c, &CMD_TS_MGET, &a, &r, NULL);
     free(m);
-    free(buf);
-    if (!ok)
+    if (!ok) {
+        free(buf);
         return;
+    }
     resp_out_t *o = redis_conn_out(c);
     bool map = o->proto == 3;
     ts_reply_map_or_array(o, r.n);
@@ -413,44 +446,28 @@ void ts_mget_command(redis_conn_t *c, const resp_cmd_t *cmd)
         resp_reply_bulk(o, x->key, x->klen);
         if (map)
             resp_reply_array(o, 2);
-        reply_labels(o, x, 0);
+        reply_labels(o, x, &user, 0);
         if (x->has_sample)
             ts_reply_sample(o, x->sample.ts, x->sample.value);
         else
             resp_reply_array(o, 0);
     }
     cmd_ts_multi_free(&r);
+    free(buf);   /* (the names selected) */
 }
 
 /* ------------------------------------------------------------------------ */
 /* TS.MRANGE, TS.MREVRANGE                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* One grouped series under RESP3: labels, {reducers}, {sources}, rows.
- * The group's labels (its label, __reducer__, __source__) were all asked
- * for; shown as `user` asked: all but the last two (WITHLABELS), the
- * names selected (found in any case, as the module looks them up), or
- * none. */
+/* One grouped series under RESP3: labels, {reducers}, {sources}, rows;
+ * its labels (its label, __reducer__, __source__) shown as `user` asked,
+ * WITHLABELS leaving out the last two. */
 static void reply_group3(resp_out_t *o, const cmd_ts_series_t *x, const cmd_ts_mrange_args_t *a,
                          const cmd_ts_labelsel_t *user)
 {
     resp_reply_array(o, 4);
-    if (user->all) {
-        reply_labels(o, x, 2);
-    } else {
-        resp_reply_map(o, user->n);
-        for (size_t i = 0; i < user->n; i++) {
-            const cmd_ts_shown_t *l = NULL;
-            for (size_t j = 0; j < x->nlabels && !l; j++)
-                if (strcasecmp(x->labels[j].name, user->names[i].p) == 0)
-                    l = &x->labels[j];
-            resp_reply_bulk(o, l ? l->name : user->names[i].p, strlen(l ? l->name : user->names[i].p));
-            if (l && l->value)
-                resp_reply_bulk(o, l->value, l->value_len);
-            else
-                resp_reply_null(o);
-        }
-    }
+    reply_labels(o, x, user, 2);   /* without __reducer__ and __source__ */
     resp_reply_map(o, 1);
     resp_reply_bulk(o, "reducers", 8);
     resp_reply_array(o, 1);
@@ -543,11 +560,8 @@ static void mrange(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
     }
     resp_out_t *o = redis_conn_out(c);
     bool map = o->proto == 3;
-    /* RESP3 names a group's sources, which its __source__ label holds:
-     * every label is asked for, and shown as the command asked */
     cmd_ts_labelsel_t user = a.sel;
-    if (map && a.groupby)
-        a.sel = (cmd_ts_labelsel_t){ .all = true };
+    a.sel = asked(&user, map && a.groupby);
     cmd_ts_multi_res_t r;
     if (!redis_run(c, reverse ? &CMD_TS_MREVRANGE : &CMD_TS_MRANGE, &a, &r, NULL))
         goto out;
@@ -563,7 +577,7 @@ static void mrange(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
         }
         if (map)
             resp_reply_array(o, 3);
-        reply_labels(o, x, 0);
+        reply_labels(o, x, &user, 0);
         if (map) {
             resp_reply_map(o, 1);
             resp_reply_bulk(o, "aggregators", 11);

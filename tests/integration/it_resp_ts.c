@@ -491,6 +491,11 @@ static void test_multi(void **state)
          "*3\r\n$4\r\nm:t6\r\n*2\r\n*2\r\n$4\r\nkind\r\n$1\r\nm\r\n*2\r\n$4\r\nfame\r\n$-1\r\n"
          "*2\r\n:2\r\n+6\r\n",
          "TS.MGET", "SELECTED_LABELS", "kind", "fame", "FILTER", "name=rush", "x=");
+    /* names are selected in any case, shown as the series has them */
+    SEND(&s,
+         "*2\r\n*3\r\n$4\r\nm:t3\r\n*1\r\n*2\r\n$4\r\nname\r\n$4\r\nbush\r\n*2\r\n:2\r\n+2\r\n"
+         "*3\r\n$4\r\nm:t4\r\n*1\r\n*2\r\n$4\r\nname\r\n$4\r\nbush\r\n*2\r\n:2\r\n+6\r\n",
+         "TS.MGET", "SELECTED_LABELS", "NAME", "FILTER", "name=bush", "v=");
     SEND(&s, "*0\r\n", "TS.MGET", "FILTER", "name=nobody");
     SEND(&s, ERR("cannot accept WITHLABELS and SELECT_LABELS together"), "TS.MGET", "WITHLABELS",
          "SELECTED_LABELS", "a", "FILTER", "name=bush");
@@ -516,6 +521,11 @@ static void test_multi(void **state)
     SEND(&s,
          "*1\r\n*3\r\n$9\r\nname=bush\r\n*0\r\n*1\r\n*2\r\n:2\r\n+8\r\n",
          "TS.MREVRANGE", "-", "+", "COUNT", "1", "FILTER", "name=bush", "GROUPBY", "name", "REDUCE", "sum");
+    SEND(&s,
+         "*1\r\n*3\r\n$9\r\nname=bush\r\n*2\r\n*2\r\n$11\r\n__reducer__\r\n$3\r\nsum\r\n*2\r\n$4\r\nkind\r\n$-1\r\n"
+         "*1\r\n*2\r\n:2\r\n+8\r\n",
+         "TS.MREVRANGE", "-", "+", "COUNT", "1", "SELECTED_LABELS", "__REDUCER__", "kind", "FILTER", "name=bush",
+         "GROUPBY", "name", "REDUCE", "sum");
     SEND(&s, ERR("missing FILTER argument"), "TS.MRANGE", "-", "+", "name=bush");
     SEND(&s, ERR("GROUPBY should always come after filter"), "TS.MRANGE", "-", "+", "GROUPBY", "name", "FILTER",
          "name=bush");
