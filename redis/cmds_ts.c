@@ -450,10 +450,10 @@ static bool parse_value(const resp_arg_t *a, double *out)
     return true;
 }
 
-/* A sample's timestamp argument ("*": now). */
-static int parse_ts_arg(redis_conn_t *c, const resp_arg_t *a, int64_t now, int64_t *out)
+/* A sample's timestamp argument ("*": now): 0, or 1 not an integer, 2
+ * negative. */
+static int parse_ts_arg(const resp_arg_t *a, int64_t now, int64_t *out)
 {
-    (void)c;
     if (a->len == 1 && a->ptr[0] == '*') {
         *out = now;
         return 0;
@@ -493,7 +493,7 @@ static bool add_one(redis_conn_t *c, const resp_arg_t *key, const resp_arg_t *ta
         ts_tsdb_err(c, "invalid value");
         return false;
     }
-    int bad = parse_ts_arg(c, ta, now, t);
+    int bad = parse_ts_arg(ta, now, t);
     if (bad) {
         ts_tsdb_err(c, bad == 1 ? "invalid timestamp" : "invalid timestamp, must be a nonnegative integer");
         return false;
@@ -503,7 +503,7 @@ static bool add_one(redis_conn_t *c, const resp_arg_t *key, const resp_arg_t *ta
     memset(&o, 0, sizeof(o));
     o.policy = TS_DUP_BLOCK;
     a.on_duplicate = TS_DUP_BLOCK;
-    int kind = -2;   /* not looked up */
+    int kind;
     if (create) {
         /* the creation options are read for a missing key only, and
          * ON_DUPLICATE for an existing one */
