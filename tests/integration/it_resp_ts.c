@@ -7,6 +7,7 @@
  * error texts word for word, and Python's redis package (r.ts()) reading
  * them.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "it_ts_upstream_cases.h"
 #include "resp_client.h"
 
 static tally_proc_t T;
@@ -384,7 +386,8 @@ static void test_range(void **state)
     /* buckets end at `to` (75): 73 in [65, 75), 75 in [75, 85) */
     SEND(&s, "*2\r\n*2\r\n:65\r\n+0\r\n*2\r\n:75\r\n+0\r\n", "TS.RANGE", "g:t1", "0", "75", "ALIGN", "end",
          "AGGREGATION", "range", "10", "FILTER_BY_TS", "73", "75");
-    SEND(&s, "*2\r\n*2\r\n:50\r\n+0\r\n*2\r\n:70\r\n+2\r\n", "TS.RANGE", "g:t1", "0", "100", "AGGREGATION", "range", "10",
+    SEND(&s, "*2\r\n*2\r\n:50\r\n+0\r\n*2\r\n:70\r\n+2\r\n", "TS.RANGE", "g:t1", "0", "100", "AGGREGATION",
+         "range", "10",
          "ALIGN", "0", "FILTER_BY_VALUE", "3", "5", "FILTER_BY_TS", "51", "73", "75");
     SEND(&s, "*0\r\n", "TS.RANGE", "g:t1", "200", "300");
     /* values as RedisTimeSeries prints them (dragonbox's shortest digits) */
@@ -448,6 +451,169 @@ static void test_range_errors(void **state)
     SEND(&s, ERR("FILTER_BY_TS one or more arguments are missing"), "TS.RANGE", "q:a", "-", "+", "FILTER_BY_TS",
          "x");
     run(&s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* test_ts_range.py's cases, as last session's HTTP tests hold them         */
+/* ------------------------------------------------------------------------ */
+
+/* A query parameter of an upstream case's path ("" absent). */
+static void param(const char *path, const char *name, char *out, size_t cap)
+{
+    out[0] = '\0';
+    size_t n = strlen(name);
+    for (const char *p = strchr(path, '?'); p; p = strchr(p + 1, '&')) {
+        if (strncmp(p + 1, name, n) == 0 && p[1 + n] == '=') {
+            const char *v = p + 2 + n;
+            size_t len = strcspn(v, "&");
+            snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), v);
+            return;
+        }
+    }
+}
+
+/* The key of a path /ts/{key}[/...] or /keys/{key}, %7B and %7D decoded. */
+static void path_key(const char *path, char *out, size_t cap)
+{
+    const char *k = strchr(path + 1, '/') + 1;
+    size_t n = 0;
+    for (; *k && *k != '/' && *k != '?' && n + 1 < cap; k++) {
+        if (strncmp(k, "%7B", 3) == 0 || strncmp(k, "%7D", 3) == 0) {
+            out[n++] = k[2] == 'B' ? '{' : '}';
+            k += 2;
+        } else {
+            out[n++] = *k;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* One reply of TS.RANGE ([[ts, "value"], ...]) as rows "ts,value;..."
+ * into out; *p moves past it. */
+static bool read_rows(const char **p, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    if (**p != '*')
+        return false;
+    long n = strtol(*p + 1, NULL, 10);
+    *p = strstr(*p, "\r\n") + 2;
+    for (long i = 0; i < n; i++) {
+        long long t;
+        char v[64];
+        if (sscanf(*p, "*2\r\n:%lld\r\n+%63[^\r]\r\n", &t, v) != 2)
+            return false;
+        for (int k = 0; k < 3; k++)
+            *p = strstr(*p, "\r\n") + 2;
+        used += (size_t)snprintf(out + used, cap - used, "%s%lld,%s", i ? ";" : "", t, v);
+        if (used >= cap)
+            return false;
+    }
+    return true;
+}
+
+/* Whether the rows got (values as the module prints them) are want's
+ * (it_ts_upstream_cases.h: "nan" NaN; a leading '^' the first row only). */
+static bool same_rows(const char *got, const char *want)
+{
+    bool first_only = want[0] == '^';
+    want += first_only;
+    for (;;) {
+        if (!*want)
+            return first_only || !*got;
+        long long tg, tw;
+        char vg[64], vw[64];
+        if (sscanf(got, "%lld,%63[^;]", &tg, vg) != 2 || sscanf(want, "%lld,%63[^;]", &tw, vw) != 2 || tg != tw)
+            return false;
+        double g = strcmp(vg, "NaN") == 0 ? NAN : strtod(vg, NULL), w = strcmp(vw, "nan") == 0 ? NAN : strtod(vw, NULL);
+        if (isnan(g) != isnan(w) || (!isnan(w) && g != w))
+            return false;
+        const char *ng = strchr(got, ';'), *nw = strchr(want, ';');
+        if (!nw)
+            return first_only || !ng;
+        if (!ng)
+            return false;
+        got = ng + 1;
+        want = nw + 1;
+    }
+}
+
+/* The cases of test_ts_range.py (test_agg_twa, test_empty,
+ * test_empty_gap_fill_*...) that last session's tests send over HTTP
+ * (it_ts_upstream_cases.h), sent as the module's commands: TS.CREATE,
+ * TS.ADD, DEL, TS.RANGE / TS.REVRANGE key from to [ALIGN a] AGGREGATION
+ * agg bucket [EMPTY], with the upstream answers.  What RedisTimeSeries
+ * 1.10 lacks (countNaN, countAll, several aggregations at once) is left
+ * out. */
+static void test_upstream_range_cases(void **state)
+{
+    (void)state;
+    size_t checked = 0;
+    for (size_t i = 0; i < sizeof(upstream_range_cases) / sizeof(upstream_range_cases[0]); i++) {
+        const upstream_case_t *uc = &upstream_range_cases[i];
+        char key[128], from[32], to[32], agg[32], bucket[32], align[32], empty[8];
+        path_key(uc->path, key, sizeof(key));
+        buf_t b = { 0 };
+        size_t replies = 1;
+        if (strcmp(uc->method, "PUT") == 0) {
+            mb(&b, "TS.CREATE", key, NULL);
+        } else if (strcmp(uc->method, "DELETE") == 0) {
+            mb(&b, "DEL", key, NULL);
+        } else if (strcmp(uc->method, "POST") == 0) {
+            replies = 0;
+            for (const char *p = strstr(uc->body, "[["); p && (p = strchr(p + 1, '[')); replies++) {
+                char t[32], v[32];
+                if (sscanf(p, "[%31[0-9],%31[^]]]", t, v) != 2)
+                    fail_msg("case %zu: %s", i, uc->body);
+                char *val = v[0] == '"' ? v + 1 : v;
+                val[strcspn(val, "\"")] = '\0';
+                mb(&b, "TS.ADD", key, t, val, NULL);
+            }
+        } else {
+            param(uc->path, "from", from, sizeof(from));
+            param(uc->path, "to", to, sizeof(to));
+            param(uc->path, "agg", agg, sizeof(agg));
+            param(uc->path, "bucket_ms", bucket, sizeof(bucket));
+            param(uc->path, "align", align, sizeof(align));
+            param(uc->path, "empty", empty, sizeof(empty));
+            if (strcmp(agg, "countNaN") == 0 || strcmp(agg, "countAll") == 0 || strchr(agg, ',') ||
+                strstr(agg, "%2C"))
+                continue;
+            const char *w[16];
+            size_t n = 0;
+            w[n++] = strstr(uc->path, "/revrange") ? "TS.REVRANGE" : "TS.RANGE";
+            w[n++] = key;
+            w[n++] = from;
+            w[n++] = to;
+            if (align[0]) {
+                w[n++] = "ALIGN";
+                w[n++] = align;
+            }
+            w[n++] = "AGGREGATION";
+            w[n++] = agg;
+            w[n++] = bucket;
+            if (strcmp(empty, "true") == 0)
+                w[n++] = "EMPTY";
+            while (n < 16)
+                w[n++] = NULL;
+            mb(&b, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], NULL);
+        }
+        buf_t got = exchange(T.resp_port, b.p, b.len);
+        const char *p = got.p;
+        if (uc->want) {
+            char rows[4096];
+            if (!read_rows(&p, rows, sizeof(rows)) || !same_rows(rows, uc->want))
+                fail_msg("case %zu (%s): got %s, want %s", i, uc->path, got.p, uc->want);
+            checked++;
+        } else {
+            for (size_t k = 0; k < replies; k++, p = strstr(p, "\r\n") + 2)
+                if (*p == '-')
+                    fail_msg("case %zu (%s %s): %s", i, uc->method, uc->path, p);
+        }
+        free(got.p);
+        free(b.p);
+    }
+    assert_true(checked > 150);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -606,7 +772,8 @@ static void test_python_ts(void **state)
         "assert ts.get('py:c') == (200, 3.0)\n"
         "assert ts.get('py:t1') == (3000, 23.25)\n"
         "assert ts.range('py:t1', '-', '+') == [(1000, 21.5), (2000, 30.0), (3000, 23.25)]\n"
-        "assert ts.range('py:t1', 0, 10000, aggregation_type='avg', bucket_size_msec=2000) == [(0, 21.5), (2000, 26.625)]\n"
+        "a = ts.range('py:t1', 0, 10000, aggregation_type='avg', bucket_size_msec=2000)\n"
+        "assert a == [(0, 21.5), (2000, 26.625)], a\n"
         "assert ts.revrange('py:t1', '-', '+', count=2) == [(3000, 23.25), (2000, 30.0)]\n"
         "m = ts.mrange('-', '+', filters=['kind=temp'], with_labels=True)\n"
         "assert m == [{'py:t1': [{'room': 'kitchen', 'kind': 'temp'}, [(1000, 21.5), (2000, 30.0), (3000, 23.25)]]},\n"
@@ -653,7 +820,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_writes),       cmocka_unit_test(test_write_errors), cmocka_unit_test(test_rules_info),
-        cmocka_unit_test(test_range),        cmocka_unit_test(test_range_errors), cmocka_unit_test(test_multi),
+        cmocka_unit_test(test_range),        cmocka_unit_test(test_range_errors),
+        cmocka_unit_test(test_upstream_range_cases), cmocka_unit_test(test_multi),
         cmocka_unit_test(test_python_ts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
