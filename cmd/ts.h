@@ -282,6 +282,7 @@ typedef struct cmd_ts_rule_shown {
 
 typedef struct cmd_ts_info_res {
     ts_info_t info;
+    ts_chunk_info_t *chunks;     /* info.chunks of them, oldest first (TS.INFO DEBUG) */
     int64_t retention_ms;
     ts_policy_t policy;
     ts_label_t *labels;          /* names NUL-terminated */

@@ -32,6 +32,8 @@ void cmd_ts_info_free(cmd_ts_info_res_t *r)
     free(r->labels);
     free(r->rules);
     free(r->text);
+    free(r->chunks);
+    r->chunks = NULL;
     r->labels = NULL;
     r->rules = NULL;
     r->text = NULL;
@@ -71,7 +73,8 @@ static bool run_info(cmd_ctx_t *ctx, const void *args, void *res)
     r->labels = malloc((nl ? nl : 1) * sizeof(*r->labels));
     r->rules = malloc((nr ? nr : 1) * sizeof(*r->rules));
     r->text = malloc(text);
-    if (!r->labels || !r->rules || !r->text) {
+    r->chunks = malloc((r->info.chunks ? r->info.chunks : 1) * sizeof(*r->chunks));
+    if (!r->labels || !r->rules || !r->text || !r->chunks) {
         ts_group_close(&g, false);
         cmd_ts_info_free(r);
         return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
@@ -94,6 +97,8 @@ static bool run_info(cmd_ctx_t *ctx, const void *args, void *res)
         r->source = put_text(&p, src, slen);
         r->source_len = slen;
     }
+    for (size_t i = 0; i < r->info.chunks; i++)
+        ts_get_chunk_info(ts, i, &r->chunks[i]);
     ts_group_close(&g, false);
     return true;
 }

@@ -818,6 +818,14 @@ bool ts_set_labels(ts_t *ts, const ts_label_t *labels, size_t nlabels)
 /* Info                                                                     */
 /* ======================================================================== */
 
+void ts_get_chunk_info(const ts_t *ts, size_t i, ts_chunk_info_t *out)
+{
+    const ts_chunk_t *c = ts->chunks[i];
+    out->samples = c->count;
+    out->first_ts = c->first_ts;
+    out->last_ts = c->last_ts;
+}
+
 void ts_get_info(const ts_t *ts, ts_info_t *out)
 {
     memset(out, 0, sizeof(*out));

@@ -275,6 +275,15 @@ typedef struct ts_info {
 
 void ts_get_info(const ts_t *ts, ts_info_t *out);
 
+/* Chunk i (< ts_info_t.chunks) of the series, oldest first: its stored
+ * samples (hidden ones below the retention included) and their first and
+ * last timestamps (TS.INFO DEBUG). */
+typedef struct ts_chunk_info {
+    uint64_t samples;
+    int64_t first_ts, last_ts;
+} ts_chunk_info_t;
+void ts_get_chunk_info(const ts_t *ts, size_t i, ts_chunk_info_t *out);
+
 /* ------------------------------------------------------------------------ */
 /* Label filters (TS.MGET / TS.MRANGE / TS.QUERYINDEX)                      */
 /* ------------------------------------------------------------------------ */

@@ -396,6 +396,17 @@ static void test_reads(void **state)
     cmd_ts_info_res_t info;
     ok(&c, &CMD_TS_INFO, &k, &info);
     assert_int_equal(info.info.samples, 40);
+    /* its chunks (TS.INFO DEBUG), oldest first, hold the 40 samples */
+    uint64_t in_chunks = 0;
+    for (size_t i = 0; i < info.info.chunks; i++) {
+        in_chunks += info.chunks[i].samples;
+        assert_true(info.chunks[i].first_ts <= info.chunks[i].last_ts);
+        if (i)
+            assert_true(info.chunks[i - 1].last_ts < info.chunks[i].first_ts);
+    }
+    assert_int_equal(in_chunks, 40);
+    assert_int_equal(info.chunks[0].first_ts, info.info.first_ts);
+    assert_int_equal(info.chunks[info.info.chunks - 1].last_ts, info.info.last_ts);
     assert_int_equal(info.nlabels, 2);
     assert_string_equal(info.labels[1].name, "kind");
     assert_int_equal(info.nrules, 1);
