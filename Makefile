@@ -46,7 +46,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthre
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
 CORE_LIBS := -lroaring -lxxhash -lz -lm
-BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl $(CORE_LIBS)
+BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl -lnghttp2 -lprotobuf-c $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%
 # faster than glibc's malloc on /throttle; sanitizer builds keep their own
@@ -63,6 +63,12 @@ API_SRC := $(wildcard api/*.c)
 # The Redis protocol's front-end (redis/: argv -> typed arguments -> cmd_call -> reply),
 # beside the HTTP adapter (api/); its bytes are resp/'s.
 REDIS_SRC := $(wildcard redis/*.c)
+# Envoy's rate limit service over gRPC: grpc/ translates its messages (generated
+# by protoc-c from proto/ into $(GEN), at build time) to and from rls/'s types;
+# service/grpc_server.c holds the HTTP/2 listener.
+GRPC_SRC := $(wildcard grpc/*.c)
+PROTO_SRC := $(shell find proto -name '*.proto' | LC_ALL=C sort)
+PB_SRC := $(patsubst proto/%.proto,build/gen/%.pb-c.c,$(PROTO_SRC))
 SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 # Unit tests of api/ (in-process: router, readers, envelope, replay); of the
@@ -83,6 +89,8 @@ CMD_OBJ := $(call obj,$(CMD_SRC))
 RESP_OBJ := $(call obj,$(RESP_SRC))
 API_OBJ := $(call obj,$(API_SRC))
 REDIS_OBJ := $(call obj,$(REDIS_SRC))
+GRPC_OBJ := $(call obj,$(GRPC_SRC))
+PB_OBJ := $(call obj,$(PB_SRC))
 SVC_OBJ := $(call obj,$(SVC_SRC))
 LIBCORE := $(BUILD)/libtallycore.a
 LIBCMD := $(BUILD)/libtallycmd.a
@@ -190,6 +198,16 @@ $(GEN)/redis_groups.inc: $(REDIS_SRC) tools/registry.sh
 	@sh tools/registry.sh redis $(REDIS_SRC) > $@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@; }
 $(BUILD)/redis/table.o: $(GEN)/redis_groups.inc
 
+# The protobuf messages (proto/ -> $(GEN)/**/*.pb-c.[ch], protoc-c from
+# Debian's protobuf-c-compiler), all at once; what includes them waits.
+PB_STAMP := $(GEN)/proto.stamp
+$(PB_STAMP): $(PROTO_SRC)
+	@mkdir -p $(GEN)
+	protoc-c -Iproto --c_out=$(GEN) $(PROTO_SRC)
+	@touch $@
+$(PB_SRC): $(PB_STAMP) ;
+$(GRPC_OBJ) $(PB_OBJ) $(BUILD)/service/grpc_server.o $(BUILD)/service/main.o: $(PB_STAMP)
+
 # core/ is a library of its own.  CORE_PURE links every one of its objects
 # (--whole-archive) with nothing but CORE_LIBS: the linker proves that core
 # calls no I/O library (no jansson, no libmicrohttpd, no service code).
@@ -234,7 +252,7 @@ $(RESP_PURE): $(LIBRESP)
 	  grep -v -x -F $(addprefix -e ,$(RESP_LIBC)) | sort -u); \
 	  if [ -n "$$bad" ]; then echo "resp-pure: resp/ calls outside its list (RESP_LIBC): $$bad"; rm -f $@; exit 1; fi
 
-$(LIBTALLY): $(API_OBJ) $(REDIS_OBJ) $(SVC_OBJ)
+$(LIBTALLY): $(API_OBJ) $(REDIS_OBJ) $(GRPC_OBJ) $(PB_OBJ) $(SVC_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
@@ -426,11 +444,11 @@ api-page:
 # ----------------------------------------------------------------- fuzz --
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := build/fuzz
-fuzz: deps-fuzz $(REGISTRIES)
+fuzz: deps-fuzz $(REGISTRIES) $(PB_STAMP)
 	@set -e; mkdir -p $(FUZZ_BUILD); \
 	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -I$(GEN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(REDIS_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
+	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(REDIS_SRC) $(GRPC_SRC) $(PB_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
 	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
 	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
 	  mkdir -p $(FUZZ_BUILD)/corpus-$$n; $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \

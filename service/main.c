@@ -51,6 +51,7 @@
 #include "service/file.h"
 #include "service/persist.h"
 #include "service/repl.h"
+#include "service/grpc_server.h"
 #include "service/resp_server.h"
 #include "service/server.h"
 #include "service/tls.h"
@@ -73,6 +74,7 @@ static struct {
     tls_t *tls;                  /* HTTPS credentials (service/tls.h); NULL for plain HTTP */
     server_t *server;
     resp_server_t *resp;         /* --resp-port: the Redis protocol (service/resp_server.h); NULL when off */
+    grpc_server_t *grpc;         /* --grpc-port: gRPC over HTTP/2 (service/grpc_server.h); NULL when off */
     persist_t *persist;
     int64_t started_mono;
     /* What the serving threads may see: published once complete (the
@@ -118,6 +120,8 @@ static void gate_loading(void *ud, bool loading)
         server_set_loading(app.server, loading);
     if (app.resp)
         resp_server_set_loading(app.resp, loading);
+    if (app.grpc)
+        grpc_server_set_loading(app.grpc, loading);
     pthread_mutex_unlock(&gate_mu);
 }
 
@@ -777,12 +781,32 @@ static int run(void)
         }
         snprintf(resp_at, sizeof(resp_at), "; Redis protocol on %s:%d", o->bind, resp_server_port(app.resp));
     }
-    log_info("tallyd %s listening on %s:%d (%d threads, %u shards)%s; loading", TALLY_VERSION, o->bind,
-             server_port(app.server), o->threads, ks_shard_count(app.ks), resp_at);
+    char grpc_at[96] = "";
+    if (o->grpc_port >= 0) {
+        grpc_server_hooks_t gh = { 0 };
+        if (!o->in_memory) {
+            gh.journal_try = hook_try;
+            gh.journal_wait_async = hook_wait_async;
+        }
+        app.grpc = grpc_server_start(o, &app.api, &gh, err, sizeof(err));
+        if (!app.grpc) {
+            log_error("%s; refusing to start", err);
+            resp_server_stop(app.resp);
+            server_stop(app.server);
+            ks_free(app.ks);
+            transport_close();
+            return 1;
+        }
+        snprintf(grpc_at, sizeof(grpc_at), "; gRPC on %s:%d", o->bind, grpc_server_port(app.grpc));
+    }
+    log_info("tallyd %s listening on %s:%d (%d threads, %u shards)%s%s; loading", TALLY_VERSION, o->bind,
+             server_port(app.server), o->threads, ks_shard_count(app.ks), resp_at, grpc_at);
     if (o->pid_file[0] && !pid_file_write(err, sizeof(err))) {
         log_error("%s; refusing to start", err);
         resp_server_stop(app.resp);
         app.resp = NULL;
+        grpc_server_stop(app.grpc);
+        app.grpc = NULL;
         server_stop(app.server);
         ks_free(app.ks);
         transport_close();
@@ -805,6 +829,8 @@ static int run(void)
             log_error("%s%s", err, creds_ok ? "" : "; refusing to start");
             resp_server_stop(app.resp);
             app.resp = NULL;
+            grpc_server_stop(app.grpc);
+            app.grpc = NULL;
             server_stop(app.server);
             pid_file_remove();
             ks_free(app.ks);
@@ -820,6 +846,8 @@ static int run(void)
             log_error("%s", err);
             resp_server_stop(app.resp);
             app.resp = NULL;
+            grpc_server_stop(app.grpc);
+            app.grpc = NULL;
             server_stop(app.server);
             atomic_store(&app.live_persist, NULL);
             persist_close(app.persist);
@@ -835,6 +863,8 @@ static int run(void)
     server_set_ready(app.server, true);
     if (app.resp)
         resp_server_set_ready(app.resp, true);
+    if (app.grpc)
+        grpc_server_set_ready(app.grpc, true);
     log_info("ready: %llu keys", (unsigned long long)ks_total_keys(app.ks));
 
     /* housekeeping until a signal says stop: an expiry step every 10 ms,
@@ -877,13 +907,19 @@ static int run(void)
     server_quiesce(app.server);
     if (app.resp)
         resp_server_quiesce(app.resp);
+    if (app.grpc)
+        grpc_server_quiesce(app.grpc);   /* a GOAWAY on each connection: its open streams finish */
     if (!server_drain(app.server, o->shutdown_timeout))
         log_warn("%u requests still in flight after %d s; closing them", server_inflight(app.server),
                  o->shutdown_timeout);
+    if (app.grpc && !grpc_server_drain(app.grpc, o->shutdown_timeout))
+        log_warn("gRPC connections still open after %d s; closing them", o->shutdown_timeout);
     atomic_store(&app.live_server, NULL);
     pthread_mutex_lock(&gate_mu);
     resp_server_stop(app.resp);   /* each loop ends the command it runs */
     app.resp = NULL;
+    grpc_server_stop(app.grpc);
+    app.grpc = NULL;
     server_stop(app.server);
     app.server = NULL;
     pthread_mutex_unlock(&gate_mu);

@@ -29,6 +29,7 @@ typedef struct opt_def {
 static const opt_def_t defs[] = {
     { "port", "TALLY_PORT", K_INT, OFF(port), 0, 65535, "TCP port to listen on (default 8080; 0 picks a free port)" },
     { "resp-port", "TALLY_RESP_PORT", K_INT, OFF(resp_port), 0, 65535, "TCP port to speak the Redis protocol (RESP2/RESP3) on, for redis-cli and Redis clients, on the same --bind address (default: off; 0 picks a free port; no TLS yet: refused with --tls-cert)" },
+    { "grpc-port", "TALLY_GRPC_PORT", K_INT, OFF(grpc_port), 0, 65535, "TCP port to serve gRPC on over HTTP/2 - Envoy's rate limit service (ShouldRateLimit) and grpc.health.v1 - on the same --bind address; TLS with ALPN h2 with --tls-cert, else cleartext HTTP/2 with prior knowledge (default: off; 0 picks a free port)" },
     { "bind", "TALLY_BIND", K_STR, OFF(bind), 0, CAP(bind), "address to listen on (default 127.0.0.1; 0.0.0.0 for all IPv4)" },
     { "threads", "TALLY_THREADS", K_INT, OFF(threads), 1, 1024, "HTTP worker threads (default: online cores)" },
     { "data-dir", "TALLY_DATA_DIR", K_STR, OFF(data_dir), 0, CAP(data_dir), "directory for snapshot and journal (default ./data)" },
@@ -215,6 +216,7 @@ static void defaults(tally_opts_t *o)
     memset(o, 0, sizeof(*o));
     o->port = 8080;
     o->resp_port = -1;
+    o->grpc_port = -1;
     strcpy(o->bind, "127.0.0.1");
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = n > 0 ? (int)n : 1;

@@ -20,6 +20,7 @@ typedef enum fsync_mode { FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NO } fsync_mode_t;
 
 typedef struct tally_opts {
     int port;                    /* --port, TALLY_PORT: 8080 */
+    int grpc_port;               /* --grpc-port, TALLY_GRPC_PORT: gRPC over HTTP/2 (service/grpc_server.h); -1 = off (default) */
     int resp_port;               /* --resp-port, TALLY_RESP_PORT: the Redis protocol's port; -1 = off (default) */
     char bind[64];               /* --bind, TALLY_BIND: 127.0.0.1 */
     int threads;                 /* --threads, TALLY_THREADS: online cores */
