@@ -213,7 +213,7 @@ $(PB_STAMP): $(PROTO_SRC)
 	protoc-c -Iproto --c_out=$(GEN) $(PROTO_SRC)
 	@touch $@
 $(PB_SRC): $(PB_STAMP) ;
-$(GRPC_OBJ) $(PB_OBJ) $(BUILD)/service/grpc_server.o $(BUILD)/service/main.o: $(PB_STAMP)
+$(GRPC_OBJ) $(PB_OBJ) $(BUILD)/service/grpc_server.o $(BUILD)/service/main.o $(BUILD)/tests/fuzz/fuzz_grpc.o: $(PB_STAMP)
 
 # core/ is a library of its own.  CORE_PURE links every one of its objects
 # (--whole-archive) with nothing but CORE_LIBS: the linker proves that core

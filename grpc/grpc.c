@@ -61,7 +61,7 @@ bool grpc_timeout_parse(const char *v, size_t len, int64_t *ns)
     case 'n': mul = 1; break;
     default: return false;
     }
-    *ns = n * mul;   /* 99999999 hours fits in 63 bits */
+    *ns = n > INT64_MAX / mul ? INT64_MAX : n * mul;   /* 99999999 hours does not fit: "forever" */
     return true;
 }
 

@@ -441,8 +441,9 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
         st->grpc_ct = vl >= 16 && memcmp(value, "application/grpc", 16) == 0 && (vl == 16 || value[16] == '+' || value[16] == ';');
     } else if (name_is(name, nl, "grpc-timeout")) {
         int64_t ns;
-        if (grpc_timeout_parse((const char *)value, vl, &ns))
-            st->deadline = clock_mono_ns() + ns;
+        int64_t now = clock_mono_ns();
+        if (grpc_timeout_parse((const char *)value, vl, &ns) && ns < INT64_MAX - now)
+            st->deadline = now + ns;   /* else as good as none */
     } else if (name_is(name, nl, "grpc-encoding")) {
         st->identity = vl == 8 && memcmp(value, "identity", 8) == 0;
     } else if (name_is(name, nl, "authorization") && !st->auth) {
