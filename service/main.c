@@ -53,6 +53,7 @@
 #include "service/repl.h"
 #include "service/grpc_server.h"
 #include "service/resp_server.h"
+#include "service/rls_host.h"
 #include "service/server.h"
 #include "service/tls.h"
 
@@ -220,6 +221,7 @@ static void hook_metrics(void *ud, wbuf_t *out)
 {
     (void)ud;
     metrics_render(out);
+    rls_host_metrics(out);
     server_t *s = atomic_load_explicit(&app.live_server, memory_order_acquire);
     if (s)
         server_metrics(s, out);
@@ -451,7 +453,7 @@ static const char *policies_word(size_t count)
     return count == 1 ? "rate-limit policy" : "rate-limit policies";
 }
 
-/* Reloads --tokens (when given) then --config (when given) for SIGHUP
+/* Reloads --tokens (when given), --config and --rls-config (when given) for SIGHUP
  * and POST /admin/reload, one reload at a time; logs the outcome with `who`
  * asked.  False with a message when either file is refused (what it held
  * before stays; the other file is still reloaded) or when there is no file
@@ -459,8 +461,8 @@ static const char *policies_word(size_t count)
 static bool reload_files(const char *who, size_t *count, char *err, size_t errlen)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    if (!app.opts.config[0] && !app.opts.tokens[0]) {
-        snprintf(err, errlen, "nothing to reload: tallyd was started without --config or --tokens");
+    if (!app.opts.config[0] && !app.opts.tokens[0] && !app.opts.rls_config[0]) {
+        snprintf(err, errlen, "nothing to reload: tallyd was started without --config, --rls-config or --tokens");
         log_info("%s: %s", who, err);
         return false;
     }
@@ -491,6 +493,18 @@ static bool reload_files(const char *who, size_t *count, char *err, size_t errle
             log_error("%s: %s; keeping the policies loaded before", who, perr);
             size_t n = strlen(perr);
             snprintf(perr + n, plen - n, "; the policies loaded before stay");
+            ok = false;
+        }
+    }
+    if (app.opts.rls_config[0]) {
+        size_t used = strlen(err);
+        char *rerr = err + used + (used ? 2 : 0);
+        size_t rlen = errlen - used - (used ? 2 : 0);
+        if (rls_host_reload(who, rerr, rlen)) {
+            err[used] = '\0';
+        } else {
+            if (used)
+                memcpy(err + used, "; ", 2);
             ok = false;
         }
     }
@@ -532,8 +546,9 @@ static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
             ok = false;
         }
     }
-    if ((app.tls || app.api.cluster || repl_reloadable(&app.opts)) && !app.opts.config[0] && !app.opts.tokens[0])
-        return ok;   /* no tokens or policies to reload */
+    if ((app.tls || app.api.cluster || repl_reloadable(&app.opts)) && !app.opts.config[0] && !app.opts.tokens[0] &&
+        !app.opts.rls_config[0])
+        return ok;   /* no tokens, policies or rate limit configuration to reload */
     char ferr[1024];
     if (!reload_files(who, count, ferr, sizeof(ferr))) {
         if (ok)
@@ -689,6 +704,13 @@ static int run(void)
             return 1;
         }
         log_info("--config %s: %zu %s", o->config, count, policies_word(count));
+    }
+    if (!rls_host_start(&app.api, o, err, sizeof(err))) {
+        log_error("%s; refusing to start", err);
+        api_policies_free(app.api.policies);
+        api_auth_free(app.api.auth);
+        access_log_close();
+        return 1;
     }
 
     if (o->cluster[0]) {
@@ -881,7 +903,8 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            if (app.tls || app.api.cluster || app.opts.config[0] || app.opts.tokens[0] || repl_reloadable(&app.opts))
+            if (app.tls || app.api.cluster || app.opts.config[0] || app.opts.tokens[0] || app.opts.rls_config[0] ||
+                repl_reloadable(&app.opts))
                 reload_all("SIGHUP", &count, err, sizeof(err));
             if (!access_log_reopen(err, sizeof(err)))
                 log_error("SIGHUP: %s; still writing the access log to the file open before", err);
@@ -935,6 +958,7 @@ static int run(void)
         atomic_store(&app.live_persist, NULL);
         persist_close(app.persist);
     }
+    rls_host_stop();
     ks_free(app.ks);
     api_policies_free(app.api.policies);
     transport_close();
