@@ -810,6 +810,10 @@ static int run(void)
             gh.journal_try = hook_try;
             gh.journal_wait_async = hook_wait_async;
         }
+        if ((gh.rls = rls_host_get())) {   /* --rls-config: ShouldRateLimit's decisions */
+            gh.decide = rls_should_rate_limit;
+            gh.result_free = rls_result_free;
+        }
         app.grpc = grpc_server_start(o, &app.api, &gh, err, sizeof(err));
         if (!app.grpc) {
             log_error("%s; refusing to start", err);

@@ -92,12 +92,12 @@ def check_unimplemented():
         expect_code(lambda: m(b"", timeout=10), grpc.StatusCode.UNIMPLEMENTED, "unknown method")
 
 
-def rls_request(domain="test", n=1):
+def rls_request(domain="edge", n=1):
     req = rls_pb2.RateLimitRequest(domain=domain)
     for i in range(n):
         d = req.descriptors.add()
         e = d.entries.add()
-        e.key, e.value = "k%d" % i, "v"
+        e.key, e.value = "remote_address", "192.0.2.%d" % i
     return req
 
 
@@ -140,6 +140,105 @@ def check_deadline_client():
         call = health_call(ch)
         expect_code(lambda: call(health_pb2.HealthCheckRequest(), timeout=0.000001), grpc.StatusCode.DEADLINE_EXCEEDED,
                     "1 us deadline")
+
+
+def desc(req, pairs, hits=None, limit=None):
+    d = req.descriptors.add()
+    for k, v in pairs:
+        e = d.entries.add()
+        e.key, e.value = k, v
+    if hits is not None:
+        d.hits_addend.value = hits
+    if limit is not None:
+        d.limit.requests_per_unit, d.limit.unit = limit
+    return d
+
+
+def expect(cond, what):
+    if not cond:
+        fail(what)
+
+
+def check_rls_fields():
+    """Every field of ShouldRateLimit against it_grpc's --rls-config (domain
+    edge: remote_address 3/minute named per_ip, path=/api 100/hour,
+    free=yes unlimited); metadata ARGS as name=value."""
+    R = rls_pb2.RateLimitResponse
+    md = [tuple(a.split("=", 1)) for a in ARGS]
+    with channel() as ch:
+        stub = rls_pb2_grpc.RateLimitServiceStub(ch)
+
+        def call(req):
+            return stub.ShouldRateLimit(req, timeout=10, metadata=md)
+
+        # one descriptor: the configured limit, its name, what remains, the reset
+        req = rls_pb2.RateLimitRequest(domain="edge")
+        desc(req, [("remote_address", "10.0.0.1")])
+        r = call(req)
+        print("one descriptor:", R.Code.Name(r.overall_code), r.statuses)
+        expect(r.overall_code == R.OK and len(r.statuses) == 1, "overall OK with one status")
+        s = r.statuses[0]
+        expect(s.code == R.OK, "status OK")
+        expect(s.HasField("current_limit"), "current_limit present")
+        expect(s.current_limit.requests_per_unit == 3 and s.current_limit.unit == R.RateLimit.MINUTE, "3 per minute")
+        expect(s.current_limit.name == "per_ip", "the rule's name")
+        expect(s.limit_remaining == 2, "2 remaining after 1 of 3")
+        expect(s.HasField("duration_until_reset"), "duration_until_reset present")
+        reset = s.duration_until_reset.seconds + s.duration_until_reset.nanos / 1e9
+        expect(0 < reset <= 60, "reset within the minute: %s" % reset)
+        names = [h.key.lower() for h in r.response_headers_to_add]
+        print("headers:", [(h.key, h.value) for h in r.response_headers_to_add])
+        expect("ratelimit" in names and "ratelimit-policy" in names, "RateLimit and RateLimit-Policy headers")
+
+        # the request's hits_addend charges each descriptor that much
+        req.hits_addend = 2
+        r = call(req)
+        expect(r.overall_code == R.OK and r.statuses[0].limit_remaining == 0, "hits_addend 2: 0 remaining")
+        req.hits_addend = 0   # unset: 1
+        r = call(req)
+        print("over:", R.Code.Name(r.overall_code), r.statuses[0])
+        expect(r.overall_code == R.OVER_LIMIT and r.statuses[0].code == R.OVER_LIMIT, "OVER_LIMIT at the 4th")
+        expect(r.statuses[0].limit_remaining == 0, "0 remaining when over")
+
+        # three descriptors: statuses in the request's order; no rule and unlimited carry no limit
+        req = rls_pb2.RateLimitRequest(domain="edge")
+        desc(req, [("path", "/api")])
+        desc(req, [("nothing", "configured")])
+        desc(req, [("free", "yes")])
+        r = call(req)
+        print("three:", r.statuses)
+        expect(r.overall_code == R.OK and len(r.statuses) == 3, "three statuses")
+        expect(r.statuses[0].current_limit.requests_per_unit == 100 and
+               r.statuses[0].current_limit.unit == R.RateLimit.HOUR and r.statuses[0].limit_remaining == 99,
+               "path=/api: 100 per hour, 99 left")
+        expect(not r.statuses[1].HasField("current_limit") and r.statuses[1].code == R.OK, "no rule: OK, no limit")
+        expect(not r.statuses[2].HasField("current_limit") and r.statuses[2].code == R.OK, "unlimited: OK, no limit")
+
+        # a descriptor's own hits_addend (a wrapper: 5 > 3 is over at once)
+        req = rls_pb2.RateLimitRequest(domain="edge")
+        desc(req, [("remote_address", "10.0.0.2")], hits=5)
+        r = call(req)
+        expect(r.overall_code == R.OVER_LIMIT, "descriptor hits_addend 5 over 3")
+        # ... and set to 0 it charges nothing (where the request's would charge 1)
+        req = rls_pb2.RateLimitRequest(domain="edge", hits_addend=1)
+        desc(req, [("remote_address", "10.0.0.3")], hits=0)
+        r = call(req)
+        expect(r.overall_code == R.OK and r.statuses[0].limit_remaining == 3, "hits_addend 0 charges nothing")
+
+        # the request's limit override replaces the configured one
+        req = rls_pb2.RateLimitRequest(domain="edge")
+        desc(req, [("remote_address", "10.0.0.4")], limit=(7, 4))   # 7 a DAY
+        r = call(req)
+        print("override:", r.statuses[0])
+        expect(r.statuses[0].current_limit.requests_per_unit == 7 and r.statuses[0].current_limit.unit == R.RateLimit.DAY,
+               "override: 7 per day")
+        expect(r.statuses[0].limit_remaining == 6, "override: 6 left")
+
+        # refusals: no domain, no descriptor
+        expect_code(lambda: call(rls_pb2.RateLimitRequest(domain="", descriptors=req.descriptors)),
+                    grpc.StatusCode.INVALID_ARGUMENT, "no domain")
+        expect_code(lambda: call(rls_pb2.RateLimitRequest(domain="edge")), grpc.StatusCode.INVALID_ARGUMENT,
+                    "no descriptors")
 
 
 # ---------------------------------------------------------------- raw HTTP/2 --

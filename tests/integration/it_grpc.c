@@ -155,6 +155,62 @@ static void test_auth(void **state)
     tally_cleanup(&t);
 }
 
+static const char EDGE_YAML[] =
+    "domain: edge\n"
+    "descriptors:\n"
+    "  - key: remote_address\n"
+    "    rate_limit:\n"
+    "      unit: minute\n"
+    "      requests_per_unit: 3\n"
+    "      name: per_ip\n"
+    "  - key: path\n"
+    "    value: /api\n"
+    "    rate_limit:\n"
+    "      unit: hour\n"
+    "      requests_per_unit: 100\n"
+    "  - key: free\n"
+    "    value: \"yes\"\n"
+    "    rate_limit:\n"
+    "      unlimited: true\n";
+
+/* ShouldRateLimit end to end: every field of the request and the answer
+ * (grpc_client.py's rls_fields), then the tokens' checks. */
+static void test_should_rate_limit(void **state)
+{
+    (void)state;
+    if (!have_tools)
+        skip();
+    char yaml[300], tokens[300], hex_gw[65], hex_rd[65];
+    snprintf(yaml, sizeof(yaml), "%s/edge.yaml", dir);
+    FILE *f = fopen(yaml, "w");
+    assert_non_null(f);
+    fputs(EDGE_YAML, f);
+    fclose(f);
+    tally_proc_t t;
+    int port;
+    {
+        const char *const args[] = { "--in-memory", "--rls-config", yaml, NULL };
+        start_grpc(&t, &port, args);
+        assert_int_equal(check(port, "rls_fields"), 0);
+        assert_unharmed(&t, port);
+        tally_cleanup(&t);
+    }
+    cmd_token_hash_hex("gw-secret", 9, hex_gw);
+    cmd_token_hash_hex("read-secret", 11, hex_rd);
+    snprintf(tokens, sizeof(tokens), "%s/tokens-rls.json", dir);
+    sh("printf '{\"tokens\":[{\"name\":\"gw\",\"sha256\":\"%s\",\"scopes\":[\"ratelimit\"]},"
+       "{\"name\":\"reader\",\"sha256\":\"%s\",\"scopes\":[\"read\"]}]}' > %s",
+       hex_gw, hex_rd, tokens);
+    {
+        const char *const args[] = { "--in-memory", "--rls-config", yaml, "--tokens", tokens, NULL };
+        start_grpc(&t, &port, args);
+        assert_int_equal(check(port, "rls_code UNAUTHENTICATED"), 0);
+        assert_int_equal(check(port, "rls_code PERMISSION_DENIED 'authorization=Bearer read-secret'"), 0);
+        assert_int_equal(check(port, "rls_fields 'authorization=Bearer gw-secret'"), 0);
+        tally_cleanup(&t);
+    }
+}
+
 static void test_limits_and_deadlines(void **state)
 {
     (void)state;
@@ -319,6 +375,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health_and_methods),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_should_rate_limit),
         cmocka_unit_test(test_limits_and_deadlines),
         cmocka_unit_test(test_bad_bytes),
         cmocka_unit_test(test_h2load),
