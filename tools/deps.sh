@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages one task needs on Debian 12, in sets:
 #
-#   sh tools/deps.sh build   compiling tallyd (make, make run); libyaml reads --rls-config; libcurl is the
+#   sh tools/deps.sh build   compiling tallyd (make, make run); libyaml reads --rls-config; nghttp2
+#                              serves --grpc-port, protobuf-c (and its compiler, protoc-c, at build
+#                              time) its messages; libcurl is the
 #                              replication client (service/replica.c)
 #   sh tools/deps.sh test    + what `make test` runs: cmocka, libcurl, the
 #                              reference redis-server, redis-cli and python3-redis (it_resp), nginx, yamllint, promtool,
@@ -9,7 +11,8 @@
 #                              failover test, it_cluster*), iproute2 (it_cluster_ns's
 #                              network namespaces), Node.js + the npm tools
 #                              in tools/openapi (pinned by package-lock.json),
-#                              gnuplot-nox (the charts' test)
+#                              gnuplot-nox (the charts' test), python3-grpcio, python3-grpc-tools,
+#                              python3-hpack and nghttp2-client's h2load (it_grpc)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx,
 #                              gnuplot-nox (bench/charts.sh draws its charts),
 #                              libhiredis-dev (bench/resp_micro.c's reference parser)
@@ -24,12 +27,13 @@ set -eu
 set_name=${1:-build}
 BUILD="gcc make pkg-config
 libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev
-libcurl4-openssl-dev libyaml-dev"
+libcurl4-openssl-dev libyaml-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
-redis-server redis-tools python3-redis nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox" ;;
-bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox libhiredis-dev" ;;
+redis-server redis-tools python3-redis nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox
+python3-grpcio python3-grpc-tools python3-hpack nghttp2-client" ;;
+bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox libhiredis-dev nghttp2-client" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
 *) echo "deps: unknown set '$set_name' (build, test, bench, fuzz or valgrind)" >&2; exit 2 ;;
