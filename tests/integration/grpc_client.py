@@ -241,6 +241,34 @@ def check_rls_fields():
                     "no descriptors")
 
 
+def check_envoy_recipe():
+    """deploy/gateways/envoy: the requests its envoy.yaml makes Envoy send
+    (domain edge; /login: [generic_key=login, remote_address] and the
+    virtual host's [remote_address]) against its ratelimit.yaml: 5 logins a
+    minute per address, the 6th over with the login rule's status."""
+    R = rls_pb2.RateLimitResponse
+    with channel() as ch:
+        stub = rls_pb2_grpc.RateLimitServiceStub(ch)
+        for i in range(6):
+            req = rls_pb2.RateLimitRequest(domain="edge")
+            desc(req, [("generic_key", "login"), ("remote_address", "198.51.100.7")])
+            desc(req, [("remote_address", "198.51.100.7")])
+            r = stub.ShouldRateLimit(req, timeout=10)
+            names = [s.current_limit.name for s in r.statuses]
+            print("login %d: %s %s %s" % (i + 1, R.Code.Name(r.overall_code), names,
+                                          [s.limit_remaining for s in r.statuses]))
+            expect(names == ["login", "per_address"], "the rules matched")
+            if i < 5:
+                expect(r.overall_code == R.OK and r.statuses[0].limit_remaining == 4 - i, "login %d allowed" % (i + 1))
+            else:
+                expect(r.overall_code == R.OVER_LIMIT and r.statuses[0].code == R.OVER_LIMIT and
+                       r.statuses[1].code == R.OK, "the 6th login over its limit, the address limit not")
+        req = rls_pb2.RateLimitRequest(domain="edge")   # another address: its own buckets
+        desc(req, [("remote_address", "198.51.100.8")])
+        r = stub.ShouldRateLimit(req, timeout=10)
+        expect(r.overall_code == R.OK and r.statuses[0].limit_remaining == 19, "another address: 19 left of 20")
+
+
 # ---------------------------------------------------------------- raw HTTP/2 --
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -209,6 +209,12 @@ static void test_should_rate_limit(void **state)
         assert_int_equal(check(port, "rls_fields 'authorization=Bearer gw-secret'"), 0);
         tally_cleanup(&t);
     }
+    {   /* deploy/gateways/envoy's recipe: what its Envoy sends, against its file */
+        const char *const args[] = { "--in-memory", "--rls-config", "deploy/gateways/envoy/ratelimit.yaml", NULL };
+        start_grpc(&t, &port, args);
+        assert_int_equal(check(port, "envoy_recipe"), 0);
+        tally_cleanup(&t);
+    }
 }
 
 static void test_limits_and_deadlines(void **state)
