@@ -37,6 +37,7 @@
 #define CONN_WINDOW (16 << 20)                  /* the connection's receive window */
 #define CONN_BODIES (64u << 20)                 /* request bodies a connection holds at once */
 #define MAX_HEADER_LIST (64 * 1024)
+#define OUT_BATCH (64 * 1024)                   /* bytes gathered for one send */
 
 #define PATH_RLS "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 #define PATH_HEALTH "/grpc.health.v1.Health/Check"
@@ -76,8 +77,8 @@ struct gconn {
     int64_t last_ns, start_ns;
     gstream_t *streams;
     size_t bodies;                   /* bytes of request bodies held */
-    uint8_t *wbuf;                   /* bytes nghttp2 gave that the socket did not take yet */
-    size_t wlen, woff;
+    uint8_t *wbuf;                   /* bytes for the peer: wbuf[woff..wlen) not sent yet */
+    size_t wlen, woff, wcap;
     uint32_t events;                 /* what epoll watches */
     char addr[INET6_ADDRSTRLEN];
 };
@@ -587,8 +588,10 @@ static ssize_t conn_recv(gconn_t *c, uint8_t *p, size_t n)
     }
 }
 
-/* Sends what nghttp2 has; false when the connection was closed (or is
- * done: nothing more to read or write). */
+/* Sends what nghttp2 has, gathered into one send of up to OUT_BATCH bytes
+ * (nghttp2 lends a frame at a time: a call's HEADERS, DATA and trailers
+ * would be three system calls); false when the connection was closed (or
+ * is done: nothing more to read or write). */
 static bool conn_flush(gconn_t *c)
 {
     for (;;) {
@@ -607,34 +610,37 @@ static bool conn_flush(gconn_t *c)
             continue;
         }
         c->wlen = c->woff = 0;
-        const uint8_t *data;
-        ssize_t n = nghttp2_session_mem_send(c->h2, &data);
-        if (n < 0) {
-            conn_close(c);
-            return false;
-        }
-        if (n == 0)
-            break;
-        ssize_t w = conn_send(c, data, (size_t)n);
-        if (w == -2) {
-            conn_close(c);
-            return false;
-        }
-        if (w < 0)
-            w = 0;
-        c->last_ns = clock_mono_coarse_ns();
-        if ((size_t)w < (size_t)n) {   /* keep the rest: nghttp2's buffer is only lent */
-            size_t rest = (size_t)n - (size_t)w;
-            uint8_t *p = realloc(c->wbuf, rest);
-            if (!p) {
+        while (c->wlen < OUT_BATCH) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+            if (n < 0) {
                 conn_close(c);
                 return false;
             }
-            memcpy(p, data + w, rest);
-            c->wbuf = p;
-            c->wlen = rest;
-            c->woff = 0;
+            if (n == 0)
+                break;
+            if (c->wlen + (size_t)n > c->wcap) {   /* nghttp2's buffer is only lent */
+                size_t cap = c->wcap ? c->wcap * 2 : 16 * 1024;
+                while (cap < c->wlen + (size_t)n)
+                    cap *= 2;
+                uint8_t *p = realloc(c->wbuf, cap);
+                if (!p) {
+                    conn_close(c);
+                    return false;
+                }
+                c->wbuf = p;
+                c->wcap = cap;
+            }
+            memcpy(c->wbuf + c->wlen, data, (size_t)n);
+            c->wlen += (size_t)n;
         }
+        if (c->wlen == 0)
+            break;
+    }
+    if (c->wcap > 4 * OUT_BATCH) {   /* a burst is over: give its buffer back */
+        free(c->wbuf);
+        c->wbuf = NULL;
+        c->wcap = 0;
     }
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)) {
         conn_close(c);   /* after a GOAWAY (ours or the peer's), with every stream done */

@@ -134,12 +134,6 @@ def check_concurrent():
             fail("some calls failed")
 
 
-def check_deadline_client():
-    """A call whose deadline is already gone when it arrives: DEADLINE_EXCEEDED."""
-    with channel() as ch:
-        call = health_call(ch)
-        expect_code(lambda: call(health_pb2.HealthCheckRequest(), timeout=0.000001), grpc.StatusCode.DEADLINE_EXCEEDED,
-                    "1 us deadline")
 
 
 def desc(req, pairs, hits=None, limit=None):
