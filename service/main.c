@@ -405,7 +405,8 @@ static bool load_cluster(const char *who, char *err, size_t errlen)
 }
 
 /* tallyd --cluster FILE --haproxy-config [--haproxy-map PATH] [--haproxy-socket PATH]:
- * the configuration; tallyd --cluster FILE --haproxy-slots: its slot map file. */
+ * the configuration; tallyd --cluster FILE --haproxy-slots: its slot map file
+ * (tallyd --haproxy-lua, its Lua script, needs no map: main). */
 static int print_haproxy_config(void)
 {
     char err[1024];
@@ -959,6 +960,10 @@ int main(int argc, char **argv)
         return 2;
     case OPTS_RUN:
         break;
+    }
+    if (app.opts.haproxy_lua) {
+        haproxy_lua_write(stdout);
+        return 0;
     }
     if (app.opts.haproxy_config || app.opts.haproxy_slots)
         return print_haproxy_config();
