@@ -87,7 +87,7 @@ bool redis_ll(const resp_arg_t *a, long long *v)
 /* ------------------------------------------------------------------------ */
 
 /* cmd_err_t in Redis's forms (cmd/err.h has the codes). */
-static void answer_err(redis_conn_t *c, const cmd_err_t *e)
+void redis_answer_err(redis_conn_t *c, const cmd_err_t *e)
 {
     switch (e->code) {
     case CMD_E_WRONGTYPE:
@@ -107,7 +107,7 @@ static void answer_err(redis_conn_t *c, const cmd_err_t *e)
         break;
     case CMD_E_MOVED:
     case CMD_E_ASK:
-        redis_err(c, "%s %d %s", e->code == CMD_E_MOVED ? "MOVED" : "ASK", e->slot, e->where);
+        redis_cluster_redirect(c, e);
         break;
     case CMD_E_CROSSSLOT:
         redis_err(c, "CROSSSLOT Keys in request don't hash to the same slot");
@@ -190,7 +190,7 @@ bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *re
                             .loading = loading };
     if (writes)
         adm.journal_bytes = 2 * (64 + (uint64_t)c->cmd_bytes) + 4096;
-    bool ok = cmd_admit(&ctx, &adm) && cmd_call(&ctx, def, args, res);
+    bool ok = redis_cluster_admit(c, &ctx, def, args) && cmd_admit(&ctx, &adm) && cmd_call(&ctx, def, args, res);
     uint64_t lsn = ctx.journal_lsn, pos = ctx.repl_pos;
     cmd_err_t *e = &ctx.err;
     cmd_ctx_end(&ctx);
@@ -203,7 +203,7 @@ bool redis_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *re
                  key_typed(c, k.key, k.len, c->string_types))
             redis_err(c, "%s", c->string_err);
         else
-            answer_err(c, e);
+            redis_answer_err(c, e);
         return false;
     }
     const char *why = NULL;
@@ -370,6 +370,7 @@ static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
     (void)cmd;
     resp_out_set_proto(&c->out, 2);
     c->name[0] = '\0';
+    c->readonly = c->asking = false;
     deauth(c);
     resp_reply_simple(&c->out, "RESET", 5);
 }
@@ -559,6 +560,10 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
         bytes += cmd->argv[i].len + 16;
     c->cmd_bytes = bytes;
     c->string_types = NULL;
+    c->asking_now = c->asking;   /* ASKING holds for the one command after it */
+    c->asking = false;
+    if (!redis_cluster_route(c, rc, cmd))
+        return;
     rc->fn(c, cmd);
 }
 

@@ -43,6 +43,10 @@ struct redis_conn {
      * holds one of these types (which Redis keeps in strings) answers
      * string_err instead, as Redis does (redis_run) */
     const char *string_types, *string_err;
+    /* the cluster (cmds_cluster.c): READONLY given; ASKING given for the
+     * next command (asking), and for this one (asking_now: dispatch moves
+     * it there before each command) */
+    bool readonly, asking, asking_now;
 };
 
 /* COMMAND's flags (Redis's names, printed in this order). */
@@ -106,6 +110,9 @@ typedef struct redis_group {
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len);
 const redis_cmd_t *const *redis_cmd_all(size_t *n);
 
+/* An operation's error in Redis's form (WRONGTYPE, NOPERM, MOVED...). */
+void redis_answer_err(redis_conn_t *c, const cmd_err_t *e);
+
 /* Replies (false: the output passed its cap; the connection is dropped). */
 void redis_err(redis_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void redis_ok(redis_conn_t *c);
@@ -127,6 +134,23 @@ bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from);
  * answered. */
 struct cmd_key_info_res;
 int redis_key_info(redis_conn_t *c, const resp_arg_t *k, struct cmd_key_info_res *info);
+
+/* The cluster's checks before admission (cmds_cluster.c): every key of
+ * the operation's arguments in one slot, that slot served here (ASKING
+ * honoured), a replica serving reads only after READONLY.  False with
+ * ctx->err set; true at once without --cluster. */
+bool redis_cluster_admit(redis_conn_t *c, cmd_ctx_t *ctx, const cmd_def_t *def, const void *args);
+/* The same checks for the keys a command names by its row's key
+ * positions (first, last, step), before its handler runs anything: a
+ * command running one operation per key (DEL, EXISTS) is refused whole
+ * (CROSSSLOT, MOVED) before any of them.  False with the error answered. */
+bool redis_cluster_route(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cmd);
+/* INFO's "# Cluster" section ("cluster_enabled:1" with --cluster: what
+ * cluster clients such as redis-py's RedisCluster check first), written to
+ * b[0..cap) as snprintf does. */
+int redis_cluster_info_section(const redis_conn_t *c, char *b, size_t cap);
+/* A MOVED or ASK error answered with the node's Redis address. */
+void redis_cluster_redirect(redis_conn_t *c, const cmd_err_t *e);
 
 #define REDIS_ERR_NOT_INT "ERR value is not an integer or out of range"
 
