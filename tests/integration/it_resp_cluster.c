@@ -551,6 +551,41 @@ static void test_redis_cluster_client_through_reshard(void **state)
     }
 }
 
+/* A node whose data holds keys of slots it does not serve (placed by the
+ * former CRC32 slot function, or by no cluster at all) refuses to start
+ * with --cluster, naming a key, and starts without it with the keys intact. */
+static void test_misplaced_keys_refused(void **state)
+{
+    (void)state;
+    char dir[256], mapf[400];
+    tmpdir_make(dir, sizeof(dir));
+    tally_proc_t t;
+    static const char *const plain[] = { "--resp-port", "0", NULL };
+    tally_start(&t, dir, plain);
+    char kb[64];
+    key_where(kb, sizeof(kb), "old:", in_b);
+    EXPECT_REPLY(t.resp_port, ":3\r\n", "INCRBY", kb, "3");
+    assert_int_equal(tally_stop(&t), 0);
+    snprintf(mapf, sizeof(mapf), "%s/cluster.map", dir);
+    const char *m = "epoch 1\nnode a 127.0.0.1:1\nnode b 127.0.0.1:2\nslots a 0-5460\nslots b 5461-16383\n";
+    file_write(mapf, m, strlen(m));
+    const char *args[] = { "--cluster", mapf, "--cluster-node", "a", "--resp-port", "0", NULL };
+    assert_int_not_equal(tally_start_expect_exit(&t, dir, args), 0);
+    char *log = tally_log(&t);
+    char want[256];
+    snprintf(want, sizeof(want), "1 of the 1 keys held here are in slots this node neither owns nor imports (e.g. \"%s\": slot %u, node b's)",
+             kb, slot_of(kb, strlen(kb)));
+    if (!strstr(log, want) || !strstr(log, "refusing to start"))
+        fail_msg("log: %s\nwant: %s", log, want);
+    free(log);
+    tally_cleanup(&t);
+    tally_start(&t, dir, plain);
+    EXPECT_REPLY(t.resp_port, "$1\r\n3\r\n", "GET", kb);
+    assert_int_equal(tally_stop(&t), 0);
+    tally_cleanup(&t);
+    tmpdir_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_ask_asking_tryagain),
         cmocka_unit_test(test_redis_cli_follows_moved),
         cmocka_unit_test(test_redis_cluster_client_through_reshard),
+        cmocka_unit_test(test_misplaced_keys_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
