@@ -213,8 +213,9 @@ static void cluster_nodes(redis_conn_t *c, const resp_cmd_t *cmd)
     if (!m)
         return;
     /* a line per node: its fields, then its ranges (at most 16384 runs in
-     * all, each "LO-HI " at most 12 bytes), and this node's moving slots */
-    size_t cap = m->nnodes * (2 * CMAP_ADDR_MAX + 200) + (size_t)SLOT_COUNT * 12 * 2 + 64, n = 0;
+     * all, each " LO-HI" at most 12 bytes), and this node's moving slots
+     * (each " [S->-ID]" at most 52 bytes) */
+    size_t cap = m->nnodes * (2 * CMAP_ADDR_MAX + 200) + (size_t)SLOT_COUNT * (12 + 52) + 64, n = 0;
     char *b = malloc(cap);
     if (!b) {
         map_end(c);

@@ -385,6 +385,20 @@ static void test_ask_asking_tryagain(void **state)
     epoch++;
     map_text(text, sizeof(text), NULL, "migrate 0-99 a b\n");
     put_map(text);
+    /* CLUSTER NODES shows the moving slots on both sides, as Redis does */
+    char ida[41], idb[41], mig[128];
+    node_id_of(0, ida, sizeof(ida));
+    node_id_of(1, idb, sizeof(idb));
+    buf_t nb = cmd1(N[0].resp_port, "CLUSTER", "NODES", NULL);
+    snprintf(mig, sizeof(mig), " [0->-%s] [1->-%s]", idb, idb);
+    if (!memmem(nb.p, nb.len, mig, strlen(mig)))
+        fail_msg("CLUSTER NODES on the source: %.*s\nwant: %s", (int)nb.len, nb.p, mig);
+    free(nb.p);
+    nb = cmd1(N[1].resp_port, "CLUSTER", "NODES", NULL);
+    snprintf(mig, sizeof(mig), " [99-<-%s]\n", ida);
+    if (!memmem(nb.p, nb.len, mig, strlen(mig)))
+        fail_msg("CLUSTER NODES on the target: %.*s\nwant: %s", (int)nb.len, nb.p, mig);
+    free(nb.p);
     /* the source serves the keys it still holds */
     EXPECT_REPLY(N[0].resp_port, ":6\r\n", "INCR", kstay);
     /* a key it does not hold: ASK, naming the target's Redis address */
