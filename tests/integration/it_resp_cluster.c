@@ -362,7 +362,7 @@ static void test_moved_and_crossslot(void **state)
     EXPECT_REPLY(N[1].resp_port, "$1\r\n1\r\n", "GET", kb);
     EXPECT_REPLY(N[2].resp_port, "$1\r\n1\r\n", "GET", kc);
     /* a hash tag keeps keys together: served by their owner */
-    char t1[64], t2[64];
+    char t1[128], t2[128];
     snprintf(t1, sizeof(t1), "{%s}:1", kb);
     snprintf(t2, sizeof(t2), "{%s}:2", kb);
     EXPECT_REPLY(N[1].resp_port, ":1\r\n", "PFADD", t1, "x");
@@ -376,7 +376,7 @@ static void test_ask_asking_tryagain(void **state)
 {
     (void)state;
     /* slots 0-99 migrate from a to b */
-    char text[1024], kstay[64], kgone[64], knew[64], want[128];
+    char text[1024], kstay[64], kgone[128], knew[64], want[128];
     key_where(kstay, sizeof(kstay), "ask:stay:", in_0_99);
     snprintf(kgone, sizeof(kgone), "{%s}gone", kstay);   /* same slot */
     key_where(knew, sizeof(knew), "ask:new:", in_0_99);
