@@ -333,6 +333,7 @@ static void test_cluster_slots_shards_nodes(void **state)
 /* MOVED, CROSSSLOT, ASK, ASKING, TRYAGAIN                                  */
 /* ------------------------------------------------------------------------ */
 
+static bool in_a(unsigned s) { return owner_of(s) == 0; }
 static bool in_b(unsigned s) { return owner_of(s) == 1; }
 static bool in_c(unsigned s) { return owner_of(s) == 2; }
 static bool in_0_99(unsigned s) { return s < 100; }
@@ -565,6 +566,63 @@ static void test_redis_cluster_client_through_reshard(void **state)
     }
 }
 
+/* A replica of node a, started with the cluster's map and a's name: reads
+ * after READONLY, MOVED to a otherwise and for every write (a Redis Cluster
+ * replica's answers). */
+static void test_replica_readonly(void **state)
+{
+    (void)state;
+    char ka[64], mapf[400], url[64], want[128];
+    key_where(ka, sizeof(ka), "rep:a:", in_a);
+    EXPECT_REPLY(N[0].resp_port, ":9\r\n", "INCRBY", ka, "9");
+    json_t *m = http_get_json(&N[0], "/cluster");
+    const char *text = json_string_value(json_object_get(m, "map"));
+    char dir[256];
+    tmpdir_make(dir, sizeof(dir));
+    snprintf(mapf, sizeof(mapf), "%s/cluster.map", dir);
+    file_write(mapf, text, strlen(text));
+    json_decref(m);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", N[0].port);
+    const char *args[] = { "--replica-of", url, "--cluster", mapf, "--cluster-node", "a", "--resp-port", "0", NULL };
+    tally_proc_t r;
+    tally_start(&r, dir, args);
+    unsigned s = slot_of(ka, strlen(ka));
+    snprintf(want, sizeof(want), "-MOVED %u 127.0.0.1:%d\r\n", s, N[0].resp_port);
+    EXPECT_REPLY(r.resp_port, want, "GET", ka);
+    /* after READONLY, reads are served (once the change has arrived) */
+    bool seen = false;
+    for (int i = 0; i < 200 && !seen; i++) {
+        buf_t b = { 0 };
+        mb(&b, "READONLY", NULL);
+        mb(&b, "GET", ka, NULL);
+        buf_t got = exchange(r.resp_port, b.p, b.len);
+        seen = got.len == strlen("+OK\r\n$1\r\n9\r\n") && memcmp(got.p, "+OK\r\n$1\r\n9\r\n", got.len) == 0;
+        if (!seen && (got.len < 5 || memcmp(got.p, "+OK\r\n", 5) != 0))
+            fail_msg("READONLY on a replica: %.*s", (int)got.len, got.p);
+        free(got.p);
+        free(b.p);
+        if (!seen)
+            usleep(50000);
+    }
+    assert_true(seen);
+    /* writes go to the primary, READONLY or not; READWRITE ends READONLY */
+    buf_t b = { 0 };
+    mb(&b, "READONLY", NULL);
+    mb(&b, "INCR", ka, NULL);
+    mb(&b, "READWRITE", NULL);
+    mb(&b, "GET", ka, NULL);
+    buf_t got = exchange(r.resp_port, b.p, b.len);
+    char w4[256];
+    snprintf(w4, sizeof(w4), "+OK\r\n%s+OK\r\n%s", want, want);
+    if (got.len != strlen(w4) || memcmp(got.p, w4, got.len) != 0)
+        fail_msg("replica: got '%.*s', want '%s'", (int)got.len, got.p, w4);
+    free(got.p);
+    free(b.p);
+    assert_int_equal(tally_stop(&r), 0);
+    tally_cleanup(&r);
+    tmpdir_remove(dir);
+}
+
 /* A node whose data holds keys of slots it does not serve (placed by the
  * former CRC32 slot function, or by no cluster at all) refuses to start
  * with --cluster, naming a key, and starts without it with the keys intact. */
@@ -610,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_ask_asking_tryagain),
         cmocka_unit_test(test_redis_cli_follows_moved),
         cmocka_unit_test(test_redis_cluster_client_through_reshard),
+        cmocka_unit_test(test_replica_readonly),
         cmocka_unit_test(test_misplaced_keys_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
