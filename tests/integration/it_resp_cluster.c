@@ -612,7 +612,7 @@ static void test_replica_readonly(void **state)
     mb(&b, "READWRITE", NULL);
     mb(&b, "GET", ka, NULL);
     buf_t got = exchange(r.resp_port, b.p, b.len);
-    char w4[256];
+    char w4[320];
     snprintf(w4, sizeof(w4), "+OK\r\n%s+OK\r\n%s", want, want);
     if (got.len != strlen(w4) || memcmp(got.p, w4, got.len) != 0)
         fail_msg("replica: got '%.*s', want '%s'", (int)got.len, got.p, w4);
