@@ -8,7 +8,7 @@
  *   PUT /admin/cluster {"map":"<text>"} -> installs the map (and writes --cluster FILE)
  *
  * /cluster/slot computes a key's slot with or without a cluster, so a
- * client (or the resharding tool) never needs its own CRC32.
+ * client (or the resharding tool) never needs its own CRC16.
  */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -204,3 +204,55 @@ bool cmd_cluster_keys_check(cmd_ctx_t *ctx, const ks_key_t *keys, size_t n, bool
     pthread_rwlock_unlock(&c->lock);
     return ok;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Keys outside this node's slots                                           */
+/* ------------------------------------------------------------------------ */
+
+struct misplaced {
+    const cmap_t *m;
+    int self;
+    uint64_t count;
+    char *example;
+    size_t n;
+    unsigned slot;
+    int owner;
+};
+
+static void visit_misplaced(void *ud, ks_entry_t *e)
+{
+    struct misplaced *mp = ud;
+    size_t klen;
+    const char *key = ks_entry_key(e, &klen);
+    unsigned s = slot_of(key, klen);
+    if (mp->m->owner[s] == mp->self || mp->m->migrating_to[s] == mp->self)
+        return;
+    if (mp->count++ == 0) {
+        snprintf(mp->example, mp->n, "%.*s", (int)(klen > 200 ? 200 : klen), key);
+        mp->slot = s;
+        mp->owner = mp->m->owner[s];
+    }
+}
+
+uint64_t cmd_cluster_misplaced(cmd_cluster_t *c, ks_t *ks, int64_t now_ms, char *example, size_t n, unsigned *slot,
+                               char *owner, size_t ownerlen)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    struct misplaced mp = { .m = c->map, .self = c->self, .example = example, .n = n };
+    if (c->map)
+        for (unsigned i = 0; i < ks_shard_count(ks); i++) {
+            ks_shard_t *sh = ks_shard_at(ks, i);
+            ks_shard_lock(sh);
+            uint64_t cursor = 0;
+            do
+                ks_shard_scan(ks, sh, &cursor, 1024, now_ms, visit_misplaced, &mp);
+            while (cursor != 0);
+            ks_shard_unlock(sh);
+        }
+    if (mp.count) {
+        *slot = mp.slot;
+        snprintf(owner, ownerlen, "%s", c->map->nodes[mp.owner].name);
+    }
+    pthread_rwlock_unlock(&c->lock);
+    return mp.count;
+}

@@ -71,6 +71,14 @@ void cmd_cluster_read_end(cmd_cluster_t *c);
 /* How many requests got each answer since start. */
 uint64_t cmd_cluster_answered(cmd_cluster_t *c, cmd_cluster_answer_t a);
 
+/* Keys held here in slots this node neither owns nor imports under the
+ * current map (0 without a map): keys placed by another slot function
+ * (before CRC16, tally placed keys by CRC32) or left by a map changed
+ * without moving them.  The first one found, its slot and owner's name in
+ * *example, *slot, *owner.  Locks each shard in turn. */
+uint64_t cmd_cluster_misplaced(cmd_cluster_t *c, ks_t *ks, int64_t now_ms, char *example, size_t n, unsigned *slot,
+                               char *owner, size_t ownerlen);
+
 /* The keys' check; `locked`: the caller holds their shard locks, so keys of
  * a migrating slot are looked up.  False with ctx->err set. */
 bool cmd_cluster_keys_check(cmd_ctx_t *ctx, const ks_key_t *keys, size_t n, bool locked);

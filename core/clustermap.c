@@ -99,6 +99,14 @@ static bool parse_range(parser_t *ps, char *s, unsigned *lo, unsigned *hi)
     return true;
 }
 
+/* HOST:PORT, port 1..65535, at most CMAP_ADDR_MAX bytes. */
+static bool addr_ok(const char *a)
+{
+    const char *colon = strrchr(a, ':');
+    uint64_t port;
+    return strlen(a) <= CMAP_ADDR_MAX && colon && colon != a && parse_u64(colon + 1, 65535, &port) && port != 0;
+}
+
 static int node_named(parser_t *ps, const char *name)
 {
     int i = cmap_node_index(ps->m, name);
@@ -126,17 +134,16 @@ static bool parse_line(parser_t *ps, char *line, bool *have_epoch)
         return true;
     }
     if (strcmp(w[0], "node") == 0) {
-        if (n != 3)
-            return fail(ps, "expected 'node NAME HOST:PORT'");
+        if (n != 3 && n != 4)
+            return fail(ps, "expected 'node NAME HOST:PORT [resp=HOST:PORT]'");
         if (!name_ok(w[1]))
             return fail(ps, "node name '%s': 1 to %d letters, digits, '.', '_' or '-'", w[1], CMAP_NAME_MAX);
         if (cmap_node_index(m, w[1]) >= 0)
             return fail(ps, "node '%s' declared twice", w[1]);
-        char *colon = strrchr(w[2], ':');
-        uint64_t port;
-        if (strlen(w[2]) > CMAP_ADDR_MAX || !colon || colon == w[2] || !parse_u64(colon + 1, 65535, &port) ||
-            port == 0)
+        if (!addr_ok(w[2]))
             return fail(ps, "node address '%s' is not HOST:PORT", w[2]);
+        if (n == 4 && (strncmp(w[3], "resp=", 5) != 0 || !addr_ok(w[3] + 5)))
+            return fail(ps, "'%s' is not resp=HOST:PORT (the node's Redis port, --resp-port)", w[3]);
         if (m->nnodes == CMAP_MAX_NODES)
             return fail(ps, "more than %d nodes", CMAP_MAX_NODES);
         if (m->nnodes == ps->cap) {
@@ -149,6 +156,7 @@ static bool parse_line(parser_t *ps, char *line, bool *have_epoch)
         }
         snprintf(m->nodes[m->nnodes].name, sizeof(m->nodes[0].name), "%s", w[1]);
         snprintf(m->nodes[m->nnodes].addr, sizeof(m->nodes[0].addr), "%s", w[2]);
+        snprintf(m->nodes[m->nnodes].resp, sizeof(m->nodes[0].resp), "%s", n == 4 ? w[3] + 5 : "");
         m->nnodes++;
         return true;
     }
@@ -297,7 +305,8 @@ void cmap_format(const cmap_t *m, wbuf_t *out)
 {
     put_text(out, "epoch %" PRIu64 "\n", m->epoch);
     for (size_t i = 0; i < m->nnodes; i++)
-        put_text(out, "node %s %s\n", m->nodes[i].name, m->nodes[i].addr);
+        put_text(out, "node %s %s%s%s\n", m->nodes[i].name, m->nodes[i].addr, m->nodes[i].resp[0] ? " resp=" : "",
+                 m->nodes[i].resp);
     for (unsigned s = 0; s < SLOT_COUNT;) {
         unsigned e = cmap_run_end(m, s, false);
         put_text(out, "slots %s %u-%u\n", m->nodes[m->owner[s]].name, s, e);

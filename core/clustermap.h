@@ -7,7 +7,9 @@
  *   # comments and blank lines are ignored
  *   epoch 7                          the map's version: a node never takes an older one
  *   node a 10.0.0.1:8080             name (letters, digits, . _ -) and the host:port clients use
- *   node b 10.0.0.2:8080
+ *   node b 10.0.0.2:8080 resp=10.0.0.2:6380
+ *                                    optionally the node's Redis port (--resp-port),
+ *                                    which CLUSTER SLOTS, MOVED and ASK name
  *   slots a 0-8191                   a range (or one slot) owned by a node
  *   slots b 8192-16383
  *   migrate 100-199 a b              slots 100..199 are moving from a (their owner
@@ -34,6 +36,7 @@
 typedef struct cmap_node {
     char name[CMAP_NAME_MAX + 1];
     char addr[CMAP_ADDR_MAX + 1];
+    char resp[CMAP_ADDR_MAX + 1];   /* the Redis port's host:port ("" none given) */
 } cmap_node_t;
 
 typedef struct cmap {

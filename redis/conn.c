@@ -131,7 +131,7 @@ void redis_answer_err(redis_conn_t *c, const cmd_err_t *e)
         break;
     case CMD_E_MOVED:
     case CMD_E_ASK:
-        redis_err(c, "%s %d %s", e->code == CMD_E_MOVED ? "MOVED" : "ASK", e->slot, e->where);
+        redis_cluster_redirect(c, e);
         break;
     case CMD_E_CROSSSLOT:
         redis_err(c, "CROSSSLOT Keys in request don't hash to the same slot");
@@ -229,7 +229,7 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
                             .loading = loading };
     if (writes)
         adm.journal_bytes = 2 * (64 + (uint64_t)c->cmd_bytes) + 4096;
-    bool ok = cmd_admit(&ctx, &adm) && cmd_call(&ctx, def, args, res);
+    bool ok = redis_cluster_admit(c, &ctx, def, args) && cmd_admit(&ctx, &adm) && cmd_call(&ctx, def, args, res);
     uint64_t lsn = ctx.journal_lsn, pos = ctx.repl_pos;
     cmd_err_t *e = &ctx.err;
     cmd_ctx_end(&ctx);
@@ -429,6 +429,7 @@ static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
     redis_multi_discard(c);
     resp_out_set_proto(&c->out, 2);
     c->name[0] = '\0';
+    c->readonly = c->asking = false;
     deauth(c);
     resp_reply_simple(&c->out, "RESET", 5);
 }
@@ -608,6 +609,10 @@ void redis_call_row(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cm
     c->cmd_bytes = bytes;
     c->string_types = NULL;
     c->err_answer = NULL;
+    c->asking_now = c->asking;   /* ASKING holds for the one command after it */
+    c->asking = false;
+    if (!redis_cluster_route(c, rc, cmd))
+        return;
     rc->fn(c, cmd);
 }
 

@@ -73,6 +73,10 @@ struct redis_conn {
      * a module's own words (RedisTimeSeries's "ERR TSDB: ..."); false
      * leaves it to conn.c's answer */
     bool (*err_answer)(redis_conn_t *c, const struct cmd_err *e);
+    /* the cluster (cmds_cluster.c): READONLY given; ASKING given for the
+     * next command (asking), and for this one (asking_now: dispatch moves
+     * it there before each command) */
+    bool readonly, asking, asking_now;
 };
 
 /* COMMAND's flags (Redis's names, printed in this order). */
@@ -188,6 +192,23 @@ bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from);
  * answered. */
 struct cmd_key_info_res;
 int redis_key_info(redis_conn_t *c, const resp_arg_t *k, struct cmd_key_info_res *info);
+
+/* The cluster's checks before admission (cmds_cluster.c): every key of
+ * the operation's arguments in one slot, that slot served here (ASKING
+ * honoured), a replica serving reads only after READONLY.  False with
+ * ctx->err set; true at once without --cluster. */
+bool redis_cluster_admit(redis_conn_t *c, cmd_ctx_t *ctx, const cmd_def_t *def, const void *args);
+/* The same checks for the keys a command names by its row's key
+ * positions (first, last, step), before its handler runs anything: a
+ * command running one operation per key (DEL, EXISTS) is refused whole
+ * (CROSSSLOT, MOVED) before any of them.  False with the error answered. */
+bool redis_cluster_route(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cmd);
+/* INFO's "# Cluster" section ("cluster_enabled:1" with --cluster: what
+ * cluster clients such as redis-py's RedisCluster check first), written to
+ * b[0..cap) as snprintf does. */
+int redis_cluster_info_section(const redis_conn_t *c, char *b, size_t cap);
+/* A MOVED or ASK error answered with the node's Redis address. */
+void redis_cluster_redirect(redis_conn_t *c, const cmd_err_t *e);
 
 #define REDIS_ERR_NOT_INT "ERR value is not an integer or out of range"
 

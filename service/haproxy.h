@@ -2,7 +2,7 @@
  * haproxy.h - HAProxy in front of a tally cluster: the configuration that
  * routes requests to the node owning their key's slot (`tallyd --cluster
  * FILE --haproxy-config`), the slot map file that configuration reads
- * (`--haproxy-slots`), and
+ * (`--haproxy-slots`), the Lua script computing the slot (`--haproxy-lua`), and
  * the runtime update of that map over HAProxy's stats socket (what
  * tally-reshard does when a reshard flips the map), so HAProxy follows a
  * reshard without a reload.
@@ -20,6 +20,15 @@
  * open its admin socket, unless told otherwise. */
 #define HAPROXY_MAP_DEFAULT "/etc/haproxy/tally-slots.map"
 #define HAPROXY_SOCKET_DEFAULT "/run/haproxy/tally.sock"
+/* The Lua script with the slot converter: this name, in the slot map
+ * file's directory. */
+#define HAPROXY_LUA_FILE "tally-slot.lua"
+
+/* Writes the Lua script the configuration loads (lua.tally_slot: a routing
+ * key's slot, core/slot.h's function) to out. */
+void haproxy_lua_write(FILE *out);
+/* Where the configuration loads it from, for a slot map file at map_path. */
+void haproxy_lua_path(const char *map_path, char *out, size_t outlen);
 
 /* Writes the configuration for map m (read from `source`, named in a
  * comment) to out: the slot map is read from map_path, the admin socket

@@ -411,7 +411,8 @@ static bool load_cluster(const char *who, char *err, size_t errlen)
 }
 
 /* tallyd --cluster FILE --haproxy-config [--haproxy-map PATH] [--haproxy-socket PATH]:
- * the configuration; tallyd --cluster FILE --haproxy-slots: its slot map file. */
+ * the configuration; tallyd --cluster FILE --haproxy-slots: its slot map file
+ * (tallyd --haproxy-lua, its Lua script, needs no map: main). */
 static int print_haproxy_config(void)
 {
     char err[1024];
@@ -886,12 +887,29 @@ static int run(void)
     } else {
         log_warn("--in-memory: nothing is written to disk; state is lost when tallyd stops");
     }
-    server_set_ready(app.server, true);
-    if (app.resp)
-        resp_server_set_ready(app.resp, true);
-    if (app.grpc)
-        grpc_server_set_ready(app.grpc, true);
-    log_info("ready: %llu keys", (unsigned long long)ks_total_keys(app.ks));
+    /* keys in slots this node does not serve would be invisible (every
+     * request for them is sent to their owner): refuse to serve, saying why */
+    char mkey[256], mowner[CMAP_NAME_MAX + 1];
+    unsigned mslot = 0;
+    uint64_t misplaced = app.api.cluster ? cmd_cluster_misplaced(app.api.cluster, app.ks, clock_now_ns() / 1000000,
+                                                                 mkey, sizeof(mkey), &mslot, mowner, sizeof(mowner))
+                                         : 0;
+    if (misplaced) {
+        log_error("--cluster: %llu of the %llu keys held here are in slots this node neither owns nor imports "
+                  "(e.g. \"%s\": slot %u, node %s's): keys placed by tally's former slot function (CRC32, before "
+                  "Redis Cluster's CRC16), or left by a map changed without moving them; refusing to start (start "
+                  "without --cluster to read them; deploy/cluster/README.md, \"Upgrading across the slot change\", "
+                  "says how to place them again)",
+                  (unsigned long long)misplaced, (unsigned long long)ks_total_keys(app.ks), mkey, mslot, mowner);
+        raise(SIGTERM);   /* blocked here: the loop below ends at once, through the clean shutdown */
+    } else {
+        server_set_ready(app.server, true);
+        if (app.resp)
+            resp_server_set_ready(app.resp, true);
+        if (app.grpc)
+            grpc_server_set_ready(app.grpc, true);
+        log_info("ready: %llu keys", (unsigned long long)ks_total_keys(app.ks));
+    }
 
     /* housekeeping until a signal says stop: an expiry step every 10 ms,
      * the rest every 100 ms */
@@ -971,7 +989,7 @@ static int run(void)
     access_log_close();
     pid_file_remove();
     log_info("stopped");
-    return rc;
+    return misplaced ? 1 : rc;
 }
 
 /* tallyd --hash-token: the SHA-256 of the token on stdin (one trailing
@@ -1023,6 +1041,10 @@ int main(int argc, char **argv)
         return 2;
     case OPTS_RUN:
         break;
+    }
+    if (app.opts.haproxy_lua) {
+        haproxy_lua_write(stdout);
+        return 0;
     }
     if (app.opts.haproxy_config || app.opts.haproxy_slots)
         return print_haproxy_config();

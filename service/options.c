@@ -82,6 +82,7 @@ static const opt_def_t defs[] = {
     { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
     { "haproxy-config", "TALLY_HAPROXY_CONFIG", K_FLAG, OFF(haproxy_config), 0, 0, "print the HAProxy 2.6 configuration that routes to the --cluster map's nodes, and exit" },
     { "haproxy-slots", "TALLY_HAPROXY_SLOTS", K_FLAG, OFF(haproxy_slots), 0, 0, "print the slot map file that configuration reads (slot ranges -> backends) for the --cluster map, and exit" },
+    { "haproxy-lua", "TALLY_HAPROXY_LUA", K_FLAG, OFF(haproxy_lua), 0, 0, "print the Lua script that configuration loads (the slot converter, tally-slot.lua beside the slot map file), and exit" },
     { "haproxy-map", "TALLY_HAPROXY_MAP", K_STR, OFF(haproxy_map), 0, CAP(haproxy_map), "with --haproxy-config: where HAProxy reads the slot map file (default /etc/haproxy/tally-slots.map)" },
     { "haproxy-socket", "TALLY_HAPROXY_SOCKET", K_STR, OFF(haproxy_socket), 0, CAP(haproxy_socket), "with --haproxy-config: where HAProxy opens its admin socket, for tally-reshard --haproxy-socket (default /run/haproxy/tally.sock)" },
     { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },

@@ -62,6 +62,7 @@ typedef struct tally_opts {
     char cluster_node[64];       /* --cluster-node, TALLY_CLUSTER_NODE: this node's name in the map */
     bool haproxy_config;         /* --haproxy-config: print the HAProxy configuration of --cluster and exit */
     bool haproxy_slots;          /* --haproxy-slots: print HAProxy's slot map file of --cluster and exit */
+    bool haproxy_lua;            /* --haproxy-lua: print the configuration's Lua slot converter and exit */
     char haproxy_map[512];       /* --haproxy-map: the slot map file that configuration reads */
     char haproxy_socket[512];    /* --haproxy-socket: HAProxy's admin socket in that configuration */
     bool insecure_no_auth;       /* --insecure-no-auth, TALLY_INSECURE_NO_AUTH: serve a non-loopback

@@ -552,10 +552,11 @@ static void test_haproxy_routes_to_owner(void **state)
     char chk[2048];
     snprintf(chk, sizeof(chk), "%1$s --cluster deploy/cluster/cluster.map --haproxy-config --haproxy-map "
              "/usr/local/etc/haproxy/tally-slots.map --haproxy-socket ipv4@127.0.0.1:9999 | cmp - deploy/cluster/haproxy.cfg "
-             "&& %1$s --cluster deploy/cluster/cluster.map --haproxy-slots | cmp - deploy/cluster/tally-slots.map",
+             "&& %1$s --cluster deploy/cluster/cluster.map --haproxy-slots | cmp - deploy/cluster/tally-slots.map "
+             "&& %1$s --haproxy-lua | cmp - deploy/cluster/tally-slot.lua",
              getenv("TALLYD"));
     if (system(chk) != 0)
-        fail_msg("deploy/cluster/haproxy.cfg or tally-slots.map differs from what tallyd generates (the commands "
+        fail_msg("deploy/cluster/haproxy.cfg, tally-slots.map or tally-slot.lua differs from what tallyd generates (the commands "
                  "are in deploy/cluster/statefulset.yaml)");
     json_t *m = http_get_json(&N[0], "/cluster");
     const char *text = json_string_value(json_object_get(m, "map"));
@@ -569,9 +570,10 @@ static void test_haproxy_routes_to_owner(void **state)
     json_decref(m);
     int port = free_port();
     const char *t = getenv("TALLYD");
-    snprintf(cmd, sizeof(cmd), "%s --cluster %s --haproxy-slots > %s && %s --cluster %s --haproxy-config --haproxy-map %s "
+    snprintf(cmd, sizeof(cmd), "%s --haproxy-lua > %s/tally-slot.lua && "
+             "%s --cluster %s --haproxy-slots > %s && %s --cluster %s --haproxy-config --haproxy-map %s "
              "--haproxy-socket %s | sed 's/^    bind :8080$/    bind 127.0.0.1:%d/' > %s && haproxy -q -c -f %s && "
-             "haproxy -q -D -p %s -f %s", t, mapf, slots, t, mapf, slots, sock, port, cfg, cfg, pidf, cfg);
+             "haproxy -q -D -p %s -f %s", t, dirs[0], t, mapf, slots, t, mapf, slots, sock, port, cfg, cfg, pidf, cfg);
     assert_int_equal(system(cmd), 0);
     tally_proc_t hp = { 0 };
     hp.port = port;

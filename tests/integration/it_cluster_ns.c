@@ -279,9 +279,10 @@ static void haproxy_start(const char *map, int port)
     }
     char out[2048];
     const char *t = getenv("TALLYD") ? getenv("TALLYD") : "build/release/tallyd";
-    snprintf(cmd, sizeof(cmd), "%s --cluster %s --haproxy-slots > %s && %s --cluster %s --haproxy-config --haproxy-map %s "
+    snprintf(cmd, sizeof(cmd), "%s --haproxy-lua > %s/tally-slot.lua && "
+             "%s --cluster %s --haproxy-slots > %s && %s --cluster %s --haproxy-config --haproxy-map %s "
              "--haproxy-socket %s | sed 's/^    bind :8080$/    bind 127.0.0.1:%d/' > %s && haproxy -q -c -f %s && "
-             "haproxy -q -D -p %s -f %s %s", t, mapf, hmap, t, mapf, hmap, hsock, port, hcfg, hcfg, hpid, hcfg, old);
+             "haproxy -q -D -p %s -f %s %s", t, hdir, t, mapf, hmap, t, mapf, hmap, hsock, port, hcfg, hcfg, hpid, hcfg, old);
     if (sh(out, sizeof(out), "%s", cmd) != 0)
         fail_msg("starting HAProxy: %s", out);
     snprintf(proxy, sizeof(proxy), "127.0.0.1:%d", port);

@@ -1,8 +1,9 @@
 /*
  * test_slot.c - cluster slots and maps (core/slot.h, core/clustermap.h):
- * CRC32/IEEE check values, Redis Cluster's hash-tag rules with the slots
- * zlib's CRC gives (and HAProxy's crc32,mod(16384) gives: it_cluster checks
- * that through a real HAProxy), the map parser's refusals naming the line,
+ * CRC-16/XMODEM check values, Redis Cluster's hash-tag rules with the slots
+ * redis-server's CLUSTER KEYSLOT gives (7.0, cluster-enabled; it_resp_cluster
+ * compares many more keys with a live redis-server, it_cluster the HAProxy
+ * Lua converter's slots), the map parser's refusals naming the line,
  * and format/parse round trips.
  */
 #include <setjmp.h>
@@ -18,17 +19,18 @@
 
 static unsigned slot(const char *k) { return slot_of(k, strlen(k)); }
 
-static void test_crc32_vectors(void **state)
+static void test_crc16_vectors(void **state)
 {
     (void)state;
-    assert_int_equal(slot_crc32("123456789", 9), 0xCBF43926u);   /* the CRC-32/ISO-HDLC check value */
-    assert_int_equal(slot_crc32("", 0), 0);
-    const char *fox = "The quick brown fox jumps over the lazy dog";
-    assert_int_equal(slot_crc32(fox, strlen(fox)), 0x414FA339u);
-    assert_int_equal(slot("foo"), 9505);
-    assert_int_equal(slot("bar"), 3242);
-    assert_int_equal(slot("user1"), 1365);
-    assert_int_equal(slot("123456789"), 0xCBF43926u % 16384);
+    assert_int_equal(slot_crc16("123456789", 9), 0x31C3u);   /* the CRC-16/XMODEM check value */
+    assert_int_equal(slot_crc16("", 0), 0);
+    /* redis-server 7.0's CLUSTER KEYSLOT */
+    assert_int_equal(slot("foo"), 12182);
+    assert_int_equal(slot("bar"), 5061);
+    assert_int_equal(slot("user1000"), 3443);
+    assert_int_equal(slot("123456789"), 12739);
+    assert_int_equal(slot(""), 0);
+    assert_int_equal(slot_of("a\0b", 3), slot_crc16("a\0b", 3) % 16384);   /* binary keys hash every byte */
 }
 
 static void expect_rk(const char *key, const char *want)
@@ -55,17 +57,18 @@ static void test_hash_tags(void **state)
     expect_rk("a}{b}", "b");
     expect_rk("", "");
     assert_int_equal(slot("{user1000}.following"), slot("user1000"));
-    assert_int_equal(slot("{user1000}.following"), 7014);
+    assert_int_equal(slot("{user1000}.following"), 3443);
     assert_int_equal(slot("{tenant42}:logins"), slot("{tenant42}:signups"));
-    assert_int_equal(slot("foo{}{bar}"), 9049);
-    assert_int_equal(slot("foo{{bar}}zap"), 11577);   /* CRC32 of "{bar" */
-    assert_int_equal(slot("foo{bar}{zap}"), 3242);
+    assert_int_equal(slot("{tenant42}:logins"), 14826);
+    assert_int_equal(slot("foo{}{bar}"), 8363);
+    assert_int_equal(slot("foo{{bar}}zap"), 4015);   /* CRC16 of "{bar" */
+    assert_int_equal(slot("foo{bar}{zap}"), 5061);
 }
 
 static const char good[] = "# two nodes\n"
                            "epoch 3\n"
                            "node a 10.0.0.1:8080\n"
-                           "node b host-b.example:9000   # comment\n"
+                           "node b host-b.example:9000 resp=host-b.example:6380  # comment\n"
                            "slots a 0-8191\n"
                            "slots b 8192-16382\n"
                            "slots b 16383\n"
@@ -83,6 +86,8 @@ static void test_map_parse(void **state)
     assert_int_equal(m->epoch, 3);
     assert_int_equal(m->nnodes, 2);
     assert_string_equal(m->nodes[1].addr, "host-b.example:9000");
+    assert_string_equal(m->nodes[1].resp, "host-b.example:6380");
+    assert_string_equal(m->nodes[0].resp, "");
     assert_int_equal(m->owner[0], 0);
     assert_int_equal(m->owner[8192], 1);
     assert_int_equal(m->owner[16383], 1);
@@ -99,6 +104,8 @@ static void test_map_parse(void **state)
     if (!m2)
         fail_msg("%s in:\n%.*s", err, (int)out.len, out.data);
     assert_int_equal(m2->epoch, 3);
+    assert_string_equal(m2->nodes[1].resp, "host-b.example:6380");
+    assert_string_equal(m2->nodes[0].resp, "");
     assert_memory_equal(m2->owner, m->owner, sizeof(m->owner));
     assert_memory_equal(m2->migrating_to, m->migrating_to, sizeof(m->migrating_to));
     wbuf_free(&out);
@@ -132,6 +139,9 @@ static void test_map_refusals(void **state)
     expect_refused("epoch 1\nslots a 0-16383\n", "line 2: no node 'a'");
     expect_refused("epoch 1\nnode a nohost\nslots a 0-16383\n", "line 2: node address");
     expect_refused("epoch 1\nnode a h:0\nslots a 0-16383\n", "not HOST:PORT");
+    expect_refused("epoch 1\nnode a h:1 h:2\n", "'h:2' is not resp=HOST:PORT");
+    expect_refused("epoch 1\nnode a h:1 resp=h\n", "is not resp=HOST:PORT");
+    expect_refused("epoch 1\nnode a h:1 resp=h:2 x\n", "expected 'node NAME HOST:PORT [resp=HOST:PORT]'");
     expect_refused("epoch 1\nnode a h:1\nnode a h:2\n", "declared twice");
     expect_refused("epoch 1\nnode a/b h:1\n", "node name");
     expect_refused("epoch 1\nnode a h:1\nslots a 0-16384\n", "not a slot range");
@@ -148,7 +158,7 @@ static void test_map_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32_vectors),
+        cmocka_unit_test(test_crc16_vectors),
         cmocka_unit_test(test_hash_tags),
         cmocka_unit_test(test_map_parse),
         cmocka_unit_test(test_map_refusals),
