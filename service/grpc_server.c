@@ -23,6 +23,7 @@
 
 #include "cmd/access.h"
 #include "grpc/grpc.h"
+#include "service/access_log.h"
 #include "service/clock.h"
 #include "service/grpc_server.h"
 #include "service/log.h"
@@ -64,6 +65,8 @@ typedef struct gstream {
     size_t out_len, out_off;
     grpc_code_t code;
     char msg[384];                   /* grpc-message, percent-encoded */
+    int64_t start_ns;                /* its HEADERS arrived (monotonic): the access log's duration */
+    char token[CMD_TOKEN_NAME_MAX + 1]; /* the caller's token's name, for the access log ("": none) */
 } gstream_t;
 
 struct gconn {
@@ -190,6 +193,32 @@ static ssize_t body_read(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t l
     return (ssize_t)n;
 }
 
+/* The access log's status of a gRPC status: the HTTP status gRPC's own
+ * mapping gives it (grpc-gateway's), so that log tools read 429, 503 ... as
+ * for HTTP; every gRPC answer itself is HTTP 200. */
+static int http_status_of(grpc_code_t code)
+{
+    switch (code) {
+    case GRPC_OK: return 200;
+    case GRPC_CANCELLED: return 499;
+    case GRPC_INVALID_ARGUMENT:
+    case GRPC_FAILED_PRECONDITION:
+    case GRPC_OUT_OF_RANGE:
+        return 400;
+    case GRPC_DEADLINE_EXCEEDED: return 504;
+    case GRPC_NOT_FOUND: return 404;
+    case GRPC_ALREADY_EXISTS:
+    case GRPC_ABORTED:
+        return 409;
+    case GRPC_PERMISSION_DENIED: return 403;
+    case GRPC_UNAUTHENTICATED: return 401;
+    case GRPC_RESOURCE_EXHAUSTED: return 429;
+    case GRPC_UNIMPLEMENTED: return 501;
+    case GRPC_UNAVAILABLE: return 503;
+    default: return 500;
+    }
+}
+
 /* A status without a message (trailers only), or a message then grpc-status 0. */
 static void answer(gstream_t *st, grpc_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void answer(gstream_t *st, grpc_code_t code, const char *fmt, ...)
@@ -206,6 +235,9 @@ static void answer(gstream_t *st, grpc_code_t code, const char *fmt, ...)
         va_end(ap);
     }
     grpc_message_encode(raw, st->msg, sizeof(st->msg));
+    if (access_log_enabled())
+        access_log_write(clock_now_ns(), st->c->addr, st->token[0] ? st->token : NULL, "POST", st->path,
+                         strlen(st->path), http_status_of(code), clock_mono_ns() - st->start_ns);
     char codebuf[8];
     int cl = snprintf(codebuf, sizeof(codebuf), "%d", (int)code);
     nghttp2_session *h2 = st->c->h2;
@@ -271,6 +303,7 @@ static void call_rls(gstream_t *st, const uint8_t *msg, size_t mlen)
             answer(st, grpc_code_of(e.code), "%s", e.message);
             return;
         }
+        snprintf(st->token, sizeof(st->token), "%s", token->name);
     }
     grpc_rls_req_t req;
     char err[256];
@@ -404,6 +437,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;   /* the stream is reset */
     st->id = f->hd.stream_id;
     st->c = c;
+    st->start_ns = clock_mono_ns();
     st->identity = true;
     st->next = c->streams;
     if (c->streams)

@@ -20,7 +20,8 @@
  *   - h2load: 20 000 calls over 10 connections x 100 streams, and 200
  *     connections at once, every one answered;
  *   - TLS with ALPN h2 on --tls-cert, and mTLS with --tls-client-ca;
- *   - SIGTERM: a GOAWAY, and the stream open at that moment still finishes.
+ *   - SIGTERM: a GOAWAY, and the stream open at that moment still finishes;
+ *   - --access-log: a line per call, its gRPC status as the HTTP one.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -143,9 +144,11 @@ static void test_auth(void **state)
     cmd_token_hash_hex("gw-secret", 9, hex);
     snprintf(tokens, sizeof(tokens), "%s/tokens.json", dir);
     sh("printf '{\"tokens\":[{\"name\":\"gw\",\"sha256\":\"%s\",\"scopes\":[\"ratelimit\"]}]}' > %s", hex, tokens);
+    char alog[300];
+    snprintf(alog, sizeof(alog), "%s/access.log", dir);
     tally_proc_t t;
     int port;
-    const char *const args[] = { "--in-memory", "--tokens", tokens, NULL };
+    const char *const args[] = { "--in-memory", "--tokens", tokens, "--access-log", alog, NULL };
     start_grpc(&t, &port, args);
     assert_int_equal(check(port, "rls_code UNAUTHENTICATED"), 0);
     assert_int_equal(check(port, "rls_code UNAUTHENTICATED 'authorization=Bearer wrong'"), 0);
@@ -153,6 +156,26 @@ static void test_auth(void **state)
     /* the right token passes authentication: what answers then is the service */
     assert_int_equal(check(port, "rls_code UNAVAILABLE 'authorization=Bearer gw-secret'"), 0);
     assert_int_equal(check(port, "health"), 0);   /* health checks need no token, as /readyz */
+    tally_stop(&t);
+    /* the access log: a line per call, the gRPC status as its HTTP equivalent */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = fopen(alog, "r");
+    assert_non_null(f);
+    FILE *m = open_memstream(&text, &len);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, m);
+    fclose(f);
+    fclose(m);
+    assert_non_null(strstr(text, "\"token\":null,\"method\":\"POST\",\"path\":\"/envoy.service.ratelimit.v3.RateLimitService/"
+                                 "ShouldRateLimit\",\"status\":401"));
+    assert_non_null(strstr(text, "\"token\":\"gw\",\"method\":\"POST\",\"path\":\"/envoy.service.ratelimit.v3.RateLimitService/"
+                                 "ShouldRateLimit\",\"status\":503"));
+    assert_non_null(strstr(text, "\"path\":\"/grpc.health.v1.Health/Check\",\"status\":200"));
+    assert_non_null(strstr(text, "\"path\":\"/grpc.health.v1.Health/Check\",\"status\":404"));
+    free(text);
     tally_cleanup(&t);
 }
 
