@@ -481,7 +481,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
             st->deadline = now + ns;   /* else as good as none */
     } else if (name_is(name, nl, "grpc-encoding")) {
         st->identity = vl == 8 && memcmp(value, "identity", 8) == 0;
-    } else if (name_is(name, nl, "authorization") && !st->auth) {
+    } else if (name_is(name, nl, "authorization") && !st->auth && vl <= 4096) {
         st->auth = strndup((const char *)value, vl);
     }
     return 0;
