@@ -108,8 +108,5 @@ record "ShouldRateLimit, 1 descriptor, h2load -m 10 (calls/s, median)" "$(median
 record "ShouldRateLimit, 3 descriptors, h2load -m 10 (calls/s, median)" "$(median "$rfile" 2)" calls/s
 record "GET /hook/{policy}, wrk HTTP/1.1, same rounds (req/s, median)" "$(median "$rfile" 3)" req/s
 record_rounds "ShouldRateLimit 1 descriptor vs GET /hook/{policy}" "$rfile" 4 1.2 "decisions a second"
-chart throughput "Envoy RLS (gRPC)" "ShouldRateLimit, 1 descriptor" "$(median "$rfile" 1)"
-chart throughput "Envoy RLS (gRPC)" "GET /hook/{policy}" "$(median "$rfile" 3)"
 record_rounds "ShouldRateLimit 3 descriptors vs GET /hook/{policy}" "$rfile" 5 1.2 "descriptors decided a second"
 record "ShouldRateLimit, 1 descriptor, at half of peak ($rate_half/s): p99" "$p99_half" ms
-chart latency "ShouldRateLimit" p99 "$p99_half"
