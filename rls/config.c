@@ -251,6 +251,9 @@ static bool check_keys(loader_t *L, const yaml_node_t *map, const char *const *o
             ok = !strcmp(ks, ours[i]);
         if (!ok)
             return fail(L, k, ks, "config error, unknown key '%s'", ks);
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++)
+            if (!strcmp(scalar(yaml_document_get_node(L->doc, q->key)), ks))
+                return fail(L, k, ks, "config error, key '%s' already set in this map", ks);
     }
     return true;
 }

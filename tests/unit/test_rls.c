@@ -241,6 +241,9 @@ static void test_extensions_refused(void **state)
         { "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: maybe\n",
           "FILE:4: shadow_mode: must be true or false, not 'maybe'" },
         { "domain: d\ncharge_all: 3\n", "FILE:2: charge_all: must be true or false" },
+        { "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      replaces: [{name: a}]\n      unit: second\n"
+          "      replaces: [{name: b}]\n      requests_per_unit: 1\n",
+          "FILE:7: replaces: config error, key 'replaces' already set in this map" },
         { "- a\n- b\n", "FILE:1: file: must be a map" },
         { "", "FILE:1: domain: config file cannot have empty domain" },
         { "domain: d\ndescriptors:\n  - key: k\n    value: a\n  - key: k\n    value: b\n  - key: k\n    value: a\n",
@@ -712,6 +715,38 @@ static void test_algorithms_and_headers(void **state)
     env_close(&e);
 }
 
+/* detailed_metric's series are bounded: past 1 024 series, hits count in
+ * the overflow series; the rule's own series stays. */
+static void test_metrics_bounded(void **state)
+{
+    (void)state;
+    char err[512];
+    rls_set_t *s = load_text("domain: d\ndescriptors:\n  - key: k\n    detailed_metric: true\n"
+                             "    rate_limit: {unit: hour, requests_per_unit: 5}\n",
+                             err, sizeof(err));
+    assert_non_null(s);
+    env_t e;
+    cmd_check_open(&e.c);
+    e.r = rls_new(&e.c.srv, NULL, s);
+    for (int i = 0; i < 1100; i++) {
+        char kv[32];
+        snprintf(kv, sizeof(kv), "k=v%d", i);
+        assert_int_equal(hit1(&e, "d", KV(kv), T0, NULL), RLS_CODE_OK);
+    }
+    wbuf_t m = WBUF_INIT;
+    rls_metrics_render(e.r, &m);
+    wbuf_put_u8(&m, 0);
+    const char *text = (const char *)m.data;
+    size_t series = 0;
+    for (const char *p = text; (p = strstr(p, "result=\"total_hits\"")); p++)
+        series++;
+    assert_int_equal(series, 1024 + 1);   /* the rule's, 1 023 values, the overflow */
+    assert_non_null(strstr(text, "rule=\"d.k_v0\",result=\"total_hits\"} 1\n"));
+    assert_non_null(strstr(text, "{domain=\"\",rule=\"overflow\",result=\"total_hits\"} 77\n"));
+    wbuf_free(&m);
+    env_close(&e);
+}
+
 /* A swap keeps the old set alive for a result that holds it. */
 static void test_swap_keeps_held_set(void **state)
 {
@@ -741,7 +776,7 @@ int main(void)
         cmocka_unit_test(test_wildcards),            cmocka_unit_test(test_example_decisions),
         cmocka_unit_test(test_fixed_window_model),   cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_overrides_and_errors), cmocka_unit_test(test_algorithms_and_headers),
-        cmocka_unit_test(test_swap_keeps_held_set),
+        cmocka_unit_test(test_metrics_bounded),      cmocka_unit_test(test_swap_keeps_held_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
