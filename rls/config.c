@@ -511,6 +511,8 @@ static bool load_root(loader_t *L, const yaml_node_t *root)
     }
     if (ok && (!domain || !*domain))
         ok = fail(L, at, "domain", "config file cannot have empty domain");
+    if (ok && domain[0] == '}')   /* the keys' hash tag {domain} would be empty: one slot per key, not per domain */
+        ok = fail(L, at, "domain", "must not start with '}' (tally's keys carry the domain as their cluster hash tag)");
     if (ok && rls_set_domain(L->set, domain, strlen(domain)))
         ok = fail(L, at, "domain", "duplicate domain '%s' in config file", domain);
     if (!ok) {
