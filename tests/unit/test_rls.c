@@ -17,8 +17,10 @@
 #include <unistd.h>
 
 #include "cmd/access.h"
+#include "cmd/cluster.h"
 #include "cmd/throttle.h"
 #include "core/rng.h"
+#include "core/slot.h"
 #include "rls/rls.h"
 
 #define FIX "tests/fixtures/rls/"
@@ -819,6 +821,53 @@ static void test_admission(void **state)
     env_close(&e);
 }
 
+/* On a cluster, a request's keys share the {domain} hash tag: the node that
+ * owns the domain's slot decides all its descriptors at once, another
+ * answers MOVED naming the owner. */
+static void test_cluster_slots(void **state)
+{
+    (void)state;
+    unsigned slot = slot_of("{mongo_cps}", 11);
+    char map[512];
+    int n = snprintf(map, sizeof(map), "epoch 1\nnode a 10.0.0.1:8080\nnode b 10.0.0.2:8080\nslots a %u\n", slot);
+    if (slot > 0)
+        n += snprintf(map + n, sizeof(map) - (size_t)n, "slots b 0-%u\n", slot - 1);
+    if (slot < SLOT_COUNT - 1)
+        snprintf(map + n, sizeof(map) - (size_t)n, "slots b %u-%u\n", slot + 1, SLOT_COUNT - 1);
+    for (int node = 0; node < 2; node++) {
+        env_t e;
+        env_open(&e, FIX "example01.yaml", NULL);
+        char err[256];
+        e.c.srv.cluster = cmd_cluster_create(node ? "b" : "a", NULL, NULL);
+        assert_non_null(e.c.srv.cluster);
+        if (!cmd_cluster_set(e.c.srv.cluster, map, strlen(map), false, err, sizeof(err)))
+            fail_msg("%s", err);
+        desc_t d[2];
+        desc_make(&d[0], KV("database=users"));
+        desc_make(&d[1], KV("database=default"));
+        rls_descriptor_t ds[2] = { d[0].d, d[1].d };
+        rls_request_t q = { { "mongo_cps", 9 }, ds, 2, 0, false };
+        cmd_ctx_t ctx;
+        cmd_ctx_init(&ctx, &e.c.srv, T0, false, 0);
+        rls_result_t res;
+        bool ok = rls_should_rate_limit(e.r, &ctx, &q, &res);
+        if (node == 0) {
+            if (!ok)
+                fail_msg("%s", ctx.err.message);
+            assert_int_equal(res.statuses[1].limit_remaining, 499);
+            rls_result_free(&res);
+        } else {
+            assert_false(ok);
+            assert_int_equal(ctx.err.code, CMD_E_MOVED);
+            assert_string_equal(ctx.err.where, "10.0.0.1:8080");
+        }
+        cmd_ctx_end(&ctx);
+        cmd_cluster_free(e.c.srv.cluster);
+        e.c.srv.cluster = NULL;
+        env_close(&e);
+    }
+}
+
 /* A swap keeps the old set alive for a result that holds it. */
 static void test_swap_keeps_held_set(void **state)
 {
@@ -849,7 +898,7 @@ int main(void)
         cmocka_unit_test(test_fixed_window_model),   cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_overrides_and_errors), cmocka_unit_test(test_algorithms_and_headers),
         cmocka_unit_test(test_metrics_bounded),      cmocka_unit_test(test_admission),
-        cmocka_unit_test(test_swap_keeps_held_set),
+        cmocka_unit_test(test_cluster_slots),        cmocka_unit_test(test_swap_keeps_held_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
