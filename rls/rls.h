@@ -113,6 +113,8 @@ typedef struct rls_set rls_set_t;
  * *.yaml / *.yml file of a directory (its runtime layout).  NULL with a
  * message naming the file, line and field on any error. */
 rls_set_t *rls_set_load(const char *path, char *err, size_t errlen);
+/* The same for one file's text already read (`name` names it in messages). */
+rls_set_t *rls_set_parse(const char *name, const void *text, size_t len, char *err, size_t errlen);
 void rls_set_retain(rls_set_t *s);
 void rls_set_release(rls_set_t *s);
 /* What a set holds (for the log line of a load or reload). */
