@@ -131,10 +131,11 @@ typedef struct rls_options {
                                     RESPONSE_HEADERS_ENABLED (the IETF fields are always given) */
 } rls_options_t;
 
-/* Takes the caller's reference to `initial`.  service/main.c makes the
- * service's one rls_t when --rls-config is given and keeps it in app.rls
- * (NULL without --rls-config): the gRPC server takes it from there in its
- * configuration; SIGHUP and POST /admin/reload swap its set. */
+/* Takes the caller's reference to `initial`.  The service makes its one
+ * rls_t at start when --rls-config is given (service/rls_host.h:
+ * rls_host_get() returns it, NULL without --rls-config), before the
+ * listeners open: the gRPC server takes it from there; SIGHUP and POST
+ * /admin/reload swap its set (rls_swap). */
 rls_t *rls_new(cmd_server_t *srv, const rls_options_t *opt, rls_set_t *initial);
 void rls_free(rls_t *r);
 /* Replaces the current set (a reload; the old one stays with requests in
