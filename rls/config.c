@@ -251,6 +251,9 @@ static bool check_keys(loader_t *L, const yaml_node_t *map, const char *const *o
             ok = !strcmp(ks, ours[i]);
         if (!ok)
             return fail(L, k, ks, "config error, unknown key '%s'", ks);
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++)
+            if (!strcmp(scalar(yaml_document_get_node(L->doc, q->key)), ks))
+                return fail(L, k, ks, "config error, key '%s' already set in this map", ks);
     }
     return true;
 }
@@ -508,6 +511,8 @@ static bool load_root(loader_t *L, const yaml_node_t *root)
     }
     if (ok && (!domain || !*domain))
         ok = fail(L, at, "domain", "config file cannot have empty domain");
+    if (ok && domain[0] == '}')   /* the keys' hash tag {domain} would be empty: one slot per key, not per domain */
+        ok = fail(L, at, "domain", "must not start with '}' (tally's keys carry the domain as their cluster hash tag)");
     if (ok && rls_set_domain(L->set, domain, strlen(domain)))
         ok = fail(L, at, "domain", "duplicate domain '%s' in config file", domain);
     if (!ok) {
@@ -528,8 +533,7 @@ static bool load_root(loader_t *L, const yaml_node_t *root)
 }
 
 /* One YAML text (the first document, as gopkg.in/yaml.v2 reads). */
-static bool load_text(rls_set_t *set, const char *file, const unsigned char *text, size_t len, char *err,
-                      size_t errlen)
+static bool load_text(rls_set_t *set, const char *file, const void *text, size_t len, char *err, size_t errlen)
 {
     yaml_parser_t parser;
     yaml_document_t doc;
@@ -537,7 +541,7 @@ static bool load_text(rls_set_t *set, const char *file, const unsigned char *tex
         snprintf(err, errlen, "%s: out of memory", file);
         return false;
     }
-    yaml_parser_set_input_string(&parser, text, len);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
         snprintf(err, errlen, "%s:%lu: yaml: error loading config file: %s%s%s", file,
                  (unsigned long)(parser.problem_mark.line + 1), parser.problem ? parser.problem : "malformed",
@@ -630,6 +634,26 @@ static bool load_dir(rls_set_t *set, const char *path, DIR *d, char *err, size_t
         free(names[i]);
     free(names);
     return ok;
+}
+
+rls_set_t *rls_set_parse(const char *name, const void *text, size_t len, char *err, size_t errlen)
+{
+    rls_set_t *set = calloc(1, sizeof(*set));
+    if (!set) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return NULL;
+    }
+    atomic_init(&set->refs, 1);
+    if (len > RLS_FILE_MAX) {
+        snprintf(err, errlen, "%s: larger than %d bytes", name, RLS_FILE_MAX);
+        set_free(set);
+        return NULL;
+    }
+    if (!load_text(set, name, len ? text : (const void *)"", len, err, errlen)) {
+        set_free(set);
+        return NULL;
+    }
+    return set;
 }
 
 rls_set_t *rls_set_load(const char *path, char *err, size_t errlen)

@@ -113,6 +113,8 @@ typedef struct rls_set rls_set_t;
  * *.yaml / *.yml file of a directory (its runtime layout).  NULL with a
  * message naming the file, line and field on any error. */
 rls_set_t *rls_set_load(const char *path, char *err, size_t errlen);
+/* The same for one file's text already read (`name` names it in messages). */
+rls_set_t *rls_set_parse(const char *name, const void *text, size_t len, char *err, size_t errlen);
 void rls_set_retain(rls_set_t *s);
 void rls_set_release(rls_set_t *s);
 /* What a set holds (for the log line of a load or reload). */
@@ -129,10 +131,11 @@ typedef struct rls_options {
                                     RESPONSE_HEADERS_ENABLED (the IETF fields are always given) */
 } rls_options_t;
 
-/* Takes the caller's reference to `initial`.  service/main.c makes the
- * service's one rls_t when --rls-config is given and keeps it in app.rls
- * (NULL without --rls-config): the gRPC server takes it from there in its
- * configuration; SIGHUP and POST /admin/reload swap its set. */
+/* Takes the caller's reference to `initial`.  The service makes its one
+ * rls_t at start when --rls-config is given (service/rls_host.h:
+ * rls_host_get() returns it, NULL without --rls-config), before the
+ * listeners open: the gRPC server takes it from there; SIGHUP and POST
+ * /admin/reload swap its set (rls_swap). */
 rls_t *rls_new(cmd_server_t *srv, const rls_options_t *opt, rls_set_t *initial);
 void rls_free(rls_t *r);
 /* Replaces the current set (a reload; the old one stays with requests in

@@ -88,6 +88,7 @@ static struct {
 
 static persist_t *live_persist(void) { return atomic_load_explicit(&app.live_persist, memory_order_acquire); }
 static repl_t *live_repl(void) { return atomic_load_explicit(&app.live_repl, memory_order_acquire); }
+static bool files_given(void) { return app.opts.config[0] || app.opts.tokens[0] || app.opts.rls_config[0]; }
 
 /* ------------------------------------------------------------------------ */
 /* Hooks the API calls                                                      */
@@ -454,7 +455,7 @@ static const char *policies_word(size_t count)
     return count == 1 ? "rate-limit policy" : "rate-limit policies";
 }
 
-/* Reloads --tokens (when given), --config and --rls-config (when given) for SIGHUP
+/* Reloads --tokens, --config and --rls-config (those given) for SIGHUP
  * and POST /admin/reload, one reload at a time; logs the outcome with `who`
  * asked.  False with a message when either file is refused (what it held
  * before stays; the other file is still reloaded) or when there is no file
@@ -462,7 +463,7 @@ static const char *policies_word(size_t count)
 static bool reload_files(const char *who, size_t *count, char *err, size_t errlen)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    if (!app.opts.config[0] && !app.opts.tokens[0] && !app.opts.rls_config[0]) {
+    if (!files_given()) {
         snprintf(err, errlen, "nothing to reload: tallyd was started without --config, --rls-config or --tokens");
         log_info("%s: %s", who, err);
         return false;
@@ -497,18 +498,8 @@ static bool reload_files(const char *who, size_t *count, char *err, size_t errle
             ok = false;
         }
     }
-    if (app.opts.rls_config[0]) {
-        size_t used = strlen(err);
-        char *rerr = err + used + (used ? 2 : 0);
-        size_t rlen = errlen - used - (used ? 2 : 0);
-        if (rls_host_reload(who, rerr, rlen)) {
-            err[used] = '\0';
-        } else {
-            if (used)
-                memcpy(err + used, "; ", 2);
-            ok = false;
-        }
-    }
+    if (app.opts.rls_config[0] && !rls_host_reload(who, err, errlen))
+        ok = false;
     pthread_mutex_unlock(&mu);
     return ok;
 }
@@ -547,8 +538,7 @@ static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
             ok = false;
         }
     }
-    if ((app.tls || app.api.cluster || repl_reloadable(&app.opts)) && !app.opts.config[0] && !app.opts.tokens[0] &&
-        !app.opts.rls_config[0])
+    if ((app.tls || app.api.cluster || repl_reloadable(&app.opts)) && !files_given())
         return ok;   /* no tokens, policies or rate limit configuration to reload */
     char ferr[1024];
     if (!reload_files(who, count, ferr, sizeof(ferr))) {
@@ -706,13 +696,6 @@ static int run(void)
         }
         log_info("--config %s: %zu %s", o->config, count, policies_word(count));
     }
-    if (!rls_host_start(&app.api, o, err, sizeof(err))) {
-        log_error("%s; refusing to start", err);
-        api_policies_free(app.api.policies);
-        api_auth_free(app.api.auth);
-        access_log_close();
-        return 1;
-    }
 
     if (o->cluster[0]) {
         if (!o->cluster_node[0]) {
@@ -727,7 +710,7 @@ static int run(void)
         }
     }
 
-    if (!transport_open(err, sizeof(err))) {
+    if (!rls_host_start(&app.api, o, err, sizeof(err)) || !transport_open(err, sizeof(err))) {
         log_error("%s; refusing to start", err);
         api_policies_free(app.api.policies);
         return 1;
@@ -925,8 +908,7 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            if (app.tls || app.api.cluster || app.opts.config[0] || app.opts.tokens[0] || app.opts.rls_config[0] ||
-                repl_reloadable(&app.opts))
+            if (app.tls || app.api.cluster || files_given() || repl_reloadable(&app.opts))
                 reload_all("SIGHUP", &count, err, sizeof(err));
             if (!access_log_reopen(err, sizeof(err)))
                 log_error("SIGHUP: %s; still writing the access log to the file open before", err);

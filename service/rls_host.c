@@ -47,15 +47,22 @@ bool rls_host_reload(const char *who, char *err, size_t errlen)
 {
     if (!host.rls)
         return true;
+    size_t used = strlen(err), sep = used ? 2 : 0;
+    if (used + sep + 1 >= errlen)
+        return false;
+    char *mine = err + used + sep;
     pthread_mutex_lock(&host.reload);
-    rls_set_t *s = rls_set_load(host.path, err, errlen);
+    rls_set_t *s = rls_set_load(host.path, mine, errlen - used - sep);
     if (s) {
         log_loaded(who, s);
         rls_swap(host.rls, s);
+        err[used] = '\0';
     } else {
-        log_error("%s: %s; keeping the rate limit configuration loaded before", who, err);
-        size_t n = strlen(err);
-        snprintf(err + n, errlen - n, "; the rate limit configuration loaded before stays");
+        log_error("%s: %s; keeping the rate limit configuration loaded before", who, mine);
+        size_t n = strlen(mine);
+        snprintf(mine + n, errlen - used - sep - n, "; the rate limit configuration loaded before stays");
+        if (sep)
+            memcpy(err + used, "; ", 2);
     }
     pthread_mutex_unlock(&host.reload);
     return s != NULL;

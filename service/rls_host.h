@@ -21,8 +21,9 @@
 bool rls_host_start(cmd_server_t *srv, const tally_opts_t *o, char *err, size_t errlen);
 /* The service's rls_t; NULL without --rls-config. */
 rls_t *rls_host_get(void);
-/* Reloads --rls-config; false with a message (the set loaded before
- * stays).  Logs the outcome with `who` asked. */
+/* Reloads --rls-config; false with its message appended to the one err
+ * may already hold ("; " between them), the set loaded before staying.
+ * Logs the outcome with `who` asked. */
 bool rls_host_reload(const char *who, char *err, size_t errlen);
 /* Appends the decisions' Prometheus series (none without --rls-config). */
 void rls_host_metrics(wbuf_t *out);

@@ -162,6 +162,42 @@ static void test_reload_keeps_old_set(void **state)
     rmdir(sub);
 }
 
+/* With --config too: both files reload; both refusals are answered, joined. */
+static void test_reload_with_policies(void **state)
+{
+    (void)state;
+    char rls[300], pol[300];
+    snprintf(rls, sizeof(rls), "%s/both.yaml", dir);
+    snprintf(pol, sizeof(pol), "%s/both.json", dir);
+    write_file(rls, GOOD);
+    write_file(pol, "{\"policies\": {\"r\": {\"algorithm\": \"sliding_log\", \"max_count\": 2, \"period\": 600}}}");
+    tally_proc_t T;
+    const char *args[] = { "--rls-config", rls, "--config", pol, "--in-memory", NULL };
+    tally_start(&T, NULL, args);
+    http_resp_t r = http(&T, "POST", "/admin/reload", NULL, NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "policies"), 1);
+    http_free(&r);
+    write_file(rls, BAD);
+    write_file(pol, "{\"policies\": [}");
+    r = http(&T, "POST", "/admin/reload", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_non_null(strstr(r.body, "the policies loaded before stay; "));
+    assert_non_null(strstr(r.body, "both.yaml:5: unit: invalid rate limit unit 'fortnight'; the rate limit "
+                                   "configuration loaded before stays"));
+    http_free(&r);
+    /* the policies fixed, the rate limit file still bad: only its refusal */
+    write_file(pol, "{\"policies\": {}}");
+    r = http(&T, "POST", "/admin/reload", NULL, NULL);
+    assert_error(&r, 400, "BAD_REQUEST");
+    assert_null(strstr(r.body, "\"message\":\"; "));
+    assert_null(strstr(r.body, "policies loaded before"));
+    assert_non_null(strstr(r.body, "both.yaml:5: unit"));
+    http_free(&r);
+    tally_kill(&T);
+    tally_cleanup(&T);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -181,6 +217,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_refused),
         cmocka_unit_test(test_reload_keeps_old_set),
+        cmocka_unit_test(test_reload_with_policies),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,8 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd/access.h"
+#include "cmd/cluster.h"
 #include "cmd/throttle.h"
 #include "core/rng.h"
+#include "core/slot.h"
 #include "rls/rls.h"
 
 #define FIX "tests/fixtures/rls/"
@@ -241,6 +244,10 @@ static void test_extensions_refused(void **state)
         { "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: maybe\n",
           "FILE:4: shadow_mode: must be true or false, not 'maybe'" },
         { "domain: d\ncharge_all: 3\n", "FILE:2: charge_all: must be true or false" },
+        { "domain: '}d'\n", "FILE:1: domain: must not start with '}'" },
+        { "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      replaces: [{name: a}]\n      unit: second\n"
+          "      replaces: [{name: b}]\n      requests_per_unit: 1\n",
+          "FILE:7: replaces: config error, key 'replaces' already set in this map" },
         { "- a\n- b\n", "FILE:1: file: must be a map" },
         { "", "FILE:1: domain: config file cannot have empty domain" },
         { "domain: d\ndescriptors:\n  - key: k\n    value: a\n  - key: k\n    value: b\n  - key: k\n    value: a\n",
@@ -532,6 +539,7 @@ static void test_fixed_window_model(void **state)
     rng_t rng;
     rng_seed(&rng, 41);
     int64_t now = T0 + 7 * NS_PER_SEC + 123456789, count = 0, window = now / (60 * NS_PER_SEC);
+    int recorded = 0;
     for (int i = 0; i < 3000; i++) {
         now += (int64_t)(rng_next(&rng) % 200) * NS_PER_MS;
         if (now / (60 * NS_PER_SEC) != window) {
@@ -555,6 +563,7 @@ static void test_fixed_window_model(void **state)
         bool over = count + q > 17;
         if (!over)
             count += q;
+        recorded += !over && q > 0;
         assert_int_equal(st->code, over ? RLS_CODE_OVER_LIMIT : RLS_CODE_OK);
         assert_int_equal(st->limit_remaining, over ? 0 : 17 - count);
         int64_t now_s = now / NS_PER_SEC;
@@ -573,6 +582,8 @@ static void test_fixed_window_model(void **state)
         assert_int_equal(st.reset_ms, (units[i].len - now_s % units[i].len) * 1000);
         assert_int_equal(st.limit_remaining, 999);
     }
+    /* the decisions are journaled as batches that replay without the configuration */
+    assert_int_equal(cmd_check_replays(&e.c), recorded + 3);
     env_close(&e);
 }
 
@@ -611,6 +622,8 @@ static void test_all_or_nothing(void **state)
             assert_int_equal(res.statuses[2].limit_remaining, 0);
             rls_result_free(&res);
         }
+        /* a refused batch journals nothing; charge_all's partial ones replay */
+        assert_int_equal(cmd_check_replays(&e.c), mode ? 4 : 2);
         env_close(&e);
     }
 }
@@ -712,6 +725,149 @@ static void test_algorithms_and_headers(void **state)
     env_close(&e);
 }
 
+/* detailed_metric's series are bounded: past 1 024 series, hits count in
+ * the overflow series; the rule's own series stays. */
+static void test_metrics_bounded(void **state)
+{
+    (void)state;
+    char err[512];
+    rls_set_t *s = load_text("domain: d\ndescriptors:\n  - key: k\n    detailed_metric: true\n"
+                             "    rate_limit: {unit: hour, requests_per_unit: 5}\n",
+                             err, sizeof(err));
+    assert_non_null(s);
+    env_t e;
+    cmd_check_open(&e.c);
+    e.r = rls_new(&e.c.srv, NULL, s);
+    for (int i = 0; i < 1100; i++) {
+        char kv[32];
+        snprintf(kv, sizeof(kv), "k=v%d", i);
+        assert_int_equal(hit1(&e, "d", KV(kv), T0, NULL), RLS_CODE_OK);
+    }
+    wbuf_t m = WBUF_INIT;
+    rls_metrics_render(e.r, &m);
+    wbuf_put_u8(&m, 0);
+    const char *text = (const char *)m.data;
+    size_t series = 0;
+    for (const char *p = text; (p = strstr(p, "result=\"total_hits\"")); p++)
+        series++;
+    assert_int_equal(series, 1024 + 1);   /* the rule's, 1 023 values, the overflow */
+    assert_non_null(strstr(text, "rule=\"d.k_v0\",result=\"total_hits\"} 1\n"));
+    assert_non_null(strstr(text, "{domain=\"\",rule=\"overflow\",result=\"total_hits\"} 77\n"));
+    wbuf_free(&m);
+    env_close(&e);
+}
+
+/* Admission is the command layer's, once per request: the token's scope
+ * (ratelimit, or write) even when nothing is matched, and its key prefixes
+ * on the descriptors' keys (rls:...). */
+static void test_admission(void **state)
+{
+    (void)state;
+    env_t e;
+    env_open(&e, FIX "example01.yaml", NULL);
+    e.c.srv.auth = cmd_auth_create(0, false);
+    assert_non_null(e.c.srv.auth);
+    char *rls_prefix[] = { "rls:" }, *other_prefix[] = { "app:" };
+    size_t rls_len[] = { 4 }, other_len[] = { 4 };
+    static const struct {
+        unsigned scopes;
+        int prefixes;             /* 0 none, 1 rls:, 2 app: */
+        const char *kv;
+        cmd_code_t want;          /* CMD_E__COUNT: answered */
+    } cases[] = {
+        { CMD_SCOPE_RATELIMIT, 0, "database=users", CMD_E__COUNT },
+        { CMD_SCOPE_WRITE, 1, "database=users", CMD_E__COUNT },
+        { CMD_SCOPE_READ, 0, "database=users", CMD_E_FORBIDDEN },
+        { CMD_SCOPE_READ, 0, "nothing=matched", CMD_E_FORBIDDEN },
+        { CMD_SCOPE_RATELIMIT, 2, "database=users", CMD_E_FORBIDDEN },
+        { CMD_SCOPE_RATELIMIT, 2, "nothing=matched", CMD_E__COUNT },   /* no key touched */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cmd_token_t tok;
+        memset(&tok, 0, sizeof(tok));
+        strcpy(tok.name, "t");
+        tok.scopes = cases[i].scopes;
+        if (cases[i].prefixes) {
+            tok.prefixes = cases[i].prefixes == 1 ? rls_prefix : other_prefix;
+            tok.prefix_len = cases[i].prefixes == 1 ? rls_len : other_len;
+            tok.nprefixes = 1;
+        }
+        desc_t x;
+        desc_make(&x, KV(cases[i].kv));
+        rls_request_t q = { { "mongo_cps", 9 }, &x.d, 1, 0, false };
+        cmd_ctx_t ctx;
+        cmd_ctx_init(&ctx, &e.c.srv, T0, false, 0);
+        ctx.token = &tok;
+        rls_result_t res;
+        bool ok = rls_should_rate_limit(e.r, &ctx, &q, &res);
+        if (ok != (cases[i].want == CMD_E__COUNT) || (!ok && ctx.err.code != cases[i].want))
+            fail_msg("case %zu: ok %d, code %d: %s", i, ok, (int)ctx.err.code, ctx.err.message);
+        if (ok)
+            rls_result_free(&res);
+        cmd_ctx_end(&ctx);
+    }
+    /* while a replica replaces its keyspace, nothing is decided */
+    desc_t x;
+    desc_make(&x, KV("database=users"));
+    rls_request_t q = { { "mongo_cps", 9 }, &x.d, 1, 0, true };
+    cmd_ctx_t ctx;
+    cmd_ctx_init(&ctx, &e.c.srv, T0, false, 0);
+    rls_result_t res;
+    assert_false(rls_should_rate_limit(e.r, &ctx, &q, &res));
+    assert_int_equal(ctx.err.code, CMD_E_UNAVAILABLE);
+    cmd_ctx_end(&ctx);
+    cmd_auth_free(e.c.srv.auth);
+    e.c.srv.auth = NULL;
+    env_close(&e);
+}
+
+/* On a cluster, a request's keys share the {domain} hash tag: the node that
+ * owns the domain's slot decides all its descriptors at once, another
+ * answers MOVED naming the owner. */
+static void test_cluster_slots(void **state)
+{
+    (void)state;
+    unsigned slot = slot_of("{mongo_cps}", 11);
+    char map[512];
+    int n = snprintf(map, sizeof(map), "epoch 1\nnode a 10.0.0.1:8080\nnode b 10.0.0.2:8080\nslots a %u\n", slot);
+    if (slot > 0)
+        n += snprintf(map + n, sizeof(map) - (size_t)n, "slots b 0-%u\n", slot - 1);
+    if (slot < SLOT_COUNT - 1)
+        snprintf(map + n, sizeof(map) - (size_t)n, "slots b %u-%u\n", slot + 1, SLOT_COUNT - 1);
+    for (int node = 0; node < 2; node++) {
+        env_t e;
+        env_open(&e, FIX "example01.yaml", NULL);
+        char err[256];
+        e.c.srv.cluster = cmd_cluster_create(node ? "b" : "a", NULL, NULL);
+        assert_non_null(e.c.srv.cluster);
+        if (!cmd_cluster_set(e.c.srv.cluster, map, strlen(map), false, err, sizeof(err)))
+            fail_msg("%s", err);
+        desc_t d[2];
+        desc_make(&d[0], KV("database=users"));
+        desc_make(&d[1], KV("database=default"));
+        rls_descriptor_t ds[2] = { d[0].d, d[1].d };
+        rls_request_t q = { { "mongo_cps", 9 }, ds, 2, 0, false };
+        cmd_ctx_t ctx;
+        cmd_ctx_init(&ctx, &e.c.srv, T0, false, 0);
+        rls_result_t res;
+        bool ok = rls_should_rate_limit(e.r, &ctx, &q, &res);
+        if (node == 0) {
+            if (!ok)
+                fail_msg("%s", ctx.err.message);
+            assert_int_equal(res.statuses[1].limit_remaining, 499);
+            rls_result_free(&res);
+        } else {
+            assert_false(ok);
+            assert_int_equal(ctx.err.code, CMD_E_MOVED);
+            assert_string_equal(ctx.err.where, "10.0.0.1:8080");
+        }
+        cmd_ctx_end(&ctx);
+        cmd_cluster_free(e.c.srv.cluster);
+        e.c.srv.cluster = NULL;
+        env_close(&e);
+    }
+}
+
 /* A swap keeps the old set alive for a result that holds it. */
 static void test_swap_keeps_held_set(void **state)
 {
@@ -741,7 +897,8 @@ int main(void)
         cmocka_unit_test(test_wildcards),            cmocka_unit_test(test_example_decisions),
         cmocka_unit_test(test_fixed_window_model),   cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_overrides_and_errors), cmocka_unit_test(test_algorithms_and_headers),
-        cmocka_unit_test(test_swap_keeps_held_set),
+        cmocka_unit_test(test_metrics_bounded),      cmocka_unit_test(test_admission),
+        cmocka_unit_test(test_cluster_slots),        cmocka_unit_test(test_swap_keeps_held_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
