@@ -274,6 +274,7 @@ static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg
     cmd_tokens_t *set = NULL;
     const cmd_token_t *t = NULL;
     cmd_err_t err;
+    uint64_t gen = cmd_auth_generation(c->cfg->srv->auth);   /* before: a reload after it is seen */
     if (!cmd_auth_identify(c->cfg->srv->auth, pass->ptr, pass->len, client_addr, c, c->cfg->hooks.now_ns(), &set,
                            &t, &err)) {
         if (err.code == CMD_E_UNAUTHORIZED)
@@ -291,9 +292,33 @@ static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg
     cmd_tokens_release(c->tokens);
     c->tokens = set;
     c->token = t;
+    c->auth_gen = gen;
     c->authed = true;
     resp_parser_require_auth(c->parser, false);
     return true;
+}
+
+/* After a reload of --tokens (SIGHUP, POST /admin/reload), as HTTP checks
+ * each request's token against the set in force: the connection's token
+ * with its new scopes and prefixes, or, when the reload removed it, no
+ * token: the connection is back to before AUTH (NOAUTH until it
+ * authenticates again). */
+static void auth_recheck(redis_conn_t *c)
+{
+    cmd_auth_t *a = c->cfg->srv->auth;
+    uint64_t gen = cmd_auth_generation(a);
+    if (gen == c->auth_gen)
+        return;
+    cmd_tokens_t *set;
+    const cmd_token_t *t;
+    if (!cmd_auth_refind(a, c->token, &set, &t)) {
+        deauth(c);
+        return;
+    }
+    cmd_tokens_release(c->tokens);
+    c->tokens = set;
+    c->token = t;
+    c->auth_gen = gen;
 }
 
 static void auth_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -539,9 +564,8 @@ static void unknown(redis_conn_t *c, const resp_cmd_t *cmd)
               cmd->argv[0].ptr, args);
 }
 
-static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
+static void run(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_t *rc)
 {
-    const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
     if (!rc) {
         unknown(c, cmd);
         return;
@@ -550,6 +574,8 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
         redis_err(c, "ERR wrong number of arguments for '%s' command", rc->name);
         return;
     }
+    if (c->token)
+        auth_recheck(c);
     if (!c->authed && !(rc->flags & REDIS_CF_NO_AUTH)) {
         redis_err(c, ERR_NOAUTH);
         return;
@@ -560,6 +586,53 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
     c->cmd_bytes = bytes;
     c->string_types = NULL;
     rc->fn(c, cmd);
+}
+
+/* The access log's line of a command answered from out.buf[at..]. */
+static void log_command(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_t *rc, size_t at, int64_t took)
+{
+    char name[96];
+    size_t n = 0;
+    if (rc) {
+        n = (size_t)snprintf(name, sizeof(name), "%s", rc->name);
+        if (rc->subs && cmd->argc > 1) {   /* "client|list" */
+            const resp_arg_t *sub = &cmd->argv[1];
+            name[n++] = '|';
+            for (size_t i = 0; i < sub->len && n < sizeof(name) - 1; i++)
+                name[n++] = (char)((sub->ptr[i] >= 'A' && sub->ptr[i] <= 'Z') ? sub->ptr[i] + 32 : sub->ptr[i]);
+        }
+    } else {
+        n = cmd->argv[0].len < sizeof(name) ? cmd->argv[0].len : sizeof(name);
+        memcpy(name, cmd->argv[0].ptr, n);
+    }
+    redis_log_line_t line = { c->addr, c->token ? c->token->name : NULL, name, n, NULL, 0, "ok", 2, took };
+    if (rc && rc->first > 0 && (size_t)rc->first < cmd->argc) {
+        line.key = cmd->argv[rc->first].ptr;
+        line.key_len = cmd->argv[rc->first].len;
+    }
+    const char *r = c->out.buf + at;
+    if (c->out.len > at && r[0] == '-') {   /* an error: its code, the first word */
+        size_t w = 1, max = c->out.len - at;
+        while (w < max && w < 33 && r[w] != ' ' && r[w] != '\r')
+            w++;
+        line.outcome = r + 1;
+        line.outcome_len = w - 1;
+    }
+    c->cfg->hooks.log(c->cfg->hooks.ud, &line);
+}
+
+static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
+    const redis_hooks_t *hk = &c->cfg->hooks;
+    if (!hk->log || !hk->log_on(hk->ud)) {
+        run(c, cmd, rc);
+        return;
+    }
+    size_t at = c->out.len;
+    int64_t t0 = hk->mono_ns();
+    run(c, cmd, rc);
+    log_command(c, cmd, rc, at, hk->mono_ns() - t0);
 }
 
 redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, size_t *used)

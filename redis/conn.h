@@ -30,6 +30,8 @@
 #include "resp/parse.h"
 #include "resp/reply.h"
 
+struct redis_log_line;
+
 /* What the listener provides. */
 typedef struct redis_hooks {
     void *ud;
@@ -46,7 +48,26 @@ typedef struct redis_hooks {
      * pos with --min-replicas-ack) is as durable as the policy says: false
      * with *err when it cannot be.  NULL: nothing to wait for. */
     bool (*durable)(void *ud, uint64_t lsn, uint64_t pos, const char **err);
+    /* The access log (--access-log), NULL: none.  log_on says whether it
+     * is open now; log gets each command once answered. */
+    bool (*log_on)(void *ud);
+    void (*log)(void *ud, const struct redis_log_line *line);
+    /* A monotonic clock (ns), for the access log's durations. */
+    int64_t (*mono_ns)(void);
 } redis_hooks_t;
+
+/* One command for the access log: strings are not NUL-terminated. */
+typedef struct redis_log_line {
+    const char *client;          /* the client's address ("" unknown) */
+    const char *token;           /* the caller's token name, or NULL */
+    const char *command;         /* lowercase: "cl.throttle", "client|list"; as sent when unknown */
+    size_t command_len;
+    const char *key;             /* its first key, or NULL */
+    size_t key_len;
+    const char *outcome;         /* "ok", or the error's code: "ERR", "WRONGTYPE", "NOAUTH"... */
+    size_t outcome_len;
+    int64_t duration_ns;
+} redis_log_line_t;
 
 typedef struct redis_cfg {
     cmd_server_t *srv;

@@ -31,6 +31,7 @@ struct redis_conn {
     bool authed;
     cmd_tokens_t *tokens;
     const cmd_token_t *token;
+    uint64_t auth_gen;           /* cmd_auth_generation when token was found: a reload since is checked */
     char name[128];              /* CLIENT SETNAME ("" none) */
     bool close_after;            /* QUIT, RESET's end: send, then close */
     /* item arrays handed to operations (PFADD's items, PFCOUNT's keys),

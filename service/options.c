@@ -28,7 +28,7 @@ typedef struct opt_def {
 
 static const opt_def_t defs[] = {
     { "port", "TALLY_PORT", K_INT, OFF(port), 0, 65535, "TCP port to listen on (default 8080; 0 picks a free port)" },
-    { "resp-port", "TALLY_RESP_PORT", K_INT, OFF(resp_port), 0, 65535, "TCP port to speak the Redis protocol (RESP2/RESP3) on, for redis-cli and Redis clients, on the same --bind address (default: off; 0 picks a free port; no TLS yet: refused with --tls-cert)" },
+    { "resp-port", "TALLY_RESP_PORT", K_INT, OFF(resp_port), 0, 65535, "TCP port to speak the Redis protocol (RESP2/RESP3) on, for redis-cli and Redis clients, on the same --bind address (default: off; 0 picks a free port; with --tls-cert it speaks TLS only, with the same certificate and client CAs)" },
     { "bind", "TALLY_BIND", K_STR, OFF(bind), 0, CAP(bind), "address to listen on (default 127.0.0.1; 0.0.0.0 for all IPv4)" },
     { "threads", "TALLY_THREADS", K_INT, OFF(threads), 1, 1024, "HTTP worker threads (default: online cores)" },
     { "data-dir", "TALLY_DATA_DIR", K_STR, OFF(data_dir), 0, CAP(data_dir), "directory for snapshot and journal (default ./data)" },
@@ -278,12 +278,6 @@ static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen
 {
     if (!o->tls_cert[0] != !o->tls_key[0]) {
         snprintf(err, errlen, "--tls-cert and --tls-key go together (a certificate and its private key)");
-        return false;
-    }
-    if (o->resp_port >= 0 && o->tls_cert[0]) {
-        snprintf(err, errlen, "--resp-port with --tls-cert: the Redis protocol's port does not speak TLS yet (a later "
-                 "step of issue 40), and would serve in clear what HTTPS protects; drop --resp-port, or serve it "
-                 "without --tls-cert on a trusted network");
         return false;
     }
     if (o->tls_client_ca[0] && !o->tls_cert[0]) {

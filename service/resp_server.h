@@ -43,6 +43,9 @@ typedef struct resp_server_hooks {
     bool (*journal_try)(void *ud, uint64_t lsn, uint64_t pos);
     bool (*journal_wait_async)(void *ud, uint64_t lsn, uint64_t pos,
                                void (*done)(void *dud, bool ok, const char *err), void *dud);
+    /* --tls-cert's credentials (service/tls.h): every connection speaks
+     * TLS with them; NULL: plain TCP */
+    struct tls *tls;
 } resp_server_hooks_t;
 
 /* Listens on --bind:--resp-port and starts the loops; NULL with err.
