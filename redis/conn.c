@@ -374,7 +374,7 @@ static void quit_command(redis_conn_t *c, const resp_cmd_t *cmd)
     c->close_after = true;
 }
 
-static bool set_name(redis_conn_t *c, const resp_arg_t *a)
+bool redis_set_name(redis_conn_t *c, const resp_arg_t *a)
 {
     for (size_t i = 0; i < a->len; i++)
         if (a->ptr[i] < '!' || a->ptr[i] > '~') {
@@ -385,8 +385,13 @@ static bool set_name(redis_conn_t *c, const resp_arg_t *a)
         redis_err(c, "ERR tally keeps client names of at most %zu bytes", sizeof(c->name) - 1);
         return false;
     }
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
     memcpy(c->name, a->ptr, a->len);
     c->name[a->len] = '\0';
+    if (r)
+        pthread_mutex_unlock(&r->mu);
     return true;
 }
 
@@ -394,7 +399,12 @@ static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     (void)cmd;
     resp_out_set_proto(&c->out, 2);
-    c->name[0] = '\0';
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
+    c->name[0] = c->lib_name[0] = c->lib_ver[0] = '\0';
+    if (r)
+        pthread_mutex_unlock(&r->mu);
     deauth(c);
     resp_reply_simple(&c->out, "RESET", 5);
 }
@@ -403,38 +413,6 @@ static bool eq_ci(const resp_arg_t *a, const char *s)
 {
     size_t n = strlen(s);
     return a->len == n && strncasecmp(a->ptr, s, n) == 0;
-}
-
-static void client_command(redis_conn_t *c, const resp_cmd_t *cmd)
-{
-    const resp_arg_t *sub = &cmd->argv[1];
-    const char *full = NULL;
-    int arity = 0;
-    if (eq_ci(sub, "setname"))
-        full = "client|setname", arity = 3;
-    else if (eq_ci(sub, "getname"))
-        full = "client|getname", arity = 2;
-    else if (eq_ci(sub, "id"))
-        full = "client|id", arity = 2;
-    if (!full) {
-        redis_err(c, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.", shown(sub, 128), sub->ptr);
-        return;
-    }
-    if ((int)cmd->argc != arity) {
-        redis_err(c, "ERR wrong number of arguments for '%s' command", full);
-        return;
-    }
-    if (arity == 3) {
-        if (set_name(c, &cmd->argv[2]))
-            redis_ok(c);
-    } else if (full[7] == 'g') {
-        if (c->name[0])
-            bulk_str(c, c->name);
-        else
-            resp_reply_null(&c->out);
-    } else {
-        resp_reply_int(&c->out, (long long)c->id);
-    }
 }
 
 static void hello_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -475,7 +453,7 @@ static void hello_command(redis_conn_t *c, const resp_cmd_t *cmd)
                      "protocol version at the same time");
         return;
     }
-    if (name && !set_name(c, name))
+    if (name && !redis_set_name(c, name))
         return;
     if (ver)
         resp_out_set_proto(&c->out, (int)ver);
@@ -526,13 +504,36 @@ redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *ad
     }
     resp_out_init(&c->out, cfg->out_limit, 2);
     deauth(c);
+    c->fd = -1;
+    c->created_ns = cfg->hooks.mono_ns ? cfg->hooks.mono_ns() : 0;
+    atomic_init(&c->last_ns, c->created_ns);
+    atomic_init(&c->last_cmd, "NULL");
+    atomic_init(&c->qbuf, 0);
+    atomic_init(&c->omem, 0);
+    atomic_init(&c->proto, 2);
+    if (cfg->clients)
+        redis_clients_add(cfg->clients, c);
     return c;
+}
+
+void redis_conn_set_socket(redis_conn_t *c, int fd, const char *peer, const char *local)
+{
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
+    c->fd = fd;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");
+    snprintf(c->local, sizeof(c->local), "%s", local ? local : "");
+    if (r)
+        pthread_mutex_unlock(&r->mu);
 }
 
 void redis_conn_free(redis_conn_t *c)
 {
     if (!c)
         return;
+    if (c->cfg->clients)
+        redis_clients_remove(c->cfg->clients, c);
     cmd_tokens_release(c->tokens);
     resp_parser_free(c->parser);
     resp_out_free(&c->out);
@@ -585,6 +586,7 @@ static void run(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_t *rc)
         bytes += cmd->argv[i].len + 16;
     c->cmd_bytes = bytes;
     c->string_types = NULL;
+    atomic_store_explicit(&c->last_cmd, rc->name, memory_order_relaxed);
     rc->fn(c, cmd);
 }
 
@@ -625,6 +627,8 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
     const redis_hooks_t *hk = &c->cfg->hooks;
+    if (c->cfg->clients)
+        atomic_fetch_add_explicit(&c->cfg->clients->commands, 1, memory_order_relaxed);
     if (!hk->log || !hk->log_on(hk->ud)) {
         run(c, cmd, rc);
         return;
@@ -659,6 +663,12 @@ redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, siz
         if (resp_out_failed(&c->out))
             return REDIS_DROP;
     }
+    /* what CLIENT LIST shows of this connection on other loops */
+    if (c->cfg->hooks.mono_ns)
+        atomic_store_explicit(&c->last_ns, c->cfg->hooks.mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->qbuf, len - *used, memory_order_relaxed);
+    atomic_store_explicit(&c->omem, c->out.len, memory_order_relaxed);
+    atomic_store_explicit(&c->proto, c->out.proto, memory_order_relaxed);
     return c->close_after ? REDIS_CLOSE : REDIS_OK;
 }
 
@@ -666,7 +676,6 @@ redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, siz
 #define CONN "@fast @connection"
 static const redis_cmd_t commands[] = {
     { "auth", -2, CONN_ANY, CONN, 0, 0, 0, auth_command, NULL },
-    { "client", -2, 0, "@slow", 0, 0, 0, client_command, NULL },
     { "echo", 2, REDIS_CF_LOADING | REDIS_CF_STALE | REDIS_CF_FAST, CONN, 0, 0, 0, echo_command, NULL },
     { "hello", -1, CONN_ANY, CONN, 0, 0, 0, hello_command, NULL },
     { "ping", -1, REDIS_CF_FAST, CONN, 0, 0, 0, ping_command, NULL },

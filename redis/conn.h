@@ -69,8 +69,13 @@ typedef struct redis_log_line {
     int64_t duration_ns;
 } redis_log_line_t;
 
+typedef struct redis_clients redis_clients_t;
+
 typedef struct redis_cfg {
     cmd_server_t *srv;
+    redis_clients_t *clients;    /* every connection (redis_clients_new); NULL: not listed */
+    int port;                    /* the listener's, for INFO */
+    unsigned max_clients;        /* --max-connections, for INFO */
     redis_hooks_t hooks;
     resp_limits_t limits;        /* the parser's; max_bulk = --max-body */
     size_t out_limit;            /* a connection's unsent replies, at most */
@@ -90,6 +95,13 @@ typedef enum redis_status {
  * out of memory.  cfg must outlive it. */
 redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *addr);
 void redis_conn_free(redis_conn_t *c);
+/* The socket, for CLIENT LIST: its descriptor, the peer's and our own
+ * "ip:port"; call before the first redis_conn_feed. */
+void redis_conn_set_socket(redis_conn_t *c, int fd, const char *peer, const char *local);
+
+/* The registry of a listener's connections (CLIENT LIST, INFO's clients). */
+redis_clients_t *redis_clients_new(void);
+void redis_clients_free(redis_clients_t *r);
 
 /* Runs every complete command at the start of buf[0..len), their replies
  * appended to the output in order; *used: the bytes done with (drop them

@@ -16,9 +16,24 @@
 #ifndef TALLY_REDIS_INT_H
 #define TALLY_REDIS_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "cmd/access.h"
 #include "cmd/def.h"
 #include "redis/conn.h"
+
+/* Every connection of a listener, for CLIENT LIST and INFO (cmds_server.c):
+ * the list and each connection's name and library are changed and read
+ * under mu; the figures other loops' connections show are atomics their
+ * own loop stores (redis_conn_feed). */
+struct redis_clients {
+    pthread_mutex_t mu;
+    struct redis_conn *head;
+    size_t n;
+    _Atomic uint64_t received, commands;   /* connections accepted, commands run */
+    int64_t started_ns;                    /* monotonic */
+};
 
 struct redis_conn {
     const redis_cfg_t *cfg;
@@ -32,7 +47,18 @@ struct redis_conn {
     cmd_tokens_t *tokens;
     const cmd_token_t *token;
     uint64_t auth_gen;           /* cmd_auth_generation when token was found: a reload since is checked */
-    char name[128];              /* CLIENT SETNAME ("" none) */
+    char name[128];              /* CLIENT SETNAME ("" none); written under cfg->clients->mu */
+    char lib_name[64], lib_ver[64];   /* CLIENT SETINFO; the same */
+    /* for CLIENT LIST (cmds_server.c): fixed once the listener set them */
+    int fd;
+    char peer[64], local[64];    /* "ip:port" */
+    int64_t created_ns;          /* monotonic */
+    struct redis_conn *cl_prev, *cl_next;   /* in cfg->clients (its mu) */
+    /* stored by the connection's loop, read by any */
+    _Atomic int64_t last_ns;     /* the last command (monotonic) */
+    _Atomic(const char *) last_cmd;   /* its row's name */
+    _Atomic size_t qbuf, omem;   /* unparsed input, unsent output */
+    _Atomic int proto;
     bool close_after;            /* QUIT, RESET's end: send, then close */
     /* item arrays handed to operations (PFADD's items, PFCOUNT's keys),
      * grown to the largest command seen, at most the parser's max_args */
@@ -103,9 +129,16 @@ typedef struct redis_group {
     const redis_group_t redis_##name##_commands = { #name, commands, sizeof(commands) / sizeof(commands[0]) }
 
 /* The table (table.c): the row of argv[0] (any case), or NULL; every row,
- * sorted by name (COMMAND, COMMAND COUNT...). */
+ * sorted by name (COMMAND, COMMAND COUNT...); the name of a row's group. */
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len);
 const redis_cmd_t *const *redis_cmd_all(size_t *n);
+const char *redis_cmd_group(const redis_cmd_t *rc);
+
+/* CLIENT SETNAME's check and store (HELLO SETNAME too); false answered. */
+bool redis_set_name(redis_conn_t *c, const resp_arg_t *a);
+/* The registry (cmds_server.c): conn.c adds and removes connections. */
+void redis_clients_add(redis_clients_t *r, redis_conn_t *c);
+void redis_clients_remove(redis_clients_t *r, redis_conn_t *c);
 
 /* Replies (false: the output passed its cap; the connection is dropped). */
 void redis_err(redis_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

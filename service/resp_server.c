@@ -365,6 +365,22 @@ static void conn_handshake(rconn_t *c)
     conn_readable(c);
 }
 
+/* An address as text: the IP alone (ip, INET6_ADDRSTRLEN bytes) and
+ * "ip:port" (full). */
+static void addr_text(const struct sockaddr_storage *ss, char *ip, char *full, size_t n)
+{
+    int port = 0;
+    ip[0] = '\0';
+    if (ss->ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, INET6_ADDRSTRLEN);
+        port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, ip, INET6_ADDRSTRLEN);
+        port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+    }
+    snprintf(full, n, "%s:%d", ip, port);
+}
+
 static void accept_some(loop_t *l)
 {
     resp_server_t *s = l->s;
@@ -383,11 +399,15 @@ static void accept_some(loop_t *l)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        char addr[INET6_ADDRSTRLEN] = "";
-        if (peer.ss_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, addr, sizeof(addr));
-        else if (peer.ss_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, addr, sizeof(addr));
+        char addr[INET6_ADDRSTRLEN] = "", peer_s[INET6_ADDRSTRLEN + 16], local_s[INET6_ADDRSTRLEN + 16];
+        addr_text(&peer, addr, peer_s, sizeof(peer_s));
+        struct sockaddr_storage me;
+        socklen_t mlen = sizeof(me);
+        char maddr[INET6_ADDRSTRLEN] = "";
+        if (getsockname(fd, (struct sockaddr *)&me, &mlen) == 0)
+            addr_text(&me, maddr, local_s, sizeof(local_s));
+        else
+            local_s[0] = '\0';
         rconn_t *c = calloc(1, sizeof(*c));
         redis_conn_t *rc = c ? redis_conn_new(&s->cfg, atomic_fetch_add(&s->next_id, 1), addr) : NULL;
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
@@ -411,6 +431,7 @@ static void accept_some(loop_t *l)
         c->fd = fd;
         c->loop = l;
         c->rc = rc;
+        redis_conn_set_socket(rc, fd, peer_s, local_s);
         c->last_ns = c->hs_start_ns = clock_mono_coarse_ns();
         c->handshaking = c->tls != NULL;
         c->next = l->conns;
@@ -564,16 +585,23 @@ resp_server_t *resp_server_start(const tally_opts_t *o, cmd_server_t *srv, const
     s->cfg.limits.max_bulk = o->body_limit;
     s->cfg.out_limit = (size_t)(o->max_answer ? o->max_answer : 64ULL << 20) + (1u << 20);
     s->cfg.version = TALLY_VERSION;
-    s->lfd = listen_on(o->bind, o->resp_port, &s->port, err, errlen);
+    s->cfg.max_clients = s->max_conns;
+    s->cfg.clients = redis_clients_new();
+    s->lfd = s->cfg.clients ? listen_on(o->bind, o->resp_port, &s->port, err, errlen) : -1;
     if (s->lfd < 0) {
+        if (!s->cfg.clients)
+            snprintf(err, errlen, "out of memory");
+        redis_clients_free(s->cfg.clients);
         free(s);
         return NULL;
     }
+    s->cfg.port = s->port;
     s->nloops = o->threads > 0 ? o->threads : 1;
     s->loops = calloc((size_t)s->nloops, sizeof(*s->loops));
     if (!s->loops) {
         snprintf(err, errlen, "out of memory");
         close(s->lfd);
+        redis_clients_free(s->cfg.clients);
         free(s);
         return NULL;
     }
@@ -636,5 +664,6 @@ void resp_server_stop(resp_server_t *s)
     }
     loops_free(s);
     close(s->lfd);
+    redis_clients_free(s->cfg.clients);
     free(s);
 }
