@@ -80,7 +80,7 @@ static const opt_def_t defs[] = {
     { "haproxy-slots", "TALLY_HAPROXY_SLOTS", K_FLAG, OFF(haproxy_slots), 0, 0, "print the slot map file that configuration reads (slot ranges -> backends) for the --cluster map, and exit" },
     { "haproxy-map", "TALLY_HAPROXY_MAP", K_STR, OFF(haproxy_map), 0, CAP(haproxy_map), "with --haproxy-config: where HAProxy reads the slot map file (default /etc/haproxy/tally-slots.map)" },
     { "haproxy-socket", "TALLY_HAPROXY_SOCKET", K_STR, OFF(haproxy_socket), 0, CAP(haproxy_socket), "with --haproxy-config: where HAProxy opens its admin socket, for tally-reshard --haproxy-socket (default /run/haproxy/tally.sock)" },
-    { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },
+    { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per HTTP request and per Redis-port command to FILE, or - for stdout (reopened on SIGHUP)" },
 };
 
 const char *fsync_mode_name(fsync_mode_t m)

@@ -10,6 +10,13 @@
  * end.  A command runs on its loop's thread (the command layer takes the
  * keys' locks), so a pipeline's replies leave in order.
  *
+ * TLS: with --tls-cert every connection speaks TLS (service/tls.h's
+ * credentials, so reloads reach new handshakes); the handshake runs
+ * nonblocking in the loop and must end within --header-timeout of its
+ * start.  Input GnuTLS has already decrypted wakes no epoll: such
+ * connections wait on the loop's pending list and are served before it
+ * sleeps again.
+ *
  * Limits, the HTTP listener's where it has one:
  *   connections     --max-connections for the port (over it: Redis's
  *                   "-ERR max number of clients reached", closed)
