@@ -171,7 +171,7 @@ static void client_line(text_t *t, const redis_conn_t *self, const redis_conn_t 
             "cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
             (unsigned long long)x->id, x->peer, x->local, x->fd, x->name,
             (long long)((now - x->created_ns) / 1000000000LL), (long long)((now - last) / 1000000000LL), qbuf, omem,
-            sizeof(*x) + qbuf + omem, cmd, x->token ? x->token->name : "default", proto, x->lib_name, x->lib_ver);
+            sizeof(*x) + qbuf + omem, cmd, x->user, proto, x->lib_name, x->lib_ver);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -245,6 +245,17 @@ bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from)
 
 static bool auth_on(const redis_conn_t *c) { return c->cfg->srv->auth != NULL; }
 
+/* The user CLIENT LIST shows (read by other loops, under the registry's lock). */
+static void set_user(redis_conn_t *c)
+{
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
+    snprintf(c->user, sizeof(c->user), "%s", c->token ? c->token->name : "default");
+    if (r)
+        pthread_mutex_unlock(&r->mu);
+}
+
 static void deauth(redis_conn_t *c)
 {
     cmd_tokens_release(c->tokens);
@@ -252,6 +263,7 @@ static void deauth(redis_conn_t *c)
     c->token = NULL;
     c->authed = !auth_on(c);
     resp_parser_require_auth(c->parser, !c->authed);
+    set_user(c);
 }
 
 static const char *client_addr(void *ud)
@@ -295,6 +307,7 @@ static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg
     c->auth_gen = gen;
     c->authed = true;
     resp_parser_require_auth(c->parser, false);
+    set_user(c);
     return true;
 }
 
@@ -319,6 +332,7 @@ static void auth_recheck(redis_conn_t *c)
     c->tokens = set;
     c->token = t;
     c->auth_gen = gen;
+    set_user(c);
 }
 
 static void auth_command(redis_conn_t *c, const resp_cmd_t *cmd)

@@ -49,6 +49,7 @@ struct redis_conn {
     uint64_t auth_gen;           /* cmd_auth_generation when token was found: a reload since is checked */
     char name[128];              /* CLIENT SETNAME ("" none); written under cfg->clients->mu */
     char lib_name[64], lib_ver[64];   /* CLIENT SETINFO; the same */
+    char user[CMD_TOKEN_NAME_MAX + 1];   /* the token's name, "default" without one; the same */
     /* for CLIENT LIST (cmds_server.c): fixed once the listener set them */
     int fd;
     char peer[64], local[64];    /* "ip:port" */

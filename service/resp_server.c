@@ -550,8 +550,8 @@ static void loops_free(resp_server_t *s)
         while (l->conns) {
             rconn_t *c = l->conns;
             resp_out_t *o = redis_conn_out(c->rc);
-            if (o->len) {   /* what is pending, once, without waiting */
-                ssize_t w = send(c->fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (o->len && !c->handshaking) {   /* what is pending, once, without waiting */
+                ssize_t w = c->tls ? io_send(c, o->buf, o->len) : send(c->fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
                 (void)w;
             }
             conn_close(c);
