@@ -551,6 +551,12 @@ static const char *docs_group(const redis_cmd_t *r)
 {
     if (r->flags & REDIS_CF_MODULE)
         return "module";
+    if (strcmp(r->name, "client") == 0)
+        return "connection";
+    if (strcmp(r->name, "readonly") == 0 || strcmp(r->name, "readwrite") == 0)
+        return "cluster";
+    if (strcmp(r->name, "wait") == 0)
+        return "generic";
     const char *g = redis_cmd_group(r);
     if (strcmp(g, "hll") == 0)
         return "hyperloglog";
@@ -559,26 +565,34 @@ static const char *docs_group(const redis_cmd_t *r)
     return g;
 }
 
-/* COMMAND DOCS: tally keeps no summaries or argument lists, so each
- * command's map holds its group (and a subcommand container its
+/* COMMAND DOCS: tally keeps no summaries, versions or argument lists, so
+ * each command's map holds the three fields Redis documents as always
+ * present, summary and since empty, and its group (and a container its
  * subcommands' maps). */
+static void docs_fields(redis_conn_t *c, const redis_cmd_t *r, size_t extra)
+{
+    resp_reply_map(&c->out, 3 + extra);
+    bulk_str(c, "summary");
+    bulk_str(c, "");
+    bulk_str(c, "since");
+    bulk_str(c, "");
+    bulk_str(c, "group");
+    bulk_str(c, docs_group(r));
+}
+
 static void docs_entry(redis_conn_t *c, const redis_cmd_t *r)
 {
     size_t ns = 0;
     for (const redis_cmd_t *s = r->subs; s && s->name; s++)
         ns++;
-    resp_reply_map(&c->out, ns ? 2 : 1);
-    bulk_str(c, "group");
-    bulk_str(c, docs_group(r));
+    docs_fields(c, r, ns ? 1 : 0);
     if (!ns)
         return;
     bulk_str(c, "subcommands");
     resp_reply_map(&c->out, ns);
     for (const redis_cmd_t *s = r->subs; s && s->name; s++) {
         bulk_str(c, s->name);
-        resp_reply_map(&c->out, 1);
-        bulk_str(c, "group");
-        bulk_str(c, docs_group(r));
+        docs_fields(c, r, 0);
     }
 }
 
