@@ -6,10 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/resource.h>
-#include <sys/utsname.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "api/admin.h"
 #include "cmd/persist.h"
@@ -107,9 +103,6 @@ redis_clients_t *redis_clients_new(void)
     if (!r)
         return NULL;
     pthread_mutex_init(&r->mu, NULL);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r->started_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
     return r;
 }
 
@@ -147,14 +140,7 @@ void redis_clients_remove(redis_clients_t *r, redis_conn_t *c)
     pthread_mutex_unlock(&r->mu);
 }
 
-static int64_t mono_now(const redis_conn_t *c)
-{
-    if (c->cfg->hooks.mono_ns)
-        return c->cfg->hooks.mono_ns();
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+static int64_t mono_now(const redis_conn_t *c) { return c->cfg->hooks.mono_ns ? c->cfg->hooks.mono_ns() : 0; }
 
 /* One line of CLIENT LIST / CLIENT INFO (Redis 7.2's fields, lib-name and
  * lib-ver included); with the registry's lock held (names). */
@@ -758,42 +744,23 @@ static void human(char *out, size_t n, double v)
         snprintf(out, n, "%.2f%c", v, units[u]);
 }
 
-static long long rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long long pages = 0, rss = 0;
-    if (f) {
-        if (fscanf(f, "%lld %lld", &pages, &rss) != 2)
-            rss = 0;
-        fclose(f);
-    }
-    return rss * sysconf(_SC_PAGESIZE);
-}
-
-static void info_section(redis_conn_t *c, text_t *t, int s, const cmd_repl_status_t *rs, bool have_rs)
+static void info_section(redis_conn_t *c, text_t *t, int s, const cmd_repl_status_t *rs, bool have_rs,
+                         const redis_process_t *pr)
 {
     const cmd_server_t *srv = c->cfg->srv;
     const api_admin_hooks_t *adm = srv->admin;
-    int64_t now = mono_now(c);
     redis_clients_t *reg = c->cfg->clients;
     tprintf(t, "# %s\r\n", section_titles[s]);
     switch (s) {
-    case S_SERVER: {
-        struct utsname u;
-        if (uname(&u) != 0)
-            memset(&u, 0, sizeof(u));
-        int64_t up = reg ? (now - reg->started_ns) / 1000000000LL : 0;
-        struct timespec wall;
-        clock_gettime(CLOCK_REALTIME, &wall);
+    case S_SERVER:
         tprintf(t,
-                "redis_version:%s\r\ntally_version:%s\r\nredis_mode:%s\r\nos:%s %s %s\r\narch_bits:%d\r\n"
+                "redis_version:%s\r\ntally_version:%s\r\nredis_mode:%s\r\nos:%s\r\narch_bits:%d\r\n"
                 "multiplexing_api:epoll\r\nprocess_id:%ld\r\ntcp_port:%d\r\nserver_time_usec:%lld\r\n"
                 "uptime_in_seconds:%lld\r\nuptime_in_days:%lld\r\n",
-                REDIS_COMPAT_VERSION, c->cfg->version, srv->cluster ? "cluster" : "standalone", u.sysname,
-                u.release, u.machine, (int)(sizeof(void *) * 8), (long)getpid(), c->cfg->port,
-                (long long)wall.tv_sec * 1000000LL + wall.tv_nsec / 1000, (long long)up, (long long)(up / 86400));
+                REDIS_COMPAT_VERSION, c->cfg->version, srv->cluster ? "cluster" : "standalone", pr->os,
+                (int)(sizeof(void *) * 8), pr->pid, c->cfg->port, (long long)pr->time_us, (long long)pr->uptime_s,
+                (long long)(pr->uptime_s / 86400));
         break;
-    }
     case S_CLIENTS: {
         size_t n = 0;
         if (reg) {
@@ -806,7 +773,7 @@ static void info_section(redis_conn_t *c, text_t *t, int s, const cmd_repl_statu
     }
     case S_MEMORY: {
         uint64_t used = srv->ks ? ks_total_memory(srv->ks) : 0, max = srv->ks ? ks_maxmemory(srv->ks) : 0;
-        long long rss = rss_bytes();
+        long long rss = pr->rss_bytes;
         char h1[32], h2[32], h3[32];
         human(h1, sizeof(h1), (double)used);
         human(h2, sizeof(h2), (double)rss);
@@ -858,17 +825,11 @@ static void info_section(redis_conn_t *c, text_t *t, int s, const cmd_repl_statu
                 have_rs ? (unsigned long long)rs->offset : 0ULL);
         break;
     }
-    case S_CPU: {
-        struct rusage ru, ch;
-        getrusage(RUSAGE_SELF, &ru);
-        getrusage(RUSAGE_CHILDREN, &ch);
-        tprintf(t, "used_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\nused_cpu_sys_children:%ld.%06ld\r\n"
-                   "used_cpu_user_children:%ld.%06ld\r\n",
-                (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec,
-                (long)ru.ru_utime.tv_usec, (long)ch.ru_stime.tv_sec, (long)ch.ru_stime.tv_usec,
-                (long)ch.ru_utime.tv_sec, (long)ch.ru_utime.tv_usec);
+    case S_CPU:
+        tprintf(t, "used_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\nused_cpu_sys_children:%.6f\r\n"
+                   "used_cpu_user_children:%.6f\r\n",
+                pr->cpu_sys, pr->cpu_user, pr->cpu_sys_children, pr->cpu_user_children);
         break;
-    }
     case S_MODULES:
         break;
     case S_CLUSTER:
@@ -903,6 +864,9 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
     bool have_rs = false;
     if (want[S_REPLICATION] && adm && adm->repl_status && (rs = malloc(sizeof(*rs))))
         have_rs = adm->repl_status(adm->ud, rs);
+    redis_process_t pr = { 0 };
+    if (c->cfg->hooks.process)
+        c->cfg->hooks.process(c->cfg->hooks.ud, &pr);
     text_t t = { 0 };
     bool first = true;
     for (int s = 0; s < S__COUNT; s++) {
@@ -911,7 +875,7 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
         if (!first)
             tprintf(&t, "\r\n");
         first = false;
-        info_section(c, &t, s, rs, have_rs);
+        info_section(c, &t, s, rs, have_rs, &pr);
     }
     free(rs);
     reply_text(c, &t);
@@ -986,9 +950,8 @@ static void wait_command(redis_conn_t *c, const resp_cmd_t *cmd)
     int64_t limit_ms = timeout == 0 || timeout > WAIT_FOREVER_MS ? WAIT_FOREVER_MS : timeout;
     int64_t end = mono_now(c) + limit_ms * 1000000LL;
     int have = replicas_holding(adm, rs, target, &primary);
-    while (have < want && mono_now(c) < end) {
-        struct timespec step = { 0, 5 * 1000000L };
-        nanosleep(&step, NULL);
+    while (have < want && mono_now(c) < end && c->cfg->hooks.sleep_ms) {
+        c->cfg->hooks.sleep_ms(c->cfg->hooks.ud, 5);
         have = replicas_holding(adm, rs, target, &primary);
     }
     free(rs);

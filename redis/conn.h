@@ -31,6 +31,7 @@
 #include "resp/reply.h"
 
 struct redis_log_line;
+struct redis_process;
 
 /* What the listener provides. */
 typedef struct redis_hooks {
@@ -52,9 +53,23 @@ typedef struct redis_hooks {
      * is open now; log gets each command once answered. */
     bool (*log_on)(void *ud);
     void (*log)(void *ud, const struct redis_log_line *line);
-    /* A monotonic clock (ns), for the access log's durations. */
+    /* A monotonic clock (ns): durations, ages, idle times. */
     int64_t (*mono_ns)(void);
+    /* The process's figures for INFO (server, memory, cpu sections). */
+    void (*process)(void *ud, struct redis_process *out);
+    /* Sleeps about ms milliseconds (WAIT's polling). */
+    void (*sleep_ms)(void *ud, int ms);
 } redis_hooks_t;
+
+/* What INFO reports of the process (the listener reads the system). */
+typedef struct redis_process {
+    long pid;
+    char os[200];                /* "Linux 6.1.0 x86_64" */
+    int64_t uptime_s;
+    int64_t time_us;             /* wall clock */
+    long long rss_bytes;
+    double cpu_sys, cpu_user, cpu_sys_children, cpu_user_children;   /* seconds */
+} redis_process_t;
 
 /* One command for the access log: strings are not NUL-terminated. */
 typedef struct redis_log_line {

@@ -32,7 +32,6 @@ struct redis_clients {
     struct redis_conn *head;
     size_t n;
     _Atomic uint64_t received, commands;   /* connections accepted, commands run */
-    int64_t started_ns;                    /* monotonic */
 };
 
 struct redis_conn {

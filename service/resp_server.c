@@ -14,7 +14,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/version.h"
@@ -76,6 +79,7 @@ struct resp_server {
     unsigned max_conns;
     int64_t idle_ns, head_ns;
     size_t in_limit;
+    int64_t started_ns;               /* monotonic, for INFO's uptime */
     tls_t *tls;                       /* --tls-cert: every connection speaks TLS; NULL: none does */
 };
 
@@ -153,6 +157,41 @@ static void log_line(void *ud, const redis_log_line_t *e)
     (void)ud;
     access_log_write_command(clock_now_ns(), e->client, e->token, e->command, e->command_len, e->key, e->key_len,
                              e->outcome, e->outcome_len, e->duration_ns);
+}
+
+static void process_info(void *ud, redis_process_t *out)
+{
+    resp_server_t *s = ud;
+    struct utsname u;
+    if (uname(&u) == 0)
+        snprintf(out->os, sizeof(out->os), "%s %s %s", u.sysname, u.release, u.machine);
+    out->pid = (long)getpid();
+    out->uptime_s = (clock_mono_ns() - s->started_ns) / 1000000000LL;
+    out->time_us = clock_now_ns() / 1000;
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    out->rss_bytes = rss * sysconf(_SC_PAGESIZE);
+    struct rusage ru, ch;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        out->cpu_sys = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+        out->cpu_user = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+    }
+    if (getrusage(RUSAGE_CHILDREN, &ch) == 0) {
+        out->cpu_sys_children = (double)ch.ru_stime.tv_sec + ch.ru_stime.tv_usec / 1e6;
+        out->cpu_user_children = (double)ch.ru_utime.tv_sec + ch.ru_utime.tv_usec / 1e6;
+    }
+}
+
+static void sleep_ms(void *ud, int ms)
+{
+    (void)ud;
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -580,7 +619,9 @@ resp_server_t *resp_server_start(const tally_opts_t *o, cmd_server_t *srv, const
     s->in_limit = 2 * o->body_limit + RESP_MAX_INLINE_DEFAULT;
     atomic_store(&s->next_id, 1);
     s->cfg.srv = srv;
-    s->cfg.hooks = (redis_hooks_t){ s, clock_now_ns, gate_enter, gate_leave, durable, log_on, log_line, clock_mono_ns };
+    s->cfg.hooks = (redis_hooks_t){ s,       clock_now_ns, gate_enter,   gate_leave, durable, log_on,
+                                    log_line, clock_mono_ns, process_info, sleep_ms };
+    s->started_ns = clock_mono_ns();
     s->cfg.limits = resp_limits_default();
     s->cfg.limits.max_bulk = o->body_limit;
     s->cfg.out_limit = (size_t)(o->max_answer ? o->max_answer : 64ULL << 20) + (1u << 20);
