@@ -168,6 +168,14 @@ static void test_token_reload(void **state)
     expect_bytes(fo, "-WRONGPASS invalid username-password pair or user is disabled.\r\n+OK\r\n$1\r\n2\r\n");
     close(fo);
     close(fn);
+    /* CLIENT INFO names the token as the user */
+    b.len = 0;
+    mb(&b, "AUTH", "new", "new-secret", NULL);
+    mb(&b, "CLIENT", "INFO", NULL);
+    buf_t got = exchange(p.resp_port, b.p, b.len);
+    if (!strstr(got.p, " user=new redir=-1 "))
+        fail_msg("CLIENT INFO: %s", got.p);
+    free(got.p);
     free(b.p);
     assert_int_equal(tally_stop(&p), 0);
     tally_cleanup(&p);
