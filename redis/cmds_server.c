@@ -137,6 +137,7 @@ void redis_clients_remove(redis_clients_t *r, redis_conn_t *c)
     if (c->cl_next)
         c->cl_next->cl_prev = c->cl_prev;
     r->n--;
+    r->commands_closed += atomic_load_explicit(&c->commands, memory_order_relaxed);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -801,11 +802,19 @@ static void info_section(redis_conn_t *c, text_t *t, int s, const cmd_repl_statu
         }
         break;
     }
-    case S_STATS:
+    case S_STATS: {
+        uint64_t cmds = 0;
+        if (reg) {
+            pthread_mutex_lock(&reg->mu);
+            cmds = reg->commands_closed;
+            for (const redis_conn_t *x = reg->head; x; x = x->cl_next)
+                cmds += atomic_load_explicit(&x->commands, memory_order_relaxed);
+            pthread_mutex_unlock(&reg->mu);
+        }
         tprintf(t, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n",
-                reg ? (unsigned long long)atomic_load(&reg->received) : 0ULL,
-                reg ? (unsigned long long)atomic_load(&reg->commands) : 0ULL);
+                reg ? (unsigned long long)atomic_load(&reg->received) : 0ULL, (unsigned long long)cmds);
         break;
+    }
     case S_REPLICATION: {
         const char *role = srv->hooks.role ? srv->hooks.role(srv->hooks.ud) : "primary";
         bool replica = strcmp(role, "primary") != 0;

@@ -525,6 +525,7 @@ redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *ad
     atomic_init(&c->qbuf, 0);
     atomic_init(&c->omem, 0);
     atomic_init(&c->proto, 2);
+    atomic_init(&c->commands, 0);
     if (cfg->clients)
         redis_clients_add(cfg->clients, c);
     return c;
@@ -641,8 +642,8 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
     const redis_hooks_t *hk = &c->cfg->hooks;
-    if (c->cfg->clients)
-        atomic_fetch_add_explicit(&c->cfg->clients->commands, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->commands, atomic_load_explicit(&c->commands, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (!hk->log || !hk->log_on(hk->ud)) {
         run(c, cmd, rc);
         return;

@@ -31,7 +31,8 @@ struct redis_clients {
     pthread_mutex_t mu;
     struct redis_conn *head;
     size_t n;
-    _Atomic uint64_t received, commands;   /* connections accepted, commands run */
+    _Atomic uint64_t received;             /* connections accepted */
+    uint64_t commands_closed;              /* commands run by connections since closed (mu) */
 };
 
 struct redis_conn {
@@ -59,6 +60,7 @@ struct redis_conn {
     _Atomic(const char *) last_cmd;   /* its row's name */
     _Atomic size_t qbuf, omem;   /* unparsed input, unsent output */
     _Atomic int proto;
+    _Atomic uint64_t commands;   /* run on it (stored by its loop alone: no shared counter per command) */
     bool close_after;            /* QUIT, RESET's end: send, then close */
     /* item arrays handed to operations (PFADD's items, PFCOUNT's keys),
      * grown to the largest command seen, at most the parser's max_args */
