@@ -767,7 +767,8 @@ static int run(void)
     if (o->resp_port >= 0) {
         resp_server_hooks_t rh = { 0 };
         if (!o->in_memory)
-            rh = (resp_server_hooks_t){ NULL, hook_try, hook_wait_async };
+            rh = (resp_server_hooks_t){ NULL, hook_try, hook_wait_async, NULL };
+        rh.tls = app.tls;
         app.resp = resp_server_start(o, &app.api, &rh, err, sizeof(err));
         if (!app.resp) {
             log_error("%s; refusing to start", err);
@@ -776,7 +777,8 @@ static int run(void)
             transport_close();
             return 1;
         }
-        snprintf(resp_at, sizeof(resp_at), "; Redis protocol on %s:%d", o->bind, resp_server_port(app.resp));
+        snprintf(resp_at, sizeof(resp_at), "; Redis protocol on %s:%d%s", o->bind, resp_server_port(app.resp),
+                 app.tls ? " over TLS" : "");
     }
     log_info("tallyd %s listening on %s:%d (%d threads, %u shards)%s; loading", TALLY_VERSION, o->bind,
              server_port(app.server), o->threads, ks_shard_count(app.ks), resp_at);
