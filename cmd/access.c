@@ -210,6 +210,7 @@ typedef struct fail_slot {
 struct cmd_auth {
     pthread_mutex_t mu;              /* guards `tokens` (the pointer; the set is immutable) */
     cmd_tokens_t *tokens;
+    _Atomic uint64_t generation;     /* installs so far */
     bool metrics_public;
     window_params_t fail;            /* max_count 0: no limit */
     pthread_mutex_t fail_mu;
@@ -309,6 +310,7 @@ void cmd_auth_install(cmd_auth_t *a, cmd_tokens_t *t)
     pthread_mutex_lock(&a->mu);
     cmd_tokens_t *old = a->tokens;
     a->tokens = t;
+    atomic_fetch_add_explicit(&a->generation, 1, memory_order_release);
     pthread_mutex_unlock(&a->mu);
     cmd_tokens_release(old);
 }
@@ -329,6 +331,21 @@ size_t cmd_auth_token_count(cmd_auth_t *a)
     size_t n = t ? t->n : 0;
     cmd_tokens_release(t);
     return n;
+}
+
+uint64_t cmd_auth_generation(cmd_auth_t *a) { return atomic_load_explicit(&a->generation, memory_order_acquire); }
+
+bool cmd_auth_refind(cmd_auth_t *a, const cmd_token_t *old, cmd_tokens_t **set, const cmd_token_t **token)
+{
+    cmd_tokens_t *s = tokens_acquire(a);
+    const cmd_token_t *t = s ? token_find(s, old->sha256) : NULL;
+    if (!t) {
+        cmd_tokens_release(s);
+        return false;
+    }
+    *set = s;
+    *token = t;
+    return true;
 }
 
 bool cmd_auth_metrics_public(const cmd_auth_t *a) { return a->metrics_public; }

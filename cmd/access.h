@@ -128,6 +128,13 @@ void cmd_auth_free(cmd_auth_t *a);
  * released once no request holds it. */
 void cmd_auth_install(cmd_auth_t *a, cmd_tokens_t *t);
 size_t cmd_auth_token_count(cmd_auth_t *a);
+/* Changes with every cmd_auth_install: a connection that identified its
+ * caller once (the Redis port's AUTH) sees a reload by it. */
+uint64_t cmd_auth_generation(cmd_auth_t *a);
+/* The token with old's secret in the installed set (its scopes and
+ * prefixes as reloaded), and the set (a reference to release); false when
+ * the reload removed it. */
+bool cmd_auth_refind(cmd_auth_t *a, const cmd_token_t *old, cmd_tokens_t **set, const cmd_token_t **token);
 bool cmd_auth_metrics_public(const cmd_auth_t *a);
 
 /* The refusals counted for /metrics. */

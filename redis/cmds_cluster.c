@@ -509,11 +509,6 @@ void redis_cluster_redirect(redis_conn_t *c, const cmd_err_t *e)
                      "(resp=HOST:PORT on its node line)", e->slot, e->node);
 }
 
-int redis_cluster_info_section(const redis_conn_t *c, char *b, size_t cap)
-{
-    return snprintf(b, cap, "# Cluster\r\ncluster_enabled:%d\r\n", c->cfg->srv->cluster ? 1 : 0);
-}
-
 #define CONN_FLAGS REDIS_CF_LOADING | REDIS_CF_STALE | REDIS_CF_FAST
 static const redis_cmd_t commands[] = {
     { "asking", 1, REDIS_CF_FAST, "@fast @connection", 0, 0, 0, asking_command, NULL },

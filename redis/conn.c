@@ -303,6 +303,17 @@ bool redis_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from)
 
 static bool auth_on(const redis_conn_t *c) { return c->cfg->srv->auth != NULL; }
 
+/* The user CLIENT LIST shows (read by other loops, under the registry's lock). */
+static void set_user(redis_conn_t *c)
+{
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
+    snprintf(c->user, sizeof(c->user), "%s", c->token ? c->token->name : "default");
+    if (r)
+        pthread_mutex_unlock(&r->mu);
+}
+
 static void deauth(redis_conn_t *c)
 {
     cmd_tokens_release(c->tokens);
@@ -310,6 +321,7 @@ static void deauth(redis_conn_t *c)
     c->token = NULL;
     c->authed = !auth_on(c);
     resp_parser_require_auth(c->parser, !c->authed);
+    set_user(c);
 }
 
 static const char *client_addr(void *ud)
@@ -332,6 +344,7 @@ static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg
     cmd_tokens_t *set = NULL;
     const cmd_token_t *t = NULL;
     cmd_err_t err;
+    uint64_t gen = cmd_auth_generation(c->cfg->srv->auth);   /* before: a reload after it is seen */
     if (!cmd_auth_identify(c->cfg->srv->auth, pass->ptr, pass->len, client_addr, c, c->cfg->hooks.now_ns(), &set,
                            &t, &err)) {
         if (err.code == CMD_E_UNAUTHORIZED)
@@ -349,9 +362,35 @@ static bool authenticate(redis_conn_t *c, const resp_arg_t *user, const resp_arg
     cmd_tokens_release(c->tokens);
     c->tokens = set;
     c->token = t;
+    c->auth_gen = gen;
     c->authed = true;
     resp_parser_require_auth(c->parser, false);
+    set_user(c);
     return true;
+}
+
+/* After a reload of --tokens (SIGHUP, POST /admin/reload), as HTTP checks
+ * each request's token against the set in force: the connection's token
+ * with its new scopes and prefixes, or, when the reload removed it, no
+ * token: the connection is back to before AUTH (NOAUTH until it
+ * authenticates again). */
+static void auth_recheck(redis_conn_t *c)
+{
+    cmd_auth_t *a = c->cfg->srv->auth;
+    uint64_t gen = cmd_auth_generation(a);
+    if (gen == c->auth_gen)
+        return;
+    cmd_tokens_t *set;
+    const cmd_token_t *t;
+    if (!cmd_auth_refind(a, c->token, &set, &t)) {
+        deauth(c);
+        return;
+    }
+    cmd_tokens_release(c->tokens);
+    c->tokens = set;
+    c->token = t;
+    c->auth_gen = gen;
+    set_user(c);
 }
 
 static void auth_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -407,7 +446,7 @@ static void quit_command(redis_conn_t *c, const resp_cmd_t *cmd)
     c->close_after = true;
 }
 
-static bool set_name(redis_conn_t *c, const resp_arg_t *a)
+bool redis_set_name(redis_conn_t *c, const resp_arg_t *a)
 {
     for (size_t i = 0; i < a->len; i++)
         if (a->ptr[i] < '!' || a->ptr[i] > '~') {
@@ -418,8 +457,13 @@ static bool set_name(redis_conn_t *c, const resp_arg_t *a)
         redis_err(c, "ERR tally keeps client names of at most %zu bytes", sizeof(c->name) - 1);
         return false;
     }
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
     memcpy(c->name, a->ptr, a->len);
     c->name[a->len] = '\0';
+    if (r)
+        pthread_mutex_unlock(&r->mu);
     return true;
 }
 
@@ -428,7 +472,12 @@ static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
     (void)cmd;
     redis_multi_discard(c);
     resp_out_set_proto(&c->out, 2);
-    c->name[0] = '\0';
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
+    c->name[0] = c->lib_name[0] = c->lib_ver[0] = '\0';
+    if (r)
+        pthread_mutex_unlock(&r->mu);
     c->readonly = c->asking = false;
     deauth(c);
     resp_reply_simple(&c->out, "RESET", 5);
@@ -438,38 +487,6 @@ static bool eq_ci(const resp_arg_t *a, const char *s)
 {
     size_t n = strlen(s);
     return a->len == n && strncasecmp(a->ptr, s, n) == 0;
-}
-
-static void client_command(redis_conn_t *c, const resp_cmd_t *cmd)
-{
-    const resp_arg_t *sub = &cmd->argv[1];
-    const char *full = NULL;
-    int arity = 0;
-    if (eq_ci(sub, "setname"))
-        full = "client|setname", arity = 3;
-    else if (eq_ci(sub, "getname"))
-        full = "client|getname", arity = 2;
-    else if (eq_ci(sub, "id"))
-        full = "client|id", arity = 2;
-    if (!full) {
-        redis_err(c, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.", shown(sub, 128), sub->ptr);
-        return;
-    }
-    if ((int)cmd->argc != arity) {
-        redis_err(c, "ERR wrong number of arguments for '%s' command", full);
-        return;
-    }
-    if (arity == 3) {
-        if (set_name(c, &cmd->argv[2]))
-            redis_ok(c);
-    } else if (full[7] == 'g') {
-        if (c->name[0])
-            bulk_str(c, c->name);
-        else
-            resp_reply_null(&c->out);
-    } else {
-        resp_reply_int(&c->out, (long long)c->id);
-    }
 }
 
 static void hello_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -510,7 +527,7 @@ static void hello_command(redis_conn_t *c, const resp_cmd_t *cmd)
                      "protocol version at the same time");
         return;
     }
-    if (name && !set_name(c, name))
+    if (name && !redis_set_name(c, name))
         return;
     if (ver)
         resp_out_set_proto(&c->out, (int)ver);
@@ -561,7 +578,29 @@ redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *ad
     }
     resp_out_init(&c->out, cfg->out_limit, 2);
     deauth(c);
+    c->fd = -1;
+    c->created_ns = cfg->hooks.mono_ns ? cfg->hooks.mono_ns() : 0;
+    atomic_init(&c->last_ns, c->created_ns);
+    atomic_init(&c->last_cmd, "NULL");
+    atomic_init(&c->qbuf, 0);
+    atomic_init(&c->omem, 0);
+    atomic_init(&c->proto, 2);
+    atomic_init(&c->commands, 0);
+    if (cfg->clients)
+        redis_clients_add(cfg->clients, c);
     return c;
+}
+
+void redis_conn_set_socket(redis_conn_t *c, int fd, const char *peer, const char *local)
+{
+    redis_clients_t *r = c->cfg->clients;
+    if (r)
+        pthread_mutex_lock(&r->mu);
+    c->fd = fd;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer ? peer : "");
+    snprintf(c->local, sizeof(c->local), "%s", local ? local : "");
+    if (r)
+        pthread_mutex_unlock(&r->mu);
 }
 
 void redis_conn_free(redis_conn_t *c)
@@ -569,6 +608,8 @@ void redis_conn_free(redis_conn_t *c)
     if (!c)
         return;
     redis_multi_discard(c);
+    if (c->cfg->clients)
+        redis_clients_remove(c->cfg->clients, c);
     cmd_tokens_release(c->tokens);
     resp_parser_free(c->parser);
     resp_out_free(&c->out);
@@ -611,14 +652,16 @@ void redis_call_row(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cm
     c->err_answer = NULL;
     c->asking_now = c->asking;   /* ASKING holds for the one command after it */
     c->asking = false;
+    atomic_store_explicit(&c->last_cmd, rc->name, memory_order_relaxed);
     if (!redis_cluster_route(c, rc, cmd))
         return;
     rc->fn(c, cmd);
 }
 
-static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
+/* A command read: its row, arity and caller checked (a refusal while MULTI
+ * queues marks the transaction, so that EXEC aborts), then queued or run. */
+static void run(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_t *rc)
 {
-    const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
     if (!rc) {
         unknown(c, cmd);
         redis_multi_refused(c);
@@ -629,6 +672,8 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
         redis_multi_refused(c);
         return;
     }
+    if (c->token)
+        auth_recheck(c);
     if (!c->authed && !(rc->flags & REDIS_CF_NO_AUTH)) {
         redis_err(c, ERR_NOAUTH);
         redis_multi_refused(c);
@@ -637,6 +682,55 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
     if (redis_multi_queue(c, rc, cmd))
         return;
     redis_call_row(c, rc, cmd);
+}
+
+/* The access log's line of a command answered from out.buf[at..]. */
+static void log_command(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_t *rc, size_t at, int64_t took)
+{
+    char name[96];
+    size_t n = 0;
+    if (rc) {
+        n = (size_t)snprintf(name, sizeof(name), "%s", rc->name);
+        if (rc->subs && cmd->argc > 1) {   /* "client|list" */
+            const resp_arg_t *sub = &cmd->argv[1];
+            name[n++] = '|';
+            for (size_t i = 0; i < sub->len && n < sizeof(name) - 1; i++)
+                name[n++] = (char)((sub->ptr[i] >= 'A' && sub->ptr[i] <= 'Z') ? sub->ptr[i] + 32 : sub->ptr[i]);
+        }
+    } else {
+        n = cmd->argv[0].len < sizeof(name) ? cmd->argv[0].len : sizeof(name);
+        memcpy(name, cmd->argv[0].ptr, n);
+    }
+    redis_log_line_t line = { c->addr, c->token ? c->token->name : NULL, name, n, NULL, 0, "ok", 2, took };
+    if (rc && rc->first > 0 && (size_t)rc->first < cmd->argc) {
+        line.key = cmd->argv[rc->first].ptr;
+        line.key_len = cmd->argv[rc->first].len;
+    }
+    const char *r = c->out.buf + at;
+    if (c->out.len > at && r[0] == '-') {   /* an error: its code, the first word */
+        size_t w = 1, max = c->out.len - at;
+        while (w < max && w < 33 && r[w] != ' ' && r[w] != '\r')
+            w++;
+        line.outcome = r + 1;
+        line.outcome_len = w - 1;
+    }
+    c->cfg->hooks.log(c->cfg->hooks.ud, &line);
+}
+
+static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
+{
+    const redis_cmd_t *rc = redis_cmd_lookup(cmd->argv[0].ptr, cmd->argv[0].len);
+    const redis_hooks_t *hk = &c->cfg->hooks;
+    atomic_store_explicit(&c->commands, atomic_load_explicit(&c->commands, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    if (!hk->log || !hk->log_on(hk->ud)) {
+        run(c, cmd, rc);
+        return;
+    }
+    size_t at = c->out.len;
+    int64_t t0 = hk->mono_ns();
+    run(c, cmd, rc);
+    log_command(c, cmd, rc, at, hk->mono_ns() - t0);
 }
 
 /* The batch's changes made durable before any reply of it is sent (the
@@ -687,6 +781,12 @@ redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, siz
         if (resp_out_failed(&c->out))
             return settle(c, REDIS_DROP);
     }
+    /* what CLIENT LIST shows of this connection on other loops */
+    if (c->cfg->hooks.mono_ns)
+        atomic_store_explicit(&c->last_ns, c->cfg->hooks.mono_ns(), memory_order_relaxed);
+    atomic_store_explicit(&c->qbuf, len - *used, memory_order_relaxed);
+    atomic_store_explicit(&c->omem, c->out.len, memory_order_relaxed);
+    atomic_store_explicit(&c->proto, c->out.proto, memory_order_relaxed);
     return settle(c, c->close_after ? REDIS_CLOSE : REDIS_OK);
 }
 
@@ -694,7 +794,6 @@ redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, siz
 #define CONN "@fast @connection"
 static const redis_cmd_t commands[] = {
     { "auth", -2, CONN_ANY, CONN, 0, 0, 0, auth_command, NULL },
-    { "client", -2, 0, "@slow", 0, 0, 0, client_command, NULL },
     { "echo", 2, REDIS_CF_LOADING | REDIS_CF_STALE | REDIS_CF_FAST, CONN, 0, 0, 0, echo_command, NULL },
     { "hello", -1, CONN_ANY, CONN, 0, 0, 0, hello_command, NULL },
     { "ping", -1, REDIS_CF_FAST, CONN, 0, 0, 0, ping_command, NULL },

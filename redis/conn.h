@@ -30,6 +30,9 @@
 #include "resp/parse.h"
 #include "resp/reply.h"
 
+struct redis_log_line;
+struct redis_process;
+
 /* What the listener provides. */
 typedef struct redis_hooks {
     void *ud;
@@ -46,10 +49,48 @@ typedef struct redis_hooks {
      * pos with --min-replicas-ack) is as durable as the policy says: false
      * with *err when it cannot be.  NULL: nothing to wait for. */
     bool (*durable)(void *ud, uint64_t lsn, uint64_t pos, const char **err);
+    /* The access log (--access-log), NULL: none.  log_on says whether it
+     * is open now; log gets each command once answered. */
+    bool (*log_on)(void *ud);
+    void (*log)(void *ud, const struct redis_log_line *line);
+    /* A monotonic clock (ns): durations, ages, idle times. */
+    int64_t (*mono_ns)(void);
+    /* The process's figures for INFO (server, memory, cpu sections). */
+    void (*process)(void *ud, struct redis_process *out);
+    /* Sleeps about ms milliseconds (WAIT's polling). */
+    void (*sleep_ms)(void *ud, int ms);
 } redis_hooks_t;
+
+/* What INFO reports of the process (the listener reads the system). */
+typedef struct redis_process {
+    long pid;
+    char os[200];                /* "Linux 6.1.0 x86_64" */
+    int64_t uptime_s;
+    int64_t time_us;             /* wall clock */
+    long long rss_bytes;
+    double cpu_sys, cpu_user, cpu_sys_children, cpu_user_children;   /* seconds */
+} redis_process_t;
+
+/* One command for the access log: strings are not NUL-terminated. */
+typedef struct redis_log_line {
+    const char *client;          /* the client's address ("" unknown) */
+    const char *token;           /* the caller's token name, or NULL */
+    const char *command;         /* lowercase: "cl.throttle", "client|list"; as sent when unknown */
+    size_t command_len;
+    const char *key;             /* its first key, or NULL */
+    size_t key_len;
+    const char *outcome;         /* "ok", or the error's code: "ERR", "WRONGTYPE", "NOAUTH"... */
+    size_t outcome_len;
+    int64_t duration_ns;
+} redis_log_line_t;
+
+typedef struct redis_clients redis_clients_t;
 
 typedef struct redis_cfg {
     cmd_server_t *srv;
+    redis_clients_t *clients;    /* every connection (redis_clients_new); NULL: not listed */
+    int port;                    /* the listener's, for INFO */
+    unsigned max_clients;        /* --max-connections, for INFO */
     redis_hooks_t hooks;
     resp_limits_t limits;        /* the parser's; max_bulk = --max-body */
     size_t out_limit;            /* a connection's unsent replies, at most */
@@ -69,6 +110,13 @@ typedef enum redis_status {
  * out of memory.  cfg must outlive it. */
 redis_conn_t *redis_conn_new(const redis_cfg_t *cfg, uint64_t id, const char *addr);
 void redis_conn_free(redis_conn_t *c);
+/* The socket, for CLIENT LIST: its descriptor, the peer's and our own
+ * "ip:port"; call before the first redis_conn_feed. */
+void redis_conn_set_socket(redis_conn_t *c, int fd, const char *peer, const char *local);
+
+/* The registry of a listener's connections (CLIENT LIST, INFO's clients). */
+redis_clients_t *redis_clients_new(void);
+void redis_clients_free(redis_clients_t *r);
 
 /* Runs every complete command at the start of buf[0..len), their replies
  * appended to the output in order; *used: the bytes done with (drop them

@@ -18,6 +18,9 @@
 #ifndef TALLY_REDIS_INT_H
 #define TALLY_REDIS_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "cmd/access.h"
 #include "cmd/def.h"
 #include "cmd/keys.h"
@@ -33,6 +36,18 @@ typedef struct redis_exec {
     uint64_t lsn, pos;
 } redis_exec_t;
 
+/* Every connection of a listener, for CLIENT LIST and INFO (cmds_server.c):
+ * the list and each connection's name and library are changed and read
+ * under mu; the figures other loops' connections show are atomics their
+ * own loop stores (redis_conn_feed). */
+struct redis_clients {
+    pthread_mutex_t mu;
+    struct redis_conn *head;
+    size_t n;
+    _Atomic uint64_t received;             /* connections accepted */
+    uint64_t commands_closed;              /* commands run by connections since closed (mu) */
+};
+
 struct redis_conn {
     const redis_cfg_t *cfg;
     uint64_t id;
@@ -44,7 +59,21 @@ struct redis_conn {
     bool authed;
     cmd_tokens_t *tokens;
     const cmd_token_t *token;
-    char name[128];              /* CLIENT SETNAME ("" none) */
+    uint64_t auth_gen;           /* cmd_auth_generation when token was found: a reload since is checked */
+    char name[128];              /* CLIENT SETNAME ("" none); written under cfg->clients->mu */
+    char lib_name[64], lib_ver[64];   /* CLIENT SETINFO; the same */
+    char user[CMD_TOKEN_NAME_MAX + 1];   /* the token's name, "default" without one; the same */
+    /* for CLIENT LIST (cmds_server.c): fixed once the listener set them */
+    int fd;
+    char peer[64], local[64];    /* "ip:port" */
+    int64_t created_ns;          /* monotonic */
+    struct redis_conn *cl_prev, *cl_next;   /* in cfg->clients (its mu) */
+    /* stored by the connection's loop, read by any */
+    _Atomic int64_t last_ns;     /* the last command (monotonic) */
+    _Atomic(const char *) last_cmd;   /* its row's name */
+    _Atomic size_t qbuf, omem;   /* unparsed input, unsent output */
+    _Atomic int proto;
+    _Atomic uint64_t commands;   /* run on it (stored by its loop alone: no shared counter per command) */
     bool close_after;            /* QUIT, RESET's end: send, then close */
     /* item arrays handed to operations (PFADD's items, PFCOUNT's keys),
      * grown to the largest command seen, at most the parser's max_args */
@@ -136,9 +165,16 @@ typedef struct redis_group {
     const redis_group_t redis_##name##_commands = { #name, commands, sizeof(commands) / sizeof(commands[0]) }
 
 /* The table (table.c): the row of argv[0] (any case), or NULL; every row,
- * sorted by name (COMMAND, COMMAND COUNT...). */
+ * sorted by name (COMMAND, COMMAND COUNT...); the name of a row's group. */
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len);
 const redis_cmd_t *const *redis_cmd_all(size_t *n);
+const char *redis_cmd_group(const redis_cmd_t *rc);
+
+/* CLIENT SETNAME's check and store (HELLO SETNAME too); false answered. */
+bool redis_set_name(redis_conn_t *c, const resp_arg_t *a);
+/* The registry (cmds_server.c): conn.c adds and removes connections. */
+void redis_clients_add(redis_clients_t *r, redis_conn_t *c);
+void redis_clients_remove(redis_clients_t *r, redis_conn_t *c);
 
 /* Runs a command whose row, arity and authentication were checked (conn.c):
  * what dispatch and EXEC call. */
@@ -203,10 +239,6 @@ bool redis_cluster_admit(redis_conn_t *c, cmd_ctx_t *ctx, const cmd_def_t *def, 
  * command running one operation per key (DEL, EXISTS) is refused whole
  * (CROSSSLOT, MOVED) before any of them.  False with the error answered. */
 bool redis_cluster_route(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cmd);
-/* INFO's "# Cluster" section ("cluster_enabled:1" with --cluster: what
- * cluster clients such as redis-py's RedisCluster check first), written to
- * b[0..cap) as snprintf does. */
-int redis_cluster_info_section(const redis_conn_t *c, char *b, size_t cap);
 /* A MOVED or ASK error answered with the node's Redis address. */
 void redis_cluster_redirect(redis_conn_t *c, const cmd_err_t *e);
 

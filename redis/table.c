@@ -92,6 +92,14 @@ const redis_cmd_t *const *redis_cmd_all(size_t *n)
     return sorted;
 }
 
+const char *redis_cmd_group(const redis_cmd_t *rc)
+{
+    for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++)
+        if (rc >= groups[g]->cmds && rc < groups[g]->cmds + groups[g]->n)
+            return groups[g]->name;
+    return "";
+}
+
 const redis_cmd_t *redis_cmd_lookup(const char *name, size_t len)
 {
     pthread_once(&once, build);

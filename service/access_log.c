@@ -90,6 +90,19 @@ static size_t put_str(char *out, size_t at, size_t cap, const char *name, const 
     return at;
 }
 
+/* The line's start: {"time":"...","client":...,"token":... */
+static size_t line_head(char *line, size_t cap, int64_t time_ns, const char *client, const char *token)
+{
+    struct tm tm;
+    time_t sec = (time_t)(time_ns / 1000000000);
+    gmtime_r(&sec, &tm);
+    size_t at = (size_t)snprintf(line, cap, "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900,
+                                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                                 (int)(time_ns / 1000000 % 1000));
+    at = put_str(line, at, cap, "client", client, client ? strlen(client) : 0);
+    return put_str(line, at, cap, "token", token, token ? strlen(token) : 0);
+}
+
 void access_log_write(int64_t time_ns, const char *client, const char *token, const char *method,
                       const char *path, size_t path_len, int status, int64_t duration_ns)
 {
@@ -97,19 +110,30 @@ void access_log_write(int64_t time_ns, const char *client, const char *token, co
     if (fd < 0)
         return;
     char line[2048];
-    struct tm tm;
-    time_t sec = (time_t)(time_ns / 1000000000);
-    gmtime_r(&sec, &tm);
-    size_t at = (size_t)snprintf(line, sizeof(line), "{\"time\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"",
-                                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                                 (int)(time_ns / 1000000 % 1000));
     const size_t cap = sizeof(line) - 96;   /* room for status, duration and the end */
-    at = put_str(line, at, cap, "client", client, client ? strlen(client) : 0);
-    at = put_str(line, at, cap, "token", token, token ? strlen(token) : 0);
+    size_t at = line_head(line, cap, time_ns, client, token);
     at = put_str(line, at, cap, "method", method, strlen(method));
     at = put_str(line, at, cap, "path", path, path_len);
     at += (size_t)snprintf(line + at, sizeof(line) - at, ",\"status\":%d,\"duration_ms\":%.3f}\n", status,
                            (double)duration_ns / 1e6);
     ssize_t w = write(fd, line, at);
     (void)w;   /* an access log that cannot be written must not stop serving */
+}
+
+void access_log_write_command(int64_t time_ns, const char *client, const char *token, const char *command,
+                              size_t command_len, const char *key, size_t key_len, const char *outcome,
+                              size_t outcome_len, int64_t duration_ns)
+{
+    int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+    if (fd < 0)
+        return;
+    char line[2048];
+    const size_t cap = sizeof(line) - 160;   /* room for the outcome, duration and the end */
+    size_t at = line_head(line, cap, time_ns, client, token);
+    at = put_str(line, at, cap, "command", command, command_len);
+    at = put_str(line, at, cap, "key", key, key_len);
+    at = put_str(line, at, sizeof(line) - 64, "outcome", outcome, outcome_len < 40 ? outcome_len : 40);
+    at += (size_t)snprintf(line + at, sizeof(line) - at, ",\"duration_ms\":%.3f}\n", (double)duration_ns / 1e6);
+    ssize_t w = write(fd, line, at);
+    (void)w;
 }

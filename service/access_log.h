@@ -4,6 +4,13 @@
  *   {"time":"2026-11-24T22:45:01.123Z","client":"10.0.0.7","token":"gateway",
  *    "method":"POST","path":"/throttle","status":200,"duration_ms":0.21}
  *
+ * and for each command on the Redis port (--resp-port):
+ *
+ *   {"time":"2026-11-24T22:45:01.123Z","client":"10.0.0.7","token":"gateway",
+ *    "command":"cl.throttle","key":"user123","outcome":"ok","duration_ms":0.01}
+ *
+ * (`key` its first key, null when it has none; `outcome` "ok" or the
+ * error's code as Redis sends it: "ERR", "WRONGTYPE", "NOAUTH"...).
  * `token` is the name of the caller's token (null without one); never a
  * body, a query string or a token value.  Each line is one write(2) on a
  * file opened O_APPEND, so lines from worker threads never interleave.
@@ -29,5 +36,10 @@ void access_log_close(void);
  * (without the query string), time_ns the wall clock at the answer. */
 void access_log_write(int64_t time_ns, const char *client, const char *token, const char *method,
                       const char *path, size_t path_len, int status, int64_t duration_ns);
+/* A Redis command's line (strings with lengths: raw arguments; key may be
+ * NULL). */
+void access_log_write_command(int64_t time_ns, const char *client, const char *token, const char *command,
+                              size_t command_len, const char *key, size_t key_len, const char *outcome,
+                              size_t outcome_len, int64_t duration_ns);
 
 #endif

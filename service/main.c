@@ -776,7 +776,8 @@ static int run(void)
     if (o->resp_port >= 0) {
         resp_server_hooks_t rh = { 0 };
         if (!o->in_memory)
-            rh = (resp_server_hooks_t){ NULL, hook_try, hook_wait_async };
+            rh = (resp_server_hooks_t){ NULL, hook_try, hook_wait_async, NULL };
+        rh.tls = app.tls;
         app.resp = resp_server_start(o, &app.api, &rh, err, sizeof(err));
         if (!app.resp) {
             log_error("%s; refusing to start", err);
@@ -785,7 +786,8 @@ static int run(void)
             transport_close();
             return 1;
         }
-        snprintf(resp_at, sizeof(resp_at), "; Redis protocol on %s:%d", o->bind, resp_server_port(app.resp));
+        snprintf(resp_at, sizeof(resp_at), "; Redis protocol on %s:%d%s", o->bind, resp_server_port(app.resp),
+                 app.tls ? " over TLS" : "");
     }
     char grpc_at[96] = "";
     if (o->grpc_port >= 0) {

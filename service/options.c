@@ -28,7 +28,7 @@ typedef struct opt_def {
 
 static const opt_def_t defs[] = {
     { "port", "TALLY_PORT", K_INT, OFF(port), 0, 65535, "TCP port to listen on (default 8080; 0 picks a free port)" },
-    { "resp-port", "TALLY_RESP_PORT", K_INT, OFF(resp_port), 0, 65535, "TCP port to speak the Redis protocol (RESP2/RESP3) on, for redis-cli and Redis clients, on the same --bind address (default: off; 0 picks a free port; no TLS yet: refused with --tls-cert)" },
+    { "resp-port", "TALLY_RESP_PORT", K_INT, OFF(resp_port), 0, 65535, "TCP port to speak the Redis protocol (RESP2/RESP3) on, for redis-cli and Redis clients, on the same --bind address (default: off; 0 picks a free port; with --tls-cert it speaks TLS only, with the same certificate and client CAs)" },
     { "grpc-port", "TALLY_GRPC_PORT", K_INT, OFF(grpc_port), 0, 65535, "TCP port to serve gRPC on over HTTP/2 - Envoy's rate limit service (ShouldRateLimit) and grpc.health.v1 - on the same --bind address; TLS with ALPN h2 with --tls-cert, else cleartext HTTP/2 with prior knowledge (default: off; 0 picks a free port)" },
     { "bind", "TALLY_BIND", K_STR, OFF(bind), 0, CAP(bind), "address to listen on (default 127.0.0.1; 0.0.0.0 for all IPv4)" },
     { "threads", "TALLY_THREADS", K_INT, OFF(threads), 1, 1024, "HTTP worker threads (default: online cores)" },
@@ -85,7 +85,7 @@ static const opt_def_t defs[] = {
     { "haproxy-lua", "TALLY_HAPROXY_LUA", K_FLAG, OFF(haproxy_lua), 0, 0, "print the Lua script that configuration loads (the slot converter, tally-slot.lua beside the slot map file), and exit" },
     { "haproxy-map", "TALLY_HAPROXY_MAP", K_STR, OFF(haproxy_map), 0, CAP(haproxy_map), "with --haproxy-config: where HAProxy reads the slot map file (default /etc/haproxy/tally-slots.map)" },
     { "haproxy-socket", "TALLY_HAPROXY_SOCKET", K_STR, OFF(haproxy_socket), 0, CAP(haproxy_socket), "with --haproxy-config: where HAProxy opens its admin socket, for tally-reshard --haproxy-socket (default /run/haproxy/tally.sock)" },
-    { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per request to FILE, or - for stdout (reopened on SIGHUP)" },
+    { "access-log", "TALLY_ACCESS_LOG", K_STR, OFF(access_log), 0, CAP(access_log), "write one JSON line per HTTP request and per Redis-port command to FILE, or - for stdout (reopened on SIGHUP)" },
 };
 
 const char *fsync_mode_name(fsync_mode_t m)
@@ -284,12 +284,6 @@ static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen
 {
     if (!o->tls_cert[0] != !o->tls_key[0]) {
         snprintf(err, errlen, "--tls-cert and --tls-key go together (a certificate and its private key)");
-        return false;
-    }
-    if (o->resp_port >= 0 && o->tls_cert[0]) {
-        snprintf(err, errlen, "--resp-port with --tls-cert: the Redis protocol's port does not speak TLS yet (a later "
-                 "step of issue 40), and would serve in clear what HTTPS protects; drop --resp-port, or serve it "
-                 "without --tls-cert on a trusted network");
         return false;
     }
     if (o->tls_client_ca[0] && !o->tls_cert[0]) {

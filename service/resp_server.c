@@ -3,6 +3,7 @@
  * redis/conn.c's. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -13,14 +14,19 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/version.h"
+#include "service/access_log.h"
 #include "redis/conn.h"
 #include "service/clock.h"
 #include "service/log.h"
 #include "service/resp_server.h"
+#include "service/tls.h"
 
 #define IN_START (16 * 1024)          /* a connection's first input buffer */
 #define IN_KEEP (64 * 1024)           /* an idle connection's input buffer is given back above this */
@@ -41,6 +47,14 @@ typedef struct rconn {
     redis_conn_t *rc;
     bool out_armed;                   /* EPOLLOUT asked for */
     bool closing;                     /* QUIT or a protocol error: send what is left, then close */
+    /* TLS (--tls-cert): the session; its handshake runs until hs_start_ns
+     * + --header-timeout at most */
+    gnutls_session_t tls;
+    bool handshaking;
+    bool pending;                     /* on the loop's pending list: GnuTLS holds decrypted input */
+    size_t tls_wpend;                 /* bytes of a gnutls_record_send that returned AGAIN (sent again with NULL) */
+    int64_t hs_start_ns;
+    struct rconn *pnext;
 } rconn_t;
 
 struct loop {
@@ -49,6 +63,7 @@ struct loop {
     pthread_t th;
     bool started;
     rconn_t *conns;                   /* its connections */
+    rconn_t *pending;                 /* TLS connections with input GnuTLS already decrypted (not seen by epoll) */
 };
 
 struct resp_server {
@@ -64,6 +79,8 @@ struct resp_server {
     unsigned max_conns;
     int64_t idle_ns, head_ns;
     size_t in_limit;
+    int64_t started_ns;               /* monotonic, for INFO's uptime */
+    tls_t *tls;                       /* --tls-cert: every connection speaks TLS; NULL: none does */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -129,6 +146,54 @@ static bool durable(void *ud, uint64_t lsn, uint64_t pos, const char **err)
     return w.ok;
 }
 
+static bool log_on(void *ud)
+{
+    (void)ud;
+    return access_log_enabled();
+}
+
+static void log_line(void *ud, const redis_log_line_t *e)
+{
+    (void)ud;
+    access_log_write_command(clock_now_ns(), e->client, e->token, e->command, e->command_len, e->key, e->key_len,
+                             e->outcome, e->outcome_len, e->duration_ns);
+}
+
+static void process_info(void *ud, redis_process_t *out)
+{
+    resp_server_t *s = ud;
+    struct utsname u;
+    if (uname(&u) == 0)
+        snprintf(out->os, sizeof(out->os), "%s %s %s", u.sysname, u.release, u.machine);
+    out->pid = (long)getpid();
+    out->uptime_s = (clock_mono_ns() - s->started_ns) / 1000000000LL;
+    out->time_us = clock_now_ns() / 1000;
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long pages = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    out->rss_bytes = rss * sysconf(_SC_PAGESIZE);
+    struct rusage ru, ch;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        out->cpu_sys = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+        out->cpu_user = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+    }
+    if (getrusage(RUSAGE_CHILDREN, &ch) == 0) {
+        out->cpu_sys_children = (double)ch.ru_stime.tv_sec + ch.ru_stime.tv_usec / 1e6;
+        out->cpu_user_children = (double)ch.ru_utime.tv_sec + ch.ru_utime.tv_usec / 1e6;
+    }
+}
+
+static void sleep_ms(void *ud, int ms)
+{
+    (void)ud;
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Connections                                                              */
 /* ------------------------------------------------------------------------ */
@@ -137,6 +202,17 @@ static void conn_close(rconn_t *c)
 {
     loop_t *l = c->loop;
     epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    if (c->pending)
+        for (rconn_t **pp = &l->pending; *pp; pp = &(*pp)->pnext)
+            if (*pp == c) {
+                *pp = c->pnext;
+                break;
+            }
+    if (c->tls) {
+        if (!c->handshaking)
+            gnutls_bye(c->tls, GNUTLS_SHUT_WR);   /* one try: the socket is nonblocking */
+        gnutls_deinit(c->tls);
+    }
     close(c->fd);
     if (c->prev)
         c->prev->next = c->next;
@@ -159,12 +235,54 @@ static void arm(rconn_t *c, bool out)
     c->out_armed = out;
 }
 
+/* send(2), or GnuTLS's record send, with errno set as send's on the
+ * outcomes the caller tells apart (EAGAIN, EINTR; EPIPE for the rest).
+ * A TLS send that returned AGAIN is repeated with NULL (GnuTLS resends
+ * the record it built) before anything new goes out. */
+static ssize_t io_send(rconn_t *c, const char *buf, size_t len)
+{
+    if (!c->tls)
+        return send(c->fd, buf, len, MSG_NOSIGNAL);
+    size_t n = c->tls_wpend ? c->tls_wpend : len;
+    ssize_t w = c->tls_wpend ? gnutls_record_send(c->tls, NULL, 0) : gnutls_record_send(c->tls, buf, n);
+    if (w >= 0) {
+        c->tls_wpend = 0;
+        return w;
+    }
+    if (w == GNUTLS_E_AGAIN || w == GNUTLS_E_INTERRUPTED) {
+        c->tls_wpend = n;
+        errno = w == GNUTLS_E_AGAIN ? EAGAIN : EINTR;
+    } else {
+        errno = EPIPE;
+    }
+    return -1;
+}
+
+/* recv(2), or GnuTLS's record receive, the same way: 0 the end, -1 with
+ * errno (EAGAIN, EINTR, ECONNRESET for the rest: a fatal TLS error, an
+ * attempt to renegotiate, which tallyd refuses). */
+static ssize_t io_recv(rconn_t *c, char *buf, size_t len)
+{
+    if (!c->tls)
+        return recv(c->fd, buf, len, 0);
+    ssize_t n = gnutls_record_recv(c->tls, buf, len);
+    if (n >= 0)
+        return n;
+    if (n == GNUTLS_E_AGAIN)
+        errno = EAGAIN;
+    else if (n == GNUTLS_E_INTERRUPTED || (n != GNUTLS_E_REHANDSHAKE && !gnutls_error_is_fatal((int)n)))
+        errno = EINTR;   /* a warning alert: read on */
+    else
+        errno = ECONNRESET;
+    return -1;
+}
+
 /* Sends what the connection has pending; false when it was closed. */
 static bool conn_flush(rconn_t *c)
 {
     resp_out_t *o = redis_conn_out(c->rc);
     while (o->len) {
-        ssize_t w = send(c->fd, o->buf, o->len, MSG_NOSIGNAL);
+        ssize_t w = io_send(c, o->buf, o->len);
         if (w > 0) {
             resp_out_consume(o, (size_t)w);
             c->last_ns = clock_mono_coarse_ns();
@@ -215,7 +333,7 @@ static void conn_readable(rconn_t *c)
             return;
         }
         size_t room = c->in_cap - c->in_len;
-        ssize_t n = recv(c->fd, c->in + c->in_len, room, 0);
+        ssize_t n = io_recv(c, c->in + c->in_len, room);
         if (n == 0) {
             conn_close(c);
             return;
@@ -242,8 +360,15 @@ static void conn_readable(rconn_t *c)
         }
         if (st == REDIS_CLOSE)
             c->closing = true;
-        if ((size_t)n < room)
+        if ((size_t)n < room && !(c->tls && gnutls_record_check_pending(c->tls)))
             break;   /* the socket is drained */
+    }
+    /* input GnuTLS already took off the socket wakes no epoll: the loop
+     * comes back for it */
+    if (c->tls && !c->pending && !c->closing && gnutls_record_check_pending(c->tls)) {
+        c->pending = true;
+        c->pnext = c->loop->pending;
+        c->loop->pending = c;
     }
     if (c->in_len == 0 && c->in_cap > IN_KEEP) {   /* a large command is done: give its buffer back */
         free(c->in);
@@ -256,6 +381,43 @@ static void conn_readable(rconn_t *c)
         c->out_armed = true;
     }
     conn_flush(c);
+}
+
+/* Steps the TLS handshake (nonblocking); once done, reads what followed. */
+static void conn_handshake(rconn_t *c)
+{
+    int r;
+    do
+        r = gnutls_handshake(c->tls);
+    while (r == GNUTLS_E_INTERRUPTED);
+    if (r == GNUTLS_E_AGAIN) {
+        arm(c, gnutls_record_get_direction(c->tls) == 1);
+        return;
+    }
+    if (r < 0) {
+        log_debug("resp: TLS handshake failed: %s", gnutls_strerror(r));
+        conn_close(c);
+        return;
+    }
+    c->handshaking = false;
+    c->last_ns = clock_mono_coarse_ns();
+    conn_readable(c);
+}
+
+/* An address as text: the IP alone (ip, INET6_ADDRSTRLEN bytes) and
+ * "ip:port" (full). */
+static void addr_text(const struct sockaddr_storage *ss, char *ip, char *full, size_t n)
+{
+    int port = 0;
+    ip[0] = '\0';
+    if (ss->ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, INET6_ADDRSTRLEN);
+        port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, ip, INET6_ADDRSTRLEN);
+        port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+    }
+    snprintf(full, n, "%s:%d", ip, port);
 }
 
 static void accept_some(loop_t *l)
@@ -276,11 +438,15 @@ static void accept_some(loop_t *l)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        char addr[INET6_ADDRSTRLEN] = "";
-        if (peer.ss_family == AF_INET)
-            inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, addr, sizeof(addr));
-        else if (peer.ss_family == AF_INET6)
-            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, addr, sizeof(addr));
+        char addr[INET6_ADDRSTRLEN] = "", peer_s[INET6_ADDRSTRLEN + 16], local_s[INET6_ADDRSTRLEN + 16];
+        addr_text(&peer, addr, peer_s, sizeof(peer_s));
+        struct sockaddr_storage me;
+        socklen_t mlen = sizeof(me);
+        char maddr[INET6_ADDRSTRLEN] = "";
+        if (getsockname(fd, (struct sockaddr *)&me, &mlen) == 0)
+            addr_text(&me, maddr, local_s, sizeof(local_s));
+        else
+            local_s[0] = '\0';
         rconn_t *c = calloc(1, sizeof(*c));
         redis_conn_t *rc = c ? redis_conn_new(&s->cfg, atomic_fetch_add(&s->next_id, 1), addr) : NULL;
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
@@ -291,10 +457,22 @@ static void accept_some(loop_t *l)
             atomic_fetch_sub(&s->nconns, 1);
             continue;
         }
+        int tr = s->tls ? tls_session_new(s->tls, fd, &c->tls) : 0;
+        if (tr < 0) {
+            log_warn("resp: cannot start a TLS session: %s", gnutls_strerror(tr));
+            epoll_ctl(l->ep, EPOLL_CTL_DEL, fd, NULL);
+            redis_conn_free(rc);
+            free(c);
+            close(fd);
+            atomic_fetch_sub(&s->nconns, 1);
+            continue;
+        }
         c->fd = fd;
         c->loop = l;
         c->rc = rc;
-        c->last_ns = clock_mono_coarse_ns();
+        redis_conn_set_socket(rc, fd, peer_s, local_s);
+        c->last_ns = c->hs_start_ns = clock_mono_coarse_ns();
+        c->handshaking = c->tls != NULL;
         c->next = l->conns;
         if (l->conns)
             l->conns->prev = c;
@@ -309,6 +487,11 @@ static void sweep(loop_t *l, int64_t now)
     resp_server_t *s = l->s;
     for (rconn_t *c = l->conns, *next; c; c = next) {
         next = c->next;
+        if (c->handshaking) {   /* the head deadline covers the handshake, from its start */
+            if (now - c->hs_start_ns > s->head_ns)
+                conn_close(c);
+            continue;
+        }
         int64_t limit = c->in_len ? s->head_ns : s->idle_ns;
         if (now - c->last_ns > limit)
             conn_close(c);
@@ -322,7 +505,7 @@ static void *loop_main(void *arg)
     struct epoll_event evs[128];
     int64_t next_sweep = clock_mono_coarse_ns() + SWEEP_NS;
     while (!atomic_load(&s->stopping)) {
-        int n = epoll_wait(l->ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), 250);
+        int n = epoll_wait(l->ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), l->pending ? 0 : 250);
         for (int i = 0; i < n && !atomic_load(&s->stopping); i++) {
             void *p = evs[i].data.ptr;
             if (p == (void *)l)
@@ -336,10 +519,22 @@ static void *loop_main(void *arg)
                 conn_close(c);
                 continue;
             }
-            if (evs[i].events & EPOLLIN)
+            if (c->handshaking)
+                conn_handshake(c);
+            else if (evs[i].events & EPOLLIN)
                 conn_readable(c);   /* flushes, and may close */
             else if (evs[i].events & EPOLLOUT)
                 conn_flush(c);
+        }
+        /* TLS input already decrypted: one more round each */
+        rconn_t *p = l->pending;
+        l->pending = NULL;
+        while (p && !atomic_load(&s->stopping)) {
+            rconn_t *c = p;
+            p = c->pnext;
+            c->pending = false;
+            c->pnext = NULL;
+            conn_readable(c);
         }
         int64_t now = clock_mono_coarse_ns();
         if (now >= next_sweep) {
@@ -394,8 +589,8 @@ static void loops_free(resp_server_t *s)
         while (l->conns) {
             rconn_t *c = l->conns;
             resp_out_t *o = redis_conn_out(c->rc);
-            if (o->len) {   /* what is pending, once, without waiting */
-                ssize_t w = send(c->fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (o->len && !c->handshaking) {   /* what is pending, once, without waiting */
+                ssize_t w = c->tls ? io_send(c, o->buf, o->len) : send(c->fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
                 (void)w;
             }
             conn_close(c);
@@ -417,27 +612,37 @@ resp_server_t *resp_server_start(const tally_opts_t *o, cmd_server_t *srv, const
         return NULL;
     }
     s->hooks = *hooks;
+    s->tls = hooks->tls;
     s->max_conns = (unsigned)o->max_connections;
     s->idle_ns = (int64_t)o->conn_timeout * 1000000000LL;
     s->head_ns = (int64_t)o->header_timeout * 1000000000LL;
     s->in_limit = 2 * o->body_limit + RESP_MAX_INLINE_DEFAULT;
     atomic_store(&s->next_id, 1);
     s->cfg.srv = srv;
-    s->cfg.hooks = (redis_hooks_t){ s, clock_now_ns, gate_enter, gate_leave, durable };
+    s->cfg.hooks = (redis_hooks_t){ s,       clock_now_ns, gate_enter,   gate_leave, durable, log_on,
+                                    log_line, clock_mono_ns, process_info, sleep_ms };
+    s->started_ns = clock_mono_ns();
     s->cfg.limits = resp_limits_default();
     s->cfg.limits.max_bulk = o->body_limit;
     s->cfg.out_limit = (size_t)(o->max_answer ? o->max_answer : 64ULL << 20) + (1u << 20);
     s->cfg.version = TALLY_VERSION;
-    s->lfd = listen_on(o->bind, o->resp_port, &s->port, err, errlen);
+    s->cfg.max_clients = s->max_conns;
+    s->cfg.clients = redis_clients_new();
+    s->lfd = s->cfg.clients ? listen_on(o->bind, o->resp_port, &s->port, err, errlen) : -1;
     if (s->lfd < 0) {
+        if (!s->cfg.clients)
+            snprintf(err, errlen, "out of memory");
+        redis_clients_free(s->cfg.clients);
         free(s);
         return NULL;
     }
+    s->cfg.port = s->port;
     s->nloops = o->threads > 0 ? o->threads : 1;
     s->loops = calloc((size_t)s->nloops, sizeof(*s->loops));
     if (!s->loops) {
         snprintf(err, errlen, "out of memory");
         close(s->lfd);
+        redis_clients_free(s->cfg.clients);
         free(s);
         return NULL;
     }
@@ -500,5 +705,6 @@ void resp_server_stop(resp_server_t *s)
     }
     loops_free(s);
     close(s->lfd);
+    redis_clients_free(s->cfg.clients);
     free(s);
 }

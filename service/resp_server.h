@@ -10,6 +10,13 @@
  * end.  A command runs on its loop's thread (the command layer takes the
  * keys' locks), so a pipeline's replies leave in order.
  *
+ * TLS: with --tls-cert every connection speaks TLS (service/tls.h's
+ * credentials, so reloads reach new handshakes); the handshake runs
+ * nonblocking in the loop and must end within --header-timeout of its
+ * start.  Input GnuTLS has already decrypted wakes no epoll: such
+ * connections wait on the loop's pending list and are served before it
+ * sleeps again.
+ *
  * Limits, the HTTP listener's where it has one:
  *   connections     --max-connections for the port (over it: Redis's
  *                   "-ERR max number of clients reached", closed)
@@ -43,6 +50,9 @@ typedef struct resp_server_hooks {
     bool (*journal_try)(void *ud, uint64_t lsn, uint64_t pos);
     bool (*journal_wait_async)(void *ud, uint64_t lsn, uint64_t pos,
                                void (*done)(void *dud, bool ok, const char *err), void *dud);
+    /* --tls-cert's credentials (service/tls.h): every connection speaks
+     * TLS with them; NULL: plain TCP */
+    struct tls *tls;
 } resp_server_hooks_t;
 
 /* Listens on --bind:--resp-port and starts the loops; NULL with err.

@@ -51,6 +51,10 @@ struct tls {
     file_id_t seen[3];
     int64_t next_poll_ns;
     int64_t retire_ns;                     /* how long a retired generation is kept (see tls.h) */
+    /* for tls_session_new (the Redis port): credentials answering through
+     * cert_callback, and TALLY_TLS_PRIORITIES parsed */
+    gnutls_certificate_credentials_t cred;
+    gnutls_priority_t prio;
 };
 
 static const char *const file_flag[3] = { "--tls-cert", "--tls-key", "--tls-client-ca" };
@@ -244,6 +248,22 @@ static int cert_callback(gnutls_session_t s, const gnutls_datum_t *req_ca_dn, in
 
 void *tls_cert_callback(void) { return (void *)(gnutls_certificate_retrieve_function2 *)cert_callback; }
 
+int tls_session_new(tls_t *t, int fd, struct gnutls_session_int **out)
+{
+    gnutls_session_t s;
+    int r = gnutls_init(&s, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_SIGNAL);
+    if (r < 0)
+        return r;
+    if ((r = gnutls_priority_set(s, t->prio)) < 0 ||
+        (r = gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, t->cred)) < 0) {
+        gnutls_deinit(s);
+        return r;
+    }
+    gnutls_transport_set_int(s, fd);
+    *out = s;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Loading and reloading                                                    */
 /* ------------------------------------------------------------------------ */
@@ -323,7 +343,19 @@ tls_t *tls_open(const tally_opts_t *o, char *err, size_t errlen)
     pthread_mutex_init(&t->mu, NULL);
     bool changed;
     char what[400];
+    int r = gnutls_certificate_allocate_credentials(&t->cred);
+    if (r < 0 || (r = gnutls_priority_init(&t->prio, TALLY_TLS_PRIORITIES, NULL)) < 0) {
+        snprintf(err, errlen, "TLS: %s", gnutls_strerror(r));
+        if (t->cred)
+            gnutls_certificate_free_credentials(t->cred);
+        pthread_mutex_destroy(&t->mu);
+        free(t);
+        return NULL;
+    }
+    gnutls_certificate_set_retrieve_function2(t->cred, cert_callback);
     if (!load(t, &changed, what, sizeof(what), err, errlen)) {
+        gnutls_priority_deinit(t->prio);
+        gnutls_certificate_free_credentials(t->cred);
         pthread_mutex_destroy(&t->mu);
         free(t);
         return NULL;
@@ -424,6 +456,8 @@ void tls_close(tls_t *t)
         gen_free(g);
         g = older;
     }
+    gnutls_priority_deinit(t->prio);
+    gnutls_certificate_free_credentials(t->cred);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }

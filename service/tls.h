@@ -38,6 +38,13 @@
  * purposes); a client without one fails the handshake and never sends a
  * request.
  *
+ * The Redis port (service/resp_server.c) runs its own GnuTLS sessions
+ * (tls_session_new) on the same credentials: the same certificate callback,
+ * client-certificate check, priorities and lack of tickets, so a reload
+ * reaches its new handshakes too.  Its listener closes a connection whose
+ * handshake is not done within --header-timeout, which keeps the retired
+ * generations' grace period above true for it as well.
+ *
  * One TLS configuration per process (GnuTLS's callback has no user
  * pointer): tls_open once, tls_close at exit.
  */
@@ -75,6 +82,11 @@ void tls_tick(tls_t *t);
 /* The certificate callback to give libmicrohttpd (a
  * gnutls_certificate_retrieve_function2 *), serving tls_open's credentials. */
 void *tls_cert_callback(void);
+/* A server session (GNUTLS_NONBLOCK) on the connected socket fd with the
+ * credentials and priorities HTTPS uses; 0 with *out (gnutls_deinit it),
+ * or a GnuTLS error code. */
+struct gnutls_session_int;
+int tls_session_new(tls_t *t, int fd, struct gnutls_session_int **out);
 /* Appends the TLS metrics: the served certificate's expiry time
  * (tally_tls_certificate_expiry_timestamp_seconds), reloads by result and
  * client certificates refused. */

@@ -483,28 +483,13 @@ static void test_redis_cluster_client_through_reshard(void **state)
     }
     char bin[600], script[8192], out[8192];
     snprintf(bin, sizeof(bin), "%s/tally-reshard", getenv("BUILD") ? getenv("BUILD") : "build/release");
-    /* Until INFO and COMMAND (other groups' commands) are served, the
-     * script stands in for the two answers RedisCluster reads from them at
-     * start: INFO's cluster_enabled, and the key positions of the commands
-     * it sends (those of tally's command table rows); with them served,
-     * the client reads tally's own. */
+    /* RedisCluster reads INFO's cluster_enabled and COMMAND's key positions
+     * at start: tally's own answers */
     snprintf(script, sizeof(script),
              "import sys, subprocess, logging, redis\n"
              "logging.disable(logging.CRITICAL)   # redis-py logs every ASK it follows\n"
              "from redis.cluster import RedisCluster\n"
              "port = int(sys.argv[1])\n"
-             "try:\n"
-             "    redis.Redis(port=port).info()\n"
-             "except redis.exceptions.ResponseError:\n"
-             "    redis.Redis.info = lambda self, *a, **k: {'cluster_enabled': 1}\n"
-             "try:\n"
-             "    redis.Redis(port=port).execute_command('COMMAND', 'COUNT')\n"
-             "except redis.exceptions.ResponseError:\n"
-             "    rows = {'incrby': (3, 1, 1, 1), 'get': (2, 1, 1, 1), 'pfadd': (-2, 1, 1, 1), 'pfcount': (-2, 1, -1, 1)}\n"
-             "    def init(self, r):\n"
-             "        self.commands = {n: {'name': n, 'arity': a, 'flags': [], 'first_key_pos': f, 'last_key_pos': l,\n"
-             "                             'step_count': st} for n, (a, f, l, st) in rows.items()}\n"
-             "    redis.commands.CommandsParser.initialize = init\n"
              "rc = RedisCluster(host='127.0.0.1', port=port)\n"
              "assert len(rc.get_primaries()) == 3, rc.get_nodes()\n"
              "model = {}\n"
