@@ -1,17 +1,8 @@
-/* grpc_server.c - see grpc_server.h: the listening socket, the loops, TLS,
- * each connection's nghttp2 session and each stream's call.  What the
- * messages mean is grpc/grpc.h's; the decision is rls/'s. */
-#include <arpa/inet.h>
+/* grpc_server.c - see grpc_server.h and grpc_int.h: the listening socket,
+ * the loops, TLS, each connection's nghttp2 session and bytes. */
 #include <errno.h>
-#include <gnutls/abstract.h>
-#include <gnutls/gnutls.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <nghttp2/nghttp2.h>
-#include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,527 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd/access.h"
-#include "grpc/grpc.h"
-#include "service/access_log.h"
 #include "service/clock.h"
-#include "service/grpc_server.h"
+#include "service/grpc_int.h"
 #include "service/log.h"
+#include "service/rls_host.h"
 #include "service/tls.h"
-
-#define ACCEPTS_PER_WAKE 64
-#define READS_PER_WAKE 16
-#define READ_CHUNK (64 * 1024)
-#define SWEEP_NS (100 * 1000000LL)             /* deadlines are checked every 100 ms */
-#define MAX_STREAMS 1024                        /* SETTINGS_MAX_CONCURRENT_STREAMS */
-#define STREAM_WINDOW (1 << 20)                 /* SETTINGS_INITIAL_WINDOW_SIZE */
-#define CONN_WINDOW (16 << 20)                  /* the connection's receive window */
-#define CONN_BODIES (64u << 20)                 /* request bodies a connection holds at once */
-#define MAX_HEADER_LIST (64 * 1024)
-#define OUT_BATCH (64 * 1024)                   /* bytes gathered for one send */
-
-#define PATH_RLS "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-#define PATH_HEALTH "/grpc.health.v1.Health/Check"
-#define SERVICE_RLS "envoy.service.ratelimit.v3.RateLimitService"
-
-typedef struct loop loop_t;
-typedef struct gconn gconn_t;
-
-enum { CALL_UNKNOWN, CALL_RLS, CALL_HEALTH };
-
-typedef struct gstream {
-    int32_t id;
-    struct gstream *prev, *next;
-    gconn_t *c;
-    int call;
-    char path[128];
-    bool post, grpc_ct, identity;   /* :method POST; content-type application/grpc[+proto]; grpc-encoding */
-    char *auth;                      /* the authorization header, or NULL */
-    int64_t deadline;                /* monotonic ns; 0: none */
-    uint8_t *body;
-    size_t len, cap;
-    bool too_large, answered;
-    uint8_t *out;                    /* the framed response message */
-    size_t out_len, out_off;
-    grpc_code_t code;
-    char msg[384];                   /* grpc-message, percent-encoded */
-    int64_t start_ns;                /* its HEADERS arrived (monotonic): the access log's duration */
-    char token[CMD_TOKEN_NAME_MAX + 1]; /* the caller's token's name, for the access log ("": none) */
-} gstream_t;
-
-struct gconn {
-    int fd;
-    gconn_t *prev, *next;
-    loop_t *loop;
-    nghttp2_session *h2;
-    gnutls_session_t tls;
-    bool handshaking;
-    bool goaway_sent;
-    int64_t last_ns, start_ns;
-    gstream_t *streams;
-    size_t bodies;                   /* bytes of request bodies held */
-    uint8_t *wbuf;                   /* bytes for the peer: wbuf[woff..wlen) not sent yet */
-    size_t wlen, woff, wcap;
-    uint32_t events;                 /* what epoll watches */
-    char addr[INET6_ADDRSTRLEN];
-};
-
-struct loop {
-    grpc_server_t *s;
-    int ep, efd;
-    pthread_t th;
-    bool started;
-    bool goaway_done;
-    gconn_t *conns;
-    uint8_t rbuf[READ_CHUNK];
-};
-
-struct grpc_server {
-    int lfd, port;
-    int nloops;
-    loop_t *loops;
-    cmd_server_t *srv;
-    grpc_server_hooks_t hooks;
-    bool tls;
-    gnutls_certificate_credentials_t cred;
-    gnutls_priority_t prio;
-    nghttp2_session_callbacks *cbs;
-    _Atomic bool ready, loading, quiesced, stopping;
-    _Atomic unsigned busy;
-    _Atomic unsigned nconns;
-    unsigned max_conns;
-    int64_t idle_ns, head_ns;
-};
-
-/* ------------------------------------------------------------------------ */
-/* The gate and durability (resp_server.c's)                                */
-/* ------------------------------------------------------------------------ */
-
-static bool gate_enter(grpc_server_t *s)
-{
-    atomic_fetch_add(&s->busy, 1);
-    if (!atomic_load(&s->ready) || atomic_load(&s->loading)) {
-        atomic_fetch_sub(&s->busy, 1);
-        return false;
-    }
-    return true;
-}
-
-static void gate_leave(grpc_server_t *s) { atomic_fetch_sub_explicit(&s->busy, 1, memory_order_release); }
-
-typedef struct durable_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done, ok;
-    const char *err;
-} durable_wait_t;
-
-static void durable_done(void *ud, bool ok, const char *err)
-{
-    durable_wait_t *w = ud;
-    pthread_mutex_lock(&w->mu);
-    w->ok = ok;
-    w->err = err;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-/* The loop waits for the journal (and the replicas it must wait for)
- * before it answers a decision that changed counters. */
-static bool durable(grpc_server_t *s, uint64_t lsn, uint64_t pos, const char **err)
-{
-    const grpc_server_hooks_t *h = &s->hooks;
-    if (!(lsn || pos) || !h->journal_wait_async || (h->journal_try && h->journal_try(h->ud, lsn, pos)))
-        return true;
-    durable_wait_t w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL };
-    if (h->journal_wait_async(h->ud, lsn, pos, durable_done, &w))
-        return true;
-    pthread_mutex_lock(&w.mu);
-    while (!w.done)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
-    *err = w.err;
-    return w.ok;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Answers                                                                  */
-/* ------------------------------------------------------------------------ */
-
-#define NV(n, v, vl) { (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE }
-
-static ssize_t body_read(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
-                         nghttp2_data_source *src, void *ud)
-{
-    (void)ud;
-    gstream_t *st = src->ptr;
-    size_t n = st->out_len - st->out_off;
-    if (n > length)
-        n = length;
-    memcpy(buf, st->out + st->out_off, n);
-    st->out_off += n;
-    if (st->out_off == st->out_len) {
-        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        char code[4] = "0";
-        nghttp2_nv trailer[] = { NV("grpc-status", code, 1) };
-        if (nghttp2_submit_trailer(h2, id, trailer, 1) != 0)
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    }
-    return (ssize_t)n;
-}
-
-/* The access log's status of a gRPC status: the HTTP status gRPC's own
- * mapping gives it (grpc-gateway's), so that log tools read 429, 503 ... as
- * for HTTP; every gRPC answer itself is HTTP 200. */
-static int http_status_of(grpc_code_t code)
-{
-    switch (code) {
-    case GRPC_OK: return 200;
-    case GRPC_CANCELLED: return 499;
-    case GRPC_INVALID_ARGUMENT:
-    case GRPC_FAILED_PRECONDITION:
-    case GRPC_OUT_OF_RANGE:
-        return 400;
-    case GRPC_DEADLINE_EXCEEDED: return 504;
-    case GRPC_NOT_FOUND: return 404;
-    case GRPC_ALREADY_EXISTS:
-    case GRPC_ABORTED:
-        return 409;
-    case GRPC_PERMISSION_DENIED: return 403;
-    case GRPC_UNAUTHENTICATED: return 401;
-    case GRPC_RESOURCE_EXHAUSTED: return 429;
-    case GRPC_UNIMPLEMENTED: return 501;
-    case GRPC_UNAVAILABLE: return 503;
-    default: return 500;
-    }
-}
-
-/* A status without a message (trailers only), or a message then grpc-status 0. */
-static void answer(gstream_t *st, grpc_code_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void answer(gstream_t *st, grpc_code_t code, const char *fmt, ...)
-{
-    if (st->answered)
-        return;
-    st->answered = true;
-    st->code = code;
-    char raw[256] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(raw, sizeof(raw), fmt, ap);
-        va_end(ap);
-    }
-    grpc_message_encode(raw, st->msg, sizeof(st->msg));
-    if (access_log_enabled())
-        access_log_write(clock_now_ns(), st->c->addr, st->token[0] ? st->token : NULL, "POST", st->path,
-                         strlen(st->path), http_status_of(code), clock_mono_ns() - st->start_ns);
-    char codebuf[8];
-    int cl = snprintf(codebuf, sizeof(codebuf), "%d", (int)code);
-    nghttp2_session *h2 = st->c->h2;
-    if (code == GRPC_OK && st->out) {
-        nghttp2_nv hdrs[] = { NV(":status", "200", 3), NV("content-type", "application/grpc", 16) };
-        nghttp2_data_provider dp = { .source.ptr = st, .read_callback = body_read };
-        if (nghttp2_submit_response(h2, st->id, hdrs, 2, &dp) != 0)
-            nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-        return;
-    }
-    nghttp2_nv hdrs[] = { NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
-                          NV("grpc-status", codebuf, (size_t)cl), NV("grpc-message", st->msg, strlen(st->msg)) };
-    if (nghttp2_submit_response(h2, st->id, hdrs, st->msg[0] ? 4 : 3, NULL) != 0)
-        nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Calls                                                                    */
-/* ------------------------------------------------------------------------ */
-
-static const char *client_addr(void *ud) { return ((gconn_t *)ud)->addr; }
-
-static void call_health(gstream_t *st, const uint8_t *msg, size_t mlen)
-{
-    grpc_server_t *s = st->c->loop->s;
-    char *service = grpc_health_decode(msg, mlen);
-    if (!service) {
-        answer(st, GRPC_INVALID_ARGUMENT, "the HealthCheckRequest is not a valid protobuf message");
-        return;
-    }
-    if (service[0] && strcmp(service, SERVICE_RLS) != 0) {
-        answer(st, GRPC_NOT_FOUND, "unknown service %.120s", service);
-        free(service);
-        return;
-    }
-    free(service);
-    bool serving = atomic_load(&s->ready) && !atomic_load(&s->loading);
-    st->out = grpc_health_encode(serving ? GRPC_HEALTH_SERVING : GRPC_HEALTH_NOT_SERVING, &st->out_len);
-    if (!st->out)
-        answer(st, GRPC_RESOURCE_EXHAUSTED, "out of memory");
-    else
-        answer(st, GRPC_OK, NULL);
-}
-
-static void call_rls(gstream_t *st, const uint8_t *msg, size_t mlen)
-{
-    gconn_t *c = st->c;
-    grpc_server_t *s = c->loop->s;
-    const grpc_server_hooks_t *h = &s->hooks;
-    cmd_tokens_t *set = NULL;
-    const cmd_token_t *token = NULL;
-    if (s->srv->auth) {   /* authorization: Bearer TOKEN, as HTTP's */
-        const char *a = st->auth;
-        if (!a || strncasecmp(a, "Bearer ", 7) != 0) {
-            answer(st, GRPC_UNAUTHENTICATED, "missing token: send the metadata authorization: Bearer <token>");
-            return;
-        }
-        a += 7;
-        while (*a == ' ')
-            a++;
-        cmd_err_t e;
-        if (!cmd_auth_identify(s->srv->auth, a, strlen(a), client_addr, c, clock_now_ns(), &set, &token, &e)) {
-            answer(st, grpc_code_of(e.code), "%s", e.message);
-            return;
-        }
-        snprintf(st->token, sizeof(st->token), "%s", token->name);
-    }
-    grpc_rls_req_t req;
-    char err[256];
-    if (!grpc_rls_decode(msg, mlen, &req, err, sizeof(err))) {
-        cmd_tokens_release(set);
-        answer(st, GRPC_INVALID_ARGUMENT, "%s", err);
-        return;
-    }
-    if (!h->decide) {
-        grpc_rls_req_free(&req);
-        cmd_tokens_release(set);
-        answer(st, GRPC_UNAVAILABLE, "no rate limit configuration: start tallyd with --rls-config");
-        return;
-    }
-    if (!gate_enter(s)) {
-        grpc_rls_req_free(&req);
-        cmd_tokens_release(set);
-        answer(st, GRPC_UNAVAILABLE, "tallyd is loading its data");
-        return;
-    }
-    cmd_ctx_t ctx;
-    cmd_ctx_init(&ctx, s->srv, clock_now_ns(), false, 0);
-    ctx.token = token;
-    ctx.what_verb = "";
-    ctx.what_name = "ShouldRateLimit";
-    ctx.front = st;
-    rls_result_t res;
-    memset(&res, 0, sizeof(res));
-    bool ok = h->decide(h->rls, &ctx, &req.q, &res);
-    uint64_t lsn = ctx.journal_lsn, pos = ctx.repl_pos;
-    cmd_err_t e = ctx.err;
-    cmd_ctx_end(&ctx);
-    gate_leave(s);
-    grpc_rls_req_free(&req);
-    if (!ok) {
-        cmd_tokens_release(set);
-        answer(st, grpc_code_of(e.code), "%s", e.message);
-        return;
-    }
-    const char *why = NULL;
-    if (!durable(s, lsn, pos, &why)) {
-        h->result_free(&res);
-        cmd_tokens_release(set);
-        answer(st, GRPC_UNAVAILABLE, "%s", why ? why : "the decision could not be made durable");
-        return;
-    }
-    st->out = grpc_rls_encode(&res, &st->out_len);
-    h->result_free(&res);
-    cmd_tokens_release(set);
-    if (!st->out)
-        answer(st, GRPC_RESOURCE_EXHAUSTED, "out of memory");
-    else
-        answer(st, GRPC_OK, NULL);
-}
-
-/* The request ended: its one message, its call. */
-static void call_run(gstream_t *st)
-{
-    if (st->answered)
-        return;
-    if (!st->post) {
-        answer(st, GRPC_UNIMPLEMENTED, "gRPC calls are POST requests");
-        return;
-    }
-    if (!st->grpc_ct) {
-        answer(st, GRPC_INVALID_ARGUMENT, "content-type: a gRPC call is application/grpc");
-        return;
-    }
-    if (st->call == CALL_UNKNOWN) {
-        answer(st, GRPC_UNIMPLEMENTED, "unknown method %s", st->path);
-        return;
-    }
-    if (st->deadline && clock_mono_ns() > st->deadline) {
-        answer(st, GRPC_DEADLINE_EXCEEDED, "the call's grpc-timeout passed before it ran");
-        return;
-    }
-    const uint8_t *msg = NULL;
-    size_t mlen = 0;
-    switch (grpc_frame_parse(st->body, st->len, GRPC_MAX_MESSAGE, &msg, &mlen)) {
-    case GRPC_FRAME_ONE:
-        break;
-    case GRPC_FRAME_SHORT:
-        answer(st, GRPC_INTERNAL, "truncated message: the body ends before the length its prefix gives");
-        return;
-    case GRPC_FRAME_EXTRA:
-        answer(st, GRPC_INVALID_ARGUMENT, "a unary call carries exactly one message");
-        return;
-    case GRPC_FRAME_COMPRESSED:
-        answer(st, GRPC_UNIMPLEMENTED, "compressed messages are not accepted (grpc-accept-encoding: identity)");
-        return;
-    case GRPC_FRAME_BAD_FLAG:
-        answer(st, GRPC_INTERNAL, "the message's flag byte is neither 0 nor 1");
-        return;
-    case GRPC_FRAME_TOO_LARGE:
-        answer(st, GRPC_RESOURCE_EXHAUSTED, "message larger than the limit of %u bytes", GRPC_MAX_MESSAGE);
-        return;
-    }
-    if (st->call == CALL_HEALTH)
-        call_health(st, msg, mlen);
-    else
-        call_rls(st, msg, mlen);
-}
-
-/* ------------------------------------------------------------------------ */
-/* nghttp2's callbacks                                                      */
-/* ------------------------------------------------------------------------ */
-
-static void stream_free(gstream_t *st)
-{
-    gconn_t *c = st->c;
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        c->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    c->bodies -= st->cap;
-    free(st->body);
-    free(st->out);
-    free(st->auth);
-    free(st);
-}
-
-static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
-{
-    gconn_t *c = ud;
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    gstream_t *st = calloc(1, sizeof(*st));
-    if (!st)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;   /* the stream is reset */
-    st->id = f->hd.stream_id;
-    st->c = c;
-    st->start_ns = clock_mono_ns();
-    st->identity = true;
-    st->next = c->streams;
-    if (c->streams)
-        c->streams->prev = st;
-    c->streams = st;
-    nghttp2_session_set_stream_user_data(h2, st->id, st);
-    return 0;
-}
-
-static bool name_is(const uint8_t *n, size_t nl, const char *lit)
-{
-    return nl == strlen(lit) && memcmp(n, lit, nl) == 0;
-}
-
-static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name, size_t nl,
-                     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
-{
-    (void)flags;
-    (void)ud;
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;   /* the request's trailers carry nothing tally reads */
-    gstream_t *st = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-    if (!st)
-        return 0;
-    if (name_is(name, nl, ":method")) {
-        st->post = vl == 4 && memcmp(value, "POST", 4) == 0;
-    } else if (name_is(name, nl, ":path")) {
-        size_t n = vl < sizeof(st->path) - 1 ? vl : sizeof(st->path) - 1;
-        memcpy(st->path, value, n);
-        st->path[n] = '\0';
-        for (size_t i = 0; i < n; i++)
-            if (st->path[i] < 0x20 || st->path[i] > 0x7e)
-                st->path[i] = '?';
-        st->call = strcmp(st->path, PATH_RLS) == 0 ? CALL_RLS : strcmp(st->path, PATH_HEALTH) == 0 ? CALL_HEALTH : CALL_UNKNOWN;
-    } else if (name_is(name, nl, "content-type")) {
-        st->grpc_ct = vl >= 16 && memcmp(value, "application/grpc", 16) == 0 && (vl == 16 || value[16] == '+' || value[16] == ';');
-    } else if (name_is(name, nl, "grpc-timeout")) {
-        int64_t ns;
-        int64_t now = clock_mono_ns();
-        if (grpc_timeout_parse((const char *)value, vl, &ns) && ns < INT64_MAX - now)
-            st->deadline = now + ns;   /* else as good as none */
-    } else if (name_is(name, nl, "grpc-encoding")) {
-        st->identity = vl == 8 && memcmp(value, "identity", 8) == 0;
-    } else if (name_is(name, nl, "authorization") && !st->auth && vl <= 4096) {
-        st->auth = strndup((const char *)value, vl);
-    }
-    return 0;
-}
-
-static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *ud)
-{
-    (void)flags;
-    gconn_t *c = ud;
-    gstream_t *st = nghttp2_session_get_stream_user_data(h2, id);
-    if (!st || st->answered)
-        return 0;
-    if (st->len + len > (size_t)GRPC_MAX_MESSAGE + 5) {
-        answer(st, GRPC_RESOURCE_EXHAUSTED, "message larger than the limit of %u bytes", GRPC_MAX_MESSAGE);
-        return 0;
-    }
-    if (st->len + len > st->cap) {
-        size_t cap = st->cap ? st->cap : 256;
-        while (cap < st->len + len)
-            cap *= 2;
-        if (c->bodies - st->cap + cap > CONN_BODIES) {
-            answer(st, GRPC_RESOURCE_EXHAUSTED, "the connection holds %u bytes of messages already", CONN_BODIES);
-            return 0;
-        }
-        uint8_t *p = realloc(st->body, cap);
-        if (!p) {
-            answer(st, GRPC_RESOURCE_EXHAUSTED, "out of memory");
-            return 0;
-        }
-        c->bodies += cap - st->cap;
-        st->body = p;
-        st->cap = cap;
-    }
-    memcpy(st->body + st->len, data, len);
-    st->len += len;
-    return 0;
-}
-
-static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
-{
-    (void)ud;
-    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-        gstream_t *st = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
-        if (st)
-            call_run(st);
-    }
-    return 0;
-}
-
-static int on_stream_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
-{
-    (void)code;
-    (void)ud;
-    gstream_t *st = nghttp2_session_get_stream_user_data(h2, id);
-    if (st) {
-        nghttp2_session_set_stream_user_data(h2, id, NULL);
-        stream_free(st);
-    }
-    return 0;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Connections                                                              */
@@ -554,7 +29,7 @@ static void conn_close(gconn_t *c)
     if (c->h2)
         nghttp2_session_del(c->h2);   /* closes its streams: on_stream_close frees them */
     while (c->streams)
-        stream_free(c->streams);
+        grpc_stream_free(c->streams);
     if (c->tls)
         gnutls_deinit(c->tls);
     close(c->fd);
@@ -828,16 +303,13 @@ static void accept_some(loop_t *l)
             conn_close(c);
             continue;
         }
-        if (s->tls) {
+        if (s->hooks.tls) {   /* HTTPS's credentials and checks (tls_session_new), ALPN h2 */
             static const gnutls_datum_t h2 = { (unsigned char *)"h2", 2 };
-            if (gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK | GNUTLS_NO_TICKETS) < 0 ||
-                gnutls_priority_set(c->tls, s->prio) < 0 ||
-                gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, s->cred) < 0 ||
+            if (tls_session_new(s->hooks.tls, fd, &c->tls) != 0 ||
                 gnutls_alpn_set_protocols(c->tls, &h2, 1, GNUTLS_ALPN_MANDATORY) < 0) {
                 conn_close(c);
                 continue;
             }
-            gnutls_transport_set_int(c->tls, fd);
             c->handshaking = true;
             handshake(c);
             continue;
@@ -866,7 +338,7 @@ static void sweep(loop_t *l, int64_t now_coarse)
         bool late = false;
         for (gstream_t *st = c->streams; st; st = st->next)
             if (st->deadline && !st->answered && now > st->deadline) {
-                answer(st, GRPC_DEADLINE_EXCEEDED, "the call's grpc-timeout passed before its request ended");
+                grpc_answer(st, GRPC_DEADLINE_EXCEEDED, "the call's grpc-timeout passed before its request ended");
                 late = true;
             }
         if (!c->streams && now_coarse - c->last_ns > s->idle_ns && !c->goaway_sent) {
@@ -997,10 +469,6 @@ static void server_free(grpc_server_t *s)
     free(s->loops);
     if (s->cbs)
         nghttp2_session_callbacks_del(s->cbs);
-    if (s->cred)
-        gnutls_certificate_free_credentials(s->cred);
-    if (s->prio)
-        gnutls_priority_deinit(s->prio);
     if (s->lfd >= 0)
         close(s->lfd);
     free(s);
@@ -1020,25 +488,15 @@ grpc_server_t *grpc_server_start(const tally_opts_t *o, cmd_server_t *srv, const
     s->max_conns = (unsigned)o->max_connections;
     s->idle_ns = (int64_t)o->conn_timeout * 1000000000LL;
     s->head_ns = (int64_t)o->header_timeout * 1000000000LL;
-    s->tls = o->tls_cert[0] != '\0';
-    if (s->tls && (gnutls_certificate_allocate_credentials(&s->cred) < 0 ||
-                   gnutls_priority_init(&s->prio, TALLY_TLS_PRIORITIES, NULL) < 0)) {
-        snprintf(err, errlen, "--grpc-port: cannot set up TLS");
-        server_free(s);
-        return NULL;
+    if ((s->rls = rls_host_get())) {   /* --rls-config: ShouldRateLimit's decisions */
+        s->decide = rls_should_rate_limit;
+        s->result_free = rls_result_free;
     }
-    if (s->tls)
-        gnutls_certificate_set_retrieve_function2(s->cred, (gnutls_certificate_retrieve_function2 *)tls_cert_callback());
-    if (nghttp2_session_callbacks_new(&s->cbs) != 0) {
+    if (!grpc_calls_callbacks(&s->cbs)) {
         snprintf(err, errlen, "out of memory");
         server_free(s);
         return NULL;
     }
-    nghttp2_session_callbacks_set_on_begin_headers_callback(s->cbs, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(s->cbs, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(s->cbs, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(s->cbs, on_frame_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(s->cbs, on_stream_close);
     s->lfd = listen_on(o->bind, o->grpc_port, &s->port, err, errlen);
     if (s->lfd < 0) {
         server_free(s);

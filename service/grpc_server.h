@@ -41,7 +41,6 @@
 #include <stdint.h>
 
 #include "cmd/cmd.h"
-#include "rls/rls.h"
 #include "service/options.h"
 
 typedef struct grpc_server grpc_server_t;
@@ -52,16 +51,14 @@ typedef struct grpc_server_hooks {
     bool (*journal_try)(void *ud, uint64_t lsn, uint64_t pos);
     bool (*journal_wait_async)(void *ud, uint64_t lsn, uint64_t pos,
                                void (*done)(void *dud, bool ok, const char *err), void *dud);
-    /* ShouldRateLimit's decision (rls_should_rate_limit / rls_result_free
-     * on the service's rls_t); NULL decide: no rate limit configuration,
-     * answered UNAVAILABLE. */
-    rls_t *rls;
-    bool (*decide)(rls_t *r, cmd_ctx_t *ctx, const rls_request_t *q, rls_result_t *res);
-    void (*result_free)(rls_result_t *res);
+    /* --tls-cert's credentials (service/tls.h): every connection speaks TLS
+     * with them, ALPN h2; NULL: cleartext HTTP/2 */
+    struct tls *tls;
 } grpc_server_hooks_t;
 
-/* Listens on --bind:--grpc-port and starts the loops; NULL with err.  With
- * --tls-cert, tls_open must have succeeded first.  Until
+/* Listens on --bind:--grpc-port and starts the loops; NULL with err.
+ * ShouldRateLimit decides on --rls-config's service (rls_host_get: start
+ * rls_host first; without it the call answers UNAVAILABLE).  Until
  * grpc_server_set_ready(true), ShouldRateLimit answers UNAVAILABLE and the
  * health check NOT_SERVING. */
 grpc_server_t *grpc_server_start(const tally_opts_t *o, cmd_server_t *srv, const grpc_server_hooks_t *hooks,

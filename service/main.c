@@ -49,10 +49,9 @@
 #include "service/metrics.h"
 #include "service/options.h"
 #include "service/file.h"
+#include "service/fronts.h"
 #include "service/persist.h"
 #include "service/repl.h"
-#include "service/grpc_server.h"
-#include "service/resp_server.h"
 #include "service/rls_host.h"
 #include "service/server.h"
 #include "service/tls.h"
@@ -74,8 +73,6 @@ static struct {
     api_guard_t *guard;          /* browser checks (api/guard.h) */
     tls_t *tls;                  /* HTTPS credentials (service/tls.h); NULL for plain HTTP */
     server_t *server;
-    resp_server_t *resp;         /* --resp-port: the Redis protocol (service/resp_server.h); NULL when off */
-    grpc_server_t *grpc;         /* --grpc-port: gRPC over HTTP/2 (service/grpc_server.h); NULL when off */
     persist_t *persist;
     int64_t started_mono;
     /* What the serving threads may see: published once complete (the
@@ -120,10 +117,7 @@ static void gate_loading(void *ud, bool loading)
     pthread_mutex_lock(&gate_mu);
     if (app.server)
         server_set_loading(app.server, loading);
-    if (app.resp)
-        resp_server_set_loading(app.resp, loading);
-    if (app.grpc)
-        grpc_server_set_loading(app.grpc, loading);
+    fronts_set_loading(loading);   /* --resp-port, --grpc-port */
     pthread_mutex_unlock(&gate_mu);
 }
 
@@ -772,53 +766,20 @@ static int run(void)
         return 1;
     }
     atomic_store_explicit(&app.live_server, app.server, memory_order_release);
-    char resp_at[96] = "";
-    if (o->resp_port >= 0) {
-        resp_server_hooks_t rh = { 0 };
-        if (!o->in_memory)
-            rh = (resp_server_hooks_t){ NULL, hook_try, hook_wait_async, NULL };
-        rh.tls = app.tls;
-        app.resp = resp_server_start(o, &app.api, &rh, err, sizeof(err));
-        if (!app.resp) {
-            log_error("%s; refusing to start", err);
-            server_stop(app.server);
-            ks_free(app.ks);
-            transport_close();
-            return 1;
-        }
-        snprintf(resp_at, sizeof(resp_at), "; Redis protocol on %s:%d%s", o->bind, resp_server_port(app.resp),
-                 app.tls ? " over TLS" : "");
+    char fronts_at[192];
+    fronts_hooks_t fh = { NULL, o->in_memory ? NULL : hook_try, o->in_memory ? NULL : hook_wait_async, app.tls };
+    if (!fronts_start(o, &app.api, &fh, fronts_at, sizeof(fronts_at), err, sizeof(err))) {
+        log_error("%s; refusing to start", err);
+        server_stop(app.server);
+        ks_free(app.ks);
+        transport_close();
+        return 1;
     }
-    char grpc_at[96] = "";
-    if (o->grpc_port >= 0) {
-        grpc_server_hooks_t gh = { 0 };
-        if (!o->in_memory) {
-            gh.journal_try = hook_try;
-            gh.journal_wait_async = hook_wait_async;
-        }
-        if ((gh.rls = rls_host_get())) {   /* --rls-config: ShouldRateLimit's decisions */
-            gh.decide = rls_should_rate_limit;
-            gh.result_free = rls_result_free;
-        }
-        app.grpc = grpc_server_start(o, &app.api, &gh, err, sizeof(err));
-        if (!app.grpc) {
-            log_error("%s; refusing to start", err);
-            resp_server_stop(app.resp);
-            server_stop(app.server);
-            ks_free(app.ks);
-            transport_close();
-            return 1;
-        }
-        snprintf(grpc_at, sizeof(grpc_at), "; gRPC on %s:%d", o->bind, grpc_server_port(app.grpc));
-    }
-    log_info("tallyd %s listening on %s:%d (%d threads, %u shards)%s%s; loading", TALLY_VERSION, o->bind,
-             server_port(app.server), o->threads, ks_shard_count(app.ks), resp_at, grpc_at);
+    log_info("tallyd %s listening on %s:%d (%d threads, %u shards)%s; loading", TALLY_VERSION, o->bind,
+             server_port(app.server), o->threads, ks_shard_count(app.ks), fronts_at);
     if (o->pid_file[0] && !pid_file_write(err, sizeof(err))) {
         log_error("%s; refusing to start", err);
-        resp_server_stop(app.resp);
-        app.resp = NULL;
-        grpc_server_stop(app.grpc);
-        app.grpc = NULL;
+        fronts_stop();
         server_stop(app.server);
         ks_free(app.ks);
         transport_close();
@@ -839,10 +800,7 @@ static int run(void)
                 repl_creds_wipe(creds);
             free(creds);
             log_error("%s%s", err, creds_ok ? "" : "; refusing to start");
-            resp_server_stop(app.resp);
-            app.resp = NULL;
-            grpc_server_stop(app.grpc);
-            app.grpc = NULL;
+            fronts_stop();
             server_stop(app.server);
             pid_file_remove();
             ks_free(app.ks);
@@ -856,10 +814,7 @@ static int run(void)
         free(creds);
         if (!app.repl) {
             log_error("%s", err);
-            resp_server_stop(app.resp);
-            app.resp = NULL;
-            grpc_server_stop(app.grpc);
-            app.grpc = NULL;
+            fronts_stop();
             server_stop(app.server);
             atomic_store(&app.live_persist, NULL);
             persist_close(app.persist);
@@ -889,10 +844,7 @@ static int run(void)
         raise(SIGTERM);   /* blocked here: the loop below ends at once, through the clean shutdown */
     } else {
         server_set_ready(app.server, true);
-        if (app.resp)
-            resp_server_set_ready(app.resp, true);
-        if (app.grpc)
-            grpc_server_set_ready(app.grpc, true);
+        fronts_set_ready(true);
         log_info("ready: %llu keys", (unsigned long long)ks_total_keys(app.ks));
     }
 
@@ -934,21 +886,14 @@ static int run(void)
              server_inflight(app.server));
     server_set_ready(app.server, false);
     server_quiesce(app.server);
-    if (app.resp)
-        resp_server_quiesce(app.resp);
-    if (app.grpc)
-        grpc_server_quiesce(app.grpc);   /* a GOAWAY on each connection: its open streams finish */
+    fronts_quiesce();   /* gRPC: a GOAWAY on each connection, its open streams finish */
     if (!server_drain(app.server, o->shutdown_timeout))
         log_warn("%u requests still in flight after %d s; closing them", server_inflight(app.server),
                  o->shutdown_timeout);
-    if (app.grpc && !grpc_server_drain(app.grpc, o->shutdown_timeout))
-        log_warn("gRPC connections still open after %d s; closing them", o->shutdown_timeout);
+    fronts_drain(o->shutdown_timeout);
     atomic_store(&app.live_server, NULL);
     pthread_mutex_lock(&gate_mu);
-    resp_server_stop(app.resp);   /* each loop ends the command it runs */
-    app.resp = NULL;
-    grpc_server_stop(app.grpc);
-    app.grpc = NULL;
+    fronts_stop();   /* each loop ends the command it runs */
     server_stop(app.server);
     app.server = NULL;
     pthread_mutex_unlock(&gate_mu);
