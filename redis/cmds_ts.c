@@ -11,7 +11,7 @@
  * without the ERR code where the module sends them so; the module's own
  * arity checks ("wrong number of arguments" naming the command as
  * typed).  Errors of the operations are answered in the module's words
- * through c->err_answer.
+ * through ts_run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -199,6 +199,17 @@ bool ts_err_series(redis_conn_t *c, const cmd_err_t *e)
     return false;
 }
 
+bool ts_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, ts_err_fn answer)
+{
+    const unsigned words = 1u << CMD_E_NOT_FOUND | 1u << CMD_E_WRONGTYPE | 1u << CMD_E_EXISTS | 1u << CMD_E_BAD_REQUEST;
+    cmd_err_t e;
+    if (redis_run_handled(c, def, args, res, words, &e))
+        return true;
+    if (e.code != CMD_E__COUNT && !answer(c, &e))
+        redis_answer_err(c, &e);
+    return false;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Creation options (parseCreateArgs)                                       */
 /* ------------------------------------------------------------------------ */
@@ -360,8 +371,7 @@ static void ts_create_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     cmd_ts_create_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .opts = opts_cmd(&o) };
     cmd_ts_created_res_t r;
-    c->err_answer = err_create;
-    if (redis_run(c, &CMD_TS_CREATE, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_CREATE, &a, &r, err_create))
         redis_ok(c);
 }
 
@@ -385,8 +395,7 @@ static void ts_alter_command(redis_conn_t *c, const resp_cmd_t *cmd)
     a.has_labels = hl;
     a.labels = (cmd_ts_labels_t){ o.labels, NULL, o.nlabels };
     cmd_ts_created_res_t r;
-    c->err_answer = ts_err_series;
-    if (redis_run(c, &CMD_TS_ALTER, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_ALTER, &a, &r, ts_err_series))
         redis_ok(c);
 }
 
@@ -542,10 +551,7 @@ static bool add_one(redis_conn_t *c, const resp_arg_t *key, const resp_arg_t *ta
     ts_sample_t s = { *t, v };
     a.samples = (cmd_ts_samples_t){ &s, NULL, 1 };
     cmd_ts_created_res_t r;
-    c->err_answer = err_add;
-    bool ok = redis_run(c, &CMD_TS_ADD, &a, &r, NULL);
-    c->err_answer = NULL;
-    return ok;
+    return ts_run(c, &CMD_TS_ADD, &a, &r, err_add);
 }
 
 static void ts_add_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -643,8 +649,7 @@ static void incrby(redis_conn_t *c, const resp_cmd_t *cmd, bool decr)
     }
     a.opts = opts_cmd(&o);
     cmd_ts_incrby_res_t r;
-    c->err_answer = err_incrby;
-    if (redis_run(c, decr ? &CMD_TS_DECRBY : &CMD_TS_INCRBY, &a, &r, NULL))
+    if (ts_run(c, decr ? &CMD_TS_DECRBY : &CMD_TS_INCRBY, &a, &r, err_incrby))
         resp_reply_int(redis_conn_out(c), r.timestamp);
 }
 
@@ -685,8 +690,7 @@ static void ts_del_command(redis_conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     cmd_ts_del_res_t r;
-    c->err_answer = err_del;
-    if (redis_run(c, &CMD_TS_DEL, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_DEL, &a, &r, err_del))
         resp_reply_int(redis_conn_out(c), r.deleted);
 }
 
@@ -762,8 +766,7 @@ static void ts_createrule_command(redis_conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     cmd_ts_created_res_t r;
-    c->err_answer = err_createrule;
-    if (redis_run(c, &CMD_TS_CREATERULE, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_CREATERULE, &a, &r, err_createrule))
         redis_ok(c);
 }
 
@@ -785,8 +788,7 @@ static void ts_deleterule_command(redis_conn_t *c, const resp_cmd_t *cmd)
     cmd_ts_deleterule_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .dest = cmd->argv[2].ptr,
                                    .dlen = cmd->argv[2].len };
     cmd_ts_created_res_t r;
-    c->err_answer = err_deleterule;
-    if (redis_run(c, &CMD_TS_DELETERULE, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_DELETERULE, &a, &r, err_deleterule))
         redis_ok(c);
 }
 
@@ -816,8 +818,7 @@ static void ts_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
         debug |= ts_arg_is(&cmd->argv[i], "DEBUG");
     cmd_ts_key_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
     cmd_ts_info_res_t r;
-    c->err_answer = ts_err_series;
-    if (!redis_run(c, &CMD_TS_INFO, &a, &r, NULL))
+    if (!ts_run(c, &CMD_TS_INFO, &a, &r, ts_err_series))
         return;
     resp_out_t *o = redis_conn_out(c);
     bool map = o->proto == 3;
@@ -916,8 +917,7 @@ static void ts_get_command(redis_conn_t *c, const resp_cmd_t *cmd)
     a.query.to = TS_MAX_TIMESTAMP;
     a.query.count = 1;
     cmd_ts_range_res_t r;
-    c->err_answer = ts_err_series;
-    if (!redis_run(c, &CMD_TS_REVRANGE, &a, &r, NULL))
+    if (!ts_run(c, &CMD_TS_REVRANGE, &a, &r, ts_err_series))
         return;
     resp_out_t *o = redis_conn_out(c);
     if (cmd->argc == 3 && !latest)

@@ -30,8 +30,15 @@ int ts_key_kind(redis_conn_t *c, const resp_arg_t *k);
 /* Answers a missing key or another type as GetSeries does; true when an
  * error was answered. */
 bool ts_key_error_first(redis_conn_t *c, const resp_arg_t *k);
-/* c->err_answer for GetSeries's errors (NOT_FOUND, WRONGTYPE). */
+/* An answer in the module's words for an operation's error: true when
+ * answered, false to leave it to redis_answer_err. */
+typedef bool (*ts_err_fn)(redis_conn_t *c, const cmd_err_t *e);
+/* GetSeries's errors (NOT_FOUND, WRONGTYPE). */
 bool ts_err_series(redis_conn_t *c, const cmd_err_t *e);
+/* redis_run with the operation's NOT_FOUND, WRONGTYPE, EXISTS and
+ * BAD_REQUEST (the codes the module words itself) offered to answer;
+ * true with *res filled, false with the error answered. */
+bool ts_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, ts_err_fn answer);
 
 /* A value as RedisTimeSeries prints it under RESP2 (its dragonbox: the
  * shortest digits, "1.5", "1E-1", "1E16", "NaN"); out holds 40 bytes. */

@@ -234,8 +234,7 @@ static void range(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
     }
     cmd_ts_range_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .query = rq.q, .latest = rq.latest };
     cmd_ts_range_res_t r;
-    c->err_answer = ts_err_series;
-    if (!redis_run(c, reverse ? &CMD_TS_REVRANGE : &CMD_TS_RANGE, &a, &r, NULL))
+    if (!ts_run(c, reverse ? &CMD_TS_REVRANGE : &CMD_TS_RANGE, &a, &r, ts_err_series))
         return;
     reply_rows(redis_conn_out(c), &r.rows);
     cmd_ts_rows_free(&r.rows);

@@ -69,10 +69,6 @@ struct redis_conn {
     redis_queued_t **queue;
     size_t nqueued, queue_cap, queue_bytes;
     redis_exec_t *exec;          /* while EXEC runs the queue, else NULL */
-    /* set by a handler before redis_run: answers an operation's error in
-     * a module's own words (RedisTimeSeries's "ERR TSDB: ..."); false
-     * leaves it to conn.c's answer */
-    bool (*err_answer)(redis_conn_t *c, const struct cmd_err *e);
 };
 
 /* COMMAND's flags (Redis's names, printed in this order). */
