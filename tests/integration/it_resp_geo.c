@@ -18,28 +18,7 @@
 #include "redis_ref.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-static redis_ref_t R;
-static bool have_redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    have_redis = redis_ref_start(&R);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (have_redis)
-        redis_ref_stop(&R);
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE_REF(NULL)
 
 /* One command from a line of words separated by single spaces ("" for an
  * empty word is written as the two characters ''). */
@@ -578,7 +557,7 @@ static void test_limits(void **state)
 static void test_redis_cli_seed(void **state)
 {
     (void)state;
-    static const struct { const char *args, *want; } cases[] = {
+    static const cli_case_t cases[] = {
         { "geoadd company 116.489033 40.007669 meituan", "(integer) 1\n" },
         { "geoadd company 116.562108 39.787602 jd 116.334255 40.027400 xiaomi", "(integer) 2\n" },
         { "geoadd company 116.48105 39.996794 juejin", "(integer) 1\n" },
@@ -601,18 +580,7 @@ static void test_redis_cli_seed(void **state)
           "1) 1) \"juejin\"\n   2) \"10.5501\"\n2) 1) \"meituan\"\n   2) \"11.5748\"\n"
           "3) 1) \"jd\"\n   2) \"13.7269\"\n" },
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char cmd[512];
-        snprintf(cmd, sizeof(cmd), "redis-cli --no-raw -p %d %s 2>&1", T.resp_port, cases[i].args);
-        FILE *f = popen(cmd, "r");
-        assert_non_null(f);
-        char out[2048];
-        size_t n = fread(out, 1, sizeof(out) - 1, f);
-        out[n] = '\0';
-        pclose(f);
-        if (strcmp(out, cases[i].want) != 0)
-            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", cases[i].args, out, cases[i].want);
-    }
+    cli_expect(T.resp_port, "--no-raw", cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* Python's redis package's geo helpers (Debian's python3-redis). */
@@ -666,9 +634,7 @@ static void test_python(void **state)
         "except redis.ResponseError as e:\n"
         "    assert str(e) == 'could not decode requested zset member', str(e)\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* What the geo commands change is journaled as over HTTP: after a kill
@@ -689,14 +655,9 @@ static void test_durable_across_restart(void **state)
     };
     buf_t b = { 0 };
     lines(&b, cmds);
-    buf_t got = exchange(p.resp_port, b.p, b.len);
-    assert_string_equal(got.p, ":3\r\n:1\r\n:1\r\n:2\r\n:1\r\n");
-    free(got.p);
-    tally_kill(&p);
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
+    expect_reply(p.resp_port, &b, ":3\r\n:1\r\n:1\r\n:2\r\n:1\r\n");
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     static const char *const after[] = {
         "ZRANGE dur:g 0 -1 WITHSCORES",
         "ZRANGE dur:s 0 -1",
@@ -705,16 +666,12 @@ static void test_durable_across_restart(void **state)
     };
     b.len = 0;
     lines(&b, after);
-    got = exchange(q.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "*4\r\n$7\r\nPalermo\r\n$16\r\n3479101074822695\r\n"
-                               "$7\r\nCatania\r\n$16\r\n3479447370796909\r\n"
-                               "*2\r\n$7\r\nPalermo\r\n$7\r\nCatania\r\n"
-                               "*1\r\n$7\r\nCatania\r\n");
-    free(got.p);
+    expect_reply(q.resp_port, &b, "*4\r\n$7\r\nPalermo\r\n$16\r\n3479101074822695\r\n"
+                                  "$7\r\nCatania\r\n$16\r\n3479447370796909\r\n"
+                                  "*2\r\n$7\r\nPalermo\r\n$7\r\nCatania\r\n"
+                                  "*1\r\n$7\r\nCatania\r\n");
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 int main(void)

@@ -19,23 +19,7 @@
 #include "harness.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE(NULL)
 
 /* Sends the commands on one connection (after HELLO 3 when proto is 3,
  * whose own reply is skipped) and compares every byte answered. */
@@ -121,9 +105,7 @@ static void ok(const char *w0, const char *w1, const char *w2)
 {
     buf_t b = { 0 };
     mb(&b, w0, w1, w2, NULL);
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+OK\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &b, "+OK\r\n");
     free(b.p);
 }
 
@@ -644,9 +626,7 @@ static void test_python(void **state)
         "assert d.reset('py:d') == b'OK'\n"
         "assert str(d.min('py:d')) == 'nan'\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -706,9 +686,7 @@ static void test_http_parity(void **state)
         buf_puts(&b, v);
         buf_puts(&b, "\r\n");
     }
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+OK\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &b, "+OK\r\n");
     free(b.p);
     static const struct { const char *cmd, *path, *name; } reads[] = {
         { "TDIGEST.QUANTILE", "/tdigest/h:td/quantile?q=0&q=0.1&q=0.5&q=0.99&q=1", "values" },
@@ -746,7 +724,7 @@ static void test_http_parity(void **state)
     char mean[1][64];
     buf_t tm = { 0 };
     mb(&tm, "TDIGEST.TRIMMED_MEAN", "h:td", "0.1", "0.9", NULL);
-    got = exchange(T.resp_port, tm.p, tm.len);
+    buf_t got = exchange(T.resp_port, tm.p, tm.len);
     const char *body = strstr(got.p, "\r\n") + 2;
     size_t blen = (size_t)(strstr(body, "\r\n") - body);
     memcpy(mean[0], body, blen);
@@ -860,11 +838,8 @@ static void test_durable_across_restart(void **state)
     mb(&reads, "TDIGEST.MAX", "du:td2", NULL);
     mb(&reads, "TDIGEST.INFO", "du:td3", NULL);
     buf_t before = exchange(p.resp_port, reads.p, reads.len);
-    tally_kill(&p);   /* no final snapshot: the journal alone */
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     buf_t after = exchange(q.resp_port, reads.p, reads.len);
     assert_string_equal(after.p, before.p);
     assert_non_null(strstr(after.p, "*2\r\n:9\r\n:0\r\n*6\r\n+width\r\n:200\r\n+depth\r\n:7\r\n+count\r\n:3\r\n"));
@@ -873,9 +848,7 @@ static void test_durable_across_restart(void **state)
     free(after.p);
     free(reads.p);
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 int main(void)

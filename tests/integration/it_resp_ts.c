@@ -18,23 +18,7 @@
 #include "it_ts_upstream_cases.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE(NULL)
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -810,9 +794,7 @@ static void test_python_ts(void **state)
         "after = int(time.time() * 1000)\n"
         "assert before - 1000 <= t <= after + 1000 and t <= m[0] <= after + 1000, (before, t, m, after)\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 int main(void)

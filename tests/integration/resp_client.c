@@ -165,3 +165,70 @@ bool run_python(const char *script, int port, char *out, size_t cap)
     unlink(path);
     return rc == 0;
 }
+
+void python_expect_ok(const char *script, int port)
+{
+    char out[8192];
+    if (!run_python(script, port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
+        fail_msg("python3 redis: %s", out);
+}
+
+void cli_expect(int port, const char *opts, const cli_case_t *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "redis-cli %s%s-p %d %s 2>&1", opts, *opts ? " " : "", port, cases[i].args);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char out[2048];
+        size_t got = fread(out, 1, sizeof(out) - 1, f);
+        out[got] = '\0';
+        pclose(f);
+        if (strcmp(out, cases[i].want) != 0)
+            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", cases[i].args, out, cases[i].want);
+    }
+}
+
+void expect_reply(int port, const buf_t *cmds, const char *want)
+{
+    buf_t got = exchange(port, cmds->p, cmds->len);
+    assert_string_equal(got.p, want);
+    free(got.p);
+}
+
+void resp_restart(tally_proc_t *p, tally_proc_t *q, const char *const *args)
+{
+    tally_kill(p);   /* no final snapshot: the journal alone */
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p->dir);
+    tally_start(q, dir, args);
+}
+
+void resp_restart_end(tally_proc_t *p, tally_proc_t *q)
+{
+    assert_int_equal(tally_stop(q), 0);
+    tally_cleanup(q);
+    tally_cleanup(p);
+}
+
+void resp_suite_start(tally_proc_t *t, const char *const *extra, redis_ref_t *ref, bool *have_ref)
+{
+    const char *args[32] = { "--resp-port", "0" };
+    size_t n = 2;
+    for (; extra && extra[n - 2]; n++) {
+        assert_true(n < sizeof(args) / sizeof(args[0]) - 1);
+        args[n] = extra[n - 2];
+    }
+    args[n] = NULL;
+    tally_start(t, NULL, args);
+    if (ref)
+        *have_ref = redis_ref_start(ref);
+}
+
+void resp_suite_stop(tally_proc_t *t, redis_ref_t *ref, bool have_ref)
+{
+    if (ref && have_ref)
+        redis_ref_stop(ref);
+    assert_int_equal(tally_stop(t), 0);   /* a clean SIGTERM with the RESP port open */
+    tally_cleanup(t);
+}
