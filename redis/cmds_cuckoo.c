@@ -279,13 +279,7 @@ static void cf_check(redis_conn_t *c, const resp_cmd_t *cmd, bool multi)
     cmd_cf_items_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n), false,
                               found, false, 0, false, NULL };
     cmd_cf_res_t r;
-    cmd_err_t e;
-    if (redis_run_handled(c, multi ? &CMD_CF_MEXISTS : &CMD_CF_EXISTS, &a, &r, REDIS_H_WRONGTYPE, &e) ||
-        e.code == CMD_E_WRONGTYPE) {
-        if (e.code == CMD_E_WRONGTYPE)
-            memset(found, 0, n * sizeof(*found));
-        redis_reply_bools(redis_conn_out(c), found, n, multi);
-    }
+    redis_mod_exists(c, multi ? &CMD_CF_MEXISTS : &CMD_CF_EXISTS, &a, &r, found, n, multi);
     free(found);
 }
 

@@ -325,6 +325,21 @@ static cmd_ts_opts_t opts_cmd(const create_opts_t *o)
 /* TS.CREATE, TS.ALTER                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* TS.CREATE's and TS.ALTER's key and options: false when an error was
+ * answered. */
+static bool read_create(redis_conn_t *c, const resp_cmd_t *cmd, create_opts_t *o, bool *hl, bool *hr)
+{
+    if (cmd->argc < 2) {
+        ts_wrong_arity(c, cmd);
+        return false;
+    }
+    if (!parse_create(cmd, o, hl, hr)) {
+        answer_opts(c, cmd, o);
+        return false;
+    }
+    return true;
+}
+
 static bool err_create(redis_conn_t *c, const cmd_err_t *e)
 {
     if (e->code != CMD_E_EXISTS && e->code != CMD_E_WRONGTYPE)
@@ -335,16 +350,10 @@ static bool err_create(redis_conn_t *c, const cmd_err_t *e)
 
 static void ts_create_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
-    if (cmd->argc < 2) {
-        ts_wrong_arity(c, cmd);
-        return;
-    }
     create_opts_t o;
     bool hl, hr;
-    if (!parse_create(cmd, &o, &hl, &hr)) {
-        answer_opts(c, cmd, &o);
+    if (!read_create(c, cmd, &o, &hl, &hr))
         return;
-    }
     cmd_ts_create_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .opts = opts_cmd(&o) };
     cmd_ts_created_res_t r;
     if (ts_run(c, &CMD_TS_CREATE, &a, &r, err_create))
@@ -353,16 +362,10 @@ static void ts_create_command(redis_conn_t *c, const resp_cmd_t *cmd)
 
 static void ts_alter_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
-    if (cmd->argc < 2) {
-        ts_wrong_arity(c, cmd);
-        return;
-    }
     create_opts_t o;
     bool hl, hr;
-    if (!parse_create(cmd, &o, &hl, &hr)) {
-        answer_opts(c, cmd, &o);
+    if (!read_create(c, cmd, &o, &hl, &hr))
         return;
-    }
     cmd_ts_alter_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
     a.has_retention = hr;
     a.retention_ms = o.retention;

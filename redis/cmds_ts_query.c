@@ -65,26 +65,10 @@ static bool parse_count(const resp_cmd_t *cmd, uint64_t *count, perr_t *e)
     int red = redis_word_index(cmd, "REDUCE"), agg = redis_word_index(cmd, "AGGREGATION");
     /* "AGGREGATION count ..." and "REDUCE count": the word is the
      * aggregation; COUNT, if any, comes later */
-    if (agg > 0 && off == agg + 1) {
-        off = -1;
-        for (size_t i = (size_t)agg + 2; i < cmd->argc; i++)
-            if (redis_word_is(&cmd->argv[i], "COUNT")) {
-                off = (int)i;
-                break;
-            }
-        if (off < 0)
-            return true;
-    }
-    if (red > 0 && off == red + 1) {
-        off = -1;
-        for (size_t i = (size_t)red + 2; i < cmd->argc; i++)
-            if (redis_word_is(&cmd->argv[i], "COUNT")) {
-                off = (int)i;
-                break;
-            }
-        if (off < 0)
-            return true;
-    }
+    if (agg > 0 && off == agg + 1 && (off = redis_word_index_from(cmd, "COUNT", (size_t)agg + 2)) < 0)
+        return true;
+    if (red > 0 && off == red + 1 && (off = redis_word_index_from(cmd, "COUNT", (size_t)red + 2)) < 0)
+        return true;
     if ((size_t)off + 1 == cmd->argc)
         return fail(e, "ERR TSDB: COUNT argument is missing");
     long long n;

@@ -20,9 +20,11 @@ bool redis_word_is(const resp_arg_t *a, const char *s)
     return a->len == n && strncasecmp(a->ptr, s, n) == 0;
 }
 
-int redis_word_index(const resp_cmd_t *cmd, const char *s)
+int redis_word_index(const resp_cmd_t *cmd, const char *s) { return redis_word_index_from(cmd, s, 0); }
+
+int redis_word_index_from(const resp_cmd_t *cmd, const char *s, size_t from)
 {
-    for (size_t i = 0; i < cmd->argc; i++)
+    for (size_t i = from; i < cmd->argc; i++)
         if (redis_word_is(&cmd->argv[i], s))
             return (int)i;
     return -1;
@@ -65,10 +67,23 @@ void redis_reply_field(resp_out_t *o, const char *name, long long v)
     resp_reply_int(o, v);
 }
 
-void redis_reply_bools(resp_out_t *o, const bool *v, size_t n, bool array)
+/* n booleans (1/0 in RESP2, true/false in RESP3), in an array when
+ * `array`, else the one alone. */
+static void reply_bools(resp_out_t *o, const bool *v, size_t n, bool array)
 {
     if (array)
         resp_reply_array(o, n);
     for (size_t i = 0; i < n; i++)
         resp_reply_bool(o, v[i]);
+}
+
+void redis_mod_exists(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *found, size_t n,
+                      bool multi)
+{
+    cmd_err_t e;
+    if (redis_run_handled(c, def, args, res, REDIS_H_WRONGTYPE, &e) || e.code == CMD_E_WRONGTYPE) {
+        if (e.code == CMD_E_WRONGTYPE)
+            memset(found, 0, n * sizeof(*found));
+        reply_bools(redis_conn_out(c), found, n, multi);
+    }
 }

@@ -210,6 +210,8 @@ bool redis_word_is(const resp_arg_t *a, const char *s);
 /* RMUtil_ArgIndex: the first index in argv (the command's name included)
  * of a word equal to s in any case, or -1. */
 int redis_word_index(const resp_cmd_t *cmd, const char *s);
+/* The same from argv[from] on. */
+int redis_word_index_from(const resp_cmd_t *cmd, const char *s, size_t from);
 /* The key's state as a module's GetKey sees it: 1 a value of KEY.INFO's
  * type `type`, 0 missing, 2 another type, -1 an error answered. */
 int redis_mod_key_state(redis_conn_t *c, const resp_arg_t *k, const char *type);
@@ -232,8 +234,11 @@ void redis_mod_arg_error(redis_conn_t *c, const redis_mod_keys_t *m, const resp_
 void redis_mod_status_err(redis_conn_t *c, const cmd_err_t *e);
 /* One pair of an INFO map: its name (a status string) and an integer. */
 void redis_reply_field(resp_out_t *o, const char *name, long long v);
-/* RedisBloom's answer to (M)EXISTS: n booleans (1/0 in RESP2, true/false
- * in RESP3), in an array when `array` (MEXISTS), else the one alone. */
-void redis_reply_bools(resp_out_t *o, const bool *v, size_t n, bool array);
+/* RedisBloom's BF/CF (M)EXISTS: runs def, whose args point at `found`
+ * (n booleans) for it to fill, and answers them (1/0 in RESP2, true/false
+ * in RESP3; an array when multi); a key of another type answers false for
+ * each, as BFCheck and CFCheck do.  Other errors are answered. */
+void redis_mod_exists(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *found, size_t n,
+                      bool multi);
 
 #endif
