@@ -22,8 +22,10 @@
 RESP_SUITE(NULL)
 
 /* The commands (each a NULL-ended list of words, the list ended by a NULL
- * command) sent on one connection, and the bytes wanted back. */
-static void expect(int port, const char *const *const *cmds, const char *want, const char *what)
+ * command) sent on one connection (after HELLO 3 when proto is 3, its own
+ * answer being tally's: what follows it is compared), and the bytes
+ * wanted back. */
+static void expect_proto(int port, int proto, const char *const *const *cmds, const char *want, const char *what)
 {
     buf_t b = { 0 };
     for (size_t i = 0; cmds[i]; i++) {
@@ -37,40 +39,25 @@ static void expect(int port, const char *const *const *cmds, const char *want, c
         }
         mb(&b, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], NULL);
     }
-    buf_t got = exchange(port, b.p, b.len);
-    if (!got.p || strcmp(got.p, want) != 0)
-        fail_msg("%s:\ngot:\n%s\nwant:\n%s", what, got.p ? got.p : "(nothing)", want);
+    buf_t got = exchange_proto(port, proto, &b);
+    if (strcmp(got.p, want) != 0)
+        fail_msg("%s%s:\ngot:\n%s\nwant:\n%s", what, proto == 3 ? " (RESP3)" : "", got.p, want);
     free(got.p);
     free(b.p);
+}
+
+static void expect(int port, const char *const *const *cmds, const char *want, const char *what)
+{
+    expect_proto(port, 2, cmds, want, what);
+}
+
+static void expect3(int port, const char *const *const *cmds, const char *want, const char *what)
+{
+    expect_proto(port, 3, cmds, want, what);
 }
 
 #define C(...) ((const char *const[]){ __VA_ARGS__, NULL })
 #define ERR_ARITY(name) "-ERR wrong number of arguments for '" name "' command\r\n"
-
-/* The RESP3 handshake's own answer is tally's: what follows it is compared. */
-static void expect3(int port, const char *const *const *cmds, const char *want, const char *what)
-{
-    buf_t b = { 0 };
-    mb(&b, "HELLO", "3", NULL);
-    for (size_t i = 0; cmds[i]; i++) {
-        const char *const *w = cmds[i];
-        const char *a[13] = { 0 };
-        size_t n = 0;
-        while (w[n] && n < 12) {
-            a[n] = w[n];
-            n++;
-        }
-        mb(&b, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], NULL);
-    }
-    buf_t got = exchange(port, b.p, b.len);
-    const char *end = got.p ? strstr(got.p, "$7\r\nmodules\r\n*0\r\n") : NULL;
-    assert_non_null(end);
-    end += strlen("$7\r\nmodules\r\n*0\r\n");
-    if (strcmp(end, want) != 0)
-        fail_msg("%s (RESP3):\ngot:\n%s\nwant:\n%s", what, end, want);
-    free(got.p);
-    free(b.p);
-}
 
 /* ------------------------------------------------------------------------ */
 /* The seed's transcript                                                    */

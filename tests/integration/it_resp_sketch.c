@@ -25,22 +25,10 @@ RESP_SUITE(NULL)
  * whose own reply is skipped) and compares every byte answered. */
 static void check(const char *what, int proto, const buf_t *cmds, const char *want)
 {
-    buf_t all = { 0 };
-    if (proto == 3)
-        mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, cmds->p, cmds->len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
-    assert_non_null(got.p);
-    const char *g = got.p;
-    if (proto == 3) {
-        g = strstr(got.p, "$7\r\nmodules\r\n*0\r\n");
-        assert_non_null(g);
-        g += 17;
-    }
-    if (strcmp(g, want) != 0)
-        fail_msg("%s (RESP%d):\ngot\n%s\nwant\n%s", what, proto, g, want);
+    buf_t got = exchange_proto(T.resp_port, proto, cmds);
+    if (strcmp(got.p, want) != 0)
+        fail_msg("%s (RESP%d):\ngot\n%s\nwant\n%s", what, proto, got.p, want);
     free(got.p);
-    free(all.p);
 }
 
 /* The elements of an array reply of integers, bulk strings or doubles,
@@ -322,15 +310,11 @@ static void test_topk(void **state)
     mb(&b, "TOPK.ADD", "topk3", "foo", "baz", "42", "foo", "baz", NULL);
     mb(&b, "TOPK.ADD", "topk3", "foo", "bar", "baz", "foo", "baz", NULL);
     mb(&b, "TOPK.QUERY", "topk3", "foo", "bar", "baz", "dan", NULL);
-    buf_t all = { 0 };
-    mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, b.p, b.len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
+    buf_t got = exchange_proto(T.resp_port, 3, &b);
     const char *q = strstr(got.p, "*4\r\n#");
     if (!q || strcmp(q, "*4\r\n#t\r\n#f\r\n#t\r\n#f\r\n") != 0)
         fail_msg("TOPK.QUERY in RESP3: %s", got.p);
     free(got.p);
-    free(all.p);
     /* a k of 1: the item pushed out is named */
     b.len = 0;
     mb(&b, "TOPK.RESERVE", "one", "1", "50", "5", "0.9", NULL);
@@ -522,16 +506,10 @@ static void test_tdigest(void **state)
           ",3.6666666666666665\r\n");
     b.len = 0;
     mb(&b, "TDIGEST.INFO", "t", NULL);
-    buf_t all = { 0 };
-    mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, b.p, b.len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
-    const char *g = strstr(got.p, "$7\r\nmodules\r\n*0\r\n");
-    assert_non_null(g);
+    buf_t got = exchange_proto(T.resp_port, 3, &b);
     const char *want = "%9\r\n+Compression\r\n:1000\r\n+Capacity\r\n:";
-    assert_memory_equal(g + 17, want, strlen(want));
+    assert_memory_equal(got.p, want, strlen(want));
     free(got.p);
-    free(all.p);
     free(b.p);
 }
 

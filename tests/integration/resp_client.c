@@ -232,3 +232,42 @@ void resp_suite_stop(tally_proc_t *t, redis_ref_t *ref, bool have_ref)
     assert_int_equal(tally_stop(t), 0);   /* a clean SIGTERM with the RESP port open */
     tally_cleanup(t);
 }
+
+buf_t exchange_proto(int port, int proto, const buf_t *cmds)
+{
+    buf_t all = { 0 };
+    if (proto == 3)
+        mb(&all, "HELLO", "3", NULL);
+    buf_put(&all, cmds->p, cmds->len);
+    buf_t got = exchange(port, all.p, all.len);
+    free(all.p);
+    assert_non_null(got.p);
+    if (proto == 3) {
+        static const char end[] = "$7\r\nmodules\r\n*0\r\n";
+        char *g = strstr(got.p, end);
+        assert_non_null(g);
+        g += strlen(end);
+        got.len -= (size_t)(g - got.p);
+        memmove(got.p, g, got.len + 1);
+    }
+    return got;
+}
+
+buf_t resp3_diff(int ref_port, int port, const buf_t *cmds)
+{
+    buf_t want = exchange_proto(ref_port, 3, cmds);
+    buf_t got = exchange_proto(port, 3, cmds);
+    const char *w = want.p, *g = got.p;
+    size_t wl = want.len, gl = got.len;
+    if (wl != gl || memcmp(w, g, wl) != 0) {
+        size_t i = 0;
+        while (i < wl && i < gl && w[i] == g[i])
+            i++;
+        size_t from = i > 200 ? i - 200 : 0;
+        fail_msg("RESP3 replies differ at byte %zu:\nredis:\n%.*s\ntally:\n%.*s", i,
+                 (int)(wl - from > 600 ? 600 : wl - from), w + from, (int)(gl - from > 600 ? 600 : gl - from),
+                 g + from);
+    }
+    free(want.p);
+    return got;
+}

@@ -38,6 +38,14 @@ void send_all(int fd, const char *s, size_t n);
 /* The same commands to redis-server (ref_port) and to tally (port), each on
  * a connection of its own: fails the test where the bytes differ. */
 void resp_diff(int ref_port, int port, const buf_t *cmds);
+/* exchange for the commands alone, after HELLO 3 when proto is 3: what
+ * they answered, HELLO's own map (up to its "modules" entry) left out;
+ * free its p. */
+buf_t exchange_proto(int port, int proto, const buf_t *cmds);
+/* resp_diff after HELLO 3 on each side (HELLO's map, which names the
+ * server, left out); returns tally's answer, for further checks (free
+ * its p). */
+buf_t resp3_diff(int ref_port, int port, const buf_t *cmds);
 /* /usr/bin/python3 with the redis package (tools/deps.sh test installs it). */
 bool have_python_redis(void);
 /* Runs a python3 script with the port as argv[1]; its output in out. */
