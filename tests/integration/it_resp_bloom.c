@@ -28,17 +28,8 @@ RESP_SUITE(NULL)
 static void expect_proto(int port, int proto, const char *const *const *cmds, const char *want, const char *what)
 {
     buf_t b = { 0 };
-    for (size_t i = 0; cmds[i]; i++) {
-        const char *const *w = cmds[i];
-        /* mb takes its words as arguments: up to 12 here */
-        const char *a[13] = { 0 };
-        size_t n = 0;
-        while (w[n] && n < 12) {
-            a[n] = w[n];
-            n++;
-        }
-        mb(&b, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], NULL);
-    }
+    for (size_t i = 0; cmds[i]; i++)
+        mb_words(&b, cmds[i]);
     buf_t got = exchange_proto(port, proto, &b);
     if (strcmp(got.p, want) != 0)
         fail_msg("%s%s:\ngot:\n%s\nwant:\n%s", what, proto == 3 ? " (RESP3)" : "", got.p, want);

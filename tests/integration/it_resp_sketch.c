@@ -66,21 +66,15 @@ static size_t elems(const char *p, char out[][64], size_t max)
 static size_t ask(char out[][64], size_t max, const char *w0, ...)
 {
     buf_t b = { 0 };
-    const char *w[16];
+    const char *w[17];
     size_t n = 0;
     va_list ap;
     va_start(ap, w0);
     for (const char *s = w0; s && n < 16; s = va_arg(ap, const char *))
         w[n++] = s;
     va_end(ap);
-    char line[1024] = "";
-    for (size_t i = 0; i < n; i++) {
-        snprintf(line + strlen(line), sizeof(line) - strlen(line), "$%zu\r\n%s\r\n", strlen(w[i]), w[i]);
-    }
-    char head[16];
-    snprintf(head, sizeof(head), "*%zu\r\n", n);
-    buf_puts(&b, head);
-    buf_puts(&b, line);
+    w[n] = NULL;
+    mb_words(&b, w);
     buf_t got = exchange(T.resp_port, b.p, b.len);
     size_t k = elems(got.p, out, max);
     free(got.p);

@@ -31,17 +31,26 @@ void buf_puts(buf_t *b, const char *s) { buf_put(b, s, strlen(s)); }
 /* Appends one multibulk command: words up to NULL. */
 void mb(buf_t *b, const char *w0, ...)
 {
-    const char *w[64];
+    const char *w[65];
     int n = 0;
     va_list ap;
     va_start(ap, w0);
     for (const char *x = w0; x && n < 64; x = va_arg(ap, const char *))
         w[n++] = x;
     va_end(ap);
+    w[n] = NULL;
+    mb_words(b, w);
+}
+
+void mb_words(buf_t *b, const char *const *w)
+{
+    size_t n = 0;
+    while (w[n])
+        n++;
     char head[32];
-    snprintf(head, sizeof(head), "*%d\r\n", n);
+    snprintf(head, sizeof(head), "*%zu\r\n", n);
     buf_puts(b, head);
-    for (int i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         snprintf(head, sizeof(head), "$%zu\r\n", strlen(w[i]));
         buf_puts(b, head);
         buf_puts(b, w[i]);

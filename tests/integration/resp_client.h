@@ -26,6 +26,8 @@ void buf_put(buf_t *b, const void *s, size_t n);
 void buf_puts(buf_t *b, const char *s);
 /* Appends one multibulk command: words up to NULL (at most 64). */
 void mb(buf_t *b, const char *w0, ...);
+/* The same from an array of words ended by NULL. */
+void mb_words(buf_t *b, const char *const *w);
 /* A connection to 127.0.0.1:port (20 s receive timeout). */
 int connect_to(int port);
 /* Reads until the peer closes: true when it did (false: a timeout). */
