@@ -45,10 +45,14 @@ void redis_mod_arg_error(redis_conn_t *c, const redis_mod_keys_t *m, const resp_
     int s = redis_mod_key_state(c, k, m->type);
     if (s < 0)
         return;
-    if (creating)
-        redis_err(c, "%s", s == 1 || (s == 2 && !m->create_wrongtype) ? m->exists : s == 2 ? REDIS_ERR_WRONGTYPE : msg);
+    if (creating && (s == 1 || (s == 2 && !m->create_wrongtype)))
+        redis_err(c, "%s", m->exists);
+    else if (s == 2)
+        redis_err(c, "%s", REDIS_ERR_WRONGTYPE);
+    else if (!creating && s == 0)
+        redis_err(c, "%s", m->missing);
     else
-        redis_err(c, "%s", s == 0 ? m->missing : s == 2 ? REDIS_ERR_WRONGTYPE : msg);
+        redis_err(c, "%s", msg);
 }
 
 void redis_mod_status_err(redis_conn_t *c, const cmd_err_t *e)
