@@ -14,7 +14,7 @@
 FROM debian:12 AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc make libc6-dev pkg-config \
-      libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev \
+      libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev libyaml-dev \
       libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -26,7 +26,7 @@ RUN make -j"$(nproc)" build/release/tallyd
 
 FROM debian:12-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libroaring0 libxxhash0 libjemalloc2 libnettle8 libcurl4 curl \
+ && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libroaring0 libxxhash0 libjemalloc2 libnettle8 libcurl4 libyaml-0-2 curl \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 tally \
  && useradd --system --uid 10001 --gid tally --home-dir /data --shell /usr/sbin/nologin tally \

@@ -46,7 +46,7 @@ CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthre
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
 CORE_LIBS := -lroaring -lxxhash -lz -lm
-BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl $(CORE_LIBS)
+BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl -lyaml $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%
 # faster than glibc's malloc on /throttle; sanitizer builds keep their own
@@ -63,6 +63,9 @@ API_SRC := $(wildcard api/*.c)
 # The Redis protocol's front-end (redis/: argv -> typed arguments -> cmd_call -> reply),
 # beside the HTTP adapter (api/); its bytes are resp/'s.
 REDIS_SRC := $(wildcard redis/*.c)
+# Envoy's rate limit service, protocol-neutral (rls/: envoyproxy/ratelimit's
+# YAML with libyaml, matching, the decision as one THROTTLE.BATCH).
+RLS_SRC := $(wildcard rls/*.c)
 SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 # Unit tests of api/ (in-process: router, readers, envelope, replay); of the
@@ -72,6 +75,8 @@ API_UNIT_SRC := $(wildcard tests/unit/test_api*.c)
 CMD_UNIT_SRC := $(wildcard tests/unit/test_cmd*.c)
 # Unit tests of the Redis protocol's bytes (test_resp*), linked with resp/ alone.
 RESP_UNIT_SRC := $(wildcard tests/unit/test_resp*.c)
+# Unit tests of rls/ (test_rls*), linked with rls/, cmd and core.
+RLS_UNIT_SRC := $(wildcard tests/unit/test_rls*.c)
 IT_SRC := $(wildcard tests/integration/it_*.c)
 IT_LIB_SRC := $(filter-out $(IT_SRC),$(wildcard tests/integration/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -83,6 +88,7 @@ CMD_OBJ := $(call obj,$(CMD_SRC))
 RESP_OBJ := $(call obj,$(RESP_SRC))
 API_OBJ := $(call obj,$(API_SRC))
 REDIS_OBJ := $(call obj,$(REDIS_SRC))
+RLS_OBJ := $(call obj,$(RLS_SRC))
 SVC_OBJ := $(call obj,$(SVC_SRC))
 LIBCORE := $(BUILD)/libtallycore.a
 LIBCMD := $(BUILD)/libtallycmd.a
@@ -97,6 +103,7 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 API_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(API_UNIT_SRC))
 CMD_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(CMD_UNIT_SRC))
 RESP_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(RESP_UNIT_SRC))
+RLS_UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(RLS_UNIT_SRC))
 IT_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 IT_LIB_OBJ := $(call obj,$(IT_LIB_SRC))
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/fuzz/%,$(FUZZ_SRC))
@@ -234,7 +241,7 @@ $(RESP_PURE): $(LIBRESP)
 	  grep -v -x -F $(addprefix -e ,$(RESP_LIBC)) | sort -u); \
 	  if [ -n "$$bad" ]; then echo "resp-pure: resp/ calls outside its list (RESP_LIBC): $$bad"; rm -f $@; exit 1; fi
 
-$(LIBTALLY): $(API_OBJ) $(REDIS_OBJ) $(SVC_OBJ)
+$(LIBTALLY): $(API_OBJ) $(REDIS_OBJ) $(RLS_OBJ) $(SVC_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
@@ -250,6 +257,9 @@ $(CMD_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCMD) $(LIBC
 
 $(RESP_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBRESP)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+$(RLS_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(RLS_OBJ) $(LIBCMD) $(LIBCORE)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMD_LIBS) -lyaml -lcmocka
 
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS) -lcmocka
@@ -430,7 +440,7 @@ fuzz: deps-fuzz $(REGISTRIES)
 	@set -e; mkdir -p $(FUZZ_BUILD); \
 	for src in $(FUZZ_SRC); do n=$$(basename $$src .c); \
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -I. -I$(GEN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(REDIS_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
+	    -o $(FUZZ_BUILD)/$$n $$src $(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(REDIS_SRC) $(RLS_SRC) $(SVC_SRC) $(BASE_LIBS) -pthread; \
 	  mkdir -p tests/fuzz/corpus/$$n tests/fuzz/regress/$$n; \
 	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
 	  mkdir -p $(FUZZ_BUILD)/corpus-$$n; $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/$$n/ \

@@ -79,6 +79,8 @@ typedef struct rls_request {
     const rls_descriptor_t *descriptors;
     size_t n;
     uint32_t hits_addend;        /* RateLimitRequest.hits_addend: 0 means 1 */
+    bool loading;                /* the front-end's gate says the keyspace is being replaced
+                                    (cmd_admission_t.loading; as redis_run_handled's enter hook) */
 } rls_request_t;
 
 /* One descriptor's answer (RateLimitResponse.DescriptorStatus). */
@@ -111,8 +113,13 @@ typedef struct rls_set rls_set_t;
  * *.yaml / *.yml file of a directory (its runtime layout).  NULL with a
  * message naming the file, line and field on any error. */
 rls_set_t *rls_set_load(const char *path, char *err, size_t errlen);
+/* The same for one file's text already read (`name` names it in messages). */
+rls_set_t *rls_set_parse(const char *name, const void *text, size_t len, char *err, size_t errlen);
 void rls_set_retain(rls_set_t *s);
 void rls_set_release(rls_set_t *s);
+/* What a set holds (for the log line of a load or reload). */
+size_t rls_set_domains(const rls_set_t *s);
+size_t rls_set_rules(const rls_set_t *s);
 
 /* The service: the current set (swapped by reloads), the command server
  * its decisions run on, its options. */
@@ -124,14 +131,30 @@ typedef struct rls_options {
                                     RESPONSE_HEADERS_ENABLED (the IETF fields are always given) */
 } rls_options_t;
 
+/* Takes the caller's reference to `initial`.  The service makes its one
+ * rls_t at start when --rls-config is given (service/rls_host.h:
+ * rls_host_get() returns it, NULL without --rls-config), before the
+ * listeners open: the gRPC server takes it from there; SIGHUP and POST
+ * /admin/reload swap its set (rls_swap). */
 rls_t *rls_new(cmd_server_t *srv, const rls_options_t *opt, rls_set_t *initial);
 void rls_free(rls_t *r);
-/* Replaces the current set (a reload; the old one stays with requests in flight). */
+/* Replaces the current set (a reload; the old one stays with requests in
+ * flight).  Takes the caller's reference to s. */
 void rls_swap(rls_t *r, rls_set_t *s);
+/* The current set, retained (release it), or NULL. */
+rls_set_t *rls_current(rls_t *r);
+/* Appends the decisions' Prometheus series (tally_rls_hits_total by domain,
+ * rule and result; detailed_metric rules per value; at most 1024 series). */
+void rls_metrics_render(rls_t *r, wbuf_t *out);
 
 /* ShouldRateLimit.  ctx: a command context the front-end made for the
- * caller (token, time, front); the decision runs through cmd_admit and
- * cmd_call like any operation (access class, slots, writable, journal).
+ * caller (cmd_ctx_init: token, time, front; the front-end ends it with
+ * cmd_ctx_end after the answer's journal wait, as redis_run_handled does);
+ * the decision calls cmd_admit once (access class ratelimit, the first
+ * descriptor key: every key of a request carries the {domain} hash tag, so
+ * they share its cluster slot) and cmd_call(CMD_THROTTLE_BATCH) once.  A
+ * request with nothing to decide on state (no rule matched, unlimited) is
+ * admitted by its access class alone.
  * true with *res filled (release with rls_result_free); false with
  * ctx->err set: a request Envoy's service answers with a gRPC error
  * (no domain, an empty descriptor list, a key refused). */

@@ -52,6 +52,7 @@
 #include "service/persist.h"
 #include "service/repl.h"
 #include "service/resp_server.h"
+#include "service/rls_host.h"
 #include "service/server.h"
 #include "service/tls.h"
 
@@ -85,6 +86,7 @@ static struct {
 
 static persist_t *live_persist(void) { return atomic_load_explicit(&app.live_persist, memory_order_acquire); }
 static repl_t *live_repl(void) { return atomic_load_explicit(&app.live_repl, memory_order_acquire); }
+static bool files_given(void) { return app.opts.config[0] || app.opts.tokens[0] || app.opts.rls_config[0]; }
 
 /* ------------------------------------------------------------------------ */
 /* Hooks the API calls                                                      */
@@ -216,6 +218,7 @@ static void hook_metrics(void *ud, wbuf_t *out)
 {
     (void)ud;
     metrics_render(out);
+    rls_host_metrics(out);
     server_t *s = atomic_load_explicit(&app.live_server, memory_order_acquire);
     if (s)
         server_metrics(s, out);
@@ -448,7 +451,7 @@ static const char *policies_word(size_t count)
     return count == 1 ? "rate-limit policy" : "rate-limit policies";
 }
 
-/* Reloads --tokens (when given) then --config (when given) for SIGHUP
+/* Reloads --tokens, --config and --rls-config (those given) for SIGHUP
  * and POST /admin/reload, one reload at a time; logs the outcome with `who`
  * asked.  False with a message when either file is refused (what it held
  * before stays; the other file is still reloaded) or when there is no file
@@ -456,8 +459,8 @@ static const char *policies_word(size_t count)
 static bool reload_files(const char *who, size_t *count, char *err, size_t errlen)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    if (!app.opts.config[0] && !app.opts.tokens[0]) {
-        snprintf(err, errlen, "nothing to reload: tallyd was started without --config or --tokens");
+    if (!files_given()) {
+        snprintf(err, errlen, "nothing to reload: tallyd was started without --config, --rls-config or --tokens");
         log_info("%s: %s", who, err);
         return false;
     }
@@ -491,6 +494,8 @@ static bool reload_files(const char *who, size_t *count, char *err, size_t errle
             ok = false;
         }
     }
+    if (app.opts.rls_config[0] && !rls_host_reload(who, err, errlen))
+        ok = false;
     pthread_mutex_unlock(&mu);
     return ok;
 }
@@ -529,8 +534,8 @@ static bool reload_all(const char *who, size_t *count, char *err, size_t errlen)
             ok = false;
         }
     }
-    if ((app.tls || app.api.cluster || repl_reloadable(&app.opts)) && !app.opts.config[0] && !app.opts.tokens[0])
-        return ok;   /* no tokens or policies to reload */
+    if ((app.tls || app.api.cluster || repl_reloadable(&app.opts)) && !files_given())
+        return ok;   /* no tokens, policies or rate limit configuration to reload */
     char ferr[1024];
     if (!reload_files(who, count, ferr, sizeof(ferr))) {
         if (ok)
@@ -701,7 +706,7 @@ static int run(void)
         }
     }
 
-    if (!transport_open(err, sizeof(err))) {
+    if (!rls_host_start(&app.api, o, err, sizeof(err)) || !transport_open(err, sizeof(err))) {
         log_error("%s; refusing to start", err);
         api_policies_free(app.api.policies);
         return 1;
@@ -871,7 +876,7 @@ static int run(void)
             break;
         if (sig == SIGHUP) {
             size_t count = 0;
-            if (app.tls || app.api.cluster || app.opts.config[0] || app.opts.tokens[0] || repl_reloadable(&app.opts))
+            if (app.tls || app.api.cluster || files_given() || repl_reloadable(&app.opts))
                 reload_all("SIGHUP", &count, err, sizeof(err));
             if (!access_log_reopen(err, sizeof(err)))
                 log_error("SIGHUP: %s; still writing the access log to the file open before", err);
@@ -919,6 +924,7 @@ static int run(void)
         atomic_store(&app.live_persist, NULL);
         persist_close(app.persist);
     }
+    rls_host_stop();
     ks_free(app.ks);
     api_policies_free(app.api.policies);
     transport_close();

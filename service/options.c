@@ -50,6 +50,9 @@ static const opt_def_t defs[] = {
     { "fsync", "TALLY_FSYNC", K_FSYNC, OFF(fsync), 0, 0, "always | everysec | no: when the journal reaches the disk (default everysec)" },
     { "journal-timeout", "TALLY_JOURNAL_TIMEOUT", K_INT, OFF(journal_timeout), 1, 3600, "seconds a change waits for a failing disk before it is answered 503 (default 5)" },
     { "config", "TALLY_CONFIG", K_STR, OFF(config), 0, CAP(config), "JSON file of named rate-limit policies (reloaded on SIGHUP and POST /admin/reload)" },
+    { "rls-config", "TALLY_RLS_CONFIG", K_STR, OFF(rls_config), 0, CAP(rls_config), "envoyproxy/ratelimit's YAML configuration for Envoy's rate limit service: a file, or a directory of *.yaml/*.yml (loaded and checked even without --grpc-port; reloaded on SIGHUP and POST /admin/reload)" },
+    { "rls-charge-all", "TALLY_RLS_CHARGE_ALL", K_FLAG, OFF(rls_charge_all), 0, 0, "Envoy's rate limit service charges every matched descriptor that fits even when another is over its limit, as envoyproxy/ratelimit does (without it a request is all or nothing)" },
+    { "rls-response-headers", "TALLY_RLS_RESPONSE_HEADERS", K_FLAG, OFF(rls_response_headers), 0, 0, "Envoy's rate limit service adds x-ratelimit-limit, -remaining and -reset to its answers, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED (the IETF RateLimit fields are always added)" },
     { "pid-file", "TALLY_PID_FILE", K_STR, OFF(pid_file), 0, CAP(pid_file), "write the process id to this file once listening; removed on exit (default: none)" },
     { "log-level", "TALLY_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0, "error | warn | info | debug (default info)" },
     /* transport, browsers and proxies */
@@ -425,7 +428,7 @@ void opts_usage(FILE *out)
     }
     fprintf(out,
             "\nSignals: SIGTERM/SIGINT stop accepting, finish in-flight requests, snapshot, exit 0;\n"
-            "         SIGHUP reloads --config, --tokens, --cluster, the TLS files and\n"
+            "         SIGHUP reloads --config, --rls-config, --tokens, --cluster, the TLS files and\n"
             "         --replica-token-file and --peer-secret-file (as does POST /admin/reload)\n"
             "         and reopens --access-log.\n"
             "Files in --data-dir: snapshot.tly (the latest snapshot), journal.<seq>.tlj (changes\n"

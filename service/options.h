@@ -42,6 +42,9 @@ typedef struct tally_opts {
     fsync_mode_t fsync;          /* --fsync always|everysec|no, TALLY_FSYNC: everysec */
     int journal_timeout;         /* --journal-timeout, TALLY_JOURNAL_TIMEOUT: 5 s before a change that cannot be journaled gets 503 */
     char config[512];            /* --config, TALLY_CONFIG: policies file, optional */
+    char rls_config[512];        /* --rls-config, TALLY_RLS_CONFIG: envoyproxy/ratelimit's YAML (file or directory) */
+    bool rls_charge_all;         /* --rls-charge-all, TALLY_RLS_CHARGE_ALL: envoyproxy/ratelimit's charging */
+    bool rls_response_headers;   /* --rls-response-headers, TALLY_RLS_RESPONSE_HEADERS: x-ratelimit-* */
     char pid_file[512];          /* --pid-file, TALLY_PID_FILE: optional */
     int log_level;               /* --log-level, TALLY_LOG_LEVEL: info */
     /* Transport and browsers (issue 15; see service/tls.h, api/guard.h, core/cidr.h) */

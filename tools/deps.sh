@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages one task needs on Debian 12, in sets:
 #
-#   sh tools/deps.sh build   compiling tallyd (make, make run); libcurl is the
+#   sh tools/deps.sh build   compiling tallyd (make, make run); libyaml reads --rls-config; libcurl is the
 #                              replication client (service/replica.c)
 #   sh tools/deps.sh test    + what `make test` runs: cmocka, libcurl, the
 #                              reference redis-server, redis-cli and python3-redis (it_resp), nginx, yamllint, promtool,
@@ -24,7 +24,7 @@ set -eu
 set_name=${1:-build}
 BUILD="gcc make pkg-config
 libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev
-libcurl4-openssl-dev"
+libcurl4-openssl-dev libyaml-dev"
 case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
