@@ -32,60 +32,9 @@
 #include "cmd/bloom.h"
 #include "redis/redis_int.h"
 
-#define H_NOT_FOUND (1u << CMD_E_NOT_FOUND)
-#define H_WRONGTYPE (1u << CMD_E_WRONGTYPE)
-#define H_EXISTS (1u << CMD_E_EXISTS)
-#define H_BAD (1u << CMD_E_BAD_REQUEST)
-
-#define ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
-
 /* ------------------------------------------------------------------------ */
 /* Arguments                                                                */
 /* ------------------------------------------------------------------------ */
-
-static void wrong_arity(redis_conn_t *c, const char *name)
-{
-    redis_err(c, "ERR wrong number of arguments for '%s' command", name);
-}
-
-/* RedisModule_StringToDouble (getDoubleFromObject): the whole argument is
- * strtod's, no leading space, no NaN, no overflow. */
-static bool rb_double(const resp_arg_t *a, double *v)
-{
-    char small[128], *s = small;
-    if (a->len == 0 || memchr(a->ptr, '\0', a->len))
-        return false;
-    if (a->len >= sizeof(small) && !(s = malloc(a->len + 1)))
-        return false;
-    memcpy(s, a->ptr, a->len);
-    s[a->len] = '\0';
-    char *end;
-    errno = 0;
-    double d = strtod(s, &end);
-    bool ok = !(s[0] == ' ' || (s[0] >= '\t' && s[0] <= '\r')) && (size_t)(end - s) == a->len &&
-              !(errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL || d == 0)) && !isnan(d);
-    if (s != small)
-        free(s);
-    if (ok)
-        *v = d;
-    return ok;
-}
-
-static bool eq_ci(const resp_arg_t *a, const char *s)
-{
-    size_t n = strlen(s);
-    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
-}
-
-/* RMUtil_ArgIndex: the first word of argv (the command's name included)
- * equal to s in any case, or -1. */
-static long arg_index(const resp_cmd_t *cmd, const char *s)
-{
-    for (size_t i = 0; i < cmd->argc; i++)
-        if (eq_ci(&cmd->argv[i], s))
-            return (long)i;
-    return -1;
-}
 
 /* The byte at i of a word as C's string reads it: NUL past its end. */
 static char at(const resp_arg_t *a, size_t i)
@@ -106,17 +55,6 @@ static void reply_bool(redis_conn_t *c, bool b)
 static void simple(redis_conn_t *c, const char *s)
 {
     resp_reply_simple(redis_conn_out(c), s, strlen(s));
-}
-
-/* A WRONGTYPE or a missing key in RedisBloom's words (statusStrerror). */
-static void status_err(redis_conn_t *c, const cmd_err_t *e)
-{
-    if (e->code == CMD_E_WRONGTYPE)
-        redis_err(c, ERR_WRONGTYPE);
-    else if (e->code == CMD_E_EXISTS)
-        redis_err(c, "ERR item exists");
-    else
-        redis_err(c, "ERR not found");
 }
 
 /* The text after `prefix` in an operation's message, up to "; nothing". */
@@ -141,12 +79,12 @@ static const char *why_of(const cmd_err_t *e, const char *prefix, char *buf, siz
 static void bf_reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 4 || cmd->argc > 7) {
-        wrong_arity(c, "bf.reserve");
+        redis_mod_arity(c, "bf.reserve");
         return;
     }
     double error;
     long long cap, exp = BLOOM_DEFAULT_EXPANSION;
-    if (!rb_double(&cmd->argv[2], &error)) {
+    if (!redis_double(&cmd->argv[2], &error)) {
         redis_err(c, "ERR bad error rate");
         return;
     }
@@ -162,8 +100,8 @@ static void bf_reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
         redis_err(c, "ERR (capacity should be larger than 0)");
         return;
     }
-    bool nonscaling = arg_index(cmd, "NONSCALING") != -1;
-    long ex = arg_index(cmd, "EXPANSION");
+    bool nonscaling = redis_word_index(cmd, "NONSCALING") != -1;
+    long ex = redis_word_index(cmd, "EXPANSION");
     if (ex + 1 == (long)cmd->argc) {
         redis_err(c, "ERR no expansion");
         return;
@@ -193,18 +131,18 @@ static void bf_reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
          * allocate the filter - after the key's own checks */
         cmd_bf_key_args_t k = { a.key, a.klen };
         cmd_bf_info_res_t in;
-        if (redis_run_handled(c, &CMD_BF_INFO, &k, &in, H_NOT_FOUND | H_WRONGTYPE, &e))
+        if (redis_run_handled(c, &CMD_BF_INFO, &k, &in, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e))
             redis_err(c, "ERR item exists");
         else if (e.code == CMD_E_WRONGTYPE)
-            status_err(c, &e);
+            redis_mod_status_err(c, &e);
         else if (e.code == CMD_E_NOT_FOUND)
             redis_err(c, "ERR could not create filter");
         return;
     }
-    if (redis_run_handled(c, &CMD_BF_RESERVE, &a, &r, H_EXISTS | H_WRONGTYPE, &e))
+    if (redis_run_handled(c, &CMD_BF_RESERVE, &a, &r, REDIS_H_EXISTS | REDIS_H_WRONGTYPE, &e))
         redis_ok(c);
     else if (e.code != CMD_E__COUNT)
-        status_err(c, &e);
+        redis_mod_status_err(c, &e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -223,7 +161,7 @@ static void bf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bo
         return;
     bool *added = calloc(n, sizeof(*added));
     if (!added) {
-        redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        redis_err(c, REDIS_ERR_OOM);
         return;
     }
     cmd_bf_insert_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n),
@@ -231,9 +169,9 @@ static void bf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bo
     cmd_bf_res_t r;
     cmd_err_t e;
     resp_out_t *o = redis_conn_out(c);
-    if (!redis_run_handled(c, &CMD_BF_INSERT, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e)) {
+    if (!redis_run_handled(c, &CMD_BF_INSERT, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e)) {
         if (e.code != CMD_E__COUNT)
-            status_err(c, &e);
+            redis_mod_status_err(c, &e);
         free(added);
         return;
     }
@@ -255,7 +193,7 @@ static const cmd_bf_params_t bf_defaults = { BLOOM_DEFAULT_ERROR, BLOOM_DEFAULT_
 static void bf_add_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "bf.add");
+        redis_mod_arity(c, "bf.add");
         return;
     }
     bf_add_items(c, cmd, 2, false, false, &bf_defaults);
@@ -264,7 +202,7 @@ static void bf_add_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void bf_madd_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, "bf.madd");
+        redis_mod_arity(c, "bf.madd");
         return;
     }
     bf_add_items(c, cmd, 2, true, false, &bf_defaults);
@@ -276,7 +214,7 @@ static void bf_insert_command(redis_conn_t *c, const resp_cmd_t *cmd)
     long long cap = BLOOM_DEFAULT_CAPACITY, exp = BLOOM_DEFAULT_EXPANSION;
     bool nocreate = false, nonscaling = false;
     if (cmd->argc < 4) {
-        wrong_arity(c, "bf.insert");
+        redis_mod_arity(c, "bf.insert");
         return;
     }
     size_t pos = 2, items = 0;
@@ -288,11 +226,11 @@ static void bf_insert_command(redis_conn_t *c, const resp_cmd_t *cmd)
             break;
         case 'e':
             if (++pos == cmd->argc) {
-                wrong_arity(c, "bf.insert");
+                redis_mod_arity(c, "bf.insert");
                 return;
             }
             if ((at(w, 1) | 0x20) == 'r') {
-                if (!rb_double(&cmd->argv[pos++], &error)) {
+                if (!redis_double(&cmd->argv[pos++], &error)) {
                     redis_err(c, "Bad error rate");
                     return;
                 }
@@ -303,7 +241,7 @@ static void bf_insert_command(redis_conn_t *c, const resp_cmd_t *cmd)
             break;
         case 'c':
             if (++pos == cmd->argc) {
-                wrong_arity(c, "bf.insert");
+                redis_mod_arity(c, "bf.insert");
                 return;
             }
             if (!redis_ll(&cmd->argv[pos++], &cap)) {
@@ -324,7 +262,7 @@ static void bf_insert_command(redis_conn_t *c, const resp_cmd_t *cmd)
         }
     }
     if (!items || items == cmd->argc) {
-        wrong_arity(c, "bf.insert");
+        redis_mod_arity(c, "bf.insert");
         return;
     }
     if (error <= 0 || error >= 1 || cap < 1 || exp < 1) {
@@ -338,9 +276,9 @@ static void bf_insert_command(redis_conn_t *c, const resp_cmd_t *cmd)
         cmd_bf_key_args_t k = { cmd->argv[1].ptr, cmd->argv[1].len };
         cmd_bf_info_res_t in;
         cmd_err_t e;
-        if (!redis_run_handled(c, &CMD_BF_INFO, &k, &in, H_NOT_FOUND | H_WRONGTYPE, &e)) {
+        if (!redis_run_handled(c, &CMD_BF_INFO, &k, &in, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e)) {
             if (e.code == CMD_E_WRONGTYPE || (e.code == CMD_E_NOT_FOUND && nocreate))
-                status_err(c, &e);
+                redis_mod_status_err(c, &e);
             else if (e.code == CMD_E_NOT_FOUND)
                 redis_err(c, "ERR could not create filter");
             return;
@@ -363,28 +301,19 @@ static void bf_check(redis_conn_t *c, const resp_cmd_t *cmd, bool multi)
         return;
     bool *found = calloc(n, sizeof(*found));
     if (!found) {
-        redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        redis_err(c, REDIS_ERR_OOM);
         return;
     }
     cmd_bf_exists_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n), found };
     cmd_bf_res_t r;
-    cmd_err_t e;
-    if (redis_run_handled(c, multi ? &CMD_BF_MEXISTS : &CMD_BF_EXISTS, &a, &r, H_WRONGTYPE, &e) ||
-        e.code == CMD_E_WRONGTYPE) {
-        if (e.code == CMD_E_WRONGTYPE)
-            memset(found, 0, n * sizeof(*found));
-        if (multi)
-            resp_reply_array(redis_conn_out(c), n);
-        for (size_t i = 0; i < n; i++)
-            reply_bool(c, found[i]);
-    }
+    redis_mod_exists(c, multi ? &CMD_BF_MEXISTS : &CMD_BF_EXISTS, &a, &r, found, n, multi);
     free(found);
 }
 
 static void bf_exists_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "bf.exists");
+        redis_mod_arity(c, "bf.exists");
         return;
     }
     bf_check(c, cmd, false);
@@ -393,7 +322,7 @@ static void bf_exists_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void bf_mexists_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, "bf.mexists");
+        redis_mod_arity(c, "bf.mexists");
         return;
     }
     bf_check(c, cmd, true);
@@ -429,22 +358,22 @@ static void info_member(redis_conn_t *c, const bloom_info_t *in, int which, bool
 static void bf_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2 && cmd->argc != 3) {
-        wrong_arity(c, "bf.info");
+        redis_mod_arity(c, "bf.info");
         return;
     }
     cmd_bf_key_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len };
     cmd_bf_info_res_t r;
     cmd_err_t e;
-    if (!redis_run_handled(c, &CMD_BF_INFO, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e)) {
+    if (!redis_run_handled(c, &CMD_BF_INFO, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e)) {
         if (e.code != CMD_E__COUNT)
-            status_err(c, &e);
+            redis_mod_status_err(c, &e);
         return;
     }
     resp_out_t *o = redis_conn_out(c);
     if (cmd->argc == 3) {
         static const char *const fields[] = { "capacity", "size", "filters", "items", "expansion" };
         for (int i = 0; i < 5; i++)
-            if (eq_ci(&cmd->argv[2], fields[i])) {
+            if (redis_word_is(&cmd->argv[2], fields[i])) {
                 /* RESP2: a one-element array; RESP3: a map of one */
                 if (o->proto == 3)
                     resp_reply_map(o, 1);
@@ -464,16 +393,16 @@ static void bf_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void bf_card_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, "bf.card");
+        redis_mod_arity(c, "bf.card");
         return;
     }
     cmd_bf_key_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len };
     cmd_bf_info_res_t r;
     cmd_err_t e;
-    if (redis_run_handled(c, &CMD_BF_CARD, &a, &r, H_WRONGTYPE, &e))
+    if (redis_run_handled(c, &CMD_BF_CARD, &a, &r, REDIS_H_WRONGTYPE, &e))
         resp_reply_int(redis_conn_out(c), (long long)r.info.items);
     else if (e.code != CMD_E__COUNT)
-        status_err(c, &e);
+        redis_mod_status_err(c, &e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -483,16 +412,16 @@ static void bf_card_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void bf_scandump_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "bf.scandump");
+        redis_mod_arity(c, "bf.scandump");
         return;
     }
     /* the key first (RedisBloom looks it up before the iterator) */
     cmd_bf_key_args_t k = { cmd->argv[1].ptr, cmd->argv[1].len };
     cmd_bf_info_res_t in;
     cmd_err_t e;
-    if (!redis_run_handled(c, &CMD_BF_INFO, &k, &in, H_NOT_FOUND | H_WRONGTYPE, &e)) {
+    if (!redis_run_handled(c, &CMD_BF_INFO, &k, &in, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e)) {
         if (e.code != CMD_E__COUNT)
-            status_err(c, &e);
+            redis_mod_status_err(c, &e);
         return;
     }
     long long iter;
@@ -509,9 +438,9 @@ static void bf_scandump_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     cmd_scandump_args_t a = { k.key, k.klen, iter };
     cmd_scandump_res_t r;
-    if (!redis_run_handled(c, &CMD_BF_SCANDUMP, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e)) {
+    if (!redis_run_handled(c, &CMD_BF_SCANDUMP, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e)) {
         if (e.code != CMD_E__COUNT)
-            status_err(c, &e);
+            redis_mod_status_err(c, &e);
         return;
     }
     resp_reply_array(o, 2);
@@ -523,7 +452,7 @@ static void bf_scandump_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void bf_loadchunk_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 4) {
-        wrong_arity(c, "bf.loadchunk");
+        redis_mod_arity(c, "bf.loadchunk");
         return;
     }
     long long iter;
@@ -537,15 +466,15 @@ static void bf_loadchunk_command(redis_conn_t *c, const resp_cmd_t *cmd)
         /* refused by the chunk's own check, once the key holds a filter */
         cmd_bf_key_args_t ka = { k->ptr, k->len };
         cmd_bf_info_res_t in;
-        if (redis_run_handled(c, &CMD_BF_INFO, &ka, &in, H_NOT_FOUND | H_WRONGTYPE, &e))
+        if (redis_run_handled(c, &CMD_BF_INFO, &ka, &in, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e))
             redis_err(c, "ERR received bad data");
         else if (e.code != CMD_E__COUNT)
-            status_err(c, &e);
+            redis_mod_status_err(c, &e);
         return;
     }
     cmd_loadchunk_args_t a = { k->ptr, k->len, iter, (const uint8_t *)d->ptr, d->len };
     cmd_loadchunk_res_t r;
-    if (redis_run_handled(c, &CMD_BF_LOADCHUNK, &a, &r, H_NOT_FOUND | H_WRONGTYPE | H_BAD, &e)) {
+    if (redis_run_handled(c, &CMD_BF_LOADCHUNK, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE | REDIS_H_BAD, &e)) {
         redis_ok(c);
         return;
     }
@@ -557,7 +486,7 @@ static void bf_loadchunk_command(redis_conn_t *c, const resp_cmd_t *cmd)
     else if (e.code == CMD_E_BAD_REQUEST)
         redis_err(c, "ERR received bad data");
     else if (e.code != CMD_E__COUNT)
-        status_err(c, &e);
+        redis_mod_status_err(c, &e);
 }
 
 /* RedisBloom's registration: arity -1, keys 1 1 1, "write deny-oom" or

@@ -22,37 +22,8 @@
 
 #define E_MISSING "CMS: key does not exist"       /* RedisBloom's GetKey error */
 #define E_EXISTS "CMS: key already exists"         /* RedisBloom's create error */
-/* REDISMODULE_ERRORMSG_WRONGTYPE, Redis's own */
-#define E_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 
-static void wrong_arity(redis_conn_t *c, const char *name)
-{
-    redis_err(c, "ERR wrong number of arguments for '%s' command", name);
-}
-
-/* The key's state as RedisBloom's GetCMSKey sees it: 0 missing, 1 a
- * sketch, 2 another type, -1 an error answered. */
-static int key_state(redis_conn_t *c, const resp_arg_t *k)
-{
-    cmd_key_info_res_t info;
-    int f = redis_key_info(c, k, &info);
-    if (f <= 0)
-        return f;
-    return strcmp(info.type, "cms") == 0 ? 1 : 2;
-}
-
-/* Answers an argument's error the way RedisBloom orders them: a missing
- * key or another type first (must_exist), or an existing key (creation). */
-static void arg_error(redis_conn_t *c, const resp_arg_t *k, bool creating, const char *msg)
-{
-    int s = key_state(c, k);
-    if (s < 0)
-        return;
-    if (creating)
-        redis_err(c, "%s", s ? E_EXISTS : msg);
-    else
-        redis_err(c, "%s", s == 0 ? E_MISSING : s == 2 ? E_WRONGTYPE : msg);
-}
+static const redis_mod_keys_t keys = { "cms", E_MISSING, E_EXISTS, false };
 
 /* An operation's refusal in RedisBloom's words where it has them. */
 static void answer(redis_conn_t *c, const cmd_err_t *e, bool creating)
@@ -80,7 +51,7 @@ static void answer(redis_conn_t *c, const cmd_err_t *e, bool creating)
 static void init_command(redis_conn_t *c, const resp_cmd_t *cmd, bool by_prob)
 {
     if (cmd->argc != 4) {
-        wrong_arity(c, by_prob ? "cms.initbyprob" : "cms.initbydim");
+        redis_mod_arity(c, by_prob ? "cms.initbyprob" : "cms.initbydim");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
@@ -88,11 +59,11 @@ static void init_command(redis_conn_t *c, const resp_cmd_t *cmd, bool by_prob)
     if (!by_prob) {
         long long w, d;
         if (!redis_ll(&cmd->argv[2], &w) || w < 1) {
-            arg_error(c, k, true, "CMS: invalid width");
+            redis_mod_arg_error(c, &keys, k, true, "CMS: invalid width");
             return;
         }
         if (!redis_ll(&cmd->argv[3], &d) || d < 1) {
-            arg_error(c, k, true, "CMS: invalid depth");
+            redis_mod_arg_error(c, &keys, k, true, "CMS: invalid depth");
             return;
         }
         a.width = (uint64_t)w;
@@ -100,17 +71,17 @@ static void init_command(redis_conn_t *c, const resp_cmd_t *cmd, bool by_prob)
     } else {
         double err, prob;
         if (!redis_double(&cmd->argv[2], &err) || err <= 0 || err >= 1) {
-            arg_error(c, k, true, "CMS: invalid overestimation value");
+            redis_mod_arg_error(c, &keys, k, true, "CMS: invalid overestimation value");
             return;
         }
         if (!redis_double(&cmd->argv[3], &prob) || prob <= 0 || prob >= 1) {
-            arg_error(c, k, true, "CMS: invalid prob value");
+            redis_mod_arg_error(c, &keys, k, true, "CMS: invalid prob value");
             return;
         }
         cms_dims_from_prob(err, prob, &a.width, &a.depth);
     }
     if (a.width < 1 || a.depth < 1 || a.width > (uint64_t)INT64_MAX / a.depth) {
-        arg_error(c, k, true, "CMS: invalid init arguments");
+        redis_mod_arg_error(c, &keys, k, true, "CMS: invalid init arguments");
         return;
     }
     cmd_cms_info_t r;
@@ -135,7 +106,7 @@ static void reply_counts(redis_conn_t *c, const uint64_t *v, size_t n)
 static void incrby_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 4 || cmd->argc % 2 == 1) {
-        wrong_arity(c, "cms.incrby");
+        redis_mod_arity(c, "cms.incrby");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
@@ -144,18 +115,18 @@ static void incrby_command(redis_conn_t *c, const resp_cmd_t *cmd)
     const char **p = malloc(n * sizeof(*p));
     size_t *len = malloc(n * sizeof(*len));
     if (!by || !counts || !p || !len) {
-        redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        redis_err(c, REDIS_ERR_OOM);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         long long v;
         const resp_arg_t *x = &cmd->argv[3 + 2 * i];
         if (!redis_ll(x, &v)) {
-            arg_error(c, k, false, "CMS: Cannot parse number");
+            redis_mod_arg_error(c, &keys, k, false, "CMS: Cannot parse number");
             goto done;
         }
         if (v < 0) {
-            arg_error(c, k, false, "CMS: Number cannot be negative");
+            redis_mod_arg_error(c, &keys, k, false, "CMS: Number cannot be negative");
             goto done;
         }
         p[i] = cmd->argv[2 + 2 * i].ptr;
@@ -163,7 +134,7 @@ static void incrby_command(redis_conn_t *c, const resp_cmd_t *cmd)
         by[i] = (uint64_t)v;
     }
     if (n > CMD_BATCH_MAX) {   /* a record holds at most CMD_BATCH_MAX items */
-        arg_error(c, k, false, "CMS: at most 10000 items in one CMS.INCRBY");
+        redis_mod_arg_error(c, &keys, k, false, "CMS: at most 10000 items in one CMS.INCRBY");
         goto done;
     }
     cmd_cms_incrby_args_t a = { .key = k->ptr, .klen = k->len, .as_increments = true, .counts = counts };
@@ -183,7 +154,7 @@ done:
 static void query_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, "cms.query");
+        redis_mod_arity(c, "cms.query");
         return;
     }
     if (!redis_items(c, cmd, 2))
@@ -191,7 +162,7 @@ static void query_command(redis_conn_t *c, const resp_cmd_t *cmd)
     size_t n = cmd->argc - 2;
     uint64_t *counts = malloc(n * sizeof(*counts));
     if (!counts) {
-        redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        redis_err(c, REDIS_ERR_OOM);
         return;
     }
     cmd_cms_query_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .counts = counts };
@@ -210,14 +181,14 @@ static void query_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 4) {
-        wrong_arity(c, "cms.merge");
+        redis_mod_arity(c, "cms.merge");
         return;
     }
     const resp_arg_t *dest = &cmd->argv[1];
-    int s = key_state(c, dest);
+    int s = redis_mod_key_state(c, dest, keys.type);
     if (s <= 0 || s == 2) {
         if (s >= 0)
-            redis_err(c, "%s", s == 0 ? E_MISSING : E_WRONGTYPE);
+            redis_err(c, "%s", s == 0 ? E_MISSING : REDIS_ERR_WRONGTYPE);
         return;
     }
     long long nk;
@@ -251,7 +222,7 @@ static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     int64_t *w = pos >= 0 ? malloc(n * sizeof(*w)) : NULL;
     if (pos >= 0 && !w) {
-        redis_err(c, "OOM command not allowed when used memory > 'maxmemory'.");
+        redis_err(c, REDIS_ERR_OOM);
         return;
     }
     if (!redis_items(c, cmd, 3)) {
@@ -269,10 +240,10 @@ static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
         }
         if (w)
             w[i] = v;
-        int st = key_state(c, &cmd->argv[3 + i]);
+        int st = redis_mod_key_state(c, &cmd->argv[3 + i], keys.type);
         if (st != 1) {
             if (st >= 0)
-                redis_err(c, "%s", st == 0 ? E_MISSING : E_WRONGTYPE);
+                redis_err(c, "%s", st == 0 ? E_MISSING : REDIS_ERR_WRONGTYPE);
             free(w);
             return;
         }
@@ -292,7 +263,7 @@ static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, "cms.info");
+        redis_mod_arity(c, "cms.info");
         return;
     }
     cmd_cms_key_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len };
@@ -304,12 +275,9 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     resp_out_t *o = redis_conn_out(c);
     resp_reply_map(o, 3);
-    resp_reply_simple(o, "width", 5);
-    resp_reply_int(o, r.width);
-    resp_reply_simple(o, "depth", 5);
-    resp_reply_int(o, r.depth);
-    resp_reply_simple(o, "count", 5);
-    resp_reply_int(o, (long long)r.count);
+    redis_reply_field(o, "width", r.width);
+    redis_reply_field(o, "depth", r.depth);
+    redis_reply_field(o, "count", (long long)r.count);
 }
 
 /* RedisBloom registers each with arity -1 (it checks its own), keys 1 1 1,

@@ -29,46 +29,7 @@
 #include "cmd/cuckoo.h"
 #include "redis/redis_int.h"
 
-#define H_NOT_FOUND (1u << CMD_E_NOT_FOUND)
-#define H_WRONGTYPE (1u << CMD_E_WRONGTYPE)
-#define H_EXISTS (1u << CMD_E_EXISTS)
-#define H_BAD (1u << CMD_E_BAD_REQUEST)
-#define H_OOM (1u << CMD_E_OUT_OF_MEMORY)
-
-#define ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
-#define ERR_OOM "OOM command not allowed when used memory > 'maxmemory'."
 #define CF_HEADER_LEN 38   /* RedisBloom's CFHeader */
-
-static void wrong_arity(redis_conn_t *c, const char *name)
-{
-    redis_err(c, "ERR wrong number of arguments for '%s' command", name);
-}
-
-static bool eq_ci(const resp_arg_t *a, const char *s)
-{
-    size_t n = strlen(s);
-    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
-}
-
-/* RMUtil_ArgIndex: the first word of argv equal to s in any case, or -1. */
-static long arg_index(const resp_cmd_t *cmd, const char *s)
-{
-    for (size_t i = 0; i < cmd->argc; i++)
-        if (eq_ci(&cmd->argv[i], s))
-            return (long)i;
-    return -1;
-}
-
-/* A WRONGTYPE, an existing or a missing key in RedisBloom's words. */
-static void status_err(redis_conn_t *c, const cmd_err_t *e)
-{
-    if (e->code == CMD_E_WRONGTYPE)
-        redis_err(c, ERR_WRONGTYPE);
-    else if (e->code == CMD_E_EXISTS)
-        redis_err(c, "ERR item exists");
-    else if (e->code == CMD_E_NOT_FOUND)
-        redis_err(c, "ERR not found");
-}
 
 /* The filter's info: 1 with *in, 0 when the key is missing, -1 when an
  * error was answered (WRONGTYPE, admission). */
@@ -77,13 +38,13 @@ static int cf_lookup(redis_conn_t *c, const resp_arg_t *key, cuckoo_info_t *in)
     cmd_cf_key_args_t a = { key->ptr, key->len };
     cmd_cf_info_res_t r;
     cmd_err_t e;
-    if (redis_run_handled(c, &CMD_CF_INFO, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e)) {
+    if (redis_run_handled(c, &CMD_CF_INFO, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e)) {
         *in = r.info;
         return 1;
     }
     if (e.code == CMD_E_NOT_FOUND)
         return 0;
-    status_err(c, &e);
+    redis_mod_status_err(c, &e);
     return -1;
 }
 
@@ -95,7 +56,7 @@ static int cf_lookup(redis_conn_t *c, const resp_arg_t *key, cuckoo_info_t *in)
 static bool option(redis_conn_t *c, const resp_cmd_t *cmd, const char *name, long long lo, long long hi,
                    long long *v)
 {
-    long at = arg_index(cmd, name);
+    long at = redis_word_index(cmd, name);
     if (at == -1)
         return true;
     if (at + 1 >= (long)cmd->argc || !redis_ll(&cmd->argv[at + 1], v)) {
@@ -128,16 +89,16 @@ static bool cf_create(redis_conn_t *c, const resp_arg_t *key, long long cap, lon
             redis_err(c, "ERR Insufficient memory to create filter");
         return false;
     }
-    if (redis_run_handled(c, &CMD_CF_RESERVE, &a, &r, H_EXISTS | H_WRONGTYPE, &e))
+    if (redis_run_handled(c, &CMD_CF_RESERVE, &a, &r, REDIS_H_EXISTS | REDIS_H_WRONGTYPE, &e))
         return true;
-    status_err(c, &e);
+    redis_mod_status_err(c, &e);
     return false;
 }
 
 static void cf_reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 3 || cmd->argc % 2 == 0) {
-        wrong_arity(c, "cf.reserve");
+        redis_mod_arity(c, "cf.reserve");
         return;
     }
     long long cap, mi = CUCKOO_DEFAULT_MAX_ITERATIONS, bs = CUCKOO_DEFAULT_BUCKET_SIZE, ex = CUCKOO_DEFAULT_EXPANSION;
@@ -185,7 +146,7 @@ static void cf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bo
         return;
     bool *added = calloc(2 * n, sizeof(*added));
     if (!added) {
-        redis_err(c, ERR_OOM);
+        redis_err(c, REDIS_ERR_OOM);
         return;
     }
     cmd_cf_items_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n), nx, added,
@@ -193,7 +154,7 @@ static void cf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bo
     cmd_cf_res_t r;
     cmd_err_t e;
     resp_out_t *o = redis_conn_out(c);
-    if (redis_run_handled(c, &CMD_CF_INSERT, &a, &r, H_NOT_FOUND | H_WRONGTYPE | H_OOM, &e)) {
+    if (redis_run_handled(c, &CMD_CF_INSERT, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE | REDIS_H_OOM, &e)) {
         if (!multi && added[n]) {
             redis_err(c, "Filter is full");
         } else {
@@ -205,9 +166,9 @@ static void cf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bo
     } else if (e.code == CMD_E_OUT_OF_MEMORY && strncmp(e.message, "maximum expansions reached", 26) == 0) {
         redis_err(c, "Maximum expansions reached");
     } else if (e.code == CMD_E_OUT_OF_MEMORY) {
-        redis_err(c, ERR_OOM);
+        redis_err(c, REDIS_ERR_OOM);
     } else {
-        status_err(c, &e);
+        redis_mod_status_err(c, &e);
     }
     free(added);
 }
@@ -215,7 +176,7 @@ static void cf_add_items(redis_conn_t *c, const resp_cmd_t *cmd, size_t from, bo
 static void cf_add_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "cf.add");
+        redis_mod_arity(c, "cf.add");
         return;
     }
     cf_add_items(c, cmd, 2, false, false, false, 0);
@@ -224,7 +185,7 @@ static void cf_add_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void cf_addnx_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "cf.addnx");
+        redis_mod_arity(c, "cf.addnx");
         return;
     }
     cf_add_items(c, cmd, 2, true, false, false, 0);
@@ -234,7 +195,7 @@ static void cf_insert(redis_conn_t *c, const resp_cmd_t *cmd, bool nx)
 {
     const char *name = nx ? "cf.insertnx" : "cf.insert";
     if (cmd->argc < 4) {
-        wrong_arity(c, name);
+        redis_mod_arity(c, name);
         return;
     }
     long long cap = CUCKOO_DEFAULT_CAPACITY;
@@ -245,7 +206,7 @@ static void cf_insert(redis_conn_t *c, const resp_cmd_t *cmd, bool nx)
         switch ((w->len ? w->ptr[0] : '\0') | 0x20) {
         case 'c':
             if (++pos == cmd->argc) {
-                wrong_arity(c, name);
+                redis_mod_arity(c, name);
                 return;
             }
             if (!redis_ll(&cmd->argv[pos++], &cap)) {
@@ -270,7 +231,7 @@ static void cf_insert(redis_conn_t *c, const resp_cmd_t *cmd, bool nx)
         }
     }
     if (!items || items == cmd->argc) {
-        wrong_arity(c, name);
+        redis_mod_arity(c, name);
         return;
     }
     cuckoo_params_t p = { (uint64_t)cap, CUCKOO_DEFAULT_BUCKET_SIZE, CUCKOO_DEFAULT_MAX_ITERATIONS,
@@ -312,29 +273,20 @@ static void cf_check(redis_conn_t *c, const resp_cmd_t *cmd, bool multi)
         return;
     bool *found = calloc(n, sizeof(*found));
     if (!found) {
-        redis_err(c, ERR_OOM);
+        redis_err(c, REDIS_ERR_OOM);
         return;
     }
     cmd_cf_items_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd_items_of(c->ptrs, c->lens, NULL, n), false,
                               found, false, 0, false, NULL };
     cmd_cf_res_t r;
-    cmd_err_t e;
-    if (redis_run_handled(c, multi ? &CMD_CF_MEXISTS : &CMD_CF_EXISTS, &a, &r, H_WRONGTYPE, &e) ||
-        e.code == CMD_E_WRONGTYPE) {
-        if (e.code == CMD_E_WRONGTYPE)
-            memset(found, 0, n * sizeof(*found));
-        if (multi)
-            resp_reply_array(redis_conn_out(c), n);
-        for (size_t i = 0; i < n; i++)
-            resp_reply_bool(redis_conn_out(c), found[i]);
-    }
+    redis_mod_exists(c, multi ? &CMD_CF_MEXISTS : &CMD_CF_EXISTS, &a, &r, found, n, multi);
     free(found);
 }
 
 static void cf_exists_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "cf.exists");
+        redis_mod_arity(c, "cf.exists");
         return;
     }
     cf_check(c, cmd, false);
@@ -343,7 +295,7 @@ static void cf_exists_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void cf_mexists_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, "cf.mexists");
+        redis_mod_arity(c, "cf.mexists");
         return;
     }
     cf_check(c, cmd, true);
@@ -352,13 +304,13 @@ static void cf_mexists_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void cf_count_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "cf.count");
+        redis_mod_arity(c, "cf.count");
         return;
     }
     cmd_cf_count_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, cmd->argv[2].ptr, cmd->argv[2].len };
     cmd_cf_res_t r;
     cmd_err_t e;
-    if (redis_run_handled(c, &CMD_CF_COUNT, &a, &r, H_WRONGTYPE, &e))
+    if (redis_run_handled(c, &CMD_CF_COUNT, &a, &r, REDIS_H_WRONGTYPE, &e))
         resp_reply_int(redis_conn_out(c), (long long)r.n);
     else if (e.code == CMD_E_WRONGTYPE)
         resp_reply_int(redis_conn_out(c), 0);
@@ -367,7 +319,7 @@ static void cf_count_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void cf_del_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "cf.del");
+        redis_mod_arity(c, "cf.del");
         return;
     }
     bool removed = false;
@@ -377,7 +329,7 @@ static void cf_del_command(redis_conn_t *c, const resp_cmd_t *cmd)
                               &removed, false, 0, false, NULL };
     cmd_cf_res_t r;
     cmd_err_t e;
-    if (redis_run_handled(c, &CMD_CF_DEL, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e))
+    if (redis_run_handled(c, &CMD_CF_DEL, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e))
         resp_reply_bool(redis_conn_out(c), removed);
     else if (e.code != CMD_E__COUNT)
         redis_err(c, "Not found");
@@ -390,7 +342,7 @@ static void cf_del_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void cf_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, "cf.info");
+        redis_mod_arity(c, "cf.info");
         return;
     }
     cuckoo_info_t in;
@@ -411,10 +363,8 @@ static void cf_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
         { "Max iterations", in.max_iterations },
     };
     resp_reply_map(o, 8);
-    for (size_t i = 0; i < 8; i++) {
-        resp_reply_simple(o, m[i].name, strlen(m[i].name));
-        resp_reply_int(o, (long long)m[i].v);
-    }
+    for (size_t i = 0; i < 8; i++)
+        redis_reply_field(o, m[i].name, (long long)m[i].v);
 }
 
 /* CF.COMPACT: RedisBloom registers it "readonly fast" although it moves
@@ -422,13 +372,13 @@ static void cf_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void cf_compact_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, "cf.compact");
+        redis_mod_arity(c, "cf.compact");
         return;
     }
     cmd_cf_key_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len };
     cmd_cf_info_res_t r;
     cmd_err_t e;
-    if (redis_run_handled(c, &CMD_CF_COMPACT, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e))
+    if (redis_run_handled(c, &CMD_CF_COMPACT, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e))
         redis_ok(c);
     else if (e.code != CMD_E__COUNT)
         redis_err(c, "Cuckoo filter was not found");
@@ -450,7 +400,7 @@ static void dump_end(redis_conn_t *c)
 static void cf_scandump_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3) {
-        wrong_arity(c, "cf.scandump");
+        redis_mod_arity(c, "cf.scandump");
         return;
     }
     long long pos;
@@ -471,8 +421,8 @@ static void cf_scandump_command(redis_conn_t *c, const resp_cmd_t *cmd)
     cmd_scandump_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len, pos };
     cmd_scandump_res_t r;
     cmd_err_t e;
-    if (!redis_run_handled(c, &CMD_CF_SCANDUMP, &a, &r, H_NOT_FOUND | H_WRONGTYPE, &e)) {
-        status_err(c, &e);
+    if (!redis_run_handled(c, &CMD_CF_SCANDUMP, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE, &e)) {
+        redis_mod_status_err(c, &e);
         return;
     }
     if (!r.len) {
@@ -489,7 +439,7 @@ static void cf_scandump_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void cf_loadchunk_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 4) {
-        wrong_arity(c, "cf.loadchunk");
+        redis_mod_arity(c, "cf.loadchunk");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1], *d = &cmd->argv[3];
@@ -521,12 +471,12 @@ static void cf_loadchunk_command(redis_conn_t *c, const resp_cmd_t *cmd)
     cmd_loadchunk_args_t a = { k->ptr, k->len, pos, (const uint8_t *)d->ptr, d->len };
     cmd_loadchunk_res_t r;
     cmd_err_t e;
-    if (redis_run_handled(c, &CMD_CF_LOADCHUNK, &a, &r, H_NOT_FOUND | H_WRONGTYPE | H_BAD, &e))
+    if (redis_run_handled(c, &CMD_CF_LOADCHUNK, &a, &r, REDIS_H_NOT_FOUND | REDIS_H_WRONGTYPE | REDIS_H_BAD, &e))
         redis_ok(c);
     else if (e.code == CMD_E_BAD_REQUEST)
         redis_err(c, "%s", pos == 1 ? "Couldn't create filter!" : "Couldn't load chunk!");
     else
-        status_err(c, &e);
+        redis_mod_status_err(c, &e);
 }
 
 /* RedisBloom's registration: arity -1, keys 1 1 1, "write deny-oom",

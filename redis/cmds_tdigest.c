@@ -32,37 +32,8 @@
 
 #define E_MISSING "ERR T-Digest: key does not exist"       /* RedisBloom's GetKey error */
 #define E_EXISTS "ERR T-Digest: key already exists"         /* RedisBloom's create error */
-/* REDISMODULE_ERRORMSG_WRONGTYPE, Redis's own */
-#define E_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
 
-static void wrong_arity(redis_conn_t *c, const char *name)
-{
-    redis_err(c, "ERR wrong number of arguments for '%s' command", name);
-}
-
-/* 0 missing, 1 a digest, 2 another type, -1 an error answered. */
-static int key_state(redis_conn_t *c, const resp_arg_t *k)
-{
-    cmd_key_info_res_t info;
-    int f = redis_key_info(c, k, &info);
-    if (f <= 0)
-        return f;
-    return strcmp(info.type, "tdigest") == 0 ? 1 : 2;
-}
-
-/* An argument's error after the key's, as RedisBloom checks the key
- * first (creating: a digest there is "already exists", another type
- * WRONGTYPE). */
-static void arg_error(redis_conn_t *c, const resp_arg_t *k, bool creating, const char *msg)
-{
-    int s = key_state(c, k);
-    if (s < 0)
-        return;
-    if (creating)
-        redis_err(c, "%s", s == 1 ? E_EXISTS : s == 2 ? E_WRONGTYPE : msg);
-    else
-        redis_err(c, "%s", s == 0 ? E_MISSING : s == 2 ? E_WRONGTYPE : msg);
-}
+static const redis_mod_keys_t keys = { "tdigest", E_MISSING, E_EXISTS, true };
 
 static void answer(redis_conn_t *c, const cmd_err_t *e)
 {
@@ -92,29 +63,24 @@ static const char *compression_arg(const resp_arg_t *a, uint32_t *v)
     return NULL;
 }
 
-static bool is_word(const resp_arg_t *a, const char *w)
-{
-    size_t n = strlen(w);
-    return a->len == n && strncasecmp(a->ptr, w, n) == 0;
-}
-
 static void create_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     /* argc 3: RedisBloom 2.2's TDIGEST.CREATE key compression */
     if (cmd->argc < 2 || cmd->argc > 4) {
-        wrong_arity(c, "tdigest.create");
+        redis_mod_arity(c, "tdigest.create");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
     cmd_tdigest_create_args_t a = { .key = k->ptr, .klen = k->len, .compression = TDIGEST_DEFAULT_COMPRESSION };
-    if (cmd->argc == 4 && !is_word(&cmd->argv[2], "COMPRESSION") && !is_word(&cmd->argv[3], "COMPRESSION")) {
-        arg_error(c, k, true, "ERR T-Digest: wrong keyword");
+    if (cmd->argc == 4 && !redis_word_is(&cmd->argv[2], "COMPRESSION") &&
+        !redis_word_is(&cmd->argv[3], "COMPRESSION")) {
+        redis_mod_arg_error(c, &keys, k, true, "ERR T-Digest: wrong keyword");
         return;
     }
     if (cmd->argc > 2) {
         const char *why = compression_arg(&cmd->argv[cmd->argc - 1], &a.compression);
         if (why) {
-            arg_error(c, k, true, why);
+            redis_mod_arg_error(c, &keys, k, true, why);
             return;
         }
     }
@@ -129,7 +95,7 @@ static void create_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, "tdigest.reset");
+        redis_mod_arity(c, "tdigest.reset");
         return;
     }
     cmd_tdigest_key_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len };
@@ -144,7 +110,7 @@ static void reset_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void add_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, "tdigest.add");
+        redis_mod_arity(c, "tdigest.add");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
@@ -156,16 +122,16 @@ static void add_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     for (size_t i = 0; i < n; i++) {
         if (!redis_double(&cmd->argv[2 + i], &v[i])) {
-            arg_error(c, k, false, "ERR T-Digest: error parsing val parameter");
+            redis_mod_arg_error(c, &keys, k, false, "ERR T-Digest: error parsing val parameter");
             goto done;
         }
         if (!isfinite(v[i])) {
-            arg_error(c, k, false, "ERR T-Digest: val parameter needs to be a finite number");
+            redis_mod_arg_error(c, &keys, k, false, "ERR T-Digest: val parameter needs to be a finite number");
             goto done;
         }
     }
     if (n > CMD_BATCH_MAX) {   /* a record holds at most CMD_BATCH_MAX values */
-        arg_error(c, k, false, "ERR T-Digest: at most 10000 values in one TDIGEST.ADD");
+        redis_mod_arg_error(c, &keys, k, false, "ERR T-Digest: at most 10000 values in one TDIGEST.ADD");
         goto done;
     }
     cmd_tdigest_add_args_t a = { .key = k->ptr, .klen = k->len, .values = { .n = n, .v = v } };
@@ -184,15 +150,15 @@ done:
 static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, "tdigest.merge");
+        redis_mod_arity(c, "tdigest.merge");
         return;
     }
     const resp_arg_t *dest = &cmd->argv[1];
-    int ds = key_state(c, dest);
+    int ds = redis_mod_key_state(c, dest, keys.type);
     if (ds < 0)
         return;
     if (ds == 2) {
-        redis_err(c, "%s", E_WRONGTYPE);
+        redis_err(c, "%s", REDIS_ERR_WRONGTYPE);
         return;
     }
     cmd_tdigest_merge_args_t a = { .key = dest->ptr, .klen = dest->len };
@@ -210,7 +176,7 @@ static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
             return;
         }
         if ((unsigned long long)nk > cmd->argc - 3) {
-            wrong_arity(c, "tdigest.merge");
+            redis_mod_arity(c, "tdigest.merge");
             return;
         }
         n = (size_t)nk;
@@ -218,14 +184,14 @@ static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
         if (opt < cmd->argc) {
             size_t comp = 0, over = 0;   /* the words' positions (0: absent), the first of each */
             for (size_t i = opt; i < cmd->argc; i++) {
-                if (!comp && is_word(&cmd->argv[i], "COMPRESSION"))
+                if (!comp && redis_word_is(&cmd->argv[i], "COMPRESSION"))
                     comp = i;
-                if (!over && is_word(&cmd->argv[i], "OVERRIDE"))
+                if (!over && redis_word_is(&cmd->argv[i], "OVERRIDE"))
                     over = i;
             }
             if (comp) {
                 if (comp + 1 >= cmd->argc) {
-                    wrong_arity(c, "tdigest.merge");
+                    redis_mod_arity(c, "tdigest.merge");
                     return;
                 }
                 const char *why = compression_arg(&cmd->argv[comp + 1], &a.compression);
@@ -249,10 +215,10 @@ static void merge_command(redis_conn_t *c, const resp_cmd_t *cmd)
     for (size_t i = 0; i < n; i++) {
         const resp_arg_t *s = &cmd->argv[first + i];
         bool is_dest = s->len == dest->len && memcmp(s->ptr, dest->ptr, s->len) == 0;
-        int st = is_dest ? ds : key_state(c, s);
+        int st = is_dest ? ds : redis_mod_key_state(c, s, keys.type);
         if (st != 1) {
             if (st >= 0)
-                redis_err(c, "%s", st == 0 ? E_MISSING : E_WRONGTYPE);
+                redis_err(c, "%s", st == 0 ? E_MISSING : REDIS_ERR_WRONGTYPE);
             return;
         }
     }
@@ -293,7 +259,7 @@ static const struct {
 static void query(redis_conn_t *c, const resp_cmd_t *cmd, enum query_kind kind)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, queries[kind].name);
+        redis_mod_arity(c, queries[kind].name);
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
@@ -311,21 +277,21 @@ static void query(redis_conn_t *c, const resp_cmd_t *cmd, enum query_kind kind)
         if (by_rank) {
             long long r;
             if (!redis_ll(v, &r)) {
-                arg_error(c, k, false, queries[kind].parse_err);
+                redis_mod_arg_error(c, &keys, k, false, queries[kind].parse_err);
                 goto done;
             }
             if (r < 0) {
-                arg_error(c, k, false, "ERR T-Digest: rank needs to be non negative");
+                redis_mod_arg_error(c, &keys, k, false, "ERR T-Digest: rank needs to be non negative");
                 goto done;
             }
             ranks[i] = (uint64_t)r;
         } else {
             if (!redis_double(v, &x[i])) {
-                arg_error(c, k, false, queries[kind].parse_err);
+                redis_mod_arg_error(c, &keys, k, false, queries[kind].parse_err);
                 goto done;
             }
             if (kind == Q_QUANTILE && (x[i] < 0 || x[i] > 1)) {
-                arg_error(c, k, false, "ERR T-Digest: quantile should be in [0,1]");
+                redis_mod_arg_error(c, &keys, k, false, "ERR T-Digest: quantile should be in [0,1]");
                 goto done;
             }
         }
@@ -367,7 +333,7 @@ static void byrevrank_command(redis_conn_t *c, const resp_cmd_t *cmd) { query(c,
 static void scalar(redis_conn_t *c, const resp_cmd_t *cmd, const cmd_def_t *def, const char *name)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, name);
+        redis_mod_arity(c, name);
         return;
     }
     cmd_tdigest_scalar_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
@@ -385,25 +351,27 @@ static void max_command(redis_conn_t *c, const resp_cmd_t *cmd) { scalar(c, cmd,
 static void trimmed_mean_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 4) {
-        wrong_arity(c, "tdigest.trimmed_mean");
+        redis_mod_arity(c, "tdigest.trimmed_mean");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
     cmd_tdigest_scalar_args_t a = { .key = k->ptr, .klen = k->len };
     if (!redis_double(&cmd->argv[2], &a.low)) {
-        arg_error(c, k, false, "ERR T-Digest: error parsing low_cut_percentile");
+        redis_mod_arg_error(c, &keys, k, false, "ERR T-Digest: error parsing low_cut_percentile");
         return;
     }
     if (!redis_double(&cmd->argv[3], &a.high)) {
-        arg_error(c, k, false, "ERR T-Digest: error parsing high_cut_percentile");
+        redis_mod_arg_error(c, &keys, k, false, "ERR T-Digest: error parsing high_cut_percentile");
         return;
     }
     if (a.low < 0 || a.low > 1 || a.high < 0 || a.high > 1) {
-        arg_error(c, k, false, "ERR T-Digest: low_cut_percentile and high_cut_percentile should be in [0,1]");
+        redis_mod_arg_error(c, &keys, k, false,
+                            "ERR T-Digest: low_cut_percentile and high_cut_percentile should be in [0,1]");
         return;
     }
     if (a.low >= a.high) {
-        arg_error(c, k, false, "ERR T-Digest: low_cut_percentile should be lower than high_cut_percentile");
+        redis_mod_arg_error(c, &keys, k, false,
+                            "ERR T-Digest: low_cut_percentile should be lower than high_cut_percentile");
         return;
     }
     cmd_tdigest_scalar_res_t r;
@@ -414,16 +382,10 @@ static void trimmed_mean_command(redis_conn_t *c, const resp_cmd_t *cmd)
         answer(c, &e);
 }
 
-static void field(resp_out_t *o, const char *name, long long v)
-{
-    resp_reply_simple(o, name, strlen(name));
-    resp_reply_int(o, v);
-}
-
 static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, "tdigest.info");
+        redis_mod_arity(c, "tdigest.info");
         return;
     }
     cmd_tdigest_key_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len };
@@ -435,15 +397,16 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     resp_out_t *o = redis_conn_out(c);
     resp_reply_map(o, 9);
-    field(o, "Compression", r.compression);
-    field(o, "Capacity", r.capacity);
-    field(o, "Merged nodes", r.merged_nodes);
-    field(o, "Unmerged nodes", r.unmerged_nodes);
-    field(o, "Merged weight", (long long)r.merged_weight);
-    field(o, "Unmerged weight", (long long)r.unmerged_weight);
-    field(o, "Observations", (long long)r.observations);
-    field(o, "Total compressions", r.total_compressions > INT64_MAX ? INT64_MAX : (long long)r.total_compressions);
-    field(o, "Memory usage", (long long)r.size_bytes);
+    redis_reply_field(o, "Compression", r.compression);
+    redis_reply_field(o, "Capacity", r.capacity);
+    redis_reply_field(o, "Merged nodes", r.merged_nodes);
+    redis_reply_field(o, "Unmerged nodes", r.unmerged_nodes);
+    redis_reply_field(o, "Merged weight", (long long)r.merged_weight);
+    redis_reply_field(o, "Unmerged weight", (long long)r.unmerged_weight);
+    redis_reply_field(o, "Observations", (long long)r.observations);
+    redis_reply_field(o, "Total compressions",
+                      r.total_compressions > INT64_MAX ? INT64_MAX : (long long)r.total_compressions);
+    redis_reply_field(o, "Memory usage", (long long)r.size_bytes);
 }
 
 /* RedisBloom registers each with arity -1 (it checks its own), keys 1 1 1,

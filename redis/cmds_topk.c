@@ -20,39 +20,13 @@
 
 #define E_MISSING "TopK: key does not exist"       /* RedisBloom's GetKey error */
 #define E_EXISTS "TopK: key already exists"         /* RedisBloom's create error */
-/* REDISMODULE_ERRORMSG_WRONGTYPE, Redis's own */
-#define E_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+static const redis_mod_keys_t keys = { "topk", E_MISSING, E_EXISTS, false };
+
 /* RedisBloom's text, with the spaces its source's line continuation leaves */
 #define E_INCREMENT                                                                                  \
     "TopK: increment must be an integer greater or equal to 0                            and smaller " \
     "or equal to 100,000"
-
-static void wrong_arity(redis_conn_t *c, const char *name)
-{
-    redis_err(c, "ERR wrong number of arguments for '%s' command", name);
-}
-
-/* 0 missing, 1 a Top-K, 2 another type, -1 an error answered. */
-static int key_state(redis_conn_t *c, const resp_arg_t *k)
-{
-    cmd_key_info_res_t info;
-    int f = redis_key_info(c, k, &info);
-    if (f <= 0)
-        return f;
-    return strcmp(info.type, "topk") == 0 ? 1 : 2;
-}
-
-/* An argument's error after the key's, as RedisBloom orders them. */
-static void arg_error(redis_conn_t *c, const resp_arg_t *k, bool creating, const char *msg)
-{
-    int s = key_state(c, k);
-    if (s < 0)
-        return;
-    if (creating)
-        redis_err(c, "%s", s ? E_EXISTS : msg);
-    else
-        redis_err(c, "%s", s == 0 ? E_MISSING : s == 2 ? E_WRONGTYPE : msg);
-}
 
 static void answer(redis_conn_t *c, const cmd_err_t *e, bool creating)
 {
@@ -78,7 +52,7 @@ static bool u32_arg(const resp_arg_t *a, uint32_t *v)
 static void reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 3 && cmd->argc != 6) {
-        wrong_arity(c, "topk.reserve");
+        redis_mod_arity(c, "topk.reserve");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
@@ -86,20 +60,20 @@ static void reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
                                   .depth = TOPK_DEFAULT_DEPTH, .decay = TOPK_DEFAULT_DECAY };
     /* k past tally's TOPK_MAX_K (one answer's batch) is refused as an invalid k */
     if (!u32_arg(&cmd->argv[2], &a.k) || a.k > TOPK_MAX_K) {
-        arg_error(c, k, true, "TopK: invalid k");
+        redis_mod_arg_error(c, &keys, k, true, "TopK: invalid k");
         return;
     }
     if (cmd->argc == 6) {
         if (!u32_arg(&cmd->argv[3], &a.width)) {
-            arg_error(c, k, true, "TopK: invalid width");
+            redis_mod_arg_error(c, &keys, k, true, "TopK: invalid width");
             return;
         }
         if (!u32_arg(&cmd->argv[4], &a.depth)) {
-            arg_error(c, k, true, "TopK: invalid depth");
+            redis_mod_arg_error(c, &keys, k, true, "TopK: invalid depth");
             return;
         }
         if (!redis_double(&cmd->argv[5], &a.decay) || a.decay <= 0 || a.decay > 1) {
-            arg_error(c, k, true, "TopK: invalid decay value. must be '<= 1' & '> 0'");
+            redis_mod_arg_error(c, &keys, k, true, "TopK: invalid decay value. must be '<= 1' & '> 0'");
             return;
         }
     }
@@ -116,7 +90,7 @@ static void reserve_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void add(redis_conn_t *c, const resp_cmd_t *cmd, bool incr)
 {
     if (incr ? cmd->argc < 4 || cmd->argc % 2 == 1 : cmd->argc < 3) {
-        wrong_arity(c, incr ? "topk.incrby" : "topk.add");
+        redis_mod_arity(c, incr ? "topk.incrby" : "topk.add");
         return;
     }
     const resp_arg_t *k = &cmd->argv[1];
@@ -133,7 +107,7 @@ static void add(redis_conn_t *c, const resp_cmd_t *cmd, bool incr)
     for (size_t i = 0; i < n; i++) {
         long long v = 1;
         if (incr && (!redis_ll(&cmd->argv[3 + 2 * i], &v) || v < 0 || v > TOPK_MAX_INCREMENT)) {
-            arg_error(c, k, false, E_INCREMENT);
+            redis_mod_arg_error(c, &keys, k, false, E_INCREMENT);
             goto done;
         }
         at[i] = SIZE_MAX;
@@ -145,7 +119,7 @@ static void add(redis_conn_t *c, const resp_cmd_t *cmd, bool incr)
         by[m++] = (uint64_t)v;
     }
     if (m > CMD_BATCH_MAX) {   /* a record holds at most CMD_BATCH_MAX items */
-        arg_error(c, k, false,
+        redis_mod_arg_error(c, &keys, k, false,
                   incr ? "TopK: at most 10000 items in one TOPK.INCRBY" : "TopK: at most 10000 items in one TOPK.ADD");
         goto done;
     }
@@ -153,10 +127,10 @@ static void add(redis_conn_t *c, const resp_cmd_t *cmd, bool incr)
     bool ok;
     if (m == 0) {
         /* nothing to add: the key is only looked at */
-        int s = key_state(c, k);
+        int s = redis_mod_key_state(c, k, keys.type);
         if (s != 1) {
             if (s >= 0)
-                redis_err(c, "%s", s == 0 ? E_MISSING : E_WRONGTYPE);
+                redis_err(c, "%s", s == 0 ? E_MISSING : REDIS_ERR_WRONGTYPE);
             goto done;
         }
         ok = true;
@@ -195,7 +169,7 @@ static void incrby_command(redis_conn_t *c, const resp_cmd_t *cmd) { add(c, cmd,
 static void query(redis_conn_t *c, const resp_cmd_t *cmd, bool counts)
 {
     if (cmd->argc < 3) {
-        wrong_arity(c, counts ? "topk.count" : "topk.query");
+        redis_mod_arity(c, counts ? "topk.count" : "topk.query");
         return;
     }
     if (!redis_items(c, cmd, 2))
@@ -229,7 +203,7 @@ static void count_command(redis_conn_t *c, const resp_cmd_t *cmd) { query(c, cmd
 static void list_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2 && cmd->argc != 3) {
-        wrong_arity(c, "topk.list");
+        redis_mod_arity(c, "topk.list");
         return;
     }
     bool withcount = false;
@@ -263,7 +237,7 @@ static void list_command(redis_conn_t *c, const resp_cmd_t *cmd)
 static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     if (cmd->argc != 2) {
-        wrong_arity(c, "topk.info");
+        redis_mod_arity(c, "topk.info");
         return;
     }
     cmd_topk_key_args_t a = { cmd->argv[1].ptr, cmd->argv[1].len };
@@ -275,12 +249,9 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     resp_out_t *o = redis_conn_out(c);
     resp_reply_map(o, 4);
-    resp_reply_simple(o, "k", 1);
-    resp_reply_int(o, r.k);
-    resp_reply_simple(o, "width", 5);
-    resp_reply_int(o, r.width);
-    resp_reply_simple(o, "depth", 5);
-    resp_reply_int(o, r.depth);
+    redis_reply_field(o, "k", r.k);
+    redis_reply_field(o, "width", r.width);
+    redis_reply_field(o, "depth", r.depth);
     resp_reply_simple(o, "decay", 5);
     resp_reply_double(o, r.decay);
 }

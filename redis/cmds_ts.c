@@ -11,7 +11,7 @@
  * without the ERR code where the module sends them so; the module's own
  * arity checks ("wrong number of arguments" naming the command as
  * typed).  Errors of the operations are answered in the module's words
- * through c->err_answer.
+ * through ts_run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,20 +25,6 @@
 /* ------------------------------------------------------------------------ */
 /* Shared helpers (cmds_ts.h)                                               */
 /* ------------------------------------------------------------------------ */
-
-bool ts_arg_is(const resp_arg_t *a, const char *s)
-{
-    size_t n = strlen(s);
-    return a->len == n && strncasecmp(a->ptr, s, n) == 0;
-}
-
-int ts_arg_index(const resp_cmd_t *cmd, const char *tok)
-{
-    for (size_t i = 0; i < cmd->argc; i++)
-        if (ts_arg_is(&cmd->argv[i], tok))
-            return (int)i;
-    return -1;
-}
 
 void ts_wrong_arity(redis_conn_t *c, const resp_cmd_t *cmd)
 {
@@ -163,21 +149,11 @@ void ts_reply_map_or_array(resp_out_t *o, size_t n)
         resp_reply_array(o, n);
 }
 
-/* The key's type: 1 a series, 0 missing, 2 another type, -1 answered. */
-int ts_key_kind(redis_conn_t *c, const resp_arg_t *k)
-{
-    cmd_key_info_res_t info;
-    int f = redis_key_info(c, k, &info);
-    if (f <= 0)
-        return f;
-    return strcmp(info.type, ts_type.name) == 0 ? 1 : 2;
-}
-
 /* Answers the key errors RedisTimeSeries's GetSeries gives first, when
  * there is one: true when answered (or an error of the look-up was). */
 bool ts_key_error_first(redis_conn_t *c, const resp_arg_t *k)
 {
-    int kind = ts_key_kind(c, k);
+    int kind = redis_mod_key_state(c, k, ts_type.name);
     if (kind == 0)
         ts_tsdb_err(c, "the key does not exist");
     else if (kind == 2)
@@ -196,6 +172,17 @@ bool ts_err_series(redis_conn_t *c, const cmd_err_t *e)
         redis_err(c, "ERR WRONGTYPE Operation against a key holding the wrong kind of value");
         return true;
     }
+    return false;
+}
+
+bool ts_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, ts_err_fn answer)
+{
+    const unsigned words = 1u << CMD_E_NOT_FOUND | 1u << CMD_E_WRONGTYPE | 1u << CMD_E_EXISTS | 1u << CMD_E_BAD_REQUEST;
+    cmd_err_t e;
+    if (redis_run_handled(c, def, args, res, words, &e))
+        return true;
+    if (e.code != CMD_E__COUNT && !answer(c, &e))
+        redis_answer_err(c, &e);
     return false;
 }
 
@@ -223,7 +210,7 @@ static bool opts_fail(create_opts_t *o, const char *err)
 
 static bool parse_labels(const resp_cmd_t *cmd, create_opts_t *o, bool *present)
 {
-    int pos = ts_arg_index(cmd, "LABELS");
+    int pos = redis_word_index(cmd, "LABELS");
     *present = pos >= 0;
     o->nlabels = 0;
     if (pos < 0)
@@ -258,7 +245,7 @@ static bool parse_labels(const resp_cmd_t *cmd, create_opts_t *o, bool *present)
 static bool parse_policy(const resp_cmd_t *cmd, const char *tok, ts_policy_t *p, bool *present, const char **err)
 {
     *present = false;
-    int i = ts_arg_index(cmd, tok);
+    int i = redis_word_index(cmd, tok);
     if (i < 0)
         return true;
     if ((size_t)i + 1 >= cmd->argc) {
@@ -291,7 +278,7 @@ static bool parse_create(const resp_cmd_t *cmd, create_opts_t *o, bool *has_labe
     o->policy = TS_DUP_BLOCK;
     if (!parse_labels(cmd, o, has_labels))
         return false;
-    int i = ts_arg_index(cmd, "RETENTION");
+    int i = redis_word_index(cmd, "RETENTION");
     *has_retention = i > 0;
     if (i > 0) {
         long long r;
@@ -301,7 +288,7 @@ static bool parse_create(const resp_cmd_t *cmd, create_opts_t *o, bool *has_labe
             return opts_fail(o, "TSDB: Couldn't parse RETENTION");
         o->retention = r;
     }
-    i = ts_arg_index(cmd, "CHUNK_SIZE");
+    i = redis_word_index(cmd, "CHUNK_SIZE");
     if (i >= 0) {
         long long cs;
         if ((size_t)i + 1 >= cmd->argc || !redis_ll(&cmd->argv[i + 1], &cs))
@@ -309,13 +296,13 @@ static bool parse_create(const resp_cmd_t *cmd, create_opts_t *o, bool *has_labe
         if (cs < 48 || cs > 1048576 || cs % 8)
             return opts_fail(o, "ERR TSDB: CHUNK_SIZE value must be a multiple of 8 in the range [48 .. 1048576]");
     }
-    i = ts_arg_index(cmd, "ENCODING");
+    i = redis_word_index(cmd, "ENCODING");
     if (i > 0) {
         if ((size_t)i + 1 >= cmd->argc) {
             o->err_arity = true;
             return false;
         }
-        if (!ts_arg_is(&cmd->argv[i + 1], "UNCOMPRESSED") && !ts_arg_is(&cmd->argv[i + 1], "COMPRESSED"))
+        if (!redis_word_is(&cmd->argv[i + 1], "UNCOMPRESSED") && !redis_word_is(&cmd->argv[i + 1], "COMPRESSED"))
             return opts_fail(o, "ERR TSDB: unknown ENCODING parameter");
     }
     return parse_policy(cmd, "DUPLICATE_POLICY", &o->policy, &o->has_policy, &o->err);
@@ -338,6 +325,21 @@ static cmd_ts_opts_t opts_cmd(const create_opts_t *o)
 /* TS.CREATE, TS.ALTER                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* TS.CREATE's and TS.ALTER's key and options: false when an error was
+ * answered. */
+static bool read_create(redis_conn_t *c, const resp_cmd_t *cmd, create_opts_t *o, bool *hl, bool *hr)
+{
+    if (cmd->argc < 2) {
+        ts_wrong_arity(c, cmd);
+        return false;
+    }
+    if (!parse_create(cmd, o, hl, hr)) {
+        answer_opts(c, cmd, o);
+        return false;
+    }
+    return true;
+}
+
 static bool err_create(redis_conn_t *c, const cmd_err_t *e)
 {
     if (e->code != CMD_E_EXISTS && e->code != CMD_E_WRONGTYPE)
@@ -348,35 +350,22 @@ static bool err_create(redis_conn_t *c, const cmd_err_t *e)
 
 static void ts_create_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
-    if (cmd->argc < 2) {
-        ts_wrong_arity(c, cmd);
-        return;
-    }
     create_opts_t o;
     bool hl, hr;
-    if (!parse_create(cmd, &o, &hl, &hr)) {
-        answer_opts(c, cmd, &o);
+    if (!read_create(c, cmd, &o, &hl, &hr))
         return;
-    }
     cmd_ts_create_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .opts = opts_cmd(&o) };
     cmd_ts_created_res_t r;
-    c->err_answer = err_create;
-    if (redis_run(c, &CMD_TS_CREATE, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_CREATE, &a, &r, err_create))
         redis_ok(c);
 }
 
 static void ts_alter_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
-    if (cmd->argc < 2) {
-        ts_wrong_arity(c, cmd);
-        return;
-    }
     create_opts_t o;
     bool hl, hr;
-    if (!parse_create(cmd, &o, &hl, &hr)) {
-        answer_opts(c, cmd, &o);
+    if (!read_create(c, cmd, &o, &hl, &hr))
         return;
-    }
     cmd_ts_alter_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
     a.has_retention = hr;
     a.retention_ms = o.retention;
@@ -385,8 +374,7 @@ static void ts_alter_command(redis_conn_t *c, const resp_cmd_t *cmd)
     a.has_labels = hl;
     a.labels = (cmd_ts_labels_t){ o.labels, NULL, o.nlabels };
     cmd_ts_created_res_t r;
-    c->err_answer = ts_err_series;
-    if (redis_run(c, &CMD_TS_ALTER, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_ALTER, &a, &r, ts_err_series))
         redis_ok(c);
 }
 
@@ -512,7 +500,7 @@ static bool add_one(redis_conn_t *c, const resp_arg_t *key, const resp_arg_t *ta
         bool copts = parse_create(create, &o, &hl, &hr);
         bool dok = parse_policy(create, "ON_DUPLICATE", &a.on_duplicate, &a.has_on_duplicate, &derr);
         if (!copts || !dok) {
-            if ((kind = ts_key_kind(c, key)) < 0)
+            if ((kind = redis_mod_key_state(c, key, ts_type.name)) < 0)
                 return false;
             if (kind == 0 && !copts) {
                 answer_opts(c, create, &o);
@@ -531,7 +519,7 @@ static bool add_one(redis_conn_t *c, const resp_arg_t *key, const resp_arg_t *ta
         }
     } else {
         /* TS.MADD adds to existing series only */
-        if ((kind = ts_key_kind(c, key)) < 0)
+        if ((kind = redis_mod_key_state(c, key, ts_type.name)) < 0)
             return false;
         if (kind != 1) {
             ts_tsdb_err(c, "the key is not a TSDB key");
@@ -542,10 +530,7 @@ static bool add_one(redis_conn_t *c, const resp_arg_t *key, const resp_arg_t *ta
     ts_sample_t s = { *t, v };
     a.samples = (cmd_ts_samples_t){ &s, NULL, 1 };
     cmd_ts_created_res_t r;
-    c->err_answer = err_add;
-    bool ok = redis_run(c, &CMD_TS_ADD, &a, &r, NULL);
-    c->err_answer = NULL;
-    return ok;
+    return ts_run(c, &CMD_TS_ADD, &a, &r, err_add);
 }
 
 static void ts_add_command(redis_conn_t *c, const resp_cmd_t *cmd)
@@ -611,7 +596,7 @@ static void incrby(redis_conn_t *c, const resp_cmd_t *cmd, bool decr)
     bool arity = false;
     if (!ts_strict_double(&cmd->argv[2], &a.by) || !isfinite(a.by))
         err = "ERR TSDB: invalid increase/decrease value";
-    int i = ts_arg_index(cmd, "TIMESTAMP");
+    int i = redis_word_index(cmd, "TIMESTAMP");
     a.timestamp = now_ms(c);
     if (!err && i >= 0) {
         const resp_arg_t *ta = (size_t)i + 1 < cmd->argc ? &cmd->argv[i + 1] : NULL;
@@ -621,7 +606,7 @@ static void incrby(redis_conn_t *c, const resp_cmd_t *cmd, bool decr)
             err = "ERR TSDB: invalid timestamp";
     }
     if (!copts || err || arity) {
-        int kind = ts_key_kind(c, &cmd->argv[1]);
+        int kind = redis_mod_key_state(c, &cmd->argv[1], ts_type.name);
         if (kind < 0)
             return;
         if (kind == 2) {
@@ -643,8 +628,7 @@ static void incrby(redis_conn_t *c, const resp_cmd_t *cmd, bool decr)
     }
     a.opts = opts_cmd(&o);
     cmd_ts_incrby_res_t r;
-    c->err_answer = err_incrby;
-    if (redis_run(c, decr ? &CMD_TS_DECRBY : &CMD_TS_INCRBY, &a, &r, NULL))
+    if (ts_run(c, decr ? &CMD_TS_DECRBY : &CMD_TS_INCRBY, &a, &r, err_incrby))
         resp_reply_int(redis_conn_out(c), r.timestamp);
 }
 
@@ -672,7 +656,7 @@ static void ts_del_command(redis_conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     cmd_ts_del_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
-    if (ts_arg_is(&cmd->argv[2], "-"))
+    if (redis_word_is(&cmd->argv[2], "-"))
         a.from = 0;
     else if (!ts_timestamp(&cmd->argv[2], &a.from)) {
         ts_tsdb_err(c, "wrong fromTimestamp");
@@ -685,8 +669,7 @@ static void ts_del_command(redis_conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     cmd_ts_del_res_t r;
-    c->err_answer = err_del;
-    if (redis_run(c, &CMD_TS_DEL, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_DEL, &a, &r, err_del))
         resp_reply_int(redis_conn_out(c), r.deleted);
 }
 
@@ -699,7 +682,7 @@ bool ts_parse_agg_name(const resp_arg_t *a, ts_agg_t *out)
     static const char *const names[] = { "avg", "sum",   "min",   "max",   "range", "count", "first",
                                          "last", "std.p", "std.s", "var.p", "var.s", "twa" };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (ts_arg_is(a, names[i]))
+        if (redis_word_is(a, names[i]))
             return ts_agg_parse(names[i], out);
     return false;
 }
@@ -731,7 +714,7 @@ static void ts_createrule_command(redis_conn_t *c, const resp_cmd_t *cmd)
         ts_wrong_arity(c, cmd);
         return;
     }
-    int i = ts_arg_index(cmd, "AGGREGATION");
+    int i = redis_word_index(cmd, "AGGREGATION");
     if (i <= 0) {
         ts_wrong_arity(c, cmd);
         return;
@@ -762,8 +745,7 @@ static void ts_createrule_command(redis_conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     cmd_ts_created_res_t r;
-    c->err_answer = err_createrule;
-    if (redis_run(c, &CMD_TS_CREATERULE, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_CREATERULE, &a, &r, err_createrule))
         redis_ok(c);
 }
 
@@ -785,8 +767,7 @@ static void ts_deleterule_command(redis_conn_t *c, const resp_cmd_t *cmd)
     cmd_ts_deleterule_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .dest = cmd->argv[2].ptr,
                                    .dlen = cmd->argv[2].len };
     cmd_ts_created_res_t r;
-    c->err_answer = err_deleterule;
-    if (redis_run(c, &CMD_TS_DELETERULE, &a, &r, NULL))
+    if (ts_run(c, &CMD_TS_DELETERULE, &a, &r, err_deleterule))
         redis_ok(c);
 }
 
@@ -813,33 +794,25 @@ static void ts_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     bool debug = false;
     for (size_t i = 1; i < cmd->argc; i++)
-        debug |= ts_arg_is(&cmd->argv[i], "DEBUG");
+        debug |= redis_word_is(&cmd->argv[i], "DEBUG");
     cmd_ts_key_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len };
     cmd_ts_info_res_t r;
-    c->err_answer = ts_err_series;
-    if (!redis_run(c, &CMD_TS_INFO, &a, &r, NULL))
+    if (!ts_run(c, &CMD_TS_INFO, &a, &r, ts_err_series))
         return;
     resp_out_t *o = redis_conn_out(c);
     bool map = o->proto == 3;
     const ts_info_t *in = &r.info;
     flat_map(o, debug ? 14 : 12);
-    simple(o, "totalSamples");
-    resp_reply_int(o, (long long)in->samples);
-    simple(o, "memoryUsage");
-    resp_reply_int(o, (long long)in->memory_bytes);
-    simple(o, "firstTimestamp");
-    resp_reply_int(o, in->samples ? in->first_ts : 0);
-    simple(o, "lastTimestamp");
-    resp_reply_int(o, in->samples ? in->last_ts : 0);
-    simple(o, "retentionTime");
-    resp_reply_int(o, r.retention_ms);
+    redis_reply_field(o, "totalSamples", (long long)in->samples);
+    redis_reply_field(o, "memoryUsage", (long long)in->memory_bytes);
+    redis_reply_field(o, "firstTimestamp", in->samples ? in->first_ts : 0);
+    redis_reply_field(o, "lastTimestamp", in->samples ? in->last_ts : 0);
+    redis_reply_field(o, "retentionTime", r.retention_ms);
     /* a series has a chunk from its creation in RedisTimeSeries: an empty
      * one is shown as one empty chunk */
     size_t nchunks = in->chunks ? in->chunks : 1;
-    simple(o, "chunkCount");
-    resp_reply_int(o, (long long)nchunks);
-    simple(o, "chunkSize");
-    resp_reply_int(o, TS_CHUNK_BYTES);
+    redis_reply_field(o, "chunkCount", (long long)nchunks);
+    redis_reply_field(o, "chunkSize", TS_CHUNK_BYTES);
     simple(o, "chunkType");
     simple(o, "compressed");
     simple(o, "duplicatePolicy");
@@ -889,14 +862,10 @@ static void ts_info_command(redis_conn_t *c, const resp_cmd_t *cmd)
             static const ts_chunk_info_t none = { 0, -1, -1 };
             const ts_chunk_info_t *k = in->chunks ? &r.chunks[i] : &none;
             flat_map(o, 5);
-            simple(o, "startTimestamp");
-            resp_reply_int(o, k->samples ? k->first_ts : -1);
-            simple(o, "endTimestamp");
-            resp_reply_int(o, k->samples ? k->last_ts : -1);
-            simple(o, "samples");
-            resp_reply_int(o, (long long)k->samples);
-            simple(o, "size");
-            resp_reply_int(o, TS_CHUNK_BYTES);
+            redis_reply_field(o, "startTimestamp", k->samples ? k->first_ts : -1);
+            redis_reply_field(o, "endTimestamp", k->samples ? k->last_ts : -1);
+            redis_reply_field(o, "samples", (long long)k->samples);
+            redis_reply_field(o, "size", TS_CHUNK_BYTES);
             simple(o, "bytesPerSample");
             resp_reply_double(o, k->samples ? (double)(float)((float)TS_CHUNK_BYTES / (float)k->samples) : 0.0);
         }
@@ -910,14 +879,13 @@ static void ts_get_command(redis_conn_t *c, const resp_cmd_t *cmd)
         ts_wrong_arity(c, cmd);
         return;
     }
-    bool latest = cmd->argc == 3 && ts_arg_is(&cmd->argv[2], "LATEST");
+    bool latest = cmd->argc == 3 && redis_word_is(&cmd->argv[2], "LATEST");
     cmd_ts_range_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .latest = latest };
     a.query.from = 0;
     a.query.to = TS_MAX_TIMESTAMP;
     a.query.count = 1;
     cmd_ts_range_res_t r;
-    c->err_answer = ts_err_series;
-    if (!redis_run(c, &CMD_TS_REVRANGE, &a, &r, NULL))
+    if (!ts_run(c, &CMD_TS_REVRANGE, &a, &r, ts_err_series))
         return;
     resp_out_t *o = redis_conn_out(c);
     if (cmd->argc == 3 && !latest)

@@ -11,11 +11,8 @@
 #include "redis/redis_int.h"
 #include "resp/reply.h"
 
-/* RedisTimeSeries's argument helpers: a keyword (any case); its first
- * index in argv (argv[0] included), -1 absent. */
-bool ts_arg_is(const resp_arg_t *a, const char *s);
-int ts_arg_index(const resp_cmd_t *cmd, const char *tok);
-/* A timestamp: an integer >= 0 (string2ll's rules). */
+/* RedisTimeSeries's argument helpers (its keywords: redis_word_is,
+ * redis_word_index).  A timestamp: an integer >= 0 (string2ll's rules). */
 bool ts_timestamp(const resp_arg_t *a, int64_t *out);
 /* Redis's string2d: the whole argument a number, NaN refused. */
 bool ts_strict_double(const resp_arg_t *a, double *out);
@@ -25,13 +22,18 @@ bool ts_parse_agg_name(const resp_arg_t *a, ts_agg_t *out);
 /* Errors: the module's arity error (the command as typed); "ERR TSDB: msg". */
 void ts_wrong_arity(redis_conn_t *c, const resp_cmd_t *cmd);
 void ts_tsdb_err(redis_conn_t *c, const char *msg);
-/* The key's kind: 1 a series, 0 missing, 2 another type, -1 an error answered. */
-int ts_key_kind(redis_conn_t *c, const resp_arg_t *k);
 /* Answers a missing key or another type as GetSeries does; true when an
  * error was answered. */
 bool ts_key_error_first(redis_conn_t *c, const resp_arg_t *k);
-/* c->err_answer for GetSeries's errors (NOT_FOUND, WRONGTYPE). */
+/* An answer in the module's words for an operation's error: true when
+ * answered, false to leave it to redis_answer_err. */
+typedef bool (*ts_err_fn)(redis_conn_t *c, const cmd_err_t *e);
+/* GetSeries's errors (NOT_FOUND, WRONGTYPE). */
 bool ts_err_series(redis_conn_t *c, const cmd_err_t *e);
+/* redis_run with the operation's NOT_FOUND, WRONGTYPE, EXISTS and
+ * BAD_REQUEST (the codes the module words itself) offered to answer;
+ * true with *res filled, false with the error answered. */
+bool ts_run(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, ts_err_fn answer);
 
 /* A value as RedisTimeSeries prints it under RESP2 (its dragonbox: the
  * shortest digits, "1.5", "1E-1", "1E16", "NaN"); out holds 40 bytes. */

@@ -59,32 +59,16 @@ static int cmp_i64(const void *a, const void *b)
 
 static bool parse_count(const resp_cmd_t *cmd, uint64_t *count, perr_t *e)
 {
-    int off = ts_arg_index(cmd, "COUNT");
+    int off = redis_word_index(cmd, "COUNT");
     if (off <= 0)
         return true;
-    int red = ts_arg_index(cmd, "REDUCE"), agg = ts_arg_index(cmd, "AGGREGATION");
+    int red = redis_word_index(cmd, "REDUCE"), agg = redis_word_index(cmd, "AGGREGATION");
     /* "AGGREGATION count ..." and "REDUCE count": the word is the
      * aggregation; COUNT, if any, comes later */
-    if (agg > 0 && off == agg + 1) {
-        off = -1;
-        for (size_t i = (size_t)agg + 2; i < cmd->argc; i++)
-            if (ts_arg_is(&cmd->argv[i], "COUNT")) {
-                off = (int)i;
-                break;
-            }
-        if (off < 0)
-            return true;
-    }
-    if (red > 0 && off == red + 1) {
-        off = -1;
-        for (size_t i = (size_t)red + 2; i < cmd->argc; i++)
-            if (ts_arg_is(&cmd->argv[i], "COUNT")) {
-                off = (int)i;
-                break;
-            }
-        if (off < 0)
-            return true;
-    }
+    if (agg > 0 && off == agg + 1 && (off = redis_word_index_from(cmd, "COUNT", (size_t)agg + 2)) < 0)
+        return true;
+    if (red > 0 && off == red + 1 && (off = redis_word_index_from(cmd, "COUNT", (size_t)red + 2)) < 0)
+        return true;
     if ((size_t)off + 1 == cmd->argc)
         return fail(e, "ERR TSDB: COUNT argument is missing");
     long long n;
@@ -99,7 +83,7 @@ static bool parse_count(const resp_cmd_t *cmd, uint64_t *count, perr_t *e)
 static bool parse_aggregation(const resp_cmd_t *cmd, range_q_t *r, perr_t *e)
 {
     ts_query_t *q = &r->q;
-    int off = ts_arg_index(cmd, "AGGREGATION");
+    int off = redis_word_index(cmd, "AGGREGATION");
     if (off <= 0)
         return true;
     long long bucket;
@@ -113,24 +97,24 @@ static bool parse_aggregation(const resp_cmd_t *cmd, range_q_t *r, perr_t *e)
     q->naggs = 1;
     q->aggs = &r->agg;
     q->bucket_ms = bucket;
-    int em = ts_arg_index(cmd, "EMPTY");
+    int em = redis_word_index(cmd, "EMPTY");
     if (em > 0) {
         if (em != off + 3 && em != off + 5)
             return fail(e, "ERR TSDB: EMPTY flag should be the 3rd or 5th flag after AGGREGATION flag");
         q->empty = true;
     }
-    int bt = ts_arg_index(cmd, "BUCKETTIMESTAMP");
+    int bt = redis_word_index(cmd, "BUCKETTIMESTAMP");
     if (bt > 0) {
         if (bt != off + 3 && bt != off + 4)
             return fail(e, "ERR TSDB: BUCKETTIMESTAMP flag should be the 3rd or 4th flag after AGGREGATION flag");
         if ((size_t)bt + 1 >= cmd->argc)
             return fail_arity(e);
         const resp_arg_t *v = &cmd->argv[bt + 1];
-        if (ts_arg_is(v, "start") || ts_arg_is(v, "-"))
+        if (redis_word_is(v, "start") || redis_word_is(v, "-"))
             q->bucket_ts = TS_BUCKET_START;
-        else if (ts_arg_is(v, "end") || ts_arg_is(v, "+"))
+        else if (redis_word_is(v, "end") || redis_word_is(v, "+"))
             q->bucket_ts = TS_BUCKET_END;
-        else if (ts_arg_is(v, "mid") || ts_arg_is(v, "~"))
+        else if (redis_word_is(v, "mid") || redis_word_is(v, "~"))
             q->bucket_ts = TS_BUCKET_MID;
         else
             return fail(e, "ERR TSDB: unknown BUCKETTIMESTAMP parameter");
@@ -144,30 +128,30 @@ static bool parse_range(const resp_cmd_t *cmd, size_t start, range_q_t *r, perr_
     memset(r, 0, sizeof(*r));
     ts_query_t *q = &r->q;
     bool from_min = false, to_max = false;
-    if (ts_arg_is(&cmd->argv[start], "-")) {
+    if (redis_word_is(&cmd->argv[start], "-")) {
         q->from = 0;
         from_min = true;
     } else if (!ts_timestamp(&cmd->argv[start], &q->from)) {
         return fail(e, "ERR TSDB: wrong fromTimestamp");
     }
-    if (ts_arg_is(&cmd->argv[start + 1], "+")) {
+    if (redis_word_is(&cmd->argv[start + 1], "+")) {
         q->to = TS_MAX_TIMESTAMP;
         to_max = true;
     } else if (!ts_timestamp(&cmd->argv[start + 1], &q->to)) {
         return fail(e, "ERR TSDB: wrong toTimestamp");
     }
-    r->latest = ts_arg_index(cmd, "LATEST") > 0;
+    r->latest = redis_word_index(cmd, "LATEST") > 0;
     if (!parse_count(cmd, &q->count, e) || !parse_aggregation(cmd, r, e))
         return false;
-    int al = ts_arg_index(cmd, "ALIGN");
+    int al = redis_word_index(cmd, "ALIGN");
     if (al > 0) {
         if ((size_t)al + 1 >= cmd->argc)
             return fail_arity(e);
         const resp_arg_t *v = &cmd->argv[al + 1];
         int kind;   /* 1 start, 2 end, 3 a timestamp */
-        if (ts_arg_is(v, "start") || ts_arg_is(v, "-"))
+        if (redis_word_is(v, "start") || redis_word_is(v, "-"))
             kind = 1;
-        else if (ts_arg_is(v, "end") || ts_arg_is(v, "+"))
+        else if (redis_word_is(v, "end") || redis_word_is(v, "+"))
             kind = 2;
         else if (ts_timestamp(v, &q->align))
             kind = 3;
@@ -184,7 +168,7 @@ static bool parse_range(const resp_cmd_t *cmd, size_t start, range_q_t *r, perr_
         else if (kind == 2)
             q->align = q->to;
     }
-    int fv = ts_arg_index(cmd, "FILTER_BY_VALUE");
+    int fv = redis_word_index(cmd, "FILTER_BY_VALUE");
     if (fv > 0) {
         if ((size_t)fv + 2 >= cmd->argc)
             return fail(e, "ERR TSDB: FILTER_BY_VALUE one or more arguments are missing");
@@ -194,7 +178,7 @@ static bool parse_range(const resp_cmd_t *cmd, size_t start, range_q_t *r, perr_
             return fail(e, "ERR TSDB: Couldn't parse MAX");
         q->has_min = q->has_max = true;
     }
-    int ft = ts_arg_index(cmd, "FILTER_BY_TS");
+    int ft = redis_word_index(cmd, "FILTER_BY_TS");
     if (ft > 0) {
         size_t n = 0;
         for (size_t i = (size_t)ft + 1; i < cmd->argc && n < MAX_FILTER_TS; i++) {
@@ -234,8 +218,7 @@ static void range(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
     }
     cmd_ts_range_args_t a = { .key = cmd->argv[1].ptr, .klen = cmd->argv[1].len, .query = rq.q, .latest = rq.latest };
     cmd_ts_range_res_t r;
-    c->err_answer = ts_err_series;
-    if (!redis_run(c, reverse ? &CMD_TS_REVRANGE : &CMD_TS_RANGE, &a, &r, NULL))
+    if (!ts_run(c, reverse ? &CMD_TS_REVRANGE : &CMD_TS_RANGE, &a, &r, ts_err_series))
         return;
     reply_rows(redis_conn_out(c), &r.rows);
     cmd_ts_rows_free(&r.rows);
@@ -287,8 +270,8 @@ static bool parse_labelsel(const resp_cmd_t *cmd, cmd_ts_labelsel_t *sel, cmd_ts
 {
     memset(sel, 0, sizeof(*sel));
     *buf = NULL;
-    sel->all = ts_arg_index(cmd, "WITHLABELS") > 0;
-    int at = ts_arg_index(cmd, "SELECTED_LABELS");
+    sel->all = redis_word_index(cmd, "WITHLABELS") > 0;
+    int at = redis_word_index(cmd, "SELECTED_LABELS");
     if (at > 0 && sel->all)
         return fail(e, "ERR TSDB: cannot accept WITHLABELS and SELECT_LABELS together");
     if (at <= 0)
@@ -297,7 +280,7 @@ static bool parse_labelsel(const resp_cmd_t *cmd, cmd_ts_labelsel_t *sel, cmd_ts
     for (; end < cmd->argc; end++) {
         bool tok = false;
         for (size_t j = 0; j < sizeof(query_tokens) / sizeof(query_tokens[0]); j++)
-            tok |= ts_arg_is(&cmd->argv[end], query_tokens[j]);
+            tok |= redis_word_is(&cmd->argv[end], query_tokens[j]);
         if (tok)
             break;
         if (n >= MAX_SELECTED)
@@ -407,8 +390,8 @@ void ts_mget_command(redis_conn_t *c, const resp_cmd_t *cmd)
         ts_wrong_arity(c, cmd);
         return;
     }
-    cmd_ts_mget_args_t a = { .latest = ts_arg_index(cmd, "LATEST") > 0 };
-    int at = ts_arg_index(cmd, "FILTER");
+    cmd_ts_mget_args_t a = { .latest = redis_word_index(cmd, "LATEST") > 0 };
+    int at = redis_word_index(cmd, "FILTER");
     if (at < 0) {
         ts_wrong_arity(c, cmd);
         return;
@@ -507,7 +490,7 @@ static void mrange(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
         answer(c, cmd, &e);
         return;
     }
-    int at = ts_arg_index(cmd, "FILTER");
+    int at = redis_word_index(cmd, "FILTER");
     if (at < 0) {
         ts_tsdb_err(c, "missing FILTER argument");
         return;
@@ -519,7 +502,7 @@ static void mrange(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
         answer(c, cmd, &e);
         return;
     }
-    int gb = ts_arg_index(cmd, "GROUPBY");
+    int gb = redis_word_index(cmd, "GROUPBY");
     if (gb > 0 && gb < at) {
         free(buf);
         ts_tsdb_err(c, "GROUPBY should always come after filter");
@@ -540,7 +523,7 @@ static void mrange(redis_conn_t *c, const resp_cmd_t *cmd, bool reverse)
     a.filter = (cmd_ts_filter_t){ m, last - (size_t)at };
     char group[TS_MAX_LABEL_LEN + 1];
     if (gb > 0) {
-        int rd = ts_arg_index(cmd, "REDUCE");
+        int rd = redis_word_index(cmd, "REDUCE");
         if ((size_t)gb + 1 >= cmd->argc || rd < 0 || (size_t)rd + 1 >= cmd->argc || cmd->argc - (size_t)gb != 4) {
             ts_wrong_arity(c, cmd);
             goto out;

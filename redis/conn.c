@@ -238,8 +238,6 @@ bool redis_run_handled(redis_conn_t *c, const cmd_def_t *def, const void *args, 
     if (!ok) {
         if (handled & (1u << e->code))
             *err = *e;
-        else if (c->err_answer && !loading && c->err_answer(c, e))
-            ;
         else if (e->code == CMD_E_WRONGTYPE && c->string_types && k.set && !loading &&
                  key_typed(c, k.key, k.len, c->string_types))
             redis_err(c, "%s", c->string_err);
@@ -649,7 +647,6 @@ void redis_call_row(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cm
         bytes += cmd->argv[i].len + 16;
     c->cmd_bytes = bytes;
     c->string_types = NULL;
-    c->err_answer = NULL;
     c->asking_now = c->asking;   /* ASKING holds for the one command after it */
     c->asking = false;
     atomic_store_explicit(&c->last_cmd, rc->name, memory_order_relaxed);

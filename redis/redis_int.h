@@ -10,6 +10,8 @@
  *     table.c         every group's rows, looked up by name
  *     cmds_multi.c    MULTI, EXEC, DISCARD: the queue, and EXEC's run of
  *                     it under its keys' locks (cmd/keys.h, cmd_hold_t)
+ *     module.c        what the module groups (RedisBloom's, RedisTimeSeries's)
+ *                     share: words, key states and errors, INFO's fields
  *
  * Calls run conn.c -> table.c -> a group's handler -> conn.c's helpers
  * below.  A new group is its own file alone: tools/registry.sh lists the
@@ -98,10 +100,6 @@ struct redis_conn {
     redis_queued_t **queue;
     size_t nqueued, queue_cap, queue_bytes;
     redis_exec_t *exec;          /* while EXEC runs the queue, else NULL */
-    /* set by a handler before redis_run: answers an operation's error in
-     * a module's own words (RedisTimeSeries's "ERR TSDB: ..."); false
-     * leaves it to conn.c's answer */
-    bool (*err_answer)(redis_conn_t *c, const struct cmd_err *e);
     /* the cluster (cmds_cluster.c): READONLY given; ASKING given for the
      * next command (asking), and for this one (asking_now: dispatch moves
      * it there before each command) */
@@ -243,5 +241,57 @@ bool redis_cluster_route(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_
 void redis_cluster_redirect(redis_conn_t *c, const cmd_err_t *e);
 
 #define REDIS_ERR_NOT_INT "ERR value is not an integer or out of range"
+/* REDISMODULE_ERRORMSG_WRONGTYPE, Redis's own, which the modules send. */
+#define REDIS_ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
+/* Redis's OOM refusal (a module's allocation failing answers it too). */
+#define REDIS_ERR_OOM "OOM command not allowed when used memory > 'maxmemory'."
+/* redis_run_handled's masks of the codes a module words itself. */
+#define REDIS_H_NOT_FOUND (1u << CMD_E_NOT_FOUND)
+#define REDIS_H_WRONGTYPE (1u << CMD_E_WRONGTYPE)
+#define REDIS_H_EXISTS (1u << CMD_E_EXISTS)
+#define REDIS_H_BAD (1u << CMD_E_BAD_REQUEST)
+#define REDIS_H_OOM (1u << CMD_E_OUT_OF_MEMORY)
+
+/* What the module groups share (module.c): RedisBloom's (bloom, cuckoo,
+ * cms, topk, tdigest) and RedisTimeSeries's (ts).
+ *
+ * A module's own arity error: "ERR wrong number of arguments for 'name'
+ * command". */
+void redis_mod_arity(redis_conn_t *c, const char *name);
+/* A word equal to s in any case. */
+bool redis_word_is(const resp_arg_t *a, const char *s);
+/* RMUtil_ArgIndex: the first index in argv (the command's name included)
+ * of a word equal to s in any case, or -1. */
+int redis_word_index(const resp_cmd_t *cmd, const char *s);
+/* The same from argv[from] on. */
+int redis_word_index_from(const resp_cmd_t *cmd, const char *s, size_t from);
+/* The key's state as a module's GetKey sees it: 1 a value of KEY.INFO's
+ * type `type`, 0 missing, 2 another type, -1 an error answered. */
+int redis_mod_key_state(redis_conn_t *c, const resp_arg_t *k, const char *type);
+/* A module's words for its keys: KEY.INFO's type name, its GetKey error
+ * ("CMS: key does not exist") and its create error ("CMS: key already
+ * exists"); create_wrongtype: creating over another type answers
+ * WRONGTYPE (T-Digest) rather than the create error (CMS, Top-K). */
+typedef struct redis_mod_keys {
+    const char *type, *missing, *exists;
+    bool create_wrongtype;
+} redis_mod_keys_t;
+/* An argument's error `msg` after the key's, as RedisBloom orders them
+ * (it opens the key first): creating, an existing key's error; else a
+ * missing key's or another type's. */
+void redis_mod_arg_error(redis_conn_t *c, const redis_mod_keys_t *m, const resp_arg_t *k, bool creating,
+                         const char *msg);
+/* RedisBloom's statusStrerror for a WRONGTYPE, an existing key ("ERR item
+ * exists") or a missing one ("ERR not found"); any other code (CMD_E__COUNT:
+ * answered already) answers nothing. */
+void redis_mod_status_err(redis_conn_t *c, const cmd_err_t *e);
+/* One pair of an INFO map: its name (a status string) and an integer. */
+void redis_reply_field(resp_out_t *o, const char *name, long long v);
+/* RedisBloom's BF/CF (M)EXISTS: runs def, whose args point at `found`
+ * (n booleans) for it to fill, and answers them (1/0 in RESP2, true/false
+ * in RESP3; an array when multi); a key of another type answers false for
+ * each, as BFCheck and CFCheck do.  Other errors are answered. */
+void redis_mod_exists(redis_conn_t *c, const cmd_def_t *def, const void *args, void *res, bool *found, size_t n,
+                      bool multi);
 
 #endif

@@ -24,28 +24,7 @@
 #include "redis_ref.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-static redis_ref_t R;
-static bool have_redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", "--max-answer-size", "1mb", NULL };
-    tally_start(&T, NULL, args);
-    have_redis = redis_ref_start(&R);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (have_redis)
-        redis_ref_stop(&R);
-    assert_int_equal(tally_stop(&T), 0);   /* a clean SIGTERM with the RESP port open */
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE_REF("--max-answer-size", "1mb", NULL)
 
 /* ------------------------------------------------------------------------ */
 /* Tests                                                                    */
@@ -56,7 +35,7 @@ static int teardown(void **state)
 static void test_redis_cli(void **state)
 {
     (void)state;
-    static const struct { const char *args, *want; } cases[] = {
+    static const cli_case_t cases[] = {
         { "PING", "PONG\n" },   /* (redis-cli prints an error with an empty line after it) */
         { "CL.THROTTLE user123 15 30 60", "0\n16\n15\n-1\n2\n" },
         { "CL.THROTTLE user123 15 30 60 0", "0\n16\n15\n-1\n2\n" },   /* a peek */
@@ -73,18 +52,7 @@ static void test_redis_cli(void **state)
         { "DEL cli:n nope", "1\n" },
         { "NOSUCH a b", "ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' \n\n" },
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char cmd[512];
-        snprintf(cmd, sizeof(cmd), "redis-cli -p %d %s 2>&1", T.resp_port, cases[i].args);
-        FILE *f = popen(cmd, "r");
-        assert_non_null(f);
-        char out[1024];
-        size_t n = fread(out, 1, sizeof(out) - 1, f);
-        out[n] = '\0';
-        pclose(f);
-        if (strcmp(out, cases[i].want) != 0)
-            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", cases[i].args, out, cases[i].want);
-    }
+    cli_expect(T.resp_port, "", cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* The same commands to redis-server and to tally: the same bytes back. */
@@ -338,9 +306,7 @@ static void test_python_pipeline(void **state)
         "assert r.delete('py:n') == 1 and r.get is not None\n"
         "assert r.ping() is True\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* Bad input: each protocol error answered as redis-server answers it, the
@@ -374,9 +340,7 @@ static void test_bad_input(void **state)
     }
     buf_t check = { 0 };
     mb(&check, "INCRBY", "bad:k", "0", NULL);
-    buf_t got = exchange(T.resp_port, check.p, check.len);
-    assert_string_equal(got.p, ":7\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &check, ":7\r\n");
     free(check.p);
     free(setup.p);
 }
@@ -391,9 +355,7 @@ static void test_idle_clients(void **state)
         fds[i] = connect_to(T.resp_port);
     buf_t b = { 0 };
     mb(&b, "PING", NULL);
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+PONG\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &b, "+PONG\r\n");
     for (int i = 0; i < N; i += 37) {
         send_all(fds[i], b.p, b.len);
         expect_bytes(fds[i], "+PONG\r\n");
@@ -456,9 +418,7 @@ static void test_slow_reader(void **state)
         fail_msg("tallyd grew from %ld kB to %ld kB for one slow reader", before, after);
     buf_t b = { 0 };
     mb(&b, "PING", NULL);
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+PONG\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &b, "+PONG\r\n");
     free(b.p);
     free(cmd.p);
     free(payload);
@@ -768,14 +728,9 @@ static void test_durable_across_restart(void **state)
     mb(&b, "INCR", "dur:n", NULL);
     mb(&b, "PFADD", "dur:h", "a", "b", NULL);
     mb(&b, "CL.THROTTLE", "dur:t", "0", "1", "3600", NULL);
-    buf_t got = exchange(p.resp_port, b.p, b.len);
-    assert_string_equal(got.p, ":41\r\n:42\r\n:1\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:3600\r\n");
-    free(got.p);
-    tally_kill(&p);   /* no final snapshot: the journal alone */
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
+    expect_reply(p.resp_port, &b, ":41\r\n:42\r\n:1\r\n*5\r\n:0\r\n:1\r\n:0\r\n:-1\r\n:3600\r\n");
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     http_expect(&q, "GET", "/counter/dur:n", NULL, 200, NULL);
     http_resp_t r = http(&q, "GET", "/counter/dur:n", NULL, NULL);
     assert_int_equal(json_int_of(&r, "value"), 42);
@@ -783,15 +738,13 @@ static void test_durable_across_restart(void **state)
     b.len = 0;
     mb(&b, "PFCOUNT", "dur:h", NULL);
     mb(&b, "CL.THROTTLE", "dur:t", "0", "1", "3600", NULL);
-    got = exchange(q.resp_port, b.p, b.len);
+    buf_t got = exchange(q.resp_port, b.p, b.len);
     if (strncmp(got.p, ":2\r\n*5\r\n:1\r\n:1\r\n:0\r\n", 20) != 0)
         fail_msg("after the restart: %s", got.p);
     assert_int_equal(strncmp(got.p, ":2\r\n*5\r\n:1\r\n:1\r\n:0\r\n", 20), 0);
     free(got.p);
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 /* A full disk (RLIMIT_FSIZE) under pipelined changes with --fsync always:
@@ -831,11 +784,8 @@ static void test_disk_full_pipelines(void **state)
     }
     assert_true(refused);
     assert_true(acked > 0);
-    tally_kill(&p);
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
     tally_proc_t q;
-    tally_start(&q, dir, (const char *[]){ "--resp-port", "0", NULL });
+    resp_restart(&p, &q, (const char *[]){ "--resp-port", "0", NULL });
     buf_t b = { 0 };
     mb(&b, "GET", "full:c", NULL);
     buf_t got = exchange(q.resp_port, b.p, b.len);
@@ -845,10 +795,7 @@ static void test_disk_full_pipelines(void **state)
         fail_msg("%lld acknowledged before the disk filled; after a restart: %s", acked, got.p);
     free(got.p);
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    p.own_dir = true;
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 /* A PFADD of more elements than one change holds (25 000 > 10 000) is
@@ -871,26 +818,18 @@ static void test_pfadd_large(void **state)
         buf_puts(&b, "\r\n");
     }
     mb(&b, "PFADD", "big:h", "e1", NULL);
-    buf_t got = exchange(p.resp_port, b.p, b.len);
-    assert_string_equal(got.p, ":1\r\n:0\r\n");
-    free(got.p);
-    tally_kill(&p);
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
+    expect_reply(p.resp_port, &b, ":1\r\n:0\r\n");
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     b.len = 0;
     mb(&b, "PFCOUNT", "big:h", NULL);
-    got = exchange(q.resp_port, b.p, b.len);
+    buf_t got = exchange(q.resp_port, b.p, b.len);
     long long n = strtoll(got.p + 1, NULL, 10);
     if (n < 24500 || n > 25500)
         fail_msg("PFCOUNT after the restart: %s", got.p);
     free(got.p);
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    p.own_dir = true;
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 int main(void)

@@ -17,28 +17,7 @@
 #include "redis_ref.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-static redis_ref_t R;
-static bool have_redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", "--max-answer-size", "1mb", NULL };
-    tally_start(&T, NULL, args);
-    have_redis = redis_ref_start(&R);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (have_redis)
-        redis_ref_stop(&R);
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE_REF("--max-answer-size", "1mb", NULL)
 
 /* A key of a type Redis does not keep in a string, on each side: a geo
  * set (tally's over HTTP, Redis's by GEOADD). */
@@ -401,27 +380,9 @@ static void test_differential_resp3(void **state)
         skip();
     make_geo("r3:geo");
     buf_t b = { 0 };
-    mb(&b, "HELLO", "3", NULL);
     commands(&b, "r3:");
-    buf_t want = exchange(R.port, b.p, b.len);
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    static const char end[] = "$7\r\nmodules\r\n*0\r\n";
-    char *w = strstr(want.p, end), *g = strstr(got.p, end);
-    assert_non_null(w);
-    assert_non_null(g);
-    w += strlen(end);
-    g += strlen(end);
-    size_t wl = want.len - (size_t)(w - want.p), gl = got.len - (size_t)(g - got.p);
-    if (wl != gl || memcmp(w, g, wl) != 0) {
-        size_t i = 0;
-        while (i < wl && i < gl && w[i] == g[i])
-            i++;
-        size_t from = i > 200 ? i - 200 : 0;
-        fail_msg("RESP3 replies differ at byte %zu:\nredis:\n%.*s\ntally:\n%.*s", i, (int)(wl - from > 600 ? 600 : wl - from),
-                 w + from, (int)(gl - from > 600 ? 600 : gl - from), g + from);
-    }
-    assert_non_null(memmem(g, gl, "_\r\n", 3));   /* RESP3's null was exercised */
-    free(want.p);
+    buf_t got = resp3_diff(R.port, T.resp_port, &b);
+    assert_non_null(memmem(got.p, got.len, "_\r\n", 3));   /* RESP3's null was exercised */
     free(got.p);
     free(b.p);
 }
@@ -431,7 +392,7 @@ static void test_differential_resp3(void **state)
 static void test_seed_redis_cli(void **state)
 {
     (void)state;
-    static const struct { const char *args, *want; } cases[] = {
+    static const cli_case_t cases[] = {
         { "set w hello", "OK\n" },
         { "bitfield w get u4 0", "1) (integer) 6\n" },
         { "bitfield w get u3 2", "1) (integer) 5\n" },
@@ -452,19 +413,8 @@ static void test_seed_redis_cli(void **state)
         { "strlen n", "(integer) 2\n" },
         { "set n 1 nx", "(nil)\n" },
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char cmd[512];
-        /* redis-cli prints as on a terminal when told: "(integer) 6", "1) ..." */
-        snprintf(cmd, sizeof(cmd), "redis-cli --no-raw -p %d %s 2>&1", T.resp_port, cases[i].args);
-        FILE *f = popen(cmd, "r");
-        assert_non_null(f);
-        char out[1024];
-        size_t n = fread(out, 1, sizeof(out) - 1, f);
-        out[n] = '\0';
-        pclose(f);
-        if (strcmp(out, cases[i].want) != 0)
-            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", cases[i].args, out, cases[i].want);
-    }
+    /* redis-cli prints as on a terminal when told: "(integer) 6", "1) ..." */
+    cli_expect(T.resp_port, "--no-raw", cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* Python's redis package (Debian's python3-redis 4.3.4): its string and
@@ -525,9 +475,7 @@ static void test_python(void **state)
         "assert r.psetex('py:x', 100000, 'w') is True and r.getset('py:x', 'z') == b'w'\n"
         "assert r.ttl('py:x') == -1\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* SET's new record (its options), SETRANGE's and APPEND's, replayed from
@@ -554,15 +502,10 @@ static void test_journal_replay(void **state)
     mb(&b, "APPEND", "j:c", "0", NULL);
     mb(&b, "SET", "j:c2", "7", NULL);
     mb(&b, "APPEND", "j:c2", "x", NULL);
-    buf_t got = exchange(p.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+OK\r\n:11\r\n:11\r\n+OK\r\n:42\r\n+OK\r\n$-1\r\n+OK\r\n+OK\r\n+OK\r\n:3\r\n"
-                               "+OK\r\n:2\r\n+OK\r\n:2\r\n");
-    free(got.p);
-    tally_kill(&p);   /* no final snapshot: the journal alone */
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
+    expect_reply(p.resp_port, &b, "+OK\r\n:11\r\n:11\r\n+OK\r\n:42\r\n+OK\r\n$-1\r\n+OK\r\n+OK\r\n+OK\r\n:3\r\n"
+                                  "+OK\r\n:2\r\n+OK\r\n:2\r\n");
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     b.len = 0;
     mb(&b, "GET", "j:s", NULL);
     mb(&b, "GET", "j:n", NULL);
@@ -572,23 +515,19 @@ static void test_journal_replay(void **state)
     mb(&b, "TTL", "j:k", NULL);
     mb(&b, "INCR", "j:c", NULL);
     mb(&b, "GET", "j:c2", NULL);
-    got = exchange(q.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "$11\r\nJello world\r\n$2\r\n42\r\n$1\r\nc\r\n:0\r\n$3\r\nabc\r\n:-1\r\n"
-                               ":71\r\n$2\r\n7x\r\n");
-    free(got.p);
+    expect_reply(q.resp_port, &b, "$11\r\nJello world\r\n$2\r\n42\r\n$1\r\nc\r\n:0\r\n$3\r\nabc\r\n:-1\r\n"
+                                  ":71\r\n$2\r\n7x\r\n");
     b.len = 0;
     mb(&b, "TTL", "j:s", NULL);
     mb(&b, "TTL", "j:n", NULL);
-    got = exchange(q.resp_port, b.p, b.len);
+    buf_t got = exchange(q.resp_port, b.p, b.len);
     long long t1 = -9, t2 = -9;
     assert_int_equal(sscanf(got.p, ":%lld\r\n:%lld\r\n", &t1, &t2), 2);
     assert_true(t1 > 900 && t1 <= 1000);
     assert_true(t2 > 1900 && t2 <= 2000);
     free(got.p);
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 /* HTTP is unchanged: PUT /bits of digits stays a bit string, which the
@@ -605,9 +544,7 @@ static void test_http_unchanged(void **state)
     mb(&b, "GET", "h:d", NULL);
     mb(&b, "STRLEN", "h:d", NULL);
     mb(&b, "INCR", "h:d", NULL);
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+string\r\n$3\r\n123\r\n:3\r\n-ERR value is not an integer or out of range\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &b, "+string\r\n$3\r\n123\r\n:3\r\n-ERR value is not an integer or out of range\r\n");
     free(b.p);
 }
 
@@ -655,9 +592,7 @@ static void test_differences(void **state)
         buf_puts(&big, "$3\r\nSET\r\n$2\r\nu8\r\n$1\r\n0\r\n$1\r\n1\r\n");
     mb(&b, "EXISTS", "df:bf", NULL);
     buf_put(&big, b.p, b.len);
-    got = exchange(T.resp_port, big.p, big.len);
-    assert_string_equal(got.p, "-ERR BITFIELD: too large for one change (bad count: a change holds at most 10000 items, keys or operations)\r\n:0\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &big, "-ERR BITFIELD: too large for one change (bad count: a change holds at most 10000 items, keys or operations)\r\n:0\r\n");
     big.len = 0;
     b.len = 0;
     buf_puts(&big, "*10004\r\n$5\r\nBITOP\r\n$2\r\nOR\r\n$5\r\ndf:bo\r\n");
@@ -665,9 +600,7 @@ static void test_differences(void **state)
         buf_puts(&big, "$4\r\ndf:x\r\n");
     mb(&b, "EXISTS", "df:bo", NULL);
     buf_put(&big, b.p, b.len);
-    got = exchange(T.resp_port, big.p, big.len);
-    assert_string_equal(got.p, "-ERR BITOP: too large for one change (bad sources: a change holds at most 10000 items, keys or operations)\r\n:0\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &big, "-ERR BITOP: too large for one change (bad sources: a change holds at most 10000 items, keys or operations)\r\n:0\r\n");
     free(big.p);
     free(b.p);
 }

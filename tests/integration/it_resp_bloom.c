@@ -19,74 +19,36 @@
 #include "harness.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE(NULL)
 
 /* The commands (each a NULL-ended list of words, the list ended by a NULL
- * command) sent on one connection, and the bytes wanted back. */
-static void expect(int port, const char *const *const *cmds, const char *want, const char *what)
+ * command) sent on one connection (after HELLO 3 when proto is 3, its own
+ * answer being tally's: what follows it is compared), and the bytes
+ * wanted back. */
+static void expect_proto(int port, int proto, const char *const *const *cmds, const char *want, const char *what)
 {
     buf_t b = { 0 };
-    for (size_t i = 0; cmds[i]; i++) {
-        const char *const *w = cmds[i];
-        /* mb takes its words as arguments: up to 12 here */
-        const char *a[13] = { 0 };
-        size_t n = 0;
-        while (w[n] && n < 12) {
-            a[n] = w[n];
-            n++;
-        }
-        mb(&b, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], NULL);
-    }
-    buf_t got = exchange(port, b.p, b.len);
-    if (!got.p || strcmp(got.p, want) != 0)
-        fail_msg("%s:\ngot:\n%s\nwant:\n%s", what, got.p ? got.p : "(nothing)", want);
+    for (size_t i = 0; cmds[i]; i++)
+        mb_words(&b, cmds[i]);
+    buf_t got = exchange_proto(port, proto, &b);
+    if (strcmp(got.p, want) != 0)
+        fail_msg("%s%s:\ngot:\n%s\nwant:\n%s", what, proto == 3 ? " (RESP3)" : "", got.p, want);
     free(got.p);
     free(b.p);
+}
+
+static void expect(int port, const char *const *const *cmds, const char *want, const char *what)
+{
+    expect_proto(port, 2, cmds, want, what);
+}
+
+static void expect3(int port, const char *const *const *cmds, const char *want, const char *what)
+{
+    expect_proto(port, 3, cmds, want, what);
 }
 
 #define C(...) ((const char *const[]){ __VA_ARGS__, NULL })
 #define ERR_ARITY(name) "-ERR wrong number of arguments for '" name "' command\r\n"
-
-/* The RESP3 handshake's own answer is tally's: what follows it is compared. */
-static void expect3(int port, const char *const *const *cmds, const char *want, const char *what)
-{
-    buf_t b = { 0 };
-    mb(&b, "HELLO", "3", NULL);
-    for (size_t i = 0; cmds[i]; i++) {
-        const char *const *w = cmds[i];
-        const char *a[13] = { 0 };
-        size_t n = 0;
-        while (w[n] && n < 12) {
-            a[n] = w[n];
-            n++;
-        }
-        mb(&b, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], NULL);
-    }
-    buf_t got = exchange(port, b.p, b.len);
-    const char *end = got.p ? strstr(got.p, "$7\r\nmodules\r\n*0\r\n") : NULL;
-    assert_non_null(end);
-    end += strlen("$7\r\nmodules\r\n*0\r\n");
-    if (strcmp(end, want) != 0)
-        fail_msg("%s (RESP3):\ngot:\n%s\nwant:\n%s", what, end, want);
-    free(got.p);
-    free(b.p);
-}
 
 /* ------------------------------------------------------------------------ */
 /* The seed's transcript                                                    */
@@ -97,7 +59,7 @@ static void expect3(int port, const char *const *const *cmds, const char *want, 
 static void test_seed_transcript(void **state)
 {
     (void)state;
-    static const struct { const char *args, *want; } lines[] = {
+    static const cli_case_t lines[] = {
         { "bf.add codehole user1", "(integer) 1\n" },
         { "bf.add codehole user2", "(integer) 1\n" },
         { "bf.add codehole user3", "(integer) 1\n" },
@@ -108,18 +70,7 @@ static void test_seed_transcript(void **state)
         { "bf.mexists codehole user4 user5 user6 user7",
           "1) (integer) 1\n2) (integer) 1\n3) (integer) 1\n4) (integer) 0\n" },
     };
-    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
-        char cmd[512];
-        snprintf(cmd, sizeof(cmd), "redis-cli --no-raw -p %d %s 2>&1", T.resp_port, lines[i].args);
-        FILE *f = popen(cmd, "r");
-        assert_non_null(f);
-        char out[1024];
-        size_t n = fread(out, 1, sizeof(out) - 1, f);
-        out[n] = '\0';
-        pclose(f);
-        if (strcmp(out, lines[i].want) != 0)
-            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", lines[i].args, out, lines[i].want);
-    }
+    cli_expect(T.resp_port, "--no-raw", lines, sizeof(lines) / sizeof(lines[0]));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -657,9 +608,7 @@ static void test_python(void **state)
         "assert vars(cf.info('py:cfcopy')) == vars(cf.info('py:cfbig'))\n"
         "assert dump(cf, 'py:cfcopy') == chunks\n"
         "print('ok')\n";
-    char out[8192];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* The filters a client made over RESP (adds, a reservation, a load) are
@@ -704,11 +653,8 @@ static void test_durable_across_restart(void **state)
     free(got.p);
     free(got2.p);
     free(got3.p);
-    tally_kill(&p);   /* no final snapshot: the journal alone */
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     b.len = 0;
     mb(&b, "BF.MEXISTS", "dur:bf", "a", "b", "c", NULL);
     mb(&b, "BF.CARD", "dur:bf", NULL);
@@ -718,17 +664,13 @@ static void test_durable_across_restart(void **state)
     mb(&b, "CF.INFO", "dur:cf", NULL);
     mb(&b, "BF.CARD", "dur:ns", NULL);
     mb(&b, "CF.MEXISTS", "dur:full", "1", "2", "3", "4", NULL);
-    got = exchange(q.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "*3\r\n:1\r\n:1\r\n:1\r\n:3\r\n*3\r\n:1\r\n:1\r\n:1\r\n*1\r\n:3\r\n*2\r\n:1\r\n:0\r\n"
-                               "*16\r\n+Size\r\n:184\r\n+Number of buckets\r\n:64\r\n+Number of filters\r\n:1\r\n"
-                               "+Number of items inserted\r\n:1\r\n+Number of items deleted\r\n:1\r\n"
-                               "+Bucket size\r\n:2\r\n+Expansion rate\r\n:1\r\n+Max iterations\r\n:20\r\n"
-                               ":2\r\n*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n");
-    free(got.p);
+    expect_reply(q.resp_port, &b, "*3\r\n:1\r\n:1\r\n:1\r\n:3\r\n*3\r\n:1\r\n:1\r\n:1\r\n*1\r\n:3\r\n*2\r\n:1\r\n:0\r\n"
+                                  "*16\r\n+Size\r\n:184\r\n+Number of buckets\r\n:64\r\n+Number of filters\r\n:1\r\n"
+                                  "+Number of items inserted\r\n:1\r\n+Number of items deleted\r\n:1\r\n"
+                                  "+Bucket size\r\n:2\r\n+Expansion rate\r\n:1\r\n+Max iterations\r\n:20\r\n"
+                                  ":2\r\n*4\r\n:1\r\n:1\r\n:1\r\n:1\r\n");
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 int main(void)

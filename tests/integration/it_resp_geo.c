@@ -18,28 +18,7 @@
 #include "redis_ref.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-static redis_ref_t R;
-static bool have_redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    have_redis = redis_ref_start(&R);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (have_redis)
-        redis_ref_stop(&R);
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE_REF(NULL)
 
 /* One command from a line of words separated by single spaces ("" for an
  * empty word is written as the two characters ''). */
@@ -75,36 +54,6 @@ static void lines(buf_t *b, const char *const *l)
         line(b, *l);
 }
 
-/* The same commands after HELLO 3 on each side: HELLO's own map (which
- * names the server) cut off, the rest compared byte for byte. */
-static void resp3_diff(const buf_t *cmds)
-{
-    buf_t all = { 0 };
-    mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, cmds->p, cmds->len);
-    buf_t want = exchange(R.port, all.p, all.len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
-    static const char end[] = "$7\r\nmodules\r\n*0\r\n";
-    char *w = want.p ? strstr(want.p, end) : NULL, *g = got.p ? strstr(got.p, end) : NULL;
-    assert_non_null(w);
-    assert_non_null(g);
-    w += strlen(end);
-    g += strlen(end);
-    size_t wl = want.len - (size_t)(w - want.p), gl = got.len - (size_t)(g - got.p);
-    if (wl != gl || memcmp(w, g, wl) != 0) {
-        size_t i = 0;
-        while (i < wl && i < gl && w[i] == g[i])
-            i++;
-        size_t from = i > 200 ? i - 200 : 0;
-        fail_msg("RESP3 replies differ at byte %zu:\nredis:\n%.*s\ntally:\n%.*s", i,
-                 (int)(wl - from > 600 ? 600 : wl - from), w + from, (int)(gl - from > 600 ? 600 : gl - from),
-                 g + from);
-    }
-    free(want.p);
-    free(got.p);
-    free(all.p);
-}
-
 /* Runs the commands in RESP2, then again in RESP3 (the state they leave
  * is the same on both sides, so the second run's answers are too). */
 static void diff_both(const char *const *cmds)
@@ -112,7 +61,7 @@ static void diff_both(const char *const *cmds)
     buf_t b = { 0 };
     lines(&b, cmds);
     resp_diff(R.port, T.resp_port, &b);
-    resp3_diff(&b);
+    free(resp3_diff(R.port, T.resp_port, &b).p);
     free(b.p);
 }
 
@@ -225,7 +174,7 @@ static void test_members(void **state)
     mb(&b, "GEOSEARCH", "g", "FROMMEMBER", "", "BYRADIUS", "1", "km", NULL);
     mb(&b, "GEORADIUSBYMEMBER", "g", "\xff", "1", "km", NULL);
     resp_diff(R.port, T.resp_port, &b);
-    resp3_diff(&b);
+    free(resp3_diff(R.port, T.resp_port, &b).p);
     free(b.p);
 
     int fd = connect_to(T.resp_port);
@@ -526,7 +475,7 @@ static void test_random_points(void **state)
     /* again in RESP3, against the same state */
     buf_t s3 = { 0 };
     lines(&s3, searches);
-    resp3_diff(&s3);
+    free(resp3_diff(R.port, T.resp_port, &s3).p);
     free(s3.p);
     free(b.p);
 }
@@ -578,7 +527,7 @@ static void test_limits(void **state)
 static void test_redis_cli_seed(void **state)
 {
     (void)state;
-    static const struct { const char *args, *want; } cases[] = {
+    static const cli_case_t cases[] = {
         { "geoadd company 116.489033 40.007669 meituan", "(integer) 1\n" },
         { "geoadd company 116.562108 39.787602 jd 116.334255 40.027400 xiaomi", "(integer) 2\n" },
         { "geoadd company 116.48105 39.996794 juejin", "(integer) 1\n" },
@@ -601,18 +550,7 @@ static void test_redis_cli_seed(void **state)
           "1) 1) \"juejin\"\n   2) \"10.5501\"\n2) 1) \"meituan\"\n   2) \"11.5748\"\n"
           "3) 1) \"jd\"\n   2) \"13.7269\"\n" },
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char cmd[512];
-        snprintf(cmd, sizeof(cmd), "redis-cli --no-raw -p %d %s 2>&1", T.resp_port, cases[i].args);
-        FILE *f = popen(cmd, "r");
-        assert_non_null(f);
-        char out[2048];
-        size_t n = fread(out, 1, sizeof(out) - 1, f);
-        out[n] = '\0';
-        pclose(f);
-        if (strcmp(out, cases[i].want) != 0)
-            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", cases[i].args, out, cases[i].want);
-    }
+    cli_expect(T.resp_port, "--no-raw", cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /* Python's redis package's geo helpers (Debian's python3-redis). */
@@ -666,9 +604,7 @@ static void test_python(void **state)
         "except redis.ResponseError as e:\n"
         "    assert str(e) == 'could not decode requested zset member', str(e)\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* What the geo commands change is journaled as over HTTP: after a kill
@@ -689,14 +625,9 @@ static void test_durable_across_restart(void **state)
     };
     buf_t b = { 0 };
     lines(&b, cmds);
-    buf_t got = exchange(p.resp_port, b.p, b.len);
-    assert_string_equal(got.p, ":3\r\n:1\r\n:1\r\n:2\r\n:1\r\n");
-    free(got.p);
-    tally_kill(&p);
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
+    expect_reply(p.resp_port, &b, ":3\r\n:1\r\n:1\r\n:2\r\n:1\r\n");
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     static const char *const after[] = {
         "ZRANGE dur:g 0 -1 WITHSCORES",
         "ZRANGE dur:s 0 -1",
@@ -705,16 +636,12 @@ static void test_durable_across_restart(void **state)
     };
     b.len = 0;
     lines(&b, after);
-    got = exchange(q.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "*4\r\n$7\r\nPalermo\r\n$16\r\n3479101074822695\r\n"
-                               "$7\r\nCatania\r\n$16\r\n3479447370796909\r\n"
-                               "*2\r\n$7\r\nPalermo\r\n$7\r\nCatania\r\n"
-                               "*1\r\n$7\r\nCatania\r\n");
-    free(got.p);
+    expect_reply(q.resp_port, &b, "*4\r\n$7\r\nPalermo\r\n$16\r\n3479101074822695\r\n"
+                                  "$7\r\nCatania\r\n$16\r\n3479447370796909\r\n"
+                                  "*2\r\n$7\r\nPalermo\r\n$7\r\nCatania\r\n"
+                                  "*1\r\n$7\r\nCatania\r\n");
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 int main(void)

@@ -21,28 +21,7 @@
 #include "redis_ref.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-static redis_ref_t R;
-static bool have_redis;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", "--shards", "16", "--threads", "4", NULL };
-    tally_start(&T, NULL, args);
-    have_redis = redis_ref_start(&R);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (have_redis)
-        redis_ref_stop(&R);
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE_REF("--shards", "16", "--threads", "4", NULL)
 
 /* A connection to tally that redis_ref's reader can use. */
 static redis_ref_t tally_client(int port)
@@ -758,9 +737,7 @@ static void test_python_transaction(void **state)
         "assert r.restore('py:h2', 0, d) in (True, b'OK') and r.pfcount('py:h2') == 2\n"
         "r.delete('py:a', 'py:b', 'py:h', 'py:h2')\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* What EXEC changed is journaled as it ran and answered once durable: a
@@ -782,22 +759,17 @@ static void test_multi_durable(void **state)
     mb(&b, "INCR", "dx:gone", NULL);
     mb(&b, "PEXPIRE", "dx:gone", "-5", "LT", NULL);
     mb(&b, "EXEC", NULL);
-    buf_t got = exchange(p.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "$-1\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
-                               "+QUEUED\r\n*7\r\n:41\r\n:42\r\n:1\r\n:1\r\n:0\r\n:1\r\n:1\r\n");
-    free(got.p);
-    tally_kill(&p);   /* no final snapshot: the journal alone */
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
+    expect_reply(p.resp_port, &b, "$-1\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+                                  "+QUEUED\r\n*7\r\n:41\r\n:42\r\n:1\r\n:1\r\n:0\r\n:1\r\n:1\r\n");
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     b.len = 0;
     mb(&b, "GET", "dx:n", NULL);
     mb(&b, "PFCOUNT", "dx:h", NULL);
     mb(&b, "TTL", "dx:n", NULL);
     mb(&b, "EXISTS", "dx:gone", NULL);
     mb(&b, "DBSIZE", NULL);
-    got = exchange(q.resp_port, b.p, b.len);
+    buf_t got = exchange(q.resp_port, b.p, b.len);
     assert_int_equal(strncmp(got.p, "$2\r\n42\r\n:2\r\n:-1\r\n:0\r\n:2\r\n", 27), 0);
     free(got.p);
     b.len = 0;

@@ -13,28 +13,13 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "resp_client.h"
 
 #define PROMPT "127.0.0.1:6379> "
 #define FIXTURE "tests/fixtures/seeds/redis_cli.txt"
 #define SEED "../shared/seeds/000_72f66106eaf3e653.txt"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE(NULL)
 
 /* The lines of a file (NULL-terminated; trailing newlines dropped). */
 static char **read_lines(const char *path, size_t *n)

@@ -19,44 +19,16 @@
 #include "harness.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE(NULL)
 
 /* Sends the commands on one connection (after HELLO 3 when proto is 3,
  * whose own reply is skipped) and compares every byte answered. */
 static void check(const char *what, int proto, const buf_t *cmds, const char *want)
 {
-    buf_t all = { 0 };
-    if (proto == 3)
-        mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, cmds->p, cmds->len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
-    assert_non_null(got.p);
-    const char *g = got.p;
-    if (proto == 3) {
-        g = strstr(got.p, "$7\r\nmodules\r\n*0\r\n");
-        assert_non_null(g);
-        g += 17;
-    }
-    if (strcmp(g, want) != 0)
-        fail_msg("%s (RESP%d):\ngot\n%s\nwant\n%s", what, proto, g, want);
+    buf_t got = exchange_proto(T.resp_port, proto, cmds);
+    if (strcmp(got.p, want) != 0)
+        fail_msg("%s (RESP%d):\ngot\n%s\nwant\n%s", what, proto, got.p, want);
     free(got.p);
-    free(all.p);
 }
 
 /* The elements of an array reply of integers, bulk strings or doubles,
@@ -94,21 +66,15 @@ static size_t elems(const char *p, char out[][64], size_t max)
 static size_t ask(char out[][64], size_t max, const char *w0, ...)
 {
     buf_t b = { 0 };
-    const char *w[16];
+    const char *w[17];
     size_t n = 0;
     va_list ap;
     va_start(ap, w0);
     for (const char *s = w0; s && n < 16; s = va_arg(ap, const char *))
         w[n++] = s;
     va_end(ap);
-    char line[1024] = "";
-    for (size_t i = 0; i < n; i++) {
-        snprintf(line + strlen(line), sizeof(line) - strlen(line), "$%zu\r\n%s\r\n", strlen(w[i]), w[i]);
-    }
-    char head[16];
-    snprintf(head, sizeof(head), "*%zu\r\n", n);
-    buf_puts(&b, head);
-    buf_puts(&b, line);
+    w[n] = NULL;
+    mb_words(&b, w);
     buf_t got = exchange(T.resp_port, b.p, b.len);
     size_t k = elems(got.p, out, max);
     free(got.p);
@@ -121,9 +87,7 @@ static void ok(const char *w0, const char *w1, const char *w2)
 {
     buf_t b = { 0 };
     mb(&b, w0, w1, w2, NULL);
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+OK\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &b, "+OK\r\n");
     free(b.p);
 }
 
@@ -340,15 +304,11 @@ static void test_topk(void **state)
     mb(&b, "TOPK.ADD", "topk3", "foo", "baz", "42", "foo", "baz", NULL);
     mb(&b, "TOPK.ADD", "topk3", "foo", "bar", "baz", "foo", "baz", NULL);
     mb(&b, "TOPK.QUERY", "topk3", "foo", "bar", "baz", "dan", NULL);
-    buf_t all = { 0 };
-    mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, b.p, b.len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
+    buf_t got = exchange_proto(T.resp_port, 3, &b);
     const char *q = strstr(got.p, "*4\r\n#");
     if (!q || strcmp(q, "*4\r\n#t\r\n#f\r\n#t\r\n#f\r\n") != 0)
         fail_msg("TOPK.QUERY in RESP3: %s", got.p);
     free(got.p);
-    free(all.p);
     /* a k of 1: the item pushed out is named */
     b.len = 0;
     mb(&b, "TOPK.RESERVE", "one", "1", "50", "5", "0.9", NULL);
@@ -540,16 +500,10 @@ static void test_tdigest(void **state)
           ",3.6666666666666665\r\n");
     b.len = 0;
     mb(&b, "TDIGEST.INFO", "t", NULL);
-    buf_t all = { 0 };
-    mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, b.p, b.len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
-    const char *g = strstr(got.p, "$7\r\nmodules\r\n*0\r\n");
-    assert_non_null(g);
+    buf_t got = exchange_proto(T.resp_port, 3, &b);
     const char *want = "%9\r\n+Compression\r\n:1000\r\n+Capacity\r\n:";
-    assert_memory_equal(g + 17, want, strlen(want));
+    assert_memory_equal(got.p, want, strlen(want));
     free(got.p);
-    free(all.p);
     free(b.p);
 }
 
@@ -644,9 +598,7 @@ static void test_python(void **state)
         "assert d.reset('py:d') == b'OK'\n"
         "assert str(d.min('py:d')) == 'nan'\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -706,9 +658,7 @@ static void test_http_parity(void **state)
         buf_puts(&b, v);
         buf_puts(&b, "\r\n");
     }
-    buf_t got = exchange(T.resp_port, b.p, b.len);
-    assert_string_equal(got.p, "+OK\r\n");
-    free(got.p);
+    expect_reply(T.resp_port, &b, "+OK\r\n");
     free(b.p);
     static const struct { const char *cmd, *path, *name; } reads[] = {
         { "TDIGEST.QUANTILE", "/tdigest/h:td/quantile?q=0&q=0.1&q=0.5&q=0.99&q=1", "values" },
@@ -746,7 +696,7 @@ static void test_http_parity(void **state)
     char mean[1][64];
     buf_t tm = { 0 };
     mb(&tm, "TDIGEST.TRIMMED_MEAN", "h:td", "0.1", "0.9", NULL);
-    got = exchange(T.resp_port, tm.p, tm.len);
+    buf_t got = exchange(T.resp_port, tm.p, tm.len);
     const char *body = strstr(got.p, "\r\n") + 2;
     size_t blen = (size_t)(strstr(body, "\r\n") - body);
     memcpy(mean[0], body, blen);
@@ -860,11 +810,8 @@ static void test_durable_across_restart(void **state)
     mb(&reads, "TDIGEST.MAX", "du:td2", NULL);
     mb(&reads, "TDIGEST.INFO", "du:td3", NULL);
     buf_t before = exchange(p.resp_port, reads.p, reads.len);
-    tally_kill(&p);   /* no final snapshot: the journal alone */
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s", p.dir);
     tally_proc_t q;
-    tally_start(&q, dir, args);
+    resp_restart(&p, &q, args);
     buf_t after = exchange(q.resp_port, reads.p, reads.len);
     assert_string_equal(after.p, before.p);
     assert_non_null(strstr(after.p, "*2\r\n:9\r\n:0\r\n*6\r\n+width\r\n:200\r\n+depth\r\n:7\r\n+count\r\n:3\r\n"));
@@ -873,9 +820,7 @@ static void test_durable_across_restart(void **state)
     free(after.p);
     free(reads.p);
     free(b.p);
-    assert_int_equal(tally_stop(&q), 0);
-    tally_cleanup(&q);
-    tally_cleanup(&p);
+    resp_restart_end(&p, &q);
 }
 
 int main(void)

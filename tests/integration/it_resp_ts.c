@@ -18,23 +18,7 @@
 #include "it_ts_upstream_cases.h"
 #include "resp_client.h"
 
-static tally_proc_t T;
-
-static int setup(void **state)
-{
-    (void)state;
-    static const char *const args[] = { "--resp-port", "0", NULL };
-    tally_start(&T, NULL, args);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(tally_stop(&T), 0);
-    tally_cleanup(&T);
-    return 0;
-}
+RESP_SUITE(NULL)
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -86,20 +70,9 @@ static const char *shown(const char *p, char *out, size_t cap)
  * out) and fails at the first byte that differs. */
 static void run(script_t *s)
 {
-    buf_t all = { 0 };
-    if (s->proto == 3)
-        mb(&all, "HELLO", "3", NULL);
-    buf_put(&all, s->cmds.p, s->cmds.len);
-    buf_t got = exchange(T.resp_port, all.p, all.len);
-    assert_non_null(got.p);
-    char *start = got.p;
-    if (s->proto == 3) {
-        start = strstr(got.p, "$7\r\nmodules\r\n*0\r\n");
-        assert_non_null(start);
-        start += 17;
-    }
+    buf_t got = exchange_proto(T.resp_port, s->proto, &s->cmds);
     buf_t g = { 0 };
-    buf_puts(&g, start);
+    buf_puts(&g, got.p);
     mask_memory(&g);
     mask_memory(&s->want);
     size_t i = 0;
@@ -113,7 +86,6 @@ static void run(script_t *s)
     }
     free(g.p);
     free(got.p);
-    free(all.p);
     free(s->cmds.p);
     free(s->want.p);
     memset(s, 0, sizeof(*s));
@@ -810,9 +782,7 @@ static void test_python_ts(void **state)
         "after = int(time.time() * 1000)\n"
         "assert before - 1000 <= t <= after + 1000 and t <= m[0] <= after + 1000, (before, t, m, after)\n"
         "print('ok')\n";
-    char out[4096];
-    if (!run_python(script, T.resp_port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
-        fail_msg("python3 redis: %s", out);
+    python_expect_ok(script, T.resp_port);
 }
 
 int main(void)

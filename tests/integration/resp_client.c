@@ -31,17 +31,26 @@ void buf_puts(buf_t *b, const char *s) { buf_put(b, s, strlen(s)); }
 /* Appends one multibulk command: words up to NULL. */
 void mb(buf_t *b, const char *w0, ...)
 {
-    const char *w[64];
+    const char *w[65];
     int n = 0;
     va_list ap;
     va_start(ap, w0);
     for (const char *x = w0; x && n < 64; x = va_arg(ap, const char *))
         w[n++] = x;
     va_end(ap);
+    w[n] = NULL;
+    mb_words(b, w);
+}
+
+void mb_words(buf_t *b, const char *const *w)
+{
+    size_t n = 0;
+    while (w[n])
+        n++;
     char head[32];
-    snprintf(head, sizeof(head), "*%d\r\n", n);
+    snprintf(head, sizeof(head), "*%zu\r\n", n);
     buf_puts(b, head);
-    for (int i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         snprintf(head, sizeof(head), "$%zu\r\n", strlen(w[i]));
         buf_puts(b, head);
         buf_puts(b, w[i]);
@@ -164,4 +173,110 @@ bool run_python(const char *script, int port, char *out, size_t cap)
     int rc = pclose(f);
     unlink(path);
     return rc == 0;
+}
+
+void python_expect_ok(const char *script, int port)
+{
+    char out[8192];
+    if (!run_python(script, port, out, sizeof(out)) || strcmp(out, "ok\n") != 0)
+        fail_msg("python3 redis: %s", out);
+}
+
+void cli_expect(int port, const char *opts, const cli_case_t *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "redis-cli %s%s-p %d %s 2>&1", opts, *opts ? " " : "", port, cases[i].args);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char out[2048];
+        size_t got = fread(out, 1, sizeof(out) - 1, f);
+        out[got] = '\0';
+        pclose(f);
+        if (strcmp(out, cases[i].want) != 0)
+            fail_msg("redis-cli %s: got \"%s\", want \"%s\"", cases[i].args, out, cases[i].want);
+    }
+}
+
+void expect_reply(int port, const buf_t *cmds, const char *want)
+{
+    buf_t got = exchange(port, cmds->p, cmds->len);
+    assert_string_equal(got.p, want);
+    free(got.p);
+}
+
+void resp_restart(tally_proc_t *p, tally_proc_t *q, const char *const *args)
+{
+    tally_kill(p);   /* no final snapshot: the journal alone */
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", p->dir);
+    tally_start(q, dir, args);
+}
+
+void resp_restart_end(tally_proc_t *p, tally_proc_t *q)
+{
+    assert_int_equal(tally_stop(q), 0);
+    tally_cleanup(q);
+    tally_cleanup(p);
+}
+
+void resp_suite_start(tally_proc_t *t, const char *const *extra, redis_ref_t *ref, bool *have_ref)
+{
+    const char *args[32] = { "--resp-port", "0" };
+    size_t n = 2;
+    for (; extra && extra[n - 2]; n++) {
+        assert_true(n < sizeof(args) / sizeof(args[0]) - 1);
+        args[n] = extra[n - 2];
+    }
+    args[n] = NULL;
+    tally_start(t, NULL, args);
+    if (ref)
+        *have_ref = redis_ref_start(ref);
+}
+
+void resp_suite_stop(tally_proc_t *t, redis_ref_t *ref, bool have_ref)
+{
+    if (ref && have_ref)
+        redis_ref_stop(ref);
+    assert_int_equal(tally_stop(t), 0);   /* a clean SIGTERM with the RESP port open */
+    tally_cleanup(t);
+}
+
+buf_t exchange_proto(int port, int proto, const buf_t *cmds)
+{
+    buf_t all = { 0 };
+    if (proto == 3)
+        mb(&all, "HELLO", "3", NULL);
+    buf_put(&all, cmds->p, cmds->len);
+    buf_t got = exchange(port, all.p, all.len);
+    free(all.p);
+    assert_non_null(got.p);
+    if (proto == 3) {
+        static const char end[] = "$7\r\nmodules\r\n*0\r\n";
+        char *g = strstr(got.p, end);
+        assert_non_null(g);
+        g += strlen(end);
+        got.len -= (size_t)(g - got.p);
+        memmove(got.p, g, got.len + 1);
+    }
+    return got;
+}
+
+buf_t resp3_diff(int ref_port, int port, const buf_t *cmds)
+{
+    buf_t want = exchange_proto(ref_port, 3, cmds);
+    buf_t got = exchange_proto(port, 3, cmds);
+    const char *w = want.p, *g = got.p;
+    size_t wl = want.len, gl = got.len;
+    if (wl != gl || memcmp(w, g, wl) != 0) {
+        size_t i = 0;
+        while (i < wl && i < gl && w[i] == g[i])
+            i++;
+        size_t from = i > 200 ? i - 200 : 0;
+        fail_msg("RESP3 replies differ at byte %zu:\nredis:\n%.*s\ntally:\n%.*s", i,
+                 (int)(wl - from > 600 ? 600 : wl - from), w + from, (int)(gl - from > 600 ? 600 : gl - from),
+                 g + from);
+    }
+    free(want.p);
+    return got;
 }
