@@ -338,13 +338,13 @@ static void cluster_help(redis_conn_t *c, const resp_cmd_t *cmd)
 
 #define CL_STALE REDIS_CF_STALE
 static const redis_cmd_t cluster_subs[] = {
-    { "help", 2, REDIS_CF_LOADING | REDIS_CF_STALE, "@slow", 0, 0, 0, cluster_help, NULL },
-    { "info", 2, CL_STALE, "@slow", 0, 0, 0, cluster_info, NULL },
-    { "keyslot", 3, CL_STALE, "@slow", 0, 0, 0, cluster_keyslot, NULL },
-    { "myid", 2, CL_STALE, "@slow", 0, 0, 0, cluster_myid, NULL },
-    { "nodes", 2, CL_STALE, "@slow", 0, 0, 0, cluster_nodes, NULL },
-    { "shards", 2, CL_STALE, "@slow", 0, 0, 0, cluster_shards, NULL },
-    { "slots", 2, CL_STALE, "@slow", 0, 0, 0, cluster_slots, NULL },
+    { "cluster|help", 2, REDIS_CF_LOADING | REDIS_CF_STALE, "@slow", 0, 0, 0, cluster_help, NULL },
+    { "cluster|info", 2, CL_STALE, "@slow", 0, 0, 0, cluster_info, NULL },
+    { "cluster|keyslot", 3, CL_STALE, "@slow", 0, 0, 0, cluster_keyslot, NULL },
+    { "cluster|myid", 2, CL_STALE, "@slow", 0, 0, 0, cluster_myid, NULL },
+    { "cluster|nodes", 2, CL_STALE, "@slow", 0, 0, 0, cluster_nodes, NULL },
+    { "cluster|shards", 2, CL_STALE, "@slow", 0, 0, 0, cluster_shards, NULL },
+    { "cluster|slots", 2, CL_STALE, "@slow", 0, 0, 0, cluster_slots, NULL },
     { NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL },
 };
 
@@ -352,10 +352,11 @@ static void cluster_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
     const resp_arg_t *sub = &cmd->argv[1];
     for (const redis_cmd_t *r = cluster_subs; r->name; r++) {
-        if (sub->len != strlen(r->name) || strncasecmp(sub->ptr, r->name, sub->len) != 0)
+        const char *name = r->name + sizeof("cluster|") - 1;   /* rows are named as Redis's: "cluster|slots" */
+        if (sub->len != strlen(name) || strncasecmp(sub->ptr, name, sub->len) != 0)
             continue;
         if ((r->arity > 0 && (size_t)r->arity != cmd->argc) || (r->arity < 0 && cmd->argc < (size_t)-r->arity)) {
-            redis_err(c, "ERR wrong number of arguments for 'cluster|%s' command", r->name);
+            redis_err(c, "ERR wrong number of arguments for '%s' command", r->name);
             return;
         }
         r->fn(c, cmd);

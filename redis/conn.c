@@ -730,13 +730,23 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
     log_command(c, cmd, rc, at, hk->mono_ns() - t0);
 }
 
-/* The batch's changes made durable before any reply of it is sent (the
- * listener sends only after feed returns): one wait for the batch, so a
- * pipeline of changes costs one journal write (one fsync under --fsync
- * always) rather than one each.  When the wait fails, the replies from the
- * first change on are cut, one error says why, and the connection closes:
- * nothing that could be lost was acknowledged. */
-static redis_status_t settle(redis_conn_t *c, redis_status_t st)
+/* The changes fed since the last settle made durable before any of their
+ * replies is sent (conn.h): one wait for all of them, so a pipeline of
+ * changes - and the changes of every connection a loop served in one
+ * round - cost one journal write (one fsync under --fsync always) rather
+ * than one each.  When the wait fails, the replies from the first change
+ * on are cut, one error says why, and the connection closes: nothing that
+ * could be lost was acknowledged. */
+bool redis_conn_waiting(const redis_conn_t *c, uint64_t *lsn, uint64_t *pos)
+{
+    if (!c->wait_pending)
+        return false;
+    *lsn = c->wait_lsn;
+    *pos = c->wait_pos;
+    return true;
+}
+
+redis_status_t redis_conn_settle(redis_conn_t *c, redis_status_t st)
 {
     if (!c->wait_pending)
         return st;
@@ -765,18 +775,18 @@ redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, siz
         if (st == RESP_MORE)
             break;
         if (st == RESP_NOMEM)
-            return settle(c, REDIS_DROP);
+            return REDIS_DROP;
         if (st == RESP_ERROR) {
             size_t elen = 0;
             const char *e = resp_parser_error(c->parser, &elen);
             char msg[160];
             int n = snprintf(msg, sizeof(msg), "ERR %.*s", (int)elen, e);
             resp_reply_error(&c->out, msg, n > 0 ? (size_t)n : 0);
-            return settle(c, resp_out_failed(&c->out) ? REDIS_DROP : REDIS_CLOSE);
+            return resp_out_failed(&c->out) ? REDIS_DROP : REDIS_CLOSE;
         }
         dispatch(c, &cmd);
         if (resp_out_failed(&c->out))
-            return settle(c, REDIS_DROP);
+            return REDIS_DROP;
     }
     /* what CLIENT LIST shows of this connection on other loops */
     if (c->cfg->hooks.mono_ns)
@@ -784,7 +794,7 @@ redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, siz
     atomic_store_explicit(&c->qbuf, len - *used, memory_order_relaxed);
     atomic_store_explicit(&c->omem, c->out.len, memory_order_relaxed);
     atomic_store_explicit(&c->proto, c->out.proto, memory_order_relaxed);
-    return settle(c, c->close_after ? REDIS_CLOSE : REDIS_OK);
+    return c->close_after ? REDIS_CLOSE : REDIS_OK;
 }
 
 #define CONN_ANY REDIS_CF_NOSCRIPT | REDIS_CF_LOADING | REDIS_CF_STALE | REDIS_CF_FAST | REDIS_CF_NO_AUTH | REDIS_CF_ALLOW_BUSY

@@ -121,8 +121,19 @@ void redis_clients_free(redis_clients_t *r);
 /* Runs every complete command at the start of buf[0..len), their replies
  * appended to the output in order; *used: the bytes done with (drop them
  * and call again with the rest and what arrives next).  After REDIS_CLOSE
- * or REDIS_DROP nothing more is read. */
+ * or REDIS_DROP nothing more is read.
+ *
+ * Group commit: the changes' replies wait for durability, once for all
+ * that came since the last settle.  Before sending anything of the output
+ * the listener calls redis_conn_settle (with the status feed gave; it may
+ * turn OK into CLOSE when the wait failed: the replies from the first
+ * change on are then cut and one error says why).  A loop that fed several
+ * connections may first wait once for the highest position any of them
+ * holds (redis_conn_waiting, then the durability hook itself): each
+ * settle after it finds its own position durable at once. */
 redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, size_t *used);
+bool redis_conn_waiting(const redis_conn_t *c, uint64_t *lsn, uint64_t *pos);
+redis_status_t redis_conn_settle(redis_conn_t *c, redis_status_t st);
 
 /* The replies not yet sent (the listener writes buf[0..len) and calls
  * resp_out_consume). */

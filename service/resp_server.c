@@ -55,6 +55,8 @@ typedef struct rconn {
     size_t tls_wpend;                 /* bytes of a gnutls_record_send that returned AGAIN (sent again with NULL) */
     int64_t hs_start_ns;
     struct rconn *pnext;
+    bool settling;                    /* on the loop's settle list: replies wait for the round's durability */
+    struct rconn *snext;
 } rconn_t;
 
 struct loop {
@@ -64,6 +66,10 @@ struct loop {
     bool started;
     rconn_t *conns;                   /* its connections */
     rconn_t *pending;                 /* TLS connections with input GnuTLS already decrypted (not seen by epoll) */
+    /* group commit: the connections whose replies wait for changes to be
+     * durable, and the highest positions they wait for (settle_round) */
+    rconn_t *settle;
+    uint64_t wait_lsn, wait_pos;
 };
 
 struct resp_server {
@@ -208,6 +214,12 @@ static void conn_close(rconn_t *c)
                 *pp = c->pnext;
                 break;
             }
+    if (c->settling)
+        for (rconn_t **pp = &l->settle; *pp; pp = &(*pp)->snext)
+            if (*pp == c) {
+                *pp = c->snext;
+                break;
+            }
     if (c->tls) {
         if (!c->handshaking)
             gnutls_bye(c->tls, GNUTLS_SHUT_WR);   /* one try: the socket is nonblocking */
@@ -323,6 +335,18 @@ static bool in_room(rconn_t *c, resp_server_t *s)
     return true;
 }
 
+/* What a connection answered goes out; after QUIT or a protocol error
+ * nothing more is read. */
+static void conn_send(rconn_t *c)
+{
+    if (c->closing) {
+        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+        epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
+        c->out_armed = true;
+    }
+    conn_flush(c);
+}
+
 static void conn_readable(rconn_t *c)
 {
     resp_server_t *s = c->loop->s;
@@ -375,12 +399,51 @@ static void conn_readable(rconn_t *c)
         c->in = NULL;
         c->in_cap = 0;
     }
-    if (c->closing) {   /* nothing more is read */
-        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
-        epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
-        c->out_armed = true;
+    uint64_t lsn, pos;
+    if (redis_conn_waiting(c->rc, &lsn, &pos)) {   /* sent once the round's changes are durable */
+        loop_t *l = c->loop;
+        if (!c->settling) {
+            c->settling = true;
+            c->snext = l->settle;
+            l->settle = c;
+        }
+        if (lsn > l->wait_lsn)
+            l->wait_lsn = lsn;
+        if (pos > l->wait_pos)
+            l->wait_pos = pos;
+        return;
     }
-    conn_flush(c);
+    conn_send(c);
+}
+
+/* Group commit across the loop's round: one wait for the highest journal
+ * (and replication) position the connections fed in this round hold, then
+ * each connection's settle finds its own position durable at once (or
+ * cuts its replies when the wait failed), and its replies go out. */
+static void settle_round(loop_t *l)
+{
+    if (!l->settle)
+        return;
+    const redis_hooks_t *hk = &l->s->cfg.hooks;
+    const char *why = NULL;
+    if (hk->durable)
+        (void)hk->durable(hk->ud, l->wait_lsn, l->wait_pos, &why);
+    l->wait_lsn = l->wait_pos = 0;
+    rconn_t *c = l->settle;
+    l->settle = NULL;
+    while (c) {
+        rconn_t *next = c->snext;
+        c->settling = false;
+        c->snext = NULL;
+        redis_status_t st = redis_conn_settle(c->rc, c->closing ? REDIS_CLOSE : REDIS_OK);
+        if (st == REDIS_DROP) {
+            conn_close(c);
+        } else {
+            c->closing = st == REDIS_CLOSE;
+            conn_send(c);
+        }
+        c = next;
+    }
 }
 
 /* Steps the TLS handshake (nonblocking); once done, reads what followed. */
@@ -523,8 +586,8 @@ static void *loop_main(void *arg)
                 conn_handshake(c);
             else if (evs[i].events & EPOLLIN)
                 conn_readable(c);   /* flushes, and may close */
-            else if (evs[i].events & EPOLLOUT)
-                conn_flush(c);
+            else if ((evs[i].events & EPOLLOUT) && !c->settling)
+                conn_flush(c);   /* (a settling connection's replies wait for settle_round) */
         }
         /* TLS input already decrypted: one more round each */
         rconn_t *p = l->pending;
@@ -536,6 +599,7 @@ static void *loop_main(void *arg)
             c->pnext = NULL;
             conn_readable(c);
         }
+        settle_round(l);
         int64_t now = clock_mono_coarse_ns();
         if (now >= next_sweep) {
             sweep(l, now);
@@ -589,6 +653,9 @@ static void loops_free(resp_server_t *s)
         while (l->conns) {
             rconn_t *c = l->conns;
             resp_out_t *o = redis_conn_out(c->rc);
+            /* replies of changes not yet durable wait for them (or are cut) */
+            if (redis_conn_settle(c->rc, REDIS_OK) == REDIS_DROP)
+                o->len = 0;
             if (o->len && !c->handshaking) {   /* what is pending, once, without waiting */
                 ssize_t w = c->tls ? io_send(c, o->buf, o->len) : send(c->fd, o->buf, o->len, MSG_NOSIGNAL | MSG_DONTWAIT);
                 (void)w;

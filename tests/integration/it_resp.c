@@ -53,6 +53,19 @@ static void test_redis_cli(void **state)
         { "NOSUCH a b", "ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' \n\n" },
     };
     cli_expect(T.resp_port, "", cases, sizeof(cases) / sizeof(cases[0]));
+    /* commands on redis-cli's standard input (and its interactive prompt)
+     * make it read COMMAND DOCS first, for its help and hints: every
+     * container's subcommands named as Redis names them ("cluster|slots") */
+    char cmd[256], out[512];
+    snprintf(cmd, sizeof(cmd), "printf 'PING\\nINCRBY cli:stdin 2\\nCLUSTER KEYSLOT a\\n' | redis-cli -p %d 2>&1",
+             T.resp_port);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    int rc = pclose(f);
+    if (rc != 0 || strcmp(out, "PONG\n2\nERR This instance has cluster support disabled\n\n") != 0)
+        fail_msg("redis-cli reading its standard input: rc %d, printed:\n%s", rc, out);
 }
 
 /* The same commands to redis-server and to tally: the same bytes back. */
