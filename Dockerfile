@@ -19,11 +19,18 @@ RUN apt-get update \
       libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# every directory tallyd is built from (make dockerfile-check, in make
+# test, fails when a source directory is missing here)
 COPY core core
-COPY api api
-COPY service service
+COPY cmd cmd
+COPY resp resp
+COPY redis redis
+COPY rls rls
 COPY grpc grpc
 COPY proto proto
+COPY api api
+COPY service service
+COPY tools/registry.sh tools/registry.sh
 COPY Makefile .
 RUN make -j"$(nproc)" build/release/tallyd
 

@@ -121,7 +121,7 @@ DATA_DIR ?= ./data
 PORT ?= 8080
 RESP_PORT ?= 6380
 
-.PHONY: all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
+.PHONY: dockerfile-check all deps deps-test deps-bench deps-fuzz run install uninstall test test-suite tsan-suite unit integration \
         valgrind deps-valgrind openapi-check openapi-lint lint-yaml monitoring-check man-check config-check install-check \
         examples-check links-check charts-check api-page layers-check fuzz-regress bench charts docs fuzz clean
 
@@ -307,6 +307,16 @@ layers-check:
 	  fi; \
 	done; echo "layers-check: $(words $(SVC_NO_HTTP)) files of service/ hold no HTTP"
 
+# The container image builds tallyd from the directories its Dockerfile
+# copies: every directory a source of tallyd lives in must be one of them
+# (no Docker here to build the image itself).
+DAEMON_DIRS := $(sort $(foreach f,$(CORE_SRC) $(CMD_SRC) $(RESP_SRC) $(API_SRC) $(REDIS_SRC) $(RLS_SRC) $(GRPC_SRC) \
+                 $(PROTO_SRC) $(SVC_SRC),$(firstword $(subst /, ,$(f)))))
+dockerfile-check:
+	@for d in $(DAEMON_DIRS) tools/registry.sh; do \
+	  grep -q "^COPY $$d $$d$$" Dockerfile || { echo "dockerfile-check: the Dockerfile does not copy $$d (tallyd is built from it)"; exit 1; }; \
+	done; echo "dockerfile-check: the Dockerfile copies all $(words $(DAEMON_DIRS)) source directories of tallyd"
+
 # The resharding tool (deploy/cluster/README.md): a client of the cluster's
 # nodes, core's map parser, HAProxy's runtime map update (service/haproxy.c)
 # and libcurl.
@@ -338,7 +348,7 @@ endif
 # optimised pass.
 ifeq ($(strip $(SANITIZER)),)
 test-suite: all unit integration fuzz-regress openapi-check openapi-lint lint-yaml monitoring-check man-check \
-            config-check install-check examples-check links-check charts-check api-page layers-check
+            config-check install-check examples-check links-check charts-check api-page layers-check dockerfile-check
 else
 test-suite: all unit integration fuzz-regress
 endif
