@@ -6,10 +6,13 @@
  *   - a chained hash table with a power-of-two number of buckets, grown when
  *     the load reaches 1 and shrunk below 1/8 (rehashed all at once: shards
  *     keep tables small enough that this takes microseconds);
- *   - `all`, a dense array of every entry, and `vol`, a dense array of the
- *     entries with an expiry; each entry knows its index in both, so adding
- *     and removing is O(1) (swap with the last) and uniform random sampling
- *     for expiry and eviction is an array index;
+ *   - `vol`, a dense array of the entries with an expiry; each knows its
+ *     index in it, so adding and removing is O(1) (swap with the last) and
+ *     sampling for active expiry and volatile-lru is an array index.
+ *     allkeys-lru samples the table itself, as Redis samples its dict: a
+ *     random bucket, the next non-empty one from there, a random entry of
+ *     its chain (no array of every entry: 8 bytes a key and more at its
+ *     growth, saved);
  *   - the snapshot state (see "Snapshots" below).
  *
  * An entry is one allocation: a 48-byte header, the value's area, then the
@@ -21,8 +24,8 @@
  * 16-bit snapshot epoch; an entry's charge is computed from its type and key
  * rather than stored.
  *
- * Memory charged per entry: the entry's allocation, one bucket pointer, two
- * array slots, plus what the type reports of a value stored apart.
+ * Memory charged per entry: the entry's allocation, one bucket pointer, one
+ * `vol` slot, plus what the type reports of a value stored apart.
  */
 #include "core/keyspace.h"
 
@@ -51,7 +54,6 @@ struct ks_entry {
     const ks_type_t *type;
     int64_t expire_ms;            /* KS_NO_EXPIRY or absolute ms */
     uint32_t hash;                /* low 32 bits of the key's hash (ks_key) */
-    uint32_t idx;                 /* position in shard->all */
     uint32_t vidx;                /* position + 1 in shard->vol, 0 = no expiry */
     uint32_t lru;                 /* last access, seconds (wraps; compared by difference) */
     uint32_t snap_slot;           /* index + 1 into shard->items while pinned */
@@ -61,7 +63,7 @@ struct ks_entry {
      * then the key, then NUL */
     _Alignas(16) unsigned char data[];
 };
-_Static_assert(sizeof(struct ks_entry) == 48, "the entry header is 48 bytes");
+_Static_assert(sizeof(struct ks_entry) == 48, "the entry header is 48 bytes (44 used; 16-aligned for the value)");
 _Static_assert(KS_KEY_MAX <= KF_KLEN, "a key's length fits klen_f");
 
 /* The area of an entry whose value is a separate allocation. */
@@ -105,8 +107,7 @@ struct ks_shard {
 #endif
     ks_entry_t **table;
     size_t mask;                  /* buckets - 1 */
-    ks_entry_t **all;
-    size_t nall, all_cap;
+    size_t n;                     /* entries in the table */
     ks_entry_t **vol;
     size_t nvol, vol_cap;
     size_t mem;
@@ -190,12 +191,14 @@ void ks_free(ks_t *ks)
         return;
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
-        for (size_t j = 0; j < sh->nall; j++)
-            entry_free(sh->all[j]);
+        for (size_t b = 0; b <= sh->mask; b++)
+            for (ks_entry_t *e = sh->table[b], *next; e; e = next) {
+                next = e->next;
+                entry_free(e);
+            }
         for (size_t j = 0; j < sh->nitems; j++)
             free(sh->items[j].buf);
         free(sh->items);
-        free(sh->all);
         free(sh->vol);
         free(sh->table);
         pthread_mutex_destroy(&sh->lock);
@@ -316,17 +319,17 @@ void ks_unlock_all(ks_t *ks)
 /* Hash table and dense arrays                                              */
 /* ------------------------------------------------------------------------ */
 
-/* The entry's allocation and its three table slots (bucket, all, vol). */
+/* The entry's allocation and its two table slots (bucket, vol). */
 static size_t type_overhead(const ks_type_t *t, size_t klen)
 {
-    return sizeof(ks_entry_t) + area_size(t) + klen + 1 + 3 * sizeof(void *);
+    return sizeof(ks_entry_t) + area_size(t) + klen + 1 + 2 * sizeof(void *);
 }
 
 /* Without the type: the overhead of a value stored apart (the largest but
  * for an inline value of more than 16 bytes, whose bytes its size counts). */
 size_t ks_entry_overhead(size_t klen)
 {
-    return sizeof(ks_entry_t) + sizeof(heap_val_t) + klen + 1 + 3 * sizeof(void *);
+    return sizeof(ks_entry_t) + sizeof(heap_val_t) + klen + 1 + 2 * sizeof(void *);
 }
 
 /* What the entry is charged: computed, not stored. */
@@ -426,9 +429,8 @@ static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 /* Unlinks and frees an entry.  Snapshot capture must already have happened. */
 static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 {
-    /* the entries moved into e's places are random ones, each a cache miss:
-     * fetched together with e's bucket rather than one after another */
-    __builtin_prefetch(sh->all[sh->nall - 1], 1);
+    /* the entry moved into e's place in `vol` is a random one, a cache
+     * miss: fetched together with e's bucket rather than after it */
     if (e->vidx)
         __builtin_prefetch(sh->vol[sh->nvol - 1], 1);
     ks_entry_t **pp = &sh->table[e->hash & sh->mask];
@@ -436,17 +438,14 @@ static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
         pp = &(*pp)->next;
     *pp = e->next;
 
-    size_t i = e->idx;
-    ks_entry_t *last = sh->all[--sh->nall];
-    sh->all[i] = last;
-    last->idx = (uint32_t)i;
+    sh->n--;
     vol_remove(sh, e);
 
     charge_sub(ks, sh, entry_mem(e));
     atomic_fetch_sub_explicit(&ks->keys, 1, memory_order_relaxed);
     entry_free(e);
 
-    if (sh->mask + 1 > KS_MIN_BUCKETS && sh->nall < (sh->mask + 1) / 8)
+    if (sh->mask + 1 > KS_MIN_BUCKETS && sh->n < (sh->mask + 1) / 8)
         table_resize(sh, (sh->mask + 1) / 2);
 }
 
@@ -528,8 +527,9 @@ void ks_snapshot_begin(ks_t *ks)
          * shard) could carry the new epoch.  Every entry is reset, under the
          * locks the caller holds: one pass over the keys. */
         for (unsigned i = 0; i < ks->nshards; i++)
-            for (size_t j = 0; j < ks->shards[i].nall; j++)
-                ks->shards[i].all[j]->snap_epoch = 0;
+            for (size_t b = 0; b <= ks->shards[i].mask; b++)
+                for (ks_entry_t *x = ks->shards[i].table[b]; x; x = x->next)
+                    x->snap_epoch = 0;
         e = ++ks->epoch;   /* 0 means "no snapshot" */
     }
     for (unsigned i = 0; i < ks->nshards; i++) {
@@ -548,19 +548,19 @@ bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uin
     if (!sh->snap_active)
         return true;
     if (!sh->snap_collected) {
-        for (size_t i = 0; i < sh->nall; i++) {
-            ks_entry_t *e = sh->all[i];
-            if (e->snap_epoch == sh->snap_active)
-                continue;
-            e->snap_epoch = sh->snap_active;
-            snap_item_t it = { e, NULL, 0 };
-            if (!items_push(sh, it)) {
-                sh->snap_failed = true;
-                out->oom = true;
-                return true;
+        for (size_t b = 0; b <= sh->mask; b++)
+            for (ks_entry_t *e = sh->table[b]; e; e = e->next) {
+                if (e->snap_epoch == sh->snap_active)
+                    continue;
+                e->snap_epoch = sh->snap_active;
+                snap_item_t it = { e, NULL, 0 };
+                if (!items_push(sh, it)) {
+                    sh->snap_failed = true;
+                    out->oom = true;
+                    return true;
+                }
+                e->snap_slot = (uint32_t)sh->nitems;
             }
-            e->snap_slot = (uint32_t)sh->nitems;
-        }
         sh->snap_collected = true;
     }
     size_t start = out->len;
@@ -669,7 +669,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
 {
     ks_shard_t *sh = &ks->shards[k->shard];
     assert(SHARD_HELD(sh));
-    if (k->len > KS_KEY_MAX || sh->nall >= UINT32_MAX - 1)
+    if (k->len > KS_KEY_MAX || sh->n >= UINT32_MAX - 1)
         return NULL;
     size_t area = area_size(type);
     ks_entry_t *e = malloc(sizeof(*e) + area + k->len + 1);
@@ -685,11 +685,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     e->expire_ms = KS_NO_EXPIRY;
     e->lru = (uint32_t)(now_ms / 1000);
     e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
-    e->idx = (uint32_t)sh->nall;
-    if (!array_push(&sh->all, &sh->nall, &sh->all_cap, e)) {
-        free(e);
-        return NULL;
-    }
+    sh->n++;
     value_store(e, value);   /* the caller's value is the keyspace's from here */
     size_t b = e->hash & sh->mask;
     e->next = sh->table[b];
@@ -698,7 +694,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     charge_add(ks, sh, entry_mem(e));
     if (expire_ms != KS_NO_EXPIRY)
         ks_entry_set_expire(ks, e, expire_ms);
-    if (sh->nall > sh->mask + 1)
+    if (sh->n > sh->mask + 1)
         table_resize(sh, (sh->mask + 1) * 2);
     return e;
 }
@@ -856,6 +852,24 @@ size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
     return deleted;
 }
 
+/* An entry of a non-empty shard at random, Redis-dict style: from a random
+ * bucket, the first non-empty one on (wrapping), and a random entry of its
+ * chain.  Entries after runs of empty buckets, and in short chains, are a
+ * little likelier; with the load between 1/8 and 1 the runs are short. */
+static ks_entry_t *table_sample(ks_shard_t *sh)
+{
+    size_t b = (size_t)rng_below(&sh->rng, sh->mask + 1);
+    while (!sh->table[b])
+        b = (b + 1) & sh->mask;
+    size_t len = 0;
+    for (ks_entry_t *e = sh->table[b]; e; e = e->next)
+        len++;
+    ks_entry_t *e = sh->table[b];
+    for (size_t i = (size_t)rng_below(&sh->rng, len); i > 0; i--)
+        e = e->next;
+    return e;
+}
+
 /* Whether e is one of keep[0..nkeep). */
 static bool kept(const ks_entry_t *e, const ks_key_t *keep, size_t nkeep)
 {
@@ -874,21 +888,27 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         unsigned i = atomic_fetch_add_explicit(&ks->evict_rr, 1, memory_order_relaxed) & (ks->nshards - 1);
         ks_shard_t *sh = &ks->shards[i];
         ks_shard_lock(sh);
-        ks_entry_t **arr = ks->policy == KS_VOLATILE_LRU ? sh->vol : sh->all;
-        size_t n = ks->policy == KS_VOLATILE_LRU ? sh->nvol : sh->nall;
+        bool vol = ks->policy == KS_VOLATILE_LRU;
+        size_t n = vol ? sh->nvol : sh->n;
         ks_entry_t *best = NULL;
         uint32_t best_idle = 0;
         for (int s = 0; n && s < KS_EVICT_SAMPLES; s++) {
-            ks_entry_t *e = arr[rng_below(&sh->rng, n)];
+            ks_entry_t *e = vol ? sh->vol[rng_below(&sh->rng, n)] : table_sample(sh);
             uint32_t idle = now_s - e->lru;
             if ((!best || idle > best_idle) && !kept(e, keep, nkeep)) {
                 best = e;
                 best_idle = idle;
             }
         }
-        for (size_t k = 0; !best && k < n && k < KS_EVICT_SCAN; k++)   /* the samples were all kept: another */
-            if (!kept(arr[k], keep, nkeep))
-                best = arr[k];
+        /* the samples were all kept: another, in order */
+        size_t looked = 0;
+        for (size_t k = 0; vol && !best && k < n && k < KS_EVICT_SCAN; k++)
+            if (!kept(sh->vol[k], keep, nkeep))
+                best = sh->vol[k];
+        for (size_t b = 0; !vol && !best && b <= sh->mask && looked < KS_EVICT_SCAN; b++)
+            for (ks_entry_t *e = sh->table[b]; e && !best && looked < KS_EVICT_SCAN; e = e->next, looked++)
+                if (!kept(e, keep, nkeep))
+                    best = e;
         if (!best) {
             ks_shard_unlock(sh);
             continue;
