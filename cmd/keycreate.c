@@ -22,7 +22,7 @@ bool cmd_create_key(cmd_ctx_t *ctx, const char *key, size_t klen, const ks_type_
         return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory creating the %s", type->name);
     }
     if (fill)
-        fill(value, res);
+        fill(cmd_key_value(&h), res);   /* the stored value: an inline type's is inside the entry now */
     cmd_key_close(&h, true);
     return true;
 }

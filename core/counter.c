@@ -74,4 +74,5 @@ const ks_type_t counter_type = {
     .size = type_size,
     .encode = type_encode,
     .decode = type_decode,
+    .inline_size = sizeof(counter_t),   /* kept inside its entry */
 };

@@ -6,14 +6,26 @@
  *   - a chained hash table with a power-of-two number of buckets, grown when
  *     the load reaches 1 and shrunk below 1/8 (rehashed all at once: shards
  *     keep tables small enough that this takes microseconds);
- *   - `all`, a dense array of every entry, and `vol`, a dense array of the
- *     entries with an expiry; each entry knows its index in both, so adding
- *     and removing is O(1) (swap with the last) and uniform random sampling
- *     for expiry and eviction is an array index;
+ *   - `vol`, a dense array of the entries with an expiry; each knows its
+ *     index in it, so adding and removing is O(1) (swap with the last) and
+ *     sampling for active expiry and volatile-lru is an array index.
+ *     allkeys-lru samples the table itself, as Redis samples its dict: a
+ *     random bucket, the next non-empty one from there, a random entry of
+ *     its chain (no array of every entry: 8 bytes a key and more at its
+ *     growth, saved);
  *   - the snapshot state (see "Snapshots" below).
  *
- * Memory charged per entry: the entry struct with its key, one bucket
- * pointer, two array slots, plus what the value's type reports.
+ * An entry is one allocation: a 48-byte header, the value's area, then the
+ * key and a NUL.  The area holds a small value itself when its type allows
+ * (types.h, inline_size: a counter, a rate limiter's state), else the
+ * value's pointer and the bytes its type reported when last measured.  The
+ * header keeps only the low 32 bits of the key's hash (bucket, shard and a
+ * first comparison), the key's length and the inline flag in 16 bits, and a
+ * 16-bit snapshot epoch; an entry's charge is computed from its type and key
+ * rather than stored.
+ *
+ * Memory charged per entry: the entry's allocation, one bucket pointer, one
+ * `vol` slot, plus what the type reports of a value stored apart.
  */
 #include "core/keyspace.h"
 
@@ -34,21 +46,49 @@
 #define KS_EXPIRE_STEP_BUDGET 4   /* a step samples at most 4x its shards' first rounds */
 #define KS_EXPIRE_BATCH 32        /* samples whose memory is fetched ahead together */
 
+#define KF_INLINE 0x8000u         /* klen_f: the value lives in the entry's area */
+#define KF_KLEN 0x07ffu           /* klen_f: the key's length (<= KS_KEY_MAX) */
+
 struct ks_entry {
     struct ks_entry *next;        /* hash chain */
     const ks_type_t *type;
-    void *value;
     int64_t expire_ms;            /* KS_NO_EXPIRY or absolute ms */
-    uint64_t hash;
-    size_t mem;                   /* bytes charged to the shard */
-    uint32_t idx;                 /* position in shard->all */
+    uint32_t hash;                /* low 32 bits of the key's hash (ks_key) */
     uint32_t vidx;                /* position + 1 in shard->vol, 0 = no expiry */
     uint32_t lru;                 /* last access, seconds (wraps; compared by difference) */
-    uint32_t snap_epoch;          /* snapshot epoch this entry has been handled for */
     uint32_t snap_slot;           /* index + 1 into shard->items while pinned */
-    uint32_t klen;
-    char key[];                   /* klen bytes, then NUL */
+    uint16_t snap_epoch;          /* snapshot epoch this entry has been handled for */
+    uint16_t klen_f;              /* key length | KF_INLINE */
+    /* the value's area (area_size(type) bytes: the value, or heap_val_t),
+     * then the key, then NUL */
+    _Alignas(16) unsigned char data[];
 };
+_Static_assert(sizeof(struct ks_entry) == 48, "the entry header is 48 bytes (44 used; 16-aligned for the value)");
+_Static_assert(KS_KEY_MAX <= KF_KLEN, "a key's length fits klen_f");
+
+/* The area of an entry whose value is a separate allocation. */
+typedef struct heap_val {
+    void *p;
+    size_t mem;                   /* type->size(p) when last measured (charged) */
+} heap_val_t;
+
+static size_t area_size(const ks_type_t *t)
+{
+    size_t n = t->inline_size ? ((size_t)t->inline_size + 7u) & ~(size_t)7u : 0;
+    return n < sizeof(heap_val_t) ? sizeof(heap_val_t) : n;
+}
+
+static inline bool is_inline(const ks_entry_t *e) { return e->klen_f & KF_INLINE; }
+static inline size_t entry_klen(const ks_entry_t *e) { return e->klen_f & KF_KLEN; }
+static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)e->data; }
+static inline char *key_of(const ks_entry_t *e) { return (char *)e->data + area_size(e->type); }
+static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void *)e->data : heap_of(e)->p; }
+
+/* Whether `value` of type t is to be kept inside its entry. */
+static bool value_inline(const ks_type_t *t, const void *value)
+{
+    return t->inline_size && value && (!t->inline_ok || t->inline_ok(value));
+}
 
 /* An element of a snapshot in progress: either a pinned entry to be encoded
  * when the snapshot reaches it, or the bytes of an entry's record captured
@@ -67,14 +107,13 @@ struct ks_shard {
 #endif
     ks_entry_t **table;
     size_t mask;                  /* buckets - 1 */
-    ks_entry_t **all;
-    size_t nall, all_cap;
+    size_t n;                     /* entries in the table */
     ks_entry_t **vol;
     size_t nvol, vol_cap;
     size_t mem;
     rng_t rng;                    /* sampling for expiry and eviction */
 
-    uint32_t snap_active;         /* epoch of the snapshot in progress, 0 if none */
+    uint16_t snap_active;         /* epoch of the snapshot in progress, 0 if none */
     bool snap_collected;          /* pinned entries have been listed */
     bool snap_failed;             /* a capture ran out of memory */
     snap_item_t *items;
@@ -91,7 +130,7 @@ struct ks {
     ks_evict_policy_t policy;
     _Atomic unsigned evict_rr;    /* next shard to try evicting from */
     unsigned expire_next;         /* next shard ks_expire_step visits */
-    uint32_t epoch;               /* last snapshot epoch handed out */
+    uint16_t epoch;               /* last snapshot epoch handed out (wraps: see ks_snapshot_begin) */
     ks_shard_t *shards;
 };
 
@@ -141,8 +180,8 @@ ks_t *ks_create(unsigned shard_bits, uint64_t seed)
 
 static void entry_free(ks_entry_t *e)
 {
-    if (e->type && e->type->free)
-        e->type->free(e->value);
+    if (!is_inline(e) && e->type->free)
+        e->type->free(heap_of(e)->p);
     free(e);
 }
 
@@ -152,12 +191,14 @@ void ks_free(ks_t *ks)
         return;
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
-        for (size_t j = 0; j < sh->nall; j++)
-            entry_free(sh->all[j]);
+        for (size_t b = 0; b <= sh->mask; b++)
+            for (ks_entry_t *e = sh->table[b], *next; e; e = next) {
+                next = e->next;
+                entry_free(e);
+            }
         for (size_t j = 0; j < sh->nitems; j++)
             free(sh->items[j].buf);
         free(sh->items);
-        free(sh->all);
         free(sh->vol);
         free(sh->table);
         pthread_mutex_destroy(&sh->lock);
@@ -175,7 +216,10 @@ ks_key_t ks_key(const ks_t *ks, const void *p, size_t len)
     k.p = p;
     k.len = len;
     k.hash = tally_xxh64(p, len, ks->seed);
-    k.shard = ks->bits ? (unsigned)(k.hash >> (64 - ks->bits)) : 0;
+    /* entries keep the low 32 bits: the shard is their top bits, the
+     * bucket their low bits (the two meet only past 2^(32 - bits) buckets
+     * in a shard, where chains get longer but stay correct) */
+    k.shard = ks->bits ? (unsigned)((uint32_t)k.hash >> (32 - ks->bits)) : 0;
     return k;
 }
 
@@ -275,27 +319,56 @@ void ks_unlock_all(ks_t *ks)
 /* Hash table and dense arrays                                              */
 /* ------------------------------------------------------------------------ */
 
-static size_t entry_overhead(size_t klen)
+/* The entry's allocation and its two table slots (bucket, vol). */
+static size_t type_overhead(const ks_type_t *t, size_t klen)
 {
-    return sizeof(ks_entry_t) + klen + 1 + 3 * sizeof(void *);
+    return sizeof(ks_entry_t) + area_size(t) + klen + 1 + 2 * sizeof(void *);
 }
 
-size_t ks_entry_overhead(size_t klen) { return entry_overhead(klen); }
-
-static void charge(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, size_t mem)
+/* Without the type: the overhead of a value stored apart (the largest but
+ * for an inline value of more than 16 bytes, whose bytes its size counts). */
+size_t ks_entry_overhead(size_t klen)
 {
-    if (mem >= e->mem) {
-        sh->mem += mem - e->mem;
-        atomic_fetch_add_explicit(&ks->mem, mem - e->mem, memory_order_relaxed);
+    return sizeof(ks_entry_t) + sizeof(heap_val_t) + klen + 1 + 2 * sizeof(void *);
+}
+
+/* What the entry is charged: computed, not stored. */
+static size_t entry_mem(const ks_entry_t *e)
+{
+    return type_overhead(e->type, entry_klen(e)) + (is_inline(e) ? 0 : heap_of(e)->mem);
+}
+
+static void charge_add(ks_t *ks, ks_shard_t *sh, size_t mem)
+{
+    sh->mem += mem;
+    atomic_fetch_add_explicit(&ks->mem, mem, memory_order_relaxed);
+}
+
+static void charge_sub(ks_t *ks, ks_shard_t *sh, size_t mem)
+{
+    sh->mem -= mem;
+    atomic_fetch_sub_explicit(&ks->mem, mem, memory_order_relaxed);
+}
+
+/* Stores `value` in e's area (the area's previous value already released):
+ * inline values are copied in and their block freed. */
+static void value_store(ks_entry_t *e, void *value)
+{
+    if (value_inline(e->type, value)) {
+        memcpy(e->data, value, e->type->inline_size);
+        free(value);
+        e->klen_f |= KF_INLINE;
     } else {
-        sh->mem -= e->mem - mem;
-        atomic_fetch_sub_explicit(&ks->mem, e->mem - mem, memory_order_relaxed);
+        heap_of(e)->p = value;
+        heap_of(e)->mem = e->type->size ? e->type->size(value) : 0;
+        e->klen_f &= (uint16_t)~KF_INLINE;
     }
-    e->mem = mem;
 }
 
 static void table_resize(ks_shard_t *sh, size_t buckets)
 {
+    if (buckets - 1 > UINT32_MAX)
+        return;   /* bucket indexes come from 32 bits of hash */
     ks_entry_t **t = calloc(buckets, sizeof(*t));
     if (!t)
         return;   /* keep the old table: longer chains, still correct */
@@ -342,11 +415,12 @@ static void vol_remove(ks_shard_t *sh, ks_entry_t *e)
 
 static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 {
-    for (ks_entry_t *e = sh->table[k->hash & sh->mask]; e; e = e->next)
-        if (e->hash == k->hash && e->klen == k->len) {
-            /* the caller reads the value next: its miss overlaps the key's */
-            __builtin_prefetch(e->value);
-            if (memcmp(e->key, k->p, k->len) == 0)
+    uint32_t h = (uint32_t)k->hash;
+    for (ks_entry_t *e = sh->table[h & sh->mask]; e; e = e->next)
+        if (e->hash == h && entry_klen(e) == k->len) {
+            if (!is_inline(e))   /* the caller reads the value next: its miss overlaps the key's */
+                __builtin_prefetch(heap_of(e)->p);
+            if (memcmp(key_of(e), k->p, k->len) == 0)
                 return e;
         }
     return NULL;
@@ -355,9 +429,8 @@ static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 /* Unlinks and frees an entry.  Snapshot capture must already have happened. */
 static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 {
-    /* the entries moved into e's places are random ones, each a cache miss:
-     * fetched together with e's bucket rather than one after another */
-    __builtin_prefetch(sh->all[sh->nall - 1], 1);
+    /* the entry moved into e's place in `vol` is a random one, a cache
+     * miss: fetched together with e's bucket rather than after it */
     if (e->vidx)
         __builtin_prefetch(sh->vol[sh->nvol - 1], 1);
     ks_entry_t **pp = &sh->table[e->hash & sh->mask];
@@ -365,18 +438,14 @@ static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
         pp = &(*pp)->next;
     *pp = e->next;
 
-    size_t i = e->idx;
-    ks_entry_t *last = sh->all[--sh->nall];
-    sh->all[i] = last;
-    last->idx = (uint32_t)i;
+    sh->n--;
     vol_remove(sh, e);
 
-    sh->mem -= e->mem;
-    atomic_fetch_sub_explicit(&ks->mem, e->mem, memory_order_relaxed);
+    charge_sub(ks, sh, entry_mem(e));
     atomic_fetch_sub_explicit(&ks->keys, 1, memory_order_relaxed);
     entry_free(e);
 
-    if (sh->mask + 1 > KS_MIN_BUCKETS && sh->nall < (sh->mask + 1) / 8)
+    if (sh->mask + 1 > KS_MIN_BUCKETS && sh->n < (sh->mask + 1) / 8)
         table_resize(sh, (sh->mask + 1) / 2);
 }
 
@@ -406,7 +475,7 @@ static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 
 static void record_encode(wbuf_t *out, const ks_entry_t *e)
 {
-    snapfmt_put_record(out, e->type->tag, e->key, e->klen, e->expire_ms, e->type->encode, e->value);
+    snapfmt_put_record(out, e->type->tag, key_of(e), entry_klen(e), e->expire_ms, e->type->encode, value_of(e));
 }
 
 static bool items_push(ks_shard_t *sh, snap_item_t it)
@@ -451,9 +520,18 @@ static void capture(ks_shard_t *sh, ks_entry_t *e)
 
 void ks_snapshot_begin(ks_t *ks)
 {
-    uint32_t e = ++ks->epoch;
-    if (e == 0)
+    uint16_t e = ++ks->epoch;
+    if (e == 0) {
+        /* 16 bits of epoch wrapped (once in 65 535 snapshots): an entry that
+         * no snapshot reached since (snapshots ended before collecting its
+         * shard) could carry the new epoch.  Every entry is reset, under the
+         * locks the caller holds: one pass over the keys. */
+        for (unsigned i = 0; i < ks->nshards; i++)
+            for (size_t b = 0; b <= ks->shards[i].mask; b++)
+                for (ks_entry_t *x = ks->shards[i].table[b]; x; x = x->next)
+                    x->snap_epoch = 0;
         e = ++ks->epoch;   /* 0 means "no snapshot" */
+    }
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
         sh->snap_active = e;
@@ -470,19 +548,19 @@ bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uin
     if (!sh->snap_active)
         return true;
     if (!sh->snap_collected) {
-        for (size_t i = 0; i < sh->nall; i++) {
-            ks_entry_t *e = sh->all[i];
-            if (e->snap_epoch == sh->snap_active)
-                continue;
-            e->snap_epoch = sh->snap_active;
-            snap_item_t it = { e, NULL, 0 };
-            if (!items_push(sh, it)) {
-                sh->snap_failed = true;
-                out->oom = true;
-                return true;
+        for (size_t b = 0; b <= sh->mask; b++)
+            for (ks_entry_t *e = sh->table[b]; e; e = e->next) {
+                if (e->snap_epoch == sh->snap_active)
+                    continue;
+                e->snap_epoch = sh->snap_active;
+                snap_item_t it = { e, NULL, 0 };
+                if (!items_push(sh, it)) {
+                    sh->snap_failed = true;
+                    out->oom = true;
+                    return true;
+                }
+                e->snap_slot = (uint32_t)sh->nitems;
             }
-            e->snap_slot = (uint32_t)sh->nitems;
-        }
         sh->snap_collected = true;
     }
     size_t start = out->len;
@@ -543,7 +621,7 @@ void ks_snapshot_end(ks_t *ks)
 
 static ks_shard_t *entry_shard(ks_t *ks, const ks_entry_t *e)
 {
-    return &ks->shards[ks->bits ? (unsigned)(e->hash >> (64 - ks->bits)) : 0];
+    return &ks->shards[ks->bits ? e->hash >> (32 - ks->bits) : 0];
 }
 
 static bool expired(const ks_entry_t *e, int64_t now_ms)
@@ -591,43 +669,41 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
 {
     ks_shard_t *sh = &ks->shards[k->shard];
     assert(SHARD_HELD(sh));
-    if (k->len > KS_KEY_MAX || sh->nall >= UINT32_MAX - 1)
+    if (k->len > KS_KEY_MAX || sh->n >= UINT32_MAX - 1)
         return NULL;
-    ks_entry_t *e = malloc(sizeof(*e) + k->len + 1);
+    size_t area = area_size(type);
+    ks_entry_t *e = malloc(sizeof(*e) + area + k->len + 1);
     if (!e)
         return NULL;
     memset(e, 0, sizeof(*e));
-    memcpy(e->key, k->p, k->len);
-    e->key[k->len] = '\0';
-    e->klen = (uint32_t)k->len;
-    e->hash = k->hash;
     e->type = type;
-    e->value = value;
+    char *key = key_of(e);
+    memcpy(key, k->p, k->len);
+    key[k->len] = '\0';
+    e->klen_f = (uint16_t)k->len;
+    e->hash = (uint32_t)k->hash;
     e->expire_ms = KS_NO_EXPIRY;
     e->lru = (uint32_t)(now_ms / 1000);
     e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
-    e->idx = (uint32_t)sh->nall;
-    if (!array_push(&sh->all, &sh->nall, &sh->all_cap, e)) {
-        free(e);
-        return NULL;
-    }
+    sh->n++;
+    value_store(e, value);   /* the caller's value is the keyspace's from here */
     size_t b = e->hash & sh->mask;
     e->next = sh->table[b];
     sh->table[b] = e;
     atomic_fetch_add_explicit(&ks->keys, 1, memory_order_relaxed);
-    charge(ks, sh, e, entry_overhead(k->len) + (type->size ? type->size(value) : 0));
+    charge_add(ks, sh, entry_mem(e));
     if (expire_ms != KS_NO_EXPIRY)
         ks_entry_set_expire(ks, e, expire_ms);
-    if (sh->nall > sh->mask + 1)
+    if (sh->n > sh->mask + 1)
         table_resize(sh, (sh->mask + 1) * 2);
     return e;
 }
 
 void ks_entry_delete(ks_t *ks, ks_entry_t *e)
 {
-    ks_key_t k = ks_key(ks, e->key, e->klen);
-    assert(SHARD_HELD(&ks->shards[k.shard]));
-    entry_delete(ks, &ks->shards[k.shard], e);
+    ks_shard_t *sh = entry_shard(ks, e);
+    assert(SHARD_HELD(sh));
+    entry_delete(ks, sh, e);
 }
 
 void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
@@ -651,30 +727,40 @@ void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
 
 void ks_entry_changed(ks_t *ks, ks_entry_t *e)
 {
-    assert(SHARD_HELD(entry_shard(ks, e)));
-    charge(ks, entry_shard(ks, e), e, entry_overhead(e->klen) + (e->type->size ? e->type->size(e->value) : 0));
+    ks_shard_t *sh = entry_shard(ks, e);
+    assert(SHARD_HELD(sh));
+    if (is_inline(e)) {
+        assert(!e->type->size || e->type->size(e->data) == e->type->inline_size);
+        return;   /* an inline value's charge never changes */
+    }
+    size_t mem = e->type->size ? e->type->size(heap_of(e)->p) : 0;
+    charge_sub(ks, sh, heap_of(e)->mem);
+    charge_add(ks, sh, mem);
+    heap_of(e)->mem = mem;
 }
 
 void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value)
 {
-    assert(SHARD_HELD(entry_shard(ks, e)));
-    capture(entry_shard(ks, e), e);
-    if (e->type->free)
-        e->type->free(e->value);
-    e->value = value;
-    ks_entry_changed(ks, e);
+    ks_shard_t *sh = entry_shard(ks, e);
+    assert(SHARD_HELD(sh));
+    capture(sh, e);
+    charge_sub(ks, sh, entry_mem(e));
+    if (!is_inline(e) && e->type->free)
+        e->type->free(heap_of(e)->p);
+    value_store(e, value);
+    charge_add(ks, sh, entry_mem(e));
 }
 
 const ks_type_t *ks_entry_type(const ks_entry_t *e) { return e->type; }
-void *ks_entry_value(const ks_entry_t *e) { return e->value; }
+void *ks_entry_value(const ks_entry_t *e) { return value_of(e); }
 int64_t ks_entry_expire(const ks_entry_t *e) { return e->expire_ms; }
-size_t ks_entry_memory(const ks_entry_t *e) { return e->mem; }
+size_t ks_entry_memory(const ks_entry_t *e) { return entry_mem(e); }
 
 const char *ks_entry_key(const ks_entry_t *e, size_t *len)
 {
     if (len)
-        *len = e->klen;
-    return e->key;
+        *len = entry_klen(e);
+    return key_of(e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -766,11 +852,29 @@ size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
     return deleted;
 }
 
+/* An entry of a non-empty shard at random, Redis-dict style: from a random
+ * bucket, the first non-empty one on (wrapping), and a random entry of its
+ * chain.  Entries after runs of empty buckets, and in short chains, are a
+ * little likelier; with the load between 1/8 and 1 the runs are short. */
+static ks_entry_t *table_sample(ks_shard_t *sh)
+{
+    size_t b = (size_t)rng_below(&sh->rng, sh->mask + 1);
+    while (!sh->table[b])
+        b = (b + 1) & sh->mask;
+    size_t len = 0;
+    for (ks_entry_t *e = sh->table[b]; e; e = e->next)
+        len++;
+    ks_entry_t *e = sh->table[b];
+    for (size_t i = (size_t)rng_below(&sh->rng, len); i > 0; i--)
+        e = e->next;
+    return e;
+}
+
 /* Whether e is one of keep[0..nkeep). */
 static bool kept(const ks_entry_t *e, const ks_key_t *keep, size_t nkeep)
 {
     for (size_t i = 0; i < nkeep; i++)
-        if (keep[i].len == e->klen && memcmp(keep[i].p, e->key, e->klen) == 0)
+        if (keep[i].len == entry_klen(e) && memcmp(keep[i].p, key_of(e), keep[i].len) == 0)
             return true;
     return false;
 }
@@ -784,28 +888,34 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         unsigned i = atomic_fetch_add_explicit(&ks->evict_rr, 1, memory_order_relaxed) & (ks->nshards - 1);
         ks_shard_t *sh = &ks->shards[i];
         ks_shard_lock(sh);
-        ks_entry_t **arr = ks->policy == KS_VOLATILE_LRU ? sh->vol : sh->all;
-        size_t n = ks->policy == KS_VOLATILE_LRU ? sh->nvol : sh->nall;
+        bool vol = ks->policy == KS_VOLATILE_LRU;
+        size_t n = vol ? sh->nvol : sh->n;
         ks_entry_t *best = NULL;
         uint32_t best_idle = 0;
         for (int s = 0; n && s < KS_EVICT_SAMPLES; s++) {
-            ks_entry_t *e = arr[rng_below(&sh->rng, n)];
+            ks_entry_t *e = vol ? sh->vol[rng_below(&sh->rng, n)] : table_sample(sh);
             uint32_t idle = now_s - e->lru;
             if ((!best || idle > best_idle) && !kept(e, keep, nkeep)) {
                 best = e;
                 best_idle = idle;
             }
         }
-        for (size_t k = 0; !best && k < n && k < KS_EVICT_SCAN; k++)   /* the samples were all kept: another */
-            if (!kept(arr[k], keep, nkeep))
-                best = arr[k];
+        /* the samples were all kept: another, in order */
+        size_t looked = 0;
+        for (size_t k = 0; vol && !best && k < n && k < KS_EVICT_SCAN; k++)
+            if (!kept(sh->vol[k], keep, nkeep))
+                best = sh->vol[k];
+        for (size_t b = 0; !vol && !best && b <= sh->mask && looked < KS_EVICT_SCAN; b++)
+            for (ks_entry_t *e = sh->table[b]; e && !best && looked < KS_EVICT_SCAN; e = e->next, looked++)
+                if (!kept(e, keep, nkeep))
+                    best = e;
         if (!best) {
             ks_shard_unlock(sh);
             continue;
         }
-        size_t freed = best->mem;
+        size_t freed = entry_mem(best);
         if (on_evict)
-            on_evict(ud, best->key, best->klen);
+            on_evict(ud, key_of(best), entry_klen(best));
         entry_delete(ks, sh, best);
         ks_shard_unlock(sh);
         return freed;

@@ -3,8 +3,9 @@
  *
  * The keyspace is split into a power-of-two number of shards, each a chained
  * hash table behind its own mutex, so that requests on different keys run in
- * parallel on every core.  A key's shard is picked by the top bits of its
- * 64-bit hash and its bucket by the low bits, so the two never correlate.
+ * parallel on every core.  A key's shard is picked by the top bits of the
+ * low 32 bits of its hash and its bucket by the lowest bits, so the two do
+ * not correlate below 2^(32 - shard bits) buckets a shard.
  *
  * Locking contract: every function taking a ks_shard_t* must be called with
  * that shard locked (ks_shard_lock), except where noted.  An operation on
@@ -15,7 +16,12 @@
  * take `now_ms` (core has no clock) and remove an expired entry lazily;
  * ks_expire_step() samples volatile keys actively, like Redis's activeExpire.
  *
- * Memory: every entry is charged sizeof(entry) + key + type->size(value).
+ * Values: a type with inline_size (types.h) has its values kept inside
+ * their entries; ks_entry_value is then an address inside the entry, valid
+ * until the entry is deleted or its value replaced.
+ *
+ * Memory: every entry is charged its allocation (header, value area, key)
+ * and table slots, plus type->size(value) of a value stored apart.
  * After changing a value, call ks_entry_changed() so the charge follows it.
  * With a memory limit, ks_evict() removes approximately least-recently-used
  * keys by sampling (allkeys-lru or volatile-lru), as Redis does.

@@ -16,6 +16,8 @@ struct throttle {
         tbucket_state_t tb;      /* token_bucket */
     } u;
 };
+_Static_assert(sizeof(struct throttle) <= KS_INLINE_MAX, "a limiter's state fits inside its entry");
+
 
 static const char *const algo_names[] = {
     [THROTTLE_GCRA] = "gcra",
@@ -214,6 +216,9 @@ size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int
     return sizeof(throttle_t) + slog_bytes_after(t ? t->u.log : NULL, &p->u.log, now_ns, quantity);
 }
 
+/* A sliding log owns its timestamps: it stays a separate allocation. */
+static bool type_inline_ok(const void *v) { return ((const throttle_t *)v)->algo != THROTTLE_SLIDING_LOG; }
+
 static void type_encode(const void *v, wbuf_t *out)
 {
     const throttle_t *t = v;
@@ -311,4 +316,6 @@ const ks_type_t throttle_type = {
     .size = type_size,
     .encode = type_encode,
     .decode = type_decode,
+    .inline_size = sizeof(throttle_t),   /* kept inside its entry, but for a sliding log */
+    .inline_ok = type_inline_ok,
 };

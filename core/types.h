@@ -72,7 +72,26 @@ typedef struct ks_type {
      * truncated, oversized or inconsistent input returns NULL with *why set to
      * a static message.  Never crashes, never reads outside [p, p+len). */
     void *(*decode)(const uint8_t *p, size_t len, const char **why);
+
+    /* Inline storage (0: none).  A type whose values are one malloc'd
+     * block of inline_size bytes (<= KS_INLINE_MAX), movable by memcpy and
+     * owning nothing else, sets it: the keyspace then keeps such a value
+     * inside its key's entry, with no allocation of its own.  ks_add and
+     * ks_entry_replace_value still take a value built by the type (new,
+     * decode, clone): the keyspace copies its bytes into the entry and
+     * releases the block with free(); from then on ks_entry_value is the
+     * address of the bytes inside the entry (valid while the entry lives),
+     * every function here gets that address, and `free` is never called on
+     * it.  size(value) of an inline value must be inline_size. */
+    uint8_t inline_size;
+    /* With inline_size: whether this value may be stored inline (NULL:
+     * every value may).  A value that can own more (a sliding log's
+     * timestamps) answers false and stays a separate allocation; the answer
+     * must not change while the value is stored. */
+    bool (*inline_ok)(const void *value);
 } ks_type_t;
+
+#define KS_INLINE_MAX 48   /* largest inline_size: a rate limiter's state (core/throttle.c) */
 
 /* RedisBloom's BF/CF.SCANDUMP and LOADCHUNK of a filter type (bloom.h and
  * cuckoo.h describe the bytes), on values as void *, for the code that
