@@ -12,7 +12,11 @@
 # Interleaved rounds, as suite_10: tallyd and redis-server run side by
 # side pinned to the server core, redis-benchmark on the client core; each
 # row is BENCH_ROUNDS rounds, tally and Redis back to back in alternating
-# order; the ratio is the median of the rounds' own ratios.
+# order; the ratio is the median of the rounds' own ratios.  Each row also
+# gives the servers' CPU per request (all threads, schedstat): unpipelined,
+# one core of redis-benchmark is the limit for both servers (about 80 000
+# requests a second here, whichever answers), and CPU per request is then
+# what tells them apart.
 #
 # Then both cores: tallyd --threads 2 on CPUs 0-1 against redis-server
 # (one thread executes its commands) on the same CPUs, redis-benchmark
@@ -40,15 +44,22 @@ start_tallyd_resp() {
     done
 }
 
-# rb PORT PIPELINE N CMD...: redis-benchmark's "RPS P99" for one test
+# rb PORT PID PIPELINE N CMD...: redis-benchmark's "RPS P99" for one test,
+# and the server's CPU per request (us, all its threads: what the server
+# costs even when the one-core load generator is the limit, as unpipelined)
 rb() {
-    port=$1 pipe=$2 n=$3
-    shift 3
-    REDIS_PORT=$port redis_bench -P "$pipe" -n "$n" -r 100000 "$@"
+    rb_port=$1 rb_pid=$2 rb_pipe=$3 rb_n=$4
+    shift 4
+    rb_c0=$(cpu_ns "$rb_pid")
+    rb_out=$(REDIS_PORT=$rb_port redis_bench -P "$rb_pipe" -n "$rb_n" -r 100000 "$@")
+    rb_c1=$(cpu_ns "$rb_pid")
+    echo "$rb_out" | awk -v c0="$rb_c0" -v c1="$rb_c1" -v n="$rb_n" '{ printf "%s %s %.3f\n", $1, $2, (c1 - c0) / n / 1000 }'
 }
 
 # resp_rounds FILE PIPELINE N TALLY_CMD -- REDIS_CMD: BENCH_ROUNDS rounds,
-# one line each: "TALLY_RPS TALLY_P99 REDIS_RPS REDIS_P99 RATIO"
+# one line each: "TALLY_RPS TALLY_P99 TALLY_CPU REDIS_RPS REDIS_P99
+# REDIS_CPU RATIO CPU_RATIO" (CPU_RATIO: Redis's CPU per request over
+# tally's, higher is better for tally)
 resp_rounds() {
     rr_file=$1 rr_pipe=$2 rr_n=$3
     shift 3
@@ -57,16 +68,19 @@ resp_rounds() {
     shift
     rr_r="$*"
     : >"$rr_file"
-    rb "$TALLY_RESP" "$rr_pipe" $((rr_n / 4)) $rr_t >/dev/null    # warm-up
-    rb "$REDIS_PORT0" "$rr_pipe" $((rr_n / 4)) $rr_r >/dev/null
+    rb "$TALLY_RESP" "$TALLY_PID" "$rr_pipe" $((rr_n / 4)) $rr_t >/dev/null    # warm-up
+    rb "$REDIS_PORT0" "$REDIS_PID" "$rr_pipe" $((rr_n / 4)) $rr_r >/dev/null
     r=1
     while [ "$r" -le "$BENCH_ROUNDS" ]; do
         if [ $((r % 2)) = 1 ]; then
-            t=$(rb "$TALLY_RESP" "$rr_pipe" "$rr_n" $rr_t) x=$(rb "$REDIS_PORT0" "$rr_pipe" "$rr_n" $rr_r)
+            t=$(rb "$TALLY_RESP" "$TALLY_PID" "$rr_pipe" "$rr_n" $rr_t)
+            x=$(rb "$REDIS_PORT0" "$REDIS_PID" "$rr_pipe" "$rr_n" $rr_r)
         else
-            x=$(rb "$REDIS_PORT0" "$rr_pipe" "$rr_n" $rr_r) t=$(rb "$TALLY_RESP" "$rr_pipe" "$rr_n" $rr_t)
+            x=$(rb "$REDIS_PORT0" "$REDIS_PID" "$rr_pipe" "$rr_n" $rr_r)
+            t=$(rb "$TALLY_RESP" "$TALLY_PID" "$rr_pipe" "$rr_n" $rr_t)
         fi
-        echo "$t $x" | awk '{ printf "%s %s %s %s %.4f\n", $1, $2, $3, $4, ($3 > 0 ? $1 / $3 : 0) }' >>"$rr_file"
+        echo "$t $x" | awk '{ printf "%s %s %s %s %s %s %.4f %.4f\n", $1, $2, $3, $4, $5, $6,
+                                   ($4 > 0 ? $1 / $4 : 0), ($3 > 0 ? $6 / $3 : 0) }' >>"$rr_file"
         r=$((r + 1))
     done
 }
@@ -80,10 +94,13 @@ row() {
     row_f="$BENCH_TMP/resp.$(echo "$row_name" | tr -c 'A-Za-z0-9' _)"
     resp_rounds "$row_f" "$row_pipe" "$row_n" "$@"
     record "RESP $row_name, tally (req/s, median of $BENCH_ROUNDS rounds)" "$(median "$row_f" 1)" req/s
-    record "RESP $row_name, redis (req/s, median)" "$(median "$row_f" 3)" req/s
+    record "RESP $row_name, redis (req/s, median)" "$(median "$row_f" 4)" req/s
     record "RESP $row_name, p99 tally (ms, median)" "$(median "$row_f" 2)" ms
-    record "RESP $row_name, p99 redis (ms, median)" "$(median "$row_f" 4)" ms
-    record_rounds "RESP $row_name, tally vs redis" "$row_f" 5 "$row_target"
+    record "RESP $row_name, p99 redis (ms, median)" "$(median "$row_f" 5)" ms
+    record "RESP $row_name, server CPU tally (us/request, median)" "$(median "$row_f" 3)" us
+    record "RESP $row_name, server CPU redis (us/request, median)" "$(median "$row_f" 6)" us
+    record_rounds "RESP $row_name, tally vs redis, CPU per request" "$row_f" 8 "$row_target" "redis's CPU over tally's"
+    record_rounds "RESP $row_name, tally vs redis" "$row_f" 7 "$row_target"
     chart vs_redis "RESP $row_group" "Redis" "$ratio"
 }
 
@@ -124,11 +141,11 @@ two_cores() {
         tc_f="$BENCH_TMP/resp2.$p"
         resp_rounds "$tc_f" "$p" "$tc_n" CL.THROTTLE user:__rand_int__ 15 30 60 1 -- EVALSHA "$sha" 1 user:__rand_int__ 15 30 60 1
         record "2 cores: RESP CL.THROTTLE -P $p, tally --threads 2 (req/s, median)" "$(median "$tc_f" 1)" req/s
-        record "2 cores: redis EVALSHA gcra.lua -P $p (req/s, median)" "$(median "$tc_f" 3)" req/s
-        record_rounds "2 cores: RESP CL.THROTTLE -P $p vs redis EVALSHA" "$tc_f" 5 -
+        record "2 cores: redis EVALSHA gcra.lua -P $p (req/s, median)" "$(median "$tc_f" 4)" req/s
+        record_rounds "2 cores: RESP CL.THROTTLE -P $p vs redis EVALSHA" "$tc_f" 7 -
         tc_f="$BENCH_TMP/resp2i.$p"
         resp_rounds "$tc_f" "$p" "$tc_n" INCR counter:__rand_int__ -- INCR counter:__rand_int__
-        record_rounds "2 cores: RESP INCR -P $p, tally --threads 2 vs redis" "$tc_f" 5 -
+        record_rounds "2 cores: RESP INCR -P $p, tally --threads 2 vs redis" "$tc_f" 7 -
     done
     stop_tallyd
     stop_redis
