@@ -15,14 +15,12 @@ bool fronts_start(const tally_opts_t *o, cmd_server_t *srv, const fronts_hooks_t
 {
     at[0] = '\0';
     if (o->resp_port >= 0) {
-        resp_server_hooks_t rh = { h->ud, h->journal_try, h->journal_wait_async, h->tls };
-        if (!(resp = resp_server_start(o, srv, &rh, err, errlen)))
+        if (!(resp = resp_server_start(o, srv, h, err, errlen)))
             return false;
         snprintf(at, atlen, "; Redis protocol on %s:%d%s", o->bind, resp_server_port(resp), h->tls ? " over TLS" : "");
     }
     if (o->grpc_port >= 0) {
-        grpc_server_hooks_t gh = { h->ud, h->journal_try, h->journal_wait_async, h->tls };
-        if (!(grpc = grpc_server_start(o, srv, &gh, err, errlen))) {
+        if (!(grpc = grpc_server_start(o, srv, h, err, errlen))) {
             fronts_stop();
             return false;
         }

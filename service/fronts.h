@@ -13,15 +13,11 @@
 #include <stdint.h>
 
 #include "cmd/cmd.h"
+#include "service/front.h"
 #include "service/options.h"
 
-typedef struct fronts_hooks {
-    void *ud;                    /* the wait for durability (resp_server.h's); NULL members: none */
-    bool (*journal_try)(void *ud, uint64_t lsn, uint64_t pos);
-    bool (*journal_wait_async)(void *ud, uint64_t lsn, uint64_t pos,
-                               void (*done)(void *dud, bool ok, const char *err), void *dud);
-    struct tls *tls;             /* --tls-cert's credentials; NULL: plain TCP */
-} fronts_hooks_t;
+/* The wait for durability and --tls-cert's credentials (service/front.h). */
+typedef front_hooks_t fronts_hooks_t;
 
 /* Starts the ports given; false with err (none left started).  `at` gets
  * what the start log line says of them ("; Redis protocol on ...; gRPC

@@ -26,42 +26,11 @@ static bool gate_enter(grpc_server_t *s)
 
 static void gate_leave(grpc_server_t *s) { atomic_fetch_sub_explicit(&s->busy, 1, memory_order_release); }
 
-typedef struct durable_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done, ok;
-    const char *err;
-} durable_wait_t;
-
-static void durable_done(void *ud, bool ok, const char *err)
-{
-    durable_wait_t *w = ud;
-    pthread_mutex_lock(&w->mu);
-    w->ok = ok;
-    w->err = err;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 /* The loop waits for the journal (and the replicas it must wait for)
  * before it answers a decision that changed counters. */
 static bool durable(grpc_server_t *s, uint64_t lsn, uint64_t pos, const char **err)
 {
-    const grpc_server_hooks_t *h = &s->hooks;
-    if (!(lsn || pos) || !h->journal_wait_async || (h->journal_try && h->journal_try(h->ud, lsn, pos)))
-        return true;
-    durable_wait_t w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL };
-    if (h->journal_wait_async(h->ud, lsn, pos, durable_done, &w))
-        return true;
-    pthread_mutex_lock(&w.mu);
-    while (!w.done)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
-    *err = w.err;
-    return w.ok;
+    return front_durable(&s->hooks, lsn, pos, err);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -412,39 +412,6 @@ static void *loop_main(void *arg)
 /* Lifecycle                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int listen_on(const char *addr, int port, int *bound, char *err, size_t errlen)
-{
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    socklen_t len;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        len = sizeof(*a4);
-    } else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        len = sizeof(*a6);
-    } else {
-        snprintf(err, errlen, "--bind: '%s' is not an IPv4 or IPv6 address", addr);
-        return -1;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 511) != 0) {
-        snprintf(err, errlen, "--grpc-port: cannot listen on %s:%d (%s)", addr, port, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-        *bound = ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port);
-    return fd;
-}
-
 static void server_free(grpc_server_t *s)
 {
     for (int i = 0; s->loops && i < s->nloops; i++) {
@@ -497,7 +464,7 @@ grpc_server_t *grpc_server_start(const tally_opts_t *o, cmd_server_t *srv, const
         server_free(s);
         return NULL;
     }
-    s->lfd = listen_on(o->bind, o->grpc_port, &s->port, err, errlen);
+    s->lfd = front_listen(o->bind, o->grpc_port, "--grpc-port", &s->port, err, errlen);
     if (s->lfd < 0) {
         server_free(s);
         return NULL;

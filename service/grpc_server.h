@@ -41,20 +41,14 @@
 #include <stdint.h>
 
 #include "cmd/cmd.h"
+#include "service/front.h"
 #include "service/options.h"
 
 typedef struct grpc_server grpc_server_t;
 
-typedef struct grpc_server_hooks {
-    /* The wait for a change to be durable (resp_server.h's); NULL: none. */
-    void *ud;
-    bool (*journal_try)(void *ud, uint64_t lsn, uint64_t pos);
-    bool (*journal_wait_async)(void *ud, uint64_t lsn, uint64_t pos,
-                               void (*done)(void *dud, bool ok, const char *err), void *dud);
-    /* --tls-cert's credentials (service/tls.h): every connection speaks TLS
-     * with them, ALPN h2; NULL: cleartext HTTP/2 */
-    struct tls *tls;
-} grpc_server_hooks_t;
+/* The wait for durability and the TLS credentials (service/front.h):
+ * every connection speaks TLS with ALPN h2 when tls is set. */
+typedef front_hooks_t grpc_server_hooks_t;
 
 /* Listens on --bind:--grpc-port and starts the loops; NULL with err.
  * ShouldRateLimit decides on --rls-config's service (rls_host_get: start

@@ -24,6 +24,7 @@
 #include "service/access_log.h"
 #include "redis/conn.h"
 #include "service/clock.h"
+#include "service/front.h"
 #include "service/log.h"
 #include "service/resp_server.h"
 #include "service/tls.h"
@@ -112,44 +113,13 @@ static void gate_leave(void *ud)
     atomic_fetch_sub_explicit(&s->busy, 1, memory_order_release);
 }
 
-typedef struct durable_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done, ok;
-    const char *err;
-} durable_wait_t;
-
-static void durable_done(void *ud, bool ok, const char *err)
-{
-    durable_wait_t *w = ud;
-    pthread_mutex_lock(&w->mu);
-    w->ok = ok;
-    w->err = err;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 /* The loop waits for the journal (and, with --min-replicas-ack, the
  * replicas) before it answers a change: the next command of the pipeline
  * runs only then, so a reply never promises what a crash could lose. */
 static bool durable(void *ud, uint64_t lsn, uint64_t pos, const char **err)
 {
     resp_server_t *s = ud;
-    const resp_server_hooks_t *h = &s->hooks;
-    if (!h->journal_wait_async || (h->journal_try && h->journal_try(h->ud, lsn, pos)))
-        return true;
-    durable_wait_t w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, NULL };
-    if (h->journal_wait_async(h->ud, lsn, pos, durable_done, &w))
-        return true;
-    pthread_mutex_lock(&w.mu);
-    while (!w.done)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
-    *err = w.err;
-    return w.ok;
+    return front_durable(&s->hooks, lsn, pos, err);
 }
 
 static bool log_on(void *ud)
@@ -613,39 +583,6 @@ static void *loop_main(void *arg)
 /* Lifecycle                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int listen_on(const char *addr, int port, int *bound, char *err, size_t errlen)
-{
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    socklen_t len;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        len = sizeof(*a4);
-    } else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        len = sizeof(*a6);
-    } else {
-        snprintf(err, errlen, "--bind: '%s' is not an IPv4 or IPv6 address", addr);
-        return -1;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 511) != 0) {
-        snprintf(err, errlen, "--resp-port: cannot listen on %s:%d (%s)", addr, port, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-        *bound = ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port);
-    return fd;
-}
-
 static void loops_free(resp_server_t *s)
 {
     for (int i = 0; i < s->nloops; i++) {
@@ -695,7 +632,7 @@ resp_server_t *resp_server_start(const tally_opts_t *o, cmd_server_t *srv, const
     s->cfg.version = TALLY_VERSION;
     s->cfg.max_clients = s->max_conns;
     s->cfg.clients = redis_clients_new();
-    s->lfd = s->cfg.clients ? listen_on(o->bind, o->resp_port, &s->port, err, errlen) : -1;
+    s->lfd = s->cfg.clients ? front_listen(o->bind, o->resp_port, "--resp-port", &s->port, err, errlen) : -1;
     if (s->lfd < 0) {
         if (!s->cfg.clients)
             snprintf(err, errlen, "out of memory");

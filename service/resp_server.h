@@ -38,22 +38,13 @@
 #include <stdint.h>
 
 #include "cmd/cmd.h"
+#include "service/front.h"
 #include "service/options.h"
 
 typedef struct resp_server resp_server_t;
 
-/* The wait for a change to be durable, as the HTTP listener's
- * (service/server.h): try without blocking; else wait_async calls done
- * from another thread.  NULL members: nothing to wait for. */
-typedef struct resp_server_hooks {
-    void *ud;
-    bool (*journal_try)(void *ud, uint64_t lsn, uint64_t pos);
-    bool (*journal_wait_async)(void *ud, uint64_t lsn, uint64_t pos,
-                               void (*done)(void *dud, bool ok, const char *err), void *dud);
-    /* --tls-cert's credentials (service/tls.h): every connection speaks
-     * TLS with them; NULL: plain TCP */
-    struct tls *tls;
-} resp_server_hooks_t;
+/* The wait for durability and the TLS credentials (service/front.h). */
+typedef front_hooks_t resp_server_hooks_t;
 
 /* Listens on --bind:--resp-port and starts the loops; NULL with err.
  * Until resp_server_set_ready(true), data commands answer -LOADING. */
