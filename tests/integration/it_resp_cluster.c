@@ -168,8 +168,15 @@ static bool cluster_redis_start(char *dir, size_t dlen, pid_t *pid, int *port)
             bool up = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
             if (fd >= 0)
                 close(fd);
-            if (up)
+            if (up) {
+                /* the port answered: redis-server's, unless another process
+                 * took the port first and redis-server is exiting on it */
+                struct timespec ts = { 0, 100 * 1000000L };
+                nanosleep(&ts, NULL);
+                if (waitpid(*pid, NULL, WNOHANG) == *pid)
+                    break;
                 return true;
+            }
             if (waitpid(*pid, NULL, WNOHANG) == *pid)
                 break;
             struct timespec ts = { 0, 10 * 1000000L };
