@@ -237,22 +237,29 @@ static void visit_misplaced(void *ud, ks_entry_t *e)
 uint64_t cmd_cluster_misplaced(cmd_cluster_t *c, ks_t *ks, int64_t now_ms, char *example, size_t n, unsigned *slot,
                                char *owner, size_t ownerlen)
 {
-    pthread_rwlock_rdlock(&c->lock);
-    struct misplaced mp = { .m = c->map, .self = c->self, .example = example, .n = n };
-    if (c->map)
-        for (unsigned i = 0; i < ks_shard_count(ks); i++) {
-            ks_shard_t *sh = ks_shard_at(ks, i);
-            ks_shard_lock(sh);
-            uint64_t cursor = 0;
+    /* a shard's lock before the map's, the order requests take them in
+     * (cmd_keys_lock, then cmd_cluster_keys_check) */
+    struct misplaced mp = { .example = example, .n = n };
+    for (unsigned i = 0; i < ks_shard_count(ks); i++) {
+        ks_shard_t *sh = ks_shard_at(ks, i);
+        ks_shard_lock(sh);
+        pthread_rwlock_rdlock(&c->lock);
+        mp.m = c->map;
+        mp.self = c->self;
+        uint64_t cursor = 0;
+        if (mp.m)
             do
                 ks_shard_scan(ks, sh, &cursor, 1024, now_ms, visit_misplaced, &mp);
             while (cursor != 0);
-            ks_shard_unlock(sh);
-        }
-    if (mp.count) {
-        *slot = mp.slot;
-        snprintf(owner, ownerlen, "%s", c->map->nodes[mp.owner].name);
+        pthread_rwlock_unlock(&c->lock);
+        ks_shard_unlock(sh);
     }
-    pthread_rwlock_unlock(&c->lock);
+    if (mp.count) {
+        pthread_rwlock_rdlock(&c->lock);
+        *slot = mp.slot;
+        bool known = c->map && mp.owner >= 0 && (size_t)mp.owner < c->map->nnodes;
+        snprintf(owner, ownerlen, "%s", known ? c->map->nodes[mp.owner].name : "?");
+        pthread_rwlock_unlock(&c->lock);
+    }
     return mp.count;
 }

@@ -389,7 +389,18 @@ void tally_resume(tally_proc_t *p)
         die("SIGCONT to tallyd %d: %s", (int)p->pid, strerror(errno));
 }
 
-/* A sanitizer report anywhere in a tallyd log fails the test that ran it. */
+/* A sanitizer report anywhere in a tallyd log fails the test that ran it,
+ * and the run: cmocka leaves a failure in a group's teardown (where the
+ * last tallyd of a suite stops) out of the status it returns, so the
+ * process exits 1 at its end whatever main returns. */
+static bool sanitizer_reported;
+
+static void exit_failed_on_report(void)
+{
+    if (sanitizer_reported)
+        _exit(1);
+}
+
 static void check_sanitizers(const tally_proc_t *p)
 {
     char *log = tally_log(p);
@@ -403,6 +414,10 @@ static void check_sanitizers(const tally_proc_t *p)
     if (bad) {
         print_error("tallyd sanitizer report in %s:\n%.4000s\n", p->log, bad);
         free(log);
+        if (!sanitizer_reported) {
+            sanitizer_reported = true;
+            atexit(exit_failed_on_report);
+        }
         fail();
     }
     free(log);
