@@ -16,6 +16,7 @@
 #include "api/request.h"
 #include "api/respond.h"
 #include "api/ratelimit.h"
+#include "cmd/override.h"
 #include "cmd/throttle.h"
 
 #define DEFAULT_POLICY_NAME "default"   /* name in the draft headers without a policy */
@@ -63,6 +64,20 @@ bool rl_item_key(rl_item_t *it, const char *prefix, size_t plen, const char *key
     return true;
 }
 
+/* The limits of the item's tenant (its key after the policy's prefix): the
+ * live override stored through the API, else the file's, else the
+ * policy's (policy_limits). */
+static void resolve_limits(const policy_t *p, const api_req_t *req, rl_item_t *it)
+{
+    const char *tenant = it->key + p->prefix_len;
+    size_t tlen = it->klen - p->prefix_len;
+    char buf[OVERRIDE_LIMITS_MAX];
+    size_t n = 0;
+    if (req && req->ctx && override_maps_alive())
+        n = cmd_override_lookup(req->ctx->srv, p->name, tenant, tlen, buf, cmd_now_ms(req->ctx));
+    it->limit = policy_limits(p, tenant, tlen, buf, n, &it->p);
+}
+
 /* The policy's part of an item: its parameters and shadow mode, and the key
  * - `key` with the policy's prefix when given, else built by the policy's
  * template from the request (`rest` as for policy_key) into `room`
@@ -73,8 +88,12 @@ static bool item_of_policy(const policy_t *p, const api_req_t *req, const char *
     it->policy = p;
     it->p = p->params;
     it->shadow = p->shadow;
-    if (key)
-        return rl_item_key(it, p->prefix, p->prefix_len, key, klen, err);
+    if (key) {
+        if (!rl_item_key(it, p->prefix, p->prefix_len, key, klen, err))
+            return false;
+        resolve_limits(p, req, it);
+        return true;
+    }
     if (!room) {
         room = it->key_buf = malloc(KS_KEY_MAX + 1);
         if (!room) {
@@ -90,6 +109,7 @@ static bool item_of_policy(const policy_t *p, const api_req_t *req, const char *
         return false;
     }
     it->key = room;
+    resolve_limits(p, req, it);
     return true;
 }
 

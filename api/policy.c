@@ -22,6 +22,7 @@
 #include "api/respond.h"
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
+#include "core/override.h"
 #include "core/urlpath.h"
 
 bool rl_deny_status_ok(int64_t s)
@@ -390,9 +391,106 @@ struct api_policies {
     pthread_mutex_t stats_lock;
 };
 
+/* ------------------------------------------------------------------------ */
+/* Overrides: which limits a tenant gets                                    */
+/* ------------------------------------------------------------------------ */
+
+const char *policy_limit_name(policy_limit_t l)
+{
+    return l == POLICY_LIMIT_API ? "override" : l == POLICY_LIMIT_FILE ? "file-override" : "default";
+}
+
+static int tenant_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : an < bn ? -1 : an > bn ? 1 : 0;
+}
+
+static const policy_override_t *file_override(const policy_t *p, const char *t, size_t tlen)
+{
+    size_t lo = 0, hi = p->noverrides;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = tenant_cmp(p->overrides[mid].tenant, p->overrides[mid].tlen, t, tlen);
+        if (c == 0)
+            return &p->overrides[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static const char *const limit_fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
+                                            "capacity", "refill_rate", NULL };
+
+bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out, api_err_t *err)
+{
+    if (!json_is_object(o)) {
+        api_err_set(err, API_E_BAD_REQUEST, NULL, "an override is a JSON object of limits, as in the policies file");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (!api_name_listed(limit_fields, k)) {
+            api_err_set(err, API_E_BAD_REQUEST, k, "unknown field '%s' (an override holds 'algorithm' and its parameters)",
+                       k);
+            return false;
+        }
+    }
+    const char *mine = throttle_algo_name(p->params.algo);
+    json_t *a = json_object_get(o, "algorithm");
+    if (!a) {
+        json_object_set_new(o, "algorithm", json_string(mine));
+    } else if (!json_is_string(a) || strcmp(json_string_value(a), mine) != 0) {
+        api_err_set(err, API_E_BAD_REQUEST, "algorithm",
+                   "an override of policy '%s' takes its algorithm, %s (a key keeps the algorithm that created it)",
+                   p->name, mine);
+        return false;
+    }
+    api_fields_t f = api_fields_json(o);
+    return rl_params_parse(&f, out, err);
+}
+
+policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const char *api, size_t alen,
+                             throttle_params_t *out)
+{
+    if (alen) {
+        json_t *o = json_loadb(api, alen, JSON_REJECT_DUPLICATES, NULL);
+        api_err_t e;
+        bool ok = o && policy_override_parse(p, o, out, &e);
+        json_decref(o);
+        if (ok)
+            return POLICY_LIMIT_API;
+    }
+    const policy_override_t *f = p->noverrides ? file_override(p, tenant, tlen) : NULL;
+    if (f) {
+        *out = f->params;
+        return POLICY_LIMIT_FILE;
+    }
+    *out = p->params;
+    return POLICY_LIMIT_DEFAULT;
+}
+
+static void overrides_free(policy_override_t *o, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(o[i].tenant);
+    free(o);
+}
+
+static int override_order(const void *a, const void *b)
+{
+    const policy_override_t *x = a, *y = b;
+    return tenant_cmp(x->tenant, x->tlen, y->tenant, y->tlen);
+}
+
 static void set_free(policy_t *set, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        overrides_free(set[i].overrides, set[i].noverrides);
         parts_free(set[i].parts, set[i].nparts);
         free(set[i].prefix);
     }
@@ -609,7 +707,7 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
 {
     static const char *const fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
                                           "capacity", "refill_rate", "key", "prefix", "shadow", "deny_status",
-                                          NULL };
+                                          "overrides", NULL };
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", name);
     if (!name_ok(name)) {
@@ -686,6 +784,45 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
             return false;
         }
         p->deny_status = (int)json_integer_value(deny);
+    }
+    json_t *ov = json_object_get(o, "overrides");
+    if (ov) {
+        if (!json_is_object(ov)) {
+            cfg_err(err, errlen, text, len, name, "overrides",
+                    "'overrides' must be an object of tenants and their limits");
+            return false;
+        }
+        if (json_object_size(ov) > OVERRIDE_MAX_ENTRIES) {
+            cfg_err(err, errlen, text, len, name, "overrides", "at most %d overrides per policy",
+                    OVERRIDE_MAX_ENTRIES);
+            return false;
+        }
+        p->overrides = calloc(json_object_size(ov) ? json_object_size(ov) : 1, sizeof(*p->overrides));
+        if (!p->overrides) {
+            snprintf(err, errlen, "out of memory");
+            return false;
+        }
+        json_object_foreach(ov, k, v) {
+            size_t tl = strlen(k);
+            if (tl == 0 || tl > OVERRIDE_TENANT_MAX) {
+                cfg_err(err, errlen, text, len, name, "overrides", "override '%s': a tenant is 1 to %d bytes", k,
+                        OVERRIDE_TENANT_MAX);
+                return false;
+            }
+            policy_override_t *po = &p->overrides[p->noverrides];
+            if (!policy_override_parse(p, v, &po->params, &e)) {
+                cfg_err(err, errlen, text, len, name, "overrides", "override '%s': %s", k, e.message);
+                return false;
+            }
+            po->tenant = strdup(k);
+            if (!po->tenant) {
+                snprintf(err, errlen, "out of memory");
+                return false;
+            }
+            po->tlen = tl;
+            p->noverrides++;
+        }
+        qsort(p->overrides, p->noverrides, sizeof(*p->overrides), override_order);
     }
     p->stats = stats_for(reg, name);
     if (!p->stats) {

@@ -15,6 +15,11 @@
  *   key          template for the hook and key-less requests (default "{ip}")
  *   prefix       prepended to every key of the policy (default "<name>:"), so
  *                two policies never share a counter
+ *   overrides    {"tenant": {limits}, ...}: limits (algorithm and parameters, the
+ *                policy's algorithm) that replace the defaults for the keys
+ *                whose template value is that tenant; live overrides set
+ *                through PUT /policies/{policy}/overrides/{tenant} (state:
+ *                api/override.c, cmd/override.h) replace these in turn
  *   shadow       decide and count, but always allow (default false)
  *   deny_status  status of a limited hook request (default 429; 403 for nginx
  *                auth_request; any 4xx that tally does not answer errors with,
@@ -81,6 +86,13 @@ typedef struct policy_stats {
 
 typedef struct tmpl_part tmpl_part_t;
 
+/* A tenant's limits from the policies file ("overrides"). */
+typedef struct policy_override {
+    char *tenant;
+    size_t tlen;
+    throttle_params_t params;
+} policy_override_t;
+
 typedef struct policy {
     char name[POLICY_NAME_MAX + 1];
     throttle_params_t params;
@@ -90,8 +102,31 @@ typedef struct policy {
     size_t prefix_len;
     bool shadow;
     int deny_status;
+    policy_override_t *overrides;   /* the file's, sorted by tenant */
+    size_t noverrides;
     policy_stats_t *stats;
 } policy_t;
+
+/* Which limits a decision ran by: the policy's, the file's override for
+ * the tenant, or the live one set through the API (which wins). */
+typedef enum { POLICY_LIMIT_DEFAULT = 0, POLICY_LIMIT_FILE, POLICY_LIMIT_API } policy_limit_t;
+#define POLICY_LIMIT_COUNT 3
+/* "default", "file-override", "override": the name a refusal and the metrics give. */
+const char *policy_limit_name(policy_limit_t l);
+
+/* The limits of `tenant` (the key's part after the policy's prefix) under
+ * policy p into *out: the live override whose text is api[0..alen) (alen
+ * 0: none; text the API wrote, of the policy's algorithm - one of another
+ * algorithm, left by a reload that changed it, does not apply), else the
+ * file's override, else the policy's defaults. */
+policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const char *api, size_t alen,
+                             throttle_params_t *out);
+/* Reads an override's limits: a JSON object of the policies file's limit
+ * members ("algorithm", optional, must be the policy's, and its
+ * parameters); sets "algorithm" in o when absent, so that o is the
+ * override's whole form.  True with *out; false with *err naming the
+ * member. */
+bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out, api_err_t *err);
 
 /* The policies are read under a shared lock, held from lookup until the
  * request is answered (a reload waits for it). NULL-safe. */
@@ -126,6 +161,7 @@ bool rl_is_param_name(const char *name);
 
 typedef struct rl_item {
     const policy_t *policy;      /* NULL for a request with explicit parameters */
+    policy_limit_t limit;        /* with a policy: whose limits p are */
     const char *key;             /* the full key (policy prefix included) */
     size_t klen;
     char *key_buf;               /* owned storage of key when it was built */

@@ -48,6 +48,7 @@ static const given_t type_tags[] = {
     { 10, "activity", false },
     { 11, "geo", false },
     { 12, "ts", false },
+    { 20, "override", false },
 };
 
 static const given_t op_ids[] = {
@@ -156,6 +157,10 @@ static const given_t op_ids[] = {
     { 312, "TS.MGET", false },
     { 313, "TS.MRANGE", false },
     { 314, "TS.MREVRANGE", false },
+    { 900, "OVERRIDE.SET", false },
+    { 901, "OVERRIDE.DEL", false },
+    { 902, "OVERRIDE.GET", false },
+    { 903, "OVERRIDE.LIST", false },
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
