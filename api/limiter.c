@@ -222,7 +222,7 @@ static void count_metrics(const api_req_t *req, const rl_item_t *items, size_t n
         return;
     for (size_t i = 0; i < n; i++)
         if (items[i].policy)
-            policy_count(items[i].policy, items[i].r.allowed ? POLICY_ALLOWED
+            policy_count(items[i].policy, items[i].limit, items[i].r.allowed ? POLICY_ALLOWED
                                           : items[i].shadow  ? POLICY_SHADOW_LIMITED
                                                              : POLICY_LIMITED);
 }
@@ -234,6 +234,37 @@ static cmd_throttle_item_t cmd_item(const rl_item_t *it)
     cmd_throttle_item_t c = { .key = it->key, .klen = it->klen, .p = it->p, .quantity = it->quantity,
                               .shadow = it->shadow };
     return c;
+}
+
+/* Which limit said no: the policy (DEFAULT_POLICY_NAME for a request's own
+ * parameters) and its limit ("default", "file-override", "override";
+ * "request" for a request's own parameters). */
+static bool refused(const rl_item_t *it) { return !it->r.allowed && !it->shadow; }
+static const char *policy_of(const rl_item_t *it) { return it->policy ? it->policy->name : DEFAULT_POLICY_NAME; }
+static const char *limit_of(const rl_item_t *it) { return it->policy ? policy_limit_name(it->limit) : "request"; }
+
+/* The client asks for RFC 9457 problem details (Accept names the type). */
+static bool wants_problem(const api_req_t *req)
+{
+    const char *a = req->header ? req->header(req->hctx, "Accept") : NULL;
+    return a && strcasestr(a, "application/problem+json");
+}
+
+/* The refusal's limits for the access log: "policy/limit,..." (what fits). */
+static void note_violated(api_resp_t *resp, const rl_item_t *items, size_t n)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!refused(&items[i]))
+            continue;
+        int w = snprintf(resp->violated + at, sizeof(resp->violated) - at, "%s%s/%s", at ? "," : "",
+                         policy_of(&items[i]), limit_of(&items[i]));
+        if (w < 0 || (size_t)w >= sizeof(resp->violated) - at) {
+            resp->violated[at] = '\0';
+            break;
+        }
+        at += (size_t)w;
+    }
 }
 
 bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t *items, size_t n, bool batch,
@@ -270,6 +301,12 @@ bool rl_run(api_server_t *srv, const api_req_t *req, api_resp_t *resp, rl_item_t
     if (!api_cmd_answered(req, resp, ok))
         return false;
     count_metrics(req, items, n);
+    if (!*all_allowed) {
+        bool problem = wants_problem(req);
+        for (size_t i = 0; i < n; i++)
+            items[i].problem = problem;
+        note_violated(resp, items, n);
+    }
     return true;
 }
 
@@ -386,13 +423,42 @@ static void add_headers(api_resp_t *resp, const rl_item_t *it, bool allowed, con
     }
 }
 
+/* RFC 9457 problem details of a refusal, per draft-ietf-httpapi-ratelimit-headers
+ * (section "Problem Types", "Quota Exceeded"): its type URI and the
+ * extension member "violated-policies", the names of the policies whose
+ * quota was exceeded. */
+#define PROBLEM_TYPE "https://iana.org/assignments/http-problem-types#quota-exceeded"
+#define PROBLEM_TITLE "Request cannot be satisfied as assigned quota has been exceeded"
+#define PROBLEM_CTYPE "application/problem+json"
+
+/* {"policy":"...","limit":"..."} (names of [A-Za-z0-9_.-]: nothing to escape). */
+static char *put_violation(char *p, const rl_item_t *it)
+{
+    p = put_str(p, "{\"policy\":\"");
+    p = put_str(p, policy_of(it));
+    p = put_str(p, "\",\"limit\":\"");
+    p = put_str(p, limit_of(it));
+    return put_str(p, "\"}");
+}
+
 void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
 {
     const rl_result_t *r = &it->r;
     bool allowed = r->allowed || it->shadow;
     nums_t x = nums_of(r, allowed);
-    char body[384], *p = body;
-    p = put_str(p, allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
+    bool problem = !allowed && it->problem && status >= 400;   /* POST /throttle answers a refusal with 200 */
+    char body[768], *p = body;
+    if (problem) {
+        num_t st = num_of(status);
+        p = put_str(p, "{\"type\":\"" PROBLEM_TYPE "\",\"title\":\"" PROBLEM_TITLE "\",\"status\":");
+        p = put_num(p, &st);
+        p = put_str(p, ",\"violated-policies\":[\"");
+        p = put_str(p, policy_of(it));
+        p = put_str(p, "\"],");
+        p = put_str(p, "\"allowed\":false,\"limit\":");
+    } else {
+        p = put_str(p, allowed ? "{\"allowed\":true,\"limit\":" : "{\"allowed\":false,\"limit\":");
+    }
     p = put_num(p, &x.limit);
     p = put_str(p, ",\"remaining\":");
     p = put_num(p, &x.remaining);
@@ -411,8 +477,13 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
     }
     if (it->shadow && !r->allowed)
         p = put_str(p, ",\"shadow_limited\":true");
+    if (!allowed) {
+        p = put_str(p, ",\"violated\":[");
+        p = put_violation(p, it);
+        *p++ = ']';
+    }
     *p++ = '}';
-    api_body(resp, status, NULL, body, (size_t)(p - body));
+    api_body(resp, status, problem ? PROBLEM_CTYPE : NULL, body, (size_t)(p - body));
     add_headers(resp, it, allowed, &x);
 }
 
@@ -434,6 +505,9 @@ static json_t *result_json(const rl_item_t *it, bool with_key)
     json_object_set_new(o, "reset_after_ms", json_integer(s.reset_ms));
     if (it->shadow && !it->r.allowed)
         json_object_set_new(o, "shadow_limited", json_true());
+    if (refused(it))
+        json_object_set_new(o, "violated",
+                            json_pack("[{s:s, s:s}]", "policy", policy_of(it), "limit", limit_of(it)));
     return o;
 }
 
@@ -469,6 +543,16 @@ void rl_answer_batch(api_resp_t *resp, const rl_item_t *items, size_t n, bool al
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, result_json(&items[i], true));
     json_object_set_new(o, "results", arr);
+    if (!all) {
+        /* a batch answers 200 whatever it decided: its refusal is no
+         * problem-details error, but names what refused all the same */
+        json_t *v = json_array();
+        for (size_t i = 0; i < n; i++)
+            if (refused(&items[i]))
+                json_array_append_new(v, json_pack("{s:s, s:s}", "policy", policy_of(&items[i]), "limit",
+                                                   limit_of(&items[i])));
+        json_object_set_new(o, "violated", v);
+    }
     api_json(resp, 200, o);
     if (resp->status == 200) {
         rl_item_t shown = *d;

@@ -546,8 +546,9 @@ const policy_t *policy_find(api_policies_t *r, const char *name)
     return NULL;
 }
 
-void policy_count(const policy_t *p, policy_decision_t d)
+void policy_count(const policy_t *p, policy_limit_t limit, policy_decision_t d)
 {
+    atomic_fetch_add_explicit(&p->stats->by_limit[limit][d], 1, memory_order_relaxed);
     _Atomic uint64_t *c = d == POLICY_ALLOWED ? &p->stats->allowed
                           : d == POLICY_LIMITED ? &p->stats->limited
                                                 : &p->stats->shadow_limited;
@@ -576,6 +577,52 @@ static policy_stats_t *stats_for(api_policies_t *r, const char *name)
     return s;
 }
 
+/* tally_ratelimit_limit_decisions_total{policy,limit,decision}: which of
+ * a policy's limits decided - its defaults, the file's override of a
+ * tenant, or a live one.  Tenants are never labels; the first
+ * POLICY_METRICS_MAX policies of the file have their own, the others are
+ * summed under policy="other": at most (POLICY_METRICS_MAX + 1) x 3 x 3
+ * series. */
+static void limit_metrics(api_policies_t *r, wbuf_t *out)
+{
+    static const char head[] = "# HELP tally_ratelimit_limit_decisions_total Rate-limit decisions by policy and by the "
+                               "limit that decided: the policy's default, a tenant's override from the policies "
+                               "file, or a live override set through the API.\n"
+                               "# TYPE tally_ratelimit_limit_decisions_total counter\n";
+    static const char *const dnames[3] = { "allowed", "limited", "shadow_limited" };
+    if (!r->n)
+        return;
+    wbuf_put_bytes(out, head, sizeof(head) - 1);
+    uint64_t other[3][3] = { { 0 } };
+    for (size_t i = 0; i < r->n; i++) {
+        const policy_stats_t *s = r->set[i].stats;
+        for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
+            for (int d = 0; d < 3; d++) {
+                uint64_t v = atomic_load_explicit(&s->by_limit[l][d], memory_order_relaxed);
+                if (i >= POLICY_METRICS_MAX) {
+                    other[l][d] += v;
+                    continue;
+                }
+                char line[256];
+                int len = snprintf(line, sizeof(line),
+                                   "tally_ratelimit_limit_decisions_total{policy=\"%s\",limit=\"%s\",decision=\"%s\"} "
+                                   "%llu\n",
+                                   s->name, policy_limit_name((policy_limit_t)l), dnames[d], (unsigned long long)v);
+                wbuf_put_bytes(out, line, (size_t)len);
+            }
+    }
+    if (r->n > POLICY_METRICS_MAX)
+        for (int l = 0; l < POLICY_LIMIT_COUNT; l++)
+            for (int d = 0; d < 3; d++) {
+                char line[256];
+                int len = snprintf(line, sizeof(line),
+                                   "tally_ratelimit_limit_decisions_total{policy=\"other\",limit=\"%s\",decision=\"%s\"} "
+                                   "%llu\n",
+                                   policy_limit_name((policy_limit_t)l), dnames[d], (unsigned long long)other[l][d]);
+                wbuf_put_bytes(out, line, (size_t)len);
+            }
+}
+
 void api_policies_metrics(api_policies_t *r, wbuf_t *out)
 {
     if (!r)
@@ -598,6 +645,7 @@ void api_policies_metrics(api_policies_t *r, wbuf_t *out)
                            (unsigned long long)atomic_load(&s->shadow_limited));
         wbuf_put_bytes(out, line, (size_t)len);
     }
+    limit_metrics(r, out);
     pthread_rwlock_unlock(&r->lock);
 }
 

@@ -55,6 +55,7 @@
 #include "core/throttle.h"
 
 #define POLICY_NAME_MAX 64        /* policy names: [A-Za-z0-9_.-], in URLs and metric labels */
+#define POLICY_METRICS_MAX 100    /* policies with their own labels in the per-limit metric; the rest: "other" */
 
 /* ------------------------------------------------------------------------ */
 /* Policies (service-facing)                                                */
@@ -82,6 +83,7 @@ void api_policies_metrics(api_policies_t *reg, wbuf_t *out);
 typedef struct policy_stats {
     char name[POLICY_NAME_MAX + 1];
     _Atomic uint64_t allowed, limited, shadow_limited;
+    _Atomic uint64_t by_limit[3][3];   /* [policy_limit_t][policy_decision_t] */
 } policy_stats_t;
 
 typedef struct tmpl_part tmpl_part_t;
@@ -136,7 +138,7 @@ const policy_t *policy_find(api_policies_t *reg, const char *name);
 
 /* What a decision counts as in the metrics. */
 typedef enum { POLICY_ALLOWED, POLICY_LIMITED, POLICY_SHADOW_LIMITED } policy_decision_t;
-void policy_count(const policy_t *p, policy_decision_t d);
+void policy_count(const policy_t *p, policy_limit_t limit, policy_decision_t d);
 
 /* Builds the policy's key (prefix + template) for this request into out
  * (KS_KEY_MAX + 1 bytes).  `rest` is the hook path after /hook/{policy}
@@ -168,6 +170,8 @@ typedef struct rl_item {
     throttle_params_t p;
     int64_t quantity;
     bool shadow;                 /* decide but always allow */
+    bool problem;                /* a refusal is answered as application/problem+json (set by rl_run:
+                                    the client's Accept asks for it) */
     rl_result_t r;               /* filled by rl_run */
 } rl_item_t;
 

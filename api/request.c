@@ -64,6 +64,7 @@ void api_resp_init(api_resp_t *resp)
     resp->deferred = NULL;
     resp->deferred_arg = NULL;
     resp->route_index = -1;
+    resp->violated[0] = '\0';
     resp->token_name[0] = '\0';
 }
 

@@ -111,6 +111,8 @@ typedef struct api_req {
 } api_req_t;
 
 
+#define API_VIOLATED_MAX 240
+
 typedef struct api_header {
     const char *name;            /* static string */
     char value[192];
@@ -132,6 +134,9 @@ struct api_resp {
     int route_index;             /* for metrics: index in the route table, -1 none */
     uint64_t repl_pos;           /* the replicas' stream position the answer waits for (0: none) */
     char token_name[API_TOKEN_NAME_MAX + 1];   /* the caller's token, for the access log; "" none */
+    /* A refusal's limits for the access log: "policy/limit" names joined by
+     * ',' (api/limiter.c); "" none. */
+    char violated[API_VIOLATED_MAX];
 };
 
 /* An empty request (no query, body or headers) for method and path, served

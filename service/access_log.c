@@ -106,6 +106,13 @@ static size_t line_head(char *line, size_t cap, int64_t time_ns, const char *cli
 void access_log_write(int64_t time_ns, const char *client, const char *token, const char *method,
                       const char *path, size_t path_len, int status, int64_t duration_ns)
 {
+    access_log_write_refused(time_ns, client, token, method, path, path_len, status, duration_ns, NULL);
+}
+
+void access_log_write_refused(int64_t time_ns, const char *client, const char *token, const char *method,
+                              const char *path, size_t path_len, int status, int64_t duration_ns,
+                              const char *violated)
+{
     int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
     if (fd < 0)
         return;
@@ -114,6 +121,20 @@ void access_log_write(int64_t time_ns, const char *client, const char *token, co
     size_t at = line_head(line, cap, time_ns, client, token);
     at = put_str(line, at, cap, "method", method, strlen(method));
     at = put_str(line, at, cap, "path", path, path_len);
+    if (violated && *violated) {
+        /* "policy/limit,..." of [A-Za-z0-9_.-/,] (api/limiter.c): an array of its items */
+        at += (size_t)snprintf(line + at, cap - at, ",\"violated\":[\"");
+        for (const char *v = violated; *v && at < cap - 4; v++) {
+            if (*v == ',') {
+                memcpy(line + at, "\",\"", 3);
+                at += 3;
+            } else if (*v != '"' && *v != '\\' && (unsigned char)*v >= 0x20) {
+                line[at++] = *v;
+            }
+        }
+        line[at++] = '"';
+        line[at++] = ']';
+    }
     at += (size_t)snprintf(line + at, sizeof(line) - at, ",\"status\":%d,\"duration_ms\":%.3f}\n", status,
                            (double)duration_ns / 1e6);
     ssize_t w = write(fd, line, at);

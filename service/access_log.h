@@ -4,6 +4,9 @@
  *   {"time":"2026-11-24T22:45:01.123Z","client":"10.0.0.7","token":"gateway",
  *    "method":"POST","path":"/throttle","status":200,"duration_ms":0.21}
  *
+ * (a rate-limit refusal adds "violated":["policy/limit",...] before
+ * "status": the policy and which of its limits refused, api/limiter.c),
+ *
  * and for each command on the Redis port (--resp-port):
  *
  *   {"time":"2026-11-24T22:45:01.123Z","client":"10.0.0.7","token":"gateway",
@@ -36,6 +39,11 @@ void access_log_close(void);
  * (without the query string), time_ns the wall clock at the answer. */
 void access_log_write(int64_t time_ns, const char *client, const char *token, const char *method,
                       const char *path, size_t path_len, int status, int64_t duration_ns);
+/* The same with the limits a rate-limit refusal names ("policy/limit"
+ * joined by ','; NULL or "" none), as "violated":["policy/limit",...]. */
+void access_log_write_refused(int64_t time_ns, const char *client, const char *token, const char *method,
+                              const char *path, size_t path_len, int status, int64_t duration_ns,
+                              const char *violated);
 /* A Redis command's line (strings with lengths: raw arguments; key may be
  * NULL). */
 void access_log_write_command(int64_t time_ns, const char *client, const char *token, const char *command,

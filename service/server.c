@@ -189,8 +189,9 @@ static enum MHD_Result send_resp(server_t *s, struct MHD_Connection *c, req_stat
     metrics_record(r->route_index, r->status, took);
     if (st && st->uri && access_log_enabled()) {
         st->conn = c;
-        access_log_write(clock_now_ns(), client_ip_of(st), r->token_name[0] ? r->token_name : NULL,
-                         st->method[0] ? st->method : "-", st->uri, strcspn(st->uri, "?#"), r->status, took);
+        access_log_write_refused(clock_now_ns(), client_ip_of(st), r->token_name[0] ? r->token_name : NULL,
+                                 st->method[0] ? st->method : "-", st->uri, strcspn(st->uri, "?#"), r->status, took,
+                                 r->violated);
     }
     return ret;
 }
