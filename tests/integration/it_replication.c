@@ -2102,11 +2102,59 @@ static void test_reads_during_resync(void **state)
     tally_cleanup(&p);
 }
 
+/* Live overrides (api/override.c) are state: a replica holds the same,
+ * byte for byte, and answers the same list; it refuses to change them. */
+static void test_overrides_replicated(void **state)
+{
+    (void)state;
+    char cfg[400];
+    snprintf(cfg, sizeof(cfg), "%s/override-policies.json", credsdir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fputs("{\"policies\": {\"api\": {\"algorithm\": \"gcra\", \"max_burst\": 1, \"count_per_period\": 2,"
+          " \"period\": 60, \"key\": \"{header:X-Api-Key}\"}}}", f);
+    fclose(f);
+    const char *args[] = { "--config", cfg, NULL };
+    tally_proc_t p, r;
+    tally_start(&p, NULL, args);
+    start_replica(&r, &p, args);
+    static const char *const tenants[] = { "acme", "beta", "gamma" };
+    for (int i = 0; i < 3; i++) {
+        http_resp_t a = httpf(&p, "PUT", "{\"max_burst\":5,\"count_per_period\":10,\"period\":60}",
+                              "/policies/api/overrides/%s", tenants[i]);
+        assert_status(&a, 201);
+        http_free(&a);
+    }
+    http_expect(&p, "PUT", "/policies/api/overrides/beta", "{\"max_burst\":7,\"count_per_period\":10,\"period\":60}",
+                200, NULL);
+    http_expect(&p, "DELETE", "/policies/api/overrides/gamma", NULL, 200, "{\"deleted\":true}");
+    wait_caught_up(&p, &r);
+    assert_same_state(&p, &r);
+    const tally_proc_t *one[] = { &r };
+    assert_same_dumps(&p, one, 1);
+    http_resp_t a = http(&p, "GET", "/policies/api/overrides", NULL, NULL);
+    http_resp_t b = http(&r, "GET", "/policies/api/overrides", NULL, NULL);
+    assert_status(&a, 200);
+    assert_status(&b, 200);
+    assert_string_equal(a.body, b.body);
+    assert_int_equal(json_int_of(&b, "total"), 2);
+    http_free(&a);
+    http_free(&b);
+    a = http(&r, "PUT", "/policies/api/overrides/delta", "{\"max_burst\":5,\"count_per_period\":10,\"period\":60}",
+             NULL);
+    assert_error(&a, 421, "READONLY");
+    http_free(&a);
+    tally_cleanup(&r);
+    tally_cleanup(&p);
+    unlink(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_haproxy_failover, haproxy_stop),
         cmocka_unit_test(test_replica_refuses_changes),
+        cmocka_unit_test(test_overrides_replicated),
         cmocka_unit_test_teardown(test_converge_under_load, bg_teardown),
         cmocka_unit_test(test_resume_and_resync),
         cmocka_unit_test_teardown(test_reads_during_resync, bg_teardown),

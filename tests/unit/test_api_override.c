@@ -1,0 +1,216 @@
+/*
+ * test_api_override.c - live per-tenant overrides in process: which limits
+ * a tenant gets (the API's override, else the policies file's, else the
+ * policy's defaults; an API override of another algorithm, left by a
+ * reload, does not apply), the overrides value (core/override.c: order,
+ * bounds, encoding refused when no tally wrote it), and the operations'
+ * records replaying to byte-identical dumps, found by cmd_override_lookup.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "api/ratelimit.h"
+#include "cmd/override.h"
+#include "core/keyspace.h"
+#include "core/override.h"
+#include "tests/unit/cmd_check.h"
+
+static const char POLICIES[] =
+    "{\"policies\": {\n"
+    "  \"api\": {\"algorithm\": \"fixed_window\", \"max_count\": 2, \"period\": 60, \"key\": \"{header:X-Api-Key}\",\n"
+    "          \"overrides\": {\"gold\": {\"max_count\": 5, \"period\": 60},\n"
+    "                        \"silver\": {\"algorithm\": \"fixed_window\", \"max_count\": 3, \"period\": 60}}},\n"
+    "  \"g\": {\"max_burst\": 1, \"count_per_period\": 1, \"period\": 1}\n"
+    "}}\n";
+
+static void test_resolution(void **state)
+{
+    (void)state;
+    api_policies_t *reg = api_policies_create();
+    size_t n;
+    char err[300];
+    assert_true(api_policies_load(reg, POLICIES, strlen(POLICIES), &n, err, sizeof(err)));
+    const policy_t *p = policy_find(reg, "api");
+    assert_non_null(p);
+    assert_int_equal(p->noverrides, 2);
+    throttle_params_t tp;
+    /* default */
+    assert_int_equal(policy_limits(p, "acme", 4, NULL, 0, &tp), POLICY_LIMIT_DEFAULT);
+    assert_int_equal(tp.u.win.max_count, 2);
+    /* the file's */
+    assert_int_equal(policy_limits(p, "gold", 4, NULL, 0, &tp), POLICY_LIMIT_FILE);
+    assert_int_equal(tp.u.win.max_count, 5);
+    assert_int_equal(policy_limits(p, "silver", 6, NULL, 0, &tp), POLICY_LIMIT_FILE);
+    assert_int_equal(tp.u.win.max_count, 3);
+    assert_int_equal(policy_limits(p, "gol", 3, NULL, 0, &tp), POLICY_LIMIT_DEFAULT);
+    /* the API's wins over both */
+    static const char api[] = "{\"algorithm\":\"fixed_window\",\"max_count\":9,\"period\":60}";
+    assert_int_equal(policy_limits(p, "gold", 4, api, strlen(api), &tp), POLICY_LIMIT_API);
+    assert_int_equal(tp.u.win.max_count, 9);
+    assert_int_equal(tp.algo, THROTTLE_FIXED_WINDOW);
+    assert_int_equal(policy_limits(p, "acme", 4, api, strlen(api), &tp), POLICY_LIMIT_API);
+    /* one of another algorithm (the policy changed since) does not apply */
+    static const char other[] = "{\"algorithm\":\"gcra\",\"max_burst\":1,\"count_per_period\":1,\"period\":60}";
+    assert_int_equal(policy_limits(p, "gold", 4, other, strlen(other), &tp), POLICY_LIMIT_FILE);
+    assert_int_equal(tp.u.win.max_count, 5);
+    assert_int_equal(policy_limits(p, "acme", 4, other, strlen(other), &tp), POLICY_LIMIT_DEFAULT);
+    assert_int_equal(policy_limits(p, "acme", 4, "{x", 2, &tp), POLICY_LIMIT_DEFAULT);
+    assert_string_equal(policy_limit_name(POLICY_LIMIT_DEFAULT), "default");
+    assert_string_equal(policy_limit_name(POLICY_LIMIT_FILE), "file-override");
+    assert_string_equal(policy_limit_name(POLICY_LIMIT_API), "override");
+    /* parsing an override: the policy's algorithm filled in, another refused */
+    json_t *o = json_pack("{s:i, s:i}", "max_count", 4, "period", 60);
+    api_err_t e;
+    assert_true(policy_override_parse(p, o, &tp, &e));
+    assert_string_equal(json_string_value(json_object_get(o, "algorithm")), "fixed_window");
+    json_decref(o);
+    o = json_pack("{s:s, s:i, s:i}", "algorithm", "sliding_log", "max_count", 4, "period", 60);
+    assert_false(policy_override_parse(p, o, &tp, &e));
+    assert_string_equal(e.field, "algorithm");
+    json_decref(o);
+    o = json_pack("{s:i, s:i, s:i}", "max_count", 4, "period", 60, "shadow", 1);
+    assert_false(policy_override_parse(p, o, &tp, &e));
+    json_decref(o);
+    api_policies_free(reg);
+    /* the file's overrides are checked at load, with the line */
+    static const char bad[] = "{\"policies\": {\"a\": {\"algorithm\": \"fixed_window\", \"max_count\": 2, \"period\": 60,\n"
+                              " \"overrides\": {\"t\": {\"algorithm\": \"gcra\", \"max_burst\": 1}}}}}";
+    reg = api_policies_create();
+    assert_false(api_policies_load(reg, bad, strlen(bad), &n, err, sizeof(err)));
+    assert_non_null(strstr(err, "line 2"));
+    assert_non_null(strstr(err, "override 't'"));
+    api_policies_free(reg);
+}
+
+static void test_map(void **state)
+{
+    (void)state;
+    override_map_t *m = override_map_new();
+    assert_int_equal(override_map_set(m, "b", 1, "{2}", 3), OVERRIDE_OK);
+    assert_int_equal(override_map_set(m, "a", 1, "{1}", 3), OVERRIDE_OK);
+    assert_int_equal(override_map_set(m, "ab", 2, "{3}", 3), OVERRIDE_OK);
+    assert_int_equal(override_map_set(m, "a", 1, "{11}", 4), OVERRIDE_OK);   /* replaced */
+    assert_int_equal(override_map_count(m), 3);
+    const char *t, *l;
+    size_t tl, ll;
+    override_map_at(m, 0, &t, &tl, &l, &ll);
+    assert_memory_equal(t, "a", 1);
+    assert_memory_equal(l, "{11}", 4);
+    override_map_at(m, 1, &t, &tl, &l, &ll);
+    assert_int_equal(tl, 2);
+    assert_int_equal(override_map_after(m, "a", 1), 1);
+    assert_int_equal(override_map_after(m, "aa", 2), 1);
+    assert_int_equal(override_map_after(m, NULL, 0), 0);
+    assert_int_equal(override_map_after(m, "b", 1), 3);
+    size_t before = override_type.size(m);
+    wbuf_t w = WBUF_INIT;
+    override_type.encode(m, &w);
+    const char *why = NULL;
+    override_map_t *d = override_type.decode(w.data, w.len, &why);
+    assert_non_null(d);
+    assert_int_equal(override_map_count(d), 3);
+    wbuf_t w2 = WBUF_INIT;
+    override_type.encode(d, &w2);
+    assert_int_equal(w.len, w2.len);
+    assert_memory_equal(w.data, w2.data, w.len);
+    /* every truncation refused; entries out of order refused */
+    for (size_t cut = 0; cut < w.len; cut++)
+        assert_null(override_type.decode(w.data, cut, &why));
+    wbuf_t bad = WBUF_INIT;
+    wbuf_put_u8(&bad, 1);
+    wbuf_put_u32(&bad, 2);
+    wbuf_put_blob(&bad, "b", 1);
+    wbuf_put_blob(&bad, "{}", 2);
+    wbuf_put_blob(&bad, "a", 1);
+    wbuf_put_blob(&bad, "{}", 2);
+    assert_null(override_type.decode(bad.data, bad.len, &why));
+    assert_string_equal(why, "override: entries out of order");
+    wbuf_free(&bad);
+    assert_true(override_map_del(m, "ab", 2));
+    assert_false(override_map_del(m, "ab", 2));
+    assert_true(override_type.size(m) < before);
+    wbuf_free(&w);
+    wbuf_free(&w2);
+    override_map_free(d);
+    /* the bound */
+    char k[16];
+    for (int i = (int)override_map_count(m); i < OVERRIDE_MAX_ENTRIES; i++) {
+        int kl = snprintf(k, sizeof(k), "t%05d", i);
+        assert_int_equal(override_map_set(m, k, (size_t)kl, "{}", 2), OVERRIDE_OK);
+    }
+    assert_int_equal(override_map_set(m, "zz", 2, "{}", 2), OVERRIDE_FULL);
+    assert_int_equal(override_map_set(m, "a", 1, "{}", 2), OVERRIDE_OK);   /* a replacement still fits */
+    override_map_free(m);
+}
+
+static void test_records_replay(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    char key[64];
+    size_t klen = cmd_override_key("api", key, sizeof(key));
+    assert_string_equal(key, "_tally:overrides:api");
+    static const char l1[] = "{\"algorithm\":\"fixed_window\",\"max_count\":9,\"period\":60}";
+    cmd_override_set_args_t s = { key, klen, "acme", 4, l1, strlen(l1) };
+    cmd_override_res_t r;
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_SET, &s, &r, CMD_CHECK_NOW_NS, NULL));
+    assert_false(r.existed);
+    s.tenant = "beta";
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_SET, &s, &r, CMD_CHECK_NOW_NS, NULL));
+    s.tenant = "acme";
+    s.limits = "{}";
+    s.llen = 2;
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_SET, &s, &r, CMD_CHECK_NOW_NS, NULL));
+    assert_true(r.existed);
+    assert_int_equal(r.count, 2);
+    cmd_override_key_args_t d = { key, klen, "beta", 4, NULL };
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_DEL, &d, &r, CMD_CHECK_NOW_NS, NULL));
+    assert_true(r.existed);
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_DEL, &d, &r, CMD_CHECK_NOW_NS, NULL));   /* nothing: no record */
+    assert_false(r.existed);
+    /* bounds refused before anything changes */
+    cmd_err_t err;
+    s.llen = OVERRIDE_LIMITS_MAX + 1;
+    assert_false(cmd_check_run(&c, &CMD_OVERRIDE_SET, &s, &r, CMD_CHECK_NOW_NS, &err));
+    assert_int_equal(err.code, CMD_E_BAD_REQUEST);
+    assert_int_equal(cmd_check_replays(&c), 4);
+    /* what a decision finds */
+    char out[OVERRIDE_LIMITS_MAX];
+    assert_int_equal(cmd_override_lookup(&c.srv, "api", "acme", 4, out, CMD_CHECK_NOW_NS / 1000000), 2);
+    assert_memory_equal(out, "{}", 2);
+    assert_int_equal(cmd_override_lookup(&c.srv, "api", "beta", 4, out, CMD_CHECK_NOW_NS / 1000000), 0);
+    assert_int_equal(cmd_override_lookup(&c.srv, "other", "acme", 4, out, CMD_CHECK_NOW_NS / 1000000), 0);
+    /* the list, from a cursor */
+    d.tenant = "acme";
+    char got[OVERRIDE_LIMITS_MAX];
+    d.out = got;
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_GET, &d, &r, CMD_CHECK_NOW_NS, NULL));
+    assert_true(r.existed);
+    assert_int_equal(r.llen, 2);
+    /* the last entry deleted: the key goes */
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_DEL, &d, &r, CMD_CHECK_NOW_NS, NULL));
+    ks_key_t k = ks_key(c.srv.ks, key, klen);
+    ks_shard_t *sh = ks_shard_at(c.srv.ks, k.shard);
+    ks_shard_lock(sh);
+    assert_null(ks_find(c.srv.ks, &k, CMD_CHECK_NOW_NS / 1000000));
+    ks_shard_unlock(sh);
+    assert_int_equal(cmd_check_replays(&c), 5);
+    cmd_check_close(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resolution),
+        cmocka_unit_test(test_map),
+        cmocka_unit_test(test_records_replay),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
