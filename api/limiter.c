@@ -447,7 +447,7 @@ void rl_answer(api_resp_t *resp, int status, const rl_item_t *it)
     bool allowed = r->allowed || it->shadow;
     nums_t x = nums_of(r, allowed);
     bool problem = !allowed && it->problem && status >= 400;   /* POST /throttle answers a refusal with 200 */
-    char body[768], *p = body;
+    char body[1024], *p = body;   /* the longest: problem details, 64-byte names, 20-digit numbers: ~750 */
     if (problem) {
         num_t st = num_of(status);
         p = put_str(p, "{\"type\":\"" PROBLEM_TYPE "\",\"title\":\"" PROBLEM_TITLE "\",\"status\":");

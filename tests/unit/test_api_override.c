@@ -177,7 +177,10 @@ static void test_records_replay(void **state)
     assert_false(r.existed);
     /* bounds refused before anything changes */
     cmd_err_t err;
-    s.llen = OVERRIDE_LIMITS_MAX + 1;
+    static char big[OVERRIDE_LIMITS_MAX + 1];
+    memset(big, ' ', sizeof(big));
+    s.limits = big;
+    s.llen = sizeof(big);
     assert_false(cmd_check_run(&c, &CMD_OVERRIDE_SET, &s, &r, CMD_CHECK_NOW_NS, &err));
     assert_int_equal(err.code, CMD_E_BAD_REQUEST);
     assert_int_equal(cmd_check_replays(&c), 4);
