@@ -119,9 +119,10 @@ static void test_parse_refused(void **state)
 }
 
 /* Every route names an access class; the probes are public, the admin
- * routes admin, and no GET but a rate-limit decision and what a replica asks
+ * routes admin, and no GET but a rate-limit decision, what a replica asks
  * its primary (every key and every change, whatever a token's prefixes:
- * replicate, which admin does not grant) needs more than read. */
+ * replicate, which admin does not grant) and a policy's live overrides
+ * (operating the policies: admin) needs more than read. */
 static void test_every_route_classified(void **state)
 {
     (void)state;
@@ -135,7 +136,9 @@ static void test_every_route_classified(void **state)
         assert_int_equal(probe, m.access == API_ACCESS_PUBLIC);
         if (!strncmp(m.pattern, "/admin/", 7))
             assert_int_equal(m.access, API_ACCESS_ADMIN);
-        if (!strncmp(m.pattern, "/replication/", 13))
+        if (!strncmp(m.pattern, "/policies/", 10))
+            assert_int_equal(m.access, API_ACCESS_ADMIN);
+        else if (!strncmp(m.pattern, "/replication/", 13))
             assert_int_equal(m.access, API_ACCESS_REPLICATE);
         else if (!strcmp(m.method, "GET") && m.access != API_ACCESS_READ && strncmp(m.pattern, "/throttle/", 10) != 0)
             assert_true(m.access == API_ACCESS_PUBLIC || m.access == API_ACCESS_TOKEN ||
