@@ -194,7 +194,7 @@ static void h_lease_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 static const api_route_t routes[] = {
     { API_POST,   "/lease/{key}",                 h_lease_acquire, 0, API_BY(CMD_LEASE_ACQUIRE) },
     { API_GET,    "/lease/{key}",                 h_lease_info, 0, API_BY(CMD_LEASE_INFO) },
-    { API_GET,    "/lease/{key}/acquire",         h_lease_acquire_get, 0, API_BY(CMD_LEASE_ACQUIRE) },
+    { API_GET,    "/lease/{key}/acquire",         h_lease_acquire_get, API_ROUTE_GATEWAY, API_BY(CMD_LEASE_ACQUIRE) },
     { API_DELETE, "/lease/{key}/{lease}",         h_lease_release, 0, API_BY(CMD_LEASE_RELEASE) },
     { API_POST,   "/lease/{key}/{lease}/renew",   h_lease_renew, 0, API_BY(CMD_LEASE_RENEW) },
 };

@@ -7,7 +7,12 @@
  * acknowledged operations, and leases that expired while the server was
  * down are free.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,6 +496,161 @@ static void test_kill9_restart(void **state)
     tally_cleanup(&p);
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* The gateway form behind the real nginx (docs/gateways.md's config)       */
+/* ------------------------------------------------------------------------ */
+
+/* The location blocks of docs/gateways.md ("Concurrency leases"), with the
+ * test's ports: auth_request acquires (deny_status 403, nginx's "no"),
+ * post_action releases the lease named by X-Tally-Lease once the response
+ * is done. */
+static const char NGINX_CONF[] =
+    "daemon off;\n"
+    "master_process off;\n"
+    "pid %1$s/nginx.pid;\n"
+    "error_log %1$s/error.log warn;\n"
+    "events { worker_connections 64; }\n"
+    "http {\n"
+    "  access_log off;\n"
+    "  client_body_temp_path %1$s/body;\n"
+    "  proxy_temp_path %1$s/proxy;\n"
+    "  fastcgi_temp_path %1$s/fastcgi;\n"
+    "  uwsgi_temp_path %1$s/uwsgi;\n"
+    "  scgi_temp_path %1$s/scgi;\n"
+    "  upstream tally { server 127.0.0.1:%2$d; keepalive 8; }\n"
+    "  upstream app { server 127.0.0.1:%4$d; }\n"
+    "  server {\n"
+    "    listen 127.0.0.1:%3$d;\n"
+    "    location /api/ {\n"
+    "      auth_request /_lease_acquire;\n"
+    "      auth_request_set $tally_lease $upstream_http_x_tally_lease;\n"
+    "      auth_request_set $tally_retry $upstream_http_retry_after;\n"
+    "      auth_request_set $tally_policy $upstream_http_ratelimit_policy;\n"
+    "      auth_request_set $tally_ratelimit $upstream_http_ratelimit;\n"
+    "      error_page 403 = @busy;\n"
+    "      post_action @lease_release;\n"
+    "      proxy_pass http://app;\n"
+    "    }\n"
+    "    location = /_lease_acquire {\n"
+    "      internal;\n"
+    "      proxy_pass http://tally/lease/api-backend/acquire?limit=2&ttl_ms=30000&deny_status=403;\n"
+    "      proxy_pass_request_body off;\n"
+    "      proxy_set_header Content-Length \"\";\n"
+    "      proxy_http_version 1.1;\n"
+    "      proxy_set_header Connection \"\";\n"
+    "    }\n"
+    "    location @lease_release {\n"
+    "      internal;\n"
+    "      proxy_method DELETE;\n"
+    "      proxy_pass http://tally/lease/api-backend/$tally_lease;\n"
+    "      proxy_pass_request_body off;\n"
+    "      proxy_set_header Content-Length \"\";\n"
+    "      proxy_set_header Host localhost;\n"
+    "      proxy_set_header Origin \"\";\n"
+    "      proxy_http_version 1.1;\n"
+    "      proxy_set_header Connection \"\";\n"
+    "    }\n"
+    "    location @busy {\n"
+    "      add_header Retry-After $tally_retry always;\n"
+    "      add_header RateLimit-Policy $tally_policy always;\n"
+    "      add_header RateLimit $tally_ratelimit always;\n"
+    "      return 429 \"too many requests in flight\\n\";\n"
+    "    }\n"
+    "  }\n"
+    "  server {\n"
+    "    listen 127.0.0.1:%4$d;\n"
+    "    location / { return 200 \"backend ok\\n\"; }\n"
+    "  }\n"
+    "}\n";
+
+static void test_nginx(void **state)
+{
+    (void)state;
+    const char *bin = getenv("NGINX");
+    if (!bin || !*bin)
+        bin = "/usr/sbin/nginx";
+    if (access(bin, X_OK) != 0) {
+        print_message("    nginx is not installed: skipped (make deps installs it)\n");
+        skip();
+    }
+    char dir[256], path[400], errlog[400];
+    tmpdir_make(dir, sizeof(dir));
+    tally_proc_t N = { 0 };
+    N.port = tally_free_port();
+    int app = tally_free_port();
+    size_t cap = sizeof(NGINX_CONF) * 4 + 4096;
+    char *conf = malloc(cap);
+    snprintf(conf, cap, NGINX_CONF, dir, T.port, N.port, app);
+    snprintf(path, sizeof(path), "%s/nginx.conf", dir);
+    file_write(path, conf, strlen(conf));
+    free(conf);
+    snprintf(errlog, sizeof(errlog), "%s/error.log", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(errlog, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(bin, "nginx", "-p", dir, "-c", path, "-e", errlog, (char *)NULL);
+        _exit(127);
+    }
+    long st = -1;
+    for (int i = 0; i < 500 && st != 200; i++) {
+        http_resp_t r = http(&N, "GET", "/api/up", NULL, NULL);
+        st = r.status;
+        http_free(&r);
+        if (st != 200)
+            sleep_ms(10);
+    }
+    if (st != 200) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        fail_msg("nginx did not answer (see %s)", errlog);
+    }
+    /* every request acquires and, once answered, releases: 20 in a row under a limit of 2 */
+    for (int i = 0; i < 20; i++) {
+        http_resp_t r = http(&N, "GET", "/api/x", NULL, NULL);
+        assert_status(&r, 200);
+        http_free(&r);
+    }
+    long long act = -1;
+    for (int i = 0; i < 200 && act != 0; i++) {   /* post_action runs after the answer */
+        act = active_of(&T, "api-backend");
+        if (act)
+            sleep_ms(10);
+    }
+    assert_int_equal(act, 0);
+    /* two leases held elsewhere: the gateway answers 429 with the headers */
+    char a[17], b[17], v[128];
+    assert_true(acquire(&T, "api-backend", 2, 30000, a, NULL));
+    assert_true(acquire(&T, "api-backend", 2, 30000, b, NULL));
+    http_resp_t r = http(&N, "GET", "/api/x", NULL, NULL);
+    assert_int_equal(r.status, 429);
+    assert_true(http_header(&r, "Retry-After", v, sizeof(v)));
+    assert_int_equal(atoi(v), 30);
+    assert_true(http_header(&r, "RateLimit-Policy", v, sizeof(v)));
+    assert_string_equal(v, "\"concurrency\";q=2;qu=\"concurrent-requests\"");
+    http_free(&r);
+    assert_int_equal(release(&T, "api-backend", a), 1);
+    r = http(&N, "GET", "/api/x", NULL, NULL);
+    assert_status(&r, 200);
+    http_free(&r);
+    act = -1;
+    for (int i = 0; i < 200 && act != 1; i++) {
+        act = active_of(&T, "api-backend");
+        if (act != 1)
+            sleep_ms(10);
+    }
+    assert_int_equal(act, 1);   /* b; the gateway's own was released */
+    assert_int_equal(release(&T, "api-backend", b), 1);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    tmpdir_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -499,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_resp),
         cmocka_unit_test(test_concurrent_exact),
+        cmocka_unit_test(test_nginx),
         cmocka_unit_test(test_kill9_restart),
     };
     return cmocka_run_group_tests_name("it_lease", tests, setup, teardown);
