@@ -57,31 +57,30 @@ static void headers(api_resp_t *resp, const cmd_lease_res_t *r, bool refused)
 
 /* The answer's body: `verb` (acquired, released, renewed; NULL for the
  * status read) with ok, the lease's fields when one was granted or renewed,
- * and the counts. */
+ * and the counts - written directly (no tree: an acquire and its release
+ * cost about two decisions, and half of that was building JSON). */
 static void answer(api_resp_t *resp, int status, const char *verb, const cmd_lease_res_t *r)
 {
-    json_t *o = json_object();
+    char body[512], *p = body, *end = body + sizeof(body);
+    *p++ = '{';
     if (verb)
-        json_object_set_new(o, verb, json_boolean(r->ok));
+        p += snprintf(p, (size_t)(end - p), "\"%s\":%s,", verb, r->ok ? "true" : "false");
     if (r->id) {
         char id[17];
         cmd_lease_id_format(r->id, id);
-        json_object_set_new(o, "lease", json_string(id));
+        p += snprintf(p, (size_t)(end - p), "\"lease\":\"%s\",", id);
     }
-    if (r->ttl_ms >= 0) {
-        json_object_set_new(o, "ttl_ms", json_integer(r->ttl_ms));
-        json_object_set_new(o, "expires_at_ms", json_integer(r->expires_ms));
-    }
-    json_object_set_new(o, "limit", json_integer(r->limit));
-    json_object_set_new(o, "active", json_integer(r->active));
-    json_object_set_new(o, "remaining", json_integer(r->remaining));
-    if (r->retry_after_ms >= 0) {
-        json_object_set_new(o, "retry_after", json_integer(ceil_s(r->retry_after_ms)));
-        json_object_set_new(o, "retry_after_ms", json_integer(r->retry_after_ms));
-    }
-    json_object_set_new(o, "next_expiry_ms", json_integer(r->next_expiry_ms));
-    json_object_set_new(o, "reset_after_ms", json_integer(r->reset_after_ms));
-    api_json(resp, status, o);
+    if (r->ttl_ms >= 0)
+        p += snprintf(p, (size_t)(end - p), "\"ttl_ms\":%lld,\"expires_at_ms\":%lld,", (long long)r->ttl_ms,
+                      (long long)r->expires_ms);
+    p += snprintf(p, (size_t)(end - p), "\"limit\":%lld,\"active\":%lld,\"remaining\":%lld,", (long long)r->limit,
+                  (long long)r->active, (long long)r->remaining);
+    if (r->retry_after_ms >= 0)
+        p += snprintf(p, (size_t)(end - p), "\"retry_after\":%lld,\"retry_after_ms\":%lld,",
+                      (long long)ceil_s(r->retry_after_ms), (long long)r->retry_after_ms);
+    p += snprintf(p, (size_t)(end - p), "\"next_expiry_ms\":%lld,\"reset_after_ms\":%lld}",
+                  (long long)r->next_expiry_ms, (long long)r->reset_after_ms);
+    api_body(resp, status, NULL, body, (size_t)(p - body));
     headers(resp, r, verb && !strcmp(verb, "acquired") && !r->ok);
 }
 
