@@ -363,13 +363,38 @@ static const char *create_body(const char *path)
 
 /* One change from a mix of every family, on one of a few dozen keys: the
  * counters, the four rate limiters, HLL, Bloom, Cuckoo, Count-Min, Top-K,
- * T-Digest, bitmaps and BITFIELD, activity, geo, time series. */
+ * T-Digest, bitmaps and BITFIELD, activity, geo, time series, concurrency
+ * leases (short ones that expire and are purged, and an acquire released at
+ * once by its id). */
 static bool one_change(const tally_proc_t *p, unsigned *seed, char *err, size_t errlen)
 {
-    int k = rand_r(seed) % 24, kind = rand_r(seed) % 16, v = rand_r(seed) % 5000;
+    int k = rand_r(seed) % 24, kind = rand_r(seed) % 18, v = rand_r(seed) % 5000;
     char path[96], body[256];
-    const char *method = "POST";
+    const char *method = "POST", *send = body;
     switch (kind) {
+    case 16:
+        snprintf(path, sizeof(path), "/lease/l%d", k % 6);
+        snprintf(body, sizeof(body), "{\"limit\":3,\"ttl_ms\":%d}", 200 + v % 2000);
+        break;
+    case 17: {
+        snprintf(path, sizeof(path), "/lease/r%d", k % 6);
+        http_resp_t a = http(p, "POST", path, "{\"limit\":2,\"ttl_ms\":60000}", NULL);
+        json_t *id = a.status == 200 ? json_object_get(a.json, "lease") : NULL;
+        if (a.status != 200) {
+            snprintf(err, errlen, "POST %s answered %ld: %.*s", path, a.status, (int)a.len, a.body ? a.body : "");
+            http_free(&a);
+            return false;
+        }
+        if (json_is_string(id)) {   /* granted: release it (else the key is full of expiring ones: no-op) */
+            snprintf(path, sizeof(path), "/lease/r%d/%s", k % 6, json_string_value(id));
+            method = "DELETE";
+            send = NULL;
+        }
+        http_free(&a);
+        if (send)
+            snprintf(body, sizeof(body), "{\"limit\":2,\"ttl_ms\":60000}");
+        break;
+    }
     case 0:
         snprintf(path, sizeof(path), "/counter/c%d", k);
         snprintf(body, sizeof(body), "{\"by\":%d}", v % 100);
@@ -437,7 +462,7 @@ static bool one_change(const tally_proc_t *p, unsigned *seed, char *err, size_t 
         snprintf(body, sizeof(body), "{\"samples\":[[%ld,%d]]}", atomic_fetch_add(&ts_clock, 1), v);
         break;
     }
-    http_resp_t r = http(p, method, path, body, NULL);
+    http_resp_t r = http(p, method, path, send, NULL);
     /* a Count-Min, Cuckoo, Top-K or T-Digest key must exist: create it once */
     const char *create = create_body(path);
     if (create && r.status == 404) {

@@ -11,7 +11,8 @@
  *   1-9 counters; 10-19 keys and dumps; 20-29 HyperLogLog; 30-39 Bloom;
  *   40-59 Cuckoo; 60-99 geo; 100-109 Count-Min; 110-119 Top-K;
  *   120-139 T-Digest; 140-159 bit strings; 160-199 activity;
- *   200-299 rate limiting; 300-399 time series; a new family takes the
+ *   200-299 rate limiting; 300-399 time series; 500-599 concurrency
+ *   leases; a new family takes the
  *   next free hundred.  Ids are below 1024 (tallyd --check counts by id).
  */
 #include <stdlib.h>
@@ -48,6 +49,7 @@ static const given_t type_tags[] = {
     { 10, "activity", false },
     { 11, "geo", false },
     { 12, "ts", false },
+    { 14, "lease", false },
     { 20, "override", false },
 };
 
@@ -157,6 +159,10 @@ static const given_t op_ids[] = {
     { 312, "TS.MGET", false },
     { 313, "TS.MRANGE", false },
     { 314, "TS.MREVRANGE", false },
+    { 500, "LEASE.ACQUIRE", false },
+    { 501, "LEASE.RELEASE", false },
+    { 502, "LEASE.RENEW", false },
+    { 503, "LEASE.INFO", false },
     { 900, "OVERRIDE.SET", false },
     { 901, "OVERRIDE.DEL", false },
     { 902, "OVERRIDE.GET", false },
