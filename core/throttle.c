@@ -587,6 +587,15 @@ int throttle_reserve(const throttle_t *t, const throttle_params_t *p, int64_t no
     if (!commit)
         expire = state_expire(w, p, now_ns);
     rsv_set_t *rs = w->rsv;
+    if (rs->n == rs->cap) {   /* not after work_copy, which made room; kept safe all the same */
+        rsv_set_t *g = realloc(rs, sizeof(*rs) + (rs->n + 1) * sizeof(throttle_reservation_t));
+        if (!g) {
+            throttle_free(w);
+            return CORE_NOMEM;
+        }
+        g->cap = g->n + 1;
+        w->rsv = rs = g;
+    }
     uint64_t next = rs->last_id + 1;
     throttle_reservation_t *v = &rs->v[rs->n++];
     memset(v, 0, sizeof(*v));
@@ -597,8 +606,8 @@ int throttle_reserve(const throttle_t *t, const throttle_params_t *p, int64_t no
     v->p = *p;
     v->on_expiry = (uint8_t)on_expiry;
     rs->last_id = v->id;
-    shrink(&w->rsv);
     *id = v->id;
+    shrink(&w->rsv);   /* v and rs are stale from here */
     *expire_ns = expire_with_pending(w, expire);
     *out = w;
     return CORE_OK;
