@@ -63,8 +63,8 @@ static bool reserve_fields(const api_fields_t *f, bool *reserve, int64_t *ttl_s,
                            api_err_t *err)
 {
     *reserve = false;
-    *ttl_s = RESERVE_DEFAULT_TTL_S;
-    *on_expiry = THROTTLE_EXPIRY_KEEP;
+    *ttl_s = 0;   /* 0 and -1: not given (a policy's defaults, else 60 s and keep) */
+    *on_expiry = (throttle_expiry_t)-1;
     bool ttl_given = false, reserve_given;
     if (!api_fields_bool(f, "reserve", reserve, &reserve_given, err) ||
         !api_fields_int(f, "ttl", false, 1, THROTTLE_MAX_RESERVE_TTL_NS / NS_PER_SEC, ttl_s, &ttl_given, err))
@@ -103,9 +103,14 @@ static void body_append(api_resp_t *resp, const char *members)
     resp->len += n;
 }
 
-/* A reserving decision: THROTTLE.RESERVE on the resolved item. */
+/* A reserving decision: THROTTLE.RESERVE on the resolved item; the ttl
+ * and expiry the request did not give are its policy's. */
 static void reserve_run(api_req_t *req, api_resp_t *resp, rl_item_t *it, int64_t ttl_s, throttle_expiry_t e)
 {
+    if (ttl_s == 0)
+        ttl_s = it->policy ? it->policy->reservation_ttl_s : RESERVE_DEFAULT_TTL_S;
+    if ((int)e == -1)
+        e = it->policy ? (throttle_expiry_t)it->policy->on_expiry : THROTTLE_EXPIRY_KEEP;
     if (it->shadow) {
         api_error_field(resp, API_E_BAD_REQUEST, "reserve", "a shadow limit cannot reserve (it never refuses)");
         return;

@@ -295,6 +295,51 @@ static void test_expiry_outcomes(void **state)
     tally_cleanup(&p);
 }
 
+/* A policy's reservation defaults (reservation_ttl, on_expiry), which a
+ * request's own fields replace; the policy's prefix on settle. */
+static void test_policy_defaults(void **state)
+{
+    (void)state;
+    char dir[256], cfg[300];
+    tmpdir_make(dir, sizeof(dir));
+    snprintf(cfg, sizeof(cfg), "%s/policies.json", dir);
+    static const char policies[] =
+        "{\"policies\": {\"llm\": {\"algorithm\": \"token_bucket\", \"capacity\": 100, \"refill_rate\": 0.000001,"
+        " \"reservation_ttl\": 1, \"on_expiry\": \"refund\"}}}";
+    file_write(cfg, policies, sizeof(policies) - 1);
+    const char *args[] = { "--config", cfg, NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    http_resp_t r = http(&p, "POST", "/throttle", "{\"policy\":\"llm\",\"key\":\"a\",\"quantity\":40,\"reserve\":true}", NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "reservation_ttl"), 1);
+    assert_int_equal(json_int_of(&r, "remaining"), 60);
+    http_free(&r);
+    r = http(&p, "POST", "/throttle",
+             "{\"policy\":\"llm\",\"key\":\"b\",\"quantity\":40,\"reserve\":true,\"ttl\":600,\"on_expiry\":\"keep\"}", NULL);
+    assert_int_equal(json_int_of(&r, "reservation_ttl"), 600);
+    char id[32], body[128];
+    reservation_of(&r, id, sizeof(id));
+    http_free(&r);
+    sleep_ms(1300);
+    long long rem, reset;
+    probe(&p, "a", "\"policy\":\"llm\"", 0, &rem, &reset, NULL);
+    assert_int_equal(rem, 100);   /* expired and refunded */
+    probe(&p, "b", "\"policy\":\"llm\"", 0, &rem, &reset, NULL);
+    assert_int_equal(rem, 60);    /* still pending */
+    snprintf(body, sizeof(body), "{\"reservation\":\"%s\",\"actual\":10}", id);
+    r = http(&p, "POST", "/throttle/b/settle", body, NULL);   /* without the policy: another key */
+    assert_error(&r, 404, "NOT_FOUND");
+    http_free(&r);
+    snprintf(body, sizeof(body), "{\"policy\":\"llm\",\"reservation\":\"%s\",\"actual\":10}", id);
+    r = http(&p, "POST", "/throttle/b/settle", body, NULL);
+    assert_status(&r, 200);
+    assert_int_equal(json_int_of(&r, "remaining"), 90);
+    http_free(&r);
+    tally_cleanup(&p);
+    tmpdir_remove(dir);
+}
+
 #define THREADS 4
 #define ROUNDS 120
 
@@ -444,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_probe_headers),
         cmocka_unit_test(test_resp_forms),
         cmocka_unit_test(test_expiry_outcomes),
+        cmocka_unit_test(test_policy_defaults),
         cmocka_unit_test(test_concurrent_model_kill9),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
