@@ -750,12 +750,39 @@ static bool name_ok(const char *s)
     return true;
 }
 
+/* A reservation's defaults: "reservation_ttl" (seconds) and "on_expiry". */
+static bool parse_reservation_defaults(json_t *o, policy_t *p, const char *name, const char *text, size_t len,
+                                       char *err, size_t errlen)
+{
+    json_t *ttl = json_object_get(o, "reservation_ttl"), *ex = json_object_get(o, "on_expiry");
+    p->reservation_ttl_s = 60;
+    p->on_expiry = THROTTLE_EXPIRY_KEEP;
+    if (ttl) {
+        if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+            json_integer_value(ttl) > THROTTLE_MAX_RESERVE_TTL_NS / NS_PER_SEC) {
+            cfg_err(err, errlen, text, len, name, "reservation_ttl",
+                    "'reservation_ttl' must be an integer between 1 and 604800 (seconds)");
+            return false;
+        }
+        p->reservation_ttl_s = json_integer_value(ttl);
+    }
+    if (ex) {
+        const char *s = json_string_value(ex);
+        if (!s || (strcmp(s, "keep") != 0 && strcmp(s, "refund") != 0)) {
+            cfg_err(err, errlen, text, len, name, "on_expiry", "'on_expiry' must be \"keep\" or \"refund\"");
+            return false;
+        }
+        p->on_expiry = s[0] == 'r' ? THROTTLE_EXPIRY_REFUND : THROTTLE_EXPIRY_KEEP;
+    }
+    return true;
+}
+
 static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, policy_t *p, const char *text, size_t len,
                          char *err, size_t errlen)
 {
     static const char *const fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
                                           "capacity", "refill_rate", "key", "prefix", "shadow", "deny_status",
-                                          "overrides", NULL };
+                                          "overrides", "reservation_ttl", "on_expiry", NULL };
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", name);
     if (!name_ok(name)) {
@@ -872,6 +899,8 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
         }
         qsort(p->overrides, p->noverrides, sizeof(*p->overrides), override_order);
     }
+    if (!parse_reservation_defaults(o, p, name, text, len, err, errlen))
+        return false;
     p->stats = stats_for(reg, name);
     if (!p->stats) {
         snprintf(err, errlen, "out of memory");

@@ -21,6 +21,8 @@
  *                through PUT /policies/{policy}/overrides/{tenant} (state:
  *                api/override.c, cmd/override.h) replace these in turn
  *   shadow       decide and count, but always allow (default false)
+ *   reservation_ttl, on_expiry   a reservation's defaults (docs/rate-limiting.md:
+ *                "Reserve, settle, refund, probe"): 60 seconds, "keep"
  *   deny_status  status of a limited hook request (default 429; 403 for nginx
  *                auth_request; any 4xx that tally does not answer errors with,
  *                i.e. not 400, 401, 404, 405, 409, 413, 414 or 415, so that an
@@ -107,6 +109,8 @@ typedef struct policy {
     policy_override_t *overrides;   /* the file's, sorted by tenant */
     size_t noverrides;
     policy_stats_t *stats;
+    int64_t reservation_ttl_s;   /* a reservation's ttl when the request gives none (default 60) */
+    uint8_t on_expiry;           /* throttle_expiry_t: its expiry when the request gives none (default keep) */
 } policy_t;
 
 /* Which limits a decision ran by: the policy's, the file's override for

@@ -11,6 +11,18 @@
  *                           -> 200 allowed / 429 (or deny_status) limited, for gateways
  *   DELETE /throttle/{key}[?policy=NAME]  -> reset
  *
+ * Reserve, settle, refund, probe (cmd/throttle.h, core/throttle.h):
+ *   POST   /throttle        {..., "quantity": N, "reserve": true, "ttl"=60, "on_expiry"="keep"|"refund"}
+ *                           -> the decision, and when allowed "reservation" (its id, a string) and
+ *                              "reservation_ttl" (seconds until it expires unsettled)
+ *   POST   /throttle/{key}/settle  {"reservation": ID, "actual": A, "policy"?}
+ *                           -> {"settled":true,"reserved":N,"actual":A,"limit",...}; 404 for an
+ *                              unknown, settled or expired id
+ *   POST   /throttle/{key}/refund  {<the decision's fields>, "quantity": N}
+ *                           -> {"refunded":N,"limit",...}
+ *   POST   /throttle/{key}/probe   {<the decision's fields>, "quantity": N}
+ *                           -> the decision N would get now (200 allowed or not), nothing counted
+ *
  * Every answer has the same fields and headers: Retry-After (when limited and
  * the request can ever fit), the legacy RateLimit-Limit / -Remaining / -Reset
  * trio, and the IETF draft's RateLimit-Policy ("q" the limit over "w"
@@ -27,6 +39,7 @@
  * Its journal record holds what was resolved, so replay never depends on the
  * policies file of the day.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +50,220 @@
 #include "api/route.h"
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
+
+/* ------------------------------------------------------------------------ */
+/* Reservations                                                             */
+/* ------------------------------------------------------------------------ */
+
+#define RESERVE_DEFAULT_TTL_S 60
+
+/* A reservation's fields of a decision: "reserve" (true: this decision
+ * reserves), "ttl" and "on_expiry", which need it.  False with *err. */
+static bool reserve_fields(const api_fields_t *f, bool *reserve, int64_t *ttl_s, throttle_expiry_t *on_expiry,
+                           api_err_t *err)
+{
+    *reserve = false;
+    *ttl_s = 0;   /* 0 and -1: not given (a policy's defaults, else 60 s and keep) */
+    *on_expiry = (throttle_expiry_t)-1;
+    bool ttl_given = false, reserve_given;
+    if (!api_fields_bool(f, "reserve", reserve, &reserve_given, err) ||
+        !api_fields_int(f, "ttl", false, 1, THROTTLE_MAX_RESERVE_TTL_NS / NS_PER_SEC, ttl_s, &ttl_given, err))
+        return false;
+    api_field_t v;
+    bool expiry_given = api_fields_get(f, "on_expiry", &v);
+    if (expiry_given) {
+        if (v.type != API_F_STRING || (strcmp(v.s, "keep") != 0 && strcmp(v.s, "refund") != 0)) {
+            api_err_set(err, API_E_BAD_REQUEST, "on_expiry", "'on_expiry' must be \"keep\" or \"refund\"");
+            return false;
+        }
+        *on_expiry = v.s[0] == 'r' ? THROTTLE_EXPIRY_REFUND : THROTTLE_EXPIRY_KEEP;
+    }
+    if (!*reserve && (ttl_given || expiry_given)) {
+        api_err_set(err, API_E_BAD_REQUEST, ttl_given ? "ttl" : "on_expiry", "'%s' is a reservation's: give \"reserve\": true",
+                    ttl_given ? "ttl" : "on_expiry");
+        return false;
+    }
+    return true;
+}
+
+/* Appends members (",\"name\":value...") to a decision's JSON body. */
+static void body_append(api_resp_t *resp, const char *members)
+{
+    size_t n = strlen(members);
+    if (!resp->body || resp->len == 0 || resp->body[resp->len - 1] != '}')
+        return;
+    char *b = realloc(resp->body, resp->len + n);
+    if (!b) {
+        api_error(resp, API_E_OUT_OF_MEMORY, "out of memory");
+        return;
+    }
+    memcpy(b + resp->len - 1, members, n);
+    b[resp->len - 1 + n] = '}';
+    resp->body = b;
+    resp->len += n;
+}
+
+/* A reserving decision: THROTTLE.RESERVE on the resolved item; the ttl
+ * and expiry the request did not give are its policy's. */
+static void reserve_run(api_req_t *req, api_resp_t *resp, rl_item_t *it, int64_t ttl_s, throttle_expiry_t e)
+{
+    if (ttl_s == 0)
+        ttl_s = it->policy ? it->policy->reservation_ttl_s : RESERVE_DEFAULT_TTL_S;
+    if ((int)e == -1)
+        e = it->policy ? (throttle_expiry_t)it->policy->on_expiry : THROTTLE_EXPIRY_KEEP;
+    if (it->shadow) {
+        api_error_field(resp, API_E_BAD_REQUEST, "reserve", "a shadow limit cannot reserve (it never refuses)");
+        return;
+    }
+    cmd_throttle_reserve_args_t a = { .it = { .key = it->key, .klen = it->klen, .p = it->p, .quantity = it->quantity },
+                                      .ttl_ns = ttl_s * NS_PER_SEC, .on_expiry = e };
+    cmd_throttle_reserve_res_t r;
+    if (!api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_THROTTLE_RESERVE, &a, &r)))
+        return;
+    it->r = r.r;
+    if (it->policy && !req->replay)
+        policy_count(it->policy, r.r.allowed ? POLICY_ALLOWED : POLICY_LIMITED);
+    rl_answer(resp, 200, it);
+    if (r.r.allowed) {
+        char m[96];
+        snprintf(m, sizeof(m), ",\"reservation\":\"%llu\",\"reservation_ttl\":%lld", (unsigned long long)r.id,
+                 (long long)ttl_s);
+        body_append(resp, m);
+    }
+}
+
+/* The limiter's state after a settle or refund, as JSON members. */
+static void after_members(json_t *o, const rl_result_t *r)
+{
+    json_object_set_new(o, "limit", json_integer(r->limit));
+    json_object_set_new(o, "remaining", json_integer(r->remaining));
+    json_object_set_new(o, "reset_after", json_integer(rl_ceil_div(r->reset_after_ns, NS_PER_SEC)));
+    json_object_set_new(o, "reset_after_ms", json_integer(rl_ceil_div(r->reset_after_ns, NS_PER_MS)));
+}
+
+/* The key of a route /throttle/{key}/...: with the prefix of the body's
+ * "policy" when it names one.  Call with the policies read-locked. */
+static bool path_item_key(api_server_t *srv, const api_fields_t *f, const char *key, size_t klen, rl_item_t *it,
+                          api_err_t *e)
+{
+    memset(it, 0, sizeof(*it));
+    api_field_t v;
+    const policy_t *p = NULL;
+    if (api_fields_get(f, "policy", &v)) {
+        if (v.type != API_F_STRING) {
+            api_err_set(e, API_E_BAD_REQUEST, "policy", "'policy' must be a string");
+            return false;
+        }
+        if (!(p = policy_find(srv->policies, v.s))) {
+            api_err_set(e, API_E_BAD_REQUEST, "policy", "unknown policy '%s'", v.s);
+            return false;
+        }
+    }
+    return rl_item_key(it, p ? p->prefix : NULL, p ? p->prefix_len : 0, key, klen, e);
+}
+
+static void h_throttle_settle(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    static const char *const fields[] = { "reservation", "actual", "policy", NULL };
+    const char *key;
+    size_t klen;
+    api_flat_t room;
+    api_fields_t f;
+    if (!api_path_key(req, resp, &key, &klen) || !api_body_fields(req, resp, fields, &room, &f))
+        return;
+    api_err_t e;
+    api_field_t v;
+    int64_t actual;
+    unsigned long long id = 0;
+    if (!api_fields_get(&f, "reservation", &v)) {
+        api_error_field(resp, API_E_BAD_REQUEST, "reservation", "missing field 'reservation'");
+        return;
+    }
+    bool id_ok = false;
+    if (v.type == API_F_STRING && v.len > 0 && v.len <= 20 && strspn(v.s, "0123456789") == v.len) {
+        char *end;
+        errno = 0;
+        id = strtoull(v.s, &end, 10);
+        id_ok = errno == 0 && *end == '\0';
+    } else if (v.type == API_F_INT && v.i > 0) {
+        id = (unsigned long long)v.i;
+        id_ok = true;
+    }
+    if (!id_ok) {
+        api_error_field(resp, API_E_BAD_REQUEST, "reservation",
+                        "'reservation' must be the id a reservation answered (a string of digits)");
+        return;
+    }
+    if (!api_fields_int(&f, "actual", true, 0, INT64_MAX, &actual, NULL, &e)) {
+        api_err_respond(resp, &e);
+        return;
+    }
+    rl_item_t it;
+    policies_read_lock(srv->policies);
+    bool ok = path_item_key(srv, &f, key, klen, &it, &e);
+    policies_read_unlock(srv->policies);
+    if (!ok) {
+        api_err_respond(resp, &e);
+        rl_item_release(&it);
+        return;
+    }
+    cmd_throttle_settle_args_t a = { it.key, it.klen, id, actual };
+    cmd_throttle_settle_res_t r;
+    if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_THROTTLE_SETTLE, &a, &r))) {
+        json_t *o = json_pack("{s:b,s:I,s:I}", "settled", 1, "reserved", (json_int_t)r.reserved, "actual",
+                              (json_int_t)actual);
+        after_members(o, &r.r);
+        api_json(resp, 200, o);
+    }
+    rl_item_release(&it);
+}
+
+/* POST /throttle/{key}/refund and /probe: a decision's fields with the
+ * path's key. */
+static void refund_or_probe(api_server_t *srv, api_req_t *req, api_resp_t *resp, bool refund)
+{
+    static const char *const fields[] = { "policy", "algorithm", "max_burst", "count_per_period", "period",
+                                          "max_count", "capacity", "refill_rate", "quantity", NULL };
+    const char *key;
+    size_t klen;
+    if (!api_path_key(req, resp, &key, &klen) || !api_body_object(req, resp, fields))
+        return;
+    api_fields_t f = api_fields_json(req->json);
+    policies_read_lock(srv->policies);
+    rl_item_t it;
+    api_err_t e;
+    if (!rl_item_parse(srv, req, &f, key, klen, NULL, 0, true, &it, &e)) {
+        api_err_respond(resp, &e);
+    } else if (refund) {
+        cmd_throttle_item_t a = { .key = it.key, .klen = it.klen, .p = it.p, .quantity = it.quantity };
+        cmd_throttle_res_t r;
+        if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_THROTTLE_REFUND, &a, &r))) {
+            json_t *o = json_pack("{s:I}", "refunded", (json_int_t)it.quantity);
+            after_members(o, &r.r);
+            api_json(resp, 200, o);
+        }
+    } else {
+        cmd_throttle_item_t a = { .key = it.key, .klen = it.klen, .p = it.p, .quantity = it.quantity };
+        cmd_throttle_res_t r;
+        if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_THROTTLE_PROBE, &a, &r))) {
+            it.r = r.r;
+            it.shadow = false;   /* a probe says what the limit would answer */
+            rl_answer(resp, 200, &it);
+        }
+    }
+    rl_item_release(&it);
+    policies_read_unlock(srv->policies);
+}
+
+static void h_throttle_refund(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    refund_or_probe(srv, req, resp, true);
+}
+
+static void h_throttle_probe(api_server_t *srv, api_req_t *req, api_resp_t *resp)
+{
+    refund_or_probe(srv, req, resp, false);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Handlers                                                                 */
@@ -95,7 +322,7 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
                                           "max_count", "capacity", "refill_rate", "quantity", "shadow", "requests",
-                                          NULL };
+                                          "reserve", "ttl", "on_expiry", NULL };
     api_flat_t room;   /* a flat body's fields, read without a tree (issue 20); kept until answered */
     api_fields_t f;
     if (!api_body_fields(req, resp, fields, &room, &f))
@@ -111,8 +338,17 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (locked)
         policies_read_lock(srv->policies);
     json_t *arr = f.kind == API_FIELDS_JSON ? json_object_get(f.obj, "requests") : NULL;
-    if (arr) {
-        post_batch(srv, req, resp, f.obj, arr);
+    bool reserve;
+    int64_t ttl_s;
+    throttle_expiry_t on_expiry;
+    api_err_t re;
+    if (!reserve_fields(&f, &reserve, &ttl_s, &on_expiry, &re)) {
+        api_err_respond(resp, &re);
+    } else if (arr) {
+        if (reserve)
+            api_error_field(resp, API_E_BAD_REQUEST, "reserve", "a batch ('requests') cannot reserve");
+        else
+            post_batch(srv, req, resp, f.obj, arr);
     } else {
         rl_item_t it;
         api_err_t e;
@@ -120,6 +356,8 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
         if (!(locked ? rl_item_parse(srv, req, &f, NULL, 0, NULL, 0, true, &it, &e)
                      : rl_item_parse_unnamed(req, &f, NULL, 0, &it, &e)))
             api_err_respond(resp, &e);
+        else if (reserve)
+            reserve_run(req, resp, &it, ttl_s, on_expiry);
         else if (rl_run(srv, req, resp, &it, 1, false, &all))
             rl_answer(resp, 200, &it);
         rl_item_release(&it);
@@ -209,6 +447,9 @@ static const api_route_t routes[] = {
     { API_POST,   "/throttle",       h_throttle_post, 0, API_BY(CMD_CL_THROTTLE) },
     { API_GET,    "/throttle/{key}", h_throttle_get, API_ROUTE_KEY_TEMPLATE, API_BY(CMD_CL_THROTTLE) },
     { API_DELETE, "/throttle/{key}", h_throttle_delete, API_ROUTE_KEY_TEMPLATE, API_BY(CMD_THROTTLE_RESET) },
+    { API_POST,   "/throttle/{key}/settle", h_throttle_settle, API_ROUTE_KEY_TEMPLATE, API_BY(CMD_THROTTLE_SETTLE) },
+    { API_POST,   "/throttle/{key}/refund", h_throttle_refund, API_ROUTE_KEY_TEMPLATE, API_BY(CMD_THROTTLE_REFUND) },
+    { API_POST,   "/throttle/{key}/probe",  h_throttle_probe, API_ROUTE_KEY_TEMPLATE, API_BY(CMD_THROTTLE_PROBE) },
 };
 
 API_FAMILY(throttle);

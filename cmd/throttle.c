@@ -560,6 +560,294 @@ static bool run_reset(cmd_ctx_t *ctx, const void *args, void *res)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Reservations, settles, refunds, probes                                   */
+/* ------------------------------------------------------------------------ */
+
+static void encode_reserve(const void *args, wbuf_t *out)
+{
+    const cmd_throttle_reserve_args_t *a = args;
+    size_t n = 2 + item_size(&a->it) + 9;
+    if (!wbuf_reserve(out, n))
+        return;
+    uint8_t *p = out->data + out->len;
+    *p++ = RECORD_V1;
+    *p++ = (uint8_t)a->it.p.algo;
+    p = write_item(p, &a->it);
+    le64_store(p, (uint64_t)a->ttl_ns);
+    p[8] = (uint8_t)a->on_expiry;
+    out->len += n;
+}
+
+static bool reservable(throttle_algo_t a) { return a != THROTTLE_SLIDING_LOG; }
+
+static bool decode_reserve(rbuf_t *in, void *args, const char **why)
+{
+    cmd_throttle_reserve_args_t *a = args;
+    if (!get_version(in, why) || !get_batch_item(in, &a->it, why))
+        return false;
+    a->ttl_ns = rbuf_i64(in);
+    uint8_t e = rbuf_u8(in);
+    if (in->err || a->ttl_ns < 1 || a->ttl_ns > THROTTLE_MAX_RESERVE_TTL_NS || e > THROTTLE_EXPIRY_REFUND ||
+        a->it.shadow || !reservable(a->it.p.algo) || a->it.quantity > throttle_capacity(&a->it.p)) {
+        *why = "bad reservation";
+        return false;
+    }
+    a->on_expiry = (throttle_expiry_t)e;
+    return true;
+}
+
+static void encode_settle(const void *args, wbuf_t *out)
+{
+    const cmd_throttle_settle_args_t *a = args;
+    wbuf_put_u8(out, RECORD_V1);
+    cmd_put_key(out, a->key, a->klen);
+    wbuf_put_u64(out, a->id);
+    wbuf_put_i64(out, a->actual);
+}
+
+static bool decode_settle(rbuf_t *in, void *args, const char **why)
+{
+    cmd_throttle_settle_args_t *a = args;
+    if (!get_version(in, why))
+        return false;
+    if (!cmd_get_key(in, &a->key, &a->klen)) {
+        *why = "bad key";
+        return false;
+    }
+    a->id = rbuf_u64(in);
+    a->actual = rbuf_i64(in);
+    if (in->err || a->actual < 0) {
+        *why = "bad settle";
+        return false;
+    }
+    return true;
+}
+
+static void encode_refund(const void *args, wbuf_t *out)
+{
+    const cmd_throttle_item_t *it = args;
+    size_t n = 2 + item_size(it);
+    if (!wbuf_reserve(out, n))
+        return;
+    uint8_t *p = out->data + out->len;
+    *p++ = RECORD_V1;
+    *p++ = (uint8_t)it->p.algo;
+    write_item(p, it);
+    out->len += n;
+}
+
+static bool decode_refund(rbuf_t *in, void *args, const char **why)
+{
+    cmd_throttle_item_t *it = args;
+    if (!get_version(in, why) || !get_batch_item(in, it, why))
+        return false;
+    if (it->shadow || !reservable(it->p.algo) || it->quantity > throttle_capacity(&it->p)) {
+        *why = "bad refund";
+        return false;
+    }
+    return true;
+}
+
+static int key_shown(size_t klen) { return (int)(klen > 200 ? 200 : klen); }
+
+/* Stores `out` (a new state built from the open entry's, or for a missing
+ * key) in place of the open entry's value with its expiry, journaled, and
+ * closes the handle; or, when it does not fit in the room there is, frees
+ * it, closes the handle and makes room (true with *again: run once more).
+ * False with the error set. */
+static bool store_state(cmd_ctx_t *ctx, cmd_key_t *h, throttle_t *out, int64_t expire_ns, unsigned *attempts,
+                        bool *again)
+{
+    *again = false;
+    const throttle_t *t = cmd_key_value(h);
+    size_t before = t ? throttle_type.size(t) : 0, after = throttle_type.size(out);
+    uint64_t add = after > before ? after - before : 0;
+    if (!t)
+        add += ks_entry_overhead(h->key.len);
+    if (after > cmd_value_limit(ctx) || add > cmd_room_now(ctx)) {
+        ks_key_t kk = h->key;
+        cmd_keep_t keep = { &kk, 1, before };
+        throttle_free(out);
+        cmd_key_close(h, false);
+        if (!cmd_value_fits(ctx, NULL, "the limiter's state", after) || !cmd_room_retry(ctx, add, &keep, attempts))
+            return false;
+        *again = true;
+        return true;
+    }
+    if (h->e) {
+        cmd_key_replace(h, out);
+    } else if (!cmd_key_add(h, &throttle_type, out, KS_NO_EXPIRY)) {
+        throttle_free(out);
+        cmd_key_close(h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
+    }
+    ks_entry_set_expire(ctx->srv->ks, h->e, expire_ms_of(expire_ns));
+    cmd_key_close(h, true);
+    return true;
+}
+
+/* The failures of core's reservation functions. */
+static bool rsv_fail(cmd_ctx_t *ctx, int rc, const char *field, const cmd_throttle_item_t *it, int64_t cost,
+                     int64_t capacity)
+{
+    switch (rc) {
+    case CORE_FULL:
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, NULL,
+                        "key '%.*s' has %d pending reservations, the most a key may hold; settle some or wait for "
+                        "their deadlines", key_shown(it->klen), it->key, THROTTLE_MAX_PENDING);
+    case THROTTLE_RSV_TOO_LARGE:
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, field, "'%s' %lld is more than the limiter's capacity (%lld)", field,
+                        (long long)cost, (long long)capacity);
+    case THROTTLE_RSV_ALGO:
+        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "algorithm",
+                        "%s takes no reservations or refunds (gcra, token_bucket, sliding_window and fixed_window do)",
+                        throttle_algo_name(it->p.algo));
+    default:
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory");
+    }
+}
+
+static bool run_reserve(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_throttle_reserve_args_t *a = args;
+    cmd_throttle_reserve_res_t *out = res;
+    memset(out, 0, sizeof(*out));
+    for (unsigned attempts = 0;;) {
+        cmd_key_t h;
+        if (!cmd_key_open(ctx, a->it.key, a->it.klen, &throttle_type, CMD_WRITE, &h))
+            return false;
+        const throttle_t *t = cmd_key_value(&h);
+        if (algo_conflict(ctx, &a->it, t)) {
+            cmd_key_close(&h, false);
+            return false;
+        }
+        throttle_t *next;
+        int64_t expire;
+        int rc = throttle_reserve(t, &a->it.p, ctx->now_ns, a->it.quantity, a->ttl_ns, a->on_expiry, &out->r, &next,
+                                  &out->id, &expire);
+        if (rc != CORE_OK) {
+            cmd_key_close(&h, false);
+            return rsv_fail(ctx, rc, "quantity", &a->it, a->it.quantity, throttle_capacity(&a->it.p));
+        }
+        if (!next) {   /* limited: nothing recorded */
+            cmd_key_close(&h, false);
+            return true;
+        }
+        out->deadline_ns = ctx->now_ns + a->ttl_ns;
+        bool again;
+        if (!store_state(ctx, &h, next, expire, &attempts, &again))
+            return false;
+        if (!again)
+            return true;
+    }
+}
+
+static bool run_settle(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_throttle_settle_args_t *a = args;
+    cmd_throttle_settle_res_t *out = res;
+    memset(out, 0, sizeof(*out));
+    for (unsigned attempts = 0;;) {
+        cmd_key_t h;
+        if (!cmd_key_open(ctx, a->key, a->klen, &throttle_type, CMD_WRITE, &h))
+            return false;
+        const throttle_t *t = cmd_key_value(&h);
+        throttle_t *next;
+        throttle_reservation_t was;
+        int64_t expire;
+        int rc = throttle_settle(t, a->id, a->actual, ctx->now_ns, &next, &was, &expire);
+        if (rc == THROTTLE_RSV_UNKNOWN) {
+            cmd_key_close(&h, false);
+            return cmd_fail(ctx, CMD_E_NOT_FOUND, "reservation",
+                            "key '%.*s' has no pending reservation %llu (never made, settled already, or past its "
+                            "deadline)", key_shown(a->klen), a->key, (unsigned long long)a->id);
+        }
+        if (rc != CORE_OK) {
+            cmd_key_close(&h, false);
+            cmd_throttle_item_t it = { .key = a->key, .klen = a->klen, .p = was.p };
+            return rsv_fail(ctx, rc, "actual", &it, a->actual, throttle_capacity(&was.p));
+        }
+        out->reserved = was.cost;
+        out->algo = was.p.algo;
+        throttle_check(next, &was.p, ctx->now_ns, 0, &out->r);
+        bool again;
+        if (!store_state(ctx, &h, next, expire, &attempts, &again))
+            return false;
+        if (!again)
+            return true;
+    }
+}
+
+static bool run_refund(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_throttle_item_t *it = args;
+    rl_result_t *r = &((cmd_throttle_res_t *)res)->r;
+    if (!reservable(it->p.algo) || it->quantity > throttle_capacity(&it->p))
+        return rsv_fail(ctx, reservable(it->p.algo) ? THROTTLE_RSV_TOO_LARGE : THROTTLE_RSV_ALGO, "quantity", it,
+                        it->quantity, throttle_capacity(&it->p));
+    for (unsigned attempts = 0;;) {
+        cmd_key_t h;
+        if (!cmd_key_open(ctx, it->key, it->klen, &throttle_type, CMD_WRITE, &h))
+            return false;
+        const throttle_t *t = cmd_key_value(&h);
+        if (algo_conflict(ctx, it, t)) {
+            cmd_key_close(&h, false);
+            return false;
+        }
+        if (!t) {   /* an absent key is full: nothing to give back */
+            throttle_check(NULL, &it->p, ctx->now_ns, 0, r);
+            cmd_key_close(&h, false);
+            return true;
+        }
+        throttle_t *next;
+        int64_t expire;
+        int rc = throttle_refund(t, &it->p, ctx->now_ns, it->quantity, &next, &expire);
+        if (rc != CORE_OK) {
+            cmd_key_close(&h, false);
+            return rsv_fail(ctx, rc, "quantity", it, it->quantity, throttle_capacity(&it->p));
+        }
+        throttle_check(next, &it->p, ctx->now_ns, 0, r);
+        bool again;
+        if (!store_state(ctx, &h, next, expire, &attempts, &again))
+            return false;
+        if (!again)
+            return true;
+    }
+}
+
+static bool run_probe(cmd_ctx_t *ctx, const void *args, void *res)
+{
+    const cmd_throttle_item_t *it = args;
+    rl_result_t *r = &((cmd_throttle_res_t *)res)->r;
+    cmd_key_t h;
+    if (!cmd_key_open(ctx, it->key, it->klen, &throttle_type, CMD_READ, &h))
+        return false;
+    const throttle_t *t = cmd_key_value(&h);
+    if (algo_conflict(ctx, it, t)) {
+        cmd_key_close(&h, false);
+        return false;
+    }
+    throttle_check(t, &it->p, ctx->now_ns, it->quantity, r);
+    cmd_key_close(&h, false);
+    return true;
+}
+
+const cmd_def_t CMD_THROTTLE_RESERVE = { "THROTTLE.RESERVE", CMD_ID_THROTTLE_RESERVE, CMD_F_WRITE | CMD_F_DENYOOM,
+                                         CMD_ACCESS_RATELIMIT, run_reserve, encode_reserve, decode_reserve,
+                                         sizeof(cmd_throttle_reserve_args_t), sizeof(cmd_throttle_reserve_res_t),
+                                         cmd_keys_first };
+const cmd_def_t CMD_THROTTLE_SETTLE = { "THROTTLE.SETTLE", CMD_ID_THROTTLE_SETTLE, CMD_F_WRITE | CMD_F_DENYOOM,
+                                        CMD_ACCESS_RATELIMIT, run_settle, encode_settle, decode_settle,
+                                        sizeof(cmd_throttle_settle_args_t), sizeof(cmd_throttle_settle_res_t),
+                                        cmd_keys_first };
+const cmd_def_t CMD_THROTTLE_REFUND = { "THROTTLE.REFUND", CMD_ID_THROTTLE_REFUND, CMD_F_WRITE | CMD_F_DENYOOM,
+                                        CMD_ACCESS_RATELIMIT, run_refund, encode_refund, decode_refund,
+                                        sizeof(cmd_throttle_item_t), sizeof(cmd_throttle_res_t), cmd_keys_first };
+const cmd_def_t CMD_THROTTLE_PROBE = { "THROTTLE.PROBE", CMD_ID_THROTTLE_PROBE, 0, CMD_ACCESS_RATELIMIT,
+                                       run_probe, NULL, NULL, sizeof(cmd_throttle_item_t), sizeof(cmd_throttle_res_t),
+                                       cmd_keys_first };
+
+/* ------------------------------------------------------------------------ */
 /* The table's rows                                                         */
 /* ------------------------------------------------------------------------ */
 

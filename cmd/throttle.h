@@ -36,6 +36,20 @@
  *                           state allows now.
  *   THROTTLE.RESET          deletes a key's limiter state (a key holding
  *                           another type is refused, WRONGTYPE).
+ *   THROTTLE.RESERVE        a decision of an estimated cost that, when
+ *                           allowed, is recorded and remembered as a
+ *                           reservation (id, deadline, keep or refund on
+ *                           expiry: core/throttle.h); GCRA, the token
+ *                           bucket and both windows.
+ *   THROTTLE.SETTLE         settles a pending reservation with the actual
+ *                           cost: charges the extra (past the limit) or
+ *                           gives back the difference.  An unknown, settled
+ *                           or expired id is NOT_FOUND; an actual cost above
+ *                           the capacity is refused; nothing changes.
+ *   THROTTLE.REFUND         gives a cost back to a key, bounded by the
+ *                           limiter's capacity (a missing key: nothing).
+ *   THROTTLE.PROBE          what a decision of the cost would answer now,
+ *                           changing nothing and journaling nothing.
  *
  * The five decisions answer the same result (core/ratelimit.h): allowed,
  * the limit, what remains, when to retry and when the limiter is full
@@ -55,6 +69,9 @@
  *                sliding_window,
  *                fixed_window    i64 max_count | i64 period_ns
  *                token_bucket    i64 capacity | i64 refill rate in micro-tokens per second
+ *   reserve    u8 version 1 | u8 algorithm | item | i64 ttl_ns | u8 on_expiry
+ *   settle     u8 version 1 | key | u64 id | i64 actual
+ *   refund     u8 version 1 | u8 algorithm | item   (item's quantity: what is given back)
  * The parameters are those the decision ran with, a policy's resolved;
  * periods are whole seconds up to CMD_THROTTLE_MAX_PERIOD_S, and every
  * value passes core's throttle_validate: a decoder refuses anything else.
@@ -79,6 +96,10 @@ enum {
     CMD_ID_THROTTLE_TOKEN_BUCKET = 204,
     CMD_ID_THROTTLE_BATCH = 205,
     CMD_ID_THROTTLE_RESET = 206,
+    CMD_ID_THROTTLE_RESERVE = 230,
+    CMD_ID_THROTTLE_SETTLE = 231,
+    CMD_ID_THROTTLE_REFUND = 232,
+    CMD_ID_THROTTLE_PROBE = 233,
 };
 
 #define CMD_THROTTLE_MAX_PERIOD_S 2305843009LL   /* 2^61 ns in whole seconds: see GCRA_MAX_TAU_NS */
@@ -120,6 +141,34 @@ typedef struct cmd_throttle_reset_args {
 typedef struct cmd_throttle_reset_res {
     bool deleted;                /* the key held a limiter */
 } cmd_throttle_reset_res_t;
+
+/* THROTTLE.RESERVE: the item (quantity: the estimate) with its deadline. */
+typedef struct cmd_throttle_reserve_args {
+    cmd_throttle_item_t it;      /* first: the key leads (cmd_keys_first) */
+    int64_t ttl_ns;              /* 1 .. THROTTLE_MAX_RESERVE_TTL_NS */
+    throttle_expiry_t on_expiry;
+} cmd_throttle_reserve_args_t;
+
+typedef struct cmd_throttle_reserve_res {
+    rl_result_t r;               /* the decision */
+    uint64_t id;                 /* the reservation (when allowed) */
+    int64_t deadline_ns;
+} cmd_throttle_reserve_res_t;
+
+typedef struct cmd_throttle_settle_args {
+    const char *key;
+    size_t klen;
+    uint64_t id;
+    int64_t actual;              /* >= 0 */
+} cmd_throttle_settle_args_t;
+
+typedef struct cmd_throttle_settle_res {
+    int64_t reserved;            /* the estimate that was charged */
+    throttle_algo_t algo;
+    rl_result_t r;               /* the limiter after the settle (a probe of 0 with the reservation's parameters) */
+} cmd_throttle_settle_res_t;
+
+extern const cmd_def_t CMD_THROTTLE_RESERVE, CMD_THROTTLE_SETTLE, CMD_THROTTLE_REFUND, CMD_THROTTLE_PROBE;
 
 extern const cmd_def_t CMD_CL_THROTTLE, CMD_THROTTLE_SLIDING_LOG, CMD_THROTTLE_SLIDING_WINDOW,
     CMD_THROTTLE_FIXED_WINDOW, CMD_THROTTLE_TOKEN_BUCKET, CMD_THROTTLE_BATCH, CMD_THROTTLE_RESET;

@@ -68,3 +68,24 @@ void gcra_update(const gcra_params_t *p, int64_t tat_ns, int64_t now_ns, int64_t
     r->remaining = next > -t ? next / t : 0;
     r->reset_after_ns = ttl;
 }
+
+int64_t gcra_charge(const gcra_params_t *p, int64_t tat_ns, int64_t now_ns, int64_t n)
+{
+    int64_t t = p->period_ns / p->count;
+    int64_t tau = t * (p->max_burst + 1);
+    int64_t tat = tat_ns < now_ns ? now_ns : tat_ns;
+    int64_t cap = now_ns + 2 * tau;
+    if (tat >= cap)
+        return tat;   /* already at the cap (a clock stepped back keeps what it had) */
+    int64_t add = t * n;   /* n <= limit: add <= τ */
+    return add > cap - tat ? cap : tat + add;
+}
+
+int64_t gcra_refund(const gcra_params_t *p, int64_t tat_ns, int64_t now_ns, int64_t n)
+{
+    int64_t t = p->period_ns / p->count;
+    if (tat_ns <= now_ns)
+        return now_ns;
+    int64_t back = t * n;
+    return back >= tat_ns - now_ns ? now_ns : tat_ns - back;
+}

@@ -52,4 +52,17 @@ const char *gcra_validate(const gcra_params_t *p, const char **field);
 void gcra_update(const gcra_params_t *p, int64_t tat_ns, int64_t now_ns, int64_t quantity,
                  rl_result_t *r, int64_t *store_tat);
 
+/* Reserve/settle/refund (throttle.h, "Reserve, settle, refund, probe" in
+ * docs/rate-limiting.md), on a stored TAT (-1: none) at now_ns:
+ *
+ *   charge n   tat' = min(max(tat, now) + T·n, now + 2τ)   (taken even past
+ *              the limit: an overdraft; the debt is capped at one whole τ
+ *              beyond the burst, so the key is refused until now = tat' − τ)
+ *   refund n   tat' = max(tat − T·n, now)                  (never below now:
+ *              a full limiter cannot hold more than its burst)
+ *
+ * Both return the new TAT; n must be in 0..max_burst + 1. */
+int64_t gcra_charge(const gcra_params_t *p, int64_t tat_ns, int64_t now_ns, int64_t n);
+int64_t gcra_refund(const gcra_params_t *p, int64_t tat_ns, int64_t now_ns, int64_t n);
+
 #endif

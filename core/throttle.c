@@ -6,9 +6,20 @@
 
 #define THROTTLE_ENC_V1 1   /* GCRA only: version, algorithm, TAT */
 #define THROTTLE_ENC_V2 2   /* every algorithm: version, algorithm, payload */
+#define THROTTLE_ENC_V3 3   /* version 2's bytes, then the reservations */
+
+/* A key's reservations (throttle.h): allocated by the first reservation and
+ * kept, possibly empty, for the state's life (last_id keeps ids unique; a
+ * stored value's inline_ok must not change). */
+typedef struct rsv_set {
+    uint64_t last_id;
+    uint32_t n, cap;
+    throttle_reservation_t v[];
+} rsv_set_t;
 
 struct throttle {
     uint8_t algo;
+    rsv_set_t *rsv;              /* NULL until a reservation is made (sits in the padding before the union) */
     union {
         int64_t tat_ns;          /* gcra */
         slog_t *log;             /* sliding_log (NULL = empty) */
@@ -17,6 +28,13 @@ struct throttle {
     } u;
 };
 _Static_assert(sizeof(struct throttle) <= KS_INLINE_MAX, "a limiter's state fits inside its entry");
+
+/* Reservations: at the end of the file. */
+static void apply_expired(throttle_t *t, int64_t now_ns);
+static bool any_expired(const rsv_set_t *rs, int64_t now_ns);
+static void prune(rsv_set_t **rsp, int64_t now_ns);
+static void rsv_encode(const rsv_set_t *rs, wbuf_t *out);
+static rsv_set_t *rsv_decode(rbuf_t *r, uint8_t algo, const char **why);
 
 
 static const char *const algo_names[] = {
@@ -77,6 +95,13 @@ bool throttle_check(const throttle_t *t, const throttle_params_t *p, int64_t now
                     rl_result_t *r)
 {
     int64_t expire;
+    throttle_t resolved;
+    if (t && t->rsv && any_expired(t->rsv, now_ns)) {
+        /* what the next change will apply, seen on a copy (a read changes nothing) */
+        resolved = *t;
+        apply_expired(&resolved, now_ns);
+        t = &resolved;
+    }
     switch (p->algo) {
     case THROTTLE_GCRA: {
         int64_t store;
@@ -113,6 +138,10 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
         if (p->algo == THROTTLE_TOKEN_BUCKET)
             t->u.tb = tbucket_full(&p->u.tb, now_ns);
     }
+    if (t->rsv && any_expired(t->rsv, now_ns)) {
+        apply_expired(t, now_ns);
+        prune(&t->rsv, now_ns);
+    }
     rl_result_t r;
     bool ok = true;
     switch (p->algo) {
@@ -145,6 +174,10 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
         free(fresh);
         return false;
     }
+    if (t->rsv)
+        for (uint32_t i = 0; i < t->rsv->n; i++)
+            if (t->rsv->v[i].deadline_ns > *expire_ns)
+                *expire_ns = t->rsv->v[i].deadline_ns;
     *tp = t;
     return true;
 }
@@ -169,6 +202,7 @@ void throttle_free(throttle_t *t)
         return;
     if (t->algo == THROTTLE_SLIDING_LOG)
         slog_free(t->u.log);
+    free(t->rsv);
     free(t);
 }
 
@@ -178,6 +212,14 @@ throttle_t *throttle_clone(const throttle_t *t)
     if (!c)
         return NULL;
     *c = *t;
+    if (t->rsv) {
+        size_t bytes = sizeof(rsv_set_t) + t->rsv->cap * sizeof(throttle_reservation_t);
+        if (!(c->rsv = malloc(bytes))) {
+            free(c);
+            return NULL;
+        }
+        memcpy(c->rsv, t->rsv, bytes);
+    }
     if (t->algo == THROTTLE_SLIDING_LOG && t->u.log) {
         c->u.log = slog_clone(t->u.log);
         if (!c->u.log) {
@@ -198,10 +240,15 @@ void throttle_gcra_set_tat(throttle_t *t, int64_t tat_ns) { t->u.tat_ns = tat_ns
 
 static void type_free(void *v) { throttle_free(v); }
 
+static size_t rsv_bytes(const rsv_set_t *rs)
+{
+    return rs ? sizeof(rsv_set_t) + rs->cap * sizeof(throttle_reservation_t) : 0;
+}
+
 static size_t type_size(const void *v)
 {
     const throttle_t *t = v;
-    return sizeof(throttle_t) + (t->algo == THROTTLE_SLIDING_LOG ? slog_bytes(t->u.log) : 0);
+    return sizeof(throttle_t) + (t->algo == THROTTLE_SLIDING_LOG ? slog_bytes(t->u.log) : 0) + rsv_bytes(t->rsv);
 }
 
 size_t throttle_bytes_max(const throttle_params_t *p)
@@ -212,17 +259,21 @@ size_t throttle_bytes_max(const throttle_params_t *p)
 size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t quantity)
 {
     if (p->algo != THROTTLE_SLIDING_LOG)
-        return sizeof(throttle_t);
+        return sizeof(throttle_t) + (t ? rsv_bytes(t->rsv) : 0);
     return sizeof(throttle_t) + slog_bytes_after(t ? t->u.log : NULL, &p->u.log, now_ns, quantity);
 }
 
 /* A sliding log owns its timestamps: it stays a separate allocation. */
-static bool type_inline_ok(const void *v) { return ((const throttle_t *)v)->algo != THROTTLE_SLIDING_LOG; }
+static bool type_inline_ok(const void *v)
+{
+    const throttle_t *t = v;
+    return t->algo != THROTTLE_SLIDING_LOG && !t->rsv;   /* and so do reservations */
+}
 
 static void type_encode(const void *v, wbuf_t *out)
 {
     const throttle_t *t = v;
-    wbuf_put_u8(out, THROTTLE_ENC_V2);
+    wbuf_put_u8(out, t->rsv ? THROTTLE_ENC_V3 : THROTTLE_ENC_V2);
     wbuf_put_u8(out, t->algo);
     switch ((throttle_algo_t)t->algo) {
     case THROTTLE_GCRA:
@@ -246,6 +297,8 @@ static void type_encode(const void *v, wbuf_t *out)
         wbuf_put_i64(out, t->u.tb.last_ns);
         break;
     }
+    if (t->rsv)
+        rsv_encode(t->rsv, out);
 }
 
 static void *decode_fail(throttle_t *t, const char **why, const char *msg)
@@ -262,9 +315,10 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
     uint8_t algo = rbuf_u8(&r);
     if (r.err)
         return decode_fail(NULL, why, "throttle: wrong length");
-    if (ver != THROTTLE_ENC_V1 && ver != THROTTLE_ENC_V2)
+    if (ver != THROTTLE_ENC_V1 && ver != THROTTLE_ENC_V2 && ver != THROTTLE_ENC_V3)
         return decode_fail(NULL, why, "throttle: unknown encoding version");
-    if (algo < THROTTLE_GCRA || algo > THROTTLE_ALGO_MAX || (ver == THROTTLE_ENC_V1 && algo != THROTTLE_GCRA))
+    if (algo < THROTTLE_GCRA || algo > THROTTLE_ALGO_MAX || (ver == THROTTLE_ENC_V1 && algo != THROTTLE_GCRA) ||
+        (ver == THROTTLE_ENC_V3 && algo == THROTTLE_SLIDING_LOG))
         return decode_fail(NULL, why, "throttle: unknown algorithm");
     throttle_t *t = calloc(1, sizeof(*t));
     if (!t)
@@ -289,18 +343,25 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
         t->u.win.curr = rbuf_i64(&r);
         t->u.win.prev = algo == THROTTLE_SLIDING_WINDOW ? rbuf_i64(&r) : 0;
         if (!r.err && (t->u.win.start < 0 || t->u.win.start > INT64_MAX / 2 || t->u.win.curr < 0 ||
-                       t->u.win.curr > WINDOW_MAX_COUNT || t->u.win.prev < 0 || t->u.win.prev > WINDOW_MAX_COUNT))
+                       t->u.win.curr > 2 * WINDOW_MAX_COUNT || t->u.win.prev < 0 || t->u.win.prev > 2 * WINDOW_MAX_COUNT))
             return decode_fail(t, why, "throttle: window counters out of range");
         break;
     case THROTTLE_TOKEN_BUCKET: {
         uint64_t lo = rbuf_u64(&r), hi = rbuf_u64(&r);
         t->u.tb.level = (tb_level_t)((unsigned __int128)hi << 64 | lo);
         t->u.tb.last_ns = rbuf_i64(&r);
-        if (!r.err && (t->u.tb.level < 0 || t->u.tb.level > (tb_level_t)TB_MAX_CAPACITY * TB_UNIT ||
+        if (!r.err && (t->u.tb.level < -(tb_level_t)TB_MAX_CAPACITY * TB_UNIT ||
+                       t->u.tb.level > (tb_level_t)TB_MAX_CAPACITY * TB_UNIT ||
                        t->u.tb.last_ns < 0 || t->u.tb.last_ns > INT64_MAX / 2))
             return decode_fail(t, why, "throttle: token bucket out of range");
         break;
     }
+    }
+    if (ver == THROTTLE_ENC_V3 && !r.err) {
+        const char *w = NULL;
+        t->rsv = rsv_decode(&r, algo, &w);
+        if (w)
+            return decode_fail(t, why, w);
     }
     if (!rbuf_done(&r))
         return decode_fail(t, why, "throttle: wrong length");
@@ -319,3 +380,384 @@ const ks_type_t throttle_type = {
     .inline_size = sizeof(throttle_t),   /* kept inside its entry, but for a sliding log */
     .inline_ok = type_inline_ok,
 };
+
+/* ------------------------------------------------------------------------ */
+/* Reservations, refunds                                                    */
+/* ------------------------------------------------------------------------ */
+
+int64_t throttle_capacity(const throttle_params_t *p)
+{
+    switch (p->algo) {
+    case THROTTLE_GCRA: return p->u.gcra.max_burst + 1;
+    case THROTTLE_SLIDING_LOG: return p->u.log.max_count;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW: return p->u.win.max_count;
+    case THROTTLE_TOKEN_BUCKET: return p->u.tb.capacity;
+    }
+    return 0;
+}
+
+/* Charges n past the limit (a settle's extra) to t's state under p. */
+static void state_charge(throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t n, int64_t *expire_ns)
+{
+    switch (p->algo) {
+    case THROTTLE_GCRA:
+        *expire_ns = t->u.tat_ns = gcra_charge(&p->u.gcra, t->u.tat_ns, now_ns, n);
+        break;
+    case THROTTLE_SLIDING_WINDOW: sliding_window_charge(&p->u.win, &t->u.win, now_ns, n, expire_ns); break;
+    case THROTTLE_FIXED_WINDOW: fixed_window_charge(&p->u.win, &t->u.win, now_ns, n, expire_ns); break;
+    case THROTTLE_TOKEN_BUCKET: tbucket_charge(&p->u.tb, &t->u.tb, now_ns, n, expire_ns); break;
+    case THROTTLE_SLIDING_LOG: *expire_ns = now_ns; break;   /* never: no reservations */
+    }
+}
+
+/* Gives n back to t's state under p; `window` as window.h's refunds. */
+static void state_refund(throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t n, int64_t window,
+                         int64_t *expire_ns)
+{
+    switch (p->algo) {
+    case THROTTLE_GCRA:
+        *expire_ns = t->u.tat_ns = gcra_refund(&p->u.gcra, t->u.tat_ns, now_ns, n);
+        break;
+    case THROTTLE_SLIDING_WINDOW: sliding_window_refund(&p->u.win, &t->u.win, now_ns, n, window, expire_ns); break;
+    case THROTTLE_FIXED_WINDOW: fixed_window_refund(&p->u.win, &t->u.win, now_ns, n, window, expire_ns); break;
+    case THROTTLE_TOKEN_BUCKET: tbucket_refund(&p->u.tb, &t->u.tb, now_ns, n, expire_ns); break;
+    case THROTTLE_SLIDING_LOG: *expire_ns = now_ns; break;
+    }
+}
+
+/* The window a decision at now charged (after it was committed), -1 for
+ * the algorithms without windows. */
+static int64_t charged_window(const throttle_t *t, const throttle_params_t *p, int64_t now_ns)
+{
+    switch (p->algo) {
+    case THROTTLE_SLIDING_WINDOW: return sliding_window_start_of(&p->u.win, &t->u.win, now_ns);
+    case THROTTLE_FIXED_WINDOW: return fixed_window_start_of(&p->u.win, &t->u.win, now_ns);
+    default: return -1;
+    }
+}
+
+static bool any_expired(const rsv_set_t *rs, int64_t now_ns)
+{
+    for (uint32_t i = 0; i < rs->n; i++)
+        if (rs->v[i].deadline_ns <= now_ns)
+            return true;
+    return false;
+}
+
+/* The refund outcome of every reservation whose deadline passed, applied to
+ * t's state (the reservations themselves are left: prune). */
+static void apply_expired(throttle_t *t, int64_t now_ns)
+{
+    const rsv_set_t *rs = t->rsv;
+    for (uint32_t i = 0; i < rs->n; i++) {
+        const throttle_reservation_t *v = &rs->v[i];
+        int64_t expire;
+        if (v->deadline_ns <= now_ns && v->on_expiry == THROTTLE_EXPIRY_REFUND)
+            state_refund(t, &v->p, now_ns, v->cost, v->window, &expire);
+    }
+}
+
+/* Gives back the room of forgotten reservations (kept when realloc fails:
+ * the size then still counts it). */
+static void shrink(rsv_set_t **rsp)
+{
+    rsv_set_t *rs = *rsp;
+    if (rs->n == rs->cap)
+        return;
+    rsv_set_t *s = realloc(rs, sizeof(*rs) + rs->n * sizeof(throttle_reservation_t));
+    if (s) {
+        s->cap = s->n;
+        *rsp = s;
+    }
+}
+
+/* Forgets the reservations whose deadline passed (order kept). */
+static void compact(rsv_set_t *rs, int64_t now_ns)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < rs->n; i++)
+        if (rs->v[i].deadline_ns > now_ns)
+            rs->v[k++] = rs->v[i];
+    rs->n = k;
+}
+
+static void prune(rsv_set_t **rsp, int64_t now_ns)
+{
+    compact(*rsp, now_ns);
+    shrink(rsp);
+}
+
+size_t throttle_pending(const throttle_t *t, int64_t now_ns)
+{
+    size_t n = 0;
+    if (t && t->rsv)
+        for (uint32_t i = 0; i < t->rsv->n; i++)
+            n += t->rsv->v[i].deadline_ns > now_ns;
+    return n;
+}
+
+size_t throttle_reservations(const throttle_t *t) { return t && t->rsv ? t->rsv->n : 0; }
+const throttle_reservation_t *throttle_reservation_at(const throttle_t *t, size_t i) { return &t->rsv->v[i]; }
+
+/* A working copy of t (NULL: a fresh state of p's algorithm) with its
+ * expired reservations resolved at now, and a reservation set of room for
+ * `extra` more; NULL when out of memory. */
+static throttle_t *work_copy(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, uint32_t extra)
+{
+    throttle_t *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    if (t) {
+        *w = *t;
+        w->rsv = NULL;
+    } else {
+        w->algo = (uint8_t)p->algo;
+        if (p->algo == THROTTLE_TOKEN_BUCKET)
+            w->u.tb = tbucket_full(&p->u.tb, now_ns);
+    }
+    uint32_t n = t && t->rsv ? t->rsv->n : 0;
+    if (n + extra == 0 && !(t && t->rsv))
+        return w;
+    rsv_set_t *rs = malloc(sizeof(*rs) + (n + extra) * sizeof(throttle_reservation_t));
+    if (!rs) {
+        free(w);
+        return NULL;
+    }
+    rs->last_id = t && t->rsv ? t->rsv->last_id : 0;
+    rs->n = n;
+    rs->cap = n + extra;
+    if (n)
+        memcpy(rs->v, t->rsv->v, n * sizeof(throttle_reservation_t));
+    w->rsv = rs;
+    if (any_expired(rs, now_ns)) {
+        apply_expired(w, now_ns);
+        compact(rs, now_ns);   /* the caller shrinks the set when it is done */
+    }
+    return w;
+}
+
+/* The key lives until its state is equivalent to an absent key and no
+ * reservation is pending. */
+static int64_t expire_with_pending(const throttle_t *t, int64_t expire_ns)
+{
+    if (t->rsv)
+        for (uint32_t i = 0; i < t->rsv->n; i++)
+            if (t->rsv->v[i].deadline_ns > expire_ns)
+                expire_ns = t->rsv->v[i].deadline_ns;
+    return expire_ns;
+}
+
+/* The state's own expiry as a decision computes it: a peek's reset. */
+static int64_t state_expire(const throttle_t *t, const throttle_params_t *p, int64_t now_ns)
+{
+    switch (p->algo) {
+    case THROTTLE_GCRA: return t->u.tat_ns > now_ns ? t->u.tat_ns : now_ns;
+    default: {
+        int64_t e;
+        throttle_t w = *t;
+        state_refund(&w, p, now_ns, 0, -1, &e);
+        return e;
+    }
+    }
+}
+
+int throttle_reserve(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t quantity,
+                     int64_t ttl_ns, throttle_expiry_t on_expiry, rl_result_t *r, throttle_t **out, uint64_t *id,
+                     int64_t *expire_ns)
+{
+    *out = NULL;
+    if (p->algo == THROTTLE_SLIDING_LOG)
+        return THROTTLE_RSV_ALGO;
+    if (quantity > throttle_capacity(p))
+        return THROTTLE_RSV_TOO_LARGE;
+    if (throttle_pending(t, now_ns) >= THROTTLE_MAX_PENDING)
+        return CORE_FULL;
+    bool commit = throttle_check(t, p, now_ns, quantity, r);
+    if (!r->allowed)
+        return CORE_OK;
+    throttle_t *w = work_copy(t, p, now_ns, 1);
+    if (!w)
+        return CORE_NOMEM;
+    int64_t expire = now_ns;
+    if (commit && !throttle_commit(&w, p, now_ns, quantity, &expire)) {
+        throttle_free(w);
+        return CORE_NOMEM;
+    }
+    if (!commit)
+        expire = state_expire(w, p, now_ns);
+    rsv_set_t *rs = w->rsv;
+    if (rs->n == rs->cap) {   /* not after work_copy, which made room; kept safe all the same */
+        rsv_set_t *g = realloc(rs, sizeof(*rs) + (rs->n + 1) * sizeof(throttle_reservation_t));
+        if (!g) {
+            throttle_free(w);
+            return CORE_NOMEM;
+        }
+        g->cap = g->n + 1;
+        w->rsv = rs = g;
+    }
+    uint64_t next = rs->last_id + 1;
+    throttle_reservation_t *v = &rs->v[rs->n++];
+    memset(v, 0, sizeof(*v));
+    v->id = (uint64_t)now_ns > next ? (uint64_t)now_ns : next;
+    v->cost = quantity;
+    v->deadline_ns = now_ns + ttl_ns;
+    v->window = charged_window(w, p, now_ns);
+    v->p = *p;
+    v->on_expiry = (uint8_t)on_expiry;
+    rs->last_id = v->id;
+    *id = v->id;
+    shrink(&w->rsv);   /* v and rs are stale from here */
+    *expire_ns = expire_with_pending(w, expire);
+    *out = w;
+    return CORE_OK;
+}
+
+int throttle_settle(const throttle_t *t, uint64_t id, int64_t actual, int64_t now_ns, throttle_t **out,
+                    throttle_reservation_t *was, int64_t *expire_ns)
+{
+    *out = NULL;
+    uint32_t at = UINT32_MAX;
+    if (t && t->rsv)
+        for (uint32_t i = 0; i < t->rsv->n; i++)
+            if (t->rsv->v[i].id == id && t->rsv->v[i].deadline_ns > now_ns)
+                at = i;
+    if (at == UINT32_MAX)
+        return THROTTLE_RSV_UNKNOWN;
+    *was = t->rsv->v[at];
+    if (actual > throttle_capacity(&was->p))
+        return THROTTLE_RSV_TOO_LARGE;
+    throttle_t *w = work_copy(t, &was->p, now_ns, 0);
+    if (!w)
+        return CORE_NOMEM;
+    rsv_set_t *rs = w->rsv;
+    for (uint32_t i = 0; i < rs->n; i++)   /* still pending: pruning kept it */
+        if (rs->v[i].id == id) {
+            memmove(&rs->v[i], &rs->v[i + 1], (rs->n - i - 1) * sizeof(rs->v[0]));
+            rs->n--;
+            break;
+        }
+    shrink(&w->rsv);
+    int64_t expire;
+    if (actual > was->cost)
+        state_charge(w, &was->p, now_ns, actual - was->cost, &expire);
+    else
+        state_refund(w, &was->p, now_ns, was->cost - actual, was->window, &expire);
+    *expire_ns = expire_with_pending(w, expire);
+    *out = w;
+    return CORE_OK;
+}
+
+int throttle_refund(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t n, throttle_t **out,
+                    int64_t *expire_ns)
+{
+    *out = NULL;
+    if (p->algo == THROTTLE_SLIDING_LOG)
+        return THROTTLE_RSV_ALGO;
+    if (n > throttle_capacity(p))
+        return THROTTLE_RSV_TOO_LARGE;
+    throttle_t *w = work_copy(t, p, now_ns, 0);
+    if (!w)
+        return CORE_NOMEM;
+    int64_t expire;
+    if (w->rsv)
+        shrink(&w->rsv);
+    state_refund(w, p, now_ns, n, -1, &expire);
+    *expire_ns = expire_with_pending(w, expire);
+    *out = w;
+    return CORE_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reservations' encoding                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void rsv_encode(const rsv_set_t *rs, wbuf_t *out)
+{
+    wbuf_put_u64(out, rs->last_id);
+    wbuf_put_u32(out, rs->n);
+    for (uint32_t i = 0; i < rs->n; i++) {
+        const throttle_reservation_t *v = &rs->v[i];
+        wbuf_put_u64(out, v->id);
+        wbuf_put_i64(out, v->cost);
+        wbuf_put_i64(out, v->deadline_ns);
+        wbuf_put_i64(out, v->window);
+        wbuf_put_u8(out, v->on_expiry);
+        switch (v->p.algo) {
+        case THROTTLE_GCRA:
+            wbuf_put_i64(out, v->p.u.gcra.max_burst);
+            wbuf_put_i64(out, v->p.u.gcra.count);
+            wbuf_put_i64(out, v->p.u.gcra.period_ns);
+            break;
+        case THROTTLE_SLIDING_WINDOW:
+        case THROTTLE_FIXED_WINDOW:
+            wbuf_put_i64(out, v->p.u.win.max_count);
+            wbuf_put_i64(out, v->p.u.win.period_ns);
+            break;
+        case THROTTLE_TOKEN_BUCKET:
+            wbuf_put_i64(out, v->p.u.tb.capacity);
+            wbuf_put_i64(out, v->p.u.tb.rate_micro);
+            break;
+        case THROTTLE_SLIDING_LOG:
+            break;
+        }
+    }
+}
+
+static rsv_set_t *rsv_decode(rbuf_t *r, uint8_t algo, const char **why)
+{
+    uint64_t last = rbuf_u64(r);
+    uint32_t n = rbuf_u32(r);
+    *why = NULL;
+    if (r->err || n > THROTTLE_MAX_PENDING) {
+        *why = "throttle: bad reservation count";
+        return NULL;
+    }
+    rsv_set_t *rs = malloc(sizeof(*rs) + n * sizeof(throttle_reservation_t));
+    if (!rs) {
+        *why = "out of memory";
+        return NULL;
+    }
+    rs->last_id = last;
+    rs->n = rs->cap = n;
+    uint64_t prev_id = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        throttle_reservation_t *v = &rs->v[i];
+        memset(v, 0, sizeof(*v));
+        v->id = rbuf_u64(r);
+        v->cost = rbuf_i64(r);
+        v->deadline_ns = rbuf_i64(r);
+        v->window = rbuf_i64(r);
+        v->on_expiry = rbuf_u8(r);
+        v->p.algo = (throttle_algo_t)algo;
+        switch ((throttle_algo_t)algo) {
+        case THROTTLE_GCRA:
+            v->p.u.gcra.max_burst = rbuf_i64(r);
+            v->p.u.gcra.count = rbuf_i64(r);
+            v->p.u.gcra.period_ns = rbuf_i64(r);
+            break;
+        case THROTTLE_SLIDING_WINDOW:
+        case THROTTLE_FIXED_WINDOW:
+            v->p.u.win.max_count = rbuf_i64(r);
+            v->p.u.win.period_ns = rbuf_i64(r);
+            break;
+        case THROTTLE_TOKEN_BUCKET:
+            v->p.u.tb.capacity = rbuf_i64(r);
+            v->p.u.tb.rate_micro = rbuf_i64(r);
+            break;
+        case THROTTLE_SLIDING_LOG:
+            break;
+        }
+        const char *field;
+        bool windowed = algo == THROTTLE_SLIDING_WINDOW || algo == THROTTLE_FIXED_WINDOW;
+        if (r->err || throttle_validate(&v->p, &field) || v->id <= prev_id || v->id > last || v->cost < 0 ||
+            v->cost > throttle_capacity(&v->p) || v->deadline_ns < 0 || v->deadline_ns > INT64_MAX / 2 ||
+            v->on_expiry > THROTTLE_EXPIRY_REFUND || (windowed ? v->window < 0 : v->window != -1)) {
+            free(rs);
+            *why = "throttle: bad reservation";
+            return NULL;
+        }
+        prev_id = v->id;
+    }
+    return rs;
+}

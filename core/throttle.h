@@ -27,7 +27,38 @@
  *     sliding_window   i64 start | i64 curr | i64 prev
  *     fixed_window     i64 start | i64 count
  *     token_bucket     u64 level low | u64 level high | i64 last_ns
- * Version 1 is still read; version 2 is written.
+ *   version 3:             version 2's bytes | reservations (below)
+ * Version 1 is still read; version 2 is written for a state that never held
+ * a reservation, version 3 for one that did:
+ *   u64 last_id | u32 n | n x (u64 id | i64 cost | i64 deadline_ns |
+ *                              i64 window | u8 on_expiry | parameters)
+ * where the parameters are the algorithm's as in a decision's record
+ * (cmd/throttle.h): gcra i64 max_burst | i64 count | i64 period_ns; windows
+ * i64 max_count | i64 period_ns; token_bucket i64 capacity | i64 rate_micro.
+ *
+ * Reservations (reserve, then settle; refund; probe).  A reservation is a
+ * decision of an estimated cost N that is recorded like any other (the
+ * limiter is charged N) and remembered in the key's state with an id, a
+ * deadline, the parameters it ran with, the window it was charged to (the
+ * windows) and what its expiry does (keep or refund).  Settling it with the
+ * actual cost A charges A - N more when A > N - taken even past the limit,
+ * an overdraft, each algorithm's debt capped (gcra.h, token_bucket.h,
+ * window.h) - or gives back N - A when A < N, and forgets it.  A reservation
+ * not settled by its deadline expires: "keep" leaves the charge, "refund"
+ * gives N back.  Expiry is applied by the first change of the key at or
+ * after the deadline (and seen by every read before it, on a copy), so it
+ * depends only on the stored state and the time: a replay, or a replica
+ * applying the same records, computes the same bytes.  The results do not
+ * depend on when after the deadline a refund is applied (each algorithm's
+ * refund commutes with the passing of time: a max/min against the refill,
+ * or a window that has aged out and no longer counts).
+ *
+ * Ids: max(now_ns, last id of the key + 1): unique for the key, the same on
+ * replay (it depends on the time and the state only).  At most
+ * THROTTLE_MAX_PENDING reservations are pending per key, so a key's state is
+ * bounded (72 bytes each); the key lives until its last deadline.  The
+ * sliding log takes no reservations (a refund would have to pick which
+ * timestamps to forget); probes work with every algorithm.
  */
 #ifndef TALLY_THROTTLE_H
 #define TALLY_THROTTLE_H
@@ -38,6 +69,7 @@
 #include "core/gcra.h"
 #include "core/ratelimit.h"
 #include "core/sliding_log.h"
+#include "core/status.h"
 #include "core/token_bucket.h"
 #include "core/types.h"
 #include "core/window.h"
@@ -107,6 +139,65 @@ throttle_algo_t throttle_algo(const throttle_t *t);
 /* A deep copy (NULL on allocation failure). */
 throttle_t *throttle_clone(const throttle_t *t);
 void throttle_free(throttle_t *t);
+
+/* ------------------------------------------------------------------------ */
+/* Reservations, refunds, probes                                            */
+/* ------------------------------------------------------------------------ */
+
+#define THROTTLE_MAX_PENDING 1000                      /* pending reservations per key */
+#define THROTTLE_MAX_RESERVE_TTL_NS (INT64_C(604800) * 1000000000)   /* a reservation's deadline: 7 days at most */
+
+typedef enum throttle_expiry {
+    THROTTLE_EXPIRY_KEEP = 0,     /* the estimate stays charged */
+    THROTTLE_EXPIRY_REFUND = 1,   /* the estimate is given back */
+} throttle_expiry_t;
+
+/* Results of the reservation functions besides core_status_t's. */
+enum {
+    THROTTLE_RSV_UNKNOWN = 1,     /* no pending reservation has that id (settled, expired, never made) */
+    THROTTLE_RSV_TOO_LARGE = 2,   /* the cost is more than the limiter's capacity */
+    THROTTLE_RSV_ALGO = 3,        /* the algorithm takes no reservations or refunds (sliding_log) */
+};
+
+typedef struct throttle_reservation {
+    uint64_t id;
+    int64_t cost;                 /* the estimate charged */
+    int64_t deadline_ns;
+    int64_t window;               /* windows: the start of the window charged; else -1 */
+    throttle_params_t p;          /* the parameters it was decided with */
+    uint8_t on_expiry;            /* throttle_expiry_t */
+} throttle_reservation_t;
+
+/* The most one request can take: GCRA's max_burst + 1, a window's or log's
+ * max_count, a bucket's capacity. */
+int64_t throttle_capacity(const throttle_params_t *p);
+
+/* A reservation of `quantity` (0..capacity) at now_ns on `t` (NULL:
+ * absent), pending until now_ns + ttl_ns: decides as throttle_check does
+ * (*r) and, when allowed, builds in *out a new state (t is not changed)
+ * with the charge and the reservation recorded, *id its id and *expire_ns
+ * the instant the key can go.  When limited: CORE_OK with *out NULL.
+ * CORE_FULL when THROTTLE_MAX_PENDING are pending, THROTTLE_RSV_ALGO for a
+ * sliding log, CORE_NOMEM. */
+int throttle_reserve(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t quantity,
+                     int64_t ttl_ns, throttle_expiry_t on_expiry, rl_result_t *r, throttle_t **out, uint64_t *id,
+                     int64_t *expire_ns);
+/* Settles the pending reservation `id` of `t` with the actual cost
+ * (>= 0): a new state in *out, *was the reservation.  THROTTLE_RSV_UNKNOWN,
+ * THROTTLE_RSV_TOO_LARGE (actual above the capacity of the reservation's
+ * parameters), CORE_NOMEM. */
+int throttle_settle(const throttle_t *t, uint64_t id, int64_t actual, int64_t now_ns, throttle_t **out,
+                    throttle_reservation_t *was, int64_t *expire_ns);
+/* Gives `n` (0..capacity) back to `t` under p (bounded: see each
+ * algorithm's refund; the windows' goes to the window of now): a new state
+ * in *out.  THROTTLE_RSV_TOO_LARGE, THROTTLE_RSV_ALGO, CORE_NOMEM. */
+int throttle_refund(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t n, throttle_t **out,
+                    int64_t *expire_ns);
+/* The reservations of `t` still pending at now_ns. */
+size_t throttle_pending(const throttle_t *t, int64_t now_ns);
+/* The i-th stored reservation (i < throttle_reservations(t)), pending or not. */
+size_t throttle_reservations(const throttle_t *t);
+const throttle_reservation_t *throttle_reservation_at(const throttle_t *t, size_t i);
 
 /* GCRA state (kept for callers of the first version). */
 throttle_t *throttle_new_gcra(int64_t tat_ns);

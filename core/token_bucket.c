@@ -38,6 +38,8 @@ static int64_t ceil_ns(tb_level_t a, int64_t b)
 
 static int64_t whole_tokens(tb_level_t level)
 {
+    if (level <= 0)
+        return 0;   /* an overdraft (tbucket_charge) */
     if (level <= (tb_level_t)UINT64_MAX)
         return (int64_t)((uint64_t)level / (uint64_t)TB_UNIT);
     return (int64_t)(level / TB_UNIT);
@@ -80,4 +82,41 @@ bool tbucket_update(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_n
     s->last_ns = last;
     *expire_ns = now_ns + r->reset_after_ns;
     return true;
+}
+
+/* The refill of a decision: the level at max(now, last), and that instant. */
+static void refill(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_ns)
+{
+    const tb_level_t full = (tb_level_t)p->capacity * TB_UNIT;
+    if (now_ns > s->last_ns) {
+        tb_level_t add = (tb_level_t)(now_ns - s->last_ns) * p->rate_micro;
+        s->level = add >= full - s->level ? full : s->level + add;
+        s->last_ns = now_ns;
+    }
+    if (s->level > full)
+        s->level = full;
+}
+
+static int64_t full_at(const tbucket_params_t *p, const tbucket_state_t *s)
+{
+    const tb_level_t full = (tb_level_t)p->capacity * TB_UNIT;
+    return s->level >= full ? s->last_ns : s->last_ns + ceil_ns(full - s->level, p->rate_micro);
+}
+
+void tbucket_charge(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns)
+{
+    const tb_level_t full = (tb_level_t)p->capacity * TB_UNIT;
+    refill(p, s, now_ns);
+    tb_level_t need = (tb_level_t)n * TB_UNIT;
+    s->level = s->level - need < -full ? -full : s->level - need;
+    *expire_ns = full_at(p, s);
+}
+
+void tbucket_refund(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns)
+{
+    const tb_level_t full = (tb_level_t)p->capacity * TB_UNIT;
+    refill(p, s, now_ns);
+    tb_level_t back = (tb_level_t)n * TB_UNIT;
+    s->level = back >= full - s->level ? full : s->level + back;
+    *expire_ns = full_at(p, s);
 }

@@ -66,4 +66,19 @@ tbucket_state_t tbucket_full(const tbucket_params_t *p, int64_t now_ns);
 bool tbucket_update(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_ns, int64_t quantity,
                     rl_result_t *r, int64_t *expire_ns);
 
+/* Reserve/settle/refund (throttle.h), on a stored state at now_ns: refill
+ * as a decision does, then
+ *
+ *   charge n   level' = max(level − n·10^15, −capacity·10^15)   (an
+ *              overdraft: the level goes negative, the debt capped at one
+ *              whole bucket; requests are refused until the refill has paid
+ *              it back and brought the level up to their quantity)
+ *   refund n   level' = min(level + n·10^15, capacity·10^15)    (never above
+ *              the capacity)
+ *
+ * n must be in 0..capacity.  *expire_ns receives the instant the bucket is
+ * full again (the state is then equivalent to an absent key). */
+void tbucket_charge(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns);
+void tbucket_refund(const tbucket_params_t *p, tbucket_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns);
+
 #endif

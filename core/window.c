@@ -133,3 +133,99 @@ bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t 
     *expire_ns = forget_at;
     return true;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Reserve, settle, refund (window.h)                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The state rolled to now as fixed_window_update sees it: the window of now
+ * (or, a clock stepped back, the later stored one) and its count. */
+static void fixed_roll(const window_params_t *p, window_state_t *s, int64_t now_ns)
+{
+    int64_t aligned = now_ns - now_ns % p->period_ns;
+    if (!(s->start >= aligned && s->curr > 0)) {
+        s->start = aligned;
+        s->curr = 0;
+    }
+    s->prev = 0;
+}
+
+/* As sliding_window_update sees it: start, prev and curr at now. */
+static void sliding_roll(const window_params_t *p, window_state_t *s, int64_t now_ns)
+{
+    int64_t aligned = now_ns - now_ns % p->period_ns;
+    if (s->curr > 0 || s->prev > 0) {
+        if (s->start >= aligned)
+            return;
+        s->prev = s->start + p->period_ns == aligned ? s->curr : 0;
+    } else {
+        s->prev = 0;
+    }
+    s->start = aligned;
+    s->curr = 0;
+}
+
+static int64_t over_cap(const window_params_t *p, int64_t curr, int64_t n)
+{
+    int64_t cap = 2 * p->max_count;
+    return n >= cap - curr ? cap : curr + n;
+}
+
+int64_t fixed_window_start_of(const window_params_t *p, const window_state_t *s, int64_t now_ns)
+{
+    window_state_t w = *s;
+    fixed_roll(p, &w, now_ns);
+    return w.start;
+}
+
+int64_t sliding_window_start_of(const window_params_t *p, const window_state_t *s, int64_t now_ns)
+{
+    window_state_t w = *s;
+    sliding_roll(p, &w, now_ns);
+    return w.start;
+}
+
+static int64_t fixed_expire(const window_params_t *p, const window_state_t *s, int64_t now_ns)
+{
+    return s->curr > 0 ? s->start + p->period_ns : now_ns;
+}
+
+static int64_t sliding_expire(const window_params_t *p, const window_state_t *s, int64_t now_ns)
+{
+    return s->curr > 0 ? s->start + 2 * p->period_ns : s->prev > 0 ? s->start + p->period_ns : now_ns;
+}
+
+void fixed_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns)
+{
+    fixed_roll(p, s, now_ns);
+    s->curr = over_cap(p, s->curr, n);
+    *expire_ns = fixed_expire(p, s, now_ns);
+}
+
+void fixed_window_refund(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t window,
+                         int64_t *expire_ns)
+{
+    fixed_roll(p, s, now_ns);
+    if (window < 0 || window == s->start)
+        s->curr -= n < s->curr ? n : s->curr;
+    *expire_ns = fixed_expire(p, s, now_ns);
+}
+
+void sliding_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n,
+                           int64_t *expire_ns)
+{
+    sliding_roll(p, s, now_ns);
+    s->curr = over_cap(p, s->curr, n);
+    *expire_ns = sliding_expire(p, s, now_ns);
+}
+
+void sliding_window_refund(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t window,
+                           int64_t *expire_ns)
+{
+    sliding_roll(p, s, now_ns);
+    if (window < 0 || window == s->start)
+        s->curr -= n < s->curr ? n : s->curr;
+    else if (window == s->start - p->period_ns)
+        s->prev -= n < s->prev ? n : s->prev;
+    *expire_ns = sliding_expire(p, s, now_ns);
+}

@@ -81,4 +81,31 @@ bool fixed_window_update(const window_params_t *p, window_state_t *s, int64_t no
 bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
                            rl_result_t *r, int64_t *expire_ns);
 
+/* Reserve/settle/refund (throttle.h).  Both windows roll the state to now
+ * as a decision does (the window of now; for sliding_window the stored
+ * window becomes the previous one, or both age out), then
+ *
+ *   charge n        curr' = min(curr + n, 2·max_count)       into the window
+ *                   of now (a settle's extra is charged when it becomes
+ *                   known, even past max_count: requests are refused until
+ *                   the overdraft has aged out of the window(s))
+ *   refund n at w   the counter of window w (its start, as a reservation
+ *                   recorded it; -1: the window of now) loses min(n, count):
+ *                   curr when w is the window of now, prev (sliding only)
+ *                   when w is the window before; a window that has already
+ *                   aged out is not refunded (its count no longer matters)
+ *
+ * n >= 0.  *expire_ns receives the instant the state is equivalent to an
+ * absent key.  window_start_of gives the start of the window a decision at
+ * now_ns counts in, after rolling `s` (the window a reservation charged). */
+void fixed_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns);
+void fixed_window_refund(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t window,
+                         int64_t *expire_ns);
+void sliding_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n,
+                           int64_t *expire_ns);
+void sliding_window_refund(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t window,
+                           int64_t *expire_ns);
+int64_t fixed_window_start_of(const window_params_t *p, const window_state_t *s, int64_t now_ns);
+int64_t sliding_window_start_of(const window_params_t *p, const window_state_t *s, int64_t now_ns);
+
 #endif

@@ -576,6 +576,71 @@ static void test_converge_under_load(void **state)
     tally_cleanup(&p);
 }
 
+/* Reservations, settles and refunds (docs/rate-limiting.md) on every
+ * algorithm that takes them: a replica following the stream and one
+ * attached afterwards (from a snapshot, pending reservations included)
+ * hold byte-identical states, expired reservations applied alike. */
+static void test_reservations_replicate(void **state)
+{
+    (void)state;
+    static const char *const algos[] = {
+        "\"max_burst\":99,\"count_per_period\":100,\"period\":3600",
+        "\"algorithm\":\"token_bucket\",\"capacity\":100,\"refill_rate\":0.5",
+        "\"algorithm\":\"sliding_window\",\"max_count\":100,\"period\":86400",
+        "\"algorithm\":\"fixed_window\",\"max_count\":100,\"period\":86400",
+    };
+    tally_proc_t p, r1, r2;
+    tally_start(&p, NULL, NULL);
+    start_replica(&r1, &p, NULL);
+    char body[512], ids[4][8][32];
+    for (int a = 0; a < 4; a++)
+        for (int i = 0; i < 8; i++) {
+            snprintf(body, sizeof(body), "{\"key\":\"rsv%d\",%s,\"quantity\":%d,\"reserve\":true,\"ttl\":%d%s}", a,
+                     algos[a], 3 + i, i < 3 ? 1 : 3600, i % 2 ? ",\"on_expiry\":\"refund\"" : "");
+            http_resp_t r = http(&p, "POST", "/throttle", body, NULL);
+            assert_status(&r, 200);
+            json_t *v = json_object_get(r.json, "reservation");
+            assert_true(json_is_string(v));
+            snprintf(ids[a][i], sizeof(ids[a][i]), "%s", json_string_value(v));
+            http_free(&r);
+        }
+    sleep_ms(1200);   /* the first three of each key expire: kept or refunded */
+    for (int a = 0; a < 4; a++) {
+        for (int i = 3; i < 6; i++) {
+            snprintf(body, sizeof(body), "{\"reservation\":\"%s\",\"actual\":%d}", ids[a][i], i == 3 ? 0 : 20);
+            http_resp_t r = httpf(&p, "POST", body, "/throttle/rsv%d/settle", a);
+            assert_status(&r, 200);
+            http_free(&r);
+        }
+        snprintf(body, sizeof(body), "{%s,\"quantity\":2}", algos[a]);
+        http_resp_t r = httpf(&p, "POST", body, "/throttle/rsv%d/refund", a);
+        assert_status(&r, 200);
+        http_free(&r);
+    }
+    start_replica(&r2, &p, NULL);
+    wait_caught_up(&p, &r1);
+    wait_caught_up(&p, &r2);
+    assert_same_state(&p, &r1);
+    assert_same_state(&p, &r2);
+    /* the pending ones settle on the primary and the replicas follow */
+    for (int a = 0; a < 4; a++) {
+        snprintf(body, sizeof(body), "{\"reservation\":\"%s\",\"actual\":1}", ids[a][7]);
+        http_resp_t r = httpf(&p, "POST", body, "/throttle/rsv%d/settle", a);
+        assert_status(&r, 200);
+        http_free(&r);
+        http_resp_t x = httpf(&r1, "POST", body, "/throttle/rsv%d/settle", a);   /* a replica refuses changes */
+        assert_true(x.status >= 400);
+        http_free(&x);
+    }
+    wait_caught_up(&p, &r1);
+    wait_caught_up(&p, &r2);
+    assert_same_state(&p, &r1);
+    assert_same_state(&p, &r2);
+    tally_cleanup(&r2);
+    tally_cleanup(&r1);
+    tally_cleanup(&p);
+}
+
 /* A change sent to a replica is refused before anything is touched. */
 static void test_replica_refuses_changes(void **state)
 {
@@ -2181,6 +2246,7 @@ int main(void)
         cmocka_unit_test(test_replica_refuses_changes),
         cmocka_unit_test(test_overrides_replicated),
         cmocka_unit_test_teardown(test_converge_under_load, bg_teardown),
+        cmocka_unit_test(test_reservations_replicate),
         cmocka_unit_test(test_resume_and_resync),
         cmocka_unit_test_teardown(test_reads_during_resync, bg_teardown),
         cmocka_unit_test(test_promote_and_fence),

@@ -124,7 +124,7 @@ static void test_hostile(void **state)
     const char *why;
     uint8_t b[40];
     memset(b, 0, sizeof(b));
-    b[0] = 3;   /* unknown version */
+    b[0] = 4;   /* unknown version */
     b[1] = 1;
     assert_null(throttle_type.decode(b, 10, &why));
     b[0] = 2;
@@ -135,7 +135,8 @@ static void test_hostile(void **state)
     le64_store(b + 10, (uint64_t)-1);   /* negative count */
     assert_null(throttle_type.decode(b, 18, &why));
     b[1] = THROTTLE_TOKEN_BUCKET;
-    memset(b + 2, 0xff, 16);            /* negative level */
+    memset(b + 2, 0, 16);               /* a debt of more than the largest bucket */
+    b[17] = 0x80;
     le64_store(b + 18, 5);
     assert_null(throttle_type.decode(b, 26, &why));
     b[1] = THROTTLE_GCRA;
