@@ -46,6 +46,11 @@ const char *throttle_validate(const throttle_params_t *p, const char **field)
     case THROTTLE_GCRA: return gcra_validate(&p->u.gcra, field);
     case THROTTLE_SLIDING_LOG: return slog_validate(&p->u.log, field);
     case THROTTLE_SLIDING_WINDOW:
+        if (p->u.win.cal.kind != CAL_NONE) {
+            *field = "calendar";
+            return "applies to the fixed_window algorithm only";
+        }
+        return window_validate(&p->u.win, field);
     case THROTTLE_FIXED_WINDOW: return window_validate(&p->u.win, field);
     case THROTTLE_TOKEN_BUCKET: return tbucket_validate(&p->u.tb, field);
     }

@@ -16,6 +16,15 @@
  * It allows bursts of up to 2·max_count across a window boundary (max_count at
  * the end of one window, max_count at the start of the next).
  *
+ * A calendar fixed_window (p->cal.kind set, core/calendar.h) counts per
+ * local day, week, month, quarter or year of a time zone instead: its
+ * windows are the periods [start, end) cal_period gives for now, so they
+ * last 23 or 25 hours across a DST change and a month its own length, and
+ * reset and retry count to the real local midnight.  The state is the same
+ * (the start of the window counted, its count); the period is a pure
+ * function of the instant and the spec, so a replayed decision finds the
+ * same window.
+ *
  * sliding_window - Cloudflare's approximation of a sliding log with two
  * counters ("How we built rate limiting capable of scaling to millions of
  * domains", 2017): the previous window's count is assumed spread evenly over
@@ -53,6 +62,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/calendar.h"
 #include "core/ratelimit.h"
 
 #define WINDOW_MAX_COUNT INT64_C(1000000000000000)  /* 10^15: keeps every product inside 128 bits */
@@ -60,7 +70,8 @@
 
 typedef struct window_params {
     int64_t max_count;   /* 1..WINDOW_MAX_COUNT */
-    int64_t period_ns;   /* 1..WINDOW_MAX_PERIOD_NS */
+    int64_t period_ns;   /* 1..WINDOW_MAX_PERIOD_NS; with a calendar, cal_nominal_s(kind) in ns */
+    cal_spec_t cal;      /* fixed_window only: cal.kind CAL_NONE (epoch-aligned periods) or a calendar */
 } window_params_t;
 
 /* A key's counters; the zero value is the state of an absent key. */
