@@ -53,9 +53,9 @@ bool rl_is_param_name(const char *name) { return api_name_listed(all_params, nam
 /* A fixed_window's calendar: "calendar" (day, week, month, quarter, year),
  * "time_zone" (an IANA name, default UTC), "week_start" (week only, default
  * monday), "anchor_day" (month, quarter and year, default 1); no "period". */
-static bool calendar_parse(const api_fields_t *f, window_params_t *w, api_err_t *err)
+static bool calendar_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
 {
-    cal_spec_t *c = &w->cal;
+    cal_spec_t *c = &p->cal;
     const char *s = NULL;
     size_t n = 0;
     if (!api_fields_string(f, "calendar", false, &s, &n, err))
@@ -117,7 +117,7 @@ static bool calendar_parse(const api_fields_t *f, window_params_t *w, api_err_t 
             return false;
         c->anchor_day = (uint8_t)a;
     }
-    w->period_ns = cal_nominal_s((cal_kind_t)c->kind) * NS_PER_SEC;
+    p->u.win.period_ns = cal_nominal_s((cal_kind_t)c->kind) * NS_PER_SEC;
     return true;
 }
 
@@ -172,7 +172,7 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
         if (api_fields_get(f, "calendar", &v) || api_fields_get(f, "time_zone", &v) ||
             api_fields_get(f, "week_start", &v) || api_fields_get(f, "anchor_day", &v)) {
             if (!api_fields_int(f, "max_count", true, 1, INT64_MAX, &p->u.win.max_count, NULL, err) ||
-                !calendar_parse(f, &p->u.win, err))
+                !calendar_parse(f, p, err))
                 return false;
             break;
         }

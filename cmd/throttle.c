@@ -22,12 +22,12 @@
 /* The bytes write_item writes. */
 static bool has_calendar(const cmd_throttle_item_t *it)
 {
-    return it->p.algo == THROTTLE_FIXED_WINDOW && it->p.u.win.cal.kind != CAL_NONE;
+    return it->p.algo == THROTTLE_FIXED_WINDOW && it->p.cal.kind != CAL_NONE;
 }
 
 static size_t item_size(const cmd_throttle_item_t *it)
 {
-    size_t cal = has_calendar(it) ? 4 + it->p.u.win.cal.zone->name_len : 0;
+    size_t cal = has_calendar(it) ? 4 + it->p.cal.zone->name_len : 0;
     return 4 + it->klen + 1 + 8 + (it->p.algo == THROTTLE_GCRA ? 24 : 16) + cal;
 }
 
@@ -70,7 +70,7 @@ static uint8_t *write_item(uint8_t *p, const cmd_throttle_item_t *it)
     for (int i = 0; i < nv; i++, p += 8)
         le64_store(p, (uint64_t)v[i]);
     if (has_calendar(it)) {
-        const cal_spec_t *c = &tp->u.win.cal;
+        const cal_spec_t *c = &tp->cal;
         *p++ = c->kind;
         *p++ = c->week_start;
         *p++ = c->anchor_day;
@@ -82,9 +82,8 @@ static uint8_t *write_item(uint8_t *p, const cmd_throttle_item_t *it)
 }
 
 /* Reads a calendar (kind, week_start, anchor_day, zone name) into p. */
-static bool get_calendar(rbuf_t *in, window_params_t *p, const char **why)
+static bool get_calendar(rbuf_t *in, cal_spec_t *c, const char **why)
 {
-    cal_spec_t *c = &p->cal;
     c->kind = rbuf_u8(in);
     c->week_start = rbuf_u8(in);
     c->anchor_day = rbuf_u8(in);
@@ -138,7 +137,7 @@ static bool get_item(rbuf_t *in, throttle_algo_t algo, cmd_throttle_item_t *it, 
     case THROTTLE_FIXED_WINDOW:
         p->u.win.max_count = rbuf_i64(in);
         period_ns = p->u.win.period_ns = rbuf_i64(in);
-        if (flags & ITEM_CALENDAR && algo == THROTTLE_FIXED_WINDOW && !in->err && !get_calendar(in, &p->u.win, why))
+        if (flags & ITEM_CALENDAR && algo == THROTTLE_FIXED_WINDOW && !in->err && !get_calendar(in, &p->cal, why))
             return false;
         break;
     case THROTTLE_TOKEN_BUCKET:

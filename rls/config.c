@@ -440,7 +440,7 @@ static bool load_rule(loader_t *L, const yaml_node_t *m, rls_rule_t *r, bool *ha
             throttle_params_t tp;
             const char *field = NULL, *why;
             rls_params(r->algo, r->requests_per_unit, r->period_s, &tp);
-            tp.u.win.cal = r->algo == THROTTLE_FIXED_WINDOW ? r->cal : tp.u.win.cal;
+            tp.cal = r->algo == THROTTLE_FIXED_WINDOW ? r->cal : tp.cal;
             if ((why = throttle_validate(&tp, &field)))
                 ok = fail(L, m, "rate_limit", "requests_per_unit %u per %llds with %s: %s (%s)", r->requests_per_unit,
                           (long long)r->period_s, throttle_algo_name(r->algo), why, field ? field : "parameters");

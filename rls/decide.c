@@ -614,7 +614,7 @@ bool rls_should_rate_limit(rls_t *r, cmd_ctx_t *ctx, const rls_request_t *q, rls
         it->klen = p->klen;
         rls_params(p->algo, p->limit.requests_per_unit, p->period_s, &it->p);
         if (p->rule && p->algo == THROTTLE_FIXED_WINDOW)
-            it->p.u.win.cal = p->rule->cal;   /* a calendar rule's (kind CAL_NONE: none) */
+            it->p.cal = p->rule->cal;   /* a calendar rule's (kind CAL_NONE: none) */
         it->quantity = p->quantity;
         it->shadow = p->shadow || charge_all;   /* a shadow item never refuses the others */
         keybytes += p->klen + 64;
