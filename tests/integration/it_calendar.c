@@ -1,7 +1,7 @@
 /*
  * it_calendar.c - calendar fixed windows on a real tallyd: POST /throttle,
  * GET /throttle/{key} (the RateLimit headers), a policy of --config and the
- * gateway hook count to the real local boundary of their time zone, which
+ * gateway hook and THROTTLE.FIXED_WINDOW on the Redis port count to the real local boundary of their time zone, which
  * Python's zoneinfo computes here independently; bad values are refused in
  * each form (400 with the field, the policy file at start with its line)
  * and change nothing; and the journal replays the windows after kill -9.
@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/resp_client.h"
 
 static tally_proc_t T;
 static char cfgdir[256];
@@ -42,7 +43,7 @@ static int setup(void **state)
     tmpdir_make(cfgdir, sizeof(cfgdir));
     snprintf(cfg, sizeof(cfg), "%s/policies.json", cfgdir);
     write_file(cfg, POLICIES);
-    const char *args[] = { "--config", cfg, NULL };
+    const char *args[] = { "--config", cfg, "--resp-port", "0", NULL };
     tally_start(&T, NULL, args);
     return 0;
 }
@@ -229,6 +230,51 @@ static void test_refused(void **state)
     tally_cleanup(&p);
 }
 
+/* THROTTLE.FIXED_WINDOW over RESP: CL.THROTTLE's five integers, reset_after
+ * to the local midnight; errors in Redis's form, nothing stored. */
+static void test_resp(void **state)
+{
+    (void)state;
+    assert_true(T.resp_port > 0);
+    buf_t cmds = { 0 };
+    mb(&cmds, "THROTTLE.FIXED_WINDOW", "r1", "1", "CALENDAR", "day", "TIME_ZONE", "Asia/Kolkata", NULL);
+    mb(&cmds, "THROTTLE.FIXED_WINDOW", "r1", "1", "CALENDAR", "day", "TIME_ZONE", "Asia/Kolkata", NULL);
+    mb(&cmds, "THROTTLE.FIXED_WINDOW", "r2", "1", "CALENDAR", "day", "TIME_ZONE", "Nowhere/Town", NULL);
+    mb(&cmds, "THROTTLE.FIXED_WINDOW", "r2", "1", "CALENDAR", "month", "ANCHOR_DAY", "0", NULL);
+    mb(&cmds, "THROTTLE.FIXED_WINDOW", "r2", "1", "60", "TIME_ZONE", "UTC", NULL);
+    mb(&cmds, "EXISTS", "r2", NULL);
+    long long before = time(NULL);
+    buf_t out = exchange(T.resp_port, cmds.p, cmds.len);
+    long long after = time(NULL);
+    long long a[5], b[5];
+    int used = 0;
+    char *p = out.p;
+    assert_int_equal(sscanf(p, "*5\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n%n", &a[0], &a[1], &a[2], &a[3], &a[4],
+                            &used),
+                     5);
+    p += used;
+    assert_int_equal(sscanf(p, "*5\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n:%lld\r\n%n", &b[0], &b[1], &b[2], &b[3], &b[4],
+                            &used),
+                     5);
+    p += used;
+    assert_int_equal(a[0], 0);   /* allowed */
+    assert_int_equal(a[1], 1);
+    assert_int_equal(a[2], 0);
+    assert_int_equal(a[3], -1);
+    assert_int_equal(b[0], 1);   /* limited until the local midnight */
+    long long end = zoneinfo_end("Asia/Kolkata", "day", 0, 0, before);
+    if (end == zoneinfo_end("Asia/Kolkata", "day", 0, 0, after)) {
+        assert_counts_to(a[4], end, before, after);
+        assert_counts_to(b[3], end, before, after);
+    }
+    if (!strstr(p, "-ERR time_zone 'Nowhere/Town' is not a time zone") ||
+        !strstr(p, "-ERR anchor_day must be an integer between 1 and 31") ||
+        !strstr(p, "-ERR syntax error: unknown option 'TIME_ZONE'") || !strstr(p, ":0\r\n"))
+        fail_msg("replies: %.*s", (int)out.len, out.p);
+    free(cmds.p);
+    free(out.p);
+}
+
 /* kill -9, restart from the journal: the window and its count are back. */
 static void test_replay(void **state)
 {
@@ -263,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_post_and_get),
         cmocka_unit_test(test_policy_and_hook),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_resp),
         cmocka_unit_test(test_replay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
