@@ -3,6 +3,7 @@
 
 #include <glib.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,29 +17,26 @@ typedef struct tz_zone {
     int64_t *at;                 /* transitions: at[i] is when off[i] starts (at[0] = CAL_MIN_S) */
     int32_t *off;
     size_t n;
-    struct tz_zone *next;        /* the bucket's chain */
+    struct tz_zone *next;        /* the bucket's chain (set before the zone is published) */
     char name[CAL_ZONE_NAME_MAX + 1];
 } tz_zone_t;
 
-static pthread_rwlock_t zones_lock = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;   /* one load at a time: a name is read once */
-static tz_zone_t *buckets[ZONE_BUCKETS];
+/* Zones are published at the head of their bucket's chain with a release
+ * store and never removed, so lookups read without a lock; loads take
+ * load_lock, one at a time, so a name is read once. */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(tz_zone_t *) buckets[ZONE_BUCKETS];
 
 /* ------------------------------------------------------------------------ */
 /* Offsets                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int32_t glib_offset(GTimeZone *tz, int64_t t)
+/* The index of the interval holding t: at[i] <= t < at[i + 1] (0 before
+ * at[0]: the table's first offset stands for the years before it, its last
+ * for those after). */
+static size_t interval_of(const tz_zone_t *tz, int64_t t)
 {
-    return g_time_zone_get_offset(tz, g_time_zone_find_interval(tz, G_TIME_TYPE_UNIVERSAL, t));
-}
-
-static int32_t zone_offset_at(const cal_zone_t *z, int64_t t)
-{
-    const tz_zone_t *tz = (const tz_zone_t *)z;
-    if (t < CAL_MIN_S || t >= CAL_MAX_S)
-        return glib_offset(tz->tz, t);
-    size_t lo = 0, hi = tz->n;   /* at[lo] <= t < at[hi] */
+    size_t lo = 0, hi = tz->n;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
         if (tz->at[mid] <= t)
@@ -46,7 +44,22 @@ static int32_t zone_offset_at(const cal_zone_t *z, int64_t t)
         else
             hi = mid;
     }
-    return tz->off[lo];
+    return lo;
+}
+
+static int32_t zone_offset_at(const cal_zone_t *z, int64_t t)
+{
+    const tz_zone_t *tz = (const tz_zone_t *)z;
+    return tz->off[interval_of(tz, t)];
+}
+
+static int64_t zone_next_change(const cal_zone_t *z, int64_t t)
+{
+    const tz_zone_t *tz = (const tz_zone_t *)z;
+    size_t i = interval_of(tz, t) + 1;
+    if (t < tz->at[0])
+        i = 1;
+    return i < tz->n ? tz->at[i] : INT64_MAX;
 }
 
 /* Fills z->at/off from GLib's intervals between CAL_MIN_S and CAL_MAX_S. */
@@ -134,7 +147,7 @@ static unsigned bucket_of(const char *s, size_t n)
 
 static tz_zone_t *find(unsigned b, const char *s, size_t n)
 {
-    for (tz_zone_t *z = buckets[b]; z; z = z->next)
+    for (tz_zone_t *z = atomic_load_explicit(&buckets[b], memory_order_acquire); z; z = z->next)
         if (z->base.name_len == n && !memcmp(z->name, s, n))
             return z;
     return NULL;
@@ -160,6 +173,7 @@ static tz_zone_t *zone_load(const char *s, size_t n, const char **why)
     z->base.name = z->name;
     z->base.name_len = n;
     z->base.offset_at = zone_offset_at;
+    z->base.next_change = zone_next_change;
     if (!tzif_file(z->name) || !(z->tz = g_time_zone_new_identifier(z->name))) {
         *why = "is not a time zone of this system's tzdata (an IANA name such as Europe/Paris or America/New_York)";
         zone_free(z);
@@ -180,20 +194,14 @@ const cal_zone_t *cmd_zone_get(const char *s, size_t n, const char **why)
         return NULL;
     }
     unsigned b = bucket_of(s, n);
-    pthread_rwlock_rdlock(&zones_lock);
     tz_zone_t *z = find(b, s, n);
-    pthread_rwlock_unlock(&zones_lock);
     if (z)
         return &z->base;
     pthread_mutex_lock(&load_lock);
-    pthread_rwlock_rdlock(&zones_lock);
     z = find(b, s, n);   /* another thread may have loaded it meanwhile */
-    pthread_rwlock_unlock(&zones_lock);
     if (!z && (z = zone_load(s, n, why))) {
-        pthread_rwlock_wrlock(&zones_lock);
-        z->next = buckets[b];
-        buckets[b] = z;
-        pthread_rwlock_unlock(&zones_lock);
+        z->next = atomic_load_explicit(&buckets[b], memory_order_relaxed);
+        atomic_store_explicit(&buckets[b], z, memory_order_release);
     }
     pthread_mutex_unlock(&load_lock);
     return z ? &z->base : NULL;

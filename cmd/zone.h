@@ -5,15 +5,16 @@
  * GTimeZone reads and parses the tzdata file (and its POSIX rule for the
  * years past the file's table); its objects are immutable and may be used
  * from any thread.  Its offset lookup walks the zone's intervals one by one
- * (~120 ns for Europe/Paris in 2026, more as years pass), so each zone is
- * loaded once into a sorted table of its transitions between CAL_MIN_S and
- * CAL_MAX_S (found by bisection on GLib's own intervals) that answers in a
- * binary search (~15 ns); GLib answers outside that range.
+ * (~120 ns for Europe/Paris in 2026, more as years pass), and it has no
+ * "next change" lookup, so each zone is loaded once into a sorted table of
+ * its offset changes between CAL_MIN_S and CAL_MAX_S (1900-2200, found by
+ * bisection on GLib's own intervals) that answers both in a binary search;
+ * before and after that range the table's first and last offsets stand.
  *
  * Zones are loaded on first use and kept for the life of the process (one
  * per name, shared by every limit and thread; a few hundred names exist, and
- * only names that load are kept), so a request pays a lookup under a read
- * lock, never a file read, after the first.
+ * only names that load are kept), so a request pays a lock-free hash lookup,
+ * never a file read, after the first.
  *
  * A name must be a file of the tzdata directory ($TZDIR, else
  * /usr/share/zoneinfo): "Europe/Paris", "UTC", "Etc/GMT+3".  Offsets

@@ -8,7 +8,6 @@
 /* Every UTC offset tzdata has held since 1900 lies within +-15 hours, so a
  * local midnight happens within 16 hours of the same wall time in UTC. */
 #define SPAN_S (16 * HOUR_S)
-#define SAMPLE_S (4 * HOUR_S)      /* offsets sampled every 4 hours across the span: no zone changes twice in 4 hours */
 
 /* ------------------------------------------------------------------------ */
 /* Civil dates (proleptic Gregorian; H. Hinnant's days-from-civil method)    */
@@ -118,36 +117,24 @@ int64_t cal_nominal_s(cal_kind_t k)
 /* ------------------------------------------------------------------------ */
 
 /* The first instant whose local time is at or after `local` (a wall time
- * counted in seconds as if it were UTC). */
+ * counted in seconds as if it were UTC).  Walks the intervals of constant
+ * offset from SPAN_S before `local` (where the clock is surely behind it):
+ * in an interval [a, b) of offset o the clock reads t + o, so its first
+ * instant at or after `local` is max(a, local - o) when that is before b -
+ * local - o itself (the clock reads midnight), or a when a change made the
+ * clock jump over midnight. */
 static int64_t wall_start(const cal_zone_t *z, int64_t local)
 {
-    int32_t seen[2 * SPAN_S / SAMPLE_S + 1];
-    int nseen = 0;
-    int64_t best = INT64_MAX;
-    for (int64_t at = local - SPAN_S; at <= local + SPAN_S; at += SAMPLE_S) {
-        int32_t o = z->offset_at(z, at);
-        bool dup = false;
-        for (int i = 0; i < nseen && !dup; i++)
-            dup = seen[i] == o;
-        if (dup)
-            continue;
-        seen[nseen++] = o;
-        int64_t u = local - o;   /* the clock reads `local` at u if o is in force then */
-        if (u < best && z->offset_at(z, u) == o)
-            best = u;
+    int64_t a = local - SPAN_S;
+    for (int i = 0; i < 64; i++) {   /* a few changes within 32 hours at most */
+        int32_t o = z->offset_at(z, a);
+        int64_t b = z->next_change(z, a);
+        int64_t t = local - o > a ? local - o : a;
+        if (t < b)
+            return t;
+        a = b;
     }
-    if (best != INT64_MAX)
-        return best;
-    /* the clock jumps over `local`: the instant of the jump */
-    int64_t lo = local - SPAN_S, hi = local + SPAN_S;   /* local(lo) < local <= local(hi) */
-    while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (mid + z->offset_at(z, mid) >= local)
-            hi = mid;
-        else
-            lo = mid;
-    }
-    return hi;
+    return local - z->offset_at(z, local);   /* no zone changes 64 times in a day */
 }
 
 int64_t cal_date_start(const cal_zone_t *z, int64_t year, int month, int day)

@@ -33,14 +33,15 @@
  * change, a year 365 or 366 days, and the windows of one zone tile time
  * without overlap.
  *
- * The zone is an interface (cal_zone_t): a function that gives the UTC
- * offset in force at an instant.  core/ reads no tzdata; the command layer
+ * The zone is an interface (cal_zone_t): the UTC offset in force at an
+ * instant, and the next instant it changes.  core/ reads no tzdata; the command layer
  * (cmd/zone.h) implements the interface with GLib's GTimeZone over the
  * system's tzdata.  The arithmetic here is pure: the same instant, spec and
  * zone rules give the same period on every machine, which is what a journal
  * replayed on a replica or after a restart needs.
  *
- * Cost: a period's two boundaries take about 20 offset lookups.
+ * Cost: a period's two boundaries take two offset lookups and two
+ * next-change lookups each, more only across a change.
  */
 #ifndef TALLY_CALENDAR_H
 #define TALLY_CALENDAR_H
@@ -67,11 +68,13 @@ typedef enum cal_kind {
 
 typedef struct cal_zone cal_zone_t;
 
-/* A time zone: its name and the UTC offset (seconds east of UTC) in force
- * at the instant utc_s (seconds since the epoch).  Implementations embed it
- * as their first member; it must be safe to call from any thread. */
+/* A time zone: its name, the UTC offset (seconds east of UTC) in force at
+ * the instant utc_s (seconds since the epoch), and the first instant after
+ * utc_s at which the offset changes (INT64_MAX: never).  Implementations
+ * embed it as their first member; it must be safe to call from any thread. */
 struct cal_zone {
     int32_t (*offset_at)(const cal_zone_t *z, int64_t utc_s);
+    int64_t (*next_change)(const cal_zone_t *z, int64_t utc_s);
     const char *name;
     size_t name_len;
 };

@@ -39,16 +39,25 @@ static int32_t fake_offset(const cal_zone_t *z, int64_t t)
     return o;
 }
 
+static int64_t fake_next(const cal_zone_t *z, int64_t t)
+{
+    const fake_zone_t *f = (const fake_zone_t *)z;
+    for (int i = 1; i < f->n; i++)
+        if (f->at[i] > t && f->off[i] != fake_offset(z, t))
+            return f->at[i];
+    return INT64_MAX;
+}
+
 static fake_zone_t fixed(int32_t off)
 {
-    fake_zone_t z = { { fake_offset, "Fake/Fixed", 10 }, 1, { 0 }, { off } };
+    fake_zone_t z = { { fake_offset, fake_next, "Fake/Fixed", 10 }, 1, { 0 }, { off } };
     return z;
 }
 
 /* off0 until the local wall time `wall` (as if UTC) under off0, then off1. */
 static fake_zone_t change_at(int32_t off0, int64_t wall, int32_t off1)
 {
-    fake_zone_t z = { { fake_offset, "Fake/Change", 11 }, 2, { 0, wall - off0 }, { off0, off1 } };
+    fake_zone_t z = { { fake_offset, fake_next, "Fake/Change", 11 }, 2, { 0, wall - off0 }, { off0, off1 } };
     return z;
 }
 
@@ -240,7 +249,7 @@ static void test_tiling(void **state)
     rng_seed(&rng, 2026);
     int64_t base = day_no(2024, 2, 20) * D;
     for (int round = 0; round < 300; round++) {
-        fake_zone_t z = { { fake_offset, "Fake/Random", 11 }, 1 + (int)rng_below(&rng, 7), { 0 }, { 0 } };
+        fake_zone_t z = { { fake_offset, fake_next, "Fake/Random", 11 }, 1 + (int)rng_below(&rng, 7), { 0 }, { 0 } };
         z.off[0] = (int32_t)((int64_t)rng_below(&rng, 57) * 900 - 14 * H);
         for (int i = 1; i < z.n; i++) {
             z.at[i] = base + (int64_t)rng_below(&rng, 60 * D) + (i > 1 ? z.at[i - 1] - base : 0);

@@ -167,6 +167,13 @@ static void test_table_matches_glib(void **state)
                 t = T0 + (int64_t)(rng_next(&rng) % (uint64_t)(T1 - T0));
             int k = g_time_zone_find_interval(tz, G_TIME_TYPE_UNIVERSAL, t);
             assert_int_equal(z->offset_at(z, t), g_time_zone_get_offset(tz, k));
+            /* the next change: the offset holds until it and differs at it */
+            int64_t next = z->next_change(z, t);
+            assert_true(next > t);
+            if (next != INT64_MAX) {
+                assert_int_equal(z->offset_at(z, next - 1), z->offset_at(z, t));
+                assert_int_not_equal(z->offset_at(z, next), z->offset_at(z, t));
+            }
         }
         for (int64_t t = T0; t < T1; t += 3600) {   /* every hour of eleven years, and the second before it */
             assert_int_equal(z->offset_at(z, t),
