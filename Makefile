@@ -233,7 +233,7 @@ $(CORE_PURE): $(LIBCORE)
 # The command layer (cmd/) is a library of its own too: CMD_PURE links every
 # one of its objects with core and CMD_LIBS only, so the linker proves the
 # layer every protocol shares holds no jansson, no libmicrohttpd, no libcurl
-# and no sockets of a front-end.
+# and no sockets of a front-end (GLib: cmd/zone.c's time zones, read from tzdata).
 CMD_LIBS := -lnettle $(GLIB_LIBS) $(CORE_LIBS)
 $(BUILD)/cmd/zone.o $(BUILD)/tests/unit/test_cmd_zone.o: CFLAGS += $(GLIB_CFLAGS)
 $(LIBCMD): $(CMD_OBJ)
