@@ -146,9 +146,11 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
     api_fields_iter_t iter = { 0 };
     while ((n = api_fields_next(f, &iter))) {
         if (!api_name_listed(mine, n) && api_name_listed(all_params, n)) {   /* mine first: the usual answer */
-            api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
-                       n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
-                       mine[1] && mine[2] ? ", " : "", mine[1] && mine[2] ? mine[2] : "");
+            char takes[128] = "";
+            for (int i = 0; mine[i]; i++)
+                snprintf(takes + strlen(takes), sizeof(takes) - strlen(takes), "%s%s", i ? ", " : "", mine[i]);
+            api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s)", n,
+                       throttle_algo_name(p->algo), takes);
             return false;
         }
     }
