@@ -17,6 +17,7 @@ RUN apt-get update \
       libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev libyaml-dev \
       libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler \
       libcurl4-openssl-dev \
+      libglib2.0-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # every directory tallyd is built from (make dockerfile-check, in make
@@ -36,7 +37,7 @@ RUN make -j"$(nproc)" build/release/tallyd
 
 FROM debian:12-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libroaring0 libxxhash0 libjemalloc2 libnettle8 libcurl4 libyaml-0-2 libnghttp2-14 libprotobuf-c1 curl \
+ && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libroaring0 libxxhash0 libjemalloc2 libnettle8 libcurl4 libyaml-0-2 libnghttp2-14 libprotobuf-c1 libglib2.0-0 tzdata curl \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 tally \
  && useradd --system --uid 10001 --gid tally --home-dir /data --shell /usr/sbin/nologin tally \

@@ -46,7 +46,10 @@ CFLAGS := -std=c11 -D_GNU_SOURCE -g $(OPTFLAGS) $(DEBUGFLAGS) $(WARNINGS) -pthre
 LDFLAGS := $(OPTFLAGS) -pthread
 # core/ links against these and nothing else (checked by $(CORE_PURE)).
 CORE_LIBS := -lroaring -lxxhash -lz -lm
-BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl -lyaml -lnghttp2 -lprotobuf-c $(CORE_LIBS)
+# GLib's GTimeZone reads tzdata for calendar windows: only cmd/zone.c includes it.
+GLIB_CFLAGS := $(shell pkg-config --cflags glib-2.0)
+GLIB_LIBS := $(shell pkg-config --libs glib-2.0)
+BASE_LIBS := -lmicrohttpd -lgnutls -ljansson -lnettle -lcurl -lyaml -lnghttp2 -lprotobuf-c $(GLIB_LIBS) $(CORE_LIBS)
 LIBS := $(BASE_LIBS)
 # jemalloc serves the many small per-request allocations (jansson, MHD) ~12%
 # faster than glibc's malloc on /throttle; sanitizer builds keep their own
@@ -230,8 +233,9 @@ $(CORE_PURE): $(LIBCORE)
 # The command layer (cmd/) is a library of its own too: CMD_PURE links every
 # one of its objects with core and CMD_LIBS only, so the linker proves the
 # layer every protocol shares holds no jansson, no libmicrohttpd, no libcurl
-# and no sockets of a front-end.
-CMD_LIBS := -lnettle $(CORE_LIBS)
+# and no sockets of a front-end (GLib: cmd/zone.c's time zones, read from tzdata).
+CMD_LIBS := -lnettle $(GLIB_LIBS) $(CORE_LIBS)
+$(BUILD)/cmd/zone.o $(BUILD)/tests/unit/test_cmd_zone.o: CFLAGS += $(GLIB_CFLAGS)
 $(LIBCMD): $(CMD_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@

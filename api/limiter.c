@@ -22,7 +22,8 @@
 #define DEFAULT_POLICY_NAME "default"   /* name in the draft headers without a policy */
 
 static const char *const item_fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
-                                           "max_count", "capacity", "refill_rate", "quantity", "shadow", NULL };
+                                           "max_count", "capacity", "refill_rate", "quantity", "shadow",
+                                           "calendar", "time_zone", "week_start", "anchor_day", NULL };
 
 /* ------------------------------------------------------------------------ */
 /* Requests                                                                 */

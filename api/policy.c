@@ -22,6 +22,7 @@
 #include "api/respond.h"
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
+#include "cmd/zone.h"
 #include "core/override.h"
 #include "core/urlpath.h"
 
@@ -41,12 +42,85 @@ bool rl_deny_status_ok(int64_t s)
 /* ------------------------------------------------------------------------ */
 
 static const char *const all_params[] = { "max_burst", "count_per_period", "period", "max_count", "capacity",
-                                          "refill_rate", NULL };
+                                          "refill_rate", "calendar", "time_zone", "week_start", "anchor_day", NULL };
 static const char *const gcra_params[] = { "max_burst", "count_per_period", "period", NULL };
 static const char *const count_params[] = { "max_count", "period", NULL };
+static const char *const fixed_params[] = { "max_count", "period", "calendar", "time_zone", "week_start", "anchor_day",
+                                            NULL };
 static const char *const bucket_params[] = { "capacity", "refill_rate", NULL };
 
 bool rl_is_param_name(const char *name) { return api_name_listed(all_params, name); }
+
+/* A fixed_window's calendar: "calendar" (day, week, month, quarter, year),
+ * "time_zone" (an IANA name, default UTC), "week_start" (week only, default
+ * monday), "anchor_day" (month, quarter and year, default 1); no "period". */
+static bool calendar_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
+{
+    cal_spec_t *c = &p->cal;
+    const char *s = NULL;
+    size_t n = 0;
+    if (!api_fields_string(f, "calendar", false, &s, &n, err))
+        return false;
+    if (!s) {
+        const char *given = api_fields_get(f, "time_zone", &(api_field_t){ 0 })    ? "time_zone"
+                            : api_fields_get(f, "week_start", &(api_field_t){ 0 }) ? "week_start"
+                                                                                 : "anchor_day";
+        api_err_set(err, API_E_BAD_REQUEST, given, "'%s' needs 'calendar' (day, week, month, quarter or year)", given);
+        return false;
+    }
+    c->kind = (uint8_t)cal_kind_parse(s, n);
+    if (!c->kind) {
+        api_err_set(err, API_E_BAD_REQUEST, "calendar", "'calendar' must be day, week, month, quarter or year, not '%.*s'",
+                    (int)(n > 40 ? 40 : n), s);
+        return false;
+    }
+    api_field_t v;
+    if (api_fields_get(f, "period", &v)) {
+        api_err_set(err, API_E_BAD_REQUEST, "period",
+                    "'period' cannot be given with 'calendar' (the calendar sets the window)");
+        return false;
+    }
+    const char *tz = "UTC";
+    size_t tzn = 3;
+    s = NULL;
+    if (!api_fields_string(f, "time_zone", false, &s, &n, err))
+        return false;
+    if (s)
+        tz = s, tzn = n;
+    const char *why = NULL;
+    if (!(c->zone = cmd_zone_get(tz, tzn, &why))) {
+        api_err_set(err, API_E_BAD_REQUEST, "time_zone", "'time_zone' '%.*s' %s", (int)(tzn > 64 ? 64 : tzn), tz, why);
+        return false;
+    }
+    s = NULL;
+    if (!api_fields_string(f, "week_start", false, &s, &n, err))
+        return false;
+    if (s && c->kind != CAL_WEEK) {
+        api_err_set(err, API_E_BAD_REQUEST, "week_start", "'week_start' applies to the week calendar only");
+        return false;
+    }
+    if (c->kind == CAL_WEEK) {
+        c->week_start = s ? (uint8_t)cal_weekday_parse(s, n) : 1;
+        if (!c->week_start) {
+            api_err_set(err, API_E_BAD_REQUEST, "week_start", "'week_start' must be monday .. sunday, not '%.*s'",
+                        (int)(n > 40 ? 40 : n), s);
+            return false;
+        }
+    }
+    bool anchored = c->kind == CAL_MONTH || c->kind == CAL_QUARTER || c->kind == CAL_YEAR;
+    if (api_fields_get(f, "anchor_day", &v) && !anchored) {
+        api_err_set(err, API_E_BAD_REQUEST, "anchor_day", "'anchor_day' applies to the month, quarter and year calendars only");
+        return false;
+    }
+    if (anchored) {
+        int64_t a = 1;
+        if (!api_fields_int(f, "anchor_day", false, 1, 31, &a, NULL, err))
+            return false;
+        c->anchor_day = (uint8_t)a;
+    }
+    p->u.win.period_ns = cal_nominal_s((cal_kind_t)c->kind) * NS_PER_SEC;
+    return true;
+}
 
 bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
 {
@@ -67,14 +141,17 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
     }
     const char *const *mine = p->algo == THROTTLE_GCRA          ? gcra_params
                               : p->algo == THROTTLE_TOKEN_BUCKET ? bucket_params
+                              : p->algo == THROTTLE_FIXED_WINDOW ? fixed_params
                                                                  : count_params;
     const char *n;
     api_fields_iter_t iter = { 0 };
     while ((n = api_fields_next(f, &iter))) {
         if (!api_name_listed(mine, n) && api_name_listed(all_params, n)) {   /* mine first: the usual answer */
-            api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s%s%s%s%s)",
-                       n, throttle_algo_name(p->algo), mine[0], mine[1] ? ", " : "", mine[1] ? mine[1] : "",
-                       mine[1] && mine[2] ? ", " : "", mine[1] && mine[2] ? mine[2] : "");
+            char takes[128] = "";
+            for (int i = 0; mine[i]; i++)
+                snprintf(takes + strlen(takes), sizeof(takes) - strlen(takes), "%s%s", i ? ", " : "", mine[i]);
+            api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s)", n,
+                       throttle_algo_name(p->algo), takes);
             return false;
         }
     }
@@ -94,8 +171,16 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
             return false;
         p->u.log.period_ns = period_s * NS_PER_SEC;
         break;
-    case THROTTLE_SLIDING_WINDOW:
     case THROTTLE_FIXED_WINDOW:
+        if (api_fields_get(f, "calendar", &v) || api_fields_get(f, "time_zone", &v) ||
+            api_fields_get(f, "week_start", &v) || api_fields_get(f, "anchor_day", &v)) {
+            if (!api_fields_int(f, "max_count", true, 1, INT64_MAX, &p->u.win.max_count, NULL, err) ||
+                !calendar_parse(f, p, err))
+                return false;
+            break;
+        }
+        /* fall through */
+    case THROTTLE_SLIDING_WINDOW:
         if (!api_fields_int(f, "max_count", true, 1, INT64_MAX, &p->u.win.max_count, NULL, err) ||
             !api_fields_int(f, "period", true, 1, CMD_THROTTLE_MAX_PERIOD_S, &period_s, NULL, err))
             return false;
@@ -782,7 +867,8 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
 {
     static const char *const fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
                                           "capacity", "refill_rate", "key", "prefix", "shadow", "deny_status",
-                                          "overrides", "reservation_ttl", "on_expiry", NULL };
+                                          "overrides", "reservation_ttl", "on_expiry", "calendar", "time_zone",
+                                          "week_start", "anchor_day", NULL };
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", name);
     if (!name_ok(name)) {

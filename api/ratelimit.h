@@ -11,7 +11,8 @@
  *      "login": {"algorithm": "sliding_log", "max_count": 5, "period": 60,
  *                "key": "{ip}:{path}", "deny_status": 403, "shadow": true}}}
  *
- *   algorithm + its parameters   as in POST /throttle (default gcra)
+ *   algorithm + its parameters   as in POST /throttle (default gcra); a
+ *                fixed_window's calendar, time_zone, week_start, anchor_day too
  *   key          template for the hook and key-less requests (default "{ip}")
  *   prefix       prepended to every key of the policy (default "<name>:"), so
  *                two policies never share a counter

@@ -322,7 +322,8 @@ static void h_throttle_post(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const fields[] = { "key", "policy", "algorithm", "max_burst", "count_per_period", "period",
                                           "max_count", "capacity", "refill_rate", "quantity", "shadow", "requests",
-                                          "reserve", "ttl", "on_expiry", NULL };
+                                          "reserve", "ttl", "on_expiry", "calendar", "time_zone", "week_start",
+                                          "anchor_day", NULL };
     api_flat_t room;   /* a flat body's fields, read without a tree (issue 20); kept until answered */
     api_fields_t f;
     if (!api_body_fields(req, resp, fields, &room, &f))
@@ -370,7 +371,8 @@ static void h_throttle_get(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
     static const char *const params[] = { "policy", "algorithm", "max_burst", "count_per_period", "period",
                                           "max_count", "capacity", "refill_rate", "quantity", "shadow",
-                                          "deny_status", NULL };
+                                          "deny_status",
+                                          "calendar", "time_zone", "week_start", "anchor_day", NULL };
     const char *key;
     size_t klen;
     int64_t deny = 0;

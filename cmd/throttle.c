@@ -9,18 +9,26 @@
 #include "cmd/keys.h"
 #include "cmd/room.h"
 #include "cmd/throttle.h"
+#include "cmd/zone.h"
 
 #define RECORD_V1 1              /* the records' version byte */
 #define ITEM_SHADOW 1u           /* an item's flags */
+#define ITEM_CALENDAR 2u         /* a fixed_window item's calendar follows its parameters */
 
 /* ------------------------------------------------------------------------ */
 /* Records                                                                  */
 /* ------------------------------------------------------------------------ */
 
 /* The bytes write_item writes. */
+static bool has_calendar(const cmd_throttle_item_t *it)
+{
+    return it->p.algo == THROTTLE_FIXED_WINDOW && it->p.cal.kind != CAL_NONE;
+}
+
 static size_t item_size(const cmd_throttle_item_t *it)
 {
-    return 4 + it->klen + 1 + 8 + (it->p.algo == THROTTLE_GCRA ? 24 : 16);
+    size_t cal = has_calendar(it) ? 4 + it->p.cal.zone->name_len : 0;
+    return 4 + it->klen + 1 + 8 + (it->p.algo == THROTTLE_GCRA ? 24 : 16) + cal;
 }
 
 /* Writes an item at p, which has room for item_size(it) bytes; returns the
@@ -31,7 +39,7 @@ static uint8_t *write_item(uint8_t *p, const cmd_throttle_item_t *it)
     le32_store(p, (uint32_t)it->klen);
     memcpy(p + 4, it->key, it->klen);
     p += 4 + it->klen;
-    *p++ = it->shadow ? ITEM_SHADOW : 0;
+    *p++ = (uint8_t)((it->shadow ? ITEM_SHADOW : 0) | (has_calendar(it) ? ITEM_CALENDAR : 0));
     le64_store(p, (uint64_t)it->quantity);
     p += 8;
     const throttle_params_t *tp = &it->p;
@@ -61,7 +69,37 @@ static uint8_t *write_item(uint8_t *p, const cmd_throttle_item_t *it)
     }
     for (int i = 0; i < nv; i++, p += 8)
         le64_store(p, (uint64_t)v[i]);
+    if (has_calendar(it)) {
+        const cal_spec_t *c = &tp->cal;
+        *p++ = c->kind;
+        *p++ = c->week_start;
+        *p++ = c->anchor_day;
+        *p++ = (uint8_t)c->zone->name_len;
+        memcpy(p, c->zone->name, c->zone->name_len);
+        p += c->zone->name_len;
+    }
     return p;
+}
+
+/* Reads a calendar (kind, week_start, anchor_day, zone name) into p. */
+static bool get_calendar(rbuf_t *in, cal_spec_t *c, const char **why)
+{
+    c->kind = rbuf_u8(in);
+    c->week_start = rbuf_u8(in);
+    c->anchor_day = rbuf_u8(in);
+    uint8_t n = rbuf_u8(in);
+    const uint8_t *name = rbuf_bytes(in, n);
+    if (in->err) {
+        *why = "truncated";
+        return false;
+    }
+    if (c->kind == CAL_NONE || c->kind > CAL_KIND_MAX) {
+        *why = "bad calendar";
+        return false;
+    }
+    if (!(c->zone = cmd_zone_get((const char *)name, n, why)))
+        return false;
+    return true;
 }
 
 /* A period as the front-ends give it: whole seconds, 1 .. CMD_THROTTLE_MAX_PERIOD_S. */
@@ -99,6 +137,8 @@ static bool get_item(rbuf_t *in, throttle_algo_t algo, cmd_throttle_item_t *it, 
     case THROTTLE_FIXED_WINDOW:
         p->u.win.max_count = rbuf_i64(in);
         period_ns = p->u.win.period_ns = rbuf_i64(in);
+        if (flags & ITEM_CALENDAR && algo == THROTTLE_FIXED_WINDOW && !in->err && !get_calendar(in, &p->cal, why))
+            return false;
         break;
     case THROTTLE_TOKEN_BUCKET:
         p->u.tb.capacity = rbuf_i64(in);
@@ -113,7 +153,7 @@ static bool get_item(rbuf_t *in, throttle_algo_t algo, cmd_throttle_item_t *it, 
         *why = "truncated";
         return false;
     }
-    if (flags & ~ITEM_SHADOW || it->quantity < 0) {
+    if (flags & ~(ITEM_SHADOW | (algo == THROTTLE_FIXED_WINDOW ? ITEM_CALENDAR : 0)) || it->quantity < 0) {
         *why = "bad flags or quantity";
         return false;
     }

@@ -24,7 +24,9 @@
  *   THROTTLE.SLIDING_WINDOW the two-window weighted counter (Cloudflare's
  *                           approximation: previous x (period - elapsed) /
  *                           period + current <= max_count).
- *   THROTTLE.FIXED_WINDOW   a counter of max_count per aligned period.
+ *   THROTTLE.FIXED_WINDOW   a counter of max_count per aligned period, or
+ *                           per local calendar day, week, month, quarter
+ *                           or year of a time zone (core/calendar.h).
  *   THROTTLE.TOKEN_BUCKET   a bucket of `capacity` tokens refilled at
  *                           refill_rate per second (the seeds' funnel).
  *   THROTTLE.BATCH          several of the decisions above atomically, under
@@ -63,12 +65,18 @@
  *   decision   u8 version 1 | item
  *   batch      u8 version 1 | u32 n (1..CMD_THROTTLE_BATCH_MAX) | n x (u8 algorithm | item)
  *   reset      u8 version 1 | key
- *   item       key | u8 flags (1: shadow) | i64 quantity | parameters:
+ *   item       key | u8 flags (1: shadow, 2: calendar) | i64 quantity | parameters:
  *                gcra            i64 max_burst | i64 count_per_period | i64 period_ns
  *                sliding_log,
  *                sliding_window,
  *                fixed_window    i64 max_count | i64 period_ns
  *                token_bucket    i64 capacity | i64 refill rate in micro-tokens per second
+ *              and, with flag 2 (fixed_window only; core/calendar.h):
+ *                calendar        u8 kind | u8 week_start | u8 anchor_day | u8 n | n bytes time zone name
+ *              (period_ns is then the calendar's nominal length).  A
+ *              calendar decision replays from its record alone: the window
+ *              is a pure function of the record's time and this spec, given
+ *              the same tzdata (cmd/zone.h loads the zone by its name).
  *   reserve    u8 version 1 | u8 algorithm | item | i64 ttl_ns | u8 on_expiry
  *   settle     u8 version 1 | key | u64 id | i64 actual
  *   refund     u8 version 1 | u8 algorithm | item   (item's quantity: what is given back)

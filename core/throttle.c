@@ -60,11 +60,15 @@ throttle_algo_t throttle_algo_parse(const char *name)
 
 const char *throttle_validate(const throttle_params_t *p, const char **field)
 {
+    if (p->cal.kind != CAL_NONE && p->algo != THROTTLE_FIXED_WINDOW) {
+        *field = "calendar";
+        return "applies to the fixed_window algorithm only";
+    }
     switch (p->algo) {
     case THROTTLE_GCRA: return gcra_validate(&p->u.gcra, field);
     case THROTTLE_SLIDING_LOG: return slog_validate(&p->u.log, field);
-    case THROTTLE_SLIDING_WINDOW:
-    case THROTTLE_FIXED_WINDOW: return window_validate(&p->u.win, field);
+    case THROTTLE_SLIDING_WINDOW: return window_validate(&p->u.win, field);
+    case THROTTLE_FIXED_WINDOW: return window_validate_cal(&p->u.win, &p->cal, field);
     case THROTTLE_TOKEN_BUCKET: return tbucket_validate(&p->u.tb, field);
     }
     *field = "algorithm";
@@ -116,7 +120,7 @@ bool throttle_check(const throttle_t *t, const throttle_params_t *p, int64_t now
     }
     case THROTTLE_FIXED_WINDOW: {
         window_state_t s = t ? t->u.win : (window_state_t){ 0, 0, 0 };
-        return fixed_window_update(&p->u.win, &s, now_ns, quantity, r, &expire);
+        return fixed_window_update_cal(&p->u.win, &p->cal, &s, now_ns, quantity, r, &expire);
     }
     case THROTTLE_TOKEN_BUCKET: {
         tbucket_state_t s = t ? t->u.tb : tbucket_full(&p->u.tb, now_ns);
@@ -162,7 +166,7 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
             *expire_ns = now_ns;
         break;
     case THROTTLE_FIXED_WINDOW:
-        if (!fixed_window_update(&p->u.win, &t->u.win, now_ns, quantity, &r, expire_ns))
+        if (!fixed_window_update_cal(&p->u.win, &p->cal, &t->u.win, now_ns, quantity, &r, expire_ns))
             *expire_ns = now_ns;
         break;
     case THROTTLE_TOKEN_BUCKET:

@@ -96,6 +96,7 @@ typedef struct throttle_params {
         window_params_t win;
         tbucket_params_t tb;
     } u;
+    cal_spec_t cal;      /* fixed_window: kind CAL_NONE (periods from the epoch) or a calendar (core/calendar.h) */
 } throttle_params_t;
 
 typedef struct throttle throttle_t;

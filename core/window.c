@@ -18,21 +18,61 @@ const char *window_validate(const window_params_t *p, const char **field)
     return NULL;
 }
 
+const char *window_validate_cal(const window_params_t *p, const cal_spec_t *cal, const char **field)
+{
+    const char *why = window_validate(p, field);
+    if (why || !cal || cal->kind == CAL_NONE)
+        return why;
+    if ((why = cal_validate(cal, field)))
+        return why;
+    if (p->period_ns != cal_nominal_s((cal_kind_t)cal->kind) * NS_PER_SEC) {
+        *field = "period";
+        return "cannot be given with a calendar (the calendar sets the window)";
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Fixed window                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* The calendar period holding the instant t_ns: [*start, *end) in ns. */
+static void cal_window(const cal_spec_t *cal, int64_t t_ns, int64_t *start, int64_t *end)
+{
+    int64_t s, e;
+    cal_period(cal, t_ns / NS_PER_SEC, &s, &e);
+    *start = s * NS_PER_SEC;
+    *end = e * NS_PER_SEC;
+}
+
 bool fixed_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
                          rl_result_t *r, int64_t *expire_ns)
 {
-    int64_t aligned = now_ns - now_ns % p->period_ns;
+    return fixed_window_update_cal(p, NULL, s, now_ns, quantity, r, expire_ns);
+}
+
+bool fixed_window_update_cal(const window_params_t *p, const cal_spec_t *cal, window_state_t *s, int64_t now_ns,
+                             int64_t quantity, rl_result_t *r, int64_t *expire_ns)
+{
+    int64_t aligned, end;
+    if (cal && cal->kind == CAL_NONE)
+        cal = NULL;
+    if (cal)
+        cal_window(cal, now_ns, &aligned, &end);
+    else
+        aligned = now_ns - now_ns % p->period_ns, end = aligned + p->period_ns;
     int64_t start = aligned, count = 0;
     if (s->start >= aligned && s->curr > 0) {
         /* the current window, or (clock stepped back) a later one: keep it */
         start = s->start;
         count = s->curr;
+        if (start != aligned) {
+            if (cal)
+                cal_window(cal, start, &aligned, &end);
+            else
+                end = start + p->period_ns;
+        }
     }
-    int64_t end = start + p->period_ns;
 
     r->limit = p->max_count;
     r->retry_after_ns = RL_NEVER;

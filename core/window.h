@@ -16,6 +16,15 @@
  * It allows bursts of up to 2·max_count across a window boundary (max_count at
  * the end of one window, max_count at the start of the next).
  *
+ * A calendar fixed_window (fixed_window_update_cal, core/calendar.h) counts per
+ * local day, week, month, quarter or year of a time zone instead: its
+ * windows are the periods [start, end) cal_period gives for now, so they
+ * last 23 or 25 hours across a DST change and a month its own length, and
+ * reset and retry count to the real local midnight.  The state is the same
+ * (the start of the window counted, its count); the period is a pure
+ * function of the instant and the spec, so a replayed decision finds the
+ * same window.
+ *
  * sliding_window - Cloudflare's approximation of a sliding log with two
  * counters ("How we built rate limiting capable of scaling to millions of
  * domains", 2017): the previous window's count is assumed spread evenly over
@@ -53,6 +62,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/calendar.h"
 #include "core/ratelimit.h"
 
 #define WINDOW_MAX_COUNT INT64_C(1000000000000000)  /* 10^15: keeps every product inside 128 bits */
@@ -60,7 +70,7 @@
 
 typedef struct window_params {
     int64_t max_count;   /* 1..WINDOW_MAX_COUNT */
-    int64_t period_ns;   /* 1..WINDOW_MAX_PERIOD_NS */
+    int64_t period_ns;   /* 1..WINDOW_MAX_PERIOD_NS; with a calendar, cal_nominal_s(kind) in ns */
 } window_params_t;
 
 /* A key's counters; the zero value is the state of an absent key. */
@@ -71,6 +81,9 @@ typedef struct window_state {
 } window_state_t;
 
 const char *window_validate(const window_params_t *p, const char **field);
+/* window_validate, and a calendar's (cal_validate; period_ns must be its
+ * nominal length).  cal NULL or CAL_NONE: no calendar. */
+const char *window_validate_cal(const window_params_t *p, const cal_spec_t *cal, const char **field);
 
 /* One decision for `quantity` (>= 0) at now_ns (>= 0).  Fills *r.  When the
  * request is allowed and quantity > 0, writes the new state to *s and the
@@ -78,6 +91,10 @@ const char *window_validate(const window_params_t *p, const char **field);
  * *s is untouched and it returns false. */
 bool fixed_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
                          rl_result_t *r, int64_t *expire_ns);
+/* fixed_window_update over the periods of a calendar (cal NULL or CAL_NONE:
+ * the epoch-aligned periods of p->period_ns). */
+bool fixed_window_update_cal(const window_params_t *p, const cal_spec_t *cal, window_state_t *s, int64_t now_ns,
+                             int64_t quantity, rl_result_t *r, int64_t *expire_ns);
 bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t quantity,
                            rl_result_t *r, int64_t *expire_ns);
 

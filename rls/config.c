@@ -14,6 +14,13 @@
  *         unlimited: false         true: no unit; answered OK without state
  *         algorithm: fixed_window  tally: sliding_window, sliding_log, gcra, token_bucket
  *         window: 90s              tally: a period of its own (s, m, h, d; the unit may go)
+ *         calendar: month          tally: fixed_window per local day, week, month, quarter
+ *                                  or year (core/calendar.h; the unit may go, or name
+ *                                  the same period: day, week, month, year)
+ *         time_zone: Europe/Paris  tally: the calendar's IANA zone (default UTC)
+ *         week_start: monday       tally: week only (monday .. sunday, default monday)
+ *         anchor_day: 1            tally: month, quarter, year (1..31, clamped to the
+ *                                  month's last day; default 1)
  *       shadow_mode: false         decided and counted, never refuses
  *       detailed_metric: false     a metrics series per value sent
  *       descriptors: [...]         nested
@@ -38,6 +45,7 @@
 #include <yaml.h>
 
 #include "cmd/throttle.h"
+#include "cmd/zone.h"
 #include "rls/rls_int.h"
 
 #define RLS_FILE_MAX (16 * 1024 * 1024)   /* a configuration is small; refuse anything absurd */
@@ -269,15 +277,79 @@ static bool is_null(const yaml_node_t *v)
     return s && v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && (!*s || !strcmp(s, "~") || !strcmp(s, "null"));
 }
 
+/* tally's calendar keys of a rate_limit (calendar, time_zone, week_start,
+ * anchor_day) into r->cal; the checks that need them all come after. */
+static bool get_calendar_key(loader_t *L, const char *k, const yaml_node_t *v, rls_rule_t *r, const char **tz)
+{
+    const char *s = scalar(v);
+    if (!strcmp(k, "calendar")) {
+        r->cal.kind = s ? (uint8_t)cal_kind_parse(s, strlen(s)) : 0;
+        if (!r->cal.kind)
+            return fail(L, v, "calendar", "must be day, week, month, quarter or year, not '%s'", s ? s : "a list or map");
+    } else if (!strcmp(k, "time_zone")) {
+        if (!s)
+            return fail(L, v, "time_zone", "must be a string");
+        *tz = s;
+    } else if (!strcmp(k, "week_start")) {
+        r->cal.week_start = s ? (uint8_t)cal_weekday_parse(s, strlen(s)) : 0;
+        if (!r->cal.week_start)
+            return fail(L, v, "week_start", "must be monday .. sunday, not '%s'", s ? s : "a list or map");
+    } else {
+        uint32_t a = 0;
+        if (!get_u32(L, v, "anchor_day", &a))
+            return false;
+        if (a < 1 || a > 31)
+            return fail(L, v, "anchor_day", "must be between 1 and 31, not %u", a);
+        r->cal.anchor_day = (uint8_t)a;
+    }
+    return true;
+}
+
+/* A rule's calendar, given or not (*given): its keys together, its zone
+ * loaded, and no window, other algorithm or other unit beside it. */
+static bool check_calendar(loader_t *L, const yaml_node_t *m, rls_rule_t *r, const char *tz, bool given,
+                           const char *unit)
+{
+    cal_spec_t *c = &r->cal;
+    if (!c->kind) {
+        if (given)
+            return fail(L, m, tz ? "time_zone" : c->week_start ? "week_start" : "anchor_day",
+                        "time_zone, week_start and anchor_day need calendar (day, week, month, quarter or year)");
+        return true;
+    }
+    if (r->period_s)
+        return fail(L, m, "window", "cannot be given with calendar (the calendar sets the window)");
+    if (r->algo && r->algo != THROTTLE_FIXED_WINDOW)
+        return fail(L, m, "algorithm", "calendar applies to fixed_window only, not %s", throttle_algo_name(r->algo));
+    if (unit && strcasecmp(unit, cal_kind_name((cal_kind_t)c->kind)))
+        return fail(L, m, "unit", "unit '%s' with calendar %s: leave unit out, or give the same period", unit,
+                    cal_kind_name((cal_kind_t)c->kind));
+    if (c->week_start && c->kind != CAL_WEEK)
+        return fail(L, m, "week_start", "applies to calendar week only");
+    if (c->anchor_day && (c->kind == CAL_DAY || c->kind == CAL_WEEK))
+        return fail(L, m, "anchor_day", "applies to calendar month, quarter and year only");
+    if (c->kind == CAL_WEEK && !c->week_start)
+        c->week_start = 1;
+    if (c->kind >= CAL_MONTH && !c->anchor_day)
+        c->anchor_day = 1;
+    const char *why = NULL;
+    if (!(c->zone = cmd_zone_get(tz ? tz : "UTC", strlen(tz ? tz : "UTC"), &why)))
+        return fail(L, m, "time_zone", "'%s' %s", tz ? tz : "UTC", why);
+    r->algo = THROTTLE_FIXED_WINDOW;
+    r->period_s = cal_nominal_s((cal_kind_t)c->kind);
+    return true;
+}
+
 static bool load_rule(loader_t *L, const yaml_node_t *m, rls_rule_t *r, bool *has_unit)
 {
-    static const char *const ours[] = { "algorithm", "window" };
+    static const char *const ours[] = { "algorithm", "window", "calendar", "time_zone", "week_start", "anchor_day" };
     if (m->type != YAML_MAPPING_NODE)
         return fail(L, m, "rate_limit", "must be a map");
-    if (!check_keys(L, m, ours, 2))
+    if (!check_keys(L, m, ours, sizeof(ours) / sizeof(ours[0])))
         return false;
     char *unit = NULL;
-    bool ok = true;
+    const char *tz = NULL;
+    bool ok = true, cal_given = false;
     FOR_PAIRS(L, m, k, v) {
         if (!ok)
             break;
@@ -299,6 +371,10 @@ static bool load_rule(loader_t *L, const yaml_node_t *m, rls_rule_t *r, bool *ha
             r->algo = a;
         } else if (!strcmp(k, "window")) {
             ok = get_window(L, v, &r->period_s);
+        } else if (!strcmp(k, "calendar") || !strcmp(k, "time_zone") || !strcmp(k, "week_start") ||
+                   !strcmp(k, "anchor_day")) {
+            ok = get_calendar_key(L, k, v, r, &tz);
+            cal_given = true;
         } else if (!strcmp(k, "replaces")) {
             if (is_null(v))
                 continue;
@@ -337,6 +413,8 @@ static bool load_rule(loader_t *L, const yaml_node_t *m, rls_rule_t *r, bool *ha
     for (size_t i = 0; ok && r->name && i < r->nreplaces; i++)
         if (r->replaces[i] && !strcmp(r->replaces[i], r->name))
             ok = fail(L, m, "replaces", "replaces should not contain name of same descriptor");
+    if (ok)
+        ok = check_calendar(L, m, r, tz, cal_given, unit);
     if (ok) {
         r->unit = RLS_UNIT_UNKNOWN;
         *has_unit = false;
@@ -362,6 +440,7 @@ static bool load_rule(loader_t *L, const yaml_node_t *m, rls_rule_t *r, bool *ha
             throttle_params_t tp;
             const char *field = NULL, *why;
             rls_params(r->algo, r->requests_per_unit, r->period_s, &tp);
+            tp.cal = r->algo == THROTTLE_FIXED_WINDOW ? r->cal : tp.cal;
             if ((why = throttle_validate(&tp, &field)))
                 ok = fail(L, m, "rate_limit", "requests_per_unit %u per %llds with %s: %s (%s)", r->requests_per_unit,
                           (long long)r->period_s, throttle_algo_name(r->algo), why, field ? field : "parameters");

@@ -613,6 +613,8 @@ bool rls_should_rate_limit(rls_t *r, cmd_ctx_t *ctx, const rls_request_t *q, rls
         it->key = p->key;
         it->klen = p->klen;
         rls_params(p->algo, p->limit.requests_per_unit, p->period_s, &it->p);
+        if (p->rule && p->algo == THROTTLE_FIXED_WINDOW)
+            it->p.cal = p->rule->cal;   /* a calendar rule's (kind CAL_NONE: none) */
         it->quantity = p->quantity;
         it->shadow = p->shadow || charge_all;   /* a shadow item never refuses the others */
         keybytes += p->klen + 64;
@@ -651,6 +653,11 @@ bool rls_should_rate_limit(rls_t *r, cmd_ctx_t *ctx, const rls_request_t *q, rls
             st->has_reset = true;
             /* fixed windows: to the window's end in whole seconds, as envoyproxy/ratelimit */
             st->reset_ms = (p->period_s - now_s % p->period_s) * 1000;
+            if (p->rule && p->rule->cal.kind != CAL_NONE) {   /* a calendar's: to its local boundary */
+                int64_t cs, ce;
+                cal_period(&p->rule->cal, now_s, &cs, &ce);
+                st->reset_ms = (ce - now_s) * 1000;
+            }
             bool over;
             if (p->kind == K_ZERO) {
                 over = p->quantity > 0;

@@ -32,6 +32,7 @@ typedef struct rls_rule {
     bool detailed;                /* the descriptor's detailed_metric */
     throttle_algo_t algo;         /* tally: `algorithm` (fixed_window unless given) */
     int64_t period_s;             /* the unit's length, or tally's `window` */
+    cal_spec_t cal;               /* tally: `calendar` (fixed_window; kind CAL_NONE: none), its zone and anchors */
     const char *domain;           /* its domain's name (the domain's) */
     char *full_key;               /* envoyproxy/ratelimit's stats key: domain.key_value.key2 (as configured) */
     size_t series;                /* its metrics series (metrics.c), set when the set is attached */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages one task needs on Debian 12, in sets:
 #
-#   sh tools/deps.sh build   compiling tallyd (make, make run); libyaml reads --rls-config; nghttp2
+#   sh tools/deps.sh build   compiling tallyd (make, make run); GLib reads tzdata (calendar windows);
+#                              libyaml reads --rls-config; nghttp2
 #                              serves --grpc-port, protobuf-c (and its compiler, protoc-c, at build
 #                              time) its messages; libcurl is the
 #                              replication client (service/replica.c)
@@ -25,7 +26,7 @@
 set -eu
 
 set_name=${1:-build}
-BUILD="gcc make pkg-config
+BUILD="gcc make pkg-config libglib2.0-dev
 libmicrohttpd-dev libgnutls28-dev libjansson-dev libroaring-dev libxxhash-dev zlib1g-dev libjemalloc-dev nettle-dev
 libcurl4-openssl-dev libyaml-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler"
 case "$set_name" in

@@ -94,7 +94,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             " \"deny_status\": 403},"
             "\"sh\": {\"algorithm\": \"sliding_window\", \"max_count\": 1, \"period\": 1, \"key\": \"{method}{path}\","
             " \"shadow\": true, \"prefix\": \"\"},"
-            "\"hdr\": {\"algorithm\": \"fixed_window\", \"max_count\": 2, \"period\": 10, \"key\": \"{header:X-K}\"}}}";
+            "\"hdr\": {\"algorithm\": \"fixed_window\", \"max_count\": 2, \"period\": 10, \"key\": \"{header:X-K}\"},"
+            "\"cal\": {\"algorithm\": \"fixed_window\", \"max_count\": 2, \"calendar\": \"week\", \"week_start\": \"sunday\","
+            " \"time_zone\": \"Asia/Kathmandu\", \"key\": \"{path}\"}}}";
         size_t n;
         char err[256];
         srv.policies = api_policies_create();

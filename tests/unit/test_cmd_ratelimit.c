@@ -10,6 +10,7 @@
 
 #include "cmd/counter.h"
 #include "cmd/throttle.h"
+#include "cmd/zone.h"
 #include "core/rng.h"
 #include "tests/unit/cmd_check.h"
 
@@ -424,6 +425,68 @@ static void test_bad_records_refused(void **state)
     check_refused(&CMD_THROTTLE_RESET, &ra, ri, rb, sizeof(ri) / sizeof(ri[0]));
 }
 
+/* A calendar fixed_window (kind, zone name, anchors). */
+static cmd_throttle_item_t calendar(const char *key, int64_t max, cal_kind_t kind, const char *zone, uint8_t ws,
+                                    uint8_t anchor, int64_t q)
+{
+    cmd_throttle_item_t it = counted(THROTTLE_FIXED_WINDOW, key, max, cal_nominal_s(kind), q);
+    const char *why = NULL;
+    it.p.cal = (cal_spec_t){ (uint8_t)kind, ws, anchor, cmd_zone_get(zone, strlen(zone), &why) };
+    assert_non_null(it.p.cal.zone);
+    return it;
+}
+
+/* Calendar decisions journal their calendar and zone: the records replay
+ * alone to the same keys, across a local midnight, alone and in a batch;
+ * records with a bad calendar are refused. */
+static void test_calendar_records(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    int records = 0;
+    /* 2023-11-14T22:13:20Z + steps of 7 minutes: past midnight in Paris (23:00Z) */
+    int64_t now = 1700000000LL * SEC;
+    for (int i = 0; i < 20; i++, now += 7 * 60 * SEC) {
+        cmd_throttle_item_t it = calendar("paris", 5, CAL_DAY, "Europe/Paris", 0, 0, 1);
+        rl_result_t r = { 0 };
+        size_t before = c.journal.len;
+        assert_true(decide(&c, &it, now, &r, NULL));
+        records += c.journal.len != before;
+        int64_t midnight = 1700002800LL * SEC;   /* 2023-11-15T00:00+01:00 */
+        assert_int_equal(r.allowed, now < midnight ? i < 5 : i - 7 < 5);
+        if (r.allowed)
+            assert_int_equal(r.reset_after_ns, (now < midnight ? midnight : midnight + 86400 * SEC) - now);
+        cmd_throttle_item_t two[2] = { calendar("bill", 100, CAL_MONTH, "America/New_York", 0, 31, 1),
+                                       calendar("week", 100, CAL_WEEK, "Asia/Kathmandu", 7, 0, 1) };
+        rl_result_t rs[2];
+        bool all;
+        cmd_throttle_batch_args_t a = { .items = two, .n = 2, .results = rs };
+        cmd_throttle_batch_res_t br;
+        assert_true(cmd_check_run(&c, &CMD_THROTTLE_BATCH, &a, &br, now, NULL));
+        all = br.all;
+        assert_true(all);
+        records++;
+        assert_int_equal(rs[0].reset_after_ns, 1701320400LL * SEC - now);   /* 2023-11-30T00:00-05:00 */
+    }
+    assert_int_equal(cmd_check_replays(&c), records);
+    cmd_check_close(&c);
+
+    enum { KEYLEN = 1, FLAGS = 1 + 4 + KEYLEN, QUANTITY = FLAGS + 1, PARAMS = QUANTITY + 8, CAL = PARAMS + 16 };
+    cmd_throttle_item_t f = calendar("k", 5, CAL_MONTH, "Europe/Paris", 0, 31, 1);
+    const size_t fi[] = { FLAGS, CAL, CAL, CAL, CAL + 1, CAL + 2, CAL + 2, CAL + 3, CAL + 3, CAL + 4, CAL + 10,
+                          PARAMS + 10 };
+    const uint8_t fb[] = { 0, 0, 6, CAL_DAY, 1, 0, 32, 0, 40, '.', '+', 0 };
+    /* no calendar flag (the calendar's bytes then trail); kind 0, 6, day (with an anchor); a week_start for a
+     * month; anchor 0, 32; an empty zone name, one past the record; a dot in it; another name
+     * (Europe+Paris); a period that is not the calendar's */
+    check_refused(&CMD_THROTTLE_FIXED_WINDOW, &f, fi, fb, sizeof(fi) / sizeof(fi[0]));
+    cmd_throttle_item_t sw = counted(THROTTLE_SLIDING_WINDOW, "k", 5, 60, 1);
+    const size_t si[] = { FLAGS };
+    const uint8_t sb[] = { 2 };   /* the calendar flag on a sliding window */
+    check_refused(&CMD_THROTTLE_SLIDING_WINDOW, &sw, si, sb, 1);
+}
+
 /* The decisions share their access class and flags (routes name
  * CL.THROTTLE for them all); each algorithm has its operation. */
 static void test_table_rows(void **state)
@@ -456,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_long_keys),
         cmocka_unit_test(test_bad_records_refused),
+        cmocka_unit_test(test_calendar_records),
         cmocka_unit_test(test_table_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -725,6 +725,69 @@ static void test_algorithms_and_headers(void **state)
     env_close(&e);
 }
 
+/* tally's calendar keys: a rule counts per local day / month in its zone,
+ * duration_until_reset counts to the real local midnight, and bad values
+ * are refused with the file's line and the field. */
+static void test_calendar_rules(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *rl, *want;
+    } bad[] = {
+        { "{requests_per_unit: 5, calendar: fortnight}", "calendar: must be day, week, month, quarter or year, not 'fortnight'" },
+        { "{requests_per_unit: 5, calendar: day, time_zone: Mars/Base}", "time_zone: 'Mars/Base' is not a time zone" },
+        { "{requests_per_unit: 5, calendar: month, anchor_day: 0}", "anchor_day: must be between 1 and 31, not 0" },
+        { "{requests_per_unit: 5, calendar: month, anchor_day: 32}", "anchor_day: must be between 1 and 31, not 32" },
+        { "{requests_per_unit: 5, calendar: day, window: 1d}", "window: cannot be given with calendar" },
+        { "{requests_per_unit: 5, calendar: day, unit: hour}", "unit: unit 'hour' with calendar day" },
+        { "{requests_per_unit: 5, calendar: day, algorithm: gcra}", "algorithm: calendar applies to fixed_window only" },
+        { "{requests_per_unit: 5, calendar: day, week_start: monday}", "week_start: applies to calendar week only" },
+        { "{requests_per_unit: 5, calendar: week, week_start: caturday}", "week_start: must be monday .. sunday" },
+        { "{requests_per_unit: 5, calendar: week, anchor_day: 3}", "anchor_day: applies to calendar month, quarter and year only" },
+        { "{requests_per_unit: 5, unit: day, time_zone: UTC}", "time_zone: time_zone, week_start and anchor_day need calendar" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char yaml[512], err[512] = "";
+        snprintf(yaml, sizeof(yaml), "domain: d\ndescriptors:\n  - key: k\n    rate_limit: %s\n", bad[i].rl);
+        rls_set_t *s = load_text(yaml, err, sizeof(err));
+        if (s || !strstr(err, bad[i].want))
+            fail_msg("case %zu: got '%s', want '%s'", i, err, bad[i].want);
+    }
+    char err[512];
+    rls_set_t *s = load_text("domain: c\ndescriptors:\n"
+                             "  - key: day\n    rate_limit: {unit: day, requests_per_unit: 2, calendar: day, time_zone: Europe/Paris}\n"
+                             "  - key: bill\n    rate_limit: {requests_per_unit: 3, calendar: month, anchor_day: 31,"
+                             " time_zone: America/New_York}\n"
+                             "  - key: wk\n    rate_limit: {requests_per_unit: 1, calendar: week, week_start: sunday}\n"
+                             "  - key: q\n    rate_limit: {requests_per_unit: 1, calendar: quarter, time_zone: Asia/Kathmandu}\n",
+                             err, sizeof(err));
+    if (!s)
+        fail_msg("%s", err);
+    env_t e;
+    cmd_check_open(&e.c);
+    rls_options_t opt = { 0 };
+    e.r = rls_new(&e.c.srv, &opt, s);
+    /* T0 = 2023-11-14T22:13:20Z: 23:13:20 in Paris, 46 min 40 s to midnight */
+    rls_status_t st;
+    assert_int_equal(hit1(&e, "c", KV("day=1"), T0, &st), RLS_CODE_OK);
+    assert_int_equal(st.reset_ms, 2800 * 1000);
+    assert_int_equal(st.current_limit.unit, RLS_UNIT_DAY);
+    assert_int_equal(run_hits(&e, "c", KV("day=1"), 2, T0 + 60 * NS_PER_SEC), 1);
+    assert_int_equal(run_hits(&e, "c", KV("day=1"), 1, T0 + 2799 * NS_PER_SEC), 0);   /* still the 14th */
+    assert_int_equal(run_hits(&e, "c", KV("day=1"), 1, T0 + 2800 * NS_PER_SEC), 1);   /* the 15th, local */
+    /* the billing month from Oct 31 to Nov 30 (New York): reset at 2023-11-30T05:00Z */
+    assert_int_equal(hit1(&e, "c", KV("bill=1"), T0, &st), RLS_CODE_OK);
+    assert_int_equal(st.reset_ms, (1701320400LL - 1700000000LL) * 1000);
+    /* the week from Sunday 2023-11-12 UTC to Sunday the 19th */
+    assert_int_equal(hit1(&e, "c", KV("wk=1"), T0, &st), RLS_CODE_OK);
+    assert_int_equal(st.reset_ms, (1700352000LL - 1700000000LL) * 1000);
+    assert_int_equal(hit1(&e, "c", KV("wk=1"), T0, &st), RLS_CODE_OVER_LIMIT);
+    /* the quarter to 2024-01-01 in Kathmandu (+05:45): 2023-12-31T18:15Z */
+    assert_int_equal(hit1(&e, "c", KV("q=1"), T0, &st), RLS_CODE_OK);
+    assert_int_equal(st.reset_ms, (1704046500LL - 1700000000LL) * 1000);
+    env_close(&e);
+}
+
 /* detailed_metric's series are bounded: past 1 024 series, hits count in
  * the overflow series; the rule's own series stays. */
 static void test_metrics_bounded(void **state)
@@ -899,6 +962,7 @@ int main(void)
         cmocka_unit_test(test_overrides_and_errors), cmocka_unit_test(test_algorithms_and_headers),
         cmocka_unit_test(test_metrics_bounded),      cmocka_unit_test(test_admission),
         cmocka_unit_test(test_cluster_slots),        cmocka_unit_test(test_swap_keeps_held_set),
+        cmocka_unit_test(test_calendar_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
