@@ -122,7 +122,7 @@ static void reserve_run(api_req_t *req, api_resp_t *resp, rl_item_t *it, int64_t
         return;
     it->r = r.r;
     if (it->policy && !req->replay)
-        policy_count(it->policy, r.r.allowed ? POLICY_ALLOWED : POLICY_LIMITED);
+        policy_count(it->policy, it->limit, r.r.allowed ? POLICY_ALLOWED : POLICY_LIMITED);
     rl_answer(resp, 200, it);
     if (r.r.allowed) {
         char m[96];
