@@ -4,7 +4,8 @@
  * gateway hook and THROTTLE.FIXED_WINDOW on the Redis port count to the real local boundary of their time zone, which
  * Python's zoneinfo computes here independently; bad values are refused in
  * each form (400 with the field, the policy file at start with its line)
- * and change nothing; and the journal replays the windows after kill -9.
+ * and change nothing; the journal replays the windows after kill -9, and a
+ * replica replaying the stream sets the same window ends.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,78 @@ static void test_replay(void **state)
     tally_cleanup(&p);
 }
 
+/* A key's ttl_ms on p (-1: no TTL or no key). */
+static long long ttl_of(const tally_proc_t *p, const char *key)
+{
+    http_resp_t r = httpf(p, "GET", NULL, "/keys/%s", key);
+    long long ttl = r.status == 200 ? json_int_of(&r, "ttl_ms") : -1;
+    http_free(&r);
+    return ttl;
+}
+
+static long long repl_records(const tally_proc_t *p, bool link)
+{
+    json_t *o = http_get_json(p, "/info");
+    json_t *r = json_object_get(o, "replication");
+    json_t *v = json_object_get(link ? json_object_get(r, "link") : r, "records");
+    long long x = json_is_integer(v) ? json_integer_value(v) : -1;
+    json_decref(o);
+    return x;
+}
+
+/* A replica replays the calendar decisions to the same window ends: each
+ * key expires at the same instant on both (its window's end, zoneinfo's). */
+static void test_replica(void **state)
+{
+    (void)state;
+    tally_proc_t p, r;
+    tally_start(&p, NULL, NULL);
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", p.port);
+    const char *args[] = { "--replica-of", url, NULL };
+    tally_start(&r, NULL, args);
+    static const struct {
+        const char *key, *body, *zone, *kind;
+        int ws, anchor;
+    } cases[] = {
+        { "rd", "\"calendar\":\"day\",\"time_zone\":\"Europe/Paris\"", "Europe/Paris", "day", 0, 0 },
+        { "rm", "\"calendar\":\"month\",\"anchor_day\":31,\"time_zone\":\"America/New_York\"", "America/New_York",
+          "month", 0, 31 },
+        { "rw", "\"calendar\":\"week\",\"week_start\":\"sunday\",\"time_zone\":\"Asia/Kathmandu\"", "Asia/Kathmandu",
+          "week", 7, 0 },
+    };
+    long long before = time(NULL);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[300];
+        snprintf(body, sizeof(body), "{\"key\":\"%s\",\"algorithm\":\"fixed_window\",\"max_count\":9,%s}", cases[i].key,
+                 cases[i].body);
+        http_resp_t x = http(&p, "POST", "/throttle", body, NULL);
+        assert_true(json_bool_of(&x, "allowed"));
+        http_free(&x);
+    }
+    long long after = time(NULL);
+    long long head = repl_records(&p, false);
+    for (int i = 0; i < 1000 && repl_records(&r, true) != head; i++) {
+        struct timespec ts = { 0, 20 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(repl_records(&r, true), head);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        long long now0 = time(NULL);
+        long long tp = ttl_of(&p, cases[i].key), tr = ttl_of(&r, cases[i].key);
+        assert_true(tp > 0 && tr > 0);
+        if (tp - tr > 2000 || tr - tp > 2000)   /* the same absolute instant, read a moment apart */
+            fail_msg("%s: ttl %lld ms on the primary, %lld on the replica", cases[i].key, tp, tr);
+        long long end = zoneinfo_end(cases[i].zone, cases[i].kind, cases[i].ws, cases[i].anchor, before);
+        if (end == zoneinfo_end(cases[i].zone, cases[i].kind, cases[i].ws, cases[i].anchor, after))
+            assert_counts_to((tr + 999) / 1000, end, now0 - 1, time(NULL) + 1);
+    }
+    tally_stop(&r);
+    tally_cleanup(&r);
+    tally_stop(&p);
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -311,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_resp),
         cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_replica),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
