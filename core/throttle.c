@@ -409,7 +409,7 @@ static void state_charge(throttle_t *t, const throttle_params_t *p, int64_t now_
         *expire_ns = t->u.tat_ns = gcra_charge(&p->u.gcra, t->u.tat_ns, now_ns, n);
         break;
     case THROTTLE_SLIDING_WINDOW: sliding_window_charge(&p->u.win, &t->u.win, now_ns, n, expire_ns); break;
-    case THROTTLE_FIXED_WINDOW: fixed_window_charge(&p->u.win, &t->u.win, now_ns, n, expire_ns); break;
+    case THROTTLE_FIXED_WINDOW: fixed_window_charge(&p->u.win, &p->cal, &t->u.win, now_ns, n, expire_ns); break;
     case THROTTLE_TOKEN_BUCKET: tbucket_charge(&p->u.tb, &t->u.tb, now_ns, n, expire_ns); break;
     case THROTTLE_SLIDING_LOG: *expire_ns = now_ns; break;   /* never: no reservations */
     }
@@ -424,7 +424,7 @@ static void state_refund(throttle_t *t, const throttle_params_t *p, int64_t now_
         *expire_ns = t->u.tat_ns = gcra_refund(&p->u.gcra, t->u.tat_ns, now_ns, n);
         break;
     case THROTTLE_SLIDING_WINDOW: sliding_window_refund(&p->u.win, &t->u.win, now_ns, n, window, expire_ns); break;
-    case THROTTLE_FIXED_WINDOW: fixed_window_refund(&p->u.win, &t->u.win, now_ns, n, window, expire_ns); break;
+    case THROTTLE_FIXED_WINDOW: fixed_window_refund(&p->u.win, &p->cal, &t->u.win, now_ns, n, window, expire_ns); break;
     case THROTTLE_TOKEN_BUCKET: tbucket_refund(&p->u.tb, &t->u.tb, now_ns, n, expire_ns); break;
     case THROTTLE_SLIDING_LOG: *expire_ns = now_ns; break;
     }
@@ -436,7 +436,7 @@ static int64_t charged_window(const throttle_t *t, const throttle_params_t *p, i
 {
     switch (p->algo) {
     case THROTTLE_SLIDING_WINDOW: return sliding_window_start_of(&p->u.win, &t->u.win, now_ns);
-    case THROTTLE_FIXED_WINDOW: return fixed_window_start_of(&p->u.win, &t->u.win, now_ns);
+    case THROTTLE_FIXED_WINDOW: return fixed_window_start_of(&p->u.win, &p->cal, &t->u.win, now_ns);
     default: return -1;
     }
 }

@@ -180,9 +180,13 @@ bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t 
 
 /* The state rolled to now as fixed_window_update sees it: the window of now
  * (or, a clock stepped back, the later stored one) and its count. */
-static void fixed_roll(const window_params_t *p, window_state_t *s, int64_t now_ns)
+static void fixed_roll(const window_params_t *p, const cal_spec_t *cal, window_state_t *s, int64_t now_ns)
 {
-    int64_t aligned = now_ns - now_ns % p->period_ns;
+    int64_t aligned, end;
+    if (cal && cal->kind != CAL_NONE)
+        cal_window(cal, now_ns, &aligned, &end);
+    else
+        aligned = now_ns - now_ns % p->period_ns;
     if (!(s->start >= aligned && s->curr > 0)) {
         s->start = aligned;
         s->curr = 0;
@@ -211,10 +215,11 @@ static int64_t over_cap(const window_params_t *p, int64_t curr, int64_t n)
     return n >= cap - curr ? cap : curr + n;
 }
 
-int64_t fixed_window_start_of(const window_params_t *p, const window_state_t *s, int64_t now_ns)
+int64_t fixed_window_start_of(const window_params_t *p, const cal_spec_t *cal, const window_state_t *s,
+                              int64_t now_ns)
 {
     window_state_t w = *s;
-    fixed_roll(p, &w, now_ns);
+    fixed_roll(p, cal, &w, now_ns);
     return w.start;
 }
 
@@ -225,9 +230,18 @@ int64_t sliding_window_start_of(const window_params_t *p, const window_state_t *
     return w.start;
 }
 
-static int64_t fixed_expire(const window_params_t *p, const window_state_t *s, int64_t now_ns)
+/* The end of the window a fixed window's state counts in: its calendar
+ * period's (a local boundary) or start + period. */
+static int64_t fixed_expire(const window_params_t *p, const cal_spec_t *cal, const window_state_t *s, int64_t now_ns)
 {
-    return s->curr > 0 ? s->start + p->period_ns : now_ns;
+    if (s->curr <= 0)
+        return now_ns;
+    if (cal && cal->kind != CAL_NONE) {
+        int64_t start, end;
+        cal_window(cal, s->start, &start, &end);
+        return end;
+    }
+    return s->start + p->period_ns;
 }
 
 static int64_t sliding_expire(const window_params_t *p, const window_state_t *s, int64_t now_ns)
@@ -235,20 +249,21 @@ static int64_t sliding_expire(const window_params_t *p, const window_state_t *s,
     return s->curr > 0 ? s->start + 2 * p->period_ns : s->prev > 0 ? s->start + p->period_ns : now_ns;
 }
 
-void fixed_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns)
-{
-    fixed_roll(p, s, now_ns);
-    s->curr = over_cap(p, s->curr, n);
-    *expire_ns = fixed_expire(p, s, now_ns);
-}
-
-void fixed_window_refund(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t window,
+void fixed_window_charge(const window_params_t *p, const cal_spec_t *cal, window_state_t *s, int64_t now_ns, int64_t n,
                          int64_t *expire_ns)
 {
-    fixed_roll(p, s, now_ns);
+    fixed_roll(p, cal, s, now_ns);
+    s->curr = over_cap(p, s->curr, n);
+    *expire_ns = fixed_expire(p, cal, s, now_ns);
+}
+
+void fixed_window_refund(const window_params_t *p, const cal_spec_t *cal, window_state_t *s, int64_t now_ns, int64_t n,
+                         int64_t window, int64_t *expire_ns)
+{
+    fixed_roll(p, cal, s, now_ns);
     if (window < 0 || window == s->start)
         s->curr -= n < s->curr ? n : s->curr;
-    *expire_ns = fixed_expire(p, s, now_ns);
+    *expire_ns = fixed_expire(p, cal, s, now_ns);
 }
 
 void sliding_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n,

@@ -112,17 +112,20 @@ bool sliding_window_update(const window_params_t *p, window_state_t *s, int64_t 
  *                   when w is the window before; a window that has already
  *                   aged out is not refunded (its count no longer matters)
  *
+ * cal: a fixed window's calendar (NULL or CAL_NONE: periods from the epoch).
  * n >= 0.  *expire_ns receives the instant the state is equivalent to an
  * absent key.  window_start_of gives the start of the window a decision at
  * now_ns counts in, after rolling `s` (the window a reservation charged). */
-void fixed_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t *expire_ns);
-void fixed_window_refund(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t window,
+void fixed_window_charge(const window_params_t *p, const cal_spec_t *cal, window_state_t *s, int64_t now_ns, int64_t n,
                          int64_t *expire_ns);
+void fixed_window_refund(const window_params_t *p, const cal_spec_t *cal, window_state_t *s, int64_t now_ns, int64_t n,
+                         int64_t window, int64_t *expire_ns);
 void sliding_window_charge(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n,
                            int64_t *expire_ns);
 void sliding_window_refund(const window_params_t *p, window_state_t *s, int64_t now_ns, int64_t n, int64_t window,
                            int64_t *expire_ns);
-int64_t fixed_window_start_of(const window_params_t *p, const window_state_t *s, int64_t now_ns);
+int64_t fixed_window_start_of(const window_params_t *p, const cal_spec_t *cal, const window_state_t *s,
+                              int64_t now_ns);
 int64_t sliding_window_start_of(const window_params_t *p, const window_state_t *s, int64_t now_ns);
 
 #endif

@@ -326,6 +326,40 @@ static void test_fixed_window_calendar(void **state)
     assert_string_equal(field, "period");
 }
 
+/* Reservations on a calendar window (window.h's charge, refund and
+ * start_of) use the same local periods as its decisions: the window a
+ * reservation charged is the local day, a settle's extra or a refund ends
+ * at the next local midnight of a 23-hour day, and a refund names the
+ * window it gives back to. */
+static void test_fixed_window_calendar_reserve(void **state)
+{
+    (void)state;
+    int64_t day = day_no(2024, 3, 31) * D;
+    fake_zone_t spring = change_at(H, day + 2 * H, 2 * H);
+    window_params_t p = { 10, cal_nominal_s(CAL_DAY) * 1000000000LL };
+    const cal_spec_t cal = { CAL_DAY, 0, 0, &spring.base };
+    int64_t now = (day + H) * 1000000000LL;
+    int64_t start = (day - H) * 1000000000LL;          /* local midnight: 23:00 UTC the day before */
+    int64_t end = (day - H + 23 * H) * 1000000000LL;   /* the next one, 23 hours later */
+    window_state_t s = { 0, 0, 0 };
+    rl_result_t r;
+    int64_t exp;
+    assert_true(fixed_window_update_cal(&p, &cal, &s, now, 4, &r, &exp));
+    assert_int_equal(fixed_window_start_of(&p, &cal, &s, now), start);
+    fixed_window_charge(&p, &cal, &s, now + 1, 3, &exp);
+    assert_int_equal(s.curr, 7);
+    assert_int_equal(exp, end);
+    fixed_window_refund(&p, &cal, &s, now + 2, 5, start, &exp);
+    assert_int_equal(s.curr, 2);
+    assert_int_equal(exp, end);
+    /* after the local midnight the old window's refund gives nothing back */
+    assert_true(fixed_window_update_cal(&p, &cal, &s, end, 1, &r, &exp));
+    assert_int_equal(fixed_window_start_of(&p, &cal, &s, end), end);
+    fixed_window_refund(&p, &cal, &s, end + 1, 1, start, &exp);
+    assert_int_equal(s.curr, 1);
+    assert_int_equal(exp, end + 24 * H * 1000000000LL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_utc_periods), cmocka_unit_test(test_fixed_offset),
         cmocka_unit_test(test_changes),     cmocka_unit_test(test_tiling),
         cmocka_unit_test(test_fixed_window_calendar),
+        cmocka_unit_test(test_fixed_window_calendar_reserve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
