@@ -85,8 +85,8 @@ static json_t *limits_json(const char *s, size_t n)
 
 static bool applies(const policy_t *p, const char *s, size_t n)
 {
-    throttle_params_t tp;
-    return policy_limits(p, "", 0, s, n, &tp) == POLICY_LIMIT_API;
+    throttle_params_t live, tp;
+    return policy_override_text(s, n, &live, NULL) && policy_limits(p, "", 0, &live, &tp) == POLICY_LIMIT_API;
 }
 
 static void h_override_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)

@@ -454,16 +454,30 @@ bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out,
     return rl_params_parse(&f, out, err);
 }
 
-policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const char *api, size_t alen,
+bool policy_override_text(const char *text, size_t len, throttle_params_t *out, void *ud)
+{
+    (void)ud;
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    bool ok = false;
+    if (json_is_object(o) && json_is_string(json_object_get(o, "algorithm"))) {
+        const char *k;
+        json_t *v;
+        ok = true;
+        json_object_foreach(o, k, v) ok = ok && api_name_listed(limit_fields, k);
+        api_fields_t f = api_fields_json(o);
+        api_err_t e;
+        ok = ok && rl_params_parse(&f, out, &e);
+    }
+    json_decref(o);
+    return ok;
+}
+
+policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const throttle_params_t *api,
                              throttle_params_t *out)
 {
-    if (alen) {
-        json_t *o = json_loadb(api, alen, JSON_REJECT_DUPLICATES, NULL);
-        api_err_t e;
-        bool ok = o && policy_override_parse(p, o, out, &e);
-        json_decref(o);
-        if (ok)
-            return POLICY_LIMIT_API;
+    if (api && api->algo == p->params.algo) {
+        *out = *api;
+        return POLICY_LIMIT_API;
     }
     const policy_override_t *f = p->noverrides ? file_override(p, tenant, tlen) : NULL;
     if (f) {
