@@ -155,6 +155,51 @@ static void test_map(void **state)
     override_map_free(m);
 }
 
+/* The per-limit metric: tenants never labels, the policies past
+ * POLICY_METRICS_MAX summed under policy="other". */
+static void test_limit_metrics_bounded(void **state)
+{
+    (void)state;
+    wbuf_t f = WBUF_INIT;
+    wbuf_put_bytes(&f, "{\"policies\":{", 13);
+    for (int i = 0; i < POLICY_METRICS_MAX + 5; i++) {
+        char one[128];
+        int n = snprintf(one, sizeof(one), "%s\"p%03d\":{\"algorithm\":\"fixed_window\",\"max_count\":1,\"period\":60}",
+                         i ? "," : "", i);
+        wbuf_put_bytes(&f, one, (size_t)n);
+    }
+    wbuf_put_bytes(&f, "}}", 2);
+    api_policies_t *reg = api_policies_create();
+    size_t n;
+    char err[300];
+    assert_true(api_policies_load(reg, (const char *)f.data, f.len, &n, err, sizeof(err)));
+    assert_int_equal(n, POLICY_METRICS_MAX + 5);
+    policy_count(policy_find(reg, "p000"), POLICY_LIMIT_API, POLICY_LIMITED);
+    policy_count(policy_find(reg, "p000"), POLICY_LIMIT_DEFAULT, POLICY_ALLOWED);
+    for (int i = POLICY_METRICS_MAX; i < POLICY_METRICS_MAX + 5; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "p%03d", i);
+        policy_count(policy_find(reg, name), POLICY_LIMIT_FILE, POLICY_ALLOWED);
+    }
+    wbuf_t m = WBUF_INIT;
+    api_policies_metrics(reg, &m);
+    wbuf_put_u8(&m, 0);
+    const char *s = (const char *)m.data;
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p000\",limit=\"override\",decision=\"limited\"} 1\n"));
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p000\",limit=\"default\",decision=\"allowed\"} 1\n"));
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"other\",limit=\"file-override\",decision=\"allowed\"} 5\n"));
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p099\","));
+    assert_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p100\","));
+    /* (POLICY_METRICS_MAX + 1) policies x 3 limits x 3 decisions */
+    size_t series = 0;
+    for (const char *q = s; (q = strstr(q, "\ntally_ratelimit_limit_decisions_total{")); q++)
+        series++;
+    assert_int_equal(series, (POLICY_METRICS_MAX + 1) * 9);
+    wbuf_free(&m);
+    wbuf_free(&f);
+    api_policies_free(reg);
+}
+
 static int parses;
 
 static bool count_parse(const char *text, size_t len, throttle_params_t *out, void *ud)
@@ -237,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_resolution),
         cmocka_unit_test(test_map),
         cmocka_unit_test(test_records_replay),
+        cmocka_unit_test(test_limit_metrics_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
