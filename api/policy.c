@@ -422,8 +422,9 @@ static const policy_override_t *file_override(const policy_t *p, const char *t, 
     return NULL;
 }
 
-static const char *const limit_fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
-                                            "capacity", "refill_rate", NULL };
+/* A member of a policy's limits: "algorithm" or one of the algorithms'
+ * parameters (whatever rl_params_parse reads). */
+static bool limit_field(const char *k) { return !strcmp(k, "algorithm") || rl_is_param_name(k); }
 
 bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out, api_err_t *err)
 {
@@ -434,7 +435,7 @@ bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out,
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
-        if (!api_name_listed(limit_fields, k)) {
+        if (!limit_field(k)) {
             api_err_set(err, API_E_BAD_REQUEST, k, "unknown field '%s' (an override holds 'algorithm' and its parameters)",
                        k);
             return false;
@@ -463,7 +464,7 @@ bool policy_override_text(const char *text, size_t len, throttle_params_t *out, 
         const char *k;
         json_t *v;
         ok = true;
-        json_object_foreach(o, k, v) ok = ok && api_name_listed(limit_fields, k);
+        json_object_foreach(o, k, v) ok = ok && limit_field(k);
         api_fields_t f = api_fields_json(o);
         api_err_t e;
         ok = ok && rl_params_parse(&f, out, &e);
