@@ -72,11 +72,11 @@ static void resolve_limits(const policy_t *p, const api_req_t *req, rl_item_t *i
 {
     const char *tenant = it->key + p->prefix_len;
     size_t tlen = it->klen - p->prefix_len;
-    char buf[OVERRIDE_LIMITS_MAX];
-    size_t n = 0;
-    if (req && req->ctx && override_maps_alive())
-        n = cmd_override_lookup(req->ctx->srv, p->name, tenant, tlen, buf, cmd_now_ms(req->ctx));
-    it->limit = policy_limits(p, tenant, tlen, buf, n, &it->p);
+    throttle_params_t live;
+    bool has = req && req->ctx && override_maps_alive() &&
+               cmd_override_lookup(req->ctx->srv, p->name, tenant, tlen, policy_override_text, NULL, &live,
+                                   cmd_now_ms(req->ctx)) == 1;
+    it->limit = policy_limits(p, tenant, tlen, has ? &live : NULL, &it->p);
 }
 
 /* The policy's part of an item: its parameters and shadow mode, and the key

@@ -85,18 +85,17 @@ static json_t *limits_json(const char *s, size_t n)
 
 static bool applies(const policy_t *p, const char *s, size_t n)
 {
-    throttle_params_t tp;
-    return policy_limits(p, "", 0, s, n, &tp) == POLICY_LIMIT_API;
+    throttle_params_t live, tp;
+    return policy_override_text(s, n, &live, NULL) && policy_limits(p, "", 0, &live, &tp) == POLICY_LIMIT_API;
 }
 
 static void h_override_put(api_server_t *srv, api_req_t *req, api_resp_t *resp)
 {
-    static const char *const fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
-                                          "capacity", "refill_rate", NULL };
     policies_read_lock(srv->policies);
     target_t t;
     const policy_t *p = target_of(srv, req, resp, true, &t);
-    json_t *body = p ? api_body_object(req, resp, fields) : NULL;
+    /* members checked by policy_override_parse: the policies file's (rl_params_parse) */
+    json_t *body = p ? api_body_object(req, resp, NULL) : NULL;
     if (!body)
         goto out;
     throttle_params_t tp;

@@ -507,8 +507,9 @@ static const policy_override_t *file_override(const policy_t *p, const char *t, 
     return NULL;
 }
 
-static const char *const limit_fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
-                                            "capacity", "refill_rate", NULL };
+/* A member of a policy's limits: "algorithm" or one of the algorithms'
+ * parameters (whatever rl_params_parse reads). */
+static bool limit_field(const char *k) { return !strcmp(k, "algorithm") || rl_is_param_name(k); }
 
 bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out, api_err_t *err)
 {
@@ -519,7 +520,7 @@ bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out,
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
-        if (!api_name_listed(limit_fields, k)) {
+        if (!limit_field(k)) {
             api_err_set(err, API_E_BAD_REQUEST, k, "unknown field '%s' (an override holds 'algorithm' and its parameters)",
                        k);
             return false;
@@ -539,16 +540,30 @@ bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out,
     return rl_params_parse(&f, out, err);
 }
 
-policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const char *api, size_t alen,
+bool policy_override_text(const char *text, size_t len, throttle_params_t *out, void *ud)
+{
+    (void)ud;
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+    bool ok = false;
+    if (json_is_object(o) && json_is_string(json_object_get(o, "algorithm"))) {
+        const char *k;
+        json_t *v;
+        ok = true;
+        json_object_foreach(o, k, v) ok = ok && limit_field(k);
+        api_fields_t f = api_fields_json(o);
+        api_err_t e;
+        ok = ok && rl_params_parse(&f, out, &e);
+    }
+    json_decref(o);
+    return ok;
+}
+
+policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const throttle_params_t *api,
                              throttle_params_t *out)
 {
-    if (alen) {
-        json_t *o = json_loadb(api, alen, JSON_REJECT_DUPLICATES, NULL);
-        api_err_t e;
-        bool ok = o && policy_override_parse(p, o, out, &e);
-        json_decref(o);
-        if (ok)
-            return POLICY_LIMIT_API;
+    if (api && api->algo == p->params.algo) {
+        *out = *api;
+        return POLICY_LIMIT_API;
     }
     const policy_override_t *f = p->noverrides ? file_override(p, tenant, tlen) : NULL;
     if (f) {

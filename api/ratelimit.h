@@ -122,12 +122,15 @@ typedef enum { POLICY_LIMIT_DEFAULT = 0, POLICY_LIMIT_FILE, POLICY_LIMIT_API } p
 const char *policy_limit_name(policy_limit_t l);
 
 /* The limits of `tenant` (the key's part after the policy's prefix) under
- * policy p into *out: the live override whose text is api[0..alen) (alen
- * 0: none; text the API wrote, of the policy's algorithm - one of another
- * algorithm, left by a reload that changed it, does not apply), else the
- * file's override, else the policy's defaults. */
-policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const char *api, size_t alen,
+ * policy p into *out: the live override `api` (NULL: none; one of another
+ * algorithm, left by a reload that changed the policy's, does not apply),
+ * else the file's override, else the policy's defaults. */
+policy_limit_t policy_limits(const policy_t *p, const char *tenant, size_t tlen, const throttle_params_t *api,
                              throttle_params_t *out);
+/* A live override's stored text (canonical JSON holding its "algorithm")
+ * read back as parameters; false for text that does not read.  The
+ * signature of core/override.h's override_parse_fn (ud unused). */
+bool policy_override_text(const char *text, size_t len, throttle_params_t *out, void *ud);
 /* Reads an override's limits: a JSON object of the policies file's limit
  * members ("algorithm", optional, must be the policy's, and its
  * parameters); sets "algorithm" in o when absent, so that o is the

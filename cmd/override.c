@@ -189,8 +189,8 @@ static bool decode_del(rbuf_t *in, void *args, const char **why)
     return decode_head(in, &a->key, &a->klen, &a->tenant, &a->tlen, why);
 }
 
-size_t cmd_override_lookup(cmd_server_t *srv, const char *policy, const char *tenant, size_t tlen, char *out,
-                           int64_t now_ms)
+int cmd_override_lookup(cmd_server_t *srv, const char *policy, const char *tenant, size_t tlen,
+                        override_parse_fn parse, void *ud, throttle_params_t *out, int64_t now_ms)
 {
     if (override_maps_alive() == 0 || tlen == 0 || tlen > OVERRIDE_TENANT_MAX)
         return 0;
@@ -199,17 +199,12 @@ size_t cmd_override_lookup(cmd_server_t *srv, const char *policy, const char *te
     ks_key_t k = ks_key(srv->ks, kb, klen);
     ks_shard_t *sh = ks_shard_at(srv->ks, k.shard);
     ks_shard_lock(sh);
-    size_t n = 0;
+    int found = 0;
     ks_entry_t *e = ks_find(srv->ks, &k, now_ms);
-    if (e && ks_entry_type(e) == &override_type) {
-        const char *l = override_map_get(ks_entry_value(e), tenant, tlen, &n);
-        if (l)
-            memcpy(out, l, n);
-        else
-            n = 0;
-    }
+    if (e && ks_entry_type(e) == &override_type)
+        found = override_map_limits(ks_entry_value(e), tenant, tlen, parse, ud, out);
     ks_shard_unlock(sh);
-    return n;
+    return found;
 }
 
 const cmd_def_t CMD_OVERRIDE_SET = { "OVERRIDE.SET", CMD_ID_OVERRIDE_SET, CMD_F_WRITE | CMD_F_DENYOOM,

@@ -81,12 +81,14 @@ typedef struct cmd_override_list_res {
 
 extern const cmd_def_t CMD_OVERRIDE_SET, CMD_OVERRIDE_DEL, CMD_OVERRIDE_GET, CMD_OVERRIDE_LIST;
 
-/* What a decision asks: the limits of `tenant` under `policy`'s overrides,
- * copied into out (OVERRIDE_LIMITS_MAX bytes); 0 when there are none.
- * Internal, like reading configuration: no token prefix or slot check (a
- * key another cluster node owns is simply not found here), and O(1) when no
- * override exists at all on this node. */
-size_t cmd_override_lookup(cmd_server_t *srv, const char *policy, const char *tenant, size_t tlen, char *out,
-                           int64_t now_ms);
+/* What a decision asks: the parameters of `tenant`'s live override under
+ * `policy`, its text read by parse (the front-end's) the first time only
+ * (core/override.h, override_map_limits): 1 with *out, 0 when there is
+ * none, -1 when its text does not read.  Internal, like reading
+ * configuration: no token prefix or slot check (a key another cluster node
+ * owns is simply not found here), and no lock at all while no override
+ * exists on this node. */
+int cmd_override_lookup(cmd_server_t *srv, const char *policy, const char *tenant, size_t tlen,
+                        override_parse_fn parse, void *ud, throttle_params_t *out, int64_t now_ms);
 
 #endif

@@ -10,7 +10,11 @@
 typedef struct entry {
     char *tenant;                /* tenant bytes, then limits bytes: one allocation */
     uint16_t tlen, llen;
+    uint8_t cache;               /* CACHE_*: what `params` holds */
+    throttle_params_t params;    /* the text as the front-end's parser read it */
 } entry_t;
+
+enum { CACHE_NONE = 0, CACHE_OK, CACHE_BAD };
 
 /* Maps alive in the process: a decision looks for overrides only when some
  * exist (override_maps_alive). */
@@ -85,6 +89,22 @@ const char *override_map_get(const override_map_t *m, const char *tenant, size_t
     return m->e[i].tenant + m->e[i].tlen;
 }
 
+int override_map_limits(override_map_t *m, const char *tenant, size_t tlen, override_parse_fn parse, void *ud,
+                        throttle_params_t *out)
+{
+    bool found;
+    size_t i = find(m, tenant, tlen, &found);
+    if (!found)
+        return 0;
+    entry_t *e = &m->e[i];
+    if (e->cache == CACHE_NONE)
+        e->cache = parse(e->tenant + e->tlen, e->llen, &e->params, ud) ? CACHE_OK : CACHE_BAD;
+    if (e->cache == CACHE_BAD)
+        return -1;
+    *out = e->params;
+    return 1;
+}
+
 size_t override_map_after(const override_map_t *m, const char *tenant, size_t tlen)
 {
     if (!tenant)
@@ -125,6 +145,7 @@ int override_map_set(override_map_t *m, const char *tenant, size_t tlen, const c
         free(m->e[i].tenant);
         m->e[i].tenant = b;
         m->e[i].llen = (uint16_t)llen;
+        m->e[i].cache = CACHE_NONE;
         return OVERRIDE_OK;
     }
     if (m->n >= OVERRIDE_MAX_ENTRIES) {
@@ -143,7 +164,10 @@ int override_map_set(override_map_t *m, const char *tenant, size_t tlen, const c
         m->cap = nc;
     }
     memmove(&m->e[i + 1], &m->e[i], (m->n - i) * sizeof(*m->e));
-    m->e[i] = (entry_t){ b, (uint16_t)tlen, (uint16_t)llen };
+    memset(&m->e[i], 0, sizeof(m->e[i]));
+    m->e[i].tenant = b;
+    m->e[i].tlen = (uint16_t)tlen;
+    m->e[i].llen = (uint16_t)llen;
     m->n++;
     m->bytes += tlen + llen;
     return OVERRIDE_OK;

@@ -13,6 +13,12 @@
  * by tenant (bytes, then length), so a lookup is a binary search, a listing
  * is in a stable order and a cursor is the last tenant returned.
  *
+ * The decisions read an entry's limits as the algorithm parameters the
+ * front-end makes of its text, once: override_map_limits keeps what the
+ * front-end's parser gave in the entry (its room is counted in the value's
+ * size from the start), a cache like HyperLogLog's count - filled by a read
+ * under the key's lock, never encoded, dropped when the text changes.
+ *
  * Bounds: a tenant is 1..OVERRIDE_TENANT_MAX bytes, the limits text
  * 1..OVERRIDE_LIMITS_MAX bytes, a map holds at most OVERRIDE_MAX_ENTRIES.
  */
@@ -23,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/throttle.h"
 #include "core/types.h"
 
 enum { TYPE_TAG_OVERRIDE = 20 };
@@ -53,6 +60,13 @@ bool override_map_del(override_map_t *m, const char *tenant, size_t tlen);
 /* The i-th entry in tenant order (i < count). */
 void override_map_at(const override_map_t *m, size_t i, const char **tenant, size_t *tlen, const char **limits,
                      size_t *llen);
+/* The parameters of tenant's limits: parse(text, len, out, ud) the first
+ * time (false: the text does not read, remembered too), its answer after.
+ * 1 with *out, 0 when the tenant has no entry, -1 when its text does not
+ * read.  Call under the key's lock (it writes the cache). */
+typedef bool (*override_parse_fn)(const char *text, size_t len, throttle_params_t *out, void *ud);
+int override_map_limits(override_map_t *m, const char *tenant, size_t tlen, override_parse_fn parse, void *ud,
+                        throttle_params_t *out);
 /* The index of the first entry after `tenant` in tenant order (0 for a NULL tenant). */
 size_t override_map_after(const override_map_t *m, const char *tenant, size_t tlen);
 /* The heap bytes one entry of these sizes adds (room to ask for before a set). */

@@ -9,7 +9,9 @@
  * access log and in /metrics.  (Replication: it_replication.c,
  * test_overrides_replicated.)
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,12 +345,86 @@ static void test_violated(void **state)
     tally_cleanup(&p);
 }
 
+/* Decisions from several threads while the main thread sets, replaces
+ * and deletes the same tenant's override: every decision runs by one of
+ * the limits in play (the default 2, or an override's 10 or 20), never
+ * fails, and the last state decides at the end.  (ThreadSanitizer runs
+ * this: the parsed limits kept in the value are written by decisions.) */
+#define DECIDERS 3
+
+struct decider {
+    tally_proc_t p;
+    long sent, odd;
+    char err[200];
+};
+
+static _Atomic int deciders_stop;
+
+static void *decider_main(void *arg)
+{
+    struct decider *d = arg;
+    while (!atomic_load(&deciders_stop)) {
+        http_resp_t r = hook(&d->p, "api", "busy", NULL, false);
+        if (r.status != 200 && r.status != 429) {
+            snprintf(d->err, sizeof(d->err), "hook answered %ld: %.120s", r.status, r.body ? r.body : "");
+            http_free(&r);
+            break;
+        }
+        json_t *l = json_object_get(r.json, "limit");
+        long long v = json_is_integer(l) ? json_integer_value(l) : -1;
+        if (v != 2 && v != 10 && v != 20)
+            d->odd++;
+        d->sent++;
+        http_free(&r);
+    }
+    return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+    (void)state;
+    tally_proc_t p;
+    start(&p, NULL, false);
+    static struct decider ds[DECIDERS];
+    pthread_t th[DECIDERS];
+    atomic_store(&deciders_stop, 0);
+    for (int i = 0; i < DECIDERS; i++) {
+        ds[i] = (struct decider){ .p = p };
+        assert_int_equal(pthread_create(&th[i], NULL, decider_main, &ds[i]), 0);
+    }
+    for (int i = 0; i < 60; i++) {
+        http_resp_t r = put(&p, "/policies/api/overrides/busy", i % 2 ? "{\"max_count\":20,\"period\":3600}"
+                                                                       : "{\"max_count\":10,\"period\":3600}", false);
+        http_free(&r);
+        if (i % 3 == 2) {
+            r = http(&p, "DELETE", "/policies/api/overrides/busy", NULL, NULL);
+            http_free(&r);
+        }
+    }
+    http_resp_t r = put(&p, "/policies/api/overrides/busy", "{\"max_count\":20,\"period\":3600}", false);
+    http_free(&r);
+    atomic_store(&deciders_stop, 1);
+    long sent = 0;
+    for (int i = 0; i < DECIDERS; i++) {
+        pthread_join(th[i], NULL);
+        if (ds[i].err[0])
+            fail_msg("decider %d: %s", i, ds[i].err);
+        assert_int_equal(ds[i].odd, 0);
+        sent += ds[i].sent;
+    }
+    printf("%ld decisions while the override changed 80 times\n", sent);
+    assert_true(sent > 0);
+    assert_int_equal(limit_of(&p, "busy", false), 20);
+    tally_cleanup(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crud_and_scope),
         cmocka_unit_test(test_durable_and_reload),
         cmocka_unit_test(test_violated),
+        cmocka_unit_test(test_concurrent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -41,26 +41,32 @@ static void test_resolution(void **state)
     assert_int_equal(p->noverrides, 2);
     throttle_params_t tp;
     /* default */
-    assert_int_equal(policy_limits(p, "acme", 4, NULL, 0, &tp), POLICY_LIMIT_DEFAULT);
+    assert_int_equal(policy_limits(p, "acme", 4, NULL, &tp), POLICY_LIMIT_DEFAULT);
     assert_int_equal(tp.u.win.max_count, 2);
     /* the file's */
-    assert_int_equal(policy_limits(p, "gold", 4, NULL, 0, &tp), POLICY_LIMIT_FILE);
+    assert_int_equal(policy_limits(p, "gold", 4, NULL, &tp), POLICY_LIMIT_FILE);
     assert_int_equal(tp.u.win.max_count, 5);
-    assert_int_equal(policy_limits(p, "silver", 6, NULL, 0, &tp), POLICY_LIMIT_FILE);
+    assert_int_equal(policy_limits(p, "silver", 6, NULL, &tp), POLICY_LIMIT_FILE);
     assert_int_equal(tp.u.win.max_count, 3);
-    assert_int_equal(policy_limits(p, "gol", 3, NULL, 0, &tp), POLICY_LIMIT_DEFAULT);
+    assert_int_equal(policy_limits(p, "gol", 3, NULL, &tp), POLICY_LIMIT_DEFAULT);
     /* the API's wins over both */
     static const char api[] = "{\"algorithm\":\"fixed_window\",\"max_count\":9,\"period\":60}";
-    assert_int_equal(policy_limits(p, "gold", 4, api, strlen(api), &tp), POLICY_LIMIT_API);
+    throttle_params_t live;
+    assert_true(policy_override_text(api, strlen(api), &live, NULL));
+    assert_int_equal(policy_limits(p, "gold", 4, &live, &tp), POLICY_LIMIT_API);
     assert_int_equal(tp.u.win.max_count, 9);
     assert_int_equal(tp.algo, THROTTLE_FIXED_WINDOW);
-    assert_int_equal(policy_limits(p, "acme", 4, api, strlen(api), &tp), POLICY_LIMIT_API);
+    assert_int_equal(policy_limits(p, "acme", 4, &live, &tp), POLICY_LIMIT_API);
     /* one of another algorithm (the policy changed since) does not apply */
     static const char other[] = "{\"algorithm\":\"gcra\",\"max_burst\":1,\"count_per_period\":1,\"period\":60}";
-    assert_int_equal(policy_limits(p, "gold", 4, other, strlen(other), &tp), POLICY_LIMIT_FILE);
+    assert_true(policy_override_text(other, strlen(other), &live, NULL));
+    assert_int_equal(policy_limits(p, "gold", 4, &live, &tp), POLICY_LIMIT_FILE);
     assert_int_equal(tp.u.win.max_count, 5);
-    assert_int_equal(policy_limits(p, "acme", 4, other, strlen(other), &tp), POLICY_LIMIT_DEFAULT);
-    assert_int_equal(policy_limits(p, "acme", 4, "{x", 2, &tp), POLICY_LIMIT_DEFAULT);
+    assert_int_equal(policy_limits(p, "acme", 4, &live, &tp), POLICY_LIMIT_DEFAULT);
+    /* stored text that does not read (no tally wrote it) */
+    assert_false(policy_override_text("{x", 2, &live, NULL));
+    assert_false(policy_override_text("{\"max_count\":9,\"period\":60}", 27, &live, NULL));   /* no algorithm */
+    assert_false(policy_override_text("{\"algorithm\":\"fixed_window\",\"max_count\":9,\"period\":60,\"x\":1}", 60, &live, NULL));
     assert_string_equal(policy_limit_name(POLICY_LIMIT_DEFAULT), "default");
     assert_string_equal(policy_limit_name(POLICY_LIMIT_FILE), "file-override");
     assert_string_equal(policy_limit_name(POLICY_LIMIT_API), "override");
@@ -149,6 +155,59 @@ static void test_map(void **state)
     override_map_free(m);
 }
 
+/* The per-limit metric: tenants never labels, the policies past
+ * POLICY_METRICS_MAX summed under policy="other". */
+static void test_limit_metrics_bounded(void **state)
+{
+    (void)state;
+    wbuf_t f = WBUF_INIT;
+    wbuf_put_bytes(&f, "{\"policies\":{", 13);
+    for (int i = 0; i < POLICY_METRICS_MAX + 5; i++) {
+        char one[128];
+        int n = snprintf(one, sizeof(one), "%s\"p%03d\":{\"algorithm\":\"fixed_window\",\"max_count\":1,\"period\":60}",
+                         i ? "," : "", i);
+        wbuf_put_bytes(&f, one, (size_t)n);
+    }
+    wbuf_put_bytes(&f, "}}", 2);
+    api_policies_t *reg = api_policies_create();
+    size_t n;
+    char err[300];
+    assert_true(api_policies_load(reg, (const char *)f.data, f.len, &n, err, sizeof(err)));
+    assert_int_equal(n, POLICY_METRICS_MAX + 5);
+    policy_count(policy_find(reg, "p000"), POLICY_LIMIT_API, POLICY_LIMITED);
+    policy_count(policy_find(reg, "p000"), POLICY_LIMIT_DEFAULT, POLICY_ALLOWED);
+    for (int i = POLICY_METRICS_MAX; i < POLICY_METRICS_MAX + 5; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "p%03d", i);
+        policy_count(policy_find(reg, name), POLICY_LIMIT_FILE, POLICY_ALLOWED);
+    }
+    wbuf_t m = WBUF_INIT;
+    api_policies_metrics(reg, &m);
+    wbuf_put_u8(&m, 0);
+    const char *s = (const char *)m.data;
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p000\",limit=\"override\",decision=\"limited\"} 1\n"));
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p000\",limit=\"default\",decision=\"allowed\"} 1\n"));
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"other\",limit=\"file-override\",decision=\"allowed\"} 5\n"));
+    assert_non_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p099\","));
+    assert_null(strstr(s, "tally_ratelimit_limit_decisions_total{policy=\"p100\","));
+    /* (POLICY_METRICS_MAX + 1) policies x 3 limits x 3 decisions */
+    size_t series = 0;
+    for (const char *q = s; (q = strstr(q, "\ntally_ratelimit_limit_decisions_total{")); q++)
+        series++;
+    assert_int_equal(series, (POLICY_METRICS_MAX + 1) * 9);
+    wbuf_free(&m);
+    wbuf_free(&f);
+    api_policies_free(reg);
+}
+
+static int parses;
+
+static bool count_parse(const char *text, size_t len, throttle_params_t *out, void *ud)
+{
+    parses++;
+    return policy_override_text(text, len, out, ud);
+}
+
 static void test_records_replay(void **state)
 {
     (void)state;
@@ -184,19 +243,28 @@ static void test_records_replay(void **state)
     assert_false(cmd_check_run(&c, &CMD_OVERRIDE_SET, &s, &r, CMD_CHECK_NOW_NS, &err));
     assert_int_equal(err.code, CMD_E_BAD_REQUEST);
     assert_int_equal(cmd_check_replays(&c), 4);
-    /* what a decision finds */
-    char out[OVERRIDE_LIMITS_MAX];
-    assert_int_equal(cmd_override_lookup(&c.srv, "api", "acme", 4, out, CMD_CHECK_NOW_NS / 1000000), 2);
-    assert_memory_equal(out, "{}", 2);
-    assert_int_equal(cmd_override_lookup(&c.srv, "api", "beta", 4, out, CMD_CHECK_NOW_NS / 1000000), 0);
-    assert_int_equal(cmd_override_lookup(&c.srv, "other", "acme", 4, out, CMD_CHECK_NOW_NS / 1000000), 0);
+    /* what a decision finds: the text parsed once, then the cache; "{}" does not read */
+    throttle_params_t tp;
+    parses = 0;
+    assert_int_equal(cmd_override_lookup(&c.srv, "api", "acme", 4, count_parse, NULL, &tp, CMD_CHECK_NOW_NS / 1000000), -1);
+    assert_int_equal(cmd_override_lookup(&c.srv, "api", "acme", 4, count_parse, NULL, &tp, CMD_CHECK_NOW_NS / 1000000), -1);
+    assert_int_equal(parses, 1);
+    assert_int_equal(cmd_override_lookup(&c.srv, "api", "beta", 4, count_parse, NULL, &tp, CMD_CHECK_NOW_NS / 1000000), 0);
+    assert_int_equal(cmd_override_lookup(&c.srv, "other", "acme", 4, count_parse, NULL, &tp, CMD_CHECK_NOW_NS / 1000000), 0);
+    s.limits = l1;
+    s.llen = strlen(l1);
+    assert_true(cmd_check_run(&c, &CMD_OVERRIDE_SET, &s, &r, CMD_CHECK_NOW_NS, NULL));   /* the cache goes with the text */
+    assert_int_equal(cmd_override_lookup(&c.srv, "api", "acme", 4, count_parse, NULL, &tp, CMD_CHECK_NOW_NS / 1000000), 1);
+    assert_int_equal(cmd_override_lookup(&c.srv, "api", "acme", 4, count_parse, NULL, &tp, CMD_CHECK_NOW_NS / 1000000), 1);
+    assert_int_equal(parses, 2);
+    assert_int_equal(tp.u.win.max_count, 9);
     /* the list, from a cursor */
     d.tenant = "acme";
     char got[OVERRIDE_LIMITS_MAX];
     d.out = got;
     assert_true(cmd_check_run(&c, &CMD_OVERRIDE_GET, &d, &r, CMD_CHECK_NOW_NS, NULL));
     assert_true(r.existed);
-    assert_int_equal(r.llen, 2);
+    assert_int_equal(r.llen, strlen(l1));
     /* the last entry deleted: the key goes */
     assert_true(cmd_check_run(&c, &CMD_OVERRIDE_DEL, &d, &r, CMD_CHECK_NOW_NS, NULL));
     ks_key_t k = ks_key(c.srv.ks, key, klen);
@@ -204,7 +272,7 @@ static void test_records_replay(void **state)
     ks_shard_lock(sh);
     assert_null(ks_find(c.srv.ks, &k, CMD_CHECK_NOW_NS / 1000000));
     ks_shard_unlock(sh);
-    assert_int_equal(cmd_check_replays(&c), 5);
+    assert_int_equal(cmd_check_replays(&c), 6);
     cmd_check_close(&c);
 }
 
@@ -214,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_resolution),
         cmocka_unit_test(test_map),
         cmocka_unit_test(test_records_replay),
+        cmocka_unit_test(test_limit_metrics_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
