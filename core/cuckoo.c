@@ -36,10 +36,14 @@ struct cuckoo {
 /* Geometry and slots                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* The least power of two >= x; UINT64_MAX (more than any limit it is
+ * compared with) when that is 2^64: a decoded header's capacity can ask. */
 static uint64_t next_pow2(uint64_t x)
 {
     if (x <= 1)
         return 1;
+    if (x > (1ULL << 63))
+        return UINT64_MAX;
     return 1ULL << (64 - __builtin_clzll(x - 1));
 }
 
