@@ -103,8 +103,8 @@ static bool run_acquire(cmd_ctx_t *ctx, const void *args, void *res)
         if (extra > cmd_room_now(ctx)) {
             /* not journaled: a purge is redone by the next change, and a
              * stable one leaves the same set then (core/lease.h) */
+            cmd_keep_t keep = { &kk, 1, l ? lease_type.size(l) : 0 };   /* not evicted for its own growth */
             cmd_key_close(&h, false);
-            cmd_keep_t keep = { &kk, 1, 0 };
             if (!cmd_room_retry(ctx, extra, &keep, &attempts))
                 return false;
             continue;
