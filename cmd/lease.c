@@ -66,8 +66,14 @@ static void res_init(cmd_lease_res_t *r)
     r->expires_ms = r->ttl_ms = r->retry_after_ms = r->next_expiry_ms = -1;
 }
 
-/* After a change: the key's expiry follows its latest lease; a key left
- * without leases is deleted. */
+/* After a change: the key expires LEASE_KEY_GRACE_MS after its latest
+ * lease; a key left without leases is deleted.  The grace: a replica
+ * expires keys by its own clock, a little ahead of the changes it has yet to
+ * replay; were the key to go with its last lease, a change the primary made
+ * on the key just before that instant could reach a replica that had
+ * already dropped it, and recreate it there with another seed.  A minute of
+ * grace leaves that to a key idle for a minute and a replica a minute
+ * behind.  The leases themselves count for nothing once expired. */
 static void settle_key(cmd_ctx_t *ctx, cmd_key_t *h, lease_t *l, int64_t now_ms)
 {
     if (!h->e)
@@ -78,7 +84,7 @@ static void settle_key(cmd_ctx_t *ctx, cmd_key_t *h, lease_t *l, int64_t now_ms)
     }
     lease_info_t in;
     lease_info(l, now_ms, &in);
-    ks_entry_set_expire(ctx->srv->ks, h->e, in.last_expiry_ms);
+    ks_entry_set_expire(ctx->srv->ks, h->e, in.last_expiry_ms + LEASE_KEY_GRACE_MS);
 }
 
 static bool run_acquire(cmd_ctx_t *ctx, const void *args, void *res)
@@ -103,8 +109,8 @@ static bool run_acquire(cmd_ctx_t *ctx, const void *args, void *res)
         if (extra > cmd_room_now(ctx)) {
             /* not journaled: a purge is redone by the next change, and a
              * stable one leaves the same set then (core/lease.h) */
+            cmd_keep_t keep = { &kk, 1, l ? lease_type.size(l) : 0 };   /* not evicted for its own growth */
             cmd_key_close(&h, false);
-            cmd_keep_t keep = { &kk, 1, 0 };
             if (!cmd_room_retry(ctx, extra, &keep, &attempts))
                 return false;
             continue;

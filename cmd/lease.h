@@ -13,9 +13,9 @@
  *                  brought back - its slot may be another's).
  *   LEASE.INFO     key: the limit and the live leases (a read).
  *
- * The key exists while it holds a lease: its expiry in the keyspace is its
- * latest lease's, and the change that drops its last lease deletes it; a
- * missing key reads as no lease and limit 0.
+ * The key exists while it holds a lease: it expires LEASE_KEY_GRACE_MS after
+ * its latest lease (lease.c says why), and the change that drops its last
+ * lease deletes it; a missing key reads as no lease and limit 0.
  *
  * Replay: the records hold the arguments and the time; a lease's id and
  * expiry are functions of them and the key's state (the id is drawn from the
@@ -40,6 +40,8 @@ enum {
     CMD_ID_LEASE_RENEW = 502,
     CMD_ID_LEASE_INFO = 503,
 };
+
+#define LEASE_KEY_GRACE_MS 60000   /* a key outlives its latest lease by this much */
 
 typedef struct cmd_lease_acquire_args {
     const char *key;

@@ -201,6 +201,39 @@ static void test_records(void **state)
     wbuf_free(&w);
 }
 
+/* Memory is asked for before anything is allocated: a limit whose set could
+ * pass --max-value-size is refused, and an acquire that must grow the array
+ * past --maxmemory (nothing evictable) is refused with nothing changed. */
+static void test_memory_bounds(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    cmd_lease_res_t r;
+    cmd_err_t err;
+    c.srv.limits.max_value = 1000;
+    cmd_lease_acquire_args_t big = { "m", 1, 1000, 1000 };   /* 16 000 bytes at most */
+    assert_false(cmd_check_run(&c, &CMD_LEASE_ACQUIRE, &big, &r, T0, &err));
+    assert_int_equal(err.code, CMD_E_BAD_REQUEST);
+    assert_string_equal(err.field, "limit");
+    c.srv.limits.max_value = 0;
+    for (int i = 0; i < 4; i++)   /* the first array: 4 leases */
+        assert_true(acquire(&c, "m", 100, 60000, T0, &r));
+    size_t records = c.journal.len;
+    ks_set_maxmemory(c.srv.ks, ks_total_memory(c.srv.ks) + 16, KS_NOEVICTION);
+    cmd_lease_acquire_args_t a = { "m", 1, 100, 60000 };
+    assert_false(cmd_check_run(&c, &CMD_LEASE_ACQUIRE, &a, &r, T0, &err));
+    assert_int_equal(err.code, CMD_E_OUT_OF_MEMORY);
+    assert_int_equal(c.journal.len, records);
+    info(&c, "m", T0, &r);
+    assert_int_equal(r.active, 4);
+    ks_set_maxmemory(c.srv.ks, 0, KS_NOEVICTION);
+    assert_true(acquire(&c, "m", 100, 60000, T0, &r));
+    assert_int_equal(r.active, 5);
+    assert_int_equal(cmd_check_replays(&c), 5);
+    cmd_check_close(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_ids),
         cmocka_unit_test(test_model_replays),
         cmocka_unit_test(test_records),
+        cmocka_unit_test(test_memory_bounds),
     };
     return cmocka_run_group_tests_name("cmd_lease", tests, NULL, NULL);
 }
