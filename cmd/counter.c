@@ -6,9 +6,9 @@
 #include "cmd/room.h"
 #include "core/counter.h"
 
-static int64_t ttl_left(const ks_entry_t *e, int64_t now_ms)
+static int64_t ttl_left(const ks_t *ks, const ks_entry_t *e, int64_t now_ms)
 {
-    int64_t x = ks_entry_expire(e);
+    int64_t x = ks_entry_expire(ks, e);
     if (x == KS_NO_EXPIRY)
         return -1;
     return x > now_ms ? x - now_ms : 0;
@@ -46,7 +46,7 @@ static bool run_incrby(cmd_ctx_t *ctx, const void *args, void *res)
     if (h.e && a->has_ttl)
         ks_entry_set_expire(ctx->srv->ks, h.e, now_ms + a->ttl_ms);
     r->value = value;
-    r->ttl_ms = h.e ? ttl_left(h.e, now_ms) : -2;
+    r->ttl_ms = h.e ? ttl_left(ctx->srv->ks, h.e, now_ms) : -2;
     cmd_key_close(&h, changed);
     return true;
 }
@@ -93,7 +93,7 @@ static bool run_counter_get(cmd_ctx_t *ctx, const void *args, void *res)
     if (!cmd_key_open(ctx, a->key, a->klen, &counter_type, CMD_READ, &h))
         return false;
     r->value = h.e ? counter_value(cmd_key_value(&h)) : 0;
-    r->ttl_ms = h.e ? ttl_left(h.e, now_ms) : -2;
+    r->ttl_ms = h.e ? ttl_left(ctx->srv->ks, h.e, now_ms) : -2;
     cmd_key_close(&h, false);
     return true;
 }

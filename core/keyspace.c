@@ -48,22 +48,20 @@
 
 #define KF_INLINE 0x8000u         /* klen_f: the value lives in the entry's area */
 #define KF_KLEN 0x07ffu           /* klen_f: the key's length (<= KS_KEY_MAX) */
+#define LRU_BITS 24               /* lru_tid: last access in seconds, 24 bits (wraps every 194 days) */
+#define LRU_MASK ((1u << LRU_BITS) - 1)
 
 struct ks_entry {
     struct ks_entry *next;        /* hash chain */
-    const ks_type_t *type;
-    int64_t expire_ms;            /* KS_NO_EXPIRY or absolute ms */
     uint32_t hash;                /* low 32 bits of the key's hash (ks_key) */
-    uint32_t vidx;                /* position + 1 in shard->vol, 0 = no expiry */
-    uint32_t lru;                 /* last access, seconds (wraps; compared by difference) */
-    uint32_t snap_slot;           /* index + 1 into shard->items while pinned */
+    uint32_t vidx;                /* position + 1 in shard->vol (which holds the expiry), 0 = none */
+    uint32_t lru_tid;             /* last access (seconds, LRU_BITS, wraps) << 8 | type id */
     uint16_t snap_epoch;          /* snapshot epoch this entry has been handled for */
     uint16_t klen_f;              /* key length | KF_INLINE */
-    /* the value's area (area_size(type) bytes: the value, or heap_val_t),
-     * then the key, then NUL */
-    _Alignas(16) unsigned char data[];
+    /* at data_off(type): the value's area (area_size(type) bytes: the
+     * value, or heap_val_t), then the key, then NUL */
 };
-_Static_assert(sizeof(struct ks_entry) == 48, "the entry header is 48 bytes (44 used; 16-aligned for the value)");
+_Static_assert(sizeof(struct ks_entry) == 24, "the entry header is 24 bytes");
 _Static_assert(KS_KEY_MAX <= KF_KLEN, "a key's length fits klen_f");
 
 /* The area of an entry whose value is a separate allocation. */
@@ -72,17 +70,79 @@ typedef struct heap_val {
     size_t mem;                   /* type->size(p) when last measured (charged) */
 } heap_val_t;
 
+/* A type's values are all kept inline: its area is just the value. */
+static inline bool always_inline(const ks_type_t *t) { return t->inline_size && !t->inline_ok; }
+
 static size_t area_size(const ks_type_t *t)
 {
     size_t n = t->inline_size ? ((size_t)t->inline_size + 7u) & ~(size_t)7u : 0;
+    if (always_inline(t))
+        return n;   /* never a heap value: no room kept for one */
     return n < sizeof(heap_val_t) ? sizeof(heap_val_t) : n;
+}
+
+/* ---- type ids ------------------------------------------------------------
+ * An entry names its type by a one-byte id instead of an 8-byte pointer.
+ * Ids are process-wide: a type gets its tag as id when that is free, else
+ * the first free one, the first time a keyspace stores a value of it. */
+static _Atomic(const ks_type_t *) type_ids[256];
+static pthread_mutex_t type_ids_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The type's id, registering it; -1 when 256 types are registered. */
+static int type_id(const ks_type_t *t)
+{
+    if (atomic_load_explicit(&type_ids[t->tag], memory_order_acquire) == t)
+        return t->tag;
+    for (int i = 0; i < 256; i++) {
+        const ks_type_t *x = atomic_load_explicit(&type_ids[i], memory_order_acquire);
+        if (x == t)
+            return i;
+    }
+    int id = -1;
+    pthread_mutex_lock(&type_ids_lock);
+    for (int i = 0; i < 256 && id < 0; i++)
+        if (atomic_load_explicit(&type_ids[i], memory_order_relaxed) == t)
+            id = i;
+    if (id < 0 && !atomic_load_explicit(&type_ids[t->tag], memory_order_relaxed))
+        id = t->tag;
+    for (int i = 0; i < 256 && id < 0; i++)
+        if (!atomic_load_explicit(&type_ids[i], memory_order_relaxed))
+            id = i;
+    if (id >= 0)
+        atomic_store_explicit(&type_ids[id], t, memory_order_release);
+    pthread_mutex_unlock(&type_ids_lock);
+    return id;
+}
+
+static inline const ks_type_t *type_of(const ks_entry_t *e)
+{
+    return atomic_load_explicit(&type_ids[e->lru_tid & 0xff], memory_order_relaxed);
+}
+
+static inline uint32_t lru_now(int64_t now_ms) { return (uint32_t)(now_ms / 1000) & LRU_MASK; }
+static inline void lru_touch(ks_entry_t *e, int64_t now_ms) { e->lru_tid = (lru_now(now_ms) << 8) | (e->lru_tid & 0xff); }
+static inline uint32_t lru_idle(const ks_entry_t *e, uint32_t now) { return (now - (e->lru_tid >> 8)) & LRU_MASK; }
+
+/* Where the value's area starts.  Entries are malloc'd, so 16-aligned; a
+ * value whose size is a multiple of 16 may need that alignment (a token
+ * bucket's __int128 level) and starts at 32, any other at 24, right after
+ * the header (a type's alignment divides its size: an 8-byte counter is at
+ * most 8-aligned). */
+static inline size_t data_off(const ks_type_t *t)
+{
+    return t->inline_size && t->inline_size % 16 == 0 ? 32 : sizeof(ks_entry_t);
 }
 
 static inline bool is_inline(const ks_entry_t *e) { return e->klen_f & KF_INLINE; }
 static inline size_t entry_klen(const ks_entry_t *e) { return e->klen_f & KF_KLEN; }
-static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)e->data; }
-static inline char *key_of(const ks_entry_t *e) { return (char *)e->data + area_size(e->type); }
-static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void *)e->data : heap_of(e)->p; }
+static inline unsigned char *data_of(const ks_entry_t *e) { return (unsigned char *)(uintptr_t)e + data_off(type_of(e)); }
+static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)data_of(e); }
+static inline char *key_of(const ks_entry_t *e)
+{
+    const ks_type_t *t = type_of(e);
+    return (char *)(uintptr_t)e + data_off(t) + area_size(t);
+}
+static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void *)data_of(e) : heap_of(e)->p; }
 
 /* Whether `value` of type t is to be kept inside its entry. */
 static bool value_inline(const ks_type_t *t, const void *value)
@@ -90,15 +150,19 @@ static bool value_inline(const ks_type_t *t, const void *value)
     return t->inline_size && value && (!t->inline_ok || t->inline_ok(value));
 }
 
-/* An element of a snapshot in progress: either a pinned entry to be encoded
- * when the snapshot reaches it, or the bytes of an entry's record captured
- * because a write was about to change it (buf NULL and len 0 when the entry
- * was captured into an earlier item). */
+/* The bytes of an entry's record captured for a snapshot in progress
+ * because a write was about to change the entry. */
 typedef struct snap_item {
-    ks_entry_t *entry;
     uint8_t *buf;
     size_t len;
 } snap_item_t;
+
+/* An entry with an expiry: its slot in the shard's `vol` array, which holds
+ * the expiry (an entry without one stores none). */
+typedef struct vol_slot {
+    ks_entry_t *e;
+    int64_t expire_ms;
+} vol_slot_t;
 
 struct ks_shard {
     pthread_mutex_t lock;
@@ -108,14 +172,15 @@ struct ks_shard {
     ks_entry_t **table;
     size_t mask;                  /* buckets - 1 */
     size_t n;                     /* entries in the table */
-    ks_entry_t **vol;
+    vol_slot_t *vol;
     size_t nvol, vol_cap;
     size_t mem;
     rng_t rng;                    /* sampling for expiry and eviction */
 
     uint16_t snap_active;         /* epoch of the snapshot in progress, 0 if none */
-    bool snap_collected;          /* pinned entries have been listed */
+    bool snap_walked;             /* the table walk has visited every bucket */
     bool snap_failed;             /* a capture ran out of memory */
+    uint64_t snap_cursor;         /* the table walk's cursor (ks_shard_scan's order) */
     snap_item_t *items;
     size_t nitems, items_cap, items_next;
 } __attribute__((aligned(64)));
@@ -180,8 +245,9 @@ ks_t *ks_create(unsigned shard_bits, uint64_t seed)
 
 static void entry_free(ks_entry_t *e)
 {
-    if (!is_inline(e) && e->type->free)
-        e->type->free(heap_of(e)->p);
+    const ks_type_t *t = type_of(e);
+    if (!is_inline(e) && t->free)
+        t->free(heap_of(e)->p);
     free(e);
 }
 
@@ -319,23 +385,40 @@ void ks_unlock_all(ks_t *ks)
 /* Hash table and dense arrays                                              */
 /* ------------------------------------------------------------------------ */
 
-/* The entry's allocation and its two table slots (bucket, vol). */
-static size_t type_overhead(const ks_type_t *t, size_t klen)
+/* The bytes the allocator really hands out for a request of n: jemalloc's
+ * size classes (8, 16, then 16 apart up to 128, then four classes per
+ * doubling), which tallyd links. */
+static size_t alloc_class(size_t n)
 {
-    return sizeof(ks_entry_t) + area_size(t) + klen + 1 + 2 * sizeof(void *);
+    if (n <= 8)
+        return 8;
+    if (n <= 128)
+        return (n + 15) & ~(size_t)15;
+    size_t spacing = (size_t)1 << (63 - __builtin_clzll((unsigned long long)(n - 1)) - 2);
+    return (n + spacing - 1) & ~(spacing - 1);
 }
 
-/* Without the type: the overhead of a value stored apart (the largest but
- * for an inline value of more than 16 bytes, whose bytes its size counts). */
+static size_t entry_alloc_size(const ks_type_t *t, size_t klen)
+{
+    return data_off(t) + area_size(t) + klen + 1;
+}
+
+/* Without the type: an upper bound of what an entry costs besides its
+ * value's size (the allocation with the largest area, its bucket slot and
+ * a `vol` slot), so that a request asking this much room never gets less. */
 size_t ks_entry_overhead(size_t klen)
 {
-    return sizeof(ks_entry_t) + sizeof(heap_val_t) + klen + 1 + 2 * sizeof(void *);
+    size_t area = KS_INLINE_MAX > sizeof(heap_val_t) ? KS_INLINE_MAX : sizeof(heap_val_t);
+    return alloc_class(32 + area + klen + 1) + sizeof(ks_entry_t *) + sizeof(vol_slot_t);
 }
 
-/* What the entry is charged: computed, not stored. */
+/* What the entry is charged, computed rather than stored: its allocation
+ * as the allocator rounds it, its bucket slot, its `vol` slot when it has
+ * an expiry, and a value stored apart as its type last measured it. */
 static size_t entry_mem(const ks_entry_t *e)
 {
-    return type_overhead(e->type, entry_klen(e)) + (is_inline(e) ? 0 : heap_of(e)->mem);
+    return alloc_class(entry_alloc_size(type_of(e), entry_klen(e))) + sizeof(ks_entry_t *) +
+           (e->vidx ? sizeof(vol_slot_t) : 0) + (is_inline(e) ? 0 : heap_of(e)->mem);
 }
 
 static void charge_add(ks_t *ks, ks_shard_t *sh, size_t mem)
@@ -351,16 +434,19 @@ static void charge_sub(ks_t *ks, ks_shard_t *sh, size_t mem)
 }
 
 /* Stores `value` in e's area (the area's previous value already released):
- * inline values are copied in and their block freed. */
+ * inline values are copied in and their block freed.  The caller has
+ * checked value_inline() for a type whose values are all inline. */
 static void value_store(ks_entry_t *e, void *value)
 {
-    if (value_inline(e->type, value)) {
-        memcpy(e->data, value, e->type->inline_size);
+    const ks_type_t *t = type_of(e);
+    if (value_inline(t, value)) {
+        memcpy(data_of(e), value, t->inline_size);
         free(value);
         e->klen_f |= KF_INLINE;
     } else {
+        assert(!always_inline(t));
         heap_of(e)->p = value;
-        heap_of(e)->mem = e->type->size ? e->type->size(value) : 0;
+        heap_of(e)->mem = t->size ? t->size(value) : 0;
         e->klen_f &= (uint16_t)~KF_INLINE;
     }
 }
@@ -388,17 +474,17 @@ static void table_resize(ks_shard_t *sh, size_t buckets)
     sh->mask = mask;
 }
 
-static bool array_push(ks_entry_t ***arr, size_t *n, size_t *cap, ks_entry_t *e)
+/* Makes room for one more `vol` slot. */
+static bool vol_reserve(ks_shard_t *sh)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        ks_entry_t **p = realloc(*arr, nc * sizeof(*p));
-        if (!p)
-            return false;
-        *arr = p;
-        *cap = nc;
-    }
-    (*arr)[(*n)++] = e;
+    if (sh->nvol < sh->vol_cap)
+        return true;
+    size_t nc = sh->vol_cap ? sh->vol_cap * 2 : 16;
+    vol_slot_t *p = realloc(sh->vol, nc * sizeof(*p));
+    if (!p)
+        return false;
+    sh->vol = p;
+    sh->vol_cap = nc;
     return true;
 }
 
@@ -407,10 +493,22 @@ static void vol_remove(ks_shard_t *sh, ks_entry_t *e)
     if (!e->vidx)
         return;
     size_t i = e->vidx - 1;
-    ks_entry_t *last = sh->vol[--sh->nvol];
+    vol_slot_t last = sh->vol[--sh->nvol];
     sh->vol[i] = last;
-    last->vidx = (uint32_t)(i + 1);
+    last.e->vidx = (uint32_t)(i + 1);
     e->vidx = 0;
+    if (sh->vol_cap > 64 && sh->nvol < sh->vol_cap / 4) {
+        vol_slot_t *p = realloc(sh->vol, sh->vol_cap / 2 * sizeof(*p));
+        if (p) {
+            sh->vol = p;
+            sh->vol_cap /= 2;
+        }
+    }
+}
+
+static inline int64_t entry_expire(const ks_shard_t *sh, const ks_entry_t *e)
+{
+    return e->vidx ? sh->vol[e->vidx - 1].expire_ms : KS_NO_EXPIRY;
 }
 
 static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
@@ -432,16 +530,15 @@ static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
     /* the entry moved into e's place in `vol` is a random one, a cache
      * miss: fetched together with e's bucket rather than after it */
     if (e->vidx)
-        __builtin_prefetch(sh->vol[sh->nvol - 1], 1);
+        __builtin_prefetch(sh->vol[sh->nvol - 1].e, 1);
     ks_entry_t **pp = &sh->table[e->hash & sh->mask];
     while (*pp != e)
         pp = &(*pp)->next;
     *pp = e->next;
 
     sh->n--;
-    vol_remove(sh, e);
-
     charge_sub(ks, sh, entry_mem(e));
+    vol_remove(sh, e);
     atomic_fetch_sub_explicit(&ks->keys, 1, memory_order_relaxed);
     entry_free(e);
 
@@ -460,22 +557,27 @@ static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
  * with a new epoch E.  From then on an entry is "handled" for E once its
  * state as of the barrier is safe: either written to the file, or copied.
  *
- *  - The first time the snapshot visits a shard it pins every entry not yet
- *    handled (snap_slot = its position in `items`) and marks it handled.
- *  - A writer about to change an entry calls capture(): if the shard's
- *    entries have not been listed yet and this one is unhandled, or if it is
- *    pinned, the writer encodes the entry's current record into `items`
- *    first.  Entries created after the barrier are born handled.
- *  - The snapshot then encodes pinned entries as it reaches them, and copies
- *    the captured bytes of the others.
+ *  - The snapshot walks each shard's table bucket by bucket, in
+ *    ks_shard_scan's cursor order, and writes every entry not yet handled
+ *    (marking it handled).  That order visits every entry present for the
+ *    whole walk at least once, across any resizes in between (Redis's
+ *    dictScan guarantee); the epoch keeps an entry from being written twice.
+ *  - A writer about to change an unhandled entry calls capture(), which
+ *    encodes the entry's current record into `items` and marks it handled.
+ *    Entries created after the barrier are born handled.
+ *  - An entry unhandled when the walk reaches it is therefore unchanged since
+ *    the barrier; one deleted in between was captured before.
  *
  * The encoded records therefore show each key exactly as it was at the
  * barrier, while the journal after the barrier holds every later change.
+ * Nothing is kept per key but the 16-bit epoch, and nothing is listed: a
+ * snapshot's memory is the records captured ahead of the walk.
  */
 
-static void record_encode(wbuf_t *out, const ks_entry_t *e)
+static void record_encode(wbuf_t *out, const ks_shard_t *sh, const ks_entry_t *e)
 {
-    snapfmt_put_record(out, e->type->tag, key_of(e), entry_klen(e), e->expire_ms, e->type->encode, value_of(e));
+    const ks_type_t *t = type_of(e);
+    snapfmt_put_record(out, t->tag, key_of(e), entry_klen(e), entry_expire(sh, e), t->encode, value_of(e));
 }
 
 static bool items_push(ks_shard_t *sh, snap_item_t it)
@@ -494,27 +596,20 @@ static bool items_push(ks_shard_t *sh, snap_item_t it)
 
 static void capture(ks_shard_t *sh, ks_entry_t *e)
 {
-    if (!sh->snap_active)
+    if (!sh->snap_active || e->snap_epoch == sh->snap_active)
         return;
-    bool unlisted = !sh->snap_collected && e->snap_epoch != sh->snap_active;
-    if (!unlisted && !e->snap_slot)
-        return;
+    e->snap_epoch = sh->snap_active;
     wbuf_t b = WBUF_INIT;
-    record_encode(&b, e);
+    record_encode(&b, sh, e);
     if (b.oom) {
         wbuf_free(&b);
         sh->snap_failed = true;
+        return;
     }
-    snap_item_t it = { NULL, b.data, b.len };
-    if (e->snap_slot) {
-        sh->items[e->snap_slot - 1] = it;
-        e->snap_slot = 0;
-    } else {
-        e->snap_epoch = sh->snap_active;
-        if (!items_push(sh, it)) {
-            free(it.buf);
-            sh->snap_failed = true;
-        }
+    snap_item_t it = { b.data, b.len };
+    if (!items_push(sh, it)) {
+        free(it.buf);
+        sh->snap_failed = true;
     }
 }
 
@@ -523,7 +618,7 @@ void ks_snapshot_begin(ks_t *ks)
     uint16_t e = ++ks->epoch;
     if (e == 0) {
         /* 16 bits of epoch wrapped (once in 65 535 snapshots): an entry that
-         * no snapshot reached since (snapshots ended before collecting its
+         * no snapshot reached since (snapshots ended before walking its
          * shard) could carry the new epoch.  Every entry is reset, under the
          * locks the caller holds: one pass over the keys. */
         for (unsigned i = 0; i < ks->nshards; i++)
@@ -535,10 +630,29 @@ void ks_snapshot_begin(ks_t *ks)
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
         sh->snap_active = e;
-        sh->snap_collected = false;
+        sh->snap_walked = false;
+        sh->snap_cursor = 0;
         sh->snap_failed = false;
         sh->nitems = sh->items_next = 0;
     }
+}
+
+static uint64_t rev64(uint64_t v)
+{
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    return __builtin_bswap64(v);
+}
+
+/* The cursor after bucket v of a table of mask+1 buckets (reverse-binary
+ * increment over the masked bits, as Redis's dictScan): 0 when done. */
+static uint64_t cursor_next(uint64_t v, size_t mask)
+{
+    v |= ~(uint64_t)mask;
+    v = rev64(v);
+    v++;
+    return rev64(v);
 }
 
 bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uint64_t *records)
@@ -547,31 +661,11 @@ bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uin
     (void)ks;
     if (!sh->snap_active)
         return true;
-    if (!sh->snap_collected) {
-        for (size_t b = 0; b <= sh->mask; b++)
-            for (ks_entry_t *e = sh->table[b]; e; e = e->next) {
-                if (e->snap_epoch == sh->snap_active)
-                    continue;
-                e->snap_epoch = sh->snap_active;
-                snap_item_t it = { e, NULL, 0 };
-                if (!items_push(sh, it)) {
-                    sh->snap_failed = true;
-                    out->oom = true;
-                    return true;
-                }
-                e->snap_slot = (uint32_t)sh->nitems;
-            }
-        sh->snap_collected = true;
-    }
     size_t start = out->len;
-    while (sh->items_next < sh->nitems && out->len - start < budget) {
-        snap_item_t *it = &sh->items[sh->items_next++];
-        if (it->entry) {
-            record_encode(out, it->entry);
-            it->entry->snap_slot = 0;
-            it->entry = NULL;
-            (*records)++;
-        } else if (it->buf) {
+    for (;;) {
+        /* records captured ahead of the walk first */
+        while (sh->items_next < sh->nitems && out->len - start < budget) {
+            snap_item_t *it = &sh->items[sh->items_next++];
             wbuf_put_bytes(out, it->buf, it->len);
             free(it->buf);
             it->buf = NULL;
@@ -579,10 +673,26 @@ bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uin
         }
         if (out->oom)
             return true;
+        if (sh->snap_walked || out->len - start >= budget)
+            break;
+        uint64_t v = sh->snap_cursor;
+        for (ks_entry_t *e = sh->table[v & sh->mask]; e; e = e->next) {
+            if (e->snap_epoch == sh->snap_active)
+                continue;
+            e->snap_epoch = sh->snap_active;
+            record_encode(out, sh, e);
+            (*records)++;
+        }
+        if (out->oom)
+            return true;
+        sh->snap_cursor = cursor_next(v, sh->mask);
+        if (sh->snap_cursor == 0)
+            sh->snap_walked = true;
     }
     if (sh->snap_failed)
         out->oom = true;
-    return sh->items_next == sh->nitems;
+    /* once walked, every entry is handled: no capture adds an item */
+    return sh->snap_walked && sh->items_next == sh->nitems;
 }
 
 bool ks_snapshot_failed(ks_t *ks)
@@ -598,14 +708,12 @@ void ks_snapshot_end(ks_t *ks)
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
         ks_shard_lock(sh);
-        for (size_t j = 0; j < sh->nitems; j++) {
-            if (sh->items[j].entry)
-                sh->items[j].entry->snap_slot = 0;
+        for (size_t j = sh->items_next; j < sh->nitems; j++)
             free(sh->items[j].buf);
-        }
         sh->nitems = sh->items_next = 0;
         sh->snap_active = 0;
-        sh->snap_collected = false;
+        sh->snap_walked = false;
+        sh->snap_cursor = 0;
         if (sh->items_cap > 1024) {
             free(sh->items);
             sh->items = NULL;
@@ -619,14 +727,17 @@ void ks_snapshot_end(ks_t *ks)
 /* Entries                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static ks_shard_t *entry_shard(ks_t *ks, const ks_entry_t *e)
+static ks_shard_t *entry_shard(const ks_t *ks, const ks_entry_t *e)
 {
     return &ks->shards[ks->bits ? e->hash >> (32 - ks->bits) : 0];
 }
 
-static bool expired(const ks_entry_t *e, int64_t now_ms)
+static bool expired(const ks_shard_t *sh, const ks_entry_t *e, int64_t now_ms)
 {
-    return e->expire_ms != KS_NO_EXPIRY && e->expire_ms <= now_ms;
+    if (!e->vidx)
+        return false;
+    int64_t x = sh->vol[e->vidx - 1].expire_ms;
+    return x <= now_ms;
 }
 
 static void entry_delete(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
@@ -642,11 +753,11 @@ ks_entry_t *ks_find(ks_t *ks, const ks_key_t *k, int64_t now_ms)
     ks_entry_t *e = table_find(sh, k);
     if (!e)
         return NULL;
-    if (expired(e, now_ms)) {
+    if (expired(sh, e, now_ms)) {
         entry_delete(ks, sh, e);
         return NULL;
     }
-    e->lru = (uint32_t)(now_ms / 1000);
+    lru_touch(e, now_ms);
     return e;
 }
 
@@ -664,26 +775,44 @@ void ks_entry_prepare_write(ks_t *ks, ks_entry_t *e)
     capture(entry_shard(ks, e), e);
 }
 
+/* Sets e's expiry (not KS_NO_EXPIRY, >= 0) with its `vol` slot reserved. */
+static void vol_set(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, int64_t expire_ms)
+{
+    if (e->vidx) {
+        sh->vol[e->vidx - 1].expire_ms = expire_ms;
+        return;
+    }
+    charge_sub(ks, sh, entry_mem(e));
+    sh->vol[sh->nvol++] = (vol_slot_t){ e, expire_ms };
+    e->vidx = (uint32_t)sh->nvol;
+    charge_add(ks, sh, entry_mem(e));
+}
+
 ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *value,
                    int64_t expire_ms, int64_t now_ms)
 {
     ks_shard_t *sh = &ks->shards[k->shard];
     assert(SHARD_HELD(sh));
-    if (k->len > KS_KEY_MAX || sh->n >= UINT32_MAX - 1)
+    if (k->len > KS_KEY_MAX || sh->n >= UINT32_MAX - 1 || sh->nvol >= UINT32_MAX - 1)
         return NULL;
-    size_t area = area_size(type);
-    ks_entry_t *e = malloc(sizeof(*e) + area + k->len + 1);
+    if (always_inline(type) && !value_inline(type, value))
+        return NULL;   /* no room for anything but the value's bytes */
+    int tid = type_id(type);
+    if (tid < 0)
+        return NULL;
+    if (expire_ms != KS_NO_EXPIRY && !vol_reserve(sh))
+        return NULL;
+    ks_entry_t *e = malloc(entry_alloc_size(type, k->len));
     if (!e)
         return NULL;
     memset(e, 0, sizeof(*e));
-    e->type = type;
+    e->lru_tid = (uint32_t)tid;
+    lru_touch(e, now_ms);
+    e->klen_f = (uint16_t)k->len;
     char *key = key_of(e);
     memcpy(key, k->p, k->len);
     key[k->len] = '\0';
-    e->klen_f = (uint16_t)k->len;
     e->hash = (uint32_t)k->hash;
-    e->expire_ms = KS_NO_EXPIRY;
-    e->lru = (uint32_t)(now_ms / 1000);
     e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
     sh->n++;
     value_store(e, value);   /* the caller's value is the keyspace's from here */
@@ -693,7 +822,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     atomic_fetch_add_explicit(&ks->keys, 1, memory_order_relaxed);
     charge_add(ks, sh, entry_mem(e));
     if (expire_ms != KS_NO_EXPIRY)
-        ks_entry_set_expire(ks, e, expire_ms);
+        vol_set(ks, sh, e, expire_ms < 0 ? 1 : expire_ms);
     if (sh->n > sh->mask + 1)
         table_resize(sh, (sh->mask + 1) * 2);
     return e;
@@ -706,34 +835,37 @@ void ks_entry_delete(ks_t *ks, ks_entry_t *e)
     entry_delete(ks, sh, e);
 }
 
-void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
+bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
 {
     ks_shard_t *sh = entry_shard(ks, e);
     assert(SHARD_HELD(sh));
     if (expire_ms < 0)
         expire_ms = 1;   /* already in the past: expires on next access */
-    if (e->expire_ms == expire_ms)
-        return;
+    if (entry_expire(sh, e) == expire_ms)
+        return true;
+    if (expire_ms != KS_NO_EXPIRY && !e->vidx && (sh->nvol >= UINT32_MAX - 1 || !vol_reserve(sh)))
+        return false;
     capture(sh, e);
-    e->expire_ms = expire_ms;
     if (expire_ms == KS_NO_EXPIRY) {
+        charge_sub(ks, sh, entry_mem(e));
         vol_remove(sh, e);
-    } else if (!e->vidx) {
-        if (array_push(&sh->vol, &sh->nvol, &sh->vol_cap, e))
-            e->vidx = (uint32_t)sh->nvol;
-        /* on allocation failure the key still expires lazily on access */
+        charge_add(ks, sh, entry_mem(e));
+    } else {
+        vol_set(ks, sh, e, expire_ms);
     }
+    return true;
 }
 
 void ks_entry_changed(ks_t *ks, ks_entry_t *e)
 {
     ks_shard_t *sh = entry_shard(ks, e);
     assert(SHARD_HELD(sh));
+    const ks_type_t *t = type_of(e);
     if (is_inline(e)) {
-        assert(!e->type->size || e->type->size(e->data) == e->type->inline_size);
+        assert(!t->size || t->size(data_of(e)) == t->inline_size);
         return;   /* an inline value's charge never changes */
     }
-    size_t mem = e->type->size ? e->type->size(heap_of(e)->p) : 0;
+    size_t mem = t->size ? t->size(heap_of(e)->p) : 0;
     charge_sub(ks, sh, heap_of(e)->mem);
     charge_add(ks, sh, mem);
     heap_of(e)->mem = mem;
@@ -743,17 +875,20 @@ void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value)
 {
     ks_shard_t *sh = entry_shard(ks, e);
     assert(SHARD_HELD(sh));
+    const ks_type_t *t = type_of(e);
+    /* a type whose values are all inline has no room for another */
+    assert(!always_inline(t) || value_inline(t, value));
     capture(sh, e);
     charge_sub(ks, sh, entry_mem(e));
-    if (!is_inline(e) && e->type->free)
-        e->type->free(heap_of(e)->p);
+    if (!is_inline(e) && t->free)
+        t->free(heap_of(e)->p);
     value_store(e, value);
     charge_add(ks, sh, entry_mem(e));
 }
 
-const ks_type_t *ks_entry_type(const ks_entry_t *e) { return e->type; }
+const ks_type_t *ks_entry_type(const ks_entry_t *e) { return type_of(e); }
 void *ks_entry_value(const ks_entry_t *e) { return value_of(e); }
-int64_t ks_entry_expire(const ks_entry_t *e) { return e->expire_ms; }
+int64_t ks_entry_expire(const ks_t *ks, const ks_entry_t *e) { return entry_expire(entry_shard(ks, e), e); }
 size_t ks_entry_memory(const ks_entry_t *e) { return entry_mem(e); }
 
 const char *ks_entry_key(const ks_entry_t *e, size_t *len)
@@ -767,14 +902,6 @@ const char *ks_entry_key(const ks_entry_t *e, size_t *len)
 /* Iteration, expiry, eviction                                              */
 /* ------------------------------------------------------------------------ */
 
-static uint64_t rev64(uint64_t v)
-{
-    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
-    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
-    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
-    return __builtin_bswap64(v);
-}
-
 void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
                    int64_t now_ms, ks_visit_fn fn, void *ud)
 {
@@ -785,23 +912,18 @@ void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_bucket
         max_buckets = 1;
     do {
         for (ks_entry_t *e = sh->table[v & sh->mask]; e; e = e->next)
-            if (!expired(e, now_ms))
+            if (!expired(sh, e, now_ms))
                 fn(ud, e);
-        /* reverse-binary increment over the masked bits (Redis dictScan) */
-        v |= ~(uint64_t)sh->mask;
-        v = rev64(v);
-        v++;
-        v = rev64(v);
+        v = cursor_next(v, sh->mask);
     } while (v != 0 && --max_buckets > 0);
     *cursor = v;
 }
 
 /* Samples n volatile entries of sh at random and deletes the expired ones;
- * returns how many it deleted.  Each sample is two cache misses (a random
- * slot of a large array, then a random entry): a batch's slots, then their
- * entries, are fetched ahead together instead of one miss after another
- * (bench/expire_micro: about 30% less CPU per expired key under a stream
- * of short-lived keys). */
+ * returns how many it deleted.  The expiry is in the `vol` slot itself, so
+ * a sample is one cache miss, and only an expired key's entry is touched;
+ * a batch's slots are fetched ahead together instead of one miss after
+ * another (bench/expire_micro). */
 static size_t expire_sample(ks_t *ks, ks_shard_t *sh, int64_t now_ms, size_t n)
 {
     size_t at[KS_EXPIRE_BATCH];
@@ -814,14 +936,14 @@ static size_t expire_sample(ks_t *ks, ks_shard_t *sh, int64_t now_ms, size_t n)
             __builtin_prefetch(&sh->vol[at[j]]);
         }
         for (size_t j = 0; j < m; j++)
-            __builtin_prefetch(sh->vol[at[j]]);
+            if (sh->vol[at[j]].expire_ms <= now_ms)
+                __builtin_prefetch(sh->vol[at[j]].e);
         for (size_t j = 0; j < m && sh->nvol > 0; j++) {
             /* a deletion moved the last slot into the deleted one's place:
              * a sample past the shortened array is drawn again */
             size_t i = at[j] < sh->nvol ? at[j] : (size_t)rng_below(&sh->rng, sh->nvol);
-            ks_entry_t *e = sh->vol[i];
-            if (expired(e, now_ms)) {
-                entry_delete(ks, sh, e);
+            if (sh->vol[i].expire_ms <= now_ms) {
+                entry_delete(ks, sh, sh->vol[i].e);
                 hit++;
             }
         }
@@ -883,7 +1005,7 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
 {
     if (ks->policy == KS_NOEVICTION)
         return 0;
-    uint32_t now_s = (uint32_t)(now_ms / 1000);
+    uint32_t now_s = lru_now(now_ms);
     for (unsigned tries = 0; tries < ks->nshards; tries++) {
         unsigned i = atomic_fetch_add_explicit(&ks->evict_rr, 1, memory_order_relaxed) & (ks->nshards - 1);
         ks_shard_t *sh = &ks->shards[i];
@@ -893,8 +1015,8 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         ks_entry_t *best = NULL;
         uint32_t best_idle = 0;
         for (int s = 0; n && s < KS_EVICT_SAMPLES; s++) {
-            ks_entry_t *e = vol ? sh->vol[rng_below(&sh->rng, n)] : table_sample(sh);
-            uint32_t idle = now_s - e->lru;
+            ks_entry_t *e = vol ? sh->vol[rng_below(&sh->rng, n)].e : table_sample(sh);
+            uint32_t idle = lru_idle(e, now_s);
             if ((!best || idle > best_idle) && !kept(e, keep, nkeep)) {
                 best = e;
                 best_idle = idle;
@@ -903,8 +1025,8 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         /* the samples were all kept: another, in order */
         size_t looked = 0;
         for (size_t k = 0; vol && !best && k < n && k < KS_EVICT_SCAN; k++)
-            if (!kept(sh->vol[k], keep, nkeep))
-                best = sh->vol[k];
+            if (!kept(sh->vol[k].e, keep, nkeep))
+                best = sh->vol[k].e;
         for (size_t b = 0; !vol && !best && b <= sh->mask && looked < KS_EVICT_SCAN; b++)
             for (ks_entry_t *e = sh->table[b]; e && !best && looked < KS_EVICT_SCAN; e = e->next, looked++)
                 if (!kept(e, keep, nkeep))

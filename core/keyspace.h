@@ -119,8 +119,10 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
                    int64_t expire_ms, int64_t now_ms);
 /* Removes the entry and frees its value. */
 void ks_entry_delete(ks_t *ks, ks_entry_t *e);
-/* Sets (or with KS_NO_EXPIRY clears) the absolute expiry. */
-void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);
+/* Sets (or with KS_NO_EXPIRY clears) the absolute expiry.  Returns false,
+ * changing nothing, when the shard's array of volatile keys could not grow
+ * (out of memory). */
+bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);
 /* Re-measures the value after a change (memory accounting). */
 void ks_entry_changed(ks_t *ks, ks_entry_t *e);
 /* Replaces the value (freeing the old one) after ks_find_write. */
@@ -129,7 +131,9 @@ void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value);
 const ks_type_t *ks_entry_type(const ks_entry_t *e);
 void *ks_entry_value(const ks_entry_t *e);
 const char *ks_entry_key(const ks_entry_t *e, size_t *len);
-int64_t ks_entry_expire(const ks_entry_t *e);
+/* The entry's expiry (KS_NO_EXPIRY if none): kept in its shard's array of
+ * volatile keys, not in the entry, hence the keyspace. */
+int64_t ks_entry_expire(const ks_t *ks, const ks_entry_t *e);
 size_t ks_entry_memory(const ks_entry_t *e);
 /* What an entry costs besides its value (struct, key, table slots): with
  * type->size(value), what ks_add charges for a key of klen bytes. */
