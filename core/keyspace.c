@@ -10,21 +10,23 @@
  *     21 bits of the key's hash in the bits the address leaves free, which
  *     give an entry's home slot without reading it (tables up to 2^21 slots
  *     a shard; larger ones hash the key again) and filter lookups;
- *   - `vol`, an open-addressing map of the entries with an expiry (entry
- *     pointer -> expiry, 16 bytes a slot): only keys with a TTL pay for one,
- *     and active expiry and volatile-lru sample its slots at random, as Redis
- *     samples its expires dict.  allkeys-lru samples the table itself;
+ *   - `vol`, a dense array of the entries with an expiry and their expiries
+ *     (16 bytes each): only keys with a TTL pay for one.  Each such entry
+ *     knows its index in it, so adding and removing is O(1) (swap with the
+ *     last) and sampling for active expiry and volatile-lru is an array
+ *     index.  allkeys-lru samples the table itself, as Redis its dict;
  *   - the snapshot state (see "Snapshots" below).
  *
  * An entry is one allocation: an 8-byte header (24 bits of LRU clock, a
  * one-byte type id, the key's length and flags, a 16-bit snapshot epoch),
- * the value's area, then the key and a NUL.  The area holds a small value
+ * the value's area, its index in `vol` (4 bytes), then the key and a NUL.  The area holds a small value
  * itself when its type allows (types.h, inline_size: a counter, a rate
  * limiter's state), else the value's pointer and the bytes its type reported
  * when last measured.  Neither the hash nor the expiry is stored in the
  * entry: the hash is computed again from the key (in the entry's first cache
  * line) when an entry's shard or home is needed, the expiry lives in `vol`.
- * A 10-byte counter key is a 32-byte allocation and an 8-byte slot.
+ * A 10-byte counter key is a 32-byte allocation (8 + 8 + 4 + 11) and an
+ * 8-byte slot.
  *
  * Memory charged per entry: the entry's allocation as the allocator rounds
  * it, one table slot, one `vol` slot when it has an expiry, plus what the
@@ -43,14 +45,13 @@
 #include "core/rng.h"
 
 #define KS_MIN_SLOTS 16           /* a shard's table never shrinks below this */
-#define KS_MIN_VOL 16             /* nor its vol map */
 #define KS_EVICT_SAMPLES 5        /* keys sampled per eviction, as Redis's maxmemory-samples */
 #define KS_EVICT_SCAN 64          /* entries looked at when every sample was a key to keep */
 #define KS_EXPIRE_REPEAT_PCT 25   /* resample a shard while > 25% of samples were expired */
 #define KS_EXPIRE_STEP_BUDGET 4   /* a step samples at most 4x its shards' first rounds */
 
 #define KF_INLINE 0x8000u         /* klen_f: the value lives in the entry's area */
-#define KF_VOL 0x4000u            /* klen_f: the entry has an expiry (in the shard's vol map) */
+#define KF_VOL 0x4000u            /* klen_f: the entry has an expiry (in the shard's vol array) */
 #define KF_KLEN 0x07ffu           /* klen_f: the key's length (<= KS_KEY_MAX) */
 #define LRU_BITS 24               /* lru_tid: last access in seconds, 24 bits (wraps every 194 days) */
 #define LRU_MASK ((1u << LRU_BITS) - 1)
@@ -66,7 +67,8 @@ struct ks_entry {
     uint16_t klen_f;              /* key length | KF_INLINE | KF_VOL */
     uint16_t snap_epoch;          /* snapshot epoch this entry has been handled for */
     /* at data_off(type): the value's area (area_size(type) bytes: the
-     * value, or heap_val_t), then the key, then NUL */
+     * value, or heap_val_t), the uint32_t index + 1 in the shard's vol
+     * array (0: none), the key, NUL */
 };
 _Static_assert(sizeof(struct ks_entry) == 8, "the entry header is 8 bytes");
 _Static_assert(KS_KEY_MAX <= KF_KLEN, "a key's length fits klen_f");
@@ -143,11 +145,12 @@ static inline bool is_vol(const ks_entry_t *e) { return e->klen_f & KF_VOL; }
 static inline size_t entry_klen(const ks_entry_t *e) { return e->klen_f & KF_KLEN; }
 static inline unsigned char *data_of(const ks_entry_t *e) { return (unsigned char *)(uintptr_t)e + data_off(type_of(e)); }
 static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)data_of(e); }
-static inline char *key_of(const ks_entry_t *e)
+static inline uint32_t *vidx_of(const ks_entry_t *e)
 {
     const ks_type_t *t = type_of(e);
-    return (char *)(uintptr_t)e + data_off(t) + area_size(t);
+    return (uint32_t *)(uintptr_t)((char *)(uintptr_t)e + data_off(t) + area_size(t));
 }
+static inline char *key_of(const ks_entry_t *e) { return (char *)(vidx_of(e) + 1); }
 static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void *)data_of(e) : heap_of(e)->p; }
 
 /* Whether `value` of type t is to be kept inside its entry. */
@@ -175,7 +178,7 @@ typedef struct snap_item {
     size_t len;
 } snap_item_t;
 
-/* A slot of the vol map (e NULL: empty). */
+/* An entry of the vol array. */
 typedef struct vol_slot {
     ks_entry_t *e;
     int64_t expire_ms;
@@ -189,9 +192,8 @@ struct ks_shard {
     uint64_t *slots;              /* the table: slot_make() values, 0 = empty */
     size_t mask;                  /* slots - 1 */
     size_t n;                     /* entries in the table */
-    vol_slot_t *vol;              /* the vol map */
-    size_t vmask;                 /* its slots - 1 */
-    size_t nvol;
+    vol_slot_t *vol;              /* the entries with an expiry */
+    size_t nvol, vol_cap;
     size_t mem;
     rng_t rng;                    /* sampling for expiry and eviction */
     uint64_t seed;                /* the keyspace's, to hash keys again */
@@ -228,17 +230,11 @@ static bool shard_init(ks_shard_t *sh, uint64_t seed, uint64_t rng_seed_value)
     if (pthread_mutex_init(&sh->lock, NULL) != 0)
         return false;
     sh->slots = calloc(KS_MIN_SLOTS, sizeof(*sh->slots));
-    sh->vol = calloc(KS_MIN_VOL, sizeof(*sh->vol));
-    if (!sh->slots || !sh->vol) {
-        free(sh->slots);
-        free(sh->vol);
-        sh->slots = NULL;
-        sh->vol = NULL;
+    if (!sh->slots) {
         pthread_mutex_destroy(&sh->lock);
         return false;
     }
     sh->mask = KS_MIN_SLOTS - 1;
-    sh->vmask = KS_MIN_VOL - 1;
     sh->seed = seed;
     rng_seed(&sh->rng, rng_seed_value);
     return true;
@@ -416,7 +412,7 @@ void ks_unlock_all(ks_t *ks)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Hash table and vol map                                                   */
+/* Hash table and vol array                                                 */
 /* ------------------------------------------------------------------------ */
 
 /* The bytes the allocator really hands out for a request of n: jemalloc's
@@ -434,7 +430,7 @@ static size_t alloc_class(size_t n)
 
 static size_t entry_alloc_size(const ks_type_t *t, size_t klen)
 {
-    return data_off(t) + area_size(t) + klen + 1;
+    return data_off(t) + area_size(t) + sizeof(uint32_t) + klen + 1;
 }
 
 /* Without the type: an upper bound of what an entry costs besides its
@@ -443,7 +439,7 @@ static size_t entry_alloc_size(const ks_type_t *t, size_t klen)
 size_t ks_entry_overhead(size_t klen)
 {
     size_t area = KS_INLINE_MAX > sizeof(heap_val_t) ? KS_INLINE_MAX : sizeof(heap_val_t);
-    return alloc_class(16 + area + klen + 1) + sizeof(uint64_t) + sizeof(vol_slot_t);
+    return alloc_class(16 + area + sizeof(uint32_t) + klen + 1) + sizeof(uint64_t) + sizeof(vol_slot_t);
 }
 
 /* What the entry is charged, computed rather than stored: its allocation
@@ -562,92 +558,60 @@ static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
     return NULL;
 }
 
-/* ---- the vol map ---------------------------------------------------------- */
+/* ---- the vol array ------------------------------------------------------- */
 
-static inline size_t vol_home(const ks_entry_t *e, size_t vmask)
+/* Makes room for one more entry in the vol array. */
+static bool vol_reserve(ks_shard_t *sh)
 {
-    uint64_t x = ((uint64_t)(uintptr_t)e >> 4) * 0x9e3779b97f4a7c15ULL;
-    return (size_t)(x >> 32) & vmask;
-}
-
-static inline size_t vol_find(const ks_shard_t *sh, const ks_entry_t *e)
-{
-    size_t i = vol_home(e, sh->vmask);
-    while (sh->vol[i].e != e) {
-        assert(sh->vol[i].e);
-        i = (i + 1) & sh->vmask;
-    }
-    return i;
-}
-
-static bool vol_resize(ks_shard_t *sh, size_t nslots)
-{
-    vol_slot_t *v = calloc(nslots, sizeof(*v));
-    if (!v)
+    if (sh->nvol < sh->vol_cap)
+        return true;
+    if (sh->nvol >= UINT32_MAX - 1)
         return false;
-    size_t vmask = nslots - 1;
-    for (size_t i = 0; i <= sh->vmask; i++)
-        if (sh->vol[i].e) {
-            size_t j = vol_home(sh->vol[i].e, vmask);
-            while (v[j].e)
-                j = (j + 1) & vmask;
-            v[j] = sh->vol[i];
-        }
-    free(sh->vol);
-    sh->vol = v;
-    sh->vmask = vmask;
+    size_t nc = sh->vol_cap ? sh->vol_cap * 2 : 16;
+    vol_slot_t *p = realloc(sh->vol, nc * sizeof(*p));
+    if (!p)
+        return false;
+    sh->vol = p;
+    sh->vol_cap = nc;
     return true;
 }
 
-/* Makes room for one more entry in the vol map (at most 3/4 full). */
-static bool vol_reserve(ks_shard_t *sh)
-{
-    if ((sh->nvol + 1) * 4 <= (sh->vmask + 1) * 3)
-        return true;
-    return vol_resize(sh, (sh->vmask + 1) * 2);
-}
-
-/* Adds e (room reserved, not in the map). */
+/* Adds e (room reserved, not in the array). */
 static void vol_add(ks_shard_t *sh, ks_entry_t *e, int64_t expire_ms)
 {
-    size_t i = vol_home(e, sh->vmask);
-    while (sh->vol[i].e)
-        i = (i + 1) & sh->vmask;
-    sh->vol[i] = (vol_slot_t){ e, expire_ms };
-    sh->nvol++;
+    sh->vol[sh->nvol++] = (vol_slot_t){ e, expire_ms };
+    *vidx_of(e) = (uint32_t)sh->nvol;
     e->klen_f |= KF_VOL;
-}
-
-static void vol_delete_at(ks_shard_t *sh, size_t i)
-{
-    ks_entry_t *gone = sh->vol[i].e;
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & sh->vmask;
-        if (!sh->vol[j].e)
-            break;
-        size_t k = vol_home(sh->vol[j].e, sh->vmask);
-        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
-            continue;
-        sh->vol[i] = sh->vol[j];
-        i = j;
-    }
-    sh->vol[i] = (vol_slot_t){ NULL, 0 };
-    sh->nvol--;
-    gone->klen_f &= (uint16_t)~KF_VOL;
-    if (sh->vmask + 1 > KS_MIN_VOL && sh->nvol < (sh->vmask + 1) / 8)
-        vol_resize(sh, (sh->vmask + 1) / 2);   /* on failure it stays larger */
 }
 
 static void vol_remove(ks_shard_t *sh, ks_entry_t *e)
 {
-    if (is_vol(e))
-        vol_delete_at(sh, vol_find(sh, e));
+    if (!is_vol(e))
+        return;
+    uint32_t *vi = vidx_of(e);
+    size_t i = *vi - 1;
+    vol_slot_t last = sh->vol[--sh->nvol];
+    sh->vol[i] = last;
+    *vidx_of(last.e) = (uint32_t)(i + 1);
+    *vi = 0;
+    e->klen_f &= (uint16_t)~KF_VOL;
+    if (sh->vol_cap > 64 && sh->nvol < sh->vol_cap / 4) {
+        vol_slot_t *p = realloc(sh->vol, sh->vol_cap / 2 * sizeof(*p));
+        if (p) {
+            sh->vol = p;
+            sh->vol_cap /= 2;
+        }
+    }
+}
+
+static inline vol_slot_t *vol_of(const ks_shard_t *sh, const ks_entry_t *e)
+{
+    return &sh->vol[*vidx_of(e) - 1];
 }
 
 static inline int64_t entry_expire(const ks_shard_t *sh, const ks_entry_t *e)
 {
-    return is_vol(e) ? sh->vol[vol_find(sh, e)].expire_ms : KS_NO_EXPIRY;
+    return is_vol(e) ? vol_of(sh, e)->expire_ms : KS_NO_EXPIRY;
 }
 
 /* Unlinks and frees an entry.  Snapshot capture must already have happened. */
@@ -879,7 +843,7 @@ static ks_shard_t *entry_shard(const ks_t *ks, const ks_entry_t *e)
 
 static bool expired(const ks_shard_t *sh, const ks_entry_t *e, int64_t now_ms)
 {
-    return is_vol(e) && sh->vol[vol_find(sh, e)].expire_ms <= now_ms;
+    return is_vol(e) && vol_of(sh, e)->expire_ms <= now_ms;
 }
 
 static void entry_delete(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
@@ -922,7 +886,7 @@ void ks_entry_prepare_write(ks_t *ks, ks_entry_t *e)
 static void vol_set(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, int64_t expire_ms)
 {
     if (is_vol(e)) {
-        sh->vol[vol_find(sh, e)].expire_ms = expire_ms;
+        vol_of(sh, e)->expire_ms = expire_ms;
         return;
     }
     charge_sub(ks, sh, entry_mem(e));
@@ -958,6 +922,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     lru_touch(e, now_ms);
     e->klen_f = (uint16_t)k->len;
     e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
+    *vidx_of(e) = 0;
     char *key = key_of(e);
     memcpy(key, k->p, k->len);
     key[k->len] = '\0';
@@ -1079,24 +1044,14 @@ void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_bucket
     *cursor = v;
 }
 
-/* A random slot's index of the vol map holding an entry (nvol > 0): from a
- * random slot, the first full one on, as Redis samples its dicts. */
-static size_t vol_sample(ks_shard_t *sh)
-{
-    size_t i = (size_t)rng_below(&sh->rng, sh->vmask + 1);
-    while (!sh->vol[i].e)
-        i = (i + 1) & sh->vmask;
-    return i;
-}
-
 /* Samples n volatile entries of sh at random and deletes the expired ones;
- * returns how many it deleted.  The expiry is in the vol map's slot, so
- * only an expired key's entry is touched. */
+ * returns how many it deleted.  The expiry is in the vol array beside the
+ * entry's address, so only an expired key's entry is touched. */
 static size_t expire_sample(ks_t *ks, ks_shard_t *sh, int64_t now_ms, size_t n)
 {
     size_t hit = 0;
     for (; n > 0 && sh->nvol > 0; n--) {
-        size_t i = vol_sample(sh);
+        size_t i = (size_t)rng_below(&sh->rng, sh->nvol);
         if (sh->vol[i].expire_ms <= now_ms) {
             entry_delete(ks, sh, sh->vol[i].e);
             hit++;
@@ -1162,7 +1117,7 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         ks_entry_t *best = NULL;
         uint32_t best_idle = 0;
         for (int s = 0; n && s < KS_EVICT_SAMPLES; s++) {
-            ks_entry_t *e = vol ? sh->vol[vol_sample(sh)].e : table_sample(sh);
+            ks_entry_t *e = vol ? sh->vol[rng_below(&sh->rng, n)].e : table_sample(sh);
             uint32_t idle = lru_idle(e, now_s);
             if ((!best || idle > best_idle) && !kept(e, keep, nkeep)) {
                 best = e;
@@ -1171,8 +1126,8 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         }
         /* the samples were all kept: another, in order */
         size_t looked = 0;
-        for (size_t k = 0; vol && !best && k <= sh->vmask && looked < KS_EVICT_SCAN; k++)
-            if (sh->vol[k].e && (looked++, !kept(sh->vol[k].e, keep, nkeep)))
+        for (size_t k = 0; vol && !best && k < n && k < KS_EVICT_SCAN; k++)
+            if (!kept(sh->vol[k].e, keep, nkeep))
                 best = sh->vol[k].e;
         for (size_t k = 0; !vol && !best && k <= sh->mask && looked < KS_EVICT_SCAN; k++)
             if (sh->slots[k] && (looked++, !kept(slot_entry(sh->slots[k]), keep, nkeep)))

@@ -186,8 +186,8 @@ static void *km_new_value(int type, int64_t v, int64_t aux)
 /* What the keyspace charges an entry, worked out here independently of
  * keyspace.c: an 8-byte header (the value at 16 when its size is a
  * multiple of 16: it may need 16-alignment), the value's area (the value of a type whose
- * values are all inline; else at least a pointer and a size), the key and a
- * NUL, rounded up to jemalloc's size class; an 8-byte table slot; a 16-byte
+ * values are all inline; else at least a pointer and a size), a 4-byte
+ * index, the key and a NUL, rounded up to jemalloc's size class; an 8-byte table slot; a 16-byte
  * `vol` slot for a key with an expiry; a value stored apart as measured. */
 static size_t km_alloc_class(size_t n)
 {
@@ -206,7 +206,7 @@ static size_t km_charge(int type, size_t klen, bool volatile_key, size_t apart)
 {
     size_t area = type == KM_INL ? sizeof(int64_t) : type == KM_HEAP ? 16 : sizeof(km_maybe_t);
     size_t at = type == KM_MAYBE ? 16 : 8;   /* a 16-byte value may need 16-alignment */
-    return km_alloc_class(at + area + klen + 1) + sizeof(void *) + (volatile_key ? 16 : 0) + apart;
+    return km_alloc_class(at + area + 4 + klen + 1) + sizeof(void *) + (volatile_key ? 16 : 0) + apart;
 }
 
 /* Checks an entry's value, and its charge, against its slot. */
