@@ -1,18 +1,20 @@
 /*
  * keyspace.h - key (bytes, <= 1024) -> typed value, with expiry.
  *
- * The keyspace is split into a power-of-two number of shards, each a chained
- * hash table behind its own mutex, so that requests on different keys run in
- * parallel on every core.  A key's shard is picked by the top bits of the
- * low 32 bits of its hash and its bucket by the lowest bits, so the two do
- * not correlate below 2^(32 - shard bits) buckets a shard.
+ * The keyspace is split into a power-of-two number of shards, each an
+ * open-addressing hash table behind its own mutex, so that requests on
+ * different keys run in parallel on every core.  A key's shard is picked by
+ * the top bits of the low 32 bits of its hash and its slot by the high 32
+ * bits, so the two never correlate.  Entries do not move: a ks_entry_t*
+ * stays valid until the entry is deleted, whatever is added meanwhile.
  *
  * Locking contract: every function taking a ks_shard_t* must be called with
  * that shard locked (ks_shard_lock), except where noted.  An operation on
  * several keys locks their shards in ascending index order (ks_lock_keys) so
  * that two such operations never deadlock.
  *
- * Expiry: each entry may carry an absolute expiry in milliseconds.  Lookups
+ * Expiry: each entry may carry an absolute expiry in milliseconds (kept
+ * by its shard, beside the entry's address, so ks_entry_expire takes ks).  Lookups
  * take `now_ms` (core has no clock) and remove an expired entry lazily;
  * ks_expire_step() samples volatile keys actively, like Redis's activeExpire.
  *
@@ -21,7 +23,9 @@
  * until the entry is deleted or its value replaced.
  *
  * Memory: every entry is charged its allocation (header, value area, key)
- * and table slots, plus type->size(value) of a value stored apart.
+ * as the allocator rounds it, its table slot and, with an expiry, its slot
+ * of the shard's array of volatile keys, plus type->size(value) of a value
+ * stored apart.
  * After changing a value, call ks_entry_changed() so the charge follows it.
  * With a memory limit, ks_evict() removes approximately least-recently-used
  * keys by sampling (allkeys-lru or volatile-lru), as Redis does.
@@ -143,11 +147,11 @@ size_t ks_entry_overhead(size_t klen);
 /* Iteration, expiry and eviction                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Calls fn for each live entry of the shard bucket(s) at the cursor and
+/* Calls fn for each live entry whose home slot is at the cursor and
  * advances it, Redis-SCAN style: an entry present for the whole scan is
  * visited at least once even if the table is resized in between.  *cursor is
  * 0 at the start and becomes 0 when the shard is done.  Visits at most
- * `max_buckets` buckets. Shard locked. */
+ * `max_buckets` home slots.  fn must not add or delete keys.  Shard locked. */
 typedef void (*ks_visit_fn)(void *ud, ks_entry_t *e);
 void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
                    int64_t now_ms, ks_visit_fn fn, void *ud);
