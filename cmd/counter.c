@@ -33,18 +33,22 @@ static bool run_incrby(cmd_ctx_t *ctx, const void *args, void *res)
         return cmd_fail(ctx, CMD_E_BAD_REQUEST, "by", "increment or decrement would overflow");
     }
     bool changed = a->by != 0 || a->has_ttl;
+    /* an existing key's TTL first: the one step that can still fail
+     * (out of memory for the shard's array of keys with a TTL) */
+    if (c && a->has_ttl && !ks_entry_set_expire(ctx->srv->ks, h.e, now_ms + a->ttl_ms)) {
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory setting the counter's TTL");
+    }
     if (c) {
         counter_set(c, value);
     } else if (changed) {
         c = counter_new(value);
-        if (!c || !cmd_key_add(&h, &counter_type, c, KS_NO_EXPIRY)) {
+        if (!c || !cmd_key_add(&h, &counter_type, c, a->has_ttl ? now_ms + a->ttl_ms : KS_NO_EXPIRY)) {
             counter_free(c);
             cmd_key_close(&h, false);
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the counter");
         }
     }
-    if (h.e && a->has_ttl)
-        ks_entry_set_expire(ctx->srv->ks, h.e, now_ms + a->ttl_ms);
     r->value = value;
     r->ttl_ms = h.e ? ttl_left(ctx->srv->ks, h.e, now_ms) : -2;
     cmd_key_close(&h, changed);

@@ -246,10 +246,12 @@ static bool run_pexpire(cmd_ctx_t *ctx, const void *args, void *res)
         cmd_key_close(&h, false);
         return true;
     }
-    if (a->ttl_ms <= 0)
+    if (a->ttl_ms <= 0) {
         cmd_key_delete(&h);   /* a time not after now: gone, as Redis does */
-    else
-        ks_entry_set_expire(ctx->srv->ks, h.e, when);
+    } else if (!ks_entry_set_expire(ctx->srv->ks, h.e, when)) {
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory setting the key's expiry");
+    }
     cmd_key_close(&h, true);
     r->done = true;
     r->ttl_ms = a->ttl_ms;
