@@ -168,7 +168,7 @@ static bool run_set_redis(cmd_ctx_t *ctx, const cmd_bits_set_args_t *a, cmd_bits
         cmd_key_close(&h, false);
         return true;
     }
-    int64_t expire = held && (a->flags & CMD_SET_KEEPTTL) ? ks_entry_expire(h.e) : a->expire_ms;
+    int64_t expire = held && (a->flags & CMD_SET_KEEPTTL) ? ks_entry_expire(ctx->srv->ks, h.e) : a->expire_ms;
     if (a->expire_ms && a->expire_ms <= cmd_now_ms(ctx)) {
         /* set, then expired at once: the key is gone */
         if (h.e)
@@ -376,7 +376,7 @@ static bool setrange_counter(cmd_ctx_t *ctx, const cmd_bits_setrange_args_t *a, 
         cmd_key_close(h, false);
         return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory building a %zu-byte string", end);
     }
-    int64_t expire = ks_entry_expire(h->e);
+    int64_t expire = ks_entry_expire(h->ctx->srv->ks, h->e);
     cmd_key_delete(h);
     if (!cmd_key_add(h, &bits_type, b, expire)) {
         bits_free(b);

@@ -6,9 +6,9 @@
 #include "cmd/room.h"
 #include "core/counter.h"
 
-static int64_t ttl_left(const ks_entry_t *e, int64_t now_ms)
+static int64_t ttl_left(const ks_t *ks, const ks_entry_t *e, int64_t now_ms)
 {
-    int64_t x = ks_entry_expire(e);
+    int64_t x = ks_entry_expire(ks, e);
     if (x == KS_NO_EXPIRY)
         return -1;
     return x > now_ms ? x - now_ms : 0;
@@ -33,20 +33,24 @@ static bool run_incrby(cmd_ctx_t *ctx, const void *args, void *res)
         return cmd_fail(ctx, CMD_E_BAD_REQUEST, "by", "increment or decrement would overflow");
     }
     bool changed = a->by != 0 || a->has_ttl;
+    /* an existing key's TTL first: the one step that can still fail
+     * (out of memory for the shard's array of keys with a TTL) */
+    if (c && a->has_ttl && !ks_entry_set_expire(ctx->srv->ks, h.e, now_ms + a->ttl_ms)) {
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory setting the counter's TTL");
+    }
     if (c) {
         counter_set(c, value);
     } else if (changed) {
         c = counter_new(value);
-        if (!c || !cmd_key_add(&h, &counter_type, c, KS_NO_EXPIRY)) {
+        if (!c || !cmd_key_add(&h, &counter_type, c, a->has_ttl ? now_ms + a->ttl_ms : KS_NO_EXPIRY)) {
             counter_free(c);
             cmd_key_close(&h, false);
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the counter");
         }
     }
-    if (h.e && a->has_ttl)
-        ks_entry_set_expire(ctx->srv->ks, h.e, now_ms + a->ttl_ms);
     r->value = value;
-    r->ttl_ms = h.e ? ttl_left(h.e, now_ms) : -2;
+    r->ttl_ms = h.e ? ttl_left(ctx->srv->ks, h.e, now_ms) : -2;
     cmd_key_close(&h, changed);
     return true;
 }
@@ -93,7 +97,7 @@ static bool run_counter_get(cmd_ctx_t *ctx, const void *args, void *res)
     if (!cmd_key_open(ctx, a->key, a->klen, &counter_type, CMD_READ, &h))
         return false;
     r->value = h.e ? counter_value(cmd_key_value(&h)) : 0;
-    r->ttl_ms = h.e ? ttl_left(h.e, now_ms) : -2;
+    r->ttl_ms = h.e ? ttl_left(ctx->srv->ks, h.e, now_ms) : -2;
     cmd_key_close(&h, false);
     return true;
 }

@@ -13,9 +13,9 @@
 
 #define KEYDUMP_OVERHEAD 64   /* a dump's header, TTL and checksum, besides the value's encoding */
 
-static int64_t ttl_left(const ks_entry_t *e, int64_t now_ms)
+static int64_t ttl_left(const ks_t *ks, const ks_entry_t *e, int64_t now_ms)
 {
-    int64_t exp = ks_entry_expire(e);
+    int64_t exp = ks_entry_expire(ks, e);
     if (exp == KS_NO_EXPIRY)
         return -1;
     return exp > now_ms ? exp - now_ms : 0;
@@ -67,7 +67,7 @@ static void visit(void *ud, ks_entry_t *e)
     }
     pg->bucket_bytes += answer_bytes(klen);
     pg->keys[pg->n++] = (cmd_scan_key_t){ (const char *)(uintptr_t)pg->text.len, klen, ks_entry_type(e)->name,
-                                          ttl_left(e, pg->now_ms) };
+                                          ttl_left(pg->ctx->srv->ks, e, pg->now_ms) };
     wbuf_put_bytes(&pg->text, key, klen);
 }
 
@@ -161,8 +161,8 @@ static bool run_key_info(cmd_ctx_t *ctx, const void *args, void *res)
     if (!cmd_key_open(ctx, a->key, a->klen, NULL, CMD_MUST_EXIST, &h))
         return false;
     r->type = ks_entry_type(h.e)->name;
-    r->ttl_ms = ttl_left(h.e, cmd_now_ms(ctx));
-    r->expire_ms = ks_entry_expire(h.e) == KS_NO_EXPIRY ? -1 : ks_entry_expire(h.e);
+    r->ttl_ms = ttl_left(ctx->srv->ks, h.e, cmd_now_ms(ctx));
+    r->expire_ms = ks_entry_expire(ctx->srv->ks, h.e) == KS_NO_EXPIRY ? -1 : ks_entry_expire(ctx->srv->ks, h.e);
     r->memory_bytes = ks_entry_memory(h.e);
     cmd_key_close(&h, false);
     return true;
@@ -178,7 +178,7 @@ static bool run_del(cmd_ctx_t *ctx, const void *args, void *res)
     bool found = h.e != NULL;
     if (found && a->has_digest) {
         bool oom;
-        uint64_t now = keydump_digest(ks_entry_type(h.e), ks_entry_value(h.e), ks_entry_expire(h.e), &oom);
+        uint64_t now = keydump_digest(ks_entry_type(h.e), ks_entry_value(h.e), ks_entry_expire(ctx->srv->ks, h.e), &oom);
         if (oom || now != a->digest) {
             cmd_key_close(&h, false);
             if (oom)
@@ -240,16 +240,18 @@ static bool run_pexpire(cmd_ctx_t *ctx, const void *args, void *res)
     if (!cmd_key_open(ctx, a->key, a->klen, NULL, CMD_MUST_EXIST | (a->ttl_ms <= 0 ? CMD_WRITE : 0), &h))
         return false;
     int64_t when = now_ms + a->ttl_ms;
-    if (!expire_cond_holds(a->cond, ks_entry_expire(h.e), when)) {
+    if (!expire_cond_holds(a->cond, ks_entry_expire(ctx->srv->ks, h.e), when)) {
         r->done = false;
-        r->ttl_ms = ttl_left(h.e, now_ms);
+        r->ttl_ms = ttl_left(ctx->srv->ks, h.e, now_ms);
         cmd_key_close(&h, false);
         return true;
     }
-    if (a->ttl_ms <= 0)
+    if (a->ttl_ms <= 0) {
         cmd_key_delete(&h);   /* a time not after now: gone, as Redis does */
-    else
-        ks_entry_set_expire(ctx->srv->ks, h.e, when);
+    } else if (!ks_entry_set_expire(ctx->srv->ks, h.e, when)) {
+        cmd_key_close(&h, false);
+        return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory setting the key's expiry");
+    }
     cmd_key_close(&h, true);
     r->done = true;
     r->ttl_ms = a->ttl_ms;
@@ -301,7 +303,7 @@ static bool run_persist(cmd_ctx_t *ctx, const void *args, void *res)
     cmd_key_t h;
     if (!cmd_key_open(ctx, a->key, a->klen, NULL, CMD_MUST_EXIST, &h))
         return false;
-    bool had = ks_entry_expire(h.e) != KS_NO_EXPIRY;
+    bool had = ks_entry_expire(ctx->srv->ks, h.e) != KS_NO_EXPIRY;
     if (had)
         ks_entry_set_expire(ctx->srv->ks, h.e, KS_NO_EXPIRY);
     cmd_key_close(&h, had);
@@ -345,7 +347,7 @@ static bool run_dump(cmd_ctx_t *ctx, const void *args, void *res)
         return false;
     const ks_type_t *type = ks_entry_type(h.e);
     const void *v = ks_entry_value(h.e);
-    int64_t exp = ks_entry_expire(h.e), now = cmd_now_ms(ctx);
+    int64_t exp = ks_entry_expire(ctx->srv->ks, h.e), now = cmd_now_ms(ctx);
     /* an encoding takes about what the value takes in memory */
     if (!cmd_answer_fits(ctx, KEYDUMP_OVERHEAD + type->size(v), too_large)) {
         cmd_key_close(&h, false);

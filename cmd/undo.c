@@ -41,7 +41,7 @@ bool cmd_undo_capture(cmd_ctx_t *ctx, const void *owner, const ks_key_t *keys, s
                             "request was not applied");
         }
         *u = (cmd_undo_t){ .dump = e ? d.data : NULL, .dump_len = e ? d.len : 0,
-                           .expire_ms = e ? ks_entry_expire(e) : KS_NO_EXPIRY, .owner = owner,
+                           .expire_ms = e ? ks_entry_expire(srv->ks, e) : KS_NO_EXPIRY, .owner = owner,
                            .klen = keys[i].len };
         memcpy(u->key, keys[i].p, keys[i].len);
         uint64_t bytes = record_bound(u->klen, u->dump_len);

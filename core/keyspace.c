@@ -3,29 +3,34 @@
  * contract; this file explains the mechanics.
  *
  * Each shard holds:
- *   - a chained hash table with a power-of-two number of buckets, grown when
- *     the load reaches 1 and shrunk below 1/8 (rehashed all at once: shards
- *     keep tables small enough that this takes microseconds);
- *   - `vol`, a dense array of the entries with an expiry; each knows its
- *     index in it, so adding and removing is O(1) (swap with the last) and
- *     sampling for active expiry and volatile-lru is an array index.
- *     allkeys-lru samples the table itself, as Redis samples its dict: a
- *     random bucket, the next non-empty one from there, a random entry of
- *     its chain (no array of every entry: 8 bytes a key and more at its
- *     growth, saved);
+ *   - an open-addressing table of entry pointers (linear probing, a power of
+ *     two of slots, at most 7/8 full: grown x2 past it, halved below 1/8,
+ *     rehashed all at once; deletion shifts the run back, no tombstones).
+ *     A slot is 8 bytes: the entry's address (below 2^47, 16-aligned) and
+ *     21 bits of the key's hash in the bits the address leaves free, which
+ *     give an entry's home slot without reading it (tables up to 2^21 slots
+ *     a shard; larger ones hash the key again) and filter lookups;
+ *   - `vol`, a dense array of the entries with an expiry and their expiries
+ *     (16 bytes each): only keys with a TTL pay for one.  Each such entry
+ *     knows its index in it, so adding and removing is O(1) (swap with the
+ *     last) and sampling for active expiry and volatile-lru is an array
+ *     index.  allkeys-lru samples the table itself, as Redis its dict;
  *   - the snapshot state (see "Snapshots" below).
  *
- * An entry is one allocation: a 48-byte header, the value's area, then the
- * key and a NUL.  The area holds a small value itself when its type allows
- * (types.h, inline_size: a counter, a rate limiter's state), else the
- * value's pointer and the bytes its type reported when last measured.  The
- * header keeps only the low 32 bits of the key's hash (bucket, shard and a
- * first comparison), the key's length and the inline flag in 16 bits, and a
- * 16-bit snapshot epoch; an entry's charge is computed from its type and key
- * rather than stored.
+ * An entry is one allocation: an 8-byte header (24 bits of LRU clock, a
+ * one-byte type id, the key's length and flags, a 16-bit snapshot epoch),
+ * the value's area, its index in `vol` (4 bytes), then the key and a NUL.  The area holds a small value
+ * itself when its type allows (types.h, inline_size: a counter, a rate
+ * limiter's state), else the value's pointer and the bytes its type reported
+ * when last measured.  Neither the hash nor the expiry is stored in the
+ * entry: the hash is computed again from the key (in the entry's first cache
+ * line) when an entry's shard or home is needed, the expiry lives in `vol`.
+ * A 10-byte counter key is a 32-byte allocation (8 + 8 + 4 + 11) and an
+ * 8-byte slot.
  *
- * Memory charged per entry: the entry's allocation, one bucket pointer, one
- * `vol` slot, plus what the type reports of a value stored apart.
+ * Memory charged per entry: the entry's allocation as the allocator rounds
+ * it, one table slot, one `vol` slot when it has an expiry, plus what the
+ * type reports of a value stored apart.
  */
 #include "core/keyspace.h"
 
@@ -39,31 +44,33 @@
 #include "core/persist_fmt.h"
 #include "core/rng.h"
 
-#define KS_MIN_BUCKETS 16         /* a shard's table never shrinks below this */
+#define KS_MIN_SLOTS 16           /* a shard's table never shrinks below this */
 #define KS_EVICT_SAMPLES 5        /* keys sampled per eviction, as Redis's maxmemory-samples */
 #define KS_EVICT_SCAN 64          /* entries looked at when every sample was a key to keep */
 #define KS_EXPIRE_REPEAT_PCT 25   /* resample a shard while > 25% of samples were expired */
 #define KS_EXPIRE_STEP_BUDGET 4   /* a step samples at most 4x its shards' first rounds */
-#define KS_EXPIRE_BATCH 32        /* samples whose memory is fetched ahead together */
 
 #define KF_INLINE 0x8000u         /* klen_f: the value lives in the entry's area */
+#define KF_VOL 0x4000u            /* klen_f: the entry has an expiry (in the shard's vol array) */
 #define KF_KLEN 0x07ffu           /* klen_f: the key's length (<= KS_KEY_MAX) */
+#define LRU_BITS 24               /* lru_tid: last access in seconds, 24 bits (wraps every 194 days) */
+#define LRU_MASK ((1u << LRU_BITS) - 1)
+
+/* A table slot: the entry's address | the hash's bits 32..52 spread over the
+ * address's 4 low (alignment) bits and its 17 top bits (above 2^47). */
+#define SLOT_PTR 0x00007ffffffffff0ULL
+#define TAG_BITS 21
+#define TAG_MASK ((1u << TAG_BITS) - 1)
 
 struct ks_entry {
-    struct ks_entry *next;        /* hash chain */
-    const ks_type_t *type;
-    int64_t expire_ms;            /* KS_NO_EXPIRY or absolute ms */
-    uint32_t hash;                /* low 32 bits of the key's hash (ks_key) */
-    uint32_t vidx;                /* position + 1 in shard->vol, 0 = no expiry */
-    uint32_t lru;                 /* last access, seconds (wraps; compared by difference) */
-    uint32_t snap_slot;           /* index + 1 into shard->items while pinned */
+    uint32_t lru_tid;             /* last access (seconds, LRU_BITS, wraps) << 8 | type id */
+    uint16_t klen_f;              /* key length | KF_INLINE | KF_VOL */
     uint16_t snap_epoch;          /* snapshot epoch this entry has been handled for */
-    uint16_t klen_f;              /* key length | KF_INLINE */
-    /* the value's area (area_size(type) bytes: the value, or heap_val_t),
-     * then the key, then NUL */
-    _Alignas(16) unsigned char data[];
+    /* at data_off(type): the value's area (area_size(type) bytes: the
+     * value, or heap_val_t), the uint32_t index + 1 in the shard's vol
+     * array (0: none), the key, NUL */
 };
-_Static_assert(sizeof(struct ks_entry) == 48, "the entry header is 48 bytes (44 used; 16-aligned for the value)");
+_Static_assert(sizeof(struct ks_entry) == 8, "the entry header is 8 bytes");
 _Static_assert(KS_KEY_MAX <= KF_KLEN, "a key's length fits klen_f");
 
 /* The area of an entry whose value is a separate allocation. */
@@ -72,17 +79,79 @@ typedef struct heap_val {
     size_t mem;                   /* type->size(p) when last measured (charged) */
 } heap_val_t;
 
+/* A type's values are all kept inline: its area is just the value. */
+static inline bool always_inline(const ks_type_t *t) { return t->inline_size && !t->inline_ok; }
+
 static size_t area_size(const ks_type_t *t)
 {
     size_t n = t->inline_size ? ((size_t)t->inline_size + 7u) & ~(size_t)7u : 0;
+    if (always_inline(t))
+        return n;   /* never a heap value: no room kept for one */
     return n < sizeof(heap_val_t) ? sizeof(heap_val_t) : n;
 }
 
+/* ---- type ids ------------------------------------------------------------
+ * An entry names its type by a one-byte id instead of an 8-byte pointer.
+ * Ids are process-wide: a type gets its tag as id when that is free, else
+ * the first free one, the first time a keyspace stores a value of it. */
+static _Atomic(const ks_type_t *) type_ids[256];
+static pthread_mutex_t type_ids_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The type's id, registering it; -1 when 256 types are registered. */
+static int type_id(const ks_type_t *t)
+{
+    if (atomic_load_explicit(&type_ids[t->tag], memory_order_acquire) == t)
+        return t->tag;
+    for (int i = 0; i < 256; i++)
+        if (atomic_load_explicit(&type_ids[i], memory_order_acquire) == t)
+            return i;
+    int id = -1;
+    pthread_mutex_lock(&type_ids_lock);
+    for (int i = 0; i < 256 && id < 0; i++)
+        if (atomic_load_explicit(&type_ids[i], memory_order_relaxed) == t)
+            id = i;
+    if (id < 0 && !atomic_load_explicit(&type_ids[t->tag], memory_order_relaxed))
+        id = t->tag;
+    for (int i = 0; i < 256 && id < 0; i++)
+        if (!atomic_load_explicit(&type_ids[i], memory_order_relaxed))
+            id = i;
+    if (id >= 0)
+        atomic_store_explicit(&type_ids[id], t, memory_order_release);
+    pthread_mutex_unlock(&type_ids_lock);
+    return id;
+}
+
+static inline const ks_type_t *type_of(const ks_entry_t *e)
+{
+    return atomic_load_explicit(&type_ids[e->lru_tid & 0xff], memory_order_relaxed);
+}
+
+static inline uint32_t lru_now(int64_t now_ms) { return (uint32_t)(now_ms / 1000) & LRU_MASK; }
+static inline void lru_touch(ks_entry_t *e, int64_t now_ms) { e->lru_tid = (lru_now(now_ms) << 8) | (e->lru_tid & 0xff); }
+static inline uint32_t lru_idle(const ks_entry_t *e, uint32_t now) { return (now - (e->lru_tid >> 8)) & LRU_MASK; }
+
+/* Where the value's area starts.  Entries are malloc'd, so 16-aligned; a
+ * value whose size is a multiple of 16 may need that alignment (a token
+ * bucket's __int128 level) and starts at 16, any other at 8, right after
+ * the header (a type's alignment divides its size: an 8-byte counter is at
+ * most 8-aligned). */
+static inline size_t data_off(const ks_type_t *t)
+{
+    return t->inline_size && t->inline_size % 16 == 0 ? 16 : sizeof(ks_entry_t);
+}
+
 static inline bool is_inline(const ks_entry_t *e) { return e->klen_f & KF_INLINE; }
+static inline bool is_vol(const ks_entry_t *e) { return e->klen_f & KF_VOL; }
 static inline size_t entry_klen(const ks_entry_t *e) { return e->klen_f & KF_KLEN; }
-static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)e->data; }
-static inline char *key_of(const ks_entry_t *e) { return (char *)e->data + area_size(e->type); }
-static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void *)e->data : heap_of(e)->p; }
+static inline unsigned char *data_of(const ks_entry_t *e) { return (unsigned char *)(uintptr_t)e + data_off(type_of(e)); }
+static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)data_of(e); }
+static inline uint32_t *vidx_of(const ks_entry_t *e)
+{
+    const ks_type_t *t = type_of(e);
+    return (uint32_t *)(uintptr_t)((char *)(uintptr_t)e + data_off(t) + area_size(t));
+}
+static inline char *key_of(const ks_entry_t *e) { return (char *)(vidx_of(e) + 1); }
+static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void *)data_of(e) : heap_of(e)->p; }
 
 /* Whether `value` of type t is to be kept inside its entry. */
 static bool value_inline(const ks_type_t *t, const void *value)
@@ -90,32 +159,49 @@ static bool value_inline(const ks_type_t *t, const void *value)
     return t->inline_size && value && (!t->inline_ok || t->inline_ok(value));
 }
 
-/* An element of a snapshot in progress: either a pinned entry to be encoded
- * when the snapshot reaches it, or the bytes of an entry's record captured
- * because a write was about to change it (buf NULL and len 0 when the entry
- * was captured into an earlier item). */
+/* ---- slots ---------------------------------------------------------------- */
+
+static inline uint32_t hash_tag(uint64_t hash) { return (uint32_t)(hash >> 32) & TAG_MASK; }
+static inline ks_entry_t *slot_entry(uint64_t s) { return (ks_entry_t *)(uintptr_t)(s & SLOT_PTR); }
+static inline uint32_t slot_tag(uint64_t s) { return (uint32_t)(s & 0xf) | (uint32_t)(s >> 47) << 4; }
+static inline uint64_t slot_make(const ks_entry_t *e, uint32_t tag)
+{
+    return (uint64_t)(uintptr_t)e | (tag & 0xf) | (uint64_t)(tag >> 4) << 47;
+}
+/* Whether an entry's address leaves room for the tag. */
+static inline bool slot_fits(const ks_entry_t *e) { return ((uint64_t)(uintptr_t)e & ~SLOT_PTR) == 0; }
+
+/* The captured bytes of an entry's record for a snapshot in progress
+ * (a write was about to change the entry). */
 typedef struct snap_item {
-    ks_entry_t *entry;
     uint8_t *buf;
     size_t len;
 } snap_item_t;
+
+/* An entry of the vol array. */
+typedef struct vol_slot {
+    ks_entry_t *e;
+    int64_t expire_ms;
+} vol_slot_t;
 
 struct ks_shard {
     pthread_mutex_t lock;
 #ifdef TALLY_DEBUG_LOCKS
     _Atomic uintptr_t owner;      /* the holder's thread_tag address, 0 when free */
 #endif
-    ks_entry_t **table;
-    size_t mask;                  /* buckets - 1 */
+    uint64_t *slots;              /* the table: slot_make() values, 0 = empty */
+    size_t mask;                  /* slots - 1 */
     size_t n;                     /* entries in the table */
-    ks_entry_t **vol;
+    vol_slot_t *vol;              /* the entries with an expiry */
     size_t nvol, vol_cap;
     size_t mem;
     rng_t rng;                    /* sampling for expiry and eviction */
+    uint64_t seed;                /* the keyspace's, to hash keys again */
 
     uint16_t snap_active;         /* epoch of the snapshot in progress, 0 if none */
-    bool snap_collected;          /* pinned entries have been listed */
+    bool snap_walked;             /* the table walk has visited every home slot */
     bool snap_failed;             /* a capture ran out of memory */
+    uint64_t snap_cursor;         /* the table walk's cursor (ks_shard_scan's order) */
     snap_item_t *items;
     size_t nitems, items_cap, items_next;
 } __attribute__((aligned(64)));
@@ -138,18 +224,23 @@ struct ks {
 /* Creation                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static bool shard_init(ks_shard_t *sh, uint64_t seed)
+static bool shard_init(ks_shard_t *sh, uint64_t seed, uint64_t rng_seed_value)
 {
     memset(sh, 0, sizeof(*sh));
     if (pthread_mutex_init(&sh->lock, NULL) != 0)
         return false;
-    sh->table = calloc(KS_MIN_BUCKETS, sizeof(*sh->table));
-    if (!sh->table)
+    sh->slots = calloc(KS_MIN_SLOTS, sizeof(*sh->slots));
+    if (!sh->slots) {
+        pthread_mutex_destroy(&sh->lock);
         return false;
-    sh->mask = KS_MIN_BUCKETS - 1;
-    rng_seed(&sh->rng, seed);
+    }
+    sh->mask = KS_MIN_SLOTS - 1;
+    sh->seed = seed;
+    rng_seed(&sh->rng, rng_seed_value);
     return true;
 }
+
+static void shard_destroy(ks_shard_t *sh);
 
 ks_t *ks_create(unsigned shard_bits, uint64_t seed)
 {
@@ -167,9 +258,9 @@ ks_t *ks_create(unsigned shard_bits, uint64_t seed)
         return NULL;
     }
     for (unsigned i = 0; i < ks->nshards; i++) {
-        if (!shard_init(&ks->shards[i], seed + i + 1)) {
-            for (unsigned j = 0; j <= i; j++)
-                free(ks->shards[j].table);
+        if (!shard_init(&ks->shards[i], seed, seed + i + 1)) {
+            for (unsigned j = 0; j < i; j++)
+                shard_destroy(&ks->shards[j]);
             free(ks->shards);
             free(ks);
             return NULL;
@@ -180,32 +271,38 @@ ks_t *ks_create(unsigned shard_bits, uint64_t seed)
 
 static void entry_free(ks_entry_t *e)
 {
-    if (!is_inline(e) && e->type->free)
-        e->type->free(heap_of(e)->p);
+    const ks_type_t *t = type_of(e);
+    if (!is_inline(e) && t->free)
+        t->free(heap_of(e)->p);
     free(e);
+}
+
+static void shard_destroy(ks_shard_t *sh)
+{
+    for (size_t i = 0; i <= sh->mask; i++)
+        if (sh->slots[i])
+            entry_free(slot_entry(sh->slots[i]));
+    for (size_t j = sh->items_next; j < sh->nitems; j++)
+        free(sh->items[j].buf);
+    free(sh->items);
+    free(sh->vol);
+    free(sh->slots);
+    pthread_mutex_destroy(&sh->lock);
 }
 
 void ks_free(ks_t *ks)
 {
     if (!ks)
         return;
-    for (unsigned i = 0; i < ks->nshards; i++) {
-        ks_shard_t *sh = &ks->shards[i];
-        for (size_t b = 0; b <= sh->mask; b++)
-            for (ks_entry_t *e = sh->table[b], *next; e; e = next) {
-                next = e->next;
-                entry_free(e);
-            }
-        for (size_t j = 0; j < sh->nitems; j++)
-            free(sh->items[j].buf);
-        free(sh->items);
-        free(sh->vol);
-        free(sh->table);
-        pthread_mutex_destroy(&sh->lock);
-    }
+    for (unsigned i = 0; i < ks->nshards; i++)
+        shard_destroy(&ks->shards[i]);
     free(ks->shards);
     free(ks);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Keyspace                                                                 */
+/* ------------------------------------------------------------------------ */
 
 unsigned ks_shard_count(const ks_t *ks) { return ks->nshards; }
 ks_shard_t *ks_shard_at(ks_t *ks, unsigned index) { return &ks->shards[index]; }
@@ -216,9 +313,8 @@ ks_key_t ks_key(const ks_t *ks, const void *p, size_t len)
     k.p = p;
     k.len = len;
     k.hash = tally_xxh64(p, len, ks->seed);
-    /* entries keep the low 32 bits: the shard is their top bits, the
-     * bucket their low bits (the two meet only past 2^(32 - bits) buckets
-     * in a shard, where chains get longer but stay correct) */
+    /* the shard is the top bits of the low 32 bits, the home slot in the
+     * shard's table the low bits of the high 32: the two never correlate */
     k.shard = ks->bits ? (unsigned)((uint32_t)k.hash >> (32 - ks->bits)) : 0;
     return k;
 }
@@ -316,26 +412,43 @@ void ks_unlock_all(ks_t *ks)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Hash table and dense arrays                                              */
+/* Hash table and vol array                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* The entry's allocation and its two table slots (bucket, vol). */
-static size_t type_overhead(const ks_type_t *t, size_t klen)
+/* The bytes the allocator really hands out for a request of n: jemalloc's
+ * size classes (8, 16, then 16 apart up to 128, then four classes per
+ * doubling), which tallyd links. */
+static size_t alloc_class(size_t n)
 {
-    return sizeof(ks_entry_t) + area_size(t) + klen + 1 + 2 * sizeof(void *);
+    if (n <= 8)
+        return 8;
+    if (n <= 128)
+        return (n + 15) & ~(size_t)15;
+    size_t spacing = (size_t)1 << (63 - __builtin_clzll((unsigned long long)(n - 1)) - 2);
+    return (n + spacing - 1) & ~(spacing - 1);
 }
 
-/* Without the type: the overhead of a value stored apart (the largest but
- * for an inline value of more than 16 bytes, whose bytes its size counts). */
+static size_t entry_alloc_size(const ks_type_t *t, size_t klen)
+{
+    return data_off(t) + area_size(t) + sizeof(uint32_t) + klen + 1;
+}
+
+/* Without the type: an upper bound of what an entry costs besides its
+ * value's size (the allocation with the largest area, its table slot and
+ * a `vol` slot), so that a request asking this much room never gets less. */
 size_t ks_entry_overhead(size_t klen)
 {
-    return sizeof(ks_entry_t) + sizeof(heap_val_t) + klen + 1 + 2 * sizeof(void *);
+    size_t area = KS_INLINE_MAX > sizeof(heap_val_t) ? KS_INLINE_MAX : sizeof(heap_val_t);
+    return alloc_class(16 + area + sizeof(uint32_t) + klen + 1) + sizeof(uint64_t) + sizeof(vol_slot_t);
 }
 
-/* What the entry is charged: computed, not stored. */
+/* What the entry is charged, computed rather than stored: its allocation
+ * as the allocator rounds it, its table slot, its `vol` slot when it has
+ * an expiry, and a value stored apart as its type last measured it. */
 static size_t entry_mem(const ks_entry_t *e)
 {
-    return type_overhead(e->type, entry_klen(e)) + (is_inline(e) ? 0 : heap_of(e)->mem);
+    return alloc_class(entry_alloc_size(type_of(e), entry_klen(e))) + sizeof(uint64_t) +
+           (is_vol(e) ? sizeof(vol_slot_t) : 0) + (is_inline(e) ? 0 : heap_of(e)->mem);
 }
 
 static void charge_add(ks_t *ks, ks_shard_t *sh, size_t mem)
@@ -351,101 +464,173 @@ static void charge_sub(ks_t *ks, ks_shard_t *sh, size_t mem)
 }
 
 /* Stores `value` in e's area (the area's previous value already released):
- * inline values are copied in and their block freed. */
+ * inline values are copied in and their block freed.  The caller has
+ * checked value_inline() for a type whose values are all inline. */
 static void value_store(ks_entry_t *e, void *value)
 {
-    if (value_inline(e->type, value)) {
-        memcpy(e->data, value, e->type->inline_size);
+    const ks_type_t *t = type_of(e);
+    if (value_inline(t, value)) {
+        memcpy(data_of(e), value, t->inline_size);
         free(value);
         e->klen_f |= KF_INLINE;
     } else {
+        assert(!always_inline(t));
         heap_of(e)->p = value;
-        heap_of(e)->mem = e->type->size ? e->type->size(value) : 0;
+        heap_of(e)->mem = t->size ? t->size(value) : 0;
         e->klen_f &= (uint16_t)~KF_INLINE;
     }
 }
 
-static void table_resize(ks_shard_t *sh, size_t buckets)
+/* The entry's key hashed again (ks_key's hash). */
+static uint64_t entry_hash(uint64_t seed, const ks_entry_t *e)
 {
-    if (buckets - 1 > UINT32_MAX)
-        return;   /* bucket indexes come from 32 bits of hash */
-    ks_entry_t **t = calloc(buckets, sizeof(*t));
-    if (!t)
-        return;   /* keep the old table: longer chains, still correct */
-    size_t mask = buckets - 1;
-    for (size_t i = 0; i <= sh->mask; i++) {
-        ks_entry_t *e = sh->table[i];
-        while (e) {
-            ks_entry_t *next = e->next;
-            size_t b = e->hash & mask;
-            e->next = t[b];
-            t[b] = e;
-            e = next;
-        }
-    }
-    free(sh->table);
-    sh->table = t;
-    sh->mask = mask;
+    return tally_xxh64(key_of(e), entry_klen(e), seed);
 }
 
-static bool array_push(ks_entry_t ***arr, size_t *n, size_t *cap, ks_entry_t *e)
+/* The home slot of the entry in slot s, in a table of mask + 1 slots. */
+static inline size_t slot_home(uint64_t seed, uint64_t s, size_t mask)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        ks_entry_t **p = realloc(*arr, nc * sizeof(*p));
-        if (!p)
-            return false;
-        *arr = p;
-        *cap = nc;
-    }
-    (*arr)[(*n)++] = e;
+    if (mask <= TAG_MASK)
+        return slot_tag(s) & mask;
+    return (size_t)(entry_hash(seed, slot_entry(s)) >> 32) & mask;
+}
+
+/* Puts slot value s in its run (there is an empty slot). */
+static void slot_insert(uint64_t *slots, size_t mask, uint64_t s, size_t home)
+{
+    size_t i = home;
+    while (slots[i])
+        i = (i + 1) & mask;
+    slots[i] = s;
+}
+
+static bool table_resize(ks_shard_t *sh, size_t nslots)
+{
+    if (nslots - 1 > UINT32_MAX)
+        return false;   /* homes come from 32 bits of hash */
+    uint64_t *t = calloc(nslots, sizeof(*t));
+    if (!t)
+        return false;   /* keep the old table: fuller, still correct */
+    size_t mask = nslots - 1;
+    for (size_t i = 0; i <= sh->mask; i++)
+        if (sh->slots[i])
+            slot_insert(t, mask, sh->slots[i], slot_home(sh->seed, sh->slots[i], mask));
+    free(sh->slots);
+    sh->slots = t;
+    sh->mask = mask;
     return true;
 }
 
-static void vol_remove(ks_shard_t *sh, ks_entry_t *e)
+/* Empties slot i, moving back the entries of its run that may move
+ * (linear probing's deletion: no tombstones). */
+static void slots_delete(uint64_t seed, uint64_t *slots, size_t mask, size_t i)
 {
-    if (!e->vidx)
-        return;
-    size_t i = e->vidx - 1;
-    ks_entry_t *last = sh->vol[--sh->nvol];
-    sh->vol[i] = last;
-    last->vidx = (uint32_t)(i + 1);
-    e->vidx = 0;
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!slots[j])
+            break;
+        size_t k = slot_home(seed, slots[j], mask);
+        /* the entry at j stays when its home is cyclically in (i, j] */
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+            continue;
+        slots[i] = slots[j];
+        i = j;
+    }
+    slots[i] = 0;
 }
 
 static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 {
-    uint32_t h = (uint32_t)k->hash;
-    for (ks_entry_t *e = sh->table[h & sh->mask]; e; e = e->next)
-        if (e->hash == h && entry_klen(e) == k->len) {
+    uint32_t tag = hash_tag(k->hash);
+    size_t i = (size_t)(k->hash >> 32) & sh->mask;
+    for (uint64_t s; (s = sh->slots[i]) != 0; i = (i + 1) & sh->mask) {
+        if (slot_tag(s) != tag)
+            continue;
+        ks_entry_t *e = slot_entry(s);
+        if (entry_klen(e) == k->len) {
             if (!is_inline(e))   /* the caller reads the value next: its miss overlaps the key's */
                 __builtin_prefetch(heap_of(e)->p);
             if (memcmp(key_of(e), k->p, k->len) == 0)
                 return e;
         }
+    }
     return NULL;
+}
+
+/* ---- the vol array ------------------------------------------------------- */
+
+/* Makes room for one more entry in the vol array. */
+static bool vol_reserve(ks_shard_t *sh)
+{
+    if (sh->nvol < sh->vol_cap)
+        return true;
+    if (sh->nvol >= UINT32_MAX - 1)
+        return false;
+    size_t nc = sh->vol_cap ? sh->vol_cap * 2 : 16;
+    vol_slot_t *p = realloc(sh->vol, nc * sizeof(*p));
+    if (!p)
+        return false;
+    sh->vol = p;
+    sh->vol_cap = nc;
+    return true;
+}
+
+/* Adds e (room reserved, not in the array). */
+static void vol_add(ks_shard_t *sh, ks_entry_t *e, int64_t expire_ms)
+{
+    sh->vol[sh->nvol++] = (vol_slot_t){ e, expire_ms };
+    *vidx_of(e) = (uint32_t)sh->nvol;
+    e->klen_f |= KF_VOL;
+}
+
+static void vol_remove(ks_shard_t *sh, ks_entry_t *e)
+{
+    if (!is_vol(e))
+        return;
+    uint32_t *vi = vidx_of(e);
+    size_t i = *vi - 1;
+    vol_slot_t last = sh->vol[--sh->nvol];
+    sh->vol[i] = last;
+    *vidx_of(last.e) = (uint32_t)(i + 1);
+    *vi = 0;
+    e->klen_f &= (uint16_t)~KF_VOL;
+    if (sh->vol_cap > 64 && sh->nvol < sh->vol_cap / 4) {
+        vol_slot_t *p = realloc(sh->vol, sh->vol_cap / 2 * sizeof(*p));
+        if (p) {
+            sh->vol = p;
+            sh->vol_cap /= 2;
+        }
+    }
+}
+
+static inline vol_slot_t *vol_of(const ks_shard_t *sh, const ks_entry_t *e)
+{
+    return &sh->vol[*vidx_of(e) - 1];
+}
+
+static inline int64_t entry_expire(const ks_shard_t *sh, const ks_entry_t *e)
+{
+    return is_vol(e) ? vol_of(sh, e)->expire_ms : KS_NO_EXPIRY;
 }
 
 /* Unlinks and frees an entry.  Snapshot capture must already have happened. */
 static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 {
-    /* the entry moved into e's place in `vol` is a random one, a cache
-     * miss: fetched together with e's bucket rather than after it */
-    if (e->vidx)
-        __builtin_prefetch(sh->vol[sh->nvol - 1], 1);
-    ks_entry_t **pp = &sh->table[e->hash & sh->mask];
-    while (*pp != e)
-        pp = &(*pp)->next;
-    *pp = e->next;
+    size_t i = (size_t)(entry_hash(sh->seed, e) >> 32) & sh->mask;
+    while (slot_entry(sh->slots[i]) != e) {
+        assert(sh->slots[i]);
+        i = (i + 1) & sh->mask;
+    }
+    slots_delete(sh->seed, sh->slots, sh->mask, i);
 
     sh->n--;
-    vol_remove(sh, e);
-
     charge_sub(ks, sh, entry_mem(e));
+    vol_remove(sh, e);
     atomic_fetch_sub_explicit(&ks->keys, 1, memory_order_relaxed);
     entry_free(e);
 
-    if (sh->mask + 1 > KS_MIN_BUCKETS && sh->n < (sh->mask + 1) / 8)
+    if (sh->mask + 1 > KS_MIN_SLOTS && sh->n < (sh->mask + 1) / 8)
         table_resize(sh, (sh->mask + 1) / 2);
 }
 
@@ -460,22 +645,27 @@ static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
  * with a new epoch E.  From then on an entry is "handled" for E once its
  * state as of the barrier is safe: either written to the file, or copied.
  *
- *  - The first time the snapshot visits a shard it pins every entry not yet
- *    handled (snap_slot = its position in `items`) and marks it handled.
- *  - A writer about to change an entry calls capture(): if the shard's
- *    entries have not been listed yet and this one is unhandled, or if it is
- *    pinned, the writer encodes the entry's current record into `items`
- *    first.  Entries created after the barrier are born handled.
- *  - The snapshot then encodes pinned entries as it reaches them, and copies
- *    the captured bytes of the others.
+ *  - The snapshot walks each shard's table home slot by home slot, in
+ *    ks_shard_scan's cursor order, and writes every entry not yet handled
+ *    (marking it handled).  That order visits every entry present for the
+ *    whole walk at least once, across any resizes in between (Redis's
+ *    dictScan guarantee); the epoch keeps an entry from being written twice.
+ *  - A writer about to change an unhandled entry calls capture(), which
+ *    encodes the entry's current record into `items` and marks it handled.
+ *    Entries created after the barrier are born handled.
+ *  - An entry unhandled when the walk reaches it is therefore unchanged since
+ *    the barrier; one deleted in between was captured before.
  *
  * The encoded records therefore show each key exactly as it was at the
  * barrier, while the journal after the barrier holds every later change.
+ * Nothing is kept per key but the 16-bit epoch, and nothing is listed: a
+ * snapshot's memory is the records captured ahead of the walk.
  */
 
-static void record_encode(wbuf_t *out, const ks_entry_t *e)
+static void record_encode(wbuf_t *out, const ks_shard_t *sh, const ks_entry_t *e)
 {
-    snapfmt_put_record(out, e->type->tag, key_of(e), entry_klen(e), e->expire_ms, e->type->encode, value_of(e));
+    const ks_type_t *t = type_of(e);
+    snapfmt_put_record(out, t->tag, key_of(e), entry_klen(e), entry_expire(sh, e), t->encode, value_of(e));
 }
 
 static bool items_push(ks_shard_t *sh, snap_item_t it)
@@ -494,27 +684,20 @@ static bool items_push(ks_shard_t *sh, snap_item_t it)
 
 static void capture(ks_shard_t *sh, ks_entry_t *e)
 {
-    if (!sh->snap_active)
+    if (!sh->snap_active || e->snap_epoch == sh->snap_active)
         return;
-    bool unlisted = !sh->snap_collected && e->snap_epoch != sh->snap_active;
-    if (!unlisted && !e->snap_slot)
-        return;
+    e->snap_epoch = sh->snap_active;
     wbuf_t b = WBUF_INIT;
-    record_encode(&b, e);
+    record_encode(&b, sh, e);
     if (b.oom) {
         wbuf_free(&b);
         sh->snap_failed = true;
+        return;
     }
-    snap_item_t it = { NULL, b.data, b.len };
-    if (e->snap_slot) {
-        sh->items[e->snap_slot - 1] = it;
-        e->snap_slot = 0;
-    } else {
-        e->snap_epoch = sh->snap_active;
-        if (!items_push(sh, it)) {
-            free(it.buf);
-            sh->snap_failed = true;
-        }
+    snap_item_t it = { b.data, b.len };
+    if (!items_push(sh, it)) {
+        free(it.buf);
+        sh->snap_failed = true;
     }
 }
 
@@ -523,22 +706,66 @@ void ks_snapshot_begin(ks_t *ks)
     uint16_t e = ++ks->epoch;
     if (e == 0) {
         /* 16 bits of epoch wrapped (once in 65 535 snapshots): an entry that
-         * no snapshot reached since (snapshots ended before collecting its
+         * no snapshot reached since (snapshots ended before walking its
          * shard) could carry the new epoch.  Every entry is reset, under the
          * locks the caller holds: one pass over the keys. */
         for (unsigned i = 0; i < ks->nshards; i++)
-            for (size_t b = 0; b <= ks->shards[i].mask; b++)
-                for (ks_entry_t *x = ks->shards[i].table[b]; x; x = x->next)
-                    x->snap_epoch = 0;
+            for (size_t j = 0; j <= ks->shards[i].mask; j++)
+                if (ks->shards[i].slots[j])
+                    slot_entry(ks->shards[i].slots[j])->snap_epoch = 0;
         e = ++ks->epoch;   /* 0 means "no snapshot" */
     }
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
         sh->snap_active = e;
-        sh->snap_collected = false;
+        sh->snap_walked = false;
+        sh->snap_cursor = 0;
         sh->snap_failed = false;
         sh->nitems = sh->items_next = 0;
     }
+}
+
+static uint64_t rev64(uint64_t v)
+{
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    return __builtin_bswap64(v);
+}
+
+/* The cursor after home slot v of a table of mask+1 slots (reverse-binary
+ * increment over the masked bits, as Redis's dictScan): 0 when done. */
+static uint64_t cursor_next(uint64_t v, size_t mask)
+{
+    v |= ~(uint64_t)mask;
+    v = rev64(v);
+    v++;
+    return rev64(v);
+}
+
+/* Calls fn(ud, e) for each entry whose home slot is v & mask: they are in
+ * the run from there to the next empty slot.  fn must not add or delete. */
+static void visit_home(ks_shard_t *sh, uint64_t v, void (*fn)(ks_shard_t *, ks_entry_t *, void *), void *ud)
+{
+    size_t home = (size_t)v & sh->mask;
+    for (size_t i = home; sh->slots[i]; i = (i + 1) & sh->mask)
+        if (slot_home(sh->seed, sh->slots[i], sh->mask) == home)
+            fn(sh, slot_entry(sh->slots[i]), ud);
+}
+
+struct drain_ctx {
+    wbuf_t *out;
+    uint64_t *records;
+};
+
+static void drain_visit(ks_shard_t *sh, ks_entry_t *e, void *ud)
+{
+    struct drain_ctx *d = ud;
+    if (e->snap_epoch == sh->snap_active)
+        return;
+    e->snap_epoch = sh->snap_active;
+    record_encode(d->out, sh, e);
+    (*d->records)++;
 }
 
 bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uint64_t *records)
@@ -547,31 +774,12 @@ bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uin
     (void)ks;
     if (!sh->snap_active)
         return true;
-    if (!sh->snap_collected) {
-        for (size_t b = 0; b <= sh->mask; b++)
-            for (ks_entry_t *e = sh->table[b]; e; e = e->next) {
-                if (e->snap_epoch == sh->snap_active)
-                    continue;
-                e->snap_epoch = sh->snap_active;
-                snap_item_t it = { e, NULL, 0 };
-                if (!items_push(sh, it)) {
-                    sh->snap_failed = true;
-                    out->oom = true;
-                    return true;
-                }
-                e->snap_slot = (uint32_t)sh->nitems;
-            }
-        sh->snap_collected = true;
-    }
     size_t start = out->len;
-    while (sh->items_next < sh->nitems && out->len - start < budget) {
-        snap_item_t *it = &sh->items[sh->items_next++];
-        if (it->entry) {
-            record_encode(out, it->entry);
-            it->entry->snap_slot = 0;
-            it->entry = NULL;
-            (*records)++;
-        } else if (it->buf) {
+    struct drain_ctx d = { out, records };
+    for (;;) {
+        /* records captured ahead of the walk first */
+        while (sh->items_next < sh->nitems && out->len - start < budget) {
+            snap_item_t *it = &sh->items[sh->items_next++];
             wbuf_put_bytes(out, it->buf, it->len);
             free(it->buf);
             it->buf = NULL;
@@ -579,10 +787,19 @@ bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uin
         }
         if (out->oom)
             return true;
+        if (sh->snap_walked || out->len - start >= budget)
+            break;
+        visit_home(sh, sh->snap_cursor, drain_visit, &d);
+        if (out->oom)
+            return true;
+        sh->snap_cursor = cursor_next(sh->snap_cursor, sh->mask);
+        if (sh->snap_cursor == 0)
+            sh->snap_walked = true;
     }
     if (sh->snap_failed)
         out->oom = true;
-    return sh->items_next == sh->nitems;
+    /* once walked, every entry is handled: no capture adds an item */
+    return sh->snap_walked && sh->items_next == sh->nitems;
 }
 
 bool ks_snapshot_failed(ks_t *ks)
@@ -598,14 +815,12 @@ void ks_snapshot_end(ks_t *ks)
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
         ks_shard_lock(sh);
-        for (size_t j = 0; j < sh->nitems; j++) {
-            if (sh->items[j].entry)
-                sh->items[j].entry->snap_slot = 0;
+        for (size_t j = sh->items_next; j < sh->nitems; j++)
             free(sh->items[j].buf);
-        }
         sh->nitems = sh->items_next = 0;
         sh->snap_active = 0;
-        sh->snap_collected = false;
+        sh->snap_walked = false;
+        sh->snap_cursor = 0;
         if (sh->items_cap > 1024) {
             free(sh->items);
             sh->items = NULL;
@@ -619,14 +834,16 @@ void ks_snapshot_end(ks_t *ks)
 /* Entries                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static ks_shard_t *entry_shard(ks_t *ks, const ks_entry_t *e)
+static ks_shard_t *entry_shard(const ks_t *ks, const ks_entry_t *e)
 {
-    return &ks->shards[ks->bits ? e->hash >> (32 - ks->bits) : 0];
+    if (!ks->bits)
+        return &ks->shards[0];
+    return &ks->shards[(uint32_t)entry_hash(ks->seed, e) >> (32 - ks->bits)];
 }
 
-static bool expired(const ks_entry_t *e, int64_t now_ms)
+static bool expired(const ks_shard_t *sh, const ks_entry_t *e, int64_t now_ms)
 {
-    return e->expire_ms != KS_NO_EXPIRY && e->expire_ms <= now_ms;
+    return is_vol(e) && vol_of(sh, e)->expire_ms <= now_ms;
 }
 
 static void entry_delete(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
@@ -642,11 +859,11 @@ ks_entry_t *ks_find(ks_t *ks, const ks_key_t *k, int64_t now_ms)
     ks_entry_t *e = table_find(sh, k);
     if (!e)
         return NULL;
-    if (expired(e, now_ms)) {
+    if (expired(sh, e, now_ms)) {
         entry_delete(ks, sh, e);
         return NULL;
     }
-    e->lru = (uint32_t)(now_ms / 1000);
+    lru_touch(e, now_ms);
     return e;
 }
 
@@ -660,8 +877,21 @@ ks_entry_t *ks_find_write(ks_t *ks, const ks_key_t *k, int64_t now_ms)
 
 void ks_entry_prepare_write(ks_t *ks, ks_entry_t *e)
 {
-    assert(SHARD_HELD(entry_shard(ks, e)));
-    capture(entry_shard(ks, e), e);
+    ks_shard_t *sh = entry_shard(ks, e);
+    assert(SHARD_HELD(sh));
+    capture(sh, e);
+}
+
+/* Sets e's expiry (not KS_NO_EXPIRY, > 0), room in the vol map reserved. */
+static void vol_set(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, int64_t expire_ms)
+{
+    if (is_vol(e)) {
+        vol_of(sh, e)->expire_ms = expire_ms;
+        return;
+    }
+    charge_sub(ks, sh, entry_mem(e));
+    vol_add(sh, e, expire_ms);
+    charge_add(ks, sh, entry_mem(e));
 }
 
 ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *value,
@@ -671,31 +901,38 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     assert(SHARD_HELD(sh));
     if (k->len > KS_KEY_MAX || sh->n >= UINT32_MAX - 1)
         return NULL;
-    size_t area = area_size(type);
-    ks_entry_t *e = malloc(sizeof(*e) + area + k->len + 1);
+    if (always_inline(type) && !value_inline(type, value))
+        return NULL;   /* no room for anything but the value's bytes */
+    int tid = type_id(type);
+    if (tid < 0)
+        return NULL;
+    /* room first, so that a failure changes nothing */
+    if ((sh->n + 1) * 8 > (sh->mask + 1) * 7 && !table_resize(sh, (sh->mask + 1) * 2) && sh->n + 1 > sh->mask)
+        return NULL;   /* a table must keep an empty slot */
+    if (expire_ms != KS_NO_EXPIRY && !vol_reserve(sh))
+        return NULL;
+    ks_entry_t *e = malloc(entry_alloc_size(type, k->len));
     if (!e)
         return NULL;
-    memset(e, 0, sizeof(*e));
-    e->type = type;
+    if (!slot_fits(e)) {   /* an address above 2^47: no room for the tag */
+        free(e);
+        return NULL;
+    }
+    e->lru_tid = (uint32_t)tid;
+    lru_touch(e, now_ms);
+    e->klen_f = (uint16_t)k->len;
+    e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
+    *vidx_of(e) = 0;
     char *key = key_of(e);
     memcpy(key, k->p, k->len);
     key[k->len] = '\0';
-    e->klen_f = (uint16_t)k->len;
-    e->hash = (uint32_t)k->hash;
-    e->expire_ms = KS_NO_EXPIRY;
-    e->lru = (uint32_t)(now_ms / 1000);
-    e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
-    sh->n++;
     value_store(e, value);   /* the caller's value is the keyspace's from here */
-    size_t b = e->hash & sh->mask;
-    e->next = sh->table[b];
-    sh->table[b] = e;
+    slot_insert(sh->slots, sh->mask, slot_make(e, hash_tag(k->hash)), (size_t)(k->hash >> 32) & sh->mask);
+    sh->n++;
     atomic_fetch_add_explicit(&ks->keys, 1, memory_order_relaxed);
     charge_add(ks, sh, entry_mem(e));
     if (expire_ms != KS_NO_EXPIRY)
-        ks_entry_set_expire(ks, e, expire_ms);
-    if (sh->n > sh->mask + 1)
-        table_resize(sh, (sh->mask + 1) * 2);
+        vol_set(ks, sh, e, expire_ms < 0 ? 1 : expire_ms);
     return e;
 }
 
@@ -706,34 +943,38 @@ void ks_entry_delete(ks_t *ks, ks_entry_t *e)
     entry_delete(ks, sh, e);
 }
 
-void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
+bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
 {
     ks_shard_t *sh = entry_shard(ks, e);
     assert(SHARD_HELD(sh));
     if (expire_ms < 0)
         expire_ms = 1;   /* already in the past: expires on next access */
-    if (e->expire_ms == expire_ms)
-        return;
+    if (entry_expire(sh, e) == expire_ms)
+        return true;
+    if (expire_ms != KS_NO_EXPIRY && !is_vol(e) && !vol_reserve(sh))
+        return false;
     capture(sh, e);
-    e->expire_ms = expire_ms;
     if (expire_ms == KS_NO_EXPIRY) {
+        charge_sub(ks, sh, entry_mem(e));
         vol_remove(sh, e);
-    } else if (!e->vidx) {
-        if (array_push(&sh->vol, &sh->nvol, &sh->vol_cap, e))
-            e->vidx = (uint32_t)sh->nvol;
-        /* on allocation failure the key still expires lazily on access */
+        charge_add(ks, sh, entry_mem(e));
+    } else {
+        vol_set(ks, sh, e, expire_ms);
     }
+    return true;
 }
 
 void ks_entry_changed(ks_t *ks, ks_entry_t *e)
 {
-    ks_shard_t *sh = entry_shard(ks, e);
-    assert(SHARD_HELD(sh));
     if (is_inline(e)) {
-        assert(!e->type->size || e->type->size(e->data) == e->type->inline_size);
+        assert(SHARD_HELD(entry_shard(ks, e)));
+        assert(!type_of(e)->size || type_of(e)->size(data_of(e)) == type_of(e)->inline_size);
         return;   /* an inline value's charge never changes */
     }
-    size_t mem = e->type->size ? e->type->size(heap_of(e)->p) : 0;
+    ks_shard_t *sh = entry_shard(ks, e);
+    assert(SHARD_HELD(sh));
+    const ks_type_t *t = type_of(e);
+    size_t mem = t->size ? t->size(heap_of(e)->p) : 0;
     charge_sub(ks, sh, heap_of(e)->mem);
     charge_add(ks, sh, mem);
     heap_of(e)->mem = mem;
@@ -743,18 +984,25 @@ void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value)
 {
     ks_shard_t *sh = entry_shard(ks, e);
     assert(SHARD_HELD(sh));
+    const ks_type_t *t = type_of(e);
+    /* a type whose values are all inline has no room for another */
+    assert(!always_inline(t) || value_inline(t, value));
     capture(sh, e);
     charge_sub(ks, sh, entry_mem(e));
-    if (!is_inline(e) && e->type->free)
-        e->type->free(heap_of(e)->p);
+    if (!is_inline(e) && t->free)
+        t->free(heap_of(e)->p);
     value_store(e, value);
     charge_add(ks, sh, entry_mem(e));
 }
 
-const ks_type_t *ks_entry_type(const ks_entry_t *e) { return e->type; }
+const ks_type_t *ks_entry_type(const ks_entry_t *e) { return type_of(e); }
 void *ks_entry_value(const ks_entry_t *e) { return value_of(e); }
-int64_t ks_entry_expire(const ks_entry_t *e) { return e->expire_ms; }
 size_t ks_entry_memory(const ks_entry_t *e) { return entry_mem(e); }
+
+int64_t ks_entry_expire(const ks_t *ks, const ks_entry_t *e)
+{
+    return is_vol(e) ? entry_expire(entry_shard(ks, e), e) : KS_NO_EXPIRY;
+}
 
 const char *ks_entry_key(const ks_entry_t *e, size_t *len)
 {
@@ -767,12 +1015,17 @@ const char *ks_entry_key(const ks_entry_t *e, size_t *len)
 /* Iteration, expiry, eviction                                              */
 /* ------------------------------------------------------------------------ */
 
-static uint64_t rev64(uint64_t v)
+struct scan_ctx {
+    int64_t now_ms;
+    ks_visit_fn fn;
+    void *ud;
+};
+
+static void scan_visit(ks_shard_t *sh, ks_entry_t *e, void *ud)
 {
-    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
-    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
-    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
-    return __builtin_bswap64(v);
+    struct scan_ctx *c = ud;
+    if (!expired(sh, e, c->now_ms))
+        c->fn(c->ud, e);
 }
 
 void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
@@ -780,50 +1033,28 @@ void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_bucket
 {
     assert(SHARD_HELD(sh));
     (void)ks;
+    struct scan_ctx c = { now_ms, fn, ud };
     uint64_t v = *cursor;
     if (max_buckets == 0)
         max_buckets = 1;
     do {
-        for (ks_entry_t *e = sh->table[v & sh->mask]; e; e = e->next)
-            if (!expired(e, now_ms))
-                fn(ud, e);
-        /* reverse-binary increment over the masked bits (Redis dictScan) */
-        v |= ~(uint64_t)sh->mask;
-        v = rev64(v);
-        v++;
-        v = rev64(v);
+        visit_home(sh, v, scan_visit, &c);
+        v = cursor_next(v, sh->mask);
     } while (v != 0 && --max_buckets > 0);
     *cursor = v;
 }
 
 /* Samples n volatile entries of sh at random and deletes the expired ones;
- * returns how many it deleted.  Each sample is two cache misses (a random
- * slot of a large array, then a random entry): a batch's slots, then their
- * entries, are fetched ahead together instead of one miss after another
- * (bench/expire_micro: about 30% less CPU per expired key under a stream
- * of short-lived keys). */
+ * returns how many it deleted.  The expiry is in the vol array beside the
+ * entry's address, so only an expired key's entry is touched. */
 static size_t expire_sample(ks_t *ks, ks_shard_t *sh, int64_t now_ms, size_t n)
 {
-    size_t at[KS_EXPIRE_BATCH];
     size_t hit = 0;
-    while (n > 0 && sh->nvol > 0) {
-        size_t m = n < KS_EXPIRE_BATCH ? n : KS_EXPIRE_BATCH;
-        n -= m;
-        for (size_t j = 0; j < m; j++) {
-            at[j] = (size_t)rng_below(&sh->rng, sh->nvol);
-            __builtin_prefetch(&sh->vol[at[j]]);
-        }
-        for (size_t j = 0; j < m; j++)
-            __builtin_prefetch(sh->vol[at[j]]);
-        for (size_t j = 0; j < m && sh->nvol > 0; j++) {
-            /* a deletion moved the last slot into the deleted one's place:
-             * a sample past the shortened array is drawn again */
-            size_t i = at[j] < sh->nvol ? at[j] : (size_t)rng_below(&sh->rng, sh->nvol);
-            ks_entry_t *e = sh->vol[i];
-            if (expired(e, now_ms)) {
-                entry_delete(ks, sh, e);
-                hit++;
-            }
+    for (; n > 0 && sh->nvol > 0; n--) {
+        size_t i = (size_t)rng_below(&sh->rng, sh->nvol);
+        if (sh->vol[i].expire_ms <= now_ms) {
+            entry_delete(ks, sh, sh->vol[i].e);
+            hit++;
         }
     }
     return hit;
@@ -852,22 +1083,15 @@ size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
     return deleted;
 }
 
-/* An entry of a non-empty shard at random, Redis-dict style: from a random
- * bucket, the first non-empty one on (wrapping), and a random entry of its
- * chain.  Entries after runs of empty buckets, and in short chains, are a
- * little likelier; with the load between 1/8 and 1 the runs are short. */
+/* An entry of a non-empty shard at random: from a random slot, the first
+ * full one on.  Entries after runs of empty slots are a little likelier;
+ * with the load between 1/8 and 7/8 the runs are short. */
 static ks_entry_t *table_sample(ks_shard_t *sh)
 {
-    size_t b = (size_t)rng_below(&sh->rng, sh->mask + 1);
-    while (!sh->table[b])
-        b = (b + 1) & sh->mask;
-    size_t len = 0;
-    for (ks_entry_t *e = sh->table[b]; e; e = e->next)
-        len++;
-    ks_entry_t *e = sh->table[b];
-    for (size_t i = (size_t)rng_below(&sh->rng, len); i > 0; i--)
-        e = e->next;
-    return e;
+    size_t i = (size_t)rng_below(&sh->rng, sh->mask + 1);
+    while (!sh->slots[i])
+        i = (i + 1) & sh->mask;
+    return slot_entry(sh->slots[i]);
 }
 
 /* Whether e is one of keep[0..nkeep). */
@@ -883,7 +1107,7 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
 {
     if (ks->policy == KS_NOEVICTION)
         return 0;
-    uint32_t now_s = (uint32_t)(now_ms / 1000);
+    uint32_t now_s = lru_now(now_ms);
     for (unsigned tries = 0; tries < ks->nshards; tries++) {
         unsigned i = atomic_fetch_add_explicit(&ks->evict_rr, 1, memory_order_relaxed) & (ks->nshards - 1);
         ks_shard_t *sh = &ks->shards[i];
@@ -893,8 +1117,8 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         ks_entry_t *best = NULL;
         uint32_t best_idle = 0;
         for (int s = 0; n && s < KS_EVICT_SAMPLES; s++) {
-            ks_entry_t *e = vol ? sh->vol[rng_below(&sh->rng, n)] : table_sample(sh);
-            uint32_t idle = now_s - e->lru;
+            ks_entry_t *e = vol ? sh->vol[rng_below(&sh->rng, n)].e : table_sample(sh);
+            uint32_t idle = lru_idle(e, now_s);
             if ((!best || idle > best_idle) && !kept(e, keep, nkeep)) {
                 best = e;
                 best_idle = idle;
@@ -903,12 +1127,11 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         /* the samples were all kept: another, in order */
         size_t looked = 0;
         for (size_t k = 0; vol && !best && k < n && k < KS_EVICT_SCAN; k++)
-            if (!kept(sh->vol[k], keep, nkeep))
-                best = sh->vol[k];
-        for (size_t b = 0; !vol && !best && b <= sh->mask && looked < KS_EVICT_SCAN; b++)
-            for (ks_entry_t *e = sh->table[b]; e && !best && looked < KS_EVICT_SCAN; e = e->next, looked++)
-                if (!kept(e, keep, nkeep))
-                    best = e;
+            if (!kept(sh->vol[k].e, keep, nkeep))
+                best = sh->vol[k].e;
+        for (size_t k = 0; !vol && !best && k <= sh->mask && looked < KS_EVICT_SCAN; k++)
+            if (sh->slots[k] && (looked++, !kept(slot_entry(sh->slots[k]), keep, nkeep)))
+                best = slot_entry(sh->slots[k]);
         if (!best) {
             ks_shard_unlock(sh);
             continue;

@@ -1,18 +1,20 @@
 /*
  * keyspace.h - key (bytes, <= 1024) -> typed value, with expiry.
  *
- * The keyspace is split into a power-of-two number of shards, each a chained
- * hash table behind its own mutex, so that requests on different keys run in
- * parallel on every core.  A key's shard is picked by the top bits of the
- * low 32 bits of its hash and its bucket by the lowest bits, so the two do
- * not correlate below 2^(32 - shard bits) buckets a shard.
+ * The keyspace is split into a power-of-two number of shards, each an
+ * open-addressing hash table behind its own mutex, so that requests on
+ * different keys run in parallel on every core.  A key's shard is picked by
+ * the top bits of the low 32 bits of its hash and its slot by the high 32
+ * bits, so the two never correlate.  Entries do not move: a ks_entry_t*
+ * stays valid until the entry is deleted, whatever is added meanwhile.
  *
  * Locking contract: every function taking a ks_shard_t* must be called with
  * that shard locked (ks_shard_lock), except where noted.  An operation on
  * several keys locks their shards in ascending index order (ks_lock_keys) so
  * that two such operations never deadlock.
  *
- * Expiry: each entry may carry an absolute expiry in milliseconds.  Lookups
+ * Expiry: each entry may carry an absolute expiry in milliseconds (kept
+ * by its shard, beside the entry's address, so ks_entry_expire takes ks).  Lookups
  * take `now_ms` (core has no clock) and remove an expired entry lazily;
  * ks_expire_step() samples volatile keys actively, like Redis's activeExpire.
  *
@@ -21,7 +23,9 @@
  * until the entry is deleted or its value replaced.
  *
  * Memory: every entry is charged its allocation (header, value area, key)
- * and table slots, plus type->size(value) of a value stored apart.
+ * as the allocator rounds it, its table slot and, with an expiry, its slot
+ * of the shard's array of volatile keys, plus type->size(value) of a value
+ * stored apart.
  * After changing a value, call ks_entry_changed() so the charge follows it.
  * With a memory limit, ks_evict() removes approximately least-recently-used
  * keys by sampling (allkeys-lru or volatile-lru), as Redis does.
@@ -119,8 +123,10 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
                    int64_t expire_ms, int64_t now_ms);
 /* Removes the entry and frees its value. */
 void ks_entry_delete(ks_t *ks, ks_entry_t *e);
-/* Sets (or with KS_NO_EXPIRY clears) the absolute expiry. */
-void ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);
+/* Sets (or with KS_NO_EXPIRY clears) the absolute expiry.  Returns false,
+ * changing nothing, when the shard's array of volatile keys could not grow
+ * (out of memory). */
+bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);
 /* Re-measures the value after a change (memory accounting). */
 void ks_entry_changed(ks_t *ks, ks_entry_t *e);
 /* Replaces the value (freeing the old one) after ks_find_write. */
@@ -129,7 +135,9 @@ void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value);
 const ks_type_t *ks_entry_type(const ks_entry_t *e);
 void *ks_entry_value(const ks_entry_t *e);
 const char *ks_entry_key(const ks_entry_t *e, size_t *len);
-int64_t ks_entry_expire(const ks_entry_t *e);
+/* The entry's expiry (KS_NO_EXPIRY if none): kept in its shard's array of
+ * volatile keys, not in the entry, hence the keyspace. */
+int64_t ks_entry_expire(const ks_t *ks, const ks_entry_t *e);
 size_t ks_entry_memory(const ks_entry_t *e);
 /* What an entry costs besides its value (struct, key, table slots): with
  * type->size(value), what ks_add charges for a key of klen bytes. */
@@ -139,11 +147,11 @@ size_t ks_entry_overhead(size_t klen);
 /* Iteration, expiry and eviction                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Calls fn for each live entry of the shard bucket(s) at the cursor and
+/* Calls fn for each live entry whose home slot is at the cursor and
  * advances it, Redis-SCAN style: an entry present for the whole scan is
  * visited at least once even if the table is resized in between.  *cursor is
  * 0 at the start and becomes 0 when the shard is done.  Visits at most
- * `max_buckets` buckets. Shard locked. */
+ * `max_buckets` home slots.  fn must not add or delete keys.  Shard locked. */
 typedef void (*ks_visit_fn)(void *ud, ks_entry_t *e);
 void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
                    int64_t now_ms, ks_visit_fn fn, void *ud);

@@ -71,6 +71,7 @@ struct cmd_check_dumps {
     uint8_t **dumps;
     size_t *lens;
     size_t n, cap;
+    ks_t *ks;
 };
 
 static void cmd_check_collect(void *ud, ks_entry_t *e)
@@ -87,7 +88,7 @@ static void cmd_check_collect(void *ud, ks_entry_t *e)
     const char *k = ks_entry_key(e, &klen);
     d->keys[d->n] = strndup(k, klen);
     wbuf_t w = WBUF_INIT;
-    int64_t x = ks_entry_expire(e);
+    int64_t x = ks_entry_expire(d->ks, e);
     keydump_encode(ks_entry_type(e), ks_entry_value(e), x == KS_NO_EXPIRY ? KEYDUMP_NO_TTL : x, &w);
     assert_false(w.oom);
     d->dumps[d->n] = w.data;
@@ -101,6 +102,7 @@ static inline void cmd_check_dumps(cmd_check_t *c, struct cmd_check_dumps *d)
 {
     memset(d, 0, sizeof(*d));
     ks_t *ks = c->srv.ks;
+    d->ks = ks;
     for (unsigned s = 0; s < ks_shard_count(ks); s++) {
         ks_shard_t *sh = ks_shard_at(ks, s);
         ks_shard_lock(sh);

@@ -624,7 +624,7 @@ static void key_dump(api_server_t *srv, const char *key, size_t klen, uint8_t **
     ks_entry_t *e = ks_find(srv->ks, &k, T0 / 1000000);
     wbuf_t w = WBUF_INIT;
     if (e) {
-        int64_t x = ks_entry_expire(e);
+        int64_t x = ks_entry_expire(srv->ks, e);
         keydump_encode(ks_entry_type(e), ks_entry_value(e), x == KS_NO_EXPIRY ? KEYDUMP_NO_TTL : x, &w);
     }
     ks_shard_unlock(sh);

@@ -38,7 +38,7 @@ static int64_t counter_at(cmd_server_t *srv, const char *key, int64_t *expire)
     ks_shard_lock(sh);
     ks_entry_t *e = ks_find(srv->ks, &k, NOW_NS / 1000000);
     int64_t v = e ? counter_value(ks_entry_value(e)) : -999;
-    *expire = e ? ks_entry_expire(e) : 0;
+    *expire = e ? ks_entry_expire(srv->ks, e) : 0;
     ks_shard_unlock(sh);
     return v;
 }

@@ -265,6 +265,64 @@ static void test_scan_across_resizes(void **state)
     ks_free(ks);
 }
 
+/* A shard past 2^21 slots, where a slot's 21 bits of hash no longer give
+ * an entry's home and the keyspace hashes keys again: lookups, expiry, a
+ * SCAN across the growth and shrinks back below it, deletion. */
+static void test_large_table(void **state)
+{
+    (void)state;
+    ks_t *ks = ks_create(0, 9);
+    uint64_t base = ks_total_memory(ks);
+    char key[32];
+    enum { N = 1900000, STABLE = 1000 };
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "big:%d", i);
+        assert_non_null(put(ks, key, i, i % 5 ? KS_NO_EXPIRY : 5000, 0));
+    }
+    assert_int_equal(ks_total_keys(ks), N);
+    for (int i = 0; i < N; i += 997) {
+        int64_t v;
+        snprintf(key, sizeof(key), "big:%d", i);
+        assert_true(get(ks, key, 0, &v));
+        assert_int_equal(v, i);
+    }
+    /* a scan while the table shrinks back below 2^21 slots */
+    for (int i = 0; i < STABLE; i++) {
+        snprintf(key, sizeof(key), "stable:%d", i);
+        put(ks, key, i, KS_NO_EXPIRY, 0);
+    }
+    struct seen s = { calloc(STABLE, 1) };
+    ks_shard_t *shard = ks_shard_at(ks, 0);
+    uint64_t cur = 0;
+    int next_del = 0;
+    do {
+        ks_shard_lock(shard);
+        ks_shard_scan(ks, shard, &cur, 4096, 0, on_visit, &s);
+        ks_shard_unlock(shard);
+        for (int j = 0; j < 20000 && next_del < N; j++, next_del++) {
+            snprintf(key, sizeof(key), "big:%d", next_del);
+            assert_true(del(ks, key, 0));
+        }
+    } while (cur != 0);
+    for (int i = 0; i < STABLE; i++)
+        if (!s.hits[i])
+            fail_msg("stable:%d was never visited", i);
+    free(s.hits);
+    /* the rest expire (every fifth) or are deleted */
+    for (int i = next_del; i < N; i++) {
+        snprintf(key, sizeof(key), "big:%d", i);
+        assert_true(get(ks, key, 4999, NULL));
+        assert_true(i % 5 ? del(ks, key, 6000) : !get(ks, key, 6000, NULL));
+    }
+    for (int i = 0; i < STABLE; i++) {
+        snprintf(key, sizeof(key), "stable:%d", i);
+        assert_true(del(ks, key, 0));
+    }
+    assert_int_equal(ks_total_keys(ks), 0);
+    assert_int_equal(ks_total_memory(ks), base);
+    ks_free(ks);
+}
+
 static void test_lock_keys_order(void **state)
 {
     (void)state;
@@ -411,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_expiry),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_scan_across_resizes),
+        cmocka_unit_test(test_large_table),
         cmocka_unit_test(test_lock_keys_order),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_snapshot_consistency),
