@@ -968,12 +968,47 @@ static void test_partition_etcd_leader(void **state)
     run_end(NULL);
 }
 
+/* --coordinator's companions are checked at start: each refusal names why */
+static void test_options_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[8];
+        const char *says;
+    } bad[] = {
+        { { "--coordinator", "etcd://127.0.0.1:2379", NULL }, "--coordinator needs --advertise-url" },
+        { { "--coordinator", "http://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", NULL },
+          "the scheme must be etcd:// or etcds://" },
+        { { "--coordinator", "etcd://127.0.0.1", "--advertise-url", "http://127.0.0.1:1", NULL }, "expected host:port" },
+        { { "--coordinator", "etcd://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", "--replica-of",
+            "http://127.0.0.1:2", NULL },
+          "--coordinator and --replica-of: keep one" },
+        { { "--coordinator", "etcd://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", "--coordinator-user",
+            "tally", NULL },
+          "--coordinator-user and --coordinator-password-file go together" },
+        { { "--coordinator", "etcd://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", "--coordinator-prefix",
+            "tally", NULL },
+          "--coordinator-prefix: 'tally' must start with /" },
+        { { "--advertise-url", "http://127.0.0.1:1", NULL }, "go with --coordinator" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        tally_proc_t p;
+        assert_int_not_equal(tally_start_expect_exit(&p, NULL, bad[i].args), 0);
+        char *log = tally_log(&p);
+        if (!strstr(log, bad[i].says))
+            fail_msg("refusal %zu: the log does not say \"%s\":\n%s", i, bad[i].says, log);
+        free(log);
+        tally_cleanup(&p);
+    }
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (getenv("IT_ETCD_ONLY"))   /* one test by name (a pattern), while working on it */
         cmocka_set_test_filter(getenv("IT_ETCD_ONLY"));
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_options_refused),
         cmocka_unit_test(test_kill_primary),
         cmocka_unit_test(test_pause_primary),
         cmocka_unit_test(test_etcd_member_killed),
