@@ -301,8 +301,7 @@ static void elect(coord_t *c, const repl_position_t *pos)
         }
     }
     free(ms);
-    uint64_t known = pos->epoch > c->r->epoch ? pos->epoch : c->r->epoch;
-    if (!raise_revision(c, known, revision))
+    if (!raise_revision(c, pos->epoch, revision))   /* pos->epoch: the highest this node knows */
         return;
     json_t *lv = json_pack("{s:s,s:I}", "url", c->self, "lease", (json_int_t)c->lease);
     char *v = lv ? json_dumps(lv, JSON_COMPACT) : NULL;
