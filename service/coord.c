@@ -206,6 +206,7 @@ static void become_leader(coord_t *c, uint64_t epoch)
     c->sync_published = false;
     c->rm_floor = 0;
     log_info("coordinator: this node is the primary of %s under epoch %" PRIu64, c->k_leader, epoch);
+    state(c, "primary under epoch %" PRIu64, epoch);
 }
 
 /* Raises etcd's revision above `known` (a data directory that has seen
