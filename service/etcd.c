@@ -22,6 +22,7 @@ struct etcd_client {
     pthread_mutex_t mu; /* current, token */
     size_t current;     /* the member that answered last */
     char *token;        /* authentication token, NULL until authenticated */
+    int64_t max_term;   /* the highest raft term an answer carried */
 };
 
 static _Thread_local char etcd_err[256];
@@ -332,6 +333,23 @@ static int post_one(etcd_client_t *c, size_t idx, const char *path, const char *
         }
         json_t *e = json_object_get(j, "error");
         if (!e) {
+            /* a member of an older raft term than one already heard from is
+             * a former leader that does not know it was replaced (etcd
+             * before 3.4.25/3.5.8 renews leases there): another member */
+            json_t *t = json_object_get(json_object_get(j, "header"), "raft_term");
+            int64_t term = json_is_string(t) ? strtoll(json_string_value(t), NULL, 10)
+                                             : json_is_integer(t) ? (int64_t)json_integer_value(t) : 0;
+            pthread_mutex_lock(&c->mu);
+            int64_t seen = c->max_term;
+            if (term > c->max_term)
+                c->max_term = term;
+            pthread_mutex_unlock(&c->mu);
+            if (term && term < seen) {
+                set_err("etcd %s: answered from raft term %lld, older than %lld (a former leader)", c->hosts[idx],
+                        (long long)term, (long long)seen);
+                json_decref(j);
+                return R_NEXT;
+            }
             *out = j;
             return R_OK;
         }

@@ -9,7 +9,11 @@
  * meaning "this member cannot serve now" (gRPC Unavailable / DeadlineExceeded
  * / an HTTP 5xx) it is sent to the next member, each member tried at most once
  * per call.  An answer that is an error of the request itself (bad argument,
- * lease not found, permission denied...) is returned, not retried.
+ * lease not found, permission denied...) is returned, not retried.  An answer
+ * whose raft term is older than one the client already saw comes from a
+ * former leader that does not know it was replaced (before etcd 3.4.25 and
+ * 3.5.8 such a member still renews leases): it is not taken, and the next
+ * member is asked.
  *
  * Credentials: with a user and password the client authenticates
  * (/v3/auth/authenticate) on first use and sends the token in the

@@ -626,8 +626,10 @@ static int check_converged(int primary)
                          d[i].status == 200 ? 0 : (int)d[i].len, d[i].body ? d[i].body : "", d[0].status, d[0].len);
         if (atomic_load(&ops[k].state) == 2) {
             http_resp_t v = httpf(&nodes[primary], "GET", NULL, "/counter/w-%d", k);
-            if (v.status != 200 || json_int_of(&v, "value") != 1)
-                lost++;
+            if (v.status != 200 || json_int_of(&v, "value") != 1) {
+                if (lost++ < 10)
+                    printf("  lost: w-%d, acknowledged by node %d at %lld\n", k, ops[k].node, (long long)ops[k].at);
+            }
             http_free(&v);
         }
         identical += d[0].status == 200;
