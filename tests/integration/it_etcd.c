@@ -460,8 +460,10 @@ static void writers_start(void)
 static void writers_join(void)
 {
     atomic_store(&writers_stop, true);
-    for (int i = 0; i < WRITERS; i++)
+    for (int i = 0; i < WRITERS; i++) {
         pthread_join(writer_th[i], NULL);
+        writer_th[i] = 0;
+    }
 }
 
 /* The first change acknowledged at or after `since` (wall ms) by a node
@@ -669,6 +671,44 @@ static int group_setup(void **state)
         printf("it_etcd: the three etcd members did not become healthy\n");
         return -1;
     }
+    return 0;
+}
+
+/* After each test, failed ones included: nothing of its run stays up. */
+static int run_teardown(void **state)
+{
+    (void)state;
+    if (ops) {
+        atomic_store(&writers_stop, true);
+        for (int i = 0; i < WRITERS; i++)
+            if (writer_th[i]) {
+                pthread_join(writer_th[i], NULL);
+                writer_th[i] = 0;
+            }
+    }
+    if (haproxy_pid > 0) {
+        kill(haproxy_pid, SIGKILL);
+        waitpid(haproxy_pid, NULL, 0);
+        haproxy_pid = 0;
+    }
+    for (int i = 0; i < NODES; i++) {
+        if (nodes[i].pid > 0)
+            kill(nodes[i].pid, SIGCONT);   /* a test that failed while one was paused */
+        if (nodes[i].pid > 0 || nodes[i].log[0])
+            tally_kill(&nodes[i]);
+        memset(&nodes[i], 0, sizeof(nodes[i]));
+    }
+    for (int i = 0; i < NODES; i++) {
+        fwd_stop(&to_node[i]);
+        for (int j = 0; j < ETCDS; j++)
+            fwd_stop(&to_etcd[i][j]);
+    }
+    partitions = false;
+    for (int j = 0; j < ETCDS; j++)
+        if (etcd_pid[j] > 0)
+            kill(etcd_pid[j], SIGCONT);
+    free(ops);
+    ops = NULL;
     return 0;
 }
 
@@ -1050,15 +1090,15 @@ int main(void)
         cmocka_set_test_filter(getenv("IT_ETCD_ONLY"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_refused),
-        cmocka_unit_test(test_kill_primary),
-        cmocka_unit_test(test_pause_primary),
-        cmocka_unit_test(test_etcd_member_killed),
-        cmocka_unit_test(test_lagging_replica),
-        cmocka_unit_test(test_whole_group_restart),
-        cmocka_unit_test(test_partition_from_etcd),
-        cmocka_unit_test(test_partition_from_replicas),
-        cmocka_unit_test(test_partition_etcd_leader),
-        cmocka_unit_test(test_kill_without_acks),
+        cmocka_unit_test_teardown(test_kill_primary, run_teardown),
+        cmocka_unit_test_teardown(test_pause_primary, run_teardown),
+        cmocka_unit_test_teardown(test_etcd_member_killed, run_teardown),
+        cmocka_unit_test_teardown(test_lagging_replica, run_teardown),
+        cmocka_unit_test_teardown(test_whole_group_restart, run_teardown),
+        cmocka_unit_test_teardown(test_partition_from_etcd, run_teardown),
+        cmocka_unit_test_teardown(test_partition_from_replicas, run_teardown),
+        cmocka_unit_test_teardown(test_partition_etcd_leader, run_teardown),
+        cmocka_unit_test_teardown(test_kill_without_acks, run_teardown),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     curl_global_cleanup();
