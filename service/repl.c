@@ -67,10 +67,15 @@ repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, cmd_server_t *sr
         }
     }
     persist_epoch_keep(p, r->epoch);
+    r->coordinated = o->coordinator[0] != '\0';
+    if (r->coordinated)
+        r->led_epoch = repl_coord_led_read(r);
     repl_run_new(r);
-    /* a primary of a group asks its peers before its first change */
-    atomic_store(&r->role, r->ngroup ? ROLE_PROBING : ROLE_PRIMARY);
+    /* with --coordinator, etcd names the primary: no change before it does
+     * (--peers is a view only: a node is a primary or a replica as started) */
+    atomic_store(&r->role, r->coordinated ? ROLE_PROBING : ROLE_PRIMARY);
     snprintf(r->probe_state, sizeof(r->probe_state), "not asked yet");
+    snprintf(r->coord_state, sizeof(r->coord_state), "not in touch with etcd yet");
     if (o->replica_of[0]) {
         pthread_mutex_lock(&r->role_mu);
         bool ok = repl_follow(r, o->replica_of, 0, err, errlen);
@@ -173,6 +178,10 @@ void repl_run(repl_t *r, const cmd_repl_call_t *c, cmd_repl_result_t *out)
         pthread_mutex_unlock(&r->role_mu);
         break;
     case CMD_REPL_FOLLOW: {
+        if (r->coordinated) {
+            refuse(out, CMD_E_BAD_REQUEST, "this node runs with --coordinator: it follows the primary etcd elects");
+            break;
+        }
         char err[200];
         pthread_mutex_lock(&r->role_mu);
         bool ok = repl_follow(r, c->primary, 0, err, sizeof(err));
@@ -203,7 +212,7 @@ void repl_status(repl_t *r, cmd_repl_status_t *st)
 {
     memset(st, 0, sizeof(*st));
     pthread_mutex_lock(&r->mu);
-    int role = atomic_load(&r->role);
+    int role = repl_role_now(r);
     st->role = repl_role_names[role];
     st->epoch = r->epoch;
     memcpy(st->run, r->run, sizeof(st->run));
@@ -220,6 +229,8 @@ void repl_status(repl_t *r, cmd_repl_status_t *st)
     for (int i = 0; i < r->ngroup; i++)
         memcpy(st->group[i], r->group[i], sizeof(st->group[i]));
     memcpy(st->peers_state, r->probe_state, sizeof(st->peers_state));
+    st->coordinated = r->coordinated;
+    memcpy(st->coordinator_state, r->coord_state, sizeof(st->coordinator_state));
     st->peers_epoch = r->peer_epoch;
     int64_t now = mono_ms(), wall = clock_now_ns() / 1000000;
     st->nreplicas = r->npeers;
@@ -248,7 +259,7 @@ void repl_metrics(repl_t *r, wbuf_t *out)
 {
     char line[1024];
     pthread_mutex_lock(&r->mu);
-    int role = atomic_load(&r->role);
+    int role = repl_role_now(r);
     int n = snprintf(line, sizeof(line),
                      "# HELP tally_replication_role This node's role (1 for the role it has).\n"
                      "# TYPE tally_replication_role gauge\n"
