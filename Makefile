@@ -393,7 +393,7 @@ openapi-lint:
 lint-yaml:
 	yamllint -s -c tools/yamllint.yml openapi.yaml deploy
 	node tools/openapi/check-deploy.mjs Dockerfile deploy/kubernetes/*.yaml deploy/gateways/kubernetes-sidecar/*.yaml \
-	  deploy/gateways/traefik/middleware-k8s.yaml
+	  deploy/gateways/traefik/middleware-k8s.yaml deploy/etcd/*.yaml
 
 # Alert rules: syntax and semantics (promtool check), behaviour on made-up
 # series (promtool test); every metric the dashboard and the rules use is one
