@@ -282,6 +282,11 @@ $(RLS_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(RLS_OBJ) $(LIB
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS) -lcmocka
 
+# The etcd client (service/etcd.c) depends on libcurl and jansson alone; its
+# test starts a real etcd.
+$(BUILD)/tests/unit/test_etcd: $(BUILD)/tests/unit/test_etcd.o $(BUILD)/service/etcd.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson -lcmocka
+
 $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(IT_LIB_OBJ) $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) $(TEST_LIBS)
 

@@ -64,12 +64,12 @@ bool cmd_writable(cmd_ctx_t *ctx)
         snprintf(ctx->err.where, sizeof(ctx->err.where), "%s", primary);
     } else if (!strcmp(h->role(h->ud), "probing")) {
         cmd_fail(ctx, CMD_E_UNAVAILABLE, NULL,
-                 "this node started as a primary and takes no changes until a majority of its replication group "
-                 "(--peers) answered and none was promoted under a newer epoch; the request was not applied");
+                 "this node takes no changes until the coordinator (etcd) names the primary of its replication "
+                 "group; the request was not applied");
     } else {
         cmd_fail(ctx, CMD_E_UNAVAILABLE, NULL,
-                 "this node takes no changes: it is a replica whose primary is unknown, or a former primary "
-                 "fenced after a promotion elsewhere (make it a replica with POST /admin/replicate)");
+                 "this node takes no changes: it is a replica whose primary is unknown, or a primary whose lease in "
+                 "the coordinator lapsed (another node may be the primary now); the request was not applied");
     }
     return false;
 }

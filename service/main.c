@@ -51,6 +51,7 @@
 #include "service/file.h"
 #include "service/fronts.h"
 #include "service/persist.h"
+#include "service/coord.h"
 #include "service/repl.h"
 #include "service/rls_host.h"
 #include "service/server.h"
@@ -80,6 +81,7 @@ static struct {
     _Atomic(server_t *) live_server;
     _Atomic(persist_t *) live_persist;
     repl_t *repl;
+    coord_t *coord;              /* --coordinator: the election in etcd */
     _Atomic(repl_t *) live_repl;
 } app;
 
@@ -824,6 +826,19 @@ static int run(void)
             return 1;
         }
         atomic_store_explicit(&app.live_repl, app.repl, memory_order_release);
+        if (o->coordinator[0] && !(app.coord = coord_open(o, app.repl, err, sizeof(err)))) {
+            log_error("%s", err);
+            fronts_stop();
+            server_stop(app.server);
+            atomic_store(&app.live_repl, NULL);
+            repl_close(app.repl);
+            atomic_store(&app.live_persist, NULL);
+            persist_close(app.persist);
+            pid_file_remove();
+            ks_free(app.ks);
+            transport_close();
+            return 1;
+        }
     } else {
         log_warn("--in-memory: nothing is written to disk; state is lost when tallyd stops");
     }
@@ -898,6 +913,7 @@ static int run(void)
     app.server = NULL;
     pthread_mutex_unlock(&gate_mu);
     int rc = 0;
+    coord_close(app.coord);   /* a primary gives its key up: another member takes over at once */
     atomic_store(&app.live_repl, NULL);
     repl_close(app.repl);
     if (app.persist) {

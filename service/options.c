@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/cidr.h"
+#include "service/etcd.h"
 #include "service/log.h"
 
 typedef enum { K_INT, K_STR, K_SIZE, K_BOOL_ONOFF, K_SHARDS, K_POLICY, K_FSYNC, K_LEVEL, K_FLAG } kind_t;
@@ -75,8 +76,18 @@ static const opt_def_t defs[] = {
     { "repl-backlog", "TALLY_REPL_BACKLOG", K_SIZE, OFF(repl_backlog), 0, 0, "bytes of recent changes a primary keeps for replicas that reconnect (default 64mb; further behind: a new snapshot)" },
     { "min-replicas-ack", "TALLY_MIN_REPLICAS_ACK", K_INT, OFF(min_replicas_ack), 0, 32, "answer a change only once this many replicas hold it, else take it back (default 0: asynchronous); fewer connected: 503, not applied" },
     { "min-replicas-timeout", "TALLY_MIN_REPLICAS_TIMEOUT", K_INT, OFF(min_replicas_timeout), 1, 600000, "milliseconds a change waits for --min-replicas-ack before it is taken back and answered 503, not applied (default 1000)" },
-    { "peers", "TALLY_PEERS", K_STR, OFF(peers), 0, CAP(peers), "the other nodes of this replication group, comma-separated base URLs (needs --peer-secret-file): a node starting as a primary takes no change until a majority of the group answered and none was promoted under a newer epoch; one that a majority tells of a newer epoch follows its primary" },
+    { "peers", "TALLY_PEERS", K_STR, OFF(peers), 0, CAP(peers), "the other nodes of this replication group, comma-separated base URLs (needs --peer-secret-file), asked every second for their role and epoch: a read-only view in /info (peers_state); their answers never change this node's role or epoch (failover: --coordinator)" },
     { "peer-secret-file", "TALLY_PEER_SECRET_FILE", K_STR, OFF(peer_secret_file), 0, CAP(peer_secret_file), "the replication group's shared secret (at least 32 bytes, the same file on every node, not readable by other users): signs this node's answers to its peers and checks theirs; re-read on SIGHUP and POST /admin/reload" },
+    /* the coordinator (docs/replication.md) */
+    { "coordinator", "TALLY_COORDINATOR", K_STR, OFF(coordinator), 0, CAP(coordinator), "etcd://host:port[,host:port...] (etcds:// for TLS): elect this replication group's primary in etcd (a leader key under a lease, the epoch its revision) and follow it, unattended; needs --advertise-url and a data directory; not with --replica-of" },
+    { "coordinator-prefix", "TALLY_COORDINATOR_PREFIX", K_STR, OFF(coordinator_prefix), 0, CAP(coordinator_prefix), "the etcd key prefix of this replication group: one group per prefix (default /tally)" },
+    { "coordinator-ttl", "TALLY_COORDINATOR_TTL", K_INT, OFF(coordinator_ttl), 1, 300, "seconds of the etcd lease the primary holds its key under; a primary that cannot renew it stops taking changes before it expires (default 5)" },
+    { "advertise-url", "TALLY_ADVERTISE_URL", K_STR, OFF(advertise_url), 0, CAP(advertise_url), "this node's base URL as the group and the proxies reach it (e.g. http://10.0.0.1:8080): replicas follow the primary there; it names this node in etcd" },
+    { "coordinator-cacert", "TALLY_COORDINATOR_CACERT", K_STR, OFF(coordinator_cacert), 0, CAP(coordinator_cacert), "PEM CA certificates that signed etcd's member certificates (etcds://; default: the system's)" },
+    { "coordinator-cert", "TALLY_COORDINATOR_CERT", K_STR, OFF(coordinator_cert), 0, CAP(coordinator_cert), "PEM client certificate presented to etcd (its --client-cert-auth); needs --coordinator-key" },
+    { "coordinator-key", "TALLY_COORDINATOR_KEY", K_STR, OFF(coordinator_key), 0, CAP(coordinator_key), "PEM private key of --coordinator-cert" },
+    { "coordinator-user", "TALLY_COORDINATOR_USER", K_STR, OFF(coordinator_user), 0, CAP(coordinator_user), "etcd user (etcd's authentication); needs --coordinator-password-file" },
+    { "coordinator-password-file", "TALLY_COORDINATOR_PASSWORD_FILE", K_STR, OFF(coordinator_password_file), 0, CAP(coordinator_password_file), "file holding that user's password (one line; not readable by other users)" },
     /* cluster (deploy/cluster/README.md) */
     { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },
     { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
@@ -243,6 +254,8 @@ static void defaults(tally_opts_t *o)
     o->auth_fail_limit = 10;
     o->repl_backlog = 64 << 20;
     o->min_replicas_timeout = 1000;
+    snprintf(o->coordinator_prefix, sizeof(o->coordinator_prefix), "/tally");
+    o->coordinator_ttl = 5;
 }
 
 /* The transport block's rules between options (files are read at start). */
@@ -278,6 +291,58 @@ static bool opts_peers_check(const char *list, char *err, size_t errlen)
 {
     char urls[OPTS_PEERS_MAX][OPTS_PEER_URL_MAX];
     return opts_peers_split(list, urls, err, errlen) >= 0;
+}
+
+/* --coordinator and its companions. */
+static bool opts_coordinator_check(const tally_opts_t *o, char *err, size_t errlen)
+{
+    bool any = o->coordinator_cacert[0] || o->coordinator_cert[0] || o->coordinator_key[0] || o->coordinator_user[0] ||
+               o->coordinator_password_file[0] || o->advertise_url[0];
+    if (!o->coordinator[0]) {
+        if (any) {
+            snprintf(err, errlen, "--advertise-url and the --coordinator-* options go with --coordinator");
+            return false;
+        }
+        return true;
+    }
+    char why[300];
+    if (etcd_parse_endpoints(o->coordinator, NULL, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "--coordinator: %s (etcd://host:port[,host:port...] or etcds://...)", why);
+        return false;
+    }
+    if (strncmp(o->coordinator, "etcd://", 7) != 0 && strncmp(o->coordinator, "etcds://", 8) != 0) {
+        snprintf(err, errlen, "--coordinator: '%s' must start with etcd:// or etcds://", o->coordinator);
+        return false;
+    }
+    if (!o->advertise_url[0] ||
+        (strncmp(o->advertise_url, "http://", 7) != 0 && strncmp(o->advertise_url, "https://", 8) != 0)) {
+        snprintf(err, errlen, "--coordinator needs --advertise-url http(s)://host:port: how the group and the proxies "
+                 "reach this node");
+        return false;
+    }
+    if (o->coordinator_prefix[0] != '/' || strlen(o->coordinator_prefix) < 2) {
+        snprintf(err, errlen, "--coordinator-prefix: '%s' must start with / and name something (e.g. /tally/group-a)",
+                 o->coordinator_prefix);
+        return false;
+    }
+    if (o->in_memory) {
+        snprintf(err, errlen, "--coordinator needs a data directory, not --in-memory (it keeps the epoch there)");
+        return false;
+    }
+    if (o->replica_of[0]) {
+        snprintf(err, errlen, "--coordinator and --replica-of: keep one (with --coordinator, etcd names the primary "
+                 "every node follows)");
+        return false;
+    }
+    if (!o->coordinator_cert[0] != !o->coordinator_key[0]) {
+        snprintf(err, errlen, "--coordinator-cert and --coordinator-key go together");
+        return false;
+    }
+    if (!o->coordinator_user[0] != !o->coordinator_password_file[0]) {
+        snprintf(err, errlen, "--coordinator-user and --coordinator-password-file go together");
+        return false;
+    }
+    return true;
 }
 
 static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen)
@@ -326,6 +391,8 @@ static bool opts_transport_check(const tally_opts_t *o, char *err, size_t errlen
                  "which ps does not show)");
         return false;
     }
+    if (!opts_coordinator_check(o, err, errlen))
+        return false;
     if (o->repl_backlog < 65536) {
         snprintf(err, errlen, "--repl-backlog: at least 64kb");
         return false;

@@ -82,7 +82,17 @@ typedef struct tally_opts {
     int min_replicas_ack;        /* --min-replicas-ack, TALLY_MIN_REPLICAS_ACK: 0 = asynchronous */
     int min_replicas_timeout;    /* --min-replicas-timeout, TALLY_MIN_REPLICAS_TIMEOUT: 1000 ms */
     char peers[2048];            /* --peers, TALLY_PEERS: the other nodes of the replication group,
-                                    comma-separated base URLs; none = no probing */
+                                    comma-separated base URLs, asked for /info's read-only view of the group */
+    /* The coordinator (service/coord.h): failover through etcd. */
+    char coordinator[1024];      /* --coordinator, TALLY_COORDINATOR: etcd://host:port[,...] or etcds://...; none */
+    char coordinator_prefix[256];  /* --coordinator-prefix, TALLY_COORDINATOR_PREFIX: the group's keys; /tally */
+    int coordinator_ttl;         /* --coordinator-ttl, TALLY_COORDINATOR_TTL: the lease's seconds; 5 */
+    char advertise_url[512];     /* --advertise-url, TALLY_ADVERTISE_URL: how the group and proxies reach this node */
+    char coordinator_cacert[512];  /* --coordinator-cacert: CA of etcd's member certificates */
+    char coordinator_cert[512];  /* --coordinator-cert, --coordinator-key: client certificate for etcd */
+    char coordinator_key[512];
+    char coordinator_user[128];  /* --coordinator-user, --coordinator-password-file: etcd credentials */
+    char coordinator_password_file[512];
 } tally_opts_t;
 
 typedef enum opts_action {

@@ -67,9 +67,13 @@ repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, cmd_server_t *sr
         }
     }
     persist_epoch_keep(p, r->epoch);
+    r->coordinated = o->coordinator[0] != '\0';
+    if (r->coordinated)
+        r->led_epoch = repl_coord_led_read(r);
     repl_run_new(r);
-    /* a primary of a group asks its peers before its first change */
-    atomic_store(&r->role, r->ngroup ? ROLE_PROBING : ROLE_PRIMARY);
+    /* with --coordinator, etcd names the primary: no change before it does
+     * (--peers is a view only: a node is a primary or a replica as started) */
+    atomic_store(&r->role, r->coordinated ? ROLE_PROBING : ROLE_PRIMARY);
     snprintf(r->probe_state, sizeof(r->probe_state), "not asked yet");
     if (o->replica_of[0]) {
         pthread_mutex_lock(&r->role_mu);
@@ -203,7 +207,7 @@ void repl_status(repl_t *r, cmd_repl_status_t *st)
 {
     memset(st, 0, sizeof(*st));
     pthread_mutex_lock(&r->mu);
-    int role = atomic_load(&r->role);
+    int role = repl_role_now(r);
     st->role = repl_role_names[role];
     st->epoch = r->epoch;
     memcpy(st->run, r->run, sizeof(st->run));
@@ -248,7 +252,7 @@ void repl_metrics(repl_t *r, wbuf_t *out)
 {
     char line[1024];
     pthread_mutex_lock(&r->mu);
-    int role = atomic_load(&r->role);
+    int role = repl_role_now(r);
     int n = snprintf(line, sizeof(line),
                      "# HELP tally_replication_role This node's role (1 for the role it has).\n"
                      "# TYPE tally_replication_role gauge\n"

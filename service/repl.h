@@ -92,6 +92,9 @@ repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, cmd_server_t *sr
 /* The EPOCH file's text: a decimal epoch up to TALLY_EPOCH_MAX, then at
  * most one newline; false for anything else (*epoch untouched). */
 bool repl_epoch_parse(const char *text, size_t len, uint64_t *epoch);
+/* Reads a one-line secret file (--coordinator-password-file) into buf as a
+ * string, with the rules of the credential files above; false with err. */
+bool repl_secret_read(const char *flag, const char *path, char *buf, size_t max, char *err, size_t errlen);
 /* Whether o names a file repl_reload re-reads. */
 bool repl_reloadable(const tally_opts_t *o);
 /* Re-reads --replica-token-file and --peer-secret-file (SIGHUP, POST

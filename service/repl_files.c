@@ -201,4 +201,18 @@ bool repl_creds_load(const tally_opts_t *o, repl_creds_t *c, char *err, size_t e
 
 void repl_creds_wipe(repl_creds_t *c) { explicit_bzero(c, sizeof(*c)); }
 
+bool repl_secret_read(const char *flag, const char *path, char *buf, size_t max, char *err, size_t errlen)
+{
+    size_t len = 0;
+    if (max < 2 || !cred_read(flag, path, (uint8_t *)buf, max - 1, &len, err, errlen))
+        return false;
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        snprintf(err, errlen, "%s %s: holds a NUL byte", flag, path);
+        explicit_bzero(buf, max);
+        return false;
+    }
+    return true;
+}
+
 bool repl_reloadable(const tally_opts_t *o) { return o->replica_token_file[0] || o->peer_secret_file[0]; }

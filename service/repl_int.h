@@ -11,7 +11,10 @@
  *     repl_semisync.c --min-replicas-ack: acknowledgements, the answers that
  *                     wait for them, pre-images in doubt and taking back
  *     repl_roles.c    roles: follow, promote, what a peer is told
- *     repl_prober.c   asking the --peers and deciding on their answers
+ *     repl_prober.c   asking the --peers: a read-only view of the group
+ *     repl_coord.c    what the coordinator (service/coord.c) asks and
+ *                     tells: positions, the lease's deadline, promotion
+ *                     under etcd's revision, the replicas acks count from
  *
  * Calls run one way (repl.c -> the others; repl_prober -> repl_roles ->
  * repl_stream -> repl_semisync; repl_roles -> repl_files): no file calls
@@ -52,6 +55,7 @@ typedef struct peer {
     uint64_t records;            /* records it has applied in this stream */
     int64_t seen_ms;             /* monotonic: last poll started or ended */
     bool polling;
+    bool counted;                /* --coordinator: its acknowledgements count (it is in the published set) */
 } peer_t;
 
 /* A change whose answer waits for acknowledgements. */
@@ -74,11 +78,10 @@ struct repl {
     int ngroup;
     pthread_t prober;
     bool prober_on;
-    pthread_cond_t probe_cv;     /* closing, or probe_now */
+    pthread_cond_t probe_cv;     /* closing */
     peer_answer_t answers[OPTS_PEERS_MAX];   /* the prober thread's */
     char told[OPTS_PEERS_MAX][800];          /* the prober's: why each did not count, as last logged */
     _Atomic bool stopping;       /* repl_close: a question in flight is abandoned */
-    bool probe_now;              /* a caller sent a newer epoch: a round soon (mu) */
     uint64_t stale_logged;       /* the newest caller's epoch logged (mu): one line per epoch, not per poll */
     uint64_t peer_epoch;         /* the highest epoch of the last round's authenticated answers (mu) */
     char probe_state[CMD_REPL_STATE_MAX];    /* the last round's outcome, for /info (mu) */
@@ -88,7 +91,15 @@ struct repl {
     uint8_t secret[PEERS_SECRET_MAX];    /* signs this node's answers, checks the peers' */
     size_t secret_len;
 
-    pthread_mutex_t role_mu;     /* one role change at a time (promote, follow, prober) */
+    /* --coordinator (service/coord.c): a primary takes changes only until
+     * lease_deadline (monotonic ns; renewed with each keepalive), and its
+     * acknowledgements count only from the replicas it published in etcd
+     * (peer_t.counted). */
+    bool coordinated;
+    _Atomic int64_t lease_deadline;
+    uint64_t led_epoch;          /* the epoch this node was promoted under (EPOCH file), 0: none (mu) */
+
+    pthread_mutex_t role_mu;     /* one role change at a time (promote, follow, coordinator) */
     pthread_mutex_t mu;
     pthread_cond_t grew;         /* the backlog grew, or the role changed */
     _Atomic int role;            /* read without mu on every change */
@@ -177,5 +188,40 @@ void repl_serve_epoch(repl_t *r, cmd_repl_result_t *out);
 
 /* repl_prober.c.  The thread that asks the --peers (arg: the repl_t). */
 void *repl_prober_main(void *arg);
+
+/* The role as the world sees it: a coordinated primary past its lease's
+ * deadline is fenced (takes no change, /readyz?role=primary 503). */
+int repl_role_now(repl_t *r);
+/* Whether a coordinated primary's lease still covers now (true without
+ * --coordinator). */
+bool repl_lease_ok(repl_t *r);
+/* Answers waiters whose changes the replicas acknowledged: 503 instead when
+ * the lease no longer covers this node (a newer primary may exist). */
+void repl_acked_finish(repl_t *r, waiter_t *w);
+
+/* repl_coord.c.  This node's replication position for the election: the
+ * epoch of the stream it holds, its offset there (0: a node holding no
+ * stream, e.g. restarted or not synced), its role, and on a replica the
+ * follower's id (what the primary knows it by) and the primary it follows. */
+typedef struct repl_position {
+    uint64_t epoch, offset;
+    bool led;                    /* holding no stream, but it was the primary of `epoch` (its journal has it all) */
+    int role;
+    char replica_id[CMD_REPL_ID_MAX];
+    char primary[CMD_REPL_URL_MAX];
+} repl_position_t;
+void repl_coord_position(repl_t *r, repl_position_t *pos);
+/* The LEADER file of the data directory: the epoch this node was last
+ * promoted under by the coordinator (0: none or unreadable), and writing it
+ * at a promotion (false with err). */
+uint64_t repl_coord_led_read(repl_t *r);
+bool repl_coord_led_write(repl_t *r, uint64_t epoch, char *err, size_t errlen);
+/* Promotion under `epoch` (etcd's revision of the leader key; above every
+ * epoch this node knows), even on a node that was a primary (role_mu held). */
+bool repl_coord_promote(repl_t *r, uint64_t epoch, char *err, size_t errlen);
+/* Sets the lease's deadline (monotonic ns; 0: none, i.e. fenced). */
+void repl_coord_deadline(repl_t *r, int64_t deadline_ns);
+/* A primary that lost its lease: fenced until told whom to follow (role_mu held). */
+void repl_coord_fence(repl_t *r);
 
 #endif

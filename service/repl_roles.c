@@ -74,9 +74,66 @@ bool repl_follow(repl_t *r, const char *primary, uint64_t epoch_hint, char *err,
     return ok;
 }
 
+/* Promotion under `epoch`: durable EPOCH, a snapshot of what was
+ * replicated, the epoch record, then changes (role_mu held). */
+static bool promote_to(repl_t *r, uint64_t epoch, char *err, size_t errlen)
+{
+    if (!repl_epoch_write(r->dir, epoch, err, errlen))
+        return false;
+    /* what was replicated becomes durable here before the first change */
+    snapshot_stats_t st;
+    if (!persist_snapshot(r->p, &st, err, errlen))
+        return false;
+    /* the epoch with the data: replayed at a restart, streamed to replicas */
+    journal_req_t rec;
+    char body[JOURNAL_EPOCH_BUF];
+    if (!persist_epoch_append(r->p, epoch, &rec, body, err, errlen))
+        return false;
+    pthread_mutex_lock(&r->mu);
+    r->epoch = epoch;
+    if (r->coordinated)
+        r->led_epoch = epoch;
+    r->primary[0] = '\0';
+    repl_run_new(r);
+    r->tail = r->head;    /* positions of other streams mean nothing here */
+    r->npeers = 0;
+    atomic_store(&r->role, ROLE_PRIMARY);
+    pthread_mutex_unlock(&r->mu);
+    repl_append(r, &rec);
+    log_info("replication: promoted to primary under epoch %" PRIu64, epoch);
+    return true;
+}
+
+bool repl_coord_promote(repl_t *r, uint64_t epoch, char *err, size_t errlen)
+{
+    uint64_t known = repl_follower_stop(r);
+    if (epoch <= known || epoch > TALLY_EPOCH_MAX) {
+        snprintf(err, errlen, "epoch %" PRIu64 " is not above the %" PRIu64 " this node knows, or past %" PRIu64,
+                 epoch, known, TALLY_EPOCH_MAX);
+        return false;
+    }
+    return repl_coord_led_write(r, epoch, err, errlen) && promote_to(r, epoch, err, errlen);
+}
+
+void repl_coord_fence(repl_t *r)
+{
+    if (atomic_load(&r->role) == ROLE_PRIMARY) {
+        atomic_store(&r->role, ROLE_FENCED);
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->grew);
+        pthread_mutex_unlock(&r->mu);
+        log_error("replication: this primary's lease in the coordinator lapsed: fenced (no change taken) until the "
+                  "coordinator names the primary to follow");
+    }
+}
+
 /* role_mu held. */
 void repl_serve_promote(repl_t *r, cmd_repl_result_t *out)
 {
+    if (r->coordinated) {
+        refuse(out, CMD_E_CONFLICT, "this node runs with --coordinator: etcd elects the primary, not this request");
+        return;
+    }
     if (atomic_load(&r->role) == ROLE_PRIMARY) {
         out->epoch = r->epoch;
         out->promoted = false;
@@ -95,33 +152,10 @@ void repl_serve_promote(repl_t *r, cmd_repl_result_t *out)
     }
     epoch++;
     char err[700];
-    if (!repl_epoch_write(r->dir, epoch, err, sizeof(err))) {
+    if (!promote_to(r, epoch, err, sizeof(err))) {
         refuse(out, CMD_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
         return;
     }
-    /* what was replicated becomes durable here before the first change */
-    snapshot_stats_t st;
-    if (!persist_snapshot(r->p, &st, err, sizeof(err))) {
-        refuse(out, CMD_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
-        return;
-    }
-    /* the epoch with the data: replayed at a restart, streamed to replicas */
-    journal_req_t rec;
-    char body[JOURNAL_EPOCH_BUF];
-    if (!persist_epoch_append(r->p, epoch, &rec, body, err, sizeof(err))) {
-        refuse(out, CMD_E_INTERNAL, "promotion failed, this node takes no changes: %s", err);
-        return;
-    }
-    pthread_mutex_lock(&r->mu);
-    r->epoch = epoch;
-    r->primary[0] = '\0';
-    repl_run_new(r);
-    r->tail = r->head;    /* positions of other streams mean nothing here */
-    r->npeers = 0;
-    atomic_store(&r->role, ROLE_PRIMARY);
-    pthread_mutex_unlock(&r->mu);
-    repl_append(r, &rec);
-    log_info("replication: promoted to primary under epoch %" PRIu64, epoch);
     out->epoch = epoch;
     out->promoted = true;
 }
@@ -130,7 +164,7 @@ void repl_serve_promote(repl_t *r, cmd_repl_result_t *out)
 void repl_serve_epoch(repl_t *r, cmd_repl_result_t *out)
 {
     pthread_mutex_lock(&r->mu);
-    int role = atomic_load(&r->role);
+    int role = repl_role_now(r);
     out->role = repl_role_names[role];
     out->epoch = repl_known_epoch(r);
     memcpy(out->run, r->run, sizeof(out->run));
@@ -152,9 +186,20 @@ bool repl_sign(repl_t *r, const char *nonce, const void *body, size_t len, char 
     return sign;
 }
 
-bool repl_writable(repl_t *r, char *primary, size_t n)
+bool repl_lease_ok(repl_t *r)
+{
+    return !r->coordinated || clock_mono_ns() < atomic_load(&r->lease_deadline);
+}
+
+int repl_role_now(repl_t *r)
 {
     int role = atomic_load_explicit(&r->role, memory_order_relaxed);
+    return role == ROLE_PRIMARY && !repl_lease_ok(r) ? ROLE_FENCED : role;
+}
+
+bool repl_writable(repl_t *r, char *primary, size_t n)
+{
+    int role = repl_role_now(r);
     if (role == ROLE_PRIMARY)
         return true;
     pthread_mutex_lock(&r->mu);
@@ -165,5 +210,5 @@ bool repl_writable(repl_t *r, char *primary, size_t n)
 
 const char *repl_role(repl_t *r)
 {
-    return repl_role_names[atomic_load(&r->role)];
+    return repl_role_names[repl_role_now(r)];
 }

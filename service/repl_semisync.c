@@ -27,7 +27,7 @@ static uint64_t acks_floor(const repl_t *r, int64_t now)
     uint64_t acked[REPL_MAX_PEERS];
     int n = 0;
     for (int i = 0; i < r->npeers; i++)
-        if (repl_peer_alive(&r->peers[i], now)) {
+        if (repl_peer_alive(&r->peers[i], now) && (!r->coordinated || r->peers[i].counted)) {
             int k = n++;
             for (; k > 0 && acked[k - 1] < r->peers[i].acked; k--)   /* descending */
                 acked[k] = acked[k - 1];
@@ -81,6 +81,18 @@ void repl_waiters_take(repl_t *r, waiter_t **out, bool expired_only, int64_t now
     }
 }
 
+static const char lease_lapsed[] = "the replicas acknowledged the change after this primary's lease in the "
+                                   "coordinator lapsed: another node may be the primary now; read the key back "
+                                   "there before retrying";
+
+void repl_acked_finish(repl_t *r, waiter_t *w)
+{
+    if (repl_lease_ok(r))
+        repl_waiters_finish(w, true, NULL);
+    else
+        repl_waiters_finish(w, false, lease_lapsed);
+}
+
 void repl_waiters_finish(waiter_t *w, bool ok, const char *err)
 {
     while (w) {
@@ -99,7 +111,7 @@ bool repl_reserve_ok(repl_t *r, const char **err)
     int64_t now = mono_ms();
     int n = 0;
     for (int i = 0; i < r->npeers; i++)
-        n += repl_peer_alive(&r->peers[i], now);
+        n += repl_peer_alive(&r->peers[i], now) && (!r->coordinated || r->peers[i].counted);
     bool ok = n >= r->min_acks;
     if (!ok)
         r->refused_no_replicas++;
@@ -190,9 +202,11 @@ static bool acks_wait(repl_t *r, uint64_t target, void (*done)(void *ud, bool ok
     }
     pthread_mutex_unlock(&r->mu);
     cmd_undo_free(r->srv, safe);
-    if (acked)
+    if (acked && repl_lease_ok(r))
         return true;
-    if (!w)
+    if (acked)
+        done(dud, false, lease_lapsed);
+    else if (!w)
         done(dud, false, "out of memory waiting for replicas");
     else if (answer_now)
         undone_answer(r, w, lsn, failed);
@@ -219,13 +233,49 @@ static void chain_durable(void *ud, bool ok, const char *err)
 
 bool repl_try_hook(repl_t *r, persist_t *p, uint64_t lsn)
 {
-    /* every change waits for acknowledgements: never answered inline */
-    return !semisync(r) && persist_try_hook(p, lsn);
+    /* every change waits for acknowledgements: never answered inline; a
+     * coordinated primary's answer checks its lease once durable */
+    return !semisync(r) && persist_try_hook(p, lsn) && repl_lease_ok(r);
+}
+
+/* A coordinated primary without --min-replicas-ack: the change is durable;
+ * answered 200 only while the lease still covers this node. */
+typedef struct leased {
+    repl_t *r;
+    void (*done)(void *ud, bool ok, const char *err);
+    void *dud;
+} leased_t;
+
+static void leased_durable(void *ud, bool ok, const char *err)
+{
+    leased_t l = *(leased_t *)ud;
+    free(ud);
+    if (ok && !repl_lease_ok(l.r))
+        l.done(l.dud, false, "this primary's lease in the coordinator lapsed before the change was answered: "
+                              "another node may be the primary now, and it was not sent this change");
+    else
+        l.done(l.dud, ok, err);
 }
 
 bool repl_wait_async_hook(repl_t *r, persist_t *p, uint64_t lsn, uint64_t pos,
                           void (*done)(void *ud, bool ok, const char *err), void *dud)
 {
+    if (!semisync(r) && r && r->coordinated) {
+        leased_t *l = malloc(sizeof(*l));
+        if (!l) {
+            done(dud, false, "out of memory waiting for the journal");
+            return false;
+        }
+        *l = (leased_t){ r, done, dud };
+        if (!persist_wait_async_hook(p, lsn, leased_durable, l))
+            return false;
+        free(l);
+        if (repl_lease_ok(r))
+            return true;
+        done(dud, false, "this primary's lease in the coordinator lapsed before the change was answered: another "
+                         "node may be the primary now, and it was not sent this change");
+        return false;
+    }
     if (!semisync(r))
         return persist_wait_async_hook(p, lsn, done, dud);
     uint64_t target = pos;
@@ -348,7 +398,7 @@ static void undo_run(repl_t *r)
         pthread_mutex_unlock(&r->mu);
         pthread_rwlock_unlock(&r->gate);
         cmd_undo_free(r->srv, safe);
-        repl_waiters_finish(acked, true, NULL);
+        repl_acked_finish(r, acked);
         repl_waiters_finish(late, false, "fewer replicas than --min-replicas-ack acknowledged the change before this "
                                     "node stopped being the primary: read it back before retrying");
         return;
@@ -380,7 +430,7 @@ static void undo_run(repl_t *r)
     r->undoing = true;
     pthread_mutex_unlock(&r->mu);
     cmd_undo_free(r->srv, safe);
-    repl_waiters_finish(acked, true, NULL);
+    repl_acked_finish(r, acked);
 
     uint64_t lsn = 0, keys = 0;
     uint64_t failed = undo_apply_all(r, doubt, &lsn, &keys);

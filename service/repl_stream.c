@@ -136,25 +136,20 @@ static bool not_primary(repl_t *r, cmd_repl_result_t *out)
 /* A request from a replica that knows a newer epoch than this node's: it
  * follows a node promoted since, not this one.  Refused with 409, and
  * nothing else: a caller's epoch never fences a node by itself (anyone with
- * a replicate token could send one).  With --peers the prober asks the
- * group at once, and an authenticated majority decides (mu held). */
+ * a replicate token could send one); with --coordinator, etcd tells this
+ * node whom to follow (mu held). */
 static bool stale(repl_t *r, uint64_t epoch, cmd_repl_result_t *out)
 {
     if (epoch <= r->epoch)
         return false;
-    if (r->ngroup) {
-        r->probe_now = true;
-        pthread_cond_broadcast(&r->probe_cv);
-    }
     if (epoch > r->stale_logged) {
         r->stale_logged = epoch;
         log_warn("replication: a replica asked with epoch %" PRIu64 ", newer than this node's %" PRIu64 "; refused "
                  "(409). %s",
                  epoch, r->epoch,
-                 r->ngroup ? "Asking the --peers: a majority reporting the newer epoch makes this node follow its "
-                             "primary, or fences it"
-                           : "Without --peers this node stays as it is: if another node was promoted, make this one "
-                             "its replica (POST /admin/replicate?primary=URL)");
+                 r->coordinated ? "The coordinator names the primary this node follows"
+                                : "This node stays as it is: if another node was promoted, make this one its replica "
+                                  "(POST /admin/replicate?primary=URL), or run the group with --coordinator");
     }
     refuse(out, CMD_E_CONFLICT,
            "this node's epoch %" PRIu64 " is older than %" PRIu64 ": follow the primary of the newer epoch", r->epoch,
@@ -224,7 +219,7 @@ void repl_serve_log(repl_t *r, const cmd_repl_call_t *c, cmd_repl_result_t *out)
            strcmp(c->run, r->run) == 0 && mono_ms() < deadline) {
         if (acked) {   /* answer the acknowledged changes before sleeping */
             pthread_mutex_unlock(&r->mu);
-            repl_waiters_finish(acked, true, NULL);
+            repl_acked_finish(r, acked);
             acked = NULL;
             pthread_mutex_lock(&r->mu);
             continue;
@@ -253,7 +248,7 @@ void repl_serve_log(repl_t *r, const cmd_repl_call_t *c, cmd_repl_result_t *out)
         pe->seen_ms = mono_ms();
     }
     pthread_mutex_unlock(&r->mu);
-    repl_waiters_finish(acked, true, NULL);
+    repl_acked_finish(r, acked);
     cmd_undo_free(r->srv, safe);
     if (gone || b.oom) {
         wbuf_free(&b);

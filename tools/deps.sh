@@ -12,7 +12,8 @@
 #                              network namespaces), Node.js + the npm tools
 #                              in tools/openapi (pinned by package-lock.json),
 #                              gnuplot-nox (the charts' test), python3-grpcio, python3-grpc-tools,
-#                              python3-hpack and nghttp2-client's h2load (it_grpc)
+#                              python3-hpack and nghttp2-client's h2load (it_grpc),
+#                              etcd-server and etcd-client (test_etcd, it_etcd: --coordinator)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx,
 #                              gnuplot-nox (bench/charts.sh draws its charts),
 #                              libhiredis-dev (bench/resp_micro.c's reference parser)
@@ -32,7 +33,7 @@ case "$set_name" in
 build) PKGS="$BUILD" ;;
 test) PKGS="$BUILD libcmocka-dev libcurl4-openssl-dev curl openssl procps
 redis-server redis-tools python3-redis nginx haproxy iproute2 yamllint prometheus systemd groff-base gnuplot-nox
-python3-grpcio python3-grpc-tools python3-hpack nghttp2-client" ;;
+python3-grpcio python3-grpc-tools python3-hpack nghttp2-client etcd-server etcd-client" ;;
 bench) PKGS="$BUILD redis-server redis-tools nginx haproxy wrk curl procps gnuplot-nox libhiredis-dev nghttp2-client" ;;
 fuzz) PKGS="$BUILD clang libclang-rt-14-dev" ;;
 valgrind) PKGS="$BUILD libcmocka-dev valgrind" ;;
