@@ -323,9 +323,10 @@ dockerfile-check:
 	done; echo "dockerfile-check: the Dockerfile copies all $(words $(DAEMON_DIRS)) source directories of tallyd"
 
 # The resharding tool (deploy/cluster/README.md): a client of the cluster's
-# nodes, core's map parser, HAProxy's runtime map update (service/haproxy.c)
-# and libcurl.
-$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o $(LIBCORE)
+# nodes, core's map parser, HAProxy's runtime map update (service/haproxy.c),
+# etcd's client (service/etcd.c: --coordinator) and libcurl.
+$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o \
+            $(BUILD)/service/etcd.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
