@@ -15,8 +15,8 @@ struct cluster_watch {
     char key[CLUSTERWATCH_PREFIX_MAX + 8];
     pthread_t thread;
     volatile int stop;
-    pthread_mutex_t mu;   /* stats */
-    clusterwatch_stats_t st;
+    int64_t revision;     /* the store's revision the watch starts after */
+    bool refused;         /* the last value read was refused (read at start, before the thread runs) */
 };
 
 bool clusterwatch_spec(const char *arg, char *prefix, size_t n)
@@ -46,15 +46,7 @@ static void apply(cluster_watch_t *w, const char *text, size_t len, int64_t rev,
     char err[600];
     uint64_t before = cmd_cluster_epoch(w->cluster);
     bool ok = cmd_cluster_set(w->cluster, text, len, false, err, sizeof(err));
-    pthread_mutex_lock(&w->mu);
-    if (ok) {
-        w->st.revision = rev;
-        if (cmd_cluster_epoch(w->cluster) != before)
-            w->st.installed++;
-    } else {
-        w->st.refused++;
-    }
-    pthread_mutex_unlock(&w->mu);
+    w->refused = !ok;
     if (!ok)
         log_error("%s: the cluster map at %s (revision %lld) refused: %s", who, w->key, (long long)rev, err);
     else if (cmd_cluster_epoch(w->cluster) != before)
@@ -91,15 +83,9 @@ static int on_event(void *arg, const etcd_event_t *ev, int64_t revision)
 static void *run(void *arg)
 {
     cluster_watch_t *w = arg;
-    int64_t rev = 0;
-    pthread_mutex_lock(&w->mu);
-    rev = w->st.revision;
-    pthread_mutex_unlock(&w->mu);
+    int64_t rev = w->revision;
     bool logged = false;
     while (!w->stop) {
-        pthread_mutex_lock(&w->mu);
-        w->st.watches++;
-        pthread_mutex_unlock(&w->mu);
         int64_t next = rev + 1;
         if (etcd_watch(w->etcd, w->key, strlen(w->key), 0, rev + 1, on_event, w, &w->stop, &next) == 0)
             break;
@@ -137,7 +123,6 @@ cluster_watch_t *clusterwatch_start(etcd_client_t *etcd, const char *prefix, cmd
     w->etcd = etcd;
     w->cluster = c;
     snprintf(w->key, sizeof(w->key), "%s/map", prefix);
-    pthread_mutex_init(&w->mu, NULL);
     int64_t rev = 0;
     int r = -1;
     for (long waited = 0;; waited += 200) {
@@ -151,17 +136,15 @@ cluster_watch_t *clusterwatch_start(etcd_client_t *etcd, const char *prefix, cmd
     else if (r == 0)
         snprintf(err, errlen, "etcd holds no cluster map at %s (write the first with tally-reshard --init FILE)",
                  w->key);
-    else if (cmd_cluster_epoch(c) == 0 && w->st.refused)
+    else if (cmd_cluster_epoch(c) == 0 && w->refused)
         snprintf(err, errlen, "the cluster map at %s was refused (the log says why)", w->key);
-    if (r <= 0 || (cmd_cluster_epoch(c) == 0 && w->st.refused)) {
-        pthread_mutex_destroy(&w->mu);
+    if (r <= 0 || (cmd_cluster_epoch(c) == 0 && w->refused)) {
         free(w);
         return NULL;
     }
-    w->st.revision = rev;   /* watch from the store's revision: nothing after it is missed */
+    w->revision = rev;   /* watch from the store's revision: nothing after it is missed */
     if (pthread_create(&w->thread, NULL, run, w) != 0) {
         snprintf(err, errlen, "cannot start the etcd watch thread");
-        pthread_mutex_destroy(&w->mu);
         free(w);
         return NULL;
     }
@@ -174,13 +157,5 @@ void clusterwatch_stop(cluster_watch_t *w)
         return;
     w->stop = 1;
     pthread_join(w->thread, NULL);
-    pthread_mutex_destroy(&w->mu);
     free(w);
-}
-
-void clusterwatch_stats(cluster_watch_t *w, clusterwatch_stats_t *out)
-{
-    pthread_mutex_lock(&w->mu);
-    *out = w->st;
-    pthread_mutex_unlock(&w->mu);
 }

@@ -46,12 +46,4 @@ cluster_watch_t *clusterwatch_start(etcd_client_t *etcd, const char *prefix, cmd
                                     char *err, size_t errlen);
 void clusterwatch_stop(cluster_watch_t *w);
 
-/* For /info: the etcd revision of the map installed last, the maps
- * installed and refused since the start, and the watch streams begun. */
-typedef struct clusterwatch_stats {
-    int64_t revision;
-    uint64_t installed, refused, watches;
-} clusterwatch_stats_t;
-void clusterwatch_stats(cluster_watch_t *w, clusterwatch_stats_t *out);
-
 #endif
