@@ -360,6 +360,17 @@ static void test_nodes_follow_etcd(void **state)
     char *log = tally_log(&N[1]);
     assert_non_null(strstr(log, "refused"));
     free(log);
+    /* tally-reshard sees the nodes are past etcd's epoch: it changes nothing */
+    assert_int_equal(reshard(NULL, "--slots", "0-10", "--to", "b"), 1);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/tally-reshard.log", top);
+    size_t len;
+    log = file_read(path, &len);
+    assert_non_null(strstr(log, "newer than etcd's map"));
+    free(log);
+    char step[32];
+    record_step(step, sizeof(step));
+    assert_string_equal(step, "");
     /* a node killed while the map changes reads the newest at its start */
     tally_kill(&N[2]);
     map_text(text, sizeof(text), 4, "slots a 0-5460\nslots b 5461-10922\nslots c 10923-16383\n");

@@ -691,6 +691,16 @@ static int etcd_main(const char *endpoints, const char *prefix, const char *init
             cmap_free(m);
             return 0;
         }
+        /* a node already past etcd's epoch would refuse every map this run
+         * writes (someone wrote an older map into etcd): stop now */
+        for (size_t i = 0; i < m->nnodes; i++) {
+            cmap_t *o = map_of(m->nodes[i].addr);
+            if (o && o->epoch > m->epoch)
+                die("node %s holds epoch %" PRIu64 ", newer than etcd's map (epoch %" PRIu64 "), and would refuse "
+                    "what this run writes: put the node's map (GET /cluster) back into %s under a higher epoch "
+                    "first; nothing was changed", m->nodes[i].name, o->epoch, m->epoch, map_key);
+            cmap_free(o);
+        }
         haproxy_precheck(m);
         r = (record_t){ .lo = lo, .hi = hi };
         snprintf(r.source, sizeof(r.source), "%s", m->nodes[m->owner[lo]].name);
