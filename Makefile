@@ -365,7 +365,7 @@ endif
 # detector holds at most 64 locks; the snapshot barrier takes every shard's).
 # A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
 # loops for the slower build.
-TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster it_limits it_resp it_resp_keys it_resp_server it_grpc
+TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster it_cluster_etcd it_limits it_resp it_resp_keys it_resp_server it_grpc
 tsan-suite: $(TALLYD) $(RESHARD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
 	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \

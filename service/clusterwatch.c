@@ -14,7 +14,7 @@ struct cluster_watch {
     cmd_cluster_t *cluster;
     char key[CLUSTERWATCH_PREFIX_MAX + 8];
     pthread_t thread;
-    volatile int stop;
+    volatile int stop;    /* set by clusterwatch_stop; read and written with __atomic builtins */
     int64_t revision;     /* the store's revision the watch starts after */
     bool refused;         /* the last value read was refused (read at start, before the thread runs) */
 };
@@ -77,7 +77,7 @@ static int on_event(void *arg, const etcd_event_t *ev, int64_t revision)
     else
         log_error("etcd watch: the cluster map %s was deleted (revision %lld); keeping epoch %llu", w->key,
                   (long long)ev->kv->mod_revision, (unsigned long long)cmd_cluster_epoch(w->cluster));
-    return w->stop != 0;
+    return __atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) != 0;
 }
 
 static void *run(void *arg)
@@ -85,7 +85,7 @@ static void *run(void *arg)
     cluster_watch_t *w = arg;
     int64_t rev = w->revision;
     bool logged = false;
-    while (!w->stop) {
+    while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
         int64_t next = rev + 1;
         if (etcd_watch(w->etcd, w->key, strlen(w->key), 0, rev + 1, on_event, w, &w->stop, &next) == 0)
             break;
@@ -94,7 +94,7 @@ static void *run(void *arg)
         /* the stream broke: read the key again (a change made meanwhile is
          * installed now) and watch from the store's revision */
         for (;;) {
-            if (w->stop)
+            if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE))
                 return NULL;
             int64_t store_rev = 0;
             int r = read_key(w, &store_rev, "etcd");
@@ -155,7 +155,7 @@ void clusterwatch_stop(cluster_watch_t *w)
 {
     if (!w)
         return;
-    w->stop = 1;
+    __atomic_store_n(&w->stop, 1, __ATOMIC_RELEASE);
     pthread_join(w->thread, NULL);
     free(w);
 }
