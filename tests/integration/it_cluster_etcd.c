@@ -8,7 +8,9 @@
  *   - the nodes read the map at start and follow every change written in
  *     etcd (a newer epoch installed everywhere, a broken or older map
  *     refused with the current one kept, a node killed -9 and restarted
- *     reads the newest); PUT /admin/cluster is refused;
+ *     reads the newest, etcd killed -9 and restarted: the watches resume);
+ *     PUT /admin/cluster is refused, and tally-reshard changes nothing
+ *     when the nodes are past etcd's epoch;
  *   - writer threads increment counters through HAProxy for the whole run,
  *     following 421 like a cluster client, with an exact model of every
  *     acknowledged increment;
@@ -189,6 +191,8 @@ static void map_text(char *out, size_t n, unsigned epoch, const char *slots)
              ports[1], ports[2], slots);
 }
 
+static void wait_primary(int i);
+
 static void start_node(int i)
 {
     char port[16], adv[64], gp[64];
@@ -198,7 +202,12 @@ static void start_node(int i)
     const char *args[] = { "--port", port, "--cluster", "etcd:" PREFIX, "--cluster-node", names[i], "--coordinator",
                            etcd_url, "--coordinator-prefix", gp, "--coordinator-ttl", "2", "--advertise-url", adv, NULL };
     tally_start(&N[i], dirs[i], args);
-    /* elected primary of its own group: ready for changes */
+    wait_primary(i);
+}
+
+/* Node i is elected primary of its own group: ready for changes. */
+static void wait_primary(int i)
+{
     for (int t = 0;; t++) {
         http_resp_t r = http(&N[i], "GET", "/readyz?role=primary", NULL, NULL);
         long s = r.status;
@@ -207,6 +216,41 @@ static void start_node(int i)
             break;
         if (t == 200)
             fail_msg("node %s did not become its group's primary in 10 s", names[i]);
+        sleep_ms(50);
+    }
+}
+
+static int etcd_cport, etcd_pport;
+
+/* Starts etcd on its ports and data directory (the same at a restart) and
+ * waits until it takes a write. */
+static void start_etcd(void)
+{
+    char data[400], curl_[64], purl[64], init[96], log[400];
+    snprintf(data, sizeof(data), "%s/etcd", top);
+    snprintf(curl_, sizeof(curl_), "http://127.0.0.1:%d", etcd_cport);
+    snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", etcd_pport);
+    snprintf(init, sizeof(init), "it=%s", purl);
+    snprintf(log, sizeof(log), "%s/etcd.log", top);
+    etcd_pid = fork();
+    if (etcd_pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execlp("etcd", "etcd", "--name", "it", "--data-dir", data, "--listen-client-urls", curl_,
+               "--advertise-client-urls", curl_, "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+               "--initial-cluster", init, (char *)NULL);
+        _exit(127);
+    }
+    for (int t = 0;; t++) {
+        int64_t rev;
+        if (etcd_put(etcd, "/it/hello", 9, "1", 1, 0, &rev) == 0)
+            break;
+        if (t == 200)
+            fail_msg("etcd did not answer in 10 s: %s", etcd_error(etcd));
         sleep_ms(50);
     }
 }
@@ -221,40 +265,15 @@ static int setup(void **state)
         return 0;
     }
     tmpdir_make(top, sizeof(top));
-    int cport = tally_free_port(), pport = tally_free_port();
-    char data[400], curl_[64], purl[64], init[96], log[400];
-    snprintf(data, sizeof(data), "%s/etcd", top);
-    snprintf(curl_, sizeof(curl_), "http://127.0.0.1:%d", cport);
-    snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", pport);
-    snprintf(init, sizeof(init), "it=%s", purl);
-    snprintf(log, sizeof(log), "%s/etcd.log", top);
-    snprintf(etcd_url, sizeof(etcd_url), "etcd://127.0.0.1:%d", cport);
-    etcd_pid = fork();
-    if (etcd_pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execlp("etcd", "etcd", "--name", "it", "--data-dir", data, "--listen-client-urls", curl_,
-               "--advertise-client-urls", curl_, "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-               "--initial-cluster", init, (char *)NULL);
-        _exit(127);
-    }
+    etcd_cport = tally_free_port();
+    etcd_pport = tally_free_port();
+    snprintf(etcd_url, sizeof(etcd_url), "etcd://127.0.0.1:%d", etcd_cport);
     char err[256];
     etcd_config_t cfg = { .endpoints = etcd_url, .timeout_ms = 2000 };
     etcd = etcd_open(&cfg, err, sizeof(err));
     if (!etcd)
         fail_msg("etcd_open: %s", err);
-    for (int t = 0;; t++) {
-        int64_t rev;
-        if (etcd_put(etcd, "/it/hello", 9, "1", 1, 0, &rev) == 0)
-            break;
-        if (t == 200)
-            fail_msg("etcd did not answer in 10 s: %s", etcd_error(etcd));
-        sleep_ms(50);
-    }
+    start_etcd();
     for (int i = 0; i < NODES; i++) {
         ports[i] = tally_free_port();
         tmpdir_make(dirs[i], sizeof(dirs[i]));
@@ -379,6 +398,21 @@ static void test_nodes_follow_etcd(void **state)
     converge();
     for (int i = 0; i < NODES; i++)
         assert_int_equal(epoch_of(i), 4);
+    /* etcd killed -9 and restarted: the watches break, the nodes read the
+     * key again and watch anew, and take the next map */
+    kill(etcd_pid, SIGKILL);
+    waitpid(etcd_pid, NULL, 0);
+    sleep_ms(500);
+    start_etcd();
+    map_text(text, sizeof(text), 5, "slots a 0-5460\nslots b 5461-10922\nslots c 10923-16383\n");
+    put_map(text);
+    converge();
+    for (int i = 0; i < NODES; i++) {
+        wait_primary(i);
+        log = tally_log(&N[i]);
+        assert_non_null(strstr(log, "reading it again"));
+        free(log);
+    }
 }
 
 /* ---------------------------------------------------------------------- */
@@ -470,7 +504,7 @@ static void test_reshard_under_load(void **state)
     bool rec;
     cmap_t *m = etcd_map(&rec);
     assert_false(rec);
-    assert_int_equal(m->epoch, 6);
+    assert_int_equal(m->epoch, 7);   /* 5, migrating, flipped */
     for (unsigned s = 4000; s <= 5460; s++)
         assert_int_equal(m->owner[s], 1);
     cmap_free(m);
