@@ -88,7 +88,28 @@ static void lease_step(coord_t *c)
         state(c, "cannot renew the lease: %s", etcd_error(c->etcd));
         return;
     }
-    if (ttl <= 0) {   /* expired in etcd: its keys are gone */
+    if (ttl <= 0) {
+        /* expired - or a member that is behind (an old leader just resumed)
+         * does not know it: a linearizable read of a key put under the
+         * lease tells */
+        const char *k = c->leader ? c->k_leader : c->member_lease == c->lease ? c->k_member : NULL;
+        if (k) {
+            etcd_kv_t kv;
+            int found = 0;
+            if (etcd_get(c->etcd, k, strlen(k), &kv, &found, NULL) != 0) {
+                state(c, "cannot renew the lease: a member answered it is gone, and %s cannot be read: %s", k,
+                      etcd_error(c->etcd));
+                return;
+            }
+            bool alive = found && kv.lease == c->lease;
+            if (found)
+                etcd_kv_free(&kv);
+            if (alive) {
+                state(c, "an etcd member answered that lease %" PRId64 " is gone, but %s is still held under it", c->lease,
+                      k);
+                return;
+            }
+        }
         log_warn("coordinator: lease %" PRId64 " expired in etcd; taking a new one", c->lease);
         c->lease = 0;
         return;
@@ -315,29 +336,44 @@ static bool in_list(char (*list)[CMD_REPL_ID_MAX], int n, const char *id)
     return false;
 }
 
+/* The connected replicas of the published set count from now on (again,
+ * for one that stopped polling and came back). */
+static void sync_count(coord_t *c)
+{
+    repl_t *r = c->r;
+    pthread_mutex_lock(&r->mu);
+    int64_t now = mono_ms();
+    for (int i = 0; i < r->npeers; i++)
+        if (repl_peer_alive(&r->peers[i], now) && in_list(c->sync_pub, c->nsync_pub, r->peers[i].id))
+            r->peers[i].counted = true;
+    pthread_mutex_unlock(&r->mu);
+}
+
 static void sync_step(coord_t *c)
 {
     if (c->min_acks == 0)
         return;
     repl_t *r = c->r;
     char want[COORD_MAX_SYNC][CMD_REPL_ID_MAX];
-    int nwant = 0;
-    bool caught = true;
+    int nwant = 0, holders = 0;
     pthread_mutex_lock(&r->mu);
     int64_t now = mono_ms();
     for (int i = 0; i < r->npeers; i++) {
         peer_t *pe = &r->peers[i];
         bool alive = repl_peer_alive(pe, now);
         if (pe->counted && !alive) {
-            pe->counted = false;   /* stops counting at once; published once the others hold rm_floor */
+            pe->counted = false;   /* stops counting at once; published once enough others hold rm_floor */
             c->rm_floor = r->safe > c->rm_floor ? r->safe : c->rm_floor;
         }
         if (alive && nwant < COORD_MAX_SYNC)
             snprintf(want[nwant++], CMD_REPL_ID_MAX, "%s", pe->id);
-        if (pe->counted && alive && pe->acked < c->rm_floor)
-            caught = false;
+        holders += pe->counted && alive && pe->acked >= c->rm_floor;
     }
     pthread_mutex_unlock(&r->mu);
+    /* a replica leaves the published set only once every change answered
+     * so far is held by min_acks replicas that stay in it (then |S| - k + 1
+     * answering members of the new set include one of them) */
+    bool caught = c->rm_floor == 0 || holders >= c->min_acks;
     char next[COORD_MAX_SYNC][CMD_REPL_ID_MAX];
     int nnext = 0;
     for (int i = 0; i < nwant; i++)
@@ -349,8 +385,10 @@ static void sync_step(coord_t *c)
     bool same = c->sync_published && nnext == c->nsync_pub;
     for (int i = 0; same && i < nnext; i++)
         same = in_list(c->sync_pub, c->nsync_pub, next[i]);
-    if (same)
+    if (same) {
+        sync_count(c);
         return;
+    }
     json_t *list = json_array();
     for (int i = 0; i < nnext; i++)
         json_array_append_new(list, json_string(next[i]));
@@ -376,13 +414,7 @@ static void sync_step(coord_t *c)
     memcpy(c->sync_pub, next, sizeof(next[0]) * (size_t)nnext);
     c->nsync_pub = nnext;
     c->sync_published = true;
-    /* counted from now on: they are in the published set */
-    pthread_mutex_lock(&r->mu);
-    now = mono_ms();
-    for (int i = 0; i < r->npeers; i++)
-        if (repl_peer_alive(&r->peers[i], now) && in_list(next, nnext, r->peers[i].id))
-            r->peers[i].counted = true;
-    pthread_mutex_unlock(&r->mu);
+    sync_count(c);
 }
 
 /* ------------------------------------------------------------- a round -- */

@@ -37,8 +37,9 @@
  * take the key; a change whose acknowledgement arrives after the deadline is
  * answered 503 too.  The primary publishes P/sync before counting a
  * replica's acknowledgements, and removes a replica that stopped polling
- * only once every replica it still counts holds what was acknowledged when
- * it stopped counting it.
+ * (it stops counting it at once) only once --min-replicas-ack replicas it
+ * still counts hold everything acknowledged until then: every answered
+ * change is then held by k members of the published set.
  */
 #ifndef TALLY_COORD_H
 #define TALLY_COORD_H

@@ -177,6 +177,10 @@ void repl_run(repl_t *r, const cmd_repl_call_t *c, cmd_repl_result_t *out)
         pthread_mutex_unlock(&r->role_mu);
         break;
     case CMD_REPL_FOLLOW: {
+        if (r->coordinated) {
+            refuse(out, CMD_E_BAD_REQUEST, "this node runs with --coordinator: it follows the primary etcd elects");
+            break;
+        }
         char err[200];
         pthread_mutex_lock(&r->role_mu);
         bool ok = repl_follow(r, c->primary, 0, err, sizeof(err));

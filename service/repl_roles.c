@@ -131,7 +131,7 @@ void repl_coord_fence(repl_t *r)
 void repl_serve_promote(repl_t *r, cmd_repl_result_t *out)
 {
     if (r->coordinated) {
-        refuse(out, CMD_E_CONFLICT, "this node runs with --coordinator: etcd elects the primary, not this request");
+        refuse(out, CMD_E_BAD_REQUEST, "this node runs with --coordinator: etcd elects the primary, not this request");
         return;
     }
     if (atomic_load(&r->role) == ROLE_PRIMARY) {

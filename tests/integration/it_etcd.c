@@ -8,7 +8,15 @@
  * that answered it (HAProxy names it) and when.  Faults, each repeated:
  * kill -9 of the primary (restarted on its disk afterwards); the primary
  * SIGSTOPped past its lease and resumed; an etcd member killed (and
- * restarted); a replica lagging (SIGSTOPped) when the primary dies.
+ * restarted); a replica lagging (SIGSTOPped) when the primary dies; and
+ * partitions, made by TCP forwarders of this process that every node's path
+ * to etcd and the replicas' path to each node (its --advertise-url) go
+ * through (cut: nothing forwarded, nothing closed - connections hang) while
+ * HAProxy reaches the nodes directly: the primary cut off from etcd but not
+ * from its clients, the primary cut off from its replicas, and the etcd
+ * leader cut off from everyone (its clients' paths cut, the process
+ * SIGSTOPped so its peers hear nothing either).  Network namespaces are not
+ * needed: everything runs on 127.0.0.1, without root.
  *
  * After every run: with --min-replicas-ack 1, 0 acknowledged changes lost
  * (each acknowledged key reads 1 on every node); no change acknowledged by a
@@ -23,13 +31,17 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -74,6 +86,129 @@ static int64_t wall_ms(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* ----------------------------------------------------------- partitions -- */
+
+/* A TCP forwarder on 127.0.0.1 (a thread of this process): what a node
+ * reaches etcd through, and what the replicas reach their primary through
+ * (its --advertise-url).  Cut, it forwards nothing and closes nothing - a
+ * partition: connections hang, new ones are accepted and left waiting -
+ * while HAProxy, the clients' path, still reaches the node directly. */
+#define FWD_CONNS 128
+typedef struct fwd {
+    int lfd, port, target;
+    atomic_bool cut, stop;
+    pthread_t th;
+    int a[FWD_CONNS], b[FWD_CONNS];   /* client side, target side (-1: not connected yet) */
+    int n;
+} fwd_t;
+
+static void fwd_drop(fwd_t *f, int i)
+{
+    close(f->a[i]);
+    if (f->b[i] >= 0)
+        close(f->b[i]);
+    f->a[i] = f->a[f->n - 1];
+    f->b[i] = f->b[f->n - 1];
+    f->n--;
+}
+
+static bool pump(int from, int to)
+{
+    char buf[16384];
+    ssize_t got = read(from, buf, sizeof(buf));
+    if (got <= 0)
+        return false;
+    for (ssize_t off = 0; off < got;) {
+        ssize_t w = write(to, buf + off, (size_t)(got - off));
+        if (w <= 0)
+            return false;
+        off += w;
+    }
+    return true;
+}
+
+static void *fwd_main(void *arg)
+{
+    fwd_t *f = arg;
+    while (!atomic_load(&f->stop)) {
+        bool cut = atomic_load(&f->cut);
+        if (!cut)
+            for (int i = 0; i < f->n; i++)
+                if (f->b[i] < 0) {
+                    struct sockaddr_in t = { .sin_family = AF_INET, .sin_port = htons((uint16_t)f->target),
+                                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+                    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                    if (fd < 0 || connect(fd, (struct sockaddr *)&t, sizeof(t)) != 0) {
+                        if (fd >= 0)
+                            close(fd);
+                        fwd_drop(f, i--);
+                        continue;
+                    }
+                    f->b[i] = fd;
+                }
+        struct pollfd pf[1 + 2 * FWD_CONNS];
+        int np = 0;
+        pf[np++] = (struct pollfd){ .fd = f->lfd, .events = POLLIN };
+        if (!cut)
+            for (int i = 0; i < f->n; i++) {
+                pf[np++] = (struct pollfd){ .fd = f->a[i], .events = POLLIN };
+                pf[np++] = (struct pollfd){ .fd = f->b[i], .events = POLLIN };
+            }
+        if (poll(pf, (nfds_t)np, 50) <= 0)
+            continue;
+        if (!cut)
+            for (int i = f->n - 1; i >= 0; i--) {
+                short ea = pf[1 + 2 * i].revents, eb = pf[2 + 2 * i].revents;
+                if (((ea & (POLLIN | POLLHUP | POLLERR)) && !pump(f->a[i], f->b[i])) ||
+                    ((eb & (POLLIN | POLLHUP | POLLERR)) && !pump(f->b[i], f->a[i])))
+                    fwd_drop(f, i);
+            }
+        if (pf[0].revents & POLLIN) {
+            int fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0 && f->n < FWD_CONNS) {
+                f->a[f->n] = fd;
+                f->b[f->n] = -1;
+                f->n++;
+            } else if (fd >= 0) {
+                close(fd);
+            }
+        }
+    }
+    for (int i = f->n - 1; i >= 0; i--)
+        fwd_drop(f, i);
+    close(f->lfd);
+    return NULL;
+}
+
+static void fwd_start(fwd_t *f, int target)
+{
+    memset(f, 0, sizeof(*f));
+    f->target = target;
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    int one = 1;
+    setsockopt(f->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(f->lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(f->lfd, 64) != 0 ||
+        getsockname(f->lfd, (struct sockaddr *)&a, &len) != 0)
+        fail_msg("forwarder: %s", strerror(errno));
+    f->port = ntohs(a.sin_port);
+    pthread_create(&f->th, NULL, fwd_main, f);
+}
+
+static void fwd_stop(fwd_t *f)
+{
+    if (!f->th)
+        return;
+    atomic_store(&f->stop, true);
+    pthread_join(f->th, NULL);
+    f->th = 0;
+}
+
+static fwd_t to_etcd[NODES][ETCDS];    /* node i's path to etcd member j */
+static fwd_t to_node[NODES];           /* the replicas' path to node i (its --advertise-url) */
+static bool partitions;                /* this run's nodes go through the forwarders */
 
 /* ---------------------------------------------------------------- etcd -- */
 
@@ -180,14 +315,21 @@ static void haproxy_start(void)
 
 /* ---------------------------------------------------------------- tallyd -- */
 
+static char node_url[NODES][64];       /* each node's --advertise-url */
+
 static void node_start(int i)
 {
-    char port[16], adv[64], ttl[16];
+    char port[16], ttl[16], eps[256];
     snprintf(port, sizeof(port), "%d", node_port[i]);
-    snprintf(adv, sizeof(adv), "http://127.0.0.1:%d", node_port[i]);
     snprintf(ttl, sizeof(ttl), "%d", TTL_S);
-    const char *args[24] = { "--port", port, "--coordinator", etcd_endpoints, "--coordinator-prefix", prefix,
-                             "--coordinator-ttl", ttl, "--advertise-url", adv, "--snapshot-interval", "0" };
+    snprintf(eps, sizeof(eps), "%s", etcd_endpoints);
+    if (partitions) {
+        int n = snprintf(eps, sizeof(eps), "etcd://");
+        for (int j = 0; j < ETCDS; j++)
+            n += snprintf(eps + n, sizeof(eps) - (size_t)n, "%s127.0.0.1:%d", j ? "," : "", to_etcd[i][j].port);
+    }
+    const char *args[24] = { "--port", port, "--coordinator", eps, "--coordinator-prefix", prefix,
+                             "--coordinator-ttl", ttl, "--advertise-url", node_url[i], "--snapshot-interval", "0" };
     int n = 12;
     if (with_acks) {
         args[n++] = "--min-replicas-ack";
@@ -231,10 +373,8 @@ static int wait_group(void)
                     continue;
                 json_t *o = http_get_json(&nodes[i], "/info");
                 json_t *link = json_object_get(json_object_get(o, "replication"), "link");
-                char want[64];
-                snprintf(want, sizeof(want), "http://127.0.0.1:%d", node_port[primary]);
                 const char *p = json_string_value(json_object_get(json_object_get(o, "replication"), "primary"));
-                synced += json_is_true(json_object_get(link, "synced")) && p && !strcmp(p, want);
+                synced += json_is_true(json_object_get(link, "synced")) && p && !strcmp(p, node_url[primary]);
                 json_decref(o);
             }
             if (synced == NODES - 1)
@@ -457,13 +597,19 @@ static int check_converged(int primary)
         n = MAX_WRITES;
     for (int k = 0; k < n; k++) {
         http_resp_t d[NODES];
-        for (int i = 0; i < NODES; i++)
+        for (int i = 0; i < NODES; i++) {
             d[i] = httpf(&nodes[i], "GET", NULL, "/keys/w-%d/dump", k);
+            for (int t = 0; t < 500 && d[i].status == 503; t++) {   /* a replica loading a snapshot */
+                http_free(&d[i]);
+                sleep_ms(20);
+                d[i] = httpf(&nodes[i], "GET", NULL, "/keys/w-%d/dump", k);
+            }
+        }
         for (int i = 1; i < NODES; i++)
             if (d[i].status != d[0].status || d[i].len != d[0].len ||
                 (d[0].len && memcmp(d[i].body, d[0].body, d[0].len) != 0))
-                fail_msg("key w-%d: node %d answers %ld (%zu bytes), node 0 %ld (%zu bytes)", k, i, d[i].status,
-                         d[i].len, d[0].status, d[0].len);
+                fail_msg("key w-%d: node %d answers %ld (%.*s), node 0 %ld (%zu bytes)", k, i, d[i].status,
+                         d[i].status == 200 ? 0 : (int)d[i].len, d[i].body ? d[i].body : "", d[0].status, d[0].len);
         if (atomic_load(&ops[k].state) == 2) {
             http_resp_t v = httpf(&nodes[primary], "GET", NULL, "/counter/w-%d", k);
             if (v.status != 200 || json_int_of(&v, "value") != 1)
@@ -515,22 +661,32 @@ static int group_teardown(void **state)
     (void)state;
     for (int i = 0; i < ETCDS; i++)
         etcd_kill(i);
-    if (base[0])
+    if (base[0] && !getenv("IT_ETCD_KEEP"))   /* IT_ETCD_KEEP=1: the logs stay, for a failure's post-mortem */
         tmpdir_remove(base);
+    else if (base[0])
+        printf("it_etcd: logs kept in %s\n", base);
     return 0;
 }
 
 static bool skipped(void) { return base[0] == '\0'; }
 
-static void run_start(const char *name, bool acks)
+static void run_start_with(const char *name, bool acks, bool through_forwarders)
 {
     with_acks = acks;
+    partitions = through_forwarders;
     snprintf(prefix, sizeof(prefix), "/it/%s", name);
     proxy_port = tally_free_port();
     for (int i = 0; i < NODES; i++) {
         node_port[i] = tally_free_port();
         snprintf(node_dir[i], sizeof(node_dir[i]), "%s/%s-n%d", base, name, i);
         mkdir(node_dir[i], 0700);
+        snprintf(node_url[i], sizeof(node_url[i]), "http://127.0.0.1:%d", node_port[i]);
+        if (partitions) {
+            fwd_start(&to_node[i], node_port[i]);
+            snprintf(node_url[i], sizeof(node_url[i]), "http://127.0.0.1:%d", to_node[i].port);
+            for (int j = 0; j < ETCDS; j++)
+                fwd_start(&to_etcd[i][j], etcd_client_port[j]);
+        }
     }
     for (int i = 0; i < NODES; i++)
         node_start(i);
@@ -540,6 +696,8 @@ static void run_start(const char *name, bool acks)
     wait_group();
     writers_start();
 }
+
+static void run_start(const char *name, bool acks) { run_start_with(name, acks, false); }
 
 static void run_end(int *lost_out)
 {
@@ -563,6 +721,12 @@ static void run_end(int *lost_out)
     for (int i = 0; i < NODES; i++)
         if (nodes[i].pid > 0)
             tally_cleanup(&nodes[i]);
+    for (int i = 0; partitions && i < NODES; i++) {
+        fwd_stop(&to_node[i]);
+        for (int j = 0; j < ETCDS; j++)
+            fwd_stop(&to_etcd[i][j]);
+    }
+    partitions = false;
     free(ops);
     ops = NULL;
 }
@@ -716,14 +880,142 @@ static void test_kill_without_acks(void **state)
     printf("  without --min-replicas-ack: %d acknowledged changes lost over %d kill -9 rounds\n", lost, rounds());
 }
 
+/* the primary cut off from etcd, not from its clients nor its replicas: it
+ * stops taking changes before its lease can expire, a replica is elected,
+ * and once the cut heals the old primary follows it */
+static void test_partition_from_etcd(void **state)
+{
+    (void)state;
+    if (skipped())
+        return;
+    run_start_with("cutetcd", true, true);
+    for (int r = 0; r < rounds(); r++) {
+        sleep_ms(800);
+        int p = primary_now();
+        int64_t t0 = wall_ms();
+        for (int j = 0; j < ETCDS; j++)
+            atomic_store(&to_etcd[p][j].cut, true);
+        int64_t t1 = first_ack_elsewhere(p, t0);
+        if (!t1)
+            fail_msg("round %d: no change acknowledged by another node with the primary cut off from etcd", r);
+        printf("  primary cut off from etcd, round %d: another node took changes %.2f s after the cut\n", r,
+               (double)(t1 - t0) / 1000.0);
+        http_expect(&nodes[p], "GET", "/readyz?role=primary", NULL, 503, NULL);
+        sleep_ms(1000);
+        for (int j = 0; j < ETCDS; j++)
+            atomic_store(&to_etcd[p][j].cut, false);
+        wait_group();
+        char role[32];
+        assert_string_equal(role_of(p, role, sizeof(role)), "replica");
+    }
+    run_end(NULL);
+}
+
+/* the primary cut off from its replicas, not from etcd nor its clients: it
+ * keeps the lease; with --min-replicas-ack 1 its changes time out and are
+ * answered 503 (not applied) until the cut heals; nothing is lost */
+static void test_partition_from_replicas(void **state)
+{
+    (void)state;
+    if (skipped())
+        return;
+    run_start_with("cutrepl", true, true);
+    for (int r = 0; r < rounds(); r++) {
+        sleep_ms(800);
+        int p = primary_now();
+        atomic_store(&to_node[p].cut, true);
+        sleep_ms(TTL_S * 1500);
+        char role[32];
+        assert_string_equal(role_of(p, role, sizeof(role)), "primary");   /* it still holds its lease */
+        atomic_store(&to_node[p].cut, false);
+        assert_int_equal(wait_group(), p);
+    }
+    run_end(NULL);
+}
+
+/* the etcd leader cut off (its clients' paths and its peers' path to it):
+ * etcd elects another leader, tallyd's requests go to the other members;
+ * the group goes on, nothing is lost */
+static void test_partition_etcd_leader(void **state)
+{
+    (void)state;
+    if (skipped())
+        return;
+    run_start_with("cutleader", true, true);
+    for (int r = 0; r < rounds(); r++) {
+        sleep_ms(800);
+        int victim = etcd_leader();
+        if (victim < 0)
+            victim = r % ETCDS;
+        for (int i = 0; i < NODES; i++)
+            atomic_store(&to_etcd[i][victim].cut, true);
+        kill(etcd_pid[victim], SIGSTOP);   /* and from its peers: it answers no one */
+        sleep_ms(TTL_S * 1500);
+        int64_t t0 = wall_ms();
+        sleep_ms(500);
+        int n = atomic_load(&next_op), since = 0;
+        for (int k = 0; k < n && k < MAX_WRITES; k++)
+            since += atomic_load(&ops[k].state) == 2 && ops[k].at >= t0;
+        if (since == 0)
+            fail_msg("round %d: no change acknowledged with the etcd leader (member %d) cut off", r, victim);
+        kill(etcd_pid[victim], SIGCONT);
+        for (int i = 0; i < NODES; i++)
+            atomic_store(&to_etcd[i][victim].cut, false);
+        for (int t = 0; t < 300 && !etcd_healthy(); t++)
+            sleep_ms(100);
+        wait_group();
+    }
+    run_end(NULL);
+}
+
+/* --coordinator's companions are checked at start: each refusal names why */
+static void test_options_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[8];
+        const char *says;
+    } bad[] = {
+        { { "--coordinator", "etcd://127.0.0.1:2379", NULL }, "--coordinator needs --advertise-url" },
+        { { "--coordinator", "http://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", NULL },
+          "the scheme must be etcd:// or etcds://" },
+        { { "--coordinator", "etcd://127.0.0.1", "--advertise-url", "http://127.0.0.1:1", NULL }, "expected host:port" },
+        { { "--coordinator", "etcd://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", "--replica-of",
+            "http://127.0.0.1:2", NULL },
+          "--coordinator and --replica-of: keep one" },
+        { { "--coordinator", "etcd://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", "--coordinator-user",
+            "tally", NULL },
+          "--coordinator-user and --coordinator-password-file go together" },
+        { { "--coordinator", "etcd://127.0.0.1:2379", "--advertise-url", "http://127.0.0.1:1", "--coordinator-prefix",
+            "tally", NULL },
+          "--coordinator-prefix: 'tally' must start with /" },
+        { { "--advertise-url", "http://127.0.0.1:1", NULL }, "go with --coordinator" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        tally_proc_t p;
+        assert_int_not_equal(tally_start_expect_exit(&p, NULL, bad[i].args), 0);
+        char *log = tally_log(&p);
+        if (!strstr(log, bad[i].says))
+            fail_msg("refusal %zu: the log does not say \"%s\":\n%s", i, bad[i].says, log);
+        free(log);
+        tally_cleanup(&p);
+    }
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (getenv("IT_ETCD_ONLY"))   /* one test by name (a pattern), while working on it */
+        cmocka_set_test_filter(getenv("IT_ETCD_ONLY"));
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_options_refused),
         cmocka_unit_test(test_kill_primary),
         cmocka_unit_test(test_pause_primary),
         cmocka_unit_test(test_etcd_member_killed),
         cmocka_unit_test(test_lagging_replica),
+        cmocka_unit_test(test_partition_from_etcd),
+        cmocka_unit_test(test_partition_from_replicas),
+        cmocka_unit_test(test_partition_etcd_leader),
         cmocka_unit_test(test_kill_without_acks),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
