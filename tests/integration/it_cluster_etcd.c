@@ -415,6 +415,39 @@ static void test_nodes_follow_etcd(void **state)
     }
 }
 
+/* A node refuses to start, saying why, when it cannot have etcd's map. */
+static void test_refuses_to_start(void **state)
+{
+    (void)state;
+    SKIP_IF_NEEDED();
+    char dir[256], adv[64], port[16];
+    int p = tally_free_port();
+    snprintf(port, sizeof(port), "%d", p);
+    snprintf(adv, sizeof(adv), "http://127.0.0.1:%d", p);
+    tmpdir_make(dir, sizeof(dir));
+    struct {
+        const char *cluster, *coordinator, *says;
+    } cases[] = {
+        { "etcd:/it/nothing", etcd_url, "etcd holds no cluster map at /it/nothing/map" },
+        { "etcd", NULL, "--cluster etcd needs --coordinator" },
+        { "etcd:" PREFIX, "etcd://127.0.0.1:1", "cannot read the cluster map " PREFIX "/map from etcd" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tally_proc_t t = { 0 };
+        const char *with[] = { "--port", port, "--cluster", cases[i].cluster, "--cluster-node", "a", "--coordinator",
+                               cases[i].coordinator, "--coordinator-prefix", "/it/groups/x", "--advertise-url", adv,
+                               NULL };
+        const char *without[] = { "--port", port, "--cluster", cases[i].cluster, "--cluster-node", "a", NULL };
+        assert_int_equal(tally_start_expect_exit(&t, dir, cases[i].coordinator ? with : without), 1);
+        char *log = tally_log(&t);
+        if (!strstr(log, cases[i].says) || !strstr(log, "refusing to start"))
+            fail_msg("--cluster %s: the log does not say \"%s\":\n%s", cases[i].cluster, cases[i].says, log);
+        free(log);
+        tally_cleanup(&t);
+    }
+    tmpdir_remove(dir);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Load through HAProxy, with an exact model                               */
 /* ---------------------------------------------------------------------- */
@@ -666,6 +699,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nodes_follow_etcd),
+        cmocka_unit_test(test_refuses_to_start),
         cmocka_unit_test(test_reshard_under_load),
         cmocka_unit_test(test_kill_then_resume),
         cmocka_unit_test(test_kill_then_abort),
