@@ -746,7 +746,6 @@ static int etcd_main(const char *endpoints, const char *prefix, const char *init
     }
     int rc = etcd_run(&r, rec_mod, m, map_mod);
     cmap_free(m);
-    etcd_close(etcd);
     return rc;
 }
 
@@ -829,6 +828,8 @@ int main(int argc, char **argv)
             usage();
         curl_global_init(CURL_GLOBAL_DEFAULT);
         int rc = etcd_main(coordinator, prefix, init, slots, to, resume, abort_run);
+        etcd_close(etcd);
+        etcd = NULL;
         curl_global_cleanup();
         return rc;
     }
