@@ -128,6 +128,8 @@ void api_repl_status_json(json_t *obj, const cmd_repl_status_t *st)
         json_object_set_new(o, "peers_state", json_string(st->peers_state));
         json_object_set_new(o, "peers_epoch", json_integer((json_int_t)st->peers_epoch));
     }
+    if (st->coordinated)
+        json_object_set_new(o, "coordinator", json_string(st->coordinator_state));
     json_t *list = json_array();
     for (int i = 0; i < st->nreplicas; i++) {
         const cmd_repl_replica_t *pe = &st->replicas[i];

@@ -121,6 +121,9 @@ typedef struct cmd_repl_status {
     char group[CMD_REPL_GROUP_MAX][CMD_REPL_URL_MAX];
     char peers_state[CMD_REPL_STATE_MAX];
     uint64_t peers_epoch;
+    /* --coordinator: what the coordinator did or waits for, last */
+    bool coordinated;
+    char coordinator_state[CMD_REPL_STATE_MAX];
     /* the replicas that polled this node's stream */
     int nreplicas, replicas_connected;
     cmd_repl_replica_t replicas[CMD_REPL_REPLICAS_MAX];

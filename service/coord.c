@@ -57,6 +57,7 @@ static void state(coord_t *c, const char *fmt, ...)
     if (strcmp(s, c->last_state) != 0) {
         log_info("coordinator: %s", s);
         memcpy(c->last_state, s, sizeof(s));
+        repl_coord_state(c->r, s);
     }
 }
 
@@ -286,7 +287,12 @@ static void elect(coord_t *c, const repl_position_t *pos)
             present += here;
         }
         json_decref(o);
-        if (sepoch == best.epoch && k > 0 && present < n - k + 1) {
+        /* the set of the newest epoch any member knows binds (a set of a
+         * newer epoch than every answering member's: none of its replicas
+         * answers); the primary of that epoch itself - fenced, or restarted
+         * on its journal - holds every change it answered */
+        bool its_primary = best.led && best.epoch == sepoch;
+        if (sepoch >= best.epoch && !its_primary && k > 0 && present < n - k + 1) {
             state(c, "no primary; only %d of the %d replicas that count for --min-replicas-ack %d under epoch %" PRIu64
                      " answer (%d needed): waiting, so no acknowledged change is lost",
                   present, n, k, sepoch, n - k + 1);
@@ -295,8 +301,7 @@ static void elect(coord_t *c, const repl_position_t *pos)
         }
     }
     free(ms);
-    uint64_t known = pos->epoch > c->r->epoch ? pos->epoch : c->r->epoch;
-    if (!raise_revision(c, known, revision))
+    if (!raise_revision(c, pos->epoch, revision))   /* pos->epoch: the highest this node knows */
         return;
     json_t *lv = json_pack("{s:s,s:I}", "url", c->self, "lease", (json_int_t)c->lease);
     char *v = lv ? json_dumps(lv, JSON_COMPACT) : NULL;

@@ -75,6 +75,7 @@ repl_t *repl_open(const tally_opts_t *o, const repl_creds_t *c, cmd_server_t *sr
      * (--peers is a view only: a node is a primary or a replica as started) */
     atomic_store(&r->role, r->coordinated ? ROLE_PROBING : ROLE_PRIMARY);
     snprintf(r->probe_state, sizeof(r->probe_state), "not asked yet");
+    snprintf(r->coord_state, sizeof(r->coord_state), "not in touch with etcd yet");
     if (o->replica_of[0]) {
         pthread_mutex_lock(&r->role_mu);
         bool ok = repl_follow(r, o->replica_of, 0, err, errlen);
@@ -228,6 +229,8 @@ void repl_status(repl_t *r, cmd_repl_status_t *st)
     for (int i = 0; i < r->ngroup; i++)
         memcpy(st->group[i], r->group[i], sizeof(st->group[i]));
     memcpy(st->peers_state, r->probe_state, sizeof(st->peers_state));
+    st->coordinated = r->coordinated;
+    memcpy(st->coordinator_state, r->coord_state, sizeof(st->coordinator_state));
     st->peers_epoch = r->peer_epoch;
     int64_t now = mono_ms(), wall = clock_now_ns() / 1000000;
     st->nreplicas = r->npeers;

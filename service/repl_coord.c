@@ -62,6 +62,13 @@ void repl_coord_position(repl_t *r, repl_position_t *pos)
     pthread_mutex_unlock(&r->mu);
 }
 
+void repl_coord_state(repl_t *r, const char *text)
+{
+    pthread_mutex_lock(&r->mu);
+    snprintf(r->coord_state, sizeof(r->coord_state), "%s", text);
+    pthread_mutex_unlock(&r->mu);
+}
+
 void repl_coord_deadline(repl_t *r, int64_t deadline_ns)
 {
     atomic_store(&r->lease_deadline, deadline_ns);

@@ -97,7 +97,8 @@ struct repl {
      * (peer_t.counted). */
     bool coordinated;
     _Atomic int64_t lease_deadline;
-    uint64_t led_epoch;          /* the epoch this node was promoted under (EPOCH file), 0: none (mu) */
+    uint64_t led_epoch;          /* the epoch this node was promoted under (LEADER file), 0: none (mu) */
+    char coord_state[CMD_REPL_STATE_MAX];    /* the coordinator's last state, for /info (mu) */
 
     pthread_mutex_t role_mu;     /* one role change at a time (promote, follow, coordinator) */
     pthread_mutex_t mu;
@@ -219,6 +220,8 @@ bool repl_coord_led_write(repl_t *r, uint64_t epoch, char *err, size_t errlen);
 /* Promotion under `epoch` (etcd's revision of the leader key; above every
  * epoch this node knows), even on a node that was a primary (role_mu held). */
 bool repl_coord_promote(repl_t *r, uint64_t epoch, char *err, size_t errlen);
+/* The coordinator's state, for /info. */
+void repl_coord_state(repl_t *r, const char *text);
 /* Sets the lease's deadline (monotonic ns; 0: none, i.e. fenced). */
 void repl_coord_deadline(repl_t *r, int64_t deadline_ns);
 /* A primary that lost its lease: fenced until told whom to follow (role_mu held). */
