@@ -32,8 +32,9 @@ COPY proto proto
 COPY api api
 COPY service service
 COPY tools/registry.sh tools/registry.sh
+COPY tools/reshard tools/reshard
 COPY Makefile .
-RUN make -j"$(nproc)" build/release/tallyd
+RUN make -j"$(nproc)" build/release/tallyd build/release/tally-reshard
 
 FROM debian:12-slim
 RUN apt-get update \
@@ -43,6 +44,8 @@ RUN apt-get update \
  && useradd --system --uid 10001 --gid tally --home-dir /data --shell /usr/sbin/nologin tally \
  && mkdir -p /data && chown tally:tally /data
 COPY --from=build /src/build/release/tallyd /usr/local/bin/tallyd
+# the resharding tool, also what seeds the cluster's map in etcd (deploy/cluster)
+COPY --from=build /src/build/release/tally-reshard /usr/local/bin/tally-reshard
 USER 10001:10001
 VOLUME ["/data"]
 EXPOSE 8080

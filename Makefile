@@ -327,9 +327,10 @@ dockerfile-check:
 	done; echo "dockerfile-check: the Dockerfile copies all $(words $(DAEMON_DIRS)) source directories of tallyd"
 
 # The resharding tool (deploy/cluster/README.md): a client of the cluster's
-# nodes, core's map parser, HAProxy's runtime map update (service/haproxy.c)
-# and libcurl.
-$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o $(LIBCORE)
+# nodes, core's map parser, HAProxy's runtime map update (service/haproxy.c),
+# etcd's client (service/etcd.c: --coordinator) and libcurl.
+$(RESHARD): $(BUILD)/tools/reshard/tally_reshard.o $(BUILD)/service/haproxy.o $(BUILD)/service/file.o \
+            $(BUILD)/service/etcd.o $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -ljansson $(CORE_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
@@ -368,7 +369,7 @@ endif
 # detector holds at most 64 locks; the snapshot barrier takes every shard's).
 # A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
 # loops for the slower build.
-TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster it_limits it_resp it_resp_keys it_resp_server it_grpc it_overrides it_reserve it_lease
+TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster it_cluster_etcd it_limits it_resp it_resp_keys it_resp_server it_grpc it_overrides it_reserve it_lease
 tsan-suite: $(TALLYD) $(RESHARD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
 	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
 	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \
@@ -402,7 +403,7 @@ openapi-lint:
 lint-yaml:
 	yamllint -s -c tools/yamllint.yml openapi.yaml deploy
 	node tools/openapi/check-deploy.mjs Dockerfile deploy/kubernetes/*.yaml deploy/gateways/kubernetes-sidecar/*.yaml \
-	  deploy/gateways/traefik/middleware-k8s.yaml
+	  deploy/gateways/traefik/middleware-k8s.yaml deploy/etcd/*.yaml
 
 # Alert rules: syntax and semantics (promtool check), behaviour on made-up
 # series (promtool test); every metric the dashboard and the rules use is one

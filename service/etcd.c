@@ -891,7 +891,8 @@ static int watch_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut
 {
     (void)dt, (void)dn, (void)ut, (void)un;
     watch_ctx_t *w = arg;
-    return w->stop && *w->stop;
+    /* read atomically: another thread sets it (ThreadSanitizer) */
+    return w->stop && __atomic_load_n(w->stop, __ATOMIC_ACQUIRE);
 }
 
 int etcd_watch(etcd_client_t *c, const char *key, size_t key_len, int prefix, int64_t start_revision,
@@ -948,7 +949,7 @@ int etcd_watch(etcd_client_t *c, const char *key, size_t key_len, int prefix, in
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_cleanup(h);
         curl_slist_free_all(hdrs);
-        if (w.done || (stop && *stop)) {
+        if (w.done || (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE))) {
             result = 0;
             break;
         }

@@ -44,6 +44,8 @@
 #include "core/zindex.h"
 #include "service/access_log.h"
 #include "service/clock.h"
+#include "service/clusterwatch.h"
+#include "service/etcd.h"
 #include "service/haproxy.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -83,6 +85,11 @@ static struct {
     repl_t *repl;
     coord_t *coord;              /* --coordinator: the election in etcd */
     _Atomic(repl_t *) live_repl;
+    /* --cluster etcd[:PREFIX]: the map read from etcd and watched */
+    bool cluster_in_etcd;
+    char cluster_prefix[CLUSTERWATCH_PREFIX_MAX];
+    etcd_client_t *cluster_etcd;
+    cluster_watch_t *cluster_watch;
 } app;
 
 static persist_t *live_persist(void) { return atomic_load_explicit(&app.live_persist, memory_order_acquire); }
@@ -386,10 +393,54 @@ static bool cluster_store(void *ud, const char *text, size_t len, char *err, siz
     return true;
 }
 
+/* With the map in etcd, PUT /admin/cluster is refused: etcd's map is the
+ * only truth, and a map installed beside it could fence etcd's out. */
+static bool cluster_store_etcd(void *ud, const char *text, size_t len, char *err, size_t errlen)
+{
+    (void)ud;
+    (void)text;
+    (void)len;
+    snprintf(err, errlen, "this node's map comes from etcd (--cluster etcd:%s): change it there, with "
+             "tally-reshard --coordinator", app.cluster_prefix);
+    return false;
+}
+
+/* A client of --coordinator's etcd for the cluster map; NULL with a message. */
+static etcd_client_t *cluster_etcd_open(char *err, size_t errlen)
+{
+    if (!app.opts.coordinator[0]) {
+        snprintf(err, errlen, "--cluster %s needs --coordinator etcd://HOST:PORT[,...] (etcd's members)",
+                 app.opts.cluster);
+        return NULL;
+    }
+    const tally_opts_t *o = &app.opts;
+    char why[512], password[512] = "";
+    if (o->coordinator_password_file[0] &&
+        !repl_secret_read("--coordinator-password-file", o->coordinator_password_file, password, sizeof(password),
+                          err, errlen))
+        return NULL;
+    /* the same members and credentials as the election (service/coord.c) */
+    etcd_config_t cfg = {
+        .endpoints = o->coordinator,
+        .cacert = o->coordinator_cacert[0] ? o->coordinator_cacert : NULL,
+        .cert = o->coordinator_cert[0] ? o->coordinator_cert : NULL,
+        .key = o->coordinator_key[0] ? o->coordinator_key : NULL,
+        .user = o->coordinator_user[0] ? o->coordinator_user : NULL,
+        .password = o->coordinator_user[0] ? password : NULL,
+    };
+    etcd_client_t *e = etcd_open(&cfg, why, sizeof(why));
+    explicit_bzero(password, sizeof(password));
+    if (!e)
+        snprintf(err, errlen, "--coordinator %.300s: %.500s", o->coordinator, why);
+    return e;
+}
+
 /* Reads --cluster FILE and installs its map; false with a message (the map
- * installed before stays). */
+ * installed before stays).  The etcd form is watched, not reloaded. */
 static bool load_cluster(const char *who, char *err, size_t errlen)
 {
+    if (app.cluster_in_etcd)
+        return true;
     size_t n;
     char *text = config_read("--cluster", app.opts.cluster, &n, err, errlen);
     if (!text)
@@ -418,7 +469,31 @@ static int print_haproxy_config(void)
         fprintf(stderr, "tallyd --haproxy-config and --haproxy-slots need --cluster FILE\n");
         return 2;
     }
-    char *text = config_read("--cluster", app.opts.cluster, &n, err, sizeof(err));
+    char *text = NULL;
+    char prefix[CLUSTERWATCH_PREFIX_MAX];
+    if (clusterwatch_spec(app.opts.cluster, prefix, sizeof(prefix))) {
+        /* the map etcd holds now */
+        snprintf(app.cluster_prefix, sizeof(app.cluster_prefix), "%s", prefix);
+        etcd_client_t *e = cluster_etcd_open(err, sizeof(err));
+        char key[CLUSTERWATCH_PREFIX_MAX + 8];
+        snprintf(key, sizeof(key), "%s/map", prefix);
+        etcd_kv_t kv;
+        int found = 0;
+        if (e && etcd_get(e, key, strlen(key), &kv, &found, NULL) != 0)
+            snprintf(err, sizeof(err), "etcd: %.900s", etcd_error(e));
+        else if (e && !found)
+            snprintf(err, sizeof(err), "etcd holds no cluster map at %s", key);
+        else if (e && (text = malloc(kv.value_len + 1)) != NULL) {
+            memcpy(text, kv.value, kv.value_len);
+            text[kv.value_len] = '\0';
+            n = kv.value_len;
+        }
+        if (e && found)
+            etcd_kv_free(&kv);
+        etcd_close(e);
+    } else {
+        text = config_read("--cluster", app.opts.cluster, &n, err, sizeof(err));
+    }
     cmap_t *m = text ? cmap_parse(text, n, err, sizeof(err)) : NULL;
     free(text);
     if (!m) {
@@ -698,9 +773,25 @@ static int run(void)
             log_error("--cluster needs --cluster-node NAME (this node's name in the map); refusing to start");
             return 1;
         }
-        app.api.cluster = cmd_cluster_create(o->cluster_node, cluster_store, NULL);
-        if (!app.api.cluster || !load_cluster("start", err, sizeof(err))) {
-            log_error("%s; refusing to start", app.api.cluster ? err : "out of memory");
+        app.cluster_in_etcd = clusterwatch_spec(o->cluster, app.cluster_prefix, sizeof(app.cluster_prefix));
+        app.api.cluster = cmd_cluster_create(o->cluster_node, app.cluster_in_etcd ? cluster_store_etcd : cluster_store,
+                                             NULL);
+        bool ok = app.api.cluster != NULL;
+        if (!ok)
+            snprintf(err, sizeof(err), "out of memory");
+        else if (!app.cluster_in_etcd)
+            ok = load_cluster("start", err, sizeof(err));
+        else if ((app.cluster_etcd = cluster_etcd_open(err, sizeof(err))) == NULL)
+            ok = false;
+        else if ((app.cluster_watch = clusterwatch_start(app.cluster_etcd, app.cluster_prefix, app.api.cluster,
+                                                         10000, err, sizeof(err))) == NULL)
+            ok = false;
+        else
+            log_info("start: cluster map epoch %llu from etcd (%s/map, watched), this node is '%s'",
+                     (unsigned long long)cmd_cluster_epoch(app.api.cluster), app.cluster_prefix, o->cluster_node);
+        if (!ok) {
+            log_error("%s; refusing to start", err);
+            etcd_close(app.cluster_etcd);
             cmd_cluster_free(app.api.cluster);
             return 1;
         }
@@ -930,6 +1021,8 @@ static int run(void)
     api_policies_free(app.api.policies);
     transport_close();
     api_auth_free(app.api.auth);
+    clusterwatch_stop(app.cluster_watch);
+    etcd_close(app.cluster_etcd);
     cmd_cluster_free(app.api.cluster);
     access_log_close();
     pid_file_remove();

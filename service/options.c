@@ -89,7 +89,7 @@ static const opt_def_t defs[] = {
     { "coordinator-user", "TALLY_COORDINATOR_USER", K_STR, OFF(coordinator_user), 0, CAP(coordinator_user), "etcd user (etcd's authentication); needs --coordinator-password-file" },
     { "coordinator-password-file", "TALLY_COORDINATOR_PASSWORD_FILE", K_STR, OFF(coordinator_password_file), 0, CAP(coordinator_password_file), "file holding that user's password (one line; not readable by other users)" },
     /* cluster (deploy/cluster/README.md) */
-    { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots (reloaded on SIGHUP and POST /admin/reload; PUT /admin/cluster rewrites it)" },
+    { "cluster", "TALLY_CLUSTER", K_STR, OFF(cluster), 0, CAP(cluster), "the cluster map: nodes, their slots, an epoch (deploy/cluster/README.md); this node then serves only its slots. FILE: reloaded on SIGHUP and POST /admin/reload, PUT /admin/cluster rewrites it; etcd[:PREFIX] (with --coordinator): read from etcd's key PREFIX/map (PREFIX: /tally/cluster when not given) and watched, changed by tally-reshard --coordinator" },
     { "cluster-node", "TALLY_CLUSTER_NODE", K_STR, OFF(cluster_node), 0, CAP(cluster_node), "this node's name in the --cluster map" },
     { "haproxy-config", "TALLY_HAPROXY_CONFIG", K_FLAG, OFF(haproxy_config), 0, 0, "print the HAProxy 2.6 configuration that routes to the --cluster map's nodes, and exit" },
     { "haproxy-slots", "TALLY_HAPROXY_SLOTS", K_FLAG, OFF(haproxy_slots), 0, 0, "print the slot map file that configuration reads (slot ranges -> backends) for the --cluster map, and exit" },

@@ -58,7 +58,7 @@ typedef struct tally_opts {
     /* Authentication (api/auth.h, docs/security.md). */
     char tokens[512];            /* --tokens, TALLY_TOKENS: token file; none = no authentication */
     bool metrics_public;         /* --metrics-public, TALLY_METRICS_PUBLIC: /metrics without a token */
-    char cluster[512];           /* --cluster, TALLY_CLUSTER: the cluster map file; none = not in a cluster */
+    char cluster[512];           /* --cluster, TALLY_CLUSTER: the cluster map file, or etcd[:PREFIX]; none = not in a cluster */
     char cluster_node[64];       /* --cluster-node, TALLY_CLUSTER_NODE: this node's name in the map */
     bool haproxy_config;         /* --haproxy-config: print the HAProxy configuration of --cluster and exit */
     bool haproxy_slots;          /* --haproxy-slots: print HAProxy's slot map file of --cluster and exit */

@@ -14,7 +14,7 @@
 #                              in tools/openapi (pinned by package-lock.json),
 #                              gnuplot-nox (the charts' test), python3-grpcio, python3-grpc-tools,
 #                              python3-hpack and nghttp2-client's h2load (it_grpc),
-#                              etcd-server and etcd-client (test_etcd, it_etcd: --coordinator)
+#                              etcd-server and etcd-client (test_etcd, it_etcd, it_cluster_etcd: --coordinator)
 #   sh tools/deps.sh bench   + what `make bench` runs: wrk, redis-benchmark, nginx,
 #                              gnuplot-nox (bench/charts.sh draws its charts),
 #                              libhiredis-dev (bench/resp_micro.c's reference parser)

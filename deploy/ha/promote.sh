@@ -1,7 +1,10 @@
 #!/bin/sh
 # promote.sh - fail over to a replica: promote it, then point every other
 # node at it.  Run by an operator or an orchestrator that decided the
-# primary is gone (tally does not elect: see docs/replication.md).
+# primary is gone, for a group run without --coordinator.  With
+# --coordinator (deploy/kubernetes/statefulset.yaml) etcd elects the new
+# primary by itself and the nodes refuse /admin/promote: this script is not
+# used (deploy/README.md, "Failures, unattended").
 #
 #   deploy/ha/promote.sh [-t TOKEN_FILE] NEW_PRIMARY_URL [OTHER_NODE_URL...]
 #

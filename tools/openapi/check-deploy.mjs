@@ -38,6 +38,18 @@ for (const f of manifests) {
     const spec = o.kind === "Pod" ? o.spec : o.spec?.template?.spec;
     if (!spec) continue;
     const all = [...(spec.initContainers || []), ...(spec.containers || [])];
+    const etcd = all.find((c) => c.name === "etcd");
+    if (etcd && !all.some((c) => c.name === "tallyd")) {
+      // tally's coordinator (deploy/etcd): an odd quorum of at least three,
+      // each member on its own volume, ready only when it has a quorum
+      const n = o.spec?.replicas;
+      if (o.kind !== "StatefulSet" || !(n >= 3 && n % 2 === 1)) fail(`${f}: etcd is not a StatefulSet of an odd number (>= 3) of members`);
+      if (!(o.spec?.volumeClaimTemplates || []).some((v) => (etcd.volumeMounts || []).some((m) => m.name === v.metadata?.name)))
+        fail(`${f}: etcd's data directory is not on a volume claim per member`);
+      if (etcd.readinessProbe?.httpGet?.path !== "/health") fail(`${f}: etcd readiness probe is not /health`);
+      if (!(spec.securityContext?.runAsNonRoot || etcd.securityContext?.runAsNonRoot)) fail(`${f}: etcd not runAsNonRoot`);
+      continue;
+    }
     const t = all.find((c) => c.name === "tallyd");
     if (!t) { fail(`${f}: ${o.kind} ${o.metadata.name} has no tallyd container`); continue; }
     if (t.livenessProbe?.httpGet?.path !== "/healthz") fail(`${f}: tallyd liveness probe is not /healthz`);
