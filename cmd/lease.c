@@ -6,31 +6,12 @@
 #include "cmd/keys.h"
 #include "cmd/lease.h"
 #include "cmd/room.h"
+#include "core/codec.h"
 #include "core/lease.h"
 
 void cmd_lease_id_format(uint64_t id, char out[17]) { snprintf(out, 17, "%016" PRIx64, id); }
 
-bool cmd_lease_id_parse(const char *s, size_t len, uint64_t *id)
-{
-    if (len != 16)
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        unsigned d;
-        if (c >= '0' && c <= '9')
-            d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            d = (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            d = (unsigned)(c - 'A' + 10);
-        else
-            return false;
-        v = v << 4 | d;
-    }
-    *id = v;
-    return v != 0;
-}
+bool cmd_lease_id_parse(const char *s, size_t len, uint64_t *id) { return codec_hex64_parse(s, len, id) && *id != 0; }
 
 static bool check_limit(cmd_ctx_t *ctx, int64_t limit)
 {

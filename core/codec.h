@@ -118,5 +118,8 @@ bool codec_text_ok(const void *p, size_t n);
 /* The same rules with NUL bytes allowed: what a JSON string may hold (and
  * jansson accepts). */
 bool codec_utf8_ok(const void *p, size_t n);
+/* Parses exactly 16 hexadecimal digits (either case) into *out: a digest's
+ * Tally-Digest, a lease's id. */
+bool codec_hex64_parse(const char *s, size_t len, uint64_t *out);
 
 #endif

@@ -91,24 +91,4 @@ uint64_t keydump_digest(const ks_type_t *type, const void *value, int64_t expire
     return d;
 }
 
-bool keydump_digest_parse(const char *s, size_t len, uint64_t *out)
-{
-    if (len != 16)
-        return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        unsigned d;
-        if (c >= '0' && c <= '9')
-            d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            d = (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            d = (unsigned)(c - 'A' + 10);
-        else
-            return false;
-        v = v << 4 | d;
-    }
-    *out = v;
-    return true;
-}
+bool keydump_digest_parse(const char *s, size_t len, uint64_t *out) { return codec_hex64_parse(s, len, out); }
