@@ -43,13 +43,15 @@ bool rl_deny_status_ok(int64_t s)
 /* ------------------------------------------------------------------------ */
 
 static const char *const all_params[] = { "max_burst", "count_per_period", "period", "max_count", "capacity",
-                                          "refill_rate", "calendar", "time_zone", "week_start", "anchor_day",
-                                          "limit", "ttl_ms", "ttl", NULL };
+                                          "refill_rate", "calendar", "time_zone", "week_start", "anchor_day", NULL };
 static const char *const gcra_params[] = { "max_burst", "count_per_period", "period", NULL };
 static const char *const count_params[] = { "max_count", "period", NULL };
 static const char *const fixed_params[] = { "max_count", "period", "calendar", "time_zone", "week_start", "anchor_day",
                                             NULL };
 static const char *const bucket_params[] = { "capacity", "refill_rate", NULL };
+/* A concurrency policy's: not among all_params, since a request's "ttl"
+ * (a reservation's) is not a limit's parameter; only a policy's limits
+ * (params_parse with policy) know them. */
 static const char *const lease_params[] = { "limit", "ttl_ms", "ttl", NULL };
 
 /* A policy's algorithm's name: core's, or "concurrency". */
@@ -190,7 +192,8 @@ static bool params_parse(const api_fields_t *f, throttle_params_t *p, bool polic
     const char *n;
     api_fields_iter_t iter = { 0 };
     while ((n = api_fields_next(f, &iter))) {
-        if (!api_name_listed(mine, n) && api_name_listed(all_params, n)) {   /* mine first: the usual answer */
+        bool known = api_name_listed(all_params, n) || (policy && api_name_listed(lease_params, n));
+        if (!api_name_listed(mine, n) && known) {   /* mine first: the usual answer */
             char takes[128] = "";
             for (int i = 0; mine[i]; i++)
                 snprintf(takes + strlen(takes), sizeof(takes) - strlen(takes), "%s%s", i ? ", " : "", mine[i]);
@@ -565,7 +568,10 @@ static const policy_override_t *file_override(const policy_t *p, const char *t, 
 
 /* A member of a policy's limits: "algorithm" or one of the algorithms'
  * parameters (whatever rl_params_parse reads). */
-static bool limit_field(const char *k) { return !strcmp(k, "algorithm") || rl_is_param_name(k); }
+static bool limit_field(const char *k)
+{
+    return !strcmp(k, "algorithm") || rl_is_param_name(k) || api_name_listed(lease_params, k);
+}
 
 bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out, api_err_t *err)
 {
