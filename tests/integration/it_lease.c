@@ -5,7 +5,11 @@
  * nothing changed, exactness under concurrent acquire/release from many
  * threads, and kill -9 with a restart: the state equals the model of the
  * acknowledged operations, and leases that expired while the server was
- * down are free.
+ * down are free.  Concurrency policies ("algorithm": "concurrency"): their
+ * hook acquires and releases (X-Tally-Release), file and live overrides,
+ * the refusal's "violated", metrics and access log, expiry, malformed
+ * policies refused at start, and docs/gateways.md's nginx recipes for both
+ * forms with the real nginx.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -673,7 +677,7 @@ static const char LEASE_POLICIES[] =
     "{\"policies\": {\n"
     "  \"llm\": {\"algorithm\": \"concurrency\", \"limit\": 2, \"ttl_ms\": 30000, \"key\": \"{header:X-Api-Key}\",\n"
     "          \"overrides\": {\"k-file\": {\"limit\": 3, \"ttl\": 30}}},\n"
-    "  \"short\": {\"algorithm\": \"concurrency\", \"limit\": 1, \"ttl_ms\": 300, \"key\": \"{header:X-Api-Key}\",\n"
+    "  \"short\": {\"algorithm\": \"concurrency\", \"limit\": 1, \"ttl_ms\": 1000, \"key\": \"{header:X-Api-Key}\",\n"
     "            \"deny_status\": 403, \"prefix\": \"s.\"},\n"
     "  \"backend\": {\"algorithm\": \"concurrency\", \"limit\": 2, \"ttl_ms\": 30000, \"key\": \"{header:X-Tenant}\",\n"
     "              \"deny_status\": 403},\n"
@@ -782,7 +786,7 @@ static void test_policy_hook(void **state)
     assert_int_equal(r.status, 429);
     assert_false(json_bool_of(&r, "acquired"));
     assert_true(http_header(&r, "Retry-After", v, sizeof(v)));
-    assert_int_equal(atoi(v), 30);
+    assert_true(atoi(v) >= 1 && atoi(v) <= 30);   /* until the first lease expires: 30 s less the time taken */
     assert_true(http_header(&r, "RateLimit", v, sizeof(v)));
     assert_string_equal(v, "\"llm\";r=0");
     assert_false(http_header(&r, "X-Tally-Lease", v, sizeof(v)));
@@ -891,13 +895,22 @@ static void test_policy_hook(void **state)
     http_free(&r);
     /* expiry: an unreleased lease frees itself */
     char s1[17], s2[17];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_REALTIME, &t0);
     assert_int_equal(hook_acquire(&p, "short", "k1", s1), 200);
-    assert_int_equal(active_of(&p, "s.k1"), 1);
     r = hook(&p, "short", "X-Api-Key", "k1", NULL, NULL);
-    assert_int_equal(r.status, 403);   /* the policy's deny_status */
-    assert_string_equal(violated_limit(&r), "default");
+    clock_gettime(CLOCK_REALTIME, &t1);
+    long waited = (t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L;
+    bool refused_seen = waited < 900;   /* a machine too slow to ask within the TTL sees it free again */
+    if (refused_seen) {
+        assert_int_equal(r.status, 403);   /* the policy's deny_status */
+        assert_string_equal(violated_limit(&r), "default");
+    } else {
+        print_message("    the second acquire came %ld ms after the first: the refusal is not checked\n", waited);
+    }
     http_free(&r);
-    sleep_ms(400);
+    sleep_ms(1100);
+    assert_int_equal(active_of(&p, "s.k1"), 0);
     assert_int_equal(hook_acquire(&p, "short", "k1", s2), 200);
     assert_int_equal(hook_release(&p, "short", "k1", s1), 0);   /* expired: gone, not brought back */
     assert_int_equal(hook_release(&p, "short", "k1", s2), 1);
@@ -907,7 +920,8 @@ static void test_policy_hook(void **state)
     size_t n;
     char *log = file_read(lease_alog, &n);
     assert_non_null(strstr(log, "\"path\":\"/hook/llm/v1/chat\",\"violated\":[\"llm/override\"],\"status\":429"));
-    assert_non_null(strstr(log, "\"path\":\"/hook/short/v1/chat\",\"violated\":[\"short/default\"],\"status\":403"));
+    assert_true(!refused_seen ||
+                strstr(log, "\"path\":\"/hook/short/v1/chat\",\"violated\":[\"short/default\"],\"status\":403"));
     free(log);
     stop_with_policies(&p);
 }
@@ -1064,7 +1078,7 @@ static void test_policy_nginx(void **state)
     r = http_h(&N, "GET", "/api/x", NULL, NULL, h);
     assert_int_equal(r.status, 429);
     assert_true(http_header(&r, "Retry-After", v, sizeof(v)));
-    assert_int_equal(atoi(v), 30);
+    assert_true(atoi(v) >= 1 && atoi(v) <= 30);
     assert_true(http_header(&r, "RateLimit-Policy", v, sizeof(v)));
     assert_string_equal(v, "\"backend\";q=2;qu=\"concurrent-requests\"");
     http_free(&r);
