@@ -22,6 +22,11 @@
  * template cannot key, 404 for an unknown policy, 5xx), which no policy may
  * use as its deny status: an error is never mistaken for "limited".
  *
+ * A concurrency policy ("algorithm": "concurrency") acquires a lease on the
+ * key instead (200 with X-Tally-Lease, deny_status when full), and releases
+ * the lease a request's X-Tally-Release names (api/lease.c, rl_lease_hook):
+ * the gateway sends the same request again once the response is done.
+ *
  * The hook's query string and body belong to the client's request: they are
  * ignored.  The decision is the policy's algorithm's operation
  * (cmd/throttle.h), whose journal record holds the resolved key and
@@ -72,6 +77,11 @@ static void h_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     }
     size_t rlen;
     const char *rest = path_rest(req, &rlen);
+    if (rl_is_concurrency(&p->params)) {
+        rl_lease_hook(srv, req, resp, p, rest, rlen);
+        policies_read_unlock(srv->policies);
+        return;
+    }
     char key[KS_KEY_MAX + 1];
     rl_item_t it;
     api_err_t e;

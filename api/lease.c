@@ -41,11 +41,21 @@
 
 static int64_t ceil_s(int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
 
-static void headers(api_resp_t *resp, const cmd_lease_res_t *r, bool refused)
+/* How an answer names its limit: the draft headers' policy name, and, for a
+ * concurrency policy's hook, the policy and which of its limits decided. */
+typedef struct lease_as {
+    const char *name;            /* LEASE_POLICY_NAME, or the policy's */
+    const char *limit;           /* the policy's limit ("default", "file-override", "override"); NULL: /lease */
+    bool problem;                /* a refusal as RFC 9457 problem details (the client's Accept asks) */
+} lease_as_t;
+
+static const lease_as_t PLAIN = { LEASE_POLICY_NAME, NULL, false };
+
+static void headers(api_resp_t *resp, const cmd_lease_res_t *r, bool refused, const lease_as_t *as)
 {
-    api_add_header(resp, "RateLimit-Policy", "\"" LEASE_POLICY_NAME "\";q=%lld;qu=\"concurrent-requests\"",
+    api_add_header(resp, "RateLimit-Policy", "\"%s\";q=%lld;qu=\"concurrent-requests\"", as->name,
                    (long long)r->limit);
-    api_add_header(resp, "RateLimit", "\"" LEASE_POLICY_NAME "\";r=%lld", (long long)r->remaining);
+    api_add_header(resp, "RateLimit", "\"%s\";r=%lld", as->name, (long long)r->remaining);
     if (refused && r->retry_after_ms >= 0)
         api_add_header(resp, "Retry-After", "%lld", (long long)ceil_s(r->retry_after_ms));
     if (r->id) {
@@ -55,14 +65,25 @@ static void headers(api_resp_t *resp, const cmd_lease_res_t *r, bool refused)
     }
 }
 
+/* The problem details of a refusal (api/limiter.c's, with the lease's
+ * members): draft-ietf-httpapi-ratelimit-headers' "Quota Exceeded". */
+#define PROBLEM_HEAD "{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\",\"title\":" \
+                     "\"Request cannot be satisfied as assigned quota has been exceeded\",\"status\":"
+
 /* The answer's body: `verb` (acquired, released, renewed; NULL for the
  * status read) with ok, the lease's fields when one was granted or renewed,
  * and the counts - written directly (no tree: an acquire and its release
- * cost about two decisions, and half of that was building JSON). */
-static void answer(api_resp_t *resp, int status, const char *verb, const cmd_lease_res_t *r)
+ * cost about two decisions, and half of that was building JSON).  A
+ * policy's answer adds "policy", and a refusal "violated". */
+static void answer_as(api_resp_t *resp, int status, const char *verb, const cmd_lease_res_t *r, const lease_as_t *as)
 {
-    char body[512], *p = body, *end = body + sizeof(body);
-    *p++ = '{';
+    bool refused = verb && !strcmp(verb, "acquired") && !r->ok;
+    bool problem = refused && as->limit && as->problem && status >= 400;
+    char body[768], *p = body, *end = body + sizeof(body);
+    if (problem)
+        p += snprintf(p, (size_t)(end - p), PROBLEM_HEAD "%d,\"violated-policies\":[\"%s\"],", status, as->name);
+    else
+        *p++ = '{';
     if (verb)
         p += snprintf(p, (size_t)(end - p), "\"%s\":%s,", verb, r->ok ? "true" : "false");
     if (r->id) {
@@ -78,10 +99,22 @@ static void answer(api_resp_t *resp, int status, const char *verb, const cmd_lea
     if (r->retry_after_ms >= 0)
         p += snprintf(p, (size_t)(end - p), "\"retry_after\":%lld,\"retry_after_ms\":%lld,",
                       (long long)ceil_s(r->retry_after_ms), (long long)r->retry_after_ms);
-    p += snprintf(p, (size_t)(end - p), "\"next_expiry_ms\":%lld,\"reset_after_ms\":%lld}",
+    p += snprintf(p, (size_t)(end - p), "\"next_expiry_ms\":%lld,\"reset_after_ms\":%lld",
                   (long long)r->next_expiry_ms, (long long)r->reset_after_ms);
-    api_body(resp, status, NULL, body, (size_t)(p - body));
-    headers(resp, r, verb && !strcmp(verb, "acquired") && !r->ok);
+    if (as->limit) {   /* policy names are [A-Za-z0-9_.-]: nothing to escape */
+        p += snprintf(p, (size_t)(end - p), ",\"policy\":\"%s\"", as->name);
+        if (refused)
+            p += snprintf(p, (size_t)(end - p), ",\"violated\":[{\"policy\":\"%s\",\"limit\":\"%s\"}]", as->name,
+                          as->limit);
+    }
+    p += snprintf(p, (size_t)(end - p), "}");
+    api_body(resp, status, problem ? "application/problem+json" : NULL, body, (size_t)(p - body));
+    headers(resp, r, refused, as);
+}
+
+static void answer(api_resp_t *resp, int status, const char *verb, const cmd_lease_res_t *r)
+{
+    answer_as(resp, status, verb, r, &PLAIN);
 }
 
 /* "ttl" (seconds) or "ttl_ms", exactly one, from a body. */
@@ -187,6 +220,52 @@ static void h_lease_info(api_server_t *srv, api_req_t *req, api_resp_t *resp)
     if (api_path_key(req, resp, &a.key, &a.klen) && api_no_query(req, resp) &&
         api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_LEASE_INFO, &a, &r)))
         answer(resp, 200, NULL, &r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A concurrency policy's hook (api/hook.c)                                  */
+/* ------------------------------------------------------------------------ */
+
+void rl_lease_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp, const policy_t *p, const char *rest,
+                   size_t rest_len)
+{
+    (void)srv;
+    char key[KS_KEY_MAX + 1];
+    rl_item_t it;
+    api_err_t e;
+    if (!rl_item_of_policy(p, req, rest, rest_len, key, &it, &e)) {   /* the key, and the tenant's limits */
+        api_err_respond(resp, &e);
+        rl_item_release(&it);
+        return;
+    }
+    const char *rel = req->header ? req->header(req->hctx, "X-Tally-Release") : NULL;
+    lease_as_t as = { p->name, policy_limit_name(it.limit), false };
+    cmd_lease_res_t r;
+    if (rel) {
+        /* the gateway's release once the response is done: the same request,
+         * so the template builds the same key */
+        cmd_lease_id_args_t a = { .key = it.key, .klen = it.klen };
+        if (!cmd_lease_id_parse(rel, strlen(rel), &a.id))
+            api_error_field(resp, API_E_BAD_REQUEST, "X-Tally-Release",
+                            "X-Tally-Release is the 16 hexadecimal digits of the lease the hook granted (its "
+                            "X-Tally-Lease)");
+        else if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_LEASE_RELEASE, &a, &r)))
+            answer_as(resp, 200, "released", &r, &as);
+    } else {
+        cmd_lease_acquire_args_t a = { .key = it.key, .klen = it.klen, .limit = rl_lease_limit(&it.p),
+                                       .ttl_ms = rl_lease_ttl_ms(&it.p) };
+        if (api_cmd_answered(req, resp, cmd_call(req->ctx, &CMD_LEASE_ACQUIRE, &a, &r))) {
+            if (!req->replay)
+                policy_count(p, it.limit, r.ok ? POLICY_ALLOWED : POLICY_LIMITED);
+            if (!r.ok) {
+                const char *acc = req->header ? req->header(req->hctx, "Accept") : NULL;
+                as.problem = acc && strcasestr(acc, "application/problem+json");
+                snprintf(resp->violated, sizeof(resp->violated), "%s/%s", p->name, as.limit);
+            }
+            answer_as(resp, r.ok ? 200 : p->deny_status, "acquired", &r, &as);
+        }
+    }
+    rl_item_release(&it);
 }
 
 /* The family: its routes, in matching order, and its type. */

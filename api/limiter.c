@@ -163,6 +163,13 @@ static bool item_parse(api_server_t *srv, const api_req_t *req, const api_fields
                        srv->policies ? "" : " (no policies file is loaded: tallyd --config FILE)");
             return false;
         }
+        if (rl_is_concurrency(&p->params)) {
+            api_err_set(err, API_E_BAD_REQUEST, "policy",
+                        "policy '%s' is a concurrency policy: its hook (/hook/%s/...) acquires and releases leases, "
+                        "/lease/{key} too; it makes no rate decisions",
+                        p->name, p->name);
+            return false;
+        }
         iter = (api_fields_iter_t){ 0 };
         while ((name = api_fields_next(f, &iter)))
             if (rl_is_param_name(name) || !strcmp(name, "algorithm") || !strcmp(name, "shadow")) {

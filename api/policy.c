@@ -23,6 +23,7 @@
 #include "api/ratelimit.h"
 #include "cmd/throttle.h"
 #include "cmd/zone.h"
+#include "core/lease.h"
 #include "core/override.h"
 #include "core/urlpath.h"
 
@@ -48,6 +49,40 @@ static const char *const count_params[] = { "max_count", "period", NULL };
 static const char *const fixed_params[] = { "max_count", "period", "calendar", "time_zone", "week_start", "anchor_day",
                                             NULL };
 static const char *const bucket_params[] = { "capacity", "refill_rate", NULL };
+/* A concurrency policy's: not among all_params, since a request's "ttl"
+ * (a reservation's) is not a limit's parameter; only a policy's limits
+ * (params_parse with policy) know them. */
+static const char *const lease_params[] = { "limit", "ttl_ms", "ttl", NULL };
+
+/* A policy's algorithm's name: core's, or "concurrency". */
+static const char *algo_name(throttle_algo_t a)
+{
+    return a == RL_ALGO_CONCURRENCY ? RL_CONCURRENCY_NAME : throttle_algo_name(a);
+}
+
+/* A concurrency policy's "limit" and "ttl_ms" (or "ttl" in seconds, as
+ * /lease takes them: exactly one). */
+static bool lease_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
+{
+    int64_t limit = 0, ttl_ms = 0, ttl_s = 0;
+    bool has_ms = false, has_s = false;
+    if (!api_fields_int(f, "limit", true, 1, LEASE_MAX_LIMIT, &limit, NULL, err) ||
+        !api_fields_int(f, "ttl_ms", false, 1, LEASE_MAX_TTL_MS, &ttl_ms, &has_ms, err) ||
+        !api_fields_int(f, "ttl", false, 1, LEASE_MAX_TTL_MS / 1000, &ttl_s, &has_s, err))
+        return false;
+    if (has_ms && has_s) {
+        api_err_set(err, API_E_BAD_REQUEST, "ttl_ms", "give 'ttl' or 'ttl_ms', not both");
+        return false;
+    }
+    if (!has_ms && !has_s) {
+        api_err_set(err, API_E_BAD_REQUEST, "ttl_ms",
+                    "a concurrency policy needs 'ttl_ms' (or 'ttl' in seconds): how long an unreleased lease lives");
+        return false;
+    }
+    p->u.win.max_count = limit;
+    p->u.win.period_ns = (has_s ? ttl_s * 1000 : ttl_ms) * NS_PER_MS;
+    return true;
+}
 
 bool rl_is_param_name(const char *name) { return api_name_listed(all_params, name); }
 
@@ -122,7 +157,7 @@ static bool calendar_parse(const api_fields_t *f, throttle_params_t *p, api_err_
     return true;
 }
 
-bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
+static bool params_parse(const api_fields_t *f, throttle_params_t *p, bool policy, api_err_t *err)
 {
     memset(p, 0, sizeof(*p));
     p->algo = THROTTLE_GCRA;
@@ -133,28 +168,42 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
             return false;
         }
         p->algo = throttle_algo_parse(v.s);
+        if (!p->algo && !strcmp(v.s, RL_CONCURRENCY_NAME)) {
+            if (!policy) {
+                api_err_set(err, API_E_BAD_REQUEST, "algorithm",
+                            "the concurrency algorithm is a policy's (its /hook acquires and releases leases) or "
+                            "/lease/{key}'s, not a decision's");
+                return false;
+            }
+            p->algo = RL_ALGO_CONCURRENCY;
+        }
         if (!p->algo) {
             api_err_set(err, API_E_BAD_REQUEST, "algorithm",
-                       "unknown algorithm '%s' (gcra, sliding_log, sliding_window, fixed_window, token_bucket)", v.s);
+                       "unknown algorithm '%s' (gcra, sliding_log, sliding_window, fixed_window, token_bucket%s)", v.s,
+                       policy ? ", concurrency" : "");
             return false;
         }
     }
-    const char *const *mine = p->algo == THROTTLE_GCRA          ? gcra_params
+    const char *const *mine = p->algo == RL_ALGO_CONCURRENCY    ? lease_params
+                              : p->algo == THROTTLE_GCRA          ? gcra_params
                               : p->algo == THROTTLE_TOKEN_BUCKET ? bucket_params
                               : p->algo == THROTTLE_FIXED_WINDOW ? fixed_params
                                                                  : count_params;
     const char *n;
     api_fields_iter_t iter = { 0 };
     while ((n = api_fields_next(f, &iter))) {
-        if (!api_name_listed(mine, n) && api_name_listed(all_params, n)) {   /* mine first: the usual answer */
+        bool known = api_name_listed(all_params, n) || (policy && api_name_listed(lease_params, n));
+        if (!api_name_listed(mine, n) && known) {   /* mine first: the usual answer */
             char takes[128] = "";
             for (int i = 0; mine[i]; i++)
                 snprintf(takes + strlen(takes), sizeof(takes) - strlen(takes), "%s%s", i ? ", " : "", mine[i]);
             api_err_set(err, API_E_BAD_REQUEST, n, "'%s' does not apply to the %s algorithm (it takes %s)", n,
-                       throttle_algo_name(p->algo), takes);
+                       algo_name(p->algo), takes);
             return false;
         }
     }
+    if (p->algo == RL_ALGO_CONCURRENCY)
+        return lease_parse(f, p, err);
 
     int64_t period_s = 0;
     switch (p->algo) {
@@ -210,6 +259,16 @@ bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err
         return false;
     }
     return true;
+}
+
+bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
+{
+    return params_parse(f, p, false, err);
+}
+
+bool rl_policy_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err)
+{
+    return params_parse(f, p, true, err);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -509,7 +568,10 @@ static const policy_override_t *file_override(const policy_t *p, const char *t, 
 
 /* A member of a policy's limits: "algorithm" or one of the algorithms'
  * parameters (whatever rl_params_parse reads). */
-static bool limit_field(const char *k) { return !strcmp(k, "algorithm") || rl_is_param_name(k); }
+static bool limit_field(const char *k)
+{
+    return !strcmp(k, "algorithm") || rl_is_param_name(k) || api_name_listed(lease_params, k);
+}
 
 bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out, api_err_t *err)
 {
@@ -526,7 +588,7 @@ bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out,
             return false;
         }
     }
-    const char *mine = throttle_algo_name(p->params.algo);
+    const char *mine = algo_name(p->params.algo);
     json_t *a = json_object_get(o, "algorithm");
     if (!a) {
         json_object_set_new(o, "algorithm", json_string(mine));
@@ -537,7 +599,7 @@ bool policy_override_parse(const policy_t *p, json_t *o, throttle_params_t *out,
         return false;
     }
     api_fields_t f = api_fields_json(o);
-    return rl_params_parse(&f, out, err);
+    return rl_policy_params_parse(&f, out, err);
 }
 
 bool policy_override_text(const char *text, size_t len, throttle_params_t *out, void *ud)
@@ -552,7 +614,7 @@ bool policy_override_text(const char *text, size_t len, throttle_params_t *out, 
         json_object_foreach(o, k, v) ok = ok && limit_field(k);
         api_fields_t f = api_fields_json(o);
         api_err_t e;
-        ok = ok && rl_params_parse(&f, out, &e);
+        ok = ok && rl_policy_params_parse(&f, out, &e);
     }
     json_decref(o);
     return ok;
@@ -883,7 +945,7 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
     static const char *const fields[] = { "algorithm", "max_burst", "count_per_period", "period", "max_count",
                                           "capacity", "refill_rate", "key", "prefix", "shadow", "deny_status",
                                           "overrides", "reservation_ttl", "on_expiry", "calendar", "time_zone",
-                                          "week_start", "anchor_day", NULL };
+                                          "week_start", "anchor_day", "limit", "ttl_ms", "ttl", NULL };
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "%s", name);
     if (!name_ok(name)) {
@@ -905,9 +967,21 @@ static bool parse_policy(api_policies_t *reg, const char *name, json_t *o, polic
     }
     api_err_t e;
     api_fields_t src = api_fields_json(o);
-    if (!rl_params_parse(&src, &p->params, &e)) {
+    if (!rl_policy_params_parse(&src, &p->params, &e)) {
         cfg_err(err, errlen, text, len, name, e.field, "%s", e.message);
         return false;
+    }
+    if (rl_is_concurrency(&p->params)) {
+        /* a lease is granted or not: no shadow mode, no reservations */
+        static const char *const rate_only[] = { "shadow", "reservation_ttl", "on_expiry", NULL };
+        for (int i = 0; rate_only[i]; i++)
+            if (json_object_get(o, rate_only[i])) {
+                cfg_err(err, errlen, text, len, name, rate_only[i],
+                        "'%s' does not apply to a concurrency policy (it takes limit, ttl_ms or ttl, key, prefix, "
+                        "deny_status and overrides)",
+                        rate_only[i]);
+                return false;
+            }
     }
     json_t *key = json_object_get(o, "key");
     const char *tmpl = "{ip}";

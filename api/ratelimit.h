@@ -12,7 +12,11 @@
  *                "key": "{ip}:{path}", "deny_status": 403, "shadow": true}}}
  *
  *   algorithm + its parameters   as in POST /throttle (default gcra); a
- *                fixed_window's calendar, time_zone, week_start, anchor_day too
+ *                fixed_window's calendar, time_zone, week_start, anchor_day too;
+ *                or "concurrency" with "limit" (1..100 000) and "ttl_ms" (or
+ *                "ttl" in seconds): a limit on requests in flight, whose hook
+ *                acquires a lease (cmd/lease.h) and, given X-Tally-Release:
+ *                <id>, releases it (api/lease.c, rl_lease_hook)
  *   key          template for the hook and key-less requests (default "{ip}")
  *   prefix       prepended to every key of the policy (default "<name>:"), so
  *                two policies never share a counter
@@ -155,6 +159,23 @@ void policy_count(const policy_t *p, policy_limit_t limit, policy_decision_t d);
 bool policy_key(const policy_t *p, const api_req_t *req, const char *rest, size_t rest_len, char *out,
                 size_t *len, api_err_t *err);
 
+/* A concurrency policy's limits ride in throttle_params_t, so that the
+ * file's and the live overrides keep one form: algo RL_ALGO_CONCURRENCY
+ * (outside core's throttle_algo_t values: no limiter ever sees it; the
+ * decision operations are the leases', never a throttle's), u.win.max_count
+ * the limit (1..LEASE_MAX_LIMIT), u.win.period_ns the lease ttl. */
+#define RL_ALGO_CONCURRENCY ((throttle_algo_t)64)
+#define RL_CONCURRENCY_NAME "concurrency"
+static inline bool rl_is_concurrency(const throttle_params_t *p) { return p->algo == RL_ALGO_CONCURRENCY; }
+static inline int64_t rl_lease_limit(const throttle_params_t *p) { return p->u.win.max_count; }
+static inline int64_t rl_lease_ttl_ms(const throttle_params_t *p) { return p->u.win.period_ns / NS_PER_MS; }
+
+/* The hook of a concurrency policy (called by api/hook.c with the policies
+ * read-locked): acquires a lease on the key the template builds, or, given
+ * X-Tally-Release: <id>, releases that lease (api/lease.c). */
+void rl_lease_hook(api_server_t *srv, api_req_t *req, api_resp_t *resp, const policy_t *p, const char *rest,
+                   size_t rest_len);
+
 /* True for a status a limited request may be answered with (see deny_status). */
 bool rl_deny_status_ok(int64_t status);
 
@@ -162,6 +183,9 @@ bool rl_deny_status_ok(int64_t status);
  * JSON object or a query: api_fields_t); a parameter of another algorithm is
  * refused, naming it. */
 bool rl_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err);
+/* rl_params_parse for a policy's limits (the file's, its overrides, live
+ * overrides): the rate algorithms, and "concurrency". */
+bool rl_policy_params_parse(const api_fields_t *f, throttle_params_t *p, api_err_t *err);
 /* True if `name` is one of the algorithm parameter names. */
 bool rl_is_param_name(const char *name);
 
