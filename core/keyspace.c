@@ -3,13 +3,19 @@
  * contract; this file explains the mechanics.
  *
  * Each shard holds:
- *   - an open-addressing table of entry pointers (linear probing, a power of
- *     two of slots, at most 7/8 full: grown x2 past it, halved below 1/8,
- *     rehashed all at once; deletion shifts the run back, no tombstones).
+ *   - an open-addressing table of entry pointers (linear probing, any
+ *     number of slots, at most 7/8 full: grown by a quarter past it, halved
+ *     below 1/8, rehashed all at once; deletion shifts the run back, no
+ *     tombstones).  A key's home is its hash's top bits scaled to the
+ *     table's size, so homes are in hash order and walks (SCAN, snapshots)
+ *     go in that order whatever the size.  Growing by a quarter keeps the
+ *     load between 7/10 and 7/8 (doubling: 7/16 to 7/8), about 10 bytes of
+ *     table a key instead of 13-17.
  *     A slot is 8 bytes: the entry's address (below 2^47, 16-aligned) and
- *     21 bits of the key's hash in the bits the address leaves free, which
- *     give an entry's home slot without reading it (tables up to 2^21 slots
- *     a shard; larger ones hash the key again) and filter lookups;
+ *     the top 21 bits of the key's hash in the bits the address leaves
+ *     free, which give an entry's home slot without reading it (tables up
+ *     to 2^21 slots a shard; larger ones hash the key again) and filter
+ *     lookups;
  *   - `vol`, a dense array of the entries with an expiry and their expiries
  *     (16 bytes each): only keys with a TTL pay for one.  Each such entry
  *     knows its index in it, so adding and removing is O(1) (swap with the
@@ -56,11 +62,11 @@
 #define LRU_BITS 24               /* lru_tid: last access in seconds, 24 bits (wraps every 194 days) */
 #define LRU_MASK ((1u << LRU_BITS) - 1)
 
-/* A table slot: the entry's address | the hash's bits 32..52 spread over the
+/* A table slot: the entry's address | the hash's top 21 bits spread over the
  * address's 4 low (alignment) bits and its 17 top bits (above 2^47). */
 #define SLOT_PTR 0x00007ffffffffff0ULL
 #define TAG_BITS 21
-#define TAG_MASK ((1u << TAG_BITS) - 1)
+#define TAG_SPACE ((uint64_t)1 << TAG_BITS)
 
 struct ks_entry {
     uint32_t lru_tid;             /* last access (seconds, LRU_BITS, wraps) << 8 | type id */
@@ -161,13 +167,15 @@ static bool value_inline(const ks_type_t *t, const void *value)
 
 /* ---- slots ---------------------------------------------------------------- */
 
-static inline uint32_t hash_tag(uint64_t hash) { return (uint32_t)(hash >> 32) & TAG_MASK; }
+static inline uint32_t hash_tag(uint64_t hash) { return (uint32_t)(hash >> (64 - TAG_BITS)); }
 static inline ks_entry_t *slot_entry(uint64_t s) { return (ks_entry_t *)(uintptr_t)(s & SLOT_PTR); }
 static inline uint32_t slot_tag(uint64_t s) { return (uint32_t)(s & 0xf) | (uint32_t)(s >> 47) << 4; }
 static inline uint64_t slot_make(const ks_entry_t *e, uint32_t tag)
 {
     return (uint64_t)(uintptr_t)e | (tag & 0xf) | (uint64_t)(tag >> 4) << 47;
 }
+static inline size_t slot_next(size_t i, size_t n) { return i + 1 == n ? 0 : i + 1; }
+
 /* Whether an entry's address leaves room for the tag. */
 static inline bool slot_fits(const ks_entry_t *e) { return ((uint64_t)(uintptr_t)e & ~SLOT_PTR) == 0; }
 
@@ -190,7 +198,7 @@ struct ks_shard {
     _Atomic uintptr_t owner;      /* the holder's thread_tag address, 0 when free */
 #endif
     uint64_t *slots;              /* the table: slot_make() values, 0 = empty */
-    size_t mask;                  /* slots - 1 */
+    size_t nslots;                /* the table's size (any, >= KS_MIN_SLOTS) */
     size_t n;                     /* entries in the table */
     vol_slot_t *vol;              /* the entries with an expiry */
     size_t nvol, vol_cap;
@@ -234,7 +242,7 @@ static bool shard_init(ks_shard_t *sh, uint64_t seed, uint64_t rng_seed_value)
         pthread_mutex_destroy(&sh->lock);
         return false;
     }
-    sh->mask = KS_MIN_SLOTS - 1;
+    sh->nslots = KS_MIN_SLOTS;
     sh->seed = seed;
     rng_seed(&sh->rng, rng_seed_value);
     return true;
@@ -279,7 +287,7 @@ static void entry_free(ks_entry_t *e)
 
 static void shard_destroy(ks_shard_t *sh)
 {
-    for (size_t i = 0; i <= sh->mask; i++)
+    for (size_t i = 0; i < sh->nslots; i++)
         if (sh->slots[i])
             entry_free(slot_entry(sh->slots[i]));
     for (size_t j = sh->items_next; j < sh->nitems; j++)
@@ -487,50 +495,84 @@ static uint64_t entry_hash(uint64_t seed, const ks_entry_t *e)
     return tally_xxh64(key_of(e), entry_klen(e), seed);
 }
 
-/* The home slot of the entry in slot s, in a table of mask + 1 slots. */
-static inline size_t slot_home(uint64_t seed, uint64_t s, size_t mask)
+/* Homes.  A key's home slot in a table of n slots scales its hash's top
+ * bits to [0, n) (multiply and shift, not mask), so n can be any size and
+ * homes follow the hash's order: the table can grow by a quarter instead of
+ * doubling, and a walk in tag order (SCAN, snapshots) does not depend on
+ * the table's size.  Up to 2^21 slots the home comes from the slot's tag
+ * (the hash's top 21 bits); a larger table uses the top 32 bits, hashing
+ * the key again when only the slot is at hand. */
+static inline size_t home_of_hash(uint64_t hash, size_t n)
 {
-    if (mask <= TAG_MASK)
-        return slot_tag(s) & mask;
-    return (size_t)(entry_hash(seed, slot_entry(s)) >> 32) & mask;
+    if (n <= TAG_SPACE)
+        return (size_t)(((uint64_t)hash_tag(hash) * n) >> TAG_BITS);
+    return (size_t)(((hash >> 32) * (uint64_t)n) >> 32);
+}
+
+/* The home slot of the entry in slot s, in a table of n slots. */
+static inline size_t slot_home(uint64_t seed, uint64_t s, size_t n)
+{
+    if (n <= TAG_SPACE)
+        return (size_t)(((uint64_t)slot_tag(s) * n) >> TAG_BITS);
+    return home_of_hash(entry_hash(seed, slot_entry(s)), n);
+}
+
+/* The first and last home slots of the keys whose tag is t. */
+static inline size_t tag_home_lo(uint64_t t, size_t n)
+{
+    return n <= TAG_SPACE ? (size_t)((t * n) >> TAG_BITS) : (size_t)(((t << (32 - TAG_BITS)) * n) >> 32);
+}
+static inline size_t tag_home_hi(uint64_t t, size_t n)
+{
+    if (n <= TAG_SPACE)
+        return (size_t)((t * n) >> TAG_BITS);
+    return (size_t)((((t + 1) << (32 - TAG_BITS)) - 1) * n >> 32);
+}
+
+/* The size a table of n slots grows to past 7/8 full: a quarter more,
+ * rounded up to what the allocator hands out anyway.  The load then stays
+ * between 7/10 and 7/8 as keys are added, where doubling would leave it
+ * anywhere from 7/16. */
+static size_t grown_size(size_t n)
+{
+    return alloc_class((n + n / 4) * sizeof(uint64_t)) / sizeof(uint64_t);
 }
 
 /* Puts slot value s in its run (there is an empty slot). */
-static void slot_insert(uint64_t *slots, size_t mask, uint64_t s, size_t home)
+static void slot_insert(uint64_t *slots, size_t n, uint64_t s, size_t home)
 {
     size_t i = home;
     while (slots[i])
-        i = (i + 1) & mask;
+        i = slot_next(i, n);
     slots[i] = s;
 }
 
 static bool table_resize(ks_shard_t *sh, size_t nslots)
 {
-    if (nslots - 1 > UINT32_MAX)
+    if (nslots > UINT32_MAX)
         return false;   /* homes come from 32 bits of hash */
     uint64_t *t = calloc(nslots, sizeof(*t));
     if (!t)
         return false;   /* keep the old table: fuller, still correct */
-    size_t mask = nslots - 1;
-    for (size_t i = 0; i <= sh->mask; i++)
+    for (size_t i = 0; i < sh->nslots; i++)
         if (sh->slots[i])
-            slot_insert(t, mask, sh->slots[i], slot_home(sh->seed, sh->slots[i], mask));
+            slot_insert(t, nslots, sh->slots[i], slot_home(sh->seed, sh->slots[i], nslots));
     free(sh->slots);
     sh->slots = t;
-    sh->mask = mask;
+    sh->nslots = nslots;
     return true;
 }
 
 /* Empties slot i, moving back the entries of its run that may move
  * (linear probing's deletion: no tombstones). */
-static void slots_delete(uint64_t seed, uint64_t *slots, size_t mask, size_t i)
+static void slots_delete(uint64_t seed, uint64_t *slots, size_t n, size_t i)
 {
     size_t j = i;
     for (;;) {
-        j = (j + 1) & mask;
+        j = slot_next(j, n);
         if (!slots[j])
             break;
-        size_t k = slot_home(seed, slots[j], mask);
+        size_t k = slot_home(seed, slots[j], n);
         /* the entry at j stays when its home is cyclically in (i, j] */
         if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
             continue;
@@ -543,8 +585,8 @@ static void slots_delete(uint64_t seed, uint64_t *slots, size_t mask, size_t i)
 static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 {
     uint32_t tag = hash_tag(k->hash);
-    size_t i = (size_t)(k->hash >> 32) & sh->mask;
-    for (uint64_t s; (s = sh->slots[i]) != 0; i = (i + 1) & sh->mask) {
+    size_t i = home_of_hash(k->hash, sh->nslots);
+    for (uint64_t s; (s = sh->slots[i]) != 0; i = slot_next(i, sh->nslots)) {
         if (slot_tag(s) != tag)
             continue;
         ks_entry_t *e = slot_entry(s);
@@ -617,12 +659,12 @@ static inline int64_t entry_expire(const ks_shard_t *sh, const ks_entry_t *e)
 /* Unlinks and frees an entry.  Snapshot capture must already have happened. */
 static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 {
-    size_t i = (size_t)(entry_hash(sh->seed, e) >> 32) & sh->mask;
+    size_t i = home_of_hash(entry_hash(sh->seed, e), sh->nslots);
     while (slot_entry(sh->slots[i]) != e) {
         assert(sh->slots[i]);
-        i = (i + 1) & sh->mask;
+        i = slot_next(i, sh->nslots);
     }
-    slots_delete(sh->seed, sh->slots, sh->mask, i);
+    slots_delete(sh->seed, sh->slots, sh->nslots, i);
 
     sh->n--;
     charge_sub(ks, sh, entry_mem(e));
@@ -630,8 +672,8 @@ static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
     atomic_fetch_sub_explicit(&ks->keys, 1, memory_order_relaxed);
     entry_free(e);
 
-    if (sh->mask + 1 > KS_MIN_SLOTS && sh->n < (sh->mask + 1) / 8)
-        table_resize(sh, (sh->mask + 1) / 2);
+    if (sh->nslots > KS_MIN_SLOTS && sh->n < sh->nslots / 8)
+        table_resize(sh, sh->nslots / 2 < KS_MIN_SLOTS ? KS_MIN_SLOTS : sh->nslots / 2);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -710,7 +752,7 @@ void ks_snapshot_begin(ks_t *ks)
          * shard) could carry the new epoch.  Every entry is reset, under the
          * locks the caller holds: one pass over the keys. */
         for (unsigned i = 0; i < ks->nshards; i++)
-            for (size_t j = 0; j <= ks->shards[i].mask; j++)
+            for (size_t j = 0; j < ks->shards[i].nslots; j++)
                 if (ks->shards[i].slots[j])
                     slot_entry(ks->shards[i].slots[j])->snap_epoch = 0;
         e = ++ks->epoch;   /* 0 means "no snapshot" */
@@ -725,32 +767,34 @@ void ks_snapshot_begin(ks_t *ks)
     }
 }
 
-static uint64_t rev64(uint64_t v)
+/* Calls fn(sh, e, ud) for each entry whose tag is in [v, v + w), w about
+ * one home slot's share of the tags, and returns the cursor after them (0
+ * when v's range was the last).  Their homes run from the first tag's to
+ * the last's and each sits in the run from its home on, so the walk goes
+ * from the first home to the first empty slot at or past the last home.
+ * A cursor is a position in tag order, whatever the table's size, so an
+ * entry present for a whole walk is visited even if the table is resized
+ * in between.  fn must not add or delete. */
+static uint64_t visit_range(ks_shard_t *sh, uint64_t v, void (*fn)(ks_shard_t *, ks_entry_t *, void *), void *ud)
 {
-    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
-    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
-    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
-    return __builtin_bswap64(v);
-}
-
-/* The cursor after home slot v of a table of mask+1 slots (reverse-binary
- * increment over the masked bits, as Redis's dictScan): 0 when done. */
-static uint64_t cursor_next(uint64_t v, size_t mask)
-{
-    v |= ~(uint64_t)mask;
-    v = rev64(v);
-    v++;
-    return rev64(v);
-}
-
-/* Calls fn(ud, e) for each entry whose home slot is v & mask: they are in
- * the run from there to the next empty slot.  fn must not add or delete. */
-static void visit_home(ks_shard_t *sh, uint64_t v, void (*fn)(ks_shard_t *, ks_entry_t *, void *), void *ud)
-{
-    size_t home = (size_t)v & sh->mask;
-    for (size_t i = home; sh->slots[i]; i = (i + 1) & sh->mask)
-        if (slot_home(sh->seed, sh->slots[i], sh->mask) == home)
-            fn(sh, slot_entry(sh->slots[i]), ud);
+    size_t n = sh->nslots;
+    if (v >= TAG_SPACE)
+        return 0;
+    uint64_t end = v + (n >= TAG_SPACE ? 1 : TAG_SPACE / n);
+    if (end > TAG_SPACE)
+        end = TAG_SPACE;
+    size_t i = tag_home_lo(v, n), span = tag_home_hi(end - 1, n) - i;
+    for (size_t d = 0; d <= n; d++, i = slot_next(i, n)) {
+        uint64_t s = sh->slots[i];
+        if (!s) {
+            if (d >= span)
+                break;
+            continue;
+        }
+        if (slot_tag(s) >= v && slot_tag(s) < end)
+            fn(sh, slot_entry(s), ud);
+    }
+    return end == TAG_SPACE ? 0 : end;
 }
 
 struct drain_ctx {
@@ -789,10 +833,10 @@ bool ks_snapshot_drain(ks_t *ks, ks_shard_t *sh, wbuf_t *out, size_t budget, uin
             return true;
         if (sh->snap_walked || out->len - start >= budget)
             break;
-        visit_home(sh, sh->snap_cursor, drain_visit, &d);
+        uint64_t next = visit_range(sh, sh->snap_cursor, drain_visit, &d);
         if (out->oom)
             return true;
-        sh->snap_cursor = cursor_next(sh->snap_cursor, sh->mask);
+        sh->snap_cursor = next;
         if (sh->snap_cursor == 0)
             sh->snap_walked = true;
     }
@@ -907,7 +951,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     if (tid < 0)
         return NULL;
     /* room first, so that a failure changes nothing */
-    if ((sh->n + 1) * 8 > (sh->mask + 1) * 7 && !table_resize(sh, (sh->mask + 1) * 2) && sh->n + 1 > sh->mask)
+    if ((sh->n + 1) * 8 > sh->nslots * 7 && !table_resize(sh, grown_size(sh->nslots)) && sh->n + 1 > sh->nslots - 1)
         return NULL;   /* a table must keep an empty slot */
     if (expire_ms != KS_NO_EXPIRY && !vol_reserve(sh))
         return NULL;
@@ -927,7 +971,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     memcpy(key, k->p, k->len);
     key[k->len] = '\0';
     value_store(e, value);   /* the caller's value is the keyspace's from here */
-    slot_insert(sh->slots, sh->mask, slot_make(e, hash_tag(k->hash)), (size_t)(k->hash >> 32) & sh->mask);
+    slot_insert(sh->slots, sh->nslots, slot_make(e, hash_tag(k->hash)), home_of_hash(k->hash, sh->nslots));
     sh->n++;
     atomic_fetch_add_explicit(&ks->keys, 1, memory_order_relaxed);
     charge_add(ks, sh, entry_mem(e));
@@ -1038,8 +1082,7 @@ void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_bucket
     if (max_buckets == 0)
         max_buckets = 1;
     do {
-        visit_home(sh, v, scan_visit, &c);
-        v = cursor_next(v, sh->mask);
+        v = visit_range(sh, v, scan_visit, &c);
     } while (v != 0 && --max_buckets > 0);
     *cursor = v;
 }
@@ -1088,9 +1131,9 @@ size_t ks_expire_step(ks_t *ks, int64_t now_ms, size_t samples, unsigned shards)
  * with the load between 1/8 and 7/8 the runs are short. */
 static ks_entry_t *table_sample(ks_shard_t *sh)
 {
-    size_t i = (size_t)rng_below(&sh->rng, sh->mask + 1);
+    size_t i = (size_t)rng_below(&sh->rng, sh->nslots);
     while (!sh->slots[i])
-        i = (i + 1) & sh->mask;
+        i = slot_next(i, sh->nslots);
     return slot_entry(sh->slots[i]);
 }
 
@@ -1129,7 +1172,7 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         for (size_t k = 0; vol && !best && k < n && k < KS_EVICT_SCAN; k++)
             if (!kept(sh->vol[k].e, keep, nkeep))
                 best = sh->vol[k].e;
-        for (size_t k = 0; !vol && !best && k <= sh->mask && looked < KS_EVICT_SCAN; k++)
+        for (size_t k = 0; !vol && !best && k < sh->nslots && looked < KS_EVICT_SCAN; k++)
             if (sh->slots[k] && (looked++, !kept(slot_entry(sh->slots[k]), keep, nkeep)))
                 best = slot_entry(sh->slots[k]);
         if (!best) {

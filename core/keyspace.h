@@ -147,11 +147,13 @@ size_t ks_entry_overhead(size_t klen);
 /* Iteration, expiry and eviction                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Calls fn for each live entry whose home slot is at the cursor and
- * advances it, Redis-SCAN style: an entry present for the whole scan is
- * visited at least once even if the table is resized in between.  *cursor is
- * 0 at the start and becomes 0 when the shard is done.  Visits at most
- * `max_buckets` home slots.  fn must not add or delete keys.  Shard locked. */
+/* Calls fn for each live entry in the step of hash order at the cursor
+ * (the keys of about one home slot) and advances it: an entry present for
+ * the whole scan is visited at least once even if the table is resized in
+ * between (the cursor is a position in hash order, whatever the table's
+ * size).  *cursor is 0 at the start and becomes 0 when the shard is done.
+ * Takes at most `max_buckets` steps.  fn must not add or delete keys.
+ * Shard locked. */
 typedef void (*ks_visit_fn)(void *ud, ks_entry_t *e);
 void ks_shard_scan(ks_t *ks, ks_shard_t *sh, uint64_t *cursor, size_t max_buckets,
                    int64_t now_ms, ks_visit_fn fn, void *ud);
