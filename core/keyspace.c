@@ -26,7 +26,11 @@
  * entry: the hash is computed again from the key (in the entry's first cache
  * line) when an entry's shard or home is needed, the expiry lives in `vol`.
  * A 10-byte counter key is a 32-byte allocation (8 + 8 + 4 + 11) and an
- * 8-byte slot.
+ * 8-byte slot.  A type whose values differ in size (types.h, inline_len: a
+ * rate limiter's state, 8 bytes for GCRA, 48 for a token bucket) gives a
+ * value of at most 8 bytes a narrow entry (KF_NARROW: an 8-byte area at 8,
+ * so a 10-byte GCRA key is 32 bytes too); such an entry holds no larger
+ * value (ks_entry_value_fits), a writer of one makes a new entry.
  *
  * Memory charged per entry: the entry's allocation as the allocator rounds
  * it, one table slot, one `vol` slot when it has an expiry, plus what the

@@ -187,6 +187,8 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
     throttle_t *t = *tp, *fresh = NULL;
     if (t && is_compact(t)) {
         /* in place, its 8 bytes only (it may be the area of an entry) */
+        if (p->algo != THROTTLE_GCRA)
+            return false;   /* not this key's algorithm: refused before (throttle_algo) */
         throttle_t full, *f = &full;
         full_of(t, &full);
         if (!throttle_commit(&f, p, now_ns, quantity, expire_ns))
