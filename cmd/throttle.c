@@ -721,7 +721,8 @@ static bool store_state(cmd_ctx_t *ctx, cmd_key_t *h, throttle_t *out, int64_t e
         cmd_key_replace(h, out);
     } else if (h->e) {
         /* the old entry goes, the new one comes; should the new one fail,
-         * the old state is put back (or, failing that too, its loss journaled) */
+         * the old state is put back (or, failing that too, the key's
+         * deletion journaled: replay and replicas lose it too) */
         throttle_t *old = throttle_clone(t);
         int64_t old_expire = ks_entry_expire(ctx->srv->ks, h->e);
         if (!old) {
@@ -732,10 +733,11 @@ static bool store_state(cmd_ctx_t *ctx, cmd_key_t *h, throttle_t *out, int64_t e
         cmd_key_delete(h);
         if (!cmd_key_add(h, &throttle_type, out, KS_NO_EXPIRY)) {
             throttle_free(out);
-            bool back = cmd_key_add(h, &throttle_type, old, old_expire);
-            if (!back)
+            if (!cmd_key_add(h, &throttle_type, old, old_expire)) {
                 throttle_free(old);
-            cmd_key_close(h, !back);
+                cmd_journal_key_state(ctx, h->key.p, h->key.len, NULL, 0, 0);
+            }
+            cmd_key_close(h, false);
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
         }
         throttle_free(old);
