@@ -702,7 +702,10 @@ static bool store_state(cmd_ctx_t *ctx, cmd_key_t *h, throttle_t *out, int64_t e
     const throttle_t *t = cmd_key_value(h);
     size_t before = t ? throttle_type.size(t) : 0, after = throttle_type.size(out);
     uint64_t add = after > before ? after - before : 0;
-    if (!t)
+    /* a new key, or one whose entry has no room for the new state (a
+     * compact GCRA state's, for one with reservations): a new entry */
+    bool fits = h->e && ks_entry_value_fits(h->e, out);
+    if (!fits)
         add += ks_entry_overhead(h->key.len);
     if (after > cmd_value_limit(ctx) || add > cmd_room_now(ctx)) {
         ks_key_t kk = h->key;
@@ -714,8 +717,30 @@ static bool store_state(cmd_ctx_t *ctx, cmd_key_t *h, throttle_t *out, int64_t e
         *again = true;
         return true;
     }
-    if (h->e) {
+    if (fits) {
         cmd_key_replace(h, out);
+    } else if (h->e) {
+        /* the old entry goes, the new one comes; should the new one fail,
+         * the old state is put back (or, failing that too, the key's
+         * deletion journaled: replay and replicas lose it too) */
+        throttle_t *old = throttle_clone(t);
+        int64_t old_expire = ks_entry_expire(ctx->srv->ks, h->e);
+        if (!old) {
+            throttle_free(out);
+            cmd_key_close(h, false);
+            return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
+        }
+        cmd_key_delete(h);
+        if (!cmd_key_add(h, &throttle_type, out, KS_NO_EXPIRY)) {
+            throttle_free(out);
+            if (!cmd_key_add(h, &throttle_type, old, old_expire)) {
+                throttle_free(old);
+                cmd_journal_key_state(ctx, h->key.p, h->key.len, NULL, 0, 0);
+            }
+            cmd_key_close(h, false);
+            return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
+        }
+        throttle_free(old);
     } else if (!cmd_key_add(h, &throttle_type, out, KS_NO_EXPIRY)) {
         throttle_free(out);
         cmd_key_close(h, false);

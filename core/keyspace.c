@@ -32,7 +32,11 @@
  * entry: the hash is computed again from the key (in the entry's first cache
  * line) when an entry's shard or home is needed, the expiry lives in `vol`.
  * A 10-byte counter key is a 32-byte allocation (8 + 8 + 4 + 11) and an
- * 8-byte slot.
+ * 8-byte slot.  A type whose values differ in size (types.h, inline_len: a
+ * rate limiter's state, 8 bytes for GCRA, 48 for a token bucket) gives a
+ * value of at most 8 bytes a narrow entry (KF_NARROW: an 8-byte area at 8,
+ * so a 10-byte GCRA key is 32 bytes too); such an entry holds no larger
+ * value (ks_entry_value_fits), a writer of one makes a new entry.
  *
  * Memory charged per entry: the entry's allocation as the allocator rounds
  * it, one table slot, one `vol` slot when it has an expiry, plus what the
@@ -58,6 +62,8 @@
 
 #define KF_INLINE 0x8000u         /* klen_f: the value lives in the entry's area */
 #define KF_VOL 0x4000u            /* klen_f: the entry has an expiry (in the shard's vol array) */
+#define KF_NARROW 0x2000u         /* klen_f: the area is NARROW_AREA bytes at 8 (types.h, inline_len) */
+#define NARROW_AREA 8u            /* the narrow area: an inline value of at most 8 bytes, nothing else */
 #define KF_KLEN 0x07ffu           /* klen_f: the key's length (<= KS_KEY_MAX) */
 #define LRU_BITS 24               /* lru_tid: last access in seconds, 24 bits (wraps every 194 days) */
 #define LRU_MASK ((1u << LRU_BITS) - 1)
@@ -70,10 +76,11 @@
 
 struct ks_entry {
     uint32_t lru_tid;             /* last access (seconds, LRU_BITS, wraps) << 8 | type id */
-    uint16_t klen_f;              /* key length | KF_INLINE | KF_VOL */
+    uint16_t klen_f;              /* key length | KF_INLINE | KF_VOL | KF_NARROW */
     uint16_t snap_epoch;          /* snapshot epoch this entry has been handled for */
     /* at data_off(type): the value's area (area_size(type) bytes: the
-     * value, or heap_val_t), the uint32_t index + 1 in the shard's vol
+     * value, or heap_val_t; with KF_NARROW, NARROW_AREA bytes at 8: a
+     * value whose inline_len is at most that), the uint32_t index + 1 in the shard's vol
      * array (0: none), the key, NUL */
 };
 _Static_assert(sizeof(struct ks_entry) == 8, "the entry header is 8 bytes");
@@ -149,12 +156,15 @@ static inline size_t data_off(const ks_type_t *t)
 static inline bool is_inline(const ks_entry_t *e) { return e->klen_f & KF_INLINE; }
 static inline bool is_vol(const ks_entry_t *e) { return e->klen_f & KF_VOL; }
 static inline size_t entry_klen(const ks_entry_t *e) { return e->klen_f & KF_KLEN; }
-static inline unsigned char *data_of(const ks_entry_t *e) { return (unsigned char *)(uintptr_t)e + data_off(type_of(e)); }
+static inline bool is_narrow(const ks_entry_t *e) { return e->klen_f & KF_NARROW; }
+/* An entry's area: where it starts, how long it is. */
+static inline size_t entry_data_off(const ks_entry_t *e) { return is_narrow(e) ? sizeof(ks_entry_t) : data_off(type_of(e)); }
+static inline size_t entry_area(const ks_entry_t *e) { return is_narrow(e) ? NARROW_AREA : area_size(type_of(e)); }
+static inline unsigned char *data_of(const ks_entry_t *e) { return (unsigned char *)(uintptr_t)e + entry_data_off(e); }
 static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)data_of(e); }
 static inline uint32_t *vidx_of(const ks_entry_t *e)
 {
-    const ks_type_t *t = type_of(e);
-    return (uint32_t *)(uintptr_t)((char *)(uintptr_t)e + data_off(t) + area_size(t));
+    return (uint32_t *)(uintptr_t)((char *)(uintptr_t)e + entry_data_off(e) + entry_area(e));
 }
 static inline char *key_of(const ks_entry_t *e) { return (char *)(vidx_of(e) + 1); }
 static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void *)data_of(e) : heap_of(e)->p; }
@@ -163,6 +173,20 @@ static inline void *value_of(const ks_entry_t *e) { return is_inline(e) ? (void 
 static bool value_inline(const ks_type_t *t, const void *value)
 {
     return t->inline_size && value && (!t->inline_ok || t->inline_ok(value));
+}
+
+/* The bytes an inline value takes (types.h, inline_len). */
+static size_t value_len(const ks_type_t *t, const void *value)
+{
+    return t->inline_len ? t->inline_len(value) : t->inline_size;
+}
+
+/* Whether `value` of type t, new, gets a narrow area: an inline value of
+ * at most NARROW_AREA bytes of a type whose area is larger. */
+static bool value_narrow(const ks_type_t *t, const void *value)
+{
+    return t->inline_len && area_size(t) > NARROW_AREA && value_inline(t, value) &&
+           t->inline_len(value) <= NARROW_AREA;
 }
 
 /* ---- slots ---------------------------------------------------------------- */
@@ -436,8 +460,10 @@ static size_t alloc_class(size_t n)
     return (n + spacing - 1) & ~(spacing - 1);
 }
 
-static size_t entry_alloc_size(const ks_type_t *t, size_t klen)
+static size_t entry_alloc_size(const ks_type_t *t, bool narrow, size_t klen)
 {
+    if (narrow)
+        return sizeof(ks_entry_t) + NARROW_AREA + sizeof(uint32_t) + klen + 1;
     return data_off(t) + area_size(t) + sizeof(uint32_t) + klen + 1;
 }
 
@@ -455,7 +481,7 @@ size_t ks_entry_overhead(size_t klen)
  * an expiry, and a value stored apart as its type last measured it. */
 static size_t entry_mem(const ks_entry_t *e)
 {
-    return alloc_class(entry_alloc_size(type_of(e), entry_klen(e))) + sizeof(uint64_t) +
+    return alloc_class(entry_alloc_size(type_of(e), is_narrow(e), entry_klen(e))) + sizeof(uint64_t) +
            (is_vol(e) ? sizeof(vol_slot_t) : 0) + (is_inline(e) ? 0 : heap_of(e)->mem);
 }
 
@@ -478,11 +504,12 @@ static void value_store(ks_entry_t *e, void *value)
 {
     const ks_type_t *t = type_of(e);
     if (value_inline(t, value)) {
-        memcpy(data_of(e), value, t->inline_size);
+        assert(value_len(t, value) <= entry_area(e));
+        memcpy(data_of(e), value, value_len(t, value));
         free(value);
         e->klen_f |= KF_INLINE;
     } else {
-        assert(!always_inline(t));
+        assert(!always_inline(t) && !is_narrow(e));
         heap_of(e)->p = value;
         heap_of(e)->mem = t->size ? t->size(value) : 0;
         e->klen_f &= (uint16_t)~KF_INLINE;
@@ -955,7 +982,8 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
         return NULL;   /* a table must keep an empty slot */
     if (expire_ms != KS_NO_EXPIRY && !vol_reserve(sh))
         return NULL;
-    ks_entry_t *e = malloc(entry_alloc_size(type, k->len));
+    bool narrow = value_narrow(type, value);
+    ks_entry_t *e = malloc(entry_alloc_size(type, narrow, k->len));
     if (!e)
         return NULL;
     if (!slot_fits(e)) {   /* an address above 2^47: no room for the tag */
@@ -964,7 +992,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     }
     e->lru_tid = (uint32_t)tid;
     lru_touch(e, now_ms);
-    e->klen_f = (uint16_t)k->len;
+    e->klen_f = (uint16_t)(k->len | (narrow ? KF_NARROW : 0));
     e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
     *vidx_of(e) = 0;
     char *key = key_of(e);
@@ -1012,7 +1040,7 @@ void ks_entry_changed(ks_t *ks, ks_entry_t *e)
 {
     if (is_inline(e)) {
         assert(SHARD_HELD(entry_shard(ks, e)));
-        assert(!type_of(e)->size || type_of(e)->size(data_of(e)) == type_of(e)->inline_size);
+        assert(!type_of(e)->size || type_of(e)->size(data_of(e)) == value_len(type_of(e), data_of(e)));
         return;   /* an inline value's charge never changes */
     }
     ks_shard_t *sh = entry_shard(ks, e);
@@ -1029,14 +1057,22 @@ void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value)
     ks_shard_t *sh = entry_shard(ks, e);
     assert(SHARD_HELD(sh));
     const ks_type_t *t = type_of(e);
-    /* a type whose values are all inline has no room for another */
-    assert(!always_inline(t) || value_inline(t, value));
+    /* a type whose values are all inline has no room for another, nor a narrow area */
+    assert(ks_entry_value_fits(e, value));
     capture(sh, e);
     charge_sub(ks, sh, entry_mem(e));
     if (!is_inline(e) && t->free)
         t->free(heap_of(e)->p);
     value_store(e, value);
     charge_add(ks, sh, entry_mem(e));
+}
+
+bool ks_entry_value_fits(const ks_entry_t *e, const void *value)
+{
+    const ks_type_t *t = type_of(e);
+    if (is_narrow(e))
+        return value_inline(t, value) && value_len(t, value) <= NARROW_AREA;
+    return !always_inline(t) || value_inline(t, value);
 }
 
 const ks_type_t *ks_entry_type(const ks_entry_t *e) { return type_of(e); }

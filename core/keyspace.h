@@ -129,8 +129,14 @@ void ks_entry_delete(ks_t *ks, ks_entry_t *e);
 bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);
 /* Re-measures the value after a change (memory accounting). */
 void ks_entry_changed(ks_t *ks, ks_entry_t *e);
-/* Replaces the value (freeing the old one) after ks_find_write. */
+/* Replaces the value (freeing the old one) after ks_find_write.  The value
+ * must fit the entry (ks_entry_value_fits); one that does not takes a new
+ * entry (ks_entry_delete, ks_add). */
 void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value);
+/* Whether `value` (of the entry's type) can replace the entry's: false only
+ * for an entry made with a narrow area (a value whose inline_len is at most
+ * 8 bytes: types.h) and a value that needs more. */
+bool ks_entry_value_fits(const ks_entry_t *e, const void *value);
 
 const ks_type_t *ks_entry_type(const ks_entry_t *e);
 void *ks_entry_value(const ks_entry_t *e);

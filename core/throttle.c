@@ -17,9 +17,14 @@ typedef struct rsv_set {
     throttle_reservation_t v[];
 } rsv_set_t;
 
+/* Two forms.  The compact one, a GCRA state that never held a reservation,
+ * is its TAT alone: one int64_t >= 0 (8 bytes, so kept in an 8-byte area
+ * of its entry).  The full one, every other state, starts with a negative
+ * word, -algorithm; each entry point reads a compact state through a full
+ * copy (full_of) and writes one back with its 8 bytes only. */
 struct throttle {
-    uint8_t algo;
-    rsv_set_t *rsv;              /* NULL until a reservation is made (sits in the padding before the union) */
+    int64_t form;                /* -algo (the full form); a compact state has its TAT here and nothing after */
+    rsv_set_t *rsv;              /* NULL until a reservation is made */
     union {
         int64_t tat_ns;          /* gcra */
         slog_t *log;             /* sliding_log (NULL = empty) */
@@ -28,6 +33,51 @@ struct throttle {
     } u;
 };
 _Static_assert(sizeof(struct throttle) <= KS_INLINE_MAX, "a limiter's state fits inside its entry");
+
+#define COMPACT_BYTES sizeof(int64_t)   /* a compact state's size */
+#define ALGO(t) ((uint8_t)-(t)->form)
+#define SET_ALGO(t, a) ((t)->form = -(int64_t)(a))
+
+static inline int64_t head_of(const throttle_t *t)
+{
+    int64_t h;
+    memcpy(&h, t, sizeof(h));
+    return h;
+}
+static inline bool is_compact(const throttle_t *t) { return head_of(t) >= 0; }
+
+/* t read as a full state: t itself, or *buf filled from a compact t. */
+static const throttle_t *full_of(const throttle_t *t, throttle_t *buf)
+{
+    if (!t || !is_compact(t))
+        return t;
+    memset(buf, 0, sizeof(*buf));
+    SET_ALGO(buf, THROTTLE_GCRA);
+    buf->u.tat_ns = head_of(t);
+    return buf;
+}
+
+/* A compact state of this TAT (>= 0); NULL when out of memory. */
+static throttle_t *compact_new(int64_t tat_ns)
+{
+    int64_t *c = malloc(COMPACT_BYTES);
+    if (c)
+        *c = tat_ns;
+    return (throttle_t *)(void *)c;
+}
+
+/* w (full, owned) in its smallest form: a GCRA state without reservations
+ * becomes compact (w itself when memory is missing: the full form is as good). */
+static throttle_t *smallest_form(throttle_t *w)
+{
+    if (!w || ALGO(w) != THROTTLE_GCRA || w->rsv || w->u.tat_ns < 0)
+        return w;
+    throttle_t *c = compact_new(w->u.tat_ns);
+    if (!c)
+        return w;
+    free(w);
+    return c;
+}
 
 /* Reservations: at the end of the file. */
 static void apply_expired(throttle_t *t, int64_t now_ns);
@@ -99,7 +149,8 @@ bool throttle_check(const throttle_t *t, const throttle_params_t *p, int64_t now
                     rl_result_t *r)
 {
     int64_t expire;
-    throttle_t resolved;
+    throttle_t resolved, buf;
+    t = full_of(t, &buf);
     if (t && t->rsv && any_expired(t->rsv, now_ns)) {
         /* what the next change will apply, seen on a copy (a read changes nothing) */
         resolved = *t;
@@ -134,11 +185,22 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
                      int64_t *expire_ns)
 {
     throttle_t *t = *tp, *fresh = NULL;
+    if (t && is_compact(t)) {
+        /* in place, its 8 bytes only (it may be the area of an entry) */
+        if (p->algo != THROTTLE_GCRA)
+            return false;   /* not this key's algorithm: refused before (throttle_algo) */
+        throttle_t full, *f = &full;
+        full_of(t, &full);
+        if (!throttle_commit(&f, p, now_ns, quantity, expire_ns))
+            return false;
+        memcpy(t, &full.u.tat_ns, COMPACT_BYTES);
+        return true;
+    }
     if (!t) {
         fresh = t = calloc(1, sizeof(*t));
         if (!t)
             return false;
-        t->algo = (uint8_t)p->algo;
+        SET_ALGO(t, p->algo);
         if (p->algo == THROTTLE_TOKEN_BUCKET)
             t->u.tb = tbucket_full(&p->u.tb, now_ns);
     }
@@ -182,7 +244,7 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
         for (uint32_t i = 0; i < t->rsv->n; i++)
             if (t->rsv->v[i].deadline_ns > *expire_ns)
                 *expire_ns = t->rsv->v[i].deadline_ns;
-    *tp = t;
+    *tp = fresh ? smallest_form(t) : t;
     return true;
 }
 
@@ -192,9 +254,11 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
 
 throttle_t *throttle_new_gcra(int64_t tat_ns)
 {
+    if (tat_ns >= 0)
+        return compact_new(tat_ns);
     throttle_t *t = calloc(1, sizeof(*t));
     if (t) {
-        t->algo = THROTTLE_GCRA;
+        SET_ALGO(t, THROTTLE_GCRA);
         t->u.tat_ns = tat_ns;
     }
     return t;
@@ -204,7 +268,11 @@ void throttle_free(throttle_t *t)
 {
     if (!t)
         return;
-    if (t->algo == THROTTLE_SLIDING_LOG)
+    if (is_compact(t)) {
+        free(t);
+        return;
+    }
+    if (ALGO(t) == THROTTLE_SLIDING_LOG)
         slog_free(t->u.log);
     free(t->rsv);
     free(t);
@@ -212,6 +280,8 @@ void throttle_free(throttle_t *t)
 
 throttle_t *throttle_clone(const throttle_t *t)
 {
+    if (is_compact(t))
+        return compact_new(head_of(t));
     throttle_t *c = malloc(sizeof(*c));
     if (!c)
         return NULL;
@@ -224,7 +294,7 @@ throttle_t *throttle_clone(const throttle_t *t)
         }
         memcpy(c->rsv, t->rsv, bytes);
     }
-    if (t->algo == THROTTLE_SLIDING_LOG && t->u.log) {
+    if (ALGO(t) == THROTTLE_SLIDING_LOG && t->u.log) {
         c->u.log = slog_clone(t->u.log);
         if (!c->u.log) {
             free(c);
@@ -234,9 +304,15 @@ throttle_t *throttle_clone(const throttle_t *t)
     return c;
 }
 
-throttle_algo_t throttle_algo(const throttle_t *t) { return (throttle_algo_t)t->algo; }
-int64_t throttle_gcra_tat(const throttle_t *t) { return t->u.tat_ns; }
-void throttle_gcra_set_tat(throttle_t *t, int64_t tat_ns) { t->u.tat_ns = tat_ns; }
+throttle_algo_t throttle_algo(const throttle_t *t) { return is_compact(t) ? THROTTLE_GCRA : (throttle_algo_t)ALGO(t); }
+int64_t throttle_gcra_tat(const throttle_t *t) { return is_compact(t) ? head_of(t) : t->u.tat_ns; }
+void throttle_gcra_set_tat(throttle_t *t, int64_t tat_ns)
+{
+    if (is_compact(t) && tat_ns >= 0)
+        memcpy(t, &tat_ns, COMPACT_BYTES);
+    else if (!is_compact(t))
+        t->u.tat_ns = tat_ns;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Keyspace type                                                            */
@@ -252,16 +328,22 @@ static size_t rsv_bytes(const rsv_set_t *rs)
 static size_t type_size(const void *v)
 {
     const throttle_t *t = v;
-    return sizeof(throttle_t) + (t->algo == THROTTLE_SLIDING_LOG ? slog_bytes(t->u.log) : 0) + rsv_bytes(t->rsv);
+    if (is_compact(t))
+        return COMPACT_BYTES;
+    return sizeof(throttle_t) + (ALGO(t) == THROTTLE_SLIDING_LOG ? slog_bytes(t->u.log) : 0) + rsv_bytes(t->rsv);
 }
 
 size_t throttle_bytes_max(const throttle_params_t *p)
 {
+    if (p->algo == THROTTLE_GCRA)
+        return COMPACT_BYTES;   /* a commit makes or keeps the compact form (a state with reservations took more) */
     return sizeof(throttle_t) + (p->algo == THROTTLE_SLIDING_LOG ? slog_bytes_max(&p->u.log) : 0);
 }
 
 size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t quantity)
 {
+    if (p->algo == THROTTLE_GCRA && (!t || is_compact(t)))
+        return COMPACT_BYTES;   /* a commit keeps or makes the compact form */
     if (p->algo != THROTTLE_SLIDING_LOG)
         return sizeof(throttle_t) + (t ? rsv_bytes(t->rsv) : 0);
     return sizeof(throttle_t) + slog_bytes_after(t ? t->u.log : NULL, &p->u.log, now_ns, quantity);
@@ -271,15 +353,22 @@ size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int
 static bool type_inline_ok(const void *v)
 {
     const throttle_t *t = v;
-    return t->algo != THROTTLE_SLIDING_LOG && !t->rsv;   /* and so do reservations */
+    return is_compact(t) || (ALGO(t) != THROTTLE_SLIDING_LOG && !t->rsv);   /* and so do reservations */
+}
+
+/* The bytes an inline value takes in its entry: its form's. */
+static uint8_t type_inline_len(const void *v)
+{
+    return is_compact(v) ? COMPACT_BYTES : sizeof(throttle_t);
 }
 
 static void type_encode(const void *v, wbuf_t *out)
 {
-    const throttle_t *t = v;
+    throttle_t buf;
+    const throttle_t *t = full_of(v, &buf);
     wbuf_put_u8(out, t->rsv ? THROTTLE_ENC_V3 : THROTTLE_ENC_V2);
-    wbuf_put_u8(out, t->algo);
-    switch ((throttle_algo_t)t->algo) {
+    wbuf_put_u8(out, ALGO(t));
+    switch ((throttle_algo_t)ALGO(t)) {
     case THROTTLE_GCRA:
         wbuf_put_i64(out, t->u.tat_ns);
         break;
@@ -327,7 +416,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
     throttle_t *t = calloc(1, sizeof(*t));
     if (!t)
         return decode_fail(NULL, why, "out of memory");
-    t->algo = algo;
+    SET_ALGO(t, algo);
     switch ((throttle_algo_t)algo) {
     case THROTTLE_GCRA:
         t->u.tat_ns = rbuf_i64(&r);
@@ -369,7 +458,7 @@ static void *type_decode(const uint8_t *p, size_t len, const char **why)
     }
     if (!rbuf_done(&r))
         return decode_fail(t, why, "throttle: wrong length");
-    return t;
+    return smallest_form(t);
 }
 
 const ks_type_t throttle_type = {
@@ -383,6 +472,7 @@ const ks_type_t throttle_type = {
     .decode = type_decode,
     .inline_size = sizeof(throttle_t),   /* kept inside its entry, but for a sliding log */
     .inline_ok = type_inline_ok,
+    .inline_len = type_inline_len,       /* a compact GCRA state: 8 bytes */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -495,13 +585,13 @@ static void prune(rsv_set_t **rsp, int64_t now_ns)
 size_t throttle_pending(const throttle_t *t, int64_t now_ns)
 {
     size_t n = 0;
-    if (t && t->rsv)
+    if (t && !is_compact(t) && t->rsv)
         for (uint32_t i = 0; i < t->rsv->n; i++)
             n += t->rsv->v[i].deadline_ns > now_ns;
     return n;
 }
 
-size_t throttle_reservations(const throttle_t *t) { return t && t->rsv ? t->rsv->n : 0; }
+size_t throttle_reservations(const throttle_t *t) { return t && !is_compact(t) && t->rsv ? t->rsv->n : 0; }
 const throttle_reservation_t *throttle_reservation_at(const throttle_t *t, size_t i) { return &t->rsv->v[i]; }
 
 /* A working copy of t (NULL: a fresh state of p's algorithm) with its
@@ -509,6 +599,8 @@ const throttle_reservation_t *throttle_reservation_at(const throttle_t *t, size_
  * `extra` more; NULL when out of memory. */
 static throttle_t *work_copy(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, uint32_t extra)
 {
+    throttle_t buf;
+    t = full_of(t, &buf);
     throttle_t *w = calloc(1, sizeof(*w));
     if (!w)
         return NULL;
@@ -516,7 +608,7 @@ static throttle_t *work_copy(const throttle_t *t, const throttle_params_t *p, in
         *w = *t;
         w->rsv = NULL;
     } else {
-        w->algo = (uint8_t)p->algo;
+        SET_ALGO(w, p->algo);
         if (p->algo == THROTTLE_TOKEN_BUCKET)
             w->u.tb = tbucket_full(&p->u.tb, now_ns);
     }
@@ -622,6 +714,8 @@ int throttle_settle(const throttle_t *t, uint64_t id, int64_t actual, int64_t no
 {
     *out = NULL;
     uint32_t at = UINT32_MAX;
+    throttle_t buf;
+    t = full_of(t, &buf);
     if (t && t->rsv)
         for (uint32_t i = 0; i < t->rsv->n; i++)
             if (t->rsv->v[i].id == id && t->rsv->v[i].deadline_ns > now_ns)
@@ -668,7 +762,7 @@ int throttle_refund(const throttle_t *t, const throttle_params_t *p, int64_t now
         shrink(&w->rsv);
     state_refund(w, p, now_ns, n, -1, &expire);
     *expire_ns = expire_with_pending(w, expire);
-    *out = w;
+    *out = smallest_form(w);
     return CORE_OK;
 }
 

@@ -82,13 +82,21 @@ typedef struct ks_type {
      * releases the block with free(); from then on ks_entry_value is the
      * address of the bytes inside the entry (valid while the entry lives),
      * every function here gets that address, and `free` is never called on
-     * it.  size(value) of an inline value must be inline_size. */
+     * it.  size(value) of an inline value must be inline_size (or its
+     * inline_len, below). */
     uint8_t inline_size;
     /* With inline_size: whether this value may be stored inline (NULL:
      * every value may).  A value that can own more (a sliding log's
      * timestamps) answers false and stays a separate allocation; the answer
      * must not change while the value is stored. */
     bool (*inline_ok)(const void *value);
+    /* With inline_size: the bytes this inline value takes, at most
+     * inline_size, and what size(value) returns for it (NULL: inline_size).
+     * A value of at most 8 bytes gets an entry with an 8-byte area of its
+     * own (a GCRA state: core/throttle.c); such an entry takes no value
+     * that needs more, so a write of one makes a new entry
+     * (ks_entry_value_fits). */
+    uint8_t (*inline_len)(const void *value);
 } ks_type_t;
 
 #define KS_INLINE_MAX 48   /* largest inline_size: a rate limiter's state (core/throttle.c) */

@@ -104,6 +104,55 @@ static void test_reserve_settle(void **state)
     cmd_check_close(&c);
 }
 
+/* The charge of a key is what its entry costs, whatever the form of its
+ * state: a GCRA key made by a decision is a compact 8-byte state in a
+ * 32-byte entry (10-byte key); a reservation needs the full state and a new
+ * entry, and a settle keeps the full state (its reservation set stays,
+ * possibly empty).  Replay reaches the same bytes. */
+static void test_compact_gcra_entry(void **state)
+{
+    (void)state;
+    cmd_check_t c;
+    cmd_check_open(&c);
+    cmd_throttle_item_t it = item(THROTTLE_GCRA, "user:12345", 1);
+    cmd_throttle_res_t dr;
+    assert_true(cmd_check_run(&c, cmd_throttle_def(THROTTLE_GCRA), &it, &dr, T0, NULL));
+    assert_true(dr.r.allowed);
+    ks_key_t k = ks_key(c.srv.ks, it.key, it.klen);
+    ks_shard_t *sh = ks_shard_at(c.srv.ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(c.srv.ks, &k, T0 / 1000000);
+    assert_non_null(e);
+    assert_int_equal(throttle_type.size(ks_entry_value(e)), 8);
+    assert_int_equal(ks_entry_memory(e), 32 + 8 + (ks_entry_expire(c.srv.ks, e) == KS_NO_EXPIRY ? 0 : 16));
+    assert_int_equal(ks_total_memory(c.srv.ks), ks_entry_memory(e));
+    ks_shard_unlock(sh);
+
+    cmd_throttle_reserve_res_t rr;
+    it.quantity = 3;
+    assert_true(reserve(&c, &it, 30, THROTTLE_EXPIRY_REFUND, T0 + SEC, &rr, NULL));
+    assert_true(rr.r.allowed);
+    ks_shard_lock(sh);
+    e = ks_find(c.srv.ks, &k, T0 / 1000000 + 1000);
+    assert_non_null(e);
+    assert_true(throttle_type.size(ks_entry_value(e)) > 8);
+    assert_int_equal(throttle_pending(ks_entry_value(e), T0 + SEC), 1);
+    assert_int_equal(ks_total_memory(c.srv.ks), ks_entry_memory(e));
+    ks_shard_unlock(sh);
+    it.quantity = 1;
+    assert_true(cmd_check_run(&c, cmd_throttle_def(THROTTLE_GCRA), &it, &dr, T0 + 2 * SEC, NULL));
+    cmd_throttle_settle_res_t sr;
+    assert_true(settle(&c, "user:12345", rr.id, 2, T0 + 3 * SEC, &sr, NULL));
+    assert_int_equal(sr.reserved, 3);
+    ks_shard_lock(sh);
+    e = ks_find(c.srv.ks, &k, T0 / 1000000 + 3000);
+    assert_non_null(e);
+    assert_int_equal(ks_total_memory(c.srv.ks), ks_entry_memory(e));
+    ks_shard_unlock(sh);
+    assert_int_equal(cmd_check_replays(&c), 4);
+    cmd_check_close(&c);
+}
+
 /* Seeded sequences of every operation on a few keys of each algorithm;
  * replay reaches the same bytes. */
 static void test_sequences_replay(void **state)
@@ -236,6 +285,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reserve_settle),
+        cmocka_unit_test(test_compact_gcra_entry),
         cmocka_unit_test(test_sequences_replay),
         cmocka_unit_test(test_bad_records_refused),
         cmocka_unit_test(test_table_rows),

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/keyspace.h"
 #include "core/throttle.h"
 
 #define S(x) ((int64_t)((x) * 1e9))
@@ -166,6 +167,89 @@ static void test_bytes_after(void **state)
     assert_true(throttle_bytes_after(NULL, &ps[0], now, 1) == throttle_bytes_max(&ps[0]));
 }
 
+/* A GCRA key's state is its 8-byte TAT inside the entry: with a 10-byte key
+ * the entry is 8 (header) + 8 (TAT) + 4 (vol index) + 11 (key, NUL) = 31
+ * bytes, the 32-byte class, and its charge is that allocation and its table
+ * slot (and a vol slot with a TTL).  A reservation needs more than 8 bytes:
+ * the state is no longer compact and ks_entry_value_fits says so (the
+ * caller makes a new entry); the encoding is version 2's either way. */
+static void test_gcra_entry(void **state)
+{
+    (void)state;
+    throttle_params_t p = params_of(THROTTLE_GCRA);
+    throttle_t *t = NULL;
+    int64_t exp;
+    assert_true(throttle_commit(&t, &p, BASE, 1, &exp));
+    assert_int_equal(throttle_type.size(t), 8);
+    assert_int_equal(throttle_type.inline_len(t), 8);
+    int64_t tat = throttle_gcra_tat(t);
+
+    /* the bytes: version 2 of a GCRA state, as before */
+    wbuf_t b = WBUF_INIT;
+    throttle_type.encode(t, &b);
+    assert_int_equal(b.len, 10);
+    assert_int_equal(b.data[0], 2);
+    assert_int_equal(b.data[1], THROTTLE_GCRA);
+    const char *why = NULL;
+    throttle_t *d = throttle_type.decode(b.data, b.len, &why);
+    assert_non_null(d);
+    assert_int_equal(throttle_type.size(d), 8);
+    assert_int_equal(throttle_gcra_tat(d), tat);
+    throttle_free(d);
+    wbuf_free(&b);
+
+    ks_t *ks = ks_create(0, 7);
+    ks_key_t k = ks_key(ks, "user:12345", 10);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_add(ks, &k, &throttle_type, t, KS_NO_EXPIRY, 0);
+    assert_non_null(e);
+    const char *v = ks_entry_value(e), *key = ks_entry_key(e, NULL);
+    assert_ptr_equal(v, (const char *)e + 8);
+    assert_ptr_equal(key, (const char *)e + 20);
+    assert_true(key + 10 + 1 <= (const char *)e + 32);   /* 31 bytes: the 32-byte class */
+    assert_int_equal(throttle_gcra_tat(ks_entry_value(e)), tat);
+    assert_int_equal(ks_entry_memory(e), 32 + 8);
+    assert_true(ks_entry_set_expire(ks, e, 1000));
+    assert_int_equal(ks_entry_memory(e), 32 + 8 + 16);
+    assert_int_equal(ks_total_memory(ks), ks_entry_memory(e));
+    assert_true(ks_entry_memory(e) <= ks_entry_overhead(10) + throttle_type.size(v));
+
+    /* a decision in place keeps the 8 bytes, the key untouched */
+    throttle_t *in = ks_entry_value(e);
+    assert_true(throttle_commit(&in, &p, BASE + S(0.1), 1, &exp));
+    assert_ptr_equal(in, v);
+    assert_true(throttle_gcra_tat(in) > tat);
+    assert_memory_equal(ks_entry_key(e, NULL), "user:12345", 11);
+    ks_entry_changed(ks, e);
+    assert_int_equal(ks_total_memory(ks), 32 + 8 + 16);
+
+    /* a reservation: the state is full and needs another entry */
+    rl_result_t r;
+    throttle_t *out = NULL;
+    uint64_t id;
+    assert_int_equal(throttle_reserve(in, &p, BASE + S(0.2), 1, S(10), THROTTLE_EXPIRY_REFUND, &r, &out, &id, &exp),
+                     CORE_OK);
+    assert_non_null(out);
+    assert_true(throttle_type.size(out) > 8);
+    assert_false(ks_entry_value_fits(e, out));
+    throttle_t *back = NULL;
+    assert_int_equal(throttle_refund(in, &p, BASE + S(0.2), 1, &back, &exp), CORE_OK);
+    assert_int_equal(throttle_type.size(back), 8);   /* no reservation: compact again */
+    assert_true(ks_entry_value_fits(e, back));
+    ks_entry_replace_value(ks, e, back);
+    assert_int_equal(ks_total_memory(ks), 32 + 8 + 16);
+    ks_entry_delete(ks, e);
+    assert_int_equal(ks_total_memory(ks), 0);
+    e = ks_add(ks, &k, &throttle_type, out, KS_NO_EXPIRY, 0);
+    assert_non_null(e);
+    assert_int_equal(throttle_pending(ks_entry_value(e), BASE + S(0.3)), 1);
+    assert_int_equal(ks_total_memory(ks), ks_entry_memory(e));
+    assert_true(ks_entry_memory(e) > 32 + 8 + throttle_type.size(ks_entry_value(e)) - 1);
+    ks_shard_unlock(sh);
+    ks_free(ks);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_version1),
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_bytes_after),
+        cmocka_unit_test(test_gcra_entry),
     };
     return cmocka_run_group_tests_name("throttle", tests, NULL, NULL);
 }
