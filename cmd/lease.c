@@ -131,41 +131,15 @@ static bool run_acquire(cmd_ctx_t *ctx, const void *args, void *res)
     }
 }
 
-static bool run_release(cmd_ctx_t *ctx, const void *args, void *res)
+/* Release (renew false) or renew one lease by its id: the key's expired
+ * leases are dropped first, and the key is written back when either
+ * changed it. */
+static bool by_id(cmd_ctx_t *ctx, const cmd_lease_id_args_t *a, cmd_lease_res_t *r, bool renew)
 {
-    const cmd_lease_id_args_t *a = args;
-    cmd_lease_res_t *r = res;
     res_init(r);
     if (a->id == 0)
         return cmd_fail(ctx, CMD_E_BAD_REQUEST, "lease", "a lease id is 16 hexadecimal digits, not 0");
-    int64_t now_ms = cmd_now_ms(ctx);
-    cmd_key_t h;
-    if (!cmd_key_open(ctx, a->key, a->klen, &lease_type, CMD_WRITE, &h))
-        return false;
-    lease_t *l = cmd_key_value(&h);
-    bool changed = false;
-    if (l) {
-        changed = lease_purge(l, now_ms);
-        r->ok = lease_release(l, a->id);
-        changed = changed || r->ok;
-        fill(r, l, now_ms);
-        if (changed)
-            settle_key(ctx, &h, l, now_ms);
-    } else {
-        fill(r, NULL, now_ms);
-    }
-    cmd_key_close(&h, changed);
-    return true;
-}
-
-static bool run_renew(cmd_ctx_t *ctx, const void *args, void *res)
-{
-    const cmd_lease_id_args_t *a = args;
-    cmd_lease_res_t *r = res;
-    res_init(r);
-    if (a->id == 0)
-        return cmd_fail(ctx, CMD_E_BAD_REQUEST, "lease", "a lease id is 16 hexadecimal digits, not 0");
-    if (!check_ttl(ctx, a->ttl_ms))
+    if (renew && !check_ttl(ctx, a->ttl_ms))
         return false;
     int64_t now_ms = cmd_now_ms(ctx);
     cmd_key_t h;
@@ -175,11 +149,15 @@ static bool run_renew(cmd_ctx_t *ctx, const void *args, void *res)
     bool changed = false;
     if (l) {
         changed = lease_purge(l, now_ms);
-        int64_t expires = now_ms + a->ttl_ms;
-        r->ok = lease_renew(l, a->id, expires);
-        if (r->ok) {
-            r->expires_ms = expires;
-            r->ttl_ms = a->ttl_ms;
+        if (renew) {
+            int64_t expires = now_ms + a->ttl_ms;
+            r->ok = lease_renew(l, a->id, expires);
+            if (r->ok) {
+                r->expires_ms = expires;
+                r->ttl_ms = a->ttl_ms;
+            }
+        } else {
+            r->ok = lease_release(l, a->id);
         }
         changed = changed || r->ok;
         fill(r, l, now_ms);
@@ -191,6 +169,9 @@ static bool run_renew(cmd_ctx_t *ctx, const void *args, void *res)
     cmd_key_close(&h, changed);
     return true;
 }
+
+static bool run_release(cmd_ctx_t *ctx, const void *args, void *res) { return by_id(ctx, args, res, false); }
+static bool run_renew(cmd_ctx_t *ctx, const void *args, void *res) { return by_id(ctx, args, res, true); }
 
 static bool run_info(cmd_ctx_t *ctx, const void *args, void *res)
 {
