@@ -21,9 +21,8 @@ static bool answer_missing(cmd_ctx_t *ctx, const ks_type_t *type)
 /* WRONGTYPE naming both types ("key holds a counter (counter), not a geo
  * set (geo)"); `role` (may be NULL) names the key of a multi-key request
  * ("sources[1]"). */
-static bool answer_wrongtype(cmd_ctx_t *ctx, const ks_entry_t *e, const ks_type_t *wanted, const char *role)
+static bool answer_wrongtype(cmd_ctx_t *ctx, const ks_type_t *held, const ks_type_t *wanted, const char *role)
 {
-    const ks_type_t *held = ks_entry_type(e);
     return cmd_fail(ctx, CMD_E_WRONGTYPE, NULL, "%s%skey holds %s (%s), not %s (%s)", role ? role : "",
                     role ? ": " : "", cmd_type_noun(held), held->name, cmd_type_noun(wanted), wanted->name);
 }
@@ -98,9 +97,10 @@ bool cmd_keys_find(cmd_key_t *h, size_t i, const ks_type_t *type, unsigned flags
         cmd_key_close(h, false);
         return answer_missing(ctx, type);
     }
-    if (e && type && ks_entry_type(e) != type) {
-        cmd_key_close(h, false);
-        return answer_wrongtype(ctx, e, type, role);
+    const ks_type_t *held = e ? ks_entry_type(e) : NULL;
+    if (held && type && held != type) {
+        cmd_key_close(h, false);   /* (the entry is not read once unlocked: another thread may free it) */
+        return answer_wrongtype(ctx, held, type, role);
     }
     if (e && (flags & CMD_WRITE))
         ks_entry_prepare_write(ctx->srv->ks, e);

@@ -380,23 +380,31 @@ bool ks_over_limit(const ks_t *ks)
  * assert(sqlite3_mutex_held(...)) habit).  A thread is named by the address
  * of its own copy of thread_tag. */
 static _Thread_local char thread_tag;
+static _Thread_local unsigned shards_held;   /* how many shard locks this thread holds */
 #define SHARD_HELD(sh) (atomic_load_explicit(&(sh)->owner, memory_order_relaxed) == (uintptr_t)&thread_tag)
+/* An entry's accessors take no keyspace to find its shard by; they check
+ * that the caller holds some shard lock (an entry read without any is read
+ * while another thread may change or free it). */
+#define SOME_SHARD_HELD() (shards_held > 0)
 
 void ks_shard_lock(ks_shard_t *sh)
 {
     assert(!SHARD_HELD(sh));   /* not recursive */
     pthread_mutex_lock(&sh->lock);
     atomic_store_explicit(&sh->owner, (uintptr_t)&thread_tag, memory_order_relaxed);
+    shards_held++;
 }
 
 void ks_shard_unlock(ks_shard_t *sh)
 {
     assert(SHARD_HELD(sh));
+    shards_held--;
     atomic_store_explicit(&sh->owner, 0, memory_order_relaxed);
     pthread_mutex_unlock(&sh->lock);
 }
 #else
 #define SHARD_HELD(sh) true
+#define SOME_SHARD_HELD() true
 void ks_shard_lock(ks_shard_t *sh) { pthread_mutex_lock(&sh->lock); }
 void ks_shard_unlock(ks_shard_t *sh) { pthread_mutex_unlock(&sh->lock); }
 #endif
@@ -1069,23 +1077,40 @@ void ks_entry_replace_value(ks_t *ks, ks_entry_t *e, void *value)
 
 bool ks_entry_value_fits(const ks_entry_t *e, const void *value)
 {
+    assert(SOME_SHARD_HELD());
     const ks_type_t *t = type_of(e);
     if (is_narrow(e))
         return value_inline(t, value) && value_len(t, value) <= NARROW_AREA;
     return !always_inline(t) || value_inline(t, value);
 }
 
-const ks_type_t *ks_entry_type(const ks_entry_t *e) { return type_of(e); }
-void *ks_entry_value(const ks_entry_t *e) { return value_of(e); }
-size_t ks_entry_memory(const ks_entry_t *e) { return entry_mem(e); }
+const ks_type_t *ks_entry_type(const ks_entry_t *e)
+{
+    assert(SOME_SHARD_HELD());
+    return type_of(e);
+}
+
+void *ks_entry_value(const ks_entry_t *e)
+{
+    assert(SOME_SHARD_HELD());
+    return value_of(e);
+}
+
+size_t ks_entry_memory(const ks_entry_t *e)
+{
+    assert(SOME_SHARD_HELD());
+    return entry_mem(e);
+}
 
 int64_t ks_entry_expire(const ks_t *ks, const ks_entry_t *e)
 {
+    assert(SHARD_HELD(entry_shard(ks, e)));
     return is_vol(e) ? entry_expire(entry_shard(ks, e), e) : KS_NO_EXPIRY;
 }
 
 const char *ks_entry_key(const ks_entry_t *e, size_t *len)
 {
+    assert(SOME_SHARD_HELD());
     if (len)
         *len = entry_klen(e);
     return key_of(e);

@@ -2138,6 +2138,8 @@ int main(void)
         cmocka_unit_test(test_async_kill9_measured),
     };
     tmpdir_make(credsdir, sizeof(credsdir));
+    if (getenv("TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     tmpdir_remove(credsdir);
     return failed;
