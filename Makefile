@@ -368,9 +368,15 @@ endif
 # SIGHUP reloads, kill -9, a full disk - with --shards 32 (TSan's deadlock
 # detector holds at most 64 locks; the snapshot barrier takes every shard's).
 # A TSan report in a tallyd log fails the test.  TALLY_SLOW shortens the
-# loops for the slower build.
+# loops for the slower build.  The unit tests that run threads - the
+# keyspace against its model with writers, expiry, eviction and a snapshot at
+# once, and the time-zone cache - run first.
+TSAN_UNIT := test_keyspace test_keyspace_model test_cmd_zone
 TSAN_IT := it_faults it_durability it_server it_policies it_security it_auth it_ts it_replication it_cluster it_cluster_etcd it_limits it_resp it_resp_keys it_resp_server it_grpc it_overrides it_reserve it_lease
-tsan-suite: $(TALLYD) $(RESHARD) $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
+tsan-suite: $(TALLYD) $(RESHARD) $(addprefix $(BUILD)/tests/unit/,$(TSAN_UNIT)) \
+            $(addprefix $(BUILD)/tests/integration/,$(TSAN_IT))
+	@set -e; for t in $(TSAN_UNIT); do echo "== $(BUILD)/tests/unit/$$t (ThreadSanitizer)"; \
+	  timeout 600 $(BUILD)/tests/unit/$$t; done
 	@set -e; for t in $(TSAN_IT); do echo "== $(BUILD)/tests/integration/$$t (ThreadSanitizer)"; \
 	  TALLYD_ARGS="--shards 32" TALLY_SLOW=1 TALLYD=$(TALLYD) BUILD=$(BUILD) \
 	  timeout 600 $(BUILD)/tests/integration/$$t; done
