@@ -38,6 +38,7 @@ struct coord {
     bool leader;                     /* this node holds P/leader under `lease` */
     uint64_t epoch;                  /* its create revision, while leader */
     char member_value[1200];         /* last published, and under which lease */
+    bool vacant;                     /* the last read of P/leader found no key */
     int64_t member_lease;
     char sync_pub[COORD_MAX_SYNC][CMD_REPL_ID_MAX];
     int nsync_pub;
@@ -124,9 +125,9 @@ static void publish_member(coord_t *c, const repl_position_t *pos)
 {
     if (!c->lease)
         return;
-    json_t *o = json_pack("{s:s,s:I,s:I,s:b,s:s,s:s,s:s}", "url", c->self, "epoch", (json_int_t)pos->epoch, "offset",
-                          (json_int_t)pos->offset, "led", pos->led, "role", repl_role_names[pos->role], "replica_id",
-                          pos->replica_id, "primary", pos->primary);
+    json_t *o = json_pack("{s:s,s:I,s:I,s:b,s:s,s:s,s:s,s:b}", "url", c->self, "epoch", (json_int_t)pos->epoch,
+                          "offset", (json_int_t)pos->offset, "led", pos->led, "role", repl_role_names[pos->role],
+                          "replica_id", pos->replica_id, "primary", pos->primary, "vacant", c->vacant);
     char *v = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!v)
@@ -145,6 +146,7 @@ typedef struct member {
     char replica_id[CMD_REPL_ID_MAX];
     uint64_t epoch, offset;
     bool led;
+    bool vacant;                     /* published after it found no leader key, its position read since */
 } member_t;
 
 static bool member_parse(const etcd_kv_t *kv, member_t *m)
@@ -162,6 +164,7 @@ static bool member_parse(const etcd_kv_t *kv, member_t *m)
         m->epoch = (uint64_t)json_integer_value(e);
         m->offset = (uint64_t)json_integer_value(off);
         m->led = json_is_true(json_object_get(o, "led"));
+        m->vacant = json_is_true(json_object_get(o, "vacant"));
     }
     json_decref(o);
     return ok;
@@ -244,6 +247,7 @@ static void elect(coord_t *c, const repl_position_t *pos)
     best = me;
     member_t *ms = calloc(mr.n ? mr.n : 1, sizeof(*ms));
     size_t nm = 0;
+    const member_t *stale = NULL;
     for (size_t i = 0; ms && i < mr.n; i++) {
         if (!member_parse(&mr.kvs[i], &ms[nm]) || !strcmp(ms[nm].url, c->self))
             continue;
@@ -251,10 +255,24 @@ static void elect(coord_t *c, const repl_position_t *pos)
             best = ms[nm];
         nm++;
     }
+    /* Positions are compared only once each member has published one read
+     * after it too found no leader key: the last primary stopped taking
+     * changes before its key could go, so such a position holds every
+     * change the member acknowledged; one published earlier may be short of
+     * them (a member that could not reach etcd for a while), and the highest
+     * position it hides would be lost. */
+    for (size_t j = 0; j < nm && !stale; j++)
+        if (!ms[j].vacant)
+            stale = &ms[j];
     int64_t revision = mr.revision;
     etcd_range_free(&mr);
     if (!ms)
         return;
+    if (stale) {
+        state(c, "no primary; waiting for %s to publish its position since the leader key went", stale->url);
+        free(ms);
+        return;
+    }
     if (strcmp(best.url, c->self) != 0) {
         state(c, "no primary; %s holds the highest position (epoch %" PRIu64 ", offset %" PRIu64
                  ") and may take the key",
@@ -283,9 +301,23 @@ static void elect(coord_t *c, const repl_position_t *pos)
             if (!id || !id[0])
                 continue;
             bool here = !strcmp(id, me.replica_id);
-            for (size_t j = 0; j < nm && !here; j++)
+            for (size_t j = 0; j < nm && !here; j++) {
                 here = !strcmp(id, ms[j].replica_id);
+                /* a replica of the set's primary that publishes an older
+                 * epoch saw no key before it followed that primary, and
+                 * could not publish since: what it acknowledged is unknown */
+                if (here && ms[j].epoch < sepoch && !stale)
+                    stale = &ms[j];
+            }
             present += here;
+        }
+        if (stale) {
+            state(c, "no primary; waiting for %s, a replica counted under epoch %" PRIu64 ", to publish its position "
+                     "in that epoch",
+                  stale->url, sepoch);
+            json_decref(o);
+            free(ms);
+            return;
         }
         json_decref(o);
         /* the set of the newest epoch any member knows binds (a set of a
@@ -447,13 +479,17 @@ static void round_once(coord_t *c)
         else
             repl_coord_deadline(r, deadline_of(c));
     }
+    etcd_kv_t kv;
+    int found = 0;
+    bool read = etcd_get(c->etcd, c->k_leader, strlen(c->k_leader), &kv, &found, NULL) == 0;
+    if (read)
+        c->vacant = !found;
+    /* the position is read after the key: one published as vacant holds
+     * everything this member acknowledged before the last primary's key went */
     repl_position_t pos;
     repl_coord_position(r, &pos);
     publish_member(c, &pos);
-
-    etcd_kv_t kv;
-    int found = 0;
-    if (etcd_get(c->etcd, c->k_leader, strlen(c->k_leader), &kv, &found, NULL) != 0) {
+    if (!read) {
         state(c, "cannot read %s: %s", c->k_leader, etcd_error(c->etcd));
         return;   /* a leader's deadline runs out by itself */
     }

@@ -10,8 +10,10 @@
  *                     etcd, above every earlier one, written in the journal as
  *                     the epoch record (repl.h), so every record carries it.
  *   P/members/URL     {"url", "epoch", "offset", "led", "role", "replica_id",
- *                     "primary"} - each member's replication position, under
- *                     its own lease (it disappears with the member).
+ *                     "primary", "vacant"} - each member's replication
+ *                     position, under its own lease (it disappears with the
+ *                     member); "vacant": published after that member's own
+ *                     read of P/leader found no key (the position read since).
  *   P/sync            {"epoch", "min_acks", "replicas": [replica ids]} - with
  *                     --min-replicas-ack, the replicas whose acknowledgements
  *                     the primary of `epoch` counts (written by a transaction
@@ -23,7 +25,12 @@
  * (every TTL/4), publishes its position when it changed, reads P/leader, and
  *   - follows the node the key names (POST /admin/replicate's path: a new
  *     snapshot from it, then its stream);
- *   - when there is no key, takes it if its position is the highest among
+ *   - when there is no key, and every other member has published a position
+ *     as "vacant" (and a replica of P/sync's set one of that set's epoch):
+ *     the last primary stopped taking changes before its key could go, so
+ *     such a position holds all that member acknowledged, while one
+ *     published earlier - by a member cut off from etcd for a while - may
+ *     not; it takes the key if its position is the highest among
  *     the members that answer - (epoch, offset in that epoch's stream, led,
  *     then the smaller URL) - and, with P/sync of that epoch naming S and
  *     min_acks k, at least |S| - k + 1 of S answer (so one of the replicas

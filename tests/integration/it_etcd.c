@@ -1102,6 +1102,8 @@ int main(void)
         cmocka_unit_test_teardown(test_partition_etcd_leader, run_teardown),
         cmocka_unit_test_teardown(test_kill_without_acks, run_teardown),
     };
+    if (getenv("TEST_FILTER"))   /* one test by name (cmocka's * and ? patterns) */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     curl_global_cleanup();
     return rc;

@@ -2138,7 +2138,7 @@ int main(void)
         cmocka_unit_test(test_async_kill9_measured),
     };
     tmpdir_make(credsdir, sizeof(credsdir));
-    if (getenv("TEST_FILTER"))
+    if (getenv("TEST_FILTER"))   /* one test by name (cmocka's * and ? patterns) */
         cmocka_set_test_filter(getenv("TEST_FILTER"));
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     tmpdir_remove(credsdir);
