@@ -75,7 +75,10 @@ RLS_SRC := $(wildcard rls/*.c)
 GRPC_SRC := $(wildcard grpc/*.c)
 PROTO_SRC := $(shell find proto -name '*.proto' | LC_ALL=C sort)
 PB_SRC := $(patsubst proto/%.proto,build/gen/%.pb-c.c,$(PROTO_SRC))
-SVC_SRC := $(filter-out service/main.c,$(wildcard service/*.c))
+# tallyd's program: main.c and the files that share its state (service/app.h);
+# the rest of service/ goes into libtally, which the tests link.
+TALLYD_SRC := service/main.c $(wildcard service/app_*.c)
+SVC_SRC := $(filter-out $(TALLYD_SRC),$(wildcard service/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 # Unit tests of api/ (in-process: router, readers, envelope, replay); of the
 # command layer, linked with core only (test_cmd*); every other unit test is
@@ -268,7 +271,7 @@ $(LIBTALLY): $(API_OBJ) $(REDIS_OBJ) $(RLS_OBJ) $(GRPC_OBJ) $(PB_OBJ) $(SVC_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(TALLYD): $(BUILD)/service/main.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE) | $(CORE_PURE) $(CMD_PURE) $(RESP_PURE)
+$(TALLYD): $(call obj,$(TALLYD_SRC)) $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE) | $(CORE_PURE) $(CMD_PURE) $(RESP_PURE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(API_UNIT_BIN): $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(LIBTALLY) $(LIBCMD) $(LIBRESP) $(LIBCORE)
@@ -306,8 +309,9 @@ $(BUILD)/tests/fuzz/replay_main.o: tests/fuzz/replay_main.c
 # service/ builds no HTTP answer: replication's and persistence's files hand
 # typed results (cmd/repl.h, cmd/persist.h) to api/, and include neither
 # jansson nor libmicrohttpd nor an api/ header, even through another header.
-# The HTTP front-end's host (main.c, server.c, server_conn.c) does, and so
-# does persist_replay.c, which replays the HTTP requests older journals hold.
+# The HTTP front-end's host (main.c with its app_*.c, server.c, server_conn.c)
+# does, and so does persist_replay.c, which replays the HTTP requests older
+# journals hold.
 SVC_NO_HTTP := $(filter-out service/persist_replay.c,$(wildcard service/repl*.c service/persist*.c))
 layers-check:
 	@for f in $(SVC_NO_HTTP); do \

@@ -1,8 +1,8 @@
 /*
  * policy.c - named rate-limit policies: the config file (parsed here, read by
- * service/main.c), key templates, algorithm parameters shared by requests and
- * policies, and per-policy decision counters.  See api/ratelimit.h for the
- * file format and the template language.
+ * service/app_files.c), key templates, algorithm parameters shared by
+ * requests and policies, and per-policy decision counters.  See
+ * api/ratelimit.h for the file format and the template language.
  *
  * Concurrency: the current set of policies is read under a rwlock held for
  * the whole request that uses it; a reload builds the new set outside the lock
