@@ -33,10 +33,12 @@
  * line) when an entry's shard or home is needed, the expiry lives in `vol`.
  * A 10-byte counter key is a 32-byte allocation (8 + 8 + 4 + 11) and an
  * 8-byte slot.  A type whose values differ in size (types.h, inline_len: a
- * rate limiter's state, 8 bytes for GCRA, 48 for a token bucket) gives a
- * value of at most 8 bytes a narrow entry (KF_NARROW: an 8-byte area at 8,
- * so a 10-byte GCRA key is 32 bytes too); such an entry holds no larger
- * value (ks_entry_value_fits), a writer of one makes a new entry.
+ * rate limiter's state, 8 bytes for GCRA, 16 to 24 for a window or a token
+ * bucket, 48 with reservations) gives a value of at most NARROW_MAX bytes
+ * a narrow entry (KF_NARROW: an area at 8 of the value's length rounded to
+ * 8, kept in KF_AREA, so a 10-byte GCRA key is 32 bytes too and a sliding
+ * window's 48); such an entry holds no larger value (ks_entry_value_fits),
+ * a writer of one makes a new entry.
  *
  * Memory charged per entry: the entry's allocation as the allocator rounds
  * it, one table slot, one `vol` slot when it has an expiry, plus what the
@@ -62,8 +64,10 @@
 
 #define KF_INLINE 0x8000u         /* klen_f: the value lives in the entry's area */
 #define KF_VOL 0x4000u            /* klen_f: the entry has an expiry (in the shard's vol array) */
-#define KF_NARROW 0x2000u         /* klen_f: the area is NARROW_AREA bytes at 8 (types.h, inline_len) */
-#define NARROW_AREA 8u            /* the narrow area: an inline value of at most 8 bytes, nothing else */
+#define KF_NARROW 0x2000u         /* klen_f: the area is at 8, KF_AREA long (types.h, inline_len) */
+#define KF_AREA 0x1800u           /* klen_f, with KF_NARROW: the area's length in 8-byte words, less 1 */
+#define KF_AREA_SHIFT 11
+#define NARROW_MAX 32u            /* the longest narrow area: 4 words, what KF_AREA holds */
 #define KF_KLEN 0x07ffu           /* klen_f: the key's length (<= KS_KEY_MAX) */
 #define LRU_BITS 24               /* lru_tid: last access in seconds, 24 bits (wraps every 194 days) */
 #define LRU_MASK ((1u << LRU_BITS) - 1)
@@ -76,15 +80,16 @@
 
 struct ks_entry {
     uint32_t lru_tid;             /* last access (seconds, LRU_BITS, wraps) << 8 | type id */
-    uint16_t klen_f;              /* key length | KF_INLINE | KF_VOL | KF_NARROW */
+    uint16_t klen_f;              /* key length | KF_INLINE | KF_VOL | KF_NARROW | KF_AREA */
     uint16_t snap_epoch;          /* snapshot epoch this entry has been handled for */
     /* at data_off(type): the value's area (area_size(type) bytes: the
-     * value, or heap_val_t; with KF_NARROW, NARROW_AREA bytes at 8: a
-     * value whose inline_len is at most that), the uint32_t index + 1 in the shard's vol
+     * value, or heap_val_t; with KF_NARROW, KF_AREA bytes at 8: a value
+     * whose inline_len is at most that), the uint32_t index + 1 in the shard's vol
      * array (0: none), the key, NUL */
 };
 _Static_assert(sizeof(struct ks_entry) == 8, "the entry header is 8 bytes");
 _Static_assert(KS_KEY_MAX <= KF_KLEN, "a key's length fits klen_f");
+_Static_assert(NARROW_MAX == 8 * ((KF_AREA >> KF_AREA_SHIFT) + 1), "KF_AREA holds every narrow area");
 
 /* The area of an entry whose value is a separate allocation. */
 typedef struct heap_val {
@@ -159,7 +164,8 @@ static inline size_t entry_klen(const ks_entry_t *e) { return e->klen_f & KF_KLE
 static inline bool is_narrow(const ks_entry_t *e) { return e->klen_f & KF_NARROW; }
 /* An entry's area: where it starts, how long it is. */
 static inline size_t entry_data_off(const ks_entry_t *e) { return is_narrow(e) ? sizeof(ks_entry_t) : data_off(type_of(e)); }
-static inline size_t entry_area(const ks_entry_t *e) { return is_narrow(e) ? NARROW_AREA : area_size(type_of(e)); }
+static inline size_t narrow_area(const ks_entry_t *e) { return 8u * (((e->klen_f & KF_AREA) >> KF_AREA_SHIFT) + 1u); }
+static inline size_t entry_area(const ks_entry_t *e) { return is_narrow(e) ? narrow_area(e) : area_size(type_of(e)); }
 static inline unsigned char *data_of(const ks_entry_t *e) { return (unsigned char *)(uintptr_t)e + entry_data_off(e); }
 static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(void *)data_of(e); }
 static inline uint32_t *vidx_of(const ks_entry_t *e)
@@ -181,12 +187,15 @@ static size_t value_len(const ks_type_t *t, const void *value)
     return t->inline_len ? t->inline_len(value) : t->inline_size;
 }
 
-/* Whether `value` of type t, new, gets a narrow area: an inline value of
- * at most NARROW_AREA bytes of a type whose area is larger. */
-static bool value_narrow(const ks_type_t *t, const void *value)
+/* The narrow area `value` of type t, new, gets (0: none, the type's
+ * area): an inline value of at most NARROW_MAX bytes, rounded to 8, of a
+ * type whose area is larger. */
+static size_t value_narrow(const ks_type_t *t, const void *value)
 {
-    return t->inline_len && area_size(t) > NARROW_AREA && value_inline(t, value) &&
-           t->inline_len(value) <= NARROW_AREA;
+    if (!t->inline_len || !value_inline(t, value))
+        return 0;
+    size_t n = ((size_t)t->inline_len(value) + 7u) & ~(size_t)7u;
+    return n && n <= NARROW_MAX && n < area_size(t) ? n : 0;
 }
 
 /* ---- slots ---------------------------------------------------------------- */
@@ -468,10 +477,10 @@ static size_t alloc_class(size_t n)
     return (n + spacing - 1) & ~(spacing - 1);
 }
 
-static size_t entry_alloc_size(const ks_type_t *t, bool narrow, size_t klen)
+static size_t entry_alloc_size(const ks_type_t *t, size_t narrow, size_t klen)
 {
     if (narrow)
-        return sizeof(ks_entry_t) + NARROW_AREA + sizeof(uint32_t) + klen + 1;
+        return sizeof(ks_entry_t) + narrow + sizeof(uint32_t) + klen + 1;
     return data_off(t) + area_size(t) + sizeof(uint32_t) + klen + 1;
 }
 
@@ -489,7 +498,7 @@ size_t ks_entry_overhead(size_t klen)
  * an expiry, and a value stored apart as its type last measured it. */
 static size_t entry_mem(const ks_entry_t *e)
 {
-    return alloc_class(entry_alloc_size(type_of(e), is_narrow(e), entry_klen(e))) + sizeof(uint64_t) +
+    return alloc_class(entry_alloc_size(type_of(e), is_narrow(e) ? narrow_area(e) : 0, entry_klen(e))) + sizeof(uint64_t) +
            (is_vol(e) ? sizeof(vol_slot_t) : 0) + (is_inline(e) ? 0 : heap_of(e)->mem);
 }
 
@@ -990,7 +999,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
         return NULL;   /* a table must keep an empty slot */
     if (expire_ms != KS_NO_EXPIRY && !vol_reserve(sh))
         return NULL;
-    bool narrow = value_narrow(type, value);
+    size_t narrow = value_narrow(type, value);
     ks_entry_t *e = malloc(entry_alloc_size(type, narrow, k->len));
     if (!e)
         return NULL;
@@ -1000,7 +1009,7 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     }
     e->lru_tid = (uint32_t)tid;
     lru_touch(e, now_ms);
-    e->klen_f = (uint16_t)(k->len | (narrow ? KF_NARROW : 0));
+    e->klen_f = (uint16_t)(k->len | (narrow ? KF_NARROW | (narrow / 8u - 1u) << KF_AREA_SHIFT : 0));
     e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
     *vidx_of(e) = 0;
     char *key = key_of(e);
@@ -1080,7 +1089,7 @@ bool ks_entry_value_fits(const ks_entry_t *e, const void *value)
     assert(SOME_SHARD_HELD());
     const ks_type_t *t = type_of(e);
     if (is_narrow(e))
-        return value_inline(t, value) && value_len(t, value) <= NARROW_AREA;
+        return value_inline(t, value) && value_len(t, value) <= narrow_area(e);
     return !always_inline(t) || value_inline(t, value);
 }
 

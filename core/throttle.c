@@ -17,13 +17,36 @@ typedef struct rsv_set {
     throttle_reservation_t v[];
 } rsv_set_t;
 
-/* Two forms.  The compact one, a GCRA state that never held a reservation,
- * is its TAT alone: one int64_t >= 0 (8 bytes, so kept in an 8-byte area
- * of its entry).  The full one, every other state, starts with a negative
- * word, -algorithm; each entry point reads a compact state through a full
- * copy (full_of) and writes one back with its 8 bytes only. */
+/* Three forms, told apart by their first int64_t (the head):
+ *
+ *   full     head -algorithm (-1 .. -THROTTLE_ALGO_MAX), then the fields
+ *            below: sizeof(throttle_t) bytes.  A state with reservations,
+ *            a sliding log, and any state outside the ranges below.
+ *   compact  a GCRA state without reservations: its TAT (>= 0) alone, 8 bytes.
+ *   packed   a window or a token bucket without reservations, 16 or 24 bytes
+ *            of 64-bit words:
+ *
+ *              word 0   2^63 | t        t: the window's start, the bucket's
+ *                                       last refill (< 2^62)
+ *              word 1   algo << 56 | a  a: the window's curr (< 2^56); the
+ *                                       high 64 bits of the bucket's level,
+ *                                       two's complement in 56 bits
+ *              word 2   b               b: the sliding window's prev; the low
+ *                                       64 bits of the bucket's level; none
+ *                                       for a fixed window (its prev is 0)
+ *
+ *            Word 0 read as an int64_t is below -2^62: never a full head.
+ *
+ * The ranges are the decoder's (type_decode refuses a time above
+ * INT64_MAX / 2, a count above 2 x WINDOW_MAX_COUNT < 2^51, a level beyond
+ * 10^30 < 2^100), so every state a load or a decision makes has its small
+ * form; one that had not (a clock past 2^62 ns, in 2116) stays full.  The
+ * small forms are lengths of their own (the keyspace keeps one in an area of
+ * that length: keyspace.c, KF_NARROW): each entry point reads a small state
+ * through a full copy (full_of), a decision writes one back in place with
+ * its form and length unchanged, and the encodings are the full form's. */
 struct throttle {
-    int64_t form;                /* -algo (the full form); a compact state has its TAT here and nothing after */
+    int64_t form;                /* -algo (the full form); a small state's first word */
     rsv_set_t *rsv;              /* NULL until a reservation is made */
     union {
         int64_t tat_ns;          /* gcra */
@@ -34,7 +57,13 @@ struct throttle {
 };
 _Static_assert(sizeof(struct throttle) <= KS_INLINE_MAX, "a limiter's state fits inside its entry");
 
-#define COMPACT_BYTES sizeof(int64_t)   /* a compact state's size */
+#define COMPACT_BYTES sizeof(int64_t)          /* a compact GCRA state */
+#define PACKED_WORDS 3                         /* the longest packed state: 24 bytes */
+#define PACK_TIME_END (UINT64_C(1) << 62)      /* word 0: times below 2^62 (the decoder's INT64_MAX / 2) */
+#define PACK_TIME_BIT (UINT64_C(1) << 63)      /* word 0: makes the head below -2^62 */
+#define PACK_ALGO_SHIFT 56                     /* word 1: the algorithm above 56 bits */
+#define PACK_LOW_MASK ((UINT64_C(1) << PACK_ALGO_SHIFT) - 1)
+#define PACK_SIGN_BIT (UINT64_C(1) << (PACK_ALGO_SHIFT - 1))   /* word 1: a level's sign in 56 bits */
 #define ALGO(t) ((uint8_t)-(t)->form)
 #define SET_ALGO(t, a) ((t)->form = -(int64_t)(a))
 
@@ -44,35 +73,121 @@ static inline int64_t head_of(const throttle_t *t)
     memcpy(&h, t, sizeof(h));
     return h;
 }
-static inline bool is_compact(const throttle_t *t) { return head_of(t) >= 0; }
+static inline bool is_full(const throttle_t *t) { return head_of(t) < 0 && head_of(t) >= -THROTTLE_ALGO_MAX; }
+static inline bool is_compact(const throttle_t *t) { return head_of(t) >= 0; }   /* GCRA's */
 
-/* t read as a full state: t itself, or *buf filled from a compact t. */
+/* A small (compact or packed) state's algorithm and length. */
+static throttle_algo_t small_algo(const throttle_t *t)
+{
+    uint64_t w1;
+    if (is_compact(t))
+        return THROTTLE_GCRA;
+    memcpy(&w1, (const char *)t + sizeof(w1), sizeof(w1));
+    return (throttle_algo_t)(w1 >> PACK_ALGO_SHIFT);
+}
+static size_t algo_small_len(throttle_algo_t a)
+{
+    switch (a) {
+    case THROTTLE_GCRA: return COMPACT_BYTES;
+    case THROTTLE_FIXED_WINDOW: return 2 * sizeof(uint64_t);
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_TOKEN_BUCKET: return PACKED_WORDS * sizeof(uint64_t);
+    case THROTTLE_SLIDING_LOG: break;
+    }
+    return sizeof(throttle_t);   /* no small form */
+}
+static size_t small_len(const throttle_t *t) { return algo_small_len(small_algo(t)); }
+
+/* The small form of the full state f in w; its length, 0 when f has none
+ * (reservations, a sliding log, a value outside the ranges above). */
+static size_t small_form_of(const throttle_t *f, uint64_t w[PACKED_WORDS])
+{
+    if (f->rsv)
+        return 0;
+    memset(w, 0, PACKED_WORDS * sizeof(*w));
+    throttle_algo_t a = (throttle_algo_t)ALGO(f);
+    switch (a) {
+    case THROTTLE_GCRA:
+        if (f->u.tat_ns < 0)
+            return 0;
+        w[0] = (uint64_t)f->u.tat_ns;
+        break;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW: {
+        const window_state_t *s = &f->u.win;
+        if (s->start < 0 || (uint64_t)s->start >= PACK_TIME_END || s->curr < 0 || (uint64_t)s->curr > PACK_LOW_MASK ||
+            s->prev < 0 || (a == THROTTLE_FIXED_WINDOW && s->prev != 0))
+            return 0;
+        w[0] = PACK_TIME_BIT | (uint64_t)s->start;
+        w[1] = (uint64_t)a << PACK_ALGO_SHIFT | (uint64_t)s->curr;
+        w[2] = (uint64_t)s->prev;
+        break;
+    }
+    case THROTTLE_TOKEN_BUCKET: {
+        const tbucket_state_t *s = &f->u.tb;
+        uint64_t hi = (uint64_t)((unsigned __int128)s->level >> 64);
+        if (s->last_ns < 0 || (uint64_t)s->last_ns >= PACK_TIME_END || ((hi + PACK_SIGN_BIT) & ~PACK_LOW_MASK) != 0)
+            return 0;   /* hi outside [-2^55, 2^55) */
+        w[0] = PACK_TIME_BIT | (uint64_t)s->last_ns;
+        w[1] = (uint64_t)a << PACK_ALGO_SHIFT | (hi & PACK_LOW_MASK);
+        w[2] = (uint64_t)s->level;
+        break;
+    }
+    case THROTTLE_SLIDING_LOG:
+        return 0;
+    }
+    return algo_small_len(a);
+}
+
+/* t read as a full state: t itself, or *buf filled from a small t. */
 static const throttle_t *full_of(const throttle_t *t, throttle_t *buf)
 {
-    if (!t || !is_compact(t))
+    if (!t || is_full(t))
         return t;
+    uint64_t w[PACKED_WORDS] = { 0 };
+    throttle_algo_t a = small_algo(t);
+    memcpy(w, t, small_len(t));
     memset(buf, 0, sizeof(*buf));
-    SET_ALGO(buf, THROTTLE_GCRA);
-    buf->u.tat_ns = head_of(t);
+    SET_ALGO(buf, a);
+    uint64_t time = w[0] & ~PACK_TIME_BIT, low = w[1] & PACK_LOW_MASK;
+    switch (a) {
+    case THROTTLE_GCRA:
+        buf->u.tat_ns = (int64_t)w[0];
+        break;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW:
+        buf->u.win = (window_state_t){ (int64_t)time, (int64_t)low, (int64_t)w[2] };
+        break;
+    case THROTTLE_TOKEN_BUCKET: {
+        uint64_t hi = (low ^ PACK_SIGN_BIT) - PACK_SIGN_BIT;   /* sign-extended from 56 bits */
+        buf->u.tb.level = (tb_level_t)((unsigned __int128)hi << 64 | w[2]);
+        buf->u.tb.last_ns = (int64_t)time;
+        break;
+    }
+    case THROTTLE_SLIDING_LOG:
+        break;   /* never small */
+    }
     return buf;
 }
 
-/* A compact state of this TAT (>= 0); NULL when out of memory. */
-static throttle_t *compact_new(int64_t tat_ns)
+/* A small state of these n bytes; NULL when out of memory. */
+static throttle_t *small_new(const void *bytes, size_t n)
 {
-    int64_t *c = malloc(COMPACT_BYTES);
+    void *c = malloc(n);
     if (c)
-        *c = tat_ns;
-    return (throttle_t *)(void *)c;
+        memcpy(c, bytes, n);
+    return c;
 }
 
-/* w (full, owned) in its smallest form: a GCRA state without reservations
- * becomes compact (w itself when memory is missing: the full form is as good). */
+/* w (full, owned) in its smallest form: a state without reservations
+ * becomes small (w itself when memory is missing: the full form is as good). */
 static throttle_t *smallest_form(throttle_t *w)
 {
-    if (!w || ALGO(w) != THROTTLE_GCRA || w->rsv || w->u.tat_ns < 0)
+    uint64_t words[PACKED_WORDS];
+    size_t n = w ? small_form_of(w, words) : 0;
+    if (!n)
         return w;
-    throttle_t *c = compact_new(w->u.tat_ns);
+    throttle_t *c = small_new(words, n);
     if (!c)
         return w;
     free(w);
@@ -185,15 +300,20 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
                      int64_t *expire_ns)
 {
     throttle_t *t = *tp, *fresh = NULL;
-    if (t && is_compact(t)) {
-        /* in place, its 8 bytes only (it may be the area of an entry) */
-        if (p->algo != THROTTLE_GCRA)
+    if (t && !is_full(t)) {
+        /* in place, its own bytes only (it may be the area of an entry) */
+        if (p->algo != small_algo(t))
             return false;   /* not this key's algorithm: refused before (throttle_algo) */
         throttle_t full, *f = &full;
+        uint64_t w[PACKED_WORDS];
         full_of(t, &full);
         if (!throttle_commit(&f, p, now_ns, quantity, expire_ns))
             return false;
-        memcpy(t, &full.u.tat_ns, COMPACT_BYTES);
+        /* the same form, but past the ranges the decoder takes (a clock
+         * beyond 2^62 ns): refused, the state unchanged */
+        if (small_form_of(&full, w) != small_len(t))
+            return false;
+        memcpy(t, w, small_len(t));
         return true;
     }
     if (!t) {
@@ -255,7 +375,7 @@ bool throttle_commit(throttle_t **tp, const throttle_params_t *p, int64_t now_ns
 throttle_t *throttle_new_gcra(int64_t tat_ns)
 {
     if (tat_ns >= 0)
-        return compact_new(tat_ns);
+        return small_new(&tat_ns, COMPACT_BYTES);
     throttle_t *t = calloc(1, sizeof(*t));
     if (t) {
         SET_ALGO(t, THROTTLE_GCRA);
@@ -268,7 +388,7 @@ void throttle_free(throttle_t *t)
 {
     if (!t)
         return;
-    if (is_compact(t)) {
+    if (!is_full(t)) {
         free(t);
         return;
     }
@@ -280,8 +400,8 @@ void throttle_free(throttle_t *t)
 
 throttle_t *throttle_clone(const throttle_t *t)
 {
-    if (is_compact(t))
-        return compact_new(head_of(t));
+    if (!is_full(t))
+        return small_new(t, small_len(t));
     throttle_t *c = malloc(sizeof(*c));
     if (!c)
         return NULL;
@@ -304,13 +424,13 @@ throttle_t *throttle_clone(const throttle_t *t)
     return c;
 }
 
-throttle_algo_t throttle_algo(const throttle_t *t) { return is_compact(t) ? THROTTLE_GCRA : (throttle_algo_t)ALGO(t); }
+throttle_algo_t throttle_algo(const throttle_t *t) { return is_full(t) ? (throttle_algo_t)ALGO(t) : small_algo(t); }
 int64_t throttle_gcra_tat(const throttle_t *t) { return is_compact(t) ? head_of(t) : t->u.tat_ns; }
 void throttle_gcra_set_tat(throttle_t *t, int64_t tat_ns)
 {
     if (is_compact(t) && tat_ns >= 0)
         memcpy(t, &tat_ns, COMPACT_BYTES);
-    else if (!is_compact(t))
+    else if (is_full(t))
         t->u.tat_ns = tat_ns;
 }
 
@@ -328,22 +448,22 @@ static size_t rsv_bytes(const rsv_set_t *rs)
 static size_t type_size(const void *v)
 {
     const throttle_t *t = v;
-    if (is_compact(t))
-        return COMPACT_BYTES;
+    if (!is_full(t))
+        return small_len(t);
     return sizeof(throttle_t) + (ALGO(t) == THROTTLE_SLIDING_LOG ? slog_bytes(t->u.log) : 0) + rsv_bytes(t->rsv);
 }
 
 size_t throttle_bytes_max(const throttle_params_t *p)
 {
-    if (p->algo == THROTTLE_GCRA)
-        return COMPACT_BYTES;   /* a commit makes or keeps the compact form (a state with reservations took more) */
+    if (p->algo != THROTTLE_SLIDING_LOG)
+        return algo_small_len(p->algo);   /* a commit makes or keeps the small form (a state with reservations took more) */
     return sizeof(throttle_t) + (p->algo == THROTTLE_SLIDING_LOG ? slog_bytes_max(&p->u.log) : 0);
 }
 
 size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int64_t now_ns, int64_t quantity)
 {
-    if (p->algo == THROTTLE_GCRA && (!t || is_compact(t)))
-        return COMPACT_BYTES;   /* a commit keeps or makes the compact form */
+    if (p->algo != THROTTLE_SLIDING_LOG && (!t || !is_full(t)))
+        return algo_small_len(p->algo);   /* a commit keeps or makes the small form */
     if (p->algo != THROTTLE_SLIDING_LOG)
         return sizeof(throttle_t) + (t ? rsv_bytes(t->rsv) : 0);
     return sizeof(throttle_t) + slog_bytes_after(t ? t->u.log : NULL, &p->u.log, now_ns, quantity);
@@ -353,13 +473,13 @@ size_t throttle_bytes_after(const throttle_t *t, const throttle_params_t *p, int
 static bool type_inline_ok(const void *v)
 {
     const throttle_t *t = v;
-    return is_compact(t) || (ALGO(t) != THROTTLE_SLIDING_LOG && !t->rsv);   /* and so do reservations */
+    return !is_full(t) || (ALGO(t) != THROTTLE_SLIDING_LOG && !t->rsv);   /* and so do reservations */
 }
 
 /* The bytes an inline value takes in its entry: its form's. */
 static uint8_t type_inline_len(const void *v)
 {
-    return is_compact(v) ? COMPACT_BYTES : sizeof(throttle_t);
+    return (uint8_t)(is_full(v) ? sizeof(throttle_t) : small_len(v));
 }
 
 static void type_encode(const void *v, wbuf_t *out)
@@ -472,7 +592,7 @@ const ks_type_t throttle_type = {
     .decode = type_decode,
     .inline_size = sizeof(throttle_t),   /* kept inside its entry, but for a sliding log */
     .inline_ok = type_inline_ok,
-    .inline_len = type_inline_len,       /* a compact GCRA state: 8 bytes */
+    .inline_len = type_inline_len,       /* a small state: 8 to 24 bytes */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -585,13 +705,13 @@ static void prune(rsv_set_t **rsp, int64_t now_ns)
 size_t throttle_pending(const throttle_t *t, int64_t now_ns)
 {
     size_t n = 0;
-    if (t && !is_compact(t) && t->rsv)
+    if (t && is_full(t) && t->rsv)
         for (uint32_t i = 0; i < t->rsv->n; i++)
             n += t->rsv->v[i].deadline_ns > now_ns;
     return n;
 }
 
-size_t throttle_reservations(const throttle_t *t) { return t && !is_compact(t) && t->rsv ? t->rsv->n : 0; }
+size_t throttle_reservations(const throttle_t *t) { return t && is_full(t) && t->rsv ? t->rsv->n : 0; }
 const throttle_reservation_t *throttle_reservation_at(const throttle_t *t, size_t i) { return &t->rsv->v[i]; }
 
 /* A working copy of t (NULL: a fresh state of p's algorithm) with its

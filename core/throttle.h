@@ -28,9 +28,11 @@
  *     fixed_window     i64 start | i64 count
  *     token_bucket     u64 level low | u64 level high | i64 last_ns
  *   version 3:             version 2's bytes | reservations (below)
- * In memory, a GCRA state that never held a reservation is its TAT alone
- * (8 bytes, kept so in its entry); every other state is a 48-byte
- * structure (core/throttle.c).  The encodings do not depend on the form.
+ * In memory, a state that never held a reservation has a size of its
+ * algorithm's, kept so in its entry: GCRA its TAT alone (8 bytes), a sliding
+ * window and a token bucket 24 bytes, a fixed window 16; a sliding log and
+ * a state with reservations are a 48-byte structure (core/throttle.c).  The
+ * encodings do not depend on the form.
  *
  * Version 1 is still read; version 2 is written for a state that never held
  * a reservation, version 3 for one that did:

@@ -92,10 +92,11 @@ typedef struct ks_type {
     bool (*inline_ok)(const void *value);
     /* With inline_size: the bytes this inline value takes, at most
      * inline_size, and what size(value) returns for it (NULL: inline_size).
-     * A value of at most 8 bytes gets an entry with an 8-byte area of its
-     * own (a GCRA state: core/throttle.c); such an entry takes no value
-     * that needs more, so a write of one makes a new entry
-     * (ks_entry_value_fits). */
+     * A value of at most 32 bytes gets an entry with an area of its own
+     * length rounded to 8, at 8 and so only 8-aligned (a limiter's state
+     * without reservations: 8 bytes for GCRA, 16 or 24 for the windows and
+     * the token bucket, core/throttle.c); such an entry takes no value that
+     * needs more, so a write of one makes a new entry (ks_entry_value_fits). */
     uint8_t (*inline_len)(const void *value);
 } ks_type_t;
 

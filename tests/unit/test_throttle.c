@@ -11,7 +11,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/keydump.h"
 #include "core/keyspace.h"
+#include "core/persist_fmt.h"
+#include "core/rng.h"
 #include "core/throttle.h"
 
 #define S(x) ((int64_t)((x) * 1e9))
@@ -250,6 +253,328 @@ static void test_gcra_entry(void **state)
     ks_free(ks);
 }
 
+/* The state of one algorithm kept apart, by its own module (gcra.h,
+ * window.h, token_bucket.h), and its version 2 encoding as type_encode
+ * writes it: what the keyspace's value must answer and encode to. */
+typedef struct ref_state {
+    bool present;
+    int64_t tat;
+    window_state_t win;
+    tbucket_state_t tb;
+} ref_state_t;
+
+static bool ref_decide(ref_state_t *s, const throttle_params_t *p, int64_t now, int64_t q, rl_result_t *r)
+{
+    int64_t exp, store;
+    if (!s->present && p->algo == THROTTLE_TOKEN_BUCKET)
+        s->tb = tbucket_full(&p->u.tb, now);
+    bool commit = false;
+    switch (p->algo) {
+    case THROTTLE_GCRA:
+        gcra_update(&p->u.gcra, s->present ? s->tat : -1, now, q, r, &store);
+        if ((commit = store >= 0))
+            s->tat = store;
+        break;
+    case THROTTLE_SLIDING_WINDOW: commit = sliding_window_update(&p->u.win, &s->win, now, q, r, &exp); break;
+    case THROTTLE_FIXED_WINDOW: commit = fixed_window_update_cal(&p->u.win, &p->cal, &s->win, now, q, r, &exp); break;
+    case THROTTLE_TOKEN_BUCKET: commit = tbucket_update(&p->u.tb, &s->tb, now, q, r, &exp); break;
+    case THROTTLE_SLIDING_LOG: break;
+    }
+    s->present |= commit;
+    return commit;
+}
+
+static void ref_encode(const ref_state_t *s, throttle_algo_t a, wbuf_t *out)
+{
+    wbuf_put_u8(out, 2);
+    wbuf_put_u8(out, (uint8_t)a);
+    switch (a) {
+    case THROTTLE_GCRA: wbuf_put_i64(out, s->tat); break;
+    case THROTTLE_SLIDING_WINDOW:
+    case THROTTLE_FIXED_WINDOW:
+        wbuf_put_i64(out, s->win.start);
+        wbuf_put_i64(out, s->win.curr);
+        if (a == THROTTLE_SLIDING_WINDOW)
+            wbuf_put_i64(out, s->win.prev);
+        break;
+    case THROTTLE_TOKEN_BUCKET:
+        wbuf_put_u64(out, (uint64_t)s->tb.level);
+        wbuf_put_u64(out, (uint64_t)((unsigned __int128)s->tb.level >> 64));
+        wbuf_put_i64(out, s->tb.last_ns);
+        break;
+    case THROTTLE_SLIDING_LOG: break;
+    }
+}
+
+static void assert_encodes_as(const void *v, const wbuf_t *want)
+{
+    wbuf_t b = WBUF_INIT;
+    throttle_type.encode(v, &b);
+    assert_int_equal(b.len, want->len);
+    assert_memory_equal(b.data, want->data, want->len);
+    wbuf_free(&b);
+}
+
+/* Every record of a whole snapshot of ks (one key here), each value decoded
+ * into ks2 (a load) and its bytes appended to *bytes. */
+static void snapshot_into(ks_t *ks, ks_t *ks2, wbuf_t *bytes, void (*between)(ks_t *, void *), void *arg)
+{
+    wbuf_t out = WBUF_INIT;
+    uint64_t records = 0;
+    ks_lock_all(ks);
+    ks_snapshot_begin(ks);
+    if (between)
+        between(ks, arg);   /* a write after the barrier: the snapshot keeps what it saw */
+    ks_unlock_all(ks);
+    for (unsigned i = 0; i < ks_shard_count(ks); i++) {
+        ks_shard_t *sh = ks_shard_at(ks, i);
+        ks_shard_lock(sh);
+        while (!ks_snapshot_drain(ks, sh, &out, 1 << 16, &records))
+            ;
+        ks_shard_unlock(sh);
+    }
+    assert_false(ks_snapshot_failed(ks));
+    ks_snapshot_end(ks);
+    assert_int_equal(records, 1);
+    snap_record_t rec;
+    size_t used;
+    uint64_t cnt;
+    const char *why = NULL;
+    assert_int_equal(snapfmt_parse_record(out.data, out.len, &rec, &used, &cnt, &why), PARSE_OK);
+    assert_int_equal(rec.tag, throttle_type.tag);
+    wbuf_put_bytes(bytes, rec.value, rec.vlen);
+    void *v = throttle_type.decode(rec.value, rec.vlen, &why);
+    assert_non_null(v);
+    ks_key_t k = ks_key(ks2, rec.key, rec.klen);
+    ks_shard_t *sh = ks_shard_at(ks2, k.shard);
+    ks_shard_lock(sh);
+    assert_non_null(ks_add(ks2, &k, &throttle_type, v, rec.expire_ms, 0));
+    ks_shard_unlock(sh);
+    wbuf_free(&out);
+}
+
+typedef struct later {
+    ks_key_t k;
+    const throttle_params_t *p;
+    int64_t now;
+} later_t;
+
+/* A decision in place on the key, as cmd/throttle.c makes one. */
+static void decide_later(ks_t *ks, void *arg)
+{
+    later_t *l = arg;
+    ks_entry_t *e = ks_find_write(ks, &l->k, 0);
+    assert_non_null(e);
+    throttle_t *in = ks_entry_value(e);
+    rl_result_t r;
+    int64_t exp;
+    assert_true(throttle_check(in, l->p, l->now, 1, &r));
+    assert_true(throttle_commit(&in, l->p, l->now, 1, &exp));
+    assert_ptr_equal(in, ks_entry_value(e));
+    ks_entry_changed(ks, e);
+}
+
+/* The windows and the token bucket without reservations are 16 or 24 bytes
+ * of their own inside the entry, as GCRA's 8: with a 10-byte key a sliding
+ * window or a token bucket is 8 (header) + 24 + 4 (vol index) + 11 (key,
+ * NUL) = 47 bytes, a fixed window 39, both the 48-byte class (the 48-byte
+ * state made 80).  Hundreds of decisions in place answer and encode as the
+ * algorithm's own module computes them; a snapshot (with a decision made
+ * after its barrier), a load and a DUMP/RESTORE keep the bytes, and a
+ * reservation takes the full form and a new entry. */
+static void test_small_entries(void **state)
+{
+    (void)state;
+    static const struct {
+        throttle_algo_t a;
+        size_t bytes, entry;
+    } cases[] = {
+        { THROTTLE_GCRA, 8, 32 },
+        { THROTTLE_FIXED_WINDOW, 16, 48 },
+        { THROTTLE_SLIDING_WINDOW, 24, 48 },
+        { THROTTLE_TOKEN_BUCKET, 24, 48 },
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        throttle_params_t p = params_of(cases[c].a);
+        ks_t *ks = ks_create(0, 7), *ks2 = ks_create(0, 7);
+        ks_key_t k = ks_key(ks, "user:12345", 10);
+        ks_shard_t *sh = ks_shard_at(ks, k.shard);
+        ref_state_t ref = { 0 };
+        rng_t rng;
+        rng_seed(&rng, 44 + c);
+        int64_t now = BASE;
+        ks_entry_t *e = NULL;
+        wbuf_t want = WBUF_INIT;
+        for (int i = 0; i < 400; i++) {
+            now += (int64_t)rng_below(&rng, 2) * S(rng_below(&rng, 40)) + (int64_t)rng_below(&rng, 1000000);
+            int64_t q = (int64_t)rng_below(&rng, 3);
+            rl_result_t r, rr;
+            ks_shard_lock(sh);
+            throttle_t *t = e ? ks_entry_value(e) : NULL;
+            bool commit = throttle_check(t, &p, now, q, &r);
+            assert_int_equal(commit, ref_decide(&ref, &p, now, q, &rr));
+            assert_memory_equal(&r.limit, &rr.limit, sizeof(r) - offsetof(rl_result_t, limit));
+            assert_int_equal(r.allowed, rr.allowed);
+            int64_t exp;
+            if (commit && e) {
+                assert_true(throttle_commit(&t, &p, now, q, &exp));
+                assert_ptr_equal(t, ks_entry_value(e));   /* in place */
+                ks_entry_changed(ks, e);
+            } else if (commit) {
+                assert_true(throttle_commit(&t, &p, now, q, &exp));
+                assert_int_equal(throttle_type.size(t), cases[c].bytes);
+                assert_int_equal(throttle_type.inline_len(t), cases[c].bytes);
+                e = ks_add(ks, &k, &throttle_type, t, KS_NO_EXPIRY, 0);
+                assert_non_null(e);
+            }
+            if (e) {
+                want.len = 0;
+                ref_encode(&ref, p.algo, &want);
+                assert_encodes_as(ks_entry_value(e), &want);
+            }
+            ks_shard_unlock(sh);
+        }
+        assert_non_null(e);
+
+        /* the entry: the value at 8, the key after it, the class's charge */
+        ks_shard_lock(sh);
+        const char *v = ks_entry_value(e), *key = ks_entry_key(e, NULL);
+        assert_ptr_equal(v, (const char *)e + 8);
+        assert_ptr_equal(key, (const char *)e + 8 + cases[c].bytes + 4);
+        assert_true(key + 10 + 1 <= (const char *)e + cases[c].entry);
+        assert_int_equal(throttle_type.size(v), cases[c].bytes);
+        assert_int_equal(ks_entry_memory(e), cases[c].entry + 8);
+        assert_true(ks_entry_set_expire(ks, e, 1000));
+        assert_int_equal(ks_entry_memory(e), cases[c].entry + 8 + 16);
+        assert_int_equal(ks_total_memory(ks), ks_entry_memory(e));
+        assert_true(ks_entry_memory(e) <= ks_entry_overhead(10) + throttle_type.size(v));
+        assert_true(ks_entry_set_expire(ks, e, KS_NO_EXPIRY));
+        ks_shard_unlock(sh);
+
+        /* a snapshot with a decision after its barrier, loaded elsewhere */
+        wbuf_t snap = WBUF_INIT;
+        later_t l = { k, &p, now + S(61) };
+        snapshot_into(ks, ks2, &snap, decide_later, &l);
+        assert_int_equal(snap.len, want.len);
+        assert_memory_equal(snap.data, want.data, want.len);   /* as at the barrier */
+        ks_shard_lock(sh);
+        wbuf_t now_bytes = WBUF_INIT;
+        throttle_type.encode(ks_entry_value(e), &now_bytes);
+        assert_true(now_bytes.len != want.len || memcmp(now_bytes.data, want.data, want.len) != 0);
+        assert_int_equal(ks_entry_memory(e), cases[c].entry + 8);   /* still small, in place */
+        wbuf_free(&now_bytes);
+        ks_shard_unlock(sh);
+        ks_shard_t *sh2 = ks_shard_at(ks2, k.shard);
+        ks_shard_lock(sh2);
+        ks_entry_t *e2 = ks_find(ks2, &k, 0);
+        assert_non_null(e2);
+        assert_encodes_as(ks_entry_value(e2), &want);
+        assert_int_equal(ks_entry_memory(e2), cases[c].entry + 8);
+        assert_int_equal(ks_total_memory(ks2), ks_entry_memory(e2));
+
+        /* DUMP and RESTORE: the same payload, the same small state */
+        wbuf_t d1 = WBUF_INIT, d2 = WBUF_INIT;
+        keydump_encode(&throttle_type, ks_entry_value(e2), KEYDUMP_NO_TTL, &d1);
+        const ks_type_t *ty;
+        void *back;
+        int64_t ttl;
+        const char *why = NULL;
+        assert_true(keydump_decode(d1.data, d1.len, &ty, &back, &ttl, &why));
+        assert_ptr_equal(ty, &throttle_type);
+        assert_int_equal(throttle_type.size(back), cases[c].bytes);
+        assert_encodes_as(back, &want);
+        keydump_encode(&throttle_type, back, KEYDUMP_NO_TTL, &d2);
+        assert_int_equal(d1.len, d2.len);
+        assert_memory_equal(d1.data, d2.data, d1.len);
+        throttle_free(back);
+        ks_shard_unlock(sh2);
+
+        /* a reservation (but on a GCRA key: test_gcra_entry) takes the full
+         * form, which the small entry has no room for; a refund goes back */
+        ks_shard_lock(sh);
+        throttle_t *in = ks_entry_value(e), *out = NULL, *refunded = NULL;
+        rl_result_t r;
+        uint64_t id;
+        int64_t exp;
+        int64_t at = now + S(200);
+        assert_int_equal(throttle_reserve(in, &p, at, 1, S(10), THROTTLE_EXPIRY_REFUND, &r, &out, &id, &exp), CORE_OK);
+        assert_non_null(out);
+        assert_true(throttle_type.size(out) > 24);
+        assert_false(ks_entry_value_fits(e, out));
+        assert_int_equal(throttle_refund(in, &p, at, 1, &refunded, &exp), CORE_OK);
+        assert_int_equal(throttle_type.size(refunded), cases[c].bytes);
+        assert_true(ks_entry_value_fits(e, refunded));
+        ks_entry_replace_value(ks, e, refunded);
+        assert_int_equal(ks_total_memory(ks), cases[c].entry + 8);
+        ks_entry_delete(ks, e);
+        e = ks_add(ks, &k, &throttle_type, out, KS_NO_EXPIRY, 0);
+        assert_non_null(e);
+        assert_int_equal(throttle_pending(ks_entry_value(e), at), 1);
+        assert_int_equal(ks_total_memory(ks), ks_entry_memory(e));
+        assert_true(ks_entry_memory(e) >= 80 + 8);
+        ks_shard_unlock(sh);
+
+        wbuf_free(&want);
+        wbuf_free(&snap);
+        wbuf_free(&d1);
+        wbuf_free(&d2);
+        ks_free(ks);
+        ks_free(ks2);
+    }
+}
+
+/* The edges of the small forms: the decoder's largest times and counts,
+ * a fixed window with a short key in the 32-byte class, a token bucket
+ * whose level is negative; each loads small and encodes as it was. */
+static void test_small_edges(void **state)
+{
+    (void)state;
+    const char *why = NULL;
+    wbuf_t b = WBUF_INIT;
+    static const int64_t times[] = { 0, 1, INT64_MAX / 2 };
+    for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+        for (int a = THROTTLE_SLIDING_WINDOW; a <= THROTTLE_TOKEN_BUCKET; a++) {
+            ref_state_t s = { .present = true };
+            s.win = (window_state_t){ times[i], 2 * WINDOW_MAX_COUNT, a == THROTTLE_SLIDING_WINDOW ? 2 * WINDOW_MAX_COUNT : 0 };
+            s.tb = (tbucket_state_t){ (i % 2 ? -1 : 1) * (tb_level_t)TB_MAX_CAPACITY * TB_UNIT, times[i] };
+            b.len = 0;
+            ref_encode(&s, (throttle_algo_t)a, &b);
+            throttle_t *t = throttle_type.decode(b.data, b.len, &why);
+            assert_non_null(t);
+            assert_int_equal(throttle_algo(t), a);
+            assert_int_equal(throttle_type.size(t), a == THROTTLE_FIXED_WINDOW ? 16 : 24);
+            assert_encodes_as(t, &b);
+            throttle_t *c = throttle_clone(t);
+            assert_encodes_as(c, &b);
+            throttle_free(c);
+            throttle_free(t);
+        }
+    }
+    ref_state_t s = { .present = true, .tb = { -5, 7 } };
+    b.len = 0;
+    ref_encode(&s, THROTTLE_TOKEN_BUCKET, &b);
+    throttle_t *t = throttle_type.decode(b.data, b.len, &why);
+    assert_non_null(t);
+    assert_int_equal(throttle_type.size(t), 24);
+    assert_encodes_as(t, &b);
+    throttle_free(t);
+
+    throttle_params_t p = params_of(THROTTLE_FIXED_WINDOW);
+    int64_t exp;
+    t = NULL;
+    assert_true(throttle_commit(&t, &p, BASE, 1, &exp));
+    ks_t *ks = ks_create(0, 7);
+    ks_key_t k = ks_key(ks, "ip", 2);
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_add(ks, &k, &throttle_type, t, KS_NO_EXPIRY, 0);
+    assert_non_null(e);
+    assert_int_equal(ks_entry_memory(e), 32 + 8);   /* 8 + 16 + 4 + 3 */
+    ks_shard_unlock(sh);
+    ks_free(ks);
+    wbuf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +583,8 @@ int main(void)
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_bytes_after),
         cmocka_unit_test(test_gcra_entry),
+        cmocka_unit_test(test_small_entries),
+        cmocka_unit_test(test_small_edges),
     };
     return cmocka_run_group_tests_name("throttle", tests, NULL, NULL);
 }
