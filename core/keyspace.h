@@ -50,6 +50,11 @@
 
 #define KS_KEY_MAX 1024          /* longest key in bytes (DESIGN §2) */
 #define KS_NO_EXPIRY 0           /* expire_ms value meaning "never" */
+/* The latest expiry kept exactly: 2^53 - 1 ms after the epoch (the year
+ * 287 396; the shard's array of volatile keys packs an expiry in 53 bits).
+ * A later one is kept as KS_EXPIRE_MAX, which ks_entry_expire then
+ * returns: the key still outlives any server. */
+#define KS_EXPIRE_MAX (((int64_t)1 << 53) - 1)
 
 typedef struct ks ks_t;
 typedef struct ks_shard ks_shard_t;
@@ -123,7 +128,9 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
                    int64_t expire_ms, int64_t now_ms);
 /* Removes the entry and frees its value. */
 void ks_entry_delete(ks_t *ks, ks_entry_t *e);
-/* Sets (or with KS_NO_EXPIRY clears) the absolute expiry.  Returns false,
+/* Sets (or with KS_NO_EXPIRY clears) the absolute expiry (ks_add's and
+ * this one's: one before 1 ms is kept as 1, one after KS_EXPIRE_MAX as
+ * KS_EXPIRE_MAX).  Returns false,
  * changing nothing, when the shard's array of volatile keys could not grow
  * (out of memory). */
 bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);

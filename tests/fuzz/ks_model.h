@@ -187,7 +187,7 @@ static void *km_new_value(int type, int64_t v, int64_t aux)
  * keyspace.c: an 8-byte header (the value at 16 when its size is a
  * multiple of 16: it may need 16-alignment), the value's area (the value of a type whose
  * values are all inline; else at least a pointer and a size), a 4-byte
- * index, the key and a NUL, rounded up to jemalloc's size class; an 8-byte table slot; a 16-byte
+ * index, the key and a NUL, rounded up to jemalloc's size class; an 8-byte table slot; a 12-byte
  * `vol` slot for a key with an expiry; a value stored apart as measured. */
 static size_t km_alloc_class(size_t n)
 {
@@ -206,7 +206,7 @@ static size_t km_charge(int type, size_t klen, bool volatile_key, size_t apart)
 {
     size_t area = type == KM_INL ? sizeof(int64_t) : type == KM_HEAP ? 16 : sizeof(km_maybe_t);
     size_t at = type == KM_MAYBE ? 16 : 8;   /* a 16-byte value may need 16-alignment */
-    return km_alloc_class(at + area + 4 + klen + 1) + sizeof(void *) + (volatile_key ? 16 : 0) + apart;
+    return km_alloc_class(at + area + 4 + klen + 1) + sizeof(void *) + (volatile_key ? 12 : 0) + apart;
 }
 
 /* Checks an entry's value, and its charge, against its slot. */
@@ -355,9 +355,12 @@ static void km_expire(km_t *m)
     if (!e) {
         m->slot[i].present = false;
     } else {
-        int64_t at = how % 3 == 0 ? KS_NO_EXPIRY : m->now + 1 + (int64_t)(how % 16);
+        /* now and then a time past what is kept exactly: kept as KS_EXPIRE_MAX */
+        int64_t at = how % 3 == 0   ? KS_NO_EXPIRY
+                     : how % 7 == 1 ? INT64_MAX - (int64_t)how
+                                    : m->now + 1 + (int64_t)(how % 16);
         ks_entry_set_expire(m->ks, e, at);
-        m->slot[i].expire = at;
+        m->slot[i].expire = at > KS_EXPIRE_MAX ? KS_EXPIRE_MAX : at;
         km_check_entry(m, i, e);
     }
     ks_shard_unlock(sh);

@@ -124,7 +124,7 @@ static void test_compact_gcra_entry(void **state)
     ks_entry_t *e = ks_find(c.srv.ks, &k, T0 / 1000000);
     assert_non_null(e);
     assert_int_equal(throttle_type.size(ks_entry_value(e)), 8);
-    assert_int_equal(ks_entry_memory(e), 32 + 8 + (ks_entry_expire(c.srv.ks, e) == KS_NO_EXPIRY ? 0 : 16));
+    assert_int_equal(ks_entry_memory(e), 32 + 8 + (ks_entry_expire(c.srv.ks, e) == KS_NO_EXPIRY ? 0 : 12));
     assert_int_equal(ks_total_memory(c.srv.ks), ks_entry_memory(e));
     ks_shard_unlock(sh);
 

@@ -150,6 +150,117 @@ static void test_expiry(void **state)
     ks_free(ks);
 }
 
+/* The key's expiry as kept (KS_NO_EXPIRY: none); -1 when it is missing. */
+static int64_t expire_of(ks_t *ks, const char *key, int64_t now)
+{
+    ks_key_t k = ks_key(ks, key, strlen(key));
+    ks_shard_t *sh = ks_shard_at(ks, k.shard);
+    ks_shard_lock(sh);
+    ks_entry_t *e = ks_find(ks, &k, now);
+    int64_t x = e ? ks_entry_expire(ks, e) : -1;
+    ks_shard_unlock(sh);
+    return x;
+}
+
+/* Expiries are kept exactly from 1 ms to KS_EXPIRE_MAX (53 bits, packed
+ * with the entry's address in a 12-byte slot); one before is 1, one after
+ * is KS_EXPIRE_MAX, whether set by ks_add or ks_entry_set_expire. */
+static void test_expiry_bounds(void **state)
+{
+    (void)state;
+    ks_t *ks = ks_create(2, 12);
+    const int64_t exact[] = { 2, (1LL << 21) - 1, 1LL << 21, (1LL << 21) + 1, 1764633600123LL,
+                              0x123456789abcLL, (1LL << 52) + 12345, KS_EXPIRE_MAX - 1, KS_EXPIRE_MAX };
+    char key[32];
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++) {
+        snprintf(key, sizeof(key), "x:%zu", i);
+        put(ks, key, (int64_t)i, exact[i], 1);
+        assert_true(expire_of(ks, key, 1) == exact[i]);
+    }
+    put(ks, "past", 1, -5, 0);
+    assert_true(expire_of(ks, "past", 0) == 1);
+    assert_true(expire_of(ks, "past", 1) == -1);   /* expired at 1 ms */
+    put(ks, "far", 1, KS_EXPIRE_MAX + 1, 0);
+    assert_true(expire_of(ks, "far", 0) == KS_EXPIRE_MAX);
+    put(ks, "farthest", 1, INT64_MAX, 0);
+    assert_true(expire_of(ks, "farthest", 0) == KS_EXPIRE_MAX);
+    assert_true(expire_of(ks, "farthest", KS_EXPIRE_MAX - 1) == KS_EXPIRE_MAX);
+    /* ks_entry_set_expire: clamped too; a clamped time equal to the kept one changes nothing */
+    put(ks, "later", 1, 5000, 0);
+    put(ks, "later", 1, INT64_MAX / 2, 0);
+    assert_true(expire_of(ks, "later", 0) == KS_EXPIRE_MAX);
+    put(ks, "later", 1, INT64_MAX, 0);
+    assert_true(expire_of(ks, "later", 0) == KS_EXPIRE_MAX);
+    put(ks, "later", 1, 7000, 0);
+    assert_true(expire_of(ks, "later", 0) == 7000);
+    put(ks, "later", 1, KS_NO_EXPIRY, 0);
+    assert_true(expire_of(ks, "later", 0) == KS_NO_EXPIRY);
+    ks_free(ks);
+}
+
+/* The volatile keys of a shard across the vol array's blocks (1024 slots
+ * each, the first grown from 16): every key keeps its own expiry through
+ * swap-with-last removals, growth and trimming back and forth across block
+ * boundaries; active expiry takes exactly the expired ones; the memory
+ * charged returns to its start. */
+static void test_vol_blocks(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    ks_t *ks = ks_create(0, 13);
+    uint64_t base = ks_total_memory(ks);
+    char key[32];
+    bool live[N] = { false };
+    rng_t r;
+    rng_seed(&r, 99);
+    /* up and down across the boundaries several times */
+    const int targets[] = { 1030, 990, 2100, 1500, 3100, 200, N, 1023, 1025, 0, 4097, 100 };
+    int n = 0;
+    for (size_t t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
+        while (n < targets[t]) {
+            int i;
+            do
+                i = (int)rng_below(&r, N);
+            while (live[i]);
+            snprintf(key, sizeof(key), "v:%d", i);
+            put(ks, key, i, 1000000 + (int64_t)i * 7919, 0);
+            live[i] = true;
+            n++;
+        }
+        while (n > targets[t]) {
+            int i;
+            do
+                i = (int)rng_below(&r, N);
+            while (!live[i]);
+            snprintf(key, sizeof(key), "v:%d", i);
+            assert_true(i % 3 ? del(ks, key, 0) : (put(ks, key, i, KS_NO_EXPIRY, 0), del(ks, key, 0)));
+            live[i] = false;
+            n--;
+        }
+        for (int i = 0; i < N; i++) {
+            snprintf(key, sizeof(key), "v:%d", i);
+            assert_true(expire_of(ks, key, 0) == (live[i] ? 1000000 + (int64_t)i * 7919 : -1));
+        }
+    }
+    assert_int_equal(ks_total_keys(ks), 100);
+    /* active expiry past half of them: the rest stay */
+    int64_t now = 1000000 + (int64_t)(N / 2) * 7919;
+    for (int round = 0; round < 10000; round++)
+        ks_expire_step(ks, now, 20, 1);
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "v:%d", i);
+        int64_t want = live[i] ? 1000000 + (int64_t)i * 7919 : -1;
+        assert_true(expire_of(ks, key, 0) == (want > now ? want : -1));
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "v:%d", i);
+        del(ks, key, 0);
+    }
+    assert_int_equal(ks_total_keys(ks), 0);
+    assert_int_equal(ks_total_memory(ks), base);
+    ks_free(ks);
+}
+
 /* Many threads increment random counters; totals must add up. */
 #define THREADS 4
 #define OPS 100000
@@ -467,6 +578,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic_and_memory),
         cmocka_unit_test(test_expiry),
+        cmocka_unit_test(test_expiry_bounds),
+        cmocka_unit_test(test_vol_blocks),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_scan_across_resizes),
         cmocka_unit_test(test_large_table),
