@@ -14,7 +14,7 @@
 #include "redis/redis_int.h"
 
 #define REDIS_COMPAT_VERSION "7.0.15"   /* what INFO and HELLO-aware clients are told */
-#define WAIT_FOREVER_MS 60000           /* WAIT n 0 waits this long at most (it holds its loop) */
+#define WAIT_FOREVER_MS 60000           /* WAIT n 0 waits this long at most */
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -896,9 +896,13 @@ static void info_command(redis_conn_t *c, const resp_cmd_t *cmd)
 
 /* WAIT numreplicas timeout: the replicas holding everything the stream had
  * when WAIT came (so every change this client made before it), once
- * numreplicas hold it or the timeout (ms) passed.  It waits on its loop's
- * thread (the loop's other clients wait too), and timeout 0 waits at most
- * WAIT_FOREVER_MS. */
+ * numreplicas hold it or the timeout (ms) passed.  As in Redis it blocks
+ * its client alone: when the replicas are not there yet the connection is
+ * parked (conn.h, redis_conn_parked) and its loop serves its other clients
+ * meanwhile, looking at it again every few ms (redis_conn_resume) - it no
+ * longer holds the loop.  Timeout 0 waits at most WAIT_FOREVER_MS.  Inside
+ * EXEC it answers at once, as Redis does in a transaction (which it never
+ * blocks). */
 static int replicas_holding(const api_admin_hooks_t *adm, cmd_repl_status_t *rs, uint64_t target, bool *primary)
 {
     if (!adm || !adm->repl_status || !adm->repl_status(adm->ud, rs))
@@ -909,6 +913,11 @@ static int replicas_holding(const api_admin_hooks_t *adm, cmd_repl_status_t *rs,
         n += rs->replicas[i].offset >= target;
     return n;
 }
+
+#define ERR_WAIT_REPLICA                                                                                         \
+    "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is "      \
+    "configured to be writable (which is not the default) writes to replicas are just local and are not "        \
+    "propagated."
 
 static void wait_command(redis_conn_t *c, const resp_cmd_t *cmd)
 {
@@ -939,20 +948,43 @@ static void wait_command(redis_conn_t *c, const resp_cmd_t *cmd)
     }
     if (!primary) {
         free(rs);
-        redis_err(c, "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a "
-                     "replica is configured to be writable (which is not the default) writes to replicas are just "
-                     "local and are not propagated.");
+        redis_err(c, ERR_WAIT_REPLICA);
+        return;
+    }
+    int have = replicas_holding(adm, rs, target, &primary);
+    free(rs);
+    if (have >= want || c->exec) {
+        resp_reply_int(&c->out, have);
         return;
     }
     int64_t limit_ms = timeout == 0 || timeout > WAIT_FOREVER_MS ? WAIT_FOREVER_MS : timeout;
-    int64_t end = mono_now(c) + limit_ms * 1000000LL;
-    int have = replicas_holding(adm, rs, target, &primary);
-    while (have < want && mono_now(c) < end && c->cfg->hooks.sleep_ms) {
-        c->cfg->hooks.sleep_ms(c->cfg->hooks.ud, 5);
-        have = replicas_holding(adm, rs, target, &primary);
-    }
+    c->parked = true;
+    c->park_want = want;
+    c->park_target = target;
+    c->park_t0 = mono_now(c);
+    c->park_end = c->park_t0 + limit_ms * 1000000LL;
+}
+
+/* A primary that became a replica while a client waited answers it as
+ * Redis answers its blocked clients then. */
+bool redis_wait_resume(redis_conn_t *c, bool now)
+{
+    if (!c->parked)
+        return true;
+    cmd_repl_status_t *rs = malloc(sizeof(*rs));
+    bool primary = true;
+    int have = rs ? replicas_holding(c->cfg->srv->admin, rs, c->park_target, &primary) : 0;
     free(rs);
-    resp_reply_int(&c->out, have);
+    if (!rs && !now)
+        return false;   /* out of memory: looked at again next time */
+    if (have < c->park_want && primary && !now && mono_now(c) < c->park_end)
+        return false;
+    c->parked = false;
+    if (primary)
+        resp_reply_int(&c->out, have);
+    else
+        redis_err(c, "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)");
+    return true;
 }
 
 static const redis_cmd_t commands[] = {

@@ -681,6 +681,20 @@ static void run(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_t *rc)
     redis_call_row(c, rc, cmd);
 }
 
+/* The outcome of a reply at out.buf[at..]: "ok", or an error's code (its
+ * first word). */
+static void log_outcome(const redis_conn_t *c, size_t at, redis_log_line_t *line)
+{
+    const char *r = c->out.buf + at;
+    if (c->out.len > at && r[0] == '-') {
+        size_t w = 1, max = c->out.len - at;
+        while (w < max && w < 33 && r[w] != ' ' && r[w] != '\r')
+            w++;
+        line->outcome = r + 1;
+        line->outcome_len = w - 1;
+    }
+}
+
 /* The access log's line of a command answered from out.buf[at..]. */
 static void log_command(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_t *rc, size_t at, int64_t took)
 {
@@ -703,14 +717,7 @@ static void log_command(redis_conn_t *c, const resp_cmd_t *cmd, const redis_cmd_
         line.key = cmd->argv[rc->first].ptr;
         line.key_len = cmd->argv[rc->first].len;
     }
-    const char *r = c->out.buf + at;
-    if (c->out.len > at && r[0] == '-') {   /* an error: its code, the first word */
-        size_t w = 1, max = c->out.len - at;
-        while (w < max && w < 33 && r[w] != ' ' && r[w] != '\r')
-            w++;
-        line.outcome = r + 1;
-        line.outcome_len = w - 1;
-    }
+    log_outcome(c, at, &line);
     c->cfg->hooks.log(c->cfg->hooks.ud, &line);
 }
 
@@ -727,7 +734,8 @@ static void dispatch(redis_conn_t *c, const resp_cmd_t *cmd)
     size_t at = c->out.len;
     int64_t t0 = hk->mono_ns();
     run(c, cmd, rc);
-    log_command(c, cmd, rc, at, hk->mono_ns() - t0);
+    if (!c->parked)   /* a parked WAIT is logged once answered (redis_conn_resume) */
+        log_command(c, cmd, rc, at, hk->mono_ns() - t0);
 }
 
 /* The changes fed since the last settle made durable before any of their
@@ -764,10 +772,32 @@ redis_status_t redis_conn_settle(redis_conn_t *c, redis_status_t st)
     return resp_out_failed(&c->out) ? REDIS_DROP : REDIS_CLOSE;
 }
 
+bool redis_conn_parked(const redis_conn_t *c) { return c->parked; }
+
+bool redis_conn_resume(redis_conn_t *c, bool now)
+{
+    if (!c->parked)
+        return true;
+    size_t at = c->out.len;
+    if (!redis_wait_resume(c, now))
+        return false;
+    const redis_hooks_t *hk = &c->cfg->hooks;
+    if (hk->log && hk->log_on(hk->ud)) {
+        redis_log_line_t line = { c->addr, c->token ? c->token->name : NULL, "wait", 4, NULL, 0, "ok", 2,
+                                  hk->mono_ns() - c->park_t0 };
+        log_outcome(c, at, &line);
+        hk->log(hk->ud, &line);
+    }
+    atomic_store_explicit(&c->omem, c->out.len, memory_order_relaxed);
+    return true;
+}
+
 redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, size_t *used)
 {
     *used = 0;
-    while (!c->close_after) {
+    if (resp_out_failed(&c->out))   /* a parked WAIT's answer passed the cap */
+        return REDIS_DROP;
+    while (!c->close_after && !c->parked) {
         size_t u = 0;
         resp_cmd_t cmd;
         resp_status_t st = resp_parse(c->parser, buf + *used, len - *used, &u, &cmd);

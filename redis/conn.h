@@ -57,8 +57,6 @@ typedef struct redis_hooks {
     int64_t (*mono_ns)(void);
     /* The process's figures for INFO (server, memory, cpu sections). */
     void (*process)(void *ud, struct redis_process *out);
-    /* Sleeps about ms milliseconds (WAIT's polling). */
-    void (*sleep_ms)(void *ud, int ms);
 } redis_hooks_t;
 
 /* What INFO reports of the process (the listener reads the system). */
@@ -134,6 +132,20 @@ void redis_clients_free(redis_clients_t *r);
 redis_status_t redis_conn_feed(redis_conn_t *c, const char *buf, size_t len, size_t *used);
 bool redis_conn_waiting(const redis_conn_t *c, uint64_t *lsn, uint64_t *pos);
 redis_status_t redis_conn_settle(redis_conn_t *c, redis_status_t st);
+
+/* WAIT blocks its client alone, as in Redis: when the replicas it asks for
+ * do not hold the stream's position yet, feed stops after it (its *used
+ * ends with WAIT: what follows stays the listener's, unread) and the
+ * connection is parked.  The replies before WAIT settle and go out as
+ * usual; the listener reads nothing more from it and serves its other
+ * connections, calling redis_conn_resume now and then (every few ms):
+ * true once WAIT was answered - enough replicas hold the position, or its
+ * timeout passed, or `now` (the listener stops: the count so far) - and
+ * feed goes on with the input left.  Inside EXEC, WAIT answers at once.
+ * A parked connection whose client left is freed as any other
+ * (redis_conn_free), as Redis frees a blocked client that hangs up. */
+bool redis_conn_parked(const redis_conn_t *c);
+bool redis_conn_resume(redis_conn_t *c, bool now);
 
 /* The replies not yet sent (the listener writes buf[0..len) and calls
  * resp_out_consume). */

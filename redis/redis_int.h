@@ -104,6 +104,13 @@ struct redis_conn {
      * next command (asking), and for this one (asking_now: dispatch moves
      * it there before each command) */
     bool readonly, asking, asking_now;
+    /* WAIT parked the connection (redis_conn_parked): the replicas it
+     * wants, the stream position they must hold, its deadline and when it
+     * came (monotonic ns; the access log's duration) */
+    bool parked;
+    long long park_want;
+    uint64_t park_target;
+    int64_t park_end, park_t0;
 };
 
 /* COMMAND's flags (Redis's names, printed in this order). */
@@ -177,6 +184,11 @@ void redis_clients_remove(redis_clients_t *r, redis_conn_t *c);
 /* Runs a command whose row, arity and authentication were checked (conn.c):
  * what dispatch and EXEC call. */
 void redis_call_row(redis_conn_t *c, const redis_cmd_t *rc, const resp_cmd_t *cmd);
+
+/* A parked WAIT looked at again (cmds_server.c): false while it waits on;
+ * else its answer is appended and the connection is no longer parked.
+ * `now`: answer the count so far. */
+bool redis_wait_resume(redis_conn_t *c, bool now);
 
 /* MULTI's side of dispatch (cmds_multi.c): in a transaction, queues a
  * command that is not one of those run at once (EXEC, DISCARD, MULTI,

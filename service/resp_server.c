@@ -34,6 +34,7 @@
 #define READS_PER_WAKE 16             /* reads of one connection before the loop serves the others */
 #define ACCEPTS_PER_WAKE 64
 #define SWEEP_NS 1000000000LL         /* deadlines are checked every second */
+#define PARK_POLL_MS 2                /* a parked WAIT is looked at again this often */
 #define MAX_CLIENTS_ERR "-ERR max number of clients reached\r\n"
 
 typedef struct loop loop_t;
@@ -46,7 +47,7 @@ typedef struct rconn {
     char *in;                         /* received, not yet consumed: in[0..in_len) */
     size_t in_len, in_cap;
     redis_conn_t *rc;
-    bool out_armed;                   /* EPOLLOUT asked for */
+    uint32_t events;                  /* what epoll watches for it (arm) */
     bool closing;                     /* QUIT or a protocol error: send what is left, then close */
     /* TLS (--tls-cert): the session; its handshake runs until hs_start_ns
      * + --header-timeout at most */
@@ -58,6 +59,11 @@ typedef struct rconn {
     struct rconn *pnext;
     bool settling;                    /* on the loop's settle list: replies wait for the round's durability */
     struct rconn *snext;
+    /* on the loop's parked list: a WAIT blocks it (redis_conn_parked);
+     * nothing is read from it meanwhile, and only the peer's hangup is
+     * watched for besides sending (arm) */
+    bool parked;
+    struct rconn *knext;
 } rconn_t;
 
 struct loop {
@@ -71,6 +77,8 @@ struct loop {
      * durable, and the highest positions they wait for (settle_round) */
     rconn_t *settle;
     uint64_t wait_lsn, wait_pos;
+    rconn_t *parked;                  /* connections a WAIT blocks (parked_round) */
+    int64_t park_check_ns;            /* when they are looked at next (monotonic) */
 };
 
 struct resp_server {
@@ -163,13 +171,6 @@ static void process_info(void *ud, redis_process_t *out)
     }
 }
 
-static void sleep_ms(void *ud, int ms)
-{
-    (void)ud;
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Connections                                                              */
 /* ------------------------------------------------------------------------ */
@@ -190,6 +191,12 @@ static void conn_close(rconn_t *c)
                 *pp = c->snext;
                 break;
             }
+    if (c->parked)
+        for (rconn_t **pp = &l->parked; *pp; pp = &(*pp)->knext)
+            if (*pp == c) {
+                *pp = c->knext;
+                break;
+            }
     if (c->tls) {
         if (!c->handshaking)
             gnutls_bye(c->tls, GNUTLS_SHUT_WR);   /* one try: the socket is nonblocking */
@@ -208,13 +215,17 @@ static void conn_close(rconn_t *c)
     atomic_fetch_sub(&l->s->nconns, 1);
 }
 
+/* What epoll watches: input (none once closing; while parked only the
+ * peer's hangup, so that input waiting in the socket does not wake the
+ * loop, yet a client gone is freed), and room to send when out is set. */
 static void arm(rconn_t *c, bool out)
 {
-    if (c->out_armed == out)
+    uint32_t want = (c->closing ? 0 : c->parked ? EPOLLRDHUP : EPOLLIN) | (out ? EPOLLOUT : 0);
+    if (c->events == want)
         return;
-    struct epoll_event ev = { .events = (c->closing ? 0 : EPOLLIN) | (out ? EPOLLOUT : 0), .data.ptr = c };
+    struct epoll_event ev = { .events = want, .data.ptr = c };
     epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
-    c->out_armed = out;
+    c->events = want;
 }
 
 /* send(2), or GnuTLS's record send, with errno set as send's on the
@@ -309,18 +320,68 @@ static bool in_room(rconn_t *c, resp_server_t *s)
  * nothing more is read. */
 static void conn_send(rconn_t *c)
 {
-    if (c->closing) {
-        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
-        epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
-        c->out_armed = true;
-    }
+    if (c->closing)
+        arm(c, true);
     conn_flush(c);
+}
+
+/* Runs the complete commands in the input; false when the connection was
+ * closed. */
+static bool conn_feed(rconn_t *c)
+{
+    size_t used = 0;
+    redis_status_t st = redis_conn_feed(c->rc, c->in, c->in_len, &used);
+    if (used) {
+        memmove(c->in, c->in + used, c->in_len - used);
+        c->in_len -= used;
+    }
+    if (st == REDIS_DROP) {
+        conn_close(c);
+        return false;
+    }
+    if (st == REDIS_CLOSE)
+        c->closing = true;
+    return true;
+}
+
+/* After a feed: a WAIT that blocks parks the connection; input GnuTLS
+ * already decrypted brings the loop back; the replies go out, once the
+ * round's changes are durable when they wait for that. */
+static void conn_fed(rconn_t *c)
+{
+    loop_t *l = c->loop;
+    if (!c->parked && redis_conn_parked(c->rc)) {
+        c->parked = true;
+        c->knext = l->parked;
+        l->parked = c;
+    }
+    /* input GnuTLS already took off the socket wakes no epoll: the loop
+     * comes back for it */
+    if (c->tls && !c->pending && !c->closing && !c->parked && gnutls_record_check_pending(c->tls)) {
+        c->pending = true;
+        c->pnext = l->pending;
+        l->pending = c;
+    }
+    uint64_t lsn, pos;
+    if (redis_conn_waiting(c->rc, &lsn, &pos)) {   /* sent once the round's changes are durable */
+        if (!c->settling) {
+            c->settling = true;
+            c->snext = l->settle;
+            l->settle = c;
+        }
+        if (lsn > l->wait_lsn)
+            l->wait_lsn = lsn;
+        if (pos > l->wait_pos)
+            l->wait_pos = pos;
+        return;
+    }
+    conn_send(c);
 }
 
 static void conn_readable(rconn_t *c)
 {
     resp_server_t *s = c->loop->s;
-    for (int round = 0; round < READS_PER_WAKE && !c->closing; round++) {
+    for (int round = 0; round < READS_PER_WAKE && !c->closing && !c->parked; round++) {
         if (!in_room(c, s)) {
             log_debug("resp: closing a client whose command passed the input limit of %zu bytes", s->in_limit);
             conn_close(c);
@@ -342,48 +403,48 @@ static void conn_readable(rconn_t *c)
         }
         c->in_len += (size_t)n;
         c->last_ns = clock_mono_coarse_ns();
-        size_t used = 0;
-        redis_status_t st = redis_conn_feed(c->rc, c->in, c->in_len, &used);
-        if (used) {
-            memmove(c->in, c->in + used, c->in_len - used);
-            c->in_len -= used;
-        }
-        if (st == REDIS_DROP) {
-            conn_close(c);
+        if (!conn_feed(c))
             return;
-        }
-        if (st == REDIS_CLOSE)
-            c->closing = true;
+        if (redis_conn_parked(c->rc))
+            break;   /* the rest waits for WAIT's answer (parked_round) */
         if ((size_t)n < room && !(c->tls && gnutls_record_check_pending(c->tls)))
             break;   /* the socket is drained */
-    }
-    /* input GnuTLS already took off the socket wakes no epoll: the loop
-     * comes back for it */
-    if (c->tls && !c->pending && !c->closing && gnutls_record_check_pending(c->tls)) {
-        c->pending = true;
-        c->pnext = c->loop->pending;
-        c->loop->pending = c;
     }
     if (c->in_len == 0 && c->in_cap > IN_KEEP) {   /* a large command is done: give its buffer back */
         free(c->in);
         c->in = NULL;
         c->in_cap = 0;
     }
-    uint64_t lsn, pos;
-    if (redis_conn_waiting(c->rc, &lsn, &pos)) {   /* sent once the round's changes are durable */
-        loop_t *l = c->loop;
-        if (!c->settling) {
-            c->settling = true;
-            c->snext = l->settle;
-            l->settle = c;
-        }
-        if (lsn > l->wait_lsn)
-            l->wait_lsn = lsn;
-        if (pos > l->wait_pos)
-            l->wait_pos = pos;
+    conn_fed(c);
+}
+
+/* The connections a WAIT parked, looked at every PARK_POLL_MS (or all
+ * answered at once: `now`, the loop stops): one answered is fed the input
+ * that followed WAIT, and reads again. */
+static void parked_round(loop_t *l, bool now)
+{
+    if (!l->parked)
         return;
+    int64_t t = clock_mono_ns();
+    if (!now && t < l->park_check_ns)
+        return;
+    l->park_check_ns = t + PARK_POLL_MS * 1000000LL;
+    rconn_t *c = l->parked;
+    l->parked = NULL;
+    while (c) {
+        rconn_t *next = c->knext;
+        c->knext = NULL;
+        if (!redis_conn_resume(c->rc, now)) {
+            c->knext = l->parked;
+            l->parked = c;
+        } else {
+            c->parked = false;
+            c->last_ns = clock_mono_coarse_ns();
+            if (!now && conn_feed(c))
+                conn_fed(c);   /* arms its input again (conn_send), unless parked anew */
+        }
+        c = next;
     }
-    conn_send(c);
 }
 
 /* Group commit across the loop's round: one wait for the highest journal
@@ -501,6 +562,7 @@ static void accept_some(loop_t *l)
             continue;
         }
         c->fd = fd;
+        c->events = EPOLLIN;
         c->loop = l;
         c->rc = rc;
         redis_conn_set_socket(rc, fd, peer_s, local_s);
@@ -520,6 +582,8 @@ static void sweep(loop_t *l, int64_t now)
     resp_server_t *s = l->s;
     for (rconn_t *c = l->conns, *next; c; c = next) {
         next = c->next;
+        if (c->parked)
+            continue;   /* WAIT's timeout is its deadline (Redis times no blocked client out) */
         if (c->handshaking) {   /* the head deadline covers the handshake, from its start */
             if (now - c->hs_start_ns > s->head_ns)
                 conn_close(c);
@@ -538,7 +602,8 @@ static void *loop_main(void *arg)
     struct epoll_event evs[128];
     int64_t next_sweep = clock_mono_coarse_ns() + SWEEP_NS;
     while (!atomic_load(&s->stopping)) {
-        int n = epoll_wait(l->ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), l->pending ? 0 : 250);
+        int n = epoll_wait(l->ep, evs, (int)(sizeof(evs) / sizeof(evs[0])),
+                           l->pending ? 0 : l->parked ? PARK_POLL_MS : 250);
         for (int i = 0; i < n && !atomic_load(&s->stopping); i++) {
             void *p = evs[i].data.ptr;
             if (p == (void *)l)
@@ -556,6 +621,8 @@ static void *loop_main(void *arg)
                 conn_handshake(c);
             else if (evs[i].events & EPOLLIN)
                 conn_readable(c);   /* flushes, and may close */
+            else if (c->parked && (evs[i].events & EPOLLRDHUP))
+                conn_close(c);   /* gone while WAIT blocks it (Redis frees a blocked client too) */
             else if ((evs[i].events & EPOLLOUT) && !c->settling)
                 conn_flush(c);   /* (a settling connection's replies wait for settle_round) */
         }
@@ -569,6 +636,7 @@ static void *loop_main(void *arg)
             c->pnext = NULL;
             conn_readable(c);
         }
+        parked_round(l, false);
         settle_round(l);
         int64_t now = clock_mono_coarse_ns();
         if (now >= next_sweep) {
@@ -587,6 +655,7 @@ static void loops_free(resp_server_t *s)
 {
     for (int i = 0; i < s->nloops; i++) {
         loop_t *l = &s->loops[i];
+        parked_round(l, true);   /* WAIT answers the count so far; what followed it is not read */
         while (l->conns) {
             rconn_t *c = l->conns;
             resp_out_t *o = redis_conn_out(c->rc);
@@ -623,8 +692,8 @@ resp_server_t *resp_server_start(const tally_opts_t *o, cmd_server_t *srv, const
     s->in_limit = 2 * o->body_limit + RESP_MAX_INLINE_DEFAULT;
     atomic_store(&s->next_id, 1);
     s->cfg.srv = srv;
-    s->cfg.hooks = (redis_hooks_t){ s,       clock_now_ns, gate_enter,   gate_leave, durable, log_on,
-                                    log_line, clock_mono_ns, process_info, sleep_ms };
+    s->cfg.hooks = (redis_hooks_t){ s, clock_now_ns, gate_enter, gate_leave, durable, log_on, log_line, clock_mono_ns,
+                                    process_info };
     s->started_ns = clock_mono_ns();
     s->cfg.limits = resp_limits_default();
     s->cfg.limits.max_bulk = o->body_limit;

@@ -3,16 +3,18 @@
  * access log (--access-log, one line per command), a reload of --tokens
  * reaching connections that authenticated before it, the server commands
  * (INFO, COMMAND, CLIENT) compared with redis-server's shapes, replicas
- * (READONLY errors, READONLY/READWRITE, WAIT), and many idle and slow
- * clients.
+ * (READONLY errors, READONLY/READWRITE, WAIT), WAIT blocking its own
+ * client alone, and many idle and slow clients.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cmd/access.h"
@@ -28,6 +30,20 @@ static void expect_exchange(int port, const buf_t *cmds, const char *want)
     send_all(fd, cmds->p, cmds->len);
     expect_bytes(fd, want);
     close(fd);
+}
+
+/* True when fd has bytes to read (or its peer closed) right now. */
+static bool readable_now(int fd)
+{
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    return poll(&pf, 1, 0) > 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -317,7 +333,7 @@ static void test_server_commands(void **state)
 static void test_replicas(void **state)
 {
     (void)state;
-    const char *pargs[] = { "--resp-port", "0", NULL };
+    const char *pargs[] = { "--resp-port", "0", "--threads", "1", NULL };
     tally_proc_t p, r;
     tally_start(&p, NULL, pargs);
     char url[64];
@@ -343,20 +359,156 @@ static void test_replicas(void **state)
         fail_msg("replica answered:\n%s", got.p);
     assert_non_null(strstr(got.p, "# Replication\r\nrole:slave\r\n"));
     free(got.p);
-    /* more replicas than there are: the timeout, then the count */
+    /* more replicas than there are: the timeout, then the count (on a
+     * connection left open: one that closes its side while WAIT blocks it
+     * is dropped, as redis-server drops it) */
     b.len = 0;
     mb(&b, "INCR", "rp:n", NULL);
     mb(&b, "WAIT", "2", "200", NULL);
+    expect_exchange(p.resp_port, &b, ":8\r\n:1\r\n");
+    b.len = 0;
     mb(&b, "INFO", "replication", NULL);
     got = exchange(p.resp_port, b.p, b.len);
-    if (strncmp(got.p, ":8\r\n:1\r\n", 8) != 0)
-        fail_msg("primary answered:\n%s", got.p);
     assert_non_null(strstr(got.p, "role:master\r\nconnected_slaves:1\r\nslave0:addr="));
     free(got.p);
+    /* the replica stopped: WAIT 1 blocks its client alone (the primary's
+     * single loop answers another meanwhile), and answers 1 once the
+     * replica, running again, caught up */
+    tally_pause(&r);
+    int waiter = connect_to(p.resp_port), other = connect_to(p.resp_port);
+    b.len = 0;
+    mb(&b, "INCR", "rp:n", NULL);
+    mb(&b, "WAIT", "1", "15000", NULL);
+    mb(&b, "GET", "rp:n", NULL);
+    send_all(waiter, b.p, b.len);
+    expect_bytes(waiter, ":9\r\n");
+    b.len = 0;
+    mb(&b, "INCR", "rp:other", NULL);
+    mb(&b, "PING", NULL);
+    send_all(other, b.p, b.len);
+    expect_bytes(other, ":1\r\n+PONG\r\n");
+    assert_false(readable_now(waiter));
+    tally_resume(&r);
+    expect_bytes(waiter, ":1\r\n$1\r\n9\r\n");
+    close(waiter);
+    close(other);
     free(b.p);
     assert_int_equal(tally_stop(&r), 0);
     assert_int_equal(tally_stop(&p), 0);
     tally_cleanup(&r);
+    tally_cleanup(&p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* WAIT blocks its client alone                                             */
+/* ------------------------------------------------------------------------ */
+
+/* The client in WAIT, on a primary without replicas, is parked: its
+ * loop (one: --threads 1) answers the other clients meanwhile, the
+ * commands pipelined after WAIT run after its answer, in order; inside
+ * MULTI it answers at once (as Redis); a client gone while parked is
+ * freed; one parked when tallyd stops gets the count so far and the
+ * stop does not wait for its timeout. */
+static void test_wait_blocks_its_client(void **state)
+{
+    (void)state;
+    const char *args[] = { "--resp-port", "0", "--threads", "1", NULL };
+    tally_proc_t p;
+    tally_start(&p, NULL, args);
+    int waiter = connect_to(p.resp_port), other = connect_to(p.resp_port);
+    buf_t b = { 0 };
+    mb(&b, "INCR", "w:before", NULL);
+    mb(&b, "WAIT", "1", "2000", NULL);
+    mb(&b, "INCR", "w:before", NULL);
+    int64_t t0 = now_ms();
+    send_all(waiter, b.p, b.len);
+    expect_bytes(waiter, ":1\r\n");   /* what came before WAIT is answered at once */
+    for (int i = 1; i <= 20; i++) {
+        b.len = 0;
+        mb(&b, "PING", NULL);
+        mb(&b, "INCR", "w:other", NULL);
+        send_all(other, b.p, b.len);
+        char want[32];
+        snprintf(want, sizeof(want), "+PONG\r\n:%d\r\n", i);
+        expect_bytes(other, want);
+    }
+    assert_false(readable_now(waiter));   /* the other client's answers came first */
+    expect_bytes(waiter, ":0\r\n:2\r\n");
+    assert_true(now_ms() - t0 >= 1900);   /* WAIT waited out its timeout */
+    /* a pipeline around WAITs keeps its order, whether WAIT answers at
+     * once (0 replicas wanted) or after its timeout */
+    b.len = 0;
+    mb(&b, "INCR", "w:a", NULL);
+    mb(&b, "WAIT", "0", "0", NULL);
+    mb(&b, "INCR", "w:a", NULL);
+    mb(&b, "WAIT", "1", "50", NULL);
+    mb(&b, "INCR", "w:a", NULL);
+    mb(&b, "WAIT", "2", "20", NULL);
+    mb(&b, "WAIT", "1", "1", NULL);
+    mb(&b, "PING", NULL);
+    send_all(waiter, b.p, b.len);
+    expect_bytes(waiter, ":1\r\n:0\r\n:2\r\n:0\r\n:3\r\n:0\r\n:0\r\n+PONG\r\n");
+    /* inside MULTI: the count at once, not the 60 s of WAIT 1 0 */
+    b.len = 0;
+    mb(&b, "MULTI", NULL);
+    mb(&b, "INCR", "w:a", NULL);
+    mb(&b, "WAIT", "1", "0", NULL);
+    mb(&b, "EXEC", NULL);
+    t0 = now_ms();
+    send_all(waiter, b.p, b.len);
+    expect_bytes(waiter, "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:4\r\n:0\r\n");
+    assert_true(now_ms() - t0 < 10000);
+    /* a client that leaves while parked is freed: gone from CLIENT LIST */
+    int gone = connect_to(p.resp_port);
+    b.len = 0;
+    mb(&b, "CLIENT", "SETNAME", "parked-gone", NULL);
+    mb(&b, "WAIT", "1", "0", NULL);
+    send_all(gone, b.p, b.len);
+    expect_bytes(gone, "+OK\r\n");
+    close(gone);
+    bool listed = true;
+    for (int i = 0; i < 100 && listed; i++) {
+        b.len = 0;
+        mb(&b, "CLIENT", "LIST", NULL);
+        send_all(other, b.p, b.len);
+        char head[32];
+        size_t hl = 0;
+        while (hl < sizeof(head) - 1) {
+            ssize_t r = recv(other, head + hl, 1, 0);
+            assert_true(r == 1);
+            if (head[hl++] == '\n')
+                break;
+        }
+        head[hl] = '\0';
+        assert_int_equal(head[0], '$');
+        size_t len = (size_t)atol(head + 1) + 2, got = 0;
+        char *list = malloc(len + 1);
+        while (got < len) {
+            ssize_t r = recv(other, list + got, len - got, 0);
+            assert_true(r > 0);
+            got += (size_t)r;
+        }
+        list[len] = '\0';
+        listed = strstr(list, "name=parked-gone ") != NULL;
+        free(list);
+        if (listed)
+            usleep(20 * 1000);
+    }
+    assert_false(listed);
+    /* one parked at the stop (PING's answer: WAIT was read, with it):
+     * answered, and the stop is prompt */
+    b.len = 0;
+    mb(&b, "PING", NULL);
+    mb(&b, "WAIT", "1", "0", NULL);
+    send_all(waiter, b.p, b.len);
+    expect_bytes(waiter, "+PONG\r\n");
+    t0 = now_ms();
+    assert_int_equal(tally_stop(&p), 0);
+    assert_true(now_ms() - t0 < 30000);
+    expect_bytes(waiter, ":0\r\n");
+    close(waiter);
+    close(other);
+    free(b.p);
     tally_cleanup(&p);
 }
 
@@ -494,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_token_reload),
         cmocka_unit_test(test_server_commands),
         cmocka_unit_test(test_replicas),
+        cmocka_unit_test(test_wait_blocks_its_client),
         cmocka_unit_test(test_many_clients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
