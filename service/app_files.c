@@ -20,6 +20,7 @@
 #include "api/router.h"
 #include "service/app.h"
 #include "service/clusterwatch.h"
+#include "service/coord.h"
 #include "service/etcd.h"
 #include "service/file.h"
 #include "service/haproxy.h"
@@ -139,26 +140,8 @@ static etcd_client_t *cluster_etcd_open(char *err, size_t errlen)
                  app.opts.cluster);
         return NULL;
     }
-    const tally_opts_t *o = &app.opts;
-    char why[512], password[512] = "";
-    if (o->coordinator_password_file[0] &&
-        !repl_secret_read("--coordinator-password-file", o->coordinator_password_file, password, sizeof(password),
-                          err, errlen))
-        return NULL;
-    /* the same members and credentials as the election (service/coord.c) */
-    etcd_config_t cfg = {
-        .endpoints = o->coordinator,
-        .cacert = o->coordinator_cacert[0] ? o->coordinator_cacert : NULL,
-        .cert = o->coordinator_cert[0] ? o->coordinator_cert : NULL,
-        .key = o->coordinator_key[0] ? o->coordinator_key : NULL,
-        .user = o->coordinator_user[0] ? o->coordinator_user : NULL,
-        .password = o->coordinator_user[0] ? password : NULL,
-    };
-    etcd_client_t *e = etcd_open(&cfg, why, sizeof(why));
-    explicit_bzero(password, sizeof(password));
-    if (!e)
-        snprintf(err, errlen, "--coordinator %.300s: %.500s", o->coordinator, why);
-    return e;
+    /* the same members and credentials as the election */
+    return coord_etcd_open(&app.opts, 0, err, errlen);
 }
 
 /* Reads --cluster FILE and installs its map; false with a message (the map

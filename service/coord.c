@@ -554,6 +554,30 @@ static void *coord_main(void *arg)
 
 /* ------------------------------------------------------------ lifecycle -- */
 
+etcd_client_t *coord_etcd_open(const tally_opts_t *o, long timeout_ms, char *err, size_t errlen)
+{
+    char why[512], password[512] = "";
+    if (o->coordinator_password_file[0] &&
+        !repl_secret_read("--coordinator-password-file", o->coordinator_password_file, password, sizeof(password),
+                          err, errlen))
+        return NULL;
+    etcd_config_t cfg = {
+        .endpoints = o->coordinator,
+        .cacert = o->coordinator_cacert[0] ? o->coordinator_cacert : NULL,
+        .cert = o->coordinator_cert[0] ? o->coordinator_cert : NULL,
+        .key = o->coordinator_key[0] ? o->coordinator_key : NULL,
+        .user = o->coordinator_user[0] ? o->coordinator_user : NULL,
+        .password = o->coordinator_user[0] ? password : NULL,
+        .timeout_ms = timeout_ms,
+        .connect_timeout_ms = timeout_ms,
+    };
+    etcd_client_t *e = etcd_open(&cfg, why, sizeof(why));
+    explicit_bzero(password, sizeof(password));
+    if (!e)
+        snprintf(err, errlen, "--coordinator %.300s: %.500s", o->coordinator, why);
+    return e;
+}
+
 coord_t *coord_open(const tally_opts_t *o, repl_t *r, char *err, size_t errlen)
 {
     coord_t *c = calloc(1, sizeof(*c));
@@ -580,29 +604,9 @@ coord_t *coord_open(const tally_opts_t *o, repl_t *r, char *err, size_t errlen)
     c->ka_every_ms = c->ttl_ms / 4;
     c->margin_ms = c->ttl_ms / 5;
     c->min_acks = o->min_replicas_ack;
-    char password[512] = "";
-    if (o->coordinator_password_file[0] &&
-        !repl_secret_read("--coordinator-password-file", o->coordinator_password_file, password, sizeof(password),
-                          err, errlen)) {
-        free(c);
-        return NULL;
-    }
     long timeout = c->ttl_ms / 4 < 300 ? 300 : c->ttl_ms / 4;
-    etcd_config_t cfg = {
-        .endpoints = o->coordinator,
-        .cacert = o->coordinator_cacert[0] ? o->coordinator_cacert : NULL,
-        .cert = o->coordinator_cert[0] ? o->coordinator_cert : NULL,
-        .key = o->coordinator_key[0] ? o->coordinator_key : NULL,
-        .user = o->coordinator_user[0] ? o->coordinator_user : NULL,
-        .password = o->coordinator_user[0] ? password : NULL,
-        .timeout_ms = timeout,
-        .connect_timeout_ms = timeout,
-    };
-    char why[300];
-    c->etcd = etcd_open(&cfg, why, sizeof(why));
-    explicit_bzero(password, sizeof(password));
+    c->etcd = coord_etcd_open(o, timeout, err, errlen);
     if (!c->etcd) {
-        snprintf(err, errlen, "--coordinator: %s", why);
         free(c);
         return NULL;
     }

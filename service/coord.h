@@ -53,6 +53,7 @@
 
 #include <stddef.h>
 
+#include "service/etcd.h"
 #include "service/options.h"
 #include "service/repl.h"
 
@@ -61,6 +62,10 @@ typedef struct coord coord_t;
 /* Starts the coordinator's thread for r (o->coordinator set).  NULL with
  * err when the options or the password file are refused. */
 coord_t *coord_open(const tally_opts_t *o, repl_t *r, char *err, size_t errlen);
+/* A client of --coordinator's etcd with its TLS files and credentials (the
+ * password file read now), requests bounded by timeout_ms (0: the client's
+ * defaults); NULL with err.  The election's and the cluster map's. */
+etcd_client_t *coord_etcd_open(const tally_opts_t *o, long timeout_ms, char *err, size_t errlen);
 /* Stops the thread; a primary gives its key up (revokes its lease) so
  * another member takes over at once; frees c. */
 void coord_close(coord_t *c);
