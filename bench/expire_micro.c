@@ -50,7 +50,7 @@ int main(void)
             ks_shard_lock(sh);
             ks_entry_t *e = ks_find_write(ks, &k, now);
             if (e) {
-                ks_entry_set_expire(ks, e, now + TTL_MS);
+                ks_entry_set_expire(ks, &e, now + TTL_MS);
             } else {   /* a GCRA state, as a first request makes */
                 throttle_t *t = throttle_new_gcra((now + TTL_MS) * 1000000);
                 if (!t || !ks_add(ks, &k, &throttle_type, t, now + TTL_MS, now)) {

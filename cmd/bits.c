@@ -184,7 +184,7 @@ static bool run_set_redis(cmd_ctx_t *ctx, const cmd_bits_set_args_t *a, cmd_bits
     const ks_type_t *type = counter ? &counter_type : &bits_type;
     if (held == type) {
         cmd_key_replace(&h, nv);
-        ks_entry_set_expire(ctx->srv->ks, h.e, expire);
+        ks_entry_set_expire(ctx->srv->ks, &h.e, expire);
     } else {
         if (h.e)
             cmd_key_delete(&h);

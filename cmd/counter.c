@@ -35,11 +35,12 @@ static bool run_incrby(cmd_ctx_t *ctx, const void *args, void *res)
     bool changed = a->by != 0 || a->has_ttl;
     /* an existing key's TTL first: the one step that can still fail
      * (out of memory for the shard's array of keys with a TTL) */
-    if (c && a->has_ttl && !ks_entry_set_expire(ctx->srv->ks, h.e, now_ms + a->ttl_ms)) {
+    if (c && a->has_ttl && !ks_entry_set_expire(ctx->srv->ks, &h.e, now_ms + a->ttl_ms)) {
         cmd_key_close(&h, false);
         return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory setting the counter's TTL");
     }
     if (c) {
+        c = cmd_key_value(&h);   /* the entry may have moved to make room for its TTL */
         counter_set(c, value);
     } else if (changed) {
         c = counter_new(value);

@@ -411,7 +411,7 @@ static bool run_geosearchstore(cmd_ctx_t *ctx, const void *args, void *res)
         bool changed = h.e != NULL || out;
         if (h.e && out) {
             cmd_key_replace(&h, out);
-            ks_entry_set_expire(ctx->srv->ks, h.e, KS_NO_EXPIRY);   /* a new value: Redis's store drops the TTL */
+            ks_entry_set_expire(ctx->srv->ks, &h.e, KS_NO_EXPIRY);   /* a new value: Redis's store drops the TTL */
         } else if (h.e) {
             cmd_key_delete(&h);
         } else if (out && !cmd_key_add(&h, &geo_type, out, KS_NO_EXPIRY)) {

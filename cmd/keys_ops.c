@@ -248,7 +248,7 @@ static bool run_pexpire(cmd_ctx_t *ctx, const void *args, void *res)
     }
     if (a->ttl_ms <= 0) {
         cmd_key_delete(&h);   /* a time not after now: gone, as Redis does */
-    } else if (!ks_entry_set_expire(ctx->srv->ks, h.e, when)) {
+    } else if (!ks_entry_set_expire(ctx->srv->ks, &h.e, when)) {
         cmd_key_close(&h, false);
         return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory setting the key's expiry");
     }
@@ -305,7 +305,7 @@ static bool run_persist(cmd_ctx_t *ctx, const void *args, void *res)
         return false;
     bool had = ks_entry_expire(ctx->srv->ks, h.e) != KS_NO_EXPIRY;
     if (had)
-        ks_entry_set_expire(ctx->srv->ks, h.e, KS_NO_EXPIRY);
+        ks_entry_set_expire(ctx->srv->ks, &h.e, KS_NO_EXPIRY);
     cmd_key_close(&h, had);
     r->done = had;
     return true;
@@ -409,7 +409,7 @@ static bool run_restore(cmd_ctx_t *ctx, const void *args, void *res)
     int64_t expire = ttl ? now + ttl : KS_NO_EXPIRY;
     if (existed && ks_entry_type(h.e) == type) {
         cmd_key_replace(&h, value);
-        ks_entry_set_expire(ctx->srv->ks, h.e, expire);
+        ks_entry_set_expire(ctx->srv->ks, &h.e, expire);
     } else {
         if (existed)
             cmd_key_delete(&h);

@@ -65,7 +65,7 @@ static void settle_key(cmd_ctx_t *ctx, cmd_key_t *h, lease_t *l, int64_t now_ms)
     }
     lease_info_t in;
     lease_info(l, now_ms, &in);
-    ks_entry_set_expire(ctx->srv->ks, h->e, in.last_expiry_ms + LEASE_KEY_GRACE_MS);
+    ks_entry_set_expire(ctx->srv->ks, &h->e, in.last_expiry_ms + LEASE_KEY_GRACE_MS);
 }
 
 static bool run_acquire(cmd_ctx_t *ctx, const void *args, void *res)

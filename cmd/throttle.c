@@ -331,12 +331,12 @@ static bool run_decision(cmd_ctx_t *ctx, const void *args, void *res)
             }
             ks_entry_changed(ctx->srv->ks, h.e);
         } else if (!throttle_commit(&t, &it->p, ctx->now_ns, it->quantity, &expire_ns) ||
-                   !cmd_key_add(&h, &throttle_type, t, KS_NO_EXPIRY)) {
+                   !cmd_key_add(&h, &throttle_type, t, expire_ms_of(expire_ns))) {
             throttle_free(t);
             cmd_key_close(&h, false);
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
         }
-        ks_entry_set_expire(ctx->srv->ks, h.e, expire_ms_of(expire_ns));
+        ks_entry_set_expire(ctx->srv->ks, &h.e, expire_ms_of(expire_ns));
         /* what cmd_key_close(&h, true) does, less a second measurement of
          * a key cmd_key_add just measured (every new key of a gateway's) */
         cmd_journal_change(ctx);
@@ -479,7 +479,7 @@ static bool batch_once(cmd_ctx_t *ctx, batch_t *b, bool *all, uint64_t *more, ui
             slot_t *s = &slots[i];
             if (!s->work || s->e)
                 continue;
-            s->e = ks_add(ks, &b->keys[i], &throttle_type, s->work, KS_NO_EXPIRY, now_ms);
+            s->e = ks_add(ks, &b->keys[i], &throttle_type, s->work, expire_ms_of(s->expire_ns), now_ms);
             if (!s->e) {
                 for (size_t k = 0; k < i; k++)
                     if (slots[k].added) {
@@ -501,7 +501,7 @@ static bool batch_once(cmd_ctx_t *ctx, batch_t *b, bool *all, uint64_t *more, ui
                 ks_entry_replace_value(ks, s->e, s->work);
             }
             s->work = NULL;   /* owned by the keyspace now */
-            ks_entry_set_expire(ks, s->e, expire_ms_of(s->expire_ns));
+            ks_entry_set_expire(ks, &s->e, expire_ms_of(s->expire_ns));
         }
         cmd_journal_change(ctx);   /* the batch's record, under every key's lock */
     }
@@ -731,7 +731,7 @@ static bool store_state(cmd_ctx_t *ctx, cmd_key_t *h, throttle_t *out, int64_t e
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
         }
         cmd_key_delete(h);
-        if (!cmd_key_add(h, &throttle_type, out, KS_NO_EXPIRY)) {
+        if (!cmd_key_add(h, &throttle_type, out, expire_ms_of(expire_ns))) {
             throttle_free(out);
             if (!cmd_key_add(h, &throttle_type, old, old_expire)) {
                 throttle_free(old);
@@ -741,12 +741,12 @@ static bool store_state(cmd_ctx_t *ctx, cmd_key_t *h, throttle_t *out, int64_t e
             return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
         }
         throttle_free(old);
-    } else if (!cmd_key_add(h, &throttle_type, out, KS_NO_EXPIRY)) {
+    } else if (!cmd_key_add(h, &throttle_type, out, expire_ms_of(expire_ns))) {
         throttle_free(out);
         cmd_key_close(h, false);
         return cmd_fail(ctx, CMD_E_OUT_OF_MEMORY, NULL, "out of memory storing the limiter");
     }
-    ks_entry_set_expire(ctx->srv->ks, h->e, expire_ms_of(expire_ns));
+    ks_entry_set_expire(ctx->srv->ks, &h->e, expire_ms_of(expire_ns));
     cmd_key_close(h, true);
     return true;
 }

@@ -35,7 +35,7 @@ bool cmd_undo_apply(cmd_server_t *srv, const cmd_undo_t *u, int64_t now_ns, uint
     bool ok = true;
     if (present && e && ks_entry_type(e) == type && ks_entry_value_fits(e, value)) {
         ks_entry_replace_value(ks, e, value);
-        ks_entry_set_expire(ks, e, u->expire_ms);
+        ks_entry_set_expire(ks, &e, u->expire_ms);
         ks_entry_changed(ks, e);
     } else {
         if (e)

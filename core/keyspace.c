@@ -128,12 +128,14 @@ static bool shard_init(ks_shard_t *sh, uint64_t seed, uint64_t rng_seed_value)
     memset(sh, 0, sizeof(*sh));
     if (pthread_mutex_init(&sh->lock, NULL) != 0)
         return false;
-    sh->slots = calloc(KS_MIN_SLOTS, sizeof(*sh->slots));
+    sh->slots = ks_table_alloc(KS_MIN_SLOTS);
     if (!sh->slots) {
         pthread_mutex_destroy(&sh->lock);
         return false;
     }
     sh->nslots = KS_MIN_SLOTS;
+    sh->hbits = CELL_BITS;   /* one chunk's handles */
+    sh->tbits = 32 - CELL_BITS;
     sh->seed = seed;
     rng_seed(&sh->rng, rng_seed_value);
     return true;
@@ -168,26 +170,27 @@ ks_t *ks_create(unsigned shard_bits, uint64_t seed)
     return ks;
 }
 
-static void entry_free(ks_entry_t *e)
+/* Frees a value stored apart. */
+static void value_free(const ks_entry_t *e)
 {
     const ks_type_t *t = type_of(e);
     if (!is_inline(e) && t->free)
         t->free(heap_of(e)->p);
-    free(e);
 }
 
 static void shard_destroy(ks_shard_t *sh)
 {
     for (size_t i = 0; i < sh->nslots; i++)
         if (sh->slots[i])
-            entry_free(slot_entry(sh->slots[i]));
+            value_free(slot_entry(sh, sh->slots[i]));
+    ks_cells_destroy(sh);
     for (size_t j = sh->items_next; j < sh->nitems; j++)
         free(sh->items[j].buf);
     free(sh->items);
     for (size_t j = 0; j < sh->nvblk; j++)
         free(sh->vblk[j]);
     free(sh->vblk);
-    free(sh->slots);
+    ks_table_free(sh->slots, sh->nslots);
     pthread_mutex_destroy(&sh->lock);
 }
 
@@ -314,29 +317,29 @@ void ks_unlock_all(ks_t *ks)
 /* Memory and values                                                        */
 /* ------------------------------------------------------------------------ */
 
-static size_t entry_alloc_size(const ks_type_t *t, size_t narrow, size_t klen)
+/* The cell bytes a new entry needs: header, key, padding to the area's
+ * alignment, the area (narrow, or the type's), a vol index if it is to
+ * have an expiry. */
+static size_t entry_cell_need(const ks_type_t *t, size_t narrow, size_t klen, bool vol)
 {
-    if (narrow)
-        return sizeof(ks_entry_t) + narrow + sizeof(uint32_t) + klen + 1;
-    return data_off(t) + area_size(t) + sizeof(uint32_t) + klen + 1;
+    return data_off(klen, narrow ? 8 : area_align(t)) + (narrow ? narrow : area_size(t)) + (vol ? sizeof(uint32_t) : 0);
 }
 
 /* Without the type: an upper bound of what an entry costs besides its
- * value's size (the allocation with the largest area, its table slot and
- * a `vol` slot), so that a request asking this much room never gets less. */
+ * value's size (the cell with the largest area, its table slot and a `vol`
+ * slot), so that a request asking this much room never gets less. */
 size_t ks_entry_overhead(size_t klen)
 {
     size_t area = KS_INLINE_MAX > sizeof(heap_val_t) ? KS_INLINE_MAX : sizeof(heap_val_t);
-    return alloc_class(16 + area + sizeof(uint32_t) + klen + 1) + sizeof(uint64_t) + sizeof(vol_slot_t);
+    return ks_cell_class_size(data_off(klen, 16) + area + sizeof(uint32_t), 16) + sizeof(uint32_t) + sizeof(vol_slot_t);
 }
 
-/* What the entry is charged, computed rather than stored: its allocation
- * as the allocator rounds it, its table slot, its `vol` slot when it has
- * an expiry, and a value stored apart as its type last measured it. */
+/* What the entry is charged, computed rather than stored: its cell, its
+ * table slot, its `vol` slot when it has an expiry, and a value stored
+ * apart as its type last measured it. */
 size_t ks_entry_mem(const ks_entry_t *e)
 {
-    return alloc_class(entry_alloc_size(type_of(e), is_narrow(e) ? narrow_area(e) : 0, entry_klen(e))) + sizeof(uint64_t) +
-           (is_vol(e) ? sizeof(vol_slot_t) : 0) + (is_inline(e) ? 0 : heap_of(e)->mem);
+    return cell_size(e) + sizeof(uint32_t) + (is_vol(e) ? sizeof(vol_slot_t) : 0) + (is_inline(e) ? 0 : heap_of(e)->mem);
 }
 
 static void charge_add(ks_t *ks, ks_shard_t *sh, size_t mem)
@@ -378,12 +381,12 @@ static void value_store(ks_entry_t *e, void *value)
  * there (the table's other operations are in keyspace_table.c). */
 static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 {
-    uint32_t tag = hash_tag(k->hash);
-    size_t i = home_of_hash(k->hash, sh->nslots);
-    for (uint64_t s; (s = sh->slots[i]) != 0; i = slot_next(i, sh->nslots)) {
-        if (slot_tag(s) != tag)
+    uint32_t tag = hash_tag(k->hash, sh->tbits);
+    size_t i = home_of_hash(sh, k->hash, sh->nslots);
+    for (uint32_t s; (s = sh->slots[i]) != 0; i = slot_next(i, sh->nslots)) {
+        if (slot_tag(sh, s) != tag)
             continue;
-        ks_entry_t *e = slot_entry(s);
+        ks_entry_t *e = slot_entry(sh, s);
         if (entry_klen(e) == k->len) {
             if (!is_inline(e))   /* the caller reads the value next: its miss overlaps the key's */
                 __builtin_prefetch(heap_of(e)->p);
@@ -397,18 +400,14 @@ static ks_entry_t *table_find(ks_shard_t *sh, const ks_key_t *k)
 /* Unlinks and frees an entry.  Snapshot capture must already have happened. */
 static void entry_remove(ks_t *ks, ks_shard_t *sh, ks_entry_t *e)
 {
-    size_t i = home_of_hash(entry_hash(sh->seed, e), sh->nslots);
-    while (slot_entry(sh->slots[i]) != e) {
-        assert(sh->slots[i]);
-        i = slot_next(i, sh->nslots);
-    }
-    ks_slots_delete(sh->seed, sh->slots, sh->nslots, i);
+    ks_slots_delete(sh, slot_find(sh, cell_handle(e), entry_hash(sh->seed, e)));
 
     sh->n--;
     charge_sub(ks, sh, ks_entry_mem(e));
     ks_vol_remove(sh, e);
     atomic_fetch_sub_explicit(&ks->keys, 1, memory_order_relaxed);
-    entry_free(e);
+    value_free(e);
+    ks_cell_free(sh, e);
 
     if (sh->nslots > KS_MIN_SLOTS && sh->n < sh->nslots / 8)
         ks_table_resize(sh, sh->nslots / 2 < KS_MIN_SLOTS ? KS_MIN_SLOTS : sh->nslots / 2);
@@ -457,13 +456,15 @@ void ks_entry_prepare_write(ks_t *ks, ks_entry_t *e)
     ks_capture(sh, e);
 }
 
-/* Sets e's expiry (not KS_NO_EXPIRY, > 0), room in the vol map reserved. */
+/* Sets e's expiry (not KS_NO_EXPIRY, > 0), room in the vol map and for
+ * the vol index in its cell reserved. */
 static void vol_set(ks_t *ks, ks_shard_t *sh, ks_entry_t *e, int64_t expire_ms)
 {
     if (is_vol(e)) {
-        vol_put(vol_of(sh, e), e, expire_ms);
+        vol_put(vol_of(sh, e), cell_handle(e), expire_ms);
         return;
     }
+    assert(cell_size(e) >= entry_need(e, true));
     charge_sub(ks, sh, ks_entry_mem(e));
     vol_add(sh, e, expire_ms);
     charge_add(ks, sh, ks_entry_mem(e));
@@ -487,23 +488,19 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
     if (expire_ms != KS_NO_EXPIRY && !ks_vol_reserve(sh))
         return NULL;
     size_t narrow = value_narrow(type, value);
-    ks_entry_t *e = malloc(entry_alloc_size(type, narrow, k->len));
+    /* (the cell may take a bit of the slots' tag: the slot is made after) */
+    ks_entry_t *e = ks_cell_alloc(sh, entry_cell_need(type, narrow, k->len, expire_ms != KS_NO_EXPIRY),
+                                  narrow ? 8 : area_align(type));
     if (!e)
         return NULL;
-    if (!slot_fits(e)) {   /* an address above 2^47: no room for the tag */
-        free(e);
-        return NULL;
-    }
-    e->lru_tid = (uint32_t)tid;
+    e->tid = (uint8_t)tid;
     lru_touch(e, now_ms);
     e->klen_f = (uint16_t)(k->len | (narrow ? KF_NARROW | (narrow / 8u - 1u) << KF_AREA_SHIFT : 0));
     e->snap_epoch = sh->snap_active;   /* born after the barrier: not in this snapshot */
-    *vidx_of(e) = 0;
-    char *key = key_of(e);
-    memcpy(key, k->p, k->len);
-    key[k->len] = '\0';
+    memcpy(key_of(e), k->p, k->len);
     value_store(e, value);   /* the caller's value is the keyspace's from here */
-    slot_insert(sh->slots, sh->nslots, slot_make(e, hash_tag(k->hash)), home_of_hash(k->hash, sh->nslots));
+    slot_insert(sh->slots, sh->nslots, slot_make(cell_handle(e), hash_tag(k->hash, sh->tbits), sh->hbits),
+                home_of_hash(sh, k->hash, sh->nslots));
     sh->n++;
     atomic_fetch_add_explicit(&ks->keys, 1, memory_order_relaxed);
     charge_add(ks, sh, ks_entry_mem(e));
@@ -519,8 +516,23 @@ void ks_entry_delete(ks_t *ks, ks_entry_t *e)
     ks_shard_delete(ks, sh, e);
 }
 
-bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
+/* Moves e to a cell with room for a vol index; NULL (e unchanged) when
+ * there is no memory for one. */
+static ks_entry_t *entry_grow(ks_shard_t *sh, ks_entry_t *e)
 {
+    ks_entry_t *ne = ks_cell_alloc(sh, entry_need(e, true), is_narrow(e) ? 8 : area_align(type_of(e)));
+    if (!ne)
+        return NULL;
+    memcpy(ne, e, entry_need(e, false));
+    size_t i = slot_find(sh, cell_handle(e), entry_hash(sh->seed, e));
+    sh->slots[i] = slot_make(cell_handle(ne), slot_tag(sh, sh->slots[i]), sh->hbits);
+    ks_cell_free(sh, e);
+    return ne;
+}
+
+bool ks_entry_set_expire(ks_t *ks, ks_entry_t **ep, int64_t expire_ms)
+{
+    ks_entry_t *e = *ep;
     ks_shard_t *sh = entry_shard(ks, e);
     assert(SHARD_HELD(sh));
     if (expire_ms != KS_NO_EXPIRY)
@@ -530,6 +542,15 @@ bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms)
     if (expire_ms != KS_NO_EXPIRY && !is_vol(e) && !ks_vol_reserve(sh))
         return false;
     ks_capture(sh, e);
+    if (expire_ms != KS_NO_EXPIRY && !is_vol(e) && cell_size(e) < entry_need(e, true)) {
+        size_t mem = ks_entry_mem(e);
+        ks_entry_t *ne = entry_grow(sh, e);
+        if (!ne)
+            return false;
+        *ep = e = ne;
+        charge_sub(ks, sh, mem);
+        charge_add(ks, sh, ks_entry_mem(e));
+    }
     if (expire_ms == KS_NO_EXPIRY) {
         charge_sub(ks, sh, ks_entry_mem(e));
         ks_vol_remove(sh, e);

@@ -6,7 +6,9 @@
  * different keys run in parallel on every core.  A key's shard is picked by
  * the top bits of the low 32 bits of its hash and its slot by the high 32
  * bits, so the two never correlate.  Entries do not move: a ks_entry_t*
- * stays valid until the entry is deleted, whatever is added meanwhile.
+ * stays valid until the entry is deleted, whatever is added meanwhile,
+ * except that ks_entry_set_expire may move the entry it is given (and
+ * says where).
  *
  * Locking contract: every function taking a ks_shard_t* must be called with
  * that shard locked (ks_shard_lock), except where noted.  An operation on
@@ -22,8 +24,8 @@
  * their entries; ks_entry_value is then an address inside the entry, valid
  * until the entry is deleted or its value replaced.
  *
- * Memory: every entry is charged its allocation (header, value area, key)
- * as the allocator rounds it, its table slot and, with an expiry, its slot
+ * Memory: every entry is charged its cell (header, key, value area) as its
+ * size class rounds it, its table slot and, with an expiry, its slot
  * of the shard's array of volatile keys, plus type->size(value) of a value
  * stored apart.
  * After changing a value, call ks_entry_changed() so the charge follows it.
@@ -130,10 +132,12 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
 void ks_entry_delete(ks_t *ks, ks_entry_t *e);
 /* Sets (or with KS_NO_EXPIRY clears) the absolute expiry (ks_add's and
  * this one's: one before 1 ms is kept as 1, one after KS_EXPIRE_MAX as
- * KS_EXPIRE_MAX).  Returns false,
- * changing nothing, when the shard's array of volatile keys could not grow
- * (out of memory). */
-bool ks_entry_set_expire(ks_t *ks, ks_entry_t *e, int64_t expire_ms);
+ * KS_EXPIRE_MAX).  An entry made without an expiry may have no room for
+ * one: it is then moved, and *e is its new address (the old one, and
+ * pointers into its value, are no longer valid).  Returns false, changing
+ * nothing, when the shard's array of volatile keys or the entry could not
+ * grow (out of memory). */
+bool ks_entry_set_expire(ks_t *ks, ks_entry_t **e, int64_t expire_ms);
 /* Re-measures the value after a change (memory accounting). */
 void ks_entry_changed(ks_t *ks, ks_entry_t *e);
 /* Replaces the value (freeing the old one) after ks_find_write.  The value

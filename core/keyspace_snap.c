@@ -32,8 +32,10 @@
  *
  * The encoded records therefore show each key exactly as it was at the
  * barrier, while the journal after the barrier holds every later change.
- * Nothing is kept per key but the 16-bit epoch, and nothing is listed: a
- * snapshot's memory is the records captured ahead of the walk.
+ * Nothing is kept per key but the 8-bit epoch, and nothing is listed: a
+ * snapshot's memory is the records captured ahead of the walk.  The epoch
+ * wraps every 255 snapshots: the snapshot ending before it does resets
+ * every entry's, shard by shard (ks_snapshot_end).
  */
 
 static void record_encode(wbuf_t *out, const ks_shard_t *sh, const ks_entry_t *e)
@@ -75,18 +77,23 @@ void ks_capture(ks_shard_t *sh, ks_entry_t *e)
     }
 }
 
+/* Sets every entry's epoch of sh to 0 (sh locked, no snapshot active). */
+static void epochs_reset(ks_shard_t *sh)
+{
+    for (size_t j = 0; j < sh->nslots; j++)
+        if (sh->slots[j])
+            slot_entry(sh, sh->slots[j])->snap_epoch = 0;
+}
+
 void ks_snapshot_begin(ks_t *ks)
 {
-    uint16_t e = ++ks->epoch;
+    uint8_t e = ++ks->epoch;
     if (e == 0) {
-        /* 16 bits of epoch wrapped (once in 65 535 snapshots): an entry that
-         * no snapshot reached since (snapshots ended before walking its
-         * shard) could carry the new epoch.  Every entry is reset, under the
-         * locks the caller holds: one pass over the keys. */
+        /* ks_snapshot_end resets the epochs before they wrap; this is
+         * only reached if it was not called.  Every entry is reset, under
+         * the locks the caller holds. */
         for (unsigned i = 0; i < ks->nshards; i++)
-            for (size_t j = 0; j < ks->shards[i].nslots; j++)
-                if (ks->shards[i].slots[j])
-                    slot_entry(ks->shards[i].slots[j])->snap_epoch = 0;
+            epochs_reset(&ks->shards[i]);
         e = ++ks->epoch;   /* 0 means "no snapshot" */
     }
     for (unsigned i = 0; i < ks->nshards; i++) {
@@ -99,34 +106,55 @@ void ks_snapshot_begin(ks_t *ks)
     }
 }
 
-/* Calls fn(sh, e, ud) for each entry whose tag is in [v, v + w), w about
- * one home slot's share of the tags, and returns the cursor after them (0
- * when v's range was the last).  Their homes run from the first tag's to
- * the last's and each sits in the run from its home on, so the walk goes
- * from the first home to the first empty slot at or past the last home.
- * A cursor is a position in tag order, whatever the table's size, so an
- * entry present for a whole walk is visited even if the table is resized
- * in between.  fn must not add or delete. */
+#define POS_SPACE ((uint64_t)1 << 32)   /* positions: a hash's top 32 bits */
+
+/* Calls fn(sh, e, ud) for each entry whose position (its hash's top 32
+ * bits) is in [v, v + w), w about one home slot's share of the positions
+ * and a whole number of tags while homes come from tags, and returns the
+ * cursor after them (0 when v's range was the last).  Their homes run from
+ * the first position's to the last's and each sits in the run from its
+ * home on, so the walk goes from the first home to the first empty slot at
+ * or past the last home.  A cursor is a position in hash order, whatever
+ * the table's size, so an entry present for a whole walk is visited even
+ * if the table is resized in between (a cursor inside a tag, made before
+ * the tags lost bits, starts at the tag's first position: some entries
+ * are visited again).  fn must not add or delete. */
 uint64_t ks_visit_range(ks_shard_t *sh, uint64_t v, void (*fn)(ks_shard_t *, ks_entry_t *, void *), void *ud)
 {
     size_t n = sh->nslots;
-    if (v >= TAG_SPACE)
+    if (v >= POS_SPACE)
         return 0;
-    uint64_t end = v + (n >= TAG_SPACE ? 1 : TAG_SPACE / n);
-    if (end > TAG_SPACE)
-        end = TAG_SPACE;
-    size_t i = tag_home_lo(v, n), span = tag_home_hi(end - 1, n) - i;
+    bool tags = tag_homes(sh, n);
+    unsigned shift = 32 - sh->tbits;   /* a tag's positions: 2^shift */
+    uint64_t w = POS_SPACE / n;
+    if (tags) {
+        uint64_t g = (uint64_t)1 << shift;
+        v &= ~(g - 1);
+        w = w < g ? g : w & ~(g - 1);
+    } else if (w == 0) {
+        w = 1;
+    }
+    uint64_t end = v + w > POS_SPACE ? POS_SPACE : v + w;
+    size_t i = home_of_pos(sh, v, n), span = home_of_pos(sh, end - 1, n) - i;
     for (size_t d = 0; d <= n; d++, i = slot_next(i, n)) {
-        uint64_t s = sh->slots[i];
+        uint32_t s = sh->slots[i];
         if (!s) {
             if (d >= span)
                 break;
             continue;
         }
-        if (slot_tag(s) >= v && slot_tag(s) < end)
-            fn(sh, slot_entry(s), ud);
+        uint64_t lo = (uint64_t)slot_tag(sh, s) << shift, hi = lo + ((uint64_t)1 << shift);
+        if (hi <= v || lo >= end)
+            continue;   /* none of the tag's positions is in the range */
+        ks_entry_t *e = slot_entry(sh, s);
+        if (lo < v || hi > end) {   /* the tag straddles the range: the key's own position */
+            uint64_t pos = entry_hash(sh->seed, e) >> 32;
+            if (pos < v || pos >= end)
+                continue;
+        }
+        fn(sh, e, ud);
     }
-    return end == TAG_SPACE ? 0 : end;
+    return end == POS_SPACE ? 0 : end;
 }
 
 struct drain_ctx {
@@ -188,9 +216,20 @@ bool ks_snapshot_failed(ks_t *ks)
 
 void ks_snapshot_end(ks_t *ks)
 {
+    /* The next snapshot's epoch would wrap to 0 and be 1 again: an entry
+     * this or an earlier snapshot did not reach (one ended before walking
+     * its shard) could carry it.  Every entry's epoch is set to 0 now,
+     * one shard at a time, while no snapshot is active (epochs are read
+     * only then). */
+    bool wrap = ks->epoch == UINT8_MAX;
+    if (wrap)
+        ks->epoch = 0;
     for (unsigned i = 0; i < ks->nshards; i++) {
         ks_shard_t *sh = &ks->shards[i];
         ks_shard_lock(sh);
+        sh->snap_active = 0;
+        if (wrap)
+            epochs_reset(sh);
         for (size_t j = sh->items_next; j < sh->nitems; j++)
             free(sh->items[j].buf);
         sh->nitems = sh->items_next = 0;

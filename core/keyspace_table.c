@@ -1,5 +1,5 @@
 /*
- * keyspace_table.c - a shard's open-addressing table of tagged slots and
+ * keyspace_table.c - a shard's open-addressing table of tagged handles and
  * its vol array of the entries with an expiry: growing and shrinking both,
  * removing from both.  The layouts are described in keyspace.c's opening
  * comment and keyspace_int.h; lookups and insertion are inline there or in
@@ -7,34 +7,76 @@
  */
 #include "core/keyspace_int.h"
 
+#include <assert.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
-bool ks_table_resize(ks_shard_t *sh, size_t nslots)
+/* Tables from TABLE_MAP_MIN bytes on are mapped pages of their own rather
+ * than allocations: jemalloc adds a page to each allocation from 16 KiB on
+ * (to vary where it starts in its page), 4 KiB more a shard's table of
+ * 20 KiB (1M keys over 256 shards: a byte a key), and keeps the pages of
+ * the tables a growing shard frees until they decay; an unmapped table's
+ * pages go back at once.  Both start zeroed. */
+uint32_t *ks_table_alloc(size_t nslots)
+{
+    size_t bytes = nslots * sizeof(uint32_t);
+    if (bytes < TABLE_MAP_MIN)
+        return calloc(nslots, sizeof(uint32_t));
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void ks_table_free(uint32_t *t, size_t nslots)
+{
+    size_t bytes = nslots * sizeof(uint32_t);
+    if (bytes < TABLE_MAP_MIN)
+        free(t);
+    else if (t)
+        munmap(t, bytes);
+}
+
+/* Moves the table to one of nslots slots whose slots keep tbits bits of
+ * tag (at most the shard's current tbits: a tag loses its low bits). */
+bool ks_table_rebuild(ks_shard_t *sh, size_t nslots, unsigned tbits)
 {
     if (nslots > UINT32_MAX)
         return false;   /* homes come from 32 bits of hash */
-    uint64_t *t = calloc(nslots, sizeof(*t));
+    assert(tbits <= sh->tbits);
+    uint32_t *t = ks_table_alloc(nslots);
     if (!t)
         return false;   /* keep the old table: fuller, still correct */
-    for (size_t i = 0; i < sh->nslots; i++)
-        if (sh->slots[i])
-            slot_insert(t, nslots, sh->slots[i], slot_home(sh->seed, sh->slots[i], nslots));
-    free(sh->slots);
+    unsigned hbits = 32 - tbits, drop = sh->tbits - tbits;
+    bool tag_home = nslots <= ((uint64_t)1 << tbits);
+    for (size_t i = 0; i < sh->nslots; i++) {
+        uint32_t s = sh->slots[i];
+        if (!s)
+            continue;
+        uint32_t h = slot_handle(sh, s), tag = tbits ? slot_tag(sh, s) >> drop : 0;
+        size_t home = tag_home ? (size_t)(((uint64_t)tag * nslots) >> tbits)
+                               : (size_t)(((entry_hash(sh->seed, cell_at(sh, h)) >> 32) * nslots) >> 32);
+        slot_insert(t, nslots, slot_make(h, tag, hbits), home);
+    }
+    ks_table_free(sh->slots, sh->nslots);
     sh->slots = t;
     sh->nslots = nslots;
+    sh->hbits = hbits;
+    sh->tbits = tbits;
     return true;
 }
 
+bool ks_table_resize(ks_shard_t *sh, size_t nslots) { return ks_table_rebuild(sh, nslots, sh->tbits); }
+
 /* Empties slot i, moving back the entries of its run that may move
  * (linear probing's deletion: no tombstones). */
-void ks_slots_delete(uint64_t seed, uint64_t *slots, size_t n, size_t i)
+void ks_slots_delete(ks_shard_t *sh, size_t i)
 {
-    size_t j = i;
+    uint32_t *slots = sh->slots;
+    size_t n = sh->nslots, j = i;
     for (;;) {
         j = slot_next(j, n);
         if (!slots[j])
             break;
-        size_t k = slot_home(seed, slots[j], n);
+        size_t k = slot_home(sh, slots[j], n);
         /* the entry at j stays when its home is cyclically in (i, j] */
         if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
             continue;
@@ -108,7 +150,7 @@ void ks_vol_remove(ks_shard_t *sh, ks_entry_t *e)
     vol_slot_t *slot = vol_at(sh, *vi - 1), *last = vol_at(sh, --sh->nvol);
     if (slot != last) {
         *slot = *last;
-        *vidx_of(vol_entry(slot)) = *vi;
+        *vidx_of(vol_entry(sh, slot)) = *vi;
     }
     *vi = 0;
     e->klen_f &= (uint16_t)~KF_VOL;

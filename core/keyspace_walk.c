@@ -51,7 +51,7 @@ static size_t expire_sample(ks_t *ks, ks_shard_t *sh, int64_t now_ms, size_t n)
     for (; n > 0 && sh->nvol > 0; n--) {
         const vol_slot_t *v = vol_at(sh, (size_t)rng_below(&sh->rng, sh->nvol));
         if (vol_expire(v) <= now_ms) {
-            ks_shard_delete(ks, sh, vol_entry(v));
+            ks_shard_delete(ks, sh, vol_entry(sh, v));
             hit++;
         }
     }
@@ -89,7 +89,7 @@ static ks_entry_t *table_sample(ks_shard_t *sh)
     size_t i = (size_t)rng_below(&sh->rng, sh->nslots);
     while (!sh->slots[i])
         i = slot_next(i, sh->nslots);
-    return slot_entry(sh->slots[i]);
+    return slot_entry(sh, sh->slots[i]);
 }
 
 /* Whether e is one of keep[0..nkeep). */
@@ -105,7 +105,7 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
 {
     if (ks->policy == KS_NOEVICTION)
         return 0;
-    uint32_t now_s = lru_now(now_ms);
+    uint16_t now_s = lru_now(now_ms);
     for (unsigned tries = 0; tries < ks->nshards; tries++) {
         unsigned i = atomic_fetch_add_explicit(&ks->evict_rr, 1, memory_order_relaxed) & (ks->nshards - 1);
         ks_shard_t *sh = &ks->shards[i];
@@ -115,7 +115,7 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         ks_entry_t *best = NULL;
         uint32_t best_idle = 0;
         for (int s = 0; n && s < KS_EVICT_SAMPLES; s++) {
-            ks_entry_t *e = vol ? vol_entry(vol_at(sh, (size_t)rng_below(&sh->rng, n))) : table_sample(sh);
+            ks_entry_t *e = vol ? vol_entry(sh, vol_at(sh, (size_t)rng_below(&sh->rng, n))) : table_sample(sh);
             uint32_t idle = lru_idle(e, now_s);
             if ((!best || idle > best_idle) && !kept(e, keep, nkeep)) {
                 best = e;
@@ -125,11 +125,11 @@ size_t ks_evict_keep(ks_t *ks, int64_t now_ms, const ks_key_t *keep, size_t nkee
         /* the samples were all kept: another, in order */
         size_t looked = 0;
         for (size_t k = 0; vol && !best && k < n && k < KS_EVICT_SCAN; k++)
-            if (!kept(vol_entry(vol_at(sh, k)), keep, nkeep))
-                best = vol_entry(vol_at(sh, k));
+            if (!kept(vol_entry(sh, vol_at(sh, k)), keep, nkeep))
+                best = vol_entry(sh, vol_at(sh, k));
         for (size_t k = 0; !vol && !best && k < sh->nslots && looked < KS_EVICT_SCAN; k++)
-            if (sh->slots[k] && (looked++, !kept(slot_entry(sh->slots[k]), keep, nkeep)))
-                best = slot_entry(sh->slots[k]);
+            if (sh->slots[k] && (looked++, !kept(slot_entry(sh, sh->slots[k]), keep, nkeep)))
+                best = slot_entry(sh, sh->slots[k]);
         if (!best) {
             ks_shard_unlock(sh);
             continue;

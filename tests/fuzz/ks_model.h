@@ -104,6 +104,7 @@ typedef struct km_slot {
     int64_t v;
     int64_t aux;         /* heap: the buffer's length; maybe: big */
     int64_t expire;      /* KS_NO_EXPIRY or absolute ms */
+    bool roomy;          /* the entry has had an expiry: its cell has room for the vol index */
 } km_slot_t;
 
 typedef struct km {
@@ -184,29 +185,34 @@ static void *km_new_value(int type, int64_t v, int64_t aux)
 }
 
 /* What the keyspace charges an entry, worked out here independently of
- * keyspace.c: an 8-byte header (the value at 16 when its size is a
- * multiple of 16: it may need 16-alignment), the value's area (the value of a type whose
- * values are all inline; else at least a pointer and a size), a 4-byte
- * index, the key and a NUL, rounded up to jemalloc's size class; an 8-byte table slot; a 12-byte
- * `vol` slot for a key with an expiry; a value stored apart as measured. */
-static size_t km_alloc_class(size_t n)
+ * keyspace.c: its cell (a 6-byte header, the key, padding to the area's
+ * alignment - 16 when the value's size is a multiple of 16: it may need
+ * it -, the value's area: the value of a type whose values are all inline,
+ * else at least a pointer and a size; a 4-byte vol index when the entry
+ * was made with an expiry or given one since), rounded up to its cell
+ * class (8 bytes apart up to 256, 16-byte multiples for a 16-aligned
+ * area); a 4-byte table slot; a 12-byte `vol` slot for a key with an
+ * expiry; a value stored apart as measured. */
+static size_t km_cell_class(size_t n, size_t align)
 {
-    if (n <= 8)
-        return 8;
-    if (n <= 128)
-        return (n + 15) / 16 * 16;
-    size_t pow = 128;
-    while (pow * 2 < n)
-        pow *= 2;
-    size_t spacing = pow / 4;   /* four classes between pow and 2 pow */
-    return (n + spacing - 1) / spacing * spacing;
+    static const size_t big[] = { 272, 288, 304, 336, 368, 400, 448, 496, 576, 672, 816, 1008, 1360 };
+    if (n < 16)
+        n = 16;
+    n = (n + align - 1) / align * align;
+    if (n <= 256)
+        return n;
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+        if (n <= big[i])
+            return big[i];
+    return 0;
 }
 
-static size_t km_charge(int type, size_t klen, bool volatile_key, size_t apart)
+static size_t km_charge(int type, size_t klen, bool volatile_key, bool roomy, size_t apart)
 {
     size_t area = type == KM_INL ? sizeof(int64_t) : type == KM_HEAP ? 16 : sizeof(km_maybe_t);
     size_t at = type == KM_MAYBE ? 16 : 8;   /* a 16-byte value may need 16-alignment */
-    return km_alloc_class(at + area + 4 + klen + 1) + sizeof(void *) + (volatile_key ? 12 : 0) + apart;
+    size_t off = (6 + klen + at - 1) / at * at;
+    return km_cell_class(off + area + (roomy ? 4 : 0), at) + 4 + (volatile_key ? 12 : 0) + apart;
 }
 
 /* Checks an entry's value, and its charge, against its slot. */
@@ -242,7 +248,7 @@ static void km_check_entry(const km_t *m, int i, const ks_entry_t *e)
     }
     if (ks_entry_expire(m->ks, e) != s->expire)
         KM_FAIL("key %d: expiry %lld, model %lld", i, (long long)ks_entry_expire(m->ks, e), (long long)s->expire);
-    size_t want = km_charge(s->type, klen, s->expire != KS_NO_EXPIRY, apart);
+    size_t want = km_charge(s->type, klen, s->expire != KS_NO_EXPIRY, s->roomy, apart);
     if (want > ks_entry_overhead(klen) + (s->type == KM_INL ? sizeof(int64_t) : s->type == KM_HEAP ? apart : sizeof(km_maybe_t)))
         KM_FAIL("key %d: charged %zu, more than ks_entry_overhead says", i, want);
     if (ks_entry_memory(e) != want)
@@ -285,6 +291,7 @@ static void km_put(km_t *m)
         if (!e)
             KM_FAIL("out of memory adding key %d", i);
         m->slot[i].expire = KS_NO_EXPIRY;
+        m->slot[i].roomy = false;
     }
     km_slot_t *s = &m->slot[i];
     s->present = true;
@@ -293,10 +300,11 @@ static void km_put(km_t *m)
     s->aux = aux;
     if (ex == 1) {
         s->expire = m->now + 1 + (int64_t)(km_byte(m) % 8);
-        ks_entry_set_expire(m->ks, e, s->expire);
+        s->roomy = true;
+        ks_entry_set_expire(m->ks, &e, s->expire);
     } else if (ex == 2) {
         s->expire = KS_NO_EXPIRY;
-        ks_entry_set_expire(m->ks, e, KS_NO_EXPIRY);
+        ks_entry_set_expire(m->ks, &e, KS_NO_EXPIRY);
     }
     km_check_entry(m, i, e);
     ks_shard_unlock(sh);
@@ -318,7 +326,7 @@ static void km_get(km_t *m)
     if (e) {
         size_t klen;
         const char *key = ks_entry_key(e, &klen);
-        if (klen != k.len || memcmp(key, buf, klen) != 0 || key[klen] != '\0')
+        if (klen != k.len || memcmp(key, buf, klen) != 0)
             KM_FAIL("key %d: the entry's key differs", i);
         km_check_entry(m, i, e);
     }
@@ -359,8 +367,10 @@ static void km_expire(km_t *m)
         int64_t at = how % 3 == 0   ? KS_NO_EXPIRY
                      : how % 7 == 1 ? INT64_MAX - (int64_t)how
                                     : m->now + 1 + (int64_t)(how % 16);
-        ks_entry_set_expire(m->ks, e, at);
+        ks_entry_set_expire(m->ks, &e, at);
         m->slot[i].expire = at > KS_EXPIRE_MAX ? KS_EXPIRE_MAX : at;
+        if (at != KS_NO_EXPIRY)
+            m->slot[i].roomy = true;
         km_check_entry(m, i, e);
     }
     ks_shard_unlock(sh);

@@ -54,7 +54,7 @@ static ks_entry_t *put(ks_t *ks, const char *key, int64_t val, int64_t expire_ms
     ks_entry_t *e = ks_find_write(ks, &k, now);
     if (e) {
         *(int64_t *)ks_entry_value(e) = val;
-        ks_entry_set_expire(ks, e, expire_ms);
+        ks_entry_set_expire(ks, &e, expire_ms);
     } else {
         e = ks_add(ks, &k, &cnt_type, new_cnt(val), expire_ms, now);
     }
@@ -144,7 +144,8 @@ static void test_expiry(void **state)
     /* clearing the expiry */
     ks_key_t k = ks_key(ks, "long", 4);
     ks_shard_lock(ks_shard_at(ks, k.shard));
-    ks_entry_set_expire(ks, ks_find_write(ks, &k, 3000), KS_NO_EXPIRY);
+    ks_entry_t *e = ks_find_write(ks, &k, 3000);
+    ks_entry_set_expire(ks, &e, KS_NO_EXPIRY);
     ks_shard_unlock(ks_shard_at(ks, k.shard));
     assert_true(get(ks, "long", 1LL << 50, NULL));
     ks_free(ks);
@@ -334,8 +335,12 @@ static void on_visit(void *ud, ks_entry_t *e)
     struct seen *s = ud;
     size_t len;
     const char *k = ks_entry_key(e, &len);
-    if (len > 7 && memcmp(k, "stable:", 7) == 0)
-        s->hits[atoi(k + 7)] = 1;
+    if (len > 7 && len < 20 && memcmp(k, "stable:", 7) == 0) {
+        char num[16];   /* a key is not NUL-terminated */
+        memcpy(num, k + 7, len - 7);
+        num[len - 7] = '\0';
+        s->hits[atoi(num)] = 1;
+    }
 }
 
 static void test_scan_across_resizes(void **state)

@@ -208,13 +208,15 @@ static void test_gcra_entry(void **state)
     ks_entry_t *e = ks_add(ks, &k, &throttle_type, t, KS_NO_EXPIRY, 0);
     assert_non_null(e);
     const char *v = ks_entry_value(e), *key = ks_entry_key(e, NULL);
-    assert_ptr_equal(v, (const char *)e + 8);
-    assert_ptr_equal(key, (const char *)e + 20);
-    assert_true(key + 10 + 1 <= (const char *)e + 32);   /* 31 bytes: the 32-byte class */
+    assert_ptr_equal(key, (const char *)e + 6);   /* after the 6-byte header */
+    assert_ptr_equal(v, (const char *)e + 16);    /* 24 bytes: a 24-byte cell */
     assert_int_equal(throttle_gcra_tat(ks_entry_value(e)), tat);
-    assert_int_equal(ks_entry_memory(e), 32 + 8);
-    assert_true(ks_entry_set_expire(ks, e, 1000));
-    assert_int_equal(ks_entry_memory(e), 32 + 8 + 12);
+    assert_int_equal(ks_entry_memory(e), 24 + 4);
+    assert_true(ks_entry_set_expire(ks, &e, 1000));   /* moved to a cell with room for the vol index */
+    assert_int_equal(ks_entry_memory(e), 32 + 4 + 12);
+    v = ks_entry_value(e);
+    assert_int_equal(throttle_gcra_tat((const throttle_t *)(const void *)v), tat);
+    assert_memory_equal(ks_entry_key(e, NULL), "user:12345", 10);
     assert_int_equal(ks_total_memory(ks), ks_entry_memory(e));
     assert_true(ks_entry_memory(e) <= ks_entry_overhead(10) + throttle_type.size(v));
 
@@ -223,9 +225,9 @@ static void test_gcra_entry(void **state)
     assert_true(throttle_commit(&in, &p, BASE + S(0.1), 1, &exp));
     assert_ptr_equal(in, v);
     assert_true(throttle_gcra_tat(in) > tat);
-    assert_memory_equal(ks_entry_key(e, NULL), "user:12345", 11);
+    assert_memory_equal(ks_entry_key(e, NULL), "user:12345", 10);
     ks_entry_changed(ks, e);
-    assert_int_equal(ks_total_memory(ks), 32 + 8 + 12);
+    assert_int_equal(ks_total_memory(ks), 32 + 4 + 12);
 
     /* a reservation: the state is full and needs another entry */
     rl_result_t r;
@@ -241,7 +243,7 @@ static void test_gcra_entry(void **state)
     assert_int_equal(throttle_type.size(back), 8);   /* no reservation: compact again */
     assert_true(ks_entry_value_fits(e, back));
     ks_entry_replace_value(ks, e, back);
-    assert_int_equal(ks_total_memory(ks), 32 + 8 + 12);
+    assert_int_equal(ks_total_memory(ks), 32 + 4 + 12);
     ks_entry_delete(ks, e);
     assert_int_equal(ks_total_memory(ks), 0);
     e = ks_add(ks, &k, &throttle_type, out, KS_NO_EXPIRY, 0);
@@ -376,9 +378,9 @@ static void decide_later(ks_t *ks, void *arg)
 
 /* The windows and the token bucket without reservations are 16 or 24 bytes
  * of their own inside the entry, as GCRA's 8: with a 10-byte key a sliding
- * window or a token bucket is 8 (header) + 24 + 4 (vol index) + 11 (key,
- * NUL) = 47 bytes, a fixed window 39, both the 48-byte class (the 48-byte
- * state made 80).  Hundreds of decisions in place answer and encode as the
+ * window or a token bucket is 6 (header) + 10 (key) + 24 = a 40-byte cell,
+ * 48 with a vol index, a fixed window 32 and 40 (the 48-byte state made
+ * 80).  Hundreds of decisions in place answer and encode as the
  * algorithm's own module computes them; a snapshot (with a decision made
  * after its barrier), a load and a DUMP/RESTORE keep the bytes, and a
  * reservation takes the full form and a new entry. */
@@ -387,12 +389,12 @@ static void test_small_entries(void **state)
     (void)state;
     static const struct {
         throttle_algo_t a;
-        size_t bytes, entry;
+        size_t bytes, entry, entry_vol;   /* the cell without and with room for a vol index */
     } cases[] = {
-        { THROTTLE_GCRA, 8, 32 },
-        { THROTTLE_FIXED_WINDOW, 16, 48 },
-        { THROTTLE_SLIDING_WINDOW, 24, 48 },
-        { THROTTLE_TOKEN_BUCKET, 24, 48 },
+        { THROTTLE_GCRA, 8, 24, 32 },
+        { THROTTLE_FIXED_WINDOW, 16, 32, 40 },
+        { THROTTLE_SLIDING_WINDOW, 24, 40, 48 },
+        { THROTTLE_TOKEN_BUCKET, 24, 40, 48 },
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         throttle_params_t p = params_of(cases[c].a);
@@ -436,19 +438,19 @@ static void test_small_entries(void **state)
         }
         assert_non_null(e);
 
-        /* the entry: the value at 8, the key after it, the class's charge */
+        /* the entry: the key at 6, the value after it, the cell's charge */
         ks_shard_lock(sh);
         const char *v = ks_entry_value(e), *key = ks_entry_key(e, NULL);
-        assert_ptr_equal(v, (const char *)e + 8);
-        assert_ptr_equal(key, (const char *)e + 8 + cases[c].bytes + 4);
-        assert_true(key + 10 + 1 <= (const char *)e + cases[c].entry);
+        assert_ptr_equal(key, (const char *)e + 6);
+        assert_ptr_equal(v, (const char *)e + 16);
         assert_int_equal(throttle_type.size(v), cases[c].bytes);
-        assert_int_equal(ks_entry_memory(e), cases[c].entry + 8);
-        assert_true(ks_entry_set_expire(ks, e, 1000));
-        assert_int_equal(ks_entry_memory(e), cases[c].entry + 8 + 12);   /* and a 12-byte volatile slot */
+        assert_int_equal(ks_entry_memory(e), cases[c].entry + 4);
+        assert_true(ks_entry_set_expire(ks, &e, 1000));
+        v = ks_entry_value(e);
+        assert_int_equal(ks_entry_memory(e), cases[c].entry_vol + 4 + 12);   /* and a 12-byte volatile slot */
         assert_int_equal(ks_total_memory(ks), ks_entry_memory(e));
         assert_true(ks_entry_memory(e) <= ks_entry_overhead(10) + throttle_type.size(v));
-        assert_true(ks_entry_set_expire(ks, e, KS_NO_EXPIRY));
+        assert_true(ks_entry_set_expire(ks, &e, KS_NO_EXPIRY));
         ks_shard_unlock(sh);
 
         /* a snapshot with a decision after its barrier, loaded elsewhere */
@@ -461,7 +463,7 @@ static void test_small_entries(void **state)
         wbuf_t now_bytes = WBUF_INIT;
         throttle_type.encode(ks_entry_value(e), &now_bytes);
         assert_true(now_bytes.len != want.len || memcmp(now_bytes.data, want.data, want.len) != 0);
-        assert_int_equal(ks_entry_memory(e), cases[c].entry + 8);   /* still small, in place */
+        assert_int_equal(ks_entry_memory(e), cases[c].entry_vol + 4);   /* still small, in place */
         wbuf_free(&now_bytes);
         ks_shard_unlock(sh);
         ks_shard_t *sh2 = ks_shard_at(ks2, k.shard);
@@ -469,7 +471,7 @@ static void test_small_entries(void **state)
         ks_entry_t *e2 = ks_find(ks2, &k, 0);
         assert_non_null(e2);
         assert_encodes_as(ks_entry_value(e2), &want);
-        assert_int_equal(ks_entry_memory(e2), cases[c].entry + 8);
+        assert_int_equal(ks_entry_memory(e2), cases[c].entry + 4);
         assert_int_equal(ks_total_memory(ks2), ks_entry_memory(e2));
 
         /* DUMP and RESTORE: the same payload, the same small state */
@@ -505,7 +507,7 @@ static void test_small_entries(void **state)
         assert_int_equal(throttle_type.size(refunded), cases[c].bytes);
         assert_true(ks_entry_value_fits(e, refunded));
         ks_entry_replace_value(ks, e, refunded);
-        assert_int_equal(ks_total_memory(ks), cases[c].entry + 8);
+        assert_int_equal(ks_total_memory(ks), cases[c].entry_vol + 4);
         ks_entry_delete(ks, e);
         e = ks_add(ks, &k, &throttle_type, out, KS_NO_EXPIRY, 0);
         assert_non_null(e);
@@ -569,7 +571,7 @@ static void test_small_edges(void **state)
     ks_shard_lock(sh);
     ks_entry_t *e = ks_add(ks, &k, &throttle_type, t, KS_NO_EXPIRY, 0);
     assert_non_null(e);
-    assert_int_equal(ks_entry_memory(e), 32 + 8);   /* 8 + 16 + 4 + 3 */
+    assert_int_equal(ks_entry_memory(e), 24 + 4);   /* a cell of 6 + 2 + 16, a slot */
     ks_shard_unlock(sh);
     ks_free(ks);
     wbuf_free(&b);
