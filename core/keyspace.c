@@ -4,47 +4,54 @@
  * holds which part.
  *
  * Each shard holds:
- *   - an open-addressing table of entry pointers (linear probing, any
- *     number of slots, at most 7/8 full: grown by a quarter past it, halved
- *     below 1/8, rehashed all at once; deletion shifts the run back, no
+ *   - its entries, as cells of 4 KiB chunks of one size class each
+ *     (keyspace_cells.c: classes 8 bytes apart up to 256 bytes), each
+ *     named by a 32-bit handle (the chunk's index, the cell's);
+ *   - an open-addressing table of handles (linear probing, any number of
+ *     slots, at most 7/8 full: grown by a quarter past it, halved below
+ *     1/8, rebuilt all at once; deletion shifts the run back, no
  *     tombstones).  A key's home is its hash's top bits scaled to the
  *     table's size, so homes are in hash order and walks (SCAN, snapshots)
  *     go in that order whatever the size.  Growing by a quarter keeps the
- *     load between 7/10 and 7/8 (doubling: 7/16 to 7/8), about 10 bytes of
- *     table a key instead of 13-17.
- *     A slot is 8 bytes: the entry's address (below 2^47, 16-aligned) and
- *     the top 21 bits of the key's hash in the bits the address leaves
- *     free, which give an entry's home slot without reading it (tables up
- *     to 2^21 slots a shard; larger ones hash the key again) and filter
- *     lookups;
+ *     load between 7/10 and 7/8 (doubling: 7/16 to 7/8).
+ *     A slot is 4 bytes: the handle in its low bits and the top bits of
+ *     the key's hash in the others (the more the fewer chunks the shard
+ *     has: 19 bits with 1M keys over 256 shards, 16 with 10M), which
+ *     filter lookups and give an entry's home slot without reading it
+ *     while the table has at most 2^tag-bits slots (a larger one hashes
+ *     the key again);
  *   - `vol`, a dense array of the entries with an expiry and their expiries
- *     (12 bytes each: address and expiry packed, see vol_slot_t), kept in
- *     blocks of 1024 that never move: only keys with a TTL pay for one.
- *     Each such entry knows its index in it, so adding and removing is O(1)
- *     (swap with the last) and sampling for active expiry and volatile-lru
- *     is an index.  allkeys-lru samples the table itself, as Redis its dict;
+ *     (12 bytes each: handle and expiry), kept in blocks of 1024 that never
+ *     move: only keys with a TTL pay for one.  Each such entry knows its
+ *     index in it, so adding and removing is O(1) (swap with the last) and
+ *     sampling for active expiry and volatile-lru is an index.
+ *     allkeys-lru samples the table itself, as Redis its dict;
  *   - the snapshot state (see "Snapshots" in keyspace_snap.c).
  *
- * An entry is one allocation: an 8-byte header (24 bits of LRU clock, a
- * one-byte type id, the key's length and flags, a 16-bit snapshot epoch),
- * the value's area, its index in `vol` (4 bytes), then the key and a NUL.  The area holds a small value
- * itself when its type allows (types.h, inline_size: a counter, a rate
- * limiter's state), else the value's pointer and the bytes its type reported
- * when last measured.  Neither the hash nor the expiry is stored in the
- * entry: the hash is computed again from the key (in the entry's first cache
- * line) when an entry's shard or home is needed, the expiry lives in `vol`.
- * A 10-byte counter key is a 32-byte allocation (8 + 8 + 4 + 11) and an
- * 8-byte slot.  A type whose values differ in size (types.h, inline_len: a
- * rate limiter's state, 8 bytes for GCRA, 16 to 24 for a window or a token
- * bucket, 48 with reservations) gives a value of at most NARROW_MAX bytes
- * a narrow entry (KF_NARROW: an area at 8 of the value's length rounded to
- * 8, kept in KF_AREA, so a 10-byte GCRA key is 32 bytes too and a sliding
- * window's 48); such an entry holds no larger value (ks_entry_value_fits),
- * a writer of one makes a new entry.
+ * An entry is one cell: a 6-byte header (16 bits of LRU clock, a one-byte
+ * type id, an 8-bit snapshot epoch, the key's length and flags), the key,
+ * padding to the value's alignment, the value's area and, for an entry
+ * with an expiry, its index in `vol` (4 bytes).  The area holds a small
+ * value itself when its type allows (types.h, inline_size: a counter, a
+ * rate limiter's state), else the value's pointer and the bytes its type
+ * reported when last measured.  Neither the hash nor the expiry is stored
+ * in the entry: the hash is computed again from the key (right after the
+ * header) when an entry's shard or home is needed, the expiry lives in
+ * `vol`.  A 10-byte counter key is a 24-byte cell (6 + 10 + 8) and a
+ * 4-byte slot; with a TTL a 32-byte cell (the vol index), a 4-byte slot
+ * and a 12-byte vol slot.  An entry made without an expiry has room for
+ * no vol index unless its class's rounding left it: given an expiry, it
+ * moves to a cell of the next class (ks_entry_set_expire says where).  A
+ * type whose values differ in size (types.h, inline_len: a rate limiter's
+ * state, 8 bytes for GCRA, 16 to 24 for a window or a token bucket, 48
+ * with reservations) gives a value of at most NARROW_MAX bytes a narrow
+ * entry (KF_NARROW: an area of the value's length rounded to 8, kept in
+ * KF_AREA, so a 10-byte GCRA key is 24 bytes too and a sliding window's
+ * 40); such an entry holds no larger value (ks_entry_value_fits), a writer
+ * of one makes a new entry.
  *
- * Memory charged per entry: the entry's allocation as the allocator rounds
- * it, one table slot, one `vol` slot when it has an expiry, plus what the
- * type reports of a value stored apart.
+ * Memory charged per entry: its cell, one table slot, one `vol` slot when
+ * it has an expiry, plus what the type reports of a value stored apart.
  */
 #include "core/keyspace_int.h"
 

@@ -151,6 +151,7 @@ bool ks_entry_value_fits(const ks_entry_t *e, const void *value);
 
 const ks_type_t *ks_entry_type(const ks_entry_t *e);
 void *ks_entry_value(const ks_entry_t *e);
+/* The key's bytes (*len of them, not NUL-terminated), inside the entry. */
 const char *ks_entry_key(const ks_entry_t *e, size_t *len);
 /* The entry's expiry (KS_NO_EXPIRY if none): kept in its shard's array of
  * volatile keys, not in the entry, hence the keyspace. */

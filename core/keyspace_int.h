@@ -10,13 +10,16 @@
  *                       expiry, values) and their memory charge
  *     keyspace_table.c  a shard's open-addressing table (resizing,
  *                       removing a slot) and its vol array's blocks
+ *     keyspace_cells.c  the cells entries live in: size classes, chunks,
+ *                       handles
  *     keyspace_snap.c   the copy-on-write snapshot and the walk in tag
  *                       order it shares with SCAN
  *     keyspace_walk.c   SCAN, active expiry, eviction sampling
  *
- * Calls run one way (keyspace.c -> table, snap; walk -> keyspace.c, snap):
- * the table calls no other file, and the snapshot only the public
- * ks_shard_lock/ks_shard_unlock (ks_snapshot_end takes each shard's lock).
+ * Calls run one way (keyspace.c -> cells, table, snap; cells -> table;
+ * walk -> keyspace.c, snap): the table calls no other file, and the
+ * snapshot only the public ks_shard_lock/ks_shard_unlock (ks_snapshot_end
+ * takes each shard's lock).
  * What a lookup or a write runs per request (table_find, lru_touch, the
  * accessors) stays in keyspace.c or is static inline here.
  */

@@ -511,7 +511,7 @@ static void randomkey_command(redis_conn_t *c, const resp_cmd_t *cmd)
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 27;
     unsigned shard = (unsigned)(x % nshards);
-    uint64_t pos = (x >> 32) & 0xffff;
+    uint64_t pos = x >> 32;   /* a position in the shard's hash order (32 bits) */
     bool wrapped = false;
     for (;;) {
         cmd_scan_res_t r;

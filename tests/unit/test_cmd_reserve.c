@@ -106,7 +106,7 @@ static void test_reserve_settle(void **state)
 
 /* The charge of a key is what its entry costs, whatever the form of its
  * state: a GCRA key made by a decision is a compact 8-byte state in a
- * 32-byte entry (10-byte key); a reservation needs the full state and a new
+ * 32-byte cell (6-byte header, 10-byte key, a vol index for its TTL); a reservation needs the full state and a new
  * entry, and a settle keeps the full state (its reservation set stays,
  * possibly empty).  Replay reaches the same bytes. */
 static void test_compact_gcra_entry(void **state)
@@ -124,7 +124,7 @@ static void test_compact_gcra_entry(void **state)
     ks_entry_t *e = ks_find(c.srv.ks, &k, T0 / 1000000);
     assert_non_null(e);
     assert_int_equal(throttle_type.size(ks_entry_value(e)), 8);
-    assert_int_equal(ks_entry_memory(e), 32 + 8 + (ks_entry_expire(c.srv.ks, e) == KS_NO_EXPIRY ? 0 : 12));
+    assert_int_equal(ks_entry_memory(e), ks_entry_expire(c.srv.ks, e) == KS_NO_EXPIRY ? 24 + 4 : 32 + 4 + 12);
     assert_int_equal(ks_total_memory(c.srv.ks), ks_entry_memory(e));
     ks_shard_unlock(sh);
 
