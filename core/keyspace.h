@@ -53,9 +53,11 @@
 #define KS_KEY_MAX 1024          /* longest key in bytes (DESIGN §2) */
 #define KS_NO_EXPIRY 0           /* expire_ms value meaning "never" */
 /* The latest expiry kept exactly: 2^53 - 1 ms after the epoch (the year
- * 287 396; the shard's array of volatile keys packs an expiry in 53 bits).
- * A later one is kept as KS_EXPIRE_MAX, which ks_entry_expire then
- * returns: the key still outlives any server. */
+ * 287 396).  A later one is kept as KS_EXPIRE_MAX, which ks_entry_expire
+ * then returns: the key still outlives any server.  (The array of volatile
+ * keys once packed an expiry in 53 bits; it holds 64 now, and the bound
+ * stays so that what a key reports, dumps and replays does not change
+ * between versions.) */
 #define KS_EXPIRE_MAX (((int64_t)1 << 53) - 1)
 
 typedef struct ks ks_t;

@@ -381,9 +381,11 @@ static void test_scan_across_resizes(void **state)
     ks_free(ks);
 }
 
-/* A shard past 2^21 slots, where a slot's 21 bits of hash no longer give
- * an entry's home and the keyspace hashes keys again: lookups, expiry, a
- * SCAN across the growth and shrinks back below it, deletion. */
+/* A shard of 1.9M keys, whose table (2.5M slots) is larger than its slots'
+ * bits of hash can place (10 bits beside 22 bits of handle), so that they
+ * no longer give an entry's home and the keyspace hashes keys again:
+ * lookups, expiry, a SCAN across the growth and shrinks back below 2^10
+ * slots, deletion. */
 static void test_large_table(void **state)
 {
     (void)state;
@@ -402,7 +404,7 @@ static void test_large_table(void **state)
         assert_true(get(ks, key, 0, &v));
         assert_int_equal(v, i);
     }
-    /* a scan while the table shrinks back below 2^21 slots */
+    /* a scan while the table shrinks (its slots keep their 10 bits of tag) */
     for (int i = 0; i < STABLE; i++) {
         snprintf(key, sizeof(key), "stable:%d", i);
         put(ks, key, i, KS_NO_EXPIRY, 0);
