@@ -498,8 +498,11 @@ static void decode_all(const wbuf_t *b, int64_t *vals, int n, int *count)
         const char *why;
         assert_int_equal(snapfmt_parse_record(b->data + off, b->len - off, &r, &used, &cnt, &why), PARSE_OK);
         assert_int_equal(r.tag, 60);
-        assert_true(r.klen > 2 && memcmp(r.key, "s:", 2) == 0);
-        int idx = atoi(r.key + 2);
+        assert_true(r.klen > 2 && r.klen < 16 && memcmp(r.key, "s:", 2) == 0);
+        char num[16];   /* the record's key is not NUL-terminated */
+        memcpy(num, r.key + 2, r.klen - 2);
+        num[r.klen - 2] = '\0';
+        int idx = atoi(num);
         assert_true(idx >= 0 && idx < n);
         assert_int_equal(vals[idx], -1);   /* each key once */
         vals[idx] = (int64_t)le64_load(r.value);
