@@ -324,21 +324,13 @@ void ks_unlock_all(ks_t *ks)
 /* Memory and values                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* The cell bytes a new entry needs: header, key, padding to the area's
- * alignment, the area (narrow, or the type's), a vol index if it is to
- * have an expiry. */
-static size_t entry_cell_need(const ks_type_t *t, size_t narrow, size_t klen, bool vol)
-{
-    return data_off(klen, narrow ? 8 : area_align(t)) + (narrow ? narrow : area_size(t)) + (vol ? sizeof(uint32_t) : 0);
-}
-
 /* Without the type: an upper bound of what an entry costs besides its
  * value's size (the cell with the largest area, its table slot and a `vol`
  * slot), so that a request asking this much room never gets less. */
 size_t ks_entry_overhead(size_t klen)
 {
     size_t area = KS_INLINE_MAX > sizeof(heap_val_t) ? KS_INLINE_MAX : sizeof(heap_val_t);
-    return ks_cell_class_size(data_off(klen, 16) + area + sizeof(uint32_t), 16) + sizeof(uint32_t) + sizeof(vol_slot_t);
+    return ks_cell_class_size(cell_need(klen, 16, area, true), 16) + sizeof(uint32_t) + sizeof(vol_slot_t);
 }
 
 /* What the entry is charged, computed rather than stored: its cell, its
@@ -496,8 +488,9 @@ ks_entry_t *ks_add(ks_t *ks, const ks_key_t *k, const ks_type_t *type, void *val
         return NULL;
     size_t narrow = value_narrow(type, value);
     /* (the cell may take a bit of the slots' tag: the slot is made after) */
-    ks_entry_t *e = ks_cell_alloc(sh, entry_cell_need(type, narrow, k->len, expire_ms != KS_NO_EXPIRY),
-                                  narrow ? 8 : area_align(type));
+    size_t align = narrow ? 8 : area_align(type);   /* as entry_align will say */
+    ks_entry_t *e = ks_cell_alloc(sh, cell_need(k->len, align, narrow ? narrow : area_size(type), expire_ms != KS_NO_EXPIRY),
+                                  align);
     if (!e)
         return NULL;
     e->tid = (uint8_t)tid;
@@ -527,7 +520,7 @@ void ks_entry_delete(ks_t *ks, ks_entry_t *e)
  * there is no memory for one. */
 static ks_entry_t *entry_grow(ks_shard_t *sh, ks_entry_t *e)
 {
-    ks_entry_t *ne = ks_cell_alloc(sh, entry_need(e, true), is_narrow(e) ? 8 : area_align(type_of(e)));
+    ks_entry_t *ne = ks_cell_alloc(sh, entry_need(e, true), entry_align(e));
     if (!ne)
         return NULL;
     memcpy(ne, e, entry_need(e, false));

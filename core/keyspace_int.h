@@ -114,11 +114,17 @@ static inline bool is_inline(const ks_entry_t *e) { return e->klen_f & KF_INLINE
 static inline bool is_vol(const ks_entry_t *e) { return e->klen_f & KF_VOL; }
 static inline size_t entry_klen(const ks_entry_t *e) { return e->klen_f & KF_KLEN; }
 static inline bool is_narrow(const ks_entry_t *e) { return e->klen_f & KF_NARROW; }
-/* An entry's area: where it starts, how long it is. */
-static inline size_t entry_data_off(const ks_entry_t *e)
+/* The bytes a cell needs for a key of klen bytes and an area of `area`
+ * bytes aligned to `align`, with a vol index if it has (or is to have) an
+ * expiry: header, key, padding, area, index. */
+static inline size_t cell_need(size_t klen, size_t align, size_t area, bool vol)
 {
-    return data_off(entry_klen(e), is_narrow(e) ? 8 : area_align(type_of(e)));
+    return data_off(klen, align) + area + (vol ? sizeof(uint32_t) : 0);
 }
+/* The alignment of an entry's area: a narrow area's is 8. */
+static inline size_t entry_align(const ks_entry_t *e) { return is_narrow(e) ? 8 : area_align(type_of(e)); }
+/* An entry's area: where it starts, how long it is. */
+static inline size_t entry_data_off(const ks_entry_t *e) { return data_off(entry_klen(e), entry_align(e)); }
 static inline size_t narrow_area(const ks_entry_t *e) { return 8u * (((e->klen_f & KF_AREA) >> KF_AREA_SHIFT) + 1u); }
 static inline size_t entry_area(const ks_entry_t *e) { return is_narrow(e) ? narrow_area(e) : area_size(type_of(e)); }
 static inline unsigned char *data_of(const ks_entry_t *e) { return (unsigned char *)(uintptr_t)e + entry_data_off(e); }
@@ -127,7 +133,7 @@ static inline heap_val_t *heap_of(const ks_entry_t *e) { return (heap_val_t *)(v
  * the vol index when it has (vol) or is to have an expiry. */
 static inline size_t entry_need(const ks_entry_t *e, bool vol)
 {
-    return entry_data_off(e) + entry_area(e) + (vol ? sizeof(uint32_t) : 0);
+    return cell_need(entry_klen(e), entry_align(e), entry_area(e), vol);
 }
 static inline uint32_t *vidx_of(const ks_entry_t *e)
 {
